@@ -1,0 +1,1 @@
+"""HTTP layer: routing, request handlers and middleware."""

@@ -1,0 +1,1 @@
+"""Authentication: user accounts and signed access tokens."""

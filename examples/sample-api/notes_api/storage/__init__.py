@@ -1,0 +1,1 @@
+"""Persistence: SQLite repositories and in-process caching."""

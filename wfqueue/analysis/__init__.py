@@ -1,0 +1,39 @@
+"""Repository analysis for the offline planner: files, symbols, imports, ranking.
+
+Only ``build_index`` reads the filesystem; everything else is a pure function
+of its inputs, so the planner's decisions are reproducible.
+"""
+
+from wfqueue.analysis.files import SourceFile, list_source_files
+from wfqueue.analysis.imports import js_imports, module_index_for, python_imports
+from wfqueue.analysis.index import (
+    RepoIndex,
+    build_index,
+    fan_in,
+    importers_of,
+    rank_files,
+    rank_symbols,
+    test_command_for,
+)
+from wfqueue.analysis.ranking import bm25_scores, tokenize
+from wfqueue.analysis.symbols import Symbol, python_symbols, regex_symbols
+
+__all__ = [
+    "RepoIndex",
+    "SourceFile",
+    "Symbol",
+    "bm25_scores",
+    "build_index",
+    "fan_in",
+    "importers_of",
+    "js_imports",
+    "list_source_files",
+    "module_index_for",
+    "python_imports",
+    "python_symbols",
+    "rank_files",
+    "rank_symbols",
+    "regex_symbols",
+    "test_command_for",
+    "tokenize",
+]

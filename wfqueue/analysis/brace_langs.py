@@ -1,0 +1,248 @@
+"""Regex symbol extraction for curly-brace languages: JS/TS, Go, Rust, Java.
+
+Each language supplies a *classifier* that looks at one cleaned line in a
+context ("top" level, a "namespace" body, or a type's "members") and reports
+the declarations that line starts.  A shared driver tracks brace depth so that
+nested code (function bodies, closures) is never mistaken for declarations,
+and so that every symbol gets an end line from its matching brace.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import NamedTuple
+
+from wfqueue.analysis.scan import BraceMap, clean_code, declaration_extent
+from wfqueue.analysis.symbol_model import Symbol
+
+# What a declaration's body holds: "members" (methods of a type), "namespace"
+# (more top-level-like declarations) or None (nothing we extract).
+BodyKind = str | None
+
+
+class Decl(NamedTuple):
+    """A declaration found on a line, before its extent is known."""
+
+    name: str
+    kind: str  # a Symbol kind, or "container" for impl/mod/namespace blocks
+    column: int
+    body: BodyKind = None
+    qualname: str | None = None  # overrides prefix.name (Go receivers, Rust impls)
+
+
+Classifier = Callable[[str, str, str], list[Decl]]
+
+_NAME = r"[A-Za-z_$][\w$]*"
+_JS_EXPORT = r"(?:export\s+(?:default\s+)?)?(?:declare\s+)?"
+_JS_KEYWORDS = frozenset(
+    {"if", "for", "while", "switch", "catch", "return", "function", "with", "super", "new", "typeof"}
+)
+_JS_TOP: list[tuple[re.Pattern[str], str, BodyKind]] = [
+    (re.compile(rf"^\s*{_JS_EXPORT}(?:async\s+)?function\b\s*\*?\s*({_NAME})"), "function", None),
+    (re.compile(rf"^\s*{_JS_EXPORT}(?:abstract\s+)?class\s+({_NAME})"), "class", "members"),
+    (re.compile(rf"^\s*{_JS_EXPORT}interface\s+({_NAME})"), "class", None),
+    (re.compile(rf"^\s*{_JS_EXPORT}(?:const\s+)?enum\s+({_NAME})"), "class", None),
+    (re.compile(rf"^\s*{_JS_EXPORT}type\s+({_NAME})\s*(?:<[^=]*>)?\s*="), "class", None),
+    (re.compile(rf"^\s*{_JS_EXPORT}(?:namespace|module)\s+({_NAME})\s*\{{"), "container", "namespace"),
+    # `const f = (a) =>`, `= function`, `= x =>`; an unclosed "(" after "=" is
+    # taken as a multi-line arrow parameter list.
+    (
+        re.compile(
+            rf"^\s*{_JS_EXPORT}(?:const|let|var)\s+({_NAME})\s*(?::[^=]+)?=\s*(?:async\s+)?"
+            rf"(?:function\b|(?:\([^)]*\)|{_NAME})\s*(?::[^=]*)?=>|\([^)]*$)"
+        ),
+        "function",
+        None,
+    ),
+    (re.compile(rf"^\s*{_JS_EXPORT}const\s+([A-Z][A-Z0-9_]+)\s*(?::[^=]+)?="), "constant", None),
+]
+_JS_MODIFIERS = r"(?:(?:public|private|protected|static|async|readonly|override|abstract|declare|get|set)\s+)*"
+_JS_MEMBER: list[tuple[re.Pattern[str], str, BodyKind]] = [
+    (
+        re.compile(
+            rf"^\s*{_JS_MODIFIERS}(#?{_NAME})\s*(?::[^=]+)?=\s*(?:async\s+)?"
+            rf"(?:\([^)]*\)|{_NAME})\s*(?::[^=]*)?=>"
+        ),
+        "method",
+        None,
+    ),
+    (re.compile(rf"^\s*{_JS_MODIFIERS}\*?\s*(#?{_NAME})\s*(?:<[^>()]*>)?\s*\("), "method", None),
+]
+
+
+def _first_match(line: str, rules: list[tuple[re.Pattern[str], str, BodyKind]]) -> list[Decl]:
+    """The first rule that matches wins: rules are ordered most specific first."""
+    for pattern, kind, body in rules:
+        match = pattern.match(line)
+        if match:
+            return [Decl(match.group(1), kind, match.start(1), body)]
+    return []
+
+
+def _js_classify(line: str, context: str, owner: str) -> list[Decl]:
+    if context == "members":
+        found = _first_match(line, _JS_MEMBER)
+        return [d for d in found if d.name not in _JS_KEYWORDS]
+    return _first_match(line, _JS_TOP)
+
+
+_GO_METHOD = re.compile(rf"^func\s*\(\s*(?:{_NAME}\s+)?\*?\s*({_NAME})(?:\[[^\]]*\])?\s*\)\s*({_NAME})")
+_GO_RULES: list[tuple[re.Pattern[str], str, BodyKind]] = [
+    (re.compile(rf"^func\s+({_NAME})"), "function", None),
+    (re.compile(rf"^type\s+({_NAME})"), "class", None),
+    (re.compile(rf"^const\s+({_NAME})\b"), "constant", None),
+]
+
+
+def _go_classify(line: str, context: str, owner: str) -> list[Decl]:
+    # Go has no nesting of declarations: only column-0 top-level lines count.
+    if context != "top":
+        return []
+    method = _GO_METHOD.match(line)
+    if method:
+        receiver, name = method.group(1), method.group(2)
+        return [Decl(name, "method", method.start(2), None, f"{receiver}.{name}")]
+    return _first_match(line, _GO_RULES)
+
+
+_RUST_VIS = r"(?:pub(?:\s*\([^)]*\))?\s+)?"
+_RUST_FN = re.compile(
+    rf"^\s*{_RUST_VIS}(?:default\s+)?(?:const\s+)?(?:async\s+)?(?:unsafe\s+)?(?:extern\s+)?fn\s+({_NAME})"
+)
+_RUST_TOP: list[tuple[re.Pattern[str], str, BodyKind]] = [
+    (_RUST_FN, "function", None),
+    (re.compile(rf"^\s*{_RUST_VIS}(?:struct|enum|union|type)\s+({_NAME})"), "class", None),
+    (re.compile(rf"^\s*{_RUST_VIS}(?:unsafe\s+)?(?:auto\s+)?trait\s+({_NAME})"), "class", "members"),
+    (re.compile(rf"^\s*{_RUST_VIS}(?:const|static)\s+(?:mut\s+)?([A-Z][A-Z0-9_]*)\s*:"), "constant", None),
+    (re.compile(rf"^\s*{_RUST_VIS}mod\s+({_NAME})\s*\{{"), "container", "namespace"),
+]
+_RUST_IMPL = re.compile(r"^\s*(?:unsafe\s+)?impl\b")
+
+
+def _skip_generics(text: str) -> str:
+    """``text`` without a leading ``<...>`` group (which may nest)."""
+    text = text.lstrip()
+    if not text.startswith("<"):
+        return text
+    depth = 0
+    for index, char in enumerate(text):
+        depth += (char == "<") - (char == ">")
+        if depth == 0:
+            return text[index + 1 :]
+    return ""
+
+
+def _rust_impl_target(line: str) -> str | None:
+    """Type name of ``impl [<..>] [Trait for] Type``, last path segment."""
+    header = _skip_generics(line[_RUST_IMPL.match(line).end() :])  # type: ignore[union-attr]
+    header = re.split(r"\{|\bwhere\b", header, maxsplit=1)[0]
+    if re.search(r"\bfor\b", header):
+        header = re.split(r"\bfor\b", header, maxsplit=1)[1]
+    match = re.search(r"((?:\w+::)*\w+)", header.replace("&", " ").replace("mut ", " "))
+    return match.group(1).split("::")[-1] if match else None
+
+
+def _rust_classify(line: str, context: str, owner: str) -> list[Decl]:
+    if context == "members":
+        match = _RUST_FN.match(line)
+        return [Decl(match.group(1), "method", match.start(1))] if match else []
+    if _RUST_IMPL.match(line):
+        target = _rust_impl_target(line)
+        return [Decl(target, "container", 0, "members")] if target else []
+    return _first_match(line, _RUST_TOP)
+
+
+_JAVA_CLASS = re.compile(
+    r"^\s*(?:@\w+(?:\([^)]*\))?\s+)*(?:(?:public|protected|private|static|final|abstract|sealed|"
+    rf"non-sealed|strictfp)\s+)*(?:class|interface|enum|record|@interface)\s+({_NAME})"
+)
+_JAVA_MODIFIERS = (
+    r"(?:(?:public|protected|private|static|final|abstract|synchronized|native|default|strictfp)\s+)*"
+)
+_JAVA_METHOD = re.compile(
+    rf"^\s*(?:@\w+(?:\([^)]*\))?\s+)*{_JAVA_MODIFIERS}(?:<[^>]*>\s*)?"
+    rf"(?:([\w$][\w$.<>\[\],?]*(?:\s*<[^()]*>)?(?:\[\])*)\s+)?({_NAME})\s*\("
+)
+_JAVA_CONSTANT = re.compile(
+    rf"^\s*{_JAVA_MODIFIERS}static\s+final\s+[\w$.<>\[\],? ]+?\s+([A-Z][A-Z0-9_]*)\s*[=;]"
+)
+_JAVA_NOT_TYPES = frozenset({"return", "new", "throw", "else", "case", "yield", "await"})
+
+
+def _java_classify(line: str, context: str, owner: str) -> list[Decl]:
+    decl = _JAVA_CLASS.match(line)
+    if decl:
+        return [Decl(decl.group(1), "class", decl.start(1), "members")]
+    if context != "members":
+        return []
+    constant = _JAVA_CONSTANT.match(line)
+    if constant:
+        return [Decl(constant.group(1), "constant", constant.start(1))]
+    method = _JAVA_METHOD.match(line)
+    if not method:
+        return []
+    return_type, name = method.group(1), method.group(2)
+    # Without a return type only a constructor (named after its class) counts;
+    # anything else is a continuation line of a multi-line expression.
+    if return_type is None and name != owner:
+        return []
+    if return_type in _JAVA_NOT_TYPES or name in _JS_KEYWORDS:
+        return []
+    return [Decl(name, "method", method.start(2))]
+
+
+_CLASSIFIERS: dict[str, Classifier] = {
+    "javascript": _js_classify,
+    "typescript": _js_classify,
+    "go": _go_classify,
+    "rust": _rust_classify,
+    "java": _java_classify,
+}
+BRACE_LANGUAGES: frozenset[str] = frozenset(_CLASSIFIERS)
+
+
+class _Container(NamedTuple):
+    open_offset: int
+    close_offset: int
+    body_depth: int
+    qualname: str
+    body: str
+
+
+def braced_symbols(text: str, language: str) -> list[Symbol]:
+    """Symbols of a curly-brace language file, via its line classifier."""
+    classify = _CLASSIFIERS[language]
+    clean = clean_code(text, language)
+    braces = BraceMap(clean)
+    containers: list[_Container] = []
+    symbols: list[Symbol] = []
+    for index, line in enumerate(clean.split("\n")):
+        if not line.strip():
+            continue
+        start = braces.line_starts[index]
+        depth = braces.depth_at(start)
+        context, prefix = ("top", "") if depth == 0 else ("", "")
+        for box in reversed(containers):  # innermost first
+            if box.open_offset < start <= box.close_offset and box.body_depth == depth:
+                context, prefix = box.body, box.qualname
+                break
+        if not context:
+            continue  # inside a function body or an unrecognised block
+        owner = prefix.rsplit(".", 1)[-1]
+        for decl in classify(line, context, owner):
+            qualname = decl.qualname or (f"{prefix}.{decl.name}" if prefix else decl.name)
+            open_offset, end = declaration_extent(clean, start + decl.column, braces)
+            if decl.body and open_offset is not None:
+                containers.append(
+                    _Container(
+                        open_offset, braces.close_of[open_offset],
+                        braces.depth_at(open_offset) + 1, qualname, decl.body,
+                    )
+                )
+            if decl.kind != "container":
+                symbols.append(
+                    Symbol(name=decl.name, qualname=qualname, kind=decl.kind,  # type: ignore[arg-type]
+                           line=index + 1, end_line=max(end, index) + 1)
+                )
+    return symbols

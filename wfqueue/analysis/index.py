@@ -1,0 +1,164 @@
+"""The repository index and the pure queries the planner runs against it.
+
+``build_index`` is the only function here that touches the filesystem; it
+reads once and stores everything the queries need, so planning is a pure
+function of the index (and therefore reproducible and cheap to test).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections import Counter
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from wfqueue.analysis.files import SourceFile, list_source_files
+from wfqueue.analysis.imports import imports_from_tree, js_imports, module_index_for, python_imports
+from wfqueue.analysis.pyast import parse_python
+from wfqueue.analysis.ranking import bm25_scores, tokenize
+from wfqueue.analysis.symbols import SYMBOL_LANGUAGES, Symbol, regex_symbols, symbols_from_tree
+from wfqueue.analysis.testmap import command_for_tests, detect_test_command, map_tests
+
+# How often each source of ranking tokens is repeated: BM25 has no field
+# weights, so repetition is how a match in the path or a symbol name is made
+# to outweigh a passing mention in the body.
+PATH_WEIGHT = 3
+SYMBOL_WEIGHT = 2
+_SCORE_DIGITS = 9  # rounding keeps ties exact across platforms' float noise
+_JS_LANGUAGES: frozenset[str] = frozenset({"javascript", "typescript"})
+
+
+class RepoIndex(BaseModel):
+    """Everything the planner knows about a repository, from one scan."""
+
+    root: str
+    files: list[SourceFile]
+    symbols: dict[str, list[Symbol]]  # every file's path -> its symbols (maybe [])
+    imports: dict[str, list[str]]  # every file's path -> in-repo paths it imports
+    tests_for: dict[str, list[str]]  # source path -> covering tests; only sources with tests
+    doc_tokens: dict[str, list[str]]  # path -> ranking tokens
+    languages: dict[str, int]  # language -> file count
+    test_command: str  # whole-suite command, "" when unknown
+
+
+def _analyse(
+    source: SourceFile, text: str, module_index: dict[str, str], modules: set[str], known: set[str]
+) -> tuple[list[Symbol], list[str]]:
+    """Symbols and in-repo imports of one file (Python is parsed only once).
+
+    ``modules`` is ``set(module_index.values())`` and ``known`` every indexed
+    path; both are passed in so they are built once per repository.
+    """
+    if source.language == "python":
+        tree = parse_python(text)
+        if tree is None:  # the public functions carry the regex fallbacks
+            return regex_symbols(text, "python"), python_imports(source.path, text, module_index)
+        return symbols_from_tree(tree), imports_from_tree(source.path, tree, module_index, modules)
+    symbols = regex_symbols(text, source.language) if source.language in SYMBOL_LANGUAGES else []
+    if source.language in _JS_LANGUAGES:
+        return symbols, js_imports(source.path, text, known)
+    return symbols, []
+
+
+def _path_tokens(path: str) -> list[str]:
+    # The extension is the same for most files and would only add noise.
+    return tokenize(posixpath.splitext(path)[0])
+
+
+def _doc_tokens(path: str, symbols: list[Symbol], text: str) -> list[str]:
+    tokens = _path_tokens(path) * PATH_WEIGHT
+    for symbol in symbols:
+        tokens += tokenize(symbol.name) * SYMBOL_WEIGHT
+        tokens += tokenize(symbol.doc)
+    # The whole text: identifiers, comments and string literals all describe
+    # what a file is about.
+    tokens += tokenize(text)
+    return tokens
+
+
+def build_index(repo: Path, max_bytes: int = 512 * 1024) -> RepoIndex:
+    """Scan ``repo`` and build its index; the package's only I/O entry point."""
+    pairs = list_source_files(Path(repo), max_bytes=max_bytes)
+    files = [source for source, _ in pairs]
+    texts = {source.path: text for source, text in pairs}
+    paths = [source.path for source in files]
+    module_index = module_index_for(paths)
+    modules, known = set(module_index.values()), set(paths)
+    symbols: dict[str, list[Symbol]] = {}
+    imports: dict[str, list[str]] = {}
+    doc_tokens: dict[str, list[str]] = {}
+    for source in files:
+        text = texts[source.path]
+        symbols[source.path], imports[source.path] = _analyse(
+            source, text, module_index, modules, known
+        )
+        doc_tokens[source.path] = _doc_tokens(source.path, symbols[source.path], text)
+    return RepoIndex(
+        root=str(Path(repo).resolve()),
+        files=files,
+        symbols=symbols,
+        imports=imports,
+        tests_for=map_tests(files, imports),
+        doc_tokens=doc_tokens,
+        languages=dict(sorted(Counter(source.language for source in files).items())),
+        test_command=detect_test_command(files, texts),
+    )
+
+
+def rank_files(
+    index: RepoIndex, query: str, include_tests: bool = False, limit: int | None = None
+) -> list[tuple[str, float]]:
+    """Files relevant to ``query``, best first (score desc, then path).
+
+    Scores come from BM25 over every file (so they do not depend on
+    ``include_tests``); test files are then dropped unless asked for.
+    Only positive scores are returned.
+    """
+    scores = bm25_scores(tokenize(query), index.doc_tokens)
+    tests = {source.path for source in index.files if source.is_test}
+    ranked = [
+        (path, round(score, _SCORE_DIGITS))
+        for path, score in scores.items()
+        if score > 0 and (include_tests or path not in tests)
+    ]
+    ranked.sort(key=lambda item: (-item[1], item[0]))
+    return ranked if limit is None else ranked[: max(limit, 0)]
+
+
+def rank_symbols(index: RepoIndex, path: str, query: str, limit: int = 3) -> list[Symbol]:
+    """Symbols of ``path`` sharing words with ``query``, best first.
+
+    A query word found in the symbol's own name counts 2, in its container
+    (class) name or docstring 1; ties go to the earlier line.
+    """
+    wanted = set(tokenize(query))
+    scored: list[tuple[int, int, Symbol]] = []
+    for symbol in index.symbols.get(path, []):
+        container = symbol.qualname.rsplit(".", 1)[0] if "." in symbol.qualname else ""
+        score = 2 * len(wanted & set(tokenize(symbol.name)))
+        score += len(wanted & (set(tokenize(container)) | set(tokenize(symbol.doc))))
+        if score > 0:
+            scored.append((-score, symbol.line, symbol))
+    scored.sort(key=lambda item: (item[0], item[1], item[2].qualname))
+    return [symbol for _, _, symbol in scored[: max(limit, 0)]]
+
+
+def importers_of(index: RepoIndex, path: str) -> list[str]:
+    """Files that import ``path`` (reverse import edges), sorted."""
+    return sorted(source for source, targets in index.imports.items() if path in targets)
+
+
+def fan_in(index: RepoIndex, path: str) -> int:
+    """How many files import ``path``: a proxy for how risky changing it is."""
+    return len(importers_of(index, path))
+
+
+def test_command_for(index: RepoIndex, test_paths: list[str]) -> str:
+    """Command running only ``test_paths``; the suite command when unsure."""
+    return command_for_tests(test_paths, index.test_command)
+
+
+# The name starts with "test_": stop pytest from collecting it as a test in
+# modules that import it.
+test_command_for.__test__ = False  # type: ignore[attr-defined]

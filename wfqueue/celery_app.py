@@ -1,0 +1,82 @@
+"""The Celery application, configured from Settings. Shared by coordinator and workers.
+
+The coordinator builds this app only to send tasks by name and read results;
+the task code lives in workers/ and is imported by worker processes alone.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from celery import Celery
+from kombu import Queue
+
+from wfqueue.errors import ConfigError
+from wfqueue.settings import Settings
+from wfqueue.task_names import ALL_QUEUES, QUEUE_CONTROL, ROUTES
+
+_SCHEMES = ("redis", "rediss", "redis+socket", "unix")
+
+
+def broker_url(settings: Settings) -> str:
+    if settings.broker_url is None:
+        raise ConfigError("no broker URL: embedded mode sets one when it starts Redis")
+    url = settings.broker_url.get_secret_value()
+    if urlsplit(url).scheme not in _SCHEMES:
+        raise ConfigError(
+            f"unsupported broker URL scheme in {url.split('://', 1)[0]}://...",
+            hint="use redis://, rediss:// or redis+socket:///path/to/redis.sock",
+        )
+    return url
+
+
+def backend_url(settings: Settings) -> str:
+    return settings.result_backend_url.get_secret_value() if settings.result_backend_url else broker_url(settings)
+
+
+def create_app(settings: Settings) -> Celery:
+    app = Celery("wfqueue", broker=broker_url(settings), backend=backend_url(settings), set_as_current=False)
+    transport = {"visibility_timeout": settings.visibility_timeout_s}
+    app.conf.update(
+        # JSON only: a pickled message is refused by the worker, never executed.
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        result_accept_content=["json"],
+        # A task is acknowledged after it finished, and requeued if its process dies.
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        broker_transport_options=transport,
+        result_backend_transport_options=transport,
+        broker_connection_retry_on_startup=True,
+        broker_connection_timeout=settings.broker_connect_timeout_s,
+        redis_socket_connect_timeout=settings.broker_connect_timeout_s,
+        result_expires=settings.result_expires_s,
+        task_soft_time_limit=settings.agent_soft_time_limit_s,
+        task_time_limit=settings.agent_time_limit_s,
+        # Events so Flower sees every task, from SENT to SUCCESS.
+        worker_send_task_events=True,
+        task_send_sent_event=True,
+        task_track_started=True,
+        task_queues=[Queue(name) for name in ALL_QUEUES],
+        task_default_queue=QUEUE_CONTROL,
+        task_routes={name: {"queue": queue} for name, queue in ROUTES.items()},
+        worker_hijack_root_logger=False,
+        worker_redirect_stdouts=False,
+    )
+    return app
+
+
+def release_result_subscriptions(app: Celery) -> None:
+    """Drop the result backend's pub/sub subscriptions while Redis is still up.
+
+    Every task sent subscribes to its result channel; the AsyncResult finalisers
+    would otherwise unsubscribe at interpreter exit, retrying for many seconds
+    against an embedded Redis that has already been stopped."""
+    consumer = app.backend.result_consumer
+    subscribed = getattr(consumer, "subscribed_to", None)
+    if subscribed is None:
+        return
+    subscribed.clear()
+    consumer.stop()

@@ -1,0 +1,1 @@
+"""The wfqueue command line, one module per command group."""

@@ -1,0 +1,181 @@
+"""The coordinator of a collaborative plan: enqueue by task name, wait, report.
+
+It imports no worker code. In embedded mode it first starts Redis and local
+workers (and always stops them); with a broker URL it only enqueues and waits
+for workers started anywhere. Interaction goes through a small UI protocol so
+the CLI, tests and benchmarks each bring their own.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import ExitStack
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import redis
+from celery import Celery, chord
+from celery.result import AsyncResult
+from pydantic import BaseModel, Field, SecretStr
+
+from wfqueue.celery_app import create_app, release_result_subscriptions
+from wfqueue.collab.models import RequirementAnalysis
+from wfqueue.embedded import EmbeddedCluster
+from wfqueue.errors import BadInputError, InfrastructureError, ProviderError
+from wfqueue.providers import check_provider_spec
+from wfqueue.sessions import new_collab_session_id, planning_root, queue_dir
+from wfqueue.settings import MAX_AGENTS_LIMIT, Settings
+from wfqueue.state import SessionState, connect
+from wfqueue.task_names import COLLAB_FINALIZE, COLLAB_PLAN_AREA, COLLAB_UNDERSTAND, QUEUE_CONTROL, QUEUE_PLAN
+
+SplitDecision = Literal["start", "cancel"] | int
+
+
+class CollabRequest(BaseModel):
+    requirement: str = Field(min_length=1)
+    repo: Path
+    max_agents: int = Field(ge=2, le=MAX_AGENTS_LIMIT)
+    provider: str
+    yes: bool = False
+    workers: int | None = Field(default=None, ge=1, le=256)
+
+
+class PlanResult(BaseModel):
+    session_id: str
+    session_dir: str
+    status: str
+    tasks: int
+    conflicts: int
+    failed_areas: list[str] = Field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.status == "partial" else 0
+
+
+class CoordinatorUI(Protocol):
+    def info(self, message: str) -> None: ...
+
+    def confirm_split(self, analysis: RequirementAnalysis) -> SplitDecision:
+        """start, cancel, or a new number of sub-domains to split into."""
+        ...
+
+    def progress(self, agents: dict[str, dict[str, Any]]) -> None: ...
+
+    def done(self) -> None: ...
+
+
+def _wait(result: AsyncResult, what: str, timeout_s: float, poll_s: float, tick: Any = None) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while not result.ready():
+        if time.monotonic() > deadline:
+            raise InfrastructureError(
+                f"{what} did not finish within {timeout_s:.0f}s",
+                hint="check that workers consume the 'plan' and 'control' queues (`wfqueue worker`)",
+            )
+        if tick is not None:
+            tick()
+        time.sleep(poll_s)
+    if tick is not None:
+        tick()
+    if result.failed():
+        error = result.result
+        raise ProviderError(f"{what} failed: {type(error).__name__}: {error}",
+                            hint="see the worker log (embedded mode: .workflow/.queue/worker.log)")
+    return result.result
+
+
+class CollabCoordinator:
+    def __init__(self, settings: Settings, ui: CoordinatorUI, worker_env: dict[str, str] | None = None) -> None:
+        self.settings = settings
+        self.ui = ui
+        self.worker_env = worker_env
+
+    def run(self, request: CollabRequest) -> PlanResult:
+        check_provider_spec(request.provider)
+        if not request.repo.is_dir():
+            raise BadInputError(f"--repo {request.repo} is not a directory")
+        with ExitStack() as stack:
+            settings = self.settings
+            cluster: EmbeddedCluster | None = None
+            if settings.embedded:
+                cluster = stack.enter_context(
+                    EmbeddedCluster(queue_dir(request.repo), concurrency=request.workers or request.max_agents,
+                                    redis_port=settings.embedded_redis_port,
+                                    start_timeout_s=settings.embedded_start_timeout_s, worker_env=self.worker_env)
+                )
+                started = time.monotonic()
+                settings = settings.model_copy(update={"broker_url": SecretStr(cluster.start_redis())})
+            client = connect(settings)
+            app = create_app(settings)
+            stack.callback(release_result_subscriptions, app)  # runs before the cluster stops
+            if cluster is not None:
+                self.ui.info(f"starting {cluster.concurrency} local worker process(es)")
+                cluster.start_workers(app)
+                self.ui.info(f"embedded Redis and workers ready in {time.monotonic() - started:.1f}s")
+            return self._plan(app, settings, client, request)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _plan(self, app: Celery, settings: Settings, client: redis.Redis, request: CollabRequest) -> PlanResult:
+        root = planning_root(request.repo)
+        existing = {p.name for p in root.iterdir()} if root.is_dir() else set()
+        session_id = new_collab_session_id(request.requirement, datetime.now(timezone.utc), existing)
+        session_dir = root / session_id
+        session_dir.mkdir(parents=True)
+        state = SessionState(client, session_id, settings.state_ttl_s)
+        state.reset()
+        state.set_meta(kind="collab", repo=str(request.repo), session_dir=str(session_dir),
+                       requirement=request.requirement, provider=request.provider, status="planning")
+        self.ui.info(f"session {session_id}")
+        max_agents = request.max_agents
+        while True:
+            analysis = self._understand(app, settings, state, session_dir, request, max_agents)
+            decision = "start" if request.yes else self.ui.confirm_split(analysis)
+            if decision == "start":
+                break
+            if decision == "cancel":
+                state.set_meta(status="cancelled")
+                return PlanResult(session_id=session_id, session_dir=str(session_dir), status="cancelled",
+                                  tasks=0, conflicts=0)
+            max_agents = max(2, min(int(decision), MAX_AGENTS_LIMIT))
+            for name in ("understanding", "template"):
+                state.forget(name)
+        final = self._run_agents(app, settings, state, session_dir, analysis, request.provider)
+        return PlanResult(session_id=session_id, session_dir=str(session_dir), status=final["status"],
+                          tasks=final["tasks"], conflicts=final["conflicts"], failed_areas=final["failed_areas"])
+
+    def _understand(self, app: Celery, settings: Settings, state: SessionState, session_dir: Path,
+                    request: CollabRequest, max_agents: int) -> RequirementAnalysis:
+        self.ui.info("understanding the requirement")
+        result = app.send_task(
+            COLLAB_UNDERSTAND, queue=QUEUE_PLAN,
+            kwargs={"session_id": state.session_id, "session_dir": str(session_dir), "repo": str(request.repo),
+                    "requirement": request.requirement, "max_agents": max_agents, "provider": request.provider},
+        )
+        _wait(result, "the understanding step", settings.plan_timeout_s, settings.poll_interval_s)
+        stored = state.recall("analysis")
+        if stored is None:
+            raise InfrastructureError("the understanding step finished but stored no analysis")
+        return RequirementAnalysis.model_validate_json(stored)
+
+    def _run_agents(self, app: Celery, settings: Settings, state: SessionState, session_dir: Path,
+                    analysis: RequirementAnalysis, provider: str) -> dict[str, Any]:
+        areas = [s.focus_area for s in analysis.sub_domains]
+        for area in areas:
+            state.set_agent(area, state="queued")
+        header = [
+            app.signature(COLLAB_PLAN_AREA, queue=QUEUE_PLAN,
+                          kwargs={"session_id": state.session_id, "session_dir": str(session_dir),
+                                  "focus_area": area, "provider": provider})
+            for area in areas
+        ]
+        body = app.signature(COLLAB_FINALIZE, args=(state.session_id, str(session_dir)), queue=QUEUE_CONTROL)
+        result = chord(header)(body)
+        state.set_meta(chord_id=result.id)
+        try:
+            final = _wait(result, "the plan", settings.plan_timeout_s, settings.poll_interval_s,
+                          tick=lambda: self.ui.progress(state.agents(areas)))
+        finally:
+            self.ui.done()
+        return dict(final)

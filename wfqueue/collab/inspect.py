@@ -1,0 +1,83 @@
+"""What a collaborative session folder says about itself, for `wfqueue status`.
+
+Status comes from what the workers recorded (agent plan.json files, the note's
+front matter and failure markers) and, when a shared broker is configured, from
+the live agent states in Redis; never from what the coordinator hoped for.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from wfqueue.collab.models import RequirementAnalysis
+from wfqueue.collab.note import parse_note
+from wfqueue.collab.steps import ANALYSIS_FILE, CONFLICTS_FILE, NOTE_FILE, agent_dir
+
+
+class AgentStatus(BaseModel):
+    focus_area: str
+    state: str
+    tasks: int = 0
+    worker: str | None = None
+    pid: int | None = None
+    error: str | None = None
+
+
+class SessionStatus(BaseModel):
+    session_id: str
+    session_dir: str
+    status: str
+    requirement: str
+    agents: list[AgentStatus]
+    tasks: int
+    conflicts: int
+
+
+def _failure_marker(body: str) -> str | None:
+    for line in body.splitlines():
+        if line.startswith("> ⚠️"):
+            return line.split("failed:", 1)[-1].strip()
+    return None
+
+
+def read_session(session_dir: Path, live: dict[str, dict[str, Any]] | None = None) -> SessionStatus:
+    try:
+        analysis = RequirementAnalysis.model_validate_json((session_dir / ANALYSIS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValidationError):
+        return SessionStatus(session_id=session_dir.name, session_dir=str(session_dir), status="understanding",
+                             requirement="", agents=[], tasks=0, conflicts=0)
+    try:
+        note = parse_note((session_dir / NOTE_FILE).read_text(encoding="utf-8"))
+    except OSError:
+        note = parse_note("")
+    agents = []
+    for sub in analysis.sub_domains:
+        record = (live or {}).get(sub.focus_area) or {}
+        plan_file = agent_dir(session_dir, sub.focus_area) / "plan.json"
+        pool = note.section(sub.task_pool_heading)
+        failure = _failure_marker(pool.body) if pool else None
+        if plan_file.is_file():
+            meta = json.loads(plan_file.read_text(encoding="utf-8"))
+            agents.append(AgentStatus(focus_area=sub.focus_area, state=record.get("state", "done"),
+                                      tasks=meta.get("task_count", 0), worker=meta["_metadata"].get("worker"),
+                                      pid=meta["_metadata"].get("pid")))
+        elif failure or record.get("state") == "failed":
+            agents.append(AgentStatus(focus_area=sub.focus_area, state="failed", error=record.get("error") or failure))
+        else:
+            agents.append(AgentStatus(focus_area=sub.focus_area, state=record.get("state", "pending"),
+                                      worker=record.get("worker")))
+    conflicts_file = session_dir / CONFLICTS_FILE
+    report = json.loads(conflicts_file.read_text(encoding="utf-8")) if conflicts_file.is_file() else {}
+    return SessionStatus(
+        session_id=analysis.session_id,
+        session_dir=str(session_dir),
+        status=str(note.front_matter.get("status", "planning")),
+        requirement=analysis.original_requirement,
+        agents=agents,
+        tasks=int(report.get("total_tasks", sum(a.tasks for a in agents))),
+        conflicts=len(report.get("conflicts", [])),
+    )

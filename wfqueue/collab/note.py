@@ -1,0 +1,216 @@
+"""plan-note.md as a document: YAML front matter, a preamble, ``## `` sections.
+
+Parsing keeps every section's body verbatim, so ``render_note(parse_note(x)) == x``
+for any note wfqueue wrote, and unknown sections of hand-written notes survive.
+Only the owner of a section replaces its body. Pure: strings in, models out.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, Field
+
+from wfqueue.collab.models import RequirementAnalysis, SubDomain
+from wfqueue.errors import PlanNoteError
+
+REQUIREMENT_HEADING = "需求理解"
+DEPENDENCY_HEADING = "依赖关系"
+CONFLICT_HEADING = "冲突标记"
+TASK_POOL_PREFIX = "任务池 - "
+EVIDENCE_PREFIX = "上下文证据 - "
+
+_SECTION = re.compile(r"^## (?!#)(?P<heading>.*?)\s*$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+class NoteProblem(BaseModel):
+    line: int = Field(description="1-based line number in plan-note.md")
+    message: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.message}"
+
+
+class NoteSection(BaseModel):
+    heading: str = Field(description="The heading text after '## '")
+    body: str = Field(description="Everything up to the next section, verbatim")
+    line: int = Field(default=0, exclude=True, description="1-based line of the heading")
+
+    @property
+    def is_task_pool(self) -> bool:
+        return self.heading.startswith(TASK_POOL_PREFIX)
+
+    @property
+    def is_evidence(self) -> bool:
+        return self.heading.startswith(EVIDENCE_PREFIX)
+
+
+class PlanNote(BaseModel):
+    front_matter: dict[str, Any] = Field(default_factory=dict)
+    preamble: str = ""
+    sections: list[NoteSection] = Field(default_factory=list)
+    problems: list[NoteProblem] = Field(default_factory=list, exclude=True)
+
+    def section(self, heading: str) -> NoteSection | None:
+        for section in self.sections:
+            if section.heading == heading:
+                return section
+        return None
+
+    def area_of(self, section: NoteSection) -> str:
+        """The focus area that owns a task-pool or evidence section."""
+        for area, headings in (self.front_matter.get("agent_sections") or {}).items():
+            if section.heading in (headings or []):
+                return str(area)
+        title = section.heading.split(" - ", 1)[-1]
+        return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+
+
+# -- rendering ------------------------------------------------------------------------
+
+
+def dump_front_matter(data: dict[str, Any]) -> str:
+    return yaml.safe_dump(data, allow_unicode=True, sort_keys=False, width=10_000)
+
+
+def render_note(note: PlanNote) -> str:
+    parts: list[str] = []
+    if note.front_matter:
+        parts.append("---\n" + dump_front_matter(note.front_matter) + "---\n")
+    parts.append(note.preamble)
+    for section in note.sections:
+        parts.append(f"## {section.heading}\n{section.body}")
+    return "".join(parts)
+
+
+# -- parsing --------------------------------------------------------------------------
+
+
+def _split_front_matter(lines: list[str], problems: list[NoteProblem]) -> tuple[dict[str, Any], int]:
+    """Return the front matter and the index of the first line after it."""
+    if not lines or lines[0].rstrip("\r\n") != "---":
+        problems.append(NoteProblem(line=1, message="no YAML front matter ('---' on line 1)"))
+        return {}, 0
+    for end in range(1, len(lines)):
+        if lines[end].rstrip("\r\n") == "---":
+            break
+    else:
+        problems.append(NoteProblem(line=1, message="front matter opened with '---' is never closed"))
+        return {}, 0
+    raw = "".join(lines[1:end])
+    try:
+        data = yaml.safe_load(raw) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = (mark.line + 2) if mark is not None else 1
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        problems.append(NoteProblem(line=line, message=f"front matter is not valid YAML: {problem}"))
+        return {}, end + 1
+    if not isinstance(data, dict):
+        problems.append(NoteProblem(line=2, message="front matter must be a YAML mapping"))
+        return {}, end + 1
+    return data, end + 1
+
+
+def parse_note(text: str) -> PlanNote:
+    """Parse plan-note.md; problems are collected with line numbers, not raised."""
+    lines = text.splitlines(keepends=True)
+    problems: list[NoteProblem] = []
+    front_matter, start = _split_front_matter(lines, problems)
+    preamble: list[str] = []
+    sections: list[NoteSection] = []
+    current: tuple[str, int, list[str]] | None = None
+    in_fence = False
+    for index in range(start, len(lines)):
+        line = lines[index]
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        match = None if in_fence else _SECTION.match(line.rstrip("\r\n"))
+        if match:
+            if current:
+                sections.append(NoteSection(heading=current[0], line=current[1], body="".join(current[2])))
+            current = (match.group("heading"), index + 1, [])
+        elif current:
+            current[2].append(line)
+        else:
+            preamble.append(line)
+    if current:
+        sections.append(NoteSection(heading=current[0], line=current[1], body="".join(current[2])))
+    seen: dict[str, int] = {}
+    for section in sections:
+        if section.heading in seen:
+            problems.append(
+                NoteProblem(
+                    line=section.line,
+                    message=f"section '## {section.heading}' repeats the one on line {seen[section.heading]}",
+                )
+            )
+        seen.setdefault(section.heading, section.line)
+    return PlanNote(front_matter=front_matter, preamble="".join(preamble), sections=sections, problems=problems)
+
+
+def parse_note_strict(text: str) -> PlanNote:
+    """Parse, raising PlanNoteError with every problem when the note is malformed."""
+    note = parse_note(text)
+    if note.problems:
+        raise PlanNoteError(
+            f"plan-note.md has {len(note.problems)} problem(s)",
+            problems=[str(p) for p in note.problems],
+            hint="fix the lines named above, or delete the note and rerun the plan",
+        )
+    return note
+
+
+# -- editing (pure: returns a new note) -------------------------------------------------
+
+
+def replace_section(note: PlanNote, heading: str, body: str) -> PlanNote:
+    """Replace one section's body; a missing owned section is recreated in its place."""
+    sections = [s.model_copy() for s in note.sections]
+    for section in sections:
+        if section.heading == heading:
+            section.body = body
+            return note.model_copy(update={"sections": sections})
+    new = NoteSection(heading=heading, body=body)
+    if heading.startswith(TASK_POOL_PREFIX):
+        # Task pools sit before the dependency section; keep that order.
+        anchor = next((i for i, s in enumerate(sections) if s.heading == DEPENDENCY_HEADING), None)
+        sections.insert(anchor if anchor is not None else len(sections), new)
+    else:
+        sections.append(new)
+    return note.model_copy(update={"sections": sections})
+
+
+def placeholder(text: str) -> str:
+    return f"\n_{text}_\n\n"
+
+
+def build_template(analysis: RequirementAnalysis, created_at: str, understanding_body: str) -> PlanNote:
+    """The note the understanding step writes: every section pre-allocated."""
+    subs: list[SubDomain] = analysis.sub_domains
+    front_matter: dict[str, Any] = {
+        "session_id": analysis.session_id,
+        "original_requirement": analysis.original_requirement,
+        "created_at": created_at,
+        "contributors": [],
+        "sub_domains": [s.focus_area for s in subs],
+        "agent_sections": {s.focus_area: [s.task_pool_heading, s.evidence_heading] for s in subs},
+        "agent_task_id_ranges": {s.focus_area: list(s.task_id_range) for s in subs},
+        "status": "planning",
+    }
+    sections = [NoteSection(heading=REQUIREMENT_HEADING, body=understanding_body)]
+    sections += [
+        NoteSection(heading=s.task_pool_heading, body=placeholder(f"pending: the {s.focus_area} agent fills this section"))
+        for s in subs
+    ]
+    sections.append(NoteSection(heading=DEPENDENCY_HEADING, body=placeholder("written once every agent has finished")))
+    sections.append(NoteSection(heading=CONFLICT_HEADING, body=placeholder("written by conflict detection")))
+    sections += [
+        NoteSection(heading=s.evidence_heading, body=placeholder(f"pending: the {s.focus_area} agent fills this section"))
+        for s in subs
+    ]
+    preamble = f"\n# Plan Note: {analysis.session_id}\n\n"
+    return PlanNote(front_matter=front_matter, preamble=preamble, sections=sections)

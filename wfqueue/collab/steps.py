@@ -1,0 +1,152 @@
+"""The three steps of a collaborative plan, as the workers run them.
+
+Each step decodes its inputs, calls the pure logic, and saves: files atomically,
+shared state in Redis. Each is idempotent: a provider answer is remembered in
+Redis before any file is written (first answer wins), so a redelivered task
+writes the same bytes again instead of planning twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from datetime import datetime, timezone
+from pathlib import Path
+
+from wfqueue.collab.assemble import AreaArtifacts, allocate, assemble_area
+from wfqueue.collab.models import PlanMetadata, RequirementAnalysis, UnderstandingDraft
+from wfqueue.collab.note import build_template, parse_note, render_note, replace_section
+from wfqueue.collab.note_blocks import render_understanding
+from wfqueue.fsio import atomic_write_json, atomic_write_text, locked_update
+from wfqueue.providers import PlanAreaStep, Provider, UnderstandStep
+from wfqueue.settings import Settings
+from wfqueue.state import SessionState
+
+ANALYSIS_FILE = "requirement-analysis.json"
+NOTE_FILE = "plan-note.md"
+CONFLICTS_FILE = "conflicts.json"
+SUMMARY_FILE = "plan.md"
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def agent_dir(session_dir: Path, focus_area: str) -> Path:
+    return session_dir / "agents" / focus_area
+
+
+def load_analysis(state: SessionState, session_dir: Path) -> RequirementAnalysis:
+    """Redis first (the same on every host), then this host's file."""
+    stored = state.recall("analysis")
+    if stored is not None:
+        return RequirementAnalysis.model_validate_json(stored)
+    return RequirementAnalysis.model_validate_json((session_dir / ANALYSIS_FILE).read_text(encoding="utf-8"))
+
+
+def run_understanding(
+    state: SessionState, provider: Provider, session_dir: Path, repo: str, requirement: str, max_agents: int
+) -> RequirementAnalysis:
+    """Split the requirement; write requirement-analysis.json and the plan-note template."""
+    cached = state.recall("understanding")
+    if cached is None:
+        draft = provider.run(
+            UnderstandStep(session_id=state.session_id, repo=repo, requirement=requirement, max_agents=max_agents)
+        )
+        cached = state.remember_once("understanding", draft.model_dump_json())
+    draft = UnderstandingDraft.model_validate_json(cached)
+    analysis = allocate(draft, state.session_id, requirement, max_agents)
+    created_at = state.remember_once("created_at", now_iso())
+    template = render_note(build_template(analysis, created_at, render_understanding(analysis.understanding)))
+    state.remember_once("template", template)
+    # The analysis is rewritten on purpose: an adjusted split replaces the previous one.
+    state.store("analysis", analysis.model_dump_json())
+    for sub in analysis.sub_domains:
+        agent_dir(session_dir, sub.focus_area).mkdir(parents=True, exist_ok=True)
+    atomic_write_json(session_dir / ANALYSIS_FILE, analysis.model_dump(mode="json"))
+    atomic_write_text(session_dir / NOTE_FILE, template)
+    return analysis
+
+
+def write_area_files(session_dir: Path, artifacts: AreaArtifacts) -> None:
+    folder = agent_dir(session_dir, artifacts.focus_area)
+    atomic_write_json(folder / "plan.json", artifacts.plan)
+    atomic_write_text(folder / "planning-context.md", artifacts.planning_context)
+
+
+def template_note(state: SessionState, session_dir: Path) -> str:
+    template = state.recall("template")
+    if template is not None:
+        return template
+    return (session_dir / NOTE_FILE).read_text(encoding="utf-8")
+
+
+def run_area(
+    state: SessionState,
+    provider: Provider,
+    settings: Settings,
+    session_dir: Path,
+    focus_area: str,
+    worker_name: str,
+) -> AreaArtifacts:
+    """Plan one sub-domain and write its files and its two sections of plan-note.md."""
+    analysis = load_analysis(state, session_dir)
+    sub = analysis.area(focus_area)
+    cached = state.recall(f"result:{focus_area}")
+    if cached is None:
+        repo = str(state.meta().get("repo"))
+        draft = provider.run(
+            PlanAreaStep(
+                session_id=state.session_id,
+                repo=repo,
+                requirement=analysis.original_requirement,
+                analysis=analysis,
+                focus_area=focus_area,
+            )
+        )
+        metadata = PlanMetadata(
+            timestamp=now_iso(),
+            provider=provider.name,
+            model=provider.model,
+            worker=worker_name,
+            pid=os.getpid(),
+            host=socket.gethostname(),
+        )
+        fresh = assemble_area(analysis, focus_area, draft, metadata)  # type: ignore[arg-type]
+        cached = state.remember_once(f"result:{focus_area}", fresh.model_dump_json())
+    artifacts = AreaArtifacts.model_validate_json(cached)
+    write_area_files(session_dir, artifacts)
+    # Redis holds each section for the callback; the file gets them under a lock.
+    state.put_section(sub.task_pool_heading, artifacts.task_pool)
+    state.put_section(sub.evidence_heading, artifacts.evidence)
+
+    def update(current: str | None) -> str:
+        note = parse_note(current if current is not None else template_note(state, session_dir))
+        note = replace_section(note, sub.task_pool_heading, artifacts.task_pool)
+        note = replace_section(note, sub.evidence_heading, artifacts.evidence)
+        return render_note(note)
+
+    locked_update(session_dir / NOTE_FILE, update, settings.lock_timeout_s)
+    return artifacts
+
+
+def area_results(state: SessionState, analysis: RequirementAnalysis) -> dict[str, AreaArtifacts]:
+    """Every agent result recorded in Redis, by focus area."""
+    found = {}
+    for sub in analysis.sub_domains:
+        raw = state.recall(f"result:{sub.focus_area}")
+        if raw is not None:
+            found[sub.focus_area] = AreaArtifacts.model_validate_json(raw)
+    return found
+
+
+def failure_reason(state: SessionState, focus_area: str) -> str:
+    record = state.agent(focus_area)
+    if record.get("state") == "failed":
+        return str(record.get("error") or "failed without a message")
+    return f"no result recorded (last state: {record.get('state', 'never started')})"
+
+
+def dumps(data: object) -> str:
+    return json.dumps(data, ensure_ascii=False, sort_keys=True)

@@ -1,0 +1,118 @@
+"""plan.md: the human-readable summary of a collaborative plan. Pure."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from wfqueue.collab.models import AgentOutcome, Conflict, NoteTask, RequirementAnalysis
+
+
+class PlanSummaryInput(BaseModel):
+    analysis: RequirementAnalysis
+    created_at: str
+    requirement_body: str
+    tasks: list[NoteTask]
+    conflicts: list[Conflict]
+    outcomes: list[AgentOutcome]
+    status: str
+    problems: list[str] = []
+
+
+def _node(task_id: str) -> str:
+    # Mermaid node ids must be plain identifiers; TASK-101 -> T101.
+    return "T" + task_id.split("-", 1)[1]
+
+
+def _label(text: str) -> str:
+    text = " ".join(text.split())
+    text = text[:57] + "..." if len(text) > 60 else text
+    return text.replace('"', "#quot;").replace("[", "(").replace("]", ")")
+
+
+def mermaid_flowchart(analysis: RequirementAnalysis, tasks: list[NoteTask], conflicts: list[Conflict]) -> str:
+    """Tasks grouped by sub-domain, an edge from each dependency to its dependent,
+    tasks involved in a conflict highlighted."""
+    known = {t.id for t in tasks}
+    lines = ["```mermaid", "flowchart TD"]
+    for sub in analysis.sub_domains:
+        own = [t for t in tasks if t.area == sub.focus_area]
+        lines.append(f'    subgraph {sub.focus_area.replace("-", "_")}["{_label(sub.title)}"]')
+        lines += [f'        {_node(t.id)}["{t.id}: {_label(t.title)}"]' for t in own]
+        if not own:
+            lines.append(f'        {sub.focus_area.replace("-", "_")}_empty["no tasks"]')
+        lines.append("    end")
+    orphan_areas = sorted({t.area for t in tasks} - {s.focus_area for s in analysis.sub_domains})
+    for area in orphan_areas:  # tasks from a hand edit under an unknown area still show
+        lines.append(f'    subgraph {area.replace("-", "_")}["{_label(area)}"]')
+        lines += [f'        {_node(t.id)}["{t.id}: {_label(t.title)}"]' for t in tasks if t.area == area]
+        lines.append("    end")
+    for task in tasks:
+        for dep in task.depends_on:
+            if dep in known:
+                lines.append(f"    {_node(dep)} --> {_node(task.id)}")
+    flagged = sorted({t for c in conflicts for t in c.tasks_involved if t in known})
+    if flagged:
+        lines.append("    classDef conflict fill:#ffd6d6,stroke:#c62828,stroke-width:2px")
+        lines.append(f"    class {','.join(_node(t) for t in flagged)} conflict")
+    lines.append("```")
+    return "\n".join(lines)
+
+
+def render_plan_md(data: PlanSummaryInput, session_dir: str) -> str:
+    analysis = data.analysis
+    failed = [o for o in data.outcomes if o.status == "failed"]
+    out = [
+        f"# Collaborative Plan: {analysis.session_id}",
+        "",
+        f"- **Session**: {analysis.session_id}",
+        f"- **Created**: {data.created_at}",
+        f"- **Status**: {data.status}",
+        f"- **Requirement**: {' '.join(analysis.original_requirement.split())}",
+        f"- **Complexity**: {analysis.complexity}",
+        f"- **Tasks**: {len(data.tasks)} across {len(analysis.sub_domains)} sub-domains; "
+        f"**conflicts**: {len(data.conflicts)}",
+        "",
+    ]
+    if failed:
+        out += ["> ⚠️ **Partial plan**: these agents failed, their areas have no tasks:", ">"]
+        out += [f"> - `{o.focus_area}`: {' '.join((o.error or 'unknown error').split())}" for o in failed]
+        out.append("")
+    out += ["## Requirements", data.requirement_body.strip("\n"), ""]
+    out += ["## Sub-Domain Split", "", "| Area | Description | Task ids | Effort |", "|---|---|---|---|"]
+    for sub in analysis.sub_domains:
+        first, last = sub.task_id_range
+        out.append(f"| {sub.focus_area} | {sub.description} | TASK-{first:03d} .. TASK-{last:03d} | {sub.estimated_effort} |")
+    out += ["", "## Task Graph", "", mermaid_flowchart(analysis, data.tasks, data.conflicts), ""]
+    out += ["## Task Overview", ""]
+    for sub in analysis.sub_domains:
+        own = [t for t in data.tasks if t.area == sub.focus_area]
+        out += [f"### {sub.title} (`{sub.focus_area}`)", ""]
+        if not own:
+            outcome = next((o for o in failed if o.focus_area == sub.focus_area), None)
+            out += [f"_No tasks: {'the agent failed' if outcome else 'nothing to change in this area'}._", ""]
+            continue
+        out += ["| Id | Title | Complexity | Depends on | Risk |", "|---|---|---|---|---|"]
+        for t in own:
+            out.append(f"| {t.id} | {t.title} | {t.complexity} | {', '.join(t.depends_on) or '-'} | {t.conflict_risk} |")
+        out.append("")
+    out += ["## Conflict Report", ""]
+    if not data.conflicts:
+        out += ["无冲突 (no conflicts detected).", ""]
+    else:
+        out += ["| Id | Type | Severity | Tasks | Description |", "|---|---|---|---|---|"]
+        for c in data.conflicts:
+            out.append(f"| {c.id} | {c.type} | {c.severity} | {', '.join(c.tasks_involved)} | {c.description} |")
+        out += ["", "Details and resolution options: `conflicts.json` and the 冲突标记 section of `plan-note.md`.", ""]
+    if data.problems:
+        out += ["## Note Problems", "", "Lines of plan-note.md that could not be read as written:", ""]
+        out += [f"- {p}" for p in data.problems] + [""]
+    out += [
+        "## How to Execute",
+        "",
+        f"1. Review `{session_dir}/plan-note.md`; resolve critical and high conflicts first.",
+        "2. Each agent's detailed tasks (unified task format) are in `agents/{area}/plan.json`.",
+        "3. Run tasks in dependency order: a task starts once everything in its `依赖` line is done;",
+        "   tasks with no dependencies between them can run in parallel.",
+        "",
+    ]
+    return "\n".join(out)

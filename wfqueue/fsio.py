@@ -1,0 +1,84 @@
+"""The one seam where wfqueue writes files.
+
+Every artifact is written atomically (a temporary file in the same folder, then
+``os.replace``) so a reader never sees half a file, and writes that several
+processes make to one file go through :func:`locked_update`, a read-modify-write
+under a file lock. File locks only serialise writers that share a local disk;
+across hosts the callback rebuilds shared files from Redis (see collab/finalize).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+
+from wfqueue.errors import InfrastructureError
+
+
+def atomic_write_text(path: Path, text: str) -> bool:
+    """Write ``text`` to ``path`` atomically; returns False when the file already held it.
+
+    Skipping identical content keeps redelivered tasks from touching mtimes.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = text.encode("utf-8")
+    try:
+        if path.read_bytes() == data:
+            return False
+    except FileNotFoundError:
+        pass
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return True
+
+
+def dumps_json(data: Any) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def atomic_write_json(path: Path, data: Any) -> bool:
+    return atomic_write_text(path, dumps_json(data))
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def lock_for(path: Path, timeout_s: float) -> FileLock:
+    return FileLock(str(path) + ".lock", timeout=timeout_s)
+
+
+def locked_update(path: Path, update: Callable[[str | None], str], timeout_s: float) -> str:
+    """Read ``path`` (None when missing), apply ``update``, write the result atomically,
+    all while holding the file's lock. Returns the written text."""
+    try:
+        with lock_for(path, timeout_s):
+            try:
+                current: str | None = path.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                current = None
+            new = update(current)
+            atomic_write_text(path, new)
+            return new
+    except Timeout:
+        raise InfrastructureError(
+            f"timed out after {timeout_s:.0f}s waiting for the lock on {path}",
+            hint=f"another process holds {path}.lock; if none is running, delete the lock file",
+        ) from None

@@ -1,0 +1,58 @@
+"""The provider protocol: one method, ``run(step)``.
+
+A step is a pydantic model naming its inputs and the model its answer must
+validate against (``output_model``). The offline planner answers from its own
+analysis of the repository; an LLM provider turns the same step into a prompt
+and validates the reply against ``output_model``. Providers never write files.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Protocol, runtime_checkable
+
+from pydantic import BaseModel
+
+from wfqueue.collab.models import AreaDraft, RequirementAnalysis, UnderstandingDraft
+
+
+class Step(BaseModel):
+    """A unit of planning work for a provider."""
+
+    name: ClassVar[str]
+    output_model: ClassVar[type[BaseModel]]
+
+    session_id: str
+    repo: str
+    requirement: str
+
+
+class UnderstandStep(Step):
+    """Understand the requirement and split it into 2..max_agents sub-domains."""
+
+    name: ClassVar[str] = "understand"
+    output_model: ClassVar[type[BaseModel]] = UnderstandingDraft
+
+    max_agents: int
+
+
+class PlanAreaStep(Step):
+    """Plan one sub-domain of a collaborative plan, using only its id range."""
+
+    name: ClassVar[str] = "plan_area"
+    output_model: ClassVar[type[BaseModel]] = AreaDraft
+
+    analysis: RequirementAnalysis
+    focus_area: str
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """Anything that can answer a planning step."""
+
+    name: str
+    model: str | None
+
+    def run(self, step: Step) -> BaseModel:
+        """Answer ``step`` with an instance of ``step.output_model``; raise ProviderError
+        (TransientProviderError when a later retry may succeed) otherwise."""
+        ...

@@ -1,0 +1,239 @@
+"""Offline planning of one sub-domain. Pure: RepoIndex + analysis in, AreaDraft out.
+
+Every agent derives the same id for the same file (``planned_ids``), so a task
+can depend on a task of another area without the agents talking to each other:
+dependencies follow the import graph (change what a module imports first).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+
+from wfqueue.analysis import RepoIndex, fan_in, importers_of, rank_files, rank_symbols, test_command_for, tokenize
+from wfqueue.analysis.symbols import Symbol
+from wfqueue.collab.models import AreaDraft, Evidence, EvidenceFile, RequirementAnalysis, SubDomain, task_id
+from wfqueue.providers.offline.understand import novel_terms
+from wfqueue.unified_task import Convergence, TaskFile, TaskMeta, TaskSource, TaskTest, UnifiedTask
+
+_VERB_TYPES = {
+    "add": "feature", "implement": "feature", "support": "feature", "create": "feature", "introduce": "feature",
+    "fix": "fix", "repair": "fix", "resolve": "fix", "refactor": "refactor", "restructure": "refactor",
+    "test": "testing", "document": "docs", "remove": "chore", "upgrade": "chore",
+}
+
+
+def requirement_short(requirement: str, limit: int = 80) -> str:
+    first = re.split(r"(?<=[.!?。])\s+|\n", requirement.strip(), maxsplit=1)[0].rstrip(".。")
+    return first if len(first) <= limit else first[: limit - 3].rstrip() + "..."
+
+
+def task_type(requirement: str) -> str:
+    words = re.findall(r"[a-z]+", requirement.lower())
+    return next((_VERB_TYPES[w] for w in words[:3] if w in _VERB_TYPES), "enhancement")
+
+
+def _is_code(index: RepoIndex, path: str) -> bool:
+    return any(f.path == path and not f.is_test for f in index.files)
+
+
+def import_order(index: RepoIndex, files: list[str]) -> list[str]:
+    """Files ordered so that a module comes after the modules it imports (stable)."""
+    remaining = list(files)
+    done: list[str] = []
+    while remaining:
+        ready = [f for f in remaining if not any(g in remaining and g != f for g in index.imports.get(f, []))]
+        pick = ready[0] if ready else remaining[0]  # an import cycle: keep the given order
+        done.append(pick)
+        remaining.remove(pick)
+    return done
+
+
+def new_module_path(index: RepoIndex, sub: SubDomain, requirement: str) -> str | None:
+    """Where code for concepts the repository lacks would go, in the most relevant area."""
+    novel = novel_terms(index, requirement)
+    code = [p for p in sub.focus_paths if _is_code(index, p)]
+    if not novel or not code:
+        return None
+    # Name it after the first new concept and the word that follows it: "rate limiting" -> rate_limiting.
+    words = [w.lower() for w in re.findall(r"[A-Za-z][A-Za-z0-9]*", requirement)]
+    start = words.index(novel[0])
+    name = "_".join(w for w in words[start : start + 2] if w not in {"to", "the", "a", "an", "for", "of", "in"})
+    directory = posixpath.dirname(code[0])
+    extension = posixpath.splitext(code[0])[1] or ".py"
+    path = posixpath.join(directory, name + extension)
+    return None if any(f.path == path for f in index.files) else path
+
+
+def planned_ids(index: RepoIndex, analysis: RequirementAnalysis) -> dict[str, str]:
+    """file path -> the task id that changes it, identical in every agent."""
+    ids: dict[str, str] = {}
+    for position, sub in enumerate(analysis.sub_domains):
+        number = sub.task_id_range[0]
+        created = new_module_path(index, sub, analysis.original_requirement) if position == 0 else None
+        for path in ([created] if created else []) + import_order(index, sub.focus_paths):
+            if path not in ids:
+                ids[path] = task_id(number)
+                number += 1
+    return ids
+
+
+def _symbols(index: RepoIndex, path: str, requirement: str) -> list[Symbol]:
+    ranked = rank_symbols(index, path, requirement, limit=3)
+    if ranked:
+        return ranked
+    public = [s for s in index.symbols.get(path, []) if s.kind in ("class", "function") and not s.name.startswith("_")]
+    return public[:2]
+
+
+def _risk(index: RepoIndex, path: str) -> str:
+    count = fan_in(index, path)
+    return "high" if count >= 3 else ("medium" if count >= 1 else "low")
+
+
+def _effort(index: RepoIndex, path: str) -> tuple[str, str]:
+    lines = next((f.line_count for f in index.files if f.path == path), 0)
+    if lines > 300:
+        return "large", "High"
+    return ("medium", "Medium") if lines > 100 else ("small", "Low")
+
+
+def _task_for_file(
+    index: RepoIndex, analysis: RequirementAnalysis, sub: SubDomain, path: str, ids: dict[str, str], created: str | None
+) -> UnifiedTask:
+    requirement = analysis.original_requirement
+    short = requirement_short(requirement)
+    symbols = _symbols(index, path, requirement)
+    tests = index.tests_for.get(path, []) if not path.startswith("tests") else [path]
+    importers = importers_of(index, path)
+    risk = _risk(index, path)
+    effort, _ = _effort(index, path)
+    depends = sorted({ids[g] for g in index.imports.get(path, []) if g in ids and ids[g] != ids[path]})
+    if created and created != path and path in sub.focus_paths[:2]:
+        depends = sorted(set(depends) | {ids[created]})
+    where = ", ".join(f"{s.qualname} (line {s.line})" for s in symbols) or "module level"
+    verification = test_command_for(index, tests) if tests else index.test_command
+    criteria = [f"{symbols[0].qualname if symbols else path} in {path} implements: {short}"]
+    criteria.append(f"`{verification}` passes" if tests and verification else f"a new test in the suite exercises {path}")
+    if importers:
+        criteria.append(f"modules importing {path} ({', '.join(importers[:3])}) keep working unchanged")
+    files = [
+        TaskFile(path=path, action="modify", target=s.qualname, conflict_risk=risk,  # type: ignore[arg-type]
+                 changes=[f"adapt {s.kind} {s.qualname} (lines {s.line}-{s.end_line})"])
+        for s in symbols
+    ] or [TaskFile(path=path, action="modify", changes=["adapt the module"], conflict_risk=risk)]  # type: ignore[arg-type]
+    return UnifiedTask(
+        id=ids[path],
+        title=f"{posixpath.basename(path)}: {short}",
+        description=f"Change {path} at {where}. "
+        + (f"It is imported by {len(importers)} module(s): {', '.join(importers[:4])}." if importers else "No module imports it."),
+        depends_on=depends,
+        convergence=Convergence(
+            criteria=criteria,
+            verification=verification or f"manual: exercise {where} in {path}",
+            definition_of_done=f"{path} carries the change and its tests pass",
+        ),
+        type=task_type(requirement),  # type: ignore[arg-type]
+        priority="high" if path == sub.focus_paths[0] else "medium",
+        effort=effort,  # type: ignore[arg-type]
+        scope=f"{path}: {where}",
+        focus_paths=[path],
+        files=files,
+        implementation=[f"Read {s.qualname} at {path}:{s.line}-{s.end_line}" for s in symbols]
+        + [f"Update {path} for: {short}"]
+        + ([f"Extend {', '.join(tests[:3])}"] if tests else [f"Add a test covering {path}"]),
+        test=TaskTest(commands=[verification] if verification else [], unit=tests),
+        meta=TaskMeta(agent=sub.focus_area, module=path),
+        source=TaskSource(tool="wfqueue-collab", session_id=analysis.session_id, original_id=ids[path]),
+        risks=[f"{path} is imported by {len(importers)} modules"] if risk == "high" else [],
+    )
+
+
+def _create_task(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDomain, path: str, ids: dict[str, str]) -> UnifiedTask:
+    short = requirement_short(analysis.original_requirement)
+    users = sub.focus_paths[:2]
+    return UnifiedTask(
+        id=ids[path],
+        title=f"new {posixpath.basename(path)}: {short}",
+        description=f"{path} does not exist yet: add it for {short}"
+        + (f" and use it from {', '.join(u for u in users if u != path)}." if len(users) > 1 or users[0] != path else "."),
+        depends_on=[],
+        convergence=Convergence(
+            criteria=[f"{path} exists and provides what {', '.join(users)} need for: {short}",
+                      f"a test module covers {path}"],
+            verification=index.test_command or f"manual: import {path}",
+            definition_of_done=f"{path} is created, tested and used by {users[0]}",
+        ),
+        type="feature",
+        priority="high",
+        effort="medium",
+        scope=f"new module {path}",
+        focus_paths=[path],
+        files=[TaskFile(path=path, action="create", changes=[f"new module for: {short}"], conflict_risk="low")],
+        implementation=[f"Create {path}", f"Add tests for {path}"],
+        meta=TaskMeta(agent=sub.focus_area, module=path),
+        source=TaskSource(tool="wfqueue-collab", session_id=analysis.session_id, original_id=ids[path]),
+    )
+
+
+def _evidence(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDomain) -> Evidence:
+    requirement = analysis.original_requirement
+    scores = dict(rank_files(index, requirement, include_tests=True))
+    best = max(scores.values(), default=1.0) or 1.0
+    query = set(tokenize(requirement))
+    related: list[EvidenceFile] = []
+    for path in sub.focus_paths:
+        matched = sorted(query & set(index.doc_tokens.get(path, [])))
+        names = ", ".join(s.qualname for s in _symbols(index, path, requirement)[:3])
+        reason = (f"matches {', '.join(matched[:5])}; " if matched else "") + (f"defines {names}" if names else "in scope")
+        related.append(EvidenceFile(path=path, relevance=round(scores.get(path, 0.0) / best, 2), reason=reason))
+    for path in sorted({t for f in sub.focus_paths for t in index.tests_for.get(f, [])} - set(sub.focus_paths)):
+        covered = [f for f in sub.focus_paths if path in index.tests_for.get(f, [])]
+        related.append(EvidenceFile(path=path, relevance=round(scores.get(path, 0.0) / best, 2),
+                                    reason=f"tests {', '.join(covered)}"))
+    patterns = []
+    for path in sub.focus_paths:
+        kinds = index.symbols.get(path, [])
+        classes = [s.name for s in kinds if s.kind == "class"]
+        funcs = [s.name for s in kinds if s.kind == "function"]
+        if classes or funcs:
+            style = f"classes {', '.join(classes[:3])}" if classes else f"functions {', '.join(funcs[:3])}"
+            patterns.append(f"{path} is organised as {style}")
+    imported = sorted({g for f in sub.focus_paths for g in index.imports.get(f, [])} - set(sub.focus_paths))
+    if imported:
+        patterns.append(f"this area builds on {', '.join(imported[:5])}")
+    if index.test_command:
+        patterns.append(f"tests run with `{index.test_command}`")
+    constraints = [f"{p} is imported by {', '.join(importers_of(index, p)[:4])}: keep its interface compatible"
+                   for p in sub.focus_paths if fan_in(index, p) > 0]
+    return Evidence(related_files=related, patterns=patterns, constraints=constraints)
+
+
+def plan_area(index: RepoIndex, analysis: RequirementAnalysis, focus_area: str) -> AreaDraft:
+    sub = analysis.area(focus_area)
+    position = analysis.sub_domains.index(sub)
+    ids = planned_ids(index, analysis)
+    created = new_module_path(index, sub, analysis.original_requirement) if position == 0 else None
+    tasks: list[UnifiedTask] = []
+    if created:
+        tasks.append(_create_task(index, analysis, sub, created, ids))
+    for path in import_order(index, sub.focus_paths):
+        if path not in ids or any(t.id == ids[path] for t in tasks):
+            continue
+        exists = any(f.path == path for f in index.files)
+        tasks.append(_task_for_file(index, analysis, sub, path, ids, created) if exists
+                     else _create_task(index, analysis, sub, path, ids))
+    order = " → ".join(t.id for t in tasks)
+    short = requirement_short(analysis.original_requirement)
+    return AreaDraft(
+        summary=f"{len(tasks)} task(s) in {focus_area} for: {short}",
+        approach=f"Change {', '.join(sub.focus_paths[:4])} in import order ({order}); "
+        "each task names the symbols to change and the tests that prove it.",
+        recommended_execution="Sequential" if any(t.depends_on for t in tasks) else "Parallel",
+        design_decisions=[{"decision": f"new module {created}", "rationale": "the repository has no code for this yet",
+                           "tradeoff": "one more module to maintain"}] if created else [],
+        tasks=tasks,
+        evidence=_evidence(index, analysis, sub),
+        understanding=f"The {focus_area} area covers {', '.join(sub.focus_paths)}. {sub.description}. "
+        f"Tasks follow the import graph so that a module changes after the modules it uses.",
+    )

@@ -1,0 +1,161 @@
+"""Offline understanding: which code the requirement touches, split into sub-domains.
+
+Pure: takes the requirement and a RepoIndex, returns an UnderstandingDraft.
+Relevance is BM25 of the requirement against each file (path, symbols,
+docstrings, identifiers); sub-domains are packages of relevant modules, merged
+along the import graph until at most ``max_agents`` remain.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections import defaultdict
+
+from wfqueue.analysis import RepoIndex, fan_in, rank_files, rank_symbols, tokenize
+from wfqueue.collab.models import ProposedArea, Understanding, UnderstandingDraft
+
+CODE_LANGUAGES = {"python", "javascript", "typescript", "go", "rust", "java", "ruby"}
+MIN_RELATIVE_SCORE = 0.4  # files scoring below 40 % of the best match are incidental
+
+
+def relevant_files(index: RepoIndex, requirement: str, max_agents: int) -> list[tuple[str, float]]:
+    """Code files worth changing, best first. Falls back to the most imported modules
+    when nothing in the repository shares a word with the requirement."""
+    code = {f.path for f in index.files if f.language in CODE_LANGUAGES and not f.is_test}
+    ranked = [(p, s) for p, s in rank_files(index, requirement) if p in code and index.symbols.get(p)]
+    limit = max(4, 2 * max_agents)
+    if ranked:
+        best = ranked[0][1]
+        return [(p, s) for p, s in ranked if s >= best * MIN_RELATIVE_SCORE][:limit]
+    central = sorted((p for p in code if index.symbols.get(p)), key=lambda p: (-fan_in(index, p), p))
+    return [(p, 0.0) for p in central[:limit]]
+
+
+def novel_terms(index: RepoIndex, requirement: str) -> list[str]:
+    """Requirement words (as written, lower-cased) that no file of the repository
+    uses: the concepts a plan has to create rather than change."""
+    vocabulary = {token for tokens in index.doc_tokens.values() for token in tokens}
+    words: list[str] = []
+    for word in re.findall(r"[A-Za-z][A-Za-z0-9]*", requirement):
+        stems = tokenize(word)
+        if stems and all(s not in vocabulary for s in stems) and len(word) > 2 and word.lower() not in words:
+            words.append(word.lower())
+    return words
+
+
+def _area_name(directory: str, taken: set[str]) -> str:
+    parts = [p for p in directory.split("/") if p] or ["root"]
+    for depth in range(1, len(parts) + 1):
+        name = re.sub(r"[^a-z0-9]+", "-", "-".join(parts[-depth:]).lower()).strip("-") or "root"
+        if name not in taken:
+            return name[:40].strip("-")
+    return f"{parts[-1]}-{len(taken) + 1}"
+
+
+def _coupling(index: RepoIndex, a: list[str], b: list[str]) -> int:
+    b_set = set(b)
+    a_set = set(a)
+    forward = sum(1 for f in a for g in index.imports.get(f, []) if g in b_set)
+    backward = sum(1 for f in b for g in index.imports.get(f, []) if g in a_set)
+    return forward + backward
+
+
+def cluster_files(index: RepoIndex, ranked: list[tuple[str, float]], max_agents: int) -> list[list[str]]:
+    """Group files by package, then merge the weakest group into the one it is most
+    coupled to until at most ``max_agents`` groups remain; split to reach two."""
+    score = dict(ranked)
+    groups: dict[str, list[str]] = defaultdict(list)
+    for path, _ in ranked:
+        groups[posixpath.dirname(path)].append(path)
+    clusters = sorted(groups.values(), key=lambda g: (-sum(score[p] for p in g), g[0]))
+    if len(clusters) == 1 and len(clusters[0]) >= 2:
+        clusters = [[p] for p in clusters[0]]  # one package: one group per module
+    while len(clusters) > max_agents:
+        weakest = clusters.pop()
+        target = max(
+            range(len(clusters)),
+            key=lambda i: (_coupling(index, weakest, clusters[i]), -i),
+        )
+        clusters[target] = clusters[target] + weakest
+    return clusters
+
+
+def _describe(files: list[str], index: RepoIndex, requirement: str) -> str:
+    symbols = [s.qualname for f in files[:3] for s in rank_symbols(index, f, requirement, limit=2)]
+    where = ", ".join(files[:4]) + (f" and {len(files) - 4} more" if len(files) > 4 else "")
+    named = f" ({', '.join(symbols[:4])})" if symbols else ""
+    return f"{where}{named}"
+
+
+def _complexity(file_count: int) -> str:
+    if file_count <= 3:
+        return "Low"
+    return "Medium" if file_count <= 8 else "High"
+
+
+def _effort(files: list[str], index: RepoIndex) -> str:
+    lines = sum(f.line_count for f in index.files if f.path in set(files))
+    return "small" if lines < 150 else ("medium" if lines < 600 else "large")
+
+
+def understand(index: RepoIndex, requirement: str, max_agents: int) -> UnderstandingDraft:
+    ranked = relevant_files(index, requirement, max_agents)
+    clusters = cluster_files(index, ranked, max_agents)
+    tests = sorted({t for f, _ in ranked for t in index.tests_for.get(f, [])})
+    if len(clusters) < 2:
+        # A single relevant module: its tests become the second, independent area.
+        stem = posixpath.splitext(posixpath.basename(clusters[0][0]))[0] if clusters else "change"
+        clusters.append(tests or [f"tests/test_{stem}.py"])
+    taken: set[str] = set()
+    names: list[str] = []
+    lead_dirs = [posixpath.dirname(files[0]) for files in clusters]
+    for files, lead_dir in zip(clusters, lead_dirs):
+        # Name an area after its package, or after its module when packages repeat.
+        shared_dir = lead_dirs.count(lead_dir) > 1 and len(files) == 1
+        base = posixpath.splitext(files[0])[0] if shared_dir or not lead_dir else lead_dir
+        name = _area_name(base, taken)
+        taken.add(name)
+        names.append(name)
+    owner = {f: names[i] for i, files in enumerate(clusters) for f in files}
+    areas = []
+    for name, files in zip(names, clusters):
+        depends = sorted({owner[g] for f in files for g in index.imports.get(f, []) if owner.get(g, name) != name})
+        areas.append(
+            ProposedArea(
+                focus_area=name,
+                description=f"Changes in {_describe(files, index, requirement)}",
+                focus_paths=files,
+                estimated_effort=_effort(files, index),  # type: ignore[arg-type]
+                dependencies=depends,
+            )
+        )
+    shared = sorted((p for p, _ in ranked if fan_in(index, p) >= 3), key=lambda p: -fan_in(index, p))
+    novel = novel_terms(index, requirement)
+    top = [f"{p} ({', '.join(s.qualname for s in rank_symbols(index, p, requirement, limit=2)) or 'module'})"
+           for p, _ in ranked[:3]]
+    key_points = [f"Most relevant code: {', '.join(top)}"] if top else []
+    if novel:
+        key_points.append(f"Not present in the code yet: {', '.join(novel[:5])}; new code is needed")
+    constraints = [f"{p} is imported by {fan_in(index, p)} modules: change it compatibly" for p in shared[:3]]
+    if tests:
+        constraints.append(f"Existing tests must keep passing: {', '.join(tests[:6])}")
+    clarifications = []
+    if novel:
+        clarifications.append(
+            f"Should {' '.join(novel[:3])} live in a new module or extend {ranked[0][0] if ranked else 'existing code'}?"
+        )
+    if not any(s > 0 for _, s in ranked):
+        clarifications.append("No file shares a word with the requirement: which modules does it concern?")
+    strategy = "; ".join(f"{a.focus_area}: {', '.join(a.focus_paths[:3])}" for a in areas)
+    return UnderstandingDraft(
+        complexity=_complexity(len(ranked)),  # type: ignore[arg-type]
+        understanding=Understanding(
+            objectives=[s.strip() for s in re.split(r"(?<=[.!?。])\s+", requirement) if s.strip()][:5],
+            key_points=key_points,
+            constraints=constraints,
+            split_strategy=f"By package, ranked by relevance and merged along imports ({strategy})",
+            clarifications=clarifications,
+        ),
+        sub_domains=areas,
+    )

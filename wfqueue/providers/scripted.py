@@ -1,0 +1,58 @@
+"""A scripted provider for tests and benchmarks: canned replies, injected faults, latency.
+
+Workers are separate processes, so the script is a JSON file named in the
+provider spec (``scripted:/path/script.json``)::
+
+    {"latency_s": 0.5,                              # sleep before every step
+     "replies": {"understand": {...}},              # canned answers, validated
+     "fail": {"plan_area:auth": "boom"},            # always fails
+     "hang": {"plan_area:storage": 30}}             # sleeps that long (time limits)
+
+Step keys are ``understand`` and ``plan_area:{focus_area}``. Steps without a
+canned reply are answered by the offline planner, so a script only states what
+differs from a normal run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from wfqueue.errors import ProviderError
+from wfqueue.providers.base import PlanAreaStep, Step
+from wfqueue.providers.offline import OfflineProvider
+
+
+def step_key(step: Step) -> str:
+    return f"plan_area:{step.focus_area}" if isinstance(step, PlanAreaStep) else step.name
+
+
+class ScriptedProvider:
+    name = "scripted"
+    model: str | None = None
+
+    def __init__(self, script_path: str, max_file_bytes: int = 512 * 1024) -> None:
+        try:
+            self.script: dict[str, Any] = json.loads(Path(script_path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ProviderError(f"cannot read provider script {script_path}: {exc}") from None
+        self.fallback = OfflineProvider(max_file_bytes=max_file_bytes)
+
+    def run(self, step: Step) -> BaseModel:
+        key = step_key(step)
+        time.sleep(float(self.script.get("latency_s", 0)))
+        if key in self.script.get("hang", {}):
+            time.sleep(float(self.script["hang"][key]))
+        if key in self.script.get("fail", {}):
+            raise ProviderError(str(self.script["fail"][key]))
+        reply = self.script.get("replies", {}).get(key)
+        if reply is None:
+            return self.fallback.run(step)
+        try:
+            return step.output_model.model_validate(reply)
+        except ValidationError as exc:
+            raise ProviderError(f"scripted reply for {key} does not validate: {exc}") from None

@@ -1,0 +1,142 @@
+"""Session ids, where sessions live, and checking what the user typed.
+
+Everything here runs before any file is written, so bad input costs nothing.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from wfqueue.errors import (
+    InvalidRequirementError,
+    InvalidSessionIdError,
+    RepositoryNotFoundError,
+    SessionNotFoundError,
+)
+
+# Dates in session ids follow the workflows' convention: UTC+8.
+SESSION_TZ = timezone(timedelta(hours=8))
+SESSION_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
+WORKFLOW_DIR = ".workflow"
+PLANNING_DIR = ".planning"
+QUEUE_DIR = ".queue"
+
+
+def slugify(text: str, max_length: int) -> str:
+    """Lower-case; runs of anything but [a-z0-9] become '-'; trimmed to max_length."""
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return slug[:max_length].strip("-") or "plan"
+
+
+def session_date(now: datetime) -> str:
+    return now.astimezone(SESSION_TZ).strftime("%Y-%m-%d")
+
+
+def new_collab_session_id(requirement: str, now: datetime, existing: set[str]) -> str:
+    """``CPLAN-{slug}-{date}``, with ``-2``, ``-3``... when the folder already exists."""
+    base = f"CPLAN-{slugify(requirement, 30)}-{session_date(now)}"
+    candidate, n = base, 1
+    while candidate in existing:
+        n += 1
+        candidate = f"{base}-{n}"
+    return candidate
+
+
+def resolve_repo(repo: str | Path | None) -> Path:
+    """``--repo``, else the git top level of the current directory, else the cwd."""
+    if repo is not None:
+        path = Path(repo).expanduser()
+        if not path.exists():
+            raise RepositoryNotFoundError(
+                f"--repo {repo}: no such directory", hint="pass the path of the repository to plan"
+            )
+        if not path.is_dir():
+            raise RepositoryNotFoundError(
+                f"--repo {repo}: is a file, not a directory", hint="pass the repository's folder, not a file in it"
+            )
+        return path.resolve()
+    try:
+        top = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, timeout=10, check=False
+        )
+        if top.returncode == 0 and top.stdout.strip():
+            return Path(top.stdout.strip()).resolve()
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return Path.cwd().resolve()
+
+
+def planning_root(repo: Path) -> Path:
+    return repo / WORKFLOW_DIR / PLANNING_DIR
+
+
+def queue_dir(repo: Path) -> Path:
+    return repo / WORKFLOW_DIR / QUEUE_DIR
+
+
+def check_session_id(session_id: str) -> str:
+    if "\x00" in session_id:
+        raise InvalidSessionIdError("session id contains a NUL byte", hint="use the id printed by the plan command")
+    if not SESSION_ID_PATTERN.match(session_id):
+        shown = session_id if len(session_id) <= 60 else session_id[:57] + "..."
+        raise InvalidSessionIdError(
+            f"invalid session id {shown!r}: use letters, digits, '.', '_' and '-' only, at most 80 characters, "
+            "starting with a letter or digit",
+            hint="list sessions with `wfqueue status`",
+        )
+    return session_id
+
+
+def find_collab_session(repo: Path, session_id: str) -> Path:
+    """The folder of an existing CPLAN session, checked to stay inside .workflow/."""
+    check_session_id(session_id)
+    root = planning_root(repo).resolve()
+    folder = (root / session_id).resolve()
+    if folder.parent != root:
+        raise InvalidSessionIdError(f"session id {session_id!r} resolves outside {root}")
+    if not folder.is_dir():
+        existing = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        listing = ", ".join(existing[-10:]) or "none"
+        raise SessionNotFoundError(
+            f"no session {session_id} under {root}", hint=f"existing sessions: {listing}"
+        )
+    return folder
+
+
+def read_requirement(value: str, max_bytes: int) -> str:
+    """The requirement as text: the value itself, or the content of a .md/.txt file it names."""
+    if "\x00" in value:
+        raise InvalidRequirementError("the requirement contains a NUL byte", hint="pass plain text or a .md file")
+    candidate = Path(value).expanduser() if len(value) < 4096 and "\n" not in value else None
+    if candidate is not None and candidate.suffix.lower() in {".md", ".txt", ".markdown"}:
+        if not candidate.is_file():
+            raise InvalidRequirementError(
+                f"requirement file {value} does not exist", hint="check the path, or quote the requirement as text"
+            )
+        size = candidate.stat().st_size
+        if size > max_bytes:
+            raise InvalidRequirementError(
+                f"requirement file {value} is {size} bytes, above the {max_bytes}-byte limit",
+                hint="summarise it, or raise WFQUEUE_REQUIREMENT_MAX_BYTES",
+            )
+        raw = candidate.read_bytes()
+        if b"\x00" in raw:
+            raise InvalidRequirementError(f"requirement file {value} is binary", hint="pass a UTF-8 text file")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidRequirementError(
+                f"requirement file {value} is not UTF-8 (byte {exc.start})", hint="save it as UTF-8"
+            ) from None
+    else:
+        text = value
+        if len(text.encode("utf-8")) > max_bytes:
+            raise InvalidRequirementError(
+                f"the requirement is above the {max_bytes}-byte limit", hint="put it in a .md file and summarise it"
+            )
+    if not text.strip():
+        raise InvalidRequirementError("the requirement is empty", hint='describe the change, e.g. "Add OAuth login"')
+    return text.strip()

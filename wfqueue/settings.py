@@ -1,0 +1,162 @@
+"""The one settings object.
+
+Built once at the entry point (CLI command, worker boot) and passed down; nothing
+reads the environment behind its back. Sources, strongest first: explicit
+arguments, ``WFQUEUE_*`` environment variables, the TOML file named by
+``WFQUEUE_CONFIG_FILE`` (else ``config/wfqueue.toml`` in the current directory,
+when present), then the defaults below. Every duration says its unit.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from wfqueue.errors import ConfigError
+
+DEFAULT_CONFIG_FILE = Path("config") / "wfqueue.toml"
+MAX_AGENTS_LIMIT = 100
+
+ProviderName = Literal["auto", "offline", "anthropic"]
+
+
+def _config_file() -> Path | None:
+    explicit = os.environ.get("WFQUEUE_CONFIG_FILE")
+    if explicit:
+        return Path(explicit)
+    return DEFAULT_CONFIG_FILE if DEFAULT_CONFIG_FILE.is_file() else None
+
+
+class Settings(BaseSettings):
+    """Effective configuration of one wfqueue process."""
+
+    model_config = SettingsConfigDict(env_prefix="WFQUEUE_", extra="forbid", populate_by_name=True)
+
+    # -- broker ------------------------------------------------------------------
+    broker_url: SecretStr | None = Field(
+        default=None,
+        description="Redis URL (redis://, rediss://, redis+socket://). Unset: embedded Redis.",
+    )
+    result_backend_url: SecretStr | None = Field(
+        default=None, description="Result backend URL; defaults to the broker URL."
+    )
+    broker_connect_timeout_s: float = Field(default=5.0, gt=0)
+    visibility_timeout_s: int = Field(
+        default=3600, gt=0, description="Seconds before an unacked message is redelivered."
+    )
+    result_expires_s: int = Field(
+        default=86_400, gt=0, description="Lifetime of task results and chord counters."
+    )
+    state_ttl_s: int = Field(
+        default=7 * 86_400, gt=0, description="Lifetime of session state kept in Redis."
+    )
+
+    # -- tasks ---------------------------------------------------------------------
+    agent_soft_time_limit_s: int = Field(default=300, gt=0)
+    agent_time_limit_s: int = Field(default=360, gt=0)
+    task_max_retries: int = Field(default=3, ge=0)
+    retry_backoff_s: float = Field(default=2.0, ge=0)
+    retry_backoff_max_s: float = Field(default=60.0, ge=0)
+    lock_timeout_s: float = Field(default=60.0, gt=0, description="Wait for the plan-note lock.")
+
+    # -- coordinator and embedded mode ----------------------------------------------
+    plan_timeout_s: float = Field(default=3600.0, gt=0, description="Longest wait for one plan.")
+    poll_interval_s: float = Field(default=0.2, gt=0)
+    embedded_start_timeout_s: float = Field(default=60.0, gt=0)
+    embedded_redis_port: int = Field(
+        default=0, ge=0, le=65535, description="Also listen on this TCP port (0: unix socket only)."
+    )
+    worker_concurrency: int | None = Field(default=None, ge=1)
+
+    # -- planning ----------------------------------------------------------------------
+    provider: ProviderName = "auto"
+    anthropic_api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("WFQUEUE_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY"),
+    )
+    model: str = "claude-sonnet-4-5"
+    max_agents: int = Field(default=5, ge=2, le=MAX_AGENTS_LIMIT)
+    requirement_max_bytes: int = Field(default=1024 * 1024, gt=0)
+    index_max_file_bytes: int = Field(default=512 * 1024, gt=0)
+
+    @field_validator("agent_time_limit_s")
+    @classmethod
+    def _hard_above_soft(cls, value: int, info: Any) -> int:
+        soft = info.data.get("agent_soft_time_limit_s")
+        if soft is not None and value <= soft:
+            raise ValueError("agent_time_limit_s must be above agent_soft_time_limit_s")
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        config_file = _config_file()
+        if config_file is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=config_file))
+        return tuple(sources)
+
+    # -- derived values ------------------------------------------------------------------
+
+    @property
+    def embedded(self) -> bool:
+        return self.broker_url is None
+
+    def effective_provider(self) -> Literal["offline", "anthropic"]:
+        if self.provider == "auto":
+            return "anthropic" if self.anthropic_api_key else "offline"
+        return self.provider
+
+    def masked(self) -> dict[str, Any]:
+        """Every setting with secrets hidden, for `wfqueue config` and logs."""
+        shown: dict[str, Any] = {}
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if isinstance(value, SecretStr):
+                secret = value.get_secret_value()
+                value = mask_url(secret) if "://" in secret else "********"
+            shown[name] = value
+        shown["embedded"] = self.embedded
+        shown["effective_provider"] = self.effective_provider()
+        return shown
+
+
+_URL_PASSWORD = re.compile(r"^(?P<scheme>[a-z0-9+.-]+://)(?P<user>[^:@/]*)(:(?P<pw>[^@/]*))?@", re.I)
+
+
+def mask_url(url: str) -> str:
+    """Hide the password of a URL: ``redis://:s3cret@host`` -> ``redis://:***@host``."""
+    match = _URL_PASSWORD.match(url)
+    if not match or match.group("pw") is None:
+        return url
+    return f"{match.group('scheme')}{match.group('user')}:***@{url[match.end():]}"
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build the settings at an entry point; bad values become a ConfigError."""
+    try:
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'settings'}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigError(
+            f"invalid configuration: {problems}",
+            hint="fix the WFQUEUE_* environment variable or config/wfqueue.toml entry named above",
+        ) from None

@@ -1,0 +1,152 @@
+"""Session state in Redis: the source of truth workers on any machine share.
+
+Files on a worker's disk may differ between hosts; what each agent produced,
+each owned section's text, and each agent's progress live here, keyed by
+session. Values are JSON or plain text; every key of a session expires with
+``state_ttl_s``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import redis
+
+from wfqueue.errors import BrokerUnreachableError
+from wfqueue.settings import Settings, mask_url
+
+AGENT_STATES = ("queued", "running", "done", "failed")
+TERMINAL_STATES = ("done", "failed")
+
+
+def redis_client(url: str, connect_timeout_s: float) -> redis.Redis:
+    """A redis-py client for a broker URL, including kombu's ``redis+socket://`` form."""
+    parts = urlsplit(url)
+    if parts.scheme in ("redis+socket", "unix", "socket"):
+        return redis.Redis(
+            unix_socket_path=unquote(parts.path),
+            password=unquote(parts.password) if parts.password else None,
+            socket_connect_timeout=connect_timeout_s,
+            socket_timeout=max(connect_timeout_s, 10.0),
+            decode_responses=True,
+        )
+    return redis.Redis.from_url(
+        url, socket_connect_timeout=connect_timeout_s, socket_timeout=max(connect_timeout_s, 10.0), decode_responses=True
+    )
+
+
+def connect(settings: Settings) -> redis.Redis:
+    """Connect to the configured broker, or fail with a BrokerUnreachableError naming it (masked)."""
+    assert settings.broker_url is not None, "embedded mode sets the broker URL before connecting"
+    url = settings.broker_url.get_secret_value()
+    client = redis_client(url, settings.broker_connect_timeout_s)
+    try:
+        client.ping()
+    except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+        raise BrokerUnreachableError(
+            f"cannot reach the broker at {mask_url(url)}: {exc}",
+            hint="start Redis there, fix WFQUEUE_BROKER_URL, or unset it to use the embedded broker",
+        ) from None
+    except redis.AuthenticationError as exc:
+        raise BrokerUnreachableError(
+            f"the broker at {mask_url(url)} refused the credentials: {exc}",
+            hint="put the right password in WFQUEUE_BROKER_URL (redis://:PASSWORD@host:6379/0)",
+        ) from None
+    return client
+
+
+class SessionState:
+    """Everything Redis knows about one session."""
+
+    def __init__(self, client: redis.Redis, session_id: str, ttl_s: int) -> None:
+        self.client = client
+        self.session_id = session_id
+        self.ttl_s = ttl_s
+        self.prefix = f"wfq:{session_id}:"
+
+    def _key(self, name: str) -> str:
+        return self.prefix + name
+
+    def _touch(self, *names: str) -> None:
+        for name in names:
+            self.client.expire(self._key(name), self.ttl_s)
+
+    def reset(self) -> None:
+        """Forget everything about this session id (a new session reusing an old id)."""
+        keys = list(self.client.scan_iter(match=self.prefix + "*", count=500))
+        if keys:
+            self.client.delete(*keys)
+
+    # -- session metadata -----------------------------------------------------------------
+
+    def set_meta(self, **fields: Any) -> None:
+        self.client.hset(self._key("meta"), mapping={k: json.dumps(v) for k, v in fields.items()})
+        self._touch("meta")
+
+    def meta(self) -> dict[str, Any]:
+        return {k: json.loads(v) for k, v in self.client.hgetall(self._key("meta")).items()}
+
+    def remember_once(self, name: str, value: str) -> str:
+        """Store ``value`` under ``name`` unless something is there; return what is stored.
+
+        Timestamps and model answers go through here so a redelivered task reuses
+        the first run's value and writes the same files."""
+        key = self._key(name)
+        self.client.set(key, value, nx=True, ex=self.ttl_s)
+        stored = self.client.get(key)
+        return stored if stored is not None else value
+
+    def store(self, name: str, value: str) -> None:
+        """Overwrite ``name`` (for values that may legitimately change, unlike remember_once)."""
+        self.client.set(self._key(name), value, ex=self.ttl_s)
+
+    def recall(self, name: str) -> str | None:
+        return self.client.get(self._key(name))
+
+    def forget(self, name: str) -> None:
+        self.client.delete(self._key(name))
+
+    # -- agents ----------------------------------------------------------------------------
+
+    def set_agent(self, area: str, **fields: Any) -> None:
+        self.client.hset(self._key(f"agent:{area}"), mapping={k: json.dumps(v) for k, v in fields.items()})
+        self._touch(f"agent:{area}")
+
+    def agent(self, area: str) -> dict[str, Any]:
+        return {k: json.loads(v) for k, v in self.client.hgetall(self._key(f"agent:{area}")).items()}
+
+    def agents(self, areas: list[str]) -> dict[str, dict[str, Any]]:
+        pipe = self.client.pipeline()
+        for area in areas:
+            pipe.hgetall(self._key(f"agent:{area}"))
+        return {
+            area: {k: json.loads(v) for k, v in raw.items()} for area, raw in zip(areas, pipe.execute())
+        }
+
+    def count_attempt(self, area: str) -> int:
+        key = self._key(f"attempts:{area}")
+        count = int(self.client.incr(key))
+        self.client.expire(key, self.ttl_s)
+        return count
+
+    # -- sections of plan-note.md ------------------------------------------------------------
+
+    def put_section(self, heading: str, body: str) -> None:
+        self.client.hset(self._key("sections"), heading, body)
+        self._touch("sections")
+
+    def sections(self) -> dict[str, str]:
+        return dict(self.client.hgetall(self._key("sections")))
+
+
+def wait_until(predicate: Any, timeout_s: float, interval_s: float = 0.1) -> bool:
+    """Poll ``predicate`` until it is truthy or the timeout passes."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval_s)
+    return bool(predicate())

@@ -1,0 +1,22 @@
+"""Stable task names and the queue each one runs on.
+
+The coordinator enqueues by these names and never imports workers/; a rename
+here is a breaking change for workers already deployed.
+"""
+
+from __future__ import annotations
+
+QUEUE_EXPLORE = "explore"
+QUEUE_PLAN = "plan"
+QUEUE_CONTROL = "control"
+ALL_QUEUES = (QUEUE_EXPLORE, QUEUE_PLAN, QUEUE_CONTROL)
+
+COLLAB_UNDERSTAND = "wfqueue.collab.understand"
+COLLAB_PLAN_AREA = "wfqueue.collab.plan_area"
+COLLAB_FINALIZE = "wfqueue.collab.finalize"
+
+ROUTES: dict[str, str] = {
+    COLLAB_UNDERSTAND: QUEUE_PLAN,
+    COLLAB_PLAN_AREA: QUEUE_PLAN,
+    COLLAB_FINALIZE: QUEUE_CONTROL,
+}

@@ -1,0 +1,14 @@
+"""The worker entry point: ``celery -A workers.app worker`` (or ``wfqueue worker``).
+
+Settings are built here, once per worker, and handed to the task modules.
+"""
+
+from __future__ import annotations
+
+from wfqueue.celery_app import create_app
+from wfqueue.settings import load_settings
+from workers import collab
+
+settings = load_settings()
+app = create_app(settings)
+collab.register(app, settings)

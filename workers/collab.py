@@ -1,0 +1,93 @@
+"""Collaborative-plan tasks: understand, plan one area (chord header), finalize (callback).
+
+Thin on purpose: decode arguments, call wfqueue.collab.steps/finalize, record
+progress, decide on retry. A header task never raises out of the chord: after
+its retries it returns a failure record, so the callback always runs.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+from celery import Celery, Task
+from celery.exceptions import SoftTimeLimitExceeded
+
+from wfqueue.collab.finalize import finalize_session
+from wfqueue.collab.models import AgentOutcome
+from wfqueue.collab.steps import run_area, run_understanding
+from wfqueue.errors import ProviderError, TransientProviderError, WfqueueError
+from wfqueue.providers import make_provider
+from wfqueue.retry import retry_delay
+from wfqueue.settings import Settings
+from wfqueue.task_names import COLLAB_FINALIZE, COLLAB_PLAN_AREA, COLLAB_UNDERSTAND
+from workers.context import StateFactory
+
+
+def register(app: Celery, settings: Settings) -> None:
+    states = StateFactory(settings)
+
+    def delay_for(task: Task, exc: BaseException) -> float:
+        retry_after = exc.retry_after if isinstance(exc, TransientProviderError) else None
+        return retry_delay(
+            task.request.retries + 1, settings.retry_backoff_s, settings.retry_backoff_max_s, random.random(), retry_after
+        )
+
+    @app.task(name=COLLAB_UNDERSTAND, bind=True, max_retries=settings.task_max_retries)
+    def understand(
+        self: Task, session_id: str, session_dir: str, repo: str, requirement: str, max_agents: int, provider: str
+    ) -> dict[str, Any]:
+        state = states.session(session_id)
+        try:
+            analysis = run_understanding(
+                state, make_provider(provider, settings), Path(session_dir), repo, requirement, max_agents
+            )
+        except TransientProviderError as exc:
+            raise self.retry(exc=exc, countdown=delay_for(self, exc)) from None
+        return {"complexity": analysis.complexity, "sub_domains": [s.focus_area for s in analysis.sub_domains]}
+
+    @app.task(name=COLLAB_PLAN_AREA, bind=True, max_retries=settings.task_max_retries)
+    def plan_area(self: Task, session_id: str, session_dir: str, focus_area: str, provider: str) -> dict[str, Any]:
+        state = states.session(session_id)
+        worker = self.request.hostname or "unknown"
+        attempts = state.count_attempt(focus_area)
+        state.set_agent(focus_area, state="running", worker=worker, pid=os.getpid(), started_at=time.time(),
+                        attempts=attempts, error=None)
+
+        def failed(reason: str) -> dict[str, Any]:
+            state.set_agent(focus_area, state="failed", error=reason, finished_at=time.time())
+            return AgentOutcome(focus_area=focus_area, status="failed", error=reason, worker=worker,
+                                pid=os.getpid(), attempts=attempts).model_dump()
+
+        try:
+            artifacts = run_area(state, make_provider(provider, settings), settings, Path(session_dir), focus_area, worker)
+        except SoftTimeLimitExceeded:
+            return failed(f"timed out after the {settings.agent_soft_time_limit_s}s soft time limit")
+        except ProviderError as exc:
+            if isinstance(exc, TransientProviderError) and self.request.retries < self.max_retries:
+                state.set_agent(focus_area, state="queued", error=f"retrying: {exc.message}")
+                raise self.retry(exc=exc, countdown=delay_for(self, exc)) from None
+            return failed(exc.message)
+        except Exception as exc:  # noqa: BLE001 - anything else: retry, then a failure record
+            if self.request.retries < self.max_retries and not isinstance(exc, WfqueueError):
+                state.set_agent(focus_area, state="queued", error=f"retrying: {type(exc).__name__}: {exc}")
+                raise self.retry(exc=exc, countdown=delay_for(self, exc)) from None
+            return failed(f"{type(exc).__name__}: {exc}")
+        state.set_agent(focus_area, state="done", finished_at=time.time(), tasks=artifacts.plan["task_count"])
+        if state.recall("finalized_at") is not None:
+            # The callback already ran without this area (chord fired early): run it again.
+            app.send_task(COLLAB_FINALIZE, args=[[], session_id, session_dir])
+        return AgentOutcome(focus_area=focus_area, status="done", task_count=artifacts.plan["task_count"],
+                            worker=worker, pid=os.getpid(), attempts=attempts).model_dump()
+
+    @app.task(name=COLLAB_FINALIZE, bind=True, max_retries=settings.task_max_retries)
+    def finalize(self: Task, outcomes: list[dict[str, Any]], session_id: str, session_dir: str) -> dict[str, Any]:
+        # ``outcomes`` (the chord's header results) is informative only: Redis is the truth.
+        state = states.session(session_id)
+        try:
+            return finalize_session(state, settings, Path(session_dir)).model_dump()
+        except OSError as exc:
+            raise self.retry(exc=exc, countdown=delay_for(self, exc)) from None
