@@ -89,17 +89,11 @@ def tokenize(text: str) -> list[str]:
     drops one-character words.  Order and repetitions are kept (BM25 needs
     term frequencies).
     """
-    # Identifiers repeat a lot within one text; a per-call memo avoids
-    # re-stemming them without any state outliving the call.
-    memo: dict[str, str] = {}
-    tokens: list[str] = []
-    for raw in _WORD.findall(text):
-        token = memo.get(raw)
-        if token is None:
-            token = memo[raw] = _normalise(raw)
-        if token:
-            tokens.append(token)
-    return tokens
+    words = _WORD.findall(text)
+    # Identifiers repeat a lot, so each distinct word is normalised once; the
+    # memo is local, so no state outlives the call.
+    memo = {word: _normalise(word) for word in set(words)}
+    return [token for token in map(memo.__getitem__, words) if token]
 
 
 def bm25_scores(

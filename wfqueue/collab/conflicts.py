@@ -195,7 +195,10 @@ def ids_out_of_range(tasks: list[NoteTask], ranges: dict[str, tuple[int, int]]) 
 
 
 def detect_conflicts(tasks: list[NoteTask], ranges: dict[str, tuple[int, int]]) -> list[Conflict]:
-    """All conflicts, numbered CONFLICT-001.. in a stable order (by severity, then type)."""
+    """All conflicts, numbered CONFLICT-001.. in a stable order (by severity, then type).
+
+    Tasks are sorted by id first, so the document order of the note does not matter."""
+    tasks = sorted(tasks, key=lambda t: (t.number, t.area))
     found = (
         dependency_cycles(tasks)
         + file_conflicts(tasks)

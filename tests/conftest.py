@@ -1,0 +1,28 @@
+"""Fixtures shared by every test."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+PROJECT = Path(__file__).resolve().parent.parent
+SAMPLE_REPO = PROJECT / "examples" / "sample-api"
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test sees a real API key or the developer's broker and settings."""
+    for name in list(os.environ):
+        if name.startswith("WFQUEUE_") or name.startswith("ANTHROPIC_"):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def sample_repo(tmp_path: Path) -> Path:
+    """A private copy of the sample repository (plans write .workflow/ into it)."""
+    target = tmp_path / "sample-api"
+    shutil.copytree(SAMPLE_REPO, target, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", ".workflow"))
+    return target

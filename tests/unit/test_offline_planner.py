@@ -1,0 +1,150 @@
+"""The offline planner reads the repository: real files, real symbols, import-ordered tasks."""
+
+from __future__ import annotations
+
+import ast
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from wfqueue.analysis import build_index
+from wfqueue.collab.assemble import allocate, assemble_area
+from wfqueue.collab.conflicts import detect_conflicts
+from wfqueue.collab.models import PlanMetadata
+from wfqueue.collab.note_blocks import parse_task_pool
+from wfqueue.collab.summary import mermaid_flowchart
+from wfqueue.errors import BadInputError
+from wfqueue.providers.base import PlanAreaStep, UnderstandStep
+from wfqueue.providers.offline import OfflineProvider
+from wfqueue.providers.offline.area import plan_area
+from wfqueue.providers.offline.understand import understand
+
+REQUIREMENT = "Add per-user rate limiting to the API"
+
+
+def plan(repo: Path, requirement: str = REQUIREMENT, max_agents: int = 4):
+    index = build_index(repo)
+    analysis = allocate(understand(index, requirement, max_agents), "CPLAN-t", requirement, max_agents)
+    drafts = {s.focus_area: plan_area(index, analysis, s.focus_area) for s in analysis.sub_domains}
+    return index, analysis, drafts
+
+
+def symbol_names(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            names.add(node.name)
+            names |= {f"{node.name}.{b.name}" for b in node.body if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+    return names
+
+
+def test_split_is_two_to_max_areas_with_disjoint_ranges(sample_repo: Path) -> None:
+    for max_agents in (2, 3, 5):
+        _, analysis, _ = plan(sample_repo, max_agents=max_agents)
+        assert 2 <= len(analysis.sub_domains) <= max_agents
+        ranges = [s.task_id_range for s in analysis.sub_domains]
+        assert ranges == [(100 * k + 1, 100 * k + 100) for k in range(len(ranges))]
+        paths = [p for s in analysis.sub_domains for p in s.focus_paths]
+        assert len(paths) == len(set(paths)), "a file belongs to one area"
+
+
+def test_tasks_name_real_files_and_symbols(sample_repo: Path) -> None:
+    _, analysis, drafts = plan(sample_repo)
+    touched = set()
+    for area, draft in drafts.items():
+        first, last = analysis.area(area).task_id_range
+        for task in draft.tasks:
+            assert first <= int(task.id.split("-")[1]) <= last
+            for file in task.files:
+                touched.add(file.path)
+                if file.action == "create":
+                    assert not (sample_repo / file.path).exists()
+                    continue
+                assert (sample_repo / file.path).is_file(), file.path
+                if file.target:
+                    assert file.target in symbol_names(sample_repo / file.path), (file.path, file.target)
+    # the middleware chain is where per-user policies go; the planner must find it
+    assert "notes_api/api/middleware.py" in touched
+    created = [f.path for d in drafts.values() for t in d.tasks for f in t.files if f.action == "create"]
+    assert created == ["notes_api/api/rate_limiting.py"]
+
+
+def test_dependencies_follow_the_import_graph(sample_repo: Path) -> None:
+    index, analysis, drafts = plan(sample_repo)
+    task_of = {t.files[0].path: t.id for d in drafts.values() for t in d.tasks}
+    for draft in drafts.values():
+        for task in draft.tasks:
+            path = task.files[0].path
+            for imported in index.imports.get(path, []):
+                if imported in task_of:
+                    assert task_of[imported] in task.depends_on, (path, imported)
+    tasks = []
+    for area, draft in drafts.items():
+        meta = PlanMetadata(timestamp="t")
+        pool = assemble_area(analysis, area, draft, meta).task_pool
+        tasks += parse_task_pool(pool, area, 1)[0]
+    ranges = {s.focus_area: s.task_id_range for s in analysis.sub_domains}
+    assert [c.type for c in detect_conflicts(tasks, ranges)] == []  # the sample has no import cycle
+
+
+def test_convergence_names_covering_tests_and_a_runnable_command(sample_repo: Path) -> None:
+    _, _, drafts = plan(sample_repo)
+    middleware = next(t for d in drafts.values() for t in d.tasks if t.files[0].path == "notes_api/api/middleware.py")
+    assert "tests/test_middleware.py" in middleware.convergence.verification
+    argv = shlex.split(middleware.convergence.verification)
+    assert argv[:3] == ["python", "-m", "pytest"]
+    done = subprocess.run([sys.executable, *argv[1:], "-p", "no:cacheprovider"], cwd=sample_repo,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_planner_is_deterministic(sample_repo: Path) -> None:
+    _, a1, d1 = plan(sample_repo)
+    _, a2, d2 = plan(sample_repo)
+    assert a1 == a2
+    assert {k: v.model_dump() for k, v in d1.items()} == {k: v.model_dump() for k, v in d2.items()}
+
+
+def test_different_requirements_pick_different_code(sample_repo: Path) -> None:
+    _, analysis, _ = plan(sample_repo, "Fix the token expiry check in authentication", 3)
+    first_area = analysis.sub_domains[0]
+    assert first_area.focus_paths[0] == "notes_api/auth/tokens.py"
+    _, cache_plan, _ = plan(sample_repo, "Cache note listings in the storage layer", 3)
+    assert "notes_api/storage/cache.py" in [p for s in cache_plan.sub_domains for p in s.focus_paths]
+
+
+def test_provider_steps_and_repository_without_code(sample_repo: Path, tmp_path: Path) -> None:
+    provider = OfflineProvider()
+    draft = provider.run(UnderstandStep(session_id="s", repo=str(sample_repo), requirement=REQUIREMENT, max_agents=3))
+    analysis = allocate(draft, "s", REQUIREMENT, 3)
+    area = provider.run(PlanAreaStep(session_id="s", repo=str(sample_repo), requirement=REQUIREMENT,
+                                     analysis=analysis, focus_area=analysis.sub_domains[1].focus_area))
+    assert area.tasks
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "README.md").write_text("nothing here")
+    with pytest.raises(BadInputError, match="no source code"):
+        OfflineProvider().run(UnderstandStep(session_id="s", repo=str(tmp_path / "empty"), requirement="x", max_agents=2))
+
+
+def test_mermaid_groups_by_area_with_edges_and_highlights(sample_repo: Path) -> None:
+    _, analysis, drafts = plan(sample_repo)
+    tasks = []
+    for area, draft in drafts.items():
+        tasks += parse_task_pool(assemble_area(analysis, area, draft, PlanMetadata(timestamp="t")).task_pool, area, 1)[0]
+    tasks[1] = tasks[1].model_copy(update={"depends_on": [*tasks[1].depends_on, tasks[-1].id]})
+    tasks[-1] = tasks[-1].model_copy(update={"depends_on": [*tasks[-1].depends_on, tasks[1].id]})
+    conflicts = detect_conflicts(tasks, {s.focus_area: s.task_id_range for s in analysis.sub_domains})
+    chart = mermaid_flowchart(analysis, tasks, conflicts)
+    assert chart.startswith("```mermaid\nflowchart TD")
+    assert chart.count("subgraph ") == len(analysis.sub_domains)
+    for task in tasks:
+        for dep in task.depends_on:
+            assert f"T{dep[5:]} --> T{task.id[5:]}" in chart
+    highlighted = chart.splitlines()[-2]
+    assert highlighted.startswith("    class ") and f"T{tasks[1].id[5:]}" in highlighted

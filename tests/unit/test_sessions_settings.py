@@ -1,0 +1,110 @@
+"""Session ids, requirement input and settings: bad input is refused before anything is written."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from wfqueue.errors import ConfigError, InvalidRequirementError, InvalidSessionIdError, RepositoryNotFoundError
+from wfqueue.retry import retry_delay
+from wfqueue.sessions import (
+    check_session_id,
+    find_collab_session,
+    new_collab_session_id,
+    read_requirement,
+    resolve_repo,
+    slugify,
+)
+from wfqueue.settings import load_settings, mask_url
+
+
+def test_session_id_uses_slug_and_utc_plus_8_date_with_collision_suffix() -> None:
+    late_utc = datetime(2026, 11, 22, 20, 30, tzinfo=timezone.utc)  # already the 23rd in UTC+8
+    first = new_collab_session_id("Add per-user Rate Limiting to the API!!", late_utc, set())
+    assert first == "CPLAN-add-per-user-rate-limiting-to-2026-11-23"
+    assert new_collab_session_id("Add per-user Rate Limiting to the API", late_utc, {first}) == first + "-2"
+    assert new_collab_session_id("x", late_utc, {"CPLAN-x-2026-11-23", "CPLAN-x-2026-11-23-2"}).endswith("-3")
+    assert slugify("为用户添加限流", 30) == "plan"
+    assert len(slugify("a" * 100, 30)) == 30
+
+
+@pytest.mark.parametrize("bad", ["../etc", "/abs/path", "a\x00b", "x" * 300, "", "-leading-dash", "a/b"])
+def test_bad_session_ids_are_refused(bad: str) -> None:
+    with pytest.raises(InvalidSessionIdError):
+        check_session_id(bad)
+
+
+def test_missing_session_lists_what_exists(tmp_path: Path) -> None:
+    (tmp_path / ".workflow" / ".planning" / "CPLAN-a-2026-11-22").mkdir(parents=True)
+    with pytest.raises(Exception) as info:
+        find_collab_session(tmp_path, "CPLAN-b-2026-11-22")
+    assert "CPLAN-a-2026-11-22" in info.value.hint
+
+
+def test_repo_must_be_an_existing_directory(tmp_path: Path) -> None:
+    with pytest.raises(RepositoryNotFoundError, match="no such directory"):
+        resolve_repo(tmp_path / "missing")
+    (tmp_path / "file.txt").write_text("x")
+    with pytest.raises(RepositoryNotFoundError, match="is a file"):
+        resolve_repo(tmp_path / "file.txt")
+    assert resolve_repo(tmp_path) == tmp_path.resolve()
+
+
+def test_requirement_text_file_and_refusals(tmp_path: Path) -> None:
+    assert read_requirement("  Add OAuth login \n", 1000) == "Add OAuth login"
+    assert read_requirement("为 API 添加按用户限流", 1000) == "为 API 添加按用户限流"
+    md = tmp_path / "req.md"
+    md.write_text("# Rate limits\n\nPer user.\n", encoding="utf-8")
+    assert read_requirement(str(md), 1000).startswith("# Rate limits")
+    with pytest.raises(InvalidRequirementError, match="empty"):
+        read_requirement("   ", 1000)
+    with pytest.raises(InvalidRequirementError, match="does not exist"):
+        read_requirement(str(tmp_path / "nope.md"), 1000)
+    big = tmp_path / "big.md"
+    big.write_bytes(b"a" * 5_000_000)
+    with pytest.raises(InvalidRequirementError, match="above the 1000-byte limit"):
+        read_requirement(str(big), 1000)
+    binary = tmp_path / "bin.md"
+    binary.write_bytes(b"\x89PNG\x00\x00\x01")
+    with pytest.raises(InvalidRequirementError, match="binary"):
+        read_requirement(str(binary), 1000)
+    latin = tmp_path / "latin.md"
+    latin.write_bytes("caf\xe9".encode("latin-1"))
+    with pytest.raises(InvalidRequirementError, match="not UTF-8"):
+        read_requirement(str(latin), 1000)
+
+
+def test_settings_from_env_and_toml_with_secrets_masked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "wfqueue.toml"
+    config.write_text('max_agents = 7\nmodel = "from-file"\n', encoding="utf-8")
+    monkeypatch.setenv("WFQUEUE_CONFIG_FILE", str(config))
+    monkeypatch.setenv("WFQUEUE_MODEL", "from-env")
+    monkeypatch.setenv("WFQUEUE_BROKER_URL", "redis://:hunter2@redis.internal:6379/0")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-secret")
+    settings = load_settings()
+    assert settings.max_agents == 7 and settings.model == "from-env"
+    shown = settings.masked()
+    assert shown["broker_url"] == "redis://:***@redis.internal:6379/0"
+    assert shown["anthropic_api_key"] == "********"
+    assert "hunter2" not in repr(shown) and "sk-secret" not in repr(shown)
+    assert settings.effective_provider() == "anthropic"
+
+
+def test_invalid_settings_name_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WFQUEUE_AGENT_TIME_LIMIT_S", "10")
+    monkeypatch.setenv("WFQUEUE_AGENT_SOFT_TIME_LIMIT_S", "20")
+    with pytest.raises(ConfigError, match="agent_time_limit_s"):
+        load_settings()
+
+
+def test_mask_url_keeps_urls_without_password() -> None:
+    assert mask_url("redis+socket:///tmp/r.sock") == "redis+socket:///tmp/r.sock"
+    assert mask_url("rediss://user:p%40ss@h:1/2") == "rediss://user:***@h:1/2"
+
+
+def test_retry_delay_backs_off_caps_and_honours_retry_after() -> None:
+    assert [retry_delay(n, 2, 60, 0.0) for n in (1, 2, 3, 10)] == [2, 4, 8, 60]
+    assert retry_delay(1, 2, 60, 0.0, retry_after_s=30) == 30
+    assert retry_delay(1, 2, 60, 0.999) < 2 * 1.25 + 1e-9
