@@ -1,0 +1,60 @@
+"""Helpers for integration tests: the real CLI in a subprocess, real Redis, real worker processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class CliRun:
+    code: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+    def json(self) -> dict:
+        return json.loads(self.stdout)
+
+
+def wfqueue_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WFQUEUE_", "ANTHROPIC_"))}
+    env.update(extra)
+    return env
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 180) -> CliRun:
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "wfqueue.cli.main", *args], env=env or wfqueue_env(),
+                          cwd=cwd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    return CliRun(done.returncode, done.stdout, done.stderr, time.monotonic() - started)
+
+
+def processes_mentioning(marker: str) -> list[str]:
+    """Command lines of live processes that mention ``marker`` (e.g. a queue dir)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\x00", b" ").decode(errors="replace")
+            state = (entry / "stat").read_text().split()[2]
+        except OSError:
+            continue
+        if marker in cmdline and state != "Z":
+            found.append(f"{entry.name}: {cmdline.strip()}")
+    return found
+
+
+def write_script(path: Path, **script: object) -> str:
+    path.write_text(json.dumps(script), encoding="utf-8")
+    return f"scripted:{path}"
+
+
+def session_dir(result: CliRun) -> Path:
+    return Path(result.json()["session_dir"])

@@ -1,0 +1,157 @@
+"""collab-plan end to end in embedded mode: real Redis, real Celery worker processes."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from support import processes_mentioning, run_cli, session_dir, wfqueue_env, write_script
+
+from wfqueue.collab.note import parse_note, render_note
+from wfqueue.collab.note_blocks import note_tasks
+
+pytestmark = pytest.mark.integration
+REQUIREMENT = "Add per-user rate limiting to the API"
+AREAS = ["api", "auth", "storage", "notes-api"]  # what the offline planner picks for 4 agents
+
+
+def test_plan_completes_on_several_worker_processes(sample_repo: Path, tmp_path: Path) -> None:
+    # A little provider latency makes the four agents overlap, so each pool process takes one.
+    provider = write_script(tmp_path / "script.json", latency_s=0.5)
+    run = run_cli("collab-plan", REQUIREMENT, "--repo", str(sample_repo), "--max-agents", "4", "-y",
+                  "--provider", provider, "--json")
+    assert run.code == 0, run.stderr
+    payload = run.json()
+    assert set(payload) == {"session_id", "session_dir", "status", "tasks", "conflicts"}
+    assert payload["status"] == "completed" and payload["tasks"] >= 4
+    folder = session_dir(run)
+    assert folder.parent == sample_repo / ".workflow" / ".planning"
+    assert folder.name.startswith("CPLAN-add-per-user-rate-limiting-to-")
+    for name in ("requirement-analysis.json", "plan-note.md", "conflicts.json", "plan.md"):
+        assert (folder / name).is_file(), name
+    analysis = json.loads((folder / "requirement-analysis.json").read_text())
+    assert [s["focus_area"] for s in analysis["sub_domains"]] == AREAS
+    pids, workers = set(), set()
+    for area in AREAS:
+        plan = json.loads((folder / "agents" / area / "plan.json").read_text())
+        assert plan["task_count"] == len(plan["task_ids"]) == len(plan["tasks"]) > 0
+        assert (folder / "agents" / area / "planning-context.md").read_text().startswith("# Planning Context")
+        pids.add(plan["_metadata"]["pid"])
+        workers.add(plan["_metadata"]["worker"])
+    assert len(pids) >= 2, f"all sections came from one process: {pids}"
+    assert all(w.startswith("wfq-") for w in workers)
+    text = (folder / "plan-note.md").read_text()
+    note = parse_note(text)
+    assert render_note(note) == text
+    assert note.front_matter["status"] == "completed"
+    assert sorted(note.front_matter["contributors"]) == sorted(AREAS)
+    tasks, problems = note_tasks(note)
+    assert problems == [] and len(tasks) == payload["tasks"]
+    assert {t.area for t in tasks} == set(AREAS)
+    assert note.section("冲突标记").body.strip() == "✅ 无冲突检测到"
+    plan_md = (folder / "plan.md").read_text()
+    assert "```mermaid" in plan_md and "subgraph api" in plan_md
+    # status reads what the workers recorded
+    status = run_cli("status", folder.name, "--repo", str(sample_repo), "--json")
+    assert status.code == 0, status.stderr
+    agents = {a["focus_area"]: a for a in json.loads(status.stdout)["agents"]}
+    assert {a["state"] for a in agents.values()} == {"done"}
+    assert {a["pid"] for a in agents.values()} == pids
+    assert processes_mentioning(str(sample_repo / ".workflow" / ".queue")) == []
+
+
+def test_failed_agent_gives_partial_plan_with_other_sections_intact(sample_repo: Path, tmp_path: Path) -> None:
+    provider = write_script(tmp_path / "script.json", fail={"plan_area:auth": "injected: auth planner is down"})
+    run = run_cli("collab-plan", REQUIREMENT, "--repo", str(sample_repo), "--max-agents", "4", "-y",
+                  "--provider", provider, "--json")
+    assert run.code == 1, run.stderr
+    assert run.json()["status"] == "partial"
+    folder = session_dir(run)
+    note = parse_note((folder / "plan-note.md").read_text())
+    assert note.front_matter["status"] == "partial"
+    assert "auth" not in note.front_matter["contributors"]
+    assert "injected: auth planner is down" in note.section("任务池 - Auth").body
+    tasks, _ = note_tasks(note)
+    assert {t.area for t in tasks} == {"api", "storage", "notes-api"}
+    for area in ("api", "storage", "notes-api"):
+        assert (folder / "agents" / area / "plan.json").is_file()
+        assert "**相关文件**" in note.section(f"上下文证据 - {area.replace('-', ' ').title()}").body
+    assert not (folder / "agents" / "auth" / "plan.json").exists()
+    plan_md = (folder / "plan.md").read_text()
+    assert "Partial plan" in plan_md and "`auth`: injected: auth planner is down" in plan_md
+    # a task depending on the failed area's work is flagged, not silently kept
+    conflicts = json.loads((folder / "conflicts.json").read_text())["conflicts"]
+    assert all(c["type"] == "dangling_dependency" for c in conflicts)
+    status = json.loads(run_cli("status", folder.name, "--repo", str(sample_repo), "--json").stdout)
+    failed = [a for a in status["agents"] if a["state"] == "failed"]
+    assert [a["focus_area"] for a in failed] == ["auth"] and "auth planner is down" in failed[0]["error"]
+
+
+def test_timed_out_agent_is_a_failure_record_not_a_broken_chord(sample_repo: Path, tmp_path: Path) -> None:
+    provider = write_script(tmp_path / "script.json", hang={"plan_area:storage": 30})
+    env = wfqueue_env(WFQUEUE_AGENT_SOFT_TIME_LIMIT_S="3", WFQUEUE_AGENT_TIME_LIMIT_S="10")
+    run = run_cli("collab-plan", REQUIREMENT, "--repo", str(sample_repo), "--max-agents", "4", "-y",
+                  "--provider", provider, "--json", env=env)
+    assert run.code == 1, run.stderr
+    folder = session_dir(run)
+    assert "timed out after the 3s soft time limit" in (folder / "plan.md").read_text()
+    assert run.seconds < 30
+
+
+def test_ctrl_c_leaves_no_process_behind(sample_repo: Path, tmp_path: Path) -> None:
+    provider = write_script(tmp_path / "script.json", hang={f"plan_area:{a}": 60 for a in AREAS})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "wfqueue.cli.main", "collab-plan", REQUIREMENT, "--repo", str(sample_repo),
+         "--max-agents", "4", "-y", "--provider", provider],
+        env=wfqueue_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+    )
+    marker = str(sample_repo / ".workflow" / ".queue")
+    deadline = time.monotonic() + 60
+    log = sample_repo / ".workflow" / ".queue" / "worker.log"
+    while time.monotonic() < deadline:
+        if log.is_file() and "plan_area" in log.read_text(errors="replace"):
+            break
+        time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail("agents never started")
+    assert processes_mentioning(marker), "redis and workers should be running mid-plan"
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert processes_mentioning(marker) == []
+
+
+def test_bad_input_exits_2_and_writes_nothing(sample_repo: Path, tmp_path: Path) -> None:
+    binary = tmp_path / "req.md"
+    binary.write_bytes(b"\x00\x01\x02")
+    cases = [
+        (["collab-plan", "", "--repo", str(sample_repo)], "empty"),
+        (["collab-plan", "x", "--repo", str(tmp_path / "missing")], "no such directory"),
+        (["collab-plan", "x", "--repo", str(sample_repo / "README.md")], "is a file"),
+        (["collab-plan", "x", "--repo", str(sample_repo), "--max-agents", "101"], "out of range"),
+        (["collab-plan", "x", "--repo", str(sample_repo), "--max-agents", "1"], "out of range"),
+        (["collab-plan", str(binary), "--repo", str(sample_repo)], "binary"),
+        (["collab-plan", "x", "--repo", str(sample_repo), "--provider", "gpt"], "unknown provider"),
+        (["status", "../../etc", "--repo", str(sample_repo)], "invalid session id"),
+    ]
+    for args, message in cases:
+        run = run_cli(*args)
+        assert run.code == 2, (args, run.stderr)
+        assert message in run.stderr, (args, run.stderr)
+        assert "Traceback" not in run.stderr
+    assert not (sample_repo / ".workflow").exists()
+
+
+def test_unreachable_broker_exits_3_with_masked_url(sample_repo: Path) -> None:
+    env = wfqueue_env(WFQUEUE_BROKER_URL="redis://:hunter2@127.0.0.1:1/0", WFQUEUE_BROKER_CONNECT_TIMEOUT_S="2")
+    run = run_cli("collab-plan", REQUIREMENT, "--repo", str(sample_repo), "-y", env=env, timeout=30)
+    assert run.code == 3, run.stderr
+    assert run.seconds < 10
+    assert "redis://:***@127.0.0.1:1/0" in run.stderr and "hunter2" not in run.stderr
+    assert not (sample_repo / ".workflow").exists()
