@@ -67,14 +67,13 @@ def _path_tokens(path: str) -> list[str]:
 
 
 def _doc_tokens(path: str, symbols: list[Symbol], text: str) -> list[str]:
-    tokens = _path_tokens(path) * PATH_WEIGHT
-    for symbol in symbols:
-        tokens += tokenize(symbol.name) * SYMBOL_WEIGHT
-        tokens += tokenize(symbol.doc)
+    # Joining before tokenizing gives the same tokens as one call per symbol
+    # (spaces always separate words) at a fraction of the cost.
+    names = tokenize(" ".join(symbol.name for symbol in symbols))
+    docs = tokenize(" ".join(symbol.doc for symbol in symbols))
     # The whole text: identifiers, comments and string literals all describe
     # what a file is about.
-    tokens += tokenize(text)
-    return tokens
+    return _path_tokens(path) * PATH_WEIGHT + names * SYMBOL_WEIGHT + docs + tokenize(text)
 
 
 def build_index(repo: Path, max_bytes: int = 512 * 1024) -> RepoIndex:

@@ -1,0 +1,158 @@
+"""A shared broker: standalone workers, idempotent callback, sections merged from Redis, many writers."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from support import run_cli, session_dir, wfqueue_env, write_script
+
+from wfqueue.celery_app import create_app, release_result_subscriptions
+from wfqueue.collab.note import parse_note, render_note, replace_section
+from wfqueue.collab.note_blocks import note_tasks
+from wfqueue.embedded import EmbeddedCluster, EmbeddedRedis
+from wfqueue.fsio import locked_update
+from wfqueue.samples import make_service_repo
+from wfqueue.settings import load_settings
+from wfqueue.task_names import COLLAB_FINALIZE, COLLAB_PLAN_AREA
+
+pytestmark = pytest.mark.integration
+REQUIREMENT = "Add per-user rate limiting to the API"
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and not p.name.endswith(".lock")}
+
+
+@pytest.fixture
+def broker(tmp_path: Path):
+    server = EmbeddedRedis(tmp_path / "broker")
+    server.start()
+    yield server.url
+    server.stop()
+
+
+def start_worker(url: str, name: str, concurrency: int = 2) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "wfqueue.cli.main", "worker", "--hostname", f"{name}@%h", "--concurrency",
+         str(concurrency), "--loglevel", "WARNING"],
+        env=wfqueue_env(WFQUEUE_BROKER_URL=url), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def stop(proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def test_coordinator_only_enqueues_and_standalone_workers_do_the_work(broker: str, sample_repo: Path, tmp_path: Path) -> None:
+    workers = [start_worker(broker, "remote-a"), start_worker(broker, "remote-b")]
+    try:
+        provider = write_script(tmp_path / "script.json", latency_s=0.5)
+        env = wfqueue_env(WFQUEUE_BROKER_URL=broker)
+        run = run_cli("collab-plan", REQUIREMENT, "--repo", str(sample_repo), "--max-agents", "4", "-y",
+                      "--provider", provider, "--json", env=env, timeout=240)
+        assert run.code == 0, run.stderr
+        folder = session_dir(run)
+        names = {json.loads(p.read_text())["_metadata"]["worker"].split("@")[0]
+                 for p in folder.glob("agents/*/plan.json")}
+        assert names == {"remote-a", "remote-b"}
+        assert not (sample_repo / ".workflow" / ".queue").exists(), "no embedded broker with a broker URL"
+        live = json.loads(run_cli("status", folder.name, "--repo", str(sample_repo), "--json", env=env).stdout)
+        assert {a["state"] for a in live["agents"]} == {"done"}
+    finally:
+        for proc in workers:
+            stop(proc)
+
+
+def run_task(app, name: str, args: list, timeout: float = 60) -> object:
+    result = app.send_task(name, args=args)
+    return result.get(timeout=timeout)
+
+
+def test_callback_is_idempotent_and_rebuilds_sections_from_redis(sample_repo: Path) -> None:
+    first = run_cli("collab-plan", REQUIREMENT, "--repo", str(sample_repo), "--max-agents", "4", "-y", "--json")
+    assert first.code == 0, first.stderr
+    folder = session_dir(first)
+    sid = folder.name
+    before = snapshot(folder)
+    # Restart the embedded broker on the same data: the session's state survives in the append-only file.
+    cluster = EmbeddedCluster(sample_repo / ".workflow" / ".queue", concurrency=2)
+    with cluster:
+        settings = load_settings(broker_url=cluster.start_redis())
+        app = create_app(settings)
+        cluster.start_workers(app)
+        try:
+            run_task(app, COLLAB_FINALIZE, [[], sid, str(folder)])
+            assert snapshot(folder) == before, "finalize twice changed the files"
+            # A redelivered header task: the cached answer is reused, the files stay the same.
+            outcome = run_task(app, COLLAB_PLAN_AREA, [sid, str(folder), "api", "offline"])
+            assert outcome["status"] == "done"
+            run_task(app, COLLAB_FINALIZE, [[], sid, str(folder)])
+            assert snapshot(folder) == before, "a redelivered header task changed the files"
+            # Another host's disk: this one never saw the storage agent's files or section.
+            (folder / "agents" / "storage" / "plan.json").unlink()
+            note = parse_note((folder / "plan-note.md").read_text())
+            note = replace_section(note, "任务池 - Storage", "\n_lost on this disk_\n\n")
+            (folder / "plan-note.md").write_text(render_note(note))
+            run_task(app, COLLAB_FINALIZE, [[], sid, str(folder)])
+            assert snapshot(folder) == before, "sections held in Redis were not restored"
+        finally:
+            release_result_subscriptions(app)
+
+
+def _writer(note_path: str, heading: str, rounds: int) -> None:
+    for n in range(rounds):
+        def update(current: str | None, n: int = n) -> str:
+            return render_note(replace_section(parse_note(current or ""), heading, f"\n{heading} round {n}\n\n"))
+        locked_update(Path(note_path), update, timeout_s=60)
+
+
+def test_twenty_concurrent_writer_processes_lose_no_section(tmp_path: Path) -> None:
+    note_path = tmp_path / "plan-note.md"
+    note_path.write_text("---\nsession_id: x\n---\n\n## 需求理解\n\nshared\n\n")
+    headings = [f"任务池 - Area {n}" for n in range(20)]
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_writer, args=(str(note_path), h, 15)) for h in headings]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(120)
+        assert proc.exitcode == 0
+    note = parse_note(note_path.read_text())
+    assert note.problems == []
+    for heading in headings:
+        assert note.section(heading).body == f"\n{heading} round 14\n\n"
+    assert note.section("需求理解").body == "\nshared\n\n"
+
+
+def test_twenty_agents_on_twenty_worker_processes(tmp_path: Path) -> None:
+    repo = make_service_repo(tmp_path / "services", 20)
+    provider = write_script(tmp_path / "script.json", latency_s=0.3)
+    started = time.monotonic()
+    run = run_cli("collab-plan", "Add per-user rate limiting to every service API request", "--repo", str(repo),
+                  "--max-agents", "20", "--workers", "20", "-y", "--provider", provider, "--json", timeout=300)
+    assert run.code == 0, run.stderr
+    folder = session_dir(run)
+    note = parse_note((folder / "plan-note.md").read_text())
+    tasks, problems = note_tasks(note)
+    assert problems == []
+    areas = note.front_matter["sub_domains"]
+    assert len(areas) == 20 and sorted(note.front_matter["contributors"]) == sorted(areas)
+    assert {t.area for t in tasks} == set(areas)
+    pids = {json.loads(p.read_text())["_metadata"]["pid"] for p in folder.glob("agents/*/plan.json")}
+    assert len(pids) >= 5, pids
+    assert time.monotonic() - started < 120
