@@ -50,7 +50,7 @@ class Settings(BaseSettings):
     result_backend_url: SecretStr | None = Field(
         default=None, description="Result backend URL; defaults to the broker URL."
     )
-    broker_connect_timeout_s: float = Field(default=5.0, gt=0)
+    broker_connect_timeout_s: float = Field(default=5.0, gt=0, description="Seconds to wait for the broker to answer.")
     visibility_timeout_s: int = Field(
         default=3600, gt=0, description="Seconds before an unacked message is redelivered."
     )
@@ -62,32 +62,42 @@ class Settings(BaseSettings):
     )
 
     # -- tasks ---------------------------------------------------------------------
-    agent_soft_time_limit_s: int = Field(default=300, gt=0)
-    agent_time_limit_s: int = Field(default=360, gt=0)
-    task_max_retries: int = Field(default=3, ge=0)
-    retry_backoff_s: float = Field(default=2.0, ge=0)
-    retry_backoff_max_s: float = Field(default=60.0, ge=0)
+    agent_soft_time_limit_s: int = Field(
+        default=300, gt=0, description="Seconds an agent may plan before it is stopped and recorded as failed."
+    )
+    agent_time_limit_s: int = Field(
+        default=360, gt=0, description="Hard kill after this many seconds; keep it above the soft limit."
+    )
+    task_max_retries: int = Field(default=3, ge=0, description="Retries of a task after transient errors.")
+    retry_backoff_s: float = Field(default=2.0, ge=0, description="First retry delay in seconds; doubles each retry.")
+    retry_backoff_max_s: float = Field(default=60.0, ge=0, description="Longest retry delay in seconds.")
     lock_timeout_s: float = Field(default=60.0, gt=0, description="Wait for the plan-note lock.")
 
     # -- coordinator and embedded mode ----------------------------------------------
-    plan_timeout_s: float = Field(default=3600.0, gt=0, description="Longest wait for one plan.")
-    poll_interval_s: float = Field(default=0.2, gt=0)
-    embedded_start_timeout_s: float = Field(default=60.0, gt=0)
+    plan_timeout_s: float = Field(default=3600.0, gt=0, description="Longest wait in seconds for one plan.")
+    poll_interval_s: float = Field(default=0.1, gt=0, description="Coordinator polling of results and agent states.")
+    embedded_start_timeout_s: float = Field(
+        default=60.0, gt=0, description="Seconds to wait for embedded Redis and workers to start."
+    )
     embedded_redis_port: int = Field(
         default=0, ge=0, le=65535, description="Also listen on this TCP port (0: unix socket only)."
     )
-    worker_concurrency: int | None = Field(default=None, ge=1)
+    worker_concurrency: int | None = Field(
+        default=None, ge=1, description="Pool processes of `wfqueue worker` (default: one per CPU)."
+    )
 
     # -- planning ----------------------------------------------------------------------
-    provider: ProviderName = "auto"
+    provider: ProviderName = Field(default="auto", description="auto: anthropic when an API key is set, else offline.")
     anthropic_api_key: SecretStr | None = Field(
         default=None,
         validation_alias=AliasChoices("WFQUEUE_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY"),
     )
-    model: str = "claude-sonnet-4-5"
-    max_agents: int = Field(default=5, ge=2, le=MAX_AGENTS_LIMIT)
-    requirement_max_bytes: int = Field(default=1024 * 1024, gt=0)
-    index_max_file_bytes: int = Field(default=512 * 1024, gt=0)
+    model: str = Field(default="claude-sonnet-4-5", description="Model used by the anthropic provider.")
+    max_agents: int = Field(default=5, ge=2, le=MAX_AGENTS_LIMIT, description="Default --max-agents.")
+    requirement_max_bytes: int = Field(default=1024 * 1024, gt=0, description="Largest requirement accepted, in bytes.")
+    index_max_file_bytes: int = Field(
+        default=512 * 1024, gt=0, description="Files above this size (bytes) are left out of the repository index."
+    )
 
     @field_validator("agent_time_limit_s")
     @classmethod

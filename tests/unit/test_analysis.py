@@ -10,6 +10,7 @@ import pytest
 
 from wfqueue.analysis import (
     RepoIndex,
+    Symbol,
     bm25_scores,
     build_index,
     fan_in,
@@ -109,34 +110,34 @@ APP_FILES: dict[str, str | bytes] = {
             parser.add_argument("--port", type=int)
             return parser.parse_args(argv)
         ''',
-    "app/broken.py": '''
+    "app/broken.py": """
         class Half:
             def ok(self):
                 return 1
 
         def broken(:
             pass
-        ''',
-    "tests/test_middleware.py": '''
+        """,
+    "tests/test_middleware.py": """
         from app.middleware import RequestMiddleware
 
 
         def test_handle():
             assert RequestMiddleware
-        ''',
-    "tests/test_cli.py": '''
+        """,
+    "tests/test_cli.py": """
         import subprocess
 
 
         def test_help():
             assert subprocess
-        ''',
-    "web/client.js": '''
+        """,
+    "web/client.js": """
         import { get } from './api';
         const util = require('../shared/util');
         import React from 'react';
         export function render() { return get(util); }
-        ''',
+        """,
     "web/api.ts": "export function get(x: unknown) { return x; }\n",
     "shared/util/index.js": "module.exports = {};\n",
     "node_modules/left-pad/index.js": "module.exports = function leftPad() {};\n",
@@ -170,8 +171,14 @@ def test_list_source_files_skips_binary_oversized_outside_links_and_ignored_dirs
     paths = [source.path for source, _ in list_source_files(app_repo)]
     assert paths == sorted(paths)
     for skipped in (
-        "assets/logo.png", "assets/latin1.txt", "assets/nul.dat", "data/huge.txt", "app/leak.py",
-        "node_modules/left-pad/index.js", ".venv/lib/site.py", "app/__pycache__/config.cpython-311.pyc",
+        "assets/logo.png",
+        "assets/latin1.txt",
+        "assets/nul.dat",
+        "data/huge.txt",
+        "app/leak.py",
+        "node_modules/left-pad/index.js",
+        ".venv/lib/site.py",
+        "app/__pycache__/config.cpython-311.pyc",
     ):
         assert skipped not in paths
     # A symlink that stays inside the repository is an ordinary file.
@@ -202,7 +209,7 @@ def test_source_file_metadata(app_repo: Path) -> None:
 # --- symbols ---------------------------------------------------------------
 
 
-def summary(symbols: list) -> list[tuple[str, str, int, int]]:
+def summary(symbols: list[Symbol]) -> list[tuple[str, str, int, int]]:
     return [(s.qualname, s.kind, s.line, s.end_line) for s in symbols]
 
 
@@ -219,7 +226,9 @@ def test_python_symbols_lines_kinds_and_docs() -> None:
 
 
 def test_python_symbols_constants_and_conditional_definitions() -> None:
-    text = "MAX_RATE = 5\nT = 1\nlower = 2\nif True:\n    def maybe():\n        def local():\n            pass\n"
+    text = (
+        "MAX_RATE = 5\nT = 1\nlower = 2\nif True:\n    def maybe():\n        def local():\n            pass\n"
+    )
     assert summary(python_symbols(text)) == [("MAX_RATE", "constant", 1, 1), ("maybe", "function", 5, 7)]
 
 
@@ -322,36 +331,56 @@ end
 @pytest.mark.parametrize(
     ("language", "source", "expected"),
     [
-        ("javascript", JS_SOURCE, [
-            ("MAX_USERS", "constant", 2, 2),
-            ("handle", "function", 3, 6),
-            ("RateLimiter", "class", 7, 14),
-            ("RateLimiter.create", "method", 8, 10),
-            ("RateLimiter.acquire", "method", 11, 13),
-            ("mw", "function", 15, 15),
-        ]),
-        ("go", GO_SOURCE, [
-            ("Limiter", "class", 3, 5),
-            ("Limiter.Allow", "method", 7, 12),
-            ("New", "function", 14, 16),
-        ]),
-        ("rust", RUST_SOURCE, [
-            ("Limiter", "class", 1, 3),
-            ("Limiter.fmt", "method", 6, 9),
-            ("make", "function", 12, 17),
-        ]),
-        ("java", JAVA_SOURCE, [
-            ("RateLimiter", "class", 1, 12),
-            ("RateLimiter.MAX_RATE", "constant", 2, 2),
-            ("RateLimiter.RateLimiter", "method", 4, 6),
-            ("RateLimiter.acquire", "method", 8, 11),
-        ]),
-        ("ruby", RUBY_SOURCE, [
-            ("Api", "class", 1, 11),
-            ("Api.RateLimiter", "class", 2, 10),
-            ("Api.RateLimiter.initialize", "method", 3, 5),
-            ("Api.RateLimiter.allowed?", "method", 7, 9),
-        ]),
+        (
+            "javascript",
+            JS_SOURCE,
+            [
+                ("MAX_USERS", "constant", 2, 2),
+                ("handle", "function", 3, 6),
+                ("RateLimiter", "class", 7, 14),
+                ("RateLimiter.create", "method", 8, 10),
+                ("RateLimiter.acquire", "method", 11, 13),
+                ("mw", "function", 15, 15),
+            ],
+        ),
+        (
+            "go",
+            GO_SOURCE,
+            [
+                ("Limiter", "class", 3, 5),
+                ("Limiter.Allow", "method", 7, 12),
+                ("New", "function", 14, 16),
+            ],
+        ),
+        (
+            "rust",
+            RUST_SOURCE,
+            [
+                ("Limiter", "class", 1, 3),
+                ("Limiter.fmt", "method", 6, 9),
+                ("make", "function", 12, 17),
+            ],
+        ),
+        (
+            "java",
+            JAVA_SOURCE,
+            [
+                ("RateLimiter", "class", 1, 12),
+                ("RateLimiter.MAX_RATE", "constant", 2, 2),
+                ("RateLimiter.RateLimiter", "method", 4, 6),
+                ("RateLimiter.acquire", "method", 8, 11),
+            ],
+        ),
+        (
+            "ruby",
+            RUBY_SOURCE,
+            [
+                ("Api", "class", 1, 11),
+                ("Api.RateLimiter", "class", 2, 10),
+                ("Api.RateLimiter.initialize", "method", 3, 5),
+                ("Api.RateLimiter.allowed?", "method", 7, 9),
+            ],
+        ),
     ],
 )
 def test_regex_symbols(language: str, source: str, expected: list[tuple[str, str, int, int]]) -> None:
@@ -386,20 +415,33 @@ def test_js_imports_resolution_rules() -> None:
         "import x from './c';\nexport * from './d.js';\nconst u = require('../util');\n"
         "import('./lazy.mjs');\nimport y from '../../../top';\nimport z from 'react';\n"
     )
-    assert js_imports("src/a/b.ts", text, known) == ["src/a/c.tsx", "src/a/d.ts", "src/a/lazy.mjs", "src/util/index.js"]
+    assert js_imports("src/a/b.ts", text, known) == [
+        "src/a/c.tsx",
+        "src/a/d.ts",
+        "src/a/lazy.mjs",
+        "src/util/index.js",
+    ]
 
 
 def test_module_index_root_and_src_layouts() -> None:
     index = module_index_for(
-        ["pkg/__init__.py", "pkg.py", "pkg/mod.py", "src/lib2/__init__.py", "src/lib2/x.py", "tests/helpers.py",
-         "src/ns/a.py", "other/ns/a.py"]
+        [
+            "pkg/__init__.py",
+            "pkg.py",
+            "pkg/mod.py",
+            "src/lib2/__init__.py",
+            "src/lib2/x.py",
+            "tests/helpers.py",
+            "src/ns/a.py",
+            "other/ns/a.py",
+        ]
     )
     assert index["pkg"] == "pkg/__init__.py"  # a package beats a same-named module
     assert index["pkg.mod"] == "pkg/mod.py"
     assert index["lib2"] == "src/lib2/__init__.py"
     assert index["lib2.x"] == "src/lib2/x.py"
     assert index["src.lib2.x"] == "src/lib2/x.py"
-    assert index["helpers"] == "tests/helpers.py"  # rootdir-style import used by tests
+    assert "helpers" not in index  # bare names would shadow stdlib/third-party modules
     # "ns.a" could be src/ns/a.py or other/ns/a.py; the src layout decides.
     assert index["ns.a"] == "src/ns/a.py"
 
@@ -407,7 +449,10 @@ def test_module_index_root_and_src_layouts() -> None:
 SRC_LAYOUT: dict[str, str | bytes] = {
     "pyproject.toml": "[tool.pytest.ini_options]\n",
     "src/mypkg/__init__.py": "",
-    "src/mypkg/core.py": "from mypkg.helpers import text\nfrom .helpers.text import slug\n\ndef run():\n    return slug(text)\n",
+    "src/mypkg/core.py": (
+        "from mypkg.helpers import text\nfrom .helpers.text import slug\n\n"
+        "def run():\n    return slug(text)\n"
+    ),
     "src/mypkg/helpers/__init__.py": "",
     "src/mypkg/helpers/text.py": "def slug(value):\n    return value\n",
     "tests/test_core.py": "from mypkg.core import run\nimport mypkg.helpers.text\n",
@@ -427,9 +472,22 @@ def test_src_layout_imports_and_tests_for(tmp_path: Path) -> None:
     assert fan_in(index, "tests/test_core.py") == 0
 
 
+def test_python_imports_from_a_script_or_test_directory_see_siblings_first() -> None:
+    index = module_index_for(["tests/helpers.py", "tests/test_x.py", "scripts/logging.py", "scripts/run.py"])
+    assert python_imports("tests/test_x.py", "import helpers\nimport logging\n", index) == [
+        "tests/helpers.py"
+    ]
+    assert python_imports("scripts/run.py", "import logging\nimport helpers\n", index) == [
+        "scripts/logging.py"
+    ]
+    assert python_imports("scripts/run.py", "from tests.helpers import x\n", index) == ["tests/helpers.py"]
+
+
 def test_python_imports_beyond_root_and_self_are_dropped() -> None:
     index = module_index_for(["a.py", "pkg/__init__.py"])
-    assert python_imports("a.py", "from ... import x\nimport a\nimport pkg.missing\n", index) == ["pkg/__init__.py"]
+    assert python_imports("a.py", "from ... import x\nimport a\nimport pkg.missing\n", index) == [
+        "pkg/__init__.py"
+    ]
 
 
 # --- tests_for and test commands -----------------------------------------
@@ -442,12 +500,35 @@ def test_tests_for_by_import_and_by_name(app_index: RepoIndex) -> None:
 
 
 def test_tests_for_prefers_closest_same_named_source(tmp_path: Path) -> None:
-    repo = write(tmp_path, {
-        "api/utils.py": "", "db/utils.py": "", "tests/api/test_utils.py": "",
-        "web/format.js": "", "web/format.test.js": "",
-    })
+    repo = write(
+        tmp_path,
+        {
+            "api/utils.py": "",
+            "db/utils.py": "",
+            "tests/api/test_utils.py": "",
+            "web/format.js": "",
+            "web/format.test.js": "",
+        },
+    )
     index = build_index(repo)
-    assert index.tests_for == {"api/utils.py": ["tests/api/test_utils.py"], "web/format.js": ["web/format.test.js"]}
+    assert index.tests_for == {
+        "api/utils.py": ["tests/api/test_utils.py"],
+        "web/format.js": ["web/format.test.js"],
+    }
+
+
+def test_tests_for_name_match_defers_to_the_imported_namesake(tmp_path: Path) -> None:
+    repo = write(
+        tmp_path,
+        {
+            "pkg_a/__init__.py": "",
+            "pkg_a/utils.py": "",
+            "pkg_b/__init__.py": "",
+            "pkg_b/utils.py": "",
+            "tests/test_utils.py": "from pkg_b.utils import thing\n",
+        },
+    )
+    assert build_index(repo).tests_for == {"pkg_b/utils.py": ["tests/test_utils.py"]}
 
 
 @pytest.mark.parametrize(
@@ -479,10 +560,22 @@ def test_test_command_for(app_index: RepoIndex) -> None:
 
 
 def test_tokenize_splits_stems_and_drops_noise() -> None:
-    assert tokenize("RateLimiterMiddleware per_user limiting") == ["rat", "limit", "middlewar", "user", "limit"]
+    assert tokenize("RateLimiterMiddleware per_user limiting") == [
+        "rat",
+        "limit",
+        "middlewar",
+        "user",
+        "limit",
+    ]
     assert tokenize("limiting limiter limited users") == ["limit", "limit", "limit", "user"]
     assert tokenize("getHTTPResponse src/app/user-profile.py v404") == [
-        "get", "http", "respons", "app", "user", "profil", "404",
+        "get",
+        "http",
+        "respons",
+        "app",
+        "user",
+        "profil",
+        "404",
     ]
     assert tokenize("def return self None True false import the") == []
     assert tokenize("cache caches caching") == ["cach", "cach", "cach"]
@@ -509,17 +602,22 @@ def test_rank_files_puts_the_relevant_file_first(app_index: RepoIndex) -> None:
     assert not any(path.startswith("tests/") for path, _ in ranked)
     with_tests = [path for path, _ in rank_files(app_index, "request middleware", include_tests=True)]
     assert "tests/test_middleware.py" in with_tests
-    assert rank_files(app_index, "parse command line arguments", limit=1) == rank_files(
-        app_index, "parse command line arguments"
-    )[:1]
+    assert (
+        rank_files(app_index, "parse command line arguments", limit=1)
+        == rank_files(app_index, "parse command line arguments")[:1]
+    )
     assert rank_files(app_index, "parse command line arguments", limit=1)[0][0] == "app/cli.py"
     assert rank_files(app_index, "the and of") == []
 
 
 def test_rank_symbols(app_index: RepoIndex) -> None:
-    found = rank_symbols(app_index, "app/middleware.py", "add per-user rate limiting to the request middleware")
+    found = rank_symbols(
+        app_index, "app/middleware.py", "add per-user rate limiting to the request middleware"
+    )
     assert [s.qualname for s in found] == [
-        "RequestMiddleware", "RequestMiddleware.__init__", "RequestMiddleware.handle",
+        "RequestMiddleware",
+        "RequestMiddleware.__init__",
+        "RequestMiddleware.handle",
     ]
     assert [s.qualname for s in rank_symbols(app_index, "app/middleware.py", "log request", limit=1)] == [
         "log_request"

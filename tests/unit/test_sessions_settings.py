@@ -108,3 +108,16 @@ def test_retry_delay_backs_off_caps_and_honours_retry_after() -> None:
     assert [retry_delay(n, 2, 60, 0.0) for n in (1, 2, 3, 10)] == [2, 4, 8, 60]
     assert retry_delay(1, 2, 60, 0.0, retry_after_s=30) == 30
     assert retry_delay(1, 2, 60, 0.999) < 2 * 1.25 + 1e-9
+
+
+def test_default_config_file_documents_every_setting() -> None:
+    import tomllib
+
+    from wfqueue.settings import Settings
+
+    text = (Path(__file__).resolve().parents[2] / "config" / "wfqueue.toml").read_text(encoding="utf-8")
+    assignments = [line[2:] for line in text.splitlines() if line.startswith("# ") and " = " in line]
+    documented = {line.split(" = ", 1)[0] for line in assignments}
+    assert documented | {"anthropic_api_key"} == set(Settings.model_fields)
+    values = tomllib.loads("\n".join(a for a in assignments if not a.endswith("...")))
+    assert Settings(**values).model_dump() == Settings().model_dump()

@@ -57,7 +57,9 @@ _JS_TOP: list[tuple[re.Pattern[str], str, BodyKind]] = [
     ),
     (re.compile(rf"^\s*{_JS_EXPORT}const\s+([A-Z][A-Z0-9_]+)\s*(?::[^=]+)?="), "constant", None),
 ]
-_JS_MODIFIERS = r"(?:(?:public|private|protected|static|async|readonly|override|abstract|declare|get|set)\s+)*"
+_JS_MODIFIERS = (
+    r"(?:(?:public|private|protected|static|async|readonly|override|abstract|declare|get|set)\s+)*"
+)
 _JS_MEMBER: list[tuple[re.Pattern[str], str, BodyKind]] = [
     (
         re.compile(
@@ -236,13 +238,21 @@ def braced_symbols(text: str, language: str) -> list[Symbol]:
             if decl.body and open_offset is not None:
                 containers.append(
                     _Container(
-                        open_offset, braces.close_of[open_offset],
-                        braces.depth_at(open_offset) + 1, qualname, decl.body,
+                        open_offset,
+                        braces.close_of[open_offset],
+                        braces.depth_at(open_offset) + 1,
+                        qualname,
+                        decl.body,
                     )
                 )
             if decl.kind != "container":
                 symbols.append(
-                    Symbol(name=decl.name, qualname=qualname, kind=decl.kind,  # type: ignore[arg-type]
-                           line=index + 1, end_line=max(end, index) + 1)
+                    Symbol(
+                        name=decl.name,
+                        qualname=qualname,
+                        kind=decl.kind,  # type: ignore[arg-type]
+                        line=index + 1,
+                        end_line=max(end, index) + 1,
+                    )
                 )
     return symbols

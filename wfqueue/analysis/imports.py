@@ -35,41 +35,21 @@ def _dotted(path: str) -> list[str] | None:
     return parts or None
 
 
-def _package_root_names(paths: list[str], dirs_with_init: set[str]) -> dict[str, str]:
-    """Names relative to the nearest directory that is not a package.
-
-    That is how such code runs (``cd backend && python -m app.main``) and how
-    pytest's rootdir insertion imports test helpers.  Names claimed by more
-    than one file are ambiguous and dropped rather than guessed.
-    """
-    claims: dict[str, list[str]] = {}
-    for path in paths:
-        parts = _dotted(path)
-        if not parts:
-            continue
-        directory = posixpath.dirname(path)
-        root_depth = len(directory.split("/")) if directory else 0
-        while directory and directory in dirs_with_init:
-            directory = posixpath.dirname(directory)
-            root_depth -= 1
-        claims.setdefault(".".join(parts[root_depth:]), []).append(path)
-    return {name: found[0] for name, found in claims.items() if name and len(found) == 1}
-
-
 def module_index_for(paths: list[str]) -> dict[str, str]:
     """Map dotted module names to repo paths for every Python file.
 
-    Registers, in priority order (earlier wins on conflict): the name from the
-    repo root (root layout and namespace packages), the name with a leading
-    ``src/`` removed (src layout), and the name relative to the nearest
-    non-package directory.  A package's ``__init__.py`` beats a same-named
-    module, and ``.py`` beats ``.pyi``, as the import system does.
+    Registers the name from the repo root (root layout, namespace packages)
+    and, with lower priority, the name without a leading ``src/`` (src
+    layout).  A package's ``__init__.py`` beats a same-named module, and
+    ``.py`` beats ``.pyi``, as the import system does.  Scripts and test
+    helpers importing siblings (``import helpers``) are resolved per importer
+    by ``python_imports`` rather than by global bare names, which would
+    shadow stdlib and third-party modules for every other file.
     """
     ordered = sorted(
         (p for p in paths if _dotted(p)),
         key=lambda p: (p.endswith(".pyi"), posixpath.basename(p) not in ("__init__.py", "__init__.pyi"), p),
     )
-    dirs_with_init = {posixpath.dirname(p) for p in ordered if posixpath.basename(p).startswith("__init__.")}
     index: dict[str, str] = {}
     for path in ordered:
         index.setdefault(".".join(_dotted(path) or []), path)
@@ -77,8 +57,6 @@ def module_index_for(paths: list[str]) -> dict[str, str]:
         parts = _dotted(path) or []
         if len(parts) > 1 and parts[0] == "src":
             index.setdefault(".".join(parts[1:]), path)
-    for name, path in sorted(_package_root_names(ordered, dirs_with_init).items()):
-        index.setdefault(name, path)
     return index
 
 
@@ -108,11 +86,32 @@ def _regex_imports(text: str) -> list[_PyImport]:
     return found
 
 
-def _deepest(index: dict[str, str], dotted: str) -> str | None:
+def _source_root(path: str, known: set[str]) -> str:
+    """Nearest ancestor directory of ``path`` that is not a package.
+
+    Python puts a script's directory first on sys.path, and pytest inserts the
+    first non-package ancestor of a test file, so absolute imports are tried
+    there before the repository-wide names.
+    """
+    directory = posixpath.dirname(path)
+    while directory and (f"{directory}/__init__.py" in known or f"{directory}/__init__.pyi" in known):
+        directory = posixpath.dirname(directory)
+    return directory
+
+
+def _lookup(dotted: str, root: str, index: dict[str, str], known: set[str]) -> str | None:
+    if root:
+        local = _file_for(posixpath.join(root, *dotted.split(".")), known)
+        if local:
+            return local
+    return index.get(dotted)
+
+
+def _deepest(dotted: str, root: str, index: dict[str, str], known: set[str]) -> str | None:
     """Longest prefix of ``dotted`` that names an in-repo module."""
     parts = dotted.split(".")
     for end in range(len(parts), 0, -1):
-        target = index.get(".".join(parts[:end]))
+        target = _lookup(".".join(parts[:end]), root, index, known)
         if target:
             return target
     return None
@@ -140,15 +139,18 @@ def _relative_base(path: str, level: int) -> str | None:
 
 
 def _resolve(path: str, record: _PyImport, index: dict[str, str], known: set[str]) -> list[str]:
-    if record.level == 0 and not record.names:
-        target = _deepest(index, record.module)
-        return [target] if target else []
+    """In-repo files one import statement of ``path`` loads."""
     if record.level == 0:
-        found = [index.get(f"{record.module}.{name}") for name in record.names if name != "*"]
+        root = _source_root(path, known)
+        if not record.names:
+            target = _deepest(record.module, root, index, known)
+            return [target] if target else []
+        names = [name for name in record.names if name != "*"]
+        found = [_lookup(f"{record.module}.{name}", root, index, known) for name in names]
         hits = [f for f in found if f]
         # Names that are not submodules are attributes of the module itself.
-        if len(hits) < len([n for n in record.names if n != "*"]) or "*" in record.names:
-            module = _deepest(index, record.module)
+        if len(hits) < len(record.names):
+            module = _deepest(record.module, root, index, known)
             hits += [module] if module else []
         return hits
     base = _relative_base(path, record.level)
@@ -156,18 +158,18 @@ def _resolve(path: str, record: _PyImport, index: dict[str, str], known: set[str
         return []
     if record.module:
         base = posixpath.join(base, *record.module.split("."))
-    hits: list[str] = []
+    relative_hits: list[str] = []
     needs_module = "*" in record.names
     for name in record.names:
         submodule = _file_for(posixpath.join(base, name), known) if name != "*" else None
         if submodule:
-            hits.append(submodule)
+            relative_hits.append(submodule)
         else:
             needs_module = True
     if needs_module:
         module = _file_for(base, known)
-        hits += [module] if module else []
-    return hits
+        relative_hits += [module] if module else []
+    return relative_hits
 
 
 def python_imports(path: str, text: str, module_index: dict[str, str]) -> list[str]:
@@ -214,7 +216,10 @@ _JS_SPECIFIER = re.compile(
 _JS_EXTENSIONS: tuple[str, ...] = (".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", ".mts", ".cts", ".d.ts")
 # TypeScript ESM code imports "./x.js" while the file on disk is x.ts.
 _JS_TO_TS: dict[str, tuple[str, ...]] = {
-    ".js": (".ts", ".tsx"), ".jsx": (".tsx",), ".mjs": (".mts",), ".cjs": (".cts",),
+    ".js": (".ts", ".tsx"),
+    ".jsx": (".tsx",),
+    ".mjs": (".mts",),
+    ".cjs": (".cts",),
 }
 
 
@@ -247,4 +252,3 @@ def js_imports(path: str, text: str, known_paths: set[str]) -> list[str]:
         if target and target != path:
             targets.add(target)
     return sorted(targets)
-

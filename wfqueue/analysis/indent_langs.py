@@ -11,7 +11,7 @@ import re
 from typing import NamedTuple
 
 from wfqueue.analysis.scan import indent_of, indented_block_end
-from wfqueue.analysis.symbol_model import Symbol
+from wfqueue.analysis.symbol_model import Symbol, SymbolKind
 
 _PY_CLASS = re.compile(r"^\s*class\s+([A-Za-z_]\w*)")
 _PY_DEF = re.compile(r"^\s*(?:async\s+)?def\s+([A-Za-z_]\w*)")
@@ -54,8 +54,13 @@ def python_regex_symbols(text: str) -> list[Symbol]:
         constant = _PY_CONSTANT.match(line)
         if constant and outer is None:
             symbols.append(
-                Symbol(name=constant.group(1), qualname=constant.group(1), kind="constant",
-                       line=index + 1, end_line=index + 1)
+                Symbol(
+                    name=constant.group(1),
+                    qualname=constant.group(1),
+                    kind="constant",
+                    line=index + 1,
+                    end_line=index + 1,
+                )
             )
             continue
         match = _PY_CLASS.match(line) or _PY_DEF.match(line)
@@ -67,7 +72,7 @@ def python_regex_symbols(text: str) -> list[Symbol]:
             continue  # local definition inside a function body
         name = match.group(1)
         qualname = f"{outer.qualname}.{name}" if outer else name
-        kind = "class" if is_class else ("method" if outer else "function")
+        kind: SymbolKind = "class" if is_class else ("method" if outer else "function")
         end = indented_block_end(lines, index)
         symbols.append(Symbol(name=name, qualname=qualname, kind=kind, line=index + 1, end_line=end + 1))
         stack.append(_Open(indent, qualname, is_class))
@@ -89,6 +94,7 @@ def ruby_symbols(text: str) -> list[Symbol]:
         container = _RB_CONTAINER.match(line)
         definition = _RB_DEF.match(line)
         constant = _RB_CONSTANT.match(line)
+        kind: SymbolKind
         if container:
             name = container.group(1).split("::")[-1]
             kind = "class"
@@ -97,8 +103,13 @@ def ruby_symbols(text: str) -> list[Symbol]:
             kind = "method" if outer and outer.is_class else "function"
         elif constant and (outer is None or outer.is_class):
             symbols.append(
-                Symbol(name=constant.group(1), qualname=prefix + constant.group(1), kind="constant",
-                       line=index + 1, end_line=index + 1)
+                Symbol(
+                    name=constant.group(1),
+                    qualname=prefix + constant.group(1),
+                    kind="constant",
+                    line=index + 1,
+                    end_line=index + 1,
+                )
             )
             continue
         else:
@@ -107,9 +118,7 @@ def ruby_symbols(text: str) -> list[Symbol]:
             continue  # a def nested in a method body
         one_line = kind != "class" and bool(_RB_ONE_LINE.search(stripped))
         end = index if one_line else indented_block_end(lines, index, closer="end")
-        symbols.append(
-            Symbol(name=name, qualname=prefix + name, kind=kind, line=index + 1, end_line=end + 1)
-        )
+        symbols.append(Symbol(name=name, qualname=prefix + name, kind=kind, line=index + 1, end_line=end + 1))
         if not one_line:
             stack.append(_Open(indent, prefix + name, kind == "class"))
     return symbols

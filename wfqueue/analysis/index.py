@@ -89,9 +89,7 @@ def build_index(repo: Path, max_bytes: int = 512 * 1024) -> RepoIndex:
     doc_tokens: dict[str, list[str]] = {}
     for source in files:
         text = texts[source.path]
-        symbols[source.path], imports[source.path] = _analyse(
-            source, text, module_index, modules, known
-        )
+        symbols[source.path], imports[source.path] = _analyse(source, text, module_index, modules, known)
         doc_tokens[source.path] = _doc_tokens(source.path, symbols[source.path], text)
     return RepoIndex(
         root=str(Path(repo).resolve()),

@@ -9,8 +9,18 @@ from collections.abc import Iterator
 _COMPOUND: tuple[type[ast.stmt], ...] = tuple(
     node
     for node in (
-        ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor,
-        ast.While, ast.With, ast.AsyncWith, ast.Try, getattr(ast, "TryStar", None), ast.Match,
+        ast.FunctionDef,
+        ast.AsyncFunctionDef,
+        ast.ClassDef,
+        ast.If,
+        ast.For,
+        ast.AsyncFor,
+        ast.While,
+        ast.With,
+        ast.AsyncWith,
+        ast.Try,
+        getattr(ast, "TryStar", None),
+        ast.Match,
     )
     if node is not None
 )

@@ -41,8 +41,13 @@ _UNDOUBLE_EXCEPT = frozenset("lsz")
 
 
 def _undouble(word: str) -> str:
-    """"mapp" -> "map", "runn" -> "run"; "pass"/"call" keep their pair."""
-    if len(word) > _MIN_STEM and word[-1] == word[-2] and word[-1] not in _UNDOUBLE_EXCEPT and word[-1].isalpha():
+    """ "mapp" -> "map", "runn" -> "run"; "pass"/"call" keep their pair."""
+    if (
+        len(word) > _MIN_STEM
+        and word[-1] == word[-2]
+        and word[-1] not in _UNDOUBLE_EXCEPT
+        and word[-1].isalpha()
+    ):
         return word[:-1]
     return word
 

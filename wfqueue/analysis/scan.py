@@ -37,10 +37,31 @@ _NOT_NEWLINE = re.compile(r"[^\n]")
 # A declaration header continues onto the next line when its line ends with
 # one of these, or the next line starts with one of _CONTINUATION_STARTS.
 _CONTINUATION_ENDS: tuple[str, ...] = (
-    ",", "=", "=>", "->", "(", ":", "||", "&&", "+", "?", "where",
+    ",",
+    "=",
+    "=>",
+    "->",
+    "(",
+    ":",
+    "||",
+    "&&",
+    "+",
+    "?",
+    "where",
 )
 _CONTINUATION_STARTS: tuple[str, ...] = (
-    "{", "where", "->", ":", "throws", "extends", "implements", ".", "|", "&", "=>", "?",
+    "{",
+    "where",
+    "->",
+    ":",
+    "throws",
+    "extends",
+    "implements",
+    ".",
+    "|",
+    "&",
+    "=>",
+    "?",
 )
 # Longest header scanned for the opening brace; beyond that we give up.
 _MAX_HEADER_CHARS = 4000
@@ -155,14 +176,14 @@ def indented_block_end(
         balance += _bracket_balance(lines[index])
         index += 1
     last = index - 1
-    for index in range(index, len(lines)):
-        stripped = lines[index].strip()
+    for current in range(index, len(lines)):
+        stripped = lines[current].strip()
         if not stripped or stripped.startswith(comment):
             continue
-        if indent_of(lines[index]) <= indent:
+        if indent_of(lines[current]) <= indent:
             word = stripped.split(None, 1)[0].rstrip(";")
-            if closer is not None and word == closer and indent_of(lines[index]) == indent:
-                return index
+            if closer is not None and word == closer and indent_of(lines[current]) == indent:
+                return current
             return last
-        last = index
+        last = current
     return last

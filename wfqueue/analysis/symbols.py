@@ -27,12 +27,18 @@ def _sort(symbols: list[Symbol]) -> list[Symbol]:
 
 
 def _docstring(node: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) -> str:
-    """First docstring line.  Avoids ``ast.get_docstring``, whose legacy
-    ``ast.Str`` isinstance check is slow on large trees."""
+    """First docstring line.
+
+    Avoids ``ast.get_docstring``, whose legacy ``ast.Str`` isinstance check
+    is slow on large trees.
+    """
     first = node.body[0] if node.body else None
-    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-        if isinstance(first.value.value, str):
-            return first_doc_line(first.value.value)
+    if (
+        isinstance(first, ast.Expr)
+        and isinstance(first.value, ast.Constant)
+        and isinstance(first.value.value, str)
+    ):
+        return first_doc_line(first.value.value)
     return ""
 
 
@@ -69,24 +75,38 @@ def _visit(body: list[ast.stmt], prefix: str, in_class: bool, out: list[Symbol])
         if isinstance(node, ast.ClassDef):
             qualname = prefix + node.name
             out.append(
-                Symbol(name=node.name, qualname=qualname, kind="class", line=node.lineno,
-                       end_line=node.end_lineno or node.lineno,
-                       doc=_docstring(node))
+                Symbol(
+                    name=node.name,
+                    qualname=qualname,
+                    kind="class",
+                    line=node.lineno,
+                    end_line=node.end_lineno or node.lineno,
+                    doc=_docstring(node),
+                )
             )
             _visit(node.body, qualname + ".", True, out)
         elif isinstance(node, _FunctionNode):
             # Nested (local) functions are not addressable, so they are skipped.
             out.append(
-                Symbol(name=node.name, qualname=prefix + node.name,
-                       kind="method" if in_class else "function", line=node.lineno,
-                       end_line=node.end_lineno or node.lineno,
-                       doc=_docstring(node))
+                Symbol(
+                    name=node.name,
+                    qualname=prefix + node.name,
+                    kind="method" if in_class else "function",
+                    line=node.lineno,
+                    end_line=node.end_lineno or node.lineno,
+                    doc=_docstring(node),
+                )
             )
         elif not prefix:
             for name in _constant_names(node):
                 out.append(
-                    Symbol(name=name, qualname=name, kind="constant", line=node.lineno,
-                           end_line=node.end_lineno or node.lineno)
+                    Symbol(
+                        name=name,
+                        qualname=name,
+                        kind="constant",
+                        line=node.lineno,
+                        end_line=node.end_lineno or node.lineno,
+                    )
                 )
         for nested in _nested_bodies(node):
             _visit(nested, prefix, in_class, out)

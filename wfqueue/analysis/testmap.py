@@ -20,7 +20,9 @@ _DATA_LANGUAGES: frozenset[str] = frozenset(
 # Languages whose tests may exercise each other's files (a .test.ts for a .js).
 _FAMILIES: dict[str, str] = {"typescript": "javascript"}
 # Directory names that say nothing about which source a test is for.
-_NEUTRAL_DIRS: frozenset[str] = frozenset({"tests", "test", "__tests__", "src", "spec", "unit", "integration"})
+_NEUTRAL_DIRS: frozenset[str] = frozenset(
+    {"tests", "test", "__tests__", "src", "spec", "unit", "integration"}
+)
 _PACKAGE_FILES: tuple[str, ...] = ("__init__", "index", "mod", "lib")
 _NPM_DEFAULT_TEST = "no test specified"
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from wfqueue.errors import ConfigError
 from wfqueue.providers.base import PlanAreaStep, Provider, Step, UnderstandStep
+from wfqueue.providers.offline import OfflineProvider
+from wfqueue.providers.scripted import ScriptedProvider
 from wfqueue.settings import Settings
 
 __all__ = ["PlanAreaStep", "Provider", "Step", "UnderstandStep", "check_provider_spec", "make_provider"]
@@ -18,13 +20,10 @@ def check_provider_spec(spec: str) -> str:
 
 def make_provider(spec: str, settings: Settings) -> Provider:
     check_provider_spec(spec)
+    # Imported at module level on purpose: workers load them before the pool forks.
     if spec == "offline":
-        from wfqueue.providers.offline import OfflineProvider
-
         return OfflineProvider(max_file_bytes=settings.index_max_file_bytes)
     if spec.startswith("scripted:"):
-        from wfqueue.providers.scripted import ScriptedProvider
-
         return ScriptedProvider(spec.split(":", 1)[1], max_file_bytes=settings.index_max_file_bytes)
     raise ConfigError(
         "the anthropic provider is not available in this version",
