@@ -90,6 +90,7 @@ def test_failed_agent_gives_partial_plan_with_other_sections_intact(sample_repo:
     status = json.loads(run_cli("status", folder.name, "--repo", str(sample_repo), "--json").stdout)
     failed = [a for a in status["agents"] if a["state"] == "failed"]
     assert [a["focus_area"] for a in failed] == ["auth"] and "auth planner is down" in failed[0]["error"]
+    assert processes_mentioning(str(sample_repo / ".workflow" / ".queue")) == []
 
 
 def test_timed_out_agent_is_a_failure_record_not_a_broken_chord(sample_repo: Path, tmp_path: Path) -> None:

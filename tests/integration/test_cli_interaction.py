@@ -1,0 +1,98 @@
+"""The CLI as a person meets it: confirmation, config, clean failure of the embedded start."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from support import processes_mentioning, run_cli, wfqueue_env
+
+from wfqueue.collab.note import parse_note
+
+pytestmark = pytest.mark.integration
+REQUIREMENT = "Add per-user rate limiting to the API"
+
+
+def test_without_a_terminal_and_without_yes_the_plan_starts_and_says_so(sample_repo: Path) -> None:
+    run = run_cli("collab-plan", REQUIREMENT, "--repo", str(sample_repo), "--max-agents", "2")
+    assert run.code == 0, run.stderr
+    assert "stdin is not a terminal: starting the plan without confirmation" in run.stderr
+    assert "plan:" in run.stdout and "plan.md" in run.stdout
+
+
+def read_until(stream, needle: str, timeout: float = 60) -> str:
+    seen = ""
+    deadline = time.monotonic() + timeout
+    while needle not in seen and time.monotonic() < deadline:
+        ready, _, _ = select.select([stream], [], [], 0.5)
+        if ready:
+            chunk = os.read(stream.fileno(), 4096).decode(errors="replace")
+            if not chunk:
+                break
+            seen += chunk
+    return seen
+
+
+def interactive(sample_repo: Path, answers: list[tuple[str, str]]) -> tuple[int, str]:
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "wfqueue.cli.main", "collab-plan", REQUIREMENT, "--repo", str(sample_repo),
+         "--max-agents", "4", "--json"],
+        stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=wfqueue_env(),
+    )
+    os.close(slave)
+    transcript = ""
+    try:
+        for prompt, answer in answers:
+            transcript += read_until(proc.stderr, prompt)
+            assert prompt in transcript, transcript
+            os.write(master, answer.encode() + b"\n")
+        out, err = proc.communicate(timeout=120)
+    finally:
+        os.close(master)
+    return proc.returncode, out.decode() + transcript + err.decode()
+
+
+def test_cancel_at_the_split_plans_nothing(sample_repo: Path) -> None:
+    code, transcript = interactive(sample_repo, [("start, adjust or cancel", "cancel")])
+    assert code == 0, transcript
+    assert '"status": "cancelled"' in transcript
+    assert "4 sub-domains" in transcript
+    assert not list((sample_repo / ".workflow" / ".planning").glob("*/agents/*/plan.json"))
+    assert processes_mentioning(str(sample_repo / ".workflow" / ".queue")) == []
+
+
+def test_adjust_resplits_before_planning(sample_repo: Path) -> None:
+    code, transcript = interactive(
+        sample_repo,
+        [("start, adjust or cancel", "adjust"), ("how many sub-domains", "2"), ("start, adjust or cancel", "start")],
+    )
+    assert code == 0, transcript
+    assert "2 sub-domains" in transcript
+    folder = next((sample_repo / ".workflow" / ".planning").iterdir())
+    note = parse_note((folder / "plan-note.md").read_text())
+    assert len(note.front_matter["sub_domains"]) == 2
+    assert note.front_matter["status"] == "completed"
+
+
+def test_config_masks_secrets() -> None:
+    env = wfqueue_env(WFQUEUE_BROKER_URL="redis://:hunter2@redis:6379/0", ANTHROPIC_API_KEY="sk-ant-secret")
+    run = run_cli("config", "--json", env=env)
+    assert run.code == 0, run.stderr
+    assert "redis://:***@redis:6379/0" in run.stdout
+    assert "hunter2" not in run.stdout and "sk-ant-secret" not in run.stdout
+
+
+def test_worker_start_failure_exits_3_and_stops_redis(sample_repo: Path) -> None:
+    env = wfqueue_env(WFQUEUE_EMBEDDED_START_TIMEOUT_S="0.5")
+    run = run_cli("collab-plan", REQUIREMENT, "--repo", str(sample_repo), "-y", env=env)
+    assert run.code == 3, run.stderr
+    assert "did not answer within" in run.stderr or "exited at start" in run.stderr
+    assert processes_mentioning(str(sample_repo / ".workflow" / ".queue")) == []
+    assert not (sample_repo / ".workflow" / ".planning").exists(), "no session before the workers are up"

@@ -1,0 +1,58 @@
+"""The Celery app the coordinator and workers share: safe delivery settings, routing by name."""
+
+from __future__ import annotations
+
+import pytest
+
+from wfqueue.celery_app import create_app
+from wfqueue.collab.assemble import allocate
+from wfqueue.collab.models import ProposedArea, Understanding, UnderstandingDraft, task_id
+from wfqueue.errors import ConfigError, ProviderError
+from wfqueue.settings import load_settings
+from wfqueue.task_names import COLLAB_FINALIZE, COLLAB_PLAN_AREA, COLLAB_UNDERSTAND
+
+
+def test_app_is_json_only_late_ack_and_routes_by_task_name() -> None:
+    settings = load_settings(broker_url="redis://localhost:6379/0", visibility_timeout_s=1234)
+    conf = create_app(settings).conf
+    assert conf.task_serializer == conf.result_serializer == "json"
+    assert list(conf.accept_content) == ["json"] and list(conf.result_accept_content) == ["json"]
+    assert conf.task_acks_late and conf.task_reject_on_worker_lost
+    assert conf.worker_prefetch_multiplier == 1
+    assert conf.broker_transport_options["visibility_timeout"] == 1234
+    assert conf.result_backend_transport_options["visibility_timeout"] == 1234
+    assert conf.task_soft_time_limit < conf.task_time_limit < 1234
+    assert conf.worker_send_task_events and conf.task_send_sent_event
+    routes = conf.task_routes
+    assert routes[COLLAB_PLAN_AREA]["queue"] == "plan"
+    assert routes[COLLAB_UNDERSTAND]["queue"] == "plan"
+    assert routes[COLLAB_FINALIZE]["queue"] == "control"
+    assert {q.name for q in conf.task_queues} == {"explore", "plan", "control"}
+
+
+def test_unsupported_broker_scheme_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="unsupported broker URL scheme"):
+        create_app(load_settings(broker_url="amqp://guest:guest@localhost//"))
+
+
+def draft(areas: list[str]) -> UnderstandingDraft:
+    return UnderstandingDraft(
+        complexity="High",
+        understanding=Understanding(objectives=["x"], split_strategy="s"),
+        sub_domains=[ProposedArea(focus_area=a, description=a, dependencies=["a0", a]) for a in areas],
+    )
+
+
+def test_hundred_agents_get_disjoint_ranges_and_ids_grow_a_digit() -> None:
+    analysis = allocate(draft([f"a{n}" for n in range(120)]), "s", "x", 100)
+    assert analysis.total_agents == 100
+    ranges = [s.task_id_range for s in analysis.sub_domains]
+    assert ranges[0] == (1, 100) and ranges[10] == (1001, 1100) and ranges[-1] == (9901, 10000)
+    assert all(a[1] < b[0] for a, b in zip(ranges, ranges[1:]))
+    assert task_id(7) == "TASK-007" and task_id(1001) == "TASK-1001"
+    assert analysis.sub_domains[1].dependencies == ["a0"]  # no self-dependency, only known areas
+
+
+def test_allocation_refuses_fewer_than_two_distinct_areas() -> None:
+    with pytest.raises(ProviderError, match="at least 2"):
+        allocate(draft(["same", "same"]), "s", "x", 5)
