@@ -86,18 +86,21 @@ def build_index(repo: Path, max_bytes: int = 512 * 1024) -> RepoIndex:
     modules, known = set(module_index.values()), set(paths)
     symbols: dict[str, list[Symbol]] = {}
     imports: dict[str, list[str]] = {}
-    doc_tokens: dict[str, list[str]] = {}
+    # Tuples, not lists, while building: a tuple of strings is untracked by the
+    # cyclic GC, so millions of tokens do not slow every collection that the
+    # many short-lived AST objects trigger.  The model turns them into lists.
+    doc_tokens: dict[str, tuple[str, ...]] = {}
     for source in files:
         text = texts[source.path]
         symbols[source.path], imports[source.path] = _analyse(source, text, module_index, modules, known)
-        doc_tokens[source.path] = _doc_tokens(source.path, symbols[source.path], text)
+        doc_tokens[source.path] = tuple(_doc_tokens(source.path, symbols[source.path], text))
     return RepoIndex(
         root=str(Path(repo).resolve()),
         files=files,
         symbols=symbols,
         imports=imports,
         tests_for=map_tests(files, imports),
-        doc_tokens=doc_tokens,
+        doc_tokens=doc_tokens,  # type: ignore[arg-type]  # validated into lists
         languages=dict(sorted(Counter(source.language for source in files).items())),
         test_command=detect_test_command(files, texts),
     )
