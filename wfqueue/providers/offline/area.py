@@ -8,61 +8,19 @@ dependencies follow the import graph (change what a module imports first).
 from __future__ import annotations
 
 import posixpath
-import re
 
-from wfqueue.analysis import RepoIndex, fan_in, importers_of, rank_files, rank_symbols, test_command_for, tokenize
-from wfqueue.analysis.symbols import Symbol
+from wfqueue.analysis import RepoIndex, fan_in, importers_of, rank_files, test_command_for, tokenize
 from wfqueue.collab.models import AreaDraft, Evidence, EvidenceFile, RequirementAnalysis, SubDomain, task_id
-from wfqueue.providers.offline.understand import novel_terms
+from wfqueue.providers.offline.changes import (
+    conflict_risk,
+    effort_of,
+    import_order,
+    new_module_path,
+    requirement_short,
+    symbols_to_change,
+    task_type,
+)
 from wfqueue.unified_task import Convergence, TaskFile, TaskMeta, TaskSource, TaskTest, UnifiedTask
-
-_VERB_TYPES = {
-    "add": "feature", "implement": "feature", "support": "feature", "create": "feature", "introduce": "feature",
-    "fix": "fix", "repair": "fix", "resolve": "fix", "refactor": "refactor", "restructure": "refactor",
-    "test": "testing", "document": "docs", "remove": "chore", "upgrade": "chore",
-}
-
-
-def requirement_short(requirement: str, limit: int = 80) -> str:
-    first = re.split(r"(?<=[.!?。])\s+|\n", requirement.strip(), maxsplit=1)[0].rstrip(".。")
-    return first if len(first) <= limit else first[: limit - 3].rstrip() + "..."
-
-
-def task_type(requirement: str) -> str:
-    words = re.findall(r"[a-z]+", requirement.lower())
-    return next((_VERB_TYPES[w] for w in words[:3] if w in _VERB_TYPES), "enhancement")
-
-
-def _is_code(index: RepoIndex, path: str) -> bool:
-    return any(f.path == path and not f.is_test for f in index.files)
-
-
-def import_order(index: RepoIndex, files: list[str]) -> list[str]:
-    """Files ordered so that a module comes after the modules it imports (stable)."""
-    remaining = list(files)
-    done: list[str] = []
-    while remaining:
-        ready = [f for f in remaining if not any(g in remaining and g != f for g in index.imports.get(f, []))]
-        pick = ready[0] if ready else remaining[0]  # an import cycle: keep the given order
-        done.append(pick)
-        remaining.remove(pick)
-    return done
-
-
-def new_module_path(index: RepoIndex, sub: SubDomain, requirement: str) -> str | None:
-    """Where code for concepts the repository lacks would go, in the most relevant area."""
-    novel = novel_terms(index, requirement)
-    code = [p for p in sub.focus_paths if _is_code(index, p)]
-    if not novel or not code:
-        return None
-    # Name it after the first new concept and the word that follows it: "rate limiting" -> rate_limiting.
-    words = [w.lower() for w in re.findall(r"[A-Za-z][A-Za-z0-9]*", requirement)]
-    start = words.index(novel[0])
-    name = "_".join(w for w in words[start : start + 2] if w not in {"to", "the", "a", "an", "for", "of", "in"})
-    directory = posixpath.dirname(code[0])
-    extension = posixpath.splitext(code[0])[1] or ".py"
-    path = posixpath.join(directory, name + extension)
-    return None if any(f.path == path for f in index.files) else path
 
 
 def planned_ids(index: RepoIndex, analysis: RequirementAnalysis) -> dict[str, str]:
@@ -70,7 +28,7 @@ def planned_ids(index: RepoIndex, analysis: RequirementAnalysis) -> dict[str, st
     ids: dict[str, str] = {}
     for position, sub in enumerate(analysis.sub_domains):
         number = sub.task_id_range[0]
-        created = new_module_path(index, sub, analysis.original_requirement) if position == 0 else None
+        created = new_module_path(index, sub.focus_paths, analysis.original_requirement) if position == 0 else None
         for path in ([created] if created else []) + import_order(index, sub.focus_paths):
             if path not in ids:
                 ids[path] = task_id(number)
@@ -78,36 +36,16 @@ def planned_ids(index: RepoIndex, analysis: RequirementAnalysis) -> dict[str, st
     return ids
 
 
-def _symbols(index: RepoIndex, path: str, requirement: str) -> list[Symbol]:
-    ranked = rank_symbols(index, path, requirement, limit=3)
-    if ranked:
-        return ranked
-    public = [s for s in index.symbols.get(path, []) if s.kind in ("class", "function") and not s.name.startswith("_")]
-    return public[:2]
-
-
-def _risk(index: RepoIndex, path: str) -> str:
-    count = fan_in(index, path)
-    return "high" if count >= 3 else ("medium" if count >= 1 else "low")
-
-
-def _effort(index: RepoIndex, path: str) -> tuple[str, str]:
-    lines = next((f.line_count for f in index.files if f.path == path), 0)
-    if lines > 300:
-        return "large", "High"
-    return ("medium", "Medium") if lines > 100 else ("small", "Low")
-
-
 def _task_for_file(
     index: RepoIndex, analysis: RequirementAnalysis, sub: SubDomain, path: str, ids: dict[str, str], created: str | None
 ) -> UnifiedTask:
     requirement = analysis.original_requirement
     short = requirement_short(requirement)
-    symbols = _symbols(index, path, requirement)
+    symbols = symbols_to_change(index, path, requirement)
     tests = index.tests_for.get(path, []) if not path.startswith("tests") else [path]
     importers = importers_of(index, path)
-    risk = _risk(index, path)
-    effort, _ = _effort(index, path)
+    risk = conflict_risk(index, path)
+    effort, _ = effort_of(index, path)
     depends = sorted({ids[g] for g in index.imports.get(path, []) if g in ids and ids[g] != ids[path]})
     if created and created != path and path in sub.focus_paths[:2]:
         depends = sorted(set(depends) | {ids[created]})
@@ -184,7 +122,7 @@ def _evidence(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDomain) -
     related: list[EvidenceFile] = []
     for path in sub.focus_paths:
         matched = sorted(query & set(index.doc_tokens.get(path, [])))
-        names = ", ".join(s.qualname for s in _symbols(index, path, requirement)[:3])
+        names = ", ".join(s.qualname for s in symbols_to_change(index, path, requirement)[:3])
         reason = (f"matches {', '.join(matched[:5])}; " if matched else "") + (f"defines {names}" if names else "in scope")
         related.append(EvidenceFile(path=path, relevance=round(scores.get(path, 0.0) / best, 2), reason=reason))
     for path in sorted({t for f in sub.focus_paths for t in index.tests_for.get(f, [])} - set(sub.focus_paths)):
@@ -213,7 +151,7 @@ def plan_area(index: RepoIndex, analysis: RequirementAnalysis, focus_area: str) 
     sub = analysis.area(focus_area)
     position = analysis.sub_domains.index(sub)
     ids = planned_ids(index, analysis)
-    created = new_module_path(index, sub, analysis.original_requirement) if position == 0 else None
+    created = new_module_path(index, sub.focus_paths, analysis.original_requirement) if position == 0 else None
     tasks: list[UnifiedTask] = []
     if created:
         tasks.append(_create_task(index, analysis, sub, created, ids))

@@ -1,0 +1,165 @@
+"""Markdown of a lite plan: one file per angle, the combined notes, plan.md. Pure."""
+
+from __future__ import annotations
+
+from wfqueue.lite.models import Assessment, VerifiedExploration
+from wfqueue.lite.synthesis import CoreFile, MergedQuestion
+from wfqueue.unified_task import UnifiedTask
+
+
+def _cell(text: str) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _mark(exploration: VerifiedExploration, kind: str, subject: str) -> tuple[str, str]:
+    check = exploration.check_for(kind, subject)
+    if check is None:
+        return "⚠️", "not checked"
+    return check.mark, check.evidence
+
+
+def render_exploration(exploration: VerifiedExploration, requirement: str) -> str:
+    f = exploration.findings
+    out = [
+        f"# Exploration: {f.angle}",
+        "",
+        f"**Task**: {_cell(requirement)}",
+        f"**Timestamp**: {exploration.timestamp}",
+        f"**Provider**: {exploration.provider}",
+        f"**Verified**: {sum(c.verified for c in exploration.checks)} of {len(exploration.checks)} findings ✅",
+        "",
+        "## Project Structure",
+        "",
+        *([f"- {_cell(s)}" for s in f.structure] or ["- (nothing specific to this angle)"]),
+        "",
+        "## Relevant Files",
+        "",
+        "| File | Relevance | Rationale | Verified |",
+        "|------|-----------|-----------|----------|",
+    ]
+    for item in f.relevant_files:
+        mark, _ = _mark(exploration, "file", item.path)
+        out.append(f"| `{item.path}` | {item.relevance} | {_cell(item.rationale)} | {mark} |")
+    out += ["", "## Patterns", ""]
+    for p in f.patterns:
+        mark, evidence = _mark(exploration, "pattern", p.search)
+        out.append(f"- {mark} {_cell(p.description)} (`{p.search}`: {_cell(evidence)})")
+        if p.example:
+            out.append(f"  - e.g. `{_cell(p.example)}`")
+    out += ["", "## Integration Points", ""]
+    for point in f.integration_points:
+        mark, evidence = _mark(exploration, "integration_point", f"{point.file}:{point.line}")
+        out.append(f"- {mark} `{point.file}:{point.line}`: {_cell(point.description)} ({_cell(evidence)})")
+    out += ["", "## Dependencies", ""]
+    for dep in f.dependencies:
+        mark, evidence = _mark(exploration, "dependency", f"{dep.source} -> {dep.target}")
+        out.append(f"- {mark} `{dep.source}` → `{dep.target}` ({_cell(evidence)})")
+    out += ["", "## Constraints", "", *[f"- {_cell(c)}" for c in f.constraints], "", "## Clarification Needs", ""]
+    for need in f.clarification_needs:
+        options = f" Options: {'; '.join(need.options)}." if need.options else ""
+        out.append(f"- {_cell(need.question)}{options}")
+    return "\n".join(out) + "\n"
+
+
+def render_notes(requirement: str, timestamp: str, assessment: Assessment, explorations: list[VerifiedExploration],
+                 core: list[CoreFile], questions: list[MergedQuestion], failed: dict[str, str]) -> str:
+    angles = [e.findings.angle for e in explorations]
+    out = [
+        f"# Exploration Notes: {_cell(requirement)}",
+        "",
+        f"**Generated**: {timestamp} | **Complexity**: {assessment.complexity}",
+        f"**Exploration Angles**: {', '.join(angles) or 'none'}",
+    ]
+    if failed:
+        out.append(f"**Skipped angles** (failed): {', '.join(f'{a} ({_cell(e)})' for a, e in sorted(failed.items()))}")
+    out += ["", "## Part 1: Multi-Angle Exploration Summary", ""]
+    for e in explorations:
+        f = e.findings
+        out.append(f"### {f.angle}")
+        out.append("- **Key files**: " + (", ".join(f"`{r.path}` ({r.relevance})" for r in f.relevant_files) or "-"))
+        out.append("- **Patterns**: " + ("; ".join(_cell(p.description) for p in f.patterns) or "-"))
+        out.append("- **Integration points**: "
+                   + (", ".join(f"`{p.file}:{p.line}`" for p in f.integration_points) or "-"))
+        out.append("- **Dependencies**: " + (", ".join(f"{d.source} → {d.target}" for d in f.dependencies) or "-"))
+        out.append("- **Constraints**: " + ("; ".join(_cell(c) for c in f.constraints) or "-"))
+        out.append("")
+    out += ["## Part 2: Core Files Index", "", "| File | Relevance | Angles | Verified | Why |", "|---|---|---|---|---|"]
+    out += [f"| `{c.path}` | {c.relevance} | {', '.join(c.angles)} | {'✅' if c.verified else '⚠️'} | {_cell(c.rationale)} |"
+            for c in core]
+    edges = sorted({(d.source, d.target) for e in explorations for d in e.findings.dependencies
+                    if (chk := e.check_for("dependency", f"{d.source} -> {d.target}")) and chk.verified})
+    importers: dict[str, list[str]] = {}
+    for source, target in edges:
+        importers.setdefault(target, []).append(source)
+    out += ["", "## Part 3: Architecture Reasoning", ""]
+    if importers:
+        for target, sources in sorted(importers.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            out.append(f"- `{target}` is used by {', '.join(f'`{s}`' for s in sources)}: change it first, "
+                       "and keep its interface stable for its users.")
+    else:
+        out.append("- No verified import relations among the explored files: the changes can proceed independently.")
+    out += ["", "## Part 4: Risks and Mitigations", ""]
+    constraints = sorted({c for e in explorations for c in e.findings.constraints})
+    out += [f"- {_cell(c)}" for c in constraints]
+    unverified = [f"{e.findings.angle}: {c.kind} {c.subject} ({c.evidence})" for e in explorations
+                  for c in e.checks if not c.verified]
+    if unverified:
+        out.append("- Findings not confirmed in the code (kept, not relied on):")
+        out += [f"  - ⚠️ {_cell(u)}" for u in unverified]
+    if not constraints and not unverified:
+        out.append("- None found by exploration.")
+    out += ["", "## Part 5: Clarification Questions Summary", ""]
+    out += [f"{n}. [{', '.join(q.angles)}] {_cell(q.question)}" + (f" Options: {'; '.join(q.options)}." if q.options else "")
+            for n, q in enumerate(questions, start=1)] or ["None."]
+    out += ["", "## Part 6: Key Code Location Index", "", "| Component | File Path | Key Lines | Purpose |", "|---|---|---|---|"]
+    for e in explorations:
+        for point in e.findings.integration_points:
+            check = e.check_for("integration_point", f"{point.file}:{point.line}")
+            if check and check.verified:
+                component = point.snippet.split("(")[0][:40] if point.snippet else point.file.rsplit("/", 1)[-1]
+                out.append(f"| {_cell(component)} | `{point.file}` | {point.line} | {_cell(point.description)} |")
+    return "\n".join(out) + "\n"
+
+
+def render_plan(session_id: str, requirement: str, created: str, assessment: Assessment, understanding: str,
+                tasks: list[UnifiedTask], tasks_path: str, failed: dict[str, str]) -> str:
+    out = [
+        "# Lite Plan",
+        "",
+        f"**Session**: {session_id}",
+        f"**Requirement**: {_cell(requirement)}",
+        f"**Created**: {created}",
+        f"**Complexity**: {assessment.complexity}",
+        f"**Exploration Angles**: {', '.join(assessment.angles) if assessment.needs_exploration else 'none (not needed)'}",
+    ]
+    if failed:
+        out.append(f"**Skipped angles**: {', '.join(f'{a}: {_cell(e)}' for a, e in sorted(failed.items()))}")
+    out += ["", "## 需求理解", "", understanding.strip(), "", "## 任务概览", "",
+            "| # | ID | Title | Type | Priority | Effort | Dependencies |",
+            "|---|-----|-------|------|----------|--------|--------------|"]
+    for n, t in enumerate(tasks, start=1):
+        out.append(f"| {n} | {t.id} | {_cell(t.title)} | {t.type or '-'} | {t.priority or '-'} | {t.effort or '-'} "
+                   f"| {', '.join(t.depends_on) or '-'} |")
+    out += ["", "## 任务详情", ""]
+    for t in tasks:
+        out += [
+            f"### {t.id}: {t.title}",
+            f"- **范围**: {_cell(t.scope or t.description)}",
+            "- **修改文件**: " + (", ".join(f"`{f.path}` ({f.action})" for f in t.files) or "-"),
+            "- **收敛标准**:",
+            *[f"  - {_cell(c)}" for c in t.convergence.criteria],
+            f"- **验证方式**: `{t.convergence.verification}`",
+            f"- **完成定义**: {_cell(t.convergence.definition_of_done)}",
+            "",
+        ]
+    out += [
+        "## 执行",
+        "",
+        "Run the tasks in dependency order; tasks without dependencies between them can run in parallel.",
+        "",
+        "```bash",
+        f"wfqueue validate {tasks_path}",
+        "```",
+        "",
+    ]
+    return "\n".join(out)
