@@ -15,8 +15,17 @@ COLLAB_UNDERSTAND = "wfqueue.collab.understand"
 COLLAB_PLAN_AREA = "wfqueue.collab.plan_area"
 COLLAB_FINALIZE = "wfqueue.collab.finalize"
 
+EXPLORE_ANGLE = "wfqueue.explore.angle"
+LITE_ASSESS = "wfqueue.lite.assess"
+LITE_SYNTHESIZE = "wfqueue.lite.synthesize"
+LITE_PLAN = "wfqueue.lite.plan"
+
 ROUTES: dict[str, str] = {
     COLLAB_UNDERSTAND: QUEUE_PLAN,
     COLLAB_PLAN_AREA: QUEUE_PLAN,
     COLLAB_FINALIZE: QUEUE_CONTROL,
+    EXPLORE_ANGLE: QUEUE_EXPLORE,
+    LITE_ASSESS: QUEUE_PLAN,
+    LITE_SYNTHESIZE: QUEUE_CONTROL,
+    LITE_PLAN: QUEUE_PLAN,
 }

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from wfqueue.celery_app import create_app
 from wfqueue.settings import load_settings
-from workers import collab
+from workers import collab, lite
 
 settings = load_settings()
 app = create_app(settings)
 collab.register(app, settings)
+lite.register(app, settings)

@@ -8,7 +8,6 @@ its retries it returns a failure record, so the callback always runs.
 from __future__ import annotations
 
 import os
-import random
 import time
 from pathlib import Path
 from typing import Any
@@ -21,20 +20,13 @@ from wfqueue.collab.models import AgentOutcome
 from wfqueue.collab.steps import run_area, run_understanding
 from wfqueue.errors import ProviderError, TransientProviderError, WfqueueError
 from wfqueue.providers import make_provider
-from wfqueue.retry import retry_delay
 from wfqueue.settings import Settings
 from wfqueue.task_names import COLLAB_FINALIZE, COLLAB_PLAN_AREA, COLLAB_UNDERSTAND
-from workers.context import StateFactory
+from workers.context import StateFactory, retry_later
 
 
 def register(app: Celery, settings: Settings) -> None:
     states = StateFactory(settings)
-
-    def delay_for(task: Task, exc: BaseException) -> float:
-        retry_after = exc.retry_after if isinstance(exc, TransientProviderError) else None
-        return retry_delay(
-            task.request.retries + 1, settings.retry_backoff_s, settings.retry_backoff_max_s, random.random(), retry_after
-        )
 
     @app.task(name=COLLAB_UNDERSTAND, bind=True, max_retries=settings.task_max_retries)
     def understand(
@@ -46,7 +38,7 @@ def register(app: Celery, settings: Settings) -> None:
                 state, make_provider(provider, settings), Path(session_dir), repo, requirement, max_agents
             )
         except TransientProviderError as exc:
-            raise self.retry(exc=exc, countdown=delay_for(self, exc)) from None
+            raise retry_later(self, exc, settings) from None
         return {"complexity": analysis.complexity, "sub_domains": [s.focus_area for s in analysis.sub_domains]}
 
     @app.task(name=COLLAB_PLAN_AREA, bind=True, max_retries=settings.task_max_retries)
@@ -69,12 +61,12 @@ def register(app: Celery, settings: Settings) -> None:
         except ProviderError as exc:
             if isinstance(exc, TransientProviderError) and self.request.retries < self.max_retries:
                 state.set_agent(focus_area, state="queued", error=f"retrying: {exc.message}")
-                raise self.retry(exc=exc, countdown=delay_for(self, exc)) from None
+                raise retry_later(self, exc, settings) from None
             return failed(exc.message)
         except Exception as exc:  # noqa: BLE001 - anything else: retry, then a failure record
             if self.request.retries < self.max_retries and not isinstance(exc, WfqueueError):
                 state.set_agent(focus_area, state="queued", error=f"retrying: {type(exc).__name__}: {exc}")
-                raise self.retry(exc=exc, countdown=delay_for(self, exc)) from None
+                raise retry_later(self, exc, settings) from None
             return failed(f"{type(exc).__name__}: {exc}")
         state.set_agent(focus_area, state="done", finished_at=time.time(), tasks=artifacts.plan["task_count"])
         if state.recall("finalized_at") is not None:
@@ -90,4 +82,4 @@ def register(app: Celery, settings: Settings) -> None:
         try:
             return finalize_session(state, settings, Path(session_dir)).model_dump()
         except OSError as exc:
-            raise self.retry(exc=exc, countdown=delay_for(self, exc)) from None
+            raise retry_later(self, exc, settings) from None

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import os
+import random
 
 import redis
+from celery import Task
 
+from wfqueue.errors import TransientProviderError
+from wfqueue.retry import retry_delay
 from wfqueue.settings import Settings
 from wfqueue.state import SessionState, redis_client
 
@@ -29,3 +33,11 @@ class StateFactory:
 
     def session(self, session_id: str) -> SessionState:
         return SessionState(self.client(), session_id, self.settings.state_ttl_s)
+
+
+def retry_later(task: Task, exc: BaseException, settings: Settings) -> Exception:
+    """The Retry to raise for ``exc``: backoff with jitter, at least the provider's retry-after."""
+    retry_after = exc.retry_after if isinstance(exc, TransientProviderError) else None
+    delay = retry_delay(task.request.retries + 1, settings.retry_backoff_s, settings.retry_backoff_max_s,
+                        random.random(), retry_after)
+    return task.retry(exc=exc, countdown=delay)

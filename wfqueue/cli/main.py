@@ -12,7 +12,7 @@ import click
 import typer
 from rich.console import Console
 
-from wfqueue.cli import collab, config_cmd, status, worker
+from wfqueue.cli import collab, config_cmd, lite, status, validate, worker
 from wfqueue.errors import WfqueueError
 
 app = typer.Typer(
@@ -23,6 +23,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 collab.register(app)
+lite.register(app)
+validate.register(app)
 worker.register(app)
 status.register(app)
 config_cmd.register(app)

@@ -1,12 +1,16 @@
-"""Terminal UI of plan commands: messages, split confirmation, live agent progress.
+"""Terminal UI of plan commands: messages, questions, confirmations, live agent progress.
 
 Everything goes to stderr, so `--json` leaves stdout to the one JSON object.
 """
 
 from __future__ import annotations
 
+import os
+import shlex
+import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -16,6 +20,9 @@ from rich.table import Table
 
 from wfqueue.collab.coordinator import SplitDecision
 from wfqueue.collab.models import RequirementAnalysis
+from wfqueue.lite.coordinator import PlanDecision
+from wfqueue.lite.models import Assessment, LitePlanDraft
+from wfqueue.lite.synthesis import MergedQuestion
 
 _STYLE = {"queued": "yellow", "running": "cyan", "done": "green", "failed": "bold red"}
 
@@ -31,9 +38,14 @@ class TerminalUI:
         if not self.quiet:
             self.console.print(f"[dim]wfqueue:[/] {message}")
 
+    def _interactive(self, what: str) -> bool:
+        if sys.stdin.isatty():
+            return True
+        self.console.print(f"stdin is not a terminal: {what} (-y skips this check)")
+        return False
+
     def confirm_split(self, analysis: RequirementAnalysis) -> SplitDecision:
-        if not sys.stdin.isatty():
-            self.console.print("stdin is not a terminal: starting the plan without confirmation (-y skips this check)")
+        if not self._interactive("starting the plan without confirmation"):
             return "start"
         table = Table("#", "area", "task ids", "description", title=f"{len(analysis.sub_domains)} sub-domains")
         for n, sub in enumerate(analysis.sub_domains, start=1):
@@ -78,3 +90,46 @@ class TerminalUI:
         if self.live is not None:
             self.live.stop()
             self.live = None
+
+    # -- lite plan ------------------------------------------------------------------------
+
+    def show_assessment(self, assessment: Assessment) -> None:
+        table = Table("dimension", "assessment", title=f"complexity: {assessment.complexity}")
+        for name in ("scope", "depth", "risk", "dependencies"):
+            table.add_row(name, getattr(assessment, name))
+        self.console.print(table)
+        if assessment.needs_exploration:
+            self.console.print(f"exploring {len(assessment.angles)} angle(s) in parallel ({assessment.preset} preset): "
+                               f"{', '.join(assessment.angles)} — because {'; '.join(assessment.exploration_reasons)}")
+        else:
+            self.console.print("no exploration needed: planning straight from the repository index")
+
+    def ask(self, batch: list[MergedQuestion], number: int, total: int) -> list[str]:
+        if not self._interactive(f"{len(batch)} clarification question(s) left unanswered"):
+            return ["" for _ in batch]
+        self.console.print(f"[bold]clarification round {number}/{total}[/]")
+        answers = []
+        for question in batch:
+            options = f" (options: {' / '.join(question.options)})" if question.options else ""
+            answers.append(Prompt.ask(f"[{', '.join(question.angles)}] {question.question}{options}",
+                                      default="", console=self.console))
+        return answers
+
+    def confirm_plan(self, tasks_path: Path, draft: LitePlanDraft) -> PlanDecision:
+        table = Table("id", "title", "type", "effort", "depends on", title=f"{len(draft.tasks)} tasks: {tasks_path}")
+        for task in draft.tasks:
+            table.add_row(task.id, task.title, task.type or "-", task.effort or "-", ", ".join(task.depends_on) or "-")
+        self.console.print(table)
+        if not self._interactive("accepting the plan"):
+            return "allow"
+        return Prompt.ask("allow, modify or cancel", choices=["allow", "modify", "cancel"], default="allow",
+                          console=self.console)  # type: ignore[return-value]
+
+    def edit_tasks(self, tasks_path: Path, problems: list[str]) -> None:
+        for problem in problems:
+            self.console.print(f"[red]problem[/]: {problem}")
+        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+        if editor:
+            subprocess.run([*shlex.split(editor), str(tasks_path)], check=False)
+            return
+        Prompt.ask(f"edit {tasks_path}, then press Enter", default="", console=self.console)

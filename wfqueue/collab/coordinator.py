@@ -8,25 +8,21 @@ the CLI, tests and benchmarks each bring their own.
 
 from __future__ import annotations
 
-import time
-from contextlib import ExitStack
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import redis
 from celery import Celery, chord
-from celery.result import AsyncResult
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field
 
-from wfqueue.celery_app import create_app, release_result_subscriptions
 from wfqueue.collab.models import RequirementAnalysis
-from wfqueue.embedded import EmbeddedCluster
-from wfqueue.errors import BadInputError, InfrastructureError, ProviderError
+from wfqueue.errors import BadInputError, InfrastructureError
 from wfqueue.providers import check_provider_spec
-from wfqueue.sessions import new_collab_session_id, planning_root, queue_dir
+from wfqueue.runtime import broker_runtime, wait_for
+from wfqueue.sessions import new_collab_session_id, planning_root
 from wfqueue.settings import MAX_AGENTS_LIMIT, Settings
-from wfqueue.state import SessionState, connect
+from wfqueue.state import SessionState
 from wfqueue.task_names import COLLAB_FINALIZE, COLLAB_PLAN_AREA, COLLAB_UNDERSTAND, QUEUE_CONTROL, QUEUE_PLAN
 
 SplitDecision = Literal["start", "cancel"] | int
@@ -66,26 +62,6 @@ class CoordinatorUI(Protocol):
     def done(self) -> None: ...
 
 
-def _wait(result: AsyncResult, what: str, timeout_s: float, poll_s: float, tick: Any = None) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while not result.ready():
-        if time.monotonic() > deadline:
-            raise InfrastructureError(
-                f"{what} did not finish within {timeout_s:.0f}s",
-                hint="check that workers consume the 'plan' and 'control' queues (`wfqueue worker`)",
-            )
-        if tick is not None:
-            tick()
-        time.sleep(poll_s)
-    if tick is not None:
-        tick()
-    if result.failed():
-        error = result.result
-        raise ProviderError(f"{what} failed: {type(error).__name__}: {error}",
-                            hint="see the worker log (embedded mode: .workflow/.queue/worker.log)")
-    return result.result
-
-
 class CollabCoordinator:
     def __init__(self, settings: Settings, ui: CoordinatorUI, worker_env: dict[str, str] | None = None) -> None:
         self.settings = settings
@@ -96,26 +72,9 @@ class CollabCoordinator:
         check_provider_spec(request.provider)
         if not request.repo.is_dir():
             raise BadInputError(f"--repo {request.repo} is not a directory")
-        with ExitStack() as stack:
-            settings = self.settings
-            cluster: EmbeddedCluster | None = None
-            if settings.embedded:
-                cluster = stack.enter_context(
-                    EmbeddedCluster(queue_dir(request.repo), concurrency=request.workers or request.max_agents,
-                                    redis_port=settings.embedded_redis_port,
-                                    start_timeout_s=settings.embedded_start_timeout_s, worker_env=self.worker_env)
-                )
-                started = time.monotonic()
-                settings = settings.model_copy(update={"broker_url": SecretStr(cluster.start_redis())})
-            client = connect(settings)
-            app = create_app(settings)
-            stack.callback(release_result_subscriptions, app)  # runs before the cluster stops
-            if cluster is not None:
-                self.ui.info(f"starting {cluster.concurrency} local worker process(es)")
-                cluster.start_workers(app)
-                self.ui.info(f"embedded Redis and workers ready in {time.monotonic() - started:.1f}s")
-            return self._plan(app, settings, client, request)
-        raise AssertionError("unreachable")  # pragma: no cover
+        with broker_runtime(self.settings, request.repo, request.workers or request.max_agents, self.ui,
+                            self.worker_env) as runtime:
+            return self._plan(runtime.app, runtime.settings, runtime.client, request)
 
     def _plan(self, app: Celery, settings: Settings, client: redis.Redis, request: CollabRequest) -> PlanResult:
         root = planning_root(request.repo)
@@ -153,7 +112,7 @@ class CollabCoordinator:
             kwargs={"session_id": state.session_id, "session_dir": str(session_dir), "repo": str(request.repo),
                     "requirement": request.requirement, "max_agents": max_agents, "provider": request.provider},
         )
-        _wait(result, "the understanding step", settings.plan_timeout_s, settings.poll_interval_s)
+        wait_for(result, "the understanding step", settings)
         stored = state.recall("analysis")
         if stored is None:
             raise InfrastructureError("the understanding step finished but stored no analysis")
@@ -174,8 +133,7 @@ class CollabCoordinator:
         result = chord(header)(body)
         state.set_meta(chord_id=result.id)
         try:
-            final = _wait(result, "the plan", settings.plan_timeout_s, settings.poll_interval_s,
-                          tick=lambda: self.ui.progress(state.agents(areas)))
+            final = wait_for(result, "the plan", settings, tick=lambda: self.ui.progress(state.agents(areas)))
         finally:
             self.ui.done()
         return dict(final)

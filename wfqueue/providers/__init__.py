@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 from wfqueue.errors import ConfigError
-from wfqueue.providers.base import PlanAreaStep, Provider, Step, UnderstandStep
+from wfqueue.providers.base import (
+    AssessStep,
+    ExploreAngleStep,
+    LitePlanStep,
+    PlanAreaStep,
+    Provider,
+    Step,
+    UnderstandStep,
+)
 from wfqueue.providers.offline import OfflineProvider
 from wfqueue.providers.scripted import ScriptedProvider
 from wfqueue.settings import Settings
 
-__all__ = ["PlanAreaStep", "Provider", "Step", "UnderstandStep", "check_provider_spec", "make_provider"]
+__all__ = [
+    "AssessStep",
+    "ExploreAngleStep",
+    "LitePlanStep",
+    "PlanAreaStep", "Provider", "Step", "UnderstandStep", "check_provider_spec", "make_provider"]
 
 
 def check_provider_spec(spec: str) -> str:

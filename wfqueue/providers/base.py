@@ -13,6 +13,13 @@ from typing import ClassVar, Protocol, runtime_checkable
 from pydantic import BaseModel
 
 from wfqueue.collab.models import AreaDraft, RequirementAnalysis, UnderstandingDraft
+from wfqueue.lite.models import (
+    AngleFindings,
+    Assessment,
+    ClarificationAnswer,
+    LitePlanDraft,
+    VerifiedExploration,
+)
 
 
 class Step(BaseModel):
@@ -43,6 +50,35 @@ class PlanAreaStep(Step):
 
     analysis: RequirementAnalysis
     focus_area: str
+
+
+class AssessStep(Step):
+    """Judge complexity, pick exploration angles, decide whether to explore (lite plan)."""
+
+    name: ClassVar[str] = "assess"
+    output_model: ClassVar[type[BaseModel]] = Assessment
+
+    force_explore: bool = False
+
+
+class ExploreAngleStep(Step):
+    """Explore the repository from one angle; findings are verified by code afterwards."""
+
+    name: ClassVar[str] = "explore"
+    output_model: ClassVar[type[BaseModel]] = AngleFindings
+
+    angle: str
+
+
+class LitePlanStep(Step):
+    """Turn verified explorations and clarification answers into 2-7 unified tasks."""
+
+    name: ClassVar[str] = "lite_plan"
+    output_model: ClassVar[type[BaseModel]] = LitePlanDraft
+
+    assessment: Assessment
+    explorations: list[VerifiedExploration]
+    answers: list[ClarificationAnswer]
 
 
 @runtime_checkable

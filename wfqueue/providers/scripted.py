@@ -8,7 +8,8 @@ provider spec (``scripted:/path/script.json``)::
      "fail": {"plan_area:auth": "boom"},            # always fails
      "hang": {"plan_area:storage": 30}}             # sleeps that long (time limits)
 
-Step keys are ``understand`` and ``plan_area:{focus_area}``. Steps without a
+Step keys are ``understand``, ``plan_area:{focus_area}``, ``assess``,
+``explore:{angle}`` and ``lite_plan``. Steps without a
 canned reply are answered by the offline planner, so a script only states what
 differs from a normal run.
 """
@@ -23,12 +24,16 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from wfqueue.errors import ProviderError
-from wfqueue.providers.base import PlanAreaStep, Step
+from wfqueue.providers.base import ExploreAngleStep, PlanAreaStep, Step
 from wfqueue.providers.offline import OfflineProvider
 
 
 def step_key(step: Step) -> str:
-    return f"plan_area:{step.focus_area}" if isinstance(step, PlanAreaStep) else step.name
+    if isinstance(step, PlanAreaStep):
+        return f"plan_area:{step.focus_area}"
+    if isinstance(step, ExploreAngleStep):
+        return f"explore:{step.angle}"
+    return step.name
 
 
 class ScriptedProvider:

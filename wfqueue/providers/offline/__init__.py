@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from wfqueue.analysis import RepoIndex, build_index
 from wfqueue.errors import BadInputError, ProviderError
-from wfqueue.providers.base import PlanAreaStep, Step, UnderstandStep
+from wfqueue.lite.assess import assess, signals
+from wfqueue.lite.explore_offline import explore_angle
+from wfqueue.lite.plan_offline import plan_tasks
+from wfqueue.providers.base import AssessStep, ExploreAngleStep, LitePlanStep, PlanAreaStep, Step, UnderstandStep
 from wfqueue.providers.offline.area import plan_area
 from wfqueue.providers.offline.understand import CODE_LANGUAGES, understand
 
@@ -37,10 +41,25 @@ class OfflineProvider:
             self._index = (repo, index)
         return self._index[1]
 
+    @staticmethod
+    def _reader(repo: str) -> Callable[[str], str]:
+        root = Path(repo)
+
+        def read(path: str) -> str:
+            return (root / path).read_text(encoding="utf-8", errors="replace")
+
+        return read
+
     def run(self, step: Step) -> BaseModel:
         index = self.index(step.repo)
         if isinstance(step, UnderstandStep):
             return understand(index, step.requirement, step.max_agents)
         if isinstance(step, PlanAreaStep):
             return plan_area(index, step.analysis, step.focus_area)
+        if isinstance(step, AssessStep):
+            return assess(step.requirement, signals(index, step.requirement), step.force_explore)
+        if isinstance(step, ExploreAngleStep):
+            return explore_angle(index, step.requirement, step.angle, self._reader(step.repo))
+        if isinstance(step, LitePlanStep):
+            return plan_tasks(index, step.requirement, step.session_id, step.assessment, step.explorations, step.answers)
         raise ProviderError(f"the offline planner has no answer for step {step.name!r}")

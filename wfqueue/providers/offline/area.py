@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import posixpath
 
-from wfqueue.analysis import RepoIndex, fan_in, importers_of, rank_files, test_command_for, tokenize
+from wfqueue.analysis import RepoIndex, fan_in, importers_of, rank_files, tokenize
 from wfqueue.collab.models import AreaDraft, Evidence, EvidenceFile, RequirementAnalysis, SubDomain, task_id
 from wfqueue.providers.offline.changes import (
     conflict_risk,
+    covering_tests,
     effort_of,
+    file_entries,
     import_order,
     new_module_path,
     requirement_short,
     symbols_to_change,
     task_type,
+    verification_for,
 )
 from wfqueue.unified_task import Convergence, TaskFile, TaskMeta, TaskSource, TaskTest, UnifiedTask
 
@@ -42,7 +45,7 @@ def _task_for_file(
     requirement = analysis.original_requirement
     short = requirement_short(requirement)
     symbols = symbols_to_change(index, path, requirement)
-    tests = index.tests_for.get(path, []) if not path.startswith("tests") else [path]
+    tests = covering_tests(index, [path])
     importers = importers_of(index, path)
     risk = conflict_risk(index, path)
     effort, _ = effort_of(index, path)
@@ -50,16 +53,12 @@ def _task_for_file(
     if created and created != path and path in sub.focus_paths[:2]:
         depends = sorted(set(depends) | {ids[created]})
     where = ", ".join(f"{s.qualname} (line {s.line})" for s in symbols) or "module level"
-    verification = test_command_for(index, tests) if tests else index.test_command
+    verification = verification_for(index, tests)
     criteria = [f"{symbols[0].qualname if symbols else path} in {path} implements: {short}"]
     criteria.append(f"`{verification}` passes" if tests and verification else f"a new test in the suite exercises {path}")
     if importers:
         criteria.append(f"modules importing {path} ({', '.join(importers[:3])}) keep working unchanged")
-    files = [
-        TaskFile(path=path, action="modify", target=s.qualname, conflict_risk=risk,  # type: ignore[arg-type]
-                 changes=[f"adapt {s.kind} {s.qualname} (lines {s.line}-{s.end_line})"])
-        for s in symbols
-    ] or [TaskFile(path=path, action="modify", changes=["adapt the module"], conflict_risk=risk)]  # type: ignore[arg-type]
+    files = file_entries(index, path, requirement)
     return UnifiedTask(
         id=ids[path],
         title=f"{posixpath.basename(path)}: {short}",

@@ -10,9 +10,10 @@ from __future__ import annotations
 import posixpath
 import re
 
-from wfqueue.analysis import RepoIndex, fan_in, rank_symbols
+from wfqueue.analysis import RepoIndex, fan_in, rank_symbols, test_command_for
 from wfqueue.analysis.symbols import Symbol
 from wfqueue.providers.offline.understand import novel_terms
+from wfqueue.unified_task import TaskFile
 
 _VERB_TYPES = {
     "add": "feature", "implement": "feature", "support": "feature", "create": "feature", "introduce": "feature",
@@ -49,6 +50,8 @@ def import_order(index: RepoIndex, files: list[str]) -> list[str]:
 
 def new_module_path(index: RepoIndex, focus_paths: list[str], requirement: str) -> str | None:
     """Where code for concepts the repository lacks would go, in the most relevant area."""
+    if task_type(requirement) != "feature":
+        return None  # fixes and refactors change existing code; only features add modules
     novel = novel_terms(index, requirement)
     code = [p for p in focus_paths if _is_code(index, p)]
     if not novel or not code:
@@ -81,3 +84,29 @@ def effort_of(index: RepoIndex, path: str) -> tuple[str, str]:
     if lines > 300:
         return "large", "High"
     return ("medium", "Medium") if lines > 100 else ("small", "Low")
+
+
+def file_entries(index: RepoIndex, path: str, requirement: str) -> list[TaskFile]:
+    """One ``files[]`` entry per symbol to change (the module itself when none stands out)."""
+    risk = conflict_risk(index, path)
+    entries = [
+        TaskFile(path=path, action="modify", target=s.qualname, conflict_risk=risk,  # type: ignore[arg-type]
+                 changes=[f"adapt {s.kind} {s.qualname} (lines {s.line}-{s.end_line})"])
+        for s in symbols_to_change(index, path, requirement)
+    ]
+    return entries or [TaskFile(path=path, action="modify", changes=["adapt the module"], conflict_risk=risk)]  # type: ignore[arg-type]
+
+
+def covering_tests(index: RepoIndex, paths: list[str]) -> list[str]:
+    """Test files that cover any of ``paths`` (a test file covers itself)."""
+    found: list[str] = []
+    for path in paths:
+        own = [path] if any(f.path == path and f.is_test for f in index.files) else index.tests_for.get(path, [])
+        # conftest.py is shared set-up, not a test of the module: running it alone proves nothing
+        found += [t for t in own if t not in found and posixpath.basename(t) != "conftest.py"]
+    return found
+
+
+def verification_for(index: RepoIndex, tests: list[str]) -> str:
+    """A command that runs ``tests`` (the whole suite's command when there are none)."""
+    return test_command_for(index, tests) if tests else index.test_command

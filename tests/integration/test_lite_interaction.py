@@ -1,0 +1,94 @@
+"""lite-plan at a terminal: clarification rounds, Modify by editing tasks.jsonl, Cancel."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import wfqueue_env
+from test_cli_interaction import read_until
+
+pytestmark = pytest.mark.integration
+REQUIREMENT = "Add per-user rate limiting to the API"
+
+
+def drive(repo: Path, answers: list[tuple[str, str]], env: dict[str, str] | None = None) -> tuple[int, str]:
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "wfqueue.cli.main", "lite-plan", REQUIREMENT, "--repo", str(repo), "--json"],
+        stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env or wfqueue_env(),
+    )
+    os.close(slave)
+    transcript = ""
+    try:
+        for prompt, answer in answers:
+            transcript += read_until(proc.stderr, prompt)
+            assert prompt in transcript, transcript
+            os.write(master, answer.encode() + b"\n")
+        out, err = proc.communicate(timeout=120)
+    finally:
+        os.close(master)
+    return proc.returncode, out.decode() + transcript + err.decode()
+
+
+def session(repo: Path) -> Path:
+    return next((repo / ".workflow" / ".lite-plan").iterdir())
+
+
+def test_clarification_answers_feed_the_plan(sample_repo: Path) -> None:
+    code, transcript = drive(sample_repo, [
+        ("clarification round 1/1", ""),
+        ("?", "a new module"),
+        ("?", ""),
+        ("?", ""),
+        ("allow, modify or cancel", "allow"),
+    ])
+    assert code == 0, transcript
+    analysis = json.loads((session(sample_repo) / "requirement-analysis.json").read_text())
+    assert [a["answer"] for a in analysis["clarifications"]] == ["a new module"]
+    assert "a new module" in (session(sample_repo) / "tasks.jsonl").read_text()
+
+
+def test_modify_applies_a_valid_edit_and_refuses_a_broken_one(sample_repo: Path, tmp_path: Path) -> None:
+    editor = tmp_path / "editor.py"
+    counter = tmp_path / "count"
+    editor.write_text(
+        "import json, sys, pathlib\n"
+        f"count = pathlib.Path({str(counter)!r})\n"
+        "n = int(count.read_text()) if count.exists() else 0\n"
+        "count.write_text(str(n + 1))\n"
+        "path = pathlib.Path(sys.argv[1])\n"
+        "lines = path.read_text().splitlines()\n"
+        "if n == 0:\n"
+        "    path.write_text('\\n'.join(lines[:-1]) + '\\n')   # drop the last task\n"
+        "else:\n"
+        "    path.write_text(lines[0][:-5] + '\\n')            # truncated JSON\n"
+    )
+    env = wfqueue_env(EDITOR=f"{sys.executable} {editor}")
+    code, transcript = drive(sample_repo, [
+        ("clarification round", ""), ("?", ""), ("?", ""), ("?", ""),
+        ("allow, modify or cancel", "modify"),
+        ("allow, modify or cancel", "modify"),
+        ("allow, modify or cancel", "allow"),
+    ], env=env)
+    assert code == 0, transcript
+    assert "edit not applied, tasks.jsonl restored" in transcript
+    folder = session(sample_repo)
+    tasks = [json.loads(line) for line in (folder / "tasks.jsonl").read_text().splitlines()]
+    assert json.loads(transcript.splitlines()[0])["tasks"] == len(tasks) == 4
+    plan_md = (folder / "plan.md").read_text()
+    assert all(t["id"] in plan_md for t in tasks) and "TASK-005" not in plan_md
+
+
+def test_cancel_marks_the_plan_cancelled(sample_repo: Path) -> None:
+    code, transcript = drive(sample_repo, [
+        ("clarification round", ""), ("?", ""), ("?", ""), ("?", ""),
+        ("allow, modify or cancel", "cancel"),
+    ])
+    assert code == 0, transcript
+    assert '"status": "cancelled"' in transcript

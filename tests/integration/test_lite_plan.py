@@ -1,0 +1,129 @@
+"""lite-plan end to end: angles explored at the same time on real workers, findings verified."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from support import processes_mentioning, run_cli, session_dir, write_script
+
+from wfqueue.tasks_file import check_plan, dump_jsonl, parse_jsonl
+
+pytestmark = pytest.mark.integration
+
+CASES = {
+    "Low": ("Fix the typo in the error message in notes_api/auth/tokens.py", ["error-handling"]),
+    "Medium": ("Add per-user rate limiting to the API", ["patterns", "integration-points", "testing"]),
+    "High": ("Refactor the storage layer and authentication into a modular architecture",
+             ["architecture", "dependencies", "modularity", "integration-points"]),
+}
+
+
+@pytest.mark.parametrize("complexity", ["Low", "Medium", "High"])
+def test_angles_run_at_the_same_time_and_tasks_validate(complexity: str, sample_repo: Path, tmp_path: Path) -> None:
+    requirement, angles = CASES[complexity]
+    provider = write_script(tmp_path / "script.json", latency_s=0.5)
+    run = run_cli("lite-plan", requirement, "--repo", str(sample_repo), "-y", "--provider", provider, "--json")
+    assert run.code == 0, run.stderr
+    folder = session_dir(run)
+    assert folder.parent == sample_repo / ".workflow" / ".lite-plan"
+    manifest = json.loads((folder / "explorations-manifest.json").read_text())
+    assert manifest["complexity"] == complexity
+    assert [e["angle"] for e in manifest["explorations"]] == angles
+    for entry in manifest["explorations"]:
+        assert (folder / entry["file"]).is_file()
+    if len(angles) > 1:
+        spans = [(e["started_at"], e["finished_at"]) for e in manifest["explorations"]]
+        assert max(s for s, _ in spans) < min(f for _, f in spans), f"angles did not overlap: {spans}"
+        assert len({e["pid"] for e in manifest["explorations"]}) == len(angles)
+    notes = (folder / "exploration-notes.md").read_text()
+    for part in range(1, 7):
+        assert f"## Part {part}:" in notes
+    text = (folder / "tasks.jsonl").read_text()
+    loaded, problems = parse_jsonl(text)
+    assert problems == [] and 2 <= len(loaded) <= 7
+    assert dump_jsonl([t.task for t in loaded]) == text, "tasks.jsonl does not round-trip"
+    assert check_plan(loaded, sample_repo) == []
+    assert [t.task.id for t in loaded] == [f"TASK-{n:03d}" for n in range(1, len(loaded) + 1)]
+    analysis = json.loads((folder / "requirement-analysis.json").read_text())
+    assert analysis["complexity"] == complexity and analysis["exploration_angles"] == angles
+    plan_md = (folder / "plan.md").read_text()
+    assert "## 任务概览" in plan_md and all(t.task.id in plan_md for t in loaded)
+    validate = run_cli("validate", str(folder / "tasks.jsonl"), "--repo", str(sample_repo))
+    assert validate.code == 0, validate.stdout + validate.stderr
+    assert processes_mentioning(str(sample_repo / ".workflow" / ".queue")) == []
+
+
+def test_a_failing_angle_is_skipped_and_named(sample_repo: Path, tmp_path: Path) -> None:
+    provider = write_script(tmp_path / "script.json", fail={"explore:testing": "injected: testing explorer crashed"})
+    run = run_cli("lite-plan", CASES["Medium"][0], "--repo", str(sample_repo), "-y", "--provider", provider, "--json")
+    assert run.code == 1, run.stderr
+    assert run.json()["status"] == "partial"
+    folder = session_dir(run)
+    manifest = json.loads((folder / "explorations-manifest.json").read_text())
+    assert [e["angle"] for e in manifest["explorations"]] == ["patterns", "integration-points"]
+    assert manifest["failed_angles"] == [{"angle": "testing", "error": "injected: testing explorer crashed"}]
+    assert not (folder / "exploration-testing.md").exists()
+    assert "testing (injected: testing explorer crashed)" in (folder / "exploration-notes.md").read_text()
+    assert "testing: injected: testing explorer crashed" in (folder / "plan.md").read_text()
+    assert parse_jsonl((folder / "tasks.jsonl").read_text())[1] == []
+
+
+def test_a_planted_nonexistent_file_is_marked_and_not_planned(sample_repo: Path, tmp_path: Path) -> None:
+    findings = {
+        "angle": "patterns",
+        "relevant_files": [
+            {"path": "notes_api/api/middleware.py", "relevance": "high", "rationale": "middleware chain"},
+            {"path": "notes_api/api/ghost_limiter.py", "relevance": "high", "rationale": "claimed, does not exist"},
+        ],
+        "patterns": [{"description": "middleware classes", "search": r"class \w+Middleware"},
+                     {"description": "a claimed decorator", "search": r"@rate_limited\b"}],
+        "integration_points": [{"file": "notes_api/api/middleware.py", "line": 9999, "description": "wrong line"}],
+        "dependencies": [{"source": "notes_api/storage/db.py", "target": "notes_api/api/middleware.py"}],
+    }
+    provider = write_script(tmp_path / "script.json", replies={"explore:patterns": findings})
+    run = run_cli("lite-plan", CASES["Medium"][0], "--repo", str(sample_repo), "-y", "--provider", provider, "--json")
+    assert run.code == 0, run.stderr
+    folder = session_dir(run)
+    exploration = (folder / "exploration-patterns.md").read_text()
+    assert "| `notes_api/api/ghost_limiter.py` | high | claimed, does not exist | ⚠️ |" in exploration
+    assert "| `notes_api/api/middleware.py` | high | middleware chain | ✅ |" in exploration
+    assert "- ✅ middleware classes" in exploration and "- ⚠️ a claimed decorator" in exploration
+    assert "- ⚠️ `notes_api/api/middleware.py:9999`" in exploration
+    assert "- ⚠️ `notes_api/storage/db.py` → `notes_api/api/middleware.py`" in exploration
+    assert "ghost_limiter" not in (folder / "tasks.jsonl").read_text()
+    assert "Findings not confirmed in the code" in (folder / "exploration-notes.md").read_text()
+
+
+def test_no_exploration_when_the_task_does_not_need_code(sample_repo: Path) -> None:
+    run = run_cli("lite-plan", "Write a changelog entry", "--repo", str(sample_repo), "-y", "--json")
+    assert run.code == 0, run.stderr
+    folder = session_dir(run)
+    assert not (folder / "explorations-manifest.json").exists()
+    assert "no exploration needed" in run.stderr
+    assert json.loads((folder / "requirement-analysis.json").read_text())["exploration_angles"] == []
+    forced = run_cli("lite-plan", "Write a changelog entry", "--repo", str(sample_repo), "-y", "--explore", "--json")
+    assert forced.code == 0, forced.stderr
+    assert (session_dir(forced) / "explorations-manifest.json").is_file()
+    assert session_dir(forced).name.endswith("-2"), "a second session on the same day gets a suffix"
+
+
+def test_validate_catches_planted_defects_with_line_numbers(sample_repo: Path, tmp_path: Path) -> None:
+    run = run_cli("lite-plan", CASES["Medium"][0], "--repo", str(sample_repo), "-y", "--json")
+    folder = session_dir(run)
+    lines = (folder / "tasks.jsonl").read_text().splitlines()
+    tasks = [json.loads(line) for line in lines]
+    tasks[0]["depends_on"] = [tasks[1]["id"]]
+    tasks[1]["depends_on"] = [tasks[0]["id"]]
+    tasks[2]["files"][0]["path"] = "notes_api/nowhere.py"
+    broken = [json.dumps(t, ensure_ascii=False) for t in tasks] + ['{"id": "TASK-999", "title": ']
+    planted = tmp_path / "tasks.jsonl"
+    planted.write_text("\n".join(broken) + "\n")
+    result = run_cli("validate", str(planted), "--repo", str(sample_repo), "--json")
+    assert result.code == 2, result.stdout + result.stderr
+    problems = json.loads(result.stdout)["problems"]
+    codes = {p["code"]: p for p in problems}
+    assert {"dependency_cycle", "missing_file", "invalid_json"} <= set(codes)
+    assert codes["invalid_json"]["location"] == f"tasks.jsonl:{len(broken)}"
+    assert codes["missing_file"]["location"] == "tasks.jsonl:3"

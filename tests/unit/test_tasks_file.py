@@ -1,0 +1,244 @@
+"""Unified task files: every planted defect is caught at the right place with the right code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from wfqueue.cli import validate
+from wfqueue.errors import BadInputError
+from wfqueue.tasks_file import (
+    LEGACY_VERIFICATION,
+    TaskProblem,
+    check_plan,
+    dump_jsonl,
+    legacy_to_unified,
+    load_task_dir,
+    parse_jsonl,
+    validate_path,
+)
+
+
+def task(tid: str, *deps: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": tid, "title": f"Task {tid}", "description": "Do the thing.", "depends_on": list(deps),
+        "convergence": {"criteria": ["it works"], "verification": "pytest -q", "definition_of_done": "merged"},
+        **extra,
+    }
+
+
+def jsonl(*objects: Any) -> str:
+    return "".join(json.dumps(o, ensure_ascii=False) + "\n" for o in objects)
+
+
+def codes(problems: list[TaskProblem]) -> list[tuple[str, str | None, str]]:
+    return [(p.location, p.task_id, p.code) for p in problems]
+
+
+def checked(text: str, existing: Any = None) -> list[TaskProblem]:
+    tasks, problems = parse_jsonl(text)
+    return problems + check_plan(tasks, None, existing)
+
+
+# -- parsing and writing ---------------------------------------------------------
+
+
+def test_valid_file_round_trips_with_unknown_fields_kept() -> None:
+    text = jsonl(
+        task("TASK-001", files=[{"path": "src/a.py", "action": "create"}], status="pending", x_tool={"k": None}),
+        task("TASK-002", "TASK-001", title="Ünïcode \u2028 title", executed_at=None, type="fix"),
+    )
+    tasks, problems = parse_jsonl("\n" + text + "\n\n")  # blank lines are skipped
+    assert problems == []
+    assert [t.location for t in tasks] == ["tasks.jsonl:2", "tasks.jsonl:3"]
+    models = [t.task for t in tasks]
+    assert models[0].model_extra == {"status": "pending", "x_tool": {"k": None}}
+    written = dump_jsonl(models)
+    assert written.endswith("\n") and written.count("\n") == 2
+    assert "Ünïcode" in written and '"executed_at":null' in written  # not escaped, null extras kept
+    again, problems = parse_jsonl(written)
+    assert problems == [] and [t.task for t in again] == models
+
+
+def test_invalid_json_reports_its_line_and_column() -> None:
+    text = jsonl(task("TASK-001")) + "\n" + '{"id": "TASK-002",, }\n' + jsonl(task("TASK-003"))
+    tasks, problems = parse_jsonl(text, name="plan.jsonl")
+    assert [t.task.id for t in tasks] == ["TASK-001", "TASK-003"]
+    assert codes(problems) == [("plan.jsonl:3", None, "invalid_json")]
+    assert "column 19" in problems[0].message
+    assert str(problems[0]).startswith("plan.jsonl:3: invalid JSON")
+
+
+def test_wrong_types_name_the_field_path() -> None:
+    bad = task("TASK-001", files=[{"path": "a.py", "action": "rename"}])
+    bad["convergence"]["criteria"] = []
+    problems = checked(jsonl(task("TASK-000"), bad))
+    assert {(p.location, p.task_id, p.code) for p in problems} == {("tasks.jsonl:2", "TASK-001", "schema")}
+    messages = [p.message for p in problems]
+    assert any(m.startswith("convergence.criteria: List should have at least 1 item") for m in messages)
+    assert any(m.startswith("files[0].action: Input should be") for m in messages)
+
+
+def test_non_objects_and_empty_files_are_problems() -> None:
+    assert codes(parse_jsonl('[1, 2]\n"x"\n')[1]) == [("tasks.jsonl:1", None, "not_an_object"),
+                                                      ("tasks.jsonl:2", None, "not_an_object")]
+    assert codes(parse_jsonl("\n  \n")[1]) == [("tasks.jsonl", None, "empty")]
+
+
+# -- the plan as a whole -----------------------------------------------------------
+
+
+def test_duplicate_unknown_and_self_dependencies() -> None:
+    problems = checked(jsonl(task("A"), task("B", "A", "NOPE"), task("A"), task("C", "C")))
+    assert codes(problems) == [
+        ("tasks.jsonl:3", "A", "duplicate_id"),
+        ("tasks.jsonl:2", "B", "unknown_dependency"),
+        ("tasks.jsonl:4", "C", "self_dependency"),
+    ]
+    assert "tasks.jsonl:1" in problems[0].message and "NOPE" in problems[1].message
+
+
+def test_three_task_cycle_is_reported_once_with_its_path() -> None:
+    # T1 lists T2 twice: the same edge must not yield the same cycle twice
+    problems = checked(jsonl(task("T0"), task("T2", "T3"), task("T3", "T1", "T0"), task("T1", "T2", "T2")))
+    assert codes(problems) == [("tasks.jsonl:4", "T1", "dependency_cycle")]
+    assert "T1 -> T2 -> T3 -> T1" in problems[0].message
+
+
+def test_ten_thousand_task_chain_and_cycle_do_not_recurse() -> None:
+    n = 10_000
+    chain = [task(f"T{i}", *([f"T{i + 1}"] if i + 1 < n else [])) for i in range(n)]
+    assert checked(jsonl(*chain)) == []
+    chain[-1]["depends_on"] = ["T0"]
+    problems = checked(jsonl(*chain))
+    assert [p.code for p in problems] == ["dependency_cycle"]
+    assert problems[0].message.count("->") == n
+
+
+def test_files_to_modify_must_exist_files_to_create_need_not(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "here.py").write_text("")
+    files = [
+        {"path": "src/here.py"},
+        {"path": "./src/../src/here.py", "action": "delete"},
+        {"path": "src/new.py", "action": "create"},
+        {"path": "src/gone.py", "action": "modify"},
+    ]
+    tasks, _ = parse_jsonl(jsonl(task("A", files=files)))
+    problems = check_plan(tasks, tmp_path)
+    assert codes(problems) == [("tasks.jsonl:1", "A", "missing_file")]
+    assert "src/gone.py" in problems[0].message
+    # the `existing` function is what is asked, not the disk
+    asked: list[str] = []
+    check_plan(tasks, None, lambda rel: asked.append(rel) or True)
+    assert asked == ["src/here.py", "src/here.py", "src/gone.py"]
+
+
+@pytest.mark.parametrize("path", ["../outside.py", "src/../../x.py", "/etc/passwd", "C:\\win.py"])
+def test_paths_outside_the_repo_are_problems_even_to_create(path: str) -> None:
+    problems = checked(jsonl(task("A", files=[{"path": path, "action": "create"}])), existing=lambda rel: True)
+    assert codes(problems) == [("tasks.jsonl:1", "A", "missing_file")]
+    assert "outside the repository" in problems[0].message
+
+
+# -- the 6-field layout --------------------------------------------------------------
+
+
+LEGACY = {
+    "id": "IMPL-2", "title": "Wire the cache", "status": "pending",
+    "meta": {"type": "feature", "agent": "@code-developer"},
+    "context": {
+        "requirements": ["Add a cache", "Invalidate on write"], "focus_paths": ["src"],
+        "acceptance": ["cache hit rate logged"], "depends_on": ["IMPL-1"], "artifacts": ["notes.md"],
+    },
+    "flow_control": {"target_files": ["src/a.py:Foo.bar:10-20", "src/b.py"], "pre_analysis": [{"step": "read"}]},
+}
+
+
+def test_legacy_mapping_follows_the_spec() -> None:
+    out = legacy_to_unified(LEGACY)
+    assert out["description"] == "Add a cache\nInvalidate on write"
+    assert out["implementation"] == ["Add a cache", "Invalidate on write"]
+    assert out["convergence"]["criteria"] == ["cache hit rate logged"]
+    assert out["convergence"]["verification"] == LEGACY_VERIFICATION
+    assert (out["depends_on"], out["focus_paths"], out["type"]) == (["IMPL-1"], ["src"], "feature")
+    assert out["files"] == [{"path": "src/a.py", "target": "Foo.bar"}, {"path": "src/b.py"}]
+    assert out["meta"] == {"agent": "@code-developer"} and out["status"] == "pending"
+    # legacy fields with no unified home are kept, not lost
+    assert out["context"] == {"artifacts": ["notes.md"]} and out["flow_control"] == {"pre_analysis": [{"step": "read"}]}
+
+
+def test_legacy_task_folder_is_mapped_and_validated(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    session = repo / ".workflow" / "active" / "WFS-cache"
+    (session / ".task").mkdir(parents=True)
+    (repo / "src").mkdir()
+    (repo / "src" / "a.py").write_text("")
+    (session / ".task" / "IMPL-1.json").write_text(json.dumps(task("IMPL-1")))
+    (session / ".task" / "IMPL-2.json").write_text(json.dumps(LEGACY, indent=2))
+    (session / ".task" / "IMPL-3.json").write_text('{\n  "id": "IMPL-3",\n  oops\n}')
+
+    tasks, problems = validate_path(session, None)  # repo found from .workflow/
+    assert [(t.task.id, t.location, t.legacy) for t in tasks] == [
+        ("IMPL-1", ".task/IMPL-1.json", False), ("IMPL-2", ".task/IMPL-2.json", True)]
+    assert codes(problems) == [(".task/IMPL-3.json", None, "invalid_json"), (".task/IMPL-2.json", "IMPL-2", "missing_file")]
+    assert "line 3 column 3" in problems[0].message and "src/b.py" in problems[1].message
+
+
+def test_loading_an_empty_task_folder_is_a_problem(tmp_path: Path) -> None:
+    assert codes(load_task_dir(tmp_path)[1]) == [(f"{tmp_path.name}/", None, "empty")]
+
+
+def test_missing_path_and_unsupported_file_are_bad_input(tmp_path: Path) -> None:
+    with pytest.raises(BadInputError, match="no such file"):
+        validate_path(tmp_path / "nope.jsonl", tmp_path)
+    (tmp_path / "plan.md").write_text("# plan")
+    with pytest.raises(BadInputError, match="unsupported") as caught:
+        validate_path(tmp_path / "plan.md", tmp_path)
+    assert "tasks.jsonl" in caught.value.hint
+
+
+# -- the command ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def run() -> Any:
+    app = typer.Typer()
+    validate.register(app)
+    return lambda *args: CliRunner().invoke(app, [str(a) for a in args])
+
+
+def test_cli_exits_0_on_a_clean_plan(run: Any, tmp_path: Path) -> None:
+    (tmp_path / "tasks.jsonl").write_text(jsonl(task("A"), task("B", "A")))
+    result = run(tmp_path, "--repo", tmp_path)  # a session folder holding tasks.jsonl
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == "2 tasks, 0 problems"
+
+
+def test_cli_exits_2_and_lists_problems(run: Any, tmp_path: Path) -> None:
+    plan = tmp_path / "tasks.jsonl"
+    plan.write_text(jsonl(task("A", "B"), task("B", "A"), task("C", files=[{"path": "missing.py"}])))
+    result = run(plan, "--repo", tmp_path)
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert lines[0].startswith("tasks.jsonl:1  A  dependency cycle A -> B -> A")
+    assert lines[1].startswith("tasks.jsonl:3  C  file missing.py does not exist")
+    assert lines[-1] == "2 problems in 3 tasks"
+
+
+def test_cli_json_output(run: Any, tmp_path: Path) -> None:
+    plan = tmp_path / "tasks.jsonl"
+    plan.write_text(jsonl(task("A", "GHOST")))
+    result = run(plan, "--repo", tmp_path, "--json")
+    assert result.exit_code == 2
+    payload = json.loads(result.output)
+    assert payload["path"] == str(plan) and payload["tasks"] == 1
+    assert payload["problems"] == [{
+        "location": "tasks.jsonl:1", "task_id": "A", "code": "unknown_dependency",
+        "message": "depends on GHOST, which no task in this plan has; fix the id or remove it",
+    }]

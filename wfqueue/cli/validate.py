@@ -1,0 +1,41 @@
+"""`wfqueue validate`: check a plan's unified tasks before anything runs them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from wfqueue.tasks_file import validate_path
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def summary(tasks: int, problems: int) -> str:
+    """'12 tasks, 0 problems' when clean, else '3 problems in 12 tasks'."""
+    if problems == 0:
+        return f"{_plural(tasks, 'task')}, 0 problems"
+    return f"{_plural(problems, 'problem')} in {_plural(tasks, 'task')}"
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("validate")
+    def validate(
+        path: str = typer.Argument(..., help="tasks.jsonl, a .task/ folder, or a session folder holding one."),
+        repo: str = typer.Option(None, "--repo", help="Repository files[] paths are relative to (default: from PATH)."),
+        as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout and nothing else there."),
+    ) -> None:
+        """Check tasks: schema, ids, dependencies, cycles, and that files to modify exist. Exit 2 on problems."""
+        tasks, problems = validate_path(Path(path), Path(repo) if repo is not None else None)
+        if as_json:
+            payload = {"path": path, "tasks": len(tasks), "problems": [p.model_dump() for p in problems]}
+            typer.echo(json.dumps(payload, ensure_ascii=False))
+        else:
+            for problem in problems:
+                typer.echo(f"{problem.location}  {problem.task_id or '-'}  {problem.message}")
+            typer.echo(summary(len(tasks), len(problems)))
+        if problems:
+            raise typer.Exit(2)

@@ -1,0 +1,194 @@
+"""The coordinator of a lite plan: assess, explore angles in parallel, clarify, plan, confirm.
+
+Exploration is a chord: one task per angle on the ``explore`` queue, the
+synthesis as its callback. The user's side (showing the assessment, asking
+clarification questions, confirming or editing the plan) goes through a small
+UI protocol; ``-y`` answers every question with the safe default.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import redis
+from celery import Celery, chord
+from pydantic import BaseModel, Field
+
+from wfqueue.errors import BadInputError
+from wfqueue.fsio import atomic_write_text
+from wfqueue.lite.models import Assessment, ClarificationAnswer, LitePlanDraft
+from wfqueue.lite.steps import TASKS_FILE, write_plan_md
+from wfqueue.lite.synthesis import MergedQuestion, rounds
+from wfqueue.providers import check_provider_spec
+from wfqueue.runtime import broker_runtime, wait_for
+from wfqueue.sessions import WORKFLOW_DIR, session_date, slugify
+from wfqueue.settings import Settings
+from wfqueue.state import SessionState
+from wfqueue.task_names import EXPLORE_ANGLE, LITE_ASSESS, LITE_PLAN, LITE_SYNTHESIZE, QUEUE_CONTROL, QUEUE_EXPLORE
+from wfqueue.tasks_file import validate_path
+
+LITE_DIR = ".lite-plan"
+MODIFY_ROUNDS = 3
+PlanDecision = Literal["allow", "modify", "cancel"]
+
+
+class LiteRequest(BaseModel):
+    requirement: str = Field(min_length=1)
+    repo: Path
+    provider: str
+    explore: bool = False
+    yes: bool = False
+    workers: int | None = Field(default=None, ge=1, le=64)
+
+
+class LiteResult(BaseModel):
+    session_id: str
+    session_dir: str
+    status: str
+    tasks: int
+    conflicts: int
+    complexity: str
+    angles: list[str]
+    failed_angles: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.status == "partial" else 0
+
+
+class LiteUI(Protocol):
+    def info(self, message: str) -> None: ...
+    def show_assessment(self, assessment: Assessment) -> None: ...
+    def progress(self, agents: dict[str, dict[str, Any]]) -> None: ...
+    def done(self) -> None: ...
+    def ask(self, batch: list[MergedQuestion], number: int, total: int) -> list[str]:
+        """Answers to one round of at most four questions ('' for no answer)."""
+        ...
+    def confirm_plan(self, tasks_path: Path, draft: LitePlanDraft) -> PlanDecision: ...
+    def edit_tasks(self, tasks_path: Path, problems: list[str]) -> None:
+        """Let the user edit tasks.jsonl (``problems`` from a previous try); return when done."""
+        ...
+
+
+def new_lite_session_id(requirement: str, now: datetime, existing: set[str]) -> str:
+    base = f"{slugify(requirement, 40)}-{session_date(now)}"
+    candidate, n = base, 1
+    while candidate in existing:
+        n += 1
+        candidate = f"{base}-{n}"
+    return candidate
+
+
+def shared_files(draft: LitePlanDraft) -> int:
+    """Files that more than one task touches: where parallel execution could collide."""
+    owners: dict[str, set[str]] = {}
+    for task in draft.tasks:
+        for file in task.files:
+            owners.setdefault(file.path, set()).add(task.id)
+    return sum(1 for ids in owners.values() if len(ids) > 1)
+
+
+class LiteCoordinator:
+    def __init__(self, settings: Settings, ui: LiteUI) -> None:
+        self.settings = settings
+        self.ui = ui
+
+    def run(self, request: LiteRequest) -> LiteResult:
+        check_provider_spec(request.provider)
+        if not request.repo.is_dir():
+            raise BadInputError(f"--repo {request.repo} is not a directory")
+        with broker_runtime(self.settings, request.repo, request.workers or 4, self.ui) as runtime:
+            return self._plan(runtime.app, runtime.settings, runtime.client, request)
+
+    def _plan(self, app: Celery, settings: Settings, client: redis.Redis, request: LiteRequest) -> LiteResult:
+        root = request.repo / WORKFLOW_DIR / LITE_DIR
+        existing = {p.name for p in root.iterdir()} if root.is_dir() else set()
+        session_id = new_lite_session_id(request.requirement, datetime.now(timezone.utc), existing)
+        session_dir = root / session_id
+        session_dir.mkdir(parents=True)
+        state = SessionState(client, session_id, settings.state_ttl_s)
+        state.reset()
+        state.set_meta(kind="lite", repo=str(request.repo), session_dir=str(session_dir),
+                       requirement=request.requirement, provider=request.provider, status="planning")
+        self.ui.info(f"session {session_id}")
+        common = {"session_id": session_id, "repo": str(request.repo), "requirement": request.requirement,
+                  "provider": request.provider}
+        assessed = wait_for(app.send_task(LITE_ASSESS, kwargs={**common, "force_explore": request.explore}),
+                            "the assessment", settings)
+        assessment = Assessment.model_validate(assessed)
+        self.ui.show_assessment(assessment)
+        questions: list[MergedQuestion] = []
+        failed: dict[str, str] = {}
+        if assessment.needs_exploration:
+            questions, failed = self._explore(app, settings, state, session_dir, assessment, common)
+        answers = self._clarify(questions, request.yes)
+        planned = app.send_task(LITE_PLAN, kwargs={**common, "session_dir": str(session_dir),
+                                                   "answers": [a.model_dump() for a in answers]})
+        wait_for(planned, "planning", settings)
+        draft = LitePlanDraft.model_validate_json(state.recall("lite_plan") or "")
+        status = "partial" if failed else "completed"
+        if not request.yes:
+            draft, status = self._confirm(state, session_dir, request.requirement, assessment, draft, failed, status)
+        state.set_meta(status=status)
+        return LiteResult(session_id=session_id, session_dir=str(session_dir), status=status, tasks=len(draft.tasks),
+                          conflicts=shared_files(draft), complexity=assessment.complexity,
+                          angles=assessment.angles if assessment.needs_exploration else [], failed_angles=failed)
+
+    def _explore(self, app: Celery, settings: Settings, state: SessionState, session_dir: Path,
+                 assessment: Assessment, common: dict[str, Any]) -> tuple[list[MergedQuestion], dict[str, str]]:
+        for angle in assessment.angles:
+            state.set_agent(angle, state="queued")
+        header = [app.signature(EXPLORE_ANGLE, queue=QUEUE_EXPLORE,
+                                kwargs={**common, "output_dir": str(session_dir), "angle": angle})
+                  for angle in assessment.angles]
+        body = app.signature(LITE_SYNTHESIZE, queue=QUEUE_CONTROL,
+                             args=(state.session_id, str(session_dir), common["requirement"]))
+        try:
+            synthesis = wait_for(chord(header)(body), "exploration", settings,
+                                 tick=lambda: self.ui.progress(state.agents(assessment.angles)))
+        finally:
+            self.ui.done()
+        for angle, reason in synthesis["failed"].items():
+            self.ui.info(f"angle {angle} skipped: {reason}")
+        return [MergedQuestion.model_validate(q) for q in synthesis["questions"]], dict(synthesis["failed"])
+
+    def _clarify(self, questions: list[MergedQuestion], yes: bool) -> list[ClarificationAnswer]:
+        if not questions:
+            return []
+        if yes:
+            self.ui.info(f"{len(questions)} clarification question(s) skipped (-y)")
+            return []
+        answers = []
+        batches = rounds(questions)
+        for number, batch in enumerate(batches, start=1):
+            replies = self.ui.ask(batch, number, len(batches))
+            answers += [ClarificationAnswer(question=q.question, answer=a) for q, a in zip(batch, replies) if a.strip()]
+        return answers
+
+    def _confirm(self, state: SessionState, session_dir: Path, requirement: str, assessment: Assessment,
+                 draft: LitePlanDraft, failed: dict[str, str], status: str) -> tuple[LitePlanDraft, str]:
+        """Allow / Modify (the user edits tasks.jsonl; at most three rounds) / Cancel."""
+        tasks_path = session_dir / TASKS_FILE
+        for round_number in range(MODIFY_ROUNDS + 1):
+            decision = self.ui.confirm_plan(tasks_path, draft)
+            if decision == "allow":
+                return draft, status
+            if decision == "cancel":
+                return draft, "cancelled"
+            if round_number == MODIFY_ROUNDS:
+                break
+            before = tasks_path.read_text(encoding="utf-8")
+            self.ui.edit_tasks(tasks_path, [])
+            loaded, found = validate_path(tasks_path, Path(str(state.meta().get("repo"))))
+            if found:
+                # An edit that does not validate is not kept: the plan stays whole.
+                atomic_write_text(tasks_path, before)
+                self.ui.info("edit not applied, tasks.jsonl restored: " + "; ".join(str(p) for p in found[:5]))
+                continue
+            draft = draft.model_copy(update={"tasks": [item.task for item in loaded]})
+            write_plan_md(state, session_dir, requirement, assessment, draft, failed)
+        self.ui.info(f"the plan still needs changes after {MODIFY_ROUNDS} rounds: for a change this size, "
+                     "use `wfqueue plan` (a full workflow session)")
+        return draft, "cancelled"

@@ -1,0 +1,129 @@
+"""The steps of a lite plan, as workers run them: assess, explore one angle, synthesise, plan.
+
+Each step calls the provider (its answer remembered in Redis before any file is
+written, so a redelivered task writes the same bytes), verifies or validates
+what came back, and saves. Exploration is shared with workflow sessions: it
+writes into whatever folder it is given.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from wfqueue.collab.steps import now_iso
+from wfqueue.errors import ProviderError
+from wfqueue.fsio import atomic_write_json, atomic_write_text
+from wfqueue.lite.models import AngleFindings, Assessment, ClarificationAnswer, LitePlanDraft, VerifiedExploration
+from wfqueue.lite.render import render_exploration, render_notes, render_plan
+from wfqueue.lite.synthesis import MergedQuestion, core_files, manifest, merge_questions
+from wfqueue.lite.verify import verify_findings
+from wfqueue.providers import AssessStep, ExploreAngleStep, LitePlanStep, Provider
+from wfqueue.state import SessionState
+from wfqueue.tasks_file import check_plan, dump_jsonl, parse_jsonl
+
+MANIFEST_FILE = "explorations-manifest.json"
+NOTES_FILE = "exploration-notes.md"
+ANALYSIS_FILE = "requirement-analysis.json"
+TASKS_FILE = "tasks.jsonl"
+PLAN_FILE = "plan.md"
+
+
+def run_assessment(state: SessionState, provider: Provider, repo: str, requirement: str, force_explore: bool) -> Assessment:
+    cached = state.recall("assessment")
+    if cached is None:
+        answer = provider.run(AssessStep(session_id=state.session_id, repo=repo, requirement=requirement,
+                                         force_explore=force_explore))
+        cached = state.remember_once("assessment", answer.model_dump_json())
+    return Assessment.model_validate_json(cached)
+
+
+def run_exploration(state: SessionState, provider: Provider, output_dir: Path, repo: str, requirement: str,
+                    angle: str, worker: str) -> VerifiedExploration:
+    """Explore one angle, verify every finding against the code, write exploration-{angle}.md."""
+    key = f"exploration:{angle}"
+    cached = state.recall(key)
+    if cached is None:
+        started = time.time()
+        findings = provider.run(ExploreAngleStep(session_id=state.session_id, repo=repo, requirement=requirement,
+                                                 angle=angle))
+        assert isinstance(findings, AngleFindings)
+        checks = verify_findings(Path(repo), findings)
+        fresh = VerifiedExploration(findings=findings, checks=checks, provider=provider.name, timestamp=now_iso(),
+                                    worker=worker, pid=os.getpid(), started_at=started, finished_at=time.time())
+        cached = state.remember_once(key, fresh.model_dump_json())
+    exploration = VerifiedExploration.model_validate_json(cached)
+    atomic_write_text(output_dir / f"exploration-{angle}.md", render_exploration(exploration, requirement))
+    return exploration
+
+
+def explorations_for(state: SessionState, angles: list[str]) -> tuple[list[VerifiedExploration], dict[str, str]]:
+    """The angles that finished (from Redis) and why the others did not."""
+    done, failed = [], {}
+    for angle in angles:
+        raw = state.recall(f"exploration:{angle}")
+        if raw is not None:
+            done.append(VerifiedExploration.model_validate_json(raw))
+        else:
+            record = state.agent(angle)
+            failed[angle] = str(record.get("error") or f"no result (last state: {record.get('state', 'never started')})")
+    return done, failed
+
+
+def run_synthesis(state: SessionState, session_dir: Path, requirement: str) -> tuple[list[MergedQuestion], dict[str, str]]:
+    assessment = Assessment.model_validate_json(state.recall("assessment") or "")
+    explorations, failed = explorations_for(state, assessment.angles)
+    timestamp = state.remember_once("synthesized_at", now_iso())
+    atomic_write_json(session_dir / MANIFEST_FILE, manifest(state.session_id, requirement, timestamp,
+                                                            assessment.complexity, explorations, str(session_dir), failed))
+    questions = merge_questions(explorations)
+    atomic_write_text(session_dir / NOTES_FILE, render_notes(requirement, timestamp, assessment, explorations,
+                                                             core_files(explorations), questions, failed))
+    return questions, failed
+
+
+def run_planning(state: SessionState, provider: Provider, session_dir: Path, repo: str, requirement: str,
+                 answers: list[ClarificationAnswer]) -> LitePlanDraft:
+    """Plan from what was verified; write requirement-analysis.json, tasks.jsonl, plan.md."""
+    assessment = Assessment.model_validate_json(state.recall("assessment") or "")
+    explorations, failed = explorations_for(state, assessment.angles if assessment.needs_exploration else [])
+    if not assessment.needs_exploration:
+        failed = {}
+    cached = state.recall("lite_plan")
+    if cached is None:
+        draft = provider.run(LitePlanStep(session_id=state.session_id, repo=repo, requirement=requirement,
+                                          assessment=assessment, explorations=explorations, answers=answers))
+        cached = state.remember_once("lite_plan", draft.model_dump_json(exclude_none=True))
+    draft = LitePlanDraft.model_validate_json(cached)
+    text = dump_jsonl(draft.tasks)
+    loaded, problems = parse_jsonl(text, TASKS_FILE)
+    problems += check_plan(loaded, Path(repo))
+    if problems:
+        raise ProviderError(
+            "the plan does not validate: " + "; ".join(str(p) for p in problems[:5]),
+            hint="rerun the plan; a provider must only name files that exist (or create them)",
+        )
+    created = state.remember_once("created_at", now_iso())
+    atomic_write_json(session_dir / ANALYSIS_FILE, {
+        "session_id": state.session_id,
+        "original_requirement": requirement,
+        "complexity": assessment.complexity,
+        "exploration_angles": assessment.angles if assessment.needs_exploration else [],
+        "total_explorations": len(explorations),
+        "timestamp": created,
+        "assessment": assessment.model_dump(mode="json"),
+        "clarifications": [a.model_dump() for a in answers],
+        "failed_angles": failed,
+    })
+    atomic_write_text(session_dir / TASKS_FILE, text)
+    write_plan_md(state, session_dir, requirement, assessment, draft, failed)
+    return draft
+
+
+def write_plan_md(state: SessionState, session_dir: Path, requirement: str, assessment: Assessment,
+                  draft: LitePlanDraft, failed: dict[str, str]) -> None:
+    created = state.remember_once("created_at", now_iso())
+    atomic_write_text(session_dir / PLAN_FILE, render_plan(state.session_id, requirement, created, assessment,
+                                                           draft.understanding, draft.tasks,
+                                                           str(session_dir / TASKS_FILE), failed))

@@ -1,0 +1,346 @@
+"""Reading, checking and writing unified task files (tasks.jsonl and .task/*.json).
+
+Parsing and checking are pure and return problems instead of raising, so one run
+reports every defect of a plan at once. Only ``load_task_dir`` and
+``validate_path`` touch the disk. The format is ARTIFACTS.md section 2.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from wfqueue.errors import BadInputError
+from wfqueue.sessions import WORKFLOW_DIR, resolve_repo
+from wfqueue.unified_task import UnifiedTask
+
+ProblemCode = Literal[
+    "invalid_json", "schema", "duplicate_id", "unknown_dependency", "self_dependency",
+    "dependency_cycle", "missing_file", "not_an_object", "empty",
+]
+PATH_HINT = "pass a tasks.jsonl file, a .task/ folder, or a session folder that contains one"
+# The 6-field layout has no verification or definition of done; these defaults
+# keep mapped tasks valid while saying plainly that checking is manual.
+LEGACY_VERIFICATION = "Check each acceptance criterion by hand."
+LEGACY_DONE = "All acceptance criteria are met."
+_LINE_RANGE = re.compile(r"^\d+(-\d+)?$")
+
+
+class TaskProblem(BaseModel):
+    location: str
+    task_id: str | None
+    code: ProblemCode
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.location}: {self.message}"
+
+
+class LoadedTask(BaseModel):
+    task: UnifiedTask
+    location: str
+    legacy: bool
+
+
+# -- the 6-field layout -------------------------------------------------------
+
+
+def is_legacy(data: dict[str, Any]) -> bool:
+    return ("context" in data or "flow_control" in data) and "convergence" not in data
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list) else [value]
+
+
+def _target_file(entry: Any) -> Any:
+    """``path``, ``path:symbol`` or ``path:symbol:lines`` -> a files[] entry."""
+    if not isinstance(entry, str):
+        return entry  # already an object (or garbage the schema check will name)
+    path, _, rest = entry.partition(":")
+    parts = [p for p in rest.split(":") if p]
+    symbols = [p for p in parts if not _LINE_RANGE.match(p)]
+    # The target is the symbol; a bare line range is the only location there is.
+    target = ":".join(symbols) or ":".join(parts)
+    return {"path": path, "target": target} if target else {"path": path}
+
+
+def legacy_to_unified(data: dict[str, Any]) -> dict[str, Any]:
+    """Map a 6-field task to the unified layout (ARTIFACTS.md section 2).
+
+    Unified fields already present win over their legacy source. Legacy
+    sub-fields with no unified home stay under ``context`` / ``flow_control``
+    so nothing the planner wrote is lost.
+    """
+    out = {k: v for k, v in data.items() if not (k in ("context", "flow_control") and isinstance(v, dict))}
+    context = dict(data["context"]) if isinstance(data.get("context"), dict) else {}
+    flow = dict(data["flow_control"]) if isinstance(data.get("flow_control"), dict) else {}
+    meta = dict(data["meta"]) if isinstance(data.get("meta"), dict) else None
+
+    requirements = [str(r) for r in _as_list(context.pop("requirements", None))]
+    out.setdefault("description", "\n".join(requirements))
+    out.setdefault("implementation", requirements)
+    if "convergence" not in out:
+        out["convergence"] = {
+            "criteria": _as_list(context.pop("acceptance", None)),
+            "verification": LEGACY_VERIFICATION,
+            "definition_of_done": LEGACY_DONE,
+        }
+    for source, key, field in ((context, "depends_on", "depends_on"), (context, "focus_paths", "focus_paths")):
+        if key in source and field not in out:
+            out[field] = _as_list(source.pop(key))
+    if "target_files" in flow and "files" not in out:
+        out["files"] = [_target_file(t) for t in _as_list(flow.pop("target_files"))]
+    if meta is not None:
+        if "type" in meta and "type" not in out:
+            out["type"] = meta.pop("type")
+        out["meta"] = meta
+    for key, rest in (("context", context), ("flow_control", flow)):
+        if rest:
+            out[key] = rest
+    return out
+
+
+# -- parsing (pure) -----------------------------------------------------------
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    text = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
+    return text or "task"
+
+
+def load_object(data: Any, location: str) -> tuple[LoadedTask | None, list[TaskProblem]]:
+    """One decoded JSON value -> a task, or the problems that keep it from being one."""
+    if not isinstance(data, dict):
+        message = f"expected a JSON object (one task), found {type(data).__name__}; write each task as one {{...}} object"
+        return None, [TaskProblem(location=location, task_id=None, code="not_an_object", message=message)]
+    legacy = is_legacy(data)
+    mapped = legacy_to_unified(data) if legacy else data
+    task_id = mapped.get("id") if isinstance(mapped.get("id"), str) else None
+    try:
+        return LoadedTask(task=UnifiedTask.model_validate(mapped), location=location, legacy=legacy), []
+    except ValidationError as exc:
+        note = " (after mapping the 6-field layout)" if legacy else ""
+        return None, [
+            TaskProblem(
+                location=location, task_id=task_id, code="schema",
+                message=f"{_field_path(err['loc'])}: {err['msg']}{note}; fix it to match the unified task schema",
+            )
+            for err in exc.errors()
+        ]
+
+
+def _invalid_json(location: str, exc: json.JSONDecodeError, with_line: bool) -> TaskProblem:
+    where = f"line {exc.lineno} column {exc.colno}" if with_line else f"column {exc.colno}"
+    message = f"invalid JSON at {where}: {exc.msg}; fix the syntax so it holds one JSON object"
+    return TaskProblem(location=location, task_id=None, code="invalid_json", message=message)
+
+
+def parse_jsonl(text: str, name: str = "tasks.jsonl") -> tuple[list[LoadedTask], list[TaskProblem]]:
+    tasks: list[LoadedTask] = []
+    problems: list[TaskProblem] = []
+    # split("\n"), not splitlines(): U+2028 and friends are legal inside JSON strings.
+    for number, line in enumerate(text.removeprefix("\ufeff").split("\n"), start=1):
+        if not line.strip():
+            continue
+        location = f"{name}:{number}"
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.append(_invalid_json(location, exc, with_line=False))
+            continue
+        task, found = load_object(data, location)
+        tasks.extend([task] if task else [])
+        problems.extend(found)
+    if not tasks and not problems:
+        message = "no tasks in the file; write one task per line as a JSON object"
+        problems.append(TaskProblem(location=name, task_id=None, code="empty", message=message))
+    return tasks, problems
+
+
+def dump_jsonl(tasks: list[UnifiedTask]) -> str:
+    """One compact JSON object per line; unknown fields (even null ones) written back."""
+    lines = [json.dumps(_json_ready(t), ensure_ascii=False, separators=(",", ":")) for t in tasks]
+    return "".join(line + "\n" for line in lines)
+
+
+def _json_ready(task: UnifiedTask) -> dict[str, Any]:
+    # UnifiedTask.dump() drops every None, including null values of unknown
+    # fields; keep a None when the input had it, drop only unset defaults.
+    return _drop_unset_nones(task.model_dump(mode="json"), task.model_dump(mode="json", exclude_unset=True))
+
+
+def _drop_unset_nones(full: Any, given: Any) -> Any:
+    if isinstance(full, dict):
+        seen = given if isinstance(given, dict) else {}
+        return {k: _drop_unset_nones(v, seen.get(k)) for k, v in full.items() if v is not None or k in seen}
+    if isinstance(full, list):
+        seen_items = given if isinstance(given, list) else []
+        return [_drop_unset_nones(v, seen_items[i] if i < len(seen_items) else None) for i, v in enumerate(full)]
+    return full
+
+
+# -- checking the plan as a whole (pure given `existing`) ---------------------
+
+
+def find_cycles(graph: dict[str, list[str]]) -> list[list[str]]:
+    """Cycles as ``[a, b, ..., a]`` (each depends on the next), each reported once.
+
+    One cycle per DFS back edge, rotated to start at its smallest id. Iterative,
+    so a 10 000-task chain does not hit the recursion limit. Unknown ids and
+    self-dependencies are skipped: they are reported as problems of their own.
+    """
+    state = dict.fromkeys(graph, 0)  # 0 unvisited, 1 on the current path, 2 done
+    cycles: list[list[str]] = []
+    seen: set[tuple[str, ...]] = set()
+    for start, deps in graph.items():
+        if state[start]:
+            continue
+        path, position = [start], {start: 0}
+        stack = [iter(deps)]
+        state[start] = 1
+        while stack:
+            dep = next(stack[-1], None)
+            if dep is None:
+                state[path[-1]] = 2
+                del position[path.pop()]
+                stack.pop()
+            elif dep not in state or dep == path[-1]:
+                continue
+            elif state[dep] == 1:
+                cycle = path[position[dep]:]
+                first = cycle.index(min(cycle))
+                key = tuple(cycle[first:] + cycle[:first])
+                if key not in seen:  # a dependency listed twice is the same edge twice
+                    seen.add(key)
+                    cycles.append([*key, key[0]])
+            elif state[dep] == 0:
+                state[dep] = 1
+                position[dep] = len(path)
+                path.append(dep)
+                stack.append(iter(graph[dep]))
+    return cycles
+
+
+def repo_relative(path: str) -> str | None:
+    """The normalised repo-relative path, or None when it is absolute or escapes the repo."""
+    posix = path.replace("\\", "/")
+    if posix.startswith("/") or re.match(r"^[A-Za-z]:", posix):
+        return None
+    normal = posixpath.normpath(posix)
+    return None if normal == ".." or normal.startswith("../") else normal
+
+
+def _on_disk(root: Path) -> Callable[[str], bool]:
+    return lambda rel: (root / rel).exists()
+
+
+def check_plan(
+    tasks: list[LoadedTask], repo: Path | None, existing: Callable[[str], bool] | None = None
+) -> list[TaskProblem]:
+    """Ids, dependencies, cycles and files[] paths across all tasks of one plan."""
+    if existing is None and repo is not None:
+        existing = _on_disk(repo.resolve())
+    problems: list[TaskProblem] = []
+
+    def add(loaded: LoadedTask, code: ProblemCode, message: str) -> None:
+        problems.append(TaskProblem(location=loaded.location, task_id=loaded.task.id, code=code, message=message))
+
+    first: dict[str, LoadedTask] = {}
+    for loaded in tasks:
+        tid = loaded.task.id
+        if tid in first:
+            add(loaded, "duplicate_id", f"duplicate id {tid} (first used at {first[tid].location}); give each task a unique id")
+        else:
+            first[tid] = loaded
+    for loaded in tasks:
+        for dep in loaded.task.depends_on:
+            if dep == loaded.task.id:
+                add(loaded, "self_dependency", f"{dep} depends on itself; remove it from depends_on")
+            elif dep not in first:
+                add(loaded, "unknown_dependency", f"depends on {dep}, which no task in this plan has; fix the id or remove it")
+    for cycle in find_cycles({tid: t.task.depends_on for tid, t in first.items()}):
+        chain = " -> ".join(cycle)
+        add(first[cycle[0]], "dependency_cycle", f"dependency cycle {chain}; remove one of these dependencies")
+    for loaded in tasks:
+        for entry in loaded.task.files:
+            rel = repo_relative(entry.path)
+            if rel is None:
+                add(loaded, "missing_file", f"file {entry.path} is outside the repository; use a path relative to the repo root")
+            elif entry.action != "create" and existing is not None and not existing(rel):
+                add(loaded, "missing_file", f"file {entry.path} does not exist but is to be {entry.action}d; "
+                    "fix the path or use action create")
+    return problems
+
+
+# -- disk -----------------------------------------------------------------------
+
+
+def load_task_dir(folder: Path) -> tuple[list[LoadedTask], list[TaskProblem]]:
+    """Every ``*.json`` in a ``.task/`` folder, in sorted file-name order."""
+    tasks: list[LoadedTask] = []
+    problems: list[TaskProblem] = []
+    files = sorted(p for p in folder.glob("*.json") if p.is_file())
+    for file in files:
+        location = f"{folder.name}/{file.name}"
+        try:
+            data = json.loads(file.read_text(encoding="utf-8-sig"))
+        except UnicodeDecodeError:
+            message = "not UTF-8 text; save the task file as UTF-8 JSON"
+            problems.append(TaskProblem(location=location, task_id=None, code="invalid_json", message=message))
+            continue
+        except json.JSONDecodeError as exc:
+            problems.append(_invalid_json(location, exc, with_line=True))
+            continue
+        task, found = load_object(data, location)
+        tasks.extend([task] if task else [])
+        problems.extend(found)
+    if not files:
+        message = "no *.json task files in this folder; a plan needs at least one task"
+        problems.append(TaskProblem(location=f"{folder.name}/", task_id=None, code="empty", message=message))
+    return tasks, problems
+
+
+def default_repo(path: Path) -> Path:
+    """X for a path under ``X/.workflow/``; else the git top level of the cwd, else the cwd."""
+    for parent in path.resolve().parents:
+        if parent.name == WORKFLOW_DIR:
+            return parent.parent
+    return resolve_repo(None)
+
+
+def validate_path(path: Path, repo: Path | None) -> tuple[list[LoadedTask], list[TaskProblem]]:
+    """Load and check a tasks.jsonl, a .task/ folder, or a session folder holding one."""
+    if not path.exists():
+        raise BadInputError(f"{path}: no such file or folder", hint=PATH_HINT)
+    if path.is_dir():
+        if (path / "tasks.jsonl").is_file():
+            source = path / "tasks.jsonl"
+        elif (path / ".task").is_dir():
+            source = path / ".task"
+        elif path.name == ".task" or any(path.glob("*.json")):
+            source = path
+        else:
+            raise BadInputError(f"{path}: holds no tasks.jsonl, .task/ folder or task .json files", hint=PATH_HINT)
+    elif path.suffix == ".jsonl":
+        source = path
+    else:
+        raise BadInputError(f"{path}: unsupported file type", hint=f"{PATH_HINT}; for one .task/*.json, pass its folder")
+    root = resolve_repo(repo) if repo is not None else default_repo(path)
+    if source.is_dir():
+        tasks, problems = load_task_dir(source)
+    else:
+        try:
+            text = source.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BadInputError(f"{source}: cannot be read as UTF-8 text ({exc})", hint=PATH_HINT) from exc
+        tasks, problems = parse_jsonl(text, name=source.name)
+    return tasks, problems + check_plan(tasks, root)
