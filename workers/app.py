@@ -5,6 +5,8 @@ Settings are built here, once per worker, and handed to the task modules.
 
 from __future__ import annotations
 
+import wfqueue.providers.offline.provider  # noqa: F401 - loaded before the prefork pool forks, not per task
+import wfqueue.providers.scripted  # noqa: F401
 from wfqueue.celery_app import create_app
 from wfqueue.settings import load_settings
 from workers import collab, lite

@@ -11,7 +11,13 @@ import pytest
 
 from wfqueue.analysis import build_index
 from wfqueue.lite.explore_offline import angle_names, explore_angle
-from wfqueue.lite.models import AngleFindings, Dependency, IntegrationPoint, Pattern, RelevantFile
+from wfqueue.lite.models import (
+    AngleFindings,
+    Dependency,
+    IntegrationPoint,
+    Pattern,
+    RelevantFile,
+)
 from wfqueue.lite.verify import verify_findings
 
 REQUIREMENT = "Add per-user rate limiting to the API"
@@ -133,8 +139,21 @@ def test_findings_are_bounded_and_literal(sample_repo: Path, angle: str) -> None
         assert lines_of(sample_repo, point.file)[point.line - 1].strip() == point.snippet, point
     for dep in findings.dependencies:
         assert dep.target in index.imports[dep.source], dep
+    if angle != "testing":
+        assert not any(p.file.startswith("tests/") for p in findings.integration_points), "tests are not plug-in points"
     for need in findings.clarification_needs:
         assert 2 <= len(need.options) <= 3, need
+
+
+def test_structural_angles_look_beyond_the_relevant_files(sample_repo: Path) -> None:
+    security = explore(sample_repo, "security")
+    relevant = {f.path for f in security.relevant_files}
+    assert security.dependencies
+    assert all(d.source in relevant and d.target in relevant for d in security.dependencies)
+    deps = explore(sample_repo, "dependencies")
+    relevant = {f.path for f in deps.relevant_files}
+    assert any(d.target not in relevant or d.source not in relevant for d in deps.dependencies)
+    assert "pyproject.toml" in relevant, "the manifest declaring external dependencies"
 
 
 def test_constraints_and_clarifications_come_from_the_analysis(sample_repo: Path) -> None:
@@ -309,7 +328,7 @@ def test_dependencies_are_checked_against_real_imports(sample_repo: Path) -> Non
         ],
     )
     checks = verify_findings(sample_repo, findings)
-    assert [c.subject for c in checks][0] == "notes_api/api/middleware.py -> notes_api/auth/tokens.py"
+    assert checks[0].subject == "notes_api/api/middleware.py -> notes_api/auth/tokens.py"
     assert [c.verified for c in checks] == [True, True, True, False, False, False, False, False, True, False]
     assert checks[0].evidence == (
         "imports notes_api/auth/tokens.py at line 15: `from notes_api.auth.tokens import TokenError, verify_token`"
@@ -377,3 +396,28 @@ def test_verification_catches_code_that_moved(sample_repo: Path) -> None:
     gone = verify_findings(sample_repo, findings)
     assert any(c.kind == "file" and c.subject == "notes_api/storage/cache.py" and not c.verified for c in gone)
     assert any(c.kind == "dependency" and c.subject.endswith("-> notes_api/storage/cache.py") and not c.verified for c in gone)
+
+
+def test_a_requirement_the_code_never_mentions(sample_repo: Path) -> None:
+    findings = explore(sample_repo, "made-up-angle", "Frobnicate the zzqx")
+    index = build_index(sample_repo)
+    assert findings.relevant_files and all(f.relevance == "low" for f in findings.relevant_files)
+    assert all("no word of the query occurs in the code" in f.rationale for f in findings.relevant_files)
+    most_imported = max(
+        (f.path for f in index.files if not f.is_test and index.symbols[f.path]),
+        key=lambda p: sum(p in targets for targets in index.imports.values()),
+    )
+    assert findings.relevant_files[0].path == most_imported
+    assert findings.patterns == [], "no requirement word occurs, so no pattern can be claimed"
+    questions = [c.question for c in findings.clarification_needs]
+    assert any("'frobnicate', 'zzqx'" in q for q in questions), questions
+    assert any(q.startswith("No file matches the requirement from the made-up-angle angle") for q in questions)
+    assert all(c.verified for c in verify_findings(sample_repo, findings))
+
+
+def test_a_repository_without_code(tmp_path: Path) -> None:
+    (tmp_path / "README.md").write_text("# Notes\n", encoding="utf-8")
+    findings = explore(tmp_path, "caching")
+    assert findings.relevant_files == [] and findings.patterns == [] and findings.integration_points == []
+    assert findings.clarification_needs[-1].options == ["please name the modules", "start a new module"]
+    assert verify_findings(tmp_path, findings) == []

@@ -41,13 +41,16 @@ MAX_FILES = 8
 MAX_PATTERNS = 6
 MAX_POINTS = 8
 MAX_DEPENDENCIES = 10
+OUTER_DEPENDENCIES = 3  # slots structural angles keep for edges leaving the relevant files
 MAX_CONSTRAINTS = 6
 MAX_CLARIFICATIONS = 3
 MAX_STRUCTURE = 6
+MAX_LINE_TEXT = 200  # longest example / snippet quoted from a line
 TESTING_TEST_FILES = 5  # the testing angle keeps the rest of its files for the code under test
 HIGH, MEDIUM = 0.6, 0.3  # score ratios to the best file
 CLOSE_SCORES = 0.85  # a runner-up within 15 % of the best file is a real choice
 _TRIPLE_QUOTE = re.compile(r"\"\"\"|'''")
+MAX_MANIFESTS = 2  # the dependencies angle lists the files declaring external packages
 _MANIFESTS = ("pyproject.toml", "setup.cfg", "setup.py", "requirements.txt", "package.json", "go.mod", "Cargo.toml")
 
 
@@ -317,7 +320,16 @@ class _Reader:
 class _Hit:
     path: str
     line: int
-    text: str  # the line, stripped
+    text: str  # the line, stripped, at most MAX_LINE_TEXT characters around the match
+
+
+def _hit(path: str, number: int, line: str, match: re.Match[str]) -> _Hit:
+    """A matched line; a very long one (minified code) is cut around the match."""
+    text = line.strip()
+    if len(text) > MAX_LINE_TEXT:
+        start = max(0, match.start() - (len(line) - len(line.lstrip())) - MAX_LINE_TEXT // 4)
+        text = text[start : start + MAX_LINE_TEXT].strip()
+    return _Hit(path, number, text)
 
 
 class _Explorer:
@@ -335,8 +347,8 @@ class _Explorer:
         self._code_lines: dict[str, list[int]] = {}
         self.ranked = self._rank()
         self.files = [path for path, _ in self.ranked]
-        self.scores = dict(self.ranked)
         self.probe_hits = self._probe_hits()
+        self._results: list[tuple[_Probe, list[_Hit]]] | None = None
 
     # ------------------------------------------------------------ ranking
 
@@ -345,7 +357,13 @@ class _Explorer:
         source = self.by_path.get(path)
         return source is not None and source.language in CODE_LANGUAGES and bool(self.index.symbols.get(path))
 
+    def _manifests(self) -> list[str]:
+        if self.key != "dependencies":
+            return []
+        return [m for m in _MANIFESTS if m in self.by_path][:MAX_MANIFESTS]
+
     def _rank(self) -> list[tuple[str, float]]:
+        limit = MAX_FILES - len(self._manifests())
         ranked = [
             (path, score)
             for path, score in rank_files(self.index, self.query, include_tests=self.spec.tests)
@@ -358,14 +376,14 @@ class _Explorer:
                 # Tests first, but keep room for the modules they exercise.
                 tests = [item for item in ranked if self.by_path[item[0]].is_test][:TESTING_TEST_FILES]
                 sources = [item for item in ranked if not self.by_path[item[0]].is_test]
-                ranked = sorted(tests + sources[: MAX_FILES - len(tests)], key=lambda i: (-i[1], i[0]))
-            return ranked[:MAX_FILES]
+                ranked = sorted(tests + sources[: limit - len(tests)], key=lambda i: (-i[1], i[0]))
+            return ranked[:limit]
         # Nothing shares a word with the query: the most depended-on modules.
         central = sorted(
             (f.path for f in self.index.files if self._is_code(f.path) and not f.is_test),
             key=lambda p: (-self.fan_in[p], p),
         )
-        return [(path, 0.0) for path in central[: min(MAX_FILES, 4)]]
+        return [(path, 0.0) for path in central[: min(limit, 4)]]
 
     def _matched_words(self, path: str) -> list[str]:
         """Query words (as written) whose tokens the file contains."""
@@ -408,9 +426,10 @@ class _Explorer:
                 RelevantFile(path=path, relevance=relevance, rationale="; ".join(reasons) or "ranked by BM25")  # type: ignore[arg-type]
             )
         if self.key == "dependencies":
-            for manifest in _MANIFESTS:
-                if manifest in self.by_path and len(found) < MAX_FILES:
-                    found.append(RelevantFile(path=manifest, relevance="low", rationale="declares external dependencies"))
+            found += [
+                RelevantFile(path=m, relevance="low", rationale="declares the external dependencies")
+                for m in self._manifests()
+            ]
         return found
 
     def _probe_hits(self) -> dict[str, list[_Hit]]:
@@ -420,10 +439,10 @@ class _Explorer:
         for key in probes:
             regex = re.compile(_PROBES[key].regex)
             found = [
-                _Hit(path, number, line.strip())
+                _hit(path, number, line, match)
                 for path in self.files
                 for number, line in enumerate(self.reader.lines(path), 1)
-                if regex.search(line)
+                if (match := regex.search(line))
             ]
             if found:
                 hits[key] = found
@@ -442,19 +461,25 @@ class _Explorer:
             regex = rf"(?i)\b{re.escape(stem)}" if len(stem) <= 3 else rf"(?i){re.escape(stem)}"
             compiled = re.compile(regex)
             hits = [
-                _Hit(path, number, line.strip())
+                _hit(path, number, line, match)
                 for path in self.files
                 for number, line in enumerate(self.reader.lines(path), 1)
-                if compiled.search(line)
+                if (match := compiled.search(line))
             ]
             if hits:
                 found.append((_Probe(f"existing code using '{word.lower()}'", regex), hits))
         return found
 
     def _probe_results(self) -> list[tuple[_Probe, list[_Hit]]]:
-        if not self.spec.probes:
-            return self._term_probes()
-        return [(_PROBES[key], self.probe_hits[key]) for key in self.spec.probes if key in self.probe_hits]
+        """The constructs seen, in the angle's order of interest (computed once)."""
+        if self._results is None:
+            if self.spec.probes:
+                self._results = [
+                    (_PROBES[key], self.probe_hits[key]) for key in self.spec.probes if key in self.probe_hits
+                ]
+            else:
+                self._results = self._term_probes()
+        return self._results
 
     def patterns(self) -> list[Pattern]:
         found: list[Pattern] = []
@@ -476,8 +501,9 @@ class _Explorer:
         return max(inside, key=lambda s: (s.line, -s.end_line)) if inside else None
 
     def _line_text(self, path: str, line: int) -> str:
+        """The stripped line (a prefix when very long: snippets are matched by containment)."""
         lines = self.reader.lines(path)
-        return lines[line - 1].strip() if 0 < line <= len(lines) else ""
+        return lines[line - 1].strip()[:MAX_LINE_TEXT].strip() if 0 < line <= len(lines) else ""
 
     def _definition_points(self) -> list[IntegrationPoint]:
         per_file = [(path, self.symbols(path, limit=2)) for path in self.files]
@@ -572,7 +598,7 @@ class _Explorer:
                             file=user,
                             line=number,
                             description=f"uses {symbol.qualname} from {path}{where}",
-                            snippet=lines[number - 1].strip(),
+                            snippet=self._line_text(user, number),
                         )
                     )
         return points
@@ -634,13 +660,14 @@ class _Explorer:
         if self.spec.around:
             for target in self.files[:3]:
                 edges += [(user, target) for user in importers_of(self.index, target)]
-        unique: list[tuple[str, str]] = []
-        for edge in edges:
-            if edge not in unique:
-                unique.append(edge)
-        # Edges among relevant files first, then those reaching out.
-        unique.sort(key=lambda e: (not (e[0] in relevant and e[1] in relevant),))
-        return [Dependency(source=s, target=t) for s, t in unique[:MAX_DEPENDENCIES]]
+        unique = list(dict.fromkeys(edges))
+        inner = [e for e in unique if e[0] in relevant and e[1] in relevant]
+        outer = [e for e in unique if e not in inner]
+        # Edges among relevant files first; structural angles keep room for
+        # the edges reaching out of them (what else a change ripples into).
+        keep = MAX_DEPENDENCIES - min(len(outer), OUTER_DEPENDENCIES)
+        chosen = inner[:keep] + outer
+        return [Dependency(source=s, target=t) for s, t in chosen[:MAX_DEPENDENCIES]]
 
     def _code_files(self) -> list[str]:
         return [p for p in self.files if not self.by_path[p].is_test]
@@ -736,12 +763,17 @@ class _Explorer:
                 )
             )
         if not any(s > 0 for _, s in self.ranked):
-            options = [p for p, _ in self.ranked[:2]] + ["another module (please name it)"]
+            candidates = [p for p, _ in self.ranked[:2]]
+            viewpoint = f"the {label} angle" if self.angle.strip() else "any angle"
             found.append(
                 Clarification(
-                    question=f"No file matches the requirement from the {label} angle: which modules does it concern?",
-                    options=options if len(options) >= 2 else ["please name the modules", "explore the whole repository"],
-                    context="the most imported modules are listed as candidates",
+                    question=f"No file matches the requirement from {viewpoint}: which modules does it concern?",
+                    options=candidates + ["another module (please name it)"]
+                    if candidates
+                    else ["please name the modules", "start a new module"],
+                    context="the candidates are the most imported modules"
+                    if candidates
+                    else "the repository has no source file to anchor the change",
                 )
             )
         return found[:MAX_CLARIFICATIONS]

@@ -25,9 +25,21 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from wfqueue.analysis import js_imports, list_source_files, module_index_for, python_imports
+from wfqueue.analysis import (
+    js_imports,
+    list_source_files,
+    module_index_for,
+    python_imports,
+)
 from wfqueue.analysis.files import SourceFile, language_for
-from wfqueue.lite.models import AngleFindings, Check, Dependency, IntegrationPoint, Pattern, RelevantFile
+from wfqueue.lite.models import (
+    AngleFindings,
+    Check,
+    Dependency,
+    IntegrationPoint,
+    Pattern,
+    RelevantFile,
+)
 
 OUTSIDE = "outside the repository"
 # Bounds of the pattern grep: files scanned, bytes scanned, matches counted.
@@ -270,7 +282,7 @@ def _check_point(repo: _Repo, finding: IntegrationPoint) -> Check:
         return check(True, f"line {finding.line} exists: `{_quote(actual)}`")
     if wanted in normalise_space(actual):
         return check(True, f"snippet found at line {finding.line}: `{_quote(actual)}`")
-    for offset in (1, -1, 2, -2, 5)[: 2 * SNIPPET_WINDOW]:
+    for offset in (1, -1, 2, -2)[: 2 * SNIPPET_WINDOW]:
         number = finding.line + offset
         if 1 <= number <= len(lines) and wanted in normalise_space(lines[number - 1]):
             return check(

@@ -12,8 +12,6 @@ from wfqueue.providers.base import (
     Step,
     UnderstandStep,
 )
-from wfqueue.providers.offline import OfflineProvider
-from wfqueue.providers.scripted import ScriptedProvider
 from wfqueue.settings import Settings
 
 __all__ = [
@@ -32,10 +30,15 @@ def check_provider_spec(spec: str) -> str:
 
 def make_provider(spec: str, settings: Settings) -> Provider:
     check_provider_spec(spec)
-    # Imported at module level on purpose: workers load them before the pool forks.
+    # Imported here, not at the top: the planners import this package's step models.
+    # Workers preload both (workers/app.py) so pool processes do not pay for it per task.
     if spec == "offline":
+        from wfqueue.providers.offline.provider import OfflineProvider
+
         return OfflineProvider(max_file_bytes=settings.index_max_file_bytes)
     if spec.startswith("scripted:"):
+        from wfqueue.providers.scripted import ScriptedProvider
+
         return ScriptedProvider(spec.split(":", 1)[1], max_file_bytes=settings.index_max_file_bytes)
     raise ConfigError(
         "the anthropic provider is not available in this version",

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from wfqueue.errors import ProviderError
 from wfqueue.providers.base import ExploreAngleStep, PlanAreaStep, Step
-from wfqueue.providers.offline import OfflineProvider
+from wfqueue.providers.offline.provider import OfflineProvider
 
 
 def step_key(step: Step) -> str:

@@ -1,0 +1,98 @@
+"""Lite-plan decisions that need no workers: assessment, synthesis across angles, offline planning."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from wfqueue.analysis import build_index
+from wfqueue.lite.assess import RepoSignals, assess, select_preset
+from wfqueue.lite.models import AngleFindings, Check, Clarification, RelevantFile, VerifiedExploration
+from wfqueue.lite.plan_offline import plan_tasks
+from wfqueue.lite.synthesis import core_files, merge_questions, rounds
+from wfqueue.tasks_file import check_plan, dump_jsonl, parse_jsonl
+
+
+def quiet_repo(**overrides: object) -> RepoSignals:
+    values = {"relevant": ["a.py"], "max_fan_in": 0, "untested": [], "internal_edges": 0, "novel_words": []}
+    return RepoSignals(**{**values, **overrides})
+
+
+def test_presets_follow_the_keyword_table_and_ignore_file_paths() -> None:
+    assert select_preset("Refactor the auth module")[0] == "architecture"  # first matching preset wins
+    assert select_preset("Tighten permission checks")[0] == "security"
+    assert select_preset("Make listing less slow")[0] == "performance"
+    assert select_preset("Fix notes_api/auth/tokens.py")[0] == "bugfix"
+    assert select_preset("Add dark mode") == ("feature", ["patterns", "integration-points", "testing", "dependencies"])
+
+
+def test_complexity_sets_the_number_of_angles() -> None:
+    low = assess("Fix the message in app/tokens.py", quiet_repo(), False)
+    assert (low.complexity, low.angles) == ("Low", ["error-handling"])
+    medium = assess("Add export of notes", quiet_repo(relevant=["a.py", "b.py", "c.py"], novel_words=["export"]), False)
+    assert medium.complexity == "Medium" and len(medium.angles) == 3
+    high = assess("Restructure storage into layers", quiet_repo(relevant=list("abcdef"), internal_edges=5), False)
+    assert high.complexity == "High" and high.angles == ["architecture", "dependencies", "modularity",
+                                                         "integration-points"]
+
+
+def test_exploration_decision_and_its_reasons() -> None:
+    assert not assess("Write a changelog entry", quiet_repo(), False).needs_exploration
+    forced = assess("Write a changelog entry", quiet_repo(), True)
+    assert forced.needs_exploration and forced.exploration_reasons == ["--explore given"]
+    named = assess("Rename the helper in app/x.py", quiet_repo(), False)
+    assert named.exploration_reasons == ["names files: app/x.py", "modifies existing code"]
+
+
+def exploration(angle: str, files: list[tuple[str, str, bool]], questions: list[str]) -> VerifiedExploration:
+    findings = AngleFindings(
+        angle=angle,
+        relevant_files=[RelevantFile(path=p, relevance=r, rationale=f"{angle} view") for p, r, _ in files],  # type: ignore[arg-type]
+        clarification_needs=[Clarification(question=q, options=[f"{angle} option"]) for q in questions],
+    )
+    checks = [Check(kind="file", subject=p, verified=ok, evidence="") for p, _, ok in files]
+    return VerifiedExploration(findings=findings, checks=checks, provider="test", timestamp="t")
+
+
+def test_core_files_rank_across_angles_and_put_unverified_last() -> None:
+    explorations = [
+        exploration("security", [("auth.py", "medium", True), ("ghost.py", "high", False)], []),
+        exploration("dataflow", [("auth.py", "high", True), ("db.py", "high", True), ("util.py", "low", True)], []),
+    ]
+    ranked = core_files(explorations)
+    assert [c.path for c in ranked] == ["auth.py", "db.py", "util.py", "ghost.py"]
+    assert ranked[0].angles == ["security", "dataflow"] and ranked[0].relevance == "high"
+    assert not ranked[-1].verified
+
+
+def test_questions_of_the_same_intent_are_merged_and_asked_four_at_a_time() -> None:
+    explorations = [
+        exploration("security", [], ["Should rate limits apply per user or per token?", "Which store keeps counters?"]),
+        exploration("dataflow", [], ["Should rate limits apply per user or per API token?"]),
+    ]
+    merged = merge_questions(explorations)
+    assert len(merged) == 2
+    assert merged[0].angles == ["security", "dataflow"]
+    assert merged[0].options == ["security option", "dataflow option"]
+    many = merge_questions([exploration("x", [], [f"topic{n} scope{n} owner{n}?" for n in range(9)])])
+    assert [len(batch) for batch in rounds(many)] == [4, 4, 1]
+
+
+def test_offline_plan_uses_only_verified_files_and_keeps_tasks_independent(sample_repo: Path) -> None:
+    index = build_index(sample_repo)
+    requirement = "Add per-user rate limiting to the API"
+    findings = [exploration("patterns", [("notes_api/api/middleware.py", "high", True),
+                                         ("notes_api/auth/users.py", "medium", True),
+                                         ("notes_api/api/phantom.py", "high", False)], [])]
+    assessment = assess(requirement, quiet_repo(relevant=["a", "b", "c"], novel_words=["rate"]), False)
+    draft = plan_tasks(index, requirement, "s", assessment, findings, [])
+    text = dump_jsonl(draft.tasks)
+    loaded, problems = parse_jsonl(text)
+    assert problems == [] and check_plan(loaded, sample_repo) == []
+    paths = {f.path for t in draft.tasks for f in t.files}
+    assert "notes_api/api/phantom.py" not in paths
+    assert {"notes_api/api/middleware.py", "notes_api/auth/users.py"} <= paths
+    created = [t for t in draft.tasks if any(f.action == "create" for f in t.files)]
+    assert len(created) == 1
+    dependents = [t for t in draft.tasks if t.depends_on]
+    assert all(t.depends_on == [created[0].id] for t in dependents), "only the new module is a real dependency"
+    assert 2 <= len(draft.tasks) <= 7

@@ -1,0 +1,65 @@
+"""The offline provider: answers every planning step from an analysis of the repository."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from wfqueue.analysis import RepoIndex, build_index
+from wfqueue.errors import BadInputError, ProviderError
+from wfqueue.lite.assess import assess, signals
+from wfqueue.lite.explore_offline import explore_angle
+from wfqueue.lite.plan_offline import plan_tasks
+from wfqueue.providers.base import AssessStep, ExploreAngleStep, LitePlanStep, PlanAreaStep, Step, UnderstandStep
+from wfqueue.providers.offline.area import plan_area
+from wfqueue.providers.offline.understand import CODE_LANGUAGES, understand
+
+__all__ = ["OfflineProvider"]
+
+
+class OfflineProvider:
+    """Answers planning steps without a model: file index, symbols, imports, BM25."""
+
+    name = "offline"
+    model: str | None = None
+
+    def __init__(self, max_file_bytes: int = 512 * 1024) -> None:
+        self._max_file_bytes = max_file_bytes
+        self._index: tuple[str, RepoIndex] | None = None
+
+    def index(self, repo: str) -> RepoIndex:
+        # One index per provider instance: a task builds it once for all its steps.
+        if self._index is None or self._index[0] != repo:
+            index = build_index(Path(repo), max_bytes=self._max_file_bytes)
+            if not any(f.language in CODE_LANGUAGES for f in index.files):
+                raise BadInputError(
+                    f"{repo} has no source code to plan against",
+                    hint="pass --repo with the repository the requirement is about",
+                )
+            self._index = (repo, index)
+        return self._index[1]
+
+    @staticmethod
+    def _reader(repo: str) -> Callable[[str], str]:
+        root = Path(repo)
+
+        def read(path: str) -> str:
+            return (root / path).read_text(encoding="utf-8", errors="replace")
+
+        return read
+
+    def run(self, step: Step) -> BaseModel:
+        index = self.index(step.repo)
+        if isinstance(step, UnderstandStep):
+            return understand(index, step.requirement, step.max_agents)
+        if isinstance(step, PlanAreaStep):
+            return plan_area(index, step.analysis, step.focus_area)
+        if isinstance(step, AssessStep):
+            return assess(step.requirement, signals(index, step.requirement), step.force_explore)
+        if isinstance(step, ExploreAngleStep):
+            return explore_angle(index, step.requirement, step.angle, self._reader(step.repo))
+        if isinstance(step, LitePlanStep):
+            return plan_tasks(index, step.requirement, step.session_id, step.assessment, step.explorations, step.answers)
+        raise ProviderError(f"the offline planner has no answer for step {step.name!r}")
