@@ -18,8 +18,8 @@ from wfqueue.collab.note_blocks import parse_task_pool
 from wfqueue.collab.summary import mermaid_flowchart
 from wfqueue.errors import BadInputError
 from wfqueue.providers.base import PlanAreaStep, UnderstandStep
-from wfqueue.providers.offline.provider import OfflineProvider
 from wfqueue.providers.offline.area import plan_area
+from wfqueue.providers.offline.provider import OfflineProvider
 from wfqueue.providers.offline.understand import understand
 
 REQUIREMENT = "Add per-user rate limiting to the API"

@@ -17,8 +17,11 @@ from wfqueue.analysis.index import (
 )
 from wfqueue.analysis.ranking import bm25_scores, tokenize
 from wfqueue.analysis.symbols import Symbol, python_symbols, regex_symbols
+from wfqueue.analysis.vocabulary import CODE_LANGUAGES, novel_terms
 
 __all__ = [
+    "CODE_LANGUAGES",
+    "novel_terms",
     "RepoIndex",
     "SourceFile",
     "Symbol",

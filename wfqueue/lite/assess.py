@@ -12,9 +12,9 @@ import re
 
 from pydantic import BaseModel
 
-from wfqueue.analysis import RepoIndex, fan_in
+from wfqueue.analysis import RepoIndex, fan_in, novel_terms
 from wfqueue.lite.models import Assessment
-from wfqueue.providers.offline.understand import novel_terms, relevant_files
+from wfqueue.providers.offline.understand import relevant_files
 
 PRESETS: list[tuple[str, tuple[str, ...], list[str]]] = [
     ("architecture", ("refactor", "architect", "restructure", "modular"),

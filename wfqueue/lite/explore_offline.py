@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from wfqueue.analysis import RepoIndex, importers_of, rank_files, rank_symbols, tokenize
+from wfqueue.analysis import CODE_LANGUAGES, RepoIndex, importers_of, novel_terms, rank_files, rank_symbols, tokenize
 from wfqueue.analysis.symbols import Symbol
 from wfqueue.lite.models import (
     AngleFindings,
@@ -35,7 +35,6 @@ from wfqueue.lite.verify import import_line_of, split_lines
 
 # The same set as the collaborative planner's (wfqueue.providers.offline.understand),
 # kept here because that package imports this module.
-CODE_LANGUAGES = frozenset({"python", "javascript", "typescript", "go", "rust", "java", "ruby"})
 
 MAX_FILES = 8
 MAX_PATTERNS = 6
@@ -269,17 +268,6 @@ _ANGLES: dict[str, _Angle] = {
     ),
 }
 _GENERIC = _Angle("", (), ((_DEFS, 4), (_CALLS, 2), (_IMPORTS, 2)))
-
-
-def novel_terms(index: RepoIndex, requirement: str) -> list[str]:
-    """Requirement words (lower-cased, as written) that no indexed file uses."""
-    vocabulary = {token for tokens in index.doc_tokens.values() for token in tokens}
-    words: list[str] = []
-    for word in re.findall(r"[A-Za-z][A-Za-z0-9]*", requirement):
-        stems = tokenize(word)
-        if stems and len(word) > 2 and all(s not in vocabulary for s in stems) and word.lower() not in words:
-            words.append(word.lower())
-    return words
 
 
 def angle_names() -> list[str]:

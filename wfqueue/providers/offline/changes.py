@@ -10,9 +10,8 @@ from __future__ import annotations
 import posixpath
 import re
 
-from wfqueue.analysis import RepoIndex, fan_in, rank_symbols, test_command_for
+from wfqueue.analysis import RepoIndex, fan_in, novel_terms, rank_symbols, test_command_for
 from wfqueue.analysis.symbols import Symbol
-from wfqueue.providers.offline.understand import novel_terms
 from wfqueue.unified_task import TaskFile
 
 _VERB_TYPES = {

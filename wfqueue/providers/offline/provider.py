@@ -7,14 +7,14 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from wfqueue.analysis import RepoIndex, build_index
+from wfqueue.analysis import CODE_LANGUAGES, RepoIndex, build_index
 from wfqueue.errors import BadInputError, ProviderError
 from wfqueue.lite.assess import assess, signals
 from wfqueue.lite.explore_offline import explore_angle
 from wfqueue.lite.plan_offline import plan_tasks
 from wfqueue.providers.base import AssessStep, ExploreAngleStep, LitePlanStep, PlanAreaStep, Step, UnderstandStep
 from wfqueue.providers.offline.area import plan_area
-from wfqueue.providers.offline.understand import CODE_LANGUAGES, understand
+from wfqueue.providers.offline.understand import understand
 
 __all__ = ["OfflineProvider"]
 

@@ -12,10 +12,9 @@ import posixpath
 import re
 from collections import defaultdict
 
-from wfqueue.analysis import RepoIndex, fan_in, rank_files, rank_symbols, tokenize
+from wfqueue.analysis import CODE_LANGUAGES, RepoIndex, fan_in, novel_terms, rank_files, rank_symbols
 from wfqueue.collab.models import ProposedArea, Understanding, UnderstandingDraft
 
-CODE_LANGUAGES = {"python", "javascript", "typescript", "go", "rust", "java", "ruby"}
 MIN_RELATIVE_SCORE = 0.4  # files scoring below 40 % of the best match are incidental
 
 
@@ -30,18 +29,6 @@ def relevant_files(index: RepoIndex, requirement: str, max_agents: int) -> list[
         return [(p, s) for p, s in ranked if s >= best * MIN_RELATIVE_SCORE][:limit]
     central = sorted((p for p in code if index.symbols.get(p)), key=lambda p: (-fan_in(index, p), p))
     return [(p, 0.0) for p in central[:limit]]
-
-
-def novel_terms(index: RepoIndex, requirement: str) -> list[str]:
-    """Requirement words (as written, lower-cased) that no file of the repository
-    uses: the concepts a plan has to create rather than change."""
-    vocabulary = {token for tokens in index.doc_tokens.values() for token in tokens}
-    words: list[str] = []
-    for word in re.findall(r"[A-Za-z][A-Za-z0-9]*", requirement):
-        stems = tokenize(word)
-        if stems and all(s not in vocabulary for s in stems) and len(word) > 2 and word.lower() not in words:
-            words.append(word.lower())
-    return words
 
 
 def _area_name(directory: str, taken: set[str]) -> str:
