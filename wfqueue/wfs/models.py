@@ -1,0 +1,188 @@
+"""Data of a workflow session (WFS-*): the session record, the context package,
+conflict resolution, the plan overview, verification findings, replan history.
+
+Field names are a contract (docs: shared ARTIFACTS §5-§8); unknown fields are
+kept on read and written back (``extra="allow"``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SessionStatus = Literal["planning", "active", "paused", "completed", "archived"]
+PhaseState = Literal["pending", "running", "done", "skipped", "failed"]
+RiskLevel = Literal["none", "low", "medium", "high", "resolved"]
+PHASES = ("session", "context", "conflicts", "tasks")
+MAX_TASKS = 10
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class StructuredInput(_Open):
+    goal: str
+    scope: str
+    context: str
+    constraints: list[str] = Field(default_factory=list)
+
+
+class Progress(_Open):
+    current_tasks: list[str] = Field(default_factory=list)
+    last_replan: str | None = None
+
+
+class ReplanEntry(_Open):
+    timestamp: str
+    reason: str
+    scope: str
+    added: list[str] = Field(default_factory=list)
+    updated: list[str] = Field(default_factory=list)
+    deleted: list[str] = Field(default_factory=list)
+    backup: str
+
+
+class WorkflowSession(_Open):
+    """workflow-session.json. ``phases`` records how far ``wfqueue plan`` got, so an
+    interrupted plan resumes at its first unfinished phase."""
+
+    session_id: str
+    project: str
+    description: str
+    type: Literal["workflow"] = "workflow"
+    status: SessionStatus = "planning"
+    created_at: str
+    updated_at: str | None = None
+    progress: Progress = Field(default_factory=Progress)
+    replan_history: list[ReplanEntry] = Field(default_factory=list)
+    structured: StructuredInput | None = None
+    repo: str | None = None
+    phases: dict[str, PhaseState] = Field(default_factory=lambda: {p: "pending" for p in PHASES})
+
+    def next_phase(self) -> str | None:
+        return next((p for p in PHASES if self.phases.get(p) not in ("done", "skipped")), None)
+
+
+# -- context package (.process/context-package.json) ---------------------------------------
+
+
+class SourceAsset(_Open):
+    path: str
+    role: str
+    relevance_score: float
+
+
+class InternalDependency(_Open):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    from_: str = Field(alias="from")
+    to: str
+    type: str = "import"
+
+
+class RiskFactors(_Open):
+    existing_implementations: list[str] = Field(default_factory=list)
+    api_changes: bool = False
+    architecture_changes: bool = False
+    data_model_changes: bool = False
+    breaking_changes: list[str] = Field(default_factory=list)
+
+
+class ConflictDetection(_Open):
+    risk_level: RiskLevel
+    risk_factors: RiskFactors = Field(default_factory=RiskFactors)
+    affected_modules: list[str] = Field(default_factory=list)
+    mitigation_strategy: str = ""
+
+
+class ContextPackage(_Open):
+    metadata: dict[str, object]
+    project_context: dict[str, object]
+    assets: dict[str, list[object]]
+    dependencies: dict[str, list[object]]
+    conflict_detection: ConflictDetection
+    exploration_results: dict[str, object]
+    prioritized_context: dict[str, object]
+
+
+# -- conflict resolution (.process/conflict-resolution.json) --------------------------------
+
+ConflictCategory = Literal["Architecture", "API", "Data", "Dependency", "ModuleOverlap"]
+
+
+class Strategy(_Open):
+    name: str
+    approach: str
+    complexity: Literal["Low", "Medium", "High"]
+    risk: Literal["Low", "Medium", "High"]
+    pros: list[str] = Field(default_factory=list)
+    cons: list[str] = Field(default_factory=list)
+    modifications: list[str] = Field(default_factory=list, description="Constraints the plan must follow if chosen")
+
+
+class SessionConflict(_Open):
+    id: str = Field(pattern=r"^CON-\d{3}$")
+    category: ConflictCategory
+    severity: Literal["Critical", "High", "Medium"]
+    title: str
+    description: str
+    affected_files: list[str] = Field(default_factory=list)
+    strategies: list[Strategy] = Field(min_length=2, max_length=4)
+    recommended: int = Field(default=0, ge=0, description="Index of the recommended strategy")
+
+
+class ResolvedConflict(_Open):
+    conflict_id: str
+    strategy_name: str
+    strategy_approach: str
+    modifications_applied: list[str] = Field(default_factory=list)
+
+
+class ConflictResolution(_Open):
+    session_id: str
+    resolved_at: str
+    summary: dict[str, int]
+    resolved_conflicts: list[ResolvedConflict] = Field(default_factory=list)
+    custom_conflicts: list[dict[str, object]] = Field(default_factory=list)
+    planning_constraints: list[str] = Field(default_factory=list)
+    failed_modifications: list[dict[str, object]] = Field(default_factory=list)
+
+
+# -- plan overview (plan.json) --------------------------------------------------------------
+
+
+class PlanOverviewMeta(_Open):
+    timestamp: str
+    source: str = "wfqueue-workflow"
+    plan_type: str = "feature"
+
+
+class PlanOverview(_Open):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    summary: str
+    approach: str
+    task_ids: list[str]
+    task_count: int
+    complexity: Literal["Low", "Medium", "High"] | None = None
+    recommended_execution: Literal["Sequential", "Parallel", "Phased"] | None = None
+    design_decisions: list[dict[str, str]] = Field(default_factory=list)
+    shared_context: dict[str, list[str]] = Field(default_factory=dict)
+    metadata: PlanOverviewMeta = Field(alias="_metadata")
+
+
+# -- verification (.process/verification-findings.json) -------------------------------------
+
+Severity = Literal["CRITICAL", "HIGH", "MEDIUM", "LOW"]
+QualityGate = Literal["PROCEED", "PROCEED_WITH_CAUTION", "PROCEED_WITH_FIXES", "BLOCK_EXECUTION"]
+
+
+class Finding(_Open):
+    id: str = Field(description="C1, H2, M3, L4 ... by severity")
+    dimension: Literal["A", "B", "C", "D", "E", "F", "G", "H", "I", "J"]
+    dimension_name: str
+    severity: Severity
+    location: list[str] = Field(description="e.g. IMPL_PLAN.md:L45, task:IMPL-2")
+    summary: str
+    recommendation: str

@@ -1,0 +1,106 @@
+"""Where workflow sessions live and how they are found, read and written.
+
+``{repo}/.workflow/active/WFS-{slug}/`` holds one session; ``archives/`` the
+archived ones. Session ids from the command line are checked before any file is
+touched; a missing session or task is reported with the list of what exists.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+from wfqueue.errors import SessionNotFoundError
+from wfqueue.fsio import atomic_write_json
+from wfqueue.sessions import WORKFLOW_DIR, check_session_id, slugify
+from wfqueue.unified_task import UnifiedTask
+from wfqueue.wfs.models import WorkflowSession
+
+ACTIVE_DIR = "active"
+SESSION_FILE = "workflow-session.json"
+TASK_DIR = ".task"
+PROCESS_DIR = ".process"
+NOTES_FILE = "planning-notes.md"
+IMPL_PLAN_FILE = "IMPL_PLAN.md"
+TODO_FILE = "TODO_LIST.md"
+PLAN_FILE = "plan.json"
+
+
+def active_root(repo: Path) -> Path:
+    return repo / WORKFLOW_DIR / ACTIVE_DIR
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def new_session_id(description: str, existing: set[str]) -> str:
+    """``WFS-{slug}`` (slug at most 50 characters), ``-2``, ``-3``... on collision."""
+    base = f"WFS-{slugify(description, 50)}"
+    candidate, n = base, 1
+    while candidate in existing:
+        n += 1
+        candidate = f"{base}-{n}"
+    return candidate
+
+
+def list_sessions(repo: Path) -> list[WorkflowSession]:
+    root = active_root(repo)
+    sessions = []
+    for folder in sorted(root.iterdir()) if root.is_dir() else []:
+        if (folder / SESSION_FILE).is_file():
+            try:
+                sessions.append(load_session(folder))
+            except (OSError, ValueError):
+                continue  # a damaged session is listed by `wfqueue sessions`, not used implicitly
+    return sessions
+
+
+def find_session(repo: Path, session_id: str | None) -> Path:
+    """The folder of ``session_id``, or of the active session when it is None."""
+    root = active_root(repo)
+    existing = sorted(p.name for p in root.iterdir() if (p / SESSION_FILE).is_file()) if root.is_dir() else []
+    listing = ", ".join(existing) or "none"
+    if session_id is None:
+        candidates = [s for s in list_sessions(repo) if s.status != "archived"]
+        if not candidates:
+            raise SessionNotFoundError(f"no workflow session under {root}",
+                                       hint='create one with `wfqueue plan "..."`')
+        newest = max(candidates, key=lambda s: (s.updated_at or s.created_at, s.session_id))
+        return root / newest.session_id
+    check_session_id(session_id)
+    folder = (root / session_id).resolve()
+    if folder.parent != root.resolve() or not (folder / SESSION_FILE).is_file():
+        raise SessionNotFoundError(f"session {session_id} not found under {root}",
+                                   hint=f"available sessions: {listing}")
+    return folder
+
+
+def load_session(folder: Path) -> WorkflowSession:
+    return WorkflowSession.model_validate_json((folder / SESSION_FILE).read_text(encoding="utf-8"))
+
+
+def save_session(folder: Path, session: WorkflowSession) -> None:
+    session = session.model_copy(update={"updated_at": now_iso()})
+    atomic_write_json(folder / SESSION_FILE, session.model_dump(mode="json", exclude_none=True))
+
+
+def task_number(task_id: str) -> tuple[int, ...]:
+    """IMPL-2 < IMPL-2.1 < IMPL-10 (numeric, not alphabetical)."""
+    return tuple(int(part) for part in task_id.split("-", 1)[1].split("."))
+
+
+def load_tasks(folder: Path) -> list[UnifiedTask]:
+    """The session's tasks in id order (``.task/IMPL-*.json``)."""
+    tasks = [UnifiedTask.model_validate_json(p.read_text(encoding="utf-8"))
+             for p in (folder / TASK_DIR).glob("IMPL-*.json")]
+    return sorted(tasks, key=lambda t: task_number(t.id))
+
+
+def task_path(folder: Path, task_id: str) -> Path:
+    return folder / TASK_DIR / f"{task_id}.json"
+
+
+def read_json(path: Path) -> object:
+    return json.loads(path.read_text(encoding="utf-8"))
