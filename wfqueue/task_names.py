@@ -20,6 +20,10 @@ LITE_ASSESS = "wfqueue.lite.assess"
 LITE_SYNTHESIZE = "wfqueue.lite.synthesize"
 LITE_PLAN = "wfqueue.lite.plan"
 
+WFS_CONTEXT = "wfqueue.wfs.context"
+WFS_CONFLICTS = "wfqueue.wfs.conflicts"
+WFS_GENERATE = "wfqueue.wfs.generate"
+
 ROUTES: dict[str, str] = {
     COLLAB_UNDERSTAND: QUEUE_PLAN,
     COLLAB_PLAN_AREA: QUEUE_PLAN,
@@ -28,4 +32,7 @@ ROUTES: dict[str, str] = {
     LITE_ASSESS: QUEUE_PLAN,
     LITE_SYNTHESIZE: QUEUE_CONTROL,
     LITE_PLAN: QUEUE_PLAN,
+    WFS_CONTEXT: QUEUE_CONTROL,
+    WFS_CONFLICTS: QUEUE_PLAN,
+    WFS_GENERATE: QUEUE_PLAN,
 }

@@ -9,9 +9,10 @@ import wfqueue.providers.offline.provider  # noqa: F401 - loaded before the pref
 import wfqueue.providers.scripted  # noqa: F401
 from wfqueue.celery_app import create_app
 from wfqueue.settings import load_settings
-from workers import collab, lite
+from workers import collab, lite, wfs
 
 settings = load_settings()
 app = create_app(settings)
 collab.register(app, settings)
 lite.register(app, settings)
+wfs.register(app, settings)

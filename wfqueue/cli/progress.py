@@ -23,6 +23,8 @@ from wfqueue.collab.models import RequirementAnalysis
 from wfqueue.lite.coordinator import PlanDecision
 from wfqueue.lite.models import Assessment, LitePlanDraft
 from wfqueue.lite.synthesis import MergedQuestion
+from wfqueue.wfs.coordinator import GateChoice
+from wfqueue.wfs.models import SessionConflict
 
 _STYLE = {"queued": "yellow", "running": "cyan", "done": "green", "failed": "bold red"}
 
@@ -133,3 +135,24 @@ class TerminalUI:
             subprocess.run([*shlex.split(editor), str(tasks_path)], check=False)
             return
         Prompt.ask(f"edit {tasks_path}, then press Enter", default="", console=self.console)
+
+    # -- workflow plan ----------------------------------------------------------------------
+
+    def choose_strategy(self, conflict: SessionConflict) -> int:
+        table = Table("#", "strategy", "approach", "complexity", "risk",
+                      title=f"{conflict.id} [{conflict.category}, {conflict.severity}] {conflict.title}")
+        for n, strategy in enumerate(conflict.strategies, start=1):
+            mark = " (recommended)" if n - 1 == conflict.recommended else ""
+            table.add_row(str(n), strategy.name + mark, strategy.approach, strategy.complexity, strategy.risk)
+        self.console.print(table)
+        if not self._interactive(f"taking the recommended strategy for {conflict.id}"):
+            return conflict.recommended
+        choice = IntPrompt.ask("strategy", default=conflict.recommended + 1, console=self.console,
+                               choices=[str(n) for n in range(1, len(conflict.strategies) + 1)])
+        return choice - 1
+
+    def gate(self) -> GateChoice:
+        if not self._interactive("verifying the plan"):
+            return "verify"
+        return Prompt.ask("next: verify (recommended), status, or stop", choices=["verify", "status", "stop"],
+                          default="verify", console=self.console)  # type: ignore[return-value]

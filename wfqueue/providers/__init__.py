@@ -5,7 +5,9 @@ from __future__ import annotations
 from wfqueue.errors import ConfigError
 from wfqueue.providers.base import (
     AssessStep,
+    DetectConflictsStep,
     ExploreAngleStep,
+    GenerateTasksStep,
     LitePlanStep,
     PlanAreaStep,
     Provider,
@@ -16,7 +18,9 @@ from wfqueue.settings import Settings
 
 __all__ = [
     "AssessStep",
+    "DetectConflictsStep",
     "ExploreAngleStep",
+    "GenerateTasksStep",
     "LitePlanStep",
     "PlanAreaStep", "Provider", "Step", "UnderstandStep", "check_provider_spec", "make_provider"]
 

@@ -20,6 +20,8 @@ from wfqueue.lite.models import (
     LitePlanDraft,
     VerifiedExploration,
 )
+from wfqueue.wfs.models import ContextPackage, StructuredInput, WfsPlanDraft
+from wfqueue.wfs.session_conflicts import ConflictList
 
 
 class Step(BaseModel):
@@ -79,6 +81,27 @@ class LitePlanStep(Step):
     assessment: Assessment
     explorations: list[VerifiedExploration]
     answers: list[ClarificationAnswer]
+
+
+class DetectConflictsStep(Step):
+    """Find conflicts between the change and the code, each with 2-4 strategies (workflow plan)."""
+
+    name: ClassVar[str] = "detect_conflicts"
+    output_model: ClassVar[type[BaseModel]] = ConflictList
+
+    context: ContextPackage
+
+
+class GenerateTasksStep(Step):
+    """Generate at most 10 IMPL tasks for a workflow session."""
+
+    name: ClassVar[str] = "generate_tasks"
+    output_model: ClassVar[type[BaseModel]] = WfsPlanDraft
+
+    structured: StructuredInput
+    assessment: Assessment
+    explorations: list[VerifiedExploration]
+    constraints: list[str]
 
 
 @runtime_checkable

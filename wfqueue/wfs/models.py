@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from wfqueue.unified_task import UnifiedTask
+
 SessionStatus = Literal["planning", "active", "paused", "completed", "archived"]
 PhaseState = Literal["pending", "running", "done", "skipped", "failed"]
 RiskLevel = Literal["none", "low", "medium", "high", "resolved"]
@@ -60,6 +62,7 @@ class WorkflowSession(_Open):
     structured: StructuredInput | None = None
     repo: str | None = None
     phases: dict[str, PhaseState] = Field(default_factory=lambda: {p: "pending" for p in PHASES})
+    phases_done_at: dict[str, str] = Field(default_factory=dict)
 
     def next_phase(self) -> str | None:
         return next((p for p in PHASES if self.phases.get(p) not in ("done", "skipped")), None)
@@ -186,3 +189,12 @@ class Finding(_Open):
     location: list[str] = Field(description="e.g. IMPL_PLAN.md:L45, task:IMPL-2")
     summary: str
     recommendation: str
+
+
+class WfsPlanDraft(BaseModel):
+    """What a provider answers for task generation: at most 10 IMPL tasks."""
+
+    summary: str
+    approach: str
+    design_decisions: list[dict[str, str]] = Field(default_factory=list)
+    tasks: list[UnifiedTask] = Field(min_length=1, max_length=MAX_TASKS)

@@ -12,9 +12,20 @@ from wfqueue.errors import BadInputError, ProviderError
 from wfqueue.lite.assess import assess, signals
 from wfqueue.lite.explore_offline import explore_angle
 from wfqueue.lite.plan_offline import plan_tasks
-from wfqueue.providers.base import AssessStep, ExploreAngleStep, LitePlanStep, PlanAreaStep, Step, UnderstandStep
+from wfqueue.providers.base import (
+    AssessStep,
+    DetectConflictsStep,
+    ExploreAngleStep,
+    GenerateTasksStep,
+    LitePlanStep,
+    PlanAreaStep,
+    Step,
+    UnderstandStep,
+)
 from wfqueue.providers.offline.area import plan_area
 from wfqueue.providers.offline.understand import understand
+from wfqueue.wfs.generate import generate_tasks
+from wfqueue.wfs.session_conflicts import ConflictList, detect_session_conflicts
 
 __all__ = ["OfflineProvider"]
 
@@ -60,6 +71,11 @@ class OfflineProvider:
             return assess(step.requirement, signals(index, step.requirement), step.force_explore)
         if isinstance(step, ExploreAngleStep):
             return explore_angle(index, step.requirement, step.angle, self._reader(step.repo))
+        if isinstance(step, DetectConflictsStep):
+            return ConflictList(conflicts=detect_session_conflicts(step.context))
+        if isinstance(step, GenerateTasksStep):
+            return generate_tasks(index, step.session_id, step.structured, step.assessment, step.explorations,
+                                  step.constraints)
         if isinstance(step, LitePlanStep):
             return plan_tasks(index, step.requirement, step.session_id, step.assessment, step.explorations, step.answers)
         raise ProviderError(f"the offline planner has no answer for step {step.name!r}")

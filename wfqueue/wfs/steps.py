@@ -1,0 +1,171 @@
+"""The phases of `wfqueue plan` that workers run (context, conflicts, task generation),
+and the small file updates the coordinator makes between them.
+
+Provider answers are remembered in Redis before files are written, so a phase
+that runs twice (redelivery, or a resumed plan) writes the same bytes.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from pathlib import Path
+
+from wfqueue.analysis import build_index
+from wfqueue.collab.steps import now_iso
+from wfqueue.errors import ProviderError
+from wfqueue.fsio import atomic_write_json, atomic_write_text
+from wfqueue.lite.models import Assessment
+from wfqueue.lite.steps import explorations_for
+from wfqueue.lite.synthesis import manifest
+from wfqueue.providers import DetectConflictsStep, GenerateTasksStep, Provider
+from wfqueue.state import SessionState
+from wfqueue.tasks_file import LoadedTask, check_plan
+from wfqueue.wfs.context import build_context_package
+from wfqueue.wfs.models import ConflictResolution, ContextPackage, PlanOverview, SessionConflict, WfsPlanDraft
+from wfqueue.wfs.render import Decision, PlanningNotes, execution_strategy, render_impl_plan, render_notes, render_todo
+from wfqueue.wfs.session import (
+    IMPL_PLAN_FILE,
+    NOTES_FILE,
+    PLAN_FILE,
+    PROCESS_DIR,
+    TASK_DIR,
+    TODO_FILE,
+    load_session,
+    task_path,
+)
+from wfqueue.wfs.session_conflicts import ConflictList
+
+CONTEXT_FILE = "context-package.json"
+RESOLUTION_FILE = "conflict-resolution.json"
+NOTES_STATE = "planning-notes.json"
+_MANIFESTS = ("pyproject.toml", "requirements.txt")
+
+
+def load_notes(folder: Path) -> PlanningNotes:
+    return PlanningNotes.model_validate_json((folder / PROCESS_DIR / NOTES_STATE).read_text(encoding="utf-8"))
+
+
+def save_notes(folder: Path, notes: PlanningNotes) -> None:
+    atomic_write_json(folder / PROCESS_DIR / NOTES_STATE, notes.model_dump(mode="json"))
+    atomic_write_text(folder / NOTES_FILE, render_notes(notes))
+
+
+def load_context(folder: Path) -> ContextPackage:
+    return ContextPackage.model_validate_json((folder / PROCESS_DIR / CONTEXT_FILE).read_text(encoding="utf-8"))
+
+
+def save_context(folder: Path, context: ContextPackage) -> None:
+    atomic_write_json(folder / PROCESS_DIR / CONTEXT_FILE, context.model_dump(mode="json", by_alias=True))
+
+
+def run_context_phase(state: SessionState, folder: Path, repo: str) -> str:
+    """Phase 2 after its explorations: the context package and Context Findings. Returns the risk level."""
+    session = load_session(folder)
+    assert session.structured is not None, "phase 1 always records the structured input"
+    assessment = Assessment.model_validate_json(state.recall("assessment") or "")
+    explorations, failed = explorations_for(state, assessment.angles if assessment.needs_exploration else [])
+    process = folder / PROCESS_DIR
+    for exploration in explorations:
+        atomic_write_json(process / f"exploration-{exploration.findings.angle}.json",
+                          exploration.model_dump(mode="json"))
+    timestamp = state.remember_once("context_at", now_iso())
+    atomic_write_json(process / "explorations-manifest.json",
+                      manifest(session.session_id, session.description, timestamp, assessment.complexity,
+                               explorations, str(process), failed))
+    index = build_index(Path(repo))
+    texts = {f.path: (Path(repo) / f.path).read_text(encoding="utf-8", errors="replace")
+             for f in index.files if posixpath.basename(f.path) in _MANIFESTS}
+    context = build_context_package(index, session.session_id, timestamp, session.structured, assessment,
+                                    explorations, texts)
+    save_context(folder, context)
+    notes = load_notes(folder)
+    insights = context.exploration_results["aggregated_insights"]
+    notes = notes.model_copy(update={
+        "critical_files": list(insights["critical_files"]),  # type: ignore[index]
+        "architecture": [f"{d['from']} imports {d['to']}" for d in context.dependencies["internal"]][:10]  # type: ignore[index]
+        or [f"affected modules: {', '.join(context.conflict_detection.affected_modules) or 'none'}"],
+        "conflict_risk": context.conflict_detection.risk_level,
+        "constraints": list(insights["constraints"])[:10],  # type: ignore[index]
+    })
+    if failed:
+        notes.deferred = [*notes.deferred, *[f"re-explore angle {a} (failed: {e})" for a, e in failed.items()]]
+    save_notes(folder, notes)
+    return context.conflict_detection.risk_level
+
+
+def run_conflict_detection(state: SessionState, provider: Provider, folder: Path, repo: str) -> list[SessionConflict]:
+    cached = state.recall("session_conflicts")
+    if cached is None:
+        session = load_session(folder)
+        answer = provider.run(DetectConflictsStep(session_id=session.session_id, repo=repo,
+                                                  requirement=session.description, context=load_context(folder)))
+        cached = state.remember_once("session_conflicts", answer.model_dump_json())
+    return ConflictList.model_validate_json(cached).conflicts
+
+
+def apply_resolution(folder: Path, conflicts: list[SessionConflict], resolution: ConflictResolution) -> None:
+    """Record the chosen strategies; the context's risk becomes ``resolved``."""
+    atomic_write_json(folder / PROCESS_DIR / RESOLUTION_FILE, resolution.model_dump(mode="json"))
+    context = load_context(folder)
+    context.conflict_detection.risk_level = "resolved"
+    save_context(folder, context)
+    notes = load_notes(folder)
+    titles = {c.id: c.title for c in conflicts}
+    notes.conflict_decisions = [f"{r.conflict_id} {titles.get(r.conflict_id, '')}: {r.strategy_name} ({r.strategy_approach})"
+                                for r in resolution.resolved_conflicts]
+    notes.constraints = [*notes.constraints, *[c for c in resolution.planning_constraints if c not in notes.constraints]]
+    notes.decisions = [*notes.decisions, *[Decision(decision=r.strategy_name, rationale=f"resolves {r.conflict_id}")
+                                           for r in resolution.resolved_conflicts]]
+    save_notes(folder, notes)
+
+
+def planning_constraints(folder: Path) -> list[str]:
+    path = folder / PROCESS_DIR / RESOLUTION_FILE
+    if not path.is_file():
+        return []
+    return ConflictResolution.model_validate_json(path.read_text(encoding="utf-8")).planning_constraints
+
+
+def run_generation(state: SessionState, provider: Provider, folder: Path, repo: str) -> WfsPlanDraft:
+    """Phase 4: plan.json, .task/IMPL-N.json, IMPL_PLAN.md, TODO_LIST.md, Task Generation notes."""
+    session = load_session(folder)
+    assert session.structured is not None
+    assessment = Assessment.model_validate_json(state.recall("assessment") or "")
+    cached = state.recall("wfs_plan")
+    if cached is None:
+        explorations, _ = explorations_for(state, assessment.angles if assessment.needs_exploration else [])
+        answer = provider.run(GenerateTasksStep(session_id=session.session_id, repo=repo,
+                                                requirement=session.description, structured=session.structured,
+                                                assessment=assessment, explorations=explorations,
+                                                constraints=planning_constraints(folder)))
+        cached = state.remember_once("wfs_plan", answer.model_dump_json(exclude_none=True))
+    draft = WfsPlanDraft.model_validate_json(cached)
+    problems = check_plan([LoadedTask(task=t, location=f".task/{t.id}.json", legacy=False) for t in draft.tasks],
+                          Path(repo))
+    if problems:
+        raise ProviderError("the generated tasks do not validate: " + "; ".join(str(p) for p in problems[:5]),
+                            hint="rerun `wfqueue plan --session` once the provider's answer is fixed")
+    timestamp = state.remember_once("generated_at", now_iso())
+    overview = PlanOverview(summary=draft.summary, approach=draft.approach, task_ids=[t.id for t in draft.tasks],
+                            task_count=len(draft.tasks), complexity=assessment.complexity,
+                            recommended_execution=execution_strategy(draft.tasks),  # type: ignore[arg-type]
+                            design_decisions=draft.design_decisions,
+                            _metadata={"timestamp": timestamp, "source": "wfqueue-workflow",
+                                       "plan_type": draft.tasks[0].type or "feature", "provider": provider.name})
+    (folder / TASK_DIR).mkdir(parents=True, exist_ok=True)
+    keep = {f"{t.id}.json" for t in draft.tasks}
+    for stale in (folder / TASK_DIR).glob("IMPL-*.json"):
+        if stale.name not in keep:  # left by an earlier, interrupted generation
+            stale.unlink()
+    for task in draft.tasks:
+        atomic_write_json(task_path(folder, task.id), task.dump())
+    atomic_write_json(folder / PLAN_FILE, overview.model_dump(mode="json", by_alias=True, exclude_none=True))
+    context = load_context(folder)
+    atomic_write_text(folder / IMPL_PLAN_FILE, render_impl_plan(session, overview, draft.tasks, context,
+                                                                planning_constraints(folder)))
+    atomic_write_text(folder / TODO_FILE, render_todo(session.structured.goal, draft.tasks))
+    notes = load_notes(folder)
+    notes.task_generation = [f"{len(draft.tasks)} task(s): {', '.join(t.id for t in draft.tasks)}",
+                             f"execution: {overview.recommended_execution}", draft.approach]
+    save_notes(folder, notes)
+    return draft

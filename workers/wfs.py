@@ -1,0 +1,49 @@
+"""Workflow-session tasks: the context package (callback of the exploration chord),
+conflict detection, task generation. Exploration itself is the shared
+``wfqueue.explore.angle`` task (workers/lite.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from celery import Celery, Task
+
+from wfqueue.errors import TransientProviderError
+from wfqueue.providers import make_provider
+from wfqueue.settings import Settings
+from wfqueue.task_names import WFS_CONFLICTS, WFS_CONTEXT, WFS_GENERATE
+from wfqueue.wfs.steps import run_conflict_detection, run_context_phase, run_generation
+from workers.context import StateFactory, retry_later
+
+
+def register(app: Celery, settings: Settings) -> None:
+    states = StateFactory(settings)
+
+    @app.task(name=WFS_CONTEXT, bind=True, max_retries=settings.task_max_retries)
+    def context(self: Task, outcomes: list[dict[str, Any]], session_id: str, session_dir: str,
+                repo: str) -> dict[str, Any]:
+        # ``outcomes`` (the angles' records) is informative: finished angles are read from Redis.
+        try:
+            risk = run_context_phase(states.session(session_id), Path(session_dir), repo)
+        except OSError as exc:
+            raise retry_later(self, exc, settings) from None
+        return {"risk_level": risk}
+
+    @app.task(name=WFS_CONFLICTS, bind=True, max_retries=settings.task_max_retries)
+    def conflicts(self: Task, session_id: str, session_dir: str, repo: str, provider: str) -> list[dict[str, Any]]:
+        try:
+            found = run_conflict_detection(states.session(session_id), make_provider(provider, settings),
+                                           Path(session_dir), repo)
+        except TransientProviderError as exc:
+            raise retry_later(self, exc, settings) from None
+        return [c.model_dump(mode="json") for c in found]
+
+    @app.task(name=WFS_GENERATE, bind=True, max_retries=settings.task_max_retries)
+    def generate(self: Task, session_id: str, session_dir: str, repo: str, provider: str) -> dict[str, Any]:
+        try:
+            draft = run_generation(states.session(session_id), make_provider(provider, settings), Path(session_dir),
+                                   repo)
+        except TransientProviderError as exc:
+            raise retry_later(self, exc, settings) from None
+        return {"tasks": [t.id for t in draft.tasks]}
