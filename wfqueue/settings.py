@@ -99,6 +99,34 @@ class Settings(BaseSettings):
         default=512 * 1024, gt=0, description="Files above this size (bytes) are left out of the repository index."
     )
 
+    # -- operations: Flower, beat, maintenance ------------------------------------------------
+    flower_basic_auth: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("WFQUEUE_FLOWER_BASIC_AUTH", "FLOWER_BASIC_AUTH"),
+        description="user:password for Flower (comma-separate several). Flower's own FLOWER_BASIC_AUTH works too.",
+    )
+    flower_unauthenticated_api: bool = Field(
+        default=False, description="Serve Flower's API without credentials (only on a trusted network)."
+    )
+    flower_address: str = Field(default="127.0.0.1", description="Address Flower listens on.")
+    flower_port: int = Field(default=5555, ge=1, le=65535, description="Port Flower listens on.")
+    watchdog_interval_s: float = Field(default=60.0, gt=0, description="How often beat checks for stalled sessions.")
+    watchdog_deadline_s: float = Field(
+        default=900.0, gt=0, description="A session without progress this long gets its missing work re-enqueued once."
+    )
+    watchdog_grace_s: float = Field(
+        default=600.0, gt=0, description="After the re-enqueue, seconds to wait before finalising as partial."
+    )
+    stale_lock_age_s: float = Field(default=3600.0, gt=0, description="Lock files older than this are removed.")
+    archive_after_days: int = Field(default=30, ge=1, description="Finished sessions older than this are archived.")
+    embedded_data_max_age_days: int = Field(
+        default=14, ge=1, description="Embedded broker logs and data of repositories unused this long are purged."
+    )
+    replan_tools: list[str] = Field(
+        default_factory=lambda: ["codex", "gemini", "claude", "qwen", "agent"],
+        description="Execution tools that replan requests may name (\"use codex\", \"改用 gemini\").",
+    )
+
     @field_validator("agent_time_limit_s")
     @classmethod
     def _hard_above_soft(cls, value: int, info: Any) -> int:

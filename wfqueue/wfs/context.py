@@ -57,10 +57,11 @@ def external_dependencies(manifest_texts: dict[str, str]) -> list[dict[str, str]
 
 
 def touched_files(index: RepoIndex, requirement: str, explorations: list[VerifiedExploration]) -> list[tuple[str, float]]:
-    """Existing code files the change will touch: verified exploration findings, else the ranking."""
+    """Existing code files the change will touch: the verified, highly relevant findings of the
+    explorations (files an angle only mentions are context, not changes), else the ranking."""
     code = {f.path for f in index.files if not f.is_test}
-    weights = {"high": 1.0, "medium": 0.6, "low": 0.3}
-    verified = [(c.path, weights[c.relevance]) for c in core_files(explorations, limit=40) if c.verified and c.path in code]
+    verified = [(c.path, 1.0) for c in core_files(explorations, limit=40)
+                if c.verified and c.path in code and c.relevance == "high"]
     if verified:
         return verified
     ranked = relevant_files(index, requirement, max_agents=5)

@@ -1,0 +1,129 @@
+"""wfqueue plan / verify / replan end to end on real workers."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from support import processes_mentioning, run_cli, session_dir, wfqueue_env, write_script
+
+from wfqueue.tasks_file import load_task_dir
+
+pytestmark = pytest.mark.integration
+RISKY = "Refactor the storage layer and authentication into a modular architecture"
+QUIET = "Fix the token expiry check in notes_api/auth/tokens.py"
+SECTIONS = ["## 1. Summary", "## 2. Context Analysis", "## 3. Brainstorming Artifacts", "## 4. Implementation Strategy",
+            "## 5. Task Breakdown", "## 6. Phased Plan", "## 7. Risks", "## 8. Success Criteria"]
+
+
+def folder_digest(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_plan_y_writes_every_artifact(sample_repo: Path) -> None:
+    run = run_cli("plan", RISKY, "--repo", str(sample_repo), "-y", "--json")
+    assert run.code == 0, run.stderr
+    payload = run.json()
+    folder = session_dir(run)
+    assert folder.parent == sample_repo / ".workflow" / "active" and folder.name.startswith("WFS-refactor-the-storage")
+    session = json.loads((folder / "workflow-session.json").read_text())
+    assert session["status"] == "active" and session["type"] == "workflow"
+    assert session["phases"] == {"session": "done", "context": "done", "conflicts": "done", "tasks": "done"}
+    assert session["structured"]["goal"] == RISKY
+    process = folder / ".process"
+    context = json.loads((process / "context-package.json").read_text())
+    assert context["conflict_detection"]["risk_level"] == "resolved"
+    assert context["conflict_detection"]["risk_factors"]["architecture_changes"] is True
+    for key in ("metadata", "project_context", "assets", "dependencies", "exploration_results", "prioritized_context"):
+        assert key in context
+    resolution = json.loads((process / "conflict-resolution.json").read_text())
+    assert resolution["summary"]["total_conflicts"] == payload["conflicts"] >= 1
+    assert all(r["conflict_id"].startswith("CON-") for r in resolution["resolved_conflicts"])
+    manifest = json.loads((process / "explorations-manifest.json").read_text())
+    for entry in manifest["explorations"]:
+        assert (process / f"exploration-{entry['angle']}.json").is_file()
+    loaded, problems = load_task_dir(folder / ".task")
+    assert problems == [] and 1 <= len(loaded) <= 10
+    ids = [t.task.id for t in loaded]
+    plan = json.loads((folder / "plan.json").read_text())
+    assert sorted(plan["task_ids"]) == sorted(ids) and plan["task_count"] == len(ids) == payload["tasks"]
+    assert plan["_metadata"]["source"] == "wfqueue-workflow"
+    impl = (folder / "IMPL_PLAN.md").read_text()
+    assert impl.startswith("---\nsession_id: " + folder.name)
+    positions = [impl.index(s) for s in SECTIONS]
+    assert positions == sorted(positions)
+    todo = (folder / "TODO_LIST.md").read_text()
+    assert todo.startswith("# Tasks: ") and "## Task Progress" in todo
+    for task_id in ids:
+        assert f"- [ ] **{task_id}**: " in todo and f"(./.task/{task_id}.json)" in todo
+    notes = (folder / "planning-notes.md").read_text()
+    for heading in ("## User Intent", "## Context Findings", "## Conflict Decisions", "## Consolidated Constraints",
+                    "## Task Generation", "## N+1 Context"):
+        assert heading in notes
+    assert "CON-001" in notes
+    assert (process / "PLAN_VERIFICATION.md").is_file() and (process / "verification-findings.json").is_file()
+    constraints = resolution["planning_constraints"]
+    assert all(any(c in t.task.description for c in constraints) for t in loaded)
+    validate = run_cli("validate", str(folder / ".task"), "--repo", str(sample_repo))
+    assert validate.code == 0, validate.stdout
+    assert processes_mentioning(str(sample_repo / ".workflow" / ".queue")) == []
+
+
+def test_low_risk_skips_conflict_resolution(sample_repo: Path) -> None:
+    run = run_cli("plan", QUIET, "--repo", str(sample_repo), "-y", "--json")
+    assert run.code == 0, run.stderr
+    folder = session_dir(run)
+    session = json.loads((folder / "workflow-session.json").read_text())
+    assert session["phases"]["conflicts"] == "skipped"
+    assert not (folder / ".process" / "conflict-resolution.json").exists()
+    assert json.loads((folder / ".process" / "context-package.json").read_text())["conflict_detection"][
+        "risk_level"] in ("none", "low")
+    second = run_cli("plan", QUIET, "--repo", str(sample_repo), "-y", "--json")
+    assert session_dir(second).name == folder.name + "-2"
+
+
+def test_interrupted_plan_continues_without_redoing_finished_phases(sample_repo: Path, tmp_path: Path) -> None:
+    provider = write_script(tmp_path / "script.json", hang={"explore:validation": 120})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "wfqueue.cli.main", "plan", "Build JWT auth with refresh tokens", "--repo",
+         str(sample_repo), "-y", "--provider", provider],
+        env=wfqueue_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    active = sample_repo / ".workflow" / "active"
+    deadline = time.monotonic() + 90
+    folder = None
+    while time.monotonic() < deadline:
+        found = list(active.glob("WFS-*/.process/exploration-security.md")) if active.is_dir() else []
+        if found:
+            folder = found[0].parent.parent
+            break
+        time.sleep(0.2)
+    assert folder is not None, "phase 2 never started"
+    # The coordinator, the worker node and Redis all die at once, as on a crashed laptop.
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    for line in processes_mentioning(str(sample_repo / ".workflow" / ".queue")):
+        os.kill(int(line.split(":")[0]), signal.SIGKILL)
+    before = json.loads((folder / "workflow-session.json").read_text())
+    assert before["phases"]["session"] == "done" and before["phases"]["context"] == "running"
+    security_before = (folder / ".process" / "exploration-security.md").read_text()
+    notes_before = (folder / "planning-notes.md").read_text().split("## Context Findings")[0]
+    run = run_cli("plan", "--session", folder.name, "--repo", str(sample_repo), "-y", "--json")
+    assert run.code == 0, run.stderr
+    assert "continuing " + folder.name + " at phase context" in run.stderr
+    after = json.loads((folder / "workflow-session.json").read_text())
+    assert after["phases"]["context"] == "done" and after["phases"]["tasks"] == "done"
+    assert after["phases_done_at"]["session"] == before["phases_done_at"]["session"]
+    assert after["created_at"] == before["created_at"]
+    assert (folder / ".process" / "exploration-security.md").read_text() == security_before, "a finished angle re-ran"
+    assert (folder / "planning-notes.md").read_text().startswith(notes_before)
+    assert (folder / ".process" / "exploration-validation.json").is_file()
+    assert len(list((folder / ".task").glob("IMPL-*.json"))) == run.json()["tasks"] >= 1

@@ -1,0 +1,575 @@
+"""The ten checks of `wfqueue verify`, one function per dimension. Pure: a VerifyInput in, findings out.
+
+Findings come back with ``id=""``; ``wfqueue.wfs.verify`` orders, limits and numbers them.
+Whatever code can decide is decided here (ARTIFACTS §7); the judgement dimensions follow
+fixed, documented rules so two runs on the same session always agree:
+
+- A intent: a goal exists; the notes' GOAL and plan.json's summary match it; every task
+  carries a key term of the goal or touches a file the context package names.
+- B coverage: share of the goal's key terms (``tokenize``) found in some task's title,
+  description or criteria; < 50 % CRITICAL, < 75 % HIGH, < 90 % MEDIUM.
+- C consistency: task files load, ids are unique and match file names, at most MAX_TASKS,
+  files to modify/delete exist, and plan.json / IMPL_PLAN.md / TODO_LIST.md name exactly
+  the tasks of .task/.
+- I constraints: no task changes a path that a recorded constraint or conflict decision
+  forbids ("do not modify X", "keep X unchanged", ...); no failed conflict modification;
+  the user's key constraints appear in IMPL_PLAN.md.
+- D dependencies: no cycle, self or unknown dependency; a task changing a file that another
+  task creates depends on it; a task and its dependency do not share a parallel_group.
+- E synthesis: the critical files of the exploration are touched; medium/high conflict
+  risk was resolved; no "Parallel" recommendation over dependent tasks; modified files
+  were part of the gathered context.
+- J N+1: decisions flagged for revisit; decisions forbidding a path a task changes;
+  deferred items that are planned anyway (HIGH) or carried over (LOW reminder).
+- F specification: criteria are testable (a number, a `command`, a path or identifier,
+  or an observable verb without vague words); verification and definition of done are
+  not placeholders; focus is not only directories/globs.
+- G duplication: tasks with the same title terms; a file changed by 3 or more tasks.
+- H feasibility: a file to create already exists; verification that execution would not
+  run (not a known tool, not marked manual); oversized tasks.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Callable, Iterable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from wfqueue.analysis import tokenize
+from wfqueue.tasks_file import LEGACY_VERIFICATION, LoadedTask, TaskProblem, check_plan, repo_relative
+from wfqueue.unified_task import UnifiedTask
+from wfqueue.wfs.models import MAX_TASKS, ConflictResolution, ContextPackage, Finding, PlanOverview, WorkflowSession
+from wfqueue.wfs.render import PlanningNotes
+
+DIMENSIONS: dict[str, tuple[str, int]] = {
+    "A": ("User Intent Alignment", 1), "B": ("Requirements Coverage", 1), "C": ("Consistency", 1),
+    "I": ("Constraints Compliance", 1), "D": ("Dependency Integrity", 2), "E": ("Synthesis Alignment", 2),
+    "J": ("N+1 Context", 2), "F": ("Task Specification Quality", 3), "G": ("Duplication", 4),
+    "H": ("Feasibility", 4),
+}
+CONTROL_ARTIFACTS = ("plan.json", "IMPL_PLAN.md", "TODO_LIST.md")  # missing -> C; others -> E
+# Execution runs only these (ARTIFACTS §9); anything else is never run automatically.
+KNOWN_TOOLS = ("pytest", "python -m pytest", "python3 -m pytest", "npm", "npx", "jest", "tsc", "eslint", "go test",
+               "cargo test", "make")
+MANY_TASKS_PER_FILE = 3
+MAX_FILES_PER_TASK = 8
+_ID = re.compile(r"\bIMPL-\d+(?:\.\d+)*\b")
+_TODO_LINE = re.compile(r"^\s*[-*]\s*\[([ xX])\]\s*\*\*(IMPL-\d+(?:\.\d+)*)\*\*:?\s*(.*?)\s*(?:→.*)?$")
+_TABLE_ROW = re.compile(r"^\|\s*(IMPL-\d+(?:\.\d+)*)\s*\|")
+_PLACEHOLDER = re.compile(r"^\W*(tbd|todo|tba|n/?a|none|null|-+|\?+|\.\.\.|fixme|xxx)?\W*$", re.I)
+_PROHIBIT = re.compile(
+    r"\b(do not|don't|dont|must not|mustn't|should not|shouldn't|never|avoid|no changes? to|"
+    r"without (?:modifying|changing|touching|editing)|not be (?:modified|changed|touched|edited)|read-only|frozen)\b"
+    r"|\b(?:keep|leave)\b.*\b(?:unchanged|untouched|intact|alone|as is)\b", re.I)
+_CLAUSE = re.compile(r";|\.\s|\bbut\b|\binstead\b", re.I)
+_PATH = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)+[\w.*-]*|[\w*-]{2,}\.[A-Za-z][A-Za-z0-9]{0,5})(?![\w/-])")
+_VAGUE = re.compile(r"\b(properly|correctly|works?|working|as expected|good|better|clean|robust|efficient|"
+                    r"user[- ]friendly|appropriate(ly)?|reasonabl[ey]|nice|fast|improved?|well|smooth(ly)?|"
+                    r"optimi[sz]ed|seamless(ly)?|adequate(ly)?)\b", re.I)
+_OBSERVABLE = re.compile(r"\b(pass(es)?|returns?|raises?|exits?|prints?|contains?|exists?|equals?|match(es)?|"
+                         r"implements?|responds?|logs?|rejects?|accepts?|fails?|succeeds?|shows?|displays?|emits?|"
+                         r"writes?|reads?|creates?|deletes?|covers?|keeps?|stores?|sends?|retries|times? out|"
+                         r"validates?|calls?|uses?|provides?|reports?|lists?|blocks?|limits?)\b", re.I)
+_ANCHOR = re.compile(r"\d|`[^`]+`|[\w-]+/[\w.-]+|\b\w+\.[A-Za-z]{1,5}\b|\b[a-z]+_[a-z_]+\b|\b[a-z]+[A-Z]\w*\b")
+
+
+class VerifyInput(BaseModel):
+    """Everything the checks look at, already loaded; ``exists``/``is_dir`` answer for repo-relative paths."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    session: WorkflowSession
+    tasks: list[UnifiedTask]
+    task_locations: dict[str, str] = Field(default_factory=dict, description="task id -> .task/ file it came from")
+    load_problems: list[TaskProblem] = Field(default_factory=list, description="task files that could not be used")
+    broken_ids: list[str] = Field(default_factory=list, description="ids (file stems) of those files")
+    overview: PlanOverview | None = None
+    context: ContextPackage | None = None
+    resolution: ConflictResolution | None = None
+    notes: PlanningNotes | None = None
+    impl_plan: str | None = None
+    todo: str | None = None
+    artifact_errors: dict[str, str] = Field(default_factory=dict, description="artifact -> why it is unusable")
+    exists: Callable[[str], bool] = lambda _path: True
+    is_dir: Callable[[str], bool] = lambda _path: False
+
+
+class Coverage(BaseModel):
+    percent: float
+    colour: str
+    terms: list[str]
+    missing: list[str]
+
+
+def finding(dim: str, severity: str, location: list[str], summary: str, recommendation: str) -> Finding:
+    return Finding(id="", dimension=dim, dimension_name=DIMENSIONS[dim][0], severity=severity,  # type: ignore[arg-type]
+                   location=location, summary=summary, recommendation=recommendation)
+
+
+# -- shared helpers ---------------------------------------------------------------------------
+
+
+def goal_of(inp: VerifyInput) -> str:
+    return (inp.session.structured.goal if inp.session.structured else "") or inp.session.description
+
+
+def key_terms(text: str) -> list[str]:
+    return list(dict.fromkeys(tokenize(text)))
+
+
+def _task_text(t: UnifiedTask) -> str:
+    return " ".join([t.title, t.description, *t.convergence.criteria])
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.replace("\\|", "|").split()).lower()
+
+
+def changes(t: UnifiedTask) -> list[tuple[str, str]]:
+    """(repo-relative path, action) the task changes: files[], else its focus paths (modified)."""
+    pairs = [(f.path, f.action) for f in t.files] or [(p, "modify") for p in t.focus_paths]
+    return [(repo_relative(p) or p, action) for p, action in pairs]
+
+
+def coverage_colour(percent: float) -> str:
+    return "GREEN" if percent >= 90 else "YELLOW" if percent >= 75 else "RED"
+
+
+def compute_coverage(inp: VerifyInput) -> Coverage:
+    terms = key_terms(goal_of(inp))
+    planned = set(tokenize(" ".join(_task_text(t) for t in inp.tasks)))
+    missing = [term for term in terms if term not in planned]
+    percent = 100.0 if not terms else 100.0 * (len(terms) - len(missing)) / len(terms)
+    return Coverage(percent=round(percent, 1), colour=coverage_colour(percent), terms=terms, missing=missing)
+
+
+def _plan_problems(inp: VerifyInput) -> list[TaskProblem]:
+    # Locations "task:ID" make check_plan's problems point where findings point.
+    loaded = [LoadedTask(task=t, location=f"task:{t.id}", legacy=False) for t in inp.tasks]
+    return check_plan(loaded, None, inp.exists)
+
+
+def _context_paths(ctx: ContextPackage | None, notes: PlanningNotes | None) -> list[str]:
+    """Every path the context package and notes name (assets, critical files, modules, imports)."""
+    paths: list[str] = list(notes.critical_files) if notes else []
+    if ctx is not None:
+        for entries in ctx.assets.values():
+            paths += [e.get("path", "") if isinstance(e, dict) else str(e) for e in entries]
+        paths += critical_files(ctx, None) + ctx.conflict_detection.affected_modules
+        for dep in ctx.dependencies.get("internal", []):
+            paths += [str(dep.get(k, "")) for k in ("from", "to")] if isinstance(dep, dict) else []
+    return [p.rstrip("/") for p in paths if p]
+
+
+def critical_files(ctx: ContextPackage | None, notes: PlanningNotes | None) -> list[str]:
+    insights = ctx.exploration_results.get("aggregated_insights", {}) if ctx else {}
+    raw = insights.get("critical_files", []) if isinstance(insights, dict) else []
+    found = [e.get("path", "") if isinstance(e, dict) else str(e) for e in raw] + (notes.critical_files if notes else [])
+    return list(dict.fromkeys(p for p in found if p))
+
+
+def _under(path: str, names: Iterable[str]) -> bool:
+    return any(path == n or path.startswith(n + "/") or ("/" not in n and path.rsplit("/", 1)[-1] == n)
+               for n in names)
+
+
+def forbidden_paths(text: str) -> list[str]:
+    """Paths a constraint forbids changing: path-like words in a clause that prohibits (see _PROHIBIT)."""
+    found: list[str] = []
+    for clause in _CLAUSE.split(text):
+        if _PROHIBIT.search(clause):
+            found += [m.rstrip(".") for m in _PATH.findall(clause.replace("`", " "))]
+    return list(dict.fromkeys(found))
+
+
+def _violates(path: str, forbidden: str) -> bool:
+    rule = repo_relative(forbidden) or forbidden
+    if any(c in rule for c in "*?["):
+        return fnmatch.fnmatch(path, rule) or fnmatch.fnmatch(path.rsplit("/", 1)[-1], rule)
+    return _under(path, [rule.rstrip("/")])
+
+
+def _violations(inp: VerifyInput, rules: list[tuple[str, str]]) -> list[tuple[UnifiedTask, str, str, str]]:
+    """(task, path, rule text, source) for each task change a (text, source) rule forbids."""
+    hits = []
+    for text, source in rules:
+        for forbidden in forbidden_paths(text):
+            for t in inp.tasks:
+                for path, _action in changes(t):
+                    if _violates(path, forbidden):
+                        hits.append((t, path, text, source))
+    return hits
+
+
+# -- tier 1 -----------------------------------------------------------------------------------
+
+
+def check_intent(inp: VerifyInput) -> list[Finding]:
+    """A: the plan pursues the goal the user gave."""
+    goal = goal_of(inp)
+    terms = set(key_terms(goal))
+    if not goal.strip():
+        return [finding("A", "CRITICAL", ["workflow-session.json"], "no goal is recorded for this session",
+                        "re-plan with a goal; intent cannot be verified without one")]
+    out: list[Finding] = []
+    if inp.notes is not None and _norm(inp.notes.goal) != _norm(goal):
+        out.append(finding("A", "HIGH", ["planning-notes.md"], f"planning notes GOAL differs from the session goal "
+                           f"({inp.notes.goal!r} vs {goal!r})", "re-plan so tasks are generated against the user's goal"))
+    if inp.overview is not None and terms and not terms & set(tokenize(inp.overview.summary)):
+        out.append(finding("A", "HIGH", ["plan.json"], "plan.json summary shares no key term with the goal",
+                           "rewrite the summary (and check the tasks) against the goal"))
+    known = _context_paths(inp.context, inp.notes)
+    for t in inp.tasks:
+        if terms and not terms & set(tokenize(_task_text(t) + " " + (t.scope or ""))) \
+                and not any(_under(p, known) for p, _ in changes(t)):
+            out.append(finding("A", "MEDIUM", [f"task:{t.id}"], f"{t.id} carries no key term of the goal and touches "
+                               "no file of the gathered context (possible scope creep)",
+                               "tie the task to the goal in its description, or drop it"))
+    return out
+
+
+def check_coverage(inp: VerifyInput) -> list[Finding]:
+    """B: the goal's key terms are all addressed by some task."""
+    if not inp.tasks:
+        return [finding("B", "CRITICAL", [".task/"], "the plan has no usable task", "re-plan the session")]
+    cov = compute_coverage(inp)
+    if cov.colour == "GREEN":
+        return []
+    severity = "CRITICAL" if cov.percent < 50 else "HIGH" if cov.colour == "RED" else "MEDIUM"
+    return [finding("B", severity, ["IMPL_PLAN.md", "workflow-session.json"],
+                    f"tasks cover {cov.percent:.1f} % of the goal's key terms ({cov.colour}); "
+                    f"not addressed: {', '.join(cov.missing)}",
+                    "add or extend tasks for the missing parts of the goal (wfqueue replan)")]
+
+
+def _doc_ids(out: list[Finding], name: str, lines: list[str], pattern: re.Pattern[str], known: list[str],
+             missing_msg: str) -> dict[str, int]:
+    """Ids a document names (first line of each); unknown and missing ids become findings."""
+    seen: dict[str, int] = {}
+    for number, line in enumerate(lines, 1):
+        for tid in (m.group(1) if m.groups() else m.group(0) for m in pattern.finditer(line)):
+            if tid not in known and tid not in seen:
+                out.append(finding("C", "HIGH", [f"{name}:L{number}"], f"{name} names {tid}, which has no task file",
+                                   f"regenerate {name} from .task/ or restore the task"))
+            seen.setdefault(tid, number)
+    for tid in known:
+        if tid not in seen:
+            out.append(finding("C", "HIGH", [name, f"task:{tid}"], f"{tid} {missing_msg}",
+                               f"regenerate {name} from .task/"))
+    return seen
+
+
+def check_consistency(inp: VerifyInput) -> list[Finding]:
+    """C: artifacts load and agree with .task/ and with the repository."""
+    out: list[Finding] = []
+    for name in CONTROL_ARTIFACTS:
+        if name in inp.artifact_errors:
+            out.append(finding("C", "HIGH", [name], f"{name}: {inp.artifact_errors[name]}", f"regenerate {name}"))
+    by_file: dict[str, list[str]] = {}
+    for problem in inp.load_problems:
+        by_file.setdefault(problem.location, []).append(problem.message)
+    for location, messages in by_file.items():
+        out.append(finding("C", "CRITICAL", [location], f"task file cannot be used: {'; '.join(messages[:3])}",
+                           "fix the file so it is a valid unified task"))
+    for t in inp.tasks:
+        where = inp.task_locations.get(t.id, "")
+        if where and where.rsplit("/", 1)[-1] != f"{t.id}.json":
+            out.append(finding("C", "HIGH", [where, f"task:{t.id}"], f"{where} holds task {t.id}",
+                               f"rename the file to {t.id}.json (TODO_LIST.md links by id)"))
+    for p in _plan_problems(inp):
+        if p.code == "duplicate_id":
+            out.append(finding("C", "CRITICAL", [p.location], p.message, "give every task a unique id"))
+        elif p.code == "missing_file":
+            out.append(finding("C", "HIGH", [p.location], p.message, "fix the path, or use action create"))
+    known = [t.id for t in inp.tasks] + [b for b in inp.broken_ids if b not in {t.id for t in inp.tasks}]
+    if len(known) > MAX_TASKS:
+        out.append(finding("C", "HIGH", [".task/"], f"{len(known)} tasks; a session holds at most {MAX_TASKS}",
+                           "merge related tasks (wfqueue replan) or split the goal into sessions"))
+    if inp.overview is not None:
+        ov = inp.overview
+        for tid in [i for i in ov.task_ids if i not in known]:
+            out.append(finding("C", "HIGH", ["plan.json"], f"plan.json lists {tid}, which has no task file",
+                               "regenerate plan.json from .task/"))
+        for tid in [i for i in known if i not in ov.task_ids]:
+            out.append(finding("C", "HIGH", ["plan.json", f"task:{tid}"], f"{tid} is missing from plan.json task_ids",
+                               "regenerate plan.json from .task/"))
+        if ov.task_count != len(ov.task_ids) or ov.task_count != len(known):
+            out.append(finding("C", "HIGH", ["plan.json"], f"plan.json task_count is {ov.task_count}, task_ids has "
+                               f"{len(ov.task_ids)}, .task/ has {len(known)}", "regenerate plan.json from .task/"))
+    if inp.impl_plan is not None:
+        lines = inp.impl_plan.splitlines()
+        for number, line in enumerate(lines, 1):
+            m = re.match(r"^task_count:\s*(\d+)\s*$", line)
+            if m and int(m.group(1)) != len(known):
+                out.append(finding("C", "HIGH", [f"IMPL_PLAN.md:L{number}"], f"IMPL_PLAN.md says task_count "
+                                   f"{m.group(1)}, .task/ has {len(known)}", "regenerate IMPL_PLAN.md"))
+        rows = any(_TABLE_ROW.match(line) for line in lines)
+        # The Task Breakdown table is the authority when present; else any mention counts.
+        _doc_ids(out, "IMPL_PLAN.md", lines, _TABLE_ROW if rows else _ID, known,
+                 "is missing from the IMPL_PLAN.md task breakdown")
+        if rows:  # ids mentioned elsewhere (phases, criteria) must exist too
+            for number, line in enumerate(lines, 1):
+                for tid in dict.fromkeys(_ID.findall(line)):
+                    if tid not in known and not _TABLE_ROW.match(line):
+                        out.append(finding("C", "HIGH", [f"IMPL_PLAN.md:L{number}"],
+                                           f"IMPL_PLAN.md names {tid}, which has no task file", "regenerate IMPL_PLAN.md"))
+    if inp.todo is not None:
+        lines = inp.todo.splitlines()
+        _doc_ids(out, "TODO_LIST.md", lines, _TODO_LINE, known, "has no line in TODO_LIST.md")
+        by_id = {t.id: t for t in inp.tasks}
+        for number, line in enumerate(lines, 1):
+            m = _TODO_LINE.match(line)
+            if not m or m.group(2) not in by_id:
+                continue
+            t = by_id[m.group(2)]
+            done = (t.model_extra or {}).get("status") == "completed"
+            if (m.group(1) != " ") != done:
+                out.append(finding("C", "MEDIUM", [f"TODO_LIST.md:L{number}", f"task:{t.id}"],
+                                   f"TODO_LIST.md marks {t.id} {'done' if m.group(1) != ' ' else 'open'}, the task "
+                                   f"status is {(t.model_extra or {}).get('status', 'pending')}",
+                                   "regenerate TODO_LIST.md from .task/"))
+            if m.group(3) and _norm(m.group(3)) != _norm(t.title):
+                out.append(finding("C", "MEDIUM", [f"TODO_LIST.md:L{number}", f"task:{t.id}"],
+                                   f"TODO_LIST.md title of {t.id} differs from the task title",
+                                   "regenerate TODO_LIST.md from .task/"))
+    return out
+
+
+def check_constraints(inp: VerifyInput) -> list[Finding]:
+    """I: recorded constraints and conflict decisions are respected."""
+    out: list[Finding] = []
+    rules: list[tuple[str, str]] = []
+    if inp.resolution is not None:
+        rules += [(c, ".process/conflict-resolution.json") for c in inp.resolution.planning_constraints]
+        rules += [(m, f".process/conflict-resolution.json:{r.conflict_id}")
+                  for r in inp.resolution.resolved_conflicts for m in [r.strategy_approach, *r.modifications_applied]]
+        for failed in inp.resolution.failed_modifications:
+            out.append(finding("I", "HIGH", [".process/conflict-resolution.json"],
+                               f"a conflict modification failed to apply: {failed}",
+                               "apply it by hand or re-run conflict resolution before executing"))
+    if inp.notes is not None:
+        rules += [(c, "planning-notes.md") for c in [*inp.notes.consolidated, *inp.notes.conflict_decisions]]
+    if inp.context is not None:
+        insights = inp.context.exploration_results.get("aggregated_insights", {})
+        raw = insights.get("constraints", []) if isinstance(insights, dict) else []
+        rules += [(str(c), ".process/context-package.json") for c in raw]
+    user = list(inp.session.structured.constraints) if inp.session.structured else []
+    user += inp.notes.key_constraints if inp.notes else []
+    rules += [(c, "workflow-session.json") for c in user]
+    reported: set[tuple[str, str]] = set()
+    for t, path, text, source in _violations(inp, list(dict.fromkeys(rules))):
+        if (t.id, path) not in reported:  # one finding per change, however many rules forbid it
+            reported.add((t.id, path))
+            out.append(finding("I", "CRITICAL", [f"task:{t.id}", source], f"{t.id} changes {path}, which a recorded "
+                               f"constraint forbids: {text!r}", f"remove {path} from {t.id} or revise the constraint"))
+    if inp.impl_plan is not None:
+        plan = _norm(inp.impl_plan)
+        for c in dict.fromkeys(user):
+            if _norm(c) not in plan:
+                out.append(finding("I", "MEDIUM", ["IMPL_PLAN.md"], f"user constraint not stated in the plan: {c!r}",
+                                   "list it under the Implementation Strategy constraints"))
+    return out
+
+
+# -- tier 2 -----------------------------------------------------------------------------------
+
+
+def _ancestors(tid: str, graph: dict[str, list[str]]) -> set[str]:
+    seen: set[str] = set()
+    stack = list(graph.get(tid, []))
+    while stack:
+        dep = stack.pop()
+        if dep not in seen:
+            seen.add(dep)
+            stack += graph.get(dep, [])
+    return seen
+
+
+def check_dependencies(inp: VerifyInput) -> list[Finding]:
+    """D: the dependency graph is acyclic, complete and orderable."""
+    out: list[Finding] = []
+    for p in _plan_problems(inp):
+        if p.code == "dependency_cycle":
+            ids = list(dict.fromkeys(_ID.findall(p.message)))
+            out.append(finding("D", "HIGH", [f"task:{i}" for i in ids], p.message, "break the cycle (wfqueue replan)"))
+        elif p.code == "self_dependency":
+            out.append(finding("D", "HIGH", [p.location], p.message, "remove the self dependency"))
+    ids = {t.id for t in inp.tasks} | set(inp.broken_ids)
+    for t in inp.tasks:  # computed here, not by check_plan, so tasks in broken files still count as existing
+        for dep in t.depends_on:
+            if dep not in ids:
+                out.append(finding("D", "HIGH", [f"task:{t.id}"], f"{t.id} depends on {dep}, which does not exist",
+                                   "fix the id or remove the dependency"))
+    graph = {t.id: t.depends_on for t in inp.tasks}
+    creators = {path: t for t in inp.tasks for path, action in changes(t) if action == "create"}
+    by_id = {t.id: t for t in inp.tasks}
+    for t in inp.tasks:
+        before = _ancestors(t.id, graph)
+        for path, action in changes(t):
+            maker = creators.get(path)
+            if maker is not None and maker.id != t.id and action != "create" and maker.id not in before:
+                out.append(finding("D", "HIGH", [f"task:{t.id}", f"task:{maker.id}"], f"{t.id} changes {path}, which "
+                                   f"{maker.id} creates, but does not depend on {maker.id}",
+                                   f"add {maker.id} to {t.id}.depends_on"))
+        for dep in t.depends_on:
+            other = by_id.get(dep)
+            if other and t.parallel_group is not None and other.parallel_group == t.parallel_group:
+                out.append(finding("D", "HIGH", [f"task:{t.id}", f"task:{dep}"], f"{t.id} depends on {dep} but both "
+                                   f"are in parallel_group {t.parallel_group}", "move one task to a later group"))
+    return out
+
+
+def check_synthesis(inp: VerifyInput) -> list[Finding]:
+    """E: the plan follows what context gathering and conflict analysis found."""
+    out = [finding("E", "MEDIUM", [name], f"{name}: {why}", "re-run context gathering to restore it")
+           for name, why in inp.artifact_errors.items() if name not in CONTROL_ARTIFACTS]
+    critical = critical_files(inp.context, inp.notes)
+    touched = [p for t in inp.tasks for p, _ in changes(t)] + [p for t in inp.tasks for p in t.focus_paths]
+    text = " ".join(t.description + " " + " ".join(map(str, t.implementation)) for t in inp.tasks)
+    ignored = [c for c in critical if not _under(c.rstrip("/"), touched) and c not in text
+               and not any(_under(p, [c.rstrip("/")]) for p in touched)]
+    if ignored:
+        severity = "HIGH" if len(ignored) == len(critical) else "MEDIUM"
+        out.append(finding("E", severity, [".process/context-package.json"], f"no task touches the critical "
+                           f"file(s) {', '.join(ignored)}", "cover them in a task or record why they are not changed"))
+    ctx = inp.context
+    if ctx is not None:
+        if ctx.conflict_detection.risk_level in ("medium", "high") and inp.resolution is None:
+            out.append(finding("E", "HIGH", [".process/context-package.json"], f"conflict risk is "
+                               f"{ctx.conflict_detection.risk_level} but no conflict resolution was recorded",
+                               "run conflict resolution before executing"))
+        known = _context_paths(ctx, inp.notes)
+        for t in inp.tasks:
+            outside = [p for p, a in changes(t) if a != "create" and inp.exists(p) and not _under(p, known)]
+            if outside:
+                out.append(finding("E", "MEDIUM", [f"task:{t.id}"], f"{t.id} changes {', '.join(outside)}, which the "
+                                   "gathered context never examined", "re-gather context for these files"))
+    if inp.overview is not None and inp.overview.recommended_execution == "Parallel" and any(t.depends_on for t in inp.tasks):
+        out.append(finding("E", "MEDIUM", ["plan.json"], "plan.json recommends Parallel execution of dependent tasks",
+                           "recommend Phased or Sequential execution"))
+    return out
+
+
+def check_n_plus_one(inp: VerifyInput) -> list[Finding]:
+    """J: decisions and deferred items of the N+1 context are honoured."""
+    if inp.notes is None:
+        return []
+    out: list[Finding] = []
+    for d in inp.notes.decisions:
+        if d.revisit:
+            out.append(finding("J", "MEDIUM", ["planning-notes.md"], f"decision flagged for revisit: {d.decision!r}",
+                               "settle the decision before executing"))
+    for t, path, text, _ in _violations(inp, [(d.decision, "planning-notes.md") for d in inp.notes.decisions]):
+        out.append(finding("J", "HIGH", [f"task:{t.id}", "planning-notes.md"], f"{t.id} changes {path}, "
+                           f"contradicting the decision {text!r}", "follow the decision or record a new one"))
+    for item in inp.notes.deferred:
+        terms = set(key_terms(item))
+        if not terms or item.strip().startswith("("):
+            continue  # placeholder such as "(For N+1)"
+        planned = [t for t in inp.tasks if len(terms & set(tokenize(f"{t.title} {t.description}"))) * 3 >= len(terms) * 2]
+        if planned:
+            out.append(finding("J", "HIGH", [f"task:{planned[0].id}", "planning-notes.md"], f"deferred item {item!r} "
+                               f"is planned anyway by {planned[0].id}", "drop it from the plan or from the deferred list"))
+        else:
+            out.append(finding("J", "LOW", ["planning-notes.md"], f"deferred to N+1: {item!r}",
+                               "carry it into the next session"))
+    return out
+
+
+# -- tiers 3 and 4 ----------------------------------------------------------------------------
+
+
+def testable(criterion: str) -> bool:
+    """A number, a `command`, a path or code identifier, or an observable verb with no vague word."""
+    return bool(_ANCHOR.search(criterion)) or (bool(_OBSERVABLE.search(criterion)) and not _VAGUE.search(criterion))
+
+
+def check_specification(inp: VerifyInput) -> list[Finding]:
+    """F: every task says precisely what to change and how to check it."""
+    out: list[Finding] = []
+    for t in inp.tasks:
+        where = [f"task:{t.id}"]
+        c = t.convergence
+        blank = [x for x in c.criteria if _PLACEHOLDER.match(x)]
+        vague = [x for x in c.criteria if not _PLACEHOLDER.match(x) and not testable(x)]
+        if blank:
+            out.append(finding("F", "MEDIUM", where, f"{t.id} has {len(blank)} empty criterion/criteria",
+                               "write 1-5 testable criteria"))
+        if vague:
+            out.append(finding("F", "MEDIUM", where, f"{t.id} criteria not testable: {'; '.join(vague)}",
+                               "name a number, command, file or observable result in each criterion"))
+        if _PLACEHOLDER.match(c.verification):
+            out.append(finding("F", "MEDIUM", where, f"{t.id} has no verification ({c.verification!r})",
+                               "give a test command or manual steps"))
+        if _PLACEHOLDER.match(c.definition_of_done):
+            out.append(finding("F", "MEDIUM", where, f"{t.id} has no definition of done",
+                               "state when the task is done"))
+        concrete = [f.path for f in t.files if not any(ch in f.path for ch in "*?[") and not inp.is_dir(f.path)]
+        if not t.focus_paths and not t.files:
+            out.append(finding("F", "MEDIUM", where, f"{t.id} names no file to change", "add focus_paths and files[]"))
+        elif t.focus_paths and not concrete and all(any(ch in p for ch in "*?[") or p.endswith("/") or inp.is_dir(p)
+                                                    for p in t.focus_paths):
+            out.append(finding("F", "MEDIUM", where, f"{t.id} focus paths are only directories or globs: "
+                               f"{', '.join(t.focus_paths)}", "name the files to change"))
+    return out
+
+
+def check_duplication(inp: VerifyInput) -> list[Finding]:
+    """G: no task repeats another; no file is churned by many tasks."""
+    out: list[Finding] = []
+    groups: dict[frozenset[str], list[str]] = {}
+    for t in inp.tasks:
+        terms = frozenset(tokenize(t.title))
+        if terms:
+            groups.setdefault(terms, []).append(t.id)
+    for ids in groups.values():
+        if len(ids) > 1:
+            out.append(finding("G", "LOW", [f"task:{i}" for i in ids], f"tasks {', '.join(ids)} have the same title "
+                               "terms", "merge them or make each title say what differs"))
+    users: dict[str, list[str]] = {}
+    for t in inp.tasks:
+        for path in dict.fromkeys(p for p, _ in changes(t)):
+            users.setdefault(path, []).append(t.id)
+    for path, ids in users.items():
+        if len(ids) >= MANY_TASKS_PER_FILE:
+            out.append(finding("G", "LOW", [f"task:{i}" for i in ids], f"{path} is changed by {len(ids)} tasks "
+                               f"({', '.join(ids)})", "group the changes to this file in fewer tasks"))
+    return out
+
+
+def auto_runnable(verification: str) -> bool:
+    text = verification.strip().strip("`").strip()
+    return any(text == tool or text.startswith(tool + " ") for tool in KNOWN_TOOLS)
+
+
+def check_feasibility(inp: VerifyInput) -> list[Finding]:
+    """H: each task can be carried out and checked as written."""
+    out: list[Finding] = []
+    for t in inp.tasks:
+        where = [f"task:{t.id}"]
+        for path in [p for p, a in changes(t) if a == "create" and inp.exists(p)]:
+            out.append(finding("H", "LOW", where, f"{t.id} creates {path}, which already exists",
+                               "use action modify, or pick a new path"))
+        v = t.convergence.verification.strip()
+        if not (auto_runnable(v) or v.lower().startswith("manual") or v == LEGACY_VERIFICATION or _PLACEHOLDER.match(v)):
+            out.append(finding("H", "LOW", where, f"execution will not run {t.id}'s verification {v!r}",
+                               f"start it with one of {', '.join(KNOWN_TOOLS)}, or prefix manual steps with 'manual:'"))
+        files = len(t.files)
+        if files > MAX_FILES_PER_TASK or (t.effort == "small" and files > 3):
+            out.append(finding("H", "LOW", where, f"{t.id} changes {files} files (effort {t.effort or '-'})",
+                               "split the task or raise its effort"))
+    return out
+
+
+# Run order = report order: tier 1, tier 2, tier 3, tier 4.
+CHECKS: dict[str, Callable[[VerifyInput], list[Finding]]] = {
+    "A": check_intent, "B": check_coverage, "C": check_consistency, "I": check_constraints,
+    "D": check_dependencies, "E": check_synthesis, "J": check_n_plus_one,
+    "F": check_specification, "G": check_duplication, "H": check_feasibility,
+}
+
+
+def run_checks(inp: VerifyInput) -> list[Finding]:
+    return [f for check in CHECKS.values() for f in check(inp)]
