@@ -70,6 +70,22 @@ def _tail(path: Path, lines: int = 15) -> str:
         return "(no log)"
 
 
+def _is_live_redis(pid: int) -> bool:
+    """Whether ``pid`` is a running (not zombie) redis-server."""
+    proc = Path("/proc") / str(pid)
+    if proc.is_dir():
+        try:
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            return state != "Z" and b"redis-server" in (proc / "cmdline").read_bytes()
+        except (OSError, IndexError):
+            return False
+    try:  # no /proc (macOS): the best we can do is ask whether the pid exists
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
+
+
 class EmbeddedRedis:
     """A redis-server child process with append-only persistence under ``data_dir``."""
 
@@ -89,9 +105,10 @@ class EmbeddedRedis:
         pid_file = self.data_dir / "redis.pid"
         try:
             pid = int(pid_file.read_text().strip())
-            os.kill(pid, 0)
         except (OSError, ValueError):
-            return  # no pid file, or its process is gone: a stale file from a crash
+            return  # no pid file: nothing runs here
+        if not _is_live_redis(pid):
+            return  # a stale file from a crash (or the pid now belongs to another program)
         raise WorkerStartError(
             f"an embedded Redis (pid {pid}) already runs on {self.data_dir}",
             hint="wait for the other wfqueue command on this repository to finish, or stop that process",

@@ -36,17 +36,19 @@ def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = No
 
 
 def processes_mentioning(marker: str) -> list[str]:
-    """Command lines of live processes that mention ``marker`` (e.g. a queue dir)."""
+    """Live processes whose command line mentions ``marker`` (e.g. a queue dir) or that run inside it."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\x00", b" ").decode(errors="replace")
-            state = (entry / "stat").read_text().split()[2]
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            cwd = os.readlink(entry / "cwd")
         except OSError:
             continue
-        if marker in cmdline and state != "Z":
+        # redis-server rewrites its command line, but it runs inside its data directory
+        if (marker in cmdline or cwd.startswith(marker)) and state != "Z":
             found.append(f"{entry.name}: {cmdline.strip()}")
     return found
 

@@ -31,7 +31,7 @@ _STYLE = {"queued": "yellow", "running": "cyan", "done": "green", "failed": "bol
 
 class TerminalUI:
     def __init__(self, quiet: bool = False) -> None:
-        self.console = Console(stderr=True, highlight=False)
+        self.console = Console(stderr=True, highlight=False, soft_wrap=True)
         self.quiet = quiet
         self.live: Live | None = None
         self.seen: dict[str, str] = {}

@@ -13,17 +13,18 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import redis
-from celery import Celery, chord
+from celery import Celery
 from pydantic import BaseModel, Field
 
 from wfqueue.collab.models import RequirementAnalysis
+from wfqueue.collab.recovery import enqueue_missing, load_or_seed_analysis, missing_areas, reseed_from_disk
 from wfqueue.errors import BadInputError, InfrastructureError
 from wfqueue.providers import check_provider_spec
 from wfqueue.runtime import broker_runtime, wait_for
 from wfqueue.sessions import new_collab_session_id, planning_root
 from wfqueue.settings import MAX_AGENTS_LIMIT, Settings
 from wfqueue.state import SessionState
-from wfqueue.task_names import COLLAB_FINALIZE, COLLAB_PLAN_AREA, COLLAB_UNDERSTAND, QUEUE_CONTROL, QUEUE_PLAN
+from wfqueue.task_names import COLLAB_UNDERSTAND, QUEUE_PLAN
 
 SplitDecision = Literal["start", "cancel"] | int
 
@@ -121,19 +122,37 @@ class CollabCoordinator:
     def _run_agents(self, app: Celery, settings: Settings, state: SessionState, session_dir: Path,
                     analysis: RequirementAnalysis, provider: str) -> dict[str, Any]:
         areas = [s.focus_area for s in analysis.sub_domains]
-        for area in areas:
-            state.set_agent(area, state="queued")
-        header = [
-            app.signature(COLLAB_PLAN_AREA, queue=QUEUE_PLAN,
-                          kwargs={"session_id": state.session_id, "session_dir": str(session_dir),
-                                  "focus_area": area, "provider": provider})
-            for area in areas
-        ]
-        body = app.signature(COLLAB_FINALIZE, args=(state.session_id, str(session_dir)), queue=QUEUE_CONTROL)
-        result = chord(header)(body)
+        result = enqueue_missing(app, state, session_dir, analysis, provider)
         state.set_meta(chord_id=result.id)
         try:
             final = wait_for(result, "the plan", settings, tick=lambda: self.ui.progress(state.agents(areas)))
         finally:
             self.ui.done()
         return dict(final)
+
+    def resume(self, session_dir: Path, repo: Path, provider: str) -> PlanResult:
+        """Finish an interrupted plan: only areas without a result run again, then the callback."""
+        with broker_runtime(self.settings, repo, self.settings.max_agents, self.ui, self.worker_env) as runtime:
+            state = SessionState(runtime.client, session_dir.name, runtime.settings.state_ttl_s)
+            meta = state.meta()
+            provider = str(meta.get("provider") or provider)
+            analysis = load_or_seed_analysis(state, session_dir)
+            if analysis is None:
+                requirement = str(meta.get("requirement") or "")
+                if not requirement:
+                    raise BadInputError(f"{session_dir.name} has no requirement-analysis.json and Redis does not "
+                                        "know its requirement", hint="start the plan again with `wfqueue collab-plan`")
+                request = CollabRequest(requirement=requirement, repo=repo, max_agents=self.settings.max_agents,
+                                        provider=provider, yes=True)
+                analysis = self._understand(runtime.app, runtime.settings, state, session_dir, request,
+                                            request.max_agents)
+            if state.meta().get("repo") is None:
+                state.set_meta(kind="collab", repo=str(repo), session_dir=str(session_dir), provider=provider)
+            seeded = reseed_from_disk(state, session_dir, analysis)
+            missing = missing_areas(state, analysis)
+            self.ui.info(f"resuming {session_dir.name}: {len(analysis.sub_domains) - len(missing)} area(s) done"
+                         + (f" ({len(seeded)} recovered from disk)" if seeded else "")
+                         + (f", re-running {', '.join(missing)}" if missing else ", finalising"))
+            final = self._run_agents(runtime.app, runtime.settings, state, session_dir, analysis, provider)
+        return PlanResult(session_id=session_dir.name, session_dir=str(session_dir), status=final["status"],
+                          tasks=final["tasks"], conflicts=final["conflicts"], failed_areas=final["failed_areas"])

@@ -8,6 +8,7 @@ UI protocol; ``-y`` answers every question with the safe default.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -136,8 +137,42 @@ class LiteCoordinator:
                           conflicts=shared_files(draft), complexity=assessment.complexity,
                           angles=assessment.angles if assessment.needs_exploration else [], failed_angles=failed)
 
+    def resume(self, session_dir: Path, repo: Path, provider: str) -> LiteResult:
+        """Finish an interrupted lite plan: missing angles, the synthesis, then planning (no questions)."""
+        with broker_runtime(self.settings, repo, 4, self.ui) as runtime:
+            app, settings = runtime.app, runtime.settings
+            state = SessionState(runtime.client, session_dir.name, settings.state_ttl_s)
+            meta = state.meta()
+            requirement = str(meta.get("requirement") or _recorded_requirement(session_dir))
+            provider = str(meta.get("provider") or provider)
+            common = {"session_id": state.session_id, "repo": str(repo), "requirement": requirement,
+                      "provider": provider}
+            if state.recall("assessment") is None:
+                wait_for(app.send_task(LITE_ASSESS, kwargs={**common, "force_explore": False}), "the assessment",
+                         settings)
+            assessment = Assessment.model_validate_json(state.recall("assessment") or "")
+            failed: dict[str, str] = {}
+            if assessment.needs_exploration:
+                missing = [a for a in assessment.angles if state.recall(f"exploration:{a}") is None]
+                self.ui.info(f"resuming {state.session_id}: re-exploring {', '.join(missing) or 'nothing'}")
+                _, failed = self._explore(app, settings, state, session_dir,
+                                          assessment.model_copy(update={"angles": missing}) if missing else assessment,
+                                          common, angles_for_synthesis=assessment.angles)
+            if state.recall("lite_plan") is None or not (session_dir / TASKS_FILE).is_file():
+                wait_for(app.send_task(LITE_PLAN, kwargs={**common, "session_dir": str(session_dir), "answers": []}),
+                         "planning", settings)
+            draft = LitePlanDraft.model_validate_json(state.recall("lite_plan") or "")
+            status = "partial" if failed else "completed"
+            state.set_meta(status=status)
+        return LiteResult(session_id=state.session_id, session_dir=str(session_dir), status=status,
+                          tasks=len(draft.tasks), conflicts=shared_files(draft), complexity=assessment.complexity,
+                          angles=assessment.angles if assessment.needs_exploration else [], failed_angles=failed)
+
     def _explore(self, app: Celery, settings: Settings, state: SessionState, session_dir: Path,
-                 assessment: Assessment, common: dict[str, Any]) -> tuple[list[MergedQuestion], dict[str, str]]:
+                 assessment: Assessment, common: dict[str, Any],
+                 angles_for_synthesis: list[str] | None = None) -> tuple[list[MergedQuestion], dict[str, str]]:
+        """A chord of ``assessment.angles``; the synthesis reads every angle of the session from Redis."""
+        watched = angles_for_synthesis or assessment.angles
         for angle in assessment.angles:
             state.set_agent(angle, state="queued")
         header = [app.signature(EXPLORE_ANGLE, queue=QUEUE_EXPLORE,
@@ -147,7 +182,7 @@ class LiteCoordinator:
                              args=(state.session_id, str(session_dir), common["requirement"]))
         try:
             synthesis = wait_for(chord(header)(body), "exploration", settings,
-                                 tick=lambda: self.ui.progress(state.agents(assessment.angles)))
+                                 tick=lambda: self.ui.progress(state.agents(watched)))
         finally:
             self.ui.done()
         for angle, reason in synthesis["failed"].items():
@@ -192,3 +227,14 @@ class LiteCoordinator:
         self.ui.info(f"the plan still needs changes after {MODIFY_ROUNDS} rounds: for a change this size, "
                      "use `wfqueue plan` (a full workflow session)")
         return draft, "cancelled"
+
+
+def _recorded_requirement(session_dir: Path) -> str:
+    """The requirement as the session's files recorded it (when Redis lost it)."""
+    for name, key in (("requirement-analysis.json", "original_requirement"),
+                      ("explorations-manifest.json", "task_description")):
+        path = session_dir / name
+        if path.is_file():
+            return str(json.loads(path.read_text(encoding="utf-8")).get(key, ""))
+    raise BadInputError(f"{session_dir.name}: neither Redis nor the session's files record its requirement",
+                        hint="start the plan again with `wfqueue lite-plan`")

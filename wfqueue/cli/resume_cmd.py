@@ -1,0 +1,61 @@
+"""`wfqueue resume SESSION`: finish an interrupted collab, lite or workflow session."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from wfqueue.cli.progress import TerminalUI
+from wfqueue.collab.coordinator import CollabCoordinator
+from wfqueue.errors import SessionNotFoundError
+from wfqueue.lite.coordinator import LITE_DIR, LiteCoordinator
+from wfqueue.providers import check_provider_spec
+from wfqueue.sessions import WORKFLOW_DIR, check_session_id, planning_root, resolve_repo
+from wfqueue.settings import load_settings
+from wfqueue.wfs.coordinator import PlanRequest, WfsCoordinator
+from wfqueue.wfs.session import SESSION_FILE, active_root
+
+
+def locate(repo: Path, session_id: str) -> tuple[str, Path]:
+    """Which kind of session this id is, and its folder."""
+    check_session_id(session_id)
+    candidates = [("collab", planning_root(repo) / session_id), ("lite", repo / WORKFLOW_DIR / LITE_DIR / session_id),
+                  ("workflow", active_root(repo) / session_id)]
+    for kind, folder in candidates:
+        if folder.is_dir() and (kind != "workflow" or (folder / SESSION_FILE).is_file()):
+            return kind, folder
+    known = sorted(p.name for _, folder in candidates if folder.parent.is_dir() for p in folder.parent.iterdir())
+    raise SessionNotFoundError(f"no session {session_id} under {repo / WORKFLOW_DIR}",
+                               hint=f"existing sessions: {', '.join(known[-12:]) or 'none'}")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("resume")
+    def resume(
+        session: str = typer.Argument(..., help="A CPLAN-*, lite-plan or WFS-* session id."),
+        repo: str = typer.Option(None, "--repo", help="Repository (default: git top level of the cwd)."),
+        provider: str = typer.Option(None, "--provider", help="Used only if the session did not record one."),
+        as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout and nothing else there."),
+    ) -> None:
+        """Re-enqueue only the work an interrupted session is missing, then finish it."""
+        settings = load_settings()
+        root = resolve_repo(repo)
+        kind, folder = locate(root, session)
+        spec = check_provider_spec(provider or settings.effective_provider())
+        ui = TerminalUI()
+        if kind == "collab":
+            result = CollabCoordinator(settings, ui).resume(folder, root, spec)
+        elif kind == "lite":
+            result = LiteCoordinator(settings, ui).resume(folder, root, spec)
+        else:
+            result = WfsCoordinator(settings, ui).run(PlanRequest(repo=root, provider=spec, yes=True, session=session))
+        payload = result.model_dump(include={"session_id", "session_dir", "status", "tasks", "conflicts"})
+        if as_json:
+            typer.echo(json.dumps(payload, ensure_ascii=False))
+        else:
+            Console(highlight=False, soft_wrap=True).print(
+                f"[bold]{result.status}[/]: {result.tasks} tasks, {result.conflicts} conflicts — {result.session_dir}")
+        raise typer.Exit(result.exit_code)
