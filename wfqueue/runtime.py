@@ -61,10 +61,16 @@ def broker_runtime(settings: Settings, repo: Path, concurrency: int, ui: Reporte
         yield Runtime(settings=settings, app=app, client=client)
 
 
-def wait_for(result: AsyncResult, what: str, settings: Settings, tick: Callable[[], None] | None = None) -> Any:
-    """Poll ``result`` until it is ready; raise with the worker's error if it failed."""
+def wait_for(result: AsyncResult, what: str, settings: Settings, tick: Callable[[], None] | None = None,
+             settled: Callable[[], Any] | None = None) -> Any:
+    """Poll ``result`` until it is ready; raise with the worker's error if it failed.
+
+    ``settled`` may end the wait early with a value of its own: the watchdog can
+    finalise a plan whose chord will never fire, and the coordinator must notice."""
     deadline = time.monotonic() + settings.plan_timeout_s
     while not result.ready():
+        if settled is not None and (value := settled()) is not None:
+            return value
         if time.monotonic() > deadline:
             raise InfrastructureError(
                 f"{what} did not finish within {settings.plan_timeout_s:.0f}s",

@@ -8,6 +8,7 @@ the CLI, tests and benchmarks each bring their own.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -125,7 +126,8 @@ class CollabCoordinator:
         result = enqueue_missing(app, state, session_dir, analysis, provider)
         state.set_meta(chord_id=result.id)
         try:
-            final = wait_for(result, "the plan", settings, tick=lambda: self.ui.progress(state.agents(areas)))
+            final = wait_for(result, "the plan", settings, tick=lambda: self.ui.progress(state.agents(areas)),
+                             settled=lambda: _watchdog_result(state))
         finally:
             self.ui.done()
         return dict(final)
@@ -156,3 +158,11 @@ class CollabCoordinator:
             final = self._run_agents(runtime.app, runtime.settings, state, session_dir, analysis, provider)
         return PlanResult(session_id=session_dir.name, session_dir=str(session_dir), status=final["status"],
                           tasks=final["tasks"], conflicts=final["conflicts"], failed_areas=final["failed_areas"])
+
+
+def _watchdog_result(state: SessionState) -> dict[str, Any] | None:
+    """The final result when the stalled-session watchdog finalised the plan instead of the chord."""
+    if state.recall("watchdog_finalized") is None:
+        return None
+    final = state.recall("final")
+    return json.loads(final) if final is not None else None

@@ -1,0 +1,52 @@
+"""`wfqueue flower`: Flower on wfqueue's Celery app, never with an open API by accident.
+
+Flower's API can revoke tasks and shut workers down, so it is served only with
+basic auth (WFQUEUE_FLOWER_BASIC_AUTH or Flower's own FLOWER_BASIC_AUTH), unless
+WFQUEUE_FLOWER_UNAUTHENTICATED_API=true says otherwise. Credentials travel in
+the environment, not on the command line where `ps` would show them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from wfqueue.errors import ConfigError
+from wfqueue.settings import Settings, load_settings
+
+
+def flower_command(settings: Settings, port: int, address: str) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment that start Flower for these settings."""
+    if settings.broker_url is None:
+        raise ConfigError("WFQUEUE_BROKER_URL is not set: Flower watches a shared broker",
+                          hint="export WFQUEUE_BROKER_URL=redis://..., or use `wfqueue up` for everything at once")
+    env = {k: v for k, v in os.environ.items() if k not in ("FLOWER_BASIC_AUTH", "FLOWER_UNAUTHENTICATED_API")}
+    if settings.flower_basic_auth is not None:
+        credentials = settings.flower_basic_auth.get_secret_value()
+        if ":" not in credentials:
+            raise ConfigError("WFQUEUE_FLOWER_BASIC_AUTH must look like user:password")
+        env["FLOWER_BASIC_AUTH"] = credentials
+    elif settings.flower_unauthenticated_api:
+        env["FLOWER_UNAUTHENTICATED_API"] = "true"
+    else:
+        raise ConfigError(
+            "refusing to start Flower without credentials: its API can revoke tasks and shut workers down",
+            hint="set WFQUEUE_FLOWER_BASIC_AUTH=user:password (or WFQUEUE_FLOWER_UNAUTHENTICATED_API=true on a trusted "
+                 "network)",
+        )
+    argv = [sys.executable, "-m", "celery", "-A", "workers.app", "flower", f"--port={port}", f"--address={address}"]
+    return argv, env
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("flower")
+    def flower(
+        port: int = typer.Option(None, "--port", help="Port (default: WFQUEUE_FLOWER_PORT, 5555)."),
+        address: str = typer.Option(None, "--address", help="Address (default: WFQUEUE_FLOWER_ADDRESS, 127.0.0.1)."),
+    ) -> None:
+        """Start Flower (monitoring UI, /api, /metrics for Prometheus) with basic auth from settings."""
+        settings = load_settings()
+        argv, env = flower_command(settings, port or settings.flower_port, address or settings.flower_address)
+        os.execve(sys.executable, argv, env)  # Flower replaces this process: signals reach it directly
