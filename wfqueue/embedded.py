@@ -41,7 +41,8 @@ def redis_server_binary() -> str:
     return str(binary)
 
 
-def _stop_group(proc: subprocess.Popen[bytes], first: signal.Signals, grace_s: float) -> None:
+def stop_process_group(proc: subprocess.Popen[bytes], first: signal.Signals = signal.SIGTERM,
+                       grace_s: float = 5.0) -> None:
     """Signal the child's whole process group; SIGKILL what is left after the grace period."""
     if proc.poll() is not None:
         return
@@ -150,7 +151,7 @@ class EmbeddedRedis:
 
     def stop(self) -> None:
         if self.proc is not None:
-            _stop_group(self.proc, signal.SIGTERM, STOP_GRACE_S)
+            stop_process_group(self.proc, signal.SIGTERM, STOP_GRACE_S)
             self.proc = None
         if self._socket_dir:
             shutil.rmtree(self._socket_dir, ignore_errors=True)
@@ -206,7 +207,7 @@ class LocalWorkers:
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         if self.proc is not None:
             # SIGTERM is Celery's warm shutdown: running tasks finish, unacked ones stay queued.
-            _stop_group(self.proc, signal.SIGTERM, grace_s)
+            stop_process_group(self.proc, signal.SIGTERM, grace_s)
             self.proc = None
 
 

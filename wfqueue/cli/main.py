@@ -12,7 +12,7 @@ import click
 import typer
 from rich.console import Console
 
-from wfqueue.cli import collab, config_cmd, flower_cmd, lite, plan_cmd, resume_cmd, status, validate, worker
+from wfqueue.cli import collab, config_cmd, flower_cmd, lite, plan_cmd, resume_cmd, status, up_cmd, validate, worker
 from wfqueue.errors import WfqueueError
 
 app = typer.Typer(
@@ -29,6 +29,7 @@ resume_cmd.register(app)
 validate.register(app)
 worker.register(app)
 flower_cmd.register(app)
+up_cmd.register(app)
 status.register(app)
 config_cmd.register(app)
 

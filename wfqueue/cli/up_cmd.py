@@ -1,0 +1,73 @@
+"""`wfqueue up`: embedded Redis, workers, beat and Flower in the foreground until Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+import typer
+from pydantic import SecretStr
+from rich.console import Console
+
+from wfqueue.celery_app import create_app, release_result_subscriptions
+from wfqueue.cli.flower_cmd import flower_command
+from wfqueue.embedded import EmbeddedCluster, stop_process_group
+from wfqueue.errors import ConfigError, WorkerStartError
+from wfqueue.sessions import queue_dir, resolve_repo
+from wfqueue.settings import load_settings
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("up")
+    def up(
+        repo: str = typer.Option(None, "--repo", help="Repository whose .workflow/.queue holds the broker's data."),
+        workers: int = typer.Option(None, "--workers", min=1, help="Worker processes (default: one per CPU)."),
+        port: int = typer.Option(None, "--flower-port", help="Flower's port (default: WFQUEUE_FLOWER_PORT)."),
+    ) -> None:
+        """Run everything on this machine: Redis, workers, beat, Flower. Ctrl-C stops it all."""
+        settings = load_settings()
+        if not settings.embedded:
+            raise ConfigError("`wfqueue up` runs its own embedded broker, but WFQUEUE_BROKER_URL is set",
+                              hint="unset it, or start `wfqueue worker`, `wfqueue beat` and `wfqueue flower` instead")
+        root = resolve_repo(repo)
+        out = Console(highlight=False, soft_wrap=True)
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        with EmbeddedCluster(queue_dir(root), concurrency=workers or os.cpu_count() or 2,
+                             redis_port=settings.embedded_redis_port,
+                             start_timeout_s=settings.embedded_start_timeout_s) as cluster:
+            url = cluster.start_redis()
+            live = settings.model_copy(update={"broker_url": SecretStr(url)})
+            flower_argv, flower_env = flower_command(live, port or settings.flower_port, settings.flower_address)
+            celery_app = create_app(live)
+            try:
+                cluster.start_workers(celery_app)
+            finally:
+                release_result_subscriptions(celery_app)
+            env = {**os.environ, "WFQUEUE_BROKER_URL": url}
+            log = open(queue_dir(root) / "beat-flower.log", "ab")  # noqa: SIM115 - closed below
+            children = [
+                subprocess.Popen([sys.executable, "-m", "celery", "-A", "beat.app", "beat", "--loglevel", "INFO"],
+                                 env=env, stdout=log, stderr=log, start_new_session=True),
+                subprocess.Popen(flower_argv, env={**flower_env, "WFQUEUE_BROKER_URL": url}, stdout=log, stderr=log,
+                                 start_new_session=True),
+            ]
+            try:
+                out.print(f"broker:  export WFQUEUE_BROKER_URL={url}")
+                out.print(f"flower:  http://{settings.flower_address}:{port or settings.flower_port}/")
+                out.print(f"logs:    {queue_dir(root)}")
+                out.print("Ctrl-C stops Redis, the workers, beat and Flower.")
+                while not stop.wait(0.5):
+                    for child in children:
+                        if child.poll() is not None:
+                            raise WorkerStartError(f"{' '.join(child.args[3:5])} exited (code {child.returncode})",
+                                                   hint=f"see {queue_dir(root) / 'beat-flower.log'}")
+            finally:
+                for child in children:
+                    stop_process_group(child)
+                log.close()
+        out.print("stopped")
