@@ -90,9 +90,12 @@ def _is_live_redis(pid: int) -> bool:
 class EmbeddedRedis:
     """A redis-server child process with append-only persistence under ``data_dir``."""
 
-    def __init__(self, data_dir: Path, port: int = 0, start_timeout_s: float = 30.0) -> None:
+    def __init__(self, data_dir: Path, port: int = 0, start_timeout_s: float = 30.0,
+                 bind: tuple[str, ...] = ("127.0.0.1",), password: str | None = None) -> None:
         self.data_dir = data_dir
         self.port = port
+        self.bind = bind
+        self.password = password
         self.start_timeout_s = start_timeout_s
         self.proc: subprocess.Popen[bytes] | None = None
         self._socket_dir: str | None = None
@@ -100,7 +103,13 @@ class EmbeddedRedis:
 
     @property
     def url(self) -> str:
-        return f"redis+socket://{self.socket_path}"
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis+socket://{auth}{self.socket_path}"
+
+    def tcp_url(self, host: str) -> str:
+        """The URL a worker on another host uses (needs a TCP port)."""
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}{host}:{self.port}/0"
 
     def _refuse_if_running(self) -> None:
         pid_file = self.data_dir / "redis.pid"
@@ -124,9 +133,13 @@ class EmbeddedRedis:
             socket_path = Path(self._socket_dir) / "redis.sock"
         self.socket_path = str(socket_path)
         log = self.data_dir / "redis.log"
+        config = self.data_dir / "redis-auth.conf"
+        # The password goes into a private config file: on the command line `ps` would show it.
+        config.write_text(f"requirepass {self.password}\n" if self.password else "", encoding="utf-8")
+        config.chmod(0o600)
         command = [
-            redis_server_binary(),
-            "--port", str(self.port), "--bind", "127.0.0.1",
+            redis_server_binary(), str(config),
+            "--port", str(self.port), "--bind", *self.bind,
             "--unixsocket", self.socket_path, "--unixsocketperm", "700",
             "--dir", str(self.data_dir), "--appendonly", "yes", "--save", "",
             "--daemonize", "no", "--logfile", str(log),

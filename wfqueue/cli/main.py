@@ -12,7 +12,19 @@ import click
 import typer
 from rich.console import Console
 
-from wfqueue.cli import collab, config_cmd, flower_cmd, lite, plan_cmd, resume_cmd, status, up_cmd, validate, worker
+from wfqueue.cli import (
+    collab,
+    config_cmd,
+    flower_cmd,
+    lite,
+    plan_cmd,
+    resume_cmd,
+    status,
+    up_cmd,
+    validate,
+    verify_cmd,
+    worker,
+)
 from wfqueue.errors import WfqueueError
 
 app = typer.Typer(
@@ -25,6 +37,7 @@ app = typer.Typer(
 collab.register(app)
 lite.register(app)
 plan_cmd.register(app)
+verify_cmd.register(app)
 resume_cmd.register(app)
 validate.register(app)
 worker.register(app)

@@ -151,8 +151,8 @@ def task_id_argument(value: str | None) -> str | None:
 # -- execution intent ----------------------------------------------------------------------
 
 
-def _tool_group(tools: Sequence[str]) -> str:
-    return "(?P<tool>" + "|".join(re.escape(t) for t in sorted(tools, key=len, reverse=True)) + r")(?![A-Za-z0-9_-])"
+def _tool_group(tools: Sequence[str], named: bool = True) -> str:
+    return ("(?P<tool>" if named else "(?:") + "|".join(re.escape(t) for t in sorted(tools, key=len, reverse=True)) + r")(?![A-Za-z0-9_-])"
 
 
 def _intent_patterns(tools: Sequence[str]) -> list[re.Pattern[str]]:
@@ -160,7 +160,8 @@ def _intent_patterns(tools: Sequence[str]) -> list[re.Pattern[str]]:
     english = (r"\b(?:use|using|switch(?:ed)?\s+to|change\s+to|run\s+(?:it\s+|them\s+)?(?:with|on|via|using)"
                r"|execute\s+(?:it\s+|them\s+)?(?:with|via|using|by))\s+(?:the\s+)?(?:an?\s+)?")
     chinese = r"(?:使用|用|改用|改为|切换到|切换为|交给)\s*"
-    return [re.compile(english + tool + r"(?:\s+(?:cli|agent)\b)?", re.I),
+    instead = rf"(?:\s+(?:cli|agent)\b)?(?:\s+instead\s+of\s+(?:the\s+)?(?:an?\s+)?{_tool_group(tools, named=False)})?"
+    return [re.compile(english + tool + instead, re.I),
             re.compile(chinese + tool + r"\s*(?:来)?\s*(?:执行)?", re.I)]
 
 
@@ -173,37 +174,47 @@ def intent_for(tool: str) -> ExecutionIntent:
 
 def parse_execution_intent(text: str, tools: Sequence[str] = DEFAULT_TOOLS) -> ExecutionIntent | None:
     """The execution intent a request states, or None. Two different tools are refused."""
-    intent, _ = _take_intents(text, tools)
-    return intent
+    return parse_request_intent(_take_intents(text, tools)[0])
 
 
-def _take_intents(text: str, tools: Sequence[str]) -> tuple[ExecutionIntent | None, list[tuple[int, int]]]:
+def parse_request_intent(tools_named: list[str]) -> ExecutionIntent | None:
+    distinct = list(dict.fromkeys(tools_named))
+    if len(distinct) > 1:
+        raise UnrecognisedRequestError(f"the request names more than one execution tool: {', '.join(distinct)}",
+                                       hint="name one tool, e.g. 'use codex'")
+    return intent_for(distinct[0]) if distinct else None
+
+
+def _take_intents(text: str, tools: Sequence[str]) -> tuple[list[str], list[tuple[int, int]]]:
+    """The tools named by intent phrases in ``text`` and where the phrases are."""
     if not tools:
-        return None, []
+        return [], []
     names = {t.lower(): t for t in tools}
-    found: dict[str, None] = {}
+    found: list[str] = []
     spans: list[tuple[int, int]] = []
     for pattern in _intent_patterns(tools):
         for match in pattern.finditer(text):
             if any(s <= match.start() < e for s, e in spans):
                 continue
-            found[names[match.group("tool").lower()]] = None
+            found.append(names[match.group("tool").lower()])
             spans.append(match.span())
-    if len(found) > 1:
-        raise UnrecognisedRequestError(f"the request names more than one execution tool: {', '.join(found)}",
-                                       hint="name one tool, e.g. 'use codex'")
-    return (intent_for(next(iter(found))) if found else None), spans
+    return found, spans
 
 
 # -- operations ---------------------------------------------------------------------------
 
-_SPLIT = re.compile(
-    r"\n|;|；|。|\.\s+"
-    r"|\s+(?:and\s+then|and|then)\s+(?=(?:remove|delete|drop|add|create|use|run|switch|execute|IMPL-\d)\b)"
-    r"|[，,]\s*(?=(?:删除|移除|去掉|新增|添加|增加|改用|使用|改为|切换|remove|delete|add|use)\b)"
-    r"|[，,]\s*(?=(?:删除|移除|去掉|新增|添加|增加|改用|使用|改为|切换))",
-    re.I,
-)
+def _splitter(tools: Sequence[str]) -> re.Pattern[str]:
+    # Split before "and"/"then"/a comma only when another operation follows, so
+    # "remove IMPL-3 and IMPL-4" and "add a task for login and logout" stay whole.
+    tool = _tool_group(tools, named=False) if tools else "(?!)"
+    intent = rf"(?:use|using|run\s+with|switch\s+to|execute\s+with)\s+(?:the\s+)?(?:an?\s+)?{tool}"
+    dep = rf"{_ID}\s+(?:also\s+|now\s+|should\s+|no\s+longer\s+)?depends?\b"
+    english = rf"(?:remove|delete|drop|add|create)\b|{intent}|{dep}"
+    chinese = r"(?:删除|移除|去掉|新增|添加|增加|改用|使用|改为|切换|IMPL-\d+\s*(?:也|不再)?依赖)"
+    return re.compile(rf"\n|;|；|。|\.\s+|\s+(?:and\s+then|and|then)\s+(?={english})|[，,]\s*(?={english}|{chinese})",
+                      re.I)
+
+
 _DELETE = re.compile(rf"(?:\b(?:remove|delete|drop)\s+(?:the\s+)?(?:tasks?\s+)?|(?:删除|移除|去掉)\s*(?:任务\s*)?)"
                      rf"(?P<ids>{_IDS})", re.I)
 _NO_DEPS = r"(?:nothing|none|no\s+tasks?|无|任何任务|空)"
@@ -235,15 +246,15 @@ _LABELS: list[tuple[UpdateField, re.Pattern[str]]] = [
 _FILLER_WORDS = {
     "and", "then", "also", "please", "for", "to", "the", "a", "an", "of", "with", "all", "every", "task", "tasks",
     "execution", "execute", "executing", "run", "running", "it", "its", "this", "that", "them", "instead", "now",
-    "from", "on", "via", "by", "make", "let", "should", "be", "executed", "cli", "mode", "from", "now",
+    "from", "on", "via", "by", "make", "let", "should", "be", "executed", "cli", "mode",
 }
 _FILLER_CJK = re.compile(r"执行|所有|全部|任务|并且|并|然后|请|来|的|吧|和|改为|都|让|一下")
 _CONNECTORS = re.compile(r"^(?:\s|[,，、:：\-]|\band\b|\bthen\b|\bplease\b|和|并且|并|然后|请)+"
                          r"|(?:\s|[,，、:：\-]|\band\b|\bthen\b|和|并且|并|然后)+$", re.I)
 
 
-def _clauses(text: str) -> list[str]:
-    return [c.strip() for c in _SPLIT.split(text) if c and c.strip()]
+def _clauses(text: str, tools: Sequence[str]) -> list[str]:
+    return [c.strip() for c in _splitter(tools).split(text) if c and c.strip()]
 
 
 def _is_filler(text: str) -> bool:
@@ -303,66 +314,63 @@ def _add_op(body: str, whole: str) -> AddTask:
     return AddTask(title=_title(body), description=" ".join(body.split()), depends_on=depends)
 
 
-def _parse_clause(clause: str, task_mode: bool, tools: Sequence[str]) -> tuple[list[Operation], str]:
-    """The operations of one clause and the text left that none of them explains."""
+def _parse_clause(clause: str, task_mode: bool, tools: Sequence[str]) -> tuple[list[Operation], list[str], str]:
+    """The operations and execution tools of one clause, and the text left that none explains."""
     # A "to the end" form (add a task, title:, ...) owns the rest of the clause, so a
-    # new task "to use gemini for summaries" is a title, not an execution intent.
-    ends = [(m.start(), m.end(), "add", None) for m in [_ADD_TASK.search(clause)] if m]
-    ends += [(m.start(), m.end(), "update", field) for field, p in _LABELS for m in [p.search(clause)] if m]
-    head, owner = clause, None
-    if ends:
-        owner = min(ends, key=lambda e: e[0])
-        head = clause[:owner[0]]
+    # new task "to use gemini for summaries" keeps its title and sets no execution intent.
+    ends = [(m.start(), m.end(), None) for m in [_ADD_TASK.search(clause)] if m]
+    if task_mode:  # labelled updates name fields of the one task of task mode
+        ends += [(m.start(), m.end(), field) for field, p in _LABELS for m in [p.search(clause)] if m]
+    owner = min(ends, key=lambda e: e[0]) if ends else None
+    head = clause[:owner[0]] if owner else clause
     ops: list[Operation] = []
-    _, intent_spans = _take_intents(head, tools)
-    spans = list(intent_spans)
+    named, spans = _take_intents(head, tools)
     for match in _DELETE.finditer(head):
         ops.append(DeleteTasks(task_ids=_ids(match.group("ids"))))
         spans.append(match.span())
     for match in _DEPENDS.finditer(head):
-        if any(s <= match.start() < e for s, e in spans):
-            continue
-        ops.append(_dependency_op(match))
-        spans.append(match.span())
+        if not any(s <= match.start() < e for s, e in spans):
+            ops.append(_dependency_op(match))
+            spans.append(match.span())
     leftover = _cut(head, spans)
     if owner is not None:
-        start, end, kind, field = owner
-        body = clause[end:]
-        if kind == "add":
-            ops.append(_add_op(body, clause))
-        elif field is not None:
-            value = _clean(body)
+        _, end, field = owner
+        if field is None:
+            ops.append(_add_op(clause[end:], clause))
+        else:
+            value = _clean(clause[end:])
             if not value:
                 raise UnrecognisedRequestError(f"'{clause}': nothing after the label", hint="e.g. 'title: New title'")
             ops.append(UpdateTask(field=field, value=value))
-    elif not task_mode and not ops and not intent_spans and _ADD_BARE.match(clause):
-        ops.append(_add_op(clause, clause))  # "Add 2FA support": the user asks for new work
+    elif not task_mode and not spans and _ADD_BARE.match(clause):
+        ops.append(_add_op(clause, clause))  # "Add 2FA support": the user plainly asks for new work
         leftover = ""
-    return ops, leftover
+    return ops, named, leftover
 
 
 def parse_request(text: str, task_id: str | None = None, tools: Sequence[str] = DEFAULT_TOOLS) -> ChangeRequest:
     """Parse the change request of session mode (``task_id`` None) or task mode.
 
-    Raises :class:`UnrecognisedRequestError` (exit 2) for text that fits no form,
-    in session mode, and for add/delete in task mode.
+    Raises :class:`UnrecognisedRequestError` (exit 2) for text that fits no form in
+    session mode, for add/delete in task mode, and for two different tools.
     """
-    intent, _ = _take_intents(text, tools)
     operations: list[Operation] = []
+    named: list[str] = []
     notes: list[str] = []
     unknown: list[str] = []
-    for clause in _clauses(text):
-        ops, leftover = _parse_clause(clause, task_id is not None, tools)
+    for clause in _clauses(text, tools):
+        ops, tools_named, leftover = _parse_clause(clause, task_id is not None, tools)
         operations.extend(ops)
+        named.extend(tools_named)
         leftover = _clean(leftover)
         if leftover and not _is_filler(leftover):
-            (notes if task_id is not None else unknown).append(leftover if ops else clause)
+            (notes if task_id is not None else unknown).append(leftover if task_id is not None else clause)
+    intent = parse_request_intent(named)
     if task_id is not None:
-        structural = [op for op in operations if isinstance(op, (AddTask, DeleteTasks))]
-        if structural:
+        if any(isinstance(op, (AddTask, DeleteTasks)) for op in operations):
             raise UnrecognisedRequestError(
                 f"task mode changes {task_id} only; adding or deleting tasks is a session-mode change",
-                hint=f'run without the task id: wfqueue replan "{text.strip()}"')
+                hint=f'run without the task id: wfqueue replan "{" ".join(text.split())}"')
         operations = [op.model_copy(update={"task_id": op.task_id or task_id}) if isinstance(op, EditDependencies)
                       else op for op in operations]
         operations.extend(UpdateTask(field="note", value=" ".join(n.split())) for n in notes)
@@ -370,8 +378,7 @@ def parse_request(text: str, task_id: str | None = None, tools: Sequence[str] = 
         shown = "; ".join(f"'{u}'" for u in unknown)
         raise UnrecognisedRequestError(f"cannot tell what to change from {shown}",
                                        hint="accepted forms: " + " || ".join(ACCEPTED_FORMS))
-    for op in operations:
-        if isinstance(op, EditDependencies) and op.task_id is None:
-            raise UnrecognisedRequestError("a dependency change needs the task it applies to",
-                                           hint="e.g. 'IMPL-4 depends on IMPL-2'")
+    if any(isinstance(op, EditDependencies) and op.task_id is None for op in operations):
+        raise UnrecognisedRequestError("a dependency change needs the task it applies to",
+                                       hint="e.g. 'IMPL-4 depends on IMPL-2'")
     return ChangeRequest(text=text, task_id=task_id, intent=intent, operations=operations)

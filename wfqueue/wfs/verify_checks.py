@@ -63,8 +63,14 @@ _PROHIBIT = re.compile(
     r"\b(do not|don't|dont|must not|mustn't|should not|shouldn't|never|avoid|no changes? to|"
     r"without (?:modifying|changing|touching|editing)|not be (?:modified|changed|touched|edited)|read-only|frozen)\b"
     r"|\b(?:keep|leave)\b.*\b(?:unchanged|untouched|intact|alone|as is)\b", re.I)
-_CLAUSE = re.compile(r";|\.\s|\bbut\b|\binstead\b", re.I)
-_PATH = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)+[\w.*-]*|[\w*-]{2,}\.[A-Za-z][A-Za-z0-9]{0,5})(?![\w/-])")
+# Clauses end at ";", ". ", "but", "instead", and at ",/and/then" before a new instruction, so
+# "keep a.py unchanged and add b.py" forbids a.py only.
+_CLAUSE = re.compile(r";|\.\s|\bbut\b|\binstead\b|(?:,|\band\b|\bthen\b)\s*(?=(?:then\s+)?(?:add|create|use|put|"
+                     r"implement|write|extend|wrap|move|introduce|place|update|modify|change|edit|do not|don't|never|"
+                     r"avoid)\b)", re.I)
+# A path: has a "/", or a name with an extension ("e.g"/"i.e": one-letter name and extension, are not).
+_PATH = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)+[\w.*-]*|[\w*-]{2,}\.[A-Za-z][A-Za-z0-9]{0,5}|"
+                   r"[\w*-]\.[A-Za-z][A-Za-z0-9]{1,5})(?![\w/-])")
 _VAGUE = re.compile(r"\b(properly|correctly|works?|working|as expected|good|better|clean|robust|efficient|"
                     r"user[- ]friendly|appropriate(ly)?|reasonabl[ey]|nice|fast|improved?|well|smooth(ly)?|"
                     r"optimi[sz]ed|seamless(ly)?|adequate(ly)?)\b", re.I)
@@ -244,21 +250,35 @@ def check_coverage(inp: VerifyInput) -> list[Finding]:
                     "add or extend tasks for the missing parts of the goal (wfqueue replan)")]
 
 
-def _doc_ids(out: list[Finding], name: str, lines: list[str], pattern: re.Pattern[str], known: list[str],
-             missing_msg: str) -> dict[str, int]:
-    """Ids a document names (first line of each); unknown and missing ids become findings."""
-    seen: dict[str, int] = {}
+def _doc_ids(out: list[Finding], name: str, lines: list[str], listed: Callable[[str], list[str]],
+             known: list[str], missing_msg: str, tolerated: set[str]) -> None:
+    """Unknown ids anywhere in a document (first line each), and known ids the document does not list.
+
+    ``tolerated`` ids (named in some depends_on) are not unknown here: the document only
+    repeats the task, and dimension D reports the dangling dependency once."""
+    unknown: set[str] = set()
+    seen: set[str] = set()
     for number, line in enumerate(lines, 1):
-        for tid in (m.group(1) if m.groups() else m.group(0) for m in pattern.finditer(line)):
-            if tid not in known and tid not in seen:
+        seen.update(listed(line))
+        for tid in dict.fromkeys(_ID.findall(line)):
+            if tid not in known and tid not in unknown and tid not in tolerated:
+                unknown.add(tid)
                 out.append(finding("C", "HIGH", [f"{name}:L{number}"], f"{name} names {tid}, which has no task file",
                                    f"regenerate {name} from .task/ or restore the task"))
-            seen.setdefault(tid, number)
     for tid in known:
         if tid not in seen:
             out.append(finding("C", "HIGH", [name, f"task:{tid}"], f"{tid} {missing_msg}",
                                f"regenerate {name} from .task/"))
-    return seen
+
+
+def _table_ids(line: str) -> list[str]:
+    m = _TABLE_ROW.match(line)
+    return [m.group(1)] if m else []
+
+
+def _todo_ids(line: str) -> list[str]:
+    m = _TODO_LINE.match(line)
+    return [m.group(2)] if m else []
 
 
 def check_consistency(inp: VerifyInput) -> list[Finding]:
@@ -283,7 +303,8 @@ def check_consistency(inp: VerifyInput) -> list[Finding]:
             out.append(finding("C", "CRITICAL", [p.location], p.message, "give every task a unique id"))
         elif p.code == "missing_file":
             out.append(finding("C", "HIGH", [p.location], p.message, "fix the path, or use action create"))
-    known = [t.id for t in inp.tasks] + [b for b in inp.broken_ids if b not in {t.id for t in inp.tasks}]
+    known = list(dict.fromkeys([t.id for t in inp.tasks] + inp.broken_ids))  # a duplicate id is one task here
+    deps = {d for t in inp.tasks for d in t.depends_on}
     if len(known) > MAX_TASKS:
         out.append(finding("C", "HIGH", [".task/"], f"{len(known)} tasks; a session holds at most {MAX_TASKS}",
                            "merge related tasks (wfqueue replan) or split the goal into sessions"))
@@ -305,19 +326,13 @@ def check_consistency(inp: VerifyInput) -> list[Finding]:
             if m and int(m.group(1)) != len(known):
                 out.append(finding("C", "HIGH", [f"IMPL_PLAN.md:L{number}"], f"IMPL_PLAN.md says task_count "
                                    f"{m.group(1)}, .task/ has {len(known)}", "regenerate IMPL_PLAN.md"))
-        rows = any(_TABLE_ROW.match(line) for line in lines)
-        # The Task Breakdown table is the authority when present; else any mention counts.
-        _doc_ids(out, "IMPL_PLAN.md", lines, _TABLE_ROW if rows else _ID, known,
-                 "is missing from the IMPL_PLAN.md task breakdown")
-        if rows:  # ids mentioned elsewhere (phases, criteria) must exist too
-            for number, line in enumerate(lines, 1):
-                for tid in dict.fromkeys(_ID.findall(line)):
-                    if tid not in known and not _TABLE_ROW.match(line):
-                        out.append(finding("C", "HIGH", [f"IMPL_PLAN.md:L{number}"],
-                                           f"IMPL_PLAN.md names {tid}, which has no task file", "regenerate IMPL_PLAN.md"))
+        # The Task Breakdown table lists the tasks when present; else any mention counts as listing.
+        table = any(_TABLE_ROW.match(line) for line in lines)
+        _doc_ids(out, "IMPL_PLAN.md", lines, _table_ids if table else _ID.findall, known,
+                 "is missing from the IMPL_PLAN.md task breakdown", deps)
     if inp.todo is not None:
         lines = inp.todo.splitlines()
-        _doc_ids(out, "TODO_LIST.md", lines, _TODO_LINE, known, "has no line in TODO_LIST.md")
+        _doc_ids(out, "TODO_LIST.md", lines, _todo_ids, known, "has no line in TODO_LIST.md", deps)
         by_id = {t.id: t for t in inp.tasks}
         for number, line in enumerate(lines, 1):
             m = _TODO_LINE.match(line)
@@ -426,9 +441,10 @@ def check_synthesis(inp: VerifyInput) -> list[Finding]:
     out = [finding("E", "MEDIUM", [name], f"{name}: {why}", "re-run context gathering to restore it")
            for name, why in inp.artifact_errors.items() if name not in CONTROL_ARTIFACTS]
     critical = critical_files(inp.context, inp.notes)
-    touched = [p for t in inp.tasks for p, _ in changes(t)] + [p for t in inp.tasks for p in t.focus_paths]
+    touched = [p.rstrip("/") for t in inp.tasks for p in [*(q for q, _ in changes(t)), *t.focus_paths]]
     text = " ".join(t.description + " " + " ".join(map(str, t.implementation)) for t in inp.tasks)
-    ignored = [c for c in critical if not _under(c.rstrip("/"), touched) and c not in text
+    # Referenced: a task changes it, focuses on a folder holding it, or names it in its description/steps.
+    ignored = [c for c in critical if c not in text and not _under(c.rstrip("/"), touched)
                and not any(_under(p, [c.rstrip("/")]) for p in touched)]
     if ignored:
         severity = "HIGH" if len(ignored) == len(critical) else "MEDIUM"
@@ -464,11 +480,17 @@ def check_n_plus_one(inp: VerifyInput) -> list[Finding]:
     for t, path, text, _ in _violations(inp, [(d.decision, "planning-notes.md") for d in inp.notes.decisions]):
         out.append(finding("J", "HIGH", [f"task:{t.id}", "planning-notes.md"], f"{t.id} changes {path}, "
                            f"contradicting the decision {text!r}", "follow the decision or record a new one"))
+    texts = [set(tokenize(f"{t.title} {t.description}")) for t in inp.tasks]
+    common = set.intersection(*texts) if texts else set()
     for item in inp.notes.deferred:
         terms = set(key_terms(item))
         if not terms or item.strip().startswith("("):
             continue  # placeholder such as "(For N+1)"
-        planned = [t for t in inp.tasks if len(terms & set(tokenize(f"{t.title} {t.description}"))) * 3 >= len(terms) * 2]
+        # Terms every task shares (the goal's subject) say nothing about which task plans the item.
+        distinctive = terms - common if len(inp.tasks) > 1 and terms - common else terms
+        overlap = [(len(distinctive & set(tokenize(f"{t.title} {t.description}"))), t) for t in inp.tasks]
+        best = max(overlap, key=lambda pair: pair[0], default=(0, None))
+        planned = [best[1]] if best[1] is not None and best[0] * 3 >= len(distinctive) * 2 else []
         if planned:
             out.append(finding("J", "HIGH", [f"task:{planned[0].id}", "planning-notes.md"], f"deferred item {item!r} "
                                f"is planned anyway by {planned[0].id}", "drop it from the plan or from the deferred list"))
@@ -481,7 +503,7 @@ def check_n_plus_one(inp: VerifyInput) -> list[Finding]:
 # -- tiers 3 and 4 ----------------------------------------------------------------------------
 
 
-def testable(criterion: str) -> bool:
+def is_testable(criterion: str) -> bool:
     """A number, a `command`, a path or code identifier, or an observable verb with no vague word."""
     return bool(_ANCHOR.search(criterion)) or (bool(_OBSERVABLE.search(criterion)) and not _VAGUE.search(criterion))
 
@@ -493,7 +515,7 @@ def check_specification(inp: VerifyInput) -> list[Finding]:
         where = [f"task:{t.id}"]
         c = t.convergence
         blank = [x for x in c.criteria if _PLACEHOLDER.match(x)]
-        vague = [x for x in c.criteria if not _PLACEHOLDER.match(x) and not testable(x)]
+        vague = [x for x in c.criteria if not _PLACEHOLDER.match(x) and not is_testable(x)]
         if blank:
             out.append(finding("F", "MEDIUM", where, f"{t.id} has {len(blank)} empty criterion/criteria",
                                "write 1-5 testable criteria"))

@@ -1,0 +1,476 @@
+"""`wfqueue verify`: checks per dimension, limits, ids, gate, report files, read-only, CLI."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from tests.wfs_factory import make_session, task
+from wfqueue.cli.verify_cmd import register
+from wfqueue.errors import BadInputError, SessionNotFoundError, WfqueueError
+from wfqueue.fsio import atomic_write_json
+from wfqueue.wfs.models import Finding
+from wfqueue.wfs.verify import (
+    FINDINGS_FILE,
+    REPORT_FILE,
+    VerificationReport,
+    apply_limits,
+    assign_ids,
+    quality_gate,
+    verify_session,
+)
+from wfqueue.wfs.verify_checks import coverage_colour, finding, forbidden_paths, is_testable
+
+GOAL = "Add retry and timeout to the HTTP client"
+
+
+def clean_tasks() -> list[dict[str, Any]]:
+    return [
+        task(1, "Add retry to the HTTP client", ["client.py"]),
+        task(2, "Add timeout to the HTTP client", ["client.py"], [1]),
+        task(3, "Test retry and timeout", ["tests/test_client.py"], [1, 2]),
+    ]
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    for rel in ("client.py", "legacy.py", "tests/test_client.py", "a.py", "b.py", "c.py"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("# code\n")
+    return root
+
+
+def dims(report: VerificationReport, dim: str) -> list[Finding]:
+    return [f for f in report.findings if f.dimension == dim]
+
+
+def edit_json(path: Path, change: Any) -> None:
+    data = json.loads(path.read_text())
+    change(data)
+    atomic_write_json(path, data)
+
+
+# -- clean session, report files --------------------------------------------------------------
+
+
+def test_clean_session_proceeds_with_green_coverage_and_writes_both_files(repo: Path) -> None:
+    folder = make_session(repo, GOAL, clean_tasks())
+    report = verify_session(folder)
+    assert report.findings == []
+    assert report.quality_gate == "PROCEED"
+    assert (report.coverage.percent, report.coverage.colour) == (100.0, "GREEN")
+    assert report.coverage.terms == ["retry", "timeout", "http", "client"]
+    data = json.loads((folder / ".process" / FINDINGS_FILE).read_text())
+    assert data["session_id"] == "WFS-test-session" and data["quality_gate"] == "PROCEED"
+    assert data["coverage"]["percent"] == 100.0 and data["coverage"]["colour"] == "GREEN"
+    assert data["counts"] == {"CRITICAL": 0, "HIGH": 0, "MEDIUM": 0, "LOW": 0} and data["findings"] == []
+    assert data["timestamp"]
+    md = (folder / ".process" / REPORT_FILE).read_text()
+    headings = ["# Plan Verification: WFS-test-session", "## Executive Summary", "## Findings Summary",
+                "## Analysis by Dimension", "## Findings by Severity", "## Next Steps"]
+    positions = [md.index(h) for h in headings]
+    assert positions == sorted(positions)
+    for dim in "ABCDEFGHIJ":
+        assert f"\n### {dim}. " in md
+    assert "| Requirements coverage | 100.0 % (GREEN) |" in md
+
+
+def test_verify_touches_no_other_file(repo: Path) -> None:
+    folder = make_session(repo, GOAL, clean_tasks() + [task(4, "Add retry to the HTTP client", ["ghost.py"], [9])])
+
+    def snapshot() -> dict[str, tuple[str, int]]:
+        # content hash and mtime: a rewrite with the same content would still count as a write
+        return {str(p.relative_to(repo)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+                for p in sorted(repo.rglob("*")) if p.is_file()}
+
+    before = snapshot()
+    verify_session(folder)
+    after = snapshot()
+    outputs = {f"{folder.relative_to(repo)}/.process/{name}" for name in (REPORT_FILE, FINDINGS_FILE)}
+    assert set(after) == set(before) | outputs
+    assert {k: v for k, v in after.items() if k not in outputs} == before
+
+
+# -- D dependencies ---------------------------------------------------------------------------
+
+
+def test_dependency_cycle_is_a_high_d_finding(repo: Path) -> None:
+    tasks = clean_tasks()
+    tasks[0]["depends_on"] = ["IMPL-2"]  # IMPL-2 already depends on IMPL-1
+    report = verify_session(make_session(repo, GOAL, tasks))
+    [cycle] = dims(report, "D")
+    assert cycle.severity == "HIGH" and cycle.id == "H1"
+    assert "IMPL-1 -> IMPL-2 -> IMPL-1" in cycle.summary
+    assert cycle.location == ["task:IMPL-1", "task:IMPL-2"]
+    assert report.quality_gate == "PROCEED_WITH_FIXES"
+
+
+def test_dangling_dependency(repo: Path) -> None:
+    tasks = clean_tasks()
+    tasks[2]["depends_on"] = ["IMPL-1", "IMPL-9"]
+    report = verify_session(make_session(repo, GOAL, tasks))
+    [dangling] = dims(report, "D")
+    assert (dangling.severity, dangling.location) == ("HIGH", ["task:IMPL-3"])
+    assert "IMPL-9" in dangling.summary
+    assert report.quality_gate == "PROCEED_WITH_FIXES"
+
+
+def test_task_changing_a_created_file_must_depend_on_its_creator(repo: Path) -> None:
+    tasks = [task(1, "Add retry module retry.py for the HTTP client timeout", ["retry.py"]),
+             task(2, "Use retry in the HTTP client", ["retry.py", "client.py"])]
+    tasks[0]["files"][0]["action"] = "create"
+    report = verify_session(make_session(repo, GOAL, tasks))
+    [missing] = dims(report, "D")
+    assert missing.location == ["task:IMPL-2", "task:IMPL-1"] and "creates" in missing.summary
+
+
+# -- C consistency ----------------------------------------------------------------------------
+
+
+def test_missing_file_to_modify_is_a_high_c_finding(repo: Path) -> None:
+    tasks = clean_tasks() + [task(4, "Add retry to the HTTP client docs", ["docs/retry.md"], [1])]
+    report = verify_session(make_session(repo, GOAL, tasks))
+    [missing] = [f for f in dims(report, "C") if "docs/retry.md" in f.summary]
+    assert (missing.severity, missing.location) == ("HIGH", ["task:IMPL-4"])
+    assert report.quality_gate == "PROCEED_WITH_FIXES"
+
+
+def test_a_file_to_create_need_not_exist(repo: Path) -> None:
+    tasks = clean_tasks()
+    tasks[2]["files"] = [{"path": "tests/test_timeout.py", "action": "create"}]
+    assert verify_session(make_session(repo, GOAL, tasks)).findings == []
+
+
+def test_eleven_tasks_exceed_the_limit(repo: Path) -> None:
+    tasks = [task(n, f"Add retry and timeout to the HTTP client part {n}", [f"part{n}.py"]) for n in range(1, 12)]
+    for n in range(1, 12):
+        (repo / f"part{n}.py").write_text("")
+    report = verify_session(make_session(repo, GOAL, tasks))
+    [limit] = [f for f in report.findings if "at most 10" in f.summary]
+    assert (limit.dimension, limit.severity) == ("C", "HIGH") and limit.summary.startswith("11 tasks")
+    assert report.quality_gate == "PROCEED_WITH_FIXES"
+
+
+def test_inconsistent_todo_list(repo: Path) -> None:
+    folder = make_session(repo, GOAL, clean_tasks())
+    todo = folder / "TODO_LIST.md"
+    lines = todo.read_text().splitlines()
+    assert lines[5].startswith("- [ ] **IMPL-2**")
+    lines[5] = "- [ ] **IMPL-7**: Something else → [📋](./.task/IMPL-7.json)"
+    todo.write_text("\n".join(lines) + "\n")
+    report = verify_session(folder)
+    assert {(f.severity, tuple(f.location)) for f in dims(report, "C")} == {
+        ("HIGH", ("TODO_LIST.md:L6",)), ("HIGH", ("TODO_LIST.md", "task:IMPL-2"))}
+    assert report.quality_gate == "PROCEED_WITH_FIXES"
+
+
+def test_todo_title_and_state_must_match_the_task(repo: Path) -> None:
+    folder = make_session(repo, GOAL, clean_tasks())
+    todo = folder / "TODO_LIST.md"
+    todo.write_text(todo.read_text().replace("- [ ] **IMPL-1**: Add retry to", "- [x] **IMPL-1**: Add retries to"))
+    report = verify_session(folder)
+    assert sorted((f.severity, f.location[0], f.summary) for f in dims(report, "C")) == [
+        ("MEDIUM", "TODO_LIST.md:L5", "TODO_LIST.md marks IMPL-1 done, the task status is pending"),
+        ("MEDIUM", "TODO_LIST.md:L5", "TODO_LIST.md title of IMPL-1 differs from the task title")]
+
+
+def test_plan_json_and_impl_plan_must_list_the_tasks(repo: Path) -> None:
+    folder = make_session(repo, GOAL, clean_tasks())
+    edit_json(folder / "plan.json", lambda d: d.update(task_ids=["IMPL-1", "IMPL-2", "IMPL-5"]))
+    plan = folder / "IMPL_PLAN.md"
+    plan.write_text(plan.read_text().replace("task_count: 3", "task_count: 4").replace("| IMPL-3 |", "| IMPL-8 |"))
+    report = verify_session(folder)
+    summaries = sorted(f.summary for f in dims(report, "C"))
+    assert summaries == sorted([
+        "plan.json lists IMPL-5, which has no task file", "IMPL-3 is missing from plan.json task_ids",
+        "IMPL_PLAN.md says task_count 4, .task/ has 3", "IMPL_PLAN.md names IMPL-8, which has no task file",
+        "IMPL-3 is missing from the IMPL_PLAN.md task breakdown"])
+    line = next(n for n, text in enumerate(plan.read_text().splitlines(), 1) if text.startswith("task_count"))
+    assert any(f.location == [f"IMPL_PLAN.md:L{line}"] for f in dims(report, "C"))
+
+
+def test_broken_task_file_blocks_and_does_not_dangle(repo: Path) -> None:
+    folder = make_session(repo, GOAL, clean_tasks())
+    (folder / ".task" / "IMPL-2.json").write_text("{not json")
+    report = verify_session(folder)
+    [broken] = [f for f in report.findings if f.severity == "CRITICAL"]
+    assert (broken.dimension, broken.location) == ("C", [".task/IMPL-2.json"])
+    assert dims(report, "D") == []  # IMPL-3 -> IMPL-2 is not "unknown": the file exists
+    assert report.quality_gate == "BLOCK_EXECUTION" and report.skipped_tiers == [3, 4]
+
+
+# -- F specification --------------------------------------------------------------------------
+
+
+def test_task_without_verification_is_medium(repo: Path) -> None:
+    tasks = clean_tasks()
+    tasks[1]["convergence"]["verification"] = "TBD"
+    report = verify_session(make_session(repo, GOAL, tasks))
+    assert [(f.dimension, f.severity, f.location) for f in report.findings] == [("F", "MEDIUM", ["task:IMPL-2"])]
+    assert "no verification" in report.findings[0].summary
+    assert report.quality_gate == "PROCEED_WITH_CAUTION"
+
+
+def test_vague_criteria_and_glob_focus(repo: Path) -> None:
+    tasks = clean_tasks()
+    tasks[0]["convergence"]["criteria"] = ["retry works properly"]
+    tasks[1]["focus_paths"] = ["src/*"]
+    tasks[1]["files"] = []
+    report = verify_session(make_session(repo, GOAL, tasks))
+    assert sorted((f.location[0], f.summary) for f in dims(report, "F")) == [
+        ("task:IMPL-1", "IMPL-1 criteria not testable: retry works properly"),
+        ("task:IMPL-2", "IMPL-2 focus paths are only directories or globs: src/*")]
+
+
+@pytest.mark.parametrize(("criterion", "ok"), [
+    ("works properly", False), ("the code is clean and robust", False), ("handles errors correctly", False),
+    ("`pytest -q` passes", True), ("returns 404 for unknown ids", True), ("client.py implements retry", True),
+    ("raises ValueError on bad input", True), ("retry_count is honoured", True),
+])
+def test_testable_rule(criterion: str, ok: bool) -> None:
+    assert is_testable(criterion) is ok
+
+
+# -- B coverage, A intent ---------------------------------------------------------------------
+
+
+def test_low_coverage_is_red(repo: Path) -> None:
+    goal = "Add retry, caching, logging, metrics and tracing to the HTTP client"
+    report = verify_session(make_session(repo, goal, [task(1, "Add retry to the HTTP client", ["client.py"])]))
+    assert report.coverage.colour == "RED" and report.coverage.percent == pytest.approx(42.9)
+    assert report.coverage.missing == ["cach", "log", "metric", "trac"]
+    [gap] = dims(report, "B")
+    assert gap.severity == "CRITICAL" and "42.9 %" in gap.summary
+    assert report.quality_gate == "BLOCK_EXECUTION"
+
+
+@pytest.mark.parametrize(("percent", "colour"), [(100, "GREEN"), (90, "GREEN"), (89.9, "YELLOW"), (75, "YELLOW"),
+                                                 (74.9, "RED"), (0, "RED")])
+def test_coverage_colour(percent: float, colour: str) -> None:
+    assert coverage_colour(percent) == colour
+
+
+def test_task_off_the_goal_is_an_intent_finding(repo: Path) -> None:
+    folder = make_session(repo, GOAL, clean_tasks() + [task(4, "Rename the database tables", ["db/schema.sql"])])
+    edit_json(folder / ".process" / "context-package.json", lambda d: d["assets"].update(source_code=[]))
+    report = verify_session(folder)
+    [off] = dims(report, "A")
+    assert (off.severity, off.location) == ("MEDIUM", ["task:IMPL-4"])
+
+
+# -- I constraints, J N+1, E synthesis -----------------------------------------------------------
+
+
+def test_task_touching_a_file_a_resolved_conflict_forbids_blocks(repo: Path) -> None:
+    folder = make_session(repo, GOAL, clean_tasks() + [task(4, "Add retry to the legacy HTTP client", ["legacy.py"])])
+    atomic_write_json(folder / ".process" / "conflict-resolution.json", {
+        "session_id": "WFS-test-session", "resolved_at": "2026-11-22T08:00:00+00:00", "summary": {},
+        "resolved_conflicts": [{"conflict_id": "CON-001", "strategy_name": "Adapter",
+                                "strategy_approach": "Keep legacy.py unchanged and add an adapter in client.py",
+                                "modifications_applied": []}]})
+    report = verify_session(folder)
+    [violation] = dims(report, "I")
+    assert violation.severity == "CRITICAL" and violation.id == "C1"
+    assert violation.location == ["task:IMPL-4", ".process/conflict-resolution.json:CON-001"]
+    assert report.quality_gate == "BLOCK_EXECUTION"
+
+
+@pytest.mark.parametrize(("text", "paths"), [
+    ("Do not modify legacy.py; add a wrapper in client.py", ["legacy.py"]),
+    ("Add an adapter in client.py, do not modify legacy.py", ["legacy.py"]),
+    ("do not modify a.py, b.py or c.py", ["a.py", "b.py", "c.py"]),
+    ("legacy/old.py must not be modified", ["legacy/old.py"]),
+    ("the `config/*.yaml` files are read-only", ["config/*.yaml"]),
+    ("Prefer small commits, e.g. one per file", []),
+])
+def test_forbidden_paths(text: str, paths: list[str]) -> None:
+    assert forbidden_paths(text) == paths
+
+
+def test_deferred_items(repo: Path) -> None:
+    folder = make_session(repo, GOAL, clean_tasks())
+    edit_json(folder / ".process" / "planning-notes.json",
+              lambda d: d.update(deferred=["Metrics export for dashboards", "Timeout for the HTTP client"]))
+    report = verify_session(folder)
+    assert sorted((f.severity, f.location[0]) for f in dims(report, "J")) == [
+        ("HIGH", "task:IMPL-2"), ("LOW", "planning-notes.md")]
+
+
+def test_unresolved_conflict_risk_and_ignored_critical_file(repo: Path) -> None:
+    folder = make_session(repo, GOAL, clean_tasks(), risk="medium")
+    edit_json(folder / ".process" / "context-package.json",
+              lambda d: d["exploration_results"]["aggregated_insights"].update(critical_files=["legacy.py"]))
+    report = verify_session(folder)
+    assert sorted((f.severity, f.summary.split(" ")[0]) for f in dims(report, "E")) == [
+        ("HIGH", "conflict"), ("HIGH", "no")]
+
+
+def test_user_constraints_decisions_and_failed_modifications(repo: Path) -> None:
+    folder = make_session(repo, GOAL, clean_tasks())
+    edit_json(folder / ".process" / "planning-notes.json", lambda d: d.update(
+        key_constraints=["Keep the public API stable"],
+        decisions=[{"decision": "Never touch tests/test_client.py", "rationale": "owned by QA", "revisit": False},
+                   {"decision": "Use exponential backoff", "rationale": "standard", "revisit": True}]))
+    atomic_write_json(folder / ".process" / "conflict-resolution.json", {
+        "session_id": "WFS-test-session", "resolved_at": "2026-11-22T08:00:00+00:00", "summary": {},
+        "failed_modifications": [{"file": "client.py", "error": "anchor not found"}]})
+    report = verify_session(folder)
+    assert sorted((f.dimension, f.severity, f.location[0]) for f in report.findings) == [
+        ("I", "HIGH", ".process/conflict-resolution.json"),  # the failed modification
+        ("I", "MEDIUM", "IMPL_PLAN.md"),  # the key constraint is not stated in the plan
+        ("J", "HIGH", "task:IMPL-3"),  # contradicts "Never touch tests/test_client.py"
+        ("J", "MEDIUM", "planning-notes.md")]  # decision flagged for revisit
+
+
+def test_files_outside_the_gathered_context_and_parallel_over_dependencies(repo: Path) -> None:
+    folder = make_session(repo, GOAL, clean_tasks())
+    edit_json(folder / ".process" / "context-package.json",
+              lambda d: d["assets"].update(source_code=[{"path": "client.py", "role": "x", "relevance_score": 1}]))
+    edit_json(folder / "plan.json", lambda d: d.update(recommended_execution="Parallel"))
+    report = verify_session(folder)
+    assert sorted((f.severity, f.location[0]) for f in dims(report, "E")) == [("MEDIUM", "plan.json"),
+                                                                              ("MEDIUM", "task:IMPL-3")]
+
+
+def test_not_a_session_is_bad_input(repo: Path) -> None:
+    folder = make_session(repo, GOAL, clean_tasks())
+    with pytest.raises(SessionNotFoundError):
+        verify_session(folder.parent / "WFS-missing")
+    (folder / "workflow-session.json").write_text("{}")
+    with pytest.raises(BadInputError) as caught:
+        verify_session(folder)
+    assert caught.value.exit_code == 2
+    assert not (folder / ".process" / FINDINGS_FILE).exists()
+
+
+# -- G duplication, H feasibility ---------------------------------------------------------------
+
+
+def test_duplicates_and_file_churn_are_low(repo: Path) -> None:
+    tasks = clean_tasks() + [task(4, "Add retry to the HTTP client", ["client.py"], [2])]
+    report = verify_session(make_session(repo, GOAL, tasks))
+    assert sorted(f.summary for f in dims(report, "G")) == [
+        "client.py is changed by 3 tasks (IMPL-1, IMPL-2, IMPL-4)", "tasks IMPL-1, IMPL-4 have the same title terms"]
+    assert {f.severity for f in dims(report, "G")} == {"LOW"}
+    assert report.quality_gate == "PROCEED"  # LOW findings do not hold execution back
+
+
+def test_feasibility(repo: Path) -> None:
+    tasks = clean_tasks()
+    tasks[0]["files"] = [{"path": "client.py", "action": "create"}]
+    tasks[1]["convergence"]["verification"] = "./run-tests.sh"
+    report = verify_session(make_session(repo, GOAL, tasks))
+    assert sorted((f.location[0], f.summary.split(" ")[0]) for f in dims(report, "H")) == [
+        ("task:IMPL-1", "IMPL-1"), ("task:IMPL-2", "execution")]
+
+
+# -- limits, ids, gate (pure) -----------------------------------------------------------------
+
+
+def many(dim: str, severity: str, n: int) -> list[Finding]:
+    return [finding(dim, severity, [f"task:IMPL-{i}"], f"{dim}{i}", "fix") for i in range(n)]
+
+
+def test_limits_per_tier_and_in_all() -> None:
+    kept, skipped, omitted = apply_limits(many("D", "HIGH", 20) + many("F", "MEDIUM", 25) + many("G", "LOW", 20))
+    per_tier = [sum(f.dimension == d for f in kept) for d in "DFG"]
+    assert per_tier == [15, 20, 15] and skipped == [] and omitted == 15
+    kept, _, omitted = apply_limits(many("C", "MEDIUM", 30) + many("D", "HIGH", 20) + many("H", "LOW", 20))
+    assert [sum(f.dimension == d for f in kept) for d in "CDH"] == [30, 15, 5] and len(kept) == 50 and omitted == 20
+    kept, _, _ = apply_limits(many("A", "HIGH", 60))
+    assert len(kept) == 60  # tier 1 is never cut
+
+
+def test_lower_tier_keeps_its_most_severe_findings() -> None:
+    kept, _, _ = apply_limits(many("E", "LOW", 15) + many("J", "HIGH", 3))
+    assert sum(f.severity == "HIGH" for f in kept) == 3 and len(kept) == 15
+
+
+def test_tier1_critical_skips_tiers_3_and_4() -> None:
+    kept, skipped, omitted = apply_limits(many("I", "CRITICAL", 1) + many("D", "HIGH", 2) + many("F", "MEDIUM", 2)
+                                          + many("H", "LOW", 2))
+    assert skipped == [3, 4] and omitted == 4 and sorted(f.dimension for f in kept) == ["D", "D", "I"]
+    _, skipped, _ = apply_limits(many("D", "CRITICAL", 1) + many("F", "MEDIUM", 1))
+    assert skipped == []  # only tier-1 criticals skip
+
+
+def test_ids_by_severity() -> None:
+    ids = [(f.id, f.dimension) for f in assign_ids(many("H", "LOW", 2) + many("F", "MEDIUM", 1) + many("D", "HIGH", 1)
+                                                   + many("C", "CRITICAL", 1) + many("A", "CRITICAL", 1))]
+    assert ids == [("C1", "A"), ("C2", "C"), ("H1", "D"), ("M1", "F"), ("L1", "H"), ("L2", "H")]
+
+
+@pytest.mark.parametrize(("severities", "gate"), [
+    ([], "PROCEED"), (["LOW"], "PROCEED"), (["LOW", "MEDIUM"], "PROCEED_WITH_CAUTION"),
+    (["MEDIUM", "HIGH"], "PROCEED_WITH_FIXES"), (["HIGH", "CRITICAL", "LOW"], "BLOCK_EXECUTION"),
+])
+def test_quality_gate(severities: list[str], gate: str) -> None:
+    assert quality_gate([f for s in severities for f in many("A", s, 1)]) == gate
+
+
+# -- CLI --------------------------------------------------------------------------------------
+
+
+def run(*args: object) -> tuple[int, str]:
+    """Invoke like wfqueue.cli.main.main(): a WfqueueError exits with its own code."""
+    app = typer.Typer()
+    register(app)
+
+    @app.callback()
+    def _root() -> None:  # keeps `verify` a subcommand, as in the real app
+        pass
+
+    result = CliRunner().invoke(app, ["verify", *map(str, args)])
+    if isinstance(result.exception, WfqueueError):
+        return result.exception.exit_code, str(result.exception)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.output
+
+
+def test_cli_exit_codes(repo: Path) -> None:
+    make_session(repo, GOAL, clean_tasks(), session_id="WFS-clean")
+    code, out = run("--session", "WFS-clean", "--repo", repo)
+    assert code == 0 and "quality gate PROCEED" in out and "100.0 % (GREEN)" in out
+    tasks = clean_tasks()
+    tasks[1]["convergence"]["verification"] = "TBD"
+    make_session(repo, GOAL, tasks, session_id="WFS-caution")
+    assert run("--session", "WFS-caution", "--repo", repo)[0] == 0
+    tasks = clean_tasks()
+    tasks[0]["depends_on"] = ["IMPL-2"]
+    make_session(repo, GOAL, tasks, session_id="WFS-cycle")
+    code, out = run("--session", "WFS-cycle", "--repo", repo)
+    assert code == 1 and "PROCEED_WITH_FIXES" in out and "H1" in out
+    code, message = run("--session", "WFS-nope", "--repo", repo)
+    assert code == 2 and "WFS-nope" in message
+
+
+def test_cli_json_and_active_session(repo: Path) -> None:
+    tasks = clean_tasks()
+    tasks[2]["depends_on"] = ["IMPL-9"]
+    folder = make_session(repo, GOAL, tasks, session_id="WFS-only")
+    code, out = run("--repo", repo, "--json")  # no --session: the active one
+    payload = json.loads(out)
+    assert code == 1 and payload["session_id"] == "WFS-only"
+    assert payload["quality_gate"] == "PROCEED_WITH_FIXES" and payload["counts"]["HIGH"] == 1
+    assert payload["findings"][0]["id"] == "H1" and payload["findings"][0]["dimension"] == "D"
+    assert payload["report"] == str(folder / ".process" / REPORT_FILE)
+    assert json.loads((folder / ".process" / FINDINGS_FILE).read_text())["findings"] == payload["findings"]
+
+
+def test_cli_prints_task_text_verbatim(repo: Path) -> None:
+    folder = make_session(repo, GOAL, clean_tasks())
+    edit_json(folder / ".process" / "planning-notes.json", lambda d: d.update(deferred=["Retry [/] budget [bold]"]))
+    code, out = run("--repo", repo)
+    assert code == 0 and "[/]" in out and "[bold]" in out  # printed as text, not parsed as rich markup
+
+
+def test_cli_without_any_session_exits_2(repo: Path) -> None:
+    code, message = run("--repo", repo)
+    assert code == 2 and "no workflow session" in message

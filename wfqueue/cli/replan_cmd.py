@@ -1,0 +1,159 @@
+"""`wfqueue replan` (change a workflow session's plan, with backup and rollback) and
+`wfqueue sessions` (list workflow sessions).
+
+Questions, the impact analysis and messages go to stderr, so ``--json`` leaves
+stdout to the one JSON object.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.prompt import Prompt
+from rich.table import Table
+
+from wfqueue.errors import BadInputError
+from wfqueue.sessions import read_requirement, resolve_repo
+from wfqueue.settings import load_settings
+from wfqueue.tasks_file import default_repo
+from wfqueue.wfs.replan import ReplanSummary, restore, run_replan, session_rows
+from wfqueue.wfs.replan_intent import DEFAULT_TOOLS, task_id_argument
+from wfqueue.wfs.replan_select import Decision, Question
+
+
+class TerminalReplanUI:
+    """The replan's questions on a terminal (rich prompts on stderr)."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        self.console = Console(stderr=True, highlight=False, soft_wrap=True)
+        self.quiet = quiet
+
+    def info(self, message: str) -> None:
+        if not self.quiet:
+            self.console.print(f"[dim]wfqueue:[/] {message}", markup=True)
+
+    def ask(self, question: Question) -> list[str]:
+        self.console.print(f"[bold]{question.text}[/]", markup=True)
+        for n, option in enumerate(question.options, start=1):
+            self.console.print(f"  {n}. {option.label}", markup=False)
+        default = ",".join(str(n) for n, o in enumerate(question.options, start=1) if o.value in question.default)
+        hint = "numbers, comma-separated" if question.multi else "a number"
+        answer = Prompt.ask(f"choose {hint}", default=default, console=self.console)
+        chosen = []
+        for part in answer.replace("，", ",").split(","):
+            part = part.strip()
+            if part.isdigit() and 1 <= int(part) <= len(question.options):
+                chosen.append(question.options[int(part) - 1].value)
+            elif part in {o.value for o in question.options}:
+                chosen.append(part)
+        return chosen
+
+    def ask_text(self, prompt: str) -> str:
+        return Prompt.ask(prompt, default="", console=self.console)
+
+    def show_impact(self, text: str) -> None:
+        self.console.print(text, markup=False)
+
+    def confirm(self, text: str) -> Decision:
+        return Prompt.ask(text, choices=["confirm", "adjust", "cancel"], default="confirm",
+                          console=self.console)  # type: ignore[return-value]
+
+
+def render_summary(summary: ReplanSummary) -> str:
+    """The change summary (seed step 6.6.2)."""
+    if summary.status == "unchanged":
+        return f"{summary.session_id}: nothing changed (the session already matches the request)"
+    lines = ["## Replan Complete", f"Session:   {summary.session_id}", f"Timestamp: {summary.timestamp}",
+             f"Backup:    {summary.backup}", f"Scope:     {summary.scope}",
+             f"Reason:    {' '.join(summary.reason.split())}", f"Modified:  {', '.join(summary.files) or '-'}",
+             f"Added:     {', '.join(summary.added) or '-'}", f"Updated:   {', '.join(summary.updated) or '-'}",
+             f"Deleted:   {', '.join(summary.deleted) or '-'} (kept in the backup)"]
+    if summary.execution_config:
+        lines.append(f"Execution: {summary.execution_config}")
+    lines += [f"Dependents of {tid}: {', '.join(ids)}" for tid, ids in summary.dependents.items()]
+    lines += [f"warning: {w}" for w in summary.warnings]
+    lines.append(f"Rollback:  {summary.rollback}")
+    return "\n".join(lines)
+
+
+def _split_arguments(first: str | None, second: str | None) -> tuple[str | None, str | None]:
+    """``[IMPL-N] "what changes"`` -> (task id, text)."""
+    task_id = task_id_argument(first)
+    if task_id is not None:
+        return task_id, second
+    if second is not None:
+        raise BadInputError(f"two arguments given, but {first!r} is not a task id",
+                            hint='task mode: wfqueue replan IMPL-2 "what changes"; session mode: one argument')
+    return None, first
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("replan")
+    def replan(
+        first: str = typer.Argument(None, metavar="[IMPL-N]", help="Task to replan (task mode); omit for the session."),
+        second: str = typer.Argument(None, metavar="[CHANGE]", help="What changes: text or a .md/.txt file."),
+        session: str = typer.Option(None, "--session", help="Session id (default: the active session)."),
+        repo: str = typer.Option(None, "--repo", help="Repository (default: git top level of the cwd)."),
+        yes: bool = typer.Option(False, "--yes", "-y", help="No questions: safe defaults, auto-confirm."),
+        interactive: bool = typer.Option(False, "--interactive", help="Ask the clarification questions."),
+        restore_dir: str = typer.Option(None, "--restore", metavar="BACKUP_DIR", help="Put a replan backup back."),
+        as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout and nothing else there."),
+    ) -> None:
+        """Change a workflow session's plan: backup first, apply, validate, roll back on failure."""
+        settings = load_settings()
+        ui = TerminalReplanUI(quiet=False)
+        if restore_dir is not None:
+            if first is not None or second is not None:
+                raise BadInputError("--restore takes no task id or change text",
+                                    hint="wfqueue replan --restore BACKUP_DIR --session WFS-x")
+            backup = Path(restore_dir).expanduser()
+            # Restore from anywhere: the repository is the one the backup lives in.
+            root = resolve_repo(repo) if repo is not None else default_repo(backup)
+            result = restore(root, backup, session, settings.lock_timeout_s)
+            if as_json:
+                typer.echo(json.dumps(result.model_dump(), ensure_ascii=False))
+            else:
+                typer.echo(f"restored {result.session_id} from {result.backup}: {', '.join(result.restored) or '-'}"
+                           + (f"; removed {', '.join(result.removed)}" if result.removed else ""))
+            return
+        task_id, text = _split_arguments(first, second)
+        if text is not None and text.strip():
+            text = read_requirement(text, settings.requirement_max_bytes)
+        ask = interactive or not yes
+        if interactive and yes:
+            ui.info("--interactive overrides --yes: asking the questions")
+        if ask and not sys.stdin.isatty():
+            ui.info("stdin is not a terminal: no questions asked, the safe defaults apply (-y skips this notice)")
+            ask = False
+        # The tools for execution intent belong in a setting (the seed reads cli-tools.json).
+        summary = run_replan(resolve_repo(repo), text, ui, task_id=task_id, session_id=session, interactive=ask,
+                             tools=DEFAULT_TOOLS, lock_timeout_s=settings.lock_timeout_s)
+        if as_json:
+            typer.echo(json.dumps(summary.model_dump(), ensure_ascii=False))
+        else:
+            typer.echo(render_summary(summary))
+
+    @app.command("sessions")
+    def sessions(
+        repo: str = typer.Option(None, "--repo", help="Repository (default: git top level of the cwd)."),
+        as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    ) -> None:
+        """List workflow sessions: id, status, tasks, created, last replan."""
+        root = resolve_repo(repo)
+        rows = session_rows(root)
+        if as_json:
+            typer.echo(json.dumps({"repo": str(root), "sessions": [r.model_dump() for r in rows]}, ensure_ascii=False))
+            return
+        out = Console(highlight=False)
+        if not rows:
+            out.print(f"no workflow sessions under {root}/.workflow/active")
+            return
+        table = Table("session", "status", "tasks", "created", "last replan")
+        for r in rows:
+            table.add_row(r.session_id, r.status if not r.error else f"{r.status}: {r.error}", str(r.tasks),
+                          r.created_at or "-", r.last_replan or "-")
+        out.print(table)

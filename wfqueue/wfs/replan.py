@@ -1,0 +1,355 @@
+"""`wfqueue replan`: change a workflow session's plan safely (seed phase 6, ARTIFACTS §8).
+
+Order of work, and why:
+
+1. read the session once (:func:`load_snapshot`) and parse the request (pure);
+2. clarify (questions, or the safe defaults), work out the new task set and its
+   impact in memory and show it; a plan with problems (11 tasks, a cycle, an
+   unknown dependency, an invalid task) is refused here, before any file is
+   touched, so the session stays byte-identical;
+3. under the session's replan lock: check nothing changed since step 1, write
+   the backup (manifest last), write the new files (session record last);
+4. validate what is on disk; on any failure, or an exception while writing,
+   put the backup back byte for byte and report why.
+
+The lock is ``.process/replan.lock``; it only orders replans on one host (see
+the file-lock pitfalls), which is all a user command needs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from filelock import Timeout
+from pydantic import BaseModel, Field, ValidationError
+
+from wfqueue.errors import BadInputError, InfrastructureError, SessionBusyError, WfqueueError
+from wfqueue.fsio import atomic_write_text, lock_for
+from wfqueue.tasks_file import is_legacy, legacy_to_unified
+from wfqueue.unified_task import UnifiedTask
+from wfqueue.wfs.models import ContextPackage, ReplanEntry
+from wfqueue.wfs.render import PlanningNotes
+from wfqueue.wfs.replan_backup import (
+    Manifest,
+    new_backup_dir,
+    read_backup,
+    restore_command,
+    restore_files,
+    write_backup,
+)
+from wfqueue.wfs.replan_impact import (
+    Impact,
+    SessionSnapshot,
+    TaskNotFoundError,
+    check_task_set,
+    plan_changes,
+    render_artifacts,
+    render_impact,
+)
+from wfqueue.wfs.replan_intent import DEFAULT_TOOLS, parse_request
+from wfqueue.wfs.replan_select import SAFE_DEFAULTS, ReplanUI, clarify
+from wfqueue.wfs.session import (
+    IMPL_PLAN_FILE,
+    PLAN_FILE,
+    PROCESS_DIR,
+    SESSION_FILE,
+    TASK_DIR,
+    TODO_FILE,
+    active_root,
+    find_session,
+    load_session,
+    task_number,
+)
+
+CONTEXT_FILE = "context-package.json"
+NOTES_JSON = "planning-notes.json"
+MAX_ADJUST_ROUNDS = 5
+Writer = Callable[[Path, str], object]
+
+
+class ReplanRefusedError(BadInputError):
+    """The replan would leave the session inconsistent; nothing was written."""
+
+
+class ReplanRolledBackError(WfqueueError):
+    """Validation failed after writing; the backup was put back, so nothing changed."""
+
+    exit_code = 2
+
+
+class ReplanCancelledError(WfqueueError):
+    """The user cancelled at the confirmation; nothing was written."""
+
+    exit_code = 130
+
+
+class ReplanSummary(BaseModel):
+    status: Literal["applied", "unchanged"]
+    session_id: str
+    timestamp: str
+    mode: Literal["session", "task"]
+    task_id: str | None = None
+    scope: str
+    reason: str
+    added: list[str] = Field(default_factory=list)
+    updated: list[str] = Field(default_factory=list)
+    deleted: list[str] = Field(default_factory=list)
+    dependents: dict[str, list[str]] = Field(default_factory=dict)
+    files: list[str] = Field(default_factory=list, description="session files changed")
+    execution_config: dict[str, Any] | None = None
+    backup: str | None = None
+    rollback: str | None = None
+    warnings: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+
+class RestoreResult(BaseModel):
+    session_id: str
+    backup: str
+    restored: list[str]
+    removed: list[str]
+
+
+# -- reading ------------------------------------------------------------------------------
+
+
+def _task_files(folder: Path) -> list[Path]:
+    return sorted((folder / TASK_DIR).glob("IMPL-*.json"), key=lambda p: task_number(p.stem))
+
+
+def _current_bytes(folder: Path) -> dict[str, bytes]:
+    rels = [SESSION_FILE, PLAN_FILE, IMPL_PLAN_FILE, TODO_FILE] + [f"{TASK_DIR}/{p.name}" for p in _task_files(folder)]
+    return {rel: (folder / rel).read_bytes() for rel in rels if (folder / rel).is_file()}
+
+
+def _topic(todo: bytes | None, fallback: str) -> str:
+    """Keep the TODO list's own heading: it is what the plan command chose."""
+    first = (todo or b"").decode("utf-8", "replace").split("\n", 1)[0]
+    return first.removeprefix("# Tasks: ").strip() if first.startswith("# Tasks: ") else fallback
+
+
+def load_snapshot(folder: Path) -> SessionSnapshot:
+    """Read the session once; a task file that is not JSON stops the replan (exit 2)."""
+    session = load_session(folder)
+    files = _current_bytes(folder)
+    tasks: dict[str, dict[str, Any]] = {}
+    task_files: dict[str, str] = {}
+    for path in _task_files(folder):
+        rel = f"{TASK_DIR}/{path.name}"
+        try:
+            data = json.loads(files[rel].decode("utf-8-sig"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ReplanRefusedError(f"{rel} is not valid JSON ({exc}); nothing was changed",
+                                     hint=f"fix or remove it first (wfqueue validate {folder / TASK_DIR})") from None
+        if not isinstance(data, dict):
+            raise ReplanRefusedError(f"{rel} holds no task object; nothing was changed", hint="fix or remove it first")
+        if is_legacy(data):
+            data = legacy_to_unified(data)  # the 6-field layout is read, mapped, and written unified
+        tid = str(data.get("id") or path.stem)
+        if tid in tasks:
+            raise ReplanRefusedError(f"{rel} and {task_files[tid]} both hold {tid}; nothing was changed",
+                                     hint="give each task its own id and file")
+        tasks[tid] = data
+        task_files[tid] = rel
+    process = folder / PROCESS_DIR
+    plan = json.loads(files[PLAN_FILE]) if PLAN_FILE in files else None
+    context = (ContextPackage.model_validate_json((process / CONTEXT_FILE).read_text(encoding="utf-8"))
+               if (process / CONTEXT_FILE).is_file() else None)
+    notes = (PlanningNotes.model_validate_json((process / NOTES_JSON).read_text(encoding="utf-8"))
+             if (process / NOTES_JSON).is_file() else None)
+    goal = session.structured.goal if session.structured else session.description
+    return SessionSnapshot(session=session, tasks=tasks, task_files=task_files, files=files, plan=plan,
+                           context=context, constraints=notes.consolidated if notes else [],
+                           topic=_topic(files.get(TODO_FILE), goal))
+
+
+def validate_session(folder: Path) -> list[str]:
+    """Consistency of what is on disk (ARTIFACTS §8): every task file JSON and a valid unified
+    task named after its id, at most 10, every dependency known, no cycle; plan.json in sync."""
+    problems: list[str] = []
+    items: list[tuple[str, Any]] = []
+    for path in _task_files(folder):
+        rel = f"{TASK_DIR}/{path.name}"
+        try:
+            items.append((rel, json.loads(path.read_text(encoding="utf-8"))))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            problems.append(f"{rel}: invalid JSON ({exc})")
+    problems += check_task_set(items)
+    try:
+        load_session(folder)
+    except (OSError, ValueError) as exc:
+        problems.append(f"{SESSION_FILE}: {exc}")
+    if (folder / PLAN_FILE).is_file():
+        plan = json.loads((folder / PLAN_FILE).read_text(encoding="utf-8"))
+        ids = [Path(rel).stem for rel, _ in items]
+        if plan.get("task_ids") != ids or plan.get("task_count") != len(ids):
+            problems.append(f"{PLAN_FILE}: task_ids/task_count do not match the task files ({', '.join(ids)})")
+    return problems
+
+
+# -- replanning ---------------------------------------------------------------------------
+
+
+def _refuse_unknown_task(snap: SessionSnapshot, task_id: str) -> None:
+    if task_id not in snap.tasks:
+        raise TaskNotFoundError(f"Task {task_id} not found in session {snap.session.session_id}",
+                                hint=f"available tasks: {', '.join(snap.tasks) or 'none'}")
+
+
+def _locked(folder: Path, timeout_s: float) -> Any:
+    return lock_for(folder / PROCESS_DIR / "replan", timeout_s)
+
+
+def run_replan(repo: Path, text: str | None, ui: ReplanUI, *, task_id: str | None = None,
+               session_id: str | None = None, interactive: bool = False, tools: Sequence[str] = DEFAULT_TOOLS,
+               lock_timeout_s: float = 60.0, now: datetime | None = None,
+               write: Writer = atomic_write_text) -> ReplanSummary:
+    """Replan one session (task mode when ``task_id`` is given). ``interactive`` asks the
+    clarification questions and the confirmation through ``ui``; otherwise the safe defaults
+    apply. ``write`` is the file writer (tests pass one that fails)."""
+    folder = find_session(repo, session_id)
+    snap = load_snapshot(folder)
+    if task_id is not None:
+        _refuse_unknown_task(snap, task_id)
+    if not (text or "").strip() and interactive:
+        text = ui.ask_text(f"What should change in {task_id or snap.session.session_id}?")
+    request = parse_request(text or "", task_id, tools)
+    if request.empty:
+        raise BadInputError("No modifications specified", hint="use --interactive, or say what changes")
+    stamp = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    when = stamp.isoformat(timespec="seconds")
+    if not interactive:
+        ui.info("using safe defaults: scope tasks_only, task changes update_only, dependencies preserved "
+                "(operations the request states itself still apply)")
+    tasks = [t for t in (_as_unified(d) for d in snap.tasks.values()) if t is not None]
+    for round_ in range(1, MAX_ADJUST_ROUNDS + 1):
+        selections = clarify(ui, request, tasks) if interactive else SAFE_DEFAULTS
+        draft = plan_changes(snap, request, selections, when)
+        impact = draft.impact
+        backup = new_backup_dir(folder, stamp)
+        entry = ReplanEntry(timestamp=when, reason=request.text, scope=impact.scope, added=impact.added,
+                            updated=impact.updated, deleted=impact.deleted,
+                            backup=backup.relative_to(folder).as_posix())
+        artifacts = render_artifacts(snap, draft, entry) if impact.changed and not impact.problems else {}
+        ui.show_impact(render_impact(impact, list(artifacts)))
+        if impact.problems:
+            raise ReplanRefusedError("replan refused, nothing was changed: " + "; ".join(impact.problems),
+                                     hint="change the request so the plan stays consistent")
+        if not interactive or not impact.changed:
+            break
+        decision = ui.confirm("Modification plan generated. Confirm action:")
+        if decision == "cancel":
+            raise ReplanCancelledError("replan cancelled; nothing was changed")
+        if decision == "confirm":
+            break
+        if round_ == MAX_ADJUST_ROUNDS:
+            raise ReplanCancelledError(f"no decision after {MAX_ADJUST_ROUNDS} adjustments; nothing was changed")
+    summary = ReplanSummary(status="unchanged", session_id=snap.session.session_id, timestamp=when,
+                            mode=impact.mode, task_id=task_id, scope=impact.scope, reason=request.text,
+                            dependents=impact.dependents, execution_config=impact.execution_config,
+                            warnings=impact.warnings, notes=impact.notes)
+    if not impact.changed:
+        ui.info("nothing to change: the session already matches the request")
+        return summary
+    _apply(folder, snap, impact, artifacts, backup, when, write, lock_timeout_s)
+    return summary.model_copy(update={
+        "status": "applied", "added": impact.added, "updated": impact.updated, "deleted": impact.deleted,
+        "files": list(artifacts), "backup": str(backup), "rollback": restore_command(backup, snap.session.session_id)})
+
+
+def _as_unified(data: dict[str, Any]) -> UnifiedTask | None:
+    try:
+        return UnifiedTask.model_validate(data)
+    except ValidationError:
+        return None  # reported by the consistency check of the draft
+
+
+def _apply(folder: Path, snap: SessionSnapshot, impact: Impact, artifacts: dict[str, str | None], backup: Path,
+           when: str, write: Writer, lock_timeout_s: float) -> None:
+    manifest = Manifest(session_id=snap.session.session_id, timestamp=when, reason=impact.reason, scope=impact.scope,
+                        mode=f"task {impact.task_id}" if impact.task_id else "session",
+                        files=[rel for rel in artifacts if rel in snap.files],
+                        deleted=[rel for rel, text in artifacts.items() if text is None],
+                        created=[rel for rel in artifacts if rel not in snap.files])
+    try:
+        with _locked(folder, lock_timeout_s):
+            if _current_bytes(folder) != snap.files or backup.exists():
+                raise SessionBusyError(f"{snap.session.session_id} changed while the replan was prepared; "
+                                       "nothing was written", hint="run the replan again")
+            write_backup(folder, backup, manifest)  # backup first, always
+            try:
+                for rel, text in artifacts.items():
+                    if text is None:
+                        (folder / rel).unlink()  # its bytes are in the backup: a move, not a deletion
+                    else:
+                        write(folder / rel, text)
+                problems = validate_session(folder)
+            except BaseException:
+                _roll_back(folder, backup, manifest)
+                raise
+            if problems:
+                _roll_back(folder, backup, manifest)
+                raise ReplanRolledBackError(
+                    "validation failed after applying the replan; the backup was restored, nothing changed: "
+                    + "; ".join(problems), hint=f"backup kept at {backup}")
+    except Timeout:
+        raise SessionBusyError(f"another replan of {snap.session.session_id} holds its lock",
+                               hint=f"wait for it, or delete {folder / PROCESS_DIR / 'replan.lock'} "
+                               "if none is running") from None
+
+
+def _roll_back(folder: Path, backup: Path, manifest: Manifest) -> None:
+    try:
+        restore_files(folder, backup, manifest)
+    except OSError as exc:
+        raise InfrastructureError(f"rolling back the replan failed ({exc})",
+                                  hint=f"run: {restore_command(backup, manifest.session_id)}") from exc
+
+
+# -- restore and listing -------------------------------------------------------------------
+
+
+def restore(repo: Path, backup: Path, session_id: str | None = None, lock_timeout_s: float = 60.0) -> RestoreResult:
+    """Put a replan backup back, byte for byte; files the replan created are removed."""
+    folder = find_session(repo, session_id)
+    backup = backup if backup.is_absolute() else Path.cwd() / backup
+    manifest = read_backup(folder, backup)
+    try:
+        with _locked(folder, lock_timeout_s):
+            restored, removed = restore_files(folder, backup, manifest)
+    except Timeout:
+        raise SessionBusyError(f"a replan of {folder.name} holds its lock", hint="wait for it to finish") from None
+    return RestoreResult(session_id=folder.name, backup=str(backup), restored=restored, removed=removed)
+
+
+class SessionRow(BaseModel):
+    session_id: str
+    status: str
+    tasks: int
+    created_at: str | None = None
+    last_replan: str | None = None
+    replans: int = 0
+    error: str | None = None
+
+
+def session_rows(repo: Path) -> list[SessionRow]:
+    """Every workflow session under ``.workflow/active``, damaged ones included (marked)."""
+    root = active_root(repo)
+    rows = []
+    for folder in sorted(root.iterdir()) if root.is_dir() else []:
+        if not (folder / SESSION_FILE).is_file():
+            continue
+        count = len(_task_files(folder))
+        try:
+            s = load_session(folder)
+        except (OSError, ValueError) as exc:
+            rows.append(SessionRow(session_id=folder.name, status="damaged", tasks=count,
+                                   error=f"{SESSION_FILE}: {str(exc).splitlines()[0]}"))
+            continue
+        rows.append(SessionRow(session_id=s.session_id, status=s.status, tasks=count, created_at=s.created_at,
+                               last_replan=s.progress.last_replan, replans=len(s.replan_history)))
+    return rows

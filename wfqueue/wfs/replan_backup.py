@@ -1,0 +1,153 @@
+"""Replan backups: ``.process/backup/replan-{UTC timestamp}/`` and putting one back.
+
+A backup holds the exact bytes of every session file a replan is about to change
+or delete (flat, by file name, as in the seed's layout) and ``MANIFEST.md``,
+written last, so a folder with a manifest is a complete backup. The manifest
+also lists the files the replan *creates*: restoring removes them, which is
+what makes a restore give back the session byte for byte.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import tempfile
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from wfqueue.errors import BadInputError
+from wfqueue.fsio import atomic_write_text
+from wfqueue.wfs.session import PROCESS_DIR
+
+BACKUP_DIR = "backup"
+MANIFEST = "MANIFEST.md"
+# Only session files a replan writes may be restored: a hand-edited manifest cannot
+# make a restore write anywhere else.
+RESTORABLE = re.compile(r"^(?:workflow-session\.json|plan\.json|IMPL_PLAN\.md|TODO_LIST\.md"
+                        r"|\.task/IMPL-\d+(?:\.\d+)?\.json)$")
+
+
+class NotABackupError(BadInputError):
+    """The folder given to --restore is not a complete replan backup of that session."""
+
+
+class Manifest(BaseModel):
+    session_id: str
+    timestamp: str
+    reason: str
+    scope: str
+    mode: str
+    files: list[str] = Field(default_factory=list, description="backed up: restored by --restore")
+    deleted: list[str] = Field(default_factory=list, description="subset of files the replan deleted")
+    created: list[str] = Field(default_factory=list, description="created by the replan: removed by --restore")
+
+
+def backup_root(folder: Path) -> Path:
+    return folder / PROCESS_DIR / BACKUP_DIR
+
+
+def new_backup_dir(folder: Path, now: datetime) -> Path:
+    """``replan-2026-11-22T08-00-00``; ``-2``, ``-3``... when two replans share a second."""
+    base = backup_root(folder) / f"replan-{now.strftime('%Y-%m-%dT%H-%M-%S')}"
+    candidate, n = base, 1
+    while candidate.exists():
+        n += 1
+        candidate = base.with_name(f"{base.name}-{n}")
+    return candidate
+
+
+def restore_command(backup: Path, session_id: str) -> str:
+    return f"wfqueue replan --restore {shlex.quote(str(backup))} --session {session_id}"
+
+
+def _one(text: str) -> str:
+    return " ".join(text.split())
+
+
+def render_manifest(manifest: Manifest, backup: Path) -> str:
+    lines = ["# Replan Backup Manifest", "", f"**Session**: {manifest.session_id}",
+             f"**Timestamp**: {manifest.timestamp}", f"**Reason**: {_one(manifest.reason)}",
+             f"**Scope**: {manifest.scope}", f"**Mode**: {manifest.mode}", "", "## Files", ""]
+    lines += [f"- `{rel}`" + (" (deleted by this replan)" if rel in manifest.deleted else "") for rel in manifest.files]
+    lines += ["", "## Created by this replan", ""]
+    lines += [f"- `{rel}`" for rel in manifest.created] or ["- (none)"]
+    lines += ["", "## Restoration Command", "", "```", restore_command(backup, manifest.session_id), "```", ""]
+    return "\n".join(lines)
+
+
+def parse_manifest(text: str) -> Manifest:
+    """Inverse of :func:`render_manifest`; raises NotABackupError for anything else."""
+    fields = dict(re.findall(r"^\*\*(\w+)\*\*: (.*)$", text, re.M))
+    sections: dict[str, list[tuple[str, bool]]] = {}
+    current = None
+    for line in text.splitlines():
+        if line.startswith("## "):
+            current = sections.setdefault(line[3:].strip(), [])
+        elif current is not None and (item := re.match(r"^- `([^`]+)`( \(deleted by this replan\))?$", line)):
+            current.append((item.group(1), bool(item.group(2))))
+    missing = [k for k in ("Session", "Timestamp", "Scope") if k not in fields]
+    if missing or "Files" not in sections:
+        raise NotABackupError(f"{MANIFEST} is not a replan manifest (missing {', '.join(missing) or 'Files'})")
+    files = [rel for rel, _ in sections["Files"]]
+    created = [rel for rel, _ in sections.get("Created by this replan", [])]
+    unsafe = [rel for rel in [*files, *created] if not RESTORABLE.match(rel)]
+    if unsafe:
+        raise NotABackupError(f"{MANIFEST} names files a replan never writes: {', '.join(unsafe)}")
+    return Manifest(session_id=fields["Session"].strip(), timestamp=fields["Timestamp"].strip(),
+                    reason=fields.get("Reason", ""), scope=fields["Scope"].strip(), mode=fields.get("Mode", ""),
+                    files=files, deleted=[rel for rel, gone in sections["Files"] if gone], created=created)
+
+
+def write_backup(folder: Path, backup: Path, manifest: Manifest) -> None:
+    """Copy every file of the manifest into ``backup``; the manifest goes in last."""
+    backup.mkdir(parents=True, exist_ok=False)
+    for rel in manifest.files:
+        shutil.copyfile(folder / rel, backup / Path(rel).name)
+    atomic_write_text(backup / MANIFEST, render_manifest(manifest, backup))
+
+
+def _replace_bytes(path: Path, data: bytes) -> None:
+    """Atomic, byte-exact write (fsio writes text; a restore must not re-encode anything)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_backup(folder: Path, backup: Path) -> Manifest:
+    """The manifest of a complete backup of this session folder, or NotABackupError (exit 2)."""
+    session_id = folder.name
+    if not (backup / MANIFEST).is_file():
+        raise NotABackupError(f"{backup} is not a replan backup of {session_id} (no {MANIFEST})",
+                              hint=f"backups of {session_id} are under {backup_root(folder)}")
+    manifest = parse_manifest((backup / MANIFEST).read_text(encoding="utf-8"))
+    if manifest.session_id != session_id:
+        raise NotABackupError(f"{backup} is a backup of {manifest.session_id}, not of {session_id}",
+                              hint=f"pass --session {manifest.session_id}")
+    absent = [rel for rel in manifest.files if not (backup / Path(rel).name).is_file()]
+    if absent:
+        raise NotABackupError(f"{backup} is incomplete: {', '.join(absent)} missing", hint="nothing was restored")
+    return manifest
+
+
+def restore_files(folder: Path, backup: Path, manifest: Manifest) -> tuple[list[str], list[str]]:
+    """Put every backed-up file back and remove the files the replan created."""
+    for rel in manifest.files:
+        _replace_bytes(folder / rel, (backup / Path(rel).name).read_bytes())
+    removed = []
+    for rel in manifest.created:
+        if (folder / rel).exists():
+            (folder / rel).unlink()
+            removed.append(rel)
+    return list(manifest.files), removed

@@ -1,0 +1,341 @@
+"""What a replan will change, worked out in memory before any file is touched. Pure.
+
+:func:`plan_changes` turns a parsed request and the clarification answers into
+the new task set and an :class:`Impact` (tasks added / updated / deleted,
+dependents affected, source files touched, problems). :func:`render_artifacts`
+turns that into the exact bytes of every session file that changes, so the I/O
+layer backs up precisely those files and nothing else. :func:`check_task_set`
+is the consistency check, run on the draft before writing and on the disk after.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from wfqueue.errors import BadInputError
+from wfqueue.fsio import dumps_json
+from wfqueue.tasks_file import LEGACY_VERIFICATION, check_plan, load_object
+from wfqueue.unified_task import UnifiedTask
+from wfqueue.wfs.models import MAX_TASKS, ContextPackage, PlanOverview, ReplanEntry, WorkflowSession
+from wfqueue.wfs.render import render_impl_plan, render_todo
+from wfqueue.wfs.replan_intent import AddTask, ChangeRequest, DeleteTasks, EditDependencies, UpdateTask
+from wfqueue.wfs.replan_select import Scope, Selections, check_selections, effective_scope, in_modules
+from wfqueue.wfs.session import IMPL_PLAN_FILE, PLAN_FILE, SESSION_FILE, TASK_DIR, TODO_FILE, task_number
+
+REPLAN_TOOL = "wfqueue-replan"
+
+
+class TaskNotFoundError(BadInputError):
+    """A task id of the request is not in the session."""
+
+
+@dataclass(frozen=True)
+class SessionSnapshot:
+    """Everything a replan reads, captured once (the I/O layer fills it)."""
+
+    session: WorkflowSession
+    tasks: dict[str, dict[str, Any]]  # id -> unified task as a dict, in id order
+    task_files: dict[str, str]  # id -> path relative to the session folder
+    files: dict[str, bytes]  # relative path -> current bytes of each file a replan may change
+    plan: dict[str, Any] | None = None
+    context: ContextPackage | None = None
+    constraints: list[str] = field(default_factory=list)
+    topic: str = ""
+
+
+class TaskChange(BaseModel):
+    task_id: str
+    action: Literal["create", "update", "delete"]
+    fields: list[str] = Field(default_factory=list)
+
+
+class Impact(BaseModel):
+    session_id: str
+    mode: Literal["session", "task"]
+    task_id: str | None = None
+    scope: Scope
+    reason: str
+    added: list[str] = Field(default_factory=list)
+    updated: list[str] = Field(default_factory=list)
+    deleted: list[str] = Field(default_factory=list)
+    changes: list[TaskChange] = Field(default_factory=list)
+    dependents: dict[str, list[str]] = Field(default_factory=dict, description="changed task -> tasks downstream")
+    source_files: list[str] = Field(default_factory=list)
+    task_count_before: int
+    task_count_after: int
+    execution_config: dict[str, Any] | None = None
+    warnings: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.updated or self.deleted)
+
+
+@dataclass
+class ReplanDraft:
+    tasks: dict[str, dict[str, Any]]
+    impact: Impact
+
+
+def _ordered(tasks: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return dict(sorted(tasks.items(), key=lambda kv: task_number(kv[0])))
+
+
+def _status(task: dict[str, Any]) -> str:
+    return str(task.get("status") or "pending")
+
+
+def _paths(task: dict[str, Any]) -> list[str]:
+    files = [f.get("path") for f in task.get("files") or [] if isinstance(f, dict)]
+    return [str(p) for p in [*(task.get("focus_paths") or []), *files] if p]
+
+
+def dependents_of(graph: dict[str, list[str]], task_id: str) -> list[str]:
+    """Every task that depends on ``task_id``, directly or through others, in id order."""
+    found: set[str] = set()
+    frontier = [task_id]
+    while frontier:
+        current = frontier.pop()
+        for tid, deps in graph.items():
+            if current in deps and tid not in found and tid != task_id:
+                found.add(tid)
+                frontier.append(tid)
+    return sorted(found, key=task_number)
+
+
+def check_task_set(items: list[tuple[str, Any]]) -> list[str]:
+    """Problems of a whole task set given as (``.task/IMPL-n.json``, decoded JSON) pairs:
+    schema, id matching its file name, duplicates, unknown or self dependencies, cycles, count."""
+    loaded = []
+    problems: list[str] = []
+    for location, data in items:
+        task, found = load_object(data, location)
+        problems += [str(p) for p in found]
+        if task is not None:
+            loaded.append(task)
+            expected = location.rsplit("/", 1)[-1].removesuffix(".json")
+            if task.task.id != expected:
+                problems.append(f"{location}: holds id {task.task.id}; a task file is named after its id")
+    problems += [str(p) for p in check_plan(loaded, None)]
+    if len(items) > MAX_TASKS:
+        problems.append(f"Replan would create {len(items)} tasks (limit: {MAX_TASKS}); consider combining tasks, "
+                        "splitting the session, or removing tasks")
+    return problems
+
+
+def _verification(tasks: dict[str, dict[str, Any]]) -> str:
+    """The session's usual verification command: new tasks are checked like their siblings."""
+    counts = Counter(str(t.get("convergence", {}).get("verification") or "") for t in tasks.values())
+    counts.pop("", None)
+    return counts.most_common(1)[0][0] if counts else LEGACY_VERIFICATION
+
+
+def _new_task(tid: str, op: AddTask, session_id: str, verification: str, reason: str, when: str) -> dict[str, Any]:
+    return {
+        "id": tid, "title": op.title, "description": op.description, "depends_on": list(op.depends_on),
+        "type": "feature", "effort": "medium", "focus_paths": [],
+        "convergence": {"criteria": [f"{op.title.rstrip('…')} works as described"], "verification": verification,
+                        "definition_of_done": f"{op.title.rstrip('…')} is implemented and its verification passes"},
+        "rationale": f"Added by replan at {when}: {' '.join(reason.split())}",
+        "source": {"tool": REPLAN_TOOL, "session_id": session_id},
+    }
+
+
+def _edit_field(task: dict[str, Any], op: UpdateTask, when: str) -> None:
+    if op.field in ("title", "description"):
+        task[op.field] = op.value
+    elif op.field == "criterion":
+        convergence = dict(task.get("convergence") or {})
+        criteria = list(convergence.get("criteria") or [])
+        if op.value not in criteria:
+            criteria.append(op.value)  # more than 5 is reported by the schema check, not cut here
+        task["convergence"] = {**convergence, "criteria": criteria}
+    elif op.field == "step":
+        task["implementation"] = [*(task.get("implementation") or []), op.value]
+    elif op.field == "files":
+        paths = [p for p in (part.strip().strip("`") for part in op.value.replace("、", ",").replace("，", ",")
+                             .split(",")) if p]
+        kept = {f.get("path"): f for f in task.get("files") or [] if isinstance(f, dict)}
+        task["focus_paths"] = paths
+        task["files"] = [kept.get(p) or {"path": p, "action": "modify"} for p in paths]
+    else:  # free text of task mode: added to the description, dated, so the history stays readable
+        task["description"] = f"{task.get('description', '').rstrip()}\n\nReplan {when[:10]}: {op.value}"
+
+
+def _edit_dependencies(task: dict[str, Any], op: EditDependencies, warnings: list[str]) -> None:
+    deps = list(task.get("depends_on") or [])
+    if op.mode == "set":
+        deps = list(op.depends_on)
+    elif op.mode == "add":
+        deps += [d for d in op.depends_on if d not in deps]
+    else:
+        missing = [d for d in op.depends_on if d not in deps]
+        if missing:
+            warnings.append(f"{task['id']} did not depend on {', '.join(missing)}")
+        deps = [d for d in deps if d not in op.depends_on]
+    task["depends_on"] = deps
+
+
+def plan_changes(snap: SessionSnapshot, request: ChangeRequest, selections: Selections, when: str) -> ReplanDraft:
+    """The task set after the replan, and its impact. Raises only for ids that do not exist
+    and answers the request exceeds; every other defect is listed in ``impact.problems``."""
+    check_selections(request, selections)
+    sid = snap.session.session_id
+    before = snap.tasks
+    after = copy.deepcopy(before)
+    warnings: list[str] = []
+    notes: list[str] = []
+    added: list[str] = []
+    deleted: list[str] = []
+    problems: list[str] = []
+    explicit: list[str] = []  # tasks an operation names (not those a session-wide intent reaches)
+    next_number = max((task_number(t)[0] for t in before), default=0) + 1  # never reuse a deleted id
+
+    def require(tid: str) -> dict[str, Any]:
+        if tid not in after:
+            where = "deleted by this request" if tid in deleted else f"not found in session {sid}"
+            raise TaskNotFoundError(f"Task {tid} {where}", hint=f"available tasks: {', '.join(after) or 'none'}")
+        explicit.append(tid)
+        return after[tid]
+
+    if request.task_id is not None:
+        require(request.task_id)
+    for op in request.operations:
+        if isinstance(op, DeleteTasks):
+            for tid in op.task_ids:
+                require(tid)
+                del after[tid]
+                deleted.append(tid)
+        elif isinstance(op, AddTask):
+            tid = f"IMPL-{next_number}"
+            next_number += 1
+            after[tid] = _new_task(tid, op, sid, _verification(before), request.text, when)
+            added.append(tid)
+            warnings.append(f"{tid} has a placeholder criterion; refine it: wfqueue replan {tid} \"criterion: ...\"")
+        elif isinstance(op, EditDependencies):
+            _edit_dependencies(require(op.task_id or ""), op, warnings)
+        elif isinstance(op, UpdateTask):
+            _edit_field(require(request.task_id or ""), op, when)
+    for tid in [*deleted]:
+        orphans = [t for t, task in after.items() if tid in (task.get("depends_on") or [])]
+        for orphan in orphans:
+            if selections.dependency_changes:  # keep the ordering: inherit what the deleted task waited for
+                inherited = [d for d in before[tid].get("depends_on") or [] if d in after and d != orphan]
+                deps = [d for d in after[orphan]["depends_on"] if d != tid]
+                after[orphan]["depends_on"] = deps + [d for d in inherited if d not in deps]
+                notes.append(f"{orphan} now depends on {', '.join(after[orphan]['depends_on']) or 'nothing'} "
+                             f"instead of the deleted {tid}")
+            else:
+                problems.append(f"{orphan} depends on {tid}, which this replan deletes; dependencies are preserved "
+                                f"by default: also say '{orphan} depends on ...' (or 'depends on nothing'), "
+                                "or answer yes to dependency changes with --interactive")
+    if request.intent is not None:
+        config = request.intent.model_dump()
+        if request.task_id is not None:
+            targets = [request.task_id]
+        else:
+            targets = [t for t, task in after.items()
+                       if _status(task) != "completed" and in_modules(UnifiedTask.model_validate(task), selections.modules)]
+            skipped = [t for t in after if t not in targets]
+            if skipped:
+                notes.append(f"execution config left as is on {', '.join(skipped)} (completed or outside the modules)")
+        for tid in targets:
+            task = after[tid]
+            task["meta"] = {**(task.get("meta") or {}), "execution_config": config}
+    updated = [t for t in after if t in before and after[t] != before[t]]
+    if request.task_id is not None:
+        downstream = dependents_of({t: list(d.get("depends_on") or []) for t, d in after.items()}, request.task_id)
+        if selections.ripple == "yes" and request.task_id in updated:
+            for tid in [t for t in downstream if request.task_id in (after[t].get("depends_on") or [])]:
+                after[tid] = {**after[tid], "description": f"{after[tid].get('description', '').rstrip()}\n\n"
+                              f"Upstream {request.task_id} changed by replan {when[:10]}: {' '.join(request.text.split())}"}
+                updated.append(tid)
+        elif selections.ripple == "analyze" and downstream:
+            notes.append(f"dependents of {request.task_id} to review by hand: {', '.join(downstream)}")
+    if selections.answered and selections.modules is not None:
+        outside = [t for t in dict.fromkeys(explicit) if t in before and not in_modules(
+            UnifiedTask.model_validate(before[t]), selections.modules)]
+        problems += [f"{t} is outside the chosen modules ({', '.join(selections.modules)})" for t in outside]
+    for tid in [t for t in [*updated, *deleted] if _status(before[t]) == "completed"]:
+        warnings.append(f"Task {tid} is completed; consider creating a new task for additional work")
+    after = _ordered(after)
+    graph_before = {t: list(d.get("depends_on") or []) for t, d in before.items()}
+    graph_after = {t: list(d.get("depends_on") or []) for t, d in after.items()}
+    dependents = {t: [d for d in dependents_of(graph_after if t in after else graph_before, t) if d in after]
+                  for t in [*updated, *deleted]}
+    changes = ([TaskChange(task_id=t, action="create") for t in added]
+               + [TaskChange(task_id=t, action="update", fields=sorted(k for k in {*before[t], *after[t]}
+                                                                        if before[t].get(k) != after[t].get(k)))
+                  for t in updated]
+               + [TaskChange(task_id=t, action="delete") for t in deleted])
+    touched = sorted({p for t in [*added, *updated] for p in _paths(after[t])} | {p for t in deleted
+                                                                                  for p in _paths(before[t])})
+    items = [(snap.task_files.get(t, f"{TASK_DIR}/{t}.json"), d) for t, d in after.items()]
+    impact = Impact(session_id=sid, mode="task" if request.task_id else "session", task_id=request.task_id,
+                    scope=effective_scope(request, selections), reason=request.text,
+                    added=added, updated=sorted(updated, key=task_number), deleted=deleted, changes=changes,
+                    dependents={k: v for k, v in dependents.items() if v}, source_files=touched,
+                    task_count_before=len(before), task_count_after=len(after),
+                    execution_config=request.intent.model_dump() if request.intent else None,
+                    warnings=warnings, notes=notes, problems=problems + check_task_set(items))
+    if impact.scope != selections.scope:
+        impact.notes.append(f"scope {impact.scope}: the request itself adds or deletes tasks")
+    return ReplanDraft(tasks=after, impact=impact)
+
+
+def render_artifacts(snap: SessionSnapshot, draft: ReplanDraft, entry: ReplanEntry) -> dict[str, str | None]:
+    """New content of every session file that changes (None: the file goes), task files
+    first and workflow-session.json last, so the history entry is the last thing written."""
+    impact, ids = draft.impact, list(draft.tasks)
+    out: dict[str, str | None] = {}
+    for tid in [*impact.added, *impact.updated]:
+        out[snap.task_files.get(tid, f"{TASK_DIR}/{tid}.json")] = dumps_json(draft.tasks[tid])
+    for tid in impact.deleted:
+        out[snap.task_files[tid]] = None
+    unified = [UnifiedTask.model_validate(t) for t in draft.tasks.values()]
+    if snap.plan is not None:
+        plan = {**snap.plan, "task_ids": ids, "task_count": len(ids)}
+        out[PLAN_FILE] = dumps_json(plan)
+        if snap.context is not None:
+            out[IMPL_PLAN_FILE] = render_impl_plan(snap.session, PlanOverview.model_validate(plan), unified,
+                                                   snap.context, snap.constraints)
+    out[TODO_FILE] = render_todo(snap.topic, unified)
+    session = snap.session.model_copy(deep=True)
+    session.replan_history.append(entry)
+    session.progress.current_tasks = ids
+    session.progress.last_replan = entry.timestamp
+    session.updated_at = entry.timestamp
+    out[SESSION_FILE] = dumps_json(session.model_dump(mode="json", exclude_none=True))
+    return {rel: text for rel, text in out.items()
+            if text is None or snap.files.get(rel) != text.encode("utf-8")}
+
+
+def _bullets(values: list[str]) -> str:
+    return ", ".join(values) or "-"
+
+
+def render_impact(impact: Impact, artifacts: list[str]) -> str:
+    """The modification plan shown before anything changes (seed step 6.3.2)."""
+    lines = [f"## Modification Plan: {impact.session_id}" + (f" / {impact.task_id}" if impact.task_id else ""),
+             f"Scope: {impact.scope}   tasks: {impact.task_count_before} -> {impact.task_count_after}",
+             f"Create: {_bullets(impact.added)}", f"Update: {_bullets(impact.updated)}",
+             f"Delete: {_bullets(impact.deleted)} (moved into the backup)"]
+    for change in impact.changes:
+        if change.fields:
+            lines.append(f"  {change.task_id}: {', '.join(change.fields)}")
+    if impact.execution_config:
+        lines.append(f"Execution config: {impact.execution_config}")
+    for tid, downstream in impact.dependents.items():
+        lines.append(f"Dependents of {tid}: {', '.join(downstream)}")
+    lines.append(f"Source files of these tasks: {_bullets(impact.source_files)}")
+    lines.append(f"Session files to change: {_bullets(artifacts)}")
+    lines += [f"note: {n}" for n in impact.notes] + [f"warning: {w}" for w in impact.warnings]
+    lines += [f"problem: {p}" for p in impact.problems]
+    return "\n".join(lines)
