@@ -127,3 +127,30 @@ def test_interrupted_plan_continues_without_redoing_finished_phases(sample_repo:
     assert (folder / "planning-notes.md").read_text().startswith(notes_before)
     assert (folder / ".process" / "exploration-validation.json").is_file()
     assert len(list((folder / ".task").glob("IMPL-*.json"))) == run.json()["tasks"] >= 1
+
+
+def test_verify_reports_a_planted_cycle_and_missing_sessions(sample_repo: Path) -> None:
+    run = run_cli("plan", QUIET, "--repo", str(sample_repo), "-y", "--json")
+    assert run.code == 0, run.stderr
+    folder = session_dir(run)
+    clean = run_cli("verify", "--repo", str(sample_repo), "--json")
+    assert clean.code == 0, clean.stdout + clean.stderr
+    assert json.loads(clean.stdout)["quality_gate"] in ("PROCEED", "PROCEED_WITH_CAUTION")
+    tasks = sorted((folder / ".task").glob("IMPL-*.json"))
+    assert len(tasks) >= 2
+    first, second = (json.loads(p.read_text()) for p in tasks[:2])
+    first["depends_on"], second["depends_on"] = [second["id"]], [first["id"]]
+    tasks[0].write_text(json.dumps(first))
+    tasks[1].write_text(json.dumps(second))
+    before = folder_digest(folder)
+    planted = run_cli("verify", "--session", folder.name, "--repo", str(sample_repo), "--json")
+    assert planted.code == 1, planted.stdout + planted.stderr
+    report = json.loads(planted.stdout)
+    assert report["quality_gate"] == "PROCEED_WITH_FIXES"
+    assert any(f["dimension"] == "D" and f["severity"] == "HIGH" and "cycle" in f["summary"].lower()
+               for f in report["findings"])
+    after = folder_digest(folder)
+    changed = {k for k in after if before.get(k) != after[k]}
+    assert changed <= {".process/PLAN_VERIFICATION.md", ".process/verification-findings.json"}, "verify wrote elsewhere"
+    missing = run_cli("verify", "--session", "WFS-nope", "--repo", str(sample_repo))
+    assert missing.code == 2 and folder.name in missing.stderr
