@@ -121,3 +121,11 @@ def test_default_config_file_documents_every_setting() -> None:
     assert documented | {"anthropic_api_key"} == set(Settings.model_fields)
     values = tomllib.loads("\n".join(a for a in assignments if not a.endswith("...")))
     assert Settings(**values).model_dump() == Settings().model_dump()
+
+
+def test_operations_guide_lists_every_setting() -> None:
+    from wfqueue.settings import Settings
+
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "OPERATIONS.md").read_text(encoding="utf-8")
+    missing = [name for name in Settings.model_fields if f"`WFQUEUE_{name.upper()}`" not in guide]
+    assert missing == []
