@@ -288,7 +288,11 @@ def _apply(folder: Path, snap: SessionSnapshot, impact: Impact, artifacts: dict[
                     else:
                         write(folder / rel, text)
                 problems = validate_session(folder)
-            except BaseException:
+            except OSError as exc:
+                _roll_back(folder, backup, manifest)
+                raise InfrastructureError(f"writing the replan failed ({exc}); the backup was restored, "
+                                          "nothing changed", hint=f"backup kept at {backup}") from exc
+            except BaseException:  # Ctrl-C or a bug half-way: never leave a half-applied plan
                 _roll_back(folder, backup, manifest)
                 raise
             if problems:

@@ -241,8 +241,8 @@ def plan_changes(snap: SessionSnapshot, request: ChangeRequest, selections: Sele
         if request.task_id is not None:
             targets = [request.task_id]
         else:
-            targets = [t for t, task in after.items()
-                       if _status(task) != "completed" and in_modules(UnifiedTask.model_validate(task), selections.modules)]
+            targets = [t for t, task in after.items() if _status(task) != "completed"
+                       and in_modules(UnifiedTask.model_validate(task), selections.modules)]
             skipped = [t for t in after if t not in targets]
             if skipped:
                 notes.append(f"execution config left as is on {', '.join(skipped)} (completed or outside the modules)")
@@ -253,9 +253,9 @@ def plan_changes(snap: SessionSnapshot, request: ChangeRequest, selections: Sele
     if request.task_id is not None:
         downstream = dependents_of({t: list(d.get("depends_on") or []) for t, d in after.items()}, request.task_id)
         if selections.ripple == "yes" and request.task_id in updated:
+            note = f"Upstream {request.task_id} changed by replan {when[:10]}: {' '.join(request.text.split())}"
             for tid in [t for t in downstream if request.task_id in (after[t].get("depends_on") or [])]:
-                after[tid] = {**after[tid], "description": f"{after[tid].get('description', '').rstrip()}\n\n"
-                              f"Upstream {request.task_id} changed by replan {when[:10]}: {' '.join(request.text.split())}"}
+                after[tid] = {**after[tid], "description": f"{after[tid].get('description', '').rstrip()}\n\n{note}"}
                 updated.append(tid)
         elif selections.ripple == "analyze" and downstream:
             notes.append(f"dependents of {request.task_id} to review by hand: {', '.join(downstream)}")

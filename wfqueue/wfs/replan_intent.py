@@ -152,7 +152,8 @@ def task_id_argument(value: str | None) -> str | None:
 
 
 def _tool_group(tools: Sequence[str], named: bool = True) -> str:
-    return ("(?P<tool>" if named else "(?:") + "|".join(re.escape(t) for t in sorted(tools, key=len, reverse=True)) + r")(?![A-Za-z0-9_-])"
+    names = "|".join(re.escape(t) for t in sorted(tools, key=len, reverse=True))  # longest first
+    return ("(?P<tool>" if named else "(?:") + names + r")(?![A-Za-z0-9_-])"
 
 
 def _intent_patterns(tools: Sequence[str]) -> list[re.Pattern[str]]:
@@ -233,7 +234,8 @@ _LABELS: list[tuple[UpdateField, re.Pattern[str]]] = [
     ("title", re.compile(r"(?:\btitle\s*[:：]|\brename\s+(?:it\s+|the\s+task\s+)?(?:to|as)\b\s*:?|标题\s*[:：]|重命名为)\s*",
                          re.I)),
     ("description", re.compile(r"(?:\bdescription\s*[:：]|描述\s*[:：])\s*", re.I)),
-    ("criterion", re.compile(r"(?:\badd\s+(?:an?\s+)?(?:acceptance\s+)?criterion\b\s*:?|\b(?:acceptance\s+)?criteri(?:on|a)\s*[:：]"
+    ("criterion", re.compile(r"(?:\badd\s+(?:an?\s+)?(?:acceptance\s+)?criterion\b\s*:?"
+                             r"|\b(?:acceptance\s+)?criteri(?:on|a)\s*[:：]"
                              r"|\b(?:update|extend|change)\s+(?:the\s+)?(?:acceptance\s+)?criteria\s+to\s+include\b"
                              r"|\b(?:acceptance\s+)?criteria\s+(?:should|must)\s+include\b"
                              r"|(?:新增|添加|增加)?验收标准\s*(?:[:：]|(?:需要|要|应)?包含))\s*", re.I)),

@@ -190,7 +190,8 @@ def clarify(ui: ReplanUI, request: ChangeRequest, tasks: list[UnifiedTask]) -> S
                                            "answered": True})
     scope = _answer(ui, session_questions("tasks_only", tasks, defaults)[0])[0]
     answers: dict[str, list[str]] = {"scope": [scope]}
-    for question in session_questions(scope, tasks, defaults, _edits_dependencies(request))[1:]:  # type: ignore[arg-type]
+    follow_ups = session_questions(scope, tasks, defaults, _edits_dependencies(request))  # type: ignore[arg-type]
+    for question in follow_ups[1:]:
         answers[question.key] = _answer(ui, question)
     modules = answers.get("modules", ["*"])
     return Selections(scope=scope, modules=None if "*" in modules else modules,  # type: ignore[arg-type]

@@ -21,64 +21,61 @@ fixed, documented rules so two runs on the same session always agree:
   were part of the gathered context.
 - J N+1: decisions flagged for revisit; decisions forbidding a path a task changes;
   deferred items that are planned anyway (HIGH) or carried over (LOW reminder).
-- F specification: criteria are testable (a number, a `command`, a path or identifier,
-  or an observable verb without vague words); verification and definition of done are
-  not placeholders; focus is not only directories/globs.
-- G duplication: tasks with the same title terms; a file changed by 3 or more tasks.
-- H feasibility: a file to create already exists; verification that execution would not
-  run (not a known tool, not marked manual); oversized tasks.
+
+The tier-3/4 checks F, G, H and the text rules all checks share (testable criteria,
+forbidden paths, placeholders, coverage) live in ``wfqueue.wfs.verify_rules``; their public
+names are re-exported here.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from wfqueue.analysis import tokenize
-from wfqueue.tasks_file import LEGACY_VERIFICATION, LoadedTask, TaskProblem, check_plan, repo_relative
+from wfqueue.tasks_file import LoadedTask, TaskProblem, check_plan
 from wfqueue.unified_task import UnifiedTask
 from wfqueue.wfs.models import MAX_TASKS, ConflictResolution, ContextPackage, Finding, PlanOverview, WorkflowSession
 from wfqueue.wfs.render import PlanningNotes
+from wfqueue.wfs.verify_rules import (
+    DIMENSIONS,
+    KNOWN_TOOLS,
+    MANY_TASKS_PER_FILE,
+    MAX_FILES_PER_TASK,
+    Coverage,
+    auto_runnable,
+    changes,
+    check_duplication,
+    check_feasibility,
+    check_specification,
+    compute_coverage,
+    coverage_colour,
+    finding,
+    forbidden_changes,
+    forbidden_paths,
+    goal_of,
+    is_testable,
+    is_under,
+    key_terms,
+    norm_text,
+    task_text,
+)
 
-DIMENSIONS: dict[str, tuple[str, int]] = {
-    "A": ("User Intent Alignment", 1), "B": ("Requirements Coverage", 1), "C": ("Consistency", 1),
-    "I": ("Constraints Compliance", 1), "D": ("Dependency Integrity", 2), "E": ("Synthesis Alignment", 2),
-    "J": ("N+1 Context", 2), "F": ("Task Specification Quality", 3), "G": ("Duplication", 4),
-    "H": ("Feasibility", 4),
-}
+__all__ = [
+    "CHECKS", "CONTROL_ARTIFACTS", "DIMENSIONS", "KNOWN_TOOLS", "MANY_TASKS_PER_FILE", "MAX_FILES_PER_TASK",
+    "Coverage", "VerifyInput", "auto_runnable", "changes", "check_consistency", "check_constraints",
+    "check_coverage", "check_dependencies", "check_duplication", "check_feasibility", "check_intent",
+    "check_n_plus_one", "check_specification", "check_synthesis", "compute_coverage", "coverage_colour",
+    "critical_files", "finding", "forbidden_changes", "forbidden_paths", "goal_of", "is_testable", "is_under",
+    "key_terms", "norm_text", "run_checks", "task_text",
+]
+
 CONTROL_ARTIFACTS = ("plan.json", "IMPL_PLAN.md", "TODO_LIST.md")  # missing -> C; others -> E
-# Execution runs only these (ARTIFACTS §9); anything else is never run automatically.
-KNOWN_TOOLS = ("pytest", "python -m pytest", "python3 -m pytest", "npm", "npx", "jest", "tsc", "eslint", "go test",
-               "cargo test", "make")
-MANY_TASKS_PER_FILE = 3
-MAX_FILES_PER_TASK = 8
 _ID = re.compile(r"\bIMPL-\d+(?:\.\d+)*\b")
 _TODO_LINE = re.compile(r"^\s*[-*]\s*\[([ xX])\]\s*\*\*(IMPL-\d+(?:\.\d+)*)\*\*:?\s*(.*?)\s*(?:→.*)?$")
 _TABLE_ROW = re.compile(r"^\|\s*(IMPL-\d+(?:\.\d+)*)\s*\|")
-_PLACEHOLDER = re.compile(r"^\W*(tbd|todo|tba|n/?a|none|null|-+|\?+|\.\.\.|fixme|xxx)?\W*$", re.I)
-_PROHIBIT = re.compile(
-    r"\b(do not|don't|dont|must not|mustn't|should not|shouldn't|never|avoid|no changes? to|"
-    r"without (?:modifying|changing|touching|editing)|not be (?:modified|changed|touched|edited)|read-only|frozen)\b"
-    r"|\b(?:keep|leave)\b.*\b(?:unchanged|untouched|intact|alone|as is)\b", re.I)
-# Clauses end at ";", ". ", "but", "instead", and at ",/and/then" before a new instruction, so
-# "keep a.py unchanged and add b.py" forbids a.py only.
-_CLAUSE = re.compile(r";|\.\s|\bbut\b|\binstead\b|(?:,|\band\b|\bthen\b)\s*(?=(?:then\s+)?(?:add|create|use|put|"
-                     r"implement|write|extend|wrap|move|introduce|place|update|modify|change|edit|do not|don't|never|"
-                     r"avoid)\b)", re.I)
-# A path: has a "/", or a name with an extension ("e.g"/"i.e": one-letter name and extension, are not).
-_PATH = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)+[\w.*-]*|[\w*-]{2,}\.[A-Za-z][A-Za-z0-9]{0,5}|"
-                   r"[\w*-]\.[A-Za-z][A-Za-z0-9]{1,5})(?![\w/-])")
-_VAGUE = re.compile(r"\b(properly|correctly|works?|working|as expected|good|better|clean|robust|efficient|"
-                    r"user[- ]friendly|appropriate(ly)?|reasonabl[ey]|nice|fast|improved?|well|smooth(ly)?|"
-                    r"optimi[sz]ed|seamless(ly)?|adequate(ly)?)\b", re.I)
-_OBSERVABLE = re.compile(r"\b(pass(es)?|returns?|raises?|exits?|prints?|contains?|exists?|equals?|match(es)?|"
-                         r"implements?|responds?|logs?|rejects?|accepts?|fails?|succeeds?|shows?|displays?|emits?|"
-                         r"writes?|reads?|creates?|deletes?|covers?|keeps?|stores?|sends?|retries|times? out|"
-                         r"validates?|calls?|uses?|provides?|reports?|lists?|blocks?|limits?)\b", re.I)
-_ANCHOR = re.compile(r"\d|`[^`]+`|[\w-]+/[\w.-]+|\b\w+\.[A-Za-z]{1,5}\b|\b[a-z]+_[a-z_]+\b|\b[a-z]+[A-Z]\w*\b")
 
 
 class VerifyInput(BaseModel):
@@ -102,53 +99,7 @@ class VerifyInput(BaseModel):
     is_dir: Callable[[str], bool] = lambda _path: False
 
 
-class Coverage(BaseModel):
-    percent: float
-    colour: str
-    terms: list[str]
-    missing: list[str]
-
-
-def finding(dim: str, severity: str, location: list[str], summary: str, recommendation: str) -> Finding:
-    return Finding(id="", dimension=dim, dimension_name=DIMENSIONS[dim][0], severity=severity,  # type: ignore[arg-type]
-                   location=location, summary=summary, recommendation=recommendation)
-
-
 # -- shared helpers ---------------------------------------------------------------------------
-
-
-def goal_of(inp: VerifyInput) -> str:
-    return (inp.session.structured.goal if inp.session.structured else "") or inp.session.description
-
-
-def key_terms(text: str) -> list[str]:
-    return list(dict.fromkeys(tokenize(text)))
-
-
-def _task_text(t: UnifiedTask) -> str:
-    return " ".join([t.title, t.description, *t.convergence.criteria])
-
-
-def _norm(text: str) -> str:
-    return " ".join(text.replace("\\|", "|").split()).lower()
-
-
-def changes(t: UnifiedTask) -> list[tuple[str, str]]:
-    """(repo-relative path, action) the task changes: files[], else its focus paths (modified)."""
-    pairs = [(f.path, f.action) for f in t.files] or [(p, "modify") for p in t.focus_paths]
-    return [(repo_relative(p) or p, action) for p, action in pairs]
-
-
-def coverage_colour(percent: float) -> str:
-    return "GREEN" if percent >= 90 else "YELLOW" if percent >= 75 else "RED"
-
-
-def compute_coverage(inp: VerifyInput) -> Coverage:
-    terms = key_terms(goal_of(inp))
-    planned = set(tokenize(" ".join(_task_text(t) for t in inp.tasks)))
-    missing = [term for term in terms if term not in planned]
-    percent = 100.0 if not terms else 100.0 * (len(terms) - len(missing)) / len(terms)
-    return Coverage(percent=round(percent, 1), colour=coverage_colour(percent), terms=terms, missing=missing)
 
 
 def _plan_problems(inp: VerifyInput) -> list[TaskProblem]:
@@ -176,39 +127,6 @@ def critical_files(ctx: ContextPackage | None, notes: PlanningNotes | None) -> l
     return list(dict.fromkeys(p for p in found if p))
 
 
-def _under(path: str, names: Iterable[str]) -> bool:
-    return any(path == n or path.startswith(n + "/") or ("/" not in n and path.rsplit("/", 1)[-1] == n)
-               for n in names)
-
-
-def forbidden_paths(text: str) -> list[str]:
-    """Paths a constraint forbids changing: path-like words in a clause that prohibits (see _PROHIBIT)."""
-    found: list[str] = []
-    for clause in _CLAUSE.split(text):
-        if _PROHIBIT.search(clause):
-            found += [m.rstrip(".") for m in _PATH.findall(clause.replace("`", " "))]
-    return list(dict.fromkeys(found))
-
-
-def _violates(path: str, forbidden: str) -> bool:
-    rule = repo_relative(forbidden) or forbidden
-    if any(c in rule for c in "*?["):
-        return fnmatch.fnmatch(path, rule) or fnmatch.fnmatch(path.rsplit("/", 1)[-1], rule)
-    return _under(path, [rule.rstrip("/")])
-
-
-def _violations(inp: VerifyInput, rules: list[tuple[str, str]]) -> list[tuple[UnifiedTask, str, str, str]]:
-    """(task, path, rule text, source) for each task change a (text, source) rule forbids."""
-    hits = []
-    for text, source in rules:
-        for forbidden in forbidden_paths(text):
-            for t in inp.tasks:
-                for path, _action in changes(t):
-                    if _violates(path, forbidden):
-                        hits.append((t, path, text, source))
-    return hits
-
-
 # -- tier 1 -----------------------------------------------------------------------------------
 
 
@@ -220,7 +138,7 @@ def check_intent(inp: VerifyInput) -> list[Finding]:
         return [finding("A", "CRITICAL", ["workflow-session.json"], "no goal is recorded for this session",
                         "re-plan with a goal; intent cannot be verified without one")]
     out: list[Finding] = []
-    if inp.notes is not None and _norm(inp.notes.goal) != _norm(goal):
+    if inp.notes is not None and norm_text(inp.notes.goal) != norm_text(goal):
         out.append(finding("A", "HIGH", ["planning-notes.md"], f"planning notes GOAL differs from the session goal "
                            f"({inp.notes.goal!r} vs {goal!r})", "re-plan so tasks are generated against the user's goal"))
     if inp.overview is not None and terms and not terms & set(tokenize(inp.overview.summary)):
@@ -228,8 +146,8 @@ def check_intent(inp: VerifyInput) -> list[Finding]:
                            "rewrite the summary (and check the tasks) against the goal"))
     known = _context_paths(inp.context, inp.notes)
     for t in inp.tasks:
-        if terms and not terms & set(tokenize(_task_text(t) + " " + (t.scope or ""))) \
-                and not any(_under(p, known) for p, _ in changes(t)):
+        if terms and not terms & set(tokenize(task_text(t) + " " + (t.scope or ""))) \
+                and not any(is_under(p, known) for p, _ in changes(t)):
             out.append(finding("A", "MEDIUM", [f"task:{t.id}"], f"{t.id} carries no key term of the goal and touches "
                                "no file of the gathered context (possible scope creep)",
                                "tie the task to the goal in its description, or drop it"))
@@ -345,7 +263,7 @@ def check_consistency(inp: VerifyInput) -> list[Finding]:
                                    f"TODO_LIST.md marks {t.id} {'done' if m.group(1) != ' ' else 'open'}, the task "
                                    f"status is {(t.model_extra or {}).get('status', 'pending')}",
                                    "regenerate TODO_LIST.md from .task/"))
-            if m.group(3) and _norm(m.group(3)) != _norm(t.title):
+            if m.group(3) and norm_text(m.group(3)) != norm_text(t.title):
                 out.append(finding("C", "MEDIUM", [f"TODO_LIST.md:L{number}", f"task:{t.id}"],
                                    f"TODO_LIST.md title of {t.id} differs from the task title",
                                    "regenerate TODO_LIST.md from .task/"))
@@ -374,15 +292,15 @@ def check_constraints(inp: VerifyInput) -> list[Finding]:
     user += inp.notes.key_constraints if inp.notes else []
     rules += [(c, "workflow-session.json") for c in user]
     reported: set[tuple[str, str]] = set()
-    for t, path, text, source in _violations(inp, list(dict.fromkeys(rules))):
+    for t, path, text, source in forbidden_changes(inp, list(dict.fromkeys(rules))):
         if (t.id, path) not in reported:  # one finding per change, however many rules forbid it
             reported.add((t.id, path))
             out.append(finding("I", "CRITICAL", [f"task:{t.id}", source], f"{t.id} changes {path}, which a recorded "
                                f"constraint forbids: {text!r}", f"remove {path} from {t.id} or revise the constraint"))
     if inp.impl_plan is not None:
-        plan = _norm(inp.impl_plan)
+        plan = norm_text(inp.impl_plan)
         for c in dict.fromkeys(user):
-            if _norm(c) not in plan:
+            if norm_text(c) not in plan:
                 out.append(finding("I", "MEDIUM", ["IMPL_PLAN.md"], f"user constraint not stated in the plan: {c!r}",
                                    "list it under the Implementation Strategy constraints"))
     return out
@@ -444,8 +362,8 @@ def check_synthesis(inp: VerifyInput) -> list[Finding]:
     touched = [p.rstrip("/") for t in inp.tasks for p in [*(q for q, _ in changes(t)), *t.focus_paths]]
     text = " ".join(t.description + " " + " ".join(map(str, t.implementation)) for t in inp.tasks)
     # Referenced: a task changes it, focuses on a folder holding it, or names it in its description/steps.
-    ignored = [c for c in critical if c not in text and not _under(c.rstrip("/"), touched)
-               and not any(_under(p, [c.rstrip("/")]) for p in touched)]
+    ignored = [c for c in critical if c not in text and not is_under(c.rstrip("/"), touched)
+               and not any(is_under(p, [c.rstrip("/")]) for p in touched)]
     if ignored:
         severity = "HIGH" if len(ignored) == len(critical) else "MEDIUM"
         out.append(finding("E", severity, [".process/context-package.json"], f"no task touches the critical "
@@ -458,7 +376,7 @@ def check_synthesis(inp: VerifyInput) -> list[Finding]:
                                "run conflict resolution before executing"))
         known = _context_paths(ctx, inp.notes)
         for t in inp.tasks:
-            outside = [p for p, a in changes(t) if a != "create" and inp.exists(p) and not _under(p, known)]
+            outside = [p for p, a in changes(t) if a != "create" and inp.exists(p) and not is_under(p, known)]
             if outside:
                 out.append(finding("E", "MEDIUM", [f"task:{t.id}"], f"{t.id} changes {', '.join(outside)}, which the "
                                    "gathered context never examined", "re-gather context for these files"))
@@ -477,7 +395,7 @@ def check_n_plus_one(inp: VerifyInput) -> list[Finding]:
         if d.revisit:
             out.append(finding("J", "MEDIUM", ["planning-notes.md"], f"decision flagged for revisit: {d.decision!r}",
                                "settle the decision before executing"))
-    for t, path, text, _ in _violations(inp, [(d.decision, "planning-notes.md") for d in inp.notes.decisions]):
+    for t, path, text, _ in forbidden_changes(inp, [(d.decision, "planning-notes.md") for d in inp.notes.decisions]):
         out.append(finding("J", "HIGH", [f"task:{t.id}", "planning-notes.md"], f"{t.id} changes {path}, "
                            f"contradicting the decision {text!r}", "follow the decision or record a new one"))
     texts = [set(tokenize(f"{t.title} {t.description}")) for t in inp.tasks]
@@ -497,91 +415,6 @@ def check_n_plus_one(inp: VerifyInput) -> list[Finding]:
         else:
             out.append(finding("J", "LOW", ["planning-notes.md"], f"deferred to N+1: {item!r}",
                                "carry it into the next session"))
-    return out
-
-
-# -- tiers 3 and 4 ----------------------------------------------------------------------------
-
-
-def is_testable(criterion: str) -> bool:
-    """A number, a `command`, a path or code identifier, or an observable verb with no vague word."""
-    return bool(_ANCHOR.search(criterion)) or (bool(_OBSERVABLE.search(criterion)) and not _VAGUE.search(criterion))
-
-
-def check_specification(inp: VerifyInput) -> list[Finding]:
-    """F: every task says precisely what to change and how to check it."""
-    out: list[Finding] = []
-    for t in inp.tasks:
-        where = [f"task:{t.id}"]
-        c = t.convergence
-        blank = [x for x in c.criteria if _PLACEHOLDER.match(x)]
-        vague = [x for x in c.criteria if not _PLACEHOLDER.match(x) and not is_testable(x)]
-        if blank:
-            out.append(finding("F", "MEDIUM", where, f"{t.id} has {len(blank)} empty criterion/criteria",
-                               "write 1-5 testable criteria"))
-        if vague:
-            out.append(finding("F", "MEDIUM", where, f"{t.id} criteria not testable: {'; '.join(vague)}",
-                               "name a number, command, file or observable result in each criterion"))
-        if _PLACEHOLDER.match(c.verification):
-            out.append(finding("F", "MEDIUM", where, f"{t.id} has no verification ({c.verification!r})",
-                               "give a test command or manual steps"))
-        if _PLACEHOLDER.match(c.definition_of_done):
-            out.append(finding("F", "MEDIUM", where, f"{t.id} has no definition of done",
-                               "state when the task is done"))
-        concrete = [f.path for f in t.files if not any(ch in f.path for ch in "*?[") and not inp.is_dir(f.path)]
-        if not t.focus_paths and not t.files:
-            out.append(finding("F", "MEDIUM", where, f"{t.id} names no file to change", "add focus_paths and files[]"))
-        elif t.focus_paths and not concrete and all(any(ch in p for ch in "*?[") or p.endswith("/") or inp.is_dir(p)
-                                                    for p in t.focus_paths):
-            out.append(finding("F", "MEDIUM", where, f"{t.id} focus paths are only directories or globs: "
-                               f"{', '.join(t.focus_paths)}", "name the files to change"))
-    return out
-
-
-def check_duplication(inp: VerifyInput) -> list[Finding]:
-    """G: no task repeats another; no file is churned by many tasks."""
-    out: list[Finding] = []
-    groups: dict[frozenset[str], list[str]] = {}
-    for t in inp.tasks:
-        terms = frozenset(tokenize(t.title))
-        if terms:
-            groups.setdefault(terms, []).append(t.id)
-    for ids in groups.values():
-        if len(ids) > 1:
-            out.append(finding("G", "LOW", [f"task:{i}" for i in ids], f"tasks {', '.join(ids)} have the same title "
-                               "terms", "merge them or make each title say what differs"))
-    users: dict[str, list[str]] = {}
-    for t in inp.tasks:
-        for path in dict.fromkeys(p for p, _ in changes(t)):
-            users.setdefault(path, []).append(t.id)
-    for path, ids in users.items():
-        if len(ids) >= MANY_TASKS_PER_FILE:
-            out.append(finding("G", "LOW", [f"task:{i}" for i in ids], f"{path} is changed by {len(ids)} tasks "
-                               f"({', '.join(ids)})", "group the changes to this file in fewer tasks"))
-    return out
-
-
-def auto_runnable(verification: str) -> bool:
-    text = verification.strip().strip("`").strip()
-    return any(text == tool or text.startswith(tool + " ") for tool in KNOWN_TOOLS)
-
-
-def check_feasibility(inp: VerifyInput) -> list[Finding]:
-    """H: each task can be carried out and checked as written."""
-    out: list[Finding] = []
-    for t in inp.tasks:
-        where = [f"task:{t.id}"]
-        for path in [p for p, a in changes(t) if a == "create" and inp.exists(p)]:
-            out.append(finding("H", "LOW", where, f"{t.id} creates {path}, which already exists",
-                               "use action modify, or pick a new path"))
-        v = t.convergence.verification.strip()
-        if not (auto_runnable(v) or v.lower().startswith("manual") or v == LEGACY_VERIFICATION or _PLACEHOLDER.match(v)):
-            out.append(finding("H", "LOW", where, f"execution will not run {t.id}'s verification {v!r}",
-                               f"start it with one of {', '.join(KNOWN_TOOLS)}, or prefix manual steps with 'manual:'"))
-        files = len(t.files)
-        if files > MAX_FILES_PER_TASK or (t.effort == "small" and files > 3):
-            out.append(finding("H", "LOW", where, f"{t.id} changes {files} files (effort {t.effort or '-'})",
-                               "split the task or raise its effort"))
     return out
 
 
