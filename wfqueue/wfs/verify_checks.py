@@ -22,9 +22,8 @@ fixed, documented rules so two runs on the same session always agree:
 - J N+1: decisions flagged for revisit; decisions forbidding a path a task changes;
   deferred items that are planned anyway (HIGH) or carried over (LOW reminder).
 
-The tier-3/4 checks F, G, H and the text rules all checks share (testable criteria,
-forbidden paths, placeholders, coverage) live in ``wfqueue.wfs.verify_rules``; their public
-names are re-exported here.
+F, G, H and the shared text rules (testable criteria, forbidden paths, placeholders, coverage)
+live in ``wfqueue.wfs.verify_rules``; their public names are re-exported here.
 """
 
 from __future__ import annotations
@@ -68,8 +67,7 @@ __all__ = [
     "Coverage", "VerifyInput", "auto_runnable", "changes", "check_consistency", "check_constraints",
     "check_coverage", "check_dependencies", "check_duplication", "check_feasibility", "check_intent",
     "check_n_plus_one", "check_specification", "check_synthesis", "compute_coverage", "coverage_colour",
-    "critical_files", "finding", "forbidden_changes", "forbidden_paths", "goal_of", "is_testable", "is_under",
-    "key_terms", "norm_text", "run_checks", "task_text",
+    "critical_files", "finding", "forbidden_paths", "goal_of", "is_testable", "key_terms", "run_checks",
 ]
 
 CONTROL_ARTIFACTS = ("plan.json", "IMPL_PLAN.md", "TODO_LIST.md")  # missing -> C; others -> E
