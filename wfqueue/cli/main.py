@@ -18,6 +18,7 @@ from wfqueue.cli import (
     flower_cmd,
     lite,
     plan_cmd,
+    replan_cmd,
     resume_cmd,
     status,
     up_cmd,
@@ -38,6 +39,7 @@ collab.register(app)
 lite.register(app)
 plan_cmd.register(app)
 verify_cmd.register(app)
+replan_cmd.register(app)
 resume_cmd.register(app)
 validate.register(app)
 worker.register(app)

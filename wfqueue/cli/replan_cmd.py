@@ -21,7 +21,7 @@ from wfqueue.sessions import read_requirement, resolve_repo
 from wfqueue.settings import load_settings
 from wfqueue.tasks_file import default_repo
 from wfqueue.wfs.replan import ReplanSummary, restore, run_replan, session_rows
-from wfqueue.wfs.replan_intent import DEFAULT_TOOLS, task_id_argument
+from wfqueue.wfs.replan_intent import task_id_argument
 from wfqueue.wfs.replan_select import Decision, Question
 
 
@@ -129,9 +129,8 @@ def register(app: typer.Typer) -> None:
         if ask and not sys.stdin.isatty():
             ui.info("stdin is not a terminal: no questions asked, the safe defaults apply (-y skips this notice)")
             ask = False
-        # The tools for execution intent belong in a setting (the seed reads cli-tools.json).
         summary = run_replan(resolve_repo(repo), text, ui, task_id=task_id, session_id=session, interactive=ask,
-                             tools=DEFAULT_TOOLS, lock_timeout_s=settings.lock_timeout_s)
+                             tools=tuple(settings.replan_tools), lock_timeout_s=settings.lock_timeout_s)
         if as_json:
             typer.echo(json.dumps(summary.model_dump(), ensure_ascii=False))
         else:

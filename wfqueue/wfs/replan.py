@@ -19,6 +19,7 @@ the file-lock pitfalls), which is all a user command needs.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -68,6 +69,7 @@ from wfqueue.wfs.session import (
 CONTEXT_FILE = "context-package.json"
 NOTES_JSON = "planning-notes.json"
 MAX_ADJUST_ROUNDS = 5
+TASK_FILE = re.compile(r"^IMPL-\d+(?:\.\d+)?\.json$")
 Writer = Callable[[Path, str], object]
 
 
@@ -118,7 +120,9 @@ class RestoreResult(BaseModel):
 
 
 def _task_files(folder: Path) -> list[Path]:
-    return sorted((folder / TASK_DIR).glob("IMPL-*.json"), key=lambda p: task_number(p.stem))
+    """``.task/IMPL-N.json`` / ``IMPL-N.M.json`` in id order (other files are not tasks of the plan)."""
+    paths = [p for p in (folder / TASK_DIR).glob("IMPL-*.json") if TASK_FILE.match(p.name)]
+    return sorted(paths, key=lambda p: task_number(p.stem))
 
 
 def _current_bytes(folder: Path) -> dict[str, bytes]:
@@ -225,6 +229,8 @@ def run_replan(repo: Path, text: str | None, ui: ReplanUI, *, task_id: str | Non
     if not interactive:
         ui.info("using safe defaults: scope tasks_only, task changes update_only, dependencies preserved "
                 "(operations the request states itself still apply)")
+    if snap.plan is None or snap.context is None:
+        ui.info(f"{IMPL_PLAN_FILE} will not be re-rendered: {PLAN_FILE} or .process/{CONTEXT_FILE} is missing")
     tasks = [t for t in (_as_unified(d) for d in snap.tasks.values()) if t is not None]
     for round_ in range(1, MAX_ADJUST_ROUNDS + 1):
         selections = clarify(ui, request, tasks) if interactive else SAFE_DEFAULTS

@@ -242,7 +242,7 @@ def plan_changes(snap: SessionSnapshot, request: ChangeRequest, selections: Sele
             targets = [request.task_id]
         else:
             targets = [t for t, task in after.items() if _status(task) != "completed"
-                       and in_modules(UnifiedTask.model_validate(task), selections.modules)]
+                       and in_modules(_paths(task), selections.modules)]
             skipped = [t for t in after if t not in targets]
             if skipped:
                 notes.append(f"execution config left as is on {', '.join(skipped)} (completed or outside the modules)")
@@ -260,8 +260,8 @@ def plan_changes(snap: SessionSnapshot, request: ChangeRequest, selections: Sele
         elif selections.ripple == "analyze" and downstream:
             notes.append(f"dependents of {request.task_id} to review by hand: {', '.join(downstream)}")
     if selections.answered and selections.modules is not None:
-        outside = [t for t in dict.fromkeys(explicit) if t in before and not in_modules(
-            UnifiedTask.model_validate(before[t]), selections.modules)]
+        outside = [t for t in dict.fromkeys(explicit) if t in before
+                   and not in_modules(_paths(before[t]), selections.modules)]
         problems += [f"{t} is outside the chosen modules ({', '.join(selections.modules)})" for t in outside]
     for tid in [t for t in [*updated, *deleted] if _status(before[t]) == "completed"]:
         warnings.append(f"Task {tid} is completed; consider creating a new task for additional work")

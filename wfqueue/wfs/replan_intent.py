@@ -211,7 +211,7 @@ def _splitter(tools: Sequence[str]) -> re.Pattern[str]:
     intent = rf"(?:use|using|run\s+with|switch\s+to|execute\s+with)\s+(?:the\s+)?(?:an?\s+)?{tool}"
     dep = rf"{_ID}\s+(?:also\s+|now\s+|should\s+|no\s+longer\s+)?depends?\b"
     english = rf"(?:remove|delete|drop|add|create)\b|{intent}|{dep}"
-    chinese = r"(?:删除|移除|去掉|新增|添加|增加|改用|使用|改为|切换|IMPL-\d+\s*(?:也|不再)?依赖)"
+    chinese = rf"(?:删除|移除|去掉|新增|添加|增加|IMPL-\d+\s*(?:也|不再)?依赖|(?:改用|使用|改为|切换到|切换为)\s*{tool})"
     return re.compile(rf"\n|;|；|。|\.\s+|\s+(?:and\s+then|and|then)\s+(?={english})|[，,]\s*(?={english}|{chinese})",
                       re.I)
 

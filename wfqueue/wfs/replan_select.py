@@ -97,9 +97,9 @@ def module_options(tasks: list[UnifiedTask]) -> list[str]:
     return [m for m, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))][:MAX_MODULE_OPTIONS]
 
 
-def in_modules(task: UnifiedTask, modules: list[str] | None) -> bool:
-    """A task without paths is in every module: nothing says it is outside."""
-    paths = [*task.focus_paths, *(f.path for f in task.files)]
+def in_modules(paths: list[str], modules: list[str] | None) -> bool:
+    """Whether a task with these paths (focus_paths and files[]) lies in one of ``modules``.
+    A task without paths is in every module: nothing says it is outside."""
     if modules is None or not paths:
         return True
     return any(p == m or p.startswith(m.rstrip("/") + "/") for p in paths for m in modules)
