@@ -111,7 +111,10 @@ def read_requirement(value: str, max_bytes: int) -> str:
     if "\x00" in value:
         raise InvalidRequirementError("the requirement contains a NUL byte", hint="pass plain text or a .md file")
     candidate = Path(value).expanduser() if len(value) < 4096 and "\n" not in value else None
-    if candidate is not None and candidate.suffix.lower() in {".md", ".txt", ".markdown"}:
+    # A path is one word ending in .md/.txt (or an existing file): "document X in README.md" is text.
+    looks_like_path = candidate is not None and candidate.suffix.lower() in {".md", ".txt", ".markdown"} and (
+        not any(ch.isspace() for ch in value.strip()) or candidate.is_file())
+    if looks_like_path and candidate is not None:
         if not candidate.is_file():
             raise InvalidRequirementError(
                 f"requirement file {value} does not exist", hint="check the path, or quote the requirement as text"

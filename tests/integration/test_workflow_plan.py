@@ -154,3 +154,35 @@ def test_verify_reports_a_planted_cycle_and_missing_sessions(sample_repo: Path) 
     assert changed <= {".process/PLAN_VERIFICATION.md", ".process/verification-findings.json"}, "verify wrote elsewhere"
     missing = run_cli("verify", "--session", "WFS-nope", "--repo", str(sample_repo))
     assert missing.code == 2 and folder.name in missing.stderr
+
+
+def test_replan_add_refuse_restore_on_a_real_plan(sample_repo: Path) -> None:
+    run = run_cli("plan", QUIET, "--repo", str(sample_repo), "-y", "--json")
+    assert run.code == 0, run.stderr
+    folder = session_dir(run)
+    original = folder_digest(folder)
+    count = run.json()["tasks"]
+    added = run_cli("replan", "add a task for documenting the token expiry rules in README.md", "--repo",
+                    str(sample_repo), "-y", "--json")
+    assert added.code == 0, added.stdout + added.stderr
+    summary = json.loads(added.stdout)
+    new_id = f"IMPL-{count + 1}"
+    assert summary["added"] == [new_id]
+    backup = Path(summary["backup"])
+    assert (backup / "MANIFEST.md").is_file()
+    assert (folder / ".task" / f"{new_id}.json").is_file()
+    assert f"**{new_id}**" in (folder / "TODO_LIST.md").read_text()
+    session = json.loads((folder / "workflow-session.json").read_text())
+    assert session["replan_history"][-1]["added"] == [new_id] and new_id in session["progress"]["current_tasks"]
+    before_refusal = folder_digest(folder)
+    many = "; ".join(f"add a task for extra step {n}" for n in range(10 - count))
+    refused = run_cli("replan", many, "--repo", str(sample_repo), "-y")
+    assert refused.code != 0 and "10" in refused.stdout + refused.stderr
+    assert folder_digest(folder) == before_refusal, "a refused replan changed files"
+    restored = run_cli("replan", "--restore", str(backup), "--repo", str(sample_repo))
+    assert restored.code == 0, restored.stdout + restored.stderr
+    after = folder_digest(folder)
+    assert {k: v for k, v in after.items() if not k.startswith(".process/backup/") and not k.endswith(".lock")} == \
+        {k: v for k, v in original.items() if not k.endswith(".lock")}
+    missing_task = run_cli("replan", "IMPL-99", "rename to nothing", "--repo", str(sample_repo), "-y")
+    assert missing_task.code == 2 and "IMPL-1" in missing_task.stdout + missing_task.stderr
