@@ -93,6 +93,29 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("WFQUEUE_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY"),
     )
     model: str = Field(default="claude-sonnet-4-5", description="Model used by the anthropic provider.")
+    anthropic_max_tokens: int = Field(
+        default=16_000, ge=1, le=21_333,
+        description="Output tokens per Anthropic request (non-streaming: the SDK refuses more than ~21,333).",
+    )
+    anthropic_max_turns: int = Field(
+        default=12, ge=1, description="Requests one tool-using step may make before its answer is forced."
+    )
+    anthropic_max_step_tokens: int = Field(
+        default=500_000, ge=1, description="Tokens one step may spend (input incl. cache, plus output) before its "
+        "answer is forced.",
+    )
+    anthropic_max_retries: int = Field(
+        default=0, ge=0, le=2, description="Retries inside the Anthropic SDK; 0 leaves retries to the Celery task."
+    )
+    anthropic_timeout_s: float | None = Field(
+        default=None, gt=0, description="Seconds per Anthropic request (unset: the SDK's default)."
+    )
+    repo_tool_max_read_bytes: int = Field(default=32_000, gt=0, description="Bytes one `read` tool call returns.")
+    repo_tool_max_grep_matches: int = Field(default=100, gt=0, description="Matches one `grep` tool call returns.")
+    repo_tool_max_list_entries: int = Field(default=300, gt=0, description="Entries one `list`/`glob` call returns.")
+    repo_summary_max_files: int = Field(
+        default=400, gt=0, description="Files listed in the repository summary all agents share (the cached prefix)."
+    )
     max_agents: int = Field(default=5, ge=2, le=MAX_AGENTS_LIMIT, description="Default --max-agents.")
     requirement_max_bytes: int = Field(default=1024 * 1024, gt=0, description="Largest requirement accepted, in bytes.")
     index_max_file_bytes: int = Field(
@@ -116,6 +139,9 @@ class Settings(BaseSettings):
     )
     watchdog_grace_s: float = Field(
         default=600.0, gt=0, description="After the re-enqueue, seconds to wait before finalising as partial."
+    )
+    beat_schedule_file: str | None = Field(
+        default=None, description="Where beat keeps its schedule state (default: a private temp folder per broker)."
     )
     stale_lock_age_s: float = Field(default=3600.0, gt=0, description="Lock files older than this are removed.")
     archive_after_days: int = Field(default=30, ge=1, description="Finished sessions older than this are archived.")

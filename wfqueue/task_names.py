@@ -24,6 +24,11 @@ WFS_CONTEXT = "wfqueue.wfs.context"
 WFS_CONFLICTS = "wfqueue.wfs.conflicts"
 WFS_GENERATE = "wfqueue.wfs.generate"
 
+BEAT_WATCHDOG = "wfqueue.beat.watchdog"
+BEAT_PURGE = "wfqueue.beat.purge"
+BEAT_LOCKS = "wfqueue.beat.locks"
+BEAT_ARCHIVE = "wfqueue.beat.archive"
+
 ROUTES: dict[str, str] = {
     COLLAB_UNDERSTAND: QUEUE_PLAN,
     COLLAB_PLAN_AREA: QUEUE_PLAN,
@@ -35,4 +40,8 @@ ROUTES: dict[str, str] = {
     WFS_CONTEXT: QUEUE_CONTROL,
     WFS_CONFLICTS: QUEUE_PLAN,
     WFS_GENERATE: QUEUE_PLAN,
+    BEAT_WATCHDOG: QUEUE_CONTROL,
+    BEAT_PURGE: QUEUE_CONTROL,
+    BEAT_LOCKS: QUEUE_CONTROL,
+    BEAT_ARCHIVE: QUEUE_CONTROL,
 }

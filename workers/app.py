@@ -5,8 +5,10 @@ Settings are built here, once per worker, and handed to the task modules.
 
 from __future__ import annotations
 
+import wfqueue.providers.anthropic  # noqa: F401
 import wfqueue.providers.offline.provider  # noqa: F401 - loaded before the prefork pool forks, not per task
 import wfqueue.providers.scripted  # noqa: F401
+from beat import tasks as beat_tasks
 from wfqueue.celery_app import create_app
 from wfqueue.settings import load_settings
 from workers import collab, lite, wfs
@@ -16,3 +18,4 @@ app = create_app(settings)
 collab.register(app, settings)
 lite.register(app, settings)
 wfs.register(app, settings)
+beat_tasks.register(app, settings)

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 
 from wfqueue.cli import (
+    beat_cmd,
     collab,
     config_cmd,
     flower_cmd,
@@ -43,6 +44,7 @@ replan_cmd.register(app)
 resume_cmd.register(app)
 validate.register(app)
 worker.register(app)
+beat_cmd.register(app)
 flower_cmd.register(app)
 up_cmd.register(app)
 status.register(app)

@@ -150,6 +150,10 @@ class CollabCoordinator:
                                             request.max_agents)
             if state.meta().get("repo") is None:
                 state.set_meta(kind="collab", repo=str(repo), session_dir=str(session_dir), provider=provider)
+            for key in WATCHDOG_KEYS:  # a resumed plan starts a fresh watch
+                state.forget(key)
+            state.set_meta(status="planning")
+            state.forget("final")
             seeded = reseed_from_disk(state, session_dir, analysis)
             missing = missing_areas(state, analysis)
             self.ui.info(f"resuming {session_dir.name}: {len(analysis.sub_domains) - len(missing)} area(s) done"
@@ -160,9 +164,14 @@ class CollabCoordinator:
                           tasks=final["tasks"], conflicts=final["conflicts"], failed_areas=final["failed_areas"])
 
 
+WATCHDOG_KEYS = ("watchdog_finalized", "watchdog:progress", "watchdog:reenqueued_at", "watchdog:finalized_at",
+                 "watchdog:reported")
+
+
 def _watchdog_result(state: SessionState) -> dict[str, Any] | None:
-    """The final result when the stalled-session watchdog finalised the plan instead of the chord."""
-    if state.recall("watchdog_finalized") is None:
+    """The final result when the stalled-session watchdog took over: it finalised the plan, or
+    re-enqueued its missing work (whose callback is not the chord this coordinator waits on)."""
+    if state.recall("watchdog_finalized") is None and state.recall("watchdog:reenqueued_at") is None:
         return None
     final = state.recall("final")
     return json.loads(final) if final is not None else None

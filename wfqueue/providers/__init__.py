@@ -44,7 +44,21 @@ def make_provider(spec: str, settings: Settings) -> Provider:
         from wfqueue.providers.scripted import ScriptedProvider
 
         return ScriptedProvider(spec.split(":", 1)[1], max_file_bytes=settings.index_max_file_bytes)
-    raise ConfigError(
-        "the anthropic provider is not available in this version",
-        hint="use --provider offline (the default when ANTHROPIC_API_KEY is unset)",
+    from wfqueue.providers.anthropic import AnthropicProvider
+
+    key = settings.anthropic_api_key
+    # No base_url here: the SDK reads ANTHROPIC_BASE_URL itself.
+    return AnthropicProvider(
+        model=settings.model,
+        api_key=key.get_secret_value() if key is not None else None,
+        max_tokens=settings.anthropic_max_tokens,
+        max_turns=settings.anthropic_max_turns,
+        max_step_tokens=settings.anthropic_max_step_tokens,
+        max_retries=settings.anthropic_max_retries,
+        timeout_s=settings.anthropic_timeout_s,
+        max_read_bytes=settings.repo_tool_max_read_bytes,
+        max_grep_matches=settings.repo_tool_max_grep_matches,
+        max_list_entries=settings.repo_tool_max_list_entries,
+        max_file_bytes=settings.index_max_file_bytes,
+        summary_max_files=settings.repo_summary_max_files,
     )

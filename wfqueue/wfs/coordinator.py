@@ -123,6 +123,8 @@ class WfsCoordinator:
         state = SessionState(client, session.session_id, settings.state_ttl_s)
         if fresh:
             state.reset()
+        state.set_meta(kind="workflow", repo=str(request.repo), session_dir=str(folder), provider=request.provider,
+                       status="planning")
         resumed_from = None if fresh else session.next_phase()
         if resumed_from:
             self.ui.info(f"continuing {session.session_id} at phase {resumed_from}")

@@ -1,0 +1,97 @@
+"""The beat entry point: ``celery -A beat.app beat`` (or ``wfqueue beat``).
+
+Builds the settings and the shared Celery app, installs the maintenance
+schedule, and refuses to run next to another beat on the same broker: on
+``beat_init`` it takes ``wfq:beat:lock`` (SET NX EX, refreshed by a thread) or
+exits naming the holder. The tasks themselves run on workers
+(``beat.tasks.register``); beat only sends them, by name, to ``control``.
+
+The schedule file (when each entry last ran) goes to
+``WFQUEUE_BEAT_SCHEDULE_FILE`` (the ``beat_schedule_file`` setting) or, by default, a private folder under the
+system temp dir, never into the current directory.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import logging
+import os
+import signal
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, NoReturn
+
+import redis
+from celery import Celery
+from celery.signals import beat_init
+
+from beat.lock import SingleInstanceLock
+from beat.names import BEAT_LOCK_KEY
+from beat.schedule import beat_schedule
+from wfqueue.celery_app import broker_url, create_app
+from wfqueue.settings import Settings, load_settings, mask_url
+from wfqueue.state import redis_client
+
+log = logging.getLogger("wfqueue.beat")
+
+LOCK_TTL_S = 30  # a beat killed with SIGKILL blocks a new one for at most this long
+EXIT_LOCK_HELD = 3  # infrastructure: the broker has a scheduler already, or cannot be asked
+
+
+def schedule_file(settings: Settings) -> Path:
+    """Where beat keeps its schedule state; one file per broker so two brokers never share one."""
+    if settings.beat_schedule_file:
+        path = Path(settings.beat_schedule_file).expanduser()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+    folder = Path(tempfile.gettempdir()) / f"wfqueue-beat-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    digest = hashlib.sha1(broker_url(settings).encode("utf-8")).hexdigest()[:12]
+    return folder / f"celerybeat-schedule-{digest}"
+
+
+def build_app(settings: Settings) -> Celery:
+    celery_app = create_app(settings)
+    celery_app.conf.beat_schedule = beat_schedule(settings)
+    celery_app.conf.beat_schedule_filename = str(schedule_file(settings))
+    return celery_app
+
+
+def _refuse(message: str) -> NoReturn:
+    if logging.getLogger().handlers:  # beat has set up logging by now; print only if something went wrong there
+        log.critical(message)
+    else:
+        print(f"error: {message}", file=sys.stderr, flush=True)
+    # SystemExit is not an Exception: Celery's signal dispatch lets it through and beat stops before its first tick.
+    raise SystemExit(EXIT_LOCK_HELD)
+
+
+def take_beat_lock(settings: Settings) -> SingleInstanceLock:
+    """Take the single-scheduler lock or exit (code 3) with a message naming the holder."""
+    url = broker_url(settings)
+    client = redis_client(url, settings.broker_connect_timeout_s)
+    lock = SingleInstanceLock(client, BEAT_LOCK_KEY, LOCK_TTL_S)
+    try:
+        other = lock.acquire()
+        if other is not None:
+            _refuse(f"another beat already schedules on {mask_url(url)}: {other} holds {BEAT_LOCK_KEY} "
+                    f"(expires {lock.seconds_left()} s after that beat stops); run only one `wfqueue beat` per broker")
+    except redis.RedisError as exc:
+        # Celery logs and ignores a signal handler's exception: running on without the lock is not an option.
+        _refuse(f"cannot take {BEAT_LOCK_KEY} on {mask_url(url)}: {exc}")
+    log.info("beat: holding %s as %s", BEAT_LOCK_KEY, lock.holder)
+    atexit.register(lock.release)
+    # Losing the lock means another beat runs: stop through beat's own SIGTERM handling (syncs the schedule).
+    lock.keep_alive(on_lost=lambda: os.kill(os.getpid(), signal.SIGTERM))
+    return lock
+
+
+settings = load_settings()
+app = build_app(settings)
+
+
+@beat_init.connect
+def _single_instance(sender: Any = None, **_: Any) -> None:
+    take_beat_lock(settings)

@@ -1,0 +1,83 @@
+"""The single-scheduler lock: one beat per broker, or periodic tasks run twice.
+
+A Redis key taken with ``SET NX EX`` whose value names the holder (host, pid,
+start time, a random token), kept alive by a small thread. Refresh and release
+compare the value first (in a Lua script, atomically), so a beat that lost the
+key to another one after a pause never extends or deletes the other's lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+import threading
+from collections.abc import Callable
+from datetime import datetime, timezone
+
+import redis
+
+log = logging.getLogger("wfqueue.beat")
+
+_REFRESH = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('expire', KEYS[1], ARGV[2]) end return 0"
+_RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
+
+
+def holder_description() -> str:
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return f"beat on {socket.gethostname()} pid {os.getpid()} since {started} [{secrets.token_hex(4)}]"
+
+
+class SingleInstanceLock:
+    def __init__(self, client: redis.Redis, key: str, ttl_s: int, holder: str | None = None) -> None:
+        self.client = client
+        self.key = key
+        self.ttl_s = max(3, int(ttl_s))
+        self.holder = holder or holder_description()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def acquire(self) -> str | None:
+        """None when taken; otherwise who holds it (for the refusal message)."""
+        if self.client.set(self.key, self.holder, nx=True, ex=self.ttl_s):
+            return None
+        other = self.client.get(self.key)
+        if other is None:  # expired between the two calls: one more try
+            return None if self.client.set(self.key, self.holder, nx=True, ex=self.ttl_s) else "unknown"
+        return str(other)
+
+    def seconds_left(self) -> int:
+        return int(self.client.ttl(self.key))
+
+    def refresh(self) -> bool:
+        """Extend our lock; False when it is no longer ours."""
+        return bool(self.client.eval(_REFRESH, 1, self.key, self.holder, self.ttl_s))
+
+    def release(self) -> None:
+        self._stop.set()
+        try:
+            self.client.eval(_RELEASE, 1, self.key, self.holder)
+        except redis.RedisError as exc:  # it expires by itself within ttl_s
+            log.warning("beat: could not release %s: %s", self.key, exc)
+
+    def keep_alive(self, on_lost: Callable[[], None]) -> None:
+        """Refresh every third of the TTL in a daemon thread; call ``on_lost`` once if the lock is gone."""
+
+        def run() -> None:
+            while not self._stop.wait(self.ttl_s / 3):
+                try:
+                    # Gone but not taken (Redis was away longer than the TTL): take it back.
+                    if self.refresh() or self.acquire() is None:
+                        continue
+                except redis.RedisError as exc:
+                    # Redis unreachable: the key may still be ours; retry until its TTL tells.
+                    log.warning("beat: could not refresh %s: %s", self.key, exc)
+                    continue
+                log.critical("beat: lost %s (another beat holds it now); stopping this one", self.key)
+                on_lost()
+                return
+
+        self._stop.clear()  # a lock taken again after a release is kept alive again
+        self._thread = threading.Thread(target=run, name="wfq-beat-lock", daemon=True)
+        self._thread.start()

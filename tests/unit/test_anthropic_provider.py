@@ -1,0 +1,434 @@
+"""The anthropic provider with the real SDK against a local fake of the Messages API."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fake_anthropic import FakeAnthropic, answer, breakpoint_tokens, error, tool_call
+from wfqueue.collab.models import AreaDraft, RequirementAnalysis
+from wfqueue.errors import ConfigError, ProviderError, TransientProviderError
+from wfqueue.lite.models import AngleFindings, Assessment
+from wfqueue.providers.anthropic import AnthropicProvider
+from wfqueue.providers.anthropic.client import retry_after_seconds
+from wfqueue.providers.anthropic.prompts import FINAL_TURN_TEXT, build_prompt
+from wfqueue.providers.anthropic.schema import output_schema
+from wfqueue.providers.anthropic.tools import RepoTools
+from wfqueue.providers.base import (
+    AssessStep,
+    DetectConflictsStep,
+    ExploreAngleStep,
+    GenerateTasksStep,
+    LitePlanStep,
+    PlanAreaStep,
+    Provider,
+    UnderstandStep,
+)
+
+REQUIREMENT = "Add per-user rate limiting to the API"
+ASSESSMENT = {
+    "complexity": "Medium", "scope": "two packages", "depth": "new middleware", "risk": "low",
+    "dependencies": "none new", "preset": "feature", "angles": ["security", "integration-points"],
+    "needs_exploration": True, "exploration_reasons": ["the middleware chain must be understood"],
+}
+FINDINGS = {
+    "angle": "security", "structure": ["auth lives in notes_api/auth"],
+    "relevant_files": [{"path": "notes_api/auth/tokens.py", "relevance": "high", "rationale": "issues tokens"}],
+    "patterns": [], "integration_points": [
+        {"file": "notes_api/auth/tokens.py", "line": 46, "description": "token issuing", "snippet": "def issue_token"}],
+    "dependencies": [], "constraints": [], "clarification_needs": [],
+}
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only loopback connections: a test that would reach the real API fails instead."""
+    original = socket.socket.connect
+
+    def guarded(self: socket.socket, address: Any) -> Any:
+        host = address[0] if isinstance(address, tuple) else address
+        if isinstance(host, str) and host not in ("127.0.0.1", "::1", "localhost") and self.family != socket.AF_UNIX:
+            raise OSError(f"network access is disabled in tests (tried {host})")
+        return original(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded)
+
+
+@pytest.fixture
+def fake():
+    with FakeAnthropic() as server:
+        yield server
+
+
+def provider_for(fake: FakeAnthropic, **options: Any) -> AnthropicProvider:
+    return AnthropicProvider(model="claude-test", api_key="test-key", base_url=fake.base_url, **options)
+
+
+def assess_step(repo: Path) -> AssessStep:
+    return AssessStep(session_id="s1", repo=str(repo), requirement=REQUIREMENT)
+
+
+def explore_step(repo: Path, angle: str = "security") -> ExploreAngleStep:
+    return ExploreAngleStep(session_id="s1", repo=str(repo), requirement=REQUIREMENT, angle=angle)
+
+
+def analysis() -> RequirementAnalysis:
+    return RequirementAnalysis.model_validate({
+        "session_id": "CPLAN-1", "original_requirement": REQUIREMENT, "complexity": "Medium", "total_agents": 2,
+        "understanding": {"objectives": ["limit requests per user"], "split_strategy": "by package"},
+        "sub_domains": [
+            {"focus_area": "auth", "description": "who the user is", "task_id_range": [1, 100],
+             "focus_paths": ["notes_api/auth"]},
+            {"focus_area": "storage", "description": "where counters live", "task_id_range": [101, 200],
+             "focus_paths": ["notes_api/storage"]},
+        ],
+    })
+
+
+def area_draft(first_id: int) -> dict[str, Any]:
+    return {
+        "summary": "s", "approach": "a", "recommended_execution": "Sequential",
+        "design_decisions": [{"decision": "d", "rationale": "r", "tradeoff": "t"}],
+        "tasks": [{"id": f"TASK-{first_id:03d}", "title": "t", "description": "d",
+                   "convergence": {"criteria": ["c"], "verification": "pytest", "definition_of_done": "done"}}],
+        "evidence": {"related_files": [], "patterns": [], "constraints": []},
+        "understanding": "u",
+    }
+
+
+def user_texts(message: dict[str, Any]) -> str:
+    content = message["content"]
+    if isinstance(content, str):
+        return content
+    return "\n".join(b.get("text", "") if b["type"] == "text" else str(b.get("content", "")) for b in content)
+
+
+# -- structured output ---------------------------------------------------------------------
+
+
+def test_assess_answers_with_validated_structured_output(fake: FakeAnthropic, sample_repo: Path) -> None:
+    fake.reply(answer(ASSESSMENT))
+    provider = provider_for(fake, max_tokens=1234)
+    assert isinstance(provider, Provider)
+
+    result = provider.run(assess_step(sample_repo))
+
+    assert isinstance(result, Assessment)
+    assert result.angles == ["security", "integration-points"]
+    [request] = fake.requests
+    assert request["model"] == "claude-test" and request["max_tokens"] == 1234
+    assert fake.headers[0]["authorization"] == "Bearer test-key"  # how SDK 2.x sends api_key
+    fmt = request["output_config"]["format"]
+    assert fmt["type"] == "json_schema"
+    assert set(fmt["schema"]["required"]) == set(Assessment.model_fields)
+    assert fmt["schema"]["additionalProperties"] is False
+    assert "tools" not in request
+    first, second = request["system"]
+    assert first["cache_control"] == {"type": "ephemeral"}
+    assert REQUIREMENT in first["text"] and "notes_api/auth/tokens.py" in first["text"]
+    assert "cache_control" not in second
+    [usage] = provider.usage
+    assert (usage["step"], usage["kind"], usage["model"], usage["stop_reason"]) == (
+        "assess", "answer", "claude-test", "end_turn")
+    assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0
+    assert usage["cache_creation_input_tokens"] == breakpoint_tokens(request)[0]
+    assert usage["cache_read_input_tokens"] == 0
+
+
+def test_wire_schemas_stay_within_the_grammar_limits() -> None:
+    def walk(node: Any, found: dict[str, int]) -> None:
+        if isinstance(node, list):
+            for item in node:
+                walk(item, found)
+        elif isinstance(node, dict):
+            if node.get("type") == "object":
+                props = node.get("properties")
+                assert props, f"free-form object in the schema: {node}"
+                assert node.get("additionalProperties") is False
+                found["optional"] += len(set(props) - set(node.get("required", [])))
+            found["unions"] += "anyOf" in node
+            for key in ("minimum", "maximum", "minLength", "maxLength", "maxItems"):
+                assert not isinstance(node.get(key), (int, float)) or key == "minItems", f"{key} in {node}"
+            assert node.get("minItems", 0) in (0, 1)
+            for value in node.values():
+                walk(value, found)
+
+    for step in (UnderstandStep, PlanAreaStep, AssessStep, ExploreAngleStep, LitePlanStep, DetectConflictsStep,
+                 GenerateTasksStep):
+        found = {"optional": 0, "unions": 0}
+        walk(output_schema(step.output_model), found)
+        assert found["optional"] == 0, step.name
+        assert found["unions"] <= 16, step.name
+    decisions = output_schema(AreaDraft)["properties"]["design_decisions"]["items"]
+    assert set(decisions["properties"]) == {"decision", "rationale", "tradeoff"}
+
+
+# -- the tool-use loop ----------------------------------------------------------------------
+
+
+def test_exploration_runs_tools_then_submits(fake: FakeAnthropic, sample_repo: Path) -> None:
+    fake.reply(
+        tool_call("grep", {"pattern": r"def (issue|verify)_token", "include": "*.py"}),
+        tool_call(("read", {"path": "notes_api/auth/tokens.py", "start_line": 40, "max_lines": 20}),
+                  ("read", {"path": "../README.md"})),
+        answer(FINDINGS),
+    )
+    provider = provider_for(fake)
+
+    result = provider.run(explore_step(sample_repo))
+
+    assert isinstance(result, AngleFindings) and result.integration_points[0].line == 46
+    assert len(fake.requests) == 3
+    assert all(r["tools"] and {t["name"] for t in r["tools"]} == {"list", "glob", "grep", "read"}
+               for r in fake.requests)
+    assert all("tool_choice" not in r for r in fake.requests)
+    assert "`security`" in user_texts(fake.requests[0]["messages"][0])
+    grep_result = fake.requests[1]["messages"][-1]["content"][0]
+    assert grep_result["type"] == "tool_result" and not grep_result.get("is_error")
+    assert "notes_api/auth/tokens.py:46: def issue_token" in grep_result["content"]
+    assert "notes_api/auth/tokens.py:56: def verify_token" in grep_result["content"]
+    read_ok, read_refused = fake.requests[2]["messages"][-1]["content"]
+    assert "   46\tdef issue_token" in read_ok["content"] and not read_ok.get("is_error")
+    assert "   39\t" not in read_ok["content"] and "   60\t" not in read_ok["content"]
+    assert read_ok["content"].endswith("[16 more lines; continue with start_line=60]")
+    assert read_refused["is_error"] is True and "'..' is not allowed" in read_refused["content"]
+    # The growing conversation carries one cache breakpoint, so turn 2 reads turn 1 from the cache.
+    assert [u["kind"] for u in provider.usage] == ["turn-1", "turn-2", "turn-3"]
+    assert provider.usage[1]["cache_read_input_tokens"] > provider.usage[0]["cache_read_input_tokens"]
+
+
+def test_tool_loop_is_bounded_by_max_turns(sample_repo: Path) -> None:
+    def responder(body: dict[str, Any]) -> Any:
+        if (body.get("tool_choice") or {}).get("type") == "none":
+            return answer(FINDINGS)
+        return tool_call("list", {"path": "."})
+
+    with FakeAnthropic(responder) as fake:
+        result = provider_for(fake, max_turns=3).run(explore_step(sample_repo))
+
+    assert result.angle == "security"
+    assert len(fake.requests) == 3
+    assert [r.get("tool_choice") for r in fake.requests] == [None, None, {"type": "none"}]
+    last_user = fake.requests[-1]["messages"][-1]
+    assert last_user["content"][0]["type"] == "tool_result" and "notes_api/" in last_user["content"][0]["content"]
+    assert FINAL_TURN_TEXT in user_texts(last_user)
+
+
+def test_token_budget_per_step_forces_the_answer(fake: FakeAnthropic, sample_repo: Path) -> None:
+    fake.reply(tool_call("glob", {"pattern": "**/*.py"}), answer(FINDINGS))
+
+    provider_for(fake, max_turns=10, max_step_tokens=1).run(explore_step(sample_repo))
+
+    assert len(fake.requests) == 2
+    assert fake.requests[1]["tool_choice"] == {"type": "none"}
+    assert "notes_api/auth/tokens.py" in fake.requests[1]["messages"][-1]["content"][0]["content"]
+
+
+# -- repository tools ------------------------------------------------------------------------------
+
+
+def test_tools_stay_inside_the_repository(sample_repo: Path, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-VALUE\n")
+    outside_dir = tmp_path / "elsewhere"
+    outside_dir.mkdir()
+    (outside_dir / "hidden.py").write_text("TOP-SECRET-VALUE = 1\n")
+    (sample_repo / "leak.txt").symlink_to(secret)
+    (sample_repo / "linked").symlink_to(outside_dir, target_is_directory=True)
+    (sample_repo / "alias.py").symlink_to(sample_repo / "notes_api" / "config.py")
+    tools = RepoTools(sample_repo)
+
+    for bad in ("../secret.txt", "notes_api/../../secret.txt", str(secret), "/etc/passwd", "leak.txt",
+                "linked/hidden.py", "C:\\Windows\\win.ini"):
+        text, is_error = tools.run("read", {"path": bad})
+        assert is_error, bad
+        assert "refused" in text and "TOP-SECRET" not in text
+    assert tools.run("list", {"path": ".."})[1]
+    assert tools.run("glob", {"pattern": "../*"})[1]
+    assert tools.run("grep", {"pattern": "x", "path": "/tmp"})[1]
+    text, is_error = tools.run("grep", {"pattern": "TOP-SECRET"})
+    assert not is_error and text.startswith("no matches")
+    listing = tools.run("list", {"path": "."})[0].splitlines()
+    assert "leak.txt" not in listing and "linked/" not in listing and "notes_api/" in listing
+    globbed = tools.run("glob", {"pattern": "*.py"})[0].splitlines()
+    assert "notes_api/auth/tokens.py" in globbed and "alias.py" in globbed
+    assert not any(p.startswith("linked/") for p in globbed)
+    assert "leak.txt" not in tools.summary()
+
+
+def test_tools_cap_their_output(sample_repo: Path) -> None:
+    tools = RepoTools(sample_repo, max_read_bytes=200, max_grep_matches=3)
+
+    text, is_error = tools.run("read", {"path": "notes_api/auth/tokens.py"})
+    assert not is_error and len(text.encode()) < 300
+    assert "[cut at 200 bytes; continue with start_line=" in text
+    text, _ = tools.run("grep", {"pattern": "import"})
+    lines = text.splitlines()
+    assert len(lines) == 4 and lines[-1].startswith("[stopped after 3 matches")
+    assert tools.run("grep", {"pattern": "("})[1]
+    assert tools.run("delete", {"path": "x"})[1]
+    text, is_error = tools.run("glob", {"pattern": "notes_api/**/tokens.py"})
+    assert (text, is_error) == ("notes_api/auth/tokens.py", False)
+
+
+# -- validation and the repair round -------------------------------------------------------------
+
+
+def test_invalid_answer_gets_one_repair_round(fake: FakeAnthropic, sample_repo: Path) -> None:
+    broken = {**ASSESSMENT, "angles": []}
+    del broken["risk"]
+    fake.reply(answer(broken), answer(ASSESSMENT))
+    provider = provider_for(fake)
+
+    result = provider.run(assess_step(sample_repo))
+
+    assert isinstance(result, Assessment) and result.risk == "low"
+    assert len(fake.requests) == 2
+    user, assistant, repair = fake.requests[1]["messages"]
+    assert user == fake.requests[0]["messages"][0]
+    assert json.loads(assistant["content"][0]["text"]) == broken
+    assert "- angles:" in repair["content"][0]["text"] and "- risk: Field required" in repair["content"][0]["text"]
+    assert fake.requests[1]["system"] == fake.requests[0]["system"]
+    assert [u["kind"] for u in provider.usage] == ["answer", "repair"]
+
+
+def test_truncated_answer_is_repaired(fake: FakeAnthropic, sample_repo: Path) -> None:
+    fake.reply(answer('{"complexity": "Med', stop_reason="max_tokens"), answer(ASSESSMENT))
+
+    assert provider_for(fake, max_tokens=50).run(assess_step(sample_repo)).complexity == "Medium"
+    assert "cut off at the output limit (50 tokens)" in user_texts(fake.requests[1]["messages"][-1])
+
+
+def test_invalid_twice_fails_clearly(fake: FakeAnthropic, sample_repo: Path) -> None:
+    fake.reply(answer({**ASSESSMENT, "angles": []}), answer({**ASSESSMENT, "complexity": "Huge"}))
+
+    with pytest.raises(ProviderError) as caught:
+        provider_for(fake).run(assess_step(sample_repo))
+
+    assert not isinstance(caught.value, TransientProviderError)
+    message = str(caught.value)
+    assert "assess" in message and "Assessment" in message and "after one repair round" in message
+    assert "complexity" in message
+    assert len(fake.requests) == 2
+
+
+def test_repair_inside_the_tool_loop_forces_the_answer(fake: FakeAnthropic, sample_repo: Path) -> None:
+    bad = {**FINDINGS, "relevant_files": [{"path": "x.py", "relevance": "very", "rationale": "r"}]}
+    fake.reply(tool_call("list", {}), answer(bad), answer(FINDINGS))
+
+    result = provider_for(fake).run(explore_step(sample_repo))
+
+    assert result == AngleFindings.model_validate(FINDINGS)
+    repair = fake.requests[2]
+    assert repair["tool_choice"] == {"type": "none"} and repair["tools"]
+    assert "relevant_files.0.relevance" in user_texts(repair["messages"][-1])
+
+
+# -- transient and permanent API errors -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("status", "header", "expected"), [(429, "7", 7.0), (529, None, None), (500, "2", 2.0),
+                                                           (503, None, None)])
+def test_overload_and_server_errors_are_transient(fake: FakeAnthropic, sample_repo: Path, status: int,
+                                                   header: str | None, expected: float | None) -> None:
+    fake.fail(status, retry_after=header)
+
+    with pytest.raises(TransientProviderError) as caught:
+        provider_for(fake).run(assess_step(sample_repo))
+
+    assert caught.value.retry_after == expected
+    assert str(status) in str(caught.value) and "assess" in str(caught.value)
+    assert len(fake.requests) == 1  # max_retries=0: no SDK retry, no sleeping in the worker
+
+
+def test_client_errors_are_permanent(fake: FakeAnthropic, sample_repo: Path) -> None:
+    fake.reply(error(400, message="bad schema"))
+
+    with pytest.raises(ProviderError) as caught:
+        provider_for(fake).run(assess_step(sample_repo))
+
+    assert not isinstance(caught.value, TransientProviderError)
+    assert "400" in str(caught.value) and "bad schema" in str(caught.value)
+
+
+def test_sdk_retries_stay_configurable(fake: FakeAnthropic, sample_repo: Path) -> None:
+    fake.fail(529, retry_after_ms="5")
+    fake.reply(answer(ASSESSMENT))
+
+    assert provider_for(fake, max_retries=1).run(assess_step(sample_repo)).complexity == "Medium"
+    assert len(fake.requests) == 2
+
+
+def test_connection_errors_are_transient(sample_repo: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    provider = AnthropicProvider(model="claude-test", api_key="test-key", base_url=f"http://127.0.0.1:{port}")
+
+    with pytest.raises(TransientProviderError) as caught:
+        provider.run(assess_step(sample_repo))
+
+    assert caught.value.retry_after is None and "could not connect" in str(caught.value)
+
+
+def test_retry_after_header_forms() -> None:
+    assert retry_after_seconds({"retry-after": "7"}) == 7.0
+    assert retry_after_seconds({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
+    assert retry_after_seconds({"retry-after": "Wed, 21 Oct 2015 07:28:30 GMT"}, now=1445412500.0) == 10.0
+    assert retry_after_seconds({"retry-after": "soon"}) is None
+    assert retry_after_seconds({}) is None
+
+
+def test_missing_credentials_are_a_config_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))  # no SDK profile on disk either
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+
+    with pytest.raises(ConfigError, match="no Anthropic credentials"):
+        AnthropicProvider(model="claude-test", base_url="http://127.0.0.1:9")
+
+
+def test_endpoint_comes_from_anthropic_base_url(fake: FakeAnthropic, sample_repo: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
+    fake.reply(answer(ASSESSMENT))
+
+    AnthropicProvider(model="claude-test", api_key="test-key").run(assess_step(sample_repo))
+
+    assert len(fake.requests) == 1
+
+
+# -- prompt caching ------------------------------------------------------------------------------------
+
+
+def test_agents_share_a_cached_prefix(fake: FakeAnthropic, sample_repo: Path) -> None:
+    shared = analysis()
+    steps = [PlanAreaStep(session_id="CPLAN-1", repo=str(sample_repo), requirement=REQUIREMENT, analysis=shared,
+                          focus_area=area) for area in ("auth", "storage")]
+    fake.reply(answer(area_draft(1)), answer(area_draft(101)))
+    agents = [provider_for(fake), provider_for(fake)]  # two workers, one server
+
+    drafts = [agent.run(step) for agent, step in zip(agents, steps)]
+
+    assert [d.tasks[0].id for d in drafts] == ["TASK-001", "TASK-101"]
+    first, second = fake.requests
+    assert first["system"] == second["system"]
+    assert first["system"][0]["cache_control"] == {"type": "ephemeral"}
+    assert "<requirement_analysis>" in first["system"][0]["text"]
+    assert first["messages"] != second["messages"]
+    assert "`auth`" in user_texts(first["messages"][0]) and "`storage`" in user_texts(second["messages"][0])
+    assert "TASK-101 to TASK-200" in user_texts(second["messages"][0])
+    one, two = agents[0].usage[0], agents[1].usage[0]
+    assert one["cache_creation_input_tokens"] > 0 and one["cache_read_input_tokens"] == 0
+    assert two["cache_read_input_tokens"] > 0
+    # Agent 2 reads exactly the shared prefix (tools + system block 1) that agent 1 wrote; agent 1 also
+    # wrote its own first message (the loop's tail breakpoint), which agent 2 cannot use.
+    shared_tokens, first_tail = breakpoint_tokens(first)
+    assert two["cache_read_input_tokens"] == shared_tokens
+    assert one["cache_creation_input_tokens"] == first_tail
+    assert agents[1].usage_totals()["cache_read_input_tokens"] == two["cache_read_input_tokens"]
+    prompts = [build_prompt(step, "listing", tools=True) for step in steps]
+    assert prompts[0].system == prompts[1].system and prompts[0].messages != prompts[1].messages
