@@ -17,8 +17,9 @@ class WfqueueError(Exception):
 
     exit_code: int = 1
 
-    def __init__(self, message: str, *, hint: str = "") -> None:
-        super().__init__(message)
+    def __init__(self, message: str, hint: str = "") -> None:
+        # Both in args, so the error survives Celery's JSON round trip from worker to coordinator.
+        super().__init__(message, hint)
         self.message = message
         self.hint = hint
 
@@ -58,8 +59,8 @@ class ConfigError(BadInputError):
 class PlanNoteError(BadInputError):
     """plan-note.md cannot be parsed; carries the 1-based line numbers at fault."""
 
-    def __init__(self, message: str, *, problems: list[str] | None = None, hint: str = "") -> None:
-        super().__init__(message, hint=hint)
+    def __init__(self, message: str, hint: str = "", *, problems: list[str] | None = None) -> None:
+        super().__init__(message, hint)
         self.problems = problems or []
 
 
@@ -99,6 +100,6 @@ class TransientProviderError(ProviderError):
     ``retry_after`` is the delay in seconds the provider asked for, if any.
     """
 
-    def __init__(self, message: str, *, retry_after: float | None = None, hint: str = "") -> None:
-        super().__init__(message, hint=hint)
+    def __init__(self, message: str, hint: str = "", *, retry_after: float | None = None) -> None:
+        super().__init__(message, hint)
         self.retry_after = retry_after

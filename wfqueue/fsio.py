@@ -26,14 +26,21 @@ def atomic_write_text(path: Path, text: str) -> bool:
 
     Skipping identical content keeps redelivered tasks from touching mtimes.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
     data = text.encode("utf-8")
     try:
         if path.read_bytes() == data:
             return False
     except FileNotFoundError:
         pass
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except PermissionError:
+        # Nothing was written: the old file (if any) is intact.
+        raise InfrastructureError(
+            f"cannot write {path}: permission denied on {path.parent}",
+            hint="make the session folder writable again, then `wfqueue resume` the session",
+        ) from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)

@@ -22,7 +22,7 @@ from pydantic import SecretStr
 
 from wfqueue.celery_app import create_app, release_result_subscriptions
 from wfqueue.embedded import EmbeddedCluster
-from wfqueue.errors import InfrastructureError, ProviderError
+from wfqueue.errors import InfrastructureError, ProviderError, WfqueueError
 from wfqueue.sessions import queue_dir
 from wfqueue.settings import Settings
 from wfqueue.state import connect
@@ -83,6 +83,8 @@ def wait_for(result: AsyncResult, what: str, settings: Settings, tick: Callable[
         tick()
     if result.failed():
         error = result.result
+        if isinstance(error, WfqueueError):  # a worker's own error keeps its message, hint and exit code
+            raise error
         raise ProviderError(f"{what} failed: {type(error).__name__}: {error}",
                             hint="see the worker log (embedded mode: .workflow/.queue/worker.log)")
     return result.result

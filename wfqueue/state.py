@@ -9,13 +9,17 @@ session. Values are JSON or plain text; every key of a session expires with
 from __future__ import annotations
 
 import json
+import os
+import secrets
+import socket
+import threading
 import time
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import redis
 
-from wfqueue.errors import BrokerUnreachableError
+from wfqueue.errors import BrokerUnreachableError, SessionBusyError
 from wfqueue.settings import Settings, mask_url
 
 AGENT_STATES = ("queued", "running", "done", "failed")
@@ -150,3 +154,69 @@ def wait_until(predicate: Any, timeout_s: float, interval_s: float = 0.1) -> boo
             return True
         time.sleep(interval_s)
     return bool(predicate())
+
+
+_RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
+
+
+class CoordinatorLease:
+    """One coordinator per session: a claim in Redis, kept alive while the coordinator runs.
+
+    A second coordinator (a `resume` while the plan still runs, two `plan --session`)
+    is refused with the holder's name. A coordinator that dies stops refreshing,
+    so its claim expires after ``ttl_s`` and the session can be resumed."""
+
+    def __init__(self, state: SessionState, ttl_s: float = 30.0) -> None:
+        self.state = state
+        self.ttl_s = ttl_s
+        self.key = state._key("coordinator")
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _holder_is_dead(self, holder: str) -> bool:
+        """A claim left by a crashed coordinator on this host (same hostname, pid gone)."""
+        host, _, rest = holder.partition(":")
+        pid = rest.partition(":")[0]
+        if host != socket.gethostname() or not pid.isdigit():
+            return False
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
+
+    def __enter__(self) -> CoordinatorLease:
+        claimed = self.state.client.set(self.key, self.owner, nx=True, px=int(self.ttl_s * 1000))
+        holder = "" if claimed else (self.state.client.get(self.key) or "")
+        if not claimed and holder and self._holder_is_dead(holder):
+            self.state.client.eval(_RELEASE, 1, self.key, holder)
+            claimed = self.state.client.set(self.key, self.owner, nx=True, px=int(self.ttl_s * 1000))
+        if not claimed:
+            holder = self.state.client.get(self.key) or "another coordinator"
+            raise SessionBusyError(
+                f"session {self.state.session_id} is already being driven by {holder}",
+                hint=f"wait for that command to finish; if it crashed, its claim expires within {self.ttl_s:.0f}s",
+            )
+        self._thread = threading.Thread(target=self._refresh, name="wfq-lease", daemon=True)
+        self._thread.start()
+        return self
+
+    def _refresh(self) -> None:
+        while not self._stop.wait(self.ttl_s / 3):
+            try:
+                if self.state.client.get(self.key) == self.owner:
+                    self.state.client.pexpire(self.key, int(self.ttl_s * 1000))
+            except redis.RedisError:
+                pass  # a broker hiccup: the next refresh tries again
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+        try:
+            self.state.client.eval(_RELEASE, 1, self.key, self.owner)
+        except redis.RedisError:
+            pass  # the claim expires on its own

@@ -24,7 +24,7 @@ from wfqueue.providers import check_provider_spec
 from wfqueue.runtime import broker_runtime, wait_for
 from wfqueue.sessions import new_collab_session_id, planning_root
 from wfqueue.settings import MAX_AGENTS_LIMIT, Settings
-from wfqueue.state import SessionState
+from wfqueue.state import CoordinatorLease, SessionState
 from wfqueue.task_names import COLLAB_UNDERSTAND, QUEUE_PLAN
 
 SplitDecision = Literal["start", "cancel"] | int
@@ -86,25 +86,26 @@ class CollabCoordinator:
         session_dir.mkdir(parents=True)
         state = SessionState(client, session_id, settings.state_ttl_s)
         state.reset()
-        state.set_meta(kind="collab", repo=str(request.repo), session_dir=str(session_dir),
-                       requirement=request.requirement, provider=request.provider, status="planning")
-        self.ui.info(f"session {session_id}")
-        max_agents = request.max_agents
-        while True:
-            analysis = self._understand(app, settings, state, session_dir, request, max_agents)
-            decision = "start" if request.yes else self.ui.confirm_split(analysis)
-            if decision == "start":
-                break
-            if decision == "cancel":
-                state.set_meta(status="cancelled")
-                return PlanResult(session_id=session_id, session_dir=str(session_dir), status="cancelled",
-                                  tasks=0, conflicts=0)
-            max_agents = max(2, min(int(decision), MAX_AGENTS_LIMIT))
-            for name in ("understanding", "template"):
-                state.forget(name)
-        final = self._run_agents(app, settings, state, session_dir, analysis, request.provider)
-        return PlanResult(session_id=session_id, session_dir=str(session_dir), status=final["status"],
-                          tasks=final["tasks"], conflicts=final["conflicts"], failed_areas=final["failed_areas"])
+        with CoordinatorLease(state):
+            state.set_meta(kind="collab", repo=str(request.repo), session_dir=str(session_dir),
+                           requirement=request.requirement, provider=request.provider, status="planning")
+            self.ui.info(f"session {session_id}")
+            max_agents = request.max_agents
+            while True:
+                analysis = self._understand(app, settings, state, session_dir, request, max_agents)
+                decision = "start" if request.yes else self.ui.confirm_split(analysis)
+                if decision == "start":
+                    break
+                if decision == "cancel":
+                    state.set_meta(status="cancelled")
+                    return PlanResult(session_id=session_id, session_dir=str(session_dir), status="cancelled",
+                                      tasks=0, conflicts=0)
+                max_agents = max(2, min(int(decision), MAX_AGENTS_LIMIT))
+                for name in ("understanding", "template"):
+                    state.forget(name)
+            final = self._run_agents(app, settings, state, session_dir, analysis, request.provider)
+            return PlanResult(session_id=session_id, session_dir=str(session_dir), status=final["status"],
+                              tasks=final["tasks"], conflicts=final["conflicts"], failed_areas=final["failed_areas"])
 
     def _understand(self, app: Celery, settings: Settings, state: SessionState, session_dir: Path,
                     request: CollabRequest, max_agents: int) -> RequirementAnalysis:
@@ -136,30 +137,32 @@ class CollabCoordinator:
         """Finish an interrupted plan: only areas without a result run again, then the callback."""
         with broker_runtime(self.settings, repo, self.settings.max_agents, self.ui, self.worker_env) as runtime:
             state = SessionState(runtime.client, session_dir.name, runtime.settings.state_ttl_s)
-            meta = state.meta()
-            provider = str(meta.get("provider") or provider)
-            analysis = load_or_seed_analysis(state, session_dir)
-            if analysis is None:
-                requirement = str(meta.get("requirement") or "")
-                if not requirement:
-                    raise BadInputError(f"{session_dir.name} has no requirement-analysis.json and Redis does not "
-                                        "know its requirement", hint="start the plan again with `wfqueue collab-plan`")
-                request = CollabRequest(requirement=requirement, repo=repo, max_agents=self.settings.max_agents,
-                                        provider=provider, yes=True)
-                analysis = self._understand(runtime.app, runtime.settings, state, session_dir, request,
-                                            request.max_agents)
-            if state.meta().get("repo") is None:
-                state.set_meta(kind="collab", repo=str(repo), session_dir=str(session_dir), provider=provider)
-            for key in WATCHDOG_KEYS:  # a resumed plan starts a fresh watch
-                state.forget(key)
-            state.set_meta(status="planning")
-            state.forget("final")
-            seeded = reseed_from_disk(state, session_dir, analysis)
-            missing = missing_areas(state, analysis)
-            self.ui.info(f"resuming {session_dir.name}: {len(analysis.sub_domains) - len(missing)} area(s) done"
-                         + (f" ({len(seeded)} recovered from disk)" if seeded else "")
-                         + (f", re-running {', '.join(missing)}" if missing else ", finalising"))
-            final = self._run_agents(runtime.app, runtime.settings, state, session_dir, analysis, provider)
+            with CoordinatorLease(state):
+                meta = state.meta()
+                provider = str(meta.get("provider") or provider)
+                analysis = load_or_seed_analysis(state, session_dir)
+                if analysis is None:
+                    requirement = str(meta.get("requirement") or "")
+                    if not requirement:
+                        raise BadInputError(
+                            f"{session_dir.name} has no requirement-analysis.json and Redis does not know its "
+                            "requirement", hint="start the plan again with `wfqueue collab-plan`")
+                    request = CollabRequest(requirement=requirement, repo=repo, max_agents=self.settings.max_agents,
+                                            provider=provider, yes=True)
+                    analysis = self._understand(runtime.app, runtime.settings, state, session_dir, request,
+                                                request.max_agents)
+                if state.meta().get("repo") is None:
+                    state.set_meta(kind="collab", repo=str(repo), session_dir=str(session_dir), provider=provider)
+                for key in WATCHDOG_KEYS:  # a resumed plan starts a fresh watch
+                    state.forget(key)
+                state.set_meta(status="planning")
+                state.forget("final")
+                seeded = reseed_from_disk(state, session_dir, analysis)
+                missing = missing_areas(state, analysis)
+                self.ui.info(f"resuming {session_dir.name}: {len(analysis.sub_domains) - len(missing)} area(s) done"
+                             + (f" ({len(seeded)} recovered from disk)" if seeded else "")
+                             + (f", re-running {', '.join(missing)}" if missing else ", finalising"))
+                final = self._run_agents(runtime.app, runtime.settings, state, session_dir, analysis, provider)
         return PlanResult(session_id=session_dir.name, session_dir=str(session_dir), status=final["status"],
                           tasks=final["tasks"], conflicts=final["conflicts"], failed_areas=final["failed_areas"])
 

@@ -26,7 +26,7 @@ from wfqueue.providers import check_provider_spec
 from wfqueue.runtime import broker_runtime, wait_for
 from wfqueue.sessions import WORKFLOW_DIR, session_date, slugify
 from wfqueue.settings import Settings
-from wfqueue.state import SessionState
+from wfqueue.state import CoordinatorLease, SessionState
 from wfqueue.task_names import EXPLORE_ANGLE, LITE_ASSESS, LITE_PLAN, LITE_SYNTHESIZE, QUEUE_CONTROL, QUEUE_EXPLORE
 from wfqueue.tasks_file import validate_path
 
@@ -111,59 +111,61 @@ class LiteCoordinator:
         session_dir.mkdir(parents=True)
         state = SessionState(client, session_id, settings.state_ttl_s)
         state.reset()
-        state.set_meta(kind="lite", repo=str(request.repo), session_dir=str(session_dir),
-                       requirement=request.requirement, provider=request.provider, status="planning")
-        self.ui.info(f"session {session_id}")
-        common = {"session_id": session_id, "repo": str(request.repo), "requirement": request.requirement,
-                  "provider": request.provider}
-        assessed = wait_for(app.send_task(LITE_ASSESS, kwargs={**common, "force_explore": request.explore}),
-                            "the assessment", settings)
-        assessment = Assessment.model_validate(assessed)
-        self.ui.show_assessment(assessment)
-        questions: list[MergedQuestion] = []
-        failed: dict[str, str] = {}
-        if assessment.needs_exploration:
-            questions, failed = self._explore(app, settings, state, session_dir, assessment, common)
-        answers = self._clarify(questions, request.yes)
-        planned = app.send_task(LITE_PLAN, kwargs={**common, "session_dir": str(session_dir),
-                                                   "answers": [a.model_dump() for a in answers]})
-        wait_for(planned, "planning", settings)
-        draft = LitePlanDraft.model_validate_json(state.recall("lite_plan") or "")
-        status = "partial" if failed else "completed"
-        if not request.yes:
-            draft, status = self._confirm(state, session_dir, request.requirement, assessment, draft, failed, status)
-        state.set_meta(status=status)
-        return LiteResult(session_id=session_id, session_dir=str(session_dir), status=status, tasks=len(draft.tasks),
-                          conflicts=shared_files(draft), complexity=assessment.complexity,
-                          angles=assessment.angles if assessment.needs_exploration else [], failed_angles=failed)
+        with CoordinatorLease(state):
+            state.set_meta(kind="lite", repo=str(request.repo), session_dir=str(session_dir),
+                           requirement=request.requirement, provider=request.provider, status="planning")
+            self.ui.info(f"session {session_id}")
+            common = {"session_id": session_id, "repo": str(request.repo), "requirement": request.requirement,
+                      "provider": request.provider}
+            assessed = wait_for(app.send_task(LITE_ASSESS, kwargs={**common, "force_explore": request.explore}),
+                                "the assessment", settings)
+            assessment = Assessment.model_validate(assessed)
+            self.ui.show_assessment(assessment)
+            questions: list[MergedQuestion] = []
+            failed: dict[str, str] = {}
+            if assessment.needs_exploration:
+                questions, failed = self._explore(app, settings, state, session_dir, assessment, common)
+            answers = self._clarify(questions, request.yes)
+            planned = app.send_task(LITE_PLAN, kwargs={**common, "session_dir": str(session_dir),
+                                                       "answers": [a.model_dump() for a in answers]})
+            wait_for(planned, "planning", settings)
+            draft = LitePlanDraft.model_validate_json(state.recall("lite_plan") or "")
+            status = "partial" if failed else "completed"
+            if not request.yes:
+                draft, status = self._confirm(state, session_dir, request.requirement, assessment, draft, failed, status)
+            state.set_meta(status=status)
+            return LiteResult(session_id=session_id, session_dir=str(session_dir), status=status, tasks=len(draft.tasks),
+                              conflicts=shared_files(draft), complexity=assessment.complexity,
+                              angles=assessment.angles if assessment.needs_exploration else [], failed_angles=failed)
 
     def resume(self, session_dir: Path, repo: Path, provider: str) -> LiteResult:
         """Finish an interrupted lite plan: missing angles, the synthesis, then planning (no questions)."""
         with broker_runtime(self.settings, repo, 4, self.ui) as runtime:
             app, settings = runtime.app, runtime.settings
             state = SessionState(runtime.client, session_dir.name, settings.state_ttl_s)
-            meta = state.meta()
-            requirement = str(meta.get("requirement") or _recorded_requirement(session_dir))
-            provider = str(meta.get("provider") or provider)
-            common = {"session_id": state.session_id, "repo": str(repo), "requirement": requirement,
-                      "provider": provider}
-            if state.recall("assessment") is None:
-                wait_for(app.send_task(LITE_ASSESS, kwargs={**common, "force_explore": False}), "the assessment",
-                         settings)
-            assessment = Assessment.model_validate_json(state.recall("assessment") or "")
-            failed: dict[str, str] = {}
-            if assessment.needs_exploration:
-                missing = [a for a in assessment.angles if state.recall(f"exploration:{a}") is None]
-                self.ui.info(f"resuming {state.session_id}: re-exploring {', '.join(missing) or 'nothing'}")
-                _, failed = self._explore(app, settings, state, session_dir,
-                                          assessment.model_copy(update={"angles": missing}) if missing else assessment,
-                                          common, angles_for_synthesis=assessment.angles)
-            if state.recall("lite_plan") is None or not (session_dir / TASKS_FILE).is_file():
-                wait_for(app.send_task(LITE_PLAN, kwargs={**common, "session_dir": str(session_dir), "answers": []}),
-                         "planning", settings)
-            draft = LitePlanDraft.model_validate_json(state.recall("lite_plan") or "")
-            status = "partial" if failed else "completed"
-            state.set_meta(status=status)
+            with CoordinatorLease(state):
+                meta = state.meta()
+                requirement = str(meta.get("requirement") or _recorded_requirement(session_dir))
+                provider = str(meta.get("provider") or provider)
+                common = {"session_id": state.session_id, "repo": str(repo), "requirement": requirement,
+                          "provider": provider}
+                if state.recall("assessment") is None:
+                    wait_for(app.send_task(LITE_ASSESS, kwargs={**common, "force_explore": False}), "the assessment",
+                             settings)
+                assessment = Assessment.model_validate_json(state.recall("assessment") or "")
+                failed: dict[str, str] = {}
+                if assessment.needs_exploration:
+                    missing = [a for a in assessment.angles if state.recall(f"exploration:{a}") is None]
+                    self.ui.info(f"resuming {state.session_id}: re-exploring {', '.join(missing) or 'nothing'}")
+                    _, failed = self._explore(app, settings, state, session_dir,
+                                              assessment.model_copy(update={"angles": missing}) if missing else assessment,
+                                              common, angles_for_synthesis=assessment.angles)
+                if state.recall("lite_plan") is None or not (session_dir / TASKS_FILE).is_file():
+                    wait_for(app.send_task(LITE_PLAN, kwargs={**common, "session_dir": str(session_dir), "answers": []}),
+                             "planning", settings)
+                draft = LitePlanDraft.model_validate_json(state.recall("lite_plan") or "")
+                status = "partial" if failed else "completed"
+                state.set_meta(status=status)
         return LiteResult(session_id=state.session_id, session_dir=str(session_dir), status=status,
                           tasks=len(draft.tasks), conflicts=shared_files(draft), complexity=assessment.complexity,
                           angles=assessment.angles if assessment.needs_exploration else [], failed_angles=failed)

@@ -21,7 +21,7 @@ from wfqueue.lite.models import Assessment
 from wfqueue.providers import check_provider_spec
 from wfqueue.runtime import broker_runtime, wait_for
 from wfqueue.settings import Settings
-from wfqueue.state import SessionState
+from wfqueue.state import CoordinatorLease, SessionState
 from wfqueue.task_names import (
     EXPLORE_ANGLE,
     LITE_ASSESS,
@@ -123,51 +123,52 @@ class WfsCoordinator:
         state = SessionState(client, session.session_id, settings.state_ttl_s)
         if fresh:
             state.reset()
-        state.set_meta(kind="workflow", repo=str(request.repo), session_dir=str(folder), provider=request.provider,
-                       status="planning")
-        resumed_from = None if fresh else session.next_phase()
-        if resumed_from:
-            self.ui.info(f"continuing {session.session_id} at phase {resumed_from}")
-        else:
-            self.ui.info(f"session {session.session_id}")
-        common = {"session_id": session.session_id, "repo": str(request.repo), "provider": request.provider}
-        failed: dict[str, str] = {}
-        conflicts = 0
-        for phase in PHASES:
-            if session.phases.get(phase) in ("done", "skipped"):
-                continue
-            session.phases[phase] = "running"
-            save_session(folder, session)
-            try:
-                if phase == "context":
-                    failed = self._context(app, settings, state, folder, session, common)
-                elif phase == "conflicts":
-                    conflicts = self._conflicts(app, settings, folder, session, common, request.yes)
-                elif phase == "tasks":
-                    wait_for(app.send_task(WFS_GENERATE, kwargs={**common, "session_dir": str(folder)}),
-                             "task generation", settings)
-            except BaseException:
-                session = load_session(folder)
-                session.phases[phase] = "failed"
+        with CoordinatorLease(state):
+            state.set_meta(kind="workflow", repo=str(request.repo), session_dir=str(folder), provider=request.provider,
+                           status="planning")
+            resumed_from = None if fresh else session.next_phase()
+            if resumed_from:
+                self.ui.info(f"continuing {session.session_id} at phase {resumed_from}")
+            else:
+                self.ui.info(f"session {session.session_id}")
+            common = {"session_id": session.session_id, "repo": str(request.repo), "provider": request.provider}
+            failed: dict[str, str] = {}
+            conflicts = 0
+            for phase in PHASES:
+                if session.phases.get(phase) in ("done", "skipped"):
+                    continue
+                session.phases[phase] = "running"
                 save_session(folder, session)
-                raise
-            session = load_session(folder)
-            if session.phases.get(phase) == "running":
-                session.phases[phase] = "done"
-            session.phases_done_at[phase] = now_iso()
+                try:
+                    if phase == "context":
+                        failed = self._context(app, settings, state, folder, session, common)
+                    elif phase == "conflicts":
+                        conflicts = self._conflicts(app, settings, folder, session, common, request.yes)
+                    elif phase == "tasks":
+                        wait_for(app.send_task(WFS_GENERATE, kwargs={**common, "session_dir": str(folder)}),
+                                 "task generation", settings)
+                except BaseException:
+                    session = load_session(folder)
+                    session.phases[phase] = "failed"
+                    save_session(folder, session)
+                    raise
+                session = load_session(folder)
+                if session.phases.get(phase) == "running":
+                    session.phases[phase] = "done"
+                session.phases_done_at[phase] = now_iso()
+                save_session(folder, session)
+            session.status = "active"
+            session.progress.current_tasks = sorted((p.stem for p in (folder / ".task").glob("IMPL-*.json")),
+                                                    key=lambda i: int(i.split("-")[1].split(".")[0]))
             save_session(folder, session)
-        session.status = "active"
-        session.progress.current_tasks = sorted((p.stem for p in (folder / ".task").glob("IMPL-*.json")),
-                                                key=lambda i: int(i.split("-")[1].split(".")[0]))
-        save_session(folder, session)
-        state.set_meta(status="active")
-        resolution = folder / PROCESS_DIR / RESOLUTION_FILE
-        if resolution.is_file():  # also counts conflicts resolved by an earlier, interrupted run
-            conflicts = ConflictResolution.model_validate_json(resolution.read_text(encoding="utf-8")).summary[
-                "total_conflicts"]
-        return WfsResult(session_id=session.session_id, session_dir=str(folder),
-                         status="partial" if failed else "completed", tasks=len(session.progress.current_tasks),
-                         conflicts=conflicts, resumed_from=resumed_from, failed_angles=failed)
+            state.set_meta(status="active")
+            resolution = folder / PROCESS_DIR / RESOLUTION_FILE
+            if resolution.is_file():  # also counts conflicts resolved by an earlier, interrupted run
+                conflicts = ConflictResolution.model_validate_json(resolution.read_text(encoding="utf-8")).summary[
+                    "total_conflicts"]
+            return WfsResult(session_id=session.session_id, session_dir=str(folder),
+                             status="partial" if failed else "completed", tasks=len(session.progress.current_tasks),
+                             conflicts=conflicts, resumed_from=resumed_from, failed_angles=failed)
 
     def _context(self, app: Celery, settings: Settings, state: SessionState, folder: Path, session: WorkflowSession,
                  common: dict[str, Any]) -> dict[str, str]:
