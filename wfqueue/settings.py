@@ -23,6 +23,7 @@ from pydantic_settings import (
 )
 
 from wfqueue.errors import ConfigError
+from wfqueue.usage import DEFAULT_PRICE_TABLE, PriceTable
 
 DEFAULT_CONFIG_FILE = Path("config") / "wfqueue.toml"
 MAX_AGENTS_LIMIT = 100
@@ -122,6 +123,34 @@ class Settings(BaseSettings):
         default=512 * 1024, gt=0, description="Files above this size (bytes) are left out of the repository index."
     )
 
+    # -- rate limit and cost (one limit shared by every worker, held in Redis) ------------------
+    rate_limit_rpm: int = Field(
+        default=50, ge=0, description="LLM requests per minute across all workers and machines (0: unlimited)."
+    )
+    rate_limit_input_tpm: int = Field(
+        default=0, ge=0, description="Input tokens per minute across all workers, counted as Anthropic does "
+        "(uncached input plus cache writes; 0: unlimited).",
+    )
+    rate_limit_output_tpm: int = Field(
+        default=0, ge=0, description="Output tokens per minute across all workers; a call reserves its max_tokens "
+        "until it ends (0: unlimited).",
+    )
+    rate_limit_concurrency: int = Field(
+        default=0, ge=0, description="LLM calls in flight at once across all workers (0: unlimited)."
+    )
+    rate_limit_window_s: float = Field(
+        default=60.0, gt=0, le=60, description="Seconds the per-minute limits are enforced over, scaled "
+        "(50 rpm over 6 s: 5 per 6 s); a shorter window spreads calls out.",
+    )
+    rate_limit_max_wait_s: float = Field(
+        default=60.0, ge=0, description="Longest a worker waits for the rate limiter; past that the task is "
+        "retried later.",
+    )
+    price_table: dict[str, dict[str, float]] = Field(
+        default_factory=lambda: {model: dict(prices) for model, prices in DEFAULT_PRICE_TABLE.items()},
+        description="Dollars per million tokens per model: input, output, cache_read, cache_write.",
+    )
+
     # -- operations: Flower, beat, maintenance ------------------------------------------------
     flower_basic_auth: SecretStr | None = Field(
         default=None,
@@ -159,6 +188,12 @@ class Settings(BaseSettings):
         soft = info.data.get("agent_soft_time_limit_s")
         if soft is not None and value <= soft:
             raise ValueError("agent_time_limit_s must be above agent_soft_time_limit_s")
+        return value
+
+    @field_validator("price_table")
+    @classmethod
+    def _prices_complete(cls, value: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        PriceTable(value)  # every model needs all four prices, none negative
         return value
 
     @classmethod

@@ -45,6 +45,7 @@ def make_provider(spec: str, settings: Settings) -> Provider:
 
         return ScriptedProvider(spec.split(":", 1)[1], max_file_bytes=settings.index_max_file_bytes)
     from wfqueue.providers.anthropic import AnthropicProvider
+    from wfqueue.ratelimit import limiter_from_settings, model_family
 
     key = settings.anthropic_api_key
     # No base_url here: the SDK reads ANTHROPIC_BASE_URL itself.
@@ -61,4 +62,6 @@ def make_provider(spec: str, settings: Settings) -> Provider:
         max_list_entries=settings.repo_tool_max_list_entries,
         max_file_bytes=settings.index_max_file_bytes,
         summary_max_files=settings.repo_summary_max_files,
+        # One limit per Anthropic model class, shared by every worker through the broker's Redis.
+        limiter=limiter_from_settings(settings, scope=f"anthropic:{model_family(settings.model)}"),
     )

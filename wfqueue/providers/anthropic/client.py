@@ -21,6 +21,10 @@ after that the step fails with a ProviderError naming it. Rate limits,
 overload, 5xx and connection errors become TransientProviderError carrying the
 server's retry-after, for the Celery task to retry with backoff; SDK retries
 are kept low (default 0) so no worker sleeps on a retry-after.
+
+With a ``limiter`` (wfqueue.ratelimit, shared by all workers through Redis)
+every request first takes a permit, reserving its estimated tokens, and
+releases it with the actual usage when the request ends, failed or not.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ from wfqueue.providers.anthropic.prompts import FINAL_TURN_TEXT, build_prompt, r
 from wfqueue.providers.anthropic.schema import output_format
 from wfqueue.providers.anthropic.tools import TOOL_DEFINITIONS, RepoTools, ToolError
 from wfqueue.providers.base import ExploreAngleStep, PlanAreaStep, Step
+from wfqueue.ratelimit import RateLimiter, estimate_tokens
+from wfqueue.usage import Usage
 
 __all__ = ["AnthropicProvider", "retry_after_seconds"]
 
@@ -139,6 +145,7 @@ class AnthropicProvider:
         max_file_bytes: int = 1_000_000,
         summary_max_files: int = 400,
         client: anthropic.Anthropic | None = None,
+        limiter: RateLimiter | None = None,
     ) -> None:
         if max_turns < 1 or max_tokens < 1:
             raise ValueError("max_turns and max_tokens must be at least 1")
@@ -163,6 +170,7 @@ class AnthropicProvider:
                 raise ConfigError("no Anthropic credentials: the anthropic provider needs an API key",
                                   hint="set ANTHROPIC_API_KEY, or use --provider offline")
         self._client = client
+        self._limiter = limiter
 
     # -- the protocol -------------------------------------------------------------------
 
@@ -254,8 +262,19 @@ class AnthropicProvider:
             if force_answer:
                 request["tool_choice"] = {"type": "none"}
         label = step_label(step)
+        permit = None
+        if self._limiter is not None:
+            # Output is reserved at max_tokens, as Anthropic estimates it; the release corrects both.
+            estimate = estimate_tokens(request["system"], request["messages"], request.get("tools"))
+            try:
+                permit = self._limiter.acquire(estimate, self.max_tokens)
+            except TransientProviderError as exc:
+                raise TransientProviderError(f"{label}: {exc.message}", retry_after=exc.retry_after,
+                                             hint=exc.hint) from None
+        actual: Usage | None = None
         try:
             response = self._client.messages.create(**request)
+            actual = Usage.from_api(response.usage)
         except anthropic.APIStatusError as exc:
             raise self._status_error(label, exc) from exc
         except anthropic.APIConnectionError as exc:
@@ -265,6 +284,9 @@ class AnthropicProvider:
         except anthropic.AnthropicError as exc:
             raise ProviderError(f"{label}: Anthropic client error: {exc}",
                                 hint="check ANTHROPIC_API_KEY and the anthropic settings") from exc
+        finally:
+            if permit is not None:
+                permit.release(actual)
         self._record(step, kind, response)
         return response
 
