@@ -15,11 +15,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from wfqueue.collab.assemble import AreaArtifacts, allocate, assemble_area
-from wfqueue.collab.models import PlanMetadata, RequirementAnalysis, UnderstandingDraft
+from wfqueue.collab.models import AreaDraft, PlanMetadata, RequirementAnalysis, UnderstandingDraft
 from wfqueue.collab.note import build_template, parse_note, render_note, replace_section
 from wfqueue.collab.note_blocks import render_understanding
 from wfqueue.fsio import atomic_write_json, atomic_write_text, locked_update
 from wfqueue.providers import PlanAreaStep, Provider, UnderstandStep
+from wfqueue.repair import Repair, fill_source, id_range_ids, repair_tasks
 from wfqueue.settings import Settings
 from wfqueue.state import SessionState
 
@@ -82,6 +83,25 @@ def template_note(state: SessionState, session_dir: Path) -> str:
     return (session_dir / NOTE_FILE).read_text(encoding="utf-8")
 
 
+def repair_area(
+    analysis: RequirementAnalysis, focus_area: str, draft: AreaDraft, repo: str
+) -> tuple[AreaDraft, list[Repair]]:
+    """The draft with ids inside the agent's range, files that exist, and known dependencies.
+
+    Dependencies on ids of other agents' ranges are kept (collab tasks may depend on
+    each other's work); cycles are left for conflict detection to report."""
+    sub = analysis.area(focus_area)
+    external: set[str] = set()
+    for other in analysis.sub_domains:
+        if other.focus_area != focus_area:
+            external |= id_range_ids("TASK-", other.task_id_range)
+    root = Path(repo)
+    tasks = fill_source(draft.tasks, tool="wfqueue-collab", session_id=analysis.session_id)
+    tasks, repairs = repair_tasks(tasks, id_prefix="TASK-", id_range=sub.task_id_range,
+                                  exists=lambda rel: (root / rel).exists(), known_external_ids=external)
+    return draft.model_copy(update={"tasks": tasks}), repairs
+
+
 def run_area(
     state: SessionState,
     provider: Provider,
@@ -105,6 +125,8 @@ def run_area(
                 focus_area=focus_area,
             )
         )
+        assert isinstance(draft, AreaDraft)
+        draft, repairs = repair_area(analysis, focus_area, draft, repo)
         metadata = PlanMetadata(
             timestamp=now_iso(),
             provider=provider.name,
@@ -112,8 +134,9 @@ def run_area(
             worker=worker_name,
             pid=os.getpid(),
             host=socket.gethostname(),
+            repairs=[r.model_dump() for r in repairs],
         )
-        fresh = assemble_area(analysis, focus_area, draft, metadata)  # type: ignore[arg-type]
+        fresh = assemble_area(analysis, focus_area, draft, metadata)
         cached = state.remember_once(f"result:{focus_area}", fresh.model_dump_json())
     artifacts = AreaArtifacts.model_validate_json(cached)
     write_area_files(session_dir, artifacts)

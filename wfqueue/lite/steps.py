@@ -8,9 +8,12 @@ writes into whatever folder it is given.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
+
+from pydantic import BaseModel
 
 from wfqueue.collab.steps import now_iso
 from wfqueue.errors import ProviderError
@@ -20,6 +23,7 @@ from wfqueue.lite.render import render_exploration, render_notes, render_plan
 from wfqueue.lite.synthesis import MergedQuestion, core_files, manifest, merge_questions
 from wfqueue.lite.verify import verify_findings
 from wfqueue.providers import AssessStep, ExploreAngleStep, LitePlanStep, Provider
+from wfqueue.repair import Repair, fill_source, repair_tasks
 from wfqueue.state import SessionState
 from wfqueue.tasks_file import check_plan, dump_jsonl, parse_jsonl
 
@@ -83,6 +87,27 @@ def run_synthesis(state: SessionState, session_dir: Path, requirement: str) -> t
     return questions, failed
 
 
+def repair_lite_draft(draft: LitePlanDraft, repo: str, session_id: str) -> tuple[LitePlanDraft, list[Repair]]:
+    """Ids TASK-001.. in task order, files that exist, dependencies on tasks of the plan only.
+    A cycle is left in place: the plan check after it refuses the plan."""
+    root = Path(repo)
+    tasks = fill_source(draft.tasks, tool="wfqueue-lite", session_id=session_id)
+    tasks, repairs = repair_tasks(tasks, id_prefix="TASK-", id_range=(1, len(tasks)),
+                                  exists=lambda rel: (root / rel).exists(), sequential=True)
+    return draft.model_copy(update={"tasks": tasks}), repairs
+
+
+def with_repairs(draft: BaseModel, repairs: list[Repair]) -> str:
+    """A draft's JSON with its repairs under ``repairs`` (the draft models ignore the extra key)."""
+    payload = json.loads(draft.model_dump_json(exclude_none=True))
+    payload["repairs"] = [r.model_dump() for r in repairs]
+    return json.dumps(payload, ensure_ascii=False)
+
+
+def recalled_repairs(cached: str) -> list[Repair]:
+    return [Repair.model_validate(r) for r in json.loads(cached).get("repairs", [])]
+
+
 def run_planning(state: SessionState, provider: Provider, session_dir: Path, repo: str, requirement: str,
                  answers: list[ClarificationAnswer]) -> LitePlanDraft:
     """Plan from what was verified; write requirement-analysis.json, tasks.jsonl, plan.md."""
@@ -92,10 +117,15 @@ def run_planning(state: SessionState, provider: Provider, session_dir: Path, rep
         failed = {}
     cached = state.recall("lite_plan")
     if cached is None:
-        draft = provider.run(LitePlanStep(session_id=state.session_id, repo=repo, requirement=requirement,
-                                          assessment=assessment, explorations=explorations, answers=answers))
-        cached = state.remember_once("lite_plan", draft.model_dump_json(exclude_none=True))
-    draft = LitePlanDraft.model_validate_json(cached)
+        answer = provider.run(LitePlanStep(session_id=state.session_id, repo=repo, requirement=requirement,
+                                           assessment=assessment, explorations=explorations, answers=answers))
+        assert isinstance(answer, LitePlanDraft)
+        # The repaired draft is what is remembered (the coordinator reads it back), with its repairs.
+        fixed, repairs = repair_lite_draft(answer, repo, state.session_id)
+        cached = state.remember_once("lite_plan", with_repairs(fixed, repairs))
+    draft, repairs = LitePlanDraft.model_validate_json(cached), recalled_repairs(cached)
+    draft, again = repair_lite_draft(draft, repo, state.session_id)  # a no-op unless the repository changed
+    repairs += again
     text = dump_jsonl(draft.tasks)
     loaded, problems = parse_jsonl(text, TASKS_FILE)
     problems += check_plan(loaded, Path(repo))
@@ -115,6 +145,7 @@ def run_planning(state: SessionState, provider: Provider, session_dir: Path, rep
         "assessment": assessment.model_dump(mode="json"),
         "clarifications": [a.model_dump() for a in answers],
         "failed_angles": failed,
+        "repairs": [r.model_dump() for r in repairs],
     })
     atomic_write_text(session_dir / TASKS_FILE, text)
     write_plan_md(state, session_dir, requirement, assessment, draft, failed)

@@ -15,9 +15,10 @@ from wfqueue.collab.steps import now_iso
 from wfqueue.errors import ProviderError
 from wfqueue.fsio import atomic_write_json, atomic_write_text
 from wfqueue.lite.models import Assessment
-from wfqueue.lite.steps import explorations_for
+from wfqueue.lite.steps import explorations_for, recalled_repairs, with_repairs
 from wfqueue.lite.synthesis import manifest
 from wfqueue.providers import DetectConflictsStep, GenerateTasksStep, Provider
+from wfqueue.repair import Repair, fill_source, repair_tasks
 from wfqueue.state import SessionState
 from wfqueue.tasks_file import LoadedTask, check_plan
 from wfqueue.wfs.context import build_context_package
@@ -126,6 +127,15 @@ def planning_constraints(folder: Path) -> list[str]:
     return ConflictResolution.model_validate_json(path.read_text(encoding="utf-8")).planning_constraints
 
 
+def repair_wfs_draft(draft: WfsPlanDraft, repo: str, session_id: str) -> tuple[WfsPlanDraft, list[Repair]]:
+    """Ids IMPL-1.. in task order, files that exist, dependencies on tasks of the plan only."""
+    root = Path(repo)
+    tasks = fill_source(draft.tasks, tool="wfqueue-workflow", session_id=session_id)
+    tasks, repairs = repair_tasks(tasks, id_prefix="IMPL-", id_range=(1, len(tasks)), digits=1,
+                                  exists=lambda rel: (root / rel).exists(), sequential=True)
+    return draft.model_copy(update={"tasks": tasks}), repairs
+
+
 def run_generation(state: SessionState, provider: Provider, folder: Path, repo: str) -> WfsPlanDraft:
     """Phase 4: plan.json, .task/IMPL-N.json, IMPL_PLAN.md, TODO_LIST.md, Task Generation notes."""
     session = load_session(folder)
@@ -138,10 +148,16 @@ def run_generation(state: SessionState, provider: Provider, folder: Path, repo: 
                                                 requirement=session.description, structured=session.structured,
                                                 assessment=assessment, explorations=explorations,
                                                 constraints=planning_constraints(folder)))
-        cached = state.remember_once("wfs_plan", answer.model_dump_json(exclude_none=True))
-    draft = WfsPlanDraft.model_validate_json(cached)
+        assert isinstance(answer, WfsPlanDraft)
+        fixed, repairs = repair_wfs_draft(answer, repo, session.session_id)
+        cached = state.remember_once("wfs_plan", with_repairs(fixed, repairs))
+    draft, repairs = WfsPlanDraft.model_validate_json(cached), recalled_repairs(cached)
+    draft, again = repair_wfs_draft(draft, repo, session.session_id)  # a no-op unless the repository changed
+    repairs += again
     problems = check_plan([LoadedTask(task=t, location=f".task/{t.id}.json", legacy=False) for t in draft.tasks],
                           Path(repo))
+    # A dependency cycle is written as it is: `wfqueue verify` (run by `plan -y`) reports it for a fix.
+    problems = [p for p in problems if p.code != "dependency_cycle"]
     if problems:
         raise ProviderError("the generated tasks do not validate: " + "; ".join(str(p) for p in problems[:5]),
                             hint="rerun `wfqueue plan --session` once the provider's answer is fixed")
@@ -151,7 +167,8 @@ def run_generation(state: SessionState, provider: Provider, folder: Path, repo: 
                             recommended_execution=execution_strategy(draft.tasks),  # type: ignore[arg-type]
                             design_decisions=draft.design_decisions,
                             _metadata={"timestamp": timestamp, "source": "wfqueue-workflow",
-                                       "plan_type": draft.tasks[0].type or "feature", "provider": provider.name})
+                                       "plan_type": draft.tasks[0].type or "feature", "provider": provider.name,
+                                       "repairs": [r.model_dump() for r in repairs]})
     (folder / TASK_DIR).mkdir(parents=True, exist_ok=True)
     keep = {f"{t.id}.json" for t in draft.tasks}
     for stale in (folder / TASK_DIR).glob("IMPL-*.json"):

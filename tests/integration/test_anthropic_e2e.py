@@ -1,0 +1,486 @@
+"""collab-plan, lite-plan and plan with ``--provider anthropic`` end to end, against the local fake
+Messages API (tests/fake_anthropic.py) served from this process on 127.0.0.1: the real CLI in a
+subprocess, embedded Redis, real worker processes, the real SDK in the workers.
+
+The fake "model" answers every step with schema-valid content built from the request: the step is
+recognised by its instructions (system block 2), the repository listing, the requirement analysis,
+the focus area, the id range and the angle are read from the prompt. Tool-using steps (explore,
+plan_area) first make one ``read`` call and build their answer from its result.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import processes_mentioning, run_cli, session_dir, wfqueue_env
+
+from tests.fake_anthropic import FakeAnthropic, Reply, answer, error, tool_call
+from wfqueue.collab.note import parse_note, render_note
+from wfqueue.collab.note_blocks import note_tasks
+from wfqueue.tasks_file import check_plan, dump_jsonl, load_task_dir, parse_jsonl
+
+pytestmark = pytest.mark.integration
+
+COLLAB_REQUIREMENT = "Add per-user rate limiting to the API"
+LITE_REQUIREMENT = "Add per-user rate limiting to the API"
+WFS_REQUIREMENT = "Refactor the storage layer and authentication into a modular architecture"
+STEP_MARKERS = {
+    "Step: understand the requirement": "understand",
+    "Step: plan ONE sub-domain": "plan_area",
+    "Step: assess the requirement": "assess",
+    "Step: explore the repository from ONE angle": "explore",
+    "Step: turn the assessment": "lite_plan",
+    "Step: find conflicts": "detect_conflicts",
+    "Step: generate the implementation tasks": "generate_tasks",
+}
+GHOST = "notes_api/ghost_limiter.py"  # never exists
+
+
+# -- reading the request -------------------------------------------------------------------------
+
+
+def step_kind(body: dict[str, Any]) -> str:
+    instructions = body["system"][1]["text"]
+    for marker, kind in STEP_MARKERS.items():
+        if instructions.startswith(marker):
+            return kind
+    raise AssertionError(f"unknown step: {instructions[:80]}")
+
+
+def between(text: str, tag: str) -> str:
+    return text.split(f"<{tag}>", 1)[1].split(f"</{tag}>", 1)[0].strip()
+
+
+def repo_files(body: dict[str, Any]) -> list[str]:
+    listing = between(body["system"][0]["text"], "repository_files")
+    return [m.group(1) for m in re.finditer(r"^(\S+) \(\d+ B\)$", listing, re.M)]
+
+
+def code_files(body: dict[str, Any]) -> list[str]:
+    return [f for f in repo_files(body) if f.endswith(".py") and not f.startswith("tests/")
+            and not f.endswith("__init__.py")]
+
+
+def first_user_text(body: dict[str, Any]) -> str:
+    content = body["messages"][0]["content"]
+    return content if isinstance(content, str) else "\n".join(b.get("text", "") for b in content)
+
+
+def tool_results(body: dict[str, Any]) -> list[str]:
+    return [str(b.get("content", "")) for m in body["messages"] if isinstance(m["content"], list)
+            for b in m["content"] if b.get("type") == "tool_result"]
+
+
+def wants_tool(body: dict[str, Any]) -> bool:
+    """A tool step's first turn (the answer is not forced yet): make one read call."""
+    return (body.get("tool_choice") or {}).get("type") != "none" and not tool_results(body)
+
+
+def a_def_line(body: dict[str, Any]) -> tuple[int, str] | None:
+    """(line, text) of the first ``def`` in what the read call returned."""
+    for result in tool_results(body):
+        for row in result.splitlines():
+            number, _, text = row.partition("\t")
+            if number.strip().isdigit() and text.lstrip().startswith("def "):
+                return int(number), text.strip()
+    return None
+
+
+def unified(task_id: str, title: str, files: list[dict[str, Any]], deps: list[str] | None = None) -> dict[str, Any]:
+    return {
+        "id": task_id, "title": title, "description": f"{title}: change what the requirement needs",
+        "depends_on": deps or [], "type": "feature", "priority": "medium", "effort": "small",
+        "convergence": {"criteria": [f"{title} works"], "verification": "python -m pytest -q",
+                        "definition_of_done": "the change is in and the suite passes"},
+        "files": files, "implementation": [f"change {f['path']}" for f in files],
+    }
+
+
+def modify(path: str) -> dict[str, Any]:
+    return {"path": path, "action": "modify", "changes": ["apply the requirement"], "conflict_risk": "low"}
+
+
+# -- the fake model ------------------------------------------------------------------------------
+
+
+class FakeModel:
+    """Answers each step from the request; ``wrong`` answers schema-valid but wrong content."""
+
+    def __init__(self, *, wrong: bool = False) -> None:
+        self.wrong = wrong
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        kind = step_kind(body)
+        return getattr(self, kind)(body)
+
+    def understand(self, body: dict[str, Any]) -> Reply:
+        dirs = sorted({f.rsplit("/", 1)[0] for f in code_files(body) if "/" in f}, key=lambda d: (-d.count("/"), d))
+        most = int(re.search(r"at most (\d+) sub-domains", first_user_text(body)).group(1))  # type: ignore[union-attr]
+        areas = [{"focus_area": d.rsplit("/", 1)[-1].replace("_", "-"), "description": f"the code in {d}",
+                  "focus_paths": [d], "estimated_effort": "small", "dependencies": []} for d in dirs[:min(2, most)]]
+        return answer({
+            "complexity": "Medium",
+            "understanding": {"objectives": ["limit requests per user"], "key_points": ["per-user counters"],
+                              "constraints": [], "split_strategy": "one area per package", "clarifications": []},
+            "sub_domains": areas,
+        })
+
+    def plan_area(self, body: dict[str, Any]) -> Reply:
+        analysis = json.loads(between(body["system"][0]["text"], "requirement_analysis"))
+        message = first_user_text(body)
+        area = re.search(r"Plan the sub-domain `([^`]+)`", message).group(1)  # type: ignore[union-attr]
+        subs = analysis["sub_domains"]
+        position = next(i for i, s in enumerate(subs) if s["focus_area"] == area)
+        first, _last = subs[position]["task_id_range"]
+        other_first = subs[(position + 1) % len(subs)]["task_id_range"][0]
+        prefix = subs[position]["focus_paths"][0].rstrip("/") + "/"
+        mine = [f for f in code_files(body) if f.startswith(prefix)]
+        if wants_tool(body):
+            return tool_call("read", {"path": mine[0], "max_lines": 40})
+        evidence = {"related_files": [{"path": mine[0], "relevance": 0.9, "reason": "read it"}],
+                    "patterns": ["plain functions"], "constraints": []}
+        draft = {"summary": f"{area} plan", "approach": "small steps", "recommended_execution": "Sequential",
+                 "design_decisions": [{"decision": "keep it simple", "rationale": "r", "tradeoff": "t"}],
+                 "evidence": evidence, "understanding": f"{area} is planned from {mine[0]}"}
+        tid = f"TASK-{first:03d}"
+        if not self.wrong:
+            tasks = [unified(tid, f"{area}: first change", [modify(mine[0])])]
+            if len(mine) > 1:
+                tasks.append(unified(f"TASK-{first + 1:03d}", f"{area}: second change", [modify(mine[1])], [tid]))
+            return answer({**draft, "tasks": tasks})
+        # Ids in the other agent's range and duplicated, unknown and self dependencies, missing files,
+        # and a dependency on the other agent's first task: with both agents doing it, a cycle.
+        stray = f"TASK-{other_first + 49:03d}"
+        tasks = [
+            unified(tid, f"{area}: first change", [modify(mine[0])], [f"TASK-{other_first:03d}"]),
+            unified(stray, f"{area}: stray id", [modify(mine[-1])], [tid, stray, "TASK-999"]),
+            unified(tid, f"{area}: duplicate id", [modify(GHOST), modify(mine[0]),
+                                                   {"path": f"{prefix}limits.py", "action": "create"}], [stray]),
+            unified(f"TASK-{first + 9:03d}", f"{area}: only ghosts", [modify(GHOST)]),
+        ]
+        return answer({**draft, "tasks": tasks})
+
+    def assess(self, body: dict[str, Any]) -> Reply:
+        return answer({"complexity": "Medium", "scope": "two packages", "depth": "new checks", "risk": "low",
+                       "dependencies": "none new", "preset": "feature", "angles": ["security", "integration-points"],
+                       "needs_exploration": True, "exploration_reasons": ["the request path must be understood"]})
+
+    def explore(self, body: dict[str, Any]) -> Reply:
+        angle = re.search(r"from the angle `([^`]+)`", first_user_text(body)).group(1)  # type: ignore[union-attr]
+        files = code_files(body)
+        target = files[0] if angle == "security" else files[-1]
+        if wants_tool(body):
+            return tool_call("read", {"path": target})
+        point = a_def_line(body)
+        return answer({
+            "angle": angle, "structure": [f"{target} holds the code for {angle}"],
+            "relevant_files": [{"path": target, "relevance": "high", "rationale": "read it"},
+                               {"path": files[1], "relevance": "high", "rationale": "next to it"}],
+            "patterns": [{"description": "plain functions", "search": r"^def \w+", "example": "def f():"}],
+            "integration_points": [{"file": target, "line": point[0], "description": "a function",
+                                    "snippet": point[1]}] if point else [],
+            "dependencies": [], "constraints": [f"keep {target} compatible"], "clarification_needs": [],
+        })
+
+    def lite_plan(self, body: dict[str, Any]) -> Reply:
+        files = code_files(body)
+        if not self.wrong:
+            return answer({"understanding": "two steps", "tasks": [
+                unified("TASK-001", "limits", [modify(files[0])]),
+                unified("TASK-002", "wire in", [modify(files[1])], ["TASK-001"]),
+            ]})
+        return answer({"understanding": "three steps, badly numbered", "tasks": [
+            unified("TASK-005", "limits", [modify(files[0]), modify(GHOST)], ["TASK-005"]),
+            unified("TASK-005", "wire in", [modify(files[1])], ["TASK-005", "TASK-042"]),
+            unified("TASK-1", "only ghosts", [modify(GHOST)], ["TASK-005"]),
+        ]})
+
+    def detect_conflicts(self, body: dict[str, Any]) -> Reply:
+        context = json.loads(between(first_user_text(body), "context_package"))
+        touched = [a["path"] for a in context["assets"]["source_code"]][:3]
+        strategy = {"name": "", "approach": "a", "complexity": "Low", "risk": "Low", "pros": ["p"], "cons": ["c"],
+                    "modifications": []}
+        return answer({"conflicts": [{
+            "id": "CON-001", "category": "ModuleOverlap", "severity": "High", "title": "Existing code overlaps",
+            "description": "the change touches modules other code imports", "affected_files": touched,
+            "strategies": [{**strategy, "name": "Extend in place", "modifications": ["extend existing modules"]},
+                           {**strategy, "name": "New module", "complexity": "High"}],
+            "recommended": 0,
+        }]})
+
+    def generate_tasks(self, body: dict[str, Any]) -> Reply:
+        files = code_files(body)
+        constraints = json.loads(between(first_user_text(body), "planning_constraints"))
+        note = f" Constraints: {'; '.join(constraints)}." if constraints else ""
+        if not self.wrong:
+            tasks = [unified("IMPL-1", "storage", [modify(files[-1])]),
+                     unified("IMPL-2", "auth", [modify(files[0])], ["IMPL-1"])]
+        else:  # out-of-order, duplicated ids; unknown dependency; a ghost file; a cycle between two tasks
+            tasks = [unified("IMPL-4", "storage", [modify(files[-1]), modify(GHOST)], ["IMPL-7"]),
+                     unified("IMPL-4", "auth", [modify(files[0])], ["IMPL-12"]),
+                     unified("IMPL-7", "wire in", [modify(files[1])], ["IMPL-4", "IMPL-7"])]
+        for t in tasks:
+            t["description"] += note
+        return answer({"summary": "two packages", "approach": "storage first", "tasks": tasks,
+                       "design_decisions": [{"decision": "extend in place", "rationale": "r", "tradeoff": "t"}]})
+
+
+class OneInFive:
+    """Every fifth request fails, alternating 529, 429 (retry-after: 0) and 500; the rest are answered."""
+
+    def __init__(self, model: FakeModel) -> None:
+        self.model = model
+        self.count = itertools.count(1)
+        self.statuses = itertools.cycle([529, 429, 500])
+        self.failed: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        with self._lock:
+            if next(self.count) % 5 == 0:
+                status = next(self.statuses)
+                self.failed[f"{step_kind(body)}:{status}"] += 1
+                return error(status, retry_after="0" if status == 429 else None, message=f"injected {status}")
+        return self.model(body)
+
+
+class FirstCallOfEachStepFails:
+    """The first request of every step kind fails (529, 429 with retry-after: 0, 500 in turn)."""
+
+    def __init__(self, model: FakeModel) -> None:
+        self.model = model
+        self.statuses = itertools.cycle([529, 429, 500])
+        self.failed: dict[str, int] = {}
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        kind = step_kind(body)
+        if kind not in self.failed:
+            self.failed[kind] = next(self.statuses)
+            return error(self.failed[kind], retry_after="0" if self.failed[kind] == 429 else None)
+        return self.model(body)
+
+
+# -- running the CLI against it ----------------------------------------------------------------------
+
+
+def cli(fake: FakeAnthropic, *args: str) -> Any:
+    env = wfqueue_env(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=fake.base_url,
+                      WFQUEUE_RETRY_BACKOFF_S="0.1", WFQUEUE_RETRY_BACKOFF_MAX_S="0.5", NO_PROXY="127.0.0.1,localhost")
+    return run_cli(*args, "--provider", "anthropic", "-y", "--json", env=env, timeout=240)
+
+
+def kinds_seen(fake: FakeAnthropic) -> Counter[str]:
+    return Counter(step_kind(r) for r in fake.requests if r.get("system"))
+
+
+def check_collab(repo: Path, run: Any) -> tuple[Path, dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    """A complete, valid collaborative plan; returns its folder, plan.json by area and its conflicts."""
+    assert run.code == 0, run.stderr
+    payload = run.json()
+    folder = session_dir(run)
+    for name in ("requirement-analysis.json", "plan-note.md", "conflicts.json", "plan.md"):
+        assert (folder / name).is_file(), name
+    analysis = json.loads((folder / "requirement-analysis.json").read_text())
+    areas = [s["focus_area"] for s in analysis["sub_domains"]]
+    assert len(areas) == 2
+    plans = {}
+    for sub in analysis["sub_domains"]:
+        area, (first, last) = sub["focus_area"], sub["task_id_range"]
+        plan = json.loads((folder / "agents" / area / "plan.json").read_text())
+        assert plan["task_count"] == len(plan["task_ids"]) == len(plan["tasks"]) > 0
+        assert plan["_metadata"]["provider"] == "anthropic" and plan["_metadata"]["model"]
+        ids = [t["id"] for t in plan["tasks"]]
+        assert len(set(ids)) == len(ids) and all(first <= int(i.split("-")[1]) <= last for i in ids), ids
+        assert all(t["source"]["tool"] == "wfqueue-collab" and t["source"]["session_id"] == folder.name
+                   for t in plan["tasks"])
+        loaded, problems = parse_jsonl(dump_jsonl_dicts(plan["tasks"]))
+        assert problems == []
+        assert [p for p in check_plan(loaded, repo) if p.code not in ("unknown_dependency", "dependency_cycle")] == []
+        assert (folder / "agents" / area / "planning-context.md").read_text().startswith("# Planning Context")
+        plans[area] = plan
+    text = (folder / "plan-note.md").read_text()
+    note = parse_note(text)
+    assert render_note(note) == text
+    tasks, problems = note_tasks(note)
+    assert problems == [] and len(tasks) == payload["tasks"] == sum(p["task_count"] for p in plans.values())
+    conflicts = json.loads((folder / "conflicts.json").read_text())["conflicts"]
+    assert payload["conflicts"] == len(conflicts)
+    assert "```mermaid" in (folder / "plan.md").read_text()
+    return folder, plans, conflicts
+
+
+def paths(tasks: list[dict[str, Any]]) -> list[str]:
+    return [f["path"] for t in tasks for f in t.get("files", [])]
+
+
+def dump_jsonl_dicts(tasks: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(t) + "\n" for t in tasks)
+
+
+def check_lite(repo: Path, run: Any) -> tuple[Path, dict[str, Any]]:
+    assert run.code == 0, run.stderr
+    assert run.json()["status"] == "completed"
+    folder = session_dir(run)
+    manifest = json.loads((folder / "explorations-manifest.json").read_text())
+    assert [e["angle"] for e in manifest["explorations"]] == ["security", "integration-points"]
+    for entry in manifest["explorations"]:
+        assert (folder / entry["file"]).is_file()
+    assert "✅" in (folder / "exploration-security.md").read_text()
+    text = (folder / "tasks.jsonl").read_text()
+    loaded, problems = parse_jsonl(text)
+    assert problems == [] and 2 <= len(loaded) <= 7
+    assert dump_jsonl([t.task for t in loaded]) == text
+    assert check_plan(loaded, repo) == []
+    assert [t.task.id for t in loaded] == [f"TASK-{n:03d}" for n in range(1, len(loaded) + 1)]
+    assert all(t.task.source and t.task.source.tool == "wfqueue-lite" for t in loaded)
+    analysis = json.loads((folder / "requirement-analysis.json").read_text())
+    assert analysis["exploration_angles"] == ["security", "integration-points"]
+    assert all(t.task.id in (folder / "plan.md").read_text() for t in loaded)
+    validate = run_cli("validate", str(folder / "tasks.jsonl"), "--repo", str(repo))
+    assert validate.code == 0, validate.stdout + validate.stderr
+    return folder, analysis
+
+
+def check_workflow(repo: Path, run: Any, *, cycle: bool = False) -> tuple[Path, dict[str, Any]]:
+    assert run.code == 0, run.stderr
+    payload = run.json()
+    folder = session_dir(run)
+    session = json.loads((folder / "workflow-session.json").read_text())
+    assert session["phases"] == {"session": "done", "context": "done", "conflicts": "done", "tasks": "done"}
+    process = folder / ".process"
+    resolution = json.loads((process / "conflict-resolution.json").read_text())
+    assert resolution["summary"]["total_conflicts"] == payload["conflicts"] == 1
+    loaded, problems = load_task_dir(folder / ".task")
+    assert problems == [] and 1 <= len(loaded) <= 10
+    ids = [t.task.id for t in loaded]
+    assert sorted(ids, key=lambda i: int(i.split("-")[1])) == [f"IMPL-{n}" for n in range(1, len(ids) + 1)]
+    found = [p.code for p in check_plan(loaded, repo)]
+    assert found == (["dependency_cycle"] if cycle else []), found
+    assert all("extend existing modules" in t.task.description for t in loaded)
+    assert all(t.task.source and t.task.source.tool == "wfqueue-workflow" for t in loaded)
+    plan = json.loads((folder / "plan.json").read_text())
+    assert sorted(plan["task_ids"]) == sorted(ids) and plan["task_count"] == payload["tasks"]
+    assert plan["_metadata"]["provider"] == "anthropic"
+    for name in ("IMPL_PLAN.md", "TODO_LIST.md", "planning-notes.md"):
+        assert (folder / name).is_file(), name
+    findings = json.loads((process / "verification-findings.json").read_text())
+    cycle_found = any(f["dimension"] == "D" and "cycle" in f["summary"].lower() for f in findings["findings"])
+    assert cycle_found == cycle, findings
+    return folder, plan
+
+
+# -- the tests ------------------------------------------------------------------------------------
+
+
+def test_collab_plan_against_the_api(sample_repo: Path) -> None:
+    with FakeAnthropic(FakeModel()) as fake:
+        run = cli(fake, "collab-plan", COLLAB_REQUIREMENT, "--repo", str(sample_repo), "--max-agents", "3")
+    folder, plans, conflicts = check_collab(sample_repo, run)
+    assert all(p["_metadata"]["repairs"] == [] for p in plans.values())
+    assert conflicts == []
+    seen = kinds_seen(fake)
+    assert seen["understand"] == 1 and seen["plan_area"] == 4, seen  # two agents, a read turn each
+    reads = [r for r in fake.requests if step_kind(r) == "plan_area" and r.get("tools") and len(r["messages"]) == 3]
+    assert len(reads) == 2 and all("\t" in r["messages"][-1]["content"][0]["content"] for r in reads)
+    assert processes_mentioning(str(sample_repo / ".workflow" / ".queue")) == []
+
+
+def test_lite_plan_against_the_api(sample_repo: Path) -> None:
+    with FakeAnthropic(FakeModel()) as fake:
+        run = cli(fake, "lite-plan", LITE_REQUIREMENT, "--repo", str(sample_repo))
+    _, analysis = check_lite(sample_repo, run)
+    assert analysis["repairs"] == []
+    assert kinds_seen(fake) == Counter({"assess": 1, "explore": 4, "lite_plan": 1})
+
+
+def test_workflow_plan_against_the_api(sample_repo: Path) -> None:
+    with FakeAnthropic(FakeModel()) as fake:
+        run = cli(fake, "plan", WFS_REQUIREMENT, "--repo", str(sample_repo))
+    _, plan = check_workflow(sample_repo, run)
+    assert plan["_metadata"]["repairs"] == []
+    assert kinds_seen(fake) == Counter({"assess": 1, "explore": 4, "detect_conflicts": 1, "generate_tasks": 1})
+
+
+def test_wrong_content_is_repaired_and_the_cycle_reported(sample_repo: Path) -> None:
+    with FakeAnthropic(FakeModel(wrong=True)) as fake:
+        collab = cli(fake, "collab-plan", COLLAB_REQUIREMENT, "--repo", str(sample_repo), "--max-agents", "2")
+        lite = cli(fake, "lite-plan", LITE_REQUIREMENT, "--repo", str(sample_repo))
+        workflow = cli(fake, "plan", WFS_REQUIREMENT, "--repo", str(sample_repo))
+
+    folder, plans, conflicts = check_collab(sample_repo, collab)
+    first_area, second_area = plans
+    firsts = {area: plan["tasks"][0]["id"] for area, plan in plans.items()}
+    for area, plan in plans.items():
+        other = firsts[second_area if area == first_area else first_area]
+        base = int(firsts[area].split("-")[1])
+        ids = [f"TASK-{base + n:03d}" for n in (0, 1, 2, 9)]
+        assert plan["task_ids"] == ids
+        first, stray, duplicate, ghosts = plan["tasks"]
+        assert first["depends_on"] == [other], "the dependency on the other agent is kept"
+        assert stray["depends_on"] == [ids[0]] and duplicate["depends_on"] == [ids[1]]
+        assert GHOST not in paths(plan["tasks"]) and ghosts["files"] == []
+        assert stray["source"]["original_id"] != stray["id"]
+        repairs = plan["_metadata"]["repairs"]
+        assert Counter(r["kind"] for r in repairs) == Counter({"renumbered": 2, "removed_self_dependency": 1,
+                                                               "removed_unknown_dependency": 1, "dropped_file": 2})
+        assert any(r["kind"] == "dropped_file" and "no files left" in r["detail"] and r["task_id"] == ids[3]
+                   for r in repairs)
+        assert any(r["detail"].startswith(f"{stray['source']['original_id']} -> {ids[1]}") for r in repairs)
+    types = Counter(c["type"] for c in conflicts)
+    assert types["dependency_cycle"] == 1 and not types["id_out_of_range"] and not types["dangling_dependency"]
+    cycle = next(c for c in conflicts if c["type"] == "dependency_cycle")
+    assert sorted(cycle["tasks_involved"]) == sorted(firsts.values())
+    assert sorted(cycle["agents_involved"]) == sorted(plans)
+    assert collab.json()["status"] == "conflicts_detected"
+    assert "dependency_cycle" in (folder / "plan.md").read_text() or "cycle" in (folder / "plan.md").read_text()
+
+    _, analysis = check_lite(sample_repo, lite)
+    tasks = [json.loads(line) for line in (session_dir(lite) / "tasks.jsonl").read_text().splitlines()]
+    assert [t["depends_on"] for t in tasks] == [[], ["TASK-001"], ["TASK-001"]]
+    assert tasks[2]["files"] == [] and GHOST not in paths(tasks)
+    assert Counter(r["kind"] for r in analysis["repairs"]) == Counter(
+        {"renumbered": 3, "removed_self_dependency": 1, "removed_unknown_dependency": 1, "dropped_file": 2})
+
+    wfs_folder, plan = check_workflow(sample_repo, workflow, cycle=True)
+    tasks = {t.task.id: t.task for t in load_task_dir(wfs_folder / ".task")[0]}
+    assert {i: t.depends_on for i, t in tasks.items()} == {"IMPL-1": ["IMPL-3"], "IMPL-2": [], "IMPL-3": ["IMPL-1"]}
+    assert Counter(r["kind"] for r in plan["_metadata"]["repairs"]) == Counter(
+        {"renumbered": 3, "removed_self_dependency": 1, "removed_unknown_dependency": 1, "dropped_file": 1})
+    assert processes_mentioning(str(sample_repo / ".workflow" / ".queue")) == []
+
+
+def test_plans_complete_when_one_call_in_five_fails(sample_repo: Path) -> None:
+    flaky = OneInFive(FakeModel())
+    with FakeAnthropic(flaky) as fake:
+        collab = cli(fake, "collab-plan", COLLAB_REQUIREMENT, "--repo", str(sample_repo), "--max-agents", "2")
+        lite = cli(fake, "lite-plan", LITE_REQUIREMENT, "--repo", str(sample_repo))
+        workflow = cli(fake, "plan", WFS_REQUIREMENT, "--repo", str(sample_repo))
+    check_collab(sample_repo, collab)
+    check_lite(sample_repo, lite)
+    check_workflow(sample_repo, workflow)
+    statuses = Counter(key.split(":")[1] for key in flaky.failed.elements())
+    assert set(statuses) == {"529", "429", "500"}, flaky.failed
+    assert sum(flaky.failed.values()) == len(fake.requests) // 5
+    assert processes_mentioning(str(sample_repo / ".workflow" / ".queue")) == []
+
+
+def test_every_step_type_retries_transient_errors(sample_repo: Path) -> None:
+    first_fails = FirstCallOfEachStepFails(FakeModel())
+    with FakeAnthropic(first_fails) as fake:
+        collab = cli(fake, "collab-plan", COLLAB_REQUIREMENT, "--repo", str(sample_repo), "--max-agents", "2")
+        lite = cli(fake, "lite-plan", LITE_REQUIREMENT, "--repo", str(sample_repo))
+        workflow = cli(fake, "plan", WFS_REQUIREMENT, "--repo", str(sample_repo))
+    check_collab(sample_repo, collab)
+    check_lite(sample_repo, lite)
+    check_workflow(sample_repo, workflow)
+    assert sorted(first_fails.failed) == sorted(set(STEP_MARKERS.values())), first_fails.failed
+    # Each failed step was asked again: one request more than a clean run of the same plans.
+    assert kinds_seen(fake) == Counter({"understand": 2, "plan_area": 5, "assess": 3, "explore": 9, "lite_plan": 2,
+                                        "detect_conflicts": 2, "generate_tasks": 2})

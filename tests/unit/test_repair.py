@@ -1,0 +1,257 @@
+"""Semantic repair of provider tasks: each repair kind, determinism, offline answers untouched."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wfqueue.collab.assemble import allocate
+from wfqueue.collab.steps import repair_area
+from wfqueue.lite.explore_offline import explore_angle
+from wfqueue.lite.models import LitePlanDraft, VerifiedExploration
+from wfqueue.lite.steps import recalled_repairs, repair_lite_draft, with_repairs
+from wfqueue.lite.verify import verify_findings
+from wfqueue.providers.base import AssessStep, GenerateTasksStep, LitePlanStep, PlanAreaStep, UnderstandStep
+from wfqueue.providers.offline.provider import OfflineProvider
+from wfqueue.repair import Repair, fill_source, format_id, id_range_ids, repair_tasks
+from wfqueue.tasks_file import LoadedTask, check_plan
+from wfqueue.unified_task import TaskSource, UnifiedTask
+from wfqueue.wfs.steps import repair_wfs_draft
+from wfqueue.wfs.structure import structure_input
+
+EXISTING = {"pkg/a.py", "pkg/b.py", "README.md"}
+
+
+def exists(rel: str) -> bool:
+    return rel in EXISTING
+
+
+def task(task_id: str, *, deps: list[str] | None = None, files: list[dict[str, Any]] | None = None,
+         **extra: Any) -> UnifiedTask:
+    return UnifiedTask.model_validate({
+        "id": task_id, "title": f"title {task_id}", "description": "d", "depends_on": deps or [],
+        "convergence": {"criteria": ["c"], "verification": "pytest", "definition_of_done": "done"},
+        "files": files if files is not None else [{"path": "pkg/a.py", "action": "modify"}], **extra,
+    })
+
+
+def collab(tasks: list[UnifiedTask], id_range: tuple[int, int] = (1, 100), external: set[str] | None = None):
+    return repair_tasks(tasks, id_prefix="TASK-", id_range=id_range, exists=exists,
+                        known_external_ids=external or set())
+
+
+def kinds(repairs: list[Repair]) -> list[tuple[str, str]]:
+    return [(r.kind, r.task_id) for r in repairs]
+
+
+# -- each repair kind --------------------------------------------------------------------------
+
+
+def test_ids_outside_the_range_are_renumbered_and_references_follow() -> None:
+    tasks = [task("TASK-101"), task("TASK-007", deps=["TASK-101"]), task("TASK-950", deps=["TASK-101", "TASK-007"])]
+
+    fixed, repairs = collab(tasks, (101, 200))
+
+    assert [t.id for t in fixed] == ["TASK-101", "TASK-102", "TASK-103"]
+    assert fixed[1].depends_on == ["TASK-101"]
+    assert fixed[2].depends_on == ["TASK-101", "TASK-102"]
+    assert kinds(repairs) == [("renumbered", "TASK-102"), ("renumbered", "TASK-103")]
+    assert repairs[0].detail == "TASK-007 -> TASK-102 (outside the range TASK-101..TASK-200); " \
+                                "references rewritten in TASK-103"
+    assert repairs[1].detail == "TASK-950 -> TASK-103 (outside the range TASK-101..TASK-200)"
+    assert all(check_plan([LoadedTask(task=t, location=t.id, legacy=False)], None) == [] for t in fixed[:1])
+
+
+def test_own_task_wins_over_an_external_id_and_free_ids_are_the_smallest() -> None:
+    # Agent 1 (TASK-001..100) wrote TASK-150, which is agent 2's range: a reference to it means its own task.
+    tasks = [task("TASK-150"), task("TASK-001", deps=["TASK-150", "TASK-101"]), task("TASK-003")]
+
+    fixed, repairs = collab(tasks, external=id_range_ids("TASK-", (101, 200)))
+
+    assert [t.id for t in fixed] == ["TASK-002", "TASK-001", "TASK-003"]
+    assert fixed[1].depends_on == ["TASK-002", "TASK-101"]
+    assert kinds(repairs) == [("renumbered", "TASK-002")]
+
+
+def test_duplicates_and_malformed_ids_are_renumbered() -> None:
+    tasks = [task("TASK-001"), task("TASK-001", deps=["TASK-001"]), task("TASK-1"), task("task-4"),
+             task("TASK-005", deps=["TASK-001"])]
+
+    fixed, repairs = collab(tasks)
+
+    assert [t.id for t in fixed] == ["TASK-001", "TASK-002", "TASK-003", "TASK-004", "TASK-005"]
+    assert fixed[4].depends_on == ["TASK-001"], "a reference to a duplicated id means its first task"
+    assert fixed[1].depends_on == ["TASK-001"], "also from the duplicate itself"
+    assert [r.detail for r in repairs] == [
+        "TASK-001 -> TASK-002 (duplicate id)",
+        "TASK-1 -> TASK-003 (not a TASK-001-style id)",
+        "task-4 -> TASK-004 (not a TASK-001-style id)",
+    ]
+
+
+def test_sequential_ids_follow_the_task_order() -> None:
+    tasks = [task("IMPL-2"), task("IMPL-1", deps=["IMPL-2"]), task("IMPL-7", deps=["IMPL-1", "IMPL-2"])]
+
+    fixed, repairs = repair_tasks(tasks, id_prefix="IMPL-", id_range=(1, 3), exists=exists, digits=1,
+                                  sequential=True)
+
+    assert [t.id for t in fixed] == ["IMPL-1", "IMPL-2", "IMPL-3"]
+    assert fixed[1].depends_on == ["IMPL-1"] and fixed[2].depends_on == ["IMPL-2", "IMPL-1"]
+    assert kinds(repairs) == [("renumbered", "IMPL-1"), ("renumbered", "IMPL-2"), ("renumbered", "IMPL-3")]
+    assert repairs[0].detail.startswith("IMPL-2 -> IMPL-1 (ids follow the task order)")
+
+
+def test_files_that_do_not_exist_are_dropped_unless_created() -> None:
+    tasks = [
+        task("TASK-001", files=[{"path": "pkg/a.py"}, {"path": "pkg/ghost.py", "action": "modify"},
+                                {"path": "pkg/new.py", "action": "create"}, {"path": "./pkg/b.py", "action": "delete"},
+                                {"path": "pkg/gone.py", "action": "delete"}]),
+        task("TASK-002", files=[{"path": "../outside.py", "action": "create"}, {"path": "/etc/passwd"}]),
+        task("TASK-003", files=[]),
+    ]
+
+    fixed, repairs = collab(tasks)
+
+    assert [f.path for f in fixed[0].files] == ["pkg/a.py", "pkg/new.py", "./pkg/b.py"]
+    assert fixed[1].files == [] and fixed[2] is tasks[2]
+    assert [(r.kind, r.task_id, r.detail) for r in repairs] == [
+        ("dropped_file", "TASK-001", "dropped pkg/ghost.py (modify): the file does not exist"),
+        ("dropped_file", "TASK-001", "dropped pkg/gone.py (delete): the file does not exist"),
+        ("dropped_file", "TASK-002", "dropped ../outside.py (create): outside the repository"),
+        ("dropped_file", "TASK-002", "dropped /etc/passwd (modify): outside the repository; "
+                                     "the task has no files left"),
+    ]
+    assert check_plan([LoadedTask(task=t, location=t.id, legacy=False) for t in fixed], None, exists) == []
+
+
+def test_unknown_and_self_dependencies_are_removed_external_ones_kept() -> None:
+    tasks = [task("TASK-001", deps=["TASK-001", "TASK-102", "TASK-999", "TASK-150"]),
+             task("TASK-150", deps=["TASK-150", "TASK-003"])]
+
+    fixed, repairs = collab(tasks, external=id_range_ids("TASK-", (101, 200)))
+
+    assert fixed[0].depends_on == ["TASK-102", "TASK-002"]
+    assert fixed[1].id == "TASK-002" and fixed[1].depends_on == []
+    assert [(r.kind, r.task_id, r.detail) for r in repairs] == [
+        ("removed_self_dependency", "TASK-001", "TASK-001 depended on itself (TASK-001)"),
+        ("removed_unknown_dependency", "TASK-001", "removed dependency on TASK-999: no task has this id"),
+        ("renumbered", "TASK-002", "TASK-150 -> TASK-002 (outside the range TASK-001..TASK-100); "
+                                   "references rewritten in TASK-001"),
+        ("removed_self_dependency", "TASK-002", "TASK-002 depended on itself (TASK-150)"),
+        ("removed_unknown_dependency", "TASK-002", "removed dependency on TASK-003: no task has this id"),
+    ]
+
+
+def test_a_dependency_on_an_id_the_repair_frees_is_not_resurrected() -> None:
+    # TASK-002 is unknown when the provider answers; the repair later gives that id to TASK-500.
+    tasks = [task("TASK-001", deps=["TASK-002"]), task("TASK-500")]
+
+    fixed, repairs = collab(tasks)
+
+    assert fixed[1].id == "TASK-002" and fixed[0].depends_on == []
+    assert kinds(repairs) == [("removed_unknown_dependency", "TASK-001"), ("renumbered", "TASK-002")]
+
+
+def test_cycles_are_left_for_conflict_detection() -> None:
+    tasks = [task("TASK-001", deps=["TASK-002"]), task("TASK-002", deps=["TASK-001"]),
+             task("TASK-003", deps=["TASK-101"])]
+
+    fixed, repairs = collab(tasks, external=id_range_ids("TASK-", (101, 200)))
+
+    assert repairs == [] and fixed == tasks
+    loaded = [LoadedTask(task=t, location=t.id, legacy=False) for t in fixed[:2]]
+    assert [p.code for p in check_plan(loaded, None, exists)] == ["dependency_cycle"]
+
+
+def test_a_full_range_leaves_the_id_alone() -> None:
+    tasks = [task("TASK-001"), task("TASK-002"), task("TASK-900")]
+
+    fixed, repairs = collab(tasks, (1, 2))
+
+    assert [t.id for t in fixed] == ["TASK-001", "TASK-002", "TASK-900"] and repairs == []
+
+
+def test_repair_is_deterministic_idempotent_and_pure() -> None:
+    tasks = [task("TASK-300", deps=["TASK-300", "TASK-404", "TASK-001"], files=[{"path": "pkg/nope.py"}]),
+             task("TASK-001", deps=["TASK-300"]), task("TASK-001")]
+    before = [t.model_dump() for t in tasks]
+
+    first = collab(tasks)
+    second = collab([UnifiedTask.model_validate(d) for d in before])
+
+    assert [t.model_dump() for t in first[0]] == [t.model_dump() for t in second[0]]
+    assert first[1] == second[1] and len(first[1]) == 5
+    assert [t.model_dump() for t in tasks] == before, "the input was changed"
+    again, more = collab(first[0])
+    assert more == [] and [t.model_dump() for t in again] == [t.model_dump() for t in first[0]]
+
+
+def test_fill_source_only_where_missing() -> None:
+    own = TaskSource(tool="wfqueue-lite", session_id="s0", original_id="TASK-009")
+    tasks = [task("TASK-001"), task("TASK-002", source=own.model_dump())]
+
+    filled = fill_source(tasks, tool="wfqueue-collab", session_id="CPLAN-x")
+
+    assert filled[0].source == TaskSource(tool="wfqueue-collab", session_id="CPLAN-x", original_id="TASK-001")
+    assert filled[1] is tasks[1]
+    assert format_id("TASK-", 1234) == "TASK-1234" and format_id("IMPL-", 3, 1) == "IMPL-3"
+
+
+def test_repairs_travel_with_the_cached_draft() -> None:
+    draft = LitePlanDraft(understanding="u", tasks=[task("TASK-001"), task("TASK-002")])
+    repairs = [Repair(kind="dropped_file", task_id="TASK-001", detail="dropped x")]
+
+    cached = with_repairs(draft, repairs)
+
+    assert LitePlanDraft.model_validate_json(cached) == LitePlanDraft.model_validate_json(
+        draft.model_dump_json(exclude_none=True))
+    assert recalled_repairs(cached) == repairs
+    assert recalled_repairs(draft.model_dump_json()) == []
+
+
+# -- the offline planner's answers come through unchanged ---------------------------------------
+
+REQUIREMENTS = [
+    "Add per-user rate limiting to the API",
+    "Refactor the storage layer and authentication into a modular architecture",
+    "Fix the token expiry check in notes_api/auth/tokens.py",
+]
+
+
+@pytest.mark.parametrize("requirement", REQUIREMENTS)
+def test_offline_collab_answers_are_not_repaired(sample_repo: Path, requirement: str) -> None:
+    provider = OfflineProvider()
+    for max_agents in (2, 4):
+        draft = provider.run(UnderstandStep(session_id="CPLAN-t", repo=str(sample_repo), requirement=requirement,
+                                            max_agents=max_agents))
+        analysis = allocate(draft, "CPLAN-t", requirement, max_agents)  # type: ignore[arg-type]
+        for sub in analysis.sub_domains:
+            area = provider.run(PlanAreaStep(session_id="CPLAN-t", repo=str(sample_repo), requirement=requirement,
+                                             analysis=analysis, focus_area=sub.focus_area))
+            fixed, repairs = repair_area(analysis, sub.focus_area, area, str(sample_repo))  # type: ignore[arg-type]
+            assert repairs == [], (sub.focus_area, repairs)
+            assert fixed.model_dump() == area.model_dump()
+
+
+@pytest.mark.parametrize("requirement", REQUIREMENTS)
+def test_offline_lite_and_workflow_answers_are_not_repaired(sample_repo: Path, requirement: str) -> None:
+    provider = OfflineProvider()
+    repo = str(sample_repo)
+    assessment = provider.run(AssessStep(session_id="s", repo=repo, requirement=requirement, force_explore=True))
+    explorations = []
+    for angle in assessment.angles:  # type: ignore[attr-defined]
+        findings = explore_angle(provider.index(repo), requirement, angle,
+                                 lambda p: (sample_repo / p).read_text(encoding="utf-8", errors="replace"))
+        explorations.append(VerifiedExploration(findings=findings, checks=verify_findings(sample_repo, findings),
+                                                provider="offline", timestamp="t"))
+    lite = provider.run(LitePlanStep(session_id="s", repo=repo, requirement=requirement, assessment=assessment,
+                                     explorations=explorations, answers=[]))
+    fixed, repairs = repair_lite_draft(lite, repo, "s")  # type: ignore[arg-type]
+    assert repairs == [] and fixed.model_dump() == lite.model_dump()
+    wfs = provider.run(GenerateTasksStep(session_id="WFS-s", repo=repo, requirement=requirement,
+                                         structured=structure_input(requirement), assessment=assessment,
+                                         explorations=explorations, constraints=["keep the API"]))
+    fixed_wfs, repairs = repair_wfs_draft(wfs, repo, "WFS-s")  # type: ignore[arg-type]
+    assert repairs == [] and fixed_wfs.model_dump() == wfs.model_dump()

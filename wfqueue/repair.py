@@ -1,0 +1,214 @@
+"""Semantic repair of provider-written tasks, after schema validation. Pure and deterministic.
+
+A schema-valid answer can still be wrong in ways code can fix without asking
+the provider again:
+
+- ``renumbered``: an id that is not ``{prefix}{number}`` in canonical form,
+  lies outside the agent's id range, or repeats an earlier id gets a free id
+  inside the range (smallest first, in task order); with ``sequential`` task
+  *i* simply gets the *i*-th id of the range. Every ``depends_on`` reference
+  to the old id is rewritten.
+- ``dropped_file``: a ``files[]`` entry that modifies or deletes a path that
+  does not exist (or any entry whose path leaves the repository) is dropped.
+  The task is kept, even when no file is left (the detail says so).
+- ``removed_unknown_dependency``: a dependency on an id that is neither a task
+  of the plan nor in ``known_external_ids`` (collab agents may depend on other
+  agents' ids) is removed.
+- ``removed_self_dependency``: a task that depends on itself loses that entry.
+
+Cycles are NOT broken: collab conflict detection and ``wfqueue verify`` report
+them. References are resolved against the ids the provider wrote (a reference
+to a duplicated id means its first task, also from the duplicate itself), before
+any renumbering, so a stale reference never lands on an id freed or assigned by
+the repair; a reference that resolves to the task itself is a self-dependency.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Set as AbstractSet
+from typing import Literal
+
+from pydantic import BaseModel
+
+from wfqueue.tasks_file import repo_relative
+from wfqueue.unified_task import TaskFile, TaskSource, UnifiedTask
+
+__all__ = ["Repair", "RepairKind", "fill_source", "format_id", "id_range_ids", "repair_tasks"]
+
+RepairKind = Literal["renumbered", "dropped_file", "removed_unknown_dependency", "removed_self_dependency"]
+
+
+class Repair(BaseModel):
+    """One change made to a provider's tasks. ``task_id`` is the task's id after the repair."""
+
+    kind: RepairKind
+    task_id: str
+    detail: str
+
+
+def format_id(prefix: str, number: int, digits: int = 3) -> str:
+    """``TASK-007`` (digits 3) or ``IMPL-7`` (digits 1); numbers wider than ``digits`` just grow."""
+    return f"{prefix}{number:0{digits}d}"
+
+
+def id_range_ids(prefix: str, id_range: tuple[int, int], digits: int = 3) -> set[str]:
+    """Every canonical id of a range, e.g. the ids other collab agents own."""
+    return {format_id(prefix, n, digits) for n in range(id_range[0], id_range[1] + 1)}
+
+
+def fill_source(tasks: Iterable[UnifiedTask], *, tool: str, session_id: str) -> list[UnifiedTask]:
+    """Tasks without ``source`` get ``{tool, session_id, original_id: the id as written}``;
+    tasks that have one (the offline planners set it) are returned as they are."""
+    return [
+        t if t.source is not None
+        else t.model_copy(update={"source": TaskSource(tool=tool, session_id=session_id, original_id=t.id)})
+        for t in tasks
+    ]
+
+
+def _canonical_number(task_id: str, pattern: re.Pattern[str], prefix: str, digits: int) -> int | None:
+    match = pattern.match(task_id)
+    if match is None:
+        return None
+    number = int(match.group(1))
+    return number if format_id(prefix, number, digits) == task_id else None
+
+
+def _new_ids(
+    ids: Sequence[str], prefix: str, id_range: tuple[int, int] | None, digits: int, sequential: bool
+) -> list[str]:
+    """The id each task ends up with, position by position."""
+    if sequential:
+        start = id_range[0] if id_range is not None else 1
+        return [format_id(prefix, start + i, digits) for i in range(len(ids))]
+    pattern = re.compile(rf"^{re.escape(prefix)}(\d+)$")
+    low, high = id_range if id_range is not None else (1, None)
+    result: list[str | None] = []
+    used: set[int] = set()
+    for task_id in ids:
+        number = _canonical_number(task_id, pattern, prefix, digits)
+        fits = number is not None and number >= low and (high is None or number <= high) and number not in used
+        if fits:
+            assert number is not None
+            used.add(number)
+            result.append(task_id)
+        else:
+            result.append(None)
+    candidate = low
+    for position, task_id in enumerate(ids):
+        if result[position] is not None:
+            continue
+        while candidate in used:
+            candidate += 1
+        if high is not None and candidate > high:
+            result[position] = task_id  # the range is full: nothing to renumber to; conflict checks report it
+            continue
+        used.add(candidate)
+        result[position] = format_id(prefix, candidate, digits)
+    return [r for r in result if r is not None]
+
+
+def _why_renumbered(task_id: str, first_position: int, position: int, id_range: tuple[int, int] | None,
+                    prefix: str, digits: int, sequential: bool) -> str:
+    if first_position != position:
+        return "duplicate id"
+    if sequential:
+        return "ids follow the task order"
+    pattern = re.compile(rf"^{re.escape(prefix)}(\d+)$")
+    if _canonical_number(task_id, pattern, prefix, digits) is None:
+        return f"not a {format_id(prefix, 1, digits)}-style id"
+    if id_range is None:
+        return "not a positive number"
+    return f"outside the range {format_id(prefix, id_range[0], digits)}..{format_id(prefix, id_range[1], digits)}"
+
+
+def repair_tasks(
+    tasks: list[UnifiedTask],
+    *,
+    id_prefix: str,
+    id_range: tuple[int, int] | None,
+    exists: Callable[[str], bool],
+    known_external_ids: AbstractSet[str] = frozenset(),
+    digits: int = 3,
+    sequential: bool = False,
+) -> tuple[list[UnifiedTask], list[Repair]]:
+    """Repair ``tasks``; returns the repaired tasks (same order; untouched tasks are the same
+    objects) and what was repaired, in task order.
+
+    ``id_range`` (inclusive) is where ids must lie; None allows any positive number.
+    ``exists`` answers for a normalised repo-relative path. ``digits`` is the zero
+    padding of canonical ids (3 for TASK-001, 1 for IMPL-1). With ``sequential`` the
+    ids are the range's first numbers in task order (lite plans, workflow sessions).
+    """
+    old_ids = [t.id for t in tasks]
+    new_ids = _new_ids(old_ids, id_prefix, id_range, digits, sequential)
+    first_position: dict[str, int] = {}
+    for position, task_id in enumerate(old_ids):
+        first_position.setdefault(task_id, position)
+    # A reference names the first task that carried the id.
+    resolve = {old: new_ids[position] for old, position in first_position.items()}
+
+    repairs: list[Repair] = []
+    repaired: list[UnifiedTask] = []
+    rewritten_in: dict[str, list[str]] = {}
+    per_task: list[tuple[list[str], list[Repair], list[Repair], list[TaskFile]]] = []
+    for position, task in enumerate(tasks):
+        new_id = new_ids[position]
+        deps: list[str] = []
+        dep_repairs: list[Repair] = []
+        for dep in task.depends_on:
+            if dep in resolve:
+                target = resolve[dep]
+                if target == new_id:
+                    dep_repairs.append(Repair(kind="removed_self_dependency", task_id=new_id,
+                                              detail=f"{new_id} depended on itself ({dep})"))
+                    continue
+                if target != dep:
+                    rewritten_in.setdefault(dep, [])
+                    if new_id not in rewritten_in[dep]:
+                        rewritten_in[dep].append(new_id)
+                deps.append(target)
+            elif dep in known_external_ids:
+                deps.append(dep)
+            else:
+                dep_repairs.append(Repair(kind="removed_unknown_dependency", task_id=new_id,
+                                          detail=f"removed dependency on {dep}: no task has this id"))
+        files: list[TaskFile] = []
+        file_repairs: list[Repair] = []
+        for entry in task.files:
+            rel = repo_relative(entry.path)
+            if rel is None:
+                file_repairs.append(Repair(kind="dropped_file", task_id=new_id,
+                                           detail=f"dropped {entry.path} ({entry.action}): outside the repository"))
+            elif entry.action != "create" and not exists(rel):
+                file_repairs.append(Repair(kind="dropped_file", task_id=new_id,
+                                           detail=f"dropped {entry.path} ({entry.action}): the file does not exist"))
+            else:
+                files.append(entry)
+        if file_repairs and not files:
+            last = file_repairs[-1]
+            file_repairs[-1] = last.model_copy(update={"detail": last.detail + "; the task has no files left"})
+        per_task.append((deps, dep_repairs, file_repairs, files))
+
+    for position, task in enumerate(tasks):
+        new_id = new_ids[position]
+        deps, dep_repairs, file_repairs, files = per_task[position]
+        if new_id != task.id:
+            why = _why_renumbered(task.id, first_position[task.id], position, id_range, id_prefix, digits,
+                                  sequential)
+            detail = f"{task.id} -> {new_id} ({why})"
+            if first_position[task.id] == position and rewritten_in.get(task.id):
+                detail += f"; references rewritten in {', '.join(rewritten_in[task.id])}"
+            repairs.append(Repair(kind="renumbered", task_id=new_id, detail=detail))
+        repairs += dep_repairs + file_repairs
+        changes: dict[str, object] = {}
+        if new_id != task.id:
+            changes["id"] = new_id
+        if deps != task.depends_on:
+            changes["depends_on"] = deps
+        if file_repairs:
+            changes["files"] = files
+        repaired.append(task.model_copy(update=changes) if changes else task)
+    return repaired, repairs
