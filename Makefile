@@ -19,8 +19,9 @@ demo: $(STAMP)
 	rm -rf $(DEMO_REPO) && mkdir -p .demo && cp -R examples/sample-api $(DEMO_REPO)
 	$(BIN)/wfqueue collab-plan "$(DEMO_REQUIREMENT)" --repo $(DEMO_REPO) --max-agents 4 -y
 
+# Integration tests mostly wait on workers and Redis, so three in parallel fit two cores.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 3
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit
