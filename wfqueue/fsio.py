@@ -21,12 +21,10 @@ from filelock import FileLock, Timeout
 from wfqueue.errors import InfrastructureError
 
 
-def atomic_write_text(path: Path, text: str) -> bool:
-    """Write ``text`` to ``path`` atomically; returns False when the file already held it.
+def atomic_write_bytes(path: Path, data: bytes) -> bool:
+    """Write ``data`` to ``path`` atomically; returns False when the file already held it.
 
-    Skipping identical content keeps redelivered tasks from touching mtimes.
-    """
-    data = text.encode("utf-8")
+    Skipping identical content keeps redelivered tasks from touching mtimes."""
     try:
         if path.read_bytes() == data:
             return False
@@ -54,6 +52,11 @@ def atomic_write_text(path: Path, text: str) -> bool:
             pass
         raise
     return True
+
+
+def atomic_write_text(path: Path, text: str) -> bool:
+    """UTF-8 text through :func:`atomic_write_bytes`."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def dumps_json(data: Any) -> str:

@@ -35,14 +35,18 @@ def session_date(now: datetime) -> str:
     return now.astimezone(SESSION_TZ).strftime("%Y-%m-%d")
 
 
-def new_collab_session_id(requirement: str, now: datetime, existing: set[str]) -> str:
-    """``CPLAN-{slug}-{date}``, with ``-2``, ``-3``... when the folder already exists."""
-    base = f"CPLAN-{slugify(requirement, 30)}-{session_date(now)}"
+def unique_id(base: str, existing: set[str]) -> str:
+    """``base``, or ``base-2``, ``base-3``... when a session folder of that name exists."""
     candidate, n = base, 1
     while candidate in existing:
         n += 1
         candidate = f"{base}-{n}"
     return candidate
+
+
+def new_collab_session_id(requirement: str, now: datetime, existing: set[str]) -> str:
+    """``CPLAN-{slug}-{date}`` (slug at most 30 characters), unique among ``existing``."""
+    return unique_id(f"CPLAN-{slugify(requirement, 30)}-{session_date(now)}", existing)
 
 
 def resolve_repo(repo: str | Path | None) -> Path:

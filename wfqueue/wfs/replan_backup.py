@@ -9,18 +9,16 @@ what makes a restore give back the session byte for byte.
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import shutil
-import tempfile
 from datetime import datetime
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from wfqueue.errors import BadInputError
-from wfqueue.fsio import atomic_write_text
+from wfqueue.fsio import atomic_write_bytes, atomic_write_text
 from wfqueue.wfs.session import PROCESS_DIR
 
 BACKUP_DIR = "backup"
@@ -110,21 +108,6 @@ def write_backup(folder: Path, backup: Path, manifest: Manifest) -> None:
     atomic_write_text(backup / MANIFEST, render_manifest(manifest, backup))
 
 
-def _replace_bytes(path: Path, data: bytes) -> None:
-    """Atomic, byte-exact write (fsio writes text; a restore must not re-encode anything)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def read_backup(folder: Path, backup: Path) -> Manifest:
     """The manifest of a complete backup of this session folder, or NotABackupError (exit 2)."""
     session_id = folder.name
@@ -144,7 +127,7 @@ def read_backup(folder: Path, backup: Path) -> Manifest:
 def restore_files(folder: Path, backup: Path, manifest: Manifest) -> tuple[list[str], list[str]]:
     """Put every backed-up file back and remove the files the replan created."""
     for rel in manifest.files:
-        _replace_bytes(folder / rel, (backup / Path(rel).name).read_bytes())
+        atomic_write_bytes(folder / rel, (backup / Path(rel).name).read_bytes())
     removed = []
     for rel in manifest.created:
         if (folder / rel).exists():

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from wfqueue.errors import SessionNotFoundError
 from wfqueue.fsio import atomic_write_json
-from wfqueue.sessions import WORKFLOW_DIR, check_session_id, slugify
+from wfqueue.sessions import WORKFLOW_DIR, check_session_id, slugify, unique_id
 from wfqueue.unified_task import UnifiedTask
 from wfqueue.wfs.models import WorkflowSession
 
@@ -37,12 +37,7 @@ def now_iso() -> str:
 
 def new_session_id(description: str, existing: set[str]) -> str:
     """``WFS-{slug}`` (slug at most 50 characters), ``-2``, ``-3``... on collision."""
-    base = f"WFS-{slugify(description, 50)}"
-    candidate, n = base, 1
-    while candidate in existing:
-        n += 1
-        candidate = f"{base}-{n}"
-    return candidate
+    return unique_id(f"WFS-{slugify(description, 50)}", existing)
 
 
 def list_sessions(repo: Path) -> list[WorkflowSession]:
