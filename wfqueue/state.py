@@ -145,6 +145,25 @@ class SessionState:
     def sections(self) -> dict[str, str]:
         return dict(self.client.hgetall(self._key("sections")))
 
+    # -- LLM usage (wfqueue.metering) ----------------------------------------------------------
+
+    def record_usage(self, entries: list[dict[str, Any]]) -> None:
+        """Append the calls one step made (provider usage entries) to the session's usage list.
+
+        Only calls actually made are passed in: a redelivered task that reuses a remembered
+        answer never reaches the provider, so it appends nothing and nothing is counted twice."""
+        if not entries:
+            return
+        key = self._key("usage")
+        pipe = self.client.pipeline()  # MULTI: the calls of one step land together, with the TTL
+        pipe.rpush(key, *(json.dumps(entry, sort_keys=True) for entry in entries))
+        pipe.expire(key, self.ttl_s)
+        pipe.execute()
+
+    def usage(self) -> list[dict[str, Any]]:
+        """Every recorded call of the session, in the order the steps recorded them."""
+        return [json.loads(raw) for raw in self.client.lrange(self._key("usage"), 0, -1)]
+
 
 def wait_until(predicate: Any, timeout_s: float, interval_s: float = 0.1) -> bool:
     """Poll ``predicate`` until it is truthy or the timeout passes."""

@@ -2,7 +2,9 @@
 
 Thin on purpose: decode arguments, call wfqueue.collab.steps/finalize, record
 progress, decide on retry. A header task never raises out of the chord: after
-its retries it returns a failure record, so the callback always runs.
+its retries it returns a failure record, so the callback always runs. Providers
+are metered (workers/context.py): every call is recorded, and a spent budget
+stops an agent before it calls the model.
 """
 
 from __future__ import annotations
@@ -19,10 +21,9 @@ from wfqueue.collab.finalize import finalize_session
 from wfqueue.collab.models import AgentOutcome
 from wfqueue.collab.steps import run_area, run_understanding
 from wfqueue.errors import ProviderError, TransientProviderError, WfqueueError
-from wfqueue.providers import make_provider
 from wfqueue.settings import Settings
 from wfqueue.task_names import COLLAB_FINALIZE, COLLAB_PLAN_AREA, COLLAB_UNDERSTAND
-from workers.context import StateFactory, retry_later
+from workers.context import StateFactory, metered_provider, retry_later
 
 
 def register(app: Celery, settings: Settings) -> None:
@@ -35,7 +36,7 @@ def register(app: Celery, settings: Settings) -> None:
         state = states.session(session_id)
         try:
             analysis = run_understanding(
-                state, make_provider(provider, settings), Path(session_dir), repo, requirement, max_agents
+                state, metered_provider(provider, settings, state), Path(session_dir), repo, requirement, max_agents
             )
         except TransientProviderError as exc:
             raise retry_later(self, exc, settings) from None
@@ -55,7 +56,9 @@ def register(app: Celery, settings: Settings) -> None:
                                 pid=os.getpid(), attempts=attempts).model_dump()
 
         try:
-            artifacts = run_area(state, make_provider(provider, settings), settings, Path(session_dir), focus_area, worker)
+            # A spent budget raises BudgetExhaustedError (a ProviderError): a failure record, no retry.
+            artifacts = run_area(state, metered_provider(provider, settings, state), settings, Path(session_dir),
+                                 focus_area, worker)
         except SoftTimeLimitExceeded:
             return failed(f"timed out after the {settings.agent_soft_time_limit_s}s soft time limit")
         except ProviderError as exc:

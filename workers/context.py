@@ -1,4 +1,4 @@
-"""Per-process resources for tasks: a Redis client made after the pool forks."""
+"""Per-process resources for tasks: a Redis client made after the pool forks, the metered provider."""
 
 from __future__ import annotations
 
@@ -9,9 +9,12 @@ import redis
 from celery import Task
 
 from wfqueue.errors import TransientProviderError
+from wfqueue.metering import MeteredProvider
+from wfqueue.providers import make_provider
 from wfqueue.retry import retry_delay
 from wfqueue.settings import Settings
 from wfqueue.state import SessionState, redis_client
+from wfqueue.usage import PriceTable
 
 
 class StateFactory:
@@ -33,6 +36,11 @@ class StateFactory:
 
     def session(self, session_id: str) -> SessionState:
         return SessionState(self.client(), session_id, self.settings.state_ttl_s)
+
+
+def metered_provider(spec: str, settings: Settings, state: SessionState) -> MeteredProvider:
+    """The provider a task plans with: it stops at the session's budget and records every call it makes."""
+    return MeteredProvider(make_provider(spec, settings), state, PriceTable(settings.price_table))
 
 
 def retry_later(task: Task, exc: BaseException, settings: Settings) -> Exception:

@@ -17,20 +17,22 @@ from celery.exceptions import SoftTimeLimitExceeded
 from wfqueue.errors import ProviderError, TransientProviderError, WfqueueError
 from wfqueue.lite.models import ClarificationAnswer
 from wfqueue.lite.steps import run_assessment, run_exploration, run_planning, run_synthesis
-from wfqueue.providers import make_provider
 from wfqueue.settings import Settings
 from wfqueue.task_names import EXPLORE_ANGLE, LITE_ASSESS, LITE_PLAN, LITE_SYNTHESIZE
-from workers.context import StateFactory, retry_later
+from wfqueue.usage import PriceTable
+from workers.context import StateFactory, metered_provider, retry_later
 
 
 def register(app: Celery, settings: Settings) -> None:
     states = StateFactory(settings)
+    prices = PriceTable(settings.price_table)
 
     @app.task(name=LITE_ASSESS, bind=True, max_retries=settings.task_max_retries)
     def assess(self: Task, session_id: str, repo: str, requirement: str, force_explore: bool,
                provider: str) -> dict[str, Any]:
+        state = states.session(session_id)
         try:
-            result = run_assessment(states.session(session_id), make_provider(provider, settings), repo, requirement,
+            result = run_assessment(state, metered_provider(provider, settings, state), repo, requirement,
                                     force_explore)
         except TransientProviderError as exc:
             raise retry_later(self, exc, settings) from None
@@ -47,7 +49,8 @@ def register(app: Celery, settings: Settings) -> None:
             return {"angle": angle, "status": "failed", "error": reason}
 
         try:
-            exploration = run_exploration(state, make_provider(provider, settings), Path(output_dir), repo,
+            # A spent budget raises BudgetExhaustedError (a ProviderError): the angle is skipped, not retried.
+            exploration = run_exploration(state, metered_provider(provider, settings, state), Path(output_dir), repo,
                                           requirement, angle, self.request.hostname or "unknown")
         except SoftTimeLimitExceeded:
             return failed(f"timed out after the {settings.agent_soft_time_limit_s}s soft time limit")
@@ -77,9 +80,11 @@ def register(app: Celery, settings: Settings) -> None:
     @app.task(name=LITE_PLAN, bind=True, max_retries=settings.task_max_retries)
     def plan(self: Task, session_id: str, session_dir: str, repo: str, requirement: str,
              answers: list[dict[str, str]], provider: str) -> dict[str, Any]:
+        state = states.session(session_id)
         try:
-            draft = run_planning(states.session(session_id), make_provider(provider, settings), Path(session_dir),
-                                 repo, requirement, [ClarificationAnswer.model_validate(a) for a in answers])
+            draft = run_planning(state, metered_provider(provider, settings, state), Path(session_dir),
+                                 repo, requirement, [ClarificationAnswer.model_validate(a) for a in answers],
+                                 prices=prices)
         except TransientProviderError as exc:
             raise retry_later(self, exc, settings) from None
         return {"tasks": len(draft.tasks)}

@@ -10,15 +10,16 @@ from typing import Any
 from celery import Celery, Task
 
 from wfqueue.errors import TransientProviderError
-from wfqueue.providers import make_provider
 from wfqueue.settings import Settings
 from wfqueue.task_names import WFS_CONFLICTS, WFS_CONTEXT, WFS_GENERATE
+from wfqueue.usage import PriceTable
 from wfqueue.wfs.steps import run_conflict_detection, run_context_phase, run_generation
-from workers.context import StateFactory, retry_later
+from workers.context import StateFactory, metered_provider, retry_later
 
 
 def register(app: Celery, settings: Settings) -> None:
     states = StateFactory(settings)
+    prices = PriceTable(settings.price_table)
 
     @app.task(name=WFS_CONTEXT, bind=True, max_retries=settings.task_max_retries)
     def context(self: Task, outcomes: list[dict[str, Any]], session_id: str, session_dir: str,
@@ -32,18 +33,19 @@ def register(app: Celery, settings: Settings) -> None:
 
     @app.task(name=WFS_CONFLICTS, bind=True, max_retries=settings.task_max_retries)
     def conflicts(self: Task, session_id: str, session_dir: str, repo: str, provider: str) -> list[dict[str, Any]]:
+        state = states.session(session_id)
         try:
-            found = run_conflict_detection(states.session(session_id), make_provider(provider, settings),
-                                           Path(session_dir), repo)
+            found = run_conflict_detection(state, metered_provider(provider, settings, state), Path(session_dir), repo)
         except TransientProviderError as exc:
             raise retry_later(self, exc, settings) from None
         return [c.model_dump(mode="json") for c in found]
 
     @app.task(name=WFS_GENERATE, bind=True, max_retries=settings.task_max_retries)
     def generate(self: Task, session_id: str, session_dir: str, repo: str, provider: str) -> dict[str, Any]:
+        state = states.session(session_id)
         try:
-            draft = run_generation(states.session(session_id), make_provider(provider, settings), Path(session_dir),
-                                   repo)
+            draft = run_generation(state, metered_provider(provider, settings, state), Path(session_dir), repo,
+                                   prices=prices)
         except TransientProviderError as exc:
             raise retry_later(self, exc, settings) from None
         return {"tasks": [t.id for t in draft.tasks]}

@@ -6,10 +6,12 @@ import json
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from wfqueue.cli.progress import TerminalUI
 from wfqueue.collab.coordinator import CollabCoordinator, CollabRequest
 from wfqueue.errors import BadInputError
+from wfqueue.metering import BUDGET_HELP, parse_budget_option
 from wfqueue.providers import check_provider_spec
 from wfqueue.sessions import read_requirement, resolve_repo
 from wfqueue.settings import MAX_AGENTS_LIMIT, load_settings
@@ -27,9 +29,12 @@ def register(app: typer.Typer) -> None:
         provider: str = typer.Option(None, "--provider", help=PROVIDER_HELP),
         workers: int = typer.Option(None, "--workers", help="Embedded mode: worker processes (default: one per agent)."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout and nothing else there."),
+        budget: str = typer.Option(None, "--budget", help=BUDGET_HELP),
     ) -> None:
         """Split a requirement into sub-domains, plan them in parallel, detect conflicts."""
         settings = load_settings()
+        spec = check_provider_spec(provider or settings.effective_provider())
+        spending_cap = parse_budget_option(budget, spec, settings)
         agents = settings.max_agents if max_agents is None else max_agents
         if not 2 <= agents <= MAX_AGENTS_LIMIT:
             raise BadInputError(f"--max-agents {agents} is out of range", hint=f"use 2..{MAX_AGENTS_LIMIT}")
@@ -39,9 +44,10 @@ def register(app: typer.Typer) -> None:
             requirement=read_requirement(requirement, settings.requirement_max_bytes),
             repo=resolve_repo(repo),
             max_agents=agents,
-            provider=check_provider_spec(provider or settings.effective_provider()),
+            provider=spec,
             yes=yes,
             workers=workers,
+            budget=spending_cap,
         )
         ui = TerminalUI()
         result = CollabCoordinator(settings, ui).run(request)
@@ -55,7 +61,9 @@ def register(app: typer.Typer) -> None:
             else:
                 out.print(f"[bold]{result.status}[/]: {result.tasks} tasks, {result.conflicts} conflicts")
                 for area in result.failed_areas:
-                    out.print(f"[red]failed area[/]: {area} (see plan.md)")
+                    out.print(f"[red]failed area[/]: {area}: {escape(result.failures.get(area, 'see plan.md'))}")
                 out.print(f"plan:    {result.session_dir}/plan.md")
                 out.print(f"session: {result.session_dir}")
+                if result.usage:
+                    out.print(f"usage:   {escape(result.usage)}")
         raise typer.Exit(result.exit_code)

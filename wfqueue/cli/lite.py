@@ -6,9 +6,11 @@ import json
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from wfqueue.cli.progress import TerminalUI
 from wfqueue.lite.coordinator import LiteCoordinator, LiteRequest
+from wfqueue.metering import BUDGET_HELP, parse_budget_option
 from wfqueue.providers import check_provider_spec
 from wfqueue.sessions import read_requirement, resolve_repo
 from wfqueue.settings import load_settings
@@ -24,16 +26,20 @@ def register(app: typer.Typer) -> None:
         provider: str = typer.Option(None, "--provider", help="offline or anthropic."),
         workers: int = typer.Option(None, "--workers", min=1, help="Embedded mode: worker processes (default 4)."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout and nothing else there."),
+        budget: str = typer.Option(None, "--budget", help=BUDGET_HELP),
     ) -> None:
         """Assess the task, explore angles in parallel, verify findings, write tasks.jsonl."""
         settings = load_settings()
+        spec = check_provider_spec(provider or settings.effective_provider())
+        spending_cap = parse_budget_option(budget, spec, settings)
         request = LiteRequest(
             requirement=read_requirement(requirement, settings.requirement_max_bytes),
             repo=resolve_repo(repo),
-            provider=check_provider_spec(provider or settings.effective_provider()),
+            provider=spec,
             explore=explore,
             yes=yes,
             workers=workers,
+            budget=spending_cap,
         )
         result = LiteCoordinator(settings, TerminalUI()).run(request)
         if as_json:
@@ -45,6 +51,11 @@ def register(app: typer.Typer) -> None:
                       f"angles: {', '.join(result.angles) or 'none'})")
             for angle, reason in result.failed_angles.items():
                 out.print(f"[red]skipped angle[/]: {angle}: {reason}")
-            out.print(f"tasks:   {result.session_dir}/tasks.jsonl")
+            if result.stopped:
+                out.print(f"[red]{escape(result.stopped)}[/]")
+            else:
+                out.print(f"tasks:   {result.session_dir}/tasks.jsonl")
             out.print(f"plan:    {result.session_dir}/plan.md")
+            if result.usage:
+                out.print(f"usage:   {escape(result.usage)}")
         raise typer.Exit(result.exit_code)

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from wfqueue.cli.progress import TerminalUI
+from wfqueue.metering import BUDGET_HELP, parse_budget_option
 from wfqueue.providers import check_provider_spec
 from wfqueue.sessions import read_requirement, resolve_repo
 from wfqueue.settings import load_settings
@@ -25,20 +27,26 @@ def register(app: typer.Typer) -> None:
         provider: str = typer.Option(None, "--provider", help="offline or anthropic."),
         workers: int = typer.Option(None, "--workers", min=1, help="Embedded mode: worker processes (default 4)."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout and nothing else there."),
+        budget: str = typer.Option(None, "--budget", help=BUDGET_HELP + " With --session it replaces the "
+                                   "session's budget; left out, the session keeps its own."),
     ) -> None:
         """Session, context (parallel exploration), conflict resolution if risky, IMPL tasks; then verify."""
         settings = load_settings()
+        spec = check_provider_spec(provider or settings.effective_provider())
+        spending_cap = parse_budget_option(budget, spec, settings)
         request = PlanRequest(
             requirement=read_requirement(requirement, settings.requirement_max_bytes) if requirement else None,
             repo=resolve_repo(repo),
-            provider=check_provider_spec(provider or settings.effective_provider()),
+            provider=spec,
             yes=yes,
             session=session,
             workers=workers,
+            budget=spending_cap,
         )
         ui = TerminalUI()
         result = WfsCoordinator(settings, ui).run(request)
-        choice = "verify" if yes else ui.gate()
+        # A plan stopped by its budget has no tasks to verify yet.
+        choice = "stop" if result.stopped else "verify" if yes else ui.gate()
         gate = None
         if choice == "verify":
             from wfqueue.wfs.verify import verify_session  # the verify command's module; loaded only when used
@@ -55,6 +63,11 @@ def register(app: typer.Typer) -> None:
             out = Console(highlight=False, soft_wrap=True)
             out.print(f"[bold]{result.status}[/]: {result.tasks} tasks, {result.conflicts} conflicts resolved"
                       + (f", gate {gate}" if gate else ""))
-            out.print(f"plan:    {result.session_dir}/IMPL_PLAN.md")
+            if result.stopped:
+                out.print(f"[red]{escape(result.stopped)}[/]")
+            else:
+                out.print(f"plan:    {result.session_dir}/IMPL_PLAN.md")
             out.print(f"session: {result.session_dir}")
+            if result.usage:
+                out.print(f"usage:   {escape(result.usage)}")
         raise typer.Exit(result.exit_code)

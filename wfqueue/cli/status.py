@@ -1,4 +1,4 @@
-"""`wfqueue status [SESSION]`: sessions of a repository, or one session per agent."""
+"""`wfqueue status [SESSION]`: sessions of a repository, or one session per agent, with tokens and cost."""
 
 from __future__ import annotations
 
@@ -7,20 +7,38 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from wfqueue.collab.inspect import SessionStatus, read_session
+from wfqueue.metering import UsageReport, session_report, usage_line
 from wfqueue.sessions import find_collab_session, planning_root, resolve_repo
 from wfqueue.settings import Settings, load_settings
 from wfqueue.state import SessionState, connect
+from wfqueue.usage import PriceTable
+
+# The raw calls stay in usage.json; status shows the totals.
+NO_CALLS_LIST: dict[str, Any] = {"usage": {"calls"}}
 
 
-def _live_agents(settings: Settings, status: SessionStatus) -> dict[str, dict[str, Any]] | None:
-    """Agent states from a shared broker; embedded sessions have only their files."""
+def _live(settings: Settings, status: SessionStatus) -> tuple[dict[str, dict[str, Any]] | None, UsageReport | None]:
+    """Agent states and usage from a shared broker; embedded sessions have only their files."""
     if settings.broker_url is None:
-        return None
+        return None, None
     state = SessionState(connect(settings), status.session_id, settings.state_ttl_s)
-    return state.agents([a.focus_area for a in status.agents])
+    agents = state.agents([a.focus_area for a in status.agents])
+    # A session Redis no longer knows (expired) keeps what its callback wrote to usage.json.
+    usage = session_report(state, PriceTable(settings.price_table)) if state.meta() else None
+    return agents, usage
+
+
+def _row_usage(usage: UsageReport | None) -> tuple[str, str]:
+    if usage is None:
+        return "-", "-"
+    if usage.total.calls == 0:
+        return "0", "no LLM calls"
+    cost = f"~${usage.total.cost_usd:.2f}" + ("+" if usage.total.unpriced_calls else "")
+    return f"{usage.total.usage.total:,}", cost
 
 
 def register(app: typer.Typer) -> None:
@@ -38,22 +56,25 @@ def register(app: typer.Typer) -> None:
             folder = planning_root(root)
             rows = [read_session(p) for p in sorted(folder.iterdir()) if p.is_dir()] if folder.is_dir() else []
             if as_json:
-                typer.echo(json.dumps([r.model_dump(exclude={"agents"}) for r in rows], ensure_ascii=False))
+                typer.echo(json.dumps([r.model_dump(mode="json", exclude={"agents": True, **NO_CALLS_LIST})
+                                       for r in rows], ensure_ascii=False))
                 return
-            table = Table("session", "status", "agents", "tasks", "conflicts", title=str(folder))
+            table = Table("session", "status", "agents", "tasks", "conflicts", "tokens", "est. cost", title=str(folder))
             for r in rows:
-                table.add_row(r.session_id, r.status, str(len(r.agents)), str(r.tasks), str(r.conflicts))
+                table.add_row(r.session_id, r.status, str(len(r.agents)), str(r.tasks), str(r.conflicts),
+                              *_row_usage(r.usage))
             out.print(table if rows else f"no sessions under {folder}")
             return
         folder = find_collab_session(root, session)
         current = read_session(folder)
-        live = _live_agents(settings, current)
-        if live:
-            current = read_session(folder, live)
+        live, live_usage = _live(settings, current)
+        if live or live_usage:
+            current = read_session(folder, live, live_usage)
         if as_json:
-            typer.echo(json.dumps(current.model_dump(), ensure_ascii=False))
+            typer.echo(json.dumps(current.model_dump(mode="json", exclude=NO_CALLS_LIST), ensure_ascii=False))
             return
         out.print(f"[bold]{current.session_id}[/]: {current.status}, {current.tasks} tasks, {current.conflicts} conflicts")
+        out.print(f"usage: {escape(usage_line(current.usage))}")
         table = Table("agent", "state", "tasks", "worker", "pid", "error")
         for agent in current.agents:
             table.add_row(agent.focus_area, agent.state, str(agent.tasks), agent.worker or "", str(agent.pid or ""),

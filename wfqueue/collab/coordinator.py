@@ -19,13 +19,16 @@ from pydantic import BaseModel, Field
 
 from wfqueue.collab.models import RequirementAnalysis
 from wfqueue.collab.recovery import enqueue_missing, load_or_seed_analysis, missing_areas, reseed_from_disk
+from wfqueue.collab.steps import failure_reason
 from wfqueue.errors import BadInputError, InfrastructureError
+from wfqueue.metering import budget_meta, check_budget_priced, session_report, usage_line
 from wfqueue.providers import check_provider_spec
 from wfqueue.runtime import broker_runtime, wait_for
 from wfqueue.sessions import new_collab_session_id, planning_root
 from wfqueue.settings import MAX_AGENTS_LIMIT, Settings
 from wfqueue.state import CoordinatorLease, SessionState
 from wfqueue.task_names import COLLAB_UNDERSTAND, QUEUE_PLAN
+from wfqueue.usage import Budget, PriceTable
 
 SplitDecision = Literal["start", "cancel"] | int
 
@@ -37,6 +40,7 @@ class CollabRequest(BaseModel):
     provider: str
     yes: bool = False
     workers: int | None = Field(default=None, ge=1, le=256)
+    budget: Budget | None = None
 
 
 class PlanResult(BaseModel):
@@ -46,6 +50,8 @@ class PlanResult(BaseModel):
     tasks: int
     conflicts: int
     failed_areas: list[str] = Field(default_factory=list)
+    failures: dict[str, str] = Field(default_factory=dict)  # area -> why (plan.md says the same)
+    usage: str | None = None  # wfqueue.metering.usage_line
 
     @property
     def exit_code(self) -> int:
@@ -72,6 +78,7 @@ class CollabCoordinator:
 
     def run(self, request: CollabRequest) -> PlanResult:
         check_provider_spec(request.provider)
+        check_budget_priced(request.budget, request.provider, self.settings)
         if not request.repo.is_dir():
             raise BadInputError(f"--repo {request.repo} is not a directory")
         with broker_runtime(self.settings, request.repo, request.workers or request.max_agents, self.ui,
@@ -87,8 +94,10 @@ class CollabCoordinator:
         state = SessionState(client, session_id, settings.state_ttl_s)
         state.reset()
         with CoordinatorLease(state):
+            # Workers read the budget from here before every LLM step (wfqueue.metering).
             state.set_meta(kind="collab", repo=str(request.repo), session_dir=str(session_dir),
-                           requirement=request.requirement, provider=request.provider, status="planning")
+                           requirement=request.requirement, provider=request.provider, status="planning",
+                           budget=budget_meta(request.budget))
             self.ui.info(f"session {session_id}")
             max_agents = request.max_agents
             while True:
@@ -104,8 +113,14 @@ class CollabCoordinator:
                 for name in ("understanding", "template"):
                     state.forget(name)
             final = self._run_agents(app, settings, state, session_dir, analysis, request.provider)
-            return PlanResult(session_id=session_id, session_dir=str(session_dir), status=final["status"],
-                              tasks=final["tasks"], conflicts=final["conflicts"], failed_areas=final["failed_areas"])
+            return self._result(state, session_dir, final)
+
+    def _result(self, state: SessionState, session_dir: Path, final: dict[str, Any]) -> PlanResult:
+        failures = {area: failure_reason(state, area) for area in final["failed_areas"]}
+        return PlanResult(session_id=state.session_id, session_dir=str(session_dir), status=final["status"],
+                          tasks=final["tasks"], conflicts=final["conflicts"], failed_areas=final["failed_areas"],
+                          failures=failures,
+                          usage=usage_line(session_report(state, PriceTable(self.settings.price_table))))
 
     def _understand(self, app: Celery, settings: Settings, state: SessionState, session_dir: Path,
                     request: CollabRequest, max_agents: int) -> RequirementAnalysis:
@@ -133,13 +148,17 @@ class CollabCoordinator:
             self.ui.done()
         return dict(final)
 
-    def resume(self, session_dir: Path, repo: Path, provider: str) -> PlanResult:
-        """Finish an interrupted plan: only areas without a result run again, then the callback."""
+    def resume(self, session_dir: Path, repo: Path, provider: str, budget: Budget | None = None) -> PlanResult:
+        """Finish an interrupted plan: only areas without a result run again, then the callback.
+        ``budget`` replaces the session's budget; None keeps the one it was started with."""
         with broker_runtime(self.settings, repo, self.settings.max_agents, self.ui, self.worker_env) as runtime:
             state = SessionState(runtime.client, session_dir.name, runtime.settings.state_ttl_s)
             with CoordinatorLease(state):
                 meta = state.meta()
                 provider = str(meta.get("provider") or provider)
+                if budget is not None:
+                    check_budget_priced(budget, provider, self.settings)
+                    state.set_meta(budget=budget_meta(budget))
                 analysis = load_or_seed_analysis(state, session_dir)
                 if analysis is None:
                     requirement = str(meta.get("requirement") or "")
@@ -163,8 +182,7 @@ class CollabCoordinator:
                              + (f" ({len(seeded)} recovered from disk)" if seeded else "")
                              + (f", re-running {', '.join(missing)}" if missing else ", finalising"))
                 final = self._run_agents(runtime.app, runtime.settings, state, session_dir, analysis, provider)
-        return PlanResult(session_id=session_dir.name, session_dir=str(session_dir), status=final["status"],
-                          tasks=final["tasks"], conflicts=final["conflicts"], failed_areas=final["failed_areas"])
+                return self._result(state, session_dir, final)
 
 
 WATCHDOG_KEYS = ("watchdog_finalized", "watchdog:progress", "watchdog:reenqueued_at", "watchdog:finalized_at",

@@ -4,7 +4,8 @@ It does not trust the chord: which agents finished is read from Redis, not from
 the results the chord handed over, so firing twice, early, or after a
 redelivered header task yields the same files. The final plan-note.md is built
 from this host's file (hand edits, unknown sections) with every owned section
-taken from Redis, so sections written on other machines are not lost.
+taken from Redis, so sections written on other machines are not lost. It also
+totals the session's LLM usage (usage.json, the Cost section of plan.md).
 """
 
 from __future__ import annotations
@@ -43,8 +44,10 @@ from wfqueue.collab.steps import (
 )
 from wfqueue.collab.summary import PlanSummaryInput, render_plan_md
 from wfqueue.fsio import atomic_write_json, atomic_write_text, locked_update
+from wfqueue.metering import write_usage_file
 from wfqueue.settings import Settings
 from wfqueue.state import SessionState
+from wfqueue.usage import PriceTable
 
 
 class FinalResult(BaseModel):
@@ -143,6 +146,9 @@ def finalize_session(state: SessionState, settings: Settings, session_dir: Path)
     )
     atomic_write_json(session_dir / CONFLICTS_FILE, report.model_dump(mode="json", exclude_none=True))
     requirement = final.note.section(REQUIREMENT_HEADING)
+    # Every agent recorded its calls before its result: the totals are complete here. usage.json is
+    # what `wfqueue status` reads once an embedded Redis is gone.
+    usage = write_usage_file(state, PriceTable(settings.price_table), session_dir)
     outcomes = [
         AgentOutcome(focus_area=s.focus_area, status="failed", error=failures[s.focus_area])
         if s.focus_area in failures
@@ -158,6 +164,7 @@ def finalize_session(state: SessionState, settings: Settings, session_dir: Path)
         outcomes=outcomes,
         status=final.status,
         problems=final.problems,
+        usage=usage,
     )
     atomic_write_text(session_dir / SUMMARY_FILE, render_plan_md(summary, str(session_dir)))
     result = FinalResult(

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from wfqueue.collab.models import RequirementAnalysis
 from wfqueue.collab.note import parse_note
 from wfqueue.collab.steps import ANALYSIS_FILE, CONFLICTS_FILE, NOTE_FILE, agent_dir
+from wfqueue.metering import UsageReport, read_usage_file
 
 
 class AgentStatus(BaseModel):
@@ -35,6 +36,9 @@ class SessionStatus(BaseModel):
     agents: list[AgentStatus]
     tasks: int
     conflicts: int
+    # Tokens and estimated cost: live from Redis when a shared broker is configured, else the
+    # usage.json the callback wrote; None for a session that recorded none (older, or still running).
+    usage: UsageReport | None = None
 
 
 def _failure_marker(body: str) -> str | None:
@@ -44,12 +48,14 @@ def _failure_marker(body: str) -> str | None:
     return None
 
 
-def read_session(session_dir: Path, live: dict[str, dict[str, Any]] | None = None) -> SessionStatus:
+def read_session(session_dir: Path, live: dict[str, dict[str, Any]] | None = None,
+                 live_usage: UsageReport | None = None) -> SessionStatus:
+    usage = live_usage or read_usage_file(session_dir)
     try:
         analysis = RequirementAnalysis.model_validate_json((session_dir / ANALYSIS_FILE).read_text(encoding="utf-8"))
     except (OSError, ValidationError):
         return SessionStatus(session_id=session_dir.name, session_dir=str(session_dir), status="understanding",
-                             requirement="", agents=[], tasks=0, conflicts=0)
+                             requirement="", agents=[], tasks=0, conflicts=0, usage=usage)
     try:
         note = parse_note((session_dir / NOTE_FILE).read_text(encoding="utf-8"))
     except OSError:
@@ -80,4 +86,5 @@ def read_session(session_dir: Path, live: dict[str, dict[str, Any]] | None = Non
         agents=agents,
         tasks=int(report.get("total_tasks", sum(a.tasks for a in agents))),
         conflicts=len(report.get("conflicts", [])),
+        usage=usage,
     )

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from wfqueue.collab.models import AgentOutcome, Conflict, NoteTask, RequirementAnalysis
+from wfqueue.metering import UsageReport, describe_budget, describe_spent
+from wfqueue.usage import Totals
 
 
 class PlanSummaryInput(BaseModel):
@@ -16,6 +18,7 @@ class PlanSummaryInput(BaseModel):
     outcomes: list[AgentOutcome]
     status: str
     problems: list[str] = []
+    usage: UsageReport | None = None  # None: not recorded (the section is left out)
 
 
 def _node(task_id: str) -> str:
@@ -56,6 +59,36 @@ def mermaid_flowchart(analysis: RequirementAnalysis, tasks: list[NoteTask], conf
         lines.append(f"    class {','.join(_node(t) for t in flagged)} conflict")
     lines.append("```")
     return "\n".join(lines)
+
+
+def _cost_cell(totals: Totals) -> str:
+    if totals.unpriced_calls == totals.calls:
+        return "no price"
+    text = f"${totals.cost_usd:.4f}"
+    return text + " + unpriced" if totals.unpriced_calls else text
+
+
+def render_cost(report: UsageReport | None) -> list[str]:
+    """The Cost section: tokens by kind per step, the estimated cost, the budget."""
+    if report is None:
+        return []
+    out = ["## Cost", ""]
+    if report.total.calls == 0:
+        return out + ["- **Total**: no LLM calls (the provider plans without a model)", ""]
+    out += [f"- **Total**: {report.summary}",
+            "- Costs are estimates from the `price_table` setting (dollars per million tokens of each kind)."]
+    if report.budget is not None:
+        spent = describe_spent(report.total, report.budget)
+        state = ("**exhausted**: steps that had not started were stopped (failed areas say so)"
+                 if report.budget_exhausted else "not reached")
+        out.append(f"- **Budget**: {describe_budget(report.budget)}, {spent} spent, {state}")
+    out += ["", "| Step | Calls | Input | Output | Cache read | Cache write | Est. cost |",
+            "|---|---:|---:|---:|---:|---:|---:|"]
+    for step, totals in report.steps.items():
+        u = totals.usage
+        out.append(f"| {step} | {totals.calls} | {u.input_tokens:,} | {u.output_tokens:,} | {u.cache_read_tokens:,} "
+                   f"| {u.cache_write_tokens:,} | {_cost_cell(totals)} |")
+    return out + [""]
 
 
 def render_plan_md(data: PlanSummaryInput, session_dir: str) -> str:
@@ -106,6 +139,7 @@ def render_plan_md(data: PlanSummaryInput, session_dir: str) -> str:
     if data.problems:
         out += ["## Note Problems", "", "Lines of plan-note.md that could not be read as written:", ""]
         out += [f"- {p}" for p in data.problems] + [""]
+    out += render_cost(data.usage)
     out += [
         "## How to Execute",
         "",

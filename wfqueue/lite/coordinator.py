@@ -17,11 +17,21 @@ import redis
 from celery import Celery, chord
 from pydantic import BaseModel, Field
 
+from wfqueue.collab.steps import now_iso
 from wfqueue.errors import BadInputError
 from wfqueue.fsio import atomic_write_text
 from wfqueue.lite.models import Assessment, ClarificationAnswer, LitePlanDraft
-from wfqueue.lite.steps import TASKS_FILE, write_plan_md
+from wfqueue.lite.render import render_stopped_plan
+from wfqueue.lite.steps import PLAN_FILE, TASKS_FILE, write_plan_md
 from wfqueue.lite.synthesis import MergedQuestion, rounds
+from wfqueue.metering import (
+    BudgetExhaustedError,
+    budget_meta,
+    check_budget_priced,
+    session_report,
+    usage_line,
+    write_usage_file,
+)
 from wfqueue.providers import check_provider_spec
 from wfqueue.runtime import broker_runtime, wait_for
 from wfqueue.sessions import WORKFLOW_DIR, session_date, slugify
@@ -29,6 +39,7 @@ from wfqueue.settings import Settings
 from wfqueue.state import CoordinatorLease, SessionState
 from wfqueue.task_names import EXPLORE_ANGLE, LITE_ASSESS, LITE_PLAN, LITE_SYNTHESIZE, QUEUE_CONTROL, QUEUE_EXPLORE
 from wfqueue.tasks_file import validate_path
+from wfqueue.usage import Budget, PriceTable
 
 LITE_DIR = ".lite-plan"
 MODIFY_ROUNDS = 3
@@ -42,6 +53,7 @@ class LiteRequest(BaseModel):
     explore: bool = False
     yes: bool = False
     workers: int | None = Field(default=None, ge=1, le=64)
+    budget: Budget | None = None
 
 
 class LiteResult(BaseModel):
@@ -53,6 +65,8 @@ class LiteResult(BaseModel):
     complexity: str
     angles: list[str]
     failed_angles: dict[str, str] = Field(default_factory=dict)
+    usage: str | None = None  # wfqueue.metering.usage_line
+    stopped: str | None = None  # why planning did not run (a spent budget)
 
     @property
     def exit_code(self) -> int:
@@ -95,9 +109,11 @@ class LiteCoordinator:
     def __init__(self, settings: Settings, ui: LiteUI) -> None:
         self.settings = settings
         self.ui = ui
+        self.prices = PriceTable(settings.price_table)
 
     def run(self, request: LiteRequest) -> LiteResult:
         check_provider_spec(request.provider)
+        check_budget_priced(request.budget, request.provider, self.settings)
         if not request.repo.is_dir():
             raise BadInputError(f"--repo {request.repo} is not a directory")
         with broker_runtime(self.settings, request.repo, request.workers or 4, self.ui) as runtime:
@@ -113,7 +129,8 @@ class LiteCoordinator:
         state.reset()
         with CoordinatorLease(state):
             state.set_meta(kind="lite", repo=str(request.repo), session_dir=str(session_dir),
-                           requirement=request.requirement, provider=request.provider, status="planning")
+                           requirement=request.requirement, provider=request.provider, status="planning",
+                           budget=budget_meta(request.budget))
             self.ui.info(f"session {session_id}")
             common = {"session_id": session_id, "repo": str(request.repo), "requirement": request.requirement,
                       "provider": request.provider}
@@ -128,7 +145,10 @@ class LiteCoordinator:
             answers = self._clarify(questions, request.yes)
             planned = app.send_task(LITE_PLAN, kwargs={**common, "session_dir": str(session_dir),
                                                        "answers": [a.model_dump() for a in answers]})
-            wait_for(planned, "planning", settings)
+            try:
+                wait_for(planned, "planning", settings)
+            except BudgetExhaustedError as exc:
+                return self._stopped(state, session_dir, request.requirement, assessment, failed, exc)
             draft = LitePlanDraft.model_validate_json(state.recall("lite_plan") or "")
             status = "partial" if failed else "completed"
             if not request.yes:
@@ -136,10 +156,28 @@ class LiteCoordinator:
             state.set_meta(status=status)
             return LiteResult(session_id=session_id, session_dir=str(session_dir), status=status, tasks=len(draft.tasks),
                               conflicts=shared_files(draft), complexity=assessment.complexity,
-                              angles=assessment.angles if assessment.needs_exploration else [], failed_angles=failed)
+                              angles=assessment.angles if assessment.needs_exploration else [], failed_angles=failed,
+                              usage=usage_line(session_report(state, self.prices)))
 
-    def resume(self, session_dir: Path, repo: Path, provider: str) -> LiteResult:
-        """Finish an interrupted lite plan: missing angles, the synthesis, then planning (no questions)."""
+    def _stopped(self, state: SessionState, session_dir: Path, requirement: str, assessment: Assessment,
+                 failed: dict[str, str], exc: BudgetExhaustedError) -> LiteResult:
+        """The planning step found the budget spent: a partial plan with no tasks, saying why."""
+        reason = f"planning stopped: {exc.message}"
+        self.ui.info(reason)
+        report = write_usage_file(state, self.prices, session_dir)
+        created = state.remember_once("created_at", now_iso())
+        atomic_write_text(session_dir / PLAN_FILE, render_stopped_plan(state.session_id, requirement, created,
+                                                                       assessment, exc.message, failed,
+                                                                       usage_line(report)))
+        state.set_meta(status="partial")
+        return LiteResult(session_id=state.session_id, session_dir=str(session_dir), status="partial", tasks=0,
+                          conflicts=0, complexity=assessment.complexity,
+                          angles=assessment.angles if assessment.needs_exploration else [], failed_angles=failed,
+                          usage=usage_line(report), stopped=reason)
+
+    def resume(self, session_dir: Path, repo: Path, provider: str, budget: Budget | None = None) -> LiteResult:
+        """Finish an interrupted lite plan: missing angles, the synthesis, then planning (no questions).
+        ``budget`` replaces the session's budget; None keeps the one it was started with."""
         with broker_runtime(self.settings, repo, 4, self.ui) as runtime:
             app, settings = runtime.app, runtime.settings
             state = SessionState(runtime.client, session_dir.name, settings.state_ttl_s)
@@ -147,6 +185,9 @@ class LiteCoordinator:
                 meta = state.meta()
                 requirement = str(meta.get("requirement") or _recorded_requirement(session_dir))
                 provider = str(meta.get("provider") or provider)
+                if budget is not None:
+                    check_budget_priced(budget, provider, self.settings)
+                    state.set_meta(budget=budget_meta(budget))
                 common = {"session_id": state.session_id, "repo": str(repo), "requirement": requirement,
                           "provider": provider}
                 if state.recall("assessment") is None:
@@ -161,14 +202,19 @@ class LiteCoordinator:
                                               assessment.model_copy(update={"angles": missing}) if missing else assessment,
                                               common, angles_for_synthesis=assessment.angles)
                 if state.recall("lite_plan") is None or not (session_dir / TASKS_FILE).is_file():
-                    wait_for(app.send_task(LITE_PLAN, kwargs={**common, "session_dir": str(session_dir), "answers": []}),
-                             "planning", settings)
+                    try:
+                        wait_for(app.send_task(LITE_PLAN, kwargs={**common, "session_dir": str(session_dir),
+                                                                  "answers": []}), "planning", settings)
+                    except BudgetExhaustedError as exc:
+                        return self._stopped(state, session_dir, requirement, assessment, failed, exc)
                 draft = LitePlanDraft.model_validate_json(state.recall("lite_plan") or "")
                 status = "partial" if failed else "completed"
                 state.set_meta(status=status)
+                usage = usage_line(session_report(state, self.prices))
         return LiteResult(session_id=state.session_id, session_dir=str(session_dir), status=status,
                           tasks=len(draft.tasks), conflicts=shared_files(draft), complexity=assessment.complexity,
-                          angles=assessment.angles if assessment.needs_exploration else [], failed_angles=failed)
+                          angles=assessment.angles if assessment.needs_exploration else [], failed_angles=failed,
+                          usage=usage)
 
     def _explore(self, app: Celery, settings: Settings, state: SessionState, session_dir: Path,
                  assessment: Assessment, common: dict[str, Any],
@@ -225,7 +271,7 @@ class LiteCoordinator:
                 self.ui.info("edit not applied, tasks.jsonl restored: " + "; ".join(str(p) for p in found[:5]))
                 continue
             draft = draft.model_copy(update={"tasks": [item.task for item in loaded]})
-            write_plan_md(state, session_dir, requirement, assessment, draft, failed)
+            write_plan_md(state, session_dir, requirement, assessment, draft, failed, prices=self.prices)
         self.ui.info(f"the plan still needs changes after {MODIFY_ROUNDS} rounds: for a change this size, "
                      "use `wfqueue plan` (a full workflow session)")
         return draft, "cancelled"

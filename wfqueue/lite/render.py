@@ -122,7 +122,8 @@ def render_notes(requirement: str, timestamp: str, assessment: Assessment, explo
 
 
 def render_plan(session_id: str, requirement: str, created: str, assessment: Assessment, understanding: str,
-                tasks: list[UnifiedTask], tasks_path: str, failed: dict[str, str]) -> str:
+                tasks: list[UnifiedTask], tasks_path: str, failed: dict[str, str], *, usage: str | None = None) -> str:
+    """plan.md; ``usage`` is the session's usage line (wfqueue.metering.usage_line), when known."""
     out = [
         "# Lite Plan",
         "",
@@ -134,6 +135,8 @@ def render_plan(session_id: str, requirement: str, created: str, assessment: Ass
     ]
     if failed:
         out.append(f"**Skipped angles**: {', '.join(f'{a}: {_cell(e)}' for a, e in sorted(failed.items()))}")
+    if usage is not None:
+        out.append(f"**LLM usage** (cost estimated from the price_table setting): {_cell(usage)}")
     out += ["", "## 需求理解", "", understanding.strip(), "", "## 任务概览", "",
             "| # | ID | Title | Type | Priority | Effort | Dependencies |",
             "|---|-----|-------|------|----------|--------|--------------|"]
@@ -160,6 +163,32 @@ def render_plan(session_id: str, requirement: str, created: str, assessment: Ass
         "```bash",
         f"wfqueue validate {tasks_path}",
         "```",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def render_stopped_plan(session_id: str, requirement: str, created: str, assessment: Assessment, reason: str,
+                        failed: dict[str, str], usage: str) -> str:
+    """plan.md of a lite plan whose planning step never ran (its budget was spent): what is known and why."""
+    out = [
+        "# Lite Plan",
+        "",
+        f"**Session**: {session_id}",
+        f"**Requirement**: {_cell(requirement)}",
+        f"**Created**: {created}",
+        "**Status**: partial: no tasks were planned",
+        f"**Complexity**: {assessment.complexity}",
+        f"**Exploration Angles**: {', '.join(assessment.angles) if assessment.needs_exploration else 'none (not needed)'}",
+    ]
+    if failed:
+        out.append(f"**Skipped angles**: {', '.join(f'{a}: {_cell(e)}' for a, e in sorted(failed.items()))}")
+    out += [
+        f"**LLM usage** (cost estimated from the price_table setting): {_cell(usage)}",
+        "",
+        f"> ⚠️ **Planning stopped**: {_cell(reason)}",
+        "",
+        "The assessment and any finished explorations are in this folder; plan again with a larger `--budget`.",
         "",
     ]
     return "\n".join(out)

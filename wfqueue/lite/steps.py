@@ -22,10 +22,12 @@ from wfqueue.lite.models import AngleFindings, Assessment, ClarificationAnswer, 
 from wfqueue.lite.render import render_exploration, render_notes, render_plan
 from wfqueue.lite.synthesis import MergedQuestion, core_files, manifest, merge_questions
 from wfqueue.lite.verify import verify_findings
+from wfqueue.metering import usage_line, write_usage_file
 from wfqueue.providers import AssessStep, ExploreAngleStep, LitePlanStep, Provider
 from wfqueue.repair import Repair, fill_source, repair_tasks
 from wfqueue.state import SessionState
 from wfqueue.tasks_file import check_plan, dump_jsonl, parse_jsonl
+from wfqueue.usage import PriceTable
 
 MANIFEST_FILE = "explorations-manifest.json"
 NOTES_FILE = "exploration-notes.md"
@@ -109,8 +111,9 @@ def recalled_repairs(cached: str) -> list[Repair]:
 
 
 def run_planning(state: SessionState, provider: Provider, session_dir: Path, repo: str, requirement: str,
-                 answers: list[ClarificationAnswer]) -> LitePlanDraft:
-    """Plan from what was verified; write requirement-analysis.json, tasks.jsonl, plan.md."""
+                 answers: list[ClarificationAnswer], *, prices: PriceTable | None = None) -> LitePlanDraft:
+    """Plan from what was verified; write requirement-analysis.json, tasks.jsonl, plan.md (and, with
+    ``prices``, usage.json and a usage line: this is the plan's last LLM step)."""
     assessment = Assessment.model_validate_json(state.recall("assessment") or "")
     explorations, failed = explorations_for(state, assessment.angles if assessment.needs_exploration else [])
     if not assessment.needs_exploration:
@@ -148,13 +151,16 @@ def run_planning(state: SessionState, provider: Provider, session_dir: Path, rep
         "repairs": [r.model_dump() for r in repairs],
     })
     atomic_write_text(session_dir / TASKS_FILE, text)
-    write_plan_md(state, session_dir, requirement, assessment, draft, failed)
+    write_plan_md(state, session_dir, requirement, assessment, draft, failed, prices=prices)
     return draft
 
 
 def write_plan_md(state: SessionState, session_dir: Path, requirement: str, assessment: Assessment,
-                  draft: LitePlanDraft, failed: dict[str, str]) -> None:
+                  draft: LitePlanDraft, failed: dict[str, str], *, prices: PriceTable | None = None) -> None:
+    """plan.md; with ``prices`` also usage.json and the usage line. The planning step's own calls are
+    already recorded here: the metered provider records them before it hands the answer back."""
     created = state.remember_once("created_at", now_iso())
+    usage = usage_line(write_usage_file(state, prices, session_dir)) if prices is not None else None
     atomic_write_text(session_dir / PLAN_FILE, render_plan(state.session_id, requirement, created, assessment,
                                                            draft.understanding, draft.tasks,
-                                                           str(session_dir / TASKS_FILE), failed))
+                                                           str(session_dir / TASKS_FILE), failed, usage=usage))

@@ -18,6 +18,14 @@ from pydantic import BaseModel, Field
 
 from wfqueue.errors import BadInputError
 from wfqueue.lite.models import Assessment
+from wfqueue.metering import (
+    BudgetExhaustedError,
+    budget_meta,
+    check_budget_priced,
+    session_report,
+    usage_line,
+    write_usage_file,
+)
 from wfqueue.providers import check_provider_spec
 from wfqueue.runtime import broker_runtime, wait_for
 from wfqueue.settings import Settings
@@ -31,6 +39,7 @@ from wfqueue.task_names import (
     WFS_CONTEXT,
     WFS_GENERATE,
 )
+from wfqueue.usage import Budget, PriceTable
 from wfqueue.wfs.models import PHASES, ConflictResolution, SessionConflict, WorkflowSession
 from wfqueue.wfs.render import PlanningNotes
 from wfqueue.wfs.session import (
@@ -56,6 +65,7 @@ class PlanRequest(BaseModel):
     yes: bool = False
     session: str | None = None
     workers: int | None = Field(default=None, ge=1, le=64)
+    budget: Budget | None = None  # None: a continued session keeps the budget it had
 
 
 class WfsResult(BaseModel):
@@ -67,6 +77,8 @@ class WfsResult(BaseModel):
     resumed_from: str | None = None
     failed_angles: dict[str, str] = Field(default_factory=dict)
     gate: str | None = None
+    usage: str | None = None  # wfqueue.metering.usage_line
+    stopped: str | None = None  # the phase a spent budget stopped, and why
 
     @property
     def exit_code(self) -> int:
@@ -103,9 +115,11 @@ class WfsCoordinator:
     def __init__(self, settings: Settings, ui: WfsUI) -> None:
         self.settings = settings
         self.ui = ui
+        self.prices = PriceTable(settings.price_table)
 
     def run(self, request: PlanRequest) -> WfsResult:
         check_provider_spec(request.provider)
+        check_budget_priced(request.budget, request.provider, self.settings)
         if request.session is None and not request.requirement:
             raise BadInputError("nothing to plan", hint='give a requirement, or --session WFS-x to continue one')
         folder = find_session(request.repo, request.session) if request.session else None
@@ -126,6 +140,8 @@ class WfsCoordinator:
         with CoordinatorLease(state):
             state.set_meta(kind="workflow", repo=str(request.repo), session_dir=str(folder), provider=request.provider,
                            status="planning")
+            if request.budget is not None:  # workers read it before every LLM step (wfqueue.metering)
+                state.set_meta(budget=budget_meta(request.budget))
             resumed_from = None if fresh else session.next_phase()
             if resumed_from:
                 self.ui.info(f"continuing {session.session_id} at phase {resumed_from}")
@@ -134,6 +150,7 @@ class WfsCoordinator:
             common = {"session_id": session.session_id, "repo": str(request.repo), "provider": request.provider}
             failed: dict[str, str] = {}
             conflicts = 0
+            stopped: str | None = None
             for phase in PHASES:
                 if session.phases.get(phase) in ("done", "skipped"):
                     continue
@@ -147,6 +164,14 @@ class WfsCoordinator:
                     elif phase == "tasks":
                         wait_for(app.send_task(WFS_GENERATE, kwargs={**common, "session_dir": str(folder)}),
                                  "task generation", settings)
+                except BudgetExhaustedError as exc:
+                    # Not an error of the plan: it stops here, partial; `plan --session` with a larger
+                    # --budget continues at this phase.
+                    session = load_session(folder)
+                    session.phases[phase] = "failed"
+                    save_session(folder, session)
+                    stopped = f"{phase} phase stopped: {exc.message}"
+                    break
                 except BaseException:
                     session = load_session(folder)
                     session.phases[phase] = "failed"
@@ -157,6 +182,13 @@ class WfsCoordinator:
                     session.phases[phase] = "done"
                 session.phases_done_at[phase] = now_iso()
                 save_session(folder, session)
+            if stopped is not None:
+                self.ui.info(stopped)
+                report = write_usage_file(state, self.prices, folder)
+                state.set_meta(status="partial")
+                return WfsResult(session_id=session.session_id, session_dir=str(folder), status="partial", tasks=0,
+                                 conflicts=conflicts, resumed_from=resumed_from, failed_angles=failed,
+                                 usage=usage_line(report), stopped=stopped)
             session.status = "active"
             session.progress.current_tasks = sorted((p.stem for p in (folder / ".task").glob("IMPL-*.json")),
                                                     key=lambda i: int(i.split("-")[1].split(".")[0]))
@@ -168,7 +200,8 @@ class WfsCoordinator:
                     "total_conflicts"]
             return WfsResult(session_id=session.session_id, session_dir=str(folder),
                              status="partial" if failed else "completed", tasks=len(session.progress.current_tasks),
-                             conflicts=conflicts, resumed_from=resumed_from, failed_angles=failed)
+                             conflicts=conflicts, resumed_from=resumed_from, failed_angles=failed,
+                             usage=usage_line(session_report(state, self.prices)))
 
     def _context(self, app: Celery, settings: Settings, state: SessionState, folder: Path, session: WorkflowSession,
                  common: dict[str, Any]) -> dict[str, str]:

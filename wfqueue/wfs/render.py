@@ -78,6 +78,11 @@ def render_impl_plan(session: WorkflowSession, overview: PlanOverview, tasks: li
         "",
         _one(overview.summary),
         "",
+    ]
+    usage = (overview.metadata.model_extra or {}).get("usage")
+    if isinstance(usage, dict) and usage.get("summary"):  # written by the task generation (wfqueue.metering)
+        lines += [f"Planning LLM usage (cost estimated from the price_table setting): {_one(usage['summary'])}", ""]
+    lines += [
         "## 2. Context Analysis",
         "",
     ]

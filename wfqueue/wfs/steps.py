@@ -17,10 +17,12 @@ from wfqueue.fsio import atomic_write_json, atomic_write_text
 from wfqueue.lite.models import Assessment
 from wfqueue.lite.steps import explorations_for, recalled_repairs, with_repairs
 from wfqueue.lite.synthesis import manifest
+from wfqueue.metering import usage_line, write_usage_file
 from wfqueue.providers import DetectConflictsStep, GenerateTasksStep, Provider
 from wfqueue.repair import Repair, fill_source, repair_tasks
 from wfqueue.state import SessionState
 from wfqueue.tasks_file import LoadedTask, check_plan
+from wfqueue.usage import PriceTable
 from wfqueue.wfs.context import build_context_package
 from wfqueue.wfs.models import ConflictResolution, ContextPackage, PlanOverview, SessionConflict, WfsPlanDraft
 from wfqueue.wfs.render import Decision, PlanningNotes, execution_strategy, render_impl_plan, render_notes, render_todo
@@ -136,8 +138,10 @@ def repair_wfs_draft(draft: WfsPlanDraft, repo: str, session_id: str) -> tuple[W
     return draft.model_copy(update={"tasks": tasks}), repairs
 
 
-def run_generation(state: SessionState, provider: Provider, folder: Path, repo: str) -> WfsPlanDraft:
-    """Phase 4: plan.json, .task/IMPL-N.json, IMPL_PLAN.md, TODO_LIST.md, Task Generation notes."""
+def run_generation(state: SessionState, provider: Provider, folder: Path, repo: str, *,
+                   prices: PriceTable | None = None) -> WfsPlanDraft:
+    """Phase 4: plan.json, .task/IMPL-N.json, IMPL_PLAN.md, TODO_LIST.md, Task Generation notes; with
+    ``prices`` also usage.json and the usage in plan.json's _metadata (the last LLM step of the plan)."""
     session = load_session(folder)
     assert session.structured is not None
     assessment = Assessment.model_validate_json(state.recall("assessment") or "")
@@ -162,13 +166,19 @@ def run_generation(state: SessionState, provider: Provider, folder: Path, repo: 
         raise ProviderError("the generated tasks do not validate: " + "; ".join(str(p) for p in problems[:5]),
                             hint="rerun `wfqueue plan --session` once the provider's answer is fixed")
     timestamp = state.remember_once("generated_at", now_iso())
+    metadata = {"timestamp": timestamp, "source": "wfqueue-workflow", "plan_type": draft.tasks[0].type or "feature",
+                "provider": provider.name, "repairs": [r.model_dump() for r in repairs]}
+    if prices is not None:
+        # The generation's own calls are recorded already (the metered provider records before it returns).
+        # Kept in plan.json so IMPL_PLAN.md re-rendered by replan still says what planning used.
+        report = write_usage_file(state, prices, folder)
+        metadata["usage"] = {"summary": usage_line(report), "tokens": report.total.usage.total,
+                             "cost_usd": round(report.total.cost_usd, 6), "calls": report.total.calls}
     overview = PlanOverview(summary=draft.summary, approach=draft.approach, task_ids=[t.id for t in draft.tasks],
                             task_count=len(draft.tasks), complexity=assessment.complexity,
                             recommended_execution=execution_strategy(draft.tasks),  # type: ignore[arg-type]
                             design_decisions=draft.design_decisions,
-                            _metadata={"timestamp": timestamp, "source": "wfqueue-workflow",
-                                       "plan_type": draft.tasks[0].type or "feature", "provider": provider.name,
-                                       "repairs": [r.model_dump() for r in repairs]})
+                            _metadata=metadata)
     (folder / TASK_DIR).mkdir(parents=True, exist_ok=True)
     keep = {f"{t.id}.json" for t in draft.tasks}
     for stale in (folder / TASK_DIR).glob("IMPL-*.json"):

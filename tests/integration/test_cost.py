@@ -1,0 +1,199 @@
+"""Cost accounting end to end: the real CLI, embedded Redis and worker processes, the real SDK against the
+local fake Messages API (tests/fake_anthropic.py), answered by the fake model of test_anthropic_e2e.
+
+What is checked: every call the workers make is recorded per step and per session with its four token
+counts (the totals equal what the server reported), plan.md / IMPL_PLAN.md and `wfqueue status --json`
+show tokens and the estimated cost, `--budget 1k` stops new LLM work and ends the plan partial (exit 1),
+a bad `--budget` is refused with exit 2 before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import run_cli, session_dir, wfqueue_env
+from test_anthropic_e2e import COLLAB_REQUIREMENT, LITE_REQUIREMENT, WFS_REQUIREMENT, FakeModel, cli, step_kind
+
+from tests.fake_anthropic import FakeAnthropic, Reply
+from wfqueue.usage import DEFAULT_PRICE_TABLE, PriceTable, Usage, cost
+
+pytestmark = pytest.mark.integration
+
+MODEL = "claude-sonnet-4-5"  # the settings' default model: priced by the default table
+
+
+class MeteredFake(FakeAnthropic):
+    """The fake server, also keeping the usage it reported for each answered request (in answer order)."""
+
+    def __init__(self, responder: Any) -> None:
+        super().__init__(responder)
+        self.reported: list[tuple[str, dict[str, int]]] = []
+
+    def _usage(self, body: dict[str, Any], content: list[dict[str, Any]], reply: Reply) -> dict[str, Any]:
+        usage = super()._usage(body, content, reply)
+        self.reported.append((step_kind(body), usage))
+        return usage
+
+
+def reported_total(fake: MeteredFake) -> Usage:
+    total = Usage()
+    for _, usage in fake.reported:
+        total = total + Usage.from_api(usage)
+    return total
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def status_json(repo: Path, session_id: str) -> dict[str, Any]:
+    # No broker configured: the embedded Redis of the plan is gone, status reads usage.json.
+    run = run_cli("status", session_id, "--repo", str(repo), "--json")
+    assert run.code == 0, run.stderr
+    return run.json()
+
+
+def test_collab_usage_is_recorded_per_step_and_shown(sample_repo: Path) -> None:
+    with MeteredFake(FakeModel()) as fake:
+        run = cli(fake, "collab-plan", COLLAB_REQUIREMENT, "--repo", str(sample_repo), "--max-agents", "3")
+    assert run.code == 0, run.stderr
+    folder = session_dir(run)
+    areas = [s["focus_area"] for s in read_json(folder / "requirement-analysis.json")["sub_domains"]]
+    usage = read_json(folder / "usage.json")
+
+    # Per call: exactly the calls the server answered, with the four counts it reported.
+    assert len(usage["calls"]) == len(fake.reported) == 5  # understand + (tool turn + answer) x 2 agents
+    assert Counter(c["step"].split(":")[0] for c in usage["calls"]) == Counter(k for k, _ in fake.reported)
+    for call in usage["calls"]:
+        assert call["model"] == MODEL
+        assert {"input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"} <= set(call)
+    # Per step and per session.
+    assert sorted(usage["steps"]) == sorted(["understand", *(f"plan_area:{a}" for a in areas)])
+    assert usage["steps"]["understand"]["calls"] == 1
+    assert all(usage["steps"][f"plan_area:{a}"]["calls"] == 2 for a in areas)
+    total = Usage.model_validate(usage["total"]["usage"])
+    assert total == reported_total(fake)
+    assert total.cache_read_tokens > 0 and total.cache_write_tokens > 0  # the agents share a cached prefix
+    expected_cost = cost(total, MODEL, PriceTable(DEFAULT_PRICE_TABLE))
+    assert expected_cost and usage["total"]["cost_usd"] == pytest.approx(expected_cost)
+    assert usage["budget"] is None and usage["budget_exhausted"] is False
+
+    plan = (folder / "plan.md").read_text()
+    cost_section = plan.split("## Cost", 1)[1].split("\n## ", 1)[0]
+    assert f"{total.total:,} tokens (input {total.input_tokens:,}" in cost_section
+    assert f"cache read {total.cache_read_tokens:,}, cache write {total.cache_write_tokens:,}) in 5 calls" in cost_section
+    assert all(f"| plan_area:{a} | 2 |" in cost_section for a in areas) and "| understand | 1 |" in cost_section
+
+    status = status_json(sample_repo, folder.name)
+    assert status["usage"]["total"]["usage"] == usage["total"]["usage"]
+    assert status["usage"]["total"]["cost_usd"] == pytest.approx(expected_cost)
+    assert status["usage"]["summary"].startswith(f"{total.total:,} tokens") and "calls" not in status["usage"]
+    text = run_cli("status", folder.name, "--repo", str(sample_repo))
+    assert f"usage: {total.total:,} tokens" in text.stdout, text.stdout
+    listing = run_cli("status", "--repo", str(sample_repo), "--json").json()
+    assert listing[0]["usage"]["total"]["calls"] == 5
+
+
+def test_lite_and_workflow_plans_show_their_usage(sample_repo: Path) -> None:
+    with MeteredFake(FakeModel()) as fake:
+        lite = cli(fake, "lite-plan", LITE_REQUIREMENT, "--repo", str(sample_repo))
+        lite_calls = list(fake.reported)
+        workflow = cli(fake, "plan", WFS_REQUIREMENT, "--repo", str(sample_repo))
+    assert lite.code == 0 and workflow.code == 0, lite.stderr + workflow.stderr
+
+    folder = session_dir(lite)
+    usage = read_json(folder / "usage.json")
+    assert sorted(usage["steps"]) == ["assess", "explore:integration-points", "explore:security", "lite_plan"]
+    assert len(usage["calls"]) == len(lite_calls)
+    assert f"**LLM usage** (cost estimated from the price_table setting): {usage['summary']}" in \
+        (folder / "plan.md").read_text()
+
+    wfs = session_dir(workflow)
+    usage = read_json(wfs / "usage.json")
+    assert sorted(usage["steps"]) == ["assess", "detect_conflicts", "explore:integration-points", "explore:security",
+                                      "generate_tasks"]
+    assert len(usage["calls"]) == len(fake.reported) - len(lite_calls)
+    meta = read_json(wfs / "plan.json")["_metadata"]["usage"]
+    assert meta["tokens"] == usage["total"]["usage"]["input_tokens"] + usage["total"]["usage"]["output_tokens"] + \
+        usage["total"]["usage"]["cache_read_tokens"] + usage["total"]["usage"]["cache_write_tokens"]
+    assert f"Planning LLM usage (cost estimated from the price_table setting): {usage['summary']}" in \
+        (wfs / "IMPL_PLAN.md").read_text()
+
+
+def test_a_token_budget_stops_new_llm_work_and_the_plan_is_partial(sample_repo: Path) -> None:
+    with MeteredFake(FakeModel()) as fake:
+        collab = cli(fake, "collab-plan", COLLAB_REQUIREMENT, "--repo", str(sample_repo), "--max-agents", "3",
+                     "--budget", "1k")
+        after_collab = Counter(k for k, _ in fake.reported)
+        lite = cli(fake, "lite-plan", LITE_REQUIREMENT, "--repo", str(sample_repo), "--budget", "1k tokens")
+        after_lite = Counter(k for k, _ in fake.reported)
+        workflow = cli(fake, "plan", WFS_REQUIREMENT, "--repo", str(sample_repo), "--budget", "1000")
+        after_workflow = Counter(k for k, _ in fake.reported)
+
+    # collab: the understanding alone spends more than 1k tokens; no agent calls the model.
+    assert collab.code == 1, collab.stderr
+    assert collab.json()["status"] == "partial" and collab.json()["tasks"] == 0
+    assert after_collab == Counter({"understand": 1})
+    folder = session_dir(collab)
+    usage = read_json(folder / "usage.json")
+    spent = usage["total"]["usage"]
+    spent_total = sum(spent.values())
+    assert usage["budget"] == {"dollars": None, "tokens": 1000} and usage["budget_exhausted"] is True
+    plan = (folder / "plan.md").read_text()
+    assert plan.count(f"budget exhausted: {spent_total:,} tokens of 1,000 tokens") == 2  # each failed area
+    assert "- **Budget**: 1,000 tokens" in plan and "**exhausted**" in plan
+    status = status_json(sample_repo, folder.name)
+    assert status["status"] == "partial" and status["usage"]["budget_exhausted"] is True
+    assert all(a["state"] == "failed" and a["error"].startswith("budget exhausted: ") for a in status["agents"])
+
+    # lite: the assessment (about 800 tokens here) runs; the angles that start once the budget is spent are
+    # skipped (how many ran first depends on timing); planning never calls the model: partial, no tasks.
+    assert lite.code == 1, lite.stderr
+    assert lite.json()["status"] == "partial" and lite.json()["tasks"] == 0
+    lite_calls = after_lite - after_collab
+    assert lite_calls["assess"] == 1 and lite_calls["lite_plan"] == 0
+    lite_usage = read_json(session_dir(lite) / "usage.json")
+    assert lite_usage["budget_exhausted"] is True
+    lite_plan = (session_dir(lite) / "plan.md").read_text()
+    stopped = f"**Planning stopped**: budget exhausted: {sum(lite_usage['total']['usage'].values()):,} tokens of 1,000"
+    assert stopped in lite_plan
+    assert not (session_dir(lite) / "tasks.jsonl").exists()
+
+    # workflow: the same; the phase that found the budget spent is marked failed so --session can continue.
+    assert workflow.code == 1, workflow.stderr
+    assert workflow.json()["status"] == "partial"
+    workflow_calls = after_workflow - after_lite
+    assert workflow_calls["assess"] == 1 and workflow_calls["generate_tasks"] == 0
+    phases = read_json(session_dir(workflow) / "workflow-session.json")["phases"]
+    assert "failed" in phases.values() and phases["context"] == "done"
+    assert read_json(session_dir(workflow) / "usage.json")["budget_exhausted"] is True
+
+
+def test_a_bad_budget_is_refused_before_anything_is_written(sample_repo: Path) -> None:
+    for command, requirement in (("collab-plan", COLLAB_REQUIREMENT), ("lite-plan", LITE_REQUIREMENT),
+                                 ("plan", WFS_REQUIREMENT)):
+        run = run_cli(command, requirement, "--repo", str(sample_repo), "--provider", "offline", "-y", "--json",
+                      "--budget", "lots")
+        assert run.code == 2, (command, run.stderr)
+        assert "--budget" in run.stderr and "200k" in run.stderr and "$2.50" in run.stderr
+    # A dollar budget for a model the price table does not know could never trigger.
+    env = wfqueue_env(ANTHROPIC_API_KEY="test-key", WFQUEUE_MODEL="claude-unknown-9")
+    run = run_cli("collab-plan", COLLAB_REQUIREMENT, "--repo", str(sample_repo), "--provider", "anthropic", "-y",
+                  "--budget", "$2", env=env)
+    assert run.code == 2 and "claude-unknown-9 has no price" in run.stderr, run.stderr
+    assert not (sample_repo / ".workflow").exists()
+
+
+def test_offline_plans_make_no_llm_calls(sample_repo: Path) -> None:
+    run = run_cli("collab-plan", COLLAB_REQUIREMENT, "--repo", str(sample_repo), "--provider", "offline", "-y",
+                  "--json", "--budget", "$0.01")
+    assert run.code == 0, run.stderr
+    folder = session_dir(run)
+    usage = read_json(folder / "usage.json")
+    assert usage["calls"] == [] and usage["summary"] == "no LLM calls" and usage["budget_exhausted"] is False
+    assert "- **Total**: no LLM calls" in (folder / "plan.md").read_text()
+    assert status_json(sample_repo, folder.name)["usage"]["summary"] == "no LLM calls"

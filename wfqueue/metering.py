@@ -1,0 +1,247 @@
+"""What a session's LLM work used and cost, and the ``--budget`` that stops it.
+
+Workers wrap their provider in :class:`MeteredProvider`. Before a step calls the
+provider it checks the session's budget (put in the session meta by the
+coordinator); after the step, succeeded or failed, it appends the calls the step
+made to the session's usage list in Redis (``SessionState.record_usage``). A step
+answered from Redis (a redelivered task reusing the remembered answer) never
+reaches the provider, so it records nothing: only calls actually made count.
+
+Budgets are checked per step, not per request: agents running at the same time
+all see the spend before any of them finished, so a plan can overshoot its
+budget by the steps already running when it was reached. What the budget
+guarantees is that no step *starts* once it is spent.
+
+The final step of a plan also writes the totals to ``usage.json`` in the session
+folder: embedded Redis is gone after the command, and `wfqueue status` still
+shows tokens and cost from the file. The pure accounting is wfqueue.usage.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import redis
+from pydantic import BaseModel, Field, ValidationError
+
+from wfqueue.errors import BadInputError, ProviderError
+from wfqueue.fsio import atomic_write_json
+from wfqueue.usage import Budget, PriceTable, Totals, budget_exhausted, describe_totals, summarise
+
+if TYPE_CHECKING:
+    from wfqueue.providers.base import Step
+    from wfqueue.settings import Settings
+    from wfqueue.state import SessionState
+
+__all__ = [
+    "BUDGET_HELP",
+    "NO_CALLS",
+    "USAGE_FILE",
+    "BudgetExhaustedError",
+    "MeteredProvider",
+    "UsageReport",
+    "budget_message",
+    "describe_budget",
+    "describe_spent",
+    "budget_meta",
+    "build_report",
+    "check_budget_priced",
+    "parse_budget_option",
+    "read_usage_file",
+    "session_budget",
+    "session_report",
+    "usage_line",
+    "write_usage_file",
+]
+
+log = logging.getLogger("wfqueue.metering")
+
+USAGE_FILE = "usage.json"
+NO_CALLS = "no LLM calls"
+BUDGET_HELP = ("Stop new LLM work once the plan has spent this much: dollars ($2.50, 2.5usd) or tokens "
+               "(200k, 1.5m, 150000); the plan then ends partial.")
+BUDGET_HINT = "plan again with a larger --budget (a workflow session continues with `wfqueue plan --session`)"
+
+
+class BudgetExhaustedError(ProviderError):
+    """The session's budget is spent: the step did not call the provider.
+
+    A ProviderError, so an agent or angle turns it into a failure record like any other
+    provider failure, and never a retry (it is not transient)."""
+
+
+# -- pure: budgets and reports ---------------------------------------------------------------
+
+
+def session_budget(meta: Mapping[str, Any]) -> Budget | None:
+    """The budget a coordinator stored in the session meta (None: no budget, or unreadable)."""
+    raw = meta.get("budget")
+    if not raw:
+        return None
+    try:
+        return Budget.model_validate(raw)
+    except ValidationError:
+        log.warning("ignoring an unreadable budget in the session meta: %r", raw)
+        return None
+
+
+def _dollars(value: float) -> str:
+    # Cents hide a small spend entirely; below a dollar show enough digits to see it move.
+    return f"${value:.2f}" if value >= 1 else f"${value:.4f}"
+
+
+def describe_spent(spent: Totals, budget: Budget) -> str:
+    """The spend in the budget's own unit."""
+    return _dollars(spent.cost_usd) if budget.dollars is not None else f"{spent.usage.total:,} tokens"
+
+
+def describe_budget(budget: Budget) -> str:
+    """Like Budget.describe, but a budget below a dollar keeps its digits ($0.0050, not $0.01)."""
+    return _dollars(budget.dollars) if budget.dollars is not None else budget.describe()
+
+
+def budget_message(spent: Totals, budget: Budget) -> str:
+    """``budget exhausted: 1,234 tokens of 1,000 tokens``: the failure record of a stopped step."""
+    return f"budget exhausted: {describe_spent(spent, budget)} of {describe_budget(budget)}"
+
+
+class UsageReport(BaseModel):
+    """A session's usage: per step, in total, against its budget. Also the content of usage.json.
+
+    No timestamp on purpose: a finalisation that runs twice with no new calls writes the same bytes."""
+
+    session_id: str
+    summary: str
+    total: Totals = Field(default_factory=Totals)
+    steps: dict[str, Totals] = Field(default_factory=dict)
+    budget: Budget | None = None
+    budget_exhausted: bool = False
+    calls: list[dict[str, Any]] = Field(default_factory=list)
+
+
+def build_report(session_id: str, calls: Iterable[Mapping[str, Any]], prices: PriceTable,
+                 budget: Budget | None) -> UsageReport:
+    """Sum the recorded calls per step and overall, and judge the budget. Pure."""
+    entries = [dict(c) for c in calls]
+    summary = summarise(entries, prices)
+    text = describe_totals(summary.total) if summary.total.calls else NO_CALLS
+    return UsageReport(session_id=session_id, summary=text, total=summary.total, steps=summary.steps, budget=budget,
+                       budget_exhausted=budget_exhausted(summary.total, budget), calls=entries)
+
+
+def usage_line(report: UsageReport | None) -> str:
+    """One line for plan.md, IMPL_PLAN.md and the CLI: the totals, then the budget if there is one."""
+    if report is None:
+        return "not recorded"
+    if report.budget is None:
+        return report.summary
+    state = "exhausted, new LLM work was stopped" if report.budget_exhausted else (
+        f"{describe_spent(report.total, report.budget)} spent")
+    return f"{report.summary}; budget {describe_budget(report.budget)} ({state})"
+
+
+# -- Redis and the session folder ----------------------------------------------------------------
+
+
+def session_report(state: SessionState, prices: PriceTable) -> UsageReport:
+    return build_report(state.session_id, state.usage(), prices, session_budget(state.meta()))
+
+
+def write_usage_file(state: SessionState, prices: PriceTable, folder: Path) -> UsageReport:
+    """usage.json in ``folder`` from what Redis recorded; returns the report."""
+    report = session_report(state, prices)
+    atomic_write_json(folder / USAGE_FILE, report.model_dump(mode="json"))
+    return report
+
+
+def read_usage_file(folder: Path) -> UsageReport | None:
+    """What the final step wrote; None for a session without one (older, or not finished)."""
+    try:
+        return UsageReport.model_validate_json((folder / USAGE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+class MeteredProvider:
+    """A provider that checks the session's budget before each step and records the calls after it.
+
+    Providers without a ``usage`` list (offline, scripted) make no LLM calls: they are neither
+    stopped by a budget nor recorded."""
+
+    def __init__(self, inner: Any, state: SessionState, prices: PriceTable) -> None:
+        self.inner = inner
+        self.state = state
+        self.prices = prices
+        self.name: str = inner.name
+        self.model: str | None = inner.model
+
+    @property
+    def calls_llm(self) -> bool:
+        return isinstance(getattr(self.inner, "usage", None), list)
+
+    def run(self, step: Step) -> BaseModel:
+        if not self.calls_llm:
+            return self.inner.run(step)
+        self.check_budget()
+        calls: list[dict[str, Any]] = self.inner.usage
+        before = len(calls)
+        try:
+            return self.inner.run(step)
+        finally:
+            # Also when the step failed (a bad answer after its repair round, a time limit): those
+            # calls were billed all the same.
+            self._record(calls[before:])
+
+    def check_budget(self) -> None:
+        budget = session_budget(self.state.meta())
+        if budget is None:
+            return
+        spent = summarise(self.state.usage(), self.prices).total
+        if budget_exhausted(spent, budget):
+            raise BudgetExhaustedError(budget_message(spent, budget), hint=BUDGET_HINT)
+
+    def _record(self, made: list[dict[str, Any]]) -> None:
+        if not made:
+            return
+        recorded_at = time.time()
+        try:
+            self.state.record_usage([{**entry, "recorded_at": recorded_at} for entry in made])
+        except redis.RedisError as exc:
+            # Never hide the step's own outcome behind a bookkeeping failure; the loss is logged.
+            log.warning("could not record the usage of %d call(s) of session %s: %s", len(made),
+                        self.state.session_id, exc)
+
+
+# -- the --budget option ---------------------------------------------------------------------------
+
+
+def check_budget_priced(budget: Budget | None, provider: str, settings: Settings) -> None:
+    """Refuse a dollar budget that could never trigger: the model has no price."""
+    if budget is None or budget.dollars is None or provider != "anthropic":
+        return
+    if PriceTable(settings.price_table).price_for(settings.model) is None:
+        raise BadInputError(
+            f"--budget {describe_budget(budget)} is in dollars, but model {settings.model} has no price",
+            hint=f"add {settings.model} to the price_table setting, or give the budget in tokens (e.g. 200k)",
+        )
+
+
+def parse_budget_option(text: str | None, provider: str, settings: Settings) -> Budget | None:
+    """``--budget`` of collab-plan, lite-plan and plan: None when not given; BadInputError (exit 2) otherwise."""
+    if text is None:
+        return None
+    try:
+        budget = Budget.parse(text)
+    except BadInputError as exc:
+        raise BadInputError(f"--budget: {exc.message}", hint=exc.hint) from None
+    check_budget_priced(budget, provider, settings)
+    return budget
+
+
+def budget_meta(budget: Budget | None) -> dict[str, Any] | None:
+    """The budget as the session meta stores it (JSON)."""
+    return budget.model_dump() if budget is not None else None
