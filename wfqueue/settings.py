@@ -93,7 +93,7 @@ class Settings(BaseSettings):
         default=None,
         validation_alias=AliasChoices("WFQUEUE_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY"),
     )
-    model: str = Field(default="claude-sonnet-4-5", description="Model used by the anthropic provider.")
+    model: str = Field(default="claude-sonnet-4-6", description="Model used by the anthropic provider.")
     anthropic_max_tokens: int = Field(
         default=16_000, ge=1, le=21_333,
         description="Output tokens per Anthropic request (non-streaming: the SDK refuses more than ~21,333).",

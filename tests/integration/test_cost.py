@@ -23,7 +23,7 @@ from wfqueue.usage import DEFAULT_PRICE_TABLE, PriceTable, Usage, cost
 
 pytestmark = pytest.mark.integration
 
-MODEL = "claude-sonnet-4-5"  # the settings' default model: priced by the default table
+MODEL = "claude-sonnet-4-6"  # the settings' default model: priced by the default table
 
 
 class MeteredFake(FakeAnthropic):

@@ -49,7 +49,7 @@ from wfqueue.wfs.render import render_impl_plan
 from wfqueue.wfs.session import PLAN_FILE, PROCESS_DIR, load_session
 
 PRICES = PriceTable.default()
-MODEL = "claude-sonnet-4-5"  # $3 input, $15 output, $0.30 cache read, $3.75 cache write per million
+MODEL = "claude-sonnet-4-6"  # $3 input, $15 output, $0.30 cache read, $3.75 cache write per million
 ASSESSMENT = {
     "complexity": "Low", "scope": "one module", "depth": "a check", "risk": "low", "dependencies": "none",
     "preset": "feature", "angles": ["security"], "needs_exploration": False, "exploration_reasons": [],
