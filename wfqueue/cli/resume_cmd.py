@@ -12,6 +12,7 @@ from wfqueue.cli.progress import TerminalUI
 from wfqueue.collab.coordinator import CollabCoordinator
 from wfqueue.errors import SessionNotFoundError
 from wfqueue.lite.coordinator import LITE_DIR, LiteCoordinator
+from wfqueue.metering import BUDGET_HELP, parse_budget_option
 from wfqueue.providers import check_provider_spec
 from wfqueue.sessions import WORKFLOW_DIR, check_session_id, planning_root, resolve_repo
 from wfqueue.settings import load_settings
@@ -38,6 +39,7 @@ def register(app: typer.Typer) -> None:
         session: str = typer.Argument(..., help="A CPLAN-*, lite-plan or WFS-* session id."),
         repo: str = typer.Option(None, "--repo", help="Repository (default: git top level of the cwd)."),
         provider: str = typer.Option(None, "--provider", help="Used only if the session did not record one."),
+        budget: str = typer.Option(None, "--budget", help=BUDGET_HELP + " Replaces the session's budget."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout and nothing else there."),
     ) -> None:
         """Re-enqueue only the work an interrupted session is missing, then finish it."""
@@ -45,13 +47,15 @@ def register(app: typer.Typer) -> None:
         root = resolve_repo(repo)
         kind, folder = locate(root, session)
         spec = check_provider_spec(provider or settings.effective_provider())
+        spending_cap = parse_budget_option(budget, spec, settings)
         ui = TerminalUI()
         if kind == "collab":
-            result = CollabCoordinator(settings, ui).resume(folder, root, spec)
+            result = CollabCoordinator(settings, ui).resume(folder, root, spec, budget=spending_cap)
         elif kind == "lite":
-            result = LiteCoordinator(settings, ui).resume(folder, root, spec)
+            result = LiteCoordinator(settings, ui).resume(folder, root, spec, budget=spending_cap)
         else:
-            result = WfsCoordinator(settings, ui).run(PlanRequest(repo=root, provider=spec, yes=True, session=session))
+            result = WfsCoordinator(settings, ui).run(
+                PlanRequest(repo=root, provider=spec, yes=True, session=session, budget=spending_cap))
         payload = result.model_dump(include={"session_id", "session_dir", "status", "tasks", "conflicts"})
         if as_json:
             typer.echo(json.dumps(payload, ensure_ascii=False))
