@@ -10,6 +10,7 @@ import sys
 
 import click
 import typer
+import typer._click.exceptions as typer_click_exceptions
 from rich.console import Console
 
 from wfqueue.cli import (
@@ -60,16 +61,15 @@ def main(argv: list[str] | None = None) -> int:
         if exc.hint:
             err.print(f"[dim]hint:[/] {exc.hint}", highlight=False, soft_wrap=True)
         return exc.exit_code
-    except click.exceptions.Abort:
+    except (KeyboardInterrupt, click.exceptions.Abort, typer.Abort):
         err.print("interrupted")
         return 130
-    except KeyboardInterrupt:
-        err.print("interrupted")
-        return 130
-    except click.exceptions.ClickException as exc:
+    except (click.exceptions.ClickException, typer_click_exceptions.ClickException) as exc:
+        # Typer vendors its own copy of click: usage errors come from either.
         exc.show()
-        return 2 if isinstance(exc, click.exceptions.UsageError) else exc.exit_code
-    except click.exceptions.Exit as exc:
+        usage = isinstance(exc, (click.exceptions.UsageError, typer_click_exceptions.UsageError))
+        return 2 if usage else exc.exit_code
+    except (click.exceptions.Exit, typer.Exit) as exc:
         return exc.exit_code
     return int(code or 0)
 
