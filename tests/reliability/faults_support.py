@@ -1,0 +1,165 @@
+"""Helpers of the reliability suite: standalone workers, process trees, plan checks, the figures file."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+from support import wfqueue_env
+
+from wfqueue.collab.note import parse_note
+from wfqueue.collab.note_blocks import note_tasks
+
+REPORT_ENV = "WFQUEUE_RELIABILITY_REPORT"
+# Read at import: the autouse clean_environment fixture removes every WFQUEUE_* variable before a test runs.
+REPORT_PATH = os.environ.get(REPORT_ENV)
+
+
+@dataclass
+class Worker:
+    """A `wfqueue worker` process (its own process group), with its log and working directory."""
+
+    name: str
+    proc: subprocess.Popen
+    log: Path
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def ready(self) -> bool:
+        try:
+            return " ready." in self.log.read_text(errors="replace")
+        except OSError:
+            return False
+
+
+def start_worker(url: str, name: str, workdir: Path, concurrency: int = 2, **env: str) -> Worker:
+    workdir.mkdir(parents=True, exist_ok=True)
+    log = workdir / f"{name}.log"
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "wfqueue.cli.main", "worker", "--hostname", f"{name}@%h", "--concurrency",
+             str(concurrency), "--loglevel", "INFO"],
+            env=wfqueue_env(WFQUEUE_BROKER_URL=url, **env), cwd=workdir, stdout=out, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+    return Worker(name, proc, log)
+
+
+def wait_ready(workers: list[Worker], timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if all(w.ready() for w in workers):
+            return
+        for w in workers:
+            if w.proc.poll() is not None:
+                raise AssertionError(f"worker {w.name} exited at start:\n{w.log.read_text()[-2000:]}")
+        time.sleep(0.1)
+    raise AssertionError(f"workers not ready within {timeout_s}s: {[w.name for w in workers if not w.ready()]}")
+
+
+def stop_group(proc: subprocess.Popen, grace_s: float = 10) -> None:
+    """SIGTERM the process group of ``proc``, SIGKILL what is left after the grace period."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # pool children outliving their parent
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not fail
+        pass
+
+
+def children(pid: int) -> list[int]:
+    """Direct children of ``pid`` (its prefork pool for a worker main process)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(p) for p in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return sorted(set(found))
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live processes in process group ``pgid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+@dataclass
+class NoteCheck:
+    areas: list[str]
+    tasks: int
+    sections_lost: list[str] = field(default_factory=list)
+    duplicate_tasks: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def check_collab_session(folder: Path) -> NoteCheck:
+    """Every sub-domain's two sections hold exactly its plan.json tasks; no task twice; the note parses."""
+    analysis = json.loads((folder / "requirement-analysis.json").read_text(encoding="utf-8"))
+    note = parse_note((folder / "plan-note.md").read_text(encoding="utf-8"))
+    tasks, problems = note_tasks(note)
+    ids = [t.id for t in tasks]
+    check = NoteCheck(areas=[s["focus_area"] for s in analysis["sub_domains"]], tasks=len(tasks),
+                      duplicate_tasks=sorted({i for i in ids if ids.count(i) > 1}), problems=[str(p) for p in problems])
+    headings = note.front_matter.get("agent_sections") or {}
+    for area in check.areas:
+        pool_heading, evidence_heading = headings.get(area, ["?", "?"])
+        pool, evidence = note.section(pool_heading), note.section(evidence_heading)
+        plan_file = folder / "agents" / area / "plan.json"
+        if not plan_file.is_file() or pool is None or evidence is None or evidence.body.strip().startswith("_"):
+            check.sections_lost.append(area)  # missing, or still the template's placeholder
+            continue
+        expected = json.loads(plan_file.read_text(encoding="utf-8"))["task_ids"]
+        if not expected or [t.id for t in tasks if t.area == area] != expected:
+            check.sections_lost.append(area)
+    return check
+
+
+def write_report(section: str, figures: dict[str, Any]) -> None:
+    """Print the figures; also merge them into the JSON file named by WFQUEUE_RELIABILITY_REPORT, if set."""
+    print(f"\nreliability figures [{section}]: {json.dumps(figures, ensure_ascii=False)}")
+    if not REPORT_PATH:
+        return
+    path = Path(REPORT_PATH)
+    with FileLock(str(path) + ".lock", timeout=30):  # tests run in parallel (pytest -n)
+        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        data[section] = figures
+        path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
