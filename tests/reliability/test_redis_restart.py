@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -47,11 +48,39 @@ def tcp_redis(folder: Path) -> EmbeddedRedis:
     return server
 
 
+class Supervisor:
+    """Restarts a worker that exits (once per worker), in a thread, like systemd or a compose restart policy."""
+
+    def __init__(self, url: str, root: Path, workers: list[Worker]) -> None:
+        self.url, self.root, self.workers = url, root, workers  # replacements are appended to ``workers``
+        self.replaced: list[str] = []
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self.watch, daemon=True)
+
+    def watch(self) -> None:
+        while not self.stopping.wait(0.2):
+            with self.lock:
+                for worker in [w for w in self.workers if w.proc.poll() is not None and w.name not in self.replaced]:
+                    self.replaced.append(worker.name)
+                    name = f"{worker.name}-again"
+                    self.workers.append(start_worker(self.url, name, self.root / name))
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self.thread.is_alive():
+            self.thread.join(timeout=10)
+
+
 def test_a_redis_restart_mid_plan_is_completed_without_redoing_finished_areas(sample_repo: Path,
                                                                               tmp_path: Path) -> None:
     redis = tcp_redis(tmp_path / "broker")
     url = redis.tcp_url("127.0.0.1")
     started: list[Worker] = [start_worker(url, name, tmp_path / name) for name in ("restart-a", "restart-b")]
+    supervisor = Supervisor(url, tmp_path, started)
     coordinator = None
     try:
         wait_ready(started)
@@ -74,21 +103,11 @@ def test_a_redis_restart_mid_plan_is_completed_without_redoing_finished_areas(sa
         assert set(done_before) == {"api", "auth"}, "the plan never reached the point to restart Redis"
         folder = next(planning.iterdir())
 
+        supervisor.start()  # from now on a worker that exits is restarted, as a process supervisor would
         redis.stop()  # SIGTERM: Redis flushes the append-only file and exits
         redis.start()  # same data directory, same port, same password
-        # A worker that exits after losing the connection is restarted, as a process supervisor would.
-        dead: list[Worker] = []
-        replacements: list[Worker] = []
-        until = time.monotonic() + 10
-        while time.monotonic() < until and coordinator.poll() is None:
-            for worker in [w for w in started if w.proc.poll() is not None and w not in dead]:
-                dead.append(worker)
-                replacements.append(start_worker(url, f"{worker.name}-again", tmp_path / f"{worker.name}-again"))
-            time.sleep(0.2)
-        started += replacements
-        wait_ready(replacements)
         try:
-            coordinator.wait(timeout=30)
+            coordinator.wait(timeout=40)
         except subprocess.TimeoutExpired:
             stop_group(coordinator)  # it waits on a chord that will not fire: resume takes over
         coordinator_err = (logs / "stderr").read_text()
@@ -111,7 +130,7 @@ def test_a_redis_restart_mid_plan_is_completed_without_redoing_finished_areas(sa
             "coordinator_traceback": "Traceback" in coordinator_err,
             "coordinator_error": next((line for line in coordinator_err.splitlines()[::-1]
                                        if line.startswith(("error:", "redis.exceptions."))), None),
-            "workers_died_with_the_connection": len(dead),
+            "workers_died_with_the_connection": len(supervisor.replaced),
             "areas_done_before_restart": sorted(done_before),
             "attempts": tries,
             "sections_lost": len(check.sections_lost),
@@ -126,6 +145,7 @@ def test_a_redis_restart_mid_plan_is_completed_without_redoing_finished_areas(sa
         note = (folder / "plan-note.md").read_text()
         assert all(note.count(f"## 任务池 - {title}") == 1 for title in ("Api", "Auth", "Storage", "Notes Api"))
     finally:
+        supervisor.stop()
         if coordinator is not None:
             stop_group(coordinator)
         for worker in started:
