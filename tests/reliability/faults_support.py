@@ -99,14 +99,6 @@ def children(pid: int) -> list[int]:
     return sorted(set(found))
 
 
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
 def group_members(pgid: int) -> list[int]:
     """Live processes in process group ``pgid``."""
     found = []

@@ -125,9 +125,10 @@ def test_ten_collab_plans_survive_sigkilled_children_and_workers(sample_repo: Pa
                 owner = next((w for w in workers if target and target["worker"].startswith(f"{w.name}@")),
                              rng.choice(workers))
                 pool = children(owner.pid)
-                pid = target["pid"] if target and target["pid"] in pool else rng.choice(pool)
+                hit = target is not None and target["pid"] in pool
+                pid = target["pid"] if hit else rng.choice(pool)
                 os.kill(pid, signal.SIGKILL)  # a pool child of a worker this test started
-                fault.update(worker=owner.name, pid=pid)
+                fault.update(worker=owner.name, pid=pid, mid_task=hit)
             else:
                 owner = next((w for w in workers if target and target["worker"].startswith(f"{w.name}@")),
                              rng.choice(workers))
