@@ -34,7 +34,7 @@ from wfqueue.metering import (
 )
 from wfqueue.providers import check_provider_spec
 from wfqueue.runtime import broker_runtime, wait_for
-from wfqueue.sessions import WORKFLOW_DIR, session_date, slugify
+from wfqueue.sessions import WORKFLOW_DIR, session_date, slugify, unique_id
 from wfqueue.settings import Settings
 from wfqueue.state import CoordinatorLease, SessionState
 from wfqueue.task_names import EXPLORE_ANGLE, LITE_ASSESS, LITE_PLAN, LITE_SYNTHESIZE, QUEUE_CONTROL, QUEUE_EXPLORE
@@ -88,12 +88,8 @@ class LiteUI(Protocol):
 
 
 def new_lite_session_id(requirement: str, now: datetime, existing: set[str]) -> str:
-    base = f"{slugify(requirement, 40)}-{session_date(now)}"
-    candidate, n = base, 1
-    while candidate in existing:
-        n += 1
-        candidate = f"{base}-{n}"
-    return candidate
+    """``{slug}-{date}`` (slug at most 40 characters), unique among ``existing``."""
+    return unique_id(f"{slugify(requirement, 40)}-{session_date(now)}", existing)
 
 
 def shared_files(draft: LitePlanDraft) -> int:
