@@ -16,6 +16,8 @@ from wfqueue.settings import Settings
 from wfqueue.task_names import ALL_QUEUES, QUEUE_CONTROL, ROUTES
 
 _SCHEMES = ("redis", "rediss", "redis+socket", "unix")
+# The longest pause between two scans for unacknowledged messages whose visibility timeout has passed.
+MAX_UNACKED_SCAN_INTERVAL_S = 30
 
 
 def broker_url(settings: Settings) -> str:
@@ -47,7 +49,7 @@ def create_app(settings: Settings) -> Celery:
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
-        broker_transport_options=transport,
+        broker_transport_options={**transport, **unacked_scan_options(settings.visibility_timeout_s)},
         result_backend_transport_options=transport,
         broker_connection_retry_on_startup=True,
         broker_connection_timeout=settings.broker_connect_timeout_s,
@@ -66,6 +68,17 @@ def create_app(settings: Settings) -> Celery:
         worker_redirect_stdouts=False,
     )
     return app
+
+
+def unacked_scan_options(visibility_timeout_s: int) -> dict[str, int]:
+    """How often workers look for a dead worker's unacknowledged messages.
+
+    kombu scans only every ``interval x throttle`` seconds (10 x 10 by default),
+    so a dead worker's tasks would wait up to ~100 s past the visibility timeout.
+    One scan is a single sorted-set range query, cheap enough to run every few
+    seconds; a quarter of the visibility timeout keeps the delay proportional."""
+    interval = max(1, min(MAX_UNACKED_SCAN_INTERVAL_S, visibility_timeout_s // 4))
+    return {"unacked_restore_interval": interval, "unacked_restore_throttle": 1}
 
 
 def release_result_subscriptions(app: Celery) -> None:

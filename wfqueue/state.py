@@ -26,40 +26,56 @@ AGENT_STATES = ("queued", "running", "done", "failed")
 TERMINAL_STATES = ("done", "failed")
 
 
-def redis_client(url: str, connect_timeout_s: float) -> redis.Redis:
-    """A redis-py client for a broker URL, including kombu's ``redis+socket://`` form."""
+def redis_client(url: str, connect_timeout_s: float, read_timeout_s: float | None = None) -> redis.Redis:
+    """A redis-py client for a broker URL, including kombu's ``redis+socket://`` form.
+
+    Reads wait at least 10 s by default: a large session scan on a busy Redis may
+    take seconds, and a spurious timeout there would fail a healthy plan."""
     parts = urlsplit(url)
+    socket_timeout = read_timeout_s if read_timeout_s is not None else max(connect_timeout_s, 10.0)
     if parts.scheme in ("redis+socket", "unix", "socket"):
         return redis.Redis(
             unix_socket_path=unquote(parts.path),
             password=unquote(parts.password) if parts.password else None,
             socket_connect_timeout=connect_timeout_s,
-            socket_timeout=max(connect_timeout_s, 10.0),
+            socket_timeout=socket_timeout,
             decode_responses=True,
         )
     return redis.Redis.from_url(
-        url, socket_connect_timeout=connect_timeout_s, socket_timeout=max(connect_timeout_s, 10.0), decode_responses=True
+        url, socket_connect_timeout=connect_timeout_s, socket_timeout=socket_timeout, decode_responses=True
     )
 
 
 def connect(settings: Settings) -> redis.Redis:
-    """Connect to the configured broker, or fail with a BrokerUnreachableError naming it (masked)."""
+    """Connect to the configured broker, or fail with a BrokerUnreachableError naming it (masked).
+
+    The check uses its own client whose reads also give up after the connect
+    timeout: a service that accepts the connection and never answers must not
+    hold the user longer than ``broker_connect_timeout_s``."""
     assert settings.broker_url is not None, "embedded mode sets the broker URL before connecting"
     url = settings.broker_url.get_secret_value()
-    client = redis_client(url, settings.broker_connect_timeout_s)
+    timeout_s = settings.broker_connect_timeout_s
+    probe = redis_client(url, timeout_s, read_timeout_s=timeout_s)
     try:
-        client.ping()
+        probe.ping()
+    except redis.AuthenticationError as exc:  # a subclass of ConnectionError: test it first
+        raise BrokerUnreachableError(
+            f"the broker at {mask_url(url)} refused the credentials: {exc}",
+            hint="put the right password in WFQUEUE_BROKER_URL (redis://:PASSWORD@host:6379/0)",
+        ) from None
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         raise BrokerUnreachableError(
             f"cannot reach the broker at {mask_url(url)}: {exc}",
             hint="start Redis there, fix WFQUEUE_BROKER_URL, or unset it to use the embedded broker",
         ) from None
-    except redis.AuthenticationError as exc:
+    except redis.RedisError as exc:  # something answered, but not as Redis does (a web server, a proxy)
         raise BrokerUnreachableError(
-            f"the broker at {mask_url(url)} refused the credentials: {exc}",
-            hint="put the right password in WFQUEUE_BROKER_URL (redis://:PASSWORD@host:6379/0)",
+            f"the broker at {mask_url(url)} does not answer as Redis: {type(exc).__name__}: {exc}",
+            hint="point WFQUEUE_BROKER_URL at a Redis server (redis://host:6379/0), or unset it for the embedded one",
         ) from None
-    return client
+    finally:
+        probe.close()
+    return redis_client(url, timeout_s)
 
 
 class SessionState:

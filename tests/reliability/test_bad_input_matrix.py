@@ -35,6 +35,8 @@ from tests.wfs_factory import make_session, task
 from wfqueue.cli.main import main
 from wfqueue.collab.note import parse_note, render_note
 from wfqueue.collab.note_blocks import note_tasks
+from wfqueue.embedded import EmbeddedRedis
+from wfqueue.settings import mask_url
 from wfqueue.tasks_file import dump_jsonl, parse_jsonl
 
 pytestmark = pytest.mark.integration
@@ -547,8 +549,9 @@ def test_an_understanding_answer_that_is_not_json_fails_the_plan_clearly(sample_
 # -- an unreachable broker --------------------------------------------------------------------------------------
 
 
-def broker_cases(repo: str, url: str, masked: str, all_commands: bool, in_process: bool = False) -> list[Case]:
-    expect = rf"error: cannot reach the broker at {masked}"
+def broker_cases(repo: str, url: str, masked: str, all_commands: bool, in_process: bool = False,
+                 expect: str = "") -> list[Case]:
+    expect = expect or rf"error: cannot reach the broker at {masked}"
     commands = [("collab-plan", "Add per-user rate limiting", "--repo", repo, "-y")]
     if all_commands:
         commands += [("lite-plan", "Add per-user rate limiting", "--repo", repo, "-y"),
@@ -614,21 +617,28 @@ class FakeBroker:
         self.thread.join(timeout=5)
 
 
-@pytest.mark.parametrize("mode", [
-    pytest.param("http", marks=pytest.mark.xfail(strict=True, reason=(
-        "product bug: wfqueue.state.connect catches ConnectionError, TimeoutError, OSError and AuthenticationError "
-        "only; a URL pointing at a service that is not Redis (here a web server) raises "
-        "redis.exceptions.InvalidResponse: a traceback and exit 1. Fix: catch redis.RedisError there and raise "
-        "BrokerUnreachableError('the broker at <masked URL> does not answer as Redis: ...')"))),
-    pytest.param("silent", marks=pytest.mark.xfail(strict=True, reason=(
-        "product bug: a broker that accepts the connection but never answers is given up after ~10.8 s, not "
-        "WFQUEUE_BROKER_CONNECT_TIMEOUT_S (5 s): wfqueue.state.redis_client sets socket_timeout=max(connect "
-        "timeout, 10.0), and the AUTH/PING of connect() waits for it. Fix: check connectivity with "
-        "socket_timeout=broker_connect_timeout_s (or a ping with that timeout)"))),
-])
+@pytest.mark.parametrize("mode", ["http", "silent"])
 def test_a_broker_url_that_is_not_a_working_redis_exits_3_within_10_seconds(mode: str, run_cases: Runner,
                                                                            sample_repo: Path) -> None:
     with FakeBroker(mode) as fake:
         url = f"redis://:{PASSWORD}@127.0.0.1:{fake.port}/0"
         masked = rf"redis://:\*\*\*@127\.0\.0\.1:{fake.port}/0"
-        check_broker_cases(f"broker_{mode}", run_cases, sample_repo, broker_cases(str(sample_repo), url, masked, False))
+        expect = {"http": rf"error: the broker at {masked} does not answer as Redis",
+                  "silent": rf"error: cannot reach the broker at {masked}: Timeout"}[mode]
+        cases = broker_cases(str(sample_repo), url, masked, False, expect=expect)
+        check_broker_cases(f"broker_{mode}", run_cases, sample_repo, cases)
+
+
+def test_a_wrong_broker_password_exits_3_saying_the_credentials_were_refused(run_cases: Runner, sample_repo: Path,
+                                                                              tmp_path: Path) -> None:
+    redis = EmbeddedRedis(tmp_path / "broker", password="the-right-one")
+    redis.start()
+    try:
+        url = redis.url.replace(":the-right-one@", f":{PASSWORD}@")
+        assert url != redis.url
+        masked = re.escape(mask_url(url))
+        cases = broker_cases(str(sample_repo), url, masked, False, in_process=True,
+                             expect=rf"error: the broker at {masked} refused the credentials")
+        check_broker_cases("broker_wrong_password", run_cases, sample_repo, cases)
+    finally:
+        redis.stop()

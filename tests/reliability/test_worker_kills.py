@@ -194,11 +194,6 @@ def test_ten_collab_plans_survive_sigkilled_children_and_workers(sample_repo: Pa
     assert leftovers == [], f"worker processes left running: {leftovers}"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "product bug: create_app sets only visibility_timeout; kombu 5.7 scans for expired unacked messages at "
-    "worker start and then every unacked_restore_interval (10 s) x unacked_restore_throttle (10) = ~100 s, so "
-    "a dead worker's tasks wait up to ~100 s past WFQUEUE_VISIBILITY_TIMEOUT_S on the surviving workers; fix: "
-    "broker_transport_options unacked_restore_throttle=1, unacked_restore_interval<=visibility timeout"))
 def test_a_survivor_alone_redelivers_a_dead_workers_tasks(sample_repo: Path, tmp_path: Path) -> None:
     """A whole worker dies mid-task and nothing replaces it: the survivor takes its tasks over once the
     visibility timeout has passed (as docs/OPERATIONS.md promises), not up to ~100 s later."""
@@ -212,7 +207,7 @@ def test_a_survivor_alone_redelivers_a_dead_workers_tasks(sample_repo: Path, tmp
         wait_ready(workers)
         client = redis_client(redis.url, 5)
         provider = write_script(tmp_path / "script.json", latency_s=LATENCY_S)
-        # The coordinator gives up after 25 s: the visibility timeout plus one 10 s sweep plus the plan itself.
+        # The coordinator gives up after 25 s: the visibility timeout plus one scan (1 s here) plus the plan itself.
         env = wfqueue_env(WFQUEUE_BROKER_URL=redis.url, WFQUEUE_PLAN_TIMEOUT_S="25", **env_extra)
         proc = start_plan(REQUIREMENTS[0], sample_repo, provider, env, tmp_path / "plan")
         planning = sample_repo / ".workflow" / ".planning"

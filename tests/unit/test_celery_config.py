@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from wfqueue.celery_app import create_app
+from wfqueue.celery_app import create_app, unacked_scan_options
 from wfqueue.collab.assemble import allocate
 from wfqueue.collab.models import ProposedArea, Understanding, UnderstandingDraft, task_id
 from wfqueue.errors import ConfigError, ProviderError
@@ -21,6 +21,9 @@ def test_app_is_json_only_late_ack_and_routes_by_task_name() -> None:
     assert conf.worker_prefetch_multiplier == 1
     assert conf.broker_transport_options["visibility_timeout"] == 1234
     assert conf.result_backend_transport_options["visibility_timeout"] == 1234
+    # A dead worker's messages are looked for every 30 s at most, not kombu's ~100 s.
+    assert conf.broker_transport_options["unacked_restore_interval"] == 30
+    assert conf.broker_transport_options["unacked_restore_throttle"] == 1
     assert conf.task_soft_time_limit < conf.task_time_limit < 1234
     assert conf.worker_send_task_events and conf.task_send_sent_event
     routes = conf.task_routes
@@ -28,6 +31,12 @@ def test_app_is_json_only_late_ack_and_routes_by_task_name() -> None:
     assert routes[COLLAB_UNDERSTAND]["queue"] == "plan"
     assert routes[COLLAB_FINALIZE]["queue"] == "control"
     assert {q.name for q in conf.task_queues} == {"explore", "plan", "control"}
+
+
+@pytest.mark.parametrize(("visibility_s", "interval_s"), [(1, 1), (4, 1), (20, 5), (3600, 30)])
+def test_the_unacked_scan_keeps_pace_with_a_short_visibility_timeout(visibility_s: int, interval_s: int) -> None:
+    options = unacked_scan_options(visibility_s)
+    assert options == {"unacked_restore_interval": interval_s, "unacked_restore_throttle": 1}
 
 
 def test_unsupported_broker_scheme_is_a_config_error() -> None:
