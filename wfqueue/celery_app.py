@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from celery import Celery
+from celery import Celery, Task
 from kombu import Queue
 
 from wfqueue.errors import ConfigError
@@ -36,8 +36,10 @@ def backend_url(settings: Settings) -> str:
     return settings.result_backend_url.get_secret_value() if settings.result_backend_url else broker_url(settings)
 
 
-def create_app(settings: Settings) -> Celery:
-    app = Celery("wfqueue", broker=broker_url(settings), backend=backend_url(settings), set_as_current=False)
+def create_app(settings: Settings, task_cls: type[Task] | None = None) -> Celery:
+    """The app; workers pass their own ``task_cls`` (the coordinator only sends tasks by name)."""
+    app = Celery("wfqueue", broker=broker_url(settings), backend=backend_url(settings), set_as_current=False,
+                 **({"task_cls": task_cls} if task_cls is not None else {}))
     transport = {"visibility_timeout": settings.visibility_timeout_s}
     app.conf.update(
         # JSON only: a pickled message is refused by the worker, never executed.
@@ -86,10 +88,15 @@ def release_result_subscriptions(app: Celery) -> None:
 
     Every task sent subscribes to its result channel; the AsyncResult finalisers
     would otherwise unsubscribe at interpreter exit, retrying for many seconds
-    against an embedded Redis that has already been stopped."""
+    (and printing a traceback) against a Redis that has been stopped or lost."""
     consumer = app.backend.result_consumer
     subscribed = getattr(consumer, "subscribed_to", None)
     if subscribed is None:
         return
     subscribed.clear()
-    consumer.stop()
+    try:
+        consumer.stop()
+    except Exception:  # noqa: BLE001 - closing a connection to a broker that is gone
+        pass
+    # With no pub/sub connection left, a late finaliser has nothing to unsubscribe from.
+    consumer._pubsub = None

@@ -18,14 +18,20 @@ from typing import Any, Protocol
 import redis
 from celery import Celery
 from celery.result import AsyncResult
+from kombu.exceptions import OperationalError
 from pydantic import SecretStr
 
 from wfqueue.celery_app import create_app, release_result_subscriptions
 from wfqueue.embedded import EmbeddedCluster
-from wfqueue.errors import InfrastructureError, ProviderError, WfqueueError
+from wfqueue.errors import BrokerUnreachableError, InfrastructureError, ProviderError, WfqueueError
 from wfqueue.sessions import queue_dir
-from wfqueue.settings import Settings
+from wfqueue.settings import Settings, mask_url
 from wfqueue.state import connect
+
+# What a lost broker connection raises: redis-py on reads, kombu when publishing.
+BROKER_ERRORS = (redis.RedisError, OperationalError)
+# Pause between attempts to reach a broker that went away mid-plan.
+OUTAGE_RETRY_INTERVAL_S = 0.5
 
 
 class Reporter(Protocol):
@@ -61,23 +67,54 @@ def broker_runtime(settings: Settings, repo: Path, concurrency: int, ui: Reporte
         yield Runtime(settings=settings, app=app, client=client)
 
 
+@contextmanager
+def resumable(settings: Settings, session_id: str) -> Iterator[None]:
+    """Turn a broker lost while driving ``session_id`` into BrokerUnreachableError (exit 3)
+    that names the broker (password masked) and says how to finish the plan.
+
+    What workers finished is safe in Redis (and on disk), so `wfqueue resume`
+    re-runs only the missing work once the broker is back."""
+    url = mask_url(settings.broker_url.get_secret_value()) if settings.broker_url else "the embedded broker"
+    hint = f"when Redis is back, finish the plan with `wfqueue resume {session_id}`"
+    try:
+        yield
+    except BrokerUnreachableError as exc:
+        raise BrokerUnreachableError(exc.message, hint=hint) from None
+    except BROKER_ERRORS as exc:
+        raise BrokerUnreachableError(f"lost the broker at {url} while planning {session_id}: "
+                                     f"{type(exc).__name__}: {exc}", hint=hint) from None
+
+
 def wait_for(result: AsyncResult, what: str, settings: Settings, tick: Callable[[], None] | None = None,
              settled: Callable[[], Any] | None = None) -> Any:
     """Poll ``result`` until it is ready; raise with the worker's error if it failed.
 
     ``settled`` may end the wait early with a value of its own: the watchdog can
-    finalise a plan whose chord will never fire, and the coordinator must notice."""
+    finalise a plan whose chord will never fire, and the coordinator must notice.
+    A broker that goes away is waited for up to ``broker_outage_grace_s`` (a Redis
+    restart keeps the plan's state), then its error propagates (see ``resumable``)."""
     deadline = time.monotonic() + settings.plan_timeout_s
-    while not result.ready():
-        if settled is not None and (value := settled()) is not None:
-            return value
+    lost_since: float | None = None
+    while True:
+        try:
+            if result.ready():
+                break
+            if settled is not None and (value := settled()) is not None:
+                return value
+            if tick is not None:
+                tick()
+            lost_since = None
+        except BROKER_ERRORS:
+            lost_since = lost_since if lost_since is not None else time.monotonic()
+            if time.monotonic() - lost_since >= settings.broker_outage_grace_s:
+                raise
+            time.sleep(OUTAGE_RETRY_INTERVAL_S)
+            continue
         if time.monotonic() > deadline:
             raise InfrastructureError(
                 f"{what} did not finish within {settings.plan_timeout_s:.0f}s",
                 hint="check that workers consume the explore, plan and control queues (`wfqueue worker`)",
             )
-        if tick is not None:
-            tick()
         time.sleep(settings.poll_interval_s)
     if tick is not None:
         tick()
@@ -85,6 +122,10 @@ def wait_for(result: AsyncResult, what: str, settings: Settings, tick: Callable[
         error = result.result
         if isinstance(error, WfqueueError):  # a worker's own error keeps its message, hint and exit code
             raise error
-        raise ProviderError(f"{what} failed: {type(error).__name__}: {error}",
+        described = f"{type(error).__name__}: {error}"
+        if any(name in described for name in ("ConnectionError", "OperationalError")):
+            # A task that could not reach the broker (a retry it could not publish): resumable.
+            raise BrokerUnreachableError(f"{what} failed: a task lost the broker connection: {described}")
+        raise ProviderError(f"{what} failed: {described}",
                             hint="see the worker log (embedded mode: .workflow/.queue/worker.log)")
     return result.result

@@ -55,6 +55,10 @@ class Settings(BaseSettings):
     visibility_timeout_s: int = Field(
         default=3600, gt=0, description="Seconds before an unacked message is redelivered."
     )
+    broker_outage_grace_s: float = Field(
+        default=30.0, ge=0,
+        description="Seconds a running plan waits for a lost broker to come back before it stops (exit 3).",
+    )
     result_expires_s: int = Field(
         default=86_400, gt=0, description="Lifetime of task results and chord counters."
     )

@@ -78,6 +78,18 @@ def connect(settings: Settings) -> redis.Redis:
     return redis_client(url, timeout_s)
 
 
+def wait_until_reachable(client: redis.Redis, timeout_s: float, interval_s: float = 0.5) -> bool:
+    """Ping until Redis answers (True) or ``timeout_s`` has passed (False): a restart takes seconds."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return bool(client.ping())
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(interval_s)
+
+
 class SessionState:
     """Everything Redis knows about one session."""
 

@@ -1,19 +1,22 @@
-"""Per-process resources for tasks: a Redis client made after the pool forks, the metered provider."""
+"""Per-process resources for tasks: a Redis client made after the pool forks, the metered provider,
+and the base class that lets every task outlive a broker restart."""
 
 from __future__ import annotations
 
 import os
 import random
+from typing import Any
 
 import redis
 from celery import Task
+from kombu.exceptions import OperationalError
 
 from wfqueue.errors import TransientProviderError
 from wfqueue.metering import MeteredProvider
 from wfqueue.providers import make_provider
 from wfqueue.retry import retry_delay
 from wfqueue.settings import Settings
-from wfqueue.state import SessionState, redis_client
+from wfqueue.state import SessionState, redis_client, wait_until_reachable
 from wfqueue.usage import PriceTable
 
 
@@ -36,6 +39,30 @@ class StateFactory:
 
     def session(self, session_id: str) -> SessionState:
         return SessionState(self.client(), session_id, self.settings.state_ttl_s)
+
+
+# A broker that is away (restarting, a network blip), as opposed to one that answered with an error.
+BROKER_AWAY = (redis.ConnectionError, redis.TimeoutError, OperationalError)
+
+
+def broker_patient_task(settings: Settings, states: StateFactory) -> type[Task]:
+    """The base class of every wfqueue task.
+
+    A task that loses Redis mid-way (its result, a section, a progress record or a
+    retry cannot be saved) would otherwise fail, and its chord with it. Instead it
+    waits up to ``broker_outage_grace_s`` for Redis to answer again and retries:
+    every task is idempotent, and what it saved before the loss is reused."""
+
+    class BrokerPatientTask(Task):
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return super().__call__(*args, **kwargs)
+            except BROKER_AWAY as exc:
+                if not wait_until_reachable(states.client(), settings.broker_outage_grace_s):
+                    raise
+                raise self.retry(exc=exc, countdown=settings.retry_backoff_s) from None
+
+    return BrokerPatientTask
 
 
 def metered_provider(spec: str, settings: Settings, state: SessionState) -> MeteredProvider:

@@ -155,3 +155,19 @@ def write_report(section: str, figures: dict[str, Any]) -> None:
         data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
         data[section] = figures
         path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def running_agents(client: Any, session_id: str) -> list[dict[str, Any]]:
+    """The agents of a session running now, each with its area, pid and worker (from Redis)."""
+    found = []
+    for key in client.scan_iter(match=f"wfq:{session_id}:agent:*"):
+        record = {k: json.loads(v) for k, v in client.hgetall(key).items()}
+        if record.get("state") == "running":
+            found.append({"area": key.rsplit(":", 1)[-1], **record})
+    return found
+
+
+def attempts(client: Any, session_id: str) -> dict[str, int]:
+    """How many times each area's plan_area task started (redeliveries count)."""
+    return {key.rsplit(":", 1)[-1]: int(client.get(key) or 0)
+            for key in client.scan_iter(match=f"wfq:{session_id}:attempts:*")}

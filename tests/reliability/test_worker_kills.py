@@ -25,9 +25,11 @@ from typing import Any
 import pytest
 from faults_support import (
     Worker,
+    attempts,
     check_collab_session,
     children,
     group_members,
+    running_agents,
     start_worker,
     stop_group,
     wait_ready,
@@ -49,20 +51,6 @@ REQUIREMENTS = [
     "Add audit logging of note changes to storage and the API",
     "Add token expiry and refresh to authentication",
 ]
-
-
-def running_agents(client: Any, session_id: str) -> list[dict[str, Any]]:
-    found = []
-    for key in client.scan_iter(match=f"wfq:{session_id}:agent:*"):
-        record = {k: json.loads(v) for k, v in client.hgetall(key).items()}
-        if record.get("state") == "running":
-            found.append({"area": key.rsplit(":", 1)[-1], **record})
-    return found
-
-
-def attempts(client: Any, session_id: str) -> dict[str, int]:
-    return {key.rsplit(":", 1)[-1]: int(client.get(key) or 0)
-            for key in client.scan_iter(match=f"wfq:{session_id}:attempts:*")}
 
 
 def start_plan(requirement: str, repo: Path, provider: str, env: dict[str, str], logs: Path) -> subprocess.Popen:

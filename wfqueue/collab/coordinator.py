@@ -23,7 +23,7 @@ from wfqueue.collab.steps import failure_reason
 from wfqueue.errors import BadInputError, InfrastructureError
 from wfqueue.metering import budget_meta, check_budget_priced, session_report, usage_line
 from wfqueue.providers import check_provider_spec
-from wfqueue.runtime import broker_runtime, wait_for
+from wfqueue.runtime import broker_runtime, resumable, wait_for
 from wfqueue.sessions import new_collab_session_id, planning_root
 from wfqueue.settings import MAX_AGENTS_LIMIT, Settings
 from wfqueue.state import CoordinatorLease, SessionState
@@ -92,8 +92,8 @@ class CollabCoordinator:
         session_dir = root / session_id
         session_dir.mkdir(parents=True)
         state = SessionState(client, session_id, settings.state_ttl_s)
-        state.reset()
-        with CoordinatorLease(state):
+        with resumable(settings, session_id), CoordinatorLease(state):
+            state.reset()
             # Workers read the budget from here before every LLM step (wfqueue.metering).
             state.set_meta(kind="collab", repo=str(request.repo), session_dir=str(session_dir),
                            requirement=request.requirement, provider=request.provider, status="planning",
@@ -153,7 +153,7 @@ class CollabCoordinator:
         ``budget`` replaces the session's budget; None keeps the one it was started with."""
         with broker_runtime(self.settings, repo, self.settings.max_agents, self.ui, self.worker_env) as runtime:
             state = SessionState(runtime.client, session_dir.name, runtime.settings.state_ttl_s)
-            with CoordinatorLease(state):
+            with resumable(runtime.settings, state.session_id), CoordinatorLease(state):
                 meta = state.meta()
                 provider = str(meta.get("provider") or provider)
                 if budget is not None:

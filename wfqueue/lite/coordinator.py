@@ -33,7 +33,7 @@ from wfqueue.metering import (
     write_usage_file,
 )
 from wfqueue.providers import check_provider_spec
-from wfqueue.runtime import broker_runtime, wait_for
+from wfqueue.runtime import broker_runtime, resumable, wait_for
 from wfqueue.sessions import WORKFLOW_DIR, session_date, slugify, unique_id
 from wfqueue.settings import Settings
 from wfqueue.state import CoordinatorLease, SessionState
@@ -122,8 +122,8 @@ class LiteCoordinator:
         session_dir = root / session_id
         session_dir.mkdir(parents=True)
         state = SessionState(client, session_id, settings.state_ttl_s)
-        state.reset()
-        with CoordinatorLease(state):
+        with resumable(settings, session_id), CoordinatorLease(state):
+            state.reset()
             state.set_meta(kind="lite", repo=str(request.repo), session_dir=str(session_dir),
                            requirement=request.requirement, provider=request.provider, status="planning",
                            budget=budget_meta(request.budget))
@@ -177,7 +177,7 @@ class LiteCoordinator:
         with broker_runtime(self.settings, repo, 4, self.ui) as runtime:
             app, settings = runtime.app, runtime.settings
             state = SessionState(runtime.client, session_dir.name, settings.state_ttl_s)
-            with CoordinatorLease(state):
+            with resumable(settings, state.session_id), CoordinatorLease(state):
                 meta = state.meta()
                 requirement = str(meta.get("requirement") or _recorded_requirement(session_dir))
                 provider = str(meta.get("provider") or provider)

@@ -6,12 +6,15 @@ provider spec (``scripted:/path/script.json``)::
     {"latency_s": 0.5,                              # sleep before every step
      "replies": {"understand": {...}},              # canned answers, validated
      "fail": {"plan_area:auth": "boom"},            # always fails
-     "hang": {"plan_area:storage": 30}}             # sleeps that long (time limits)
+     "hang": {"plan_area:storage": 30},             # sleeps that long (time limits)
+     "hold": {"plan_area:api": "/tmp/release"}}     # waits until that file exists
 
 Step keys are ``understand``, ``plan_area:{focus_area}``, ``assess``,
 ``explore:{angle}`` and ``lite_plan``. Steps without a
 canned reply are answered by the offline planner, so a script only states what
-differs from a normal run.
+differs from a normal run. A held step gives up waiting after
+``HOLD_LIMIT_S``, so a test that fails before releasing it cannot leave a
+worker busy for ever.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ from pydantic import BaseModel, ValidationError
 from wfqueue.errors import ProviderError
 from wfqueue.providers.base import ExploreAngleStep, PlanAreaStep, Step
 from wfqueue.providers.offline.provider import OfflineProvider
+
+HOLD_LIMIT_S = 120.0
+HOLD_POLL_S = 0.05
 
 
 def step_key(step: Step) -> str:
@@ -52,6 +58,11 @@ class ScriptedProvider:
         time.sleep(float(self.script.get("latency_s", 0)))
         if key in self.script.get("hang", {}):
             time.sleep(float(self.script["hang"][key]))
+        if key in self.script.get("hold", {}):
+            release = Path(self.script["hold"][key])
+            deadline = time.monotonic() + HOLD_LIMIT_S
+            while not release.exists() and time.monotonic() < deadline:
+                time.sleep(HOLD_POLL_S)
         if key in self.script.get("fail", {}):
             raise ProviderError(str(self.script["fail"][key]))
         reply = self.script.get("replies", {}).get(key)

@@ -27,7 +27,7 @@ from wfqueue.metering import (
     write_usage_file,
 )
 from wfqueue.providers import check_provider_spec
-from wfqueue.runtime import broker_runtime, wait_for
+from wfqueue.runtime import broker_runtime, resumable, wait_for
 from wfqueue.settings import Settings
 from wfqueue.state import CoordinatorLease, SessionState
 from wfqueue.task_names import (
@@ -135,9 +135,9 @@ class WfsCoordinator:
                 fresh: bool) -> WfsResult:
         session = load_session(folder)
         state = SessionState(client, session.session_id, settings.state_ttl_s)
-        if fresh:
-            state.reset()
-        with CoordinatorLease(state):
+        with resumable(settings, session.session_id), CoordinatorLease(state):
+            if fresh:
+                state.reset()
             state.set_meta(kind="workflow", repo=str(request.repo), session_dir=str(folder), provider=request.provider,
                            status="planning")
             if request.budget is not None:  # workers read it before every LLM step (wfqueue.metering)

@@ -1,0 +1,72 @@
+"""The coordinator's wait: it rides out a short broker outage and turns a long one into exit 3 with a resume hint."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import redis
+
+from wfqueue import runtime
+from wfqueue.errors import BrokerUnreachableError, ProviderError
+from wfqueue.runtime import resumable, wait_for
+from wfqueue.settings import load_settings
+
+URL = "redis://:s3cret@broker.internal:6379/0"
+
+
+class FlakyResult:
+    """An AsyncResult stand-in whose first ``outages`` polls find the broker gone."""
+
+    def __init__(self, outages: int, value: Any = "done", error: BaseException | None = None) -> None:
+        self.outages = outages
+        self.polls = 0
+        self.value = value
+        self.error = error
+
+    def ready(self) -> bool:
+        self.polls += 1
+        if self.polls <= self.outages:
+            raise redis.ConnectionError("Error 111 connecting to broker.internal:6379. Connection refused.")
+        return True
+
+    def failed(self) -> bool:
+        return self.error is not None
+
+    @property
+    def result(self) -> Any:
+        return self.error if self.error is not None else self.value
+
+
+@pytest.fixture(autouse=True)
+def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runtime, "OUTAGE_RETRY_INTERVAL_S", 0.01)
+
+
+def test_a_short_outage_is_waited_out() -> None:
+    settings = load_settings(broker_url=URL, broker_outage_grace_s=5)
+    result = FlakyResult(outages=3)
+    assert wait_for(result, "the plan", settings) == "done"  # type: ignore[arg-type]
+    assert result.polls == 4
+
+
+def test_an_outage_longer_than_the_grace_names_the_broker_masked_and_the_resume_command() -> None:
+    settings = load_settings(broker_url=URL, broker_outage_grace_s=0.05)
+    with pytest.raises(BrokerUnreachableError) as caught, resumable(settings, "CPLAN-x-2026-11-22"):
+        wait_for(FlakyResult(outages=10_000), "the plan", settings)  # type: ignore[arg-type]
+    error = caught.value
+    assert error.exit_code == 3
+    assert "lost the broker at redis://:***@broker.internal:6379/0 while planning CPLAN-x-2026-11-22" in error.message
+    assert "s3cret" not in str(error)
+    assert "wfqueue resume CPLAN-x-2026-11-22" in error.hint
+
+
+def test_a_task_that_lost_the_broker_is_resumable_and_other_failures_are_not() -> None:
+    settings = load_settings(broker_url=URL)
+    lost = FlakyResult(0, error=RuntimeError("Dependency 75a1 raised network:ConnectionError"))
+    with pytest.raises(BrokerUnreachableError, match="a task lost the broker connection") as caught, \
+            resumable(settings, "CPLAN-y"):
+        wait_for(lost, "the plan", settings)  # type: ignore[arg-type]
+    assert "wfqueue resume CPLAN-y" in caught.value.hint
+    with pytest.raises(ProviderError, match="the plan failed: ValueError: bad answer"), resumable(settings, "CPLAN-y"):
+        wait_for(FlakyResult(0, error=ValueError("bad answer")), "the plan", settings)  # type: ignore[arg-type]
