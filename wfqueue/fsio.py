@@ -9,10 +9,12 @@ across hosts the callback rebuilds shared files from Redis (see collab/finalize)
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,37 +22,58 @@ from filelock import FileLock, Timeout
 
 from wfqueue.errors import InfrastructureError
 
+# Errors that mean the disk will not take the write however often it is retried.
+_NOT_WRITABLE = {errno.EACCES: "permission denied", errno.EPERM: "operation not permitted",
+                 errno.EROFS: "read-only file system"}
+_FULL = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded"}
+
+
+@contextmanager
+def unwritable_is_infrastructure(path: Path) -> Iterator[None]:
+    """Turn a folder that refuses writes (permissions, an immutable flag, a read-only or full
+    file system) into an InfrastructureError that names it and says how to go on."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno in _NOT_WRITABLE:
+            raise InfrastructureError(
+                f"cannot write {path}: {_NOT_WRITABLE[exc.errno]} on {path.parent}",
+                hint="make the session folder writable again, then `wfqueue resume` the session",
+            ) from None
+        if exc.errno in _FULL:
+            raise InfrastructureError(
+                f"cannot write {path}: {_FULL[exc.errno]} ({path.parent})",
+                hint="free some space there, then `wfqueue resume` the session",
+            ) from None
+        raise
+
 
 def atomic_write_bytes(path: Path, data: bytes) -> bool:
     """Write ``data`` to ``path`` atomically; returns False when the file already held it.
 
-    Skipping identical content keeps redelivered tasks from touching mtimes."""
+    Skipping identical content keeps redelivered tasks from touching mtimes. On
+    failure the old file (if any) is intact and the temporary file removed, when
+    the folder still allows it."""
     try:
         if path.read_bytes() == data:
             return False
     except FileNotFoundError:
         pass
-    try:
+    with unwritable_is_infrastructure(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except PermissionError:
-        # Nothing was written: the old file (if any) is intact.
-        raise InfrastructureError(
-            f"cannot write {path}: permission denied on {path.parent}",
-            hint="make the session folder writable again, then `wfqueue resume` the session",
-        ) from None
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
         try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass  # gone already, or the folder no longer allows it: a hidden .tmp file, the real one whole
+            raise
     return True
 
 
@@ -79,7 +102,10 @@ def locked_update(path: Path, update: Callable[[str | None], str], timeout_s: fl
     """Read ``path`` (None when missing), apply ``update``, write the result atomically,
     all while holding the file's lock. Returns the written text."""
     try:
-        with lock_for(path, timeout_s):
+        with unwritable_is_infrastructure(path):  # taking the lock creates a .lock file
+            lock = lock_for(path, timeout_s)
+            lock.acquire()
+        try:
             try:
                 current: str | None = path.read_text(encoding="utf-8")
             except FileNotFoundError:
@@ -87,6 +113,8 @@ def locked_update(path: Path, update: Callable[[str | None], str], timeout_s: fl
             new = update(current)
             atomic_write_text(path, new)
             return new
+        finally:
+            lock.release()
     except Timeout:
         raise InfrastructureError(
             f"timed out after {timeout_s:.0f}s waiting for the lock on {path}",

@@ -71,9 +71,12 @@ def require(mechanism: str, where: Path) -> None:
 
 def freeze_mid_plan(repo: Path, tmp_path: Path, mechanism: str = "immutable"
                     ) -> tuple[subprocess.CompletedProcess, Path]:
-    """Run a collab-plan (embedded mode) and make its session folder read-only once 2 of 4 agents are done."""
+    """Run a collab-plan (embedded mode) and make its session folder read-only once api and auth are done while
+    storage and notes-api are held mid-plan; they finish (and try to write) after the freeze."""
     require(mechanism, tmp_path)
-    provider = write_script(tmp_path / "script.json", hang={"plan_area:storage": 3, "plan_area:notes-api": 3})
+    release = tmp_path / "release"
+    provider = write_script(tmp_path / "script.json",
+                            hold={"plan_area:storage": str(release), "plan_area:notes-api": str(release)})
     planning = repo / ".workflow" / ".planning"
     args = [sys.executable, "-m", "wfqueue.cli.main", "collab-plan", REQUIREMENT, "--repo", str(repo), "--max-agents",
             "4", "-y", "--provider", provider]
@@ -82,13 +85,15 @@ def freeze_mid_plan(repo: Path, tmp_path: Path, mechanism: str = "immutable"
                             start_new_session=True)
     folder = None
     try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and len(list(planning.glob("*/agents/*/plan.json"))) < 2:
+        finished = lambda: {p.parent.name for p in planning.glob("*/agents/*/plan.json")}  # noqa: E731
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not {"api", "auth"} <= finished():
             time.sleep(0.05)
-        assert len(list(planning.glob("*/agents/*/plan.json"))) >= 2, "the plan never reached the point to freeze"
+        assert finished() == {"api", "auth"}, f"finished before the freeze: {finished()}"
         folder = next(planning.iterdir())
         frozen = make_read_only(mechanism, folder)
         assert frozen.returncode == 0, frozen.stderr
+        release.touch()
         out, err = proc.communicate(timeout=120)
     finally:
         if folder is not None:
@@ -98,18 +103,7 @@ def freeze_mid_plan(repo: Path, tmp_path: Path, mechanism: str = "immutable"
     return subprocess.CompletedProcess(args, proc.returncode, out, err), folder
 
 
-READ_ONLY_FS_BUG = (
-    "product bug: on a read-only filesystem (EROFS, an OSError but not a PermissionError) wfqueue/fsio.py does not "
-    "translate the failure: atomic_write_text catches only PermissionError around mkstemp and locked_update "
-    "nothing around the lock file, so agents retry a permanent error and fail with a raw 'OSError: [Errno 30] "
-    "Read-only file system: <file>', finalize retries it too, and the coordinator ends with exit 1 and 'error: "
-    "the plan failed: OSError: [Errno 30] Read-only file system' (no folder, no advice). Fix: in fsio turn OSError "
-    "with errno EACCES/EPERM/EROFS (mkstemp, write, os.replace, and acquiring the .lock file) into the "
-    "InfrastructureError 'cannot write PATH: ... on FOLDER' with the resume hint")
-
-
-@pytest.mark.parametrize("mechanism", ["immutable", pytest.param("ro-mount", marks=pytest.mark.xfail(
-    strict=True, reason=READ_ONLY_FS_BUG))])
+@pytest.mark.parametrize("mechanism", ["immutable", "ro-mount"])
 def test_a_session_folder_made_read_only_mid_plan_fails_clearly_and_leaves_no_corrupt_file(
         mechanism: str, sample_repo: Path, tmp_path: Path) -> None:
     run, folder = freeze_mid_plan(sample_repo, tmp_path, mechanism)
@@ -145,13 +139,6 @@ def test_a_session_folder_made_read_only_mid_plan_fails_clearly_and_leaves_no_co
     assert failed_agents and all(str(folder) in line for line in failed_agents), failed_agents
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "product bug: run_area stores the agent's result in Redis (remember_once) before writing its files and "
-    "only then puts its two sections into Redis; when the file write fails the area counts as done (result "
-    "in Redis) but has no sections. resume does not re-run it and finalize keeps the template placeholder: "
-    "the area's sections are lost, its tasks missing (dangling dependencies, status conflicts_detected). "
-    "Fix: finalize takes owned sections from the stored AreaArtifacts (task_pool, evidence) when the sections "
-    "hash lacks them, and run_area puts the sections into Redis before writing files"))
 def test_resume_after_the_folder_is_writable_again_loses_no_section(sample_repo: Path, tmp_path: Path) -> None:
     run, folder = freeze_mid_plan(sample_repo, tmp_path)
     assert run.returncode == 3, run.stderr[-2000:]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import textwrap
 
-from wfqueue.collab.assemble import allocate
-from wfqueue.collab.finalize import build_final_note
+from wfqueue.collab.assemble import AreaArtifacts, allocate
+from wfqueue.collab.finalize import build_final_note, owned_sections
 from wfqueue.collab.models import NoteTask, ProposedArea, Understanding, UnderstandingDraft
 from wfqueue.collab.note import build_template, parse_note, render_note, replace_section
 from wfqueue.collab.note_blocks import note_tasks, parse_task_pool, render_task_pool, render_understanding
@@ -190,3 +190,15 @@ def test_replace_section_touches_only_its_section_and_recreates_missing_ones() -
     restored = replace_section(without, "任务池 - Api", "\nback\n\n")
     headings = [s.heading for s in restored.sections]
     assert headings.index("任务池 - Api") < headings.index("依赖关系")
+
+
+def test_a_finished_area_whose_sections_never_reached_redis_keeps_them_from_its_result() -> None:
+    analysis = analysis_for(["api", "auth"])
+    pool = render_task_pool([NoteTask(id="TASK-001", title="Add token bucket", area="api", conflict_risk="low")])
+    results = {"api": AreaArtifacts(focus_area="api", plan={}, planning_context="", task_pool=pool, evidence="seen")}
+    sections = owned_sections(analysis, results)
+    assert sections == {"任务池 - Api": pool, "上下文证据 - Api": "seen"}
+    text = template_text(["api", "auth"])
+    final = build_final_note(text, text, analysis, sections, {"auth": "boom"}, ["api"])
+    assert [t.id for t in final.tasks] == ["TASK-001"]
+    assert final.note.section("上下文证据 - Api").body.strip() == "seen"

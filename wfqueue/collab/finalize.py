@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from wfqueue.collab.assemble import AreaArtifacts
 from wfqueue.collab.conflicts import detect_conflicts
 from wfqueue.collab.models import AgentOutcome, Conflict, ConflictReport, NoteTask, RequirementAnalysis
 from wfqueue.collab.note import (
@@ -74,6 +75,16 @@ def merge_note(
     return note
 
 
+def owned_sections(analysis: RequirementAnalysis, results: dict[str, AreaArtifacts]) -> dict[str, str]:
+    """Each finished area's two sections, from its stored result. Pure."""
+    sections = {}
+    for sub in analysis.sub_domains:
+        if (artifacts := results.get(sub.focus_area)) is not None:
+            sections[sub.task_pool_heading] = artifacts.task_pool
+            sections[sub.evidence_heading] = artifacts.evidence
+    return sections
+
+
 def note_status(failed: bool, conflicts: int) -> str:
     if failed:
         return "partial"
@@ -126,7 +137,8 @@ def finalize_session(state: SessionState, settings: Settings, session_dir: Path)
         for sub in analysis.sub_domains
         if sub.focus_area not in results
     }
-    sections = state.sections()
+    # A result stored without its sections (the agent stopped in between) still brings them.
+    sections = {**owned_sections(analysis, results), **state.sections()}
     template = template_note(state, session_dir)
     detected_at = state.remember_once("finalized_at", now_iso())
     created_at = state.remember_once("created_at", now_iso())

@@ -139,10 +139,11 @@ def run_area(
         fresh = assemble_area(analysis, focus_area, draft, metadata)
         cached = state.remember_once(f"result:{focus_area}", fresh.model_dump_json())
     artifacts = AreaArtifacts.model_validate_json(cached)
-    write_area_files(session_dir, artifacts)
-    # Redis holds each section for the callback; the file gets them under a lock.
+    # Redis holds each section for the callback, before any file is written: a write that fails (a
+    # read-only or full disk) must not leave an area that counts as done without its sections.
     state.put_section(sub.task_pool_heading, artifacts.task_pool)
     state.put_section(sub.evidence_heading, artifacts.evidence)
+    write_area_files(session_dir, artifacts)
 
     def update(current: str | None) -> str:
         note = parse_note(current if current is not None else template_note(state, session_dir))

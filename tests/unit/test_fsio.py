@@ -1,0 +1,64 @@
+"""Writes that the disk refuses: a named InfrastructureError (exit 3) with what to do, the old file intact."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+from filelock import FileLock
+
+from wfqueue import fsio
+from wfqueue.errors import InfrastructureError
+from wfqueue.fsio import atomic_write_text, locked_update
+
+
+def refuse(code: int):  # noqa: ANN201 - a stand-in for an OS call
+    def call(*_: object, **__: object) -> None:
+        raise OSError(code, os.strerror(code))
+    return call
+
+
+@pytest.mark.parametrize(("code", "said", "hint"), [
+    (errno.EROFS, "read-only file system", "make the session folder writable again"),
+    (errno.EACCES, "permission denied", "make the session folder writable again"),
+    (errno.EPERM, "operation not permitted", "make the session folder writable again"),
+    (errno.ENOSPC, "no space left on the device", "free some space there"),
+])
+def test_a_refused_rename_keeps_the_old_file_and_leaves_no_temporary_file(
+        code: int, said: str, hint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "plan.json"
+    target.write_text("old\n")
+    monkeypatch.setattr(fsio.os, "replace", refuse(code))
+    with pytest.raises(InfrastructureError) as caught:
+        atomic_write_text(target, "new\n")
+    assert caught.value.exit_code == 3
+    assert caught.value.message.startswith(f"cannot write {target}: {said}")
+    assert hint in caught.value.hint and "wfqueue resume" in caught.value.hint
+    assert target.read_text() == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.json"]
+
+
+def test_a_folder_that_refuses_new_files_names_the_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fsio.tempfile, "mkstemp", refuse(errno.EROFS))
+    with pytest.raises(InfrastructureError, match=f"cannot write {tmp_path}/x.md: read-only file system on {tmp_path}"):
+        atomic_write_text(tmp_path / "x.md", "text")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_other_os_errors_are_not_disguised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fsio.os, "replace", refuse(errno.EIO))
+    with pytest.raises(OSError) as caught:
+        atomic_write_text(tmp_path / "x.md", "text")
+    assert not isinstance(caught.value, InfrastructureError) and caught.value.errno == errno.EIO
+
+
+def test_a_lock_file_that_cannot_be_created_is_an_infrastructure_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    note = tmp_path / "plan-note.md"
+    note.write_text("before\n")
+    monkeypatch.setattr(FileLock, "acquire", refuse(errno.EROFS))
+    with pytest.raises(InfrastructureError, match="read-only file system"):
+        locked_update(note, lambda current: "after\n", timeout_s=1)
+    assert note.read_text() == "before\n"
