@@ -23,7 +23,7 @@ demo: $(STAMP)
 # tests/reliability (fault injection, still being made robust on 2 loaded cores) runs with
 # `make reliability` until it joins this target.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 3 --ignore=tests/reliability
+	$(BIN)/python -m pytest -q -n 3
 
 reliability: $(STAMP)
 	$(BIN)/python -m pytest -q -n 3 tests/reliability

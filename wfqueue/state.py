@@ -213,9 +213,10 @@ class CoordinatorLease:
     is refused with the holder's name. A coordinator that dies stops refreshing,
     so its claim expires after ``ttl_s`` and the session can be resumed."""
 
-    def __init__(self, state: SessionState, ttl_s: float = 30.0) -> None:
+    def __init__(self, state: SessionState, ttl_s: float = 30.0, fresh: bool = False) -> None:
         self.state = state
         self.ttl_s = ttl_s
+        self.fresh = fresh  # a new session: forget what Redis holds under its id, then claim it
         self.key = state._key("coordinator")
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self._stop = threading.Event()
@@ -236,6 +237,8 @@ class CoordinatorLease:
         return False
 
     def __enter__(self) -> CoordinatorLease:
+        if self.fresh:
+            self.state.reset()  # before the claim: reset deletes every key of the session
         claimed = self.state.client.set(self.key, self.owner, nx=True, px=int(self.ttl_s * 1000))
         holder = "" if claimed else (self.state.client.get(self.key) or "")
         if not claimed and holder and self._holder_is_dead(holder):

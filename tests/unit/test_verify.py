@@ -474,3 +474,16 @@ def test_cli_prints_task_text_verbatim(repo: Path) -> None:
 def test_cli_without_any_session_exits_2(repo: Path) -> None:
     code, message = run("--repo", repo)
     assert code == 2 and "no workflow session" in message
+
+
+def test_a_verification_command_carrying_a_second_command_is_a_high_finding(repo: Path) -> None:
+    tasks = clean_tasks()
+    tasks[1]["convergence"]["verification"] = "pytest tests/test_client.py; rm -rf ~"
+    tasks[2]["convergence"]["verification"] = "pytest ../../elsewhere"
+    report = verify_session(make_session(repo, GOAL, tasks))
+    refused = {f.location[0]: f for f in dims(report, "H")}
+    assert set(refused) == {"task:IMPL-2", "task:IMPL-3"}
+    assert all(f.severity == "HIGH" for f in refused.values())
+    assert "needs a shell (';')" in refused["task:IMPL-2"].summary
+    assert "outside the repository: ../../elsewhere" in refused["task:IMPL-3"].summary
+    assert report.quality_gate == "PROCEED_WITH_FIXES"

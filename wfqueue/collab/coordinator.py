@@ -92,8 +92,7 @@ class CollabCoordinator:
         session_dir = root / session_id
         session_dir.mkdir(parents=True)
         state = SessionState(client, session_id, settings.state_ttl_s)
-        with resumable(settings, session_id), CoordinatorLease(state):
-            state.reset()
+        with resumable(settings, session_id), CoordinatorLease(state, fresh=True):
             # Workers read the budget from here before every LLM step (wfqueue.metering).
             state.set_meta(kind="collab", repo=str(request.repo), session_dir=str(session_dir),
                            requirement=request.requirement, provider=request.provider, status="planning",

@@ -122,8 +122,7 @@ class LiteCoordinator:
         session_dir = root / session_id
         session_dir.mkdir(parents=True)
         state = SessionState(client, session_id, settings.state_ttl_s)
-        with resumable(settings, session_id), CoordinatorLease(state):
-            state.reset()
+        with resumable(settings, session_id), CoordinatorLease(state, fresh=True):
             state.set_meta(kind="lite", repo=str(request.repo), session_dir=str(session_dir),
                            requirement=request.requirement, provider=request.provider, status="planning",
                            budget=budget_meta(request.budget))

@@ -135,9 +135,7 @@ class WfsCoordinator:
                 fresh: bool) -> WfsResult:
         session = load_session(folder)
         state = SessionState(client, session.session_id, settings.state_ttl_s)
-        with resumable(settings, session.session_id), CoordinatorLease(state):
-            if fresh:
-                state.reset()
+        with resumable(settings, session.session_id), CoordinatorLease(state, fresh=fresh):
             state.set_meta(kind="workflow", repo=str(request.repo), session_dir=str(folder), provider=request.provider,
                            status="planning")
             if request.budget is not None:  # workers read it before every LLM step (wfqueue.metering)

