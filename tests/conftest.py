@@ -26,3 +26,9 @@ def sample_repo(tmp_path: Path) -> Path:
     target = tmp_path / "sample-api"
     shutil.copytree(SAMPLE_REPO, target, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", ".workflow"))
     return target
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``long`` (15 s or more) run first: with ``pytest -n`` the workers start on them while
+    the short ones fill in around them, instead of one long test running alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)

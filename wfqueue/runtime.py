@@ -18,7 +18,6 @@ from typing import Any, Protocol
 import redis
 from celery import Celery
 from celery.result import AsyncResult
-from kombu.exceptions import OperationalError
 from pydantic import SecretStr
 
 from wfqueue.celery_app import create_app, release_result_subscriptions
@@ -26,10 +25,8 @@ from wfqueue.embedded import EmbeddedCluster
 from wfqueue.errors import BrokerUnreachableError, InfrastructureError, ProviderError, WfqueueError
 from wfqueue.sessions import queue_dir
 from wfqueue.settings import Settings, mask_url
-from wfqueue.state import connect
+from wfqueue.state import BROKER_AWAY, connect
 
-# What a lost broker connection raises: redis-py on reads, kombu when publishing.
-BROKER_ERRORS = (redis.RedisError, OperationalError)
 # Pause between attempts to reach a broker that went away mid-plan.
 OUTAGE_RETRY_INTERVAL_S = 0.5
 
@@ -80,7 +77,7 @@ def resumable(settings: Settings, session_id: str) -> Iterator[None]:
         yield
     except BrokerUnreachableError as exc:
         raise BrokerUnreachableError(exc.message, hint=hint) from None
-    except BROKER_ERRORS as exc:
+    except BROKER_AWAY as exc:
         raise BrokerUnreachableError(f"lost the broker at {url} while planning {session_id}: "
                                      f"{type(exc).__name__}: {exc}", hint=hint) from None
 
@@ -104,7 +101,7 @@ def wait_for(result: AsyncResult, what: str, settings: Settings, tick: Callable[
             if tick is not None:
                 tick()
             lost_since = None
-        except BROKER_ERRORS:
+        except BROKER_AWAY:
             lost_since = lost_since if lost_since is not None else time.monotonic()
             if time.monotonic() - lost_since >= settings.broker_outage_grace_s:
                 raise

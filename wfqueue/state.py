@@ -18,9 +18,14 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import redis
+from kombu.exceptions import OperationalError
 
 from wfqueue.errors import BrokerUnreachableError, SessionBusyError
 from wfqueue.settings import Settings, mask_url
+
+# A broker that is away (restarting, a network blip), as opposed to one that answered with an error:
+# redis-py raises the first two on reads and writes, kombu the last when publishing a message.
+BROKER_AWAY: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError, OperationalError)
 
 AGENT_STATES = ("queued", "running", "done", "failed")
 TERMINAL_STATES = ("done", "failed")

@@ -9,14 +9,13 @@ from typing import Any
 
 import redis
 from celery import Task
-from kombu.exceptions import OperationalError
 
 from wfqueue.errors import TransientProviderError
 from wfqueue.metering import MeteredProvider
 from wfqueue.providers import make_provider
 from wfqueue.retry import retry_delay
 from wfqueue.settings import Settings
-from wfqueue.state import SessionState, redis_client, wait_until_reachable
+from wfqueue.state import BROKER_AWAY, SessionState, redis_client, wait_until_reachable
 from wfqueue.usage import PriceTable
 
 
@@ -39,10 +38,6 @@ class StateFactory:
 
     def session(self, session_id: str) -> SessionState:
         return SessionState(self.client(), session_id, self.settings.state_ttl_s)
-
-
-# A broker that is away (restarting, a network blip), as opposed to one that answered with an error.
-BROKER_AWAY = (redis.ConnectionError, redis.TimeoutError, OperationalError)
 
 
 def broker_patient_task(settings: Settings, states: StateFactory) -> type[Task]:

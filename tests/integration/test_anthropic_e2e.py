@@ -408,6 +408,7 @@ def test_workflow_plan_against_the_api(sample_repo: Path) -> None:
     assert kinds_seen(fake) == Counter({"assess": 1, "explore": 4, "detect_conflicts": 1, "generate_tasks": 1})
 
 
+@pytest.mark.long
 def test_wrong_content_is_repaired_and_the_cycle_reported(sample_repo: Path) -> None:
     with FakeAnthropic(FakeModel(wrong=True)) as fake:
         collab = cli(fake, "collab-plan", COLLAB_REQUIREMENT, "--repo", str(sample_repo), "--max-agents", "2")
@@ -456,6 +457,7 @@ def test_wrong_content_is_repaired_and_the_cycle_reported(sample_repo: Path) -> 
     assert processes_mentioning(str(sample_repo / ".workflow" / ".queue")) == []
 
 
+@pytest.mark.long
 def test_plans_complete_when_one_call_in_five_fails(sample_repo: Path) -> None:
     flaky = OneInFive(FakeModel())
     with FakeAnthropic(flaky) as fake:
@@ -471,6 +473,7 @@ def test_plans_complete_when_one_call_in_five_fails(sample_repo: Path) -> None:
     assert processes_mentioning(str(sample_repo / ".workflow" / ".queue")) == []
 
 
+@pytest.mark.long
 def test_every_step_type_retries_transient_errors(sample_repo: Path) -> None:
     first_fails = FirstCallOfEachStepFails(FakeModel())
     with FakeAnthropic(first_fails) as fake:

@@ -124,6 +124,7 @@ def test_lite_and_workflow_plans_show_their_usage(sample_repo: Path) -> None:
         (wfs / "IMPL_PLAN.md").read_text()
 
 
+@pytest.mark.long
 def test_a_token_budget_stops_new_llm_work_and_the_plan_is_partial(sample_repo: Path) -> None:
     with MeteredFake(FakeModel()) as fake:
         collab = cli(fake, "collab-plan", COLLAB_REQUIREMENT, "--repo", str(sample_repo), "--max-agents", "3",

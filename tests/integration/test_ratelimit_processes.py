@@ -54,6 +54,7 @@ while time.time() < stop:
 """
 
 
+@pytest.mark.long
 def test_three_processes_share_60_requests_per_minute(tmp_path: Path) -> None:
     server = EmbeddedRedis(tmp_path / "redis")
     server.start()

@@ -571,6 +571,7 @@ def check_broker_cases(name: str, run_cases: Runner, repo: Path, cases: list[Cas
     assert snapshot(repo / ".workflow") == before, "nothing may be written when the broker is unreachable"
 
 
+@pytest.mark.long
 def test_an_unreachable_broker_exits_3_within_10_seconds_with_the_password_masked(run_cases: Runner,
                                                                                   sample_repo: Path) -> None:
     (sample_repo / ".workflow" / ".planning" / "CPLAN-existing-2026-11-22").mkdir(parents=True)

@@ -139,6 +139,7 @@ def test_a_session_folder_made_read_only_mid_plan_fails_clearly_and_leaves_no_co
     assert failed_agents and all(str(folder) in line for line in failed_agents), failed_agents
 
 
+@pytest.mark.long
 def test_resume_after_the_folder_is_writable_again_loses_no_section(sample_repo: Path, tmp_path: Path) -> None:
     run, folder = freeze_mid_plan(sample_repo, tmp_path)
     assert run.returncode == 3, run.stderr[-2000:]

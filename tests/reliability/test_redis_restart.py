@@ -51,6 +51,7 @@ def tcp_redis(folder: Path) -> EmbeddedRedis:
 
 
 @pytest.mark.parametrize("release_at", ["after", "during"])
+@pytest.mark.long
 def test_a_redis_restart_mid_plan_is_completed_without_redoing_finished_areas(release_at: str, sample_repo: Path,
                                                                               tmp_path: Path) -> None:
     """Redis stops (SIGTERM: it flushes the append-only file) and starts again on the same data directory and
