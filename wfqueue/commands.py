@@ -11,24 +11,22 @@ no shell, inside the repository, in its own process group, killed at the timeout
 
 from __future__ import annotations
 
-import os
 import shlex
-import signal
 import subprocess
 import time
 from pathlib import Path
 
 from pydantic import BaseModel
 
+from wfqueue.embedded import stop_process_group
 from wfqueue.errors import BadInputError
 
-# Tools a verification command may start with (ARTIFACTS §9), longest first so
-# "python -m pytest" is matched before anything shorter.
+# Tools a verification command may start with (ARTIFACTS §9).
 KNOWN_TOOLS = ("pytest", "python -m pytest", "python3 -m pytest", "npm", "npx", "jest", "tsc", "eslint", "go test",
                "cargo test", "make")
 DEFAULT_COMMAND_TIMEOUT_S = 600.0
-# Characters that only mean something to a shell: chaining, pipes, redirection, substitution, globbing
-# of the home folder, background jobs, and line breaks that start a second command.
+# Text that only means something to a shell: chaining, background jobs, pipes, redirection, command and
+# variable substitution, and line breaks that start a second command.
 _SHELL_SYNTAX = (";", "&", "|", "`", "$(", "${", ">", "<", "\n", "\r")
 _KILL_GRACE_S = 5.0
 
@@ -49,6 +47,7 @@ OUTPUT_LIMIT = 20_000
 
 
 def _tool_of(argv: list[str]) -> str | None:
+    """The known tool ``argv`` starts with, matching longer names first ("python -m pytest")."""
     for tool in sorted(KNOWN_TOOLS, key=len, reverse=True):
         words = tool.split()
         if argv[: len(words)] == words:
@@ -108,29 +107,15 @@ def run_command(argv: list[str], repo: Path, timeout_s: float = DEFAULT_COMMAND_
         proc = subprocess.Popen(argv, cwd=repo, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True)
     except FileNotFoundError:
-        return CommandResult(argv=argv, exit_code=127, timed_out=False, seconds=time.monotonic() - started,
+        return CommandResult(argv=argv, exit_code=127, timed_out=False, seconds=round(time.monotonic() - started, 3),
                              output=f"{argv[0]}: not found on PATH")
     timed_out = False
     try:
         out, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = True
-        _kill_group(proc)
+        stop_process_group(proc, grace_s=_KILL_GRACE_S)  # the command and every child it started
         out, _ = proc.communicate()
     return CommandResult(argv=argv, exit_code=None if timed_out else proc.returncode, timed_out=timed_out,
                          seconds=round(time.monotonic() - started, 3),
                          output=out.decode("utf-8", "replace")[-OUTPUT_LIMIT:])
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the command's process group, SIGKILL whatever is left after a grace period."""
-    for sig, wait_s in ((signal.SIGTERM, _KILL_GRACE_S), (signal.SIGKILL, None)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
