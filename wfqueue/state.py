@@ -19,6 +19,8 @@ from urllib.parse import unquote, urlsplit
 
 import redis
 from kombu.exceptions import OperationalError
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from wfqueue.errors import BrokerUnreachableError, SessionBusyError
 from wfqueue.settings import Settings, mask_url
@@ -61,6 +63,7 @@ def connect(settings: Settings) -> redis.Redis:
     url = settings.broker_url.get_secret_value()
     timeout_s = settings.broker_connect_timeout_s
     probe = redis_client(url, timeout_s, read_timeout_s=timeout_s)
+    probe.set_retry(Retry(NoBackoff(), 0))  # one answer is enough: refused credentials are not retried for seconds
     try:
         probe.ping()
     except redis.AuthenticationError as exc:  # a subclass of ConnectionError: test it first
