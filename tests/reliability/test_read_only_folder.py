@@ -36,7 +36,12 @@ def make_read_only(mechanism: str, folder: Path) -> subprocess.CompletedProcess:
     mounted = run("mount", "--bind", str(folder), str(folder))
     if mounted.returncode != 0:
         return mounted
-    return run("mount", "-o", "remount,bind,ro", str(folder))
+    deadline = time.monotonic() + 10
+    while True:  # "mount point is busy" while a file under it is open for writing: wait for it to close
+        remounted = run("mount", "-o", "remount,bind,ro", str(folder))
+        if remounted.returncode == 0 or "busy" not in remounted.stderr or time.monotonic() > deadline:
+            return remounted
+        time.sleep(0.1)
 
 
 def make_writable(mechanism: str, folder: Path) -> None:
@@ -69,6 +74,16 @@ def require(mechanism: str, where: Path) -> None:
         shutil.rmtree(probe, ignore_errors=True)
 
 
+def planned(planning: Path) -> set[str]:
+    """Areas whose task pool is in plan-note.md: the last thing an agent writes (under the note's lock)."""
+    notes = list(planning.glob("*/plan-note.md"))
+    if not notes:
+        return set()
+    note = parse_note(notes[0].read_text(encoding="utf-8"))
+    return {s.heading.split(" - ", 1)[1] for s in note.sections
+            if s.heading.startswith("任务池 - ") and "TASK-" in s.body}
+
+
 def freeze_mid_plan(repo: Path, tmp_path: Path, mechanism: str = "immutable"
                     ) -> tuple[subprocess.CompletedProcess, Path]:
     """Run a collab-plan (embedded mode) and make its session folder read-only once api and auth are done while
@@ -85,11 +100,10 @@ def freeze_mid_plan(repo: Path, tmp_path: Path, mechanism: str = "immutable"
                             start_new_session=True)
     folder = None
     try:
-        finished = lambda: {p.parent.name for p in planning.glob("*/agents/*/plan.json")}  # noqa: E731
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not {"api", "auth"} <= finished():
+        while time.monotonic() < deadline and not {"Api", "Auth"} <= planned(planning):
             time.sleep(0.05)
-        assert finished() == {"api", "auth"}, f"finished before the freeze: {finished()}"
+        assert planned(planning) == {"Api", "Auth"}, f"planned before the freeze: {planned(planning)}"
         folder = next(planning.iterdir())
         frozen = make_read_only(mechanism, folder)
         assert frozen.returncode == 0, frozen.stderr
