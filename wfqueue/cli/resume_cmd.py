@@ -3,34 +3,19 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import typer
 from rich.console import Console
 
+from wfqueue.cli.locate import locate
 from wfqueue.cli.progress import TerminalUI
 from wfqueue.collab.coordinator import CollabCoordinator
-from wfqueue.errors import SessionNotFoundError
-from wfqueue.lite.coordinator import LITE_DIR, LiteCoordinator
+from wfqueue.lite.coordinator import LiteCoordinator
 from wfqueue.metering import BUDGET_HELP, parse_budget_option
 from wfqueue.providers import check_provider_spec
-from wfqueue.sessions import WORKFLOW_DIR, check_session_id, planning_root, resolve_repo
+from wfqueue.sessions import resolve_repo
 from wfqueue.settings import load_settings
 from wfqueue.wfs.coordinator import PlanRequest, WfsCoordinator
-from wfqueue.wfs.session import SESSION_FILE, active_root
-
-
-def locate(repo: Path, session_id: str) -> tuple[str, Path]:
-    """Which kind of session this id is, and its folder."""
-    check_session_id(session_id)
-    candidates = [("collab", planning_root(repo) / session_id), ("lite", repo / WORKFLOW_DIR / LITE_DIR / session_id),
-                  ("workflow", active_root(repo) / session_id)]
-    for kind, folder in candidates:
-        if folder.is_dir() and (kind != "workflow" or (folder / SESSION_FILE).is_file()):
-            return kind, folder
-    known = sorted(p.name for _, folder in candidates if folder.parent.is_dir() for p in folder.parent.iterdir())
-    raise SessionNotFoundError(f"no session {session_id} under {repo / WORKFLOW_DIR}",
-                               hint=f"existing sessions: {', '.join(known[-12:]) or 'none'}")
 
 
 def register(app: typer.Typer) -> None:

@@ -10,9 +10,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from wfqueue.cli.locate import locate
 from wfqueue.collab.inspect import SessionStatus, read_session
 from wfqueue.metering import UsageReport, session_report, usage_line
-from wfqueue.sessions import find_collab_session, planning_root, resolve_repo
+from wfqueue.session_summary import SessionSummary, read_lite_session, read_workflow_session
+from wfqueue.sessions import planning_root, resolve_repo
 from wfqueue.settings import Settings, load_settings
 from wfqueue.state import SessionState, connect
 from wfqueue.usage import PriceTable
@@ -41,6 +43,24 @@ def _row_usage(usage: UsageReport | None) -> tuple[str, str]:
     return f"{usage.total.usage.total:,}", cost
 
 
+def _print_summary(out: Console, settings: Settings, summary: SessionSummary, as_json: bool) -> None:
+    """A lite or workflow session: status, tasks, usage, and its angles or phases."""
+    if settings.broker_url is not None:  # live totals while the session runs on a shared broker
+        state = SessionState(connect(settings), summary.session_id, settings.state_ttl_s)
+        if state.meta():
+            summary = summary.model_copy(update={"usage": session_report(state, PriceTable(settings.price_table))})
+    if as_json:
+        typer.echo(json.dumps(summary.model_dump(mode="json", exclude=NO_CALLS_LIST), ensure_ascii=False))
+        return
+    label = "lite-plan" if summary.kind == "lite" else "workflow"
+    out.print(f"[bold]{summary.session_id}[/] ({label}): {summary.status}, {summary.tasks} tasks")
+    out.print(f"usage: {escape(usage_line(summary.usage))}")
+    table = Table("angle" if summary.kind == "lite" else "phase", "state", "detail")
+    for step in summary.steps:
+        table.add_row(step.name, step.state, escape(step.detail))
+    out.print(table)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("status")
     def status(
@@ -65,7 +85,11 @@ def register(app: typer.Typer) -> None:
                               *_row_usage(r.usage))
             out.print(table if rows else f"no sessions under {folder}")
             return
-        folder = find_collab_session(root, session)
+        kind, folder = locate(root, session)
+        if kind != "collab":
+            _print_summary(out, settings, read_lite_session(folder) if kind == "lite" else read_workflow_session(folder),
+                           as_json)
+            return
         current = read_session(folder)
         live, live_usage = _live(settings, current)
         if live or live_usage:

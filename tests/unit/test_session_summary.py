@@ -1,0 +1,62 @@
+"""`wfqueue status SESSION` for lite-plan and workflow sessions: read from their files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.wfs_factory import make_session, task
+from wfqueue.cli.main import main
+from wfqueue.session_summary import read_lite_session, read_workflow_session
+
+LITE_ID = "add-rate-limiting-2026-11-22"
+
+
+def lite_session(repo: Path, failed: dict[str, str] | None = None, planned: bool = True) -> Path:
+    folder = repo / ".workflow" / ".lite-plan" / LITE_ID
+    folder.mkdir(parents=True)
+    manifest = {"session_id": LITE_ID, "explorations": [
+        {"angle": "architecture", "file": "exploration-architecture.md", "verified": 12, "unverified": 1},
+        {"angle": "dependencies", "file": "exploration-dependencies.md", "verified": 7, "unverified": 0}],
+        "failed_angles": failed or {}}
+    (folder / "explorations-manifest.json").write_text(json.dumps(manifest))
+    if planned:
+        lines = [json.dumps({"id": f"TASK-00{n}", "title": f"step {n}"}) for n in (1, 2, 3)]
+        (folder / "tasks.jsonl").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def test_a_lite_session_shows_its_angles_tasks_and_status(tmp_path: Path) -> None:
+    summary = read_lite_session(lite_session(tmp_path, failed={"patterns": "timed out"}))
+    assert (summary.kind, summary.status, summary.tasks) == ("lite", "partial", 3)
+    assert [(s.name, s.state) for s in summary.steps] == [
+        ("architecture", "done"), ("dependencies", "done"), ("patterns", "failed")]
+    assert summary.steps[0].detail == "12 verified, 1 not" and summary.steps[2].detail == "timed out"
+    assert read_lite_session(lite_session(tmp_path / "b", planned=False)).status == "planning"
+
+
+def test_a_workflow_session_shows_its_phases_and_tasks(tmp_path: Path) -> None:
+    folder = make_session(tmp_path, "Add per-user rate limiting", [task(1, "limits", ["a.py"]),
+                                                                   task(2, "wire in", ["b.py"], [1])])
+    summary = read_workflow_session(folder)
+    assert (summary.kind, summary.session_id, summary.tasks) == ("workflow", "WFS-test-session", 2)
+    assert {s.name for s in summary.steps} >= {"session", "context", "tasks"}
+    (folder / "workflow-session.json").write_text("{not json")
+    assert read_workflow_session(folder).status == "unreadable"
+
+
+def test_status_finds_every_kind_of_session_and_lists_them_all_when_one_is_missing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lite_session(tmp_path)
+    make_session(tmp_path, "Add per-user rate limiting", [task(1, "limits", ["a.py"])])
+    assert main(["status", LITE_ID, "--repo", str(tmp_path), "--json"]) in (0, None)
+    shown = json.loads(capsys.readouterr().out)
+    assert (shown["kind"], shown["status"], shown["tasks"]) == ("lite", "completed", 3)
+    assert main(["status", "WFS-test-session", "--repo", str(tmp_path)]) in (0, None)
+    out = capsys.readouterr().out
+    assert "WFS-test-session (workflow)" in out and "1 tasks" in out
+    assert main(["status", "CPLAN-nope", "--repo", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "no session CPLAN-nope" in err and LITE_ID in err and "WFS-test-session" in err

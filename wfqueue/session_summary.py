@@ -1,0 +1,70 @@
+"""What a lite-plan or workflow session folder says about itself, for `wfqueue status SESSION`.
+
+Collaborative sessions have their own, per-agent view (``wfqueue.collab.inspect``).
+These two are read from the files their final steps wrote, so the summary also
+works after an embedded broker has stopped.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ValidationError
+
+from wfqueue.lite.steps import MANIFEST_FILE, TASKS_FILE
+from wfqueue.metering import UsageReport, read_usage_file
+from wfqueue.wfs.session import load_session
+
+
+class StepStatus(BaseModel):
+    name: str  # an exploration angle, or a workflow phase
+    state: str
+    detail: str = ""
+
+
+class SessionSummary(BaseModel):
+    kind: Literal["lite", "workflow"]
+    session_id: str
+    session_dir: str
+    status: str
+    tasks: int
+    steps: list[StepStatus]
+    usage: UsageReport | None = None
+
+
+def read_lite_session(folder: Path) -> SessionSummary:
+    """Angles from the exploration manifest, tasks from tasks.jsonl."""
+    steps: list[StepStatus] = []
+    manifest_file = folder / MANIFEST_FILE
+    if manifest_file.is_file():
+        manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
+        for entry in manifest.get("explorations", []):
+            steps.append(StepStatus(name=str(entry.get("angle")), state="done",
+                                    detail=f"{entry.get('verified', 0)} verified, {entry.get('unverified', 0)} not"))
+        for angle, reason in (manifest.get("failed_angles") or {}).items():
+            steps.append(StepStatus(name=angle, state="failed", detail=str(reason)))
+    tasks_file = folder / TASKS_FILE
+    tasks = 0
+    if tasks_file.is_file():
+        # One task per line; `wfqueue validate` is where a malformed line is reported.
+        tasks = sum(1 for line in tasks_file.read_text(encoding="utf-8").split("\n") if line.strip())
+        status = "partial" if any(s.state == "failed" for s in steps) else "completed"
+    else:
+        status = "planning"
+    return SessionSummary(kind="lite", session_id=folder.name, session_dir=str(folder), status=status, tasks=tasks,
+                          steps=steps, usage=read_usage_file(folder))
+
+
+def read_workflow_session(folder: Path) -> SessionSummary:
+    """Phases and status from workflow-session.json, tasks from .task/."""
+    try:
+        session = load_session(folder)
+    except (OSError, ValueError, ValidationError):
+        return SessionSummary(kind="workflow", session_id=folder.name, session_dir=str(folder), status="unreadable",
+                              tasks=0, steps=[], usage=read_usage_file(folder))
+    steps = [StepStatus(name=phase, state=state) for phase, state in session.phases.items()]
+    tasks = len(list((folder / ".task").glob("IMPL-*.json")))
+    return SessionSummary(kind="workflow", session_id=session.session_id, session_dir=str(folder),
+                          status=session.status, tasks=tasks, steps=steps, usage=read_usage_file(folder))
