@@ -36,6 +36,7 @@ DIMENSIONS: dict[str, tuple[str, int]] = {
     "J": ("N+1 Context", 2), "F": ("Task Specification Quality", 3), "G": ("Duplication", 4),
     "H": ("Feasibility", 4),
 }
+CONTROL_ARTIFACTS = ("plan.json", "IMPL_PLAN.md", "TODO_LIST.md")  # missing -> C; others -> E
 MANY_TASKS_PER_FILE = 3
 MAX_FILES_PER_TASK = 8
 _PLACEHOLDER = re.compile(r"^\W*(tbd|todo|tba|n/?a|none|null|-+|\?+|\.\.\.|fixme|xxx)?\W*$", re.I)
