@@ -104,7 +104,12 @@ def test_timed_out_agent_is_a_failure_record_not_a_broken_chord(sample_repo: Pat
     assert run.seconds < 30
 
 
-def test_ctrl_c_leaves_no_process_behind(sample_repo: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("sig", "code", "said"), [(signal.SIGINT, 130, "interrupted"),
+                                                   (signal.SIGTERM, 143, "terminated")])
+def test_ctrl_c_or_sigterm_leaves_no_process_behind(sig: signal.Signals, code: int, said: str, sample_repo: Path,
+                                                   tmp_path: Path) -> None:
+    """SIGTERM (kill, a service manager, a container stop) unwinds like Ctrl-C: embedded Redis and the
+    local workers are stopped, not orphaned."""
     provider = write_script(tmp_path / "script.json", hang={f"plan_area:{a}": 60 for a in AREAS})
     proc = subprocess.Popen(
         [sys.executable, "-m", "wfqueue.cli.main", "collab-plan", REQUIREMENT, "--repo", str(sample_repo),
@@ -122,9 +127,10 @@ def test_ctrl_c_leaves_no_process_behind(sample_repo: Path, tmp_path: Path) -> N
         proc.kill()
         pytest.fail("agents never started")
     assert processes_mentioning(marker), "redis and workers should be running mid-plan"
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 130, stderr
+    assert proc.returncode == code, stderr
+    assert stderr.strip().splitlines()[-1] == said
     assert processes_mentioning(marker) == []
 
 

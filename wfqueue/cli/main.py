@@ -1,12 +1,18 @@
 """Entry point: builds the Typer app and turns wfqueue errors into exit codes.
 
 Exit codes: 0 complete, 1 partial plan, 2 bad input, 3 infrastructure,
-130 interrupted.
+130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
 """
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import FrameType
 
 import click
 import typer
@@ -52,26 +58,69 @@ status.register(app)
 config_cmd.register(app)
 
 
+INTERRUPTED_EXIT = 130  # Ctrl-C
+TERMINATED_EXIT = 143  # SIGTERM
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, a service manager, a container stop), handled like Ctrl-C: the command
+    unwinds, so an embedded Redis and its local workers are stopped on the way out, not orphaned."""
+
+
+@dataclass
+class Signals:
+    terminated: bool = False
+
+
+@contextmanager
+def sigterm_unwinds() -> Iterator[Signals]:
+    """Raise :class:`Terminated` on SIGTERM while a command runs (main thread only; restored after).
+    Commands that run a Celery worker or beat install their own handler, which replaces this one."""
+    seen = Signals()
+    if threading.current_thread() is not threading.main_thread():
+        yield seen
+        return
+
+    def on_sigterm(_signum: int, _frame: FrameType | None) -> None:
+        seen.terminated = True
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _stopped(err: Console, signals: Signals) -> int:
+    if signals.terminated:
+        err.print("terminated")
+        return TERMINATED_EXIT
+    err.print("interrupted")
+    return INTERRUPTED_EXIT
+
+
 def main(argv: list[str] | None = None) -> int:
     err = Console(stderr=True)
-    try:
-        code = app(args=argv, standalone_mode=False)
-    except WfqueueError as exc:
-        err.print(f"[bold red]error:[/] {exc.message}", highlight=False, markup=True, soft_wrap=True)
-        if exc.hint:
-            err.print(f"[dim]hint:[/] {exc.hint}", highlight=False, soft_wrap=True)
-        return exc.exit_code
-    except (KeyboardInterrupt, click.exceptions.Abort, typer.Abort):
-        err.print("interrupted")
-        return 130
-    except (click.exceptions.ClickException, typer_click_exceptions.ClickException) as exc:
-        # Typer vendors its own copy of click: usage errors come from either.
-        exc.show()
-        usage = isinstance(exc, (click.exceptions.UsageError, typer_click_exceptions.UsageError))
-        return 2 if usage else exc.exit_code
-    except (click.exceptions.Exit, typer.Exit) as exc:
-        return exc.exit_code
-    return int(code or 0)
+    with sigterm_unwinds() as signals:
+        try:
+            code = app(args=argv, standalone_mode=False)
+        except WfqueueError as exc:
+            err.print(f"[bold red]error:[/] {exc.message}", highlight=False, markup=True, soft_wrap=True)
+            if exc.hint:
+                err.print(f"[dim]hint:[/] {exc.hint}", highlight=False, soft_wrap=True)
+            return exc.exit_code
+        except (KeyboardInterrupt, click.exceptions.Abort, typer.Abort):
+            return _stopped(err, signals)
+        except (click.exceptions.ClickException, typer_click_exceptions.ClickException) as exc:
+            # Typer vendors its own copy of click: usage errors come from either.
+            exc.show()
+            usage = isinstance(exc, (click.exceptions.UsageError, typer_click_exceptions.UsageError))
+            return 2 if usage else exc.exit_code
+        except (click.exceptions.Exit, typer.Exit) as exc:
+            return exc.exit_code
+        # Typer turns an interrupt inside a command into the return value 130.
+        return _stopped(err, signals) if code == INTERRUPTED_EXIT else int(code or 0)
 
 
 if __name__ == "__main__":  # pragma: no cover
