@@ -121,15 +121,14 @@ def render_notes(requirement: str, timestamp: str, assessment: Assessment, explo
     return "\n".join(out) + "\n"
 
 
-def render_plan(session_id: str, requirement: str, created: str, assessment: Assessment, understanding: str,
-                tasks: list[UnifiedTask], tasks_path: str, failed: dict[str, str], *, usage: str | None = None) -> str:
-    """plan.md; ``usage`` is the session's usage line (wfqueue.metering.usage_line), when known."""
-    out = [
-        "# Lite Plan",
-        "",
-        f"**Session**: {session_id}",
-        f"**Requirement**: {_cell(requirement)}",
-        f"**Created**: {created}",
+def _plan_header(session_id: str, requirement: str, created: str, assessment: Assessment, failed: dict[str, str],
+                 usage: str | None, status: str | None = None) -> list[str]:
+    """The title and key facts both kinds of plan.md start with."""
+    out = ["# Lite Plan", "", f"**Session**: {session_id}", f"**Requirement**: {_cell(requirement)}",
+           f"**Created**: {created}"]
+    if status is not None:
+        out.append(f"**Status**: {status}")
+    out += [
         f"**Complexity**: {assessment.complexity}",
         f"**Exploration Angles**: {', '.join(assessment.angles) if assessment.needs_exploration else 'none (not needed)'}",
     ]
@@ -137,6 +136,13 @@ def render_plan(session_id: str, requirement: str, created: str, assessment: Ass
         out.append(f"**Skipped angles**: {', '.join(f'{a}: {_cell(e)}' for a, e in sorted(failed.items()))}")
     if usage is not None:
         out.append(f"**LLM usage** (cost estimated from the price_table setting): {_cell(usage)}")
+    return out
+
+
+def render_plan(session_id: str, requirement: str, created: str, assessment: Assessment, understanding: str,
+                tasks: list[UnifiedTask], tasks_path: str, failed: dict[str, str], *, usage: str | None = None) -> str:
+    """plan.md; ``usage`` is the session's usage line (wfqueue.metering.usage_line), when known."""
+    out = _plan_header(session_id, requirement, created, assessment, failed, usage)
     out += ["", "## 需求理解", "", understanding.strip(), "", "## 任务概览", "",
             "| # | ID | Title | Type | Priority | Effort | Dependencies |",
             "|---|-----|-------|------|----------|--------|--------------|"]
@@ -171,20 +177,9 @@ def render_plan(session_id: str, requirement: str, created: str, assessment: Ass
 def render_stopped_plan(session_id: str, requirement: str, created: str, assessment: Assessment, reason: str,
                         failed: dict[str, str], usage: str) -> str:
     """plan.md of a lite plan whose planning step never ran (its budget was spent): what is known and why."""
-    out = [
-        "# Lite Plan",
-        "",
-        f"**Session**: {session_id}",
-        f"**Requirement**: {_cell(requirement)}",
-        f"**Created**: {created}",
-        "**Status**: partial: no tasks were planned",
-        f"**Complexity**: {assessment.complexity}",
-        f"**Exploration Angles**: {', '.join(assessment.angles) if assessment.needs_exploration else 'none (not needed)'}",
-    ]
-    if failed:
-        out.append(f"**Skipped angles**: {', '.join(f'{a}: {_cell(e)}' for a, e in sorted(failed.items()))}")
+    out = _plan_header(session_id, requirement, created, assessment, failed, usage,
+                       status="partial: no tasks were planned")
     out += [
-        f"**LLM usage** (cost estimated from the price_table setting): {_cell(usage)}",
         "",
         f"> ⚠️ **Planning stopped**: {_cell(reason)}",
         "",
