@@ -34,6 +34,11 @@ class Step(BaseModel):
     repo: str
     requirement: str
 
+    @property
+    def label(self) -> str:
+        """Names this step in logs, usage records and scripts: the step name, plus the area or angle."""
+        return self.name
+
 
 class UnderstandStep(Step):
     """Understand the requirement and split it into 2..max_agents sub-domains."""
@@ -53,6 +58,10 @@ class PlanAreaStep(Step):
     analysis: RequirementAnalysis
     focus_area: str
 
+    @property
+    def label(self) -> str:
+        return f"{self.name}:{self.focus_area}"
+
 
 class AssessStep(Step):
     """Judge complexity, pick exploration angles, decide whether to explore (lite plan)."""
@@ -70,6 +79,10 @@ class ExploreAngleStep(Step):
     output_model: ClassVar[type[BaseModel]] = AngleFindings
 
     angle: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}:{self.angle}"
 
 
 class LitePlanStep(Step):

@@ -27,19 +27,11 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from wfqueue.errors import ProviderError
-from wfqueue.providers.base import ExploreAngleStep, PlanAreaStep, Step
+from wfqueue.providers.base import Step
 from wfqueue.providers.offline.provider import OfflineProvider
 
 HOLD_LIMIT_S = 120.0
 HOLD_POLL_S = 0.05
-
-
-def step_key(step: Step) -> str:
-    if isinstance(step, PlanAreaStep):
-        return f"plan_area:{step.focus_area}"
-    if isinstance(step, ExploreAngleStep):
-        return f"explore:{step.angle}"
-    return step.name
 
 
 class ScriptedProvider:
@@ -54,7 +46,7 @@ class ScriptedProvider:
         self.fallback = OfflineProvider(max_file_bytes=max_file_bytes)
 
     def run(self, step: Step) -> BaseModel:
-        key = step_key(step)
+        key = step.label
         time.sleep(float(self.script.get("latency_s", 0)))
         if key in self.script.get("hang", {}):
             time.sleep(float(self.script["hang"][key]))

@@ -76,14 +76,6 @@ def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = N
     return max(0.0, float(email.utils.mktime_tz(parsed)) - (time.time() if now is None else now))
 
 
-def step_label(step: Step) -> str:
-    if isinstance(step, PlanAreaStep):
-        return f"plan_area:{step.focus_area}"
-    if isinstance(step, ExploreAngleStep):
-        return f"explore:{step.angle}"
-    return step.name
-
-
 def _block_param(block: Any) -> dict[str, Any] | None:
     """A response content block as a request content block (None for an empty text)."""
     if block.type == "text":
@@ -178,7 +170,7 @@ class AnthropicProvider:
         try:
             repo = RepoTools(step.repo, **self.tool_caps)
         except (OSError, ValueError, ToolError) as exc:
-            raise ProviderError(f"{step_label(step)}: cannot open the repository {step.repo}: {exc}") from None
+            raise ProviderError(f"{step.label}: cannot open the repository {step.repo}: {exc}") from None
         with_tools = isinstance(step, TOOL_STEPS)
         prompt = build_prompt(step, repo.summary(self.summary_max_files), tools=with_tools)
         system, messages = prompt.system, [dict(m) for m in prompt.messages]
@@ -224,7 +216,7 @@ class AnthropicProvider:
     def _settle(self, step: Step, system: list[dict[str, Any]], messages: list[dict[str, Any]], response: Any,
                 *, with_tools: bool) -> BaseModel:
         """Validate the answer; on failure one repair round with the errors; then fail loudly."""
-        label = step_label(step)
+        label = step.label
         answer, errors = self._validate(step, response)
         if answer is not None:
             return answer
@@ -261,7 +253,7 @@ class AnthropicProvider:
             request["tools"] = TOOL_DEFINITIONS
             if force_answer:
                 request["tool_choice"] = {"type": "none"}
-        label = step_label(step)
+        label = step.label
         permit = None
         if self._limiter is not None:
             # Output is reserved at max_tokens, as Anthropic estimates it; the release corrects both.
@@ -304,7 +296,7 @@ class AnthropicProvider:
 
     def _record(self, step: Step, kind: str, response: Any) -> None:
         usage = response.usage
-        entry: dict[str, Any] = {"step": step_label(step), "kind": kind, "model": response.model,
+        entry: dict[str, Any] = {"step": step.label, "kind": kind, "model": response.model,
                                  "stop_reason": response.stop_reason}
         for field_name in USAGE_FIELDS:
             entry[field_name] = int(getattr(usage, field_name, 0) or 0)
