@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import socket
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -315,3 +316,17 @@ class FakeAnthropic:
                ) -> tuple[int, dict[str, str], dict[str, Any]]:
         kind = ERROR_TYPES.get(status, "api_error")
         return status, dict(headers or {}), {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def allow_loopback_only(monkeypatch: Any) -> None:
+    """Make a connection to anything but loopback or a unix socket fail: a test that would reach the real
+    API fails instead. ``monkeypatch`` is pytest's fixture (passed in: this module is not a test module)."""
+    original = socket.socket.connect
+
+    def guarded(self: socket.socket, address: Any) -> Any:
+        host = address[0] if isinstance(address, tuple) else address
+        if isinstance(host, str) and host not in ("127.0.0.1", "::1", "localhost") and self.family != socket.AF_UNIX:
+            raise OSError(f"network access is disabled in tests (tried {host})")
+        return original(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded)

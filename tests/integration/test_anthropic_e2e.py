@@ -280,6 +280,13 @@ def kinds_seen(fake: FakeAnthropic) -> Counter[str]:
     return Counter(step_kind(r) for r in fake.requests if r.get("system"))
 
 
+def plan_three_ways(fake: FakeAnthropic, repo: Path) -> tuple[Any, Any, Any]:
+    """A collab-plan (2 agents), a lite-plan and a workflow plan of the repository, one after another."""
+    return (cli(fake, "collab-plan", COLLAB_REQUIREMENT, "--repo", str(repo), "--max-agents", "2"),
+            cli(fake, "lite-plan", LITE_REQUIREMENT, "--repo", str(repo)),
+            cli(fake, "plan", WFS_REQUIREMENT, "--repo", str(repo)))
+
+
 def check_collab(repo: Path, run: Any) -> tuple[Path, dict[str, dict[str, Any]], list[dict[str, Any]]]:
     """A complete, valid collaborative plan; returns its folder, plan.json by area and its conflicts."""
     assert run.code == 0, run.stderr
@@ -411,9 +418,7 @@ def test_workflow_plan_against_the_api(sample_repo: Path) -> None:
 @pytest.mark.long
 def test_wrong_content_is_repaired_and_the_cycle_reported(sample_repo: Path) -> None:
     with FakeAnthropic(FakeModel(wrong=True)) as fake:
-        collab = cli(fake, "collab-plan", COLLAB_REQUIREMENT, "--repo", str(sample_repo), "--max-agents", "2")
-        lite = cli(fake, "lite-plan", LITE_REQUIREMENT, "--repo", str(sample_repo))
-        workflow = cli(fake, "plan", WFS_REQUIREMENT, "--repo", str(sample_repo))
+        collab, lite, workflow = plan_three_ways(fake, sample_repo)
 
     folder, plans, conflicts = check_collab(sample_repo, collab)
     first_area, second_area = plans
@@ -461,9 +466,7 @@ def test_wrong_content_is_repaired_and_the_cycle_reported(sample_repo: Path) -> 
 def test_plans_complete_when_one_call_in_five_fails(sample_repo: Path) -> None:
     flaky = OneInFive(FakeModel())
     with FakeAnthropic(flaky) as fake:
-        collab = cli(fake, "collab-plan", COLLAB_REQUIREMENT, "--repo", str(sample_repo), "--max-agents", "2")
-        lite = cli(fake, "lite-plan", LITE_REQUIREMENT, "--repo", str(sample_repo))
-        workflow = cli(fake, "plan", WFS_REQUIREMENT, "--repo", str(sample_repo))
+        collab, lite, workflow = plan_three_ways(fake, sample_repo)
     check_collab(sample_repo, collab)
     check_lite(sample_repo, lite)
     check_workflow(sample_repo, workflow)
@@ -477,9 +480,7 @@ def test_plans_complete_when_one_call_in_five_fails(sample_repo: Path) -> None:
 def test_every_step_type_retries_transient_errors(sample_repo: Path) -> None:
     first_fails = FirstCallOfEachStepFails(FakeModel())
     with FakeAnthropic(first_fails) as fake:
-        collab = cli(fake, "collab-plan", COLLAB_REQUIREMENT, "--repo", str(sample_repo), "--max-agents", "2")
-        lite = cli(fake, "lite-plan", LITE_REQUIREMENT, "--repo", str(sample_repo))
-        workflow = cli(fake, "plan", WFS_REQUIREMENT, "--repo", str(sample_repo))
+        collab, lite, workflow = plan_three_ways(fake, sample_repo)
     check_collab(sample_repo, collab)
     check_lite(sample_repo, lite)
     check_workflow(sample_repo, workflow)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.fake_anthropic import FakeAnthropic, answer, breakpoint_tokens, error, tool_call
+from tests.fake_anthropic import FakeAnthropic, allow_loopback_only, answer, breakpoint_tokens, error, tool_call
 from wfqueue.collab.models import AreaDraft, RequirementAnalysis
 from wfqueue.errors import ConfigError, ProviderError, TransientProviderError
 from wfqueue.lite.models import AngleFindings, Assessment
@@ -47,15 +47,7 @@ FINDINGS = {
 @pytest.fixture(autouse=True)
 def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     """Only loopback connections: a test that would reach the real API fails instead."""
-    original = socket.socket.connect
-
-    def guarded(self: socket.socket, address: Any) -> Any:
-        host = address[0] if isinstance(address, tuple) else address
-        if isinstance(host, str) and host not in ("127.0.0.1", "::1", "localhost") and self.family != socket.AF_UNIX:
-            raise OSError(f"network access is disabled in tests (tried {host})")
-        return original(self, address)
-
-    monkeypatch.setattr(socket.socket, "connect", guarded)
+    allow_loopback_only(monkeypatch)
 
 
 @pytest.fixture

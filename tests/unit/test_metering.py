@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ import pytest
 import redis
 from pydantic import SecretStr
 
-from tests.fake_anthropic import FakeAnthropic, answer
+from tests.fake_anthropic import FakeAnthropic, allow_loopback_only, answer
 from tests.wfs_factory import make_session, task
 from wfqueue.collab.inspect import read_session
 from wfqueue.collab.summary import render_cost
@@ -65,15 +64,7 @@ def entry(step: str, inp: int = 0, out: int = 0, read: int = 0, write: int = 0, 
 @pytest.fixture(autouse=True)
 def loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """A test that would reach the real API fails instead."""
-    original = socket.socket.connect
-
-    def guarded(self: socket.socket, address: Any) -> Any:
-        host = address[0] if isinstance(address, tuple) else address
-        if isinstance(host, str) and host not in ("127.0.0.1", "::1", "localhost") and self.family != socket.AF_UNIX:
-            raise OSError(f"network access is disabled in tests (tried {host})")
-        return original(self, address)
-
-    monkeypatch.setattr(socket.socket, "connect", guarded)
+    allow_loopback_only(monkeypatch)
 
 
 @pytest.fixture(scope="module")
