@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -17,7 +15,7 @@ from support import run_cli, session_dir, wfqueue_env, write_script
 from wfqueue.celery_app import create_app, release_result_subscriptions
 from wfqueue.collab.note import parse_note, render_note, replace_section
 from wfqueue.collab.note_blocks import note_tasks
-from wfqueue.embedded import EmbeddedCluster, EmbeddedRedis
+from wfqueue.embedded import EmbeddedCluster, EmbeddedRedis, stop_process_group
 from wfqueue.fsio import locked_update
 from wfqueue.samples import make_service_repo
 from wfqueue.settings import load_settings
@@ -49,15 +47,6 @@ def start_worker(url: str, name: str, concurrency: int = 2) -> subprocess.Popen:
     )
 
 
-def stop(proc: subprocess.Popen) -> None:
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-
 def test_coordinator_only_enqueues_and_standalone_workers_do_the_work(broker: str, sample_repo: Path, tmp_path: Path) -> None:
     workers = [start_worker(broker, "remote-a"), start_worker(broker, "remote-b")]
     try:
@@ -75,7 +64,7 @@ def test_coordinator_only_enqueues_and_standalone_workers_do_the_work(broker: st
         assert {a["state"] for a in live["agents"]} == {"done"}
     finally:
         for proc in workers:
-            stop(proc)
+            stop_process_group(proc, grace_s=20)
 
 
 def run_task(app, name: str, args: list, timeout: float = 60) -> object:

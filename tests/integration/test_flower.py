@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import signal
 import socket
 import subprocess
 import sys
@@ -17,7 +15,7 @@ from pathlib import Path
 import pytest
 from support import run_cli, session_dir, wfqueue_env
 
-from wfqueue.embedded import EmbeddedRedis
+from wfqueue.embedded import EmbeddedRedis, stop_process_group
 
 pytestmark = pytest.mark.integration
 CREDENTIALS = "admin:s3cret-flower"
@@ -43,15 +41,6 @@ def get(url: str, credentials: str | None = None) -> tuple[int, bytes]:
 def start(args: list[str], env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", *args], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
-
-
-def stop(proc: subprocess.Popen) -> None:
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
 
 
 def test_flower_lists_the_plans_tasks_with_credentials_and_refuses_without(sample_repo: Path, tmp_path: Path) -> None:
@@ -97,7 +86,7 @@ def test_flower_lists_the_plans_tasks_with_credentials_and_refuses_without(sampl
         assert status == 200 and b"flower_events_total" in metrics
     finally:
         for proc in procs:
-            stop(proc)
+            stop_process_group(proc, grace_s=20)
         redis.stop()
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import signal
 import subprocess
 import sys
 import time
@@ -27,7 +26,7 @@ from wfqueue.celery_app import create_app, release_result_subscriptions
 from wfqueue.collab.note import parse_note
 from wfqueue.collab.recovery import enqueue_missing
 from wfqueue.collab.steps import run_area, run_understanding
-from wfqueue.embedded import EmbeddedRedis
+from wfqueue.embedded import EmbeddedRedis, stop_process_group
 from wfqueue.providers import make_provider
 from wfqueue.sessions import new_collab_session_id, planning_root
 from wfqueue.settings import load_settings
@@ -48,18 +47,6 @@ def broker(tmp_path: Path) -> Iterator[str]:
         yield server.url
     finally:
         server.stop()
-
-
-def stop(proc: subprocess.Popen) -> None:
-    """Stop one process we started (and its pool children: it leads its own process group)."""
-    if proc.poll() is not None:
-        return
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
 
 
 def start_control_worker(url: str, hostname: str, log: Path) -> subprocess.Popen:
@@ -154,7 +141,7 @@ def test_lost_header_messages_are_reenqueued_once_then_the_plan_is_finalised_par
         again = app.send_task(BEAT_WATCHDOG, queue="control").get(timeout=30)
         assert sid not in again["sessions"]
     finally:
-        stop(worker)
+        stop_process_group(worker, grace_s=20)
         release_result_subscriptions(app)
 
 
@@ -194,7 +181,7 @@ def test_one_beat_per_broker_and_it_sends_the_watchdog_to_control(broker: str, t
     finally:
         for proc in (second, first):
             if proc is not None:
-                stop(proc)
+                stop_process_group(proc, grace_s=20)
     assert client.get(BEAT_LOCK_KEY) is None, "a stopped beat releases its lock"
 
 

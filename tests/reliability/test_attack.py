@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import pickle
-import signal
 import subprocess
 import sys
 import time
@@ -14,7 +12,7 @@ import pytest
 from kombu import Connection, Producer
 from support import wfqueue_env
 
-from wfqueue.embedded import EmbeddedRedis
+from wfqueue.embedded import EmbeddedRedis, stop_process_group
 from wfqueue.state import redis_client
 
 pytestmark = pytest.mark.integration
@@ -63,9 +61,5 @@ def test_a_pickled_message_is_refused_and_never_executed(tmp_path: Path) -> None
         assert not marker.exists(), "the pickled payload was executed"
         assert redis_client(redis.url, 2).hgetall("wfq:evil:agent:x") == {}
     finally:
-        os.killpg(worker.pid, signal.SIGTERM)
-        try:
-            worker.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
+        stop_process_group(worker, grace_s=20)
         redis.stop()
