@@ -11,6 +11,7 @@ no shell, inside the repository, in its own process group, killed at the timeout
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 import time
@@ -53,6 +54,12 @@ def _tool_of(argv: list[str]) -> str | None:
         if argv[: len(words)] == words:
             return tool
     return None
+
+
+def starts_with_known_tool(command: str) -> bool:
+    """Whether the text begins with a known tool, whatever follows it (``pytest; rm -rf ~`` does). Pure."""
+    text = command.strip().strip("`").strip()
+    return any(re.match(rf"{re.escape(tool)}(?![\w-])", text) for tool in KNOWN_TOOLS)
 
 
 def _escapes_repository(argument: str) -> bool:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel
 
 from wfqueue.analysis import tokenize
-from wfqueue.commands import KNOWN_TOOLS, refusal
+from wfqueue.commands import KNOWN_TOOLS, refusal, starts_with_known_tool
 from wfqueue.tasks_file import LEGACY_VERIFICATION, repo_relative
 from wfqueue.unified_task import UnifiedTask
 from wfqueue.wfs.models import Finding
@@ -210,11 +210,6 @@ def auto_runnable(verification: str) -> bool:
     return refusal(verification) is None
 
 
-def _starts_with_known_tool(verification: str) -> bool:
-    text = verification.strip().strip("`").strip()
-    return any(re.match(rf"{re.escape(tool)}(?![\w-])", text) for tool in KNOWN_TOOLS)
-
-
 def check_feasibility(inp: VerifyInput) -> list[Finding]:
     """H: each task can be carried out and checked as written."""
     out: list[Finding] = []
@@ -225,7 +220,7 @@ def check_feasibility(inp: VerifyInput) -> list[Finding]:
                                "use action modify, or pick a new path"))
         v = t.convergence.verification.strip()
         refused = refusal(v)
-        if refused is not None and _starts_with_known_tool(v):
+        if refused is not None and starts_with_known_tool(v):
             # A test command with something attached (``pytest; rm -rf ~``, ``make > /etc/x``): never run.
             out.append(finding("H", "HIGH", where, f"execution will refuse {t.id}'s verification: {refused.message}",
                                refused.hint or "make it one command inside the repository"))
