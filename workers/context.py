@@ -55,7 +55,7 @@ def broker_patient_task(settings: Settings, states: StateFactory) -> type[Task]:
             except BROKER_AWAY as exc:
                 if not wait_until_reachable(states.client(), settings.broker_outage_grace_s):
                     raise
-                raise self.retry(exc=exc, countdown=settings.retry_backoff_s) from None
+                raise retry_later(self, exc, settings) from None
 
     return BrokerPatientTask
 
