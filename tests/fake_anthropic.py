@@ -2,6 +2,12 @@
 
 Tests point ``anthropic.Anthropic(base_url=...)`` (or ANTHROPIC_BASE_URL) at it.
 It answers ``POST /v1/messages`` with scripted replies and records every request.
+A request with ``"stream": true`` is answered as the real API streams
+(``text/event-stream``, chunked): ``message_start``, ``ping``, per content block
+``content_block_start`` / ``content_block_delta`` (``text_delta`` or
+``input_json_delta`` chunks) / ``content_block_stop``, then ``message_delta``
+(stop_reason, output_tokens) and ``message_stop``. An error before the stream
+starts is a JSON answer with its status, as the real API sends it.
 
 Scripting::
 
@@ -38,8 +44,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
-__all__ = ["FakeAnthropic", "Reply", "answer", "breakpoint_tokens", "error", "text", "tool_call"]
+__all__ = ["FakeAnthropic", "Reply", "answer", "breakpoint_tokens", "error", "sse_events", "text", "tool_call"]
 
+TEXT_PIECE = 40  # characters per text_delta
+JSON_PIECE = 24  # characters per input_json_delta
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                404: "not_found_error", 429: "rate_limit_error", 529: "overloaded_error"}
 
@@ -131,8 +139,6 @@ def check_request(body: dict[str, Any]) -> str | None:
     for key in ("model", "max_tokens", "messages"):
         if key not in body:
             return f"{key}: Field required"
-    if body.get("stream"):
-        return "this fake server does not stream"
     messages = body["messages"]
     if not messages or messages[-1].get("role") != "user":
         return "the last message must be a user message"
@@ -162,6 +168,50 @@ def check_request(body: dict[str, Any]) -> str | None:
     if fmt is not None and (fmt.get("type") != "json_schema" or not isinstance(fmt.get("schema"), dict)):
         return "output_config.format: expected {type: json_schema, schema: {...}}"
     return None
+
+
+def sse_events(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """A complete message as the real API streams it: (event name, data) in order."""
+    usage = message["usage"]
+    opening = {**message, "content": [], "stop_reason": None, "stop_sequence": None,
+               "usage": {**usage, "output_tokens": 1}}
+    events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": opening}),
+                                                ("ping", {"type": "ping"})]
+    for index, block in enumerate(message["content"]):
+        if block["type"] == "tool_use":
+            empty = {**block, "input": {}}
+            deltas = [{"type": "input_json_delta", "partial_json": piece}
+                      for piece in _pieces(json.dumps(block["input"]), JSON_PIECE)]
+        else:
+            empty = {**block, "text": ""}
+            deltas = [{"type": "text_delta", "text": piece} for piece in _pieces(block.get("text", ""), TEXT_PIECE)]
+        events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": empty}))
+        events.extend(("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
+                      for d in deltas)
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    events.append(("message_delta", {"type": "message_delta",
+                                     "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                                     "usage": {"output_tokens": usage["output_tokens"]}}))
+    events.append(("message_stop", {"type": "message_stop"}))
+    return events
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+def _sse(name: str, data: dict[str, Any]) -> bytes:
+    return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+@dataclass
+class Outcome:
+    """What the handler sends for one request: a JSON body or, for a streamed 200, its events."""
+
+    status: int
+    headers: dict[str, str]
+    payload: dict[str, Any]
+    stream: bool = False
 
 
 class FakeAnthropic:
@@ -212,16 +262,7 @@ class FakeAnthropic:
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length)
-                status, headers, payload = fake.handle(self.path, dict(self.headers.items()), raw)
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.send_header("request-id", f"req_fake_{next(fake._ids)}")
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(data)
+                fake.deliver(self, fake.handle(self.path, dict(self.headers.items()), raw))
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
@@ -237,9 +278,34 @@ class FakeAnthropic:
         if self._thread is not None:
             self._thread.join(timeout=5)
 
+    # -- sending -----------------------------------------------------------------------
+
+    def deliver(self, handler: BaseHTTPRequestHandler, outcome: Outcome) -> None:
+        """Write one outcome to the client (outside the lock: a stream or a held request blocks no one)."""
+        handler.send_response(outcome.status)
+        handler.send_header("request-id", f"req_fake_{next(self._ids)}")
+        for key, value in outcome.headers.items():
+            handler.send_header(key, value)
+        if outcome.stream:
+            handler.send_header("content-type", "text/event-stream; charset=utf-8")
+            handler.send_header("cache-control", "no-cache")
+            handler.send_header("transfer-encoding", "chunked")
+            handler.end_headers()
+            for name, data in sse_events(outcome.payload):
+                chunk = _sse(name, data)
+                handler.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                handler.wfile.flush()
+            handler.wfile.write(b"0\r\n\r\n")
+            return
+        data = json.dumps(outcome.payload).encode()
+        handler.send_header("content-type", "application/json")
+        handler.send_header("content-length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.write(data)
+
     # -- the API ------------------------------------------------------------------------
 
-    def handle(self, path: str, headers: dict[str, str], raw: bytes) -> tuple[int, dict[str, str], dict[str, Any]]:
+    def handle(self, path: str, headers: dict[str, str], raw: bytes) -> Outcome:
         with self._lock:
             try:
                 body = json.loads(raw or b"{}")
@@ -266,11 +332,12 @@ class FakeAnthropic:
             for block in content:
                 if block.get("type") == "tool_use" and not block.get("id"):
                     block["id"] = f"toolu_{next(self._ids):04d}"
-            return 200, {}, {
+            message = {
                 "id": f"msg_{next(self._ids):06d}", "type": "message", "role": "assistant",
                 "model": body["model"], "content": content, "stop_reason": reply.stop_reason,
                 "stop_sequence": None, "usage": self._usage(body, content, reply),
             }
+            return Outcome(200, {}, message, stream=bool(body.get("stream")))
 
     def _next_reply(self, body: dict[str, Any]) -> Reply:
         if self.replies:
@@ -312,10 +379,9 @@ class FakeAnthropic:
         }
 
     @staticmethod
-    def _error(status: int, message: str, headers: dict[str, str] | None = None
-               ) -> tuple[int, dict[str, str], dict[str, Any]]:
+    def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Outcome:
         kind = ERROR_TYPES.get(status, "api_error")
-        return status, dict(headers or {}), {"type": "error", "error": {"type": kind, "message": message}}
+        return Outcome(status, dict(headers or {}), {"type": "error", "error": {"type": kind, "message": message}})
 
 
 def allow_loopback_only(monkeypatch: Any) -> None:
