@@ -2,10 +2,13 @@
 
 Workers wrap their provider in :class:`MeteredProvider`. Before a step calls the
 provider it checks the session's budget (put in the session meta by the
-coordinator); after the step, succeeded or failed, it appends the calls the step
-made to the session's usage list in Redis (``SessionState.record_usage``). A step
-answered from Redis (a redelivered task reusing the remembered answer) never
-reaches the provider, so it records nothing: only calls actually made count.
+coordinator). It also binds the provider to the session: an LLM provider saves
+every completed turn in the session's journal (wfqueue.turns), and the same
+write appends that call's usage to the session's usage list in Redis. A turn
+that is saved is never sent again, so a step that is retried, redelivered or
+resumed records only the calls it actually makes; one whose worker died
+mid-call records the calls it completed. After the step, succeeded or failed,
+its transcript is exported to the session folder for audit.
 
 Budgets are checked per step, not per request: agents running at the same time
 all see the spend before any of them finished, so a plan can overshoot its
@@ -20,7 +23,7 @@ shows tokens and cost from the file. The pure accounting is wfqueue.usage.
 from __future__ import annotations
 
 import logging
-import time
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 import redis
 from pydantic import BaseModel, Field, ValidationError
 
-from wfqueue.errors import BadInputError, ProviderError
-from wfqueue.fsio import atomic_write_json
+from wfqueue.errors import BadInputError, ProviderError, WfqueueError
+from wfqueue.fsio import atomic_write_json, atomic_write_text
+from wfqueue.turns import SessionJournal, journal_key, transcript_jsonl
 from wfqueue.usage import Budget, PriceTable, Totals, budget_exhausted, describe_totals, summarise
 
 if TYPE_CHECKING:
@@ -40,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BUDGET_HELP",
     "NO_CALLS",
+    "TRANSCRIPT_DIR",
     "USAGE_FILE",
     "BudgetExhaustedError",
     "MeteredProvider",
@@ -61,6 +66,7 @@ __all__ = [
 log = logging.getLogger("wfqueue.metering")
 
 USAGE_FILE = "usage.json"
+TRANSCRIPT_DIR = "transcripts"  # in the session folder: one JSON-lines transcript per LLM step
 NO_CALLS = "no LLM calls"
 BUDGET_HELP = ("Stop new LLM work once the plan has spent this much: dollars ($2.50, 2.5usd) or tokens "
                "(200k, 1.5m, 150000); the plan then ends partial.")
@@ -167,17 +173,23 @@ def read_usage_file(folder: Path) -> UsageReport | None:
 
 
 class MeteredProvider:
-    """A provider that checks the session's budget before each step and records the calls after it.
+    """A provider bound to a session: its budget is checked before each step, its turns and their
+    usage are saved in the session's journal, its transcripts are kept in ``transcript_dir``.
 
     Providers without a ``usage`` list (offline, scripted) make no LLM calls: they are neither
     stopped by a budget nor recorded."""
 
-    def __init__(self, inner: Any, state: SessionState, prices: PriceTable) -> None:
+    def __init__(self, inner: Any, state: SessionState, prices: PriceTable,
+                 transcript_dir: Path | None = None) -> None:
         self.inner = inner
         self.state = state
         self.prices = prices
+        self.transcript_dir = transcript_dir
         self.name: str = inner.name
         self.model: str | None = inner.model
+        if self.calls_llm:
+            self.journal = SessionJournal(state)
+            inner.journal = self.journal
 
     @property
     def calls_llm(self) -> bool:
@@ -187,14 +199,12 @@ class MeteredProvider:
         if not self.calls_llm:
             return self.inner.run(step)
         self.check_budget()
-        calls: list[dict[str, Any]] = self.inner.usage
-        before = len(calls)
         try:
             return self.inner.run(step)
         finally:
-            # Also when the step failed (a bad answer after its repair round, a time limit): those
-            # calls were billed all the same.
-            self._record(calls[before:])
+            # Also when the step failed (a bad answer after its repair round, a soft time limit): the
+            # transcript up to its last completed turn is what explains it.
+            self._keep_transcript(step)
 
     def check_budget(self) -> None:
         budget = session_budget(self.state.meta())
@@ -204,16 +214,18 @@ class MeteredProvider:
         if budget_exhausted(spent, budget):
             raise BudgetExhaustedError(budget_message(spent, budget), hint=BUDGET_HINT)
 
-    def _record(self, made: list[dict[str, Any]]) -> None:
-        if not made:
+    def _keep_transcript(self, step: Step) -> None:
+        if self.transcript_dir is None:
             return
-        recorded_at = time.time()
+        label = step.label
         try:
-            self.state.record_usage([{**entry, "recorded_at": recorded_at} for entry in made])
-        except redis.RedisError as exc:
-            # Never hide the step's own outcome behind a bookkeeping failure; the loss is logged.
-            log.warning("could not record the usage of %d call(s) of session %s: %s", len(made),
-                        self.state.session_id, exc)
+            transcript = self.journal.load(journal_key(label, step.model_dump_json()))
+            if transcript is not None:
+                name = re.sub(r"[^A-Za-z0-9_.-]+", "-", label) + ".jsonl"
+                atomic_write_text(self.transcript_dir / name, transcript_jsonl(transcript))
+        except (redis.RedisError, OSError, WfqueueError) as exc:
+            # Never hide the step's own outcome behind an audit copy that could not be written.
+            log.warning("could not keep the transcript of %s in %s: %s", label, self.transcript_dir, exc)
 
 
 # -- the --budget option ---------------------------------------------------------------------------

@@ -99,8 +99,8 @@ class Settings(BaseSettings):
     )
     model: str = Field(default="claude-sonnet-4-6", description="Model used by the anthropic provider.")
     anthropic_max_tokens: int = Field(
-        default=16_000, ge=1, le=21_333,
-        description="Output tokens per Anthropic request (non-streaming: the SDK refuses more than ~21,333).",
+        default=16_000, ge=1, le=128_000,
+        description="Output tokens per Anthropic request (requests stream, so larger values are accepted by the SDK).",
     )
     anthropic_max_turns: int = Field(
         default=12, ge=1, description="Requests one tool-using step may make before its answer is forced."
@@ -110,7 +110,12 @@ class Settings(BaseSettings):
         "answer is forced.",
     )
     anthropic_max_retries: int = Field(
-        default=0, ge=0, le=2, description="Retries inside the Anthropic SDK; 0 leaves retries to the Celery task."
+        default=0, ge=0, le=2, description="Retries inside the Anthropic SDK; 0 leaves retries to wfqueue, which paces "
+        "them with the shared limiter (anthropic_step_retries)."
+    )
+    anthropic_step_retries: int = Field(
+        default=8, ge=0, description="Re-sends of failed calls (429, 529, 5xx, timeouts, dropped connections) one "
+        "step may make, waiting out retry-after and backoff, before its task retries and resumes at its last turn.",
     )
     anthropic_timeout_s: float | None = Field(
         default=None, gt=0, description="Seconds per Anthropic request (unset: the SDK's default)."

@@ -200,6 +200,24 @@ class SessionState:
         """Every recorded call of the session, in the order the steps recorded them."""
         return [json.loads(raw) for raw in self.client.lrange(self._key("usage"), 0, -1)]
 
+    # -- durable turns (wfqueue.turns) -----------------------------------------------------------
+
+    def save_turn(self, step: str, transcript: str, call: dict[str, Any] | None) -> None:
+        """Save a step's transcript and, in the same MULTI, append the usage of the call it just made.
+
+        Together or not at all: a turn saved without its usage would be free, and usage recorded
+        without its turn would be paid again by the restarted step."""
+        pipe = self.client.pipeline()
+        pipe.set(self._key(f"turns:{step}"), transcript, ex=self.ttl_s)
+        if call is not None:
+            pipe.rpush(self._key("usage"), json.dumps(call, sort_keys=True))
+            pipe.expire(self._key("usage"), self.ttl_s)
+        pipe.execute()
+
+    def turn(self, step: str) -> str | None:
+        """The saved transcript of ``step`` (JSON), if it completed a call."""
+        return self.client.get(self._key(f"turns:{step}"))
+
 
 def wait_until(predicate: Any, timeout_s: float, interval_s: float = 0.1) -> bool:
     """Poll ``predicate`` until it is truthy or the timeout passes."""

@@ -36,7 +36,8 @@ def register(app: Celery, settings: Settings) -> None:
         state = states.session(session_id)
         try:
             analysis = run_understanding(
-                state, metered_provider(provider, settings, state), Path(session_dir), repo, requirement, max_agents
+                state, metered_provider(provider, settings, state, session_dir), Path(session_dir), repo, requirement,
+                max_agents
             )
         except TransientProviderError as exc:
             raise retry_later(self, exc, settings) from None
@@ -57,7 +58,7 @@ def register(app: Celery, settings: Settings) -> None:
 
         try:
             # A spent budget raises BudgetExhaustedError (a ProviderError): a failure record, no retry.
-            artifacts = run_area(state, metered_provider(provider, settings, state), settings, Path(session_dir),
+            artifacts = run_area(state, metered_provider(provider, settings, state, session_dir), settings, Path(session_dir),
                                  focus_area, worker)
         except SoftTimeLimitExceeded:
             return failed(f"timed out after the {settings.agent_soft_time_limit_s}s soft time limit")

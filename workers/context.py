@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import os
 import random
+from pathlib import Path
 from typing import Any
 
 import redis
 from celery import Task
 
 from wfqueue.errors import TransientProviderError
-from wfqueue.metering import MeteredProvider
+from wfqueue.metering import TRANSCRIPT_DIR, MeteredProvider
 from wfqueue.providers import make_provider
 from wfqueue.retry import retry_delay
 from wfqueue.settings import Settings
@@ -60,9 +61,13 @@ def broker_patient_task(settings: Settings, states: StateFactory) -> type[Task]:
     return BrokerPatientTask
 
 
-def metered_provider(spec: str, settings: Settings, state: SessionState) -> MeteredProvider:
-    """The provider a task plans with: it stops at the session's budget and records every call it makes."""
-    return MeteredProvider(make_provider(spec, settings), state, PriceTable(settings.price_table))
+def metered_provider(spec: str, settings: Settings, state: SessionState,
+                     session_dir: str | Path | None = None) -> MeteredProvider:
+    """The provider a task plans with: it stops at the session's budget, saves every turn and its usage in
+    the session's journal, and keeps each step's transcript in the session folder's ``transcripts/``."""
+    folder = session_dir if session_dir is not None else state.meta().get("session_dir")
+    return MeteredProvider(make_provider(spec, settings), state, PriceTable(settings.price_table),
+                           transcript_dir=Path(folder) / TRANSCRIPT_DIR if folder else None)
 
 
 def retry_later(task: Task, exc: BaseException, settings: Settings) -> Exception:

@@ -82,7 +82,7 @@ def register(app: Celery, settings: Settings) -> None:
              answers: list[dict[str, str]], provider: str) -> dict[str, Any]:
         state = states.session(session_id)
         try:
-            draft = run_planning(state, metered_provider(provider, settings, state), Path(session_dir),
+            draft = run_planning(state, metered_provider(provider, settings, state, session_dir), Path(session_dir),
                                  repo, requirement, [ClarificationAnswer.model_validate(a) for a in answers],
                                  prices=prices)
         except TransientProviderError as exc:

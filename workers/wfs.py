@@ -35,7 +35,7 @@ def register(app: Celery, settings: Settings) -> None:
     def conflicts(self: Task, session_id: str, session_dir: str, repo: str, provider: str) -> list[dict[str, Any]]:
         state = states.session(session_id)
         try:
-            found = run_conflict_detection(state, metered_provider(provider, settings, state), Path(session_dir), repo)
+            found = run_conflict_detection(state, metered_provider(provider, settings, state, session_dir), Path(session_dir), repo)
         except TransientProviderError as exc:
             raise retry_later(self, exc, settings) from None
         return [c.model_dump(mode="json") for c in found]
@@ -44,7 +44,7 @@ def register(app: Celery, settings: Settings) -> None:
     def generate(self: Task, session_id: str, session_dir: str, repo: str, provider: str) -> dict[str, Any]:
         state = states.session(session_id)
         try:
-            draft = run_generation(state, metered_provider(provider, settings, state), Path(session_dir), repo,
+            draft = run_generation(state, metered_provider(provider, settings, state, session_dir), Path(session_dir), repo,
                                    prices=prices)
         except TransientProviderError as exc:
             raise retry_later(self, exc, settings) from None

@@ -14,7 +14,7 @@ from wfqueue.collab.models import AreaDraft, RequirementAnalysis
 from wfqueue.errors import ConfigError, ProviderError, TransientProviderError
 from wfqueue.lite.models import AngleFindings, Assessment
 from wfqueue.providers.anthropic import AnthropicProvider
-from wfqueue.providers.anthropic.client import retry_after_seconds
+from wfqueue.providers.anthropic.calls import RetryPolicy, retry_after_seconds
 from wfqueue.providers.anthropic.prompts import FINAL_TURN_TEXT, build_prompt
 from wfqueue.providers.anthropic.schema import output_schema
 from wfqueue.providers.anthropic.tools import RepoTools
@@ -57,6 +57,7 @@ def fake():
 
 
 def provider_for(fake: FakeAnthropic, **options: Any) -> AnthropicProvider:
+    options.setdefault("sleep", lambda seconds: None)  # a re-sent call never waits in a unit test
     return AnthropicProvider(model="claude-test", api_key="test-key", base_url=fake.base_url, **options)
 
 
@@ -323,18 +324,42 @@ def test_repair_inside_the_tool_loop_forces_the_answer(fake: FakeAnthropic, samp
 # -- transient and permanent API errors -------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("status", "header", "expected"), [(429, "7", 7.0), (529, None, None), (500, "2", 2.0),
-                                                           (503, None, None)])
-def test_overload_and_server_errors_are_transient(fake: FakeAnthropic, sample_repo: Path, status: int,
-                                                   header: str | None, expected: float | None) -> None:
+@pytest.mark.parametrize(("status", "header", "least_wait"), [(429, "7", 7.0), (529, None, 0.0), (500, "2", 2.0),
+                                                             (503, None, 0.0)])
+def test_overload_and_server_errors_are_sent_again_after_the_wait(
+        fake: FakeAnthropic, sample_repo: Path, status: int, header: str | None, least_wait: float) -> None:
     fake.fail(status, retry_after=header)
+    fake.reply(answer(ASSESSMENT))
+    slept: list[float] = []
+
+    assert provider_for(fake, sleep=slept.append).run(assess_step(sample_repo)).complexity == "Medium"
+
+    assert len(fake.requests) == 2 and len(slept) == 1  # the call was sent again, the step was not re-run
+    assert slept[0] >= least_wait  # never sooner than the server asked
+
+
+def test_a_step_past_its_resend_budget_leaves_the_retry_to_its_task(fake: FakeAnthropic, sample_repo: Path) -> None:
+    fake.fail(529, times=3, retry_after="4")
+    slept: list[float] = []
+    provider = provider_for(fake, sleep=slept.append, retry_policy=RetryPolicy(step_retries=2))
 
     with pytest.raises(TransientProviderError) as caught:
-        provider_for(fake).run(assess_step(sample_repo))
+        provider.run(assess_step(sample_repo))
 
-    assert caught.value.retry_after == expected
-    assert str(status) in str(caught.value) and "assess" in str(caught.value)
-    assert len(fake.requests) == 1  # max_retries=0: no SDK retry, no sleeping in the worker
+    assert len(fake.requests) == 3 and len(slept) == 2
+    assert "529" in str(caught.value) and "assess" in str(caught.value) and "re-sends are spent" in str(caught.value)
+    assert caught.value.retry_after is not None and caught.value.retry_after >= 4
+
+
+def test_no_resend_past_the_step_deadline(fake: FakeAnthropic, sample_repo: Path) -> None:
+    fake.fail(429, retry_after="120")
+    slept: list[float] = []
+    provider = provider_for(fake, sleep=slept.append, step_time_s=30)
+
+    with pytest.raises(TransientProviderError, match="time limit"):
+        provider.run(assess_step(sample_repo))
+
+    assert slept == [] and len(fake.requests) == 1
 
 
 def test_client_errors_are_permanent(fake: FakeAnthropic, sample_repo: Path) -> None:
@@ -350,21 +375,24 @@ def test_client_errors_are_permanent(fake: FakeAnthropic, sample_repo: Path) -> 
 def test_sdk_retries_stay_configurable(fake: FakeAnthropic, sample_repo: Path) -> None:
     fake.fail(529, retry_after_ms="5")
     fake.reply(answer(ASSESSMENT))
+    slept: list[float] = []
 
-    assert provider_for(fake, max_retries=1).run(assess_step(sample_repo)).complexity == "Medium"
-    assert len(fake.requests) == 2
+    assert provider_for(fake, max_retries=1, sleep=slept.append).run(assess_step(sample_repo)).complexity == "Medium"
+    assert len(fake.requests) == 2 and slept == []  # the SDK re-sent it; wfqueue never had to
 
 
-def test_connection_errors_are_transient(sample_repo: Path) -> None:
+def test_connection_errors_are_sent_again_then_left_to_the_task(sample_repo: Path) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    provider = AnthropicProvider(model="claude-test", api_key="test-key", base_url=f"http://127.0.0.1:{port}")
+    slept: list[float] = []
+    provider = AnthropicProvider(model="claude-test", api_key="test-key", base_url=f"http://127.0.0.1:{port}",
+                                 retry_policy=RetryPolicy(step_retries=1), sleep=slept.append)
 
     with pytest.raises(TransientProviderError) as caught:
         provider.run(assess_step(sample_repo))
 
-    assert caught.value.retry_after is None and "could not connect" in str(caught.value)
+    assert len(slept) == 1 and "could not be reached" in str(caught.value)
 
 
 def test_retry_after_header_forms() -> None:

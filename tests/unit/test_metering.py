@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -94,8 +93,8 @@ def anthropic(fake: FakeAnthropic) -> AnthropicProvider:
     return AnthropicProvider(model=MODEL, api_key="test-key", base_url=fake.base_url)
 
 
-def assess_step(repo: Path) -> AssessStep:
-    return AssessStep(session_id="s1", repo=str(repo), requirement="Add per-user rate limiting")
+def assess_step(repo: Path, requirement: str = "Add per-user rate limiting") -> AssessStep:
+    return AssessStep(session_id="s1", repo=str(repo), requirement=requirement)
 
 
 # -- pure: reports, lines, budgets ---------------------------------------------------------------
@@ -182,7 +181,7 @@ def test_every_call_of_a_step_is_recorded_also_when_the_step_fails(state: Sessio
 
     fake.reply(answer({**ASSESSMENT, "angles": []}), answer({**ASSESSMENT, "complexity": "Huge"}))
     with pytest.raises(ProviderError, match="after one repair round"):
-        provider.run(assess_step(sample_repo))
+        provider.run(assess_step(sample_repo, "another requirement"))
     assert [e["kind"] for e in state.usage()] == ["answer", "answer", "repair"]  # both failed calls count
     assert sum(e["input_tokens"] for e in state.usage()) == sum(
         e["input_tokens"] for e in provider.inner.usage)
@@ -209,7 +208,7 @@ def test_a_spent_budget_stops_the_step_before_any_request(state: SessionState, f
     assert re.fullmatch(r"budget exhausted: \$0\.0\d{3} of \$0\.0010", stopped.value.message)
     state.set_meta(budget=budget_meta(Budget(dollars=100)))
     fake.reply(answer(ASSESSMENT))
-    provider.run(assess_step(sample_repo))
+    provider.run(assess_step(sample_repo, "another requirement"))
     assert len(fake.requests) == 2
 
 
@@ -229,17 +228,23 @@ def test_a_redelivered_step_that_reuses_its_answer_records_nothing(state: Sessio
     assert first == again and len(fake.requests) == 1 and len(state.usage()) == 1
 
 
-def test_a_broken_usage_record_never_hides_the_answer(state: SessionState, fake: FakeAnthropic, sample_repo: Path,
-                                                      monkeypatch: pytest.MonkeyPatch,
-                                                      caplog: pytest.LogCaptureFixture) -> None:
-    def broken(entries: list[dict[str, Any]]) -> None:
+def test_a_turn_is_never_saved_without_its_usage(state: SessionState, fake: FakeAnthropic, sample_repo: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Redis gone at the save: the step fails (its task waits for the broker and retries), and neither the
+    turn nor its usage is kept, so the retry pays for that call once and records it once."""
+    def broken(self: Any, *args: Any, **kwargs: Any) -> None:
         raise redis.ConnectionError("gone")
 
-    monkeypatch.setattr(state, "record_usage", broken)
     fake.reply(answer(ASSESSMENT))
-    with caplog.at_level(logging.WARNING, logger="wfqueue.metering"):
-        assert MeteredProvider(anthropic(fake), state, PRICES).run(assess_step(sample_repo)).complexity == "Low"
-    assert "could not record the usage of 1 call(s)" in caplog.text
+    with monkeypatch.context() as patch:
+        patch.setattr(redis.client.Pipeline, "execute", broken)
+        with pytest.raises(redis.ConnectionError):
+            MeteredProvider(anthropic(fake), state, PRICES).run(assess_step(sample_repo))
+    assert state.usage() == []
+
+    fake.reply(answer(ASSESSMENT))
+    assert MeteredProvider(anthropic(fake), state, PRICES).run(assess_step(sample_repo)).complexity == "Low"
+    assert len(state.usage()) == 1 and len(fake.requests) == 2
 
 
 def test_usage_json_is_written_and_read_back(state: SessionState, tmp_path: Path) -> None:

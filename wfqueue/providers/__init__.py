@@ -15,6 +15,7 @@ from wfqueue.providers.base import (
     UnderstandStep,
 )
 from wfqueue.settings import Settings
+from wfqueue.turns import TurnJournal
 
 __all__ = [
     "AssessStep",
@@ -32,7 +33,8 @@ def check_provider_spec(spec: str) -> str:
     raise ConfigError(f"unknown provider {spec!r}", hint="use --provider offline or --provider anthropic")
 
 
-def make_provider(spec: str, settings: Settings) -> Provider:
+def make_provider(spec: str, settings: Settings, journal: TurnJournal | None = None) -> Provider:
+    """The provider ``spec`` names. ``journal``: where an LLM provider saves its turns (default: in memory)."""
     check_provider_spec(spec)
     # Imported here, not at the top: the planners import this package's step models.
     # Workers preload both (workers/app.py) so pool processes do not pay for it per task.
@@ -45,6 +47,7 @@ def make_provider(spec: str, settings: Settings) -> Provider:
 
         return ScriptedProvider(spec.split(":", 1)[1], max_file_bytes=settings.index_max_file_bytes)
     from wfqueue.providers.anthropic import AnthropicProvider
+    from wfqueue.providers.anthropic.calls import RetryPolicy
     from wfqueue.ratelimit import limiter_from_settings, model_family
 
     key = settings.anthropic_api_key
@@ -64,4 +67,9 @@ def make_provider(spec: str, settings: Settings) -> Provider:
         summary_max_files=settings.repo_summary_max_files,
         # One limit per Anthropic model class, shared by every worker through the broker's Redis.
         limiter=limiter_from_settings(settings, scope=f"anthropic:{model_family(settings.model)}"),
+        journal=journal,
+        retry_policy=RetryPolicy(step_retries=settings.anthropic_step_retries, backoff_s=settings.retry_backoff_s,
+                                 backoff_max_s=settings.retry_backoff_max_s),
+        # Calls are not re-sent past the task's soft time limit; the task retries and resumes instead.
+        step_time_s=float(settings.agent_soft_time_limit_s),
     )

@@ -3,11 +3,10 @@
 Structured output: every request carries ``output_config.format`` (a JSON
 schema derived from the step's ``output_model``, see ``schema.py``), so the
 model's final text is constrained to the schema; the text is then validated
-with pydantic. Requests go through ``messages.create`` rather than
-``messages.parse``: ``parse`` validates inside the SDK and raises on a bad
-answer, dropping the reply text (needed for the repair round) and its usage
-(needed for cost accounting); it also only knows the SDK's own schema
-transform, which leaves the output models above the API's grammar limits.
+with pydantic. The raw reply is kept rather than parsed by the SDK: a bad
+answer's text is needed for the repair round and its usage for cost
+accounting, and the SDK's own schema transform leaves the output models above
+the API's grammar limits.
 
 Exploration angles and sub-domain planning run a bounded tool-use loop: the
 read-only repository tools and the output format are on the same request, so
@@ -16,64 +15,47 @@ the JSON text. When the turn or token budget is spent the last request sets
 ``tool_choice: none``, which forces the answer. Tools stay defined on that
 request, as the history holds tool_use blocks, and the cached prefix still matches.
 
-A bad answer gets one repair round (the validation errors are sent back);
-after that the step fails with a ProviderError naming it. Rate limits,
-overload, 5xx and connection errors become TransientProviderError carrying the
-server's retry-after, for the Celery task to retry with backoff; SDK retries
-are kept low (default 0) so no worker sleeps on a retry-after.
+A bad answer (not JSON, cut at max_tokens, a stream cut off midway, or JSON
+that does not validate) gets one repair round with the errors; after that the
+step fails with a ProviderError naming them.
 
-With a ``limiter`` (wfqueue.ratelimit, shared by all workers through Redis)
-every request first takes a permit, reserving its estimated tokens, and
-releases it with the actual usage when the request ends, failed or not.
+Durable turns (wfqueue.turns): after every call that came back, the step's
+transcript and the call's usage are saved in one write to the provider's
+``journal``. A step that starts again (a task retry, a redelivery, a resume)
+continues after its last saved call and sends no completed turn twice.
+
+Each call is streamed and retried around itself (``calls.Caller``): 429, 529,
+5xx, timeouts and dropped connections are sent again within the step's retry
+budget and its deadline, honouring ``retry-after`` and the rate-limit reset
+headers; only then does the step raise TransientProviderError for its task
+to retry later. With a ``limiter`` (wfqueue.ratelimit, shared by all workers
+through Redis) every call first takes a permit, and every response's
+rate-limit headers teach the limiter the account's real limits.
 """
 
 from __future__ import annotations
 
-import email.utils
 import time
-from collections.abc import Mapping
+from collections.abc import Callable
 from typing import Any
 
 import anthropic
 from pydantic import BaseModel, ValidationError
 
-from wfqueue.errors import ConfigError, ProviderError, TransientProviderError
+from wfqueue.errors import ConfigError, ProviderError
+from wfqueue.providers.anthropic.calls import Caller, RetryPolicy, retry_after_seconds
 from wfqueue.providers.anthropic.prompts import FINAL_TURN_TEXT, build_prompt, repair_text
 from wfqueue.providers.anthropic.schema import output_format
 from wfqueue.providers.anthropic.tools import TOOL_DEFINITIONS, RepoTools, ToolError
 from wfqueue.providers.base import ExploreAngleStep, PlanAreaStep, Step
-from wfqueue.ratelimit import RateLimiter, estimate_tokens
-from wfqueue.usage import Usage
+from wfqueue.ratelimit import RateLimiter
+from wfqueue.turns import MemoryJournal, Transcript, TurnJournal, journal_key
 
 __all__ = ["AnthropicProvider", "retry_after_seconds"]
 
 TOOL_STEPS = (ExploreAngleStep, PlanAreaStep)
-TRANSIENT_STATUS = frozenset({429, 529})
 USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 MAX_ERRORS_SHOWN = 20
-
-
-def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
-    """Seconds asked for by ``retry-after-ms`` or ``retry-after`` (seconds or HTTP date); None when absent."""
-    if not headers:
-        return None
-    millis = headers.get("retry-after-ms")
-    if millis is not None:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    parsed = email.utils.parsedate_tz(value)
-    if parsed is None:
-        return None
-    return max(0.0, float(email.utils.mktime_tz(parsed)) - (time.time() if now is None else now))
 
 
 def _block_param(block: Any) -> dict[str, Any] | None:
@@ -138,6 +120,10 @@ class AnthropicProvider:
         summary_max_files: int = 400,
         client: anthropic.Anthropic | None = None,
         limiter: RateLimiter | None = None,
+        journal: TurnJournal | None = None,
+        retry_policy: RetryPolicy | None = None,
+        step_time_s: float | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if max_turns < 1 or max_tokens < 1:
             raise ValueError("max_turns and max_tokens must be at least 1")
@@ -149,6 +135,11 @@ class AnthropicProvider:
                           "max_list_entries": max_list_entries, "max_file_bytes": max_file_bytes}
         self.summary_max_files = summary_max_files
         self.usage: list[dict[str, Any]] = []
+        # Where turns are saved between attempts at a step; a metered provider gives it the session's.
+        self.journal: TurnJournal = journal if journal is not None else MemoryJournal()
+        self.retry_policy = retry_policy or RetryPolicy()
+        self.step_time_s = step_time_s  # the task's soft time limit: calls are not re-sent past it
+        self._sleep = sleep
         if client is None:
             options: dict[str, Any] = {"api_key": api_key, "base_url": base_url, "max_retries": max_retries}
             if timeout_s is not None:
@@ -172,26 +163,97 @@ class AnthropicProvider:
         except (OSError, ValueError, ToolError) as exc:
             raise ProviderError(f"{step.label}: cannot open the repository {step.repo}: {exc}") from None
         with_tools = isinstance(step, TOOL_STEPS)
-        prompt = build_prompt(step, repo.summary(self.summary_max_files), tools=with_tools)
-        system, messages = prompt.system, [dict(m) for m in prompt.messages]
-        spent = 0
-        turn = 0
-        while True:
-            turn += 1
-            last = not with_tools or turn >= self.max_turns or spent >= self.max_step_tokens
-            if with_tools and last and turn > 1:
-                messages[-1] = {**messages[-1], "content": [*messages[-1]["content"],
-                                                             {"type": "text", "text": FINAL_TURN_TEXT}]}
-            response = self._call(step, system, messages, with_tools=with_tools, force_answer=with_tools and last,
-                                  kind=f"turn-{turn}" if with_tools else "answer")
-            spent += sum(int(getattr(response.usage, f, 0) or 0) for f in USAGE_FIELDS)
-            if with_tools and not last and response.stop_reason == "tool_use" and _tool_uses(response):
-                messages.append(_assistant_turn(response))
-                messages.append({"role": "user", "content": self._run_tools(repo, response)})
-                continue
-            return self._settle(step, system, messages, response, with_tools=with_tools)
+        key = journal_key(step.label, step.model_dump_json())
+        transcript = self.journal.load(key)
+        if transcript is None or transcript.phase == "failed":
+            # A failed step is tried afresh when asked again (wfqueue resume); its old transcript was exported.
+            prompt = build_prompt(step, repo.summary(self.summary_max_files), tools=with_tools)
+            messages = [dict(m) for m in prompt.messages]
+            transcript = Transcript(step=key, label=step.label, system=prompt.system, history=messages[:-1],
+                                    pending=messages[-1])
+        caller = Caller(self._client, self.retry_policy, self._limiter, sleep=self._sleep)
+        deadline = time.monotonic() + self.step_time_s if self.step_time_s else None
+        while not transcript.finished:
+            transcript, request, kind, forced = self._next_request(step, transcript, with_tools)
+            resent_before = caller.resent
+            response = caller.call(step.label, request, deadline)
+            call = self._record(step, kind, response, resent=caller.resent - resent_before)
+            transcript = self._advance(step, transcript, response, repo, with_tools=with_tools, forced=forced)
+            transcript.calls.append(call)
+            self.journal.save(transcript, call)
+        if transcript.phase == "failed":
+            raise ProviderError(transcript.error or f"{step.label}: failed",
+                                hint="run the plan again; if this step keeps failing, raise "
+                                     "WFQUEUE_ANTHROPIC_MAX_TOKENS or use another model")
+        assert transcript.answer is not None
+        return step.output_model.model_validate_json(transcript.answer)
 
-    # -- steps of a run --------------------------------------------------------------------
+    # -- the conversation, one call at a time ----------------------------------------------
+
+    def _next_request(self, step: Step, transcript: Transcript, with_tools: bool
+                      ) -> tuple[Transcript, dict[str, Any], str, bool]:
+        """The request the transcript calls for next: (transcript, request, kind, answer forced)."""
+        if transcript.phase == "repair":
+            kind, forced = "repair", with_tools
+        else:
+            turn = transcript.turns + 1
+            last = not with_tools or turn >= self.max_turns or transcript.spent_tokens >= self.max_step_tokens
+            forced = with_tools and last
+            kind = f"turn-{turn}" if with_tools else "answer"
+            pending = transcript.pending
+            if forced and turn > 1 and pending is not None and isinstance(pending.get("content"), list):
+                # The last turn: say why the tools went away. Derived from the transcript, so a
+                # restarted step adds the same text to the same turn.
+                final = {"type": "text", "text": FINAL_TURN_TEXT}
+                if final not in pending["content"]:
+                    pending = {**pending, "content": [*pending["content"], final]}
+                    transcript = transcript.model_copy(update={"pending": pending})
+        messages = transcript.messages()
+        request: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "system": transcript.system,
+            "messages": _with_tail_cache(messages) if with_tools else messages,
+            "output_config": output_format(step.output_model),
+        }
+        if with_tools:
+            request["tools"] = TOOL_DEFINITIONS
+            if forced:
+                request["tool_choice"] = {"type": "none"}
+        return transcript, request, kind, forced
+
+    def _advance(self, step: Step, transcript: Transcript, response: Any, repo: RepoTools, *,
+                 with_tools: bool, forced: bool) -> Transcript:
+        """The transcript after ``response``: the next pending turn, or the step's outcome."""
+        spent = transcript.spent_tokens + sum(int(getattr(response.usage, f, 0) or 0) for f in USAGE_FIELDS)
+        history = [*transcript.messages(), _assistant_turn(response)]
+        update: dict[str, Any] = {"history": history, "pending": None, "spent_tokens": spent,
+                                  "calls": list(transcript.calls)}
+        if transcript.phase == "loop":
+            update["turns"] = transcript.turns + 1
+            if with_tools and not forced and response.stop_reason == "tool_use" and _tool_uses(response):
+                update["pending"] = {"role": "user", "content": self._run_tools(repo, response)}
+                return transcript.model_copy(update=update)
+        answer, errors = self._validate(step, response)
+        if answer is not None:
+            return transcript.model_copy(update={**update, "phase": "done", "answer": answer})
+        if transcript.phase == "repair":
+            error = (f"{step.label}: the answer does not validate against {step.output_model.__name__} "
+                     f"after one repair round:\n{errors}")
+            return transcript.model_copy(update={**update, "phase": "failed", "error": error})
+        if response.stop_reason == "refusal":
+            return transcript.model_copy(update={**update, "phase": "failed",
+                                                 "error": f"{step.label}: the model refused to answer"})
+        content: list[dict[str, Any]] = [
+            {"type": "tool_result", "tool_use_id": use.id, "is_error": True,
+             "content": "not run: no more tool calls in this step"}
+            for use in _tool_uses(response)
+        ]
+        truncated = response.stop_reason in ("max_tokens", None)
+        content.append({"type": "text", "text": repair_text(errors, truncated=truncated,
+                                                            max_tokens=self.max_tokens)})
+        return transcript.model_copy(update={**update, "phase": "repair",
+                                             "pending": {"role": "user", "content": content}})
 
     @staticmethod
     def _run_tools(repo: RepoTools, response: Any) -> list[dict[str, Any]]:
@@ -204,103 +266,26 @@ class AnthropicProvider:
             results.append(result)
         return results
 
-    def _validate(self, step: Step, response: Any) -> tuple[BaseModel | None, str]:
+    @staticmethod
+    def _validate(step: Step, response: Any) -> tuple[str | None, str]:
+        """(the answer's JSON text, "") when it validates, else (None, the errors for the repair round)."""
         text = "".join(b.text for b in response.content if b.type == "text").strip()
         if not text:
             return None, f"- (root): the reply holds no JSON answer (stop_reason {response.stop_reason})"
         try:
-            return step.output_model.model_validate_json(text), ""
+            step.output_model.model_validate_json(text)
         except ValidationError as exc:
             return None, _format_errors(exc)
+        return text, ""
 
-    def _settle(self, step: Step, system: list[dict[str, Any]], messages: list[dict[str, Any]], response: Any,
-                *, with_tools: bool) -> BaseModel:
-        """Validate the answer; on failure one repair round with the errors; then fail loudly."""
-        label = step.label
-        answer, errors = self._validate(step, response)
-        if answer is not None:
-            return answer
-        if response.stop_reason == "refusal":
-            raise ProviderError(f"{label}: the model refused to answer", hint="rephrase the requirement")
-        content: list[dict[str, Any]] = [
-            {"type": "tool_result", "tool_use_id": use.id, "is_error": True,
-             "content": "not run: no more tool calls in this step"}
-            for use in _tool_uses(response)
-        ]
-        content.append({"type": "text", "text": repair_text(errors, truncated=response.stop_reason == "max_tokens",
-                                                            max_tokens=self.max_tokens)})
-        messages = [*messages, _assistant_turn(response), {"role": "user", "content": content}]
-        repaired = self._call(step, system, messages, with_tools=with_tools, force_answer=with_tools, kind="repair")
-        answer, errors = self._validate(step, repaired)
-        if answer is not None:
-            return answer
-        raise ProviderError(
-            f"{label}: the answer does not validate against {step.output_model.__name__} "
-            f"after one repair round:\n{errors}",
-            hint="rerun the step; if it keeps failing, raise the output token limit or use another model",
-        )
-
-    def _call(self, step: Step, system: list[dict[str, Any]], messages: list[dict[str, Any]], *,
-              with_tools: bool, force_answer: bool, kind: str) -> Any:
-        request: dict[str, Any] = {
-            "model": self.model,
-            "max_tokens": self.max_tokens,
-            "system": system,
-            "messages": _with_tail_cache(messages) if with_tools else messages,
-            "output_config": output_format(step.output_model),
-        }
-        if with_tools:
-            request["tools"] = TOOL_DEFINITIONS
-            if force_answer:
-                request["tool_choice"] = {"type": "none"}
-        label = step.label
-        permit = None
-        if self._limiter is not None:
-            # Output is reserved at max_tokens, as Anthropic estimates it; the release corrects both.
-            estimate = estimate_tokens(request["system"], request["messages"], request.get("tools"))
-            try:
-                permit = self._limiter.acquire(estimate, self.max_tokens)
-            except TransientProviderError as exc:
-                raise TransientProviderError(f"{label}: {exc.message}", retry_after=exc.retry_after,
-                                             hint=exc.hint) from None
-        actual: Usage | None = None
-        try:
-            response = self._client.messages.create(**request)
-            actual = Usage.from_api(response.usage)
-        except anthropic.APIStatusError as exc:
-            raise self._status_error(label, exc) from exc
-        except anthropic.APIConnectionError as exc:
-            what = "timed out" if isinstance(exc, anthropic.APITimeoutError) else "could not connect"
-            raise TransientProviderError(f"{label}: the Anthropic API {what}: {exc}", retry_after=None,
-                                         hint="check the network and ANTHROPIC_BASE_URL") from exc
-        except anthropic.AnthropicError as exc:
-            raise ProviderError(f"{label}: Anthropic client error: {exc}",
-                                hint="check ANTHROPIC_API_KEY and the anthropic settings") from exc
-        finally:
-            if permit is not None:
-                permit.release(actual)
-        self._record(step, kind, response)
-        return response
-
-    @staticmethod
-    def _status_error(label: str, exc: anthropic.APIStatusError) -> ProviderError:
-        status = exc.status_code
-        detail = str(exc)[:500]
-        if status in TRANSIENT_STATUS or status >= 500:
-            retry_after = retry_after_seconds(exc.response.headers)
-            return TransientProviderError(f"{label}: Anthropic API answered {status}: {detail}",
-                                          retry_after=retry_after, hint="the task is retried with backoff")
-        hint = ("check ANTHROPIC_API_KEY" if status in (401, 403)
-                else "check WFQUEUE_MODEL and the anthropic settings")
-        return ProviderError(f"{label}: Anthropic API refused the request ({status}): {detail}", hint=hint)
-
-    def _record(self, step: Step, kind: str, response: Any) -> None:
+    def _record(self, step: Step, kind: str, response: Any, *, resent: int) -> dict[str, Any]:
         usage = response.usage
         entry: dict[str, Any] = {"step": step.label, "kind": kind, "model": response.model,
-                                 "stop_reason": response.stop_reason}
+                                 "stop_reason": response.stop_reason, "resent": resent}
         for field_name in USAGE_FIELDS:
             entry[field_name] = int(getattr(usage, field_name, 0) or 0)
         self.usage.append(entry)
+        return entry
 
     def usage_totals(self) -> dict[str, int]:
         """Token counts summed over every call recorded so far."""

@@ -1,0 +1,207 @@
+"""One Messages API call, streamed, retried on its own, paced by the shared limiter.
+
+A step's calls are retried here, around the single call, not by re-running the
+step: 429, 529, 5xx, timeouts, dropped connections and streams that die before
+any text arrived are sent again after a wait. The wait is the longest of the
+exponential backoff with jitter (wfqueue.retry), the server's ``retry-after``,
+and the reset time of a rate limit the headers say is exhausted. The re-sends
+of one step share a budget (``step_retries``) and must fit before the step's
+deadline (its task's soft time limit); past either, the call raises
+TransientProviderError and the Celery task retries later, resuming at the turn
+the step had saved (wfqueue.turns).
+
+Requests stream (``messages.stream``): the SDK refuses long non-streaming
+requests, and a stream shows where an answer was cut. A stream cut off after
+some text is returned as it stands (``stop_reason`` None): the provider treats
+it like an answer cut at max_tokens and asks for it again in its repair round.
+
+Every response's headers, errors included, go to the limiter
+(``RateLimiter.observe``) so all workers pace to the limits the API announces.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anthropic
+import httpx2
+
+from wfqueue.errors import ProviderError, TransientProviderError
+from wfqueue.ratelimit import RateLimiter, estimate_tokens, parse_rate_headers
+from wfqueue.retry import retry_delay
+from wfqueue.usage import Usage
+
+__all__ = ["CallFailure", "Caller", "RetryPolicy", "retry_after_seconds"]
+
+log = logging.getLogger(__name__)
+
+TRANSIENT_STATUS = frozenset({408, 409, 429, 529})
+CUT_STREAM_ERRORS = (httpx2.TransportError, anthropic.APIConnectionError)
+
+
+def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
+    """Seconds asked for by ``retry-after-ms`` or ``retry-after`` (seconds or HTTP date); None when absent."""
+    if not headers:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    parsed = email.utils.parsedate_tz(value)
+    if parsed is None:
+        return None
+    return max(0.0, float(email.utils.mktime_tz(parsed)) - (time.time() if now is None else now))
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How one step re-sends failed calls; seconds throughout."""
+
+    step_retries: int = 8  # re-sends one step may make, over all its calls
+    backoff_s: float = 2.0  # first wait; doubles per re-send of the same call
+    backoff_max_s: float = 60.0
+    deadline_margin_s: float = 5.0  # leave this much of the soft time limit for saving and reporting
+
+
+@dataclass(frozen=True)
+class CallFailure:
+    """Why one send failed, and what the server asked for."""
+
+    message: str
+    status: int | None = None
+    retry_after_s: float | None = None  # retry-after, or the reset of an exhausted rate limit
+
+
+class Caller:
+    """Sends the calls of one step; ``retries_left`` is the step's remaining re-send budget."""
+
+    def __init__(self, client: anthropic.Anthropic, policy: RetryPolicy, limiter: RateLimiter | None, *,
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
+                 draw: Callable[[], float] = random.random) -> None:
+        self.client = client
+        self.policy = policy
+        self.limiter = limiter
+        self.retries_left = policy.step_retries
+        self.resent = 0  # re-sends made, for the usage record and tests
+        self._sleep = sleep
+        self._clock = clock
+        self._draw = draw
+
+    def call(self, label: str, request: dict[str, Any], deadline: float | None) -> Any:
+        """The response message of ``request``, re-sent until it comes back or the budget or deadline ends."""
+        attempt = 0
+        while True:
+            attempt += 1
+            outcome = self._send_once(label, request)
+            if not isinstance(outcome, CallFailure):
+                return outcome
+            wait = retry_delay(attempt, self.policy.backoff_s, self.policy.backoff_max_s, self._draw(),
+                               outcome.retry_after_s)
+            if self.retries_left <= 0:
+                raise TransientProviderError(
+                    f"{label}: {outcome.message}; the step's {self.policy.step_retries} re-sends are spent",
+                    retry_after=wait, hint="the task is retried later and resumes at its last completed turn")
+            if deadline is not None and self._clock() + wait > deadline - self.policy.deadline_margin_s:
+                raise TransientProviderError(
+                    f"{label}: {outcome.message}; waiting {wait:.1f}s more would pass the step's time limit",
+                    retry_after=wait, hint="the task is retried later and resumes at its last completed turn")
+            self.retries_left -= 1
+            self.resent += 1
+            log.info("%s: %s; sending again in %.1fs (%d re-sends left)", label, outcome.message, wait,
+                     self.retries_left)
+            self._sleep(wait)
+
+    # -- one send ----------------------------------------------------------------------------
+
+    def _send_once(self, label: str, request: dict[str, Any]) -> Any:
+        permit = None
+        if self.limiter is not None:
+            # Output is reserved at max_tokens, as Anthropic estimates it; the release corrects both.
+            estimate = estimate_tokens(request["system"], request["messages"], request.get("tools"))
+            try:
+                permit = self.limiter.acquire(estimate, int(request["max_tokens"]))
+            except TransientProviderError as exc:
+                raise TransientProviderError(f"{label}: {exc.message}", retry_after=exc.retry_after,
+                                             hint=exc.hint) from None
+        actual: Usage | None = None
+        try:
+            outcome = self._stream(label, request)
+            if not isinstance(outcome, CallFailure):
+                actual = Usage.from_api(outcome.usage)
+            return outcome
+        finally:
+            if permit is not None:
+                permit.release(actual)
+
+    def _stream(self, label: str, request: dict[str, Any]) -> Any:
+        started = False  # the HTTP status was 200 and the stream began
+        try:
+            with self.client.messages.stream(**request) as stream:
+                started = True
+                self._observe(stream.response.headers, stream.response.status_code)
+                began = False
+                try:
+                    for event in stream:
+                        began = began or event.type == "message_start"
+                except CUT_STREAM_ERRORS as exc:
+                    return self._cut(label, stream.current_message_snapshot if began else None, exc)
+                message = stream.current_message_snapshot if began else None
+                if message is None or message.stop_reason is None:
+                    return self._cut(label, message, None)
+                return message
+        except anthropic.APIStatusError as exc:
+            if started:
+                # An ``error`` event inside a 200 stream (the API sends overloaded_error this way): the
+                # status code is the stream's 200, the kind is in the body. Always worth sending again.
+                return CallFailure(f"the Anthropic API broke off the stream with an error: {str(exc)[:300]}")
+            self._observe(exc.response.headers, exc.status_code)
+            return self._status_failure(label, exc)
+        except anthropic.APIConnectionError as exc:
+            what = "timed out" if isinstance(exc, anthropic.APITimeoutError) else "could not be reached"
+            return CallFailure(f"the Anthropic API {what} ({exc})")
+        except httpx2.TransportError as exc:
+            return CallFailure(f"the connection to the Anthropic API failed ({type(exc).__name__}: {exc})")
+        except anthropic.AnthropicError as exc:
+            raise ProviderError(f"{label}: Anthropic client error: {exc}",
+                                hint="check ANTHROPIC_API_KEY and the anthropic settings") from exc
+
+    @staticmethod
+    def _cut(label: str, partial: Any, exc: BaseException | None) -> Any:
+        """A stream that ended early: its text if any arrived (repaired later), else a failed send."""
+        how = f"{type(exc).__name__}: {exc}" if exc is not None else "no message_stop"
+        if partial is not None and any(b.type == "text" and b.text for b in partial.content):
+            log.info("%s: the stream was cut off after some text (%s)", label, how)
+            return partial
+        return CallFailure(f"the stream was cut off before an answer ({how})")
+
+    @staticmethod
+    def _status_failure(label: str, exc: anthropic.APIStatusError) -> CallFailure:
+        status, headers = exc.status_code, exc.response.headers
+        detail = str(exc)[:300]
+        if status in TRANSIENT_STATUS or status >= 500:
+            waits = [w for w in (retry_after_seconds(headers), parse_rate_headers(headers).wait_s(time.time()))
+                     if w is not None]
+            return CallFailure(f"the Anthropic API answered {status}: {detail}", status=status,
+                               retry_after_s=max(waits) if waits else None)
+        hint = ("check ANTHROPIC_API_KEY" if status in (401, 403)
+                else "check WFQUEUE_MODEL and the anthropic settings")
+        raise ProviderError(f"{label}: the Anthropic API refused the request ({status}): {detail}", hint=hint)
+
+    def _observe(self, headers: Mapping[str, str], status: int) -> None:
+        if self.limiter is not None:
+            self.limiter.observe(headers, status)
