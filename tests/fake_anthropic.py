@@ -180,6 +180,20 @@ class FakeAnthropic:
             self.failures.append(error(status, retry_after=retry_after, retry_after_ms=retry_after_ms))
         return self
 
+    def reconfigure(self, responder: Callable[[dict[str, Any]], Reply | dict[str, Any]] | None = None,
+                    *, limits: RateLimits | None = None, faults: Faults = None) -> FakeAnthropic:
+        """Start over with a new behaviour on the same address (for workers started once per module):
+        the records, scripted replies, cache and rate limits are reset, call numbers count from 1 again."""
+        with self._lock:
+            self.responder = responder
+            self.limiter = Limiter(limits or RateLimits(), self.clock())
+            self.schedules = schedules(faults)
+            for kept in (self.requests, self.headers, self.calls, self.admitted, self.replies, self.failures):
+                kept.clear()
+            self.cache.clear()
+            self.rate_limited = 0
+        return self
+
     @property
     def base_url(self) -> str:
         assert self._server is not None, "start the server first"

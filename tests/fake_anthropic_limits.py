@@ -20,11 +20,14 @@ __all__ = ["Limiter", "RateLimits"]
 
 @dataclass(frozen=True)
 class RateLimits:
-    """Per-minute limits; the defaults are those of a large organisation, so nothing is refused."""
+    """Per-minute limits; the defaults are those of a large organisation, so nothing is refused.
+    ``initial`` is the fraction of each bucket available at the start (below 1: other clients of the
+    organisation have spent the rest), so that even a short run meets the limits."""
 
     requests_per_min: int = 4_000
     input_tokens_per_min: int = 2_000_000
     output_tokens_per_min: int = 400_000
+    initial: float = 1.0
 
 
 @dataclass
@@ -61,9 +64,9 @@ class Limiter:
 
     def __init__(self, limits: RateLimits, now: float) -> None:
         self.limits = limits
-        self.requests = Bucket(limits.requests_per_min, float(limits.requests_per_min), now)
-        self.input = Bucket(limits.input_tokens_per_min, float(limits.input_tokens_per_min), now)
-        self.output = Bucket(limits.output_tokens_per_min, float(limits.output_tokens_per_min), now)
+        self.requests = Bucket(limits.requests_per_min, limits.requests_per_min * limits.initial, now)
+        self.input = Bucket(limits.input_tokens_per_min, limits.input_tokens_per_min * limits.initial, now)
+        self.output = Bucket(limits.output_tokens_per_min, limits.output_tokens_per_min * limits.initial, now)
 
     def admit(self, now: float) -> tuple[float, str] | None:
         """Take one request, or (seconds to wait, which limit) when the request must be refused."""
