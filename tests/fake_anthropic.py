@@ -29,6 +29,14 @@ Usage is computed: tokens are ``len(json) // 4`` per block; blocks up to a
 with a given prefix reports it as ``cache_creation_input_tokens``; later
 requests whose prefix (at any block boundary up to their last breakpoint)
 was stored report it as ``cache_read_input_tokens``.
+
+Rate limits (tests/fake_anthropic_limits.py): ``FakeAnthropic(limits=RateLimits(
+requests_per_min=120))`` enforces token buckets and answers 429 ``rate_limit_error``
+with ``retry-after`` over them; every response carries ``anthropic-ratelimit-*``
+headers. Faults (tests/fake_anthropic_faults.py): ``FakeAnthropic(faults=Every(5,
+"429"))``, deterministic by call number. What happened is kept per call in
+``fake.calls`` (see :class:`Call`) with helpers ``statuses()``, ``faulted()``,
+``repeated_turns()`` and ``admitted_per_minute()``.
 """
 
 from __future__ import annotations
@@ -36,172 +44,90 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import socket
+import struct
 import threading
-from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
-__all__ = ["FakeAnthropic", "Reply", "answer", "breakpoint_tokens", "error", "sse_events", "text", "tool_call"]
+from tests.fake_anthropic_faults import Always, At, Every, Fault, Schedule, faults_for, schedules
+from tests.fake_anthropic_limits import Limiter, RateLimits
+from tests.fake_anthropic_wire import (
+    ERROR_TYPES,
+    Reply,
+    answer,
+    breakpoint_tokens,
+    check_request,
+    error,
+    prompt_blocks,
+    sse_events,
+    text,
+    tokens as count_tokens,
+    tool_call,
+)
 
-TEXT_PIECE = 40  # characters per text_delta
-JSON_PIECE = 24  # characters per input_json_delta
-ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-               404: "not_found_error", 429: "rate_limit_error", 529: "overloaded_error"}
+__all__ = ["Always", "At", "Call", "Every", "FakeAnthropic", "Fault", "RateLimits", "Reply", "allow_loopback_only",
+           "answer", "breakpoint_tokens", "error", "fingerprint", "sse_events", "text", "tool_call"]
+
+Faults = Schedule | Mapping[int, Fault | str] | Iterable[Schedule] | None
+NO_JSON_TEXT = ("I read the repository. The change belongs in the request handler, next to the existing checks; "
+                "I would add the limiter there and cover it with a test.")
+ERROR_MESSAGES = {429: "Number of requests has exceeded your rate limit", 529: "Overloaded",
+                  500: "Internal server error"}
+
+
+def _without_cache_control(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _without_cache_control(v) for k, v in obj.items() if k != "cache_control"}
+    if isinstance(obj, list):
+        return [_without_cache_control(v) for v in obj]
+    return obj
+
+
+def _blocks(content: Any) -> Any:
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
+
+
+def fingerprint(body: dict[str, Any]) -> str:
+    """The conversation a request sends (system and messages, hashed), the same however it is written:
+    cache marks are ignored and a string content counts as one text block."""
+    messages = [{**m, "content": _blocks(m.get("content"))} for m in body.get("messages") or []]
+    sent = _without_cache_control({"system": _blocks(body.get("system")), "messages": messages})
+    return hashlib.sha256(json.dumps(sent, sort_keys=True).encode()).hexdigest()
+
+
+def truncated(genuine: Reply) -> Reply:
+    """The answer cut midway at the output limit: half its text (or of its first tool input as JSON)."""
+    if genuine.status >= 400:
+        return genuine
+    texts = [b["text"] for b in genuine.content if b.get("type") == "text" and b.get("text")]
+    inputs = [json.dumps(b["input"]) for b in genuine.content if b.get("type") == "tool_use"]
+    whole = (texts or inputs or ['{"answer": "cut"}'])[0]
+    return Reply(content=[{"type": "text", "text": whole[: max(1, len(whole) // 2)]}], stop_reason="max_tokens")
+
+
+def busy_tool_call(body: dict[str, Any]) -> Reply:
+    """A harmless tool call with one of the request's tools (``list`` of the root when offered)."""
+    names = [t.get("name") for t in body.get("tools") or []]
+    return tool_call("list", {"path": "."}) if "list" in names else tool_call(names[0], {})
 
 
 @dataclass
-class Reply:
-    """One scripted reply: a message (content + stop_reason) or an HTTP error (status >= 400)."""
+class Call:
+    """One request to /v1/messages as the server saw and answered it."""
 
-    content: list[dict[str, Any]] = field(default_factory=list)
-    stop_reason: str = "end_turn"
-    status: int = 200
-    headers: dict[str, str] = field(default_factory=dict)
-    json_answer: bool = False
-    output_tokens: int | None = None
-
-
-def answer(obj: Any, *, stop_reason: str = "end_turn") -> Reply:
-    """A JSON answer (structured output): ``obj`` serialised as the text of the reply; a str is sent as is."""
-    body = obj if isinstance(obj, str) else json.dumps(obj)
-    return Reply(content=[{"type": "text", "text": body}], stop_reason=stop_reason, json_answer=True)
-
-
-def text(body: str, *, stop_reason: str = "end_turn") -> Reply:
-    return Reply(content=[{"type": "text", "text": body}], stop_reason=stop_reason)
-
-
-def tool_call(*calls: tuple[str, dict[str, Any]] | str, **single: Any) -> Reply:
-    """``tool_call("grep", {"pattern": "x"})`` or several ``tool_call(("grep", {...}), ("read", {...}))``."""
-    if calls and isinstance(calls[0], str):
-        pairs = [(calls[0], calls[1] if len(calls) > 1 else single)]
-    else:
-        pairs = list(calls)  # type: ignore[arg-type]
-    blocks = [{"type": "tool_use", "id": "", "name": name, "input": args} for name, args in pairs]
-    return Reply(content=blocks, stop_reason="tool_use")
-
-
-def error(status: int, *, retry_after: str | None = None, retry_after_ms: str | None = None,
-          message: str = "injected failure") -> Reply:
-    headers = {}
-    if retry_after is not None:
-        headers["retry-after"] = retry_after
-    if retry_after_ms is not None:
-        headers["retry-after-ms"] = retry_after_ms
-    # The real API tells the SDK whether to retry; leave it to the SDK's own rules here.
-    return Reply(content=[{"message": message}], status=status, headers=headers)
-
-
-def _tokens(obj: Any) -> int:
-    return max(1, len(json.dumps(obj, sort_keys=True)) // 4)
-
-
-def _strip_cache(block: Any) -> Any:
-    return {k: v for k, v in block.items() if k != "cache_control"} if isinstance(block, dict) else block
-
-
-def prompt_blocks(body: dict[str, Any]) -> list[tuple[Any, bool]]:
-    """(block without cache_control, is_breakpoint) in cache order: tools, system, messages."""
-    blocks: list[tuple[Any, bool]] = []
-    for tool in body.get("tools") or []:
-        blocks.append((("tool", _strip_cache(tool)), "cache_control" in tool))
-    system = body.get("system")
-    if isinstance(system, str):
-        blocks.append((("system", system), False))
-    elif system:
-        for block in system:
-            blocks.append((("system", _strip_cache(block)), "cache_control" in block))
-    for message in body.get("messages") or []:
-        content = message.get("content")
-        if isinstance(content, str):
-            blocks.append(((message["role"], content), False))
-            continue
-        for block in content or []:
-            blocks.append(((message["role"], _strip_cache(block)), isinstance(block, dict) and "cache_control" in block))
-    return blocks
-
-
-def breakpoint_tokens(body: dict[str, Any]) -> list[int]:
-    """The token count of the prefix ending at each cache breakpoint of a request, in order."""
-    counts, total = [], 0
-    for block, mark in prompt_blocks(body):
-        total += _tokens(block)
-        if mark:
-            counts.append(total)
-    return counts
-
-
-def check_request(body: dict[str, Any]) -> str | None:
-    """The rules of the real API that the provider must follow; a message when one is broken."""
-    for key in ("model", "max_tokens", "messages"):
-        if key not in body:
-            return f"{key}: Field required"
-    messages = body["messages"]
-    if not messages or messages[-1].get("role") != "user":
-        return "the last message must be a user message"
-    breakpoints = sum(1 for _, mark in prompt_blocks(body) if mark)
-    if breakpoints > 4:
-        return f"A maximum of 4 blocks with cache_control may be provided. Found {breakpoints}."
-    has_tool_blocks = False
-    for index, message in enumerate(messages):
-        content = message.get("content")
-        blocks = content if isinstance(content, list) else []
-        for block in blocks:
-            if block.get("type") == "text" and not block.get("text"):
-                return f"messages.{index}: text content blocks must be non-empty"
-        uses = [b["id"] for b in blocks if b.get("type") == "tool_use"]
-        has_tool_blocks = has_tool_blocks or bool(uses) or any(b.get("type") == "tool_result" for b in blocks)
-        if uses:
-            following = messages[index + 1]["content"] if index + 1 < len(messages) else []
-            following = following if isinstance(following, list) else []
-            results = [b.get("tool_use_id") for b in following if b.get("type") == "tool_result"]
-            leading = [b.get("type") for b in following[: len(results)]]
-            if sorted(results) != sorted(uses) or any(t != "tool_result" for t in leading):
-                return (f"messages.{index + 1}: tool_use ids were found without tool_result blocks immediately "
-                        f"after: {uses}")
-    if has_tool_blocks and not body.get("tools"):
-        return "Requests which include tool_use or tool_result blocks must define tools."
-    fmt = (body.get("output_config") or {}).get("format")
-    if fmt is not None and (fmt.get("type") != "json_schema" or not isinstance(fmt.get("schema"), dict)):
-        return "output_config.format: expected {type: json_schema, schema: {...}}"
-    return None
-
-
-def sse_events(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """A complete message as the real API streams it: (event name, data) in order."""
-    usage = message["usage"]
-    opening = {**message, "content": [], "stop_reason": None, "stop_sequence": None,
-               "usage": {**usage, "output_tokens": 1}}
-    events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": opening}),
-                                                ("ping", {"type": "ping"})]
-    for index, block in enumerate(message["content"]):
-        if block["type"] == "tool_use":
-            empty = {**block, "input": {}}
-            deltas = [{"type": "input_json_delta", "partial_json": piece}
-                      for piece in _pieces(json.dumps(block["input"]), JSON_PIECE)]
-        else:
-            empty = {**block, "text": ""}
-            deltas = [{"type": "text_delta", "text": piece} for piece in _pieces(block.get("text", ""), TEXT_PIECE)]
-        events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": empty}))
-        events.extend(("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
-                      for d in deltas)
-        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
-    events.append(("message_delta", {"type": "message_delta",
-                                     "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
-                                     "usage": {"output_tokens": usage["output_tokens"]}}))
-    events.append(("message_stop", {"type": "message_stop"}))
-    return events
-
-
-def _pieces(text: str, size: int) -> list[str]:
-    return [text[i:i + size] for i in range(0, len(text), size)]
-
-
-def _sse(name: str, data: dict[str, Any]) -> bytes:
-    return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+    number: int  # 1 for the first request; faults are scheduled by it
+    at: float  # the server's clock when it arrived
+    fingerprint: str  # see fingerprint()
+    stream: bool
+    status: int | None = None  # None: no HTTP answer (timeout, reset)
+    fault: str | None = None  # the fault applied, "rate_limit" for a 429 of the limits
+    complete: bool = False  # the whole answer reached the client
 
 
 @dataclass
@@ -212,21 +138,32 @@ class Outcome:
     headers: dict[str, str]
     payload: dict[str, Any]
     stream: bool = False
+    action: str | None = None  # "timeout", "reset" or "cut": how the answer breaks
+    hold_s: float = 0.0
+    call: Call | None = None
 
 
 class FakeAnthropic:
     """The server; use as a context manager (binds 127.0.0.1 on a free port)."""
 
     def __init__(self, responder: Callable[[dict[str, Any]], Reply | dict[str, Any]] | None = None,
-                 *, min_cache_tokens: int = 0) -> None:
+                 *, min_cache_tokens: int = 0, limits: RateLimits | None = None, faults: Faults = None,
+                 clock: Callable[[], float] = time.time) -> None:
         self.responder = responder
         self.min_cache_tokens = min_cache_tokens
+        self.clock = clock
+        self.limiter = Limiter(limits or RateLimits(), clock())
+        self.schedules = schedules(faults)
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.calls: list[Call] = []
+        self.admitted: list[float] = []  # clock times of the requests the rate limits let through
+        self.rate_limited = 0  # 429s sent because a rate limit was reached
         self.replies: deque[Reply | dict[str, Any]] = deque()
         self.failures: deque[Reply] = deque()
         self.cache: set[str] = set()
         self._lock = threading.Lock()
+        self._closing = threading.Event()
         self._ids = itertools.count(1)
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -243,10 +180,51 @@ class FakeAnthropic:
             self.failures.append(error(status, retry_after=retry_after, retry_after_ms=retry_after_ms))
         return self
 
+    def reconfigure(self, responder: Callable[[dict[str, Any]], Reply | dict[str, Any]] | None = None,
+                    *, limits: RateLimits | None = None, faults: Faults = None) -> FakeAnthropic:
+        """Start over with a new behaviour on the same address (for workers started once per module):
+        the records, scripted replies, cache and rate limits are reset, call numbers count from 1 again."""
+        with self._lock:
+            self.responder = responder
+            self.limiter = Limiter(limits or RateLimits(), self.clock())
+            self.schedules = schedules(faults)
+            for kept in (self.requests, self.headers, self.calls, self.admitted, self.replies, self.failures):
+                kept.clear()
+            self.cache.clear()
+            self.rate_limited = 0
+        return self
+
     @property
     def base_url(self) -> str:
         assert self._server is not None, "start the server first"
         return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    # -- what happened ---------------------------------------------------------------
+
+    def statuses(self) -> Counter[int | None]:
+        """How many calls got each status (None: no answer at all)."""
+        return Counter(c.status for c in self.calls)
+
+    def faulted(self) -> Counter[str]:
+        """How many calls each fault hit (``rate_limit``: refused by the rate limits)."""
+        return Counter(c.fault for c in self.calls if c.fault)
+
+    def repeated_turns(self) -> int:
+        """Requests that sent again a conversation an earlier request sent and got complete with a 200:
+        a turn the client had, asked for a second time."""
+        answered: set[str] = set()
+        repeated = 0
+        for call in sorted(self.calls, key=lambda c: c.number):
+            repeated += call.fingerprint in answered
+            if call.status == 200 and call.complete:
+                answered.add(call.fingerprint)
+        return repeated
+
+    def admitted_per_minute(self) -> float:
+        """The rate of admitted requests between the first and the last, per minute (0 below two)."""
+        if len(self.admitted) < 2 or self.admitted[-1] <= self.admitted[0]:
+            return 0.0
+        return (len(self.admitted) - 1) * 60.0 / (self.admitted[-1] - self.admitted[0])
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -272,6 +250,7 @@ class FakeAnthropic:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._closing.set()  # held requests (timeouts) end now
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -282,6 +261,26 @@ class FakeAnthropic:
 
     def deliver(self, handler: BaseHTTPRequestHandler, outcome: Outcome) -> None:
         """Write one outcome to the client (outside the lock: a stream or a held request blocks no one)."""
+        try:
+            if outcome.action == "reset":
+                # SO_LINGER 0: closing sends a RST instead of a FIN, as a dropped connection does.
+                handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                handler.rfile.close()
+                handler.connection.close()
+                return
+            if outcome.action == "timeout":
+                self._closing.wait(outcome.hold_s)
+                return
+            self._write(handler, outcome, cut=outcome.action == "cut")
+            if outcome.call is not None and outcome.action is None:
+                outcome.call.complete = True
+        except OSError:
+            pass  # the client went away first
+        finally:
+            if outcome.action is not None:
+                handler.close_connection = True
+
+    def _write(self, handler: BaseHTTPRequestHandler, outcome: Outcome, *, cut: bool) -> None:
         handler.send_response(outcome.status)
         handler.send_header("request-id", f"req_fake_{next(self._ids)}")
         for key, value in outcome.headers.items():
@@ -291,53 +290,116 @@ class FakeAnthropic:
             handler.send_header("cache-control", "no-cache")
             handler.send_header("transfer-encoding", "chunked")
             handler.end_headers()
-            for name, data in sse_events(outcome.payload):
-                chunk = _sse(name, data)
+            events = sse_events(outcome.payload)
+            for name, data in events[: max(3, len(events) // 2)] if cut else events:
+                chunk = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
                 handler.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
                 handler.wfile.flush()
-            handler.wfile.write(b"0\r\n\r\n")
+            if not cut:
+                handler.wfile.write(b"0\r\n\r\n")
             return
         data = json.dumps(outcome.payload).encode()
         handler.send_header("content-type", "application/json")
         handler.send_header("content-length", str(len(data)))
         handler.end_headers()
-        handler.wfile.write(data)
+        handler.wfile.write(data[: len(data) // 2] if cut else data)
 
     # -- the API ------------------------------------------------------------------------
 
     def handle(self, path: str, headers: dict[str, str], raw: bytes) -> Outcome:
         with self._lock:
+            now = self.clock()
             try:
-                body = json.loads(raw or b"{}")
-            except ValueError:
-                return self._error(400, "request body is not JSON")
-            self.requests.append(body)
-            self.headers.append({k.lower(): v for k, v in headers.items()})
-            if path.split("?", 1)[0] != "/v1/messages":
-                return self._error(404, f"no route {path}")
-            if self.failures:
-                failure = self.failures.popleft()
-                return self._error(failure.status, failure.content[0]["message"], failure.headers)
-            problem = check_request(body)
-            if problem:
-                return self._error(400, problem)
-            reply = self._next_reply(body)
-            if reply.status >= 400:
-                return self._error(reply.status, reply.content[0]["message"], reply.headers)
-            if reply.json_answer and not (body.get("output_config") or {}).get("format"):
-                return self._error(400, "scripted a JSON answer but the request has no output_config.format")
-            if reply.stop_reason == "tool_use" and (body.get("tool_choice") or {}).get("type") == "none":
-                return self._error(500, "script error: a tool call scripted for a request with tool_choice none")
-            content = [dict(b) for b in reply.content]
-            for block in content:
-                if block.get("type") == "tool_use" and not block.get("id"):
-                    block["id"] = f"toolu_{next(self._ids):04d}"
-            message = {
-                "id": f"msg_{next(self._ids):06d}", "type": "message", "role": "assistant",
-                "model": body["model"], "content": content, "stop_reason": reply.stop_reason,
-                "stop_sequence": None, "usage": self._usage(body, content, reply),
-            }
-            return Outcome(200, {}, message, stream=bool(body.get("stream")))
+                outcome = self._respond(path, headers, raw, now)
+            except Exception as exc:  # a broken responder: say so instead of dropping the connection
+                outcome = self._error(500, f"the fake server failed: {exc!r}")
+            if outcome.call is not None:
+                outcome.call.status = None if outcome.action in ("timeout", "reset") else outcome.status
+            outcome.headers = {**self.limiter.headers(now), **outcome.headers}
+            return outcome
+
+    def _respond(self, path: str, headers: dict[str, str], raw: bytes, now: float) -> Outcome:
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            return self._error(400, "request body is not JSON")
+        self.requests.append(body)
+        self.headers.append({k.lower(): v for k, v in headers.items()})
+        if path.split("?", 1)[0] != "/v1/messages":
+            return self._error(404, f"no route {path}")
+        call = Call(len(self.calls) + 1, now, fingerprint(body), bool(body.get("stream")))
+        self.calls.append(call)
+        outcome = self._answer(body, call, now)
+        outcome.call = call
+        return outcome
+
+    def _answer(self, body: dict[str, Any], call: Call, now: float) -> Outcome:
+        refused = self.limiter.admit(now)
+        if refused is not None:
+            wait, which = refused
+            self.rate_limited += 1
+            call.fault = "rate_limit"
+            return self._error(429, f"This request would exceed your organization's rate limit of {which}.",
+                               {"retry-after": str(max(1, math.ceil(wait)))})
+        self.admitted.append(now)
+        if self.failures:
+            failure = self.failures.popleft()
+            return self._error(failure.status, failure.content[0]["message"], failure.headers)
+        http, model = faults_for(self.schedules, call.number)
+        if http is not None and http.kind in ("429", "529", "500"):
+            call.fault = http.kind
+            status = int(http.kind)
+            retry = {"retry-after": str(math.ceil(http.retry_after))} if status == 429 else {}
+            return self._error(status, ERROR_MESSAGES[status], retry)
+        if http is not None and http.kind in ("timeout", "reset"):
+            call.fault = http.kind
+            return Outcome(0, {}, {}, action=http.kind, hold_s=http.hold_s)
+        problem = check_request(body)
+        if problem:
+            return self._error(400, problem)
+        cut = http is not None and http.kind == "cut_stream"
+        reply = self._model_fault(body, call, {f.kind for f in model})
+        if reply is None:
+            reply = self._peek_reply(body) if cut else self._next_reply(body)
+        if reply.status >= 400:
+            return self._error(reply.status, reply.content[0]["message"], reply.headers)
+        if reply.json_answer and not (body.get("output_config") or {}).get("format"):
+            return self._error(400, "scripted a JSON answer but the request has no output_config.format")
+        if reply.stop_reason == "tool_use" and (body.get("tool_choice") or {}).get("type") == "none":
+            return self._error(500, "script error: a tool call scripted for a request with tool_choice none")
+        content = [dict(b) for b in reply.content]
+        for block in content:
+            if block.get("type") == "tool_use" and not block.get("id"):
+                block["id"] = f"toolu_{next(self._ids):04d}"
+        usage = self._usage(body, content, reply)
+        self.limiter.spend(usage["input_tokens"] + usage["cache_creation_input_tokens"], usage["output_tokens"])
+        message = {
+            "id": f"msg_{next(self._ids):06d}", "type": "message", "role": "assistant",
+            "model": body["model"], "content": content, "stop_reason": reply.stop_reason,
+            "stop_sequence": None, "usage": usage,
+        }
+        if cut:
+            call.fault = "cut_stream"
+        return Outcome(200, {}, message, stream=call.stream, action="cut" if cut else None)
+
+    def _model_fault(self, body: dict[str, Any], call: Call, kinds: set[str]) -> Reply | None:
+        """The answer a misbehaving model gives instead of the scripted one (which stays for the next request)."""
+        tools_allowed = bool(body.get("tools")) and (body.get("tool_choice") or {}).get("type") != "none"
+        for kind, reply in (("tools_every_turn", busy_tool_call(body) if tools_allowed else None),
+                            ("text_no_json", text(NO_JSON_TEXT)),
+                            ("truncated_json", None)):
+            if kind not in kinds or (kind == "tools_every_turn" and reply is None):
+                continue
+            call.fault = kind
+            return reply if reply is not None else truncated(self._peek_reply(body))
+        return None
+
+    def _peek_reply(self, body: dict[str, Any]) -> Reply:
+        """The reply the next request would get, left in place (a responder is simply asked)."""
+        if self.replies:
+            reply = self.replies[0]
+            return answer(reply) if isinstance(reply, dict) else reply
+        return self._next_reply(body)
 
     def _next_reply(self, body: dict[str, Any]) -> Reply:
         if self.replies:
@@ -350,13 +412,13 @@ class FakeAnthropic:
 
     def _usage(self, body: dict[str, Any], content: list[dict[str, Any]], reply: Reply) -> dict[str, Any]:
         blocks = prompt_blocks(body)
-        total = sum(_tokens(b) for b, _ in blocks) + _tokens(body.get("output_config") or {})
+        total = sum(count_tokens(b) for b, _ in blocks) + count_tokens(body.get("output_config") or {})
         digest = hashlib.sha256()
         prefix_tokens = 0
         boundaries: list[tuple[str, int, bool]] = []
         for block, mark in blocks:
             digest.update(json.dumps(block, sort_keys=True).encode())
-            prefix_tokens += _tokens(block)
+            prefix_tokens += count_tokens(block)
             boundaries.append((digest.copy().hexdigest(), prefix_tokens, mark))
         last_mark = max((i for i, (_, _, mark) in enumerate(boundaries) if mark), default=-1)
         read = created = 0
@@ -373,7 +435,7 @@ class FakeAnthropic:
                 read = 0
         return {
             "input_tokens": max(0, total - read - created),
-            "output_tokens": reply.output_tokens if reply.output_tokens is not None else _tokens(content),
+            "output_tokens": reply.output_tokens if reply.output_tokens is not None else count_tokens(content),
             "cache_creation_input_tokens": created,
             "cache_read_input_tokens": read,
         }
