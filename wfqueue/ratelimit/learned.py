@@ -149,6 +149,10 @@ class LearnedState:
     def announced(self) -> bool:
         return self.rpm > 0 or self.input_tpm > 0 or self.output_tpm > 0
 
+    def relaxes_at(self, now: float) -> float | None:
+        """When the hold after a 429 ends (None: none in force at ``now``)."""
+        return self.tight_until if self.tight_requests > 0 and now < self.tight_until else None
+
     def to_fields(self) -> dict[str, str]:
         return {f.name: repr(getattr(self, f.name)) for f in fields(self)}
 
@@ -221,7 +225,7 @@ def effective_limits(caps: Limits, state: LearnedState, policy: Learning, now: f
         caps.concurrency,
         caps.window_s,
     )
-    if state.tight_requests > 0 and now < state.tight_until:
+    if state.relaxes_at(now) is not None:
         limits = replace(limits, requests=_capped(limits.requests, state.tight_requests))
     if not state.announced:
         limits = replace(limits, concurrency=int(_capped(caps.concurrency, state.ramp or policy.start_concurrency)))

@@ -176,11 +176,13 @@ class RateLimiter:
         permit_id = uuid.uuid4().hex
         est_in, est_out = max(0, int(estimated_input_tokens)), max(0, int(estimated_output_tokens))
         while True:
-            limits = self.effective_limits()
+            limits, relaxes_at = self._limits_now()
             granted, snapshot = self._try(permit_id, est_in, est_out, limits)
             if granted:
                 return Permit(self, permit_id, snapshot.now, self._clock() - started, est_in, est_out)
             decision = decide(snapshot, limits, est_in, est_out, self.poll_s)
+            if relaxes_at is not None:  # a hold after a 429 ends then: the wait is no longer than that
+                decision = decision.at_most(relaxes_at - snapshot.now)
             remaining = deadline - self._clock()
             if decision.floor_s > remaining or remaining <= 0:
                 raise TransientProviderError(
@@ -226,8 +228,12 @@ class RateLimiter:
 
     def effective_limits(self) -> Limits:
         """The limits enforced now: the fixed ones, or the learned ones capped by the settings."""
+        return self._limits_now()[0]
+
+    def _limits_now(self) -> tuple[Limits, float | None]:
+        """The limits enforced now, and when a hold after a 429 ends (Redis's clock; None: no hold)."""
         if self.learning is None:
-            return self.limits
+            return self.limits, None
         pipe = self.client.pipeline(transaction=False)
         pipe.hgetall(self.keys[4])
         pipe.time()
@@ -235,7 +241,8 @@ class RateLimiter:
             raw, (seconds, micros) = pipe.execute()
         except (redis.RedisError, OSError) as exc:
             raise self._unreachable(exc) from None
-        return effective_limits(self.limits, LearnedState.from_fields(raw), self.learning, seconds + micros / US)
+        state, now = LearnedState.from_fields(raw), seconds + micros / US
+        return effective_limits(self.limits, state, self.learning, now), state.relaxes_at(now)
 
     def snapshot(self) -> Snapshot:
         """What the limiter holds now (read only; expired entries are filtered, not removed)."""

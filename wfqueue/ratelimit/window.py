@@ -88,6 +88,12 @@ class Decision:
     def admitted(self) -> bool:
         return self.wait_s <= 0
 
+    def at_most(self, seconds: float) -> Decision:
+        """This decision for limits that loosen in ``seconds``: no wait, certain or not, lasts beyond that."""
+        seconds = max(0.0, seconds)
+        return Decision(wait_s=min(self.wait_s, seconds), floor_s=min(self.floor_s, seconds),
+                        sleep_s=min(self.sleep_s, seconds), reason=self.reason)
+
 
 def next_slot(events: Iterable[tuple[float, float]], now: float, limit: float, window_s: float,
               cost: float = 1.0) -> float:
