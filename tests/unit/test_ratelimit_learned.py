@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 import pytest
 
 from wfqueue.ratelimit import (
+    MAX_PAUSE_S,
     PAUSE,
     Event,
     LearnedState,
@@ -142,6 +143,13 @@ def test_a_429_pauses_everyone_and_holds_requests_to_what_the_window_holds() -> 
     bare = observe(state, 429, now=EPOCH + 1, in_window=0)
     assert bare.pause_until == EPOCH + 2 and bare.tight_requests == 1  # never 0, which would mean unlimited
     assert bare.tight_until == EPOCH + 61  # no reset announced: one window
+
+    # Absurd headers cannot stop everyone for long: the pause is bounded, the hold lasts a minute at most.
+    absurd = observe(state, 429, parse_rate_headers({**headers("requests", 120, 0, EPOCH + 86_400),
+                                                     "retry-after": "99999"}))
+    assert (absurd.pause_until, absurd.tight_until) == (EPOCH + MAX_PAUSE_S, EPOCH + MAX_PAUSE_S)
+    long_reset = observe(state, 429, parse_rate_headers(headers("requests", 120, 3, EPOCH + 86_400)))
+    assert (long_reset.pause_until, long_reset.tight_until) == (EPOCH + 1, EPOCH + 60)
 
     # A second 429 while held keeps the tighter hold and the later pause.
     second = {**headers("requests", 120, 0, EPOCH + 15), "retry-after": "1"}

@@ -19,6 +19,7 @@ lives in Redis, next to the queues every worker already reaches.
 """
 
 from wfqueue.ratelimit.learned import (
+    MAX_PAUSE_S,
     LearnedState,
     Learning,
     ObservedLimits,
@@ -41,7 +42,7 @@ from wfqueue.ratelimit.window import (
 )
 
 __all__ = [
-    "LEARNED_TTL_S", "PAUSE", "Decision", "Event", "LearnedState", "Learning", "Limits", "ObservedLimits", "Permit",
-    "RateLimiter", "RateReading", "Snapshot", "decide", "effective_limits", "estimate_tokens", "learn",
-    "limiter_from_settings", "model_family", "next_slot", "parse_rate_headers",
+    "LEARNED_TTL_S", "MAX_PAUSE_S", "PAUSE", "Decision", "Event", "LearnedState", "Learning", "Limits",
+    "ObservedLimits", "Permit", "RateLimiter", "RateReading", "Snapshot", "decide", "effective_limits",
+    "estimate_tokens", "learn", "limiter_from_settings", "model_family", "next_slot", "parse_rate_headers",
 ]

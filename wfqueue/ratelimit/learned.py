@@ -27,11 +27,15 @@ from datetime import UTC, datetime
 
 from wfqueue.ratelimit.window import MINUTE_S, Limits
 
-__all__ = ["LearnedState", "Learning", "ObservedLimits", "RateReading", "effective_limits", "learn",
+__all__ = ["MAX_PAUSE_S", "LearnedState", "Learning", "ObservedLimits", "RateReading", "effective_limits", "learn",
            "parse_rate_headers"]
 
 HEADER_PREFIX = "anthropic-ratelimit-"
 FALLBACK_PAUSE_S = 1.0  # a 429 that says neither retry-after nor a reset: the time a token bucket needs to refill a bit
+# The longest pause a 429 imposes: a garbled retry-after must not stop every worker for hours (a
+# task that meets a longer wait is retried later anyway). The hold after it lasts at most a minute
+# (or the pause): a per-minute bucket is full again by then, whatever a reset header claims.
+MAX_PAUSE_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -178,9 +182,9 @@ def learn(state: LearnedState, observed: ObservedLimits, status: int, *, now: fl
       input or output limit). The limit headers of any response count, errors included.
     - A success that announced nothing doubles the ramp (while nothing was ever announced).
     - A 429 pauses every caller until its ``retry-after`` (else the latest reset of an
-      exhausted limit, else ``FALLBACK_PAUSE_S``), holds requests per window to what the
-      window holds now until the latest reset the response announced (else one window),
-      and halves the ramp.
+      exhausted limit, else ``FALLBACK_PAUSE_S``; at most ``MAX_PAUSE_S``), holds requests
+      per window to what the window holds now until the latest reset the response
+      announced (else one window; at most a minute or the pause), and halves the ramp.
     """
     rpm = observed.requests.limit or state.rpm
     input_tpm = observed.input_tokens.limit or observed.tokens.limit or state.input_tpm
@@ -197,8 +201,9 @@ def learn(state: LearnedState, observed: ObservedLimits, status: int, *, now: fl
         pause_s = observed.wait_s(observed_at)
     if pause_s is None:
         pause_s = FALLBACK_PAUSE_S
+    pause_s = min(pause_s, MAX_PAUSE_S)
     resets = [r.reset_at - observed_at for r in observed.readings if r.reset_at is not None]
-    held_s = max(max(resets, default=window_s), pause_s)
+    held_s = max(min(max(resets, default=window_s), MINUTE_S), pause_s)
     tight = max(1.0, float(in_window))
     if state.tight_requests > 0 and state.tight_until > now:  # a 429 while already held: hold at least as tight
         tight = min(tight, state.tight_requests)
