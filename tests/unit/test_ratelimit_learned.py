@@ -13,6 +13,7 @@ import pytest
 from wfqueue.ratelimit import (
     MAX_PAUSE_S,
     PAUSE,
+    Decision,
     Event,
     LearnedState,
     Learning,
@@ -58,6 +59,7 @@ def test_parse_rate_headers_reads_every_limit_and_retry_after() -> None:
 
 def test_missing_or_garbled_headers_are_none_never_an_error() -> None:
     assert parse_rate_headers({}) == ObservedLimits() and not ObservedLimits().announced
+    assert parse_rate_headers(None) == ObservedLimits()  # type: ignore[arg-type]  # no response at all
     garbled = parse_rate_headers({
         "anthropic-ratelimit-requests-limit": "lots", "anthropic-ratelimit-requests-remaining": "-3",
         "anthropic-ratelimit-requests-reset": "tomorrow", "anthropic-ratelimit-input-tokens-limit": "0",
@@ -162,6 +164,8 @@ def test_the_pause_is_a_certain_wait_for_the_decision() -> None:
     paused = decide(Snapshot(now=EPOCH, held=(EPOCH + 100,), paused_until=EPOCH + 2.5), limits)
     assert (paused.wait_s, paused.floor_s, paused.sleep_s, paused.reason) == (2.5, 2.5, 2.5, PAUSE)
     assert decide(Snapshot(now=EPOCH, paused_until=EPOCH - 1), limits).admitted
+    # Limits that loosen sooner (a hold after a 429 ending) shorten every wait to that.
+    assert paused.at_most(1.0) == Decision(wait_s=1.0, floor_s=1.0, sleep_s=1.0, reason=PAUSE)
 
 
 def test_learned_state_survives_redis_round_trips_and_garbage() -> None:

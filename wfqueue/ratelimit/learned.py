@@ -107,7 +107,7 @@ def parse_rate_headers(headers: Mapping[str, str]) -> ObservedLimits:
     ``retry-after-ms`` is preferred to ``retry-after`` (seconds) when both are
     valid. A limit of 0 is treated as missing: no real limit is zero, and
     learning it would stop every call."""
-    lowered = {str(name).lower(): str(value) for name, value in headers.items()}
+    lowered = {str(name).lower(): str(value) for name, value in (headers or {}).items()}
 
     def reading(kind: str) -> RateReading:
         limit = _count(lowered.get(f"{HEADER_PREFIX}{kind}-limit"))
