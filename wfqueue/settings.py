@@ -132,20 +132,32 @@ class Settings(BaseSettings):
         default=512 * 1024, gt=0, description="Files above this size (bytes) are left out of the repository index."
     )
 
-    # -- rate limit and cost (one limit shared by every worker, held in Redis) ------------------
+    # -- rate limit and cost (one limit shared by every worker, held in Redis, learned from the API) ------
     rate_limit_rpm: int = Field(
-        default=50, ge=0, description="LLM requests per minute across all workers and machines (0: unlimited)."
+        default=0, ge=0, description="Cap on LLM requests per minute across all workers and machines; the limits "
+        "the API announces in its rate-limit headers are learned and paced to (0: no cap, the API's limit alone).",
     )
     rate_limit_input_tpm: int = Field(
-        default=0, ge=0, description="Input tokens per minute across all workers, counted as Anthropic does "
-        "(uncached input plus cache writes; 0: unlimited).",
+        default=0, ge=0, description="Cap on input tokens per minute across all workers, counted as Anthropic does "
+        "(uncached input plus cache writes; 0: no cap, the API's limit alone).",
     )
     rate_limit_output_tpm: int = Field(
-        default=0, ge=0, description="Output tokens per minute across all workers; a call reserves its max_tokens "
-        "until it ends (0: unlimited).",
+        default=0, ge=0, description="Cap on output tokens per minute across all workers; a call reserves its "
+        "max_tokens until it ends (0: no cap, the API's limit alone).",
     )
     rate_limit_concurrency: int = Field(
-        default=0, ge=0, description="LLM calls in flight at once across all workers (0: unlimited)."
+        default=0, ge=0, description="Cap on LLM calls in flight at once across all workers (0: no cap)."
+    )
+    rate_limit_safety: float = Field(
+        default=0.95, gt=0, le=1, description="Fraction of the limits the API announces that calls are paced to, "
+        "so that network jitter never turns into a 429.",
+    )
+    rate_limit_start_concurrency: int = Field(
+        default=2, ge=1, description="LLM calls in flight at once before the API has announced any limit; doubles "
+        "with each successful response that announced none and halves on a 429.",
+    )
+    rate_limit_ramp_max_concurrency: int = Field(
+        default=16, ge=1, description="Where that doubling stops (an endpoint that never announces limits).",
     )
     rate_limit_window_s: float = Field(
         default=60.0, gt=0, le=60, description="Seconds the per-minute limits are enforced over, scaled "

@@ -23,6 +23,7 @@ from wfqueue.providers.base import AssessStep
 from wfqueue.ratelimit import (
     Decision,
     Event,
+    Learning,
     Limits,
     RateLimiter,
     Snapshot,
@@ -280,17 +281,21 @@ def test_the_provider_takes_a_permit_per_request_and_releases_it_with_the_usage(
         assert info.value.retry_after == 9.0 and len(fake.requests) == sent
 
 
-def test_make_provider_builds_the_limiter_from_settings() -> None:
+def test_make_provider_builds_a_learning_limiter_capped_by_the_settings() -> None:
     settings = Settings(anthropic_api_key=SecretStr("k"), broker_url=SecretStr("redis+socket:///tmp/x.sock"),
                         model="claude-sonnet-4-5", rate_limit_rpm=120, rate_limit_window_s=10,
-                        rate_limit_concurrency=4, rate_limit_max_wait_s=7)
+                        rate_limit_concurrency=4, rate_limit_max_wait_s=7, rate_limit_safety=0.9,
+                        rate_limit_start_concurrency=1, rate_limit_ramp_max_concurrency=8)
     provider = make_provider("anthropic", settings)
     built = provider._limiter  # type: ignore[attr-defined]
     assert isinstance(built, RateLimiter)
     assert built.scope == "anthropic:sonnet" and built.keys[0] == "wfq:ratelimit:{anthropic:sonnet}:events"
-    assert (built.limits.requests, built.limits.window_s, built.limits.concurrency) == (20, 10, 4)
+    assert (built.limits.requests, built.limits.window_s, built.limits.concurrency) == (20, 10, 4)  # the caps
+    assert built.learning == Learning(safety=0.9, start_concurrency=1, ramp_max_concurrency=8)
     assert built.max_wait_s == 7 and built.slot_ttl_s == settings.agent_time_limit_s
     assert limiter_from_settings(settings.model_copy(update={"broker_url": None}), "x") is None
-    unlimited = settings.model_copy(update={"rate_limit_rpm": 0, "rate_limit_concurrency": 0})
-    assert limiter_from_settings(unlimited, "x") is None
-    assert make_provider("anthropic", unlimited)._limiter is None  # type: ignore[attr-defined]
+    # At the defaults nothing is capped, and the limiter still learns: there is one whenever there is a broker.
+    defaults = Settings(anthropic_api_key=SecretStr("k"), broker_url=SecretStr("redis+socket:///tmp/x.sock"))
+    learning = limiter_from_settings(defaults, "x")
+    assert learning is not None and learning.limits.unlimited and learning.learning == Learning()
+    assert isinstance(make_provider("anthropic", defaults)._limiter, RateLimiter)  # type: ignore[attr-defined]

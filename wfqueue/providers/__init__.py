@@ -65,7 +65,8 @@ def make_provider(spec: str, settings: Settings, journal: TurnJournal | None = N
         max_list_entries=settings.repo_tool_max_list_entries,
         max_file_bytes=settings.index_max_file_bytes,
         summary_max_files=settings.repo_summary_max_files,
-        # One limit per Anthropic model class, shared by every worker through the broker's Redis.
+        # One limit per Anthropic model class, learned from its responses, shared by every worker through the
+        # broker's Redis; the provider reports each response with limiter.observe(headers, status).
         limiter=limiter_from_settings(settings, scope=f"anthropic:{model_family(settings.model)}"),
         journal=journal,
         retry_policy=RetryPolicy(step_retries=settings.anthropic_step_retries, backoff_s=settings.retry_backoff_s,
