@@ -21,7 +21,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from faults_support import attempts, children, running_agents, start_worker, stop_group, wait_ready
+from faults_support import (
+    attempts,
+    children,
+    running_agents,
+    start_worker,
+    stop_group,
+    wait_ready,
+    write_report,
+)
 from support import wfqueue_env
 from test_worker_kills import wait_for
 
@@ -116,11 +124,13 @@ def test_a_sigkilled_agent_resumes_at_its_saved_turn(sample_repo: Path, tmp_path
         victim_turns = [turn_of(body) for body in fake.requests
                         if step_kind(body) == "plan_area" and area_of(body) == model.victim]
 
+    kinds = [u["kind"] for u in usage if u["step"] == f"plan_area:{model.victim}"]
+    write_report("killed_agent_turns", {"repeated_turns": repeated, "victim_turns": victim_turns,
+                                        "victim_deliveries": tries[model.victim], "victim_calls_billed": kinds})
     assert result["status"] == "completed" and result["tasks"] >= 2
     assert tries[model.victim] == 2  # the kill landed mid-task: its task was delivered again
     # Turns 1-3 were each sent once; the held turn 4 was sent again by the redelivered task (it never got its
     # reply) and answered. Without saved turns the retry would have started again at turn 1.
     assert victim_turns == [1, 2, 3, HELD_TURN, HELD_TURN]
     assert repeated == 0
-    kinds = [u["kind"] for u in usage if u["step"] == f"plan_area:{model.victim}"]
     assert kinds == [f"turn-{n}" for n in range(1, HELD_TURN + 1)]  # every completed call billed once

@@ -239,6 +239,10 @@ class RecordingLimiter:
         self.refuse = refuse
         self.acquired: list[tuple[int, int]] = []
         self.released: list[Usage | None] = []
+        self.observed: list[int] = []
+
+    def observe(self, headers: Any, status: int) -> None:
+        self.observed.append(status)
 
     def acquire(self, estimated_input_tokens: int, estimated_output_tokens: int) -> Any:
         if self.refuse:
@@ -264,11 +268,10 @@ def test_the_provider_takes_a_permit_per_request_and_releases_it_with_the_usage(
         fake.reply(answer(assessment))
         recording = RecordingLimiter()
         provider = AnthropicProvider(model="claude-test", api_key="k", base_url=fake.base_url, max_tokens=777,
-                                     limiter=recording)  # type: ignore[arg-type]
-        with pytest.raises(TransientProviderError):
-            provider.run(step)
-        assert recording.released == [None]  # the failed request still frees its permit
-        provider.run(step)
+                                     limiter=recording, sleep=lambda s: None)  # type: ignore[arg-type]
+        provider.run(step)  # the 429 is waited out and the call sent again
+        assert recording.released[0] is None  # the failed request still frees its permit
+        assert recording.observed == [429, 200]  # and every response, failed or not, teaches the limiter
         assert len(recording.acquired) == 2 and all(out == 777 and est > 100 for est, out in recording.acquired)
         [entry] = provider.usage
         assert recording.released[1] == Usage.from_api(entry)

@@ -168,6 +168,23 @@ def test_the_pause_is_a_certain_wait_for_the_decision() -> None:
     assert paused.at_most(1.0) == Decision(wait_s=1.0, floor_s=1.0, sleep_s=1.0, reason=PAUSE)
 
 
+def test_announced_remaining_requests_pace_calls_to_the_refill() -> None:
+    """The API says 3 requests are left of 120/min while 1 call is in flight: 2 may go now, then one every
+    60 / (120 x 0.95) s, however empty the sliding window is."""
+    state = observe(LearnedState(), 200, parse_rate_headers(headers("requests", 120, 3, EPOCH + 60)))
+    state = learn(state, parse_rate_headers(headers("requests", 120, 3, EPOCH + 60)), 200, now=EPOCH,
+                  observed_at=EPOCH, in_window=0, window_s=60.0, policy=POLICY, in_flight=1)
+    assert (state.bucket_level, state.bucket_at) == (2.0, EPOCH)
+    limits = effective_limits(Limits.per_minute(0, 0, 0, 0), state, POLICY, EPOCH)
+    assert limits.bucket is not None and limits.bucket.rate == pytest.approx(120 * 0.95 / 60)
+    two_sent = Snapshot(now=EPOCH + 0.1, events=(Event(EPOCH + 0.05), Event(EPOCH + 0.06)))
+    waited = decide(two_sent, limits)
+    assert not waited.admitted and waited.reason == "announced remaining requests"
+    assert waited.floor_s == pytest.approx(1 / limits.bucket.rate - 0.1)
+    assert decide(Snapshot(now=EPOCH + 0.1, events=(Event(EPOCH + 0.05),)), limits).admitted
+    assert LearnedState.from_fields(state.to_fields()) == state
+
+
 def test_learned_state_survives_redis_round_trips_and_garbage() -> None:
     state = LearnedState(rpm=120, input_tpm=4e5, ramp=8, pause_until=EPOCH + 0.123456, tight_requests=3,
                          tight_until=EPOCH + 9)
@@ -181,8 +198,8 @@ def test_learned_state_survives_redis_round_trips_and_garbage() -> None:
 class TokenBucketServer:
     """Announces ``capacity`` requests per minute; refills continuously; answers 429 when empty."""
 
-    def __init__(self, capacity: float, refill_per_s: float) -> None:
-        self.capacity, self.refill, self.level, self.at = capacity, refill_per_s, capacity, 0.0
+    def __init__(self, capacity: float, refill_per_s: float, initial: float = 1.0) -> None:
+        self.capacity, self.refill, self.level, self.at = capacity, refill_per_s, capacity * initial, 0.0
 
     def handle(self, now: float) -> tuple[int, dict[str, str]]:
         self.level = min(self.capacity, self.level + (now - self.at) * self.refill)
@@ -197,16 +214,17 @@ class TokenBucketServer:
         return status, announced
 
 
-def test_eight_callers_at_default_settings_reach_the_announced_rate_without_a_429() -> None:
-    """The target: a server announcing 120/min (bucket of 120, 2/s), settings at their defaults, 8 callers.
+def simulate_eight_callers(initial: float, seed: int = 11) -> tuple[list[int], float]:
+    """Eight callers against a server announcing 120/min (bucket of 120, 2/s, ``initial`` of it left at the
+    start), settings at their defaults, for three minutes: (every status the server answered, duration).
 
     Each caller runs the limiter's own pure steps: effective_limits -> decide -> (call) -> learn,
     with a shared state standing in for Redis, and latencies drawn at random (the request reaches
     the server at a random point of its round trip)."""
-    rng = random.Random(11)
+    rng = random.Random(seed)
     caps = Limits.per_minute(0, 0, 0, 0, window_s=60)  # the settings' defaults
     policy = Learning()
-    server = TokenBucketServer(capacity=120, refill_per_s=2)
+    server = TokenBucketServer(capacity=120, refill_per_s=2, initial=initial)
     state, events, held = LearnedState(), list[Event](), dict[int, float]()
     statuses: list[int] = []
     # (time, sequence, caller, the response being received or None for an attempt to get a permit)
@@ -235,9 +253,19 @@ def test_eight_callers_at_default_settings_reach_the_announced_rate_without_a_42
             status, announced = response
             del held[caller]
             in_window = sum(1 for e in events if e.at > now - caps.window_s)
+            since_bucket = sum(1 for e in events if e.at > state.bucket_at)
             state = learn(state, parse_rate_headers(announced), status, now=now, observed_at=EPOCH + now,
-                          in_window=in_window, window_s=caps.window_s, policy=policy)
+                          in_window=in_window, window_s=caps.window_s, policy=policy, in_flight=len(held),
+                          since_bucket=since_bucket)
             heapq.heappush(queue, (now, next(sequence), caller, None))
+    return statuses, duration
+
+
+@pytest.mark.parametrize("initial", [1.0, 0.1])
+def test_eight_callers_at_default_settings_reach_the_announced_rate_without_a_429(initial: float) -> None:
+    """The target, with the API's bucket full at the start and with other clients having spent 90 % of it:
+    the announced remaining requests pace the callers to the refill rate instead of a burst into 429s."""
+    statuses, duration = simulate_eight_callers(initial)
     assert statuses.count(429) == 0
     per_minute = statuses.count(200) / (duration / 60)
     assert per_minute >= 0.90 * 120, f"{per_minute:.1f}/min"

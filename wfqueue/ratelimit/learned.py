@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 
-from wfqueue.ratelimit.window import MINUTE_S, Limits
+from wfqueue.ratelimit.window import MINUTE_S, Bucket, Limits
 
 __all__ = ["MAX_PAUSE_S", "LearnedState", "Learning", "ObservedLimits", "RateReading", "effective_limits", "learn",
            "parse_rate_headers"]
@@ -148,6 +148,8 @@ class LearnedState:
     pause_until: float = 0.0  # after a 429 no call is admitted before this
     tight_requests: float = 0.0  # after a 429, requests per window are held to this (0: not held) ...
     tight_until: float = 0.0  # ... until this
+    bucket_level: float = 0.0  # requests the API said were left, less the calls then in flight ...
+    bucket_at: float = 0.0  # ... at this time (0: never announced)
 
     @property
     def announced(self) -> bool:
@@ -172,14 +174,20 @@ class LearnedState:
 
 
 def learn(state: LearnedState, observed: ObservedLimits, status: int, *, now: float, observed_at: float,
-          in_window: int, window_s: float, policy: Learning) -> LearnedState:
+          in_window: int, window_s: float, policy: Learning, in_flight: int = 0,
+          since_bucket: int = 0) -> LearnedState:
     """The state after one response with ``status``.
 
     ``now``: Redis's clock; ``observed_at``: the local wall clock (for the headers'
-    reset times); ``in_window``: requests the limiter's window holds now.
+    reset times); ``in_window``: requests the limiter's window holds now; ``in_flight``: calls
+    holding a permit now; ``since_bucket``: requests admitted since ``state.bucket_at``.
 
     - Announced limits replace the learned ones (``-tokens-`` stands in for a missing
       input or output limit). The limit headers of any response count, errors included.
+    - An announced ``requests-remaining``, less the calls in flight (the API may not have
+      counted them yet), becomes the request bucket's level, unless what was known already says
+      less: a response that was slow to arrive must not undo what a newer one said. Callers pace
+      to the bucket's refill from there.
     - A success that announced nothing doubles the ramp (while nothing was ever announced).
     - A 429 pauses every caller until its ``retry-after`` (else the latest reset of an
       exhausted limit, else ``FALLBACK_PAUSE_S``; at most ``MAX_PAUSE_S``), holds requests
@@ -190,6 +198,13 @@ def learn(state: LearnedState, observed: ObservedLimits, status: int, *, now: fl
     input_tpm = observed.input_tokens.limit or observed.tokens.limit or state.input_tpm
     output_tpm = observed.output_tokens.limit or observed.tokens.limit or state.output_tpm
     learned = replace(state, rpm=float(rpm), input_tpm=float(input_tpm), output_tpm=float(output_tpm))
+    if observed.requests.remaining is not None and learned.rpm > 0:
+        level = float(observed.requests.remaining - in_flight)
+        if state.bucket_at > 0:
+            known = request_bucket(state, policy)
+            if known is not None:
+                level = min(level, known.available(since_bucket, now))
+        learned = replace(learned, bucket_level=level, bucket_at=now)
     ramp = state.ramp or policy.start_concurrency
     if 200 <= status < 300 and not learned.announced:
         ramp = min(ramp * 2, max(policy.ramp_max_concurrency, policy.start_concurrency))
@@ -211,6 +226,15 @@ def learn(state: LearnedState, observed: ObservedLimits, status: int, *, now: fl
                    tight_requests=tight, tight_until=max(state.tight_until, now + held_s))
 
 
+def request_bucket(state: LearnedState, policy: Learning) -> Bucket | None:
+    """The API's request bucket as learned, refilled at the paced rate (the API's own rate would let
+    it run dry at the margin); None before a response announced its remaining requests."""
+    if state.bucket_at <= 0 or state.rpm <= 0:
+        return None
+    paced = state.rpm * policy.safety
+    return Bucket(level=state.bucket_level, at=state.bucket_at, rate=paced / MINUTE_S, capacity=paced)
+
+
 def _capped(cap: float, learned: float) -> float:
     """A cap from the settings bounds a learned limit; either alone applies; 0 is neither."""
     if cap > 0 and learned > 0:
@@ -230,6 +254,9 @@ def effective_limits(caps: Limits, state: LearnedState, policy: Learning, now: f
         caps.concurrency,
         caps.window_s,
     )
+    bucket = request_bucket(state, policy)
+    if bucket is not None and limits.requests > 0:
+        limits = replace(limits, bucket=replace(bucket, rate=min(bucket.rate, limits.requests / limits.window_s)))
     if state.relaxes_at(now) is not None:
         limits = replace(limits, requests=_capped(limits.requests, state.tight_requests))
     if not state.announced:

@@ -43,8 +43,10 @@ log = logging.getLogger(__name__)
 LEARNED_TTL_S = 6 * 3600
 
 # KEYS: events, in, out, held, learned. ARGV: id, window_us, requests, input, output, concurrency,
-# estimated input, estimated output, lease_us. Admission is next_slot(...) == 0 for each limit,
-# and no pause in force (the learned hash's pause_until, seconds on this clock).
+# estimated input, estimated output, lease_us, bucket level, bucket time (us), bucket rate (per s; 0: none),
+# bucket capacity.
+# Admission is next_slot(...) == 0 for each limit, Bucket.wait_s(...) == 0, and no pause in force (the
+# learned hash's pause_until, seconds on this clock).
 ACQUIRE_LUA = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -71,6 +73,11 @@ local function total(key)
 end
 local pause = math.floor((tonumber(redis.call('HGET', KEYS[5], 'pause_until') or '0') or 0) * 1000000)
 local ok = now >= pause and fits(redis.call('ZCARD', KEYS[1]), 1, req)
+local level, since, rate, cap = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])
+if ok and rate > 0 then
+  local used = redis.call('ZCOUNT', KEYS[1], '(' .. us(since), '+inf')
+  ok = used + 1 <= math.min(cap, level + math.max(0, now - since) / 1000000 * rate)
+end
 if ok and lim_in > 0 then ok = fits(total(KEYS[2]), est_in, lim_in) end
 if ok and lim_out > 0 then ok = fits(total(KEYS[3]), est_out, lim_out) end
 if ok and conc > 0 then ok = redis.call('ZCARD', KEYS[4]) < conc end
@@ -210,8 +217,12 @@ class RateLimiter:
             seconds, micros = pipe.time()
             now = seconds + micros / US
             in_window = pipe.zcount(self.keys[0], f"({round((now - window_s) * US)}", "+inf")
-            state = learn(LearnedState.from_fields(raw), observed, status, now=now, observed_at=observed_at,
-                          in_window=int(in_window), window_s=window_s, policy=policy)
+            in_flight = pipe.zcount(self.keys[3], f"({round(now * US)}", "+inf")
+            known = LearnedState.from_fields(raw)
+            since_bucket = pipe.zcount(self.keys[0], f"({round(known.bucket_at * US)}", "+inf")
+            state = learn(known, observed, status, now=now, observed_at=observed_at, in_window=int(in_window),
+                          window_s=window_s, policy=policy, in_flight=int(in_flight),
+                          since_bucket=int(since_bucket))
             pipe.multi()
             pipe.hset(key, mapping=state.to_fields())
             pipe.expire(key, LEARNED_TTL_S)
@@ -265,8 +276,11 @@ class RateLimiter:
 
     def _try(self, permit_id: str, est_in: int, est_out: int, limits: Limits | None = None) -> tuple[bool, Snapshot]:
         lim = limits or self.limits
+        bucket = lim.bucket
         args = [permit_id, round(lim.window_s * US), repr(lim.requests), repr(lim.input_tokens),
-                repr(lim.output_tokens), lim.concurrency, est_in, est_out, round(self.slot_ttl_s * US)]
+                repr(lim.output_tokens), lim.concurrency, est_in, est_out, round(self.slot_ttl_s * US),
+                repr(bucket.level) if bucket else "0", round(bucket.at * US) if bucket else 0,
+                repr(bucket.rate) if bucket else "0", repr(bucket.capacity) if bucket else "0"]
         try:
             reply = self._acquire_script(keys=self.keys, args=args)
         except (redis.RedisError, OSError) as exc:

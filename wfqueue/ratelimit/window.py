@@ -20,18 +20,49 @@ MINUTE_S = 60.0
 MIN_SLEEP_S = 0.002  # a floor so a rounding disagreement with the script cannot spin
 POLL_S = 0.25  # re-ask this often while the wait depends on other workers releasing
 PAUSE = "429 pause"  # the reason while every caller waits out the API's retry-after
+BUCKET = "announced remaining requests"  # the reason while the API's request bucket refills
 US = 1_000_000  # the script keeps time in integer microseconds: exact in a Lua double, exact as a string
 
 
 @dataclass(frozen=True)
+class Bucket:
+    """The API's request bucket as responses announced it: ``level`` requests were left at ``at``
+    (seconds, Redis's clock), refilled at ``rate`` per second up to ``capacity``.
+
+    A sliding window alone assumes the API's bucket was full when the window began; the
+    bucket says how full it really is (other clients of the organisation draw on it too),
+    so callers pace at the refill rate instead of bursting into 429s."""
+
+    level: float
+    at: float
+    rate: float
+    capacity: float
+
+    def available(self, admitted_since: int, now: float) -> float:
+        """Requests left at ``now``, ``admitted_since`` having gone since ``at``. Refill is capped before the
+        calls are taken off, which never over-counts (calls taken while the bucket was full refill sooner)."""
+        return min(self.capacity, self.level + max(0.0, now - self.at) * self.rate) - admitted_since
+
+    def wait_s(self, admitted_since: int, now: float) -> float:
+        """Seconds until one more request fits, ``admitted_since`` requests having gone since ``at``."""
+        if self.rate <= 0:
+            return 0.0
+        available = self.available(admitted_since, now)
+        return 0.0 if available >= 1 - 1e-9 else (1 - available) / self.rate  # 1e-9: no wait below rounding
+
+
+@dataclass(frozen=True)
 class Limits:
-    """Limits per window (not per minute): ``requests`` may be fractional; 0 means unlimited."""
+    """Limits per window (not per minute): ``requests`` may be fractional; 0 means unlimited.
+
+    ``bucket``: the API's announced request bucket, when one was learned (see :class:`Bucket`)."""
 
     requests: float
     input_tokens: float
     output_tokens: float
     concurrency: int
     window_s: float
+    bucket: Bucket | None = None
 
     @classmethod
     def per_minute(cls, rpm: float, input_tpm: float, output_tpm: float, concurrency: int,
@@ -130,14 +161,18 @@ def decide(snapshot: Snapshot, limits: Limits, estimated_input_tokens: float = 0
                                    estimated_output_tokens),
         "concurrency": 0.0,
         PAUSE: max(0.0, snapshot.paused_until - now),
+        BUCKET: 0.0,
     }
+    if limits.bucket is not None:
+        since = sum(1 for e in events if e.at > limits.bucket.at)
+        waits[BUCKET] = limits.bucket.wait_s(since, now)
     if limits.concurrency > 0 and len(in_flight) >= limits.concurrency:
         # The lease that must end for a slot to free; a release may come sooner.
         waits["concurrency"] = max(0.0, in_flight[len(in_flight) - limits.concurrency] - now)
     reason = max(waits, key=lambda name: waits[name])
     wait = waits[reason]
     # A release lowers a token estimate to the actual count, so with calls in flight a token wait may end early.
-    certain = ["requests", PAUSE] + ([] if in_flight else ["input tokens", "output tokens"])
+    certain = ["requests", PAUSE, BUCKET] + ([] if in_flight else ["input tokens", "output tokens"])
     floor = max(waits[name] for name in certain)
     sleep = wait if wait <= floor else max(floor, min(wait, poll_s))
     return Decision(wait_s=wait, floor_s=floor, sleep_s=sleep, reason=reason if wait > 0 else "")
