@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anthropic
+import httpx2
 import pytest
 
 from tests.fake_anthropic import FakeAnthropic, allow_loopback_only, answer, error, text, tool_call
@@ -166,3 +168,43 @@ def test_the_session_journal_saves_turn_and_usage_together(fake: FakeAnthropic, 
     records = [json.loads(line) for line in lines]
     assert records[0]["step"] == "explore:security" and records[-1]["phase"] == "done"
     assert [r["message"]["role"] for r in records[1:-1]] == ["user", "assistant", "user", "assistant"]
+
+
+class Interrupted(Exception):
+    """Stands for Celery's SoftTimeLimitExceeded, raised in the worker while a call is under way."""
+
+
+class InterruptingTransport(httpx2.BaseTransport):
+    """Passes the first ``calls`` requests to the fake server, then raises Interrupted inside the send."""
+
+    def __init__(self, calls: int) -> None:
+        self.calls = calls
+        self.inner = httpx2.HTTPTransport()
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        if self.calls <= 0:
+            raise Interrupted("soft time limit")
+        self.calls -= 1
+        return self.inner.handle_request(request)
+
+
+def test_a_soft_time_limit_mid_call_stops_the_step_and_keeps_its_transcript(
+        fake: FakeAnthropic, sample_repo: Path, redis_url: str, tmp_path: Path) -> None:
+    """The SDK wraps anything raised inside a send as a connection error; the time limit must not be
+    taken for one and sent again: it reaches the task, and the turns done so far are on disk."""
+    state = SessionState(redis_client(redis_url, 2.0), "S-soft-limit", ttl_s=600)
+    state.reset()
+    client = anthropic.Anthropic(api_key="test-key", base_url=fake.base_url, max_retries=0,
+                                 http_client=httpx2.Client(transport=InterruptingTransport(calls=1)))
+    slept: list[float] = []
+    provider = AnthropicProvider(model="claude-test", client=client, sleep=slept.append)
+    metered = MeteredProvider(provider, state, PriceTable({}), transcript_dir=tmp_path / "transcripts")
+    fake.reply(GREPS[0], answer(FINDINGS))
+
+    with pytest.raises(Interrupted):
+        metered.run(explore_step(sample_repo))
+
+    assert slept == [] and len(fake.requests) == 1  # not sent again
+    lines = (tmp_path / "transcripts" / "explore-security.jsonl").read_text(encoding="utf-8").splitlines()
+    outcome = json.loads(lines[-1])
+    assert outcome["phase"] == "loop" and outcome["turns"] == 1 and len(outcome["calls"]) == 1

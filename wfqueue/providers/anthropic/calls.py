@@ -172,6 +172,11 @@ class Caller:
             self._observe(exc.response.headers, exc.status_code)
             return self._status_failure(label, exc)
         except anthropic.APIConnectionError as exc:
+            cause = exc.__cause__
+            if cause is not None and not isinstance(cause, (httpx2.TransportError, OSError)):
+                # The SDK wraps whatever interrupts a send, a worker's soft time limit included: that is
+                # no network failure to send again, so it goes on to the task as it was raised.
+                raise cause from None
             what = "timed out" if isinstance(exc, anthropic.APITimeoutError) else "could not be reached"
             return CallFailure(f"the Anthropic API {what} ({exc})")
         except httpx2.TransportError as exc:
