@@ -37,11 +37,25 @@ from wfqueue.unified_task import TaskFile, TaskSource, UnifiedTask
 
 __all__ = ["Repair", "RepairKind", "fill_source", "format_id", "id_range_ids", "repair_tasks"]
 
-RepairKind = Literal["renumbered", "dropped_file", "removed_unknown_dependency", "removed_self_dependency"]
+RepairKind = Literal[
+    # tasks (this module)
+    "renumbered", "dropped_file", "removed_unknown_dependency", "removed_self_dependency",
+    "removed_cyclic_dependency",
+    # collab sub-domains (wfqueue.collab.split)
+    "renamed_sub_domain", "merged_sub_domain", "asked_again", "single_sub_domain",
+    # lite angles (wfqueue.lite.angle_repair)
+    "renamed_angle", "merged_angle", "dropped_angle", "default_angles",
+    # workflow-session conflicts (wfqueue.wfs.conflict_repair)
+    "reset_recommendation",
+]
 
 
 class Repair(BaseModel):
-    """One change made to a provider's tasks. ``task_id`` is the task's id after the repair."""
+    """One change made to a provider's answer after it validated.
+
+    ``task_id`` names what was repaired, after the repair: a task id, or for answers
+    without tasks the sub-domain, angle or conflict id (the field keeps its name so
+    recorded repairs stay readable)."""
 
     kind: RepairKind
     task_id: str
