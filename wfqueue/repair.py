@@ -26,6 +26,7 @@ the repair; a reference that resolves to the task itself is a self-dependency.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Literal
@@ -35,7 +36,7 @@ from pydantic import BaseModel
 from wfqueue.tasks_file import repo_relative
 from wfqueue.unified_task import TaskFile, TaskSource, UnifiedTask
 
-__all__ = ["Repair", "RepairKind", "fill_source", "format_id", "id_range_ids", "repair_tasks"]
+__all__ = ["Repair", "RepairKind", "fill_source", "format_id", "id_range_ids", "repair_tasks", "slugify"]
 
 RepairKind = Literal[
     # tasks (this module)
@@ -44,7 +45,7 @@ RepairKind = Literal[
     # collab sub-domains (wfqueue.collab.split)
     "renamed_sub_domain", "merged_sub_domain", "asked_again", "single_sub_domain",
     # lite angles (wfqueue.lite.angle_repair)
-    "renamed_angle", "merged_angle", "dropped_angle", "default_angles",
+    "renamed_angle", "merged_angle", "dropped_angle", "default_angles", "forced_exploration",
     # workflow-session conflicts (wfqueue.wfs.conflict_repair)
     "reset_recommendation",
 ]
@@ -60,6 +61,15 @@ class Repair(BaseModel):
     kind: RepairKind
     task_id: str
     detail: str
+
+
+def slugify(name: str, fallback: str, max_length: int = 40) -> str:
+    """``"Rate Limits_API"`` -> ``rate-limits-api``: ASCII, lowercase, words joined by hyphens, at most
+    ``max_length`` characters; ``fallback`` when nothing is left (punctuation or non-Latin letters only).
+    Names that slugify alike name the same thing (sub-domains, angles)."""
+    text = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii").lower()
+    slug = re.sub(r"[^a-z0-9]+", "-", text).strip("-")[:max_length].strip("-")
+    return slug or fallback
 
 
 def format_id(prefix: str, number: int, digits: int = 3) -> str:

@@ -180,7 +180,7 @@ def test_every_call_of_a_step_is_recorded_also_when_the_step_fails(state: Sessio
     assert first["step"] == "assess" and first["model"] == MODEL and first["recorded_at"] > 0
     assert first["input_tokens"] > 0 and first["output_tokens"] > 0
 
-    fake.reply(answer({**ASSESSMENT, "angles": []}), answer({**ASSESSMENT, "complexity": "Huge"}))
+    fake.reply(answer({**ASSESSMENT, "complexity": "Vast"}), answer({**ASSESSMENT, "complexity": "Huge"}))
     with pytest.raises(ProviderError, match="after one repair round"):
         provider.run(assess_step(sample_repo))
     assert [e["kind"] for e in state.usage()] == ["answer", "answer", "repair"]  # both failed calls count

@@ -10,13 +10,14 @@ import pytest
 from pydantic import BaseModel
 
 from wfqueue.collab.models import ProposedArea, Understanding, UnderstandingDraft
-from wfqueue.collab.split import repair_split, settle_split, slugify, split_feedback
+from wfqueue.collab.split import repair_split, settle_split, split_feedback
 from wfqueue.collab.steps import run_understanding
 from wfqueue.collab.summary import PlanSummaryInput, render_plan_md
 from wfqueue.embedded import EmbeddedRedis
 from wfqueue.errors import ProviderError, TransientProviderError
 from wfqueue.providers.anthropic.prompts import build_prompt
 from wfqueue.providers.base import PlanAreaStep, Step, UnderstandStep
+from wfqueue.repair import slugify
 from wfqueue.state import SessionState, redis_client
 
 

@@ -20,26 +20,15 @@ An answer that validates can still not be planned as it is. The rules:
 
 from __future__ import annotations
 
-import re
-import unicodedata
-
 from pydantic import BaseModel
 
 from wfqueue.collab.models import FOCUS_AREA_MAX, ProposedArea, UnderstandingDraft
-from wfqueue.repair import Repair
+from wfqueue.repair import Repair, slugify
 
-__all__ = ["MIN_SUB_DOMAINS", "Split", "repair_split", "settle_split", "slugify", "split_feedback"]
+__all__ = ["MIN_SUB_DOMAINS", "Split", "repair_split", "settle_split", "split_feedback"]
 
 MIN_SUB_DOMAINS = 2
 _EFFORT_ORDER = ["small", "medium", "large"]
-
-
-def slugify(name: str, fallback: str) -> str:
-    """``"Rate Limits_API"`` -> ``rate-limits-api``: ASCII, lowercase, hyphens, at most 40 characters;
-    ``fallback`` when nothing is left (a name of punctuation or of non-Latin letters only)."""
-    text = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii").lower()
-    slug = re.sub(r"[^a-z0-9]+", "-", text).strip("-")[:FOCUS_AREA_MAX].strip("-")
-    return slug or fallback
 
 
 class Split(BaseModel):
@@ -77,7 +66,7 @@ def repair_split(draft: UnderstandingDraft, max_agents: int) -> Split:
     areas: dict[str, ProposedArea] = {}
     final_name: dict[str, str] = {}  # a slug as proposed -> the area it ended up in
     for position, area in enumerate(draft.sub_domains, start=1):
-        slug = slugify(area.focus_area, fallback=f"area-{position}")
+        slug = slugify(area.focus_area, f"area-{position}", FOCUS_AREA_MAX)
         if slug != area.focus_area:
             repairs.append(Repair(kind="renamed_sub_domain", task_id=slug,
                                   detail=f"{area.focus_area!r} -> {slug} (a focus area is a kebab-case slug of "
@@ -103,7 +92,7 @@ def repair_split(draft: UnderstandingDraft, max_agents: int) -> Split:
         kept = [*kept[: max_agents - 1], last]
     fixed = []
     for area in kept:
-        deps = [final_name.get(slugify(d, fallback=""), "") for d in area.dependencies]
+        deps = [final_name.get(slugify(d, "", FOCUS_AREA_MAX), "") for d in area.dependencies]
         deps = [d for d in dict.fromkeys(deps) if d and d != area.focus_area]
         fixed.append(area.model_copy(update={"dependencies": deps}))
     return Split(areas=fixed, repairs=repairs, proposed=len(draft.sub_domains))

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from wfqueue.collab.steps import now_iso
 from wfqueue.errors import ProviderError
 from wfqueue.fsio import atomic_write_json, atomic_write_text
+from wfqueue.lite.angle_repair import repair_assessment
 from wfqueue.lite.models import AngleFindings, Assessment, ClarificationAnswer, LitePlanDraft, VerifiedExploration
 from wfqueue.lite.render import render_exploration, render_notes, render_plan
 from wfqueue.lite.synthesis import MergedQuestion, core_files, manifest, merge_questions
@@ -37,12 +38,21 @@ PLAN_FILE = "plan.md"
 
 
 def run_assessment(state: SessionState, provider: Provider, repo: str, requirement: str, force_explore: bool) -> Assessment:
+    """The assessment with its angles repaired (wfqueue.lite.angle_repair); the repaired one is what is
+    remembered, with its repairs (``assessment_repairs``), for every later step to read."""
     cached = state.recall("assessment")
     if cached is None:
         answer = provider.run(AssessStep(session_id=state.session_id, repo=repo, requirement=requirement,
                                          force_explore=force_explore))
-        cached = state.remember_once("assessment", answer.model_dump_json())
+        assert isinstance(answer, Assessment)
+        fixed, repairs = repair_assessment(answer, requirement, force_explore)
+        cached = state.remember_once("assessment", with_repairs(fixed, repairs))
     return Assessment.model_validate_json(cached)
+
+
+def assessment_repairs(state: SessionState) -> list[Repair]:
+    cached = state.recall("assessment")
+    return recalled_repairs(cached) if cached is not None else []
 
 
 def run_exploration(state: SessionState, provider: Provider, output_dir: Path, repo: str, requirement: str,
@@ -128,7 +138,7 @@ def run_planning(state: SessionState, provider: Provider, session_dir: Path, rep
         cached = state.remember_once("lite_plan", with_repairs(fixed, repairs))
     draft, repairs = LitePlanDraft.model_validate_json(cached), recalled_repairs(cached)
     draft, again = repair_lite_draft(draft, repo, state.session_id)  # a no-op unless the repository changed
-    repairs += again
+    repairs = [*assessment_repairs(state), *repairs, *again]
     text = dump_jsonl(draft.tasks)
     loaded, problems = parse_jsonl(text, TASKS_FILE)
     problems += check_plan(loaded, Path(repo))

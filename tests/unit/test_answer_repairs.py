@@ -1,0 +1,38 @@
+"""Repairs of lite-plan and workflow-session answers that validate but cannot be used as they are."""
+
+from __future__ import annotations
+
+from wfqueue.lite.angle_repair import repair_assessment
+from wfqueue.lite.models import Assessment
+
+
+def assessment(angles: list[str], complexity: str = "Medium", needs: bool = True) -> Assessment:
+    return Assessment(complexity=complexity, scope="s", depth="d", risk="r", dependencies="x",  # type: ignore[arg-type]
+                      preset="feature", angles=angles, needs_exploration=needs)
+
+
+def test_angle_names_are_slugified_and_alike_ones_merged() -> None:
+    fixed, repairs = repair_assessment(
+        assessment(["Integration_Points", "integration points", "Security", "data/flow"]), "Add OAuth", False)
+    assert fixed.angles == ["integration-points", "security", "data-flow"]
+    assert [r.kind for r in repairs] == ["renamed_angle", "renamed_angle", "merged_angle", "renamed_angle",
+                                         "renamed_angle"]
+
+
+def test_angles_past_four_are_dropped_and_none_gets_the_preset() -> None:
+    fixed, repairs = repair_assessment(assessment(["a", "b", "c", "d", "e", "f"]), "x", False)
+    assert fixed.angles == ["a", "b", "c", "d"]
+    assert [(r.kind, r.task_id) for r in repairs] == [("dropped_angle", "e"), ("dropped_angle", "f")]
+    fixed, repairs = repair_assessment(assessment(["!!"], complexity="High"), "Fix the broken login form", False)
+    assert fixed.angles == ["error-handling", "dataflow", "state-management", "edge-cases"]
+    assert [r.kind for r in repairs] == ["dropped_angle", "default_angles"]
+    fixed, _ = repair_assessment(assessment([], complexity="Low"), "Add a field", False)
+    assert fixed.angles == ["patterns"]
+
+
+def test_forced_exploration_is_kept_and_a_good_answer_is_untouched() -> None:
+    fixed, repairs = repair_assessment(assessment(["security"], needs=False), "x", True)
+    assert fixed.needs_exploration and "--explore given" in fixed.exploration_reasons
+    assert [r.kind for r in repairs] == ["forced_exploration"]
+    good = assessment(["security", "unknown-angle"])
+    assert repair_assessment(good, "x", False) == (good, [])  # an angle without vocabulary is explored generically
