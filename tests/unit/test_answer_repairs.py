@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from wfqueue.lite.angle_repair import repair_assessment
 from wfqueue.lite.models import Assessment
+from wfqueue.repair import break_cycles
+from wfqueue.tasks_file import LoadedTask, check_plan
+from wfqueue.unified_task import UnifiedTask
 
 
 def assessment(angles: list[str], complexity: str = "Medium", needs: bool = True) -> Assessment:
@@ -36,3 +39,23 @@ def test_forced_exploration_is_kept_and_a_good_answer_is_untouched() -> None:
     assert [r.kind for r in repairs] == ["forced_exploration"]
     good = assessment(["security", "unknown-angle"])
     assert repair_assessment(good, "x", False) == (good, [])  # an angle without vocabulary is explored generically
+
+
+# -- lite plans: dependency cycles -----------------------------------------------------------------------
+
+
+
+def task(task_id: str, deps: list[str]) -> UnifiedTask:
+    return UnifiedTask.model_validate({
+        "id": task_id, "title": f"title {task_id}", "description": "d", "depends_on": deps,
+        "convergence": {"criteria": ["c"], "verification": "pytest", "definition_of_done": "done"}, "files": []})
+
+
+def test_a_cycle_loses_the_dependency_on_the_later_task_only() -> None:
+    tasks = [task("TASK-001", ["TASK-003"]), task("TASK-002", ["TASK-001"]), task("TASK-003", ["TASK-002"]),
+             task("TASK-004", ["TASK-003", "TASK-005"]), task("TASK-005", [])]
+    fixed, repairs = break_cycles(tasks)
+    assert [t.depends_on for t in fixed] == [[], ["TASK-001"], ["TASK-002"], ["TASK-003", "TASK-005"], []]
+    assert [(r.kind, r.task_id) for r in repairs] == [("removed_cyclic_dependency", "TASK-001")]
+    assert check_plan([LoadedTask(task=t, location=t.id, legacy=False) for t in fixed], None) == []
+    assert fixed[3] is tasks[3]  # a forward dependency that closes no cycle is kept, the task untouched

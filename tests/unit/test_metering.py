@@ -291,7 +291,7 @@ def test_lite_and_workflow_plans_carry_a_usage_line(sample_repo: Path) -> None:
     stopped = render_stopped_plan("s1", "req", "2026-01-01", assessment, "budget exhausted: 5 tokens of 1 tokens",
                                   {"security": "budget exhausted: 5 tokens of 1 tokens"}, NO_CALLS)
     assert "> ⚠️ **Planning stopped**: budget exhausted: 5 tokens of 1 tokens" in stopped
-    assert "**Status**: partial" in stopped and "**Skipped angles**: security: budget exhausted" in stopped
+    assert "**Status**: failed" in stopped and "**Skipped angles**: security: budget exhausted" in stopped
 
     folder = make_session(sample_repo, "Add rate limits", [task(1, "Limit", ["notes_api/app.py"])])
     session = load_session(folder)

@@ -25,7 +25,7 @@ from wfqueue.lite.synthesis import MergedQuestion, core_files, manifest, merge_q
 from wfqueue.lite.verify import verify_findings
 from wfqueue.metering import usage_line, write_usage_file
 from wfqueue.providers import AssessStep, ExploreAngleStep, LitePlanStep, Provider
-from wfqueue.repair import Repair, fill_source, repair_tasks
+from wfqueue.repair import Repair, break_cycles, fill_source, repair_tasks
 from wfqueue.state import SessionState
 from wfqueue.tasks_file import check_plan, dump_jsonl, parse_jsonl
 from wfqueue.usage import PriceTable
@@ -100,13 +100,14 @@ def run_synthesis(state: SessionState, session_dir: Path, requirement: str) -> t
 
 
 def repair_lite_draft(draft: LitePlanDraft, repo: str, session_id: str) -> tuple[LitePlanDraft, list[Repair]]:
-    """Ids TASK-001.. in task order, files that exist, dependencies on tasks of the plan only.
-    A cycle is left in place: the plan check after it refuses the plan."""
+    """Ids TASK-001.. in task order, files that exist, dependencies on tasks of the plan only, no cycle
+    (a dependency on a later task that closes one is removed)."""
     root = Path(repo)
     tasks = fill_source(draft.tasks, tool="wfqueue-lite", session_id=session_id)
     tasks, repairs = repair_tasks(tasks, id_prefix="TASK-", id_range=(1, len(tasks)),
                                   exists=lambda rel: (root / rel).exists(), sequential=True)
-    return draft.model_copy(update={"tasks": tasks}), repairs
+    tasks, broken = break_cycles(tasks)
+    return draft.model_copy(update={"tasks": tasks}), [*repairs, *broken]
 
 
 def with_repairs(draft: BaseModel, repairs: list[Repair]) -> str:
@@ -142,10 +143,10 @@ def run_planning(state: SessionState, provider: Provider, session_dir: Path, rep
     text = dump_jsonl(draft.tasks)
     loaded, problems = parse_jsonl(text, TASKS_FILE)
     problems += check_plan(loaded, Path(repo))
-    if problems:
+    if problems:  # only when the repository changed under a remembered plan: repairs leave nothing else
         raise ProviderError(
             "the plan does not validate: " + "; ".join(str(p) for p in problems[:5]),
-            hint="rerun the plan; a provider must only name files that exist (or create them)",
+            hint="the repository changed while it was planned: run `wfqueue lite-plan` again",
         )
     created = state.remember_once("created_at", now_iso())
     atomic_write_json(session_dir / ANALYSIS_FILE, {
