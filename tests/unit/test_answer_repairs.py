@@ -7,6 +7,9 @@ from wfqueue.lite.models import Assessment
 from wfqueue.repair import break_cycles
 from wfqueue.tasks_file import LoadedTask, check_plan
 from wfqueue.unified_task import UnifiedTask
+from wfqueue.wfs.conflict_repair import repair_conflicts
+from wfqueue.wfs.models import SessionConflict, Strategy
+from wfqueue.wfs.session_conflicts import ConflictList, resolve
 
 
 def assessment(angles: list[str], complexity: str = "Medium", needs: bool = True) -> Assessment:
@@ -59,3 +62,26 @@ def test_a_cycle_loses_the_dependency_on_the_later_task_only() -> None:
     assert [(r.kind, r.task_id) for r in repairs] == [("removed_cyclic_dependency", "TASK-001")]
     assert check_plan([LoadedTask(task=t, location=t.id, legacy=False) for t in fixed], None) == []
     assert fixed[3] is tasks[3]  # a forward dependency that closes no cycle is kept, the task untouched
+
+
+# -- workflow sessions: conflict ids and recommendations ----------------------------------------------------
+
+
+def conflict(conflict_id: str, recommended: int = 0) -> SessionConflict:
+    strategies = [Strategy(name=f"s{n}", approach="a", complexity="Low", risk="Low", modifications=[f"{conflict_id} m{n}"])
+                  for n in range(2)]
+    return SessionConflict(id=conflict_id, category="API", severity="High", title="t", description="d",
+                           strategies=strategies, recommended=recommended)
+
+
+def test_conflicts_alike_in_id_are_renumbered_so_each_choice_resolves_its_own() -> None:
+    answer = ConflictList(conflicts=[conflict("CON-001"), conflict("CON-001", recommended=1), conflict("C3", 7)])
+    fixed, repairs = repair_conflicts(answer)
+    assert [c.id for c in fixed.conflicts] == ["CON-001", "CON-002", "CON-003"]
+    assert fixed.conflicts[2].recommended == 0
+    assert [(r.kind, r.task_id) for r in repairs] == [("renumbered", "CON-002"), ("renumbered", "CON-003"),
+                                                      ("reset_recommendation", "CON-003")]
+    resolution = resolve("s", "t", fixed.conflicts, {c.id: c.recommended for c in fixed.conflicts})
+    assert [r.strategy_name for r in resolution.resolved_conflicts] == ["s0", "s1", "s0"]
+    good = ConflictList(conflicts=[conflict("CON-001")])
+    assert repair_conflicts(good) == (good, [])

@@ -1,5 +1,5 @@
-"""collab-plan with answers that validate but cannot be used as they are, and with every agent failing:
-real Redis, real worker processes, the scripted provider."""
+"""Plans whose answers validate but cannot be used as they are, and a collab-plan whose agents all fail:
+the real CLI, real Redis, real worker processes, the scripted provider."""
 
 from __future__ import annotations
 
@@ -85,3 +85,22 @@ def test_a_plan_where_every_agent_fails_is_failed_and_names_each_error(sample_re
     assert "`auth`: injected: auth planner timed out" in plan_md
     status = run_cli("status", folder.name, "--repo", str(sample_repo), "--json")
     assert json.loads(status.stdout)["status"] == "failed"
+
+
+def test_lite_angles_named_sloppily_are_repaired_and_the_plan_completes(sample_repo: Path, tmp_path: Path) -> None:
+    provider = write_script(tmp_path / "script.json", replies={"assess": {
+        "complexity": "Medium", "scope": "medium", "depth": "medium", "risk": "low", "dependencies": "low",
+        "preset": "feature", "angles": ["Integration_Points", "integration points", "Testing", "../etc", "a", "b"],
+        "needs_exploration": True, "exploration_reasons": ["modifies existing code"]}})
+    run = run_cli("lite-plan", REQUIREMENT, "--repo", str(sample_repo), "-y", "--provider", provider, "--json")
+    assert run.code == 0, run.stderr
+    assert run.json()["status"] == "completed" and run.json()["tasks"] >= 2
+    folder = session_dir(run)
+    manifest = json.loads((folder / "explorations-manifest.json").read_text())
+    assert [e["angle"] for e in manifest["explorations"]] == ["integration-points", "testing", "etc", "a"]
+    assert sorted(p.name for p in folder.glob("exploration-*.md") if p.name != "exploration-notes.md") == [
+        "exploration-a.md", "exploration-etc.md", "exploration-integration-points.md", "exploration-testing.md"]
+    analysis = json.loads((folder / "requirement-analysis.json").read_text())
+    kinds = [r["kind"] for r in analysis["repairs"]]
+    assert kinds[:5] == ["renamed_angle", "renamed_angle", "merged_angle", "renamed_angle", "renamed_angle"]
+    assert kinds.count("dropped_angle") == 1
