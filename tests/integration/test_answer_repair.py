@@ -104,3 +104,26 @@ def test_lite_angles_named_sloppily_are_repaired_and_the_plan_completes(sample_r
     kinds = [r["kind"] for r in analysis["repairs"]]
     assert kinds[:5] == ["renamed_angle", "renamed_angle", "merged_angle", "renamed_angle", "renamed_angle"]
     assert kinds.count("dropped_angle") == 1
+
+
+def test_workflow_conflicts_with_one_id_are_renumbered_and_each_is_resolved(sample_repo: Path, tmp_path: Path) -> None:
+    def conflict(title: str, recommended: int) -> dict:
+        return {"id": "CON-001", "category": "API", "severity": "High", "title": title, "description": title,
+                "recommended": recommended, "strategies": [
+                    {"name": f"{title} A", "approach": "a", "complexity": "Low", "risk": "Low",
+                     "modifications": [f"{title}: keep every existing signature"]},
+                    {"name": f"{title} B", "approach": "b", "complexity": "Low", "risk": "Low",
+                     "modifications": [f"{title}: version the API"]}]}
+
+    provider = write_script(tmp_path / "script.json", replies={"detect_conflicts": {"conflicts": [
+        conflict("Routes", 1), conflict("Storage", 9)]}})
+    run = run_cli("plan", "Refactor the storage layer and authentication into a modular architecture", "--repo",
+                  str(sample_repo), "-y", "--provider", provider, "--json")
+    assert run.code == 0, run.stderr
+    folder = session_dir(run)
+    resolution = json.loads((folder / ".process" / "conflict-resolution.json").read_text())
+    assert [(r["conflict_id"], r["strategy_name"]) for r in resolution["resolved_conflicts"]] == [
+        ("CON-001", "Routes B"), ("CON-002", "Storage A")]
+    repairs = json.loads((folder / "plan.json").read_text())["_metadata"]["repairs"]
+    assert [(r["kind"], r["task_id"]) for r in repairs if r["kind"] != "renumbered" or r["task_id"].startswith("CON")
+            ][:2] == [("renumbered", "CON-002"), ("reset_recommendation", "CON-002")]
