@@ -16,10 +16,11 @@ the provider again:
   agents' ids) is removed.
 - ``removed_self_dependency``: a task that depends on itself loses that entry.
 
-Cycles are NOT broken here: collab conflict detection and ``wfqueue verify`` report
-them. A lite plan, which nothing reviews after it is written, breaks them with
-``break_cycles`` (``removed_cyclic_dependency``). References are resolved against the ids the provider wrote (a reference
-to a duplicated id means its first task, also from the duplicate itself), before
+Cycles are NOT broken here: collab conflict detection and ``wfqueue verify``
+report them. A lite plan, which nothing reviews after it is written, breaks them
+with ``break_cycles`` (``removed_cyclic_dependency``). References are resolved
+against the ids the provider wrote (a reference to a duplicated id means its
+first task, also from the duplicate itself), before
 any renumbering, so a stale reference never lands on an id freed or assigned by
 the repair; a reference that resolves to the task itself is a self-dependency.
 """

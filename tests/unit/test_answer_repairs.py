@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from wfqueue.embedded import EmbeddedRedis
 from wfqueue.lite.angle_repair import repair_assessment
-from wfqueue.lite.models import Assessment
+from wfqueue.lite.steps import run_exploration
+from wfqueue.lite.models import AngleFindings, Assessment
+from wfqueue.providers.base import Step
 from wfqueue.repair import break_cycles
+from wfqueue.state import SessionState, redis_client
 from wfqueue.tasks_file import LoadedTask, check_plan
 from wfqueue.unified_task import UnifiedTask
 from wfqueue.wfs.conflict_repair import repair_conflicts
@@ -85,3 +95,32 @@ def test_conflicts_alike_in_id_are_renumbered_so_each_choice_resolves_its_own() 
     assert [r.strategy_name for r in resolution.resolved_conflicts] == ["s0", "s1", "s0"]
     good = ConflictList(conflicts=[conflict("CON-001")])
     assert repair_conflicts(good) == (good, [])
+
+
+# -- explorations: the angle is the one asked for -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    server = EmbeddedRedis(tmp_path_factory.mktemp("answers") / "redis")
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+class Findings:
+    name = "findings"
+    model = None
+
+    def run(self, step: Step) -> BaseModel:
+        return AngleFindings(angle="../../etc/passwd")
+
+
+def test_findings_naming_another_angle_are_filed_under_the_angle_asked_for(redis_url: str, tmp_path: Path) -> None:
+    state = SessionState(redis_client(redis_url, 2.0), "S-angle", ttl_s=600)
+    state.reset()
+    exploration = run_exploration(state, Findings(), tmp_path, str(tmp_path), "r", "security", "w")  # type: ignore[arg-type]
+    assert exploration.findings.angle == "security"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("exploration-")] == ["exploration-security.md"]

@@ -1,8 +1,9 @@
 """From provider answers to collaborative-plan artifacts. Pure.
 
-``allocate`` turns a repaired split of an UnderstandingDraft into
-requirement-analysis.json with id ranges assigned by code (never trusted to a provider); ``assemble_area`` turns an
-AreaDraft into plan.json, planning-context.md and the agent's two note sections.
+``allocate`` turns the repaired split of an UnderstandingDraft into
+requirement-analysis.json with id ranges assigned by code (never trusted to a
+provider); ``assemble_area`` turns an AreaDraft into plan.json,
+planning-context.md and the agent's two note sections.
 """
 
 from __future__ import annotations

@@ -52,8 +52,8 @@ def load_analysis(state: SessionState, session_dir: Path) -> RequirementAnalysis
 
 
 def understand_answer(state: SessionState, provider: Provider, step: UnderstandStep) -> UnderstandingDraft:
-    """The provider's answer to ``step``, asked once per session and attempt: the answer is kept in
-    Redis under the step's label, so a redelivered task never pays for the same call again."""
+    """The provider's answer to ``step``, asked once per session and attempt: each attempt's answer is
+    kept in Redis under its own key, so a redelivered task never pays for the same call again."""
     key = "understanding" if step.attempt == 1 else f"understanding#{step.attempt}"
     cached = state.recall(key)
     if cached is None:

@@ -65,6 +65,8 @@ def run_exploration(state: SessionState, provider: Provider, output_dir: Path, r
         findings = provider.run(ExploreAngleStep(session_id=state.session_id, repo=repo, requirement=requirement,
                                                  angle=angle))
         assert isinstance(findings, AngleFindings)
+        # The angle names files and keys: it is the one asked for, whatever the answer says.
+        findings = findings if findings.angle == angle else findings.model_copy(update={"angle": angle})
         checks = verify_findings(Path(repo), findings)
         fresh = VerifiedExploration(findings=findings, checks=checks, provider=provider.name, timestamp=now_iso(),
                                     worker=worker, pid=os.getpid(), started_at=started, finished_at=time.time())
