@@ -62,6 +62,7 @@ def test_a_model_that_keeps_proposing_one_sub_domain_gets_a_one_agent_plan(sampl
     plan_md = (folder / "plan.md").read_text()
     assert "**One agent**: the understanding step proposed a single sub-domain" in plan_md
     assert "still proposed one" in plan_md
+    assert "split repaired (single_sub_domain)" in run.stderr  # the CLI says it as it happens
 
 
 def test_a_plan_where_every_agent_fails_is_failed_and_names_each_error(sample_repo: Path, tmp_path: Path) -> None:

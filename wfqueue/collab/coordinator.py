@@ -133,7 +133,10 @@ class CollabCoordinator:
         stored = state.recall("analysis")
         if stored is None:
             raise InfrastructureError("the understanding step finished but stored no analysis")
-        return RequirementAnalysis.model_validate_json(stored)
+        analysis = RequirementAnalysis.model_validate_json(stored)
+        for repair in analysis.repairs:  # plan.md lists them too
+            self.ui.info(f"split repaired ({repair.kind}): {repair.detail}")
+        return analysis
 
     def _run_agents(self, app: Celery, settings: Settings, state: SessionState, session_dir: Path,
                     analysis: RequirementAnalysis, provider: str) -> dict[str, Any]:
