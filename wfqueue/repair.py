@@ -16,9 +16,11 @@ the provider again:
   agents' ids) is removed.
 - ``removed_self_dependency``: a task that depends on itself loses that entry.
 
-Cycles are NOT broken: collab conflict detection and ``wfqueue verify`` report
-them. References are resolved against the ids the provider wrote (a reference
-to a duplicated id means its first task, also from the duplicate itself), before
+Cycles are NOT broken here: collab conflict detection and ``wfqueue verify``
+report them. A lite plan, which nothing reviews after it is written, breaks them
+with ``break_cycles`` (``removed_cyclic_dependency``). References are resolved
+against the ids the provider wrote (a reference to a duplicated id means its
+first task, also from the duplicate itself), before
 any renumbering, so a stale reference never lands on an id freed or assigned by
 the repair; a reference that resolves to the task itself is a self-dependency.
 """
@@ -26,6 +28,7 @@ the repair; a reference that resolves to the task itself is a self-dependency.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Literal
@@ -35,17 +38,41 @@ from pydantic import BaseModel
 from wfqueue.tasks_file import repo_relative
 from wfqueue.unified_task import TaskFile, TaskSource, UnifiedTask
 
-__all__ = ["Repair", "RepairKind", "fill_source", "format_id", "id_range_ids", "repair_tasks"]
+__all__ = ["Repair", "RepairKind", "break_cycles", "fill_source", "format_id", "id_range_ids", "repair_tasks",
+           "slugify"]
 
-RepairKind = Literal["renumbered", "dropped_file", "removed_unknown_dependency", "removed_self_dependency"]
+RepairKind = Literal[
+    # tasks (this module)
+    "renumbered", "dropped_file", "removed_unknown_dependency", "removed_self_dependency",
+    "removed_cyclic_dependency",
+    # collab sub-domains (wfqueue.collab.split)
+    "renamed_sub_domain", "merged_sub_domain", "asked_again", "single_sub_domain",
+    # lite angles (wfqueue.lite.angle_repair)
+    "renamed_angle", "merged_angle", "dropped_angle", "default_angles", "forced_exploration",
+    # workflow-session conflicts (wfqueue.wfs.conflict_repair)
+    "reset_recommendation",
+]
 
 
 class Repair(BaseModel):
-    """One change made to a provider's tasks. ``task_id`` is the task's id after the repair."""
+    """One change made to a provider's answer after it validated.
+
+    ``task_id`` names what was repaired, after the repair: a task id, or for answers
+    without tasks the sub-domain, angle or conflict id (the field keeps its name so
+    recorded repairs stay readable)."""
 
     kind: RepairKind
     task_id: str
     detail: str
+
+
+def slugify(name: str, fallback: str, max_length: int = 40) -> str:
+    """``"Rate Limits_API"`` -> ``rate-limits-api``: ASCII, lowercase, words joined by hyphens, at most
+    ``max_length`` characters; ``fallback`` when nothing is left (punctuation or non-Latin letters only).
+    Names that slugify alike name the same thing (sub-domains, angles)."""
+    text = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii").lower()
+    slug = re.sub(r"[^a-z0-9]+", "-", text).strip("-")[:max_length].strip("-")
+    return slug or fallback
 
 
 def format_id(prefix: str, number: int, digits: int = 3) -> str:
@@ -212,3 +239,42 @@ def repair_tasks(
             changes["files"] = files
         repaired.append(task.model_copy(update=changes) if changes else task)
     return repaired, repairs
+
+
+def break_cycles(tasks: list[UnifiedTask]) -> tuple[list[UnifiedTask], list[Repair]]:
+    """Tasks without dependency cycles: a dependency on a LATER task of the list that closes a cycle is
+    removed (in task order). Dependencies on earlier tasks never form a cycle among themselves, so the
+    ones kept are those that follow the plan's order. Unknown ids are left alone (``repair_tasks``)."""
+    position = {t.id: n for n, t in enumerate(tasks)}
+    edges: dict[str, list[str]] = {t.id: [d for d in t.depends_on if position.get(d, len(tasks)) < position[t.id]]
+                                   for t in tasks}
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, stack = set(), [start]
+        while stack:
+            node = stack.pop()
+            if node == goal:
+                return True
+            if node not in seen:
+                seen.add(node)
+                stack += edges.get(node, [])
+        return False
+
+    repairs: list[Repair] = []
+    result: list[UnifiedTask] = []
+    for task in tasks:
+        removed = []
+        for dep in task.depends_on:
+            if dep not in position or position[dep] < position[task.id]:
+                continue
+            if reaches(dep, task.id):
+                removed.append(dep)
+                repairs.append(Repair(kind="removed_cyclic_dependency", task_id=task.id,
+                                      detail=f"removed dependency on {dep}: {dep} already depends on {task.id}, "
+                                             "directly or through other tasks"))
+            else:
+                edges[task.id].append(dep)
+        if removed:
+            task = task.model_copy(update={"depends_on": [d for d in task.depends_on if d not in removed]})
+        result.append(task)
+    return result, repairs

@@ -27,7 +27,8 @@ def test_plan_completes_on_several_worker_processes(sample_repo: Path, tmp_path:
                   "--provider", provider, "--json")
     assert run.code == 0, run.stderr
     payload = run.json()
-    assert set(payload) == {"session_id", "session_dir", "status", "tasks", "conflicts"}
+    assert set(payload) == {"session_id", "session_dir", "status", "tasks", "conflicts", "failures"}
+    assert payload["failures"] == {}
     assert payload["status"] == "completed" and payload["tasks"] >= 4
     folder = session_dir(run)
     assert folder.parent == sample_repo / ".workflow" / ".planning"

@@ -3,7 +3,7 @@ local fake Messages API (tests/fake_anthropic.py), answered by the fake model of
 
 What is checked: every call the workers make is recorded per step and per session with its four token
 counts (the totals equal what the server reported), plan.md / IMPL_PLAN.md and `wfqueue status --json`
-show tokens and the estimated cost, `--budget 1k` stops new LLM work and ends the plan partial (exit 1),
+show tokens and the estimated cost, `--budget 1k` stops new LLM work and ends a plan with no task failed (exit 1),
 a bad `--budget` is refused with exit 2 before anything is written.
 """
 
@@ -125,7 +125,7 @@ def test_lite_and_workflow_plans_show_their_usage(sample_repo: Path) -> None:
 
 
 @pytest.mark.long
-def test_a_token_budget_stops_new_llm_work_and_the_plan_is_partial(sample_repo: Path) -> None:
+def test_a_token_budget_stops_new_llm_work_and_a_plan_with_no_task_is_failed(sample_repo: Path) -> None:
     with MeteredFake(FakeModel()) as fake:
         collab = cli(fake, "collab-plan", COLLAB_REQUIREMENT, "--repo", str(sample_repo), "--max-agents", "3",
                      "--budget", "1k")
@@ -137,7 +137,7 @@ def test_a_token_budget_stops_new_llm_work_and_the_plan_is_partial(sample_repo: 
 
     # collab: the understanding alone spends more than 1k tokens; no agent calls the model.
     assert collab.code == 1, collab.stderr
-    assert collab.json()["status"] == "partial" and collab.json()["tasks"] == 0
+    assert collab.json()["status"] == "failed" and collab.json()["tasks"] == 0
     assert after_collab == Counter({"understand": 1})
     folder = session_dir(collab)
     usage = read_json(folder / "usage.json")
@@ -148,13 +148,13 @@ def test_a_token_budget_stops_new_llm_work_and_the_plan_is_partial(sample_repo: 
     assert plan.count(f"budget exhausted: {spent_total:,} tokens of 1,000 tokens") == 2  # each failed area
     assert "- **Budget**: 1,000 tokens" in plan and "**exhausted**" in plan
     status = status_json(sample_repo, folder.name)
-    assert status["status"] == "partial" and status["usage"]["budget_exhausted"] is True
+    assert status["status"] == "failed" and status["usage"]["budget_exhausted"] is True
     assert all(a["state"] == "failed" and a["error"].startswith("budget exhausted: ") for a in status["agents"])
 
     # lite: the assessment (about 800 tokens here) runs; the angles that start once the budget is spent are
-    # skipped (how many ran first depends on timing); planning never calls the model: partial, no tasks.
+    # skipped (how many ran first depends on timing); planning never calls the model: failed, no tasks.
     assert lite.code == 1, lite.stderr
-    assert lite.json()["status"] == "partial" and lite.json()["tasks"] == 0
+    assert lite.json()["status"] == "failed" and lite.json()["tasks"] == 0
     lite_calls = after_lite - after_collab
     assert lite_calls["assess"] == 1 and lite_calls["lite_plan"] == 0
     lite_usage = read_json(session_dir(lite) / "usage.json")
@@ -166,7 +166,7 @@ def test_a_token_budget_stops_new_llm_work_and_the_plan_is_partial(sample_repo: 
 
     # workflow: the same; the phase that found the budget spent is marked failed so --session can continue.
     assert workflow.code == 1, workflow.stderr
-    assert workflow.json()["status"] == "partial"
+    assert workflow.json()["status"] == "failed"
     workflow_calls = after_workflow - after_lite
     assert workflow_calls["assess"] == 1 and workflow_calls["generate_tasks"] == 0
     phases = read_json(session_dir(workflow) / "workflow-session.json")["phases"]

@@ -513,7 +513,7 @@ def test_model_answers_that_are_not_json_truncated_or_of_another_shape_fail_thei
     with FakeAnthropic(model(bad_understanding=False)) as fake:
         run = anthropic_cli(fake, sample_repo)
     assert "Traceback" not in run.stdout + run.stderr
-    assert run.code == 1 and run.json()["status"] == "partial", run.stderr
+    assert run.code == 1 and run.json()["status"] == "failed", run.stderr
     folder = session_dir(run)
     summary = (folder / "plan.md").read_text(encoding="utf-8")
     note = parse_note((folder / "plan-note.md").read_text(encoding="utf-8"))
@@ -527,7 +527,7 @@ def test_model_answers_that_are_not_json_truncated_or_of_another_shape_fail_thei
                                              "kinds": {"api": "not JSON", "auth": "truncated JSON (max_tokens)",
                                                        "storage": "JSON of another shape"}})
     assert clean == dict.fromkeys(AREAS, True), summary
-    assert note.problems == [] and note.front_matter["status"] == "partial"
+    assert note.problems == [] and note.front_matter["status"] == "failed"
     requests = [r for r in fake.requests if r.get("system") and step_of(r) == "plan_area"]
     assert len(requests) == 2 * len(AREAS), "each bad answer gets exactly one repair round"
     assert processes_mentioning(str(sample_repo / ".workflow" / ".queue")) == []

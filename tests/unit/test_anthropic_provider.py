@@ -272,7 +272,7 @@ def test_tools_cap_their_output(sample_repo: Path) -> None:
 
 
 def test_invalid_answer_gets_one_repair_round(fake: FakeAnthropic, sample_repo: Path) -> None:
-    broken = {**ASSESSMENT, "angles": []}
+    broken = {**ASSESSMENT, "complexity": "Huge"}
     del broken["risk"]
     fake.reply(answer(broken), answer(ASSESSMENT))
     provider = provider_for(fake)
@@ -284,7 +284,7 @@ def test_invalid_answer_gets_one_repair_round(fake: FakeAnthropic, sample_repo: 
     user, assistant, repair = fake.requests[1]["messages"]
     assert user == fake.requests[0]["messages"][0]
     assert json.loads(assistant["content"][0]["text"]) == broken
-    assert "- angles:" in repair["content"][0]["text"] and "- risk: Field required" in repair["content"][0]["text"]
+    assert "- complexity:" in repair["content"][0]["text"] and "- risk: Field required" in repair["content"][0]["text"]
     assert fake.requests[1]["system"] == fake.requests[0]["system"]
     assert [u["kind"] for u in provider.usage] == ["answer", "repair"]
 
@@ -297,7 +297,7 @@ def test_truncated_answer_is_repaired(fake: FakeAnthropic, sample_repo: Path) ->
 
 
 def test_invalid_twice_fails_clearly(fake: FakeAnthropic, sample_repo: Path) -> None:
-    fake.reply(answer({**ASSESSMENT, "angles": []}), answer({**ASSESSMENT, "complexity": "Huge"}))
+    fake.reply(answer({**ASSESSMENT, "complexity": "Vast"}), answer({**ASSESSMENT, "complexity": "Huge"}))
 
     with pytest.raises(ProviderError) as caught:
         provider_for(fake).run(assess_step(sample_repo))

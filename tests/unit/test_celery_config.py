@@ -7,7 +7,7 @@ import pytest
 from wfqueue.celery_app import create_app, unacked_scan_options
 from wfqueue.collab.assemble import allocate
 from wfqueue.collab.models import ProposedArea, Understanding, UnderstandingDraft, task_id
-from wfqueue.errors import ConfigError, ProviderError
+from wfqueue.errors import ConfigError
 from wfqueue.settings import load_settings
 from wfqueue.task_names import COLLAB_FINALIZE, COLLAB_PLAN_AREA, COLLAB_UNDERSTAND
 
@@ -62,6 +62,7 @@ def test_hundred_agents_get_disjoint_ranges_and_ids_grow_a_digit() -> None:
     assert analysis.sub_domains[1].dependencies == ["a0"]  # no self-dependency, only known areas
 
 
-def test_allocation_refuses_fewer_than_two_distinct_areas() -> None:
-    with pytest.raises(ProviderError, match="at least 2"):
-        allocate(draft(["same", "same"]), "s", "x", 5)
+def test_allocation_merges_alike_areas_instead_of_refusing_them() -> None:
+    analysis = allocate(draft(["same", "same"]), "s", "x", 5)
+    assert [s.focus_area for s in analysis.sub_domains] == ["same"]
+    assert [r.kind for r in analysis.repairs] == ["merged_sub_domain"]

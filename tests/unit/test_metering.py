@@ -179,7 +179,7 @@ def test_every_call_of_a_step_is_recorded_also_when_the_step_fails(state: Sessio
     assert first["step"] == "assess" and first["model"] == MODEL and first["recorded_at"] > 0
     assert first["input_tokens"] > 0 and first["output_tokens"] > 0
 
-    fake.reply(answer({**ASSESSMENT, "angles": []}), answer({**ASSESSMENT, "complexity": "Huge"}))
+    fake.reply(answer({**ASSESSMENT, "complexity": "Vast"}), answer({**ASSESSMENT, "complexity": "Huge"}))
     with pytest.raises(ProviderError, match="after one repair round"):
         provider.run(assess_step(sample_repo, "another requirement"))
     assert [e["kind"] for e in state.usage()] == ["answer", "answer", "repair"]  # both failed calls count
@@ -296,7 +296,7 @@ def test_lite_and_workflow_plans_carry_a_usage_line(sample_repo: Path) -> None:
     stopped = render_stopped_plan("s1", "req", "2026-01-01", assessment, "budget exhausted: 5 tokens of 1 tokens",
                                   {"security": "budget exhausted: 5 tokens of 1 tokens"}, NO_CALLS)
     assert "> ⚠️ **Planning stopped**: budget exhausted: 5 tokens of 1 tokens" in stopped
-    assert "**Status**: partial" in stopped and "**Skipped angles**: security: budget exhausted" in stopped
+    assert "**Status**: failed" in stopped and "**Skipped angles**: security: budget exhausted" in stopped
 
     folder = make_session(sample_repo, "Add rate limits", [task(1, "Limit", ["notes_api/app.py"])])
     session = load_session(folder)

@@ -202,3 +202,26 @@ def test_a_finished_area_whose_sections_never_reached_redis_keeps_them_from_its_
     final = build_final_note(text, text, analysis, sections, {"auth": "boom"}, ["api"])
     assert [t.id for t in final.tasks] == ["TASK-001"]
     assert final.note.section("上下文证据 - Api").body.strip() == "seen"
+
+
+def test_a_plan_where_no_agent_planned_anything_is_failed_not_partial() -> None:
+    from wfqueue.collab.coordinator import PlanResult
+    from wfqueue.collab.models import AgentOutcome
+    from wfqueue.collab.summary import PlanSummaryInput, render_plan_md
+
+    analysis = analysis_for(["api", "auth"])
+    text = template_text(["api", "auth"])
+    failures = {"api": "plan_area:api: Anthropic API answered 529: overloaded", "auth": "plan_area:auth: timed out"}
+    final = build_final_note(text, text, analysis, {}, failures, [])
+    assert final.status == "failed" and final.note.front_matter["status"] == "failed"
+    outcomes = [AgentOutcome(focus_area=a, status="failed", error=e) for a, e in failures.items()]
+    plan_md = render_plan_md(PlanSummaryInput(analysis=analysis, created_at="t", requirement_body="", tasks=[],
+                                              conflicts=[], outcomes=outcomes, status=final.status), "/s")
+    assert "- **Status**: failed" in plan_md and "**Failed plan**: no agent produced tasks" in plan_md
+    assert "`api`: plan_area:api: Anthropic API answered 529: overloaded" in plan_md
+    assert "`auth`: plan_area:auth: timed out" in plan_md
+    assert PlanResult(session_id="s", session_dir="/s", status="failed", tasks=0, conflicts=0).exit_code == 1
+    # One area planned: partial, and its failed neighbour is still named.
+    pool = render_task_pool([NoteTask(id="TASK-001", title="Add token bucket", area="api")])
+    partial = build_final_note(text, text, analysis, {"任务池 - Api": pool}, {"auth": "timed out"}, ["api"])
+    assert partial.status == "partial"

@@ -51,7 +51,7 @@ def register(app: typer.Typer) -> None:
         )
         ui = TerminalUI()
         result = CollabCoordinator(settings, ui).run(request)
-        payload = result.model_dump(include={"session_id", "session_dir", "status", "tasks", "conflicts"})
+        payload = result.model_dump(include={"session_id", "session_dir", "status", "tasks", "conflicts", "failures"})
         if as_json:
             typer.echo(json.dumps(payload, ensure_ascii=False))
         else:

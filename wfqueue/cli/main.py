@@ -1,6 +1,6 @@
 """Entry point: builds the Typer app and turns wfqueue errors into exit codes.
 
-Exit codes: 0 complete, 1 partial plan, 2 bad input, 3 infrastructure,
+Exit codes: 0 complete, 1 partial or failed plan, 2 bad input, 3 infrastructure,
 130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
 """
 

@@ -6,6 +6,7 @@ import json
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from wfqueue.cli.locate import locate
 from wfqueue.cli.progress import TerminalUI
@@ -45,6 +46,8 @@ def register(app: typer.Typer) -> None:
         if as_json:
             typer.echo(json.dumps(payload, ensure_ascii=False))
         else:
-            Console(highlight=False, soft_wrap=True).print(
-                f"[bold]{result.status}[/]: {result.tasks} tasks, {result.conflicts} conflicts — {result.session_dir}")
+            out = Console(highlight=False, soft_wrap=True)
+            out.print(f"[bold]{result.status}[/]: {result.tasks} tasks, {result.conflicts} conflicts — {result.session_dir}")
+            for area, reason in getattr(result, "failures", {}).items():  # collab plans name each failed agent
+                out.print(f"[red]failed area[/]: {area}: {escape(reason)}")
         raise typer.Exit(result.exit_code)

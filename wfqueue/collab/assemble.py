@@ -1,8 +1,9 @@
 """From provider answers to collaborative-plan artifacts. Pure.
 
-``allocate`` turns an UnderstandingDraft into requirement-analysis.json with id
-ranges assigned by code (never trusted to a provider); ``assemble_area`` turns an
-AreaDraft into plan.json, planning-context.md and the agent's two note sections.
+``allocate`` turns the repaired split of an UnderstandingDraft into
+requirement-analysis.json with id ranges assigned by code (never trusted to a
+provider); ``assemble_area`` turns an AreaDraft into plan.json,
+planning-context.md and the agent's two note sections.
 """
 
 from __future__ import annotations
@@ -21,36 +22,29 @@ from wfqueue.collab.models import (
     id_range_for,
 )
 from wfqueue.collab.note_blocks import render_evidence, render_task_pool
-from wfqueue.errors import ProviderError
+from wfqueue.collab.split import Split, repair_split
 from wfqueue.unified_task import UnifiedTask
 
 _EFFORT_COMPLEXITY = {"small": "Low", "medium": "Medium", "large": "High"}
 _RISK_ORDER = ["low", "medium", "high"]
 
 
-def allocate(draft: UnderstandingDraft, session_id: str, requirement: str, max_agents: int) -> RequirementAnalysis:
-    """Keep 2..max_agents distinct sub-domains and give agent k ids 100k+1..100k+100."""
-    unique: list = []
-    for area in draft.sub_domains:
-        if area.focus_area not in {a.focus_area for a in unique}:
-            unique.append(area)
-    if len(unique) < 2:
-        raise ProviderError(
-            f"the understanding step proposed {len(unique)} distinct sub-domain(s); at least 2 are needed",
-            hint="describe the requirement in more detail so it can be split",
-        )
-    kept = unique[:max_agents]
-    names = {a.focus_area for a in kept}
+def allocate(draft: UnderstandingDraft, session_id: str, requirement: str, max_agents: int, *,
+             split: Split | None = None) -> RequirementAnalysis:
+    """The repaired split of ``draft`` (``wfqueue.collab.split``; ``split`` when already repaired) as
+    requirement-analysis.json: agent k gets ids 100k+1..100k+100; the repairs are recorded with it."""
+    if split is None:
+        split = repair_split(draft, max_agents)
     subs = [
         SubDomain(
             focus_area=area.focus_area,
             description=area.description,
             task_id_range=id_range_for(k),
             estimated_effort=area.estimated_effort,
-            dependencies=[d for d in area.dependencies if d in names and d != area.focus_area],
+            dependencies=area.dependencies,
             focus_paths=area.focus_paths,
         )
-        for k, area in enumerate(kept)
+        for k, area in enumerate(split.areas)
     ]
     return RequirementAnalysis(
         session_id=session_id,
@@ -59,6 +53,7 @@ def allocate(draft: UnderstandingDraft, session_id: str, requirement: str, max_a
         sub_domains=subs,
         total_agents=len(subs),
         understanding=draft.understanding,
+        repairs=split.repairs,
     )
 
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from wfqueue.collab.models import RequirementAnalysis
 from wfqueue.collab.recovery import enqueue_missing, load_or_seed_analysis, missing_areas, reseed_from_disk
-from wfqueue.collab.steps import failure_reason
+from wfqueue.collab.steps import UNDERSTANDING_KEYS, failure_reason
 from wfqueue.errors import BadInputError, InfrastructureError
 from wfqueue.metering import budget_meta, check_budget_priced, session_report, usage_line
 from wfqueue.providers import check_provider_spec
@@ -55,7 +55,7 @@ class PlanResult(BaseModel):
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.status == "partial" else 0
+        return 1 if self.status in ("partial", "failed") else 0
 
 
 class CoordinatorUI(Protocol):
@@ -109,7 +109,7 @@ class CollabCoordinator:
                     return PlanResult(session_id=session_id, session_dir=str(session_dir), status="cancelled",
                                       tasks=0, conflicts=0)
                 max_agents = max(2, min(int(decision), MAX_AGENTS_LIMIT))
-                for name in ("understanding", "template"):
+                for name in (*UNDERSTANDING_KEYS, "template"):
                     state.forget(name)
             final = self._run_agents(app, settings, state, session_dir, analysis, request.provider)
             return self._result(state, session_dir, final)
@@ -133,7 +133,10 @@ class CollabCoordinator:
         stored = state.recall("analysis")
         if stored is None:
             raise InfrastructureError("the understanding step finished but stored no analysis")
-        return RequirementAnalysis.model_validate_json(stored)
+        analysis = RequirementAnalysis.model_validate_json(stored)
+        for repair in analysis.repairs:  # plan.md lists them too
+            self.ui.info(f"split repaired ({repair.kind}): {repair.detail}")
+        return analysis
 
     def _run_agents(self, app: Celery, settings: Settings, state: SessionState, session_dir: Path,
                     analysis: RequirementAnalysis, provider: str) -> dict[str, Any]:

@@ -85,9 +85,10 @@ def owned_sections(analysis: RequirementAnalysis, results: dict[str, AreaArtifac
     return sections
 
 
-def note_status(failed: bool, conflicts: int) -> str:
+def note_status(failed: bool, tasks: int, conflicts: int) -> str:
+    """failed: agents failed and no task was planned; partial: agents failed, some area was planned."""
     if failed:
-        return "partial"
+        return "partial" if tasks else "failed"
     return "conflicts_detected" if conflicts else "completed"
 
 
@@ -116,7 +117,7 @@ def build_final_note(
     conflicts = detect_conflicts(tasks, ranges)
     note = replace_section(note, DEPENDENCY_HEADING, render_dependencies(tasks))
     note = replace_section(note, CONFLICT_HEADING, render_conflicts(conflicts))
-    status = note_status(bool(failures), len(conflicts))
+    status = note_status(bool(failures), len(tasks), len(conflicts))
     front = {**note.front_matter, "contributors": contributors, "status": status}
     return FinalNote(
         note=note.model_copy(update={"front_matter": front}),

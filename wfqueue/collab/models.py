@@ -6,12 +6,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from wfqueue.repair import Repair
 from wfqueue.unified_task import UnifiedTask
 
 Complexity = Literal["Low", "Medium", "High"]
 Risk = Literal["low", "medium", "high"]
-NoteStatus = Literal["planning", "conflicts_detected", "completed", "partial"]
+# partial: at least one area was planned and at least one agent failed; failed: no area was.
+NoteStatus = Literal["planning", "conflicts_detected", "completed", "partial", "failed"]
 IDS_PER_AGENT = 100
+FOCUS_AREA_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
+FOCUS_AREA_MAX = 40
 
 
 def task_id(number: int) -> str:
@@ -33,7 +37,7 @@ def area_title(focus_area: str) -> str:
 class SubDomain(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    focus_area: str = Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")
+    focus_area: str = Field(pattern=FOCUS_AREA_PATTERN)
     description: str
     task_id_range: tuple[int, int]
     estimated_effort: Literal["small", "medium", "large"] = "medium"
@@ -71,9 +75,11 @@ class RequirementAnalysis(BaseModel):
     session_id: str
     original_requirement: str
     complexity: Complexity
-    sub_domains: list[SubDomain] = Field(min_length=2)
+    # One only when the understanding step kept proposing one (the repairs say so).
+    sub_domains: list[SubDomain] = Field(min_length=1)
     total_agents: int
     understanding: Understanding
+    repairs: list[Repair] = Field(default_factory=list)  # made to the understanding answer (wfqueue.collab.split)
 
     def area(self, focus_area: str) -> SubDomain:
         for sub in self.sub_domains:
@@ -154,7 +160,10 @@ class AgentPlan(BaseModel):
 class ProposedArea(BaseModel):
     """A sub-domain as a provider proposes it; ids are allocated by code, not by the provider."""
 
-    focus_area: str = Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$", max_length=40)
+    # Not validated against the slug rule here: a name that breaks it is slugified by code
+    # (wfqueue.collab.split) instead of failing the answer.
+    focus_area: str = Field(min_length=1, description=f"A kebab-case slug of at most {FOCUS_AREA_MAX} characters "
+                            "(lowercase letters, digits, hyphens), distinct across sub-domains")
     description: str
     focus_paths: list[str] = Field(default_factory=list)
     estimated_effort: Literal["small", "medium", "large"] = "medium"

@@ -18,7 +18,10 @@ from wfqueue.collab.assemble import AreaArtifacts, allocate, assemble_area
 from wfqueue.collab.models import AreaDraft, PlanMetadata, RequirementAnalysis, UnderstandingDraft
 from wfqueue.collab.note import build_template, parse_note, render_note, replace_section
 from wfqueue.collab.note_blocks import render_understanding
+from wfqueue.collab.split import Split, repair_split, settle_split, split_feedback
+from wfqueue.errors import ProviderError, TransientProviderError
 from wfqueue.fsio import atomic_write_json, atomic_write_text, locked_update
+from wfqueue.metering import BudgetExhaustedError
 from wfqueue.providers import PlanAreaStep, Provider, UnderstandStep
 from wfqueue.repair import Repair, fill_source, id_range_ids, repair_tasks
 from wfqueue.settings import Settings
@@ -28,6 +31,8 @@ ANALYSIS_FILE = "requirement-analysis.json"
 NOTE_FILE = "plan-note.md"
 CONFLICTS_FILE = "conflicts.json"
 SUMMARY_FILE = "plan.md"
+# Redis keys of the understanding answers (first ask, repair round), forgotten when the user adjusts the split.
+UNDERSTANDING_KEYS = ("understanding", "understanding#2")
 
 
 def now_iso() -> str:
@@ -46,18 +51,42 @@ def load_analysis(state: SessionState, session_dir: Path) -> RequirementAnalysis
     return RequirementAnalysis.model_validate_json((session_dir / ANALYSIS_FILE).read_text(encoding="utf-8"))
 
 
+def understand_answer(state: SessionState, provider: Provider, step: UnderstandStep) -> UnderstandingDraft:
+    """The provider's answer to ``step``, asked once per session and attempt: each attempt's answer is
+    kept in Redis under its own key, so a redelivered task never pays for the same call again."""
+    key = "understanding" if step.attempt == 1 else f"understanding#{step.attempt}"
+    cached = state.recall(key)
+    if cached is None:
+        cached = state.remember_once(key, provider.run(step).model_dump_json())
+    return UnderstandingDraft.model_validate_json(cached)
+
+
+def repaired_split(
+    state: SessionState, provider: Provider, repo: str, requirement: str, max_agents: int
+) -> tuple[UnderstandingDraft, Split]:
+    """The understanding answer and its repaired split; fewer than 2 sub-domains get one repair round."""
+    first_step = UnderstandStep(session_id=state.session_id, repo=repo, requirement=requirement, max_agents=max_agents)
+    draft = understand_answer(state, provider, first_step)
+    split = repair_split(draft, max_agents)
+    if split.usable:
+        return draft, split
+    feedback = split_feedback(split, max_agents)
+    try:
+        again = understand_answer(state, provider, first_step.model_copy(update={"feedback": feedback, "attempt": 2}))
+    except (TransientProviderError, BudgetExhaustedError):
+        raise  # retried later / stops the plan: a failed repair round is not a reason to give up a split
+    except ProviderError as exc:
+        # The first answer is still plannable: with one agent, saying why.
+        return draft, settle_split(split, feedback, None, failure=exc.message)
+    return again, settle_split(split, feedback, repair_split(again, max_agents))
+
+
 def run_understanding(
     state: SessionState, provider: Provider, session_dir: Path, repo: str, requirement: str, max_agents: int
 ) -> RequirementAnalysis:
     """Split the requirement; write requirement-analysis.json and the plan-note template."""
-    cached = state.recall("understanding")
-    if cached is None:
-        draft = provider.run(
-            UnderstandStep(session_id=state.session_id, repo=repo, requirement=requirement, max_agents=max_agents)
-        )
-        cached = state.remember_once("understanding", draft.model_dump_json())
-    draft = UnderstandingDraft.model_validate_json(cached)
-    analysis = allocate(draft, state.session_id, requirement, max_agents)
+    draft, split = repaired_split(state, provider, repo, requirement, max_agents)
+    analysis = allocate(draft, state.session_id, requirement, max_agents, split=split)
     created_at = state.remember_once("created_at", now_iso())
     template = render_note(build_template(analysis, created_at, render_understanding(analysis.understanding)))
     state.remember_once("template", template)

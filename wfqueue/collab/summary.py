@@ -107,9 +107,14 @@ def render_plan_md(data: PlanSummaryInput, session_dir: str) -> str:
         "",
     ]
     if failed:
-        out += ["> ⚠️ **Partial plan**: these agents failed, their areas have no tasks:", ">"]
+        head = ("> ❌ **Failed plan**: no agent produced tasks. Each agent's error:" if data.status == "failed"
+                else "> ⚠️ **Partial plan**: these agents failed, their areas have no tasks:")
+        out += [head, ">"]
         out += [f"> - `{o.focus_area}`: {' '.join((o.error or 'unknown error').split())}" for o in failed]
         out.append("")
+    single = next((r for r in analysis.repairs if r.kind == "single_sub_domain"), None)
+    if single is not None:
+        out += [f"> ℹ️ **One agent**: {' '.join(single.detail.split())}.", ""]
     out += ["## Requirements", data.requirement_body.strip("\n"), ""]
     out += ["## Sub-Domain Split", "", "| Area | Description | Task ids | Effort |", "|---|---|---|---|"]
     for sub in analysis.sub_domains:
@@ -136,6 +141,10 @@ def render_plan_md(data: PlanSummaryInput, session_dir: str) -> str:
         for c in data.conflicts:
             out.append(f"| {c.id} | {c.type} | {c.severity} | {', '.join(c.tasks_involved)} | {c.description} |")
         out += ["", "Details and resolution options: `conflicts.json` and the 冲突标记 section of `plan-note.md`.", ""]
+    if analysis.repairs:
+        out += ["## Repairs of the Understanding Answer", "",
+                "The split was repaired by code before planning (`repairs` in `requirement-analysis.json`):", ""]
+        out += [f"- {r.kind} `{r.task_id}`: {' '.join(r.detail.split())}" for r in analysis.repairs] + [""]
     if data.problems:
         out += ["## Note Problems", "", "Lines of plan-note.md that could not be read as written:", ""]
         out += [f"- {p}" for p in data.problems] + [""]

@@ -70,7 +70,7 @@ class LiteResult(BaseModel):
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.status == "partial" else 0
+        return 1 if self.status in ("partial", "failed") else 0
 
 
 class LiteUI(Protocol):
@@ -156,7 +156,8 @@ class LiteCoordinator:
 
     def _stopped(self, state: SessionState, session_dir: Path, requirement: str, assessment: Assessment,
                  failed: dict[str, str], exc: BudgetExhaustedError) -> LiteResult:
-        """The planning step found the budget spent: a partial plan with no tasks, saying why."""
+        """The planning step found the budget spent: no task was planned, so the plan is failed (not
+        partial: partial means some of it was planned), saying why."""
         reason = f"planning stopped: {exc.message}"
         self.ui.info(reason)
         report = write_usage_file(state, self.prices, session_dir)
@@ -164,8 +165,8 @@ class LiteCoordinator:
         atomic_write_text(session_dir / PLAN_FILE, render_stopped_plan(state.session_id, requirement, created,
                                                                        assessment, exc.message, failed,
                                                                        usage_line(report)))
-        state.set_meta(status="partial")
-        return LiteResult(session_id=state.session_id, session_dir=str(session_dir), status="partial", tasks=0,
+        state.set_meta(status="failed")
+        return LiteResult(session_id=state.session_id, session_dir=str(session_dir), status="failed", tasks=0,
                           conflicts=0, complexity=assessment.complexity,
                           angles=assessment.angles if assessment.needs_exploration else [], failed_angles=failed,
                           usage=usage_line(report), stopped=reason)

@@ -10,6 +10,7 @@ from wfqueue.unified_task import UnifiedTask
 
 Complexity = Literal["Low", "Medium", "High"]
 Relevance = Literal["high", "medium", "low"]
+MAX_ANGLES = 4
 
 
 class Assessment(BaseModel):
@@ -21,7 +22,9 @@ class Assessment(BaseModel):
     risk: str
     dependencies: str
     preset: str
-    angles: list[str] = Field(min_length=1, max_length=4)
+    # 1 to MAX_ANGLES distinct slugs once repaired; not enforced here, so that an answer breaking the
+    # rule is repaired by code (wfqueue.lite.angle_repair) instead of failing.
+    angles: list[str] = Field(default_factory=list, description=f"1 to {MAX_ANGLES} distinct kebab-case angles")
     needs_exploration: bool
     exploration_reasons: list[str] = Field(default_factory=list)
 

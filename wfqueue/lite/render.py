@@ -178,7 +178,7 @@ def render_stopped_plan(session_id: str, requirement: str, created: str, assessm
                         failed: dict[str, str], usage: str) -> str:
     """plan.md of a lite plan whose planning step never ran (its budget was spent): what is known and why."""
     out = _plan_header(session_id, requirement, created, assessment, failed, usage,
-                       status="partial: no tasks were planned")
+                       status="failed: no tasks were planned")
     out += [
         "",
         f"> ⚠️ **Planning stopped**: {_cell(reason)}",

@@ -18,13 +18,14 @@ from pydantic import BaseModel
 from wfqueue.collab.steps import now_iso
 from wfqueue.errors import ProviderError
 from wfqueue.fsio import atomic_write_json, atomic_write_text
+from wfqueue.lite.angle_repair import repair_assessment
 from wfqueue.lite.models import AngleFindings, Assessment, ClarificationAnswer, LitePlanDraft, VerifiedExploration
 from wfqueue.lite.render import render_exploration, render_notes, render_plan
 from wfqueue.lite.synthesis import MergedQuestion, core_files, manifest, merge_questions
 from wfqueue.lite.verify import verify_findings
 from wfqueue.metering import usage_line, write_usage_file
 from wfqueue.providers import AssessStep, ExploreAngleStep, LitePlanStep, Provider
-from wfqueue.repair import Repair, fill_source, repair_tasks
+from wfqueue.repair import Repair, break_cycles, fill_source, repair_tasks
 from wfqueue.state import SessionState
 from wfqueue.tasks_file import check_plan, dump_jsonl, parse_jsonl
 from wfqueue.usage import PriceTable
@@ -37,12 +38,21 @@ PLAN_FILE = "plan.md"
 
 
 def run_assessment(state: SessionState, provider: Provider, repo: str, requirement: str, force_explore: bool) -> Assessment:
+    """The assessment with its angles repaired (wfqueue.lite.angle_repair); the repaired one is what is
+    remembered, with its repairs (``assessment_repairs``), for every later step to read."""
     cached = state.recall("assessment")
     if cached is None:
         answer = provider.run(AssessStep(session_id=state.session_id, repo=repo, requirement=requirement,
                                          force_explore=force_explore))
-        cached = state.remember_once("assessment", answer.model_dump_json())
+        assert isinstance(answer, Assessment)
+        fixed, repairs = repair_assessment(answer, requirement, force_explore)
+        cached = state.remember_once("assessment", with_repairs(fixed, repairs))
     return Assessment.model_validate_json(cached)
+
+
+def assessment_repairs(state: SessionState) -> list[Repair]:
+    cached = state.recall("assessment")
+    return recalled_repairs(cached) if cached is not None else []
 
 
 def run_exploration(state: SessionState, provider: Provider, output_dir: Path, repo: str, requirement: str,
@@ -55,6 +65,8 @@ def run_exploration(state: SessionState, provider: Provider, output_dir: Path, r
         findings = provider.run(ExploreAngleStep(session_id=state.session_id, repo=repo, requirement=requirement,
                                                  angle=angle))
         assert isinstance(findings, AngleFindings)
+        # The angle names files and keys: it is the one asked for, whatever the answer says.
+        findings = findings if findings.angle == angle else findings.model_copy(update={"angle": angle})
         checks = verify_findings(Path(repo), findings)
         fresh = VerifiedExploration(findings=findings, checks=checks, provider=provider.name, timestamp=now_iso(),
                                     worker=worker, pid=os.getpid(), started_at=started, finished_at=time.time())
@@ -90,13 +102,14 @@ def run_synthesis(state: SessionState, session_dir: Path, requirement: str) -> t
 
 
 def repair_lite_draft(draft: LitePlanDraft, repo: str, session_id: str) -> tuple[LitePlanDraft, list[Repair]]:
-    """Ids TASK-001.. in task order, files that exist, dependencies on tasks of the plan only.
-    A cycle is left in place: the plan check after it refuses the plan."""
+    """Ids TASK-001.. in task order, files that exist, dependencies on tasks of the plan only, no cycle
+    (a dependency on a later task that closes one is removed)."""
     root = Path(repo)
     tasks = fill_source(draft.tasks, tool="wfqueue-lite", session_id=session_id)
     tasks, repairs = repair_tasks(tasks, id_prefix="TASK-", id_range=(1, len(tasks)),
                                   exists=lambda rel: (root / rel).exists(), sequential=True)
-    return draft.model_copy(update={"tasks": tasks}), repairs
+    tasks, broken = break_cycles(tasks)
+    return draft.model_copy(update={"tasks": tasks}), [*repairs, *broken]
 
 
 def with_repairs(draft: BaseModel, repairs: list[Repair]) -> str:
@@ -128,14 +141,14 @@ def run_planning(state: SessionState, provider: Provider, session_dir: Path, rep
         cached = state.remember_once("lite_plan", with_repairs(fixed, repairs))
     draft, repairs = LitePlanDraft.model_validate_json(cached), recalled_repairs(cached)
     draft, again = repair_lite_draft(draft, repo, state.session_id)  # a no-op unless the repository changed
-    repairs += again
+    repairs = [*assessment_repairs(state), *repairs, *again]
     text = dump_jsonl(draft.tasks)
     loaded, problems = parse_jsonl(text, TASKS_FILE)
     problems += check_plan(loaded, Path(repo))
-    if problems:
+    if problems:  # only when the repository changed under a remembered plan: repairs leave nothing else
         raise ProviderError(
             "the plan does not validate: " + "; ".join(str(p) for p in problems[:5]),
-            hint="rerun the plan; a provider must only name files that exist (or create them)",
+            hint="the repository changed while it was planned: run `wfqueue lite-plan` again",
         )
     created = state.remember_once("created_at", now_iso())
     atomic_write_json(session_dir / ANALYSIS_FILE, {

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Protocol, runtime_checkable
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, model_validator
 
 from wfqueue.collab.models import AreaDraft, RequirementAnalysis, UnderstandingDraft
 from wfqueue.lite.models import (
@@ -33,11 +33,29 @@ class Step(BaseModel):
     session_id: str
     repo: str
     requirement: str
+    # The problems of the previous answer, for a step asked again (the one repair round of an
+    # answer that validated but cannot be used). Providers that cannot use it may ignore it.
+    feedback: list[str] = Field(default_factory=list)
+    attempt: int = Field(default=1, ge=1, description="1 for the first ask; 2 for the repair round")
+
+    @model_validator(mode="after")
+    def _feedback_is_a_later_attempt(self) -> Step:
+        # The attempt is part of the label, and the label keys everything saved per step (usage
+        # records, a provider's saved conversation): a re-ask must never reuse the first one's.
+        if self.feedback and self.attempt == 1:
+            self.attempt = 2
+        return self
+
+    @property
+    def subject(self) -> str:
+        """The step name, plus the area or angle it is about."""
+        return self.name
 
     @property
     def label(self) -> str:
-        """Names this step in logs, usage records and scripts: the step name, plus the area or angle."""
-        return self.name
+        """Names this step in logs, usage records, saved conversations and scripts: the subject,
+        plus ``#N`` for attempt N > 1 (``understand#2``)."""
+        return self.subject if self.attempt == 1 else f"{self.subject}#{self.attempt}"
 
 
 class UnderstandStep(Step):
@@ -59,7 +77,7 @@ class PlanAreaStep(Step):
     focus_area: str
 
     @property
-    def label(self) -> str:
+    def subject(self) -> str:
         return f"{self.name}:{self.focus_area}"
 
 
@@ -81,7 +99,7 @@ class ExploreAngleStep(Step):
     angle: str
 
     @property
-    def label(self) -> str:
+    def subject(self) -> str:
         return f"{self.name}:{self.angle}"
 
 

@@ -9,8 +9,10 @@ provider spec (``scripted:/path/script.json``)::
      "hang": {"plan_area:storage": 30},             # sleeps that long (time limits)
      "hold": {"plan_area:api": "/tmp/release"}}     # waits until that file exists
 
-Step keys are ``understand``, ``plan_area:{focus_area}``, ``assess``,
-``explore:{angle}`` and ``lite_plan``. Steps without a
+Step keys are step labels: ``understand``, ``plan_area:{focus_area}``, ``assess``,
+``explore:{angle}``, ``lite_plan``, ``detect_conflicts``, ``generate_tasks``, and for a
+step asked again with feedback (the repair round) the label with ``#2``
+(``understand#2``). Steps without a
 canned reply are answered by the offline planner, so a script only states what
 differs from a normal run. A held step gives up waiting after
 ``HOLD_LIMIT_S``, so a test that fails before releasing it cannot leave a

@@ -82,7 +82,7 @@ class WfsResult(BaseModel):
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.status == "partial" else 0
+        return 1 if self.status in ("partial", "failed") else 0
 
 
 class WfsUI(Protocol):
@@ -163,8 +163,8 @@ class WfsCoordinator:
                         wait_for(app.send_task(WFS_GENERATE, kwargs={**common, "session_dir": str(folder)}),
                                  "task generation", settings)
                 except BudgetExhaustedError as exc:
-                    # Not an error of the plan: it stops here, partial; `plan --session` with a larger
-                    # --budget continues at this phase.
+                    # It stops here with no task generated, so failed (partial would claim some of it was
+                    # planned); `plan --session` with a larger --budget continues at this phase.
                     session = load_session(folder)
                     session.phases[phase] = "failed"
                     save_session(folder, session)
@@ -183,8 +183,8 @@ class WfsCoordinator:
             if stopped is not None:
                 self.ui.info(stopped)
                 report = write_usage_file(state, self.prices, folder)
-                state.set_meta(status="partial")
-                return WfsResult(session_id=session.session_id, session_dir=str(folder), status="partial", tasks=0,
+                state.set_meta(status="failed")
+                return WfsResult(session_id=session.session_id, session_dir=str(folder), status="failed", tasks=0,
                                  conflicts=conflicts, resumed_from=resumed_from, failed_angles=failed,
                                  usage=usage_line(report), stopped=stopped)
             session.status = "active"

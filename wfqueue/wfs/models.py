@@ -125,7 +125,8 @@ class Strategy(_Open):
 
 
 class SessionConflict(_Open):
-    id: str = Field(pattern=r"^CON-\d{3}$")
+    # CON-001, CON-002, ... in order; a provider's ids are renumbered by code (wfqueue.wfs.conflict_repair).
+    id: str = Field(min_length=1, description="CON-001, CON-002, ... in order")
     category: ConflictCategory
     severity: Literal["Critical", "High", "Medium"]
     title: str

@@ -15,7 +15,7 @@ from wfqueue.collab.steps import now_iso
 from wfqueue.errors import ProviderError
 from wfqueue.fsio import atomic_write_json, atomic_write_text
 from wfqueue.lite.models import Assessment
-from wfqueue.lite.steps import explorations_for, recalled_repairs, with_repairs
+from wfqueue.lite.steps import assessment_repairs, explorations_for, recalled_repairs, with_repairs
 from wfqueue.lite.synthesis import manifest
 from wfqueue.metering import usage_line, write_usage_file
 from wfqueue.providers import DetectConflictsStep, GenerateTasksStep, Provider
@@ -23,6 +23,7 @@ from wfqueue.repair import Repair, fill_source, repair_tasks
 from wfqueue.state import SessionState
 from wfqueue.tasks_file import LoadedTask, check_plan
 from wfqueue.usage import PriceTable
+from wfqueue.wfs.conflict_repair import repair_conflicts
 from wfqueue.wfs.context import build_context_package
 from wfqueue.wfs.models import ConflictResolution, ContextPackage, PlanOverview, SessionConflict, WfsPlanDraft
 from wfqueue.wfs.render import Decision, PlanningNotes, execution_strategy, render_impl_plan, render_notes, render_todo
@@ -97,13 +98,22 @@ def run_context_phase(state: SessionState, folder: Path, repo: str) -> str:
 
 
 def run_conflict_detection(state: SessionState, provider: Provider, folder: Path, repo: str) -> list[SessionConflict]:
+    """The conflicts, repaired (wfqueue.wfs.conflict_repair); the repaired answer is remembered with its repairs."""
     cached = state.recall("session_conflicts")
     if cached is None:
         session = load_session(folder)
         answer = provider.run(DetectConflictsStep(session_id=session.session_id, repo=repo,
                                                   requirement=session.description, context=load_context(folder)))
-        cached = state.remember_once("session_conflicts", answer.model_dump_json())
+        assert isinstance(answer, ConflictList)
+        fixed, repairs = repair_conflicts(answer)
+        cached = state.remember_once("session_conflicts", with_repairs(fixed, repairs))
     return ConflictList.model_validate_json(cached).conflicts
+
+
+def answer_repairs(state: SessionState) -> list[Repair]:
+    """The repairs of the session's assessment and conflict answers (its tasks' are added by generation)."""
+    conflicts = state.recall("session_conflicts")
+    return [*assessment_repairs(state), *(recalled_repairs(conflicts) if conflicts is not None else [])]
 
 
 def apply_resolution(folder: Path, conflicts: list[SessionConflict], resolution: ConflictResolution) -> None:
@@ -157,7 +167,7 @@ def run_generation(state: SessionState, provider: Provider, folder: Path, repo: 
         cached = state.remember_once("wfs_plan", with_repairs(fixed, repairs))
     draft, repairs = WfsPlanDraft.model_validate_json(cached), recalled_repairs(cached)
     draft, again = repair_wfs_draft(draft, repo, session.session_id)  # a no-op unless the repository changed
-    repairs += again
+    repairs = [*answer_repairs(state), *repairs, *again]
     problems = check_plan([LoadedTask(task=t, location=f".task/{t.id}.json", legacy=False) for t in draft.tasks],
                           Path(repo))
     # A dependency cycle is written as it is: `wfqueue verify` (run by `plan -y`) reports it for a fix.

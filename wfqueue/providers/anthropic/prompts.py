@@ -33,7 +33,7 @@ from wfqueue.providers.base import (
 )
 
 __all__ = [
-    "CACHE_CONTROL", "FINAL_TURN_TEXT", "Prompt", "build_prompt", "repair_text", "shared_context",
+    "CACHE_CONTROL", "FINAL_TURN_TEXT", "Prompt", "build_prompt", "feedback_text", "repair_text", "shared_context",
     "step_instructions", "task_message",
 ]
 
@@ -59,7 +59,7 @@ INSTRUCTIONS: dict[str, str] = {
 can plan in parallel without editing the same files.
 Answer: complexity (Low, Medium or High); understanding {objectives (at least one), key_points, constraints, \
 split_strategy, clarifications}; sub_domains: between 2 and the maximum given in the message, each with \
-focus_area (a kebab-case slug: lowercase letters, digits and hyphens, at most 40 characters), description, \
+a distinct focus_area (a kebab-case slug: lowercase letters, digits and hyphens, at most 40 characters), description, \
 focus_paths (directories or files from the repository listing), estimated_effort (small, medium or large) and \
 dependencies (focus_area slugs of other sub-domains). Task ids are allocated by code: do not invent any.""",
     "plan_area": f"""Step: plan ONE sub-domain of the requirement analysis above (named in the message). \
@@ -180,7 +180,18 @@ def task_message(step: Step, *, tools: bool) -> str:
         raise TypeError(f"no prompt for step {type(step).__name__}")
     ending = ("Use the tools (list, glob, grep, read) to look at the code, then answer with the JSON object."
               if tools else "Answer with the JSON object.")
-    return f"{body}\n\n{ending}"
+    return f"{body}{feedback_text(step.feedback)}\n\n{ending}"
+
+
+def feedback_text(problems: list[str]) -> str:
+    """The problems of the previous answer to a re-asked step (empty for a first ask). It goes in the
+    user message, never in a system block, so the cached prefix stays the same for every attempt."""
+    if not problems:
+        return ""
+    lines = "\n".join(f"- {p}" for p in problems)
+    return ("\n\n<previous_answer_problems>\nYou answered this step before, and the answer validated but "
+            f"could not be used:\n{lines}\nAnswer again with a complete JSON object that avoids these "
+            "problems.\n</previous_answer_problems>")
 
 
 def build_prompt(step: Step, repo_summary: str, *, tools: bool) -> Prompt:
