@@ -51,6 +51,9 @@ def read_lite_session(folder: Path) -> SessionSummary:
         # One task per line; `wfqueue validate` is where a malformed line is reported.
         tasks = sum(1 for line in tasks_file.read_text(encoding="utf-8").split("\n") if line.strip())
         status = "partial" if any(s.state == "failed" for s in steps) else "completed"
+    elif (folder / "plan.md").is_file():
+        # plan.md without tasks.jsonl: the plan ended before any task was planned (a spent budget).
+        status = "failed"
     else:
         status = "planning"
     return SessionSummary(kind="lite", session_id=folder.name, session_dir=str(folder), status=status, tasks=tasks,

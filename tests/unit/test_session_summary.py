@@ -35,6 +35,9 @@ def test_a_lite_session_shows_its_angles_tasks_and_status(tmp_path: Path) -> Non
         ("architecture", "done"), ("dependencies", "done"), ("patterns", "failed")]
     assert summary.steps[0].detail == "12 verified, 1 not" and summary.steps[2].detail == "timed out"
     assert read_lite_session(lite_session(tmp_path / "b", planned=False)).status == "planning"
+    stopped = lite_session(tmp_path / "c", planned=False)
+    (stopped / "plan.md").write_text("# plan\n\n**Status**: failed: no tasks were planned\n")
+    assert read_lite_session(stopped).status == "failed"  # ended before any task: not still planning
 
 
 def test_a_workflow_session_shows_its_phases_and_tasks(tmp_path: Path) -> None:
