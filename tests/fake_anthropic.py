@@ -128,6 +128,7 @@ class Call:
     status: int | None = None  # None: no HTTP answer (timeout, reset)
     fault: str | None = None  # the fault applied, "rate_limit" for a 429 of the limits
     complete: bool = False  # the whole answer reached the client
+    requests_remaining: int | None = None  # what its anthropic-ratelimit-requests-remaining header said
 
 
 @dataclass
@@ -316,6 +317,8 @@ class FakeAnthropic:
             if outcome.call is not None:
                 outcome.call.status = None if outcome.action in ("timeout", "reset") else outcome.status
             outcome.headers = {**self.limiter.headers(now), **outcome.headers}
+            if outcome.call is not None:
+                outcome.call.requests_remaining = int(outcome.headers["anthropic-ratelimit-requests-remaining"])
             return outcome
 
     def _respond(self, path: str, headers: dict[str, str], raw: bytes, now: float) -> Outcome:
