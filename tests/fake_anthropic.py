@@ -153,7 +153,7 @@ class FakeAnthropic:
         self.responder = responder
         self.min_cache_tokens = min_cache_tokens
         self.clock = clock
-        self.limiter = Limiter(limits or RateLimits(), clock())
+        self.limiter = Limiter(limits or RateLimits())
         self.schedules = schedules(faults)
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
@@ -187,7 +187,7 @@ class FakeAnthropic:
         the records, scripted replies, cache and rate limits are reset, call numbers count from 1 again."""
         with self._lock:
             self.responder = responder
-            self.limiter = Limiter(limits or RateLimits(), self.clock())
+            self.limiter = Limiter(limits or RateLimits())
             self.schedules = schedules(faults)
             for kept in (self.requests, self.headers, self.calls, self.admitted, self.replies, self.failures):
                 kept.clear()
