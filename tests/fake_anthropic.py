@@ -314,10 +314,9 @@ class FakeAnthropic:
                 outcome = self._respond(path, headers, raw, now)
             except Exception as exc:  # a broken responder: say so instead of dropping the connection
                 outcome = self._error(500, f"the fake server failed: {exc!r}")
-            if outcome.call is not None:
-                outcome.call.status = None if outcome.action in ("timeout", "reset") else outcome.status
             outcome.headers = {**self.limiter.headers(now), **outcome.headers}
             if outcome.call is not None:
+                outcome.call.status = None if outcome.action in ("timeout", "reset") else outcome.status
                 outcome.call.requests_remaining = int(outcome.headers["anthropic-ratelimit-requests-remaining"])
             return outcome
 

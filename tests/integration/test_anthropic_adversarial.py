@@ -30,7 +30,7 @@ from wfqueue.collab.note import parse_note
 from wfqueue.collab.note_blocks import note_tasks
 from wfqueue.embedded import EmbeddedRedis, stop_process_group
 
-pytestmark = [pytest.mark.integration, pytest.mark.long]
+pytestmark = pytest.mark.integration
 
 CLIENT_TIMEOUT_S = 2  # the workers' WFQUEUE_ANTHROPIC_TIMEOUT_S; a held request outlasts it
 LOW_START = 2  # requests available at the first request in the low-limits mode
@@ -124,7 +124,10 @@ MODES = {
 }
 
 
-@pytest.mark.parametrize("name", list(MODES))
+SLOW = {"429-529-500", "timeout"}  # retry-after and client timeouts: 15 s or more
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.long) if n in SLOW else n for n in MODES])
 def test_plans_complete_on_a_bad_day(stack: Stack, sample_repo: Path, name: str) -> None:
     mode = MODES[name]
     fake = stack.fake.reconfigure(FakeModel(), faults=mode.faults, limits=mode.limits)
