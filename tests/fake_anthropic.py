@@ -128,6 +128,7 @@ class Call:
     status: int | None = None  # None: no HTTP answer (timeout, reset)
     fault: str | None = None  # the fault applied, "rate_limit" for a 429 of the limits
     complete: bool = False  # the whole answer reached the client
+    requests_remaining: int | None = None  # what its anthropic-ratelimit-requests-remaining header said
 
 
 @dataclass
@@ -152,7 +153,7 @@ class FakeAnthropic:
         self.responder = responder
         self.min_cache_tokens = min_cache_tokens
         self.clock = clock
-        self.limiter = Limiter(limits or RateLimits(), clock())
+        self.limiter = Limiter(limits or RateLimits())
         self.schedules = schedules(faults)
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
@@ -186,7 +187,7 @@ class FakeAnthropic:
         the records, scripted replies, cache and rate limits are reset, call numbers count from 1 again."""
         with self._lock:
             self.responder = responder
-            self.limiter = Limiter(limits or RateLimits(), self.clock())
+            self.limiter = Limiter(limits or RateLimits())
             self.schedules = schedules(faults)
             for kept in (self.requests, self.headers, self.calls, self.admitted, self.replies, self.failures):
                 kept.clear()
@@ -313,9 +314,10 @@ class FakeAnthropic:
                 outcome = self._respond(path, headers, raw, now)
             except Exception as exc:  # a broken responder: say so instead of dropping the connection
                 outcome = self._error(500, f"the fake server failed: {exc!r}")
+            outcome.headers = {**self.limiter.headers(now), **outcome.headers}
             if outcome.call is not None:
                 outcome.call.status = None if outcome.action in ("timeout", "reset") else outcome.status
-            outcome.headers = {**self.limiter.headers(now), **outcome.headers}
+                outcome.call.requests_remaining = int(outcome.headers["anthropic-ratelimit-requests-remaining"])
             return outcome
 
     def _respond(self, path: str, headers: dict[str, str], raw: bytes, now: float) -> Outcome:

@@ -21,8 +21,9 @@ __all__ = ["Limiter", "RateLimits"]
 @dataclass(frozen=True)
 class RateLimits:
     """Per-minute limits; the defaults are those of a large organisation, so nothing is refused.
-    ``initial`` is the fraction of each bucket available at the start (below 1: other clients of the
-    organisation have spent the rest), so that even a short run meets the limits."""
+    ``initial`` is the fraction of each bucket available at the first request (below 1: other clients
+    of the organisation have spent the rest), so that even a short run meets the limits; the buckets
+    refill from then on."""
 
     requests_per_min: int = 4_000
     input_tokens_per_min: int = 2_000_000
@@ -34,14 +35,16 @@ class RateLimits:
 class Bucket:
     limit: int
     level: float
-    updated: float
+    updated: float | None = None  # None: no request yet, the bucket starts filling at the first
+
 
     @property
     def rate(self) -> float:
         return self.limit / 60.0
 
     def refill(self, now: float) -> None:
-        self.level = min(float(self.limit), self.level + max(0.0, now - self.updated) * self.rate)
+        if self.updated is not None:
+            self.level = min(float(self.limit), self.level + max(0.0, now - self.updated) * self.rate)
         self.updated = now
 
     def wait_for(self, amount: float) -> float:
@@ -62,11 +65,11 @@ def rfc3339(epoch: float) -> str:
 class Limiter:
     """The three buckets of one organisation; not thread safe (the server calls it under its lock)."""
 
-    def __init__(self, limits: RateLimits, now: float) -> None:
+    def __init__(self, limits: RateLimits) -> None:
         self.limits = limits
-        self.requests = Bucket(limits.requests_per_min, limits.requests_per_min * limits.initial, now)
-        self.input = Bucket(limits.input_tokens_per_min, limits.input_tokens_per_min * limits.initial, now)
-        self.output = Bucket(limits.output_tokens_per_min, limits.output_tokens_per_min * limits.initial, now)
+        self.requests = Bucket(limits.requests_per_min, limits.requests_per_min * limits.initial)
+        self.input = Bucket(limits.input_tokens_per_min, limits.input_tokens_per_min * limits.initial)
+        self.output = Bucket(limits.output_tokens_per_min, limits.output_tokens_per_min * limits.initial)
 
     def admit(self, now: float) -> tuple[float, str] | None:
         """Take one request, or (seconds to wait, which limit) when the request must be refused."""

@@ -215,6 +215,25 @@ def test_token_headers_follow_the_usage(client_for: Any) -> None:
     assert "600 output tokens per minute" in caught.value.body["error"]["message"]
 
 
+def test_a_partly_spent_minute_starts_at_the_first_request(client_for: Any) -> None:
+    clock = Clock()
+    with FakeAnthropic(limits=RateLimits(requests_per_min=60, initial=2 / 60), clock=clock) as fake:
+        fake.reply(*[text(f"answer {n}") for n in range(3)])
+        client = client_for(fake)
+        clock.now += 100  # a late first request finds the same two requests left
+        first = client.messages.with_raw_response.create(**request())
+        client.messages.create(**request())
+        with pytest.raises(anthropic.RateLimitError) as caught:
+            client.messages.create(**request())
+        clock.now += 1
+        client.messages.create(**request())
+
+    assert first.headers["anthropic-ratelimit-requests-remaining"] == "1"
+    assert first.headers["anthropic-ratelimit-requests-reset"] == "2027-01-15T08:02:39Z"  # 59 s after it
+    assert caught.value.response.headers["retry-after"] == "1"
+    assert fake.rate_limited == 1 and len(fake.admitted) == 3
+
+
 def test_every_answer_carries_the_rate_limit_headers(fake: FakeAnthropic, client: anthropic.Anthropic) -> None:
     fake.fail(529)
     fake.reply(answer({"ok": True}))
