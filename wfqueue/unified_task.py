@@ -1,6 +1,6 @@
 """The unified task: one line of tasks.jsonl or one `.task/*.json` file.
 
-Field names are a contract with other tools (see docs/ARTIFACTS.md). Unknown
+Field names are a contract with other tools (docs/ARTIFACTS.md section 2). Unknown
 fields are kept on read and written back unchanged, hence ``extra="allow"``
 on every model here.
 """

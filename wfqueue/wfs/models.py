@@ -1,7 +1,7 @@
 """Data of a workflow session (WFS-*): the session record, the context package,
 conflict resolution, the plan overview, verification findings, replan history.
 
-Field names are a contract (docs: shared ARTIFACTS §5-§8); unknown fields are
+Field names are a contract (docs/ARTIFACTS.md sections 5-8); unknown fields are
 kept on read and written back (``extra="allow"``).
 """
 
