@@ -43,8 +43,8 @@ def read_lite_session(folder: Path) -> SessionSummary:
         for entry in manifest.get("explorations", []):
             steps.append(StepStatus(name=str(entry.get("angle")), state="done",
                                     detail=f"{entry.get('verified', 0)} verified, {entry.get('unverified', 0)} not"))
-        for angle, reason in (manifest.get("failed_angles") or {}).items():
-            steps.append(StepStatus(name=angle, state="failed", detail=str(reason)))
+        for failure in manifest.get("failed_angles") or []:  # [{angle, error}], as lite/synthesis.py writes it
+            steps.append(StepStatus(name=str(failure.get("angle")), state="failed", detail=str(failure.get("error"))))
     tasks_file = folder / TASKS_FILE
     tasks = 0
     if tasks_file.is_file():

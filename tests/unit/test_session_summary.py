@@ -20,7 +20,7 @@ def lite_session(repo: Path, failed: dict[str, str] | None = None, planned: bool
     manifest = {"session_id": LITE_ID, "explorations": [
         {"angle": "architecture", "file": "exploration-architecture.md", "verified": 12, "unverified": 1},
         {"angle": "dependencies", "file": "exploration-dependencies.md", "verified": 7, "unverified": 0}],
-        "failed_angles": failed or {}}
+        "failed_angles": [{"angle": a, "error": e} for a, e in sorted((failed or {}).items())]}
     (folder / "explorations-manifest.json").write_text(json.dumps(manifest))
     if planned:
         lines = [json.dumps({"id": f"TASK-00{n}", "title": f"step {n}"}) for n in (1, 2, 3)]
