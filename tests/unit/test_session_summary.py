@@ -9,6 +9,7 @@ import pytest
 
 from tests.wfs_factory import make_session, task
 from wfqueue.cli.main import main
+from wfqueue.lite.synthesis import manifest
 from wfqueue.session_summary import read_lite_session, read_workflow_session
 
 LITE_ID = "add-rate-limiting-2026-11-22"
@@ -38,6 +39,15 @@ def test_a_lite_session_shows_its_angles_tasks_and_status(tmp_path: Path) -> Non
     stopped = lite_session(tmp_path / "c", planned=False)
     (stopped / "plan.md").write_text("# plan\n\n**Status**: failed: no tasks were planned\n")
     assert read_lite_session(stopped).status == "failed"  # ended before any task: not still planning
+
+
+def test_a_manifest_written_by_the_synthesis_reads_back(tmp_path: Path) -> None:
+    folder = tmp_path / "s"
+    folder.mkdir()
+    written = manifest("s", "req", "2026-11-23T00:00:00+00:00", "Medium", [], str(folder), {"patterns": "timed out"})
+    (folder / "explorations-manifest.json").write_text(json.dumps(written))
+    assert [(s.name, s.state, s.detail) for s in read_lite_session(folder).steps] == [
+        ("patterns", "failed", "timed out")]
 
 
 def test_a_workflow_session_shows_its_phases_and_tasks(tmp_path: Path) -> None:
