@@ -71,6 +71,13 @@ def _tail(path: Path, lines: int = 15) -> str:
         return "(no log)"
 
 
+def _has_text(path: Path) -> bool:
+    try:
+        return path.stat().st_size > 0
+    except OSError:
+        return False
+
+
 def _is_live_redis(pid: int) -> bool:
     """Whether ``pid`` is a running (not zombie) redis-server."""
     proc = Path("/proc") / str(pid)
@@ -188,6 +195,11 @@ class LocalWorkers:
     def log_path(self) -> Path:
         return self.log_dir / "worker.log"
 
+    @property
+    def stderr_path(self) -> Path:
+        """What the worker writes before its log is set up: a bad option, an import error."""
+        return self.log_dir / "worker.stderr"
+
     def command(self) -> list[str]:
         return [
             sys.executable, "-m", "celery", "-A", "workers.app", "worker",
@@ -200,8 +212,14 @@ class LocalWorkers:
     def start(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **self.extra_env, "WFQUEUE_BROKER_URL": self.broker_url}
-        self.proc = subprocess.Popen(self.command(), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, start_new_session=True)
+        with self.stderr_path.open("wb") as stderr:  # the child keeps its own descriptor
+            self.proc = subprocess.Popen(self.command(), env=env, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
+
+    def start_output(self) -> str:
+        """The last lines the worker wrote to stderr and to its log, for an error that says why it failed."""
+        parts = [_tail(path) for path in (self.stderr_path, self.log_path) if _has_text(path)]
+        return "\n".join(parts) if parts else "(the worker wrote nothing)"
 
     def wait_ready(self, app: object) -> None:
         """Block until the worker answers a ping (its pool is up)."""
@@ -209,13 +227,13 @@ class LocalWorkers:
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise WorkerStartError(f"the worker exited at start (code {self.proc.returncode}):\n{_tail(self.log_path)}",
-                                       hint=f"see {self.log_path}")
+                raise WorkerStartError(f"the worker exited at start (code {self.proc.returncode}):\n"
+                                       f"{self.start_output()}", hint=f"see {self.stderr_path} and {self.log_path}")
             replies = app.control.ping(destination=[self.hostname], timeout=0.5)  # type: ignore[attr-defined]
             if replies:
                 return
-        raise WorkerStartError(f"the worker did not answer within {self.start_timeout_s:.0f}s",
-                               hint=f"see {self.log_path}")
+        raise WorkerStartError(f"the worker did not answer within {self.start_timeout_s:.0f}s:\n{self.start_output()}",
+                               hint=f"see {self.stderr_path} and {self.log_path}")
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         if self.proc is not None:
