@@ -61,6 +61,8 @@ def test_a_worker_refusing_its_options_says_which(tmp_path: Path) -> None:
     redis.start()
     app = create_app(load_settings(broker_url=redis.url))
     workers = BadPoolWorkers(redis.url, 1, tmp_path / "queue", start_timeout_s=60)
+    workers.log_path.parent.mkdir()
+    workers.log_path.write_text("[earlier] celery@host ready.\n")  # the log a previous run appended to
     try:
         workers.start()
         with pytest.raises(WorkerStartError) as caught:
@@ -72,4 +74,5 @@ def test_a_worker_refusing_its_options_says_which(tmp_path: Path) -> None:
     message = caught.value.message
     assert "the worker exited at start (code 2)" in message, message
     assert "no-such-pool" in message and "--pool" in message, message
+    assert "[earlier]" not in message, "only what this start wrote is quoted"
     assert os.fspath(workers.stderr_path) in caught.value.hint

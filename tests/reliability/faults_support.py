@@ -181,4 +181,3 @@ def areas_retried_on_broker_loss(logs: list[Path]) -> set[str]:
     retried = set(re.findall(r"plan_area\[([0-9a-f-]+)\] retry: .*ConnectionError", text))
     return {area for task_id, area in re.findall(r"plan_area\[([0-9a-f-]+)\] succeeded in .*?'focus_area': '([^']+)'",
                                                   text) if task_id in retried}
-
