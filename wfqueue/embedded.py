@@ -64,11 +64,22 @@ def stop_process_group(proc: subprocess.Popen[bytes], first: signal.Signals = si
         pass
 
 
-def _tail(path: Path, lines: int = 15) -> str:
+def _tail(path: Path, lines: int = 15, since: int = 0) -> str:
+    """The last ``lines`` lines of ``path``, counting only what was written after byte ``since``."""
     try:
-        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+        with path.open("rb") as file:
+            file.seek(since)
+            text = file.read().decode("utf-8", errors="replace")
     except OSError:
         return "(no log)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _is_live_redis(pid: int) -> bool:
@@ -183,10 +194,16 @@ class LocalWorkers:
         self.start_timeout_s = start_timeout_s
         self.hostname = f"wfq-{secrets.token_hex(3)}@{os.uname().nodename}"
         self.proc: subprocess.Popen[bytes] | None = None
+        self._log_start = 0  # the log is appended to: an error quotes only what this start wrote
 
     @property
     def log_path(self) -> Path:
         return self.log_dir / "worker.log"
+
+    @property
+    def stderr_path(self) -> Path:
+        """What the worker writes before its log is set up: a bad option, an import error."""
+        return self.log_dir / "worker.stderr"
 
     def command(self) -> list[str]:
         return [
@@ -200,8 +217,16 @@ class LocalWorkers:
     def start(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **self.extra_env, "WFQUEUE_BROKER_URL": self.broker_url}
-        self.proc = subprocess.Popen(self.command(), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, start_new_session=True)
+        self._log_start = _size(self.log_path)
+        with self.stderr_path.open("wb") as stderr:  # the child keeps its own descriptor
+            self.proc = subprocess.Popen(self.command(), env=env, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
+
+    def start_output(self) -> str:
+        """The last lines the worker wrote to stderr and to its log, for an error that says why it failed."""
+        parts = [text for text in (_tail(self.stderr_path), _tail(self.log_path, since=self._log_start))
+                 if text.strip() and text != "(no log)"]
+        return "\n".join(parts) if parts else "(the worker wrote nothing)"
 
     def wait_ready(self, app: object) -> None:
         """Block until the worker answers a ping (its pool is up)."""
@@ -209,13 +234,13 @@ class LocalWorkers:
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise WorkerStartError(f"the worker exited at start (code {self.proc.returncode}):\n{_tail(self.log_path)}",
-                                       hint=f"see {self.log_path}")
+                raise WorkerStartError(f"the worker exited at start (code {self.proc.returncode}):\n"
+                                       f"{self.start_output()}", hint=f"see {self.stderr_path} and {self.log_path}")
             replies = app.control.ping(destination=[self.hostname], timeout=0.5)  # type: ignore[attr-defined]
             if replies:
                 return
-        raise WorkerStartError(f"the worker did not answer within {self.start_timeout_s:.0f}s",
-                               hint=f"see {self.log_path}")
+        raise WorkerStartError(f"the worker did not answer within {self.start_timeout_s:.0f}s:\n{self.start_output()}",
+                               hint=f"see {self.stderr_path} and {self.log_path}")
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         if self.proc is not None:

@@ -7,8 +7,12 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -20,6 +24,19 @@ class CliRun:
 
     def json(self) -> dict:
         return json.loads(self.stdout)
+
+
+def wait_until(predicate: Callable[[], T], timeout_s: float, what: str, interval_s: float = 0.05) -> T:
+    """Poll ``predicate`` until it returns something truthy and return that; fail naming ``what`` if it
+    never does. The timeout only bounds a broken run: a passing test waits for its condition, not a clock."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what}: not within {timeout_s:.0f}s")
+        time.sleep(interval_s)
 
 
 def wfqueue_env(**extra: str) -> dict[str, str]:

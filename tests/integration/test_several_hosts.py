@@ -2,8 +2,8 @@
 
 The hosts are network namespaces this test creates (veth pairs with addresses
 in 10.213.N.0/30, which exist only inside them). Where namespaces cannot be
-created the test says why and falls back to two workers on loopback with
-distinct hostnames and working directories.
+created the test is skipped and says why: two workers on loopback would not
+show that a worker on another host can reach the broker.
 """
 
 from __future__ import annotations
@@ -76,29 +76,30 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def network_namespace(pid: int) -> str:
+    return os.readlink(f"/proc/{pid}/ns/net")
+
+
 def test_two_worker_hosts_share_one_plan(sample_repo: Path, tmp_path: Path) -> None:
     reason = namespaces_unavailable()
+    if reason is not None:
+        pytest.skip(f"network namespaces cannot be created here ({reason}), so there are no other hosts")
     hosts = Hosts()
     procs: list[subprocess.Popen] = []
-    password = secrets.token_hex(8)
-    if reason is None:
-        hosts.create()
-    else:
-        print(f"network namespaces unavailable ({reason}); falling back to loopback workers")
-    redis = EmbeddedRedis(tmp_path / "redis-host", port=free_port(), password=password,
-                          bind=("127.0.0.1", *hosts.gateways))
+    redis: EmbeddedRedis | None = None
     try:
+        hosts.create()
+        redis = EmbeddedRedis(tmp_path / "redis-host", port=free_port(), password=secrets.token_hex(8),
+                              bind=("127.0.0.1", *hosts.gateways))
         redis.start()
         for n, name in enumerate(["host-a", "host-b"]):
             workdir = tmp_path / name
             workdir.mkdir()
-            url = redis.tcp_url(hosts.gateways[n] if reason is None else "127.0.0.1")
-            prefix = ["ip", "netns", "exec", hosts.names[n]] if reason is None else []
-            procs.append(subprocess.Popen(
-                [*prefix, sys.executable, "-m", "wfqueue.cli.main", "worker", "--hostname", f"{name}@%h",
-                 "--concurrency", "2", "--loglevel", "WARNING"],
-                cwd=workdir, env=wfqueue_env(WFQUEUE_BROKER_URL=url), stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, start_new_session=True,
+            procs.append(subprocess.Popen(  # `ip netns exec` execs the worker: the pid is the worker's
+                ["ip", "netns", "exec", hosts.names[n], sys.executable, "-m", "wfqueue.cli.main", "worker",
+                 "--hostname", f"{name}@%h", "--concurrency", "2", "--loglevel", "WARNING"],
+                cwd=workdir, env=wfqueue_env(WFQUEUE_BROKER_URL=redis.tcp_url(hosts.gateways[n])),
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
             ))
         provider = write_script(tmp_path / "script.json", latency_s=0.5)
         run = run_cli("collab-plan", "Add per-user rate limiting to the API", "--repo", str(sample_repo),
@@ -110,6 +111,10 @@ def test_two_worker_hosts_share_one_plan(sample_repo: Path, tmp_path: Path) -> N
         hosts_seen = {json.loads(p.read_text())["_metadata"]["worker"].split("@")[0]
                       for p in folder.glob("agents/*/plan.json")}
         assert hosts_seen == {"host-a", "host-b"}, hosts_seen
+        # Each worker that planned ran on its own host: a network namespace apart from this one's.
+        spaces = [network_namespace(proc.pid) for proc in procs]
+        assert all(proc.poll() is None for proc in procs), "a worker host exited"
+        assert len({network_namespace(os.getpid()), *spaces}) == 3, spaces
     finally:
         for proc in procs:
             try:
@@ -117,6 +122,6 @@ def test_two_worker_hosts_share_one_plan(sample_repo: Path, tmp_path: Path) -> N
                 proc.wait(timeout=20)
             except (ProcessLookupError, subprocess.TimeoutExpired):
                 os.killpg(proc.pid, signal.SIGKILL)
-        redis.stop()
-        if reason is None:
-            hosts.remove()
+        if redis is not None:
+            redis.stop()
+        hosts.remove()

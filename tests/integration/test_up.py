@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
-from support import processes_mentioning, run_cli, wfqueue_env
+from support import processes_mentioning, run_cli, session_dir, wait_until, wfqueue_env
+
+from wfqueue.task_names import BEAT_WATCHDOG
 
 pytestmark = pytest.mark.integration
+CREDENTIALS = "ops:up-secret"
 
 
 def with_environment(value: str) -> list[int]:
@@ -30,36 +36,61 @@ def with_environment(value: str) -> list[int]:
     return found
 
 
-def test_up_serves_plans_and_flower_until_interrupted(sample_repo: Path, tmp_path: Path) -> None:
+def flower_get(url: str) -> tuple[int, bytes]:
+    request = urllib.request.Request(url)
+    request.add_header("Authorization", "Basic " + base64.b64encode(CREDENTIALS.encode()).decode())
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+    except OSError:  # not listening yet
+        return 0, b""
+
+
+def test_up_serves_plans_flower_and_beat_until_interrupted(sample_repo: Path, tmp_path: Path) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    env = wfqueue_env(WFQUEUE_FLOWER_BASIC_AUTH="ops:up-secret", WFQUEUE_BEAT_SCHEDULE_FILE=str(tmp_path / "beat"))
+    env = wfqueue_env(WFQUEUE_FLOWER_BASIC_AUTH=CREDENTIALS, WFQUEUE_BEAT_SCHEDULE_FILE=str(tmp_path / "beat"),
+                      WFQUEUE_WATCHDOG_INTERVAL_S="1")
     proc = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "up", "--repo", str(sample_repo), "--workers",
                              "2", "--flower-port", str(port)], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     marker = str(sample_repo / ".workflow" / ".queue")
+    worker_log = sample_repo / ".workflow" / ".queue" / "worker.log"
+    base = f"http://127.0.0.1:{port}"
     try:
         lines = []
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             line = proc.stdout.readline()  # type: ignore[union-attr]
             lines.append(line)
-            if line.startswith("Ctrl-C"):
+            if line.startswith("Ctrl-C") or not line:
                 break
         text = "".join(lines)
         url = re.search(r"export WFQUEUE_BROKER_URL=(\S+)", text)
-        assert url and f"flower:  http://127.0.0.1:{port}/" in text, text
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if urllib.request.urlopen(f"http://127.0.0.1:{port}/healthcheck", timeout=2).status == 200:
-                    break
-            except OSError:
-                time.sleep(0.3)
+        assert url and f"flower:  {base}/" in text, text
+        # Flower watches task events only once it runs: the plan starts after it answers.
+        wait_until(lambda: flower_get(f"{base}/healthcheck")[0] == 200, 90, "Flower answers")
         run = run_cli("collab-plan", "Add per-user rate limiting to the API", "--repo", str(sample_repo),
                       "--max-agents", "2", "-y", "--json", env=wfqueue_env(WFQUEUE_BROKER_URL=url.group(1)))
         assert run.code == 0, run.stderr
+        session = session_dir(run).name
+
+        def plan_tasks_in_flower() -> set[str]:
+            status, body = flower_get(f"{base}/api/tasks?limit=200")
+            if status != 200:
+                return set()
+            return {t["name"] for t in json.loads(body).values()
+                    if session in str(t.get("kwargs", "")) + str(t.get("args", "")) and t["state"] == "SUCCESS"}
+
+        # With credentials, Flower lists the plan's tasks: it watches up's broker.
+        wait_until(lambda: {"wfqueue.collab.understand", "wfqueue.collab.plan_area"} <= plan_tasks_in_flower(), 60,
+                   "Flower lists the plan's tasks")
+        # Beat schedules the watchdog (every second here) and up's workers run it.
+        wait_until(lambda: re.search(rf"{re.escape(BEAT_WATCHDOG)}\[[0-9a-f-]+\] succeeded", worker_log.read_text()),
+                   60, "a watchdog pass sent by beat succeeds")
         assert processes_mentioning(marker), "up's processes should be running"
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
@@ -67,6 +98,10 @@ def test_up_serves_plans_and_flower_until_interrupted(sample_repo: Path, tmp_pat
         assert processes_mentioning(marker) == []
         assert with_environment(str(tmp_path / "beat")) == [], "beat or Flower outlived `wfqueue up`"
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        if proc.poll() is None:  # a failed check: up stops its children on SIGINT; SIGKILL would orphan them
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

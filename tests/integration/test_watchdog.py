@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from filelock import FileLock
-from support import wfqueue_env
+from support import wait_until, wfqueue_env
 
 from beat.housekeeping import archive_sessions, purge_files, purge_redis, remove_stale_locks
 from beat.lock import SingleInstanceLock
@@ -310,10 +310,10 @@ def test_beat_lock_refresh_and_release_only_by_its_holder(broker: str) -> None:
     client.delete(BEAT_LOCK_KEY)
     mine.ttl_s = 3
     mine.keep_alive(on_lost=lambda: lost.append(True))
-    time.sleep(1.5)
-    assert client.get(BEAT_LOCK_KEY) == "beat A" and not lost
+    wait_until(lambda: client.get(BEAT_LOCK_KEY) == "beat A", 15, "the holder takes its expired lock back")
+    assert not lost
     client.set(BEAT_LOCK_KEY, "beat B")
-    time.sleep(1.5)
+    wait_until(lambda: lost, 15, "the holder notices another beat took its lock")
     assert lost == [True]
     mine.release()
     assert client.get(BEAT_LOCK_KEY) == "beat B"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -171,3 +172,12 @@ def attempts(client: Any, session_id: str) -> dict[str, int]:
     """How many times each area's plan_area task started (redeliveries count)."""
     return {key.rsplit(":", 1)[-1]: int(client.get(key) or 0)
             for key in client.scan_iter(match=f"wfq:{session_id}:attempts:*")}
+
+
+def areas_retried_on_broker_loss(logs: list[Path]) -> set[str]:
+    """The areas whose plan_area task the workers retried because Redis was away (Celery logs the retry
+    with the task id, and the area with the id once the task succeeds)."""
+    text = "\n".join(log.read_text(errors="replace") for log in logs)
+    retried = set(re.findall(r"plan_area\[([0-9a-f-]+)\] retry: .*ConnectionError", text))
+    return {area for task_id, area in re.findall(r"plan_area\[([0-9a-f-]+)\] succeeded in .*?'focus_area': '([^']+)'",
+                                                  text) if task_id in retried}

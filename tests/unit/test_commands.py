@@ -66,18 +66,31 @@ def test_a_command_runs_inside_the_repository_without_a_shell(tmp_path: Path) ->
     assert args == "[';', 'echo', 'pwned']"
 
 
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for its reaper has stopped running)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def test_a_command_is_stopped_at_its_timeout_with_its_children(tmp_path: Path) -> None:
     child = tmp_path / "child-alive"
+    # The child records its pid, then outlives the timeout and leaves a file if nobody stops it.
     (tmp_path / "slow.py").write_text(
         "import subprocess, sys, time\n"
-        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3); open(r\"{child}\", \"w\")'])\n"
+        f"proc = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3); open(r\"{child}\", \"w\")'])\n"
+        "open('child.pid', 'w').write(str(proc.pid))\n"
         "time.sleep(60)\n")
     started = time.monotonic()
-    result = run_command([sys.executable, "slow.py"], tmp_path, timeout_s=1)
+    result = run_command([sys.executable, "slow.py"], tmp_path, timeout_s=2)
     assert result.timed_out and result.exit_code is None
-    assert time.monotonic() - started < 10
-    time.sleep(3)
-    assert not child.exists(), "the command's child outlived the timeout"
+    assert time.monotonic() - started < 30, "the command ran on past its timeout"
+    pid = int((tmp_path / "child.pid").read_text())  # the child was running when the timeout struck
+    deadline = time.monotonic() + 10
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not alive(pid) and not child.exists(), "the command's child outlived the timeout"
 
 
 def test_a_missing_program_is_exit_127(tmp_path: Path) -> None:

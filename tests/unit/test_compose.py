@@ -41,8 +41,6 @@ ENV_EXAMPLE = PROJECT / ".env.example"
 COMPOSE_LEVEL = {"REDIS_PASSWORD", "WFQUEUE_REPO", "WFQUEUE_WORKER_CONCURRENCY", "WFQUEUE_WORKER_QUEUES"}
 # Set by Docker in every container; referenced only container-side, as $$HOSTNAME.
 CONTAINER_PROVIDED = {"HOSTNAME"}
-# Commands another change is adding: their checks skip, naming them, until they are registered.
-PENDING_COMMANDS = {"flower", "beat"}
 WFQUEUE_SERVICES = ("worker", "beat", "flower")
 
 _ASSIGNMENT = re.compile(r"^(?P<commented>#\s*)?(?P<name>[A-Z][A-Z0-9_]*)=(?P<value>.*)$")
@@ -288,10 +286,7 @@ def test_celery_apps_named_in_healthchecks_exist() -> None:
 def test_wfqueue_commands_and_options_exist(where: str, argv: list[str]) -> None:
     assert argv[:1] == ["wfqueue"] and len(argv) > 1, f"{where}: {argv}"
     command = argv[1]
-    if command not in registered_commands():
-        if command in PENDING_COMMANDS:
-            pytest.skip(f"`wfqueue {command}` is not registered yet (being added); checked once it is")
-        pytest.fail(f"{where}: `wfqueue {command}` is not a wfqueue command")
+    assert command in registered_commands(), f"{where}: `wfqueue {command}` is not a wfqueue command"
     result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200", "TERMINAL_WIDTH": "200"})
     assert result.exit_code == 0, result.output
     help_text = _ANSI.sub("", result.output)
