@@ -175,7 +175,8 @@ def dump_jsonl(tasks: list[UnifiedTask]) -> str:
 def _json_ready(task: UnifiedTask) -> dict[str, Any]:
     # UnifiedTask.dump() drops every None, including null values of unknown
     # fields; keep a None when the input had it, drop only unset defaults.
-    return _drop_unset_nones(task.model_dump(mode="json"), task.model_dump(mode="json", exclude_unset=True))
+    ready: dict[str, Any] = _drop_unset_nones(task.model_dump(mode="json"), task.model_dump(mode="json", exclude_unset=True))
+    return ready
 
 
 def _drop_unset_nones(full: Any, given: Any) -> Any:

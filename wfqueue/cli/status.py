@@ -64,8 +64,8 @@ def _print_summary(out: Console, settings: Settings, summary: SessionSummary, as
 def register(app: typer.Typer) -> None:
     @app.command("status")
     def status(
-        session: str = typer.Argument(None, help="A session id (default: list the repository's sessions)."),
-        repo: str = typer.Option(None, "--repo", help="Repository (default: git top level of the cwd)."),
+        session: str | None = typer.Argument(None, help="A session id (default: list the repository's sessions)."),
+        repo: str | None = typer.Option(None, "--repo", help="Repository (default: git top level of the cwd)."),
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     ) -> None:
         """Show sessions, or one session's agents: state, worker, tasks, errors."""

@@ -9,6 +9,7 @@ Redis is re-seeded from the disk, e.g. after Redis lost its data).
 from __future__ import annotations
 
 import json
+from typing import Any
 from pathlib import Path
 
 from celery import Celery, chord
@@ -79,7 +80,7 @@ def missing_areas(state: SessionState, analysis: RequirementAnalysis) -> list[st
 
 
 def enqueue_missing(app: Celery, state: SessionState, session_dir: Path, analysis: RequirementAnalysis,
-                    provider: str) -> AsyncResult:
+                    provider: str) -> AsyncResult[Any]:
     """A chord of the areas without a result, then the callback (the callback alone if none is missing)."""
     missing = missing_areas(state, analysis)
     for area in missing:

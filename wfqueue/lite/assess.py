@@ -100,7 +100,7 @@ def assess(requirement: str, repo: RepoSignals, force_explore: bool) -> Assessme
     if architectural:
         reasons.append("needs architecture context")
     return Assessment(
-        complexity=complexity,  # type: ignore[arg-type]
+        complexity=complexity,
         scope=f"{scope}: {len(repo.relevant)} relevant module(s)" + (f", names {mentioned[0]}" if single_file else ""),
         depth=f"{depth}: " + ("architectural change" if architectural else
                               ("new code for " + ", ".join(repo.novel_words[:3]) if repo.novel_words else "surface change")),

@@ -378,13 +378,9 @@ def _check_dependency(repo: _Repo, finding: Dependency) -> Check:
 def verify_findings(repo: Path, findings: AngleFindings) -> list[Check]:
     """One check per finding, in order: files, patterns, integration points, dependencies."""
     view = _Repo(Path(repo))
-    checks: list[Check] = []
-    steps: list[tuple[list, Callable]] = [
-        (findings.relevant_files, _check_file),
-        (findings.patterns, _check_pattern),
-        (findings.integration_points, _check_point),
-        (findings.dependencies, _check_dependency),
+    return [
+        *(_check_file(view, f) for f in findings.relevant_files),
+        *(_check_pattern(view, p) for p in findings.patterns),
+        *(_check_point(view, p) for p in findings.integration_points),
+        *(_check_dependency(view, d) for d in findings.dependencies),
     ]
-    for items, run in steps:
-        checks.extend(run(view, item) for item in items)
-    return checks

@@ -31,7 +31,7 @@ from wfqueue.errors import TransientProviderError
 from wfqueue.ratelimit.learned import LearnedState, Learning, effective_limits, learn, parse_rate_headers
 from wfqueue.ratelimit.window import MIN_SLEEP_S, POLL_S, US, Event, Limits, Snapshot, decide
 from wfqueue.settings import Settings
-from wfqueue.state import redis_client
+from wfqueue.state import redis_client, text_map
 from wfqueue.usage import Usage
 
 __all__ = ["LEARNED_TTL_S", "Permit", "RateLimiter", "limiter_from_settings"]
@@ -235,7 +235,7 @@ class RateLimiter:
 
     def learned(self) -> LearnedState:
         """What every worker has learned about this scope (read only)."""
-        return LearnedState.from_fields(self.client.hgetall(self.keys[4]))
+        return LearnedState.from_fields(text_map(self.client.hgetall(self.keys[4])))
 
     def effective_limits(self) -> Limits:
         """The limits enforced now: the fixed ones, or the learned ones capped by the settings."""
@@ -277,7 +277,7 @@ class RateLimiter:
     def _try(self, permit_id: str, est_in: int, est_out: int, limits: Limits | None = None) -> tuple[bool, Snapshot]:
         lim = limits or self.limits
         bucket = lim.bucket
-        args = [permit_id, round(lim.window_s * US), repr(lim.requests), repr(lim.input_tokens),
+        args: list[str | int] = [permit_id, round(lim.window_s * US), repr(lim.requests), repr(lim.input_tokens),
                 repr(lim.output_tokens), lim.concurrency, est_in, est_out, round(self.slot_ttl_s * US),
                 repr(bucket.level) if bucket else "0", round(bucket.at * US) if bucket else 0,
                 repr(bucket.rate) if bucket else "0", repr(bucket.capacity) if bucket else "0"]

@@ -115,7 +115,7 @@ def build_context_package(index: RepoIndex, session_id: str, timestamp: str, str
         },
         dependencies={"internal": internal, "external": external_dependencies(manifest_texts)},
         conflict_detection=ConflictDetection(
-            risk_level=level,  # type: ignore[arg-type]
+            risk_level=level,
             risk_factors=factors,
             affected_modules=affected,
             mitigation_strategy=(

@@ -320,7 +320,7 @@ def _parse_clause(clause: str, task_mode: bool, tools: Sequence[str]) -> tuple[l
     """The operations and execution tools of one clause, and the text left that none explains."""
     # A "to the end" form (add a task, title:, ...) owns the rest of the clause, so a
     # new task "to use gemini for summaries" keeps its title and sets no execution intent.
-    ends = [(m.start(), m.end(), None) for m in [_ADD_TASK.search(clause)] if m]
+    ends: list[tuple[int, int, UpdateField | None]] = [(m.start(), m.end(), None) for m in [_ADD_TASK.search(clause)] if m]
     if task_mode:  # labelled updates name fields of the one task of task mode
         ends += [(m.start(), m.end(), field) for field, p in _LABELS for m in [p.search(clause)] if m]
     owner = min(ends, key=lambda e: e[0]) if ends else None

@@ -55,12 +55,16 @@ class Question(BaseModel):
     multi: bool = False
 
 
+def _all_updates() -> list[UpdateType]:
+    return ["all"]
+
+
 class Selections(BaseModel):
     scope: Scope = "tasks_only"
     modules: list[str] | None = Field(default=None, description="None: all affected modules")
     task_changes: TaskChanges = "update_only"
     dependency_changes: bool = False
-    update_types: list[UpdateType] = Field(default_factory=lambda: ["all"])
+    update_types: list[UpdateType] = Field(default_factory=_all_updates)
     ripple: Ripple = "no"
     answered: bool = Field(default=False, description="True when a user answered; False for the safe defaults")
 
@@ -194,8 +198,8 @@ def clarify(ui: ReplanUI, request: ChangeRequest, tasks: list[UnifiedTask]) -> S
     for question in follow_ups[1:]:
         answers[question.key] = _answer(ui, question)
     modules = answers.get("modules", ["*"])
-    return Selections(scope=scope, modules=None if "*" in modules else modules,  # type: ignore[arg-type]
-                      task_changes=answers.get("task_changes", ["update_only"])[0],  # type: ignore[arg-type]
+    return Selections(scope=scope, modules=None if "*" in modules else modules,
+                      task_changes=answers.get("task_changes", ["update_only"])[0],
                       dependency_changes=answers["dependency_changes"] == ["yes"],
                       update_types=defaults.update_types, answered=True)
 

@@ -128,7 +128,7 @@ def build_report(inp: VerifyInput, timestamp: str) -> VerificationReport:
     cov = compute_coverage(inp)
     return VerificationReport(
         session_id=inp.session.session_id, timestamp=timestamp, quality_gate=quality_gate(findings),
-        coverage=CoverageSummary(percent=cov.percent, colour=cov.colour, terms=cov.terms, missing=cov.missing),  # type: ignore[arg-type]
+        coverage=CoverageSummary(percent=cov.percent, colour=cov.colour, terms=cov.terms, missing=cov.missing),
         counts={s: sum(f.severity == s for f in findings) for s in SEVERITIES}, findings=findings,
         task_count=len(inp.tasks) + len(set(inp.broken_ids) - {t.id for t in inp.tasks}),
         skipped_tiers=skipped, omitted=omitted,
