@@ -179,7 +179,7 @@ class SessionState:
         for area in areas:
             pipe.hgetall(self._key(f"agent:{area}"))
         return {
-            area: {k: json.loads(v) for k, v in raw.items()} for area, raw in zip(areas, pipe.execute())
+            area: {k: json.loads(v) for k, v in raw.items()} for area, raw in zip(areas, pipe.execute(), strict=True)
         }
 
     def count_attempt(self, area: str) -> int:

@@ -9,8 +9,8 @@ Redis is re-seeded from the disk, e.g. after Redis lost its data).
 from __future__ import annotations
 
 import json
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from celery import Celery, chord
 from celery.canvas import Signature

@@ -9,7 +9,7 @@ UI protocol; ``-y`` answers every question with the safe default.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -118,7 +118,7 @@ class LiteCoordinator:
     def _plan(self, app: Celery, settings: Settings, client: redis.Redis, request: LiteRequest) -> LiteResult:
         root = request.repo / WORKFLOW_DIR / LITE_DIR
         existing = {p.name for p in root.iterdir()} if root.is_dir() else set()
-        session_id = new_lite_session_id(request.requirement, datetime.now(timezone.utc), existing)
+        session_id = new_lite_session_id(request.requirement, datetime.now(UTC), existing)
         session_dir = root / session_id
         session_dir.mkdir(parents=True)
         state = SessionState(client, session_id, settings.state_ttl_s)
@@ -243,7 +243,8 @@ class LiteCoordinator:
         batches = rounds(questions)
         for number, batch in enumerate(batches, start=1):
             replies = self.ui.ask(batch, number, len(batches))
-            answers += [ClarificationAnswer(question=q.question, answer=a) for q, a in zip(batch, replies) if a.strip()]
+            answers += [ClarificationAnswer(question=q.question, answer=a)
+                        for q, a in zip(batch, replies, strict=False) if a.strip()]
         return answers
 
     def _confirm(self, state: SessionState, session_dir: Path, requirement: str, assessment: Assessment,

@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from collections.abc import Callable
 from pathlib import Path
 
 from wfqueue.analysis import (

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
+from typing import Any
 
 from wfqueue.ratelimit.window import MINUTE_S, Bucket, Limits
 

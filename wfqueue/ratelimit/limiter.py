@@ -108,11 +108,13 @@ return redis.call('ZREM', KEYS[4], ARGV[1])
 
 def _snapshot(now_us: str, events: list[str], tokens_in: list[str], tokens_out: list[str],
               held: list[str], pause_us: str) -> Snapshot:
-    ins, outs = dict(zip(tokens_in[::2], tokens_in[1::2])), dict(zip(tokens_out[::2], tokens_out[1::2]))
+    # Flat [member, value, member, value, ...] replies from the script, paired up.
+    ins = dict(zip(tokens_in[::2], tokens_in[1::2], strict=False))
+    outs = dict(zip(tokens_out[::2], tokens_out[1::2], strict=False))
     return Snapshot(
         now=int(now_us) / US,
         events=tuple(Event(float(score) / US, float(ins.get(member, 0)), float(outs.get(member, 0)))
-                     for member, score in zip(events[::2], events[1::2])),
+                     for member, score in zip(events[::2], events[1::2], strict=False)),
         held=tuple(float(score) / US for score in held[1::2]),
         paused_until=int(pause_us) / US,
     )

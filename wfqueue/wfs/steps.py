@@ -8,8 +8,8 @@ that runs twice (redelivery, or a resumed plan) writes the same bytes.
 from __future__ import annotations
 
 import posixpath
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from wfqueue.analysis import build_index
 from wfqueue.collab.steps import now_iso
