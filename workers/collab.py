@@ -31,7 +31,8 @@ def register(app: Celery, settings: Settings) -> None:
 
     @app.task(name=COLLAB_UNDERSTAND, bind=True, max_retries=settings.task_max_retries)
     def understand(
-        self: Task[Any, Any], session_id: str, session_dir: str, repo: str, requirement: str, max_agents: int, provider: str
+        self: Task[Any, Any], session_id: str, session_dir: str, repo: str, requirement: str, max_agents: int,
+        provider: str
     ) -> dict[str, Any]:
         state = states.session(session_id)
         try:
@@ -44,7 +45,8 @@ def register(app: Celery, settings: Settings) -> None:
         return {"complexity": analysis.complexity, "sub_domains": [s.focus_area for s in analysis.sub_domains]}
 
     @app.task(name=COLLAB_PLAN_AREA, bind=True, max_retries=settings.task_max_retries)
-    def plan_area(self: Task[Any, Any], session_id: str, session_dir: str, focus_area: str, provider: str) -> dict[str, Any]:
+    def plan_area(self: Task[Any, Any], session_id: str, session_dir: str, focus_area: str,
+                  provider: str) -> dict[str, Any]:
         state = states.session(session_id)
         worker = self.request.hostname or "unknown"
         attempts = state.count_attempt(focus_area)
@@ -58,8 +60,8 @@ def register(app: Celery, settings: Settings) -> None:
 
         try:
             # A spent budget raises BudgetExhaustedError (a ProviderError): a failure record, no retry.
-            artifacts = run_area(state, metered_provider(provider, settings, state, session_dir), settings, Path(session_dir),
-                                 focus_area, worker)
+            artifacts = run_area(state, metered_provider(provider, settings, state, session_dir), settings,
+                                 Path(session_dir), focus_area, worker)
         except SoftTimeLimitExceeded:
             return failed(f"timed out after the {settings.agent_soft_time_limit_s}s soft time limit")
         except ProviderError as exc:
@@ -80,7 +82,8 @@ def register(app: Celery, settings: Settings) -> None:
                             worker=worker, pid=os.getpid(), attempts=attempts).model_dump()
 
     @app.task(name=COLLAB_FINALIZE, bind=True, max_retries=settings.task_max_retries)
-    def finalize(self: Task[Any, Any], outcomes: list[dict[str, Any]], session_id: str, session_dir: str) -> dict[str, Any]:
+    def finalize(self: Task[Any, Any], outcomes: list[dict[str, Any]], session_id: str,
+                 session_dir: str) -> dict[str, Any]:
         # ``outcomes`` (the chord's header results) is informative only: Redis is the truth.
         state = states.session(session_id)
         try:

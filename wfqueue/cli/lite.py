@@ -24,7 +24,8 @@ def register(app: typer.Typer) -> None:
         explore: bool = typer.Option(False, "--explore", "-e", help="Explore the code even if not needed."),
         yes: bool = typer.Option(False, "--yes", "-y", help="Skip clarification and confirmation."),
         provider: str | None = typer.Option(None, "--provider", help="offline or anthropic."),
-        workers: int | None = typer.Option(None, "--workers", min=1, help="Embedded mode: worker processes (default 4)."),
+        workers: int | None = typer.Option(None, "--workers", min=1,
+                                           help="Embedded mode: worker processes (default 4)."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout and nothing else there."),
         budget: str | None = typer.Option(None, "--budget", help=BUDGET_HELP),
     ) -> None:

@@ -94,13 +94,15 @@ def _split_arguments(first: str | None, second: str | None) -> tuple[str | None,
 def register(app: typer.Typer) -> None:
     @app.command("replan")
     def replan(
-        first: str | None = typer.Argument(None, metavar="[IMPL-N]", help="Task to replan (task mode); omit for the session."),
+        first: str | None = typer.Argument(None, metavar="[IMPL-N]",
+                                           help="Task to replan (task mode); omit for the session."),
         second: str | None = typer.Argument(None, metavar="[CHANGE]", help="What changes: text or a .md/.txt file."),
         session: str | None = typer.Option(None, "--session", help="Session id (default: the active session)."),
         repo: str | None = typer.Option(None, "--repo", help="Repository (default: git top level of the cwd)."),
         yes: bool = typer.Option(False, "--yes", "-y", help="No questions: safe defaults, auto-confirm."),
         interactive: bool = typer.Option(False, "--interactive", help="Ask the clarification questions."),
-        restore_dir: str | None = typer.Option(None, "--restore", metavar="BACKUP_DIR", help="Put a replan backup back."),
+        restore_dir: str | None = typer.Option(None, "--restore", metavar="BACKUP_DIR",
+                                               help="Put a replan backup back."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout and nothing else there."),
     ) -> None:
         """Change a workflow session's plan: backup first, apply, validate, roll back on failure."""

@@ -48,7 +48,8 @@ def register(app: typer.Typer) -> None:
             typer.echo(json.dumps(payload, ensure_ascii=False))
         else:
             out = Console(highlight=False, soft_wrap=True)
-            out.print(f"[bold]{result.status}[/]: {result.tasks} tasks, {result.conflicts} conflicts — {result.session_dir}")
+            out.print(f"[bold]{result.status}[/]: {result.tasks} tasks, {result.conflicts} conflicts"
+                      f" — {result.session_dir}")
             for area, reason in getattr(result, "failures", {}).items():  # collab plans name each failed agent
                 out.print(f"[red]failed area[/]: {area}: {escape(reason)}")
         raise typer.Exit(result.exit_code)

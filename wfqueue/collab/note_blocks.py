@@ -145,7 +145,8 @@ def note_tasks(note: PlanNote) -> tuple[list[NoteTask], list[NoteProblem]]:
         for task in found:
             if task.id in seen:
                 problems.append(
-                    NoteProblem(line=task.line or 0, message=f"{task.id} is defined twice (first on line {seen[task.id]})")
+                    NoteProblem(line=task.line or 0,
+                                message=f"{task.id} is defined twice (first on line {seen[task.id]})")
                 )
             seen.setdefault(task.id, task.line or 0)
         tasks += found
@@ -170,7 +171,8 @@ def render_understanding(understanding: Understanding) -> str:
 
 def render_evidence(evidence: Evidence) -> str:
     lines = ["", "**相关文件**:"]
-    lines += [f"- `{f.path}` (relevance {f.relevance:.2f}): {_one_line(f.reason)}" for f in evidence.related_files] or ["- -"]
+    lines += [f"- `{f.path}` (relevance {f.relevance:.2f}): {_one_line(f.reason)}"
+              for f in evidence.related_files] or ["- -"]
     lines += ["**现有模式**:", *_bullets(evidence.patterns)]
     lines += ["**约束**:", *_bullets(evidence.constraints)]
     return "\n".join(lines) + "\n\n"

@@ -38,7 +38,8 @@ def core_files(explorations: list[VerifiedExploration], limit: int = 10) -> list
             verified = bool(check and check.verified)
             known = merged.get(item.path)
             if known is None:
-                merged[item.path] = CoreFile(path=item.path, relevance=item.relevance, angles=[exploration.findings.angle],
+                merged[item.path] = CoreFile(path=item.path, relevance=item.relevance,
+                                             angles=[exploration.findings.angle],
                                              verified=verified, rationale=item.rationale)
                 continue
             known.angles.append(exploration.findings.angle)

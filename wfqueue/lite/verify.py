@@ -360,17 +360,20 @@ def _check_dependency(repo: _Repo, finding: Dependency) -> Check:
             name = re.escape(finding.target)
             statement = re.compile(rf"^\s*(?:import\s+(?:.*,\s*)?{name}\b|from\s+{name}(?:\.|\s+import\b))")
         else:
-            statement = re.compile(rf"""(?:from|require\s*\(|import)\s*['"]{re.escape(finding.target)}(?:/[^'"]*)?['"]""")
+            target = re.escape(finding.target)
+            statement = re.compile(rf"""(?:from|require\s*\(|import)\s*['"]{target}(?:/[^'"]*)?['"]""")
         for number, line in enumerate(split_lines(text), 1):
             if statement.search(line):
                 return check(True, f"imports external module {finding.target} at line {number}: `{_quote(line)}`")
-        return check(False, f"{source} does not import {finding.target} (not a repository module, no import statement names it)")
+        return check(False, f"{source} does not import {finding.target} "
+                            "(not a repository module, no import statement names it)")
     # Other languages: the target's module name must appear in the source.
     name = _short_name(finding.target)
     word = re.compile(rf"(?<![\w.]){re.escape(name)}\b") if name else None
     for number, line in enumerate(split_lines(text), 1):
         if word is not None and word.search(line):
-            return check(True, f"mentions {name} at line {number}: `{_quote(line)}` (no import resolution for {language})")
+            return check(True,
+                         f"mentions {name} at line {number}: `{_quote(line)}` (no import resolution for {language})")
     return check(False, f"{source} never mentions {name or finding.target}")
 
 

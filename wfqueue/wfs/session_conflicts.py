@@ -32,7 +32,8 @@ def detect_session_conflicts(context: ContextPackage) -> list[SessionConflict]:
         existing = [e.split(":", 1)[0] for e in factors.existing_implementations]
         found.append({
             "category": "ModuleOverlap", "severity": "High", "title": "The change overlaps existing implementations",
-            "description": "Code that already does part of this exists: " + "; ".join(factors.existing_implementations[:4]),
+            "description": "Code that already does part of this exists: "
+            + "; ".join(factors.existing_implementations[:4]),
             "affected_files": existing,
             "strategies": [
                 _strategy("Extend the existing code", "add to the existing modules and reuse their types", "Low", "Low",

@@ -126,9 +126,12 @@ def apply_resolution(folder: Path, conflicts: list[SessionConflict], resolution:
     save_context(folder, context)
     notes = load_notes(folder)
     titles = {c.id: c.title for c in conflicts}
-    notes.conflict_decisions = [f"{r.conflict_id} {titles.get(r.conflict_id, '')}: {r.strategy_name} ({r.strategy_approach})"
-                                for r in resolution.resolved_conflicts]
-    notes.constraints = [*notes.constraints, *[c for c in resolution.planning_constraints if c not in notes.constraints]]
+    notes.conflict_decisions = [
+        f"{r.conflict_id} {titles.get(r.conflict_id, '')}: {r.strategy_name} ({r.strategy_approach})"
+        for r in resolution.resolved_conflicts
+    ]
+    notes.constraints = [*notes.constraints,
+                         *[c for c in resolution.planning_constraints if c not in notes.constraints]]
     notes.decisions = [*notes.decisions, *[Decision(decision=r.strategy_name, rationale=f"resolves {r.conflict_id}")
                                            for r in resolution.resolved_conflicts]]
     save_notes(folder, notes)
@@ -178,7 +181,8 @@ def run_generation(state: SessionState, provider: Provider, folder: Path, repo: 
         raise ProviderError("the generated tasks do not validate: " + "; ".join(str(p) for p in problems[:5]),
                             hint="rerun `wfqueue plan --session` once the provider's answer is fixed")
     timestamp = state.remember_once("generated_at", now_iso())
-    metadata: dict[str, Any] = {"timestamp": timestamp, "source": "wfqueue-workflow", "plan_type": draft.tasks[0].type or "feature",
+    metadata: dict[str, Any] = {"timestamp": timestamp, "source": "wfqueue-workflow",
+                                "plan_type": draft.tasks[0].type or "feature",
                 "provider": provider.name, "repairs": [r.model_dump() for r in repairs]}
     if prices is not None:
         # The generation's own calls are recorded already (the metered provider records before it returns).

@@ -229,7 +229,8 @@ def load_input(folder: Path) -> VerifyInput:
     repo = _repo_of(folder, session.repo)
     return VerifyInput(
         session=session, tasks=tasks, task_locations={lt.task.id: lt.location for lt in loaded},
-        load_problems=problems, broken_ids=sorted({p.location.rsplit("/", 1)[-1].removesuffix(".json") for p in problems}),
+        load_problems=problems,
+        broken_ids=sorted({p.location.rsplit("/", 1)[-1].removesuffix(".json") for p in problems}),
         overview=_read_model(folder, PLAN_FILE, PlanOverview, errors),
         context=_read_model(process, "context-package.json", ContextPackage, errors),
         resolution=_read_model(process, "conflict-resolution.json", ConflictResolution, errors, optional=True),

@@ -116,7 +116,8 @@ def check_intent(inp: VerifyInput) -> list[Finding]:
     out: list[Finding] = []
     if inp.notes is not None and norm_text(inp.notes.goal) != norm_text(goal):
         out.append(finding("A", "HIGH", ["planning-notes.md"], f"planning notes GOAL differs from the session goal "
-                           f"({inp.notes.goal!r} vs {goal!r})", "re-plan so tasks are generated against the user's goal"))
+                           f"({inp.notes.goal!r} vs {goal!r})",
+                           "re-plan so tasks are generated against the user's goal"))
     if inp.overview is not None and terms and not terms & set(tokenize(inp.overview.summary)):
         out.append(finding("A", "HIGH", ["plan.json"], "plan.json summary shares no key term with the goal",
                            "rewrite the summary (and check the tasks) against the goal"))
@@ -301,7 +302,8 @@ def check_dependencies(inp: VerifyInput) -> list[Finding]:
     for p in _plan_problems(inp):
         if p.code == "dependency_cycle":
             cycle = list(dict.fromkeys(_ID.findall(p.message)))
-            out.append(finding("D", "HIGH", [f"task:{i}" for i in cycle], p.message, "break the cycle (wfqueue replan)"))
+            out.append(finding("D", "HIGH", [f"task:{i}" for i in cycle], p.message,
+                               "break the cycle (wfqueue replan)"))
         elif p.code == "self_dependency":
             out.append(finding("D", "HIGH", [p.location], p.message, "remove the self dependency"))
     ids = {t.id for t in inp.tasks} | set(inp.broken_ids)

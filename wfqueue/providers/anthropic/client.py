@@ -84,7 +84,9 @@ def _with_tail_cache(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return messages
     last = dict(messages[-1])
     content = last["content"]
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": content}] if isinstance(content, str) else [dict(b) for b in content]
+    blocks: list[dict[str, Any]] = (
+        [{"type": "text", "text": content}] if isinstance(content, str) else [dict(b) for b in content]
+    )
     blocks[-1]["cache_control"] = {"type": "ephemeral"}
     last["content"] = blocks
     return [*messages[:-1], last]
