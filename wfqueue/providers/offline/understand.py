@@ -113,7 +113,7 @@ def understand(index: RepoIndex, requirement: str, max_agents: int) -> Understan
                 focus_area=name,
                 description=f"Changes in {_describe(files, index, requirement)}",
                 focus_paths=files,
-                estimated_effort=_effort(files, index),  # type: ignore[arg-type]
+                estimated_effort=_effort(files, index),
                 dependencies=depends,
             )
         )
@@ -136,7 +136,7 @@ def understand(index: RepoIndex, requirement: str, max_agents: int) -> Understan
         clarifications.append("No file shares a word with the requirement: which modules does it concern?")
     strategy = "; ".join(f"{a.focus_area}: {', '.join(a.focus_paths[:3])}" for a in areas)
     return UnderstandingDraft(
-        complexity=_complexity(len(ranked)),  # type: ignore[arg-type]
+        complexity=_complexity(len(ranked)),
         understanding=Understanding(
             objectives=[s.strip() for s in re.split(r"(?<=[.!?。])\s+", requirement) if s.strip()][:5],
             key_points=key_points,
