@@ -19,12 +19,16 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 import redis
 
 from wfqueue.errors import WorkerStartError
 from wfqueue.state import redis_client
 from wfqueue.task_names import ALL_QUEUES
+
+if TYPE_CHECKING:
+    from celery import Celery
 
 SOCKET_PATH_LIMIT = 100  # unix socket paths must stay below ~107 bytes
 STOP_GRACE_S = 5.0
@@ -203,7 +207,7 @@ class LocalWorkers:
         self.proc = subprocess.Popen(self.command(), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL, start_new_session=True)
 
-    def wait_ready(self, app: object) -> None:
+    def wait_ready(self, app: Celery) -> None:
         """Block until the worker answers a ping (its pool is up)."""
         assert self.proc is not None
         deadline = time.monotonic() + self.start_timeout_s
@@ -211,7 +215,7 @@ class LocalWorkers:
             if self.proc.poll() is not None:
                 raise WorkerStartError(f"the worker exited at start (code {self.proc.returncode}):\n{_tail(self.log_path)}",
                                        hint=f"see {self.log_path}")
-            replies = app.control.ping(destination=[self.hostname], timeout=0.5)  # type: ignore[attr-defined]
+            replies = app.control.ping(destination=[self.hostname], timeout=0.5)
             if replies:
                 return
         raise WorkerStartError(f"the worker did not answer within {self.start_timeout_s:.0f}s",
@@ -240,7 +244,7 @@ class EmbeddedCluster:
         self.redis.start()
         return self.redis.url
 
-    def start_workers(self, app: object) -> None:
+    def start_workers(self, app: Celery) -> None:
         self.workers = LocalWorkers(self.redis.url, self.concurrency, self.queue_dir, env=self.worker_env,
                                     start_timeout_s=self.start_timeout_s)
         self.workers.start()

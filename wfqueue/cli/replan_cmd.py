@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.prompt import Prompt
 from rich.table import Table
 
+from wfqueue.cli.progress import ask_choice
 from wfqueue.errors import BadInputError
 from wfqueue.sessions import read_requirement, resolve_repo
 from wfqueue.settings import load_settings
@@ -59,8 +60,7 @@ class TerminalReplanUI:
         self.console.print(text, markup=False)
 
     def confirm(self, text: str) -> Decision:
-        return Prompt.ask(text, choices=["confirm", "adjust", "cancel"], default="confirm",
-                          console=self.console)  # type: ignore[return-value]
+        return ask_choice(self.console, text, ("confirm", "adjust", "cancel"), "confirm")
 
 
 def render_summary(summary: ReplanSummary) -> str:

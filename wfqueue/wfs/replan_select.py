@@ -192,9 +192,10 @@ def clarify(ui: ReplanUI, request: ChangeRequest, tasks: list[UnifiedTask]) -> S
         return defaults.model_copy(update={"update_types": types, "ripple": _answer(ui, q_ripple)[0],
                                            "dependency_changes": "depends_on" in types or "all" in types,
                                            "answered": True})
-    scope = _answer(ui, session_questions("tasks_only", tasks, defaults)[0])[0]
+    answer = _answer(ui, session_questions("tasks_only", tasks, defaults)[0])[0]
+    scope = next(s for s in SCOPES if s == answer)  # the scope question offers SCOPES only
     answers: dict[str, list[str]] = {"scope": [scope]}
-    follow_ups = session_questions(scope, tasks, defaults, _edits_dependencies(request))  # type: ignore[arg-type]
+    follow_ups = session_questions(scope, tasks, defaults, _edits_dependencies(request))
     for question in follow_ups[1:]:
         answers[question.key] = _answer(ui, question)
     modules = answers.get("modules", ["*"])
