@@ -213,8 +213,9 @@ class LocalWorkers:
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise WorkerStartError(f"the worker exited at start (code {self.proc.returncode}):\n{_tail(self.log_path)}",
-                                       hint=f"see {self.log_path}")
+                raise WorkerStartError(
+                    f"the worker exited at start (code {self.proc.returncode}):\n{_tail(self.log_path)}",
+                    hint=f"see {self.log_path}")
             replies = app.control.ping(destination=[self.hostname], timeout=0.5)
             if replies:
                 return
@@ -260,5 +261,6 @@ class EmbeddedCluster:
     def __enter__(self) -> EmbeddedCluster:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         self.stop()

@@ -10,7 +10,7 @@ from wfqueue.analysis.indent_langs import python_regex_symbols, ruby_symbols
 from wfqueue.analysis.pyast import parse_python
 from wfqueue.analysis.symbol_model import Symbol, SymbolKind, first_doc_line
 
-__all__ = ["Symbol", "SymbolKind", "python_symbols", "regex_symbols", "symbols_from_tree", "SYMBOL_LANGUAGES"]
+__all__ = ["SYMBOL_LANGUAGES", "Symbol", "SymbolKind", "python_symbols", "regex_symbols", "symbols_from_tree"]
 
 # Module-level constants by convention; single letters are usually TypeVars.
 _CONSTANT_NAME = re.compile(r"^_*[A-Z][A-Z0-9_]+$")
