@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import random
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 from celery import Task
@@ -18,6 +18,11 @@ from wfqueue.retry import retry_delay
 from wfqueue.settings import Settings
 from wfqueue.state import BROKER_AWAY, SessionState, redis_client, wait_until_reachable
 from wfqueue.usage import PriceTable
+
+if TYPE_CHECKING:
+    _TaskBase = Task[Any, Any]
+else:
+    _TaskBase = Task  # celery's Task takes no type parameters at run time; celery-types adds them
 
 
 class StateFactory:
@@ -49,7 +54,7 @@ def broker_patient_task(settings: Settings, states: StateFactory) -> type[Task[A
     waits up to ``broker_outage_grace_s`` for Redis to answer again and retries:
     every task is idempotent, and what it saved before the loss is reused."""
 
-    class BrokerPatientTask(Task[Any, Any]):
+    class BrokerPatientTask(_TaskBase):
         def __call__(self, *args: Any, **kwargs: Any) -> Any:
             try:
                 return super().__call__(*args, **kwargs)
