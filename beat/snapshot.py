@@ -20,7 +20,7 @@ import redis
 from beat.names import REPOS_KEY, WATCHDOG_FINALIZED, WATCHDOG_PROGRESS, WATCHDOG_REENQUEUED
 from beat.timing import AgentSnapshot, SessionSnapshot, progress_fingerprint, should_forget_repo
 from wfqueue.sessions import SESSION_ID_PATTERN
-from wfqueue.state import SessionState, text
+from wfqueue.state import SessionState, as_text
 
 log = logging.getLogger("wfqueue.beat")
 
@@ -171,5 +171,5 @@ def known_repos(client: redis.Redis, ttl_s: int, now: float, keep_days: float,
         if last is None or should_forget_repo(last, now, keep_days):
             client.hdel(REPOS_KEY, repo)
             continue
-        repos.add(text(repo))
+        repos.add(as_text(repo))
     return [Path(r) for r in sorted(repos) if Path(r).is_dir()]

@@ -34,19 +34,19 @@ AGENT_STATES = ("queued", "running", "done", "failed")
 TERMINAL_STATES = ("done", "failed")
 
 
-def text(value: bytes | str) -> str:
+def as_text(value: bytes | str) -> str:
     """A Redis reply as text. redis-py types replies as bytes or str; wfqueue's clients decode
     responses, so this only narrows the type (and decodes, should raw bytes ever arrive)."""
     return value.decode() if isinstance(value, bytes) else value
 
 
 def maybe_text(value: bytes | str | None) -> str | None:
-    return None if value is None else text(value)
+    return None if value is None else as_text(value)
 
 
 def text_map(raw: Mapping[bytes | str, bytes | str]) -> dict[str, str]:
     """A Redis hash (HGETALL) as text."""
-    return {text(k): text(v) for k, v in raw.items()}
+    return {as_text(k): as_text(v) for k, v in raw.items()}
 
 
 def redis_client(url: str, connect_timeout_s: float, read_timeout_s: float | None = None) -> redis.Redis:
