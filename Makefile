@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 DEMO_REPO := .demo/sample-api
 DEMO_REQUIREMENT := Add per-user rate limiting to the API
 
-.PHONY: install demo test unit bench clean reliability
+.PHONY: install check demo test unit bench clean reliability
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,8 +24,13 @@ demo: $(STAMP)
 # workers. `make reliability` runs only tests/reliability (faults, bad input, attack; docs/RELIABILITY.md).
 PYTEST_PARALLEL := -n 3 --maxschedchunk 1
 
-test: $(STAMP)
+# Lint and type checks run first (config in pyproject.toml): a finding fails `make test`, and so CI.
+test: $(STAMP) check
 	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL)
+
+check: $(STAMP)
+	$(BIN)/python -m ruff check .
+	$(BIN)/python -m mypy
 
 reliability: $(STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) tests/reliability

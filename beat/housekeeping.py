@@ -13,7 +13,7 @@ import hashlib
 import json
 import logging
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,7 @@ def _path_key(task: str, path: Path, action: str) -> str:
 
 
 def _now_iso(now: float) -> str:
-    return datetime.fromtimestamp(now, timezone.utc).isoformat(timespec="seconds")
+    return datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds")
 
 
 # -- purge -------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import secrets
 import socket
 import threading
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import redis
 
@@ -25,7 +25,7 @@ _RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del
 
 
 def holder_description() -> str:
-    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    started = datetime.now(UTC).isoformat(timespec="seconds")
     return f"beat on {socket.gethostname()} pid {os.getpid()} since {started} [{secrets.token_hex(4)}]"
 
 

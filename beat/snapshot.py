@@ -20,7 +20,7 @@ import redis
 from beat.names import REPOS_KEY, WATCHDOG_FINALIZED, WATCHDOG_PROGRESS, WATCHDOG_REENQUEUED
 from beat.timing import AgentSnapshot, SessionSnapshot, progress_fingerprint, should_forget_repo
 from wfqueue.sessions import SESSION_ID_PATTERN
-from wfqueue.state import SessionState
+from wfqueue.state import SessionState, as_text
 
 log = logging.getLogger("wfqueue.beat")
 
@@ -58,9 +58,9 @@ def iter_metas(client: redis.Redis, ttl_s: int) -> Iterator[tuple[SessionState, 
             yield state, meta
 
 
-def _float(value: object) -> float | None:
+def _float(value: str | bytes | float | None) -> float | None:
     try:
-        return float(value) if value is not None else None  # type: ignore[arg-type]
+        return float(value) if value is not None else None
     except (TypeError, ValueError):
         return None
 
@@ -171,5 +171,5 @@ def known_repos(client: redis.Redis, ttl_s: int, now: float, keep_days: float,
         if last is None or should_forget_repo(last, now, keep_days):
             client.hdel(REPOS_KEY, repo)
             continue
-        repos.add(repo)
+        repos.add(as_text(repo))
     return [Path(r) for r in sorted(repos) if Path(r).is_dir()]

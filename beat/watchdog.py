@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +67,7 @@ def watch_all(app: Celery, client: redis.Redis, settings: Settings, now: float |
         at = time.time() if now is None else now
         try:
             report = watch_one(app, state, meta, settings, at)
-        except Exception as exc:  # noqa: BLE001 - one broken session must not stop the pass over the others
+        except Exception as exc:  # one broken session must not stop the pass over the others
             log.exception("watchdog: session %s skipped after an error", state.session_id)
             report = WatchReport(kind=meta.get("kind"), decision="error", note=f"{type(exc).__name__}: {exc}")
         reports[state.session_id] = report.model_dump()
@@ -136,7 +136,7 @@ def _finalize(app: Celery, state: SessionState, snapshot: SessionSnapshot, sessi
         state.set_agent(area, state="failed", error=reason, finished_at=now)
         failed.append(area)
     # The coordinator stops waiting for the chord once this and the final result exist.
-    state.store(WATCHDOG_FINALIZED_ISO, datetime.fromtimestamp(now, timezone.utc).isoformat(timespec="seconds"))
+    state.store(WATCHDOG_FINALIZED_ISO, datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds"))
     finalize_signature(app, state.session_id, session_dir).apply_async(args=([],))
     log.warning("session %s: no progress for %.0f s, re-enqueued work included; finalising as partial (stalled: %s)",
                 state.session_id, report.stalled_s, ", ".join(failed) or "none")

@@ -81,7 +81,8 @@ def main() -> None:
     lines = [
         MARK_BEGIN,
         f"Command: `{' '.join(['python bench/lite_speedup.py', *sys.argv[1:]])}`"
-        f" · provider latency {args.latency:.2f}s per call · {os.cpu_count()} cores, Python {platform.python_version()}",
+        f" · provider latency {args.latency:.2f}s per call · {os.cpu_count()} cores,"
+        f" Python {platform.python_version()}",
         "",
         "| worker slots | angles | plan wall (s) | embedded start-up (s) | tasks |",
         "|---:|---:|---:|---:|---:|",

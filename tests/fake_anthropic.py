@@ -67,8 +67,10 @@ from tests.fake_anthropic_wire import (
     prompt_blocks,
     sse_events,
     text,
-    tokens as count_tokens,
     tool_call,
+)
+from tests.fake_anthropic_wire import (
+    tokens as count_tokens,
 )
 
 __all__ = ["Always", "At", "Call", "Every", "FakeAnthropic", "Fault", "RateLimits", "Reply", "allow_loopback_only",
@@ -312,7 +314,7 @@ class FakeAnthropic:
             now = self.clock()
             try:
                 outcome = self._respond(path, headers, raw, now)
-            except Exception as exc:  # a broken responder: say so instead of dropping the connection
+            except Exception as exc:  # noqa: BLE001 - a broken responder: say so instead of dropping the connection
                 outcome = self._error(500, f"the fake server failed: {exc!r}")
             outcome.headers = {**self.limiter.headers(now), **outcome.headers}
             if outcome.call is not None:
@@ -430,7 +432,7 @@ class FakeAnthropic:
             cacheable = boundaries[last_mark][1]
             if cacheable >= self.min_cache_tokens:
                 created = cacheable - read
-                for h, tokens, mark in boundaries[: last_mark + 1]:
+                for h, _tokens, mark in boundaries[: last_mark + 1]:
                     if mark:
                         self.cache.add(h)
             else:

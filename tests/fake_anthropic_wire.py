@@ -84,7 +84,8 @@ def prompt_blocks(body: dict[str, Any]) -> list[tuple[Any, bool]]:
             blocks.append(((message["role"], content), False))
             continue
         for block in content or []:
-            blocks.append(((message["role"], _strip_cache(block)), isinstance(block, dict) and "cache_control" in block))
+            blocks.append(((message["role"], _strip_cache(block)),
+                           isinstance(block, dict) and "cache_control" in block))
     return blocks
 
 

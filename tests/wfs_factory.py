@@ -66,9 +66,11 @@ def make_session(repo: Path, goal: str, tasks: list[dict[str, Any]], session_id:
         metadata={"task_description": goal, "timestamp": "2026-11-22T08:00:00+00:00", "keywords": goal.lower().split(),
                   "complexity": "Medium", "session_id": session_id},
         project_context={"architecture_patterns": [], "coding_conventions": {},
-                         "tech_stack": {"language": "python", "frameworks": [], "libraries": [], "testing": ["pytest"]}},
+                         "tech_stack": {"language": "python", "frameworks": [], "libraries": [],
+                                        "testing": ["pytest"]}},
         assets={"documentation": [], "source_code": [{"path": f, "role": "modify", "relevance_score": 0.9}
-                                                     for t in parsed for f in t.focus_paths], "config": [], "tests": []},
+                                                     for t in parsed for f in t.focus_paths], "config": [],
+                                                     "tests": []},
         dependencies={"internal": [], "external": []},
         conflict_detection={"risk_level": risk},
         exploration_results={"angles": [], "aggregated_insights": {"critical_files": [], "conflict_indicators": [],

@@ -6,6 +6,7 @@ the task code lives in workers/ and is imported by worker processes alone.
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import urlsplit
 
 from celery import Celery, Task
@@ -36,10 +37,11 @@ def backend_url(settings: Settings) -> str:
     return settings.result_backend_url.get_secret_value() if settings.result_backend_url else broker_url(settings)
 
 
-def create_app(settings: Settings, task_cls: type[Task] | None = None) -> Celery:
+def create_app(settings: Settings, task_cls: type[Task[Any, Any]] | None = None) -> Celery:
     """The app; workers pass their own ``task_cls`` (the coordinator only sends tasks by name)."""
+    # Celery reads task_cls=None as its default Task class.
     app = Celery("wfqueue", broker=broker_url(settings), backend=backend_url(settings), set_as_current=False,
-                 **({"task_cls": task_cls} if task_cls is not None else {}))
+                 task_cls=task_cls)
     transport = {"visibility_timeout": settings.visibility_timeout_s}
     app.conf.update(
         # JSON only: a pickled message is refused by the worker, never executed.
@@ -89,9 +91,10 @@ def release_result_subscriptions(app: Celery) -> None:
     Every task sent subscribes to its result channel; the AsyncResult finalisers
     would otherwise unsubscribe at interpreter exit, retrying for many seconds
     (and printing a traceback) against a Redis that has been stopped or lost."""
-    consumer = app.backend.result_consumer
+    # Only the Redis result backend has a result consumer; celery-types does not declare it.
+    consumer: Any = getattr(app.backend, "result_consumer", None)
     subscribed = getattr(consumer, "subscribed_to", None)
-    if subscribed is None:
+    if consumer is None or subscribed is None:
         return
     subscribed.clear()
     try:

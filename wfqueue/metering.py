@@ -37,7 +37,7 @@ from wfqueue.turns import SessionJournal, journal_key, transcript_jsonl
 from wfqueue.usage import Budget, PriceTable, Totals, budget_exhausted, describe_totals, summarise
 
 if TYPE_CHECKING:
-    from wfqueue.providers.base import Step
+    from wfqueue.providers.base import Provider, Step
     from wfqueue.settings import Settings
     from wfqueue.state import SessionState
 
@@ -50,11 +50,11 @@ __all__ = [
     "MeteredProvider",
     "UsageReport",
     "budget_message",
-    "describe_budget",
-    "describe_spent",
     "budget_meta",
     "build_report",
     "check_budget_priced",
+    "describe_budget",
+    "describe_spent",
     "parse_budget_option",
     "read_usage_file",
     "session_budget",
@@ -179,7 +179,7 @@ class MeteredProvider:
     Providers without a ``usage`` list (offline, scripted) make no LLM calls: they are neither
     stopped by a budget nor recorded."""
 
-    def __init__(self, inner: Any, state: SessionState, prices: PriceTable,
+    def __init__(self, inner: Provider, state: SessionState, prices: PriceTable,
                  transcript_dir: Path | None = None) -> None:
         self.inner = inner
         self.state = state
@@ -189,7 +189,8 @@ class MeteredProvider:
         self.model: str | None = inner.model
         if self.calls_llm:
             self.journal = SessionJournal(state)
-            inner.journal = self.journal
+            # A provider with a ``usage`` list calls a model, and saves its turns in ``journal``.
+            inner.journal = self.journal  # type: ignore[attr-defined]  # not part of the Provider protocol
 
     @property
     def calls_llm(self) -> bool:

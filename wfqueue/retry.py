@@ -12,6 +12,6 @@ def retry_delay(
     than what the provider asked for (``retry-after``), plus up to 25 % jitter
     (``jitter`` is a draw in [0, 1)) so retries from many workers spread out.
     """
-    backoff = min(cap_s, base_s * (2 ** max(0, attempt - 1)))
+    backoff = min(cap_s, base_s * (2.0 ** max(0, attempt - 1)))
     wait = max(backoff, retry_after_s or 0.0)
     return round(wait * (1 + 0.25 * jitter), 3)

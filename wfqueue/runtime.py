@@ -82,7 +82,7 @@ def resumable(settings: Settings, session_id: str) -> Iterator[None]:
                                      f"{type(exc).__name__}: {exc}", hint=hint) from None
 
 
-def wait_for(result: AsyncResult, what: str, settings: Settings, tick: Callable[[], None] | None = None,
+def wait_for(result: AsyncResult[Any], what: str, settings: Settings, tick: Callable[[], None] | None = None,
              settled: Callable[[], Any] | None = None) -> Any:
     """Poll ``result`` until it is ready; raise with the worker's error if it failed.
 

@@ -14,6 +14,7 @@ import secrets
 import socket
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -31,6 +32,21 @@ BROKER_AWAY: tuple[type[Exception], ...] = (redis.ConnectionError, redis.Timeout
 
 AGENT_STATES = ("queued", "running", "done", "failed")
 TERMINAL_STATES = ("done", "failed")
+
+
+def as_text(value: bytes | str) -> str:
+    """A Redis reply as text. redis-py types replies as bytes or str; wfqueue's clients decode
+    responses, so this only narrows the type (and decodes, should raw bytes ever arrive)."""
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def maybe_text(value: bytes | str | None) -> str | None:
+    return None if value is None else as_text(value)
+
+
+def text_map(raw: Mapping[bytes | str, bytes | str]) -> dict[str, str]:
+    """A Redis hash (HGETALL) as text."""
+    return {as_text(k): as_text(v) for k, v in raw.items()}
 
 
 def redis_client(url: str, connect_timeout_s: float, read_timeout_s: float | None = None) -> redis.Redis:
@@ -127,7 +143,7 @@ class SessionState:
         self._touch("meta")
 
     def meta(self) -> dict[str, Any]:
-        return {k: json.loads(v) for k, v in self.client.hgetall(self._key("meta")).items()}
+        return {k: json.loads(v) for k, v in text_map(self.client.hgetall(self._key("meta"))).items()}
 
     def remember_once(self, name: str, value: str) -> str:
         """Store ``value`` under ``name`` unless something is there; return what is stored.
@@ -136,7 +152,7 @@ class SessionState:
         the first run's value and writes the same files."""
         key = self._key(name)
         self.client.set(key, value, nx=True, ex=self.ttl_s)
-        stored = self.client.get(key)
+        stored = maybe_text(self.client.get(key))
         return stored if stored is not None else value
 
     def store(self, name: str, value: str) -> None:
@@ -144,7 +160,7 @@ class SessionState:
         self.client.set(self._key(name), value, ex=self.ttl_s)
 
     def recall(self, name: str) -> str | None:
-        return self.client.get(self._key(name))
+        return maybe_text(self.client.get(self._key(name)))
 
     def forget(self, name: str) -> None:
         self.client.delete(self._key(name))
@@ -156,14 +172,14 @@ class SessionState:
         self._touch(f"agent:{area}")
 
     def agent(self, area: str) -> dict[str, Any]:
-        return {k: json.loads(v) for k, v in self.client.hgetall(self._key(f"agent:{area}")).items()}
+        return {k: json.loads(v) for k, v in text_map(self.client.hgetall(self._key(f"agent:{area}"))).items()}
 
     def agents(self, areas: list[str]) -> dict[str, dict[str, Any]]:
         pipe = self.client.pipeline()
         for area in areas:
             pipe.hgetall(self._key(f"agent:{area}"))
         return {
-            area: {k: json.loads(v) for k, v in raw.items()} for area, raw in zip(areas, pipe.execute())
+            area: {k: json.loads(v) for k, v in raw.items()} for area, raw in zip(areas, pipe.execute(), strict=True)
         }
 
     def count_attempt(self, area: str) -> int:
@@ -179,7 +195,7 @@ class SessionState:
         self._touch("sections")
 
     def sections(self) -> dict[str, str]:
-        return dict(self.client.hgetall(self._key("sections")))
+        return text_map(self.client.hgetall(self._key("sections")))
 
     # -- LLM usage (wfqueue.metering) ----------------------------------------------------------
 
@@ -216,7 +232,7 @@ class SessionState:
 
     def turn(self, step: str) -> str | None:
         """The saved transcript of ``step`` (JSON), if it completed a call."""
-        return self.client.get(self._key(f"turns:{step}"))
+        return maybe_text(self.client.get(self._key(f"turns:{step}")))
 
 
 def wait_until(predicate: Any, timeout_s: float, interval_s: float = 0.1) -> bool:
@@ -266,12 +282,12 @@ class CoordinatorLease:
         if self.fresh:
             self.state.reset()  # before the claim: reset deletes every key of the session
         claimed = self.state.client.set(self.key, self.owner, nx=True, px=int(self.ttl_s * 1000))
-        holder = "" if claimed else (self.state.client.get(self.key) or "")
+        holder = "" if claimed else (maybe_text(self.state.client.get(self.key)) or "")
         if not claimed and holder and self._holder_is_dead(holder):
             self.state.client.eval(_RELEASE, 1, self.key, holder)
             claimed = self.state.client.set(self.key, self.owner, nx=True, px=int(self.ttl_s * 1000))
         if not claimed:
-            holder = self.state.client.get(self.key) or "another coordinator"
+            holder = maybe_text(self.state.client.get(self.key)) or "another coordinator"
             raise SessionBusyError(
                 f"session {self.state.session_id} is already being driven by {holder}",
                 hint=f"wait for that command to finish; if it crashed, its claim expires within {self.ttl_s:.0f}s",

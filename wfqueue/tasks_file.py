@@ -120,7 +120,8 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
 def load_object(data: Any, location: str) -> tuple[LoadedTask | None, list[TaskProblem]]:
     """One decoded JSON value -> a task, or the problems that keep it from being one."""
     if not isinstance(data, dict):
-        message = f"expected a JSON object (one task), found {type(data).__name__}; write each task as one {{...}} object"
+        message = (f"expected a JSON object (one task), found {type(data).__name__}; "
+                   "write each task as one {...} object")
         return None, [TaskProblem(location=location, task_id=None, code="not_an_object", message=message)]
     legacy = is_legacy(data)
     mapped = legacy_to_unified(data) if legacy else data
@@ -175,7 +176,9 @@ def dump_jsonl(tasks: list[UnifiedTask]) -> str:
 def _json_ready(task: UnifiedTask) -> dict[str, Any]:
     # UnifiedTask.dump() drops every None, including null values of unknown
     # fields; keep a None when the input had it, drop only unset defaults.
-    return _drop_unset_nones(task.model_dump(mode="json"), task.model_dump(mode="json", exclude_unset=True))
+    ready: dict[str, Any] = _drop_unset_nones(task.model_dump(mode="json"),
+                                              task.model_dump(mode="json", exclude_unset=True))
+    return ready
 
 
 def _drop_unset_nones(full: Any, given: Any) -> Any:
@@ -258,7 +261,8 @@ def check_plan(
     for loaded in tasks:
         tid = loaded.task.id
         if tid in first:
-            add(loaded, "duplicate_id", f"duplicate id {tid} (first used at {first[tid].location}); give each task a unique id")
+            add(loaded, "duplicate_id",
+                f"duplicate id {tid} (first used at {first[tid].location}); give each task a unique id")
         else:
             first[tid] = loaded
     for loaded in tasks:
@@ -266,7 +270,8 @@ def check_plan(
             if dep == loaded.task.id:
                 add(loaded, "self_dependency", f"{dep} depends on itself; remove it from depends_on")
             elif dep not in first:
-                add(loaded, "unknown_dependency", f"depends on {dep}, which no task in this plan has; fix the id or remove it")
+                add(loaded, "unknown_dependency",
+                    f"depends on {dep}, which no task in this plan has; fix the id or remove it")
     for cycle in find_cycles({tid: t.task.depends_on for tid, t in first.items()}):
         chain = " -> ".join(cycle)
         add(first[cycle[0]], "dependency_cycle", f"dependency cycle {chain}; remove one of these dependencies")
@@ -274,7 +279,8 @@ def check_plan(
         for entry in loaded.task.files:
             rel = repo_relative(entry.path)
             if rel is None:
-                add(loaded, "missing_file", f"file {entry.path} is outside the repository; use a path relative to the repo root")
+                add(loaded, "missing_file",
+                    f"file {entry.path} is outside the repository; use a path relative to the repo root")
             elif entry.action != "create" and existing is not None and not existing(rel):
                 add(loaded, "missing_file", f"file {entry.path} does not exist but is to be {entry.action}d; "
                     "fix the path or use action create")
@@ -333,7 +339,8 @@ def validate_path(path: Path, repo: Path | None) -> tuple[list[LoadedTask], list
     elif path.suffix == ".jsonl":
         source = path
     else:
-        raise BadInputError(f"{path}: unsupported file type", hint=f"{PATH_HINT}; for one .task/*.json, pass its folder")
+        raise BadInputError(f"{path}: unsupported file type",
+                            hint=f"{PATH_HINT}; for one .task/*.json, pass its folder")
     root = resolve_repo(repo) if repo is not None else default_repo(path)
     if source.is_dir():
         tasks, problems = load_task_dir(source)

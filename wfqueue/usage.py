@@ -181,7 +181,8 @@ class Totals(BaseModel):
 
     def __add__(self, other: Totals) -> Totals:
         return Totals(calls=self.calls + other.calls, usage=self.usage + other.usage,
-                      cost_usd=self.cost_usd + other.cost_usd, unpriced_calls=self.unpriced_calls + other.unpriced_calls,
+                      cost_usd=self.cost_usd + other.cost_usd,
+                      unpriced_calls=self.unpriced_calls + other.unpriced_calls,
                       unpriced_models=sorted(set(self.unpriced_models) | set(other.unpriced_models)))
 
     def add_call(self, call: CallUsage, prices: PriceTable) -> Totals:

@@ -5,8 +5,9 @@ Settings are built here, once per worker, and handed to the task modules.
 
 from __future__ import annotations
 
-import wfqueue.providers.anthropic  # noqa: F401
-import wfqueue.providers.offline.provider  # noqa: F401 - loaded before the prefork pool forks, not per task
+# Providers are loaded before the prefork pool forks, not per task.
+import wfqueue.providers.anthropic
+import wfqueue.providers.offline.provider
 import wfqueue.providers.scripted  # noqa: F401
 from beat import tasks as beat_tasks
 from wfqueue.celery_app import create_app

@@ -23,7 +23,7 @@ from wfqueue.collab.steps import run_area, run_understanding
 from wfqueue.errors import ProviderError, TransientProviderError, WfqueueError
 from wfqueue.settings import Settings
 from wfqueue.task_names import COLLAB_FINALIZE, COLLAB_PLAN_AREA, COLLAB_UNDERSTAND
-from workers.context import StateFactory, metered_provider, retry_later
+from workers.context import StateFactory, may_retry, metered_provider, retry_later
 
 
 def register(app: Celery, settings: Settings) -> None:
@@ -31,7 +31,8 @@ def register(app: Celery, settings: Settings) -> None:
 
     @app.task(name=COLLAB_UNDERSTAND, bind=True, max_retries=settings.task_max_retries)
     def understand(
-        self: Task, session_id: str, session_dir: str, repo: str, requirement: str, max_agents: int, provider: str
+        self: Task[Any, Any], session_id: str, session_dir: str, repo: str, requirement: str, max_agents: int,
+        provider: str
     ) -> dict[str, Any]:
         state = states.session(session_id)
         try:
@@ -44,7 +45,8 @@ def register(app: Celery, settings: Settings) -> None:
         return {"complexity": analysis.complexity, "sub_domains": [s.focus_area for s in analysis.sub_domains]}
 
     @app.task(name=COLLAB_PLAN_AREA, bind=True, max_retries=settings.task_max_retries)
-    def plan_area(self: Task, session_id: str, session_dir: str, focus_area: str, provider: str) -> dict[str, Any]:
+    def plan_area(self: Task[Any, Any], session_id: str, session_dir: str, focus_area: str,
+                  provider: str) -> dict[str, Any]:
         state = states.session(session_id)
         worker = self.request.hostname or "unknown"
         attempts = state.count_attempt(focus_area)
@@ -58,17 +60,17 @@ def register(app: Celery, settings: Settings) -> None:
 
         try:
             # A spent budget raises BudgetExhaustedError (a ProviderError): a failure record, no retry.
-            artifacts = run_area(state, metered_provider(provider, settings, state, session_dir), settings, Path(session_dir),
-                                 focus_area, worker)
+            artifacts = run_area(state, metered_provider(provider, settings, state, session_dir), settings,
+                                 Path(session_dir), focus_area, worker)
         except SoftTimeLimitExceeded:
             return failed(f"timed out after the {settings.agent_soft_time_limit_s}s soft time limit")
         except ProviderError as exc:
-            if isinstance(exc, TransientProviderError) and self.request.retries < self.max_retries:
+            if isinstance(exc, TransientProviderError) and may_retry(self):
                 state.set_agent(focus_area, state="queued", error=f"retrying: {exc.message}")
                 raise retry_later(self, exc, settings) from None
             return failed(exc.message)
         except Exception as exc:  # noqa: BLE001 - anything else: retry, then a failure record
-            if self.request.retries < self.max_retries and not isinstance(exc, WfqueueError):
+            if may_retry(self) and not isinstance(exc, WfqueueError):
                 state.set_agent(focus_area, state="queued", error=f"retrying: {type(exc).__name__}: {exc}")
                 raise retry_later(self, exc, settings) from None
             return failed(f"{type(exc).__name__}: {exc}")
@@ -80,7 +82,8 @@ def register(app: Celery, settings: Settings) -> None:
                             worker=worker, pid=os.getpid(), attempts=attempts).model_dump()
 
     @app.task(name=COLLAB_FINALIZE, bind=True, max_retries=settings.task_max_retries)
-    def finalize(self: Task, outcomes: list[dict[str, Any]], session_id: str, session_dir: str) -> dict[str, Any]:
+    def finalize(self: Task[Any, Any], outcomes: list[dict[str, Any]], session_id: str,
+                 session_dir: str) -> dict[str, Any]:
         # ``outcomes`` (the chord's header results) is informative only: Redis is the truth.
         state = states.session(session_id)
         try:

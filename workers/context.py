@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import random
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 from celery import Task
@@ -18,6 +18,11 @@ from wfqueue.retry import retry_delay
 from wfqueue.settings import Settings
 from wfqueue.state import BROKER_AWAY, SessionState, redis_client, wait_until_reachable
 from wfqueue.usage import PriceTable
+
+if TYPE_CHECKING:
+    _TaskBase = Task[Any, Any]
+else:
+    _TaskBase = Task  # celery's Task takes no type parameters at run time; celery-types adds them
 
 
 class StateFactory:
@@ -41,7 +46,7 @@ class StateFactory:
         return SessionState(self.client(), session_id, self.settings.state_ttl_s)
 
 
-def broker_patient_task(settings: Settings, states: StateFactory) -> type[Task]:
+def broker_patient_task(settings: Settings, states: StateFactory) -> type[Task[Any, Any]]:
     """The base class of every wfqueue task.
 
     A task that loses Redis mid-way (its result, a section, a progress record or a
@@ -49,7 +54,7 @@ def broker_patient_task(settings: Settings, states: StateFactory) -> type[Task]:
     waits up to ``broker_outage_grace_s`` for Redis to answer again and retries:
     every task is idempotent, and what it saved before the loss is reused."""
 
-    class BrokerPatientTask(Task):
+    class BrokerPatientTask(_TaskBase):
         def __call__(self, *args: Any, **kwargs: Any) -> Any:
             try:
                 return super().__call__(*args, **kwargs)
@@ -70,9 +75,14 @@ def metered_provider(spec: str, settings: Settings, state: SessionState,
                            transcript_dir=Path(folder) / TRANSCRIPT_DIR if folder else None)
 
 
-def retry_later(task: Task, exc: BaseException, settings: Settings) -> Exception:
+def retry_later(task: Task[Any, Any], exc: Exception, settings: Settings) -> Exception:
     """The Retry to raise for ``exc``: backoff with jitter, at least the provider's retry-after."""
     retry_after = exc.retry_after if isinstance(exc, TransientProviderError) else None
     delay = retry_delay(task.request.retries + 1, settings.retry_backoff_s, settings.retry_backoff_max_s,
                         random.random(), retry_after)
     return task.retry(exc=exc, countdown=delay)
+
+
+def may_retry(task: Task[Any, Any]) -> bool:
+    """Whether ``task`` has a retry left (no ``max_retries``: retries are unbounded)."""
+    return task.max_retries is None or task.request.retries < task.max_retries

@@ -20,7 +20,7 @@ from wfqueue.lite.steps import run_assessment, run_exploration, run_planning, ru
 from wfqueue.settings import Settings
 from wfqueue.task_names import EXPLORE_ANGLE, LITE_ASSESS, LITE_PLAN, LITE_SYNTHESIZE
 from wfqueue.usage import PriceTable
-from workers.context import StateFactory, metered_provider, retry_later
+from workers.context import StateFactory, may_retry, metered_provider, retry_later
 
 
 def register(app: Celery, settings: Settings) -> None:
@@ -28,7 +28,7 @@ def register(app: Celery, settings: Settings) -> None:
     prices = PriceTable(settings.price_table)
 
     @app.task(name=LITE_ASSESS, bind=True, max_retries=settings.task_max_retries)
-    def assess(self: Task, session_id: str, repo: str, requirement: str, force_explore: bool,
+    def assess(self: Task[Any, Any], session_id: str, repo: str, requirement: str, force_explore: bool,
                provider: str) -> dict[str, Any]:
         state = states.session(session_id)
         try:
@@ -39,7 +39,7 @@ def register(app: Celery, settings: Settings) -> None:
         return result.model_dump(mode="json")
 
     @app.task(name=EXPLORE_ANGLE, bind=True, max_retries=settings.task_max_retries)
-    def explore(self: Task, session_id: str, output_dir: str, repo: str, requirement: str, angle: str,
+    def explore(self: Task[Any, Any], session_id: str, output_dir: str, repo: str, requirement: str, angle: str,
                 provider: str) -> dict[str, Any]:
         state = states.session(session_id)
         state.set_agent(angle, state="running", worker=self.request.hostname, started_at=time.time(), error=None)
@@ -55,12 +55,12 @@ def register(app: Celery, settings: Settings) -> None:
         except SoftTimeLimitExceeded:
             return failed(f"timed out after the {settings.agent_soft_time_limit_s}s soft time limit")
         except ProviderError as exc:
-            if isinstance(exc, TransientProviderError) and self.request.retries < self.max_retries:
+            if isinstance(exc, TransientProviderError) and may_retry(self):
                 state.set_agent(angle, state="queued", error=f"retrying: {exc.message}")
                 raise retry_later(self, exc, settings) from None
             return failed(exc.message)
         except Exception as exc:  # noqa: BLE001 - retry, then a failure record: never break the chord
-            if self.request.retries < self.max_retries and not isinstance(exc, WfqueueError):
+            if may_retry(self) and not isinstance(exc, WfqueueError):
                 raise retry_later(self, exc, settings) from None
             return failed(f"{type(exc).__name__}: {exc}")
         state.set_agent(angle, state="done", finished_at=time.time())
@@ -68,7 +68,7 @@ def register(app: Celery, settings: Settings) -> None:
         return {"angle": angle, "status": "done", "verified": verified, "checks": len(exploration.checks)}
 
     @app.task(name=LITE_SYNTHESIZE, bind=True, max_retries=settings.task_max_retries)
-    def synthesize(self: Task, outcomes: list[dict[str, Any]], session_id: str, session_dir: str,
+    def synthesize(self: Task[Any, Any], outcomes: list[dict[str, Any]], session_id: str, session_dir: str,
                    requirement: str) -> dict[str, Any]:
         # ``outcomes`` is informative only: which angles finished is read from Redis.
         try:
@@ -78,7 +78,7 @@ def register(app: Celery, settings: Settings) -> None:
         return {"questions": [q.model_dump() for q in questions], "failed": failed}
 
     @app.task(name=LITE_PLAN, bind=True, max_retries=settings.task_max_retries)
-    def plan(self: Task, session_id: str, session_dir: str, repo: str, requirement: str,
+    def plan(self: Task[Any, Any], session_id: str, session_dir: str, repo: str, requirement: str,
              answers: list[dict[str, str]], provider: str) -> dict[str, Any]:
         state = states.session(session_id)
         try:

@@ -22,7 +22,7 @@ def register(app: Celery, settings: Settings) -> None:
     prices = PriceTable(settings.price_table)
 
     @app.task(name=WFS_CONTEXT, bind=True, max_retries=settings.task_max_retries)
-    def context(self: Task, outcomes: list[dict[str, Any]], session_id: str, session_dir: str,
+    def context(self: Task[Any, Any], outcomes: list[dict[str, Any]], session_id: str, session_dir: str,
                 repo: str) -> dict[str, Any]:
         # ``outcomes`` (the angles' records) is informative: finished angles are read from Redis.
         try:
@@ -32,20 +32,22 @@ def register(app: Celery, settings: Settings) -> None:
         return {"risk_level": risk}
 
     @app.task(name=WFS_CONFLICTS, bind=True, max_retries=settings.task_max_retries)
-    def conflicts(self: Task, session_id: str, session_dir: str, repo: str, provider: str) -> list[dict[str, Any]]:
+    def conflicts(self: Task[Any, Any], session_id: str, session_dir: str, repo: str,
+                  provider: str) -> list[dict[str, Any]]:
         state = states.session(session_id)
         try:
-            found = run_conflict_detection(state, metered_provider(provider, settings, state, session_dir), Path(session_dir), repo)
+            found = run_conflict_detection(state, metered_provider(provider, settings, state, session_dir),
+                                           Path(session_dir), repo)
         except TransientProviderError as exc:
             raise retry_later(self, exc, settings) from None
         return [c.model_dump(mode="json") for c in found]
 
     @app.task(name=WFS_GENERATE, bind=True, max_retries=settings.task_max_retries)
-    def generate(self: Task, session_id: str, session_dir: str, repo: str, provider: str) -> dict[str, Any]:
+    def generate(self: Task[Any, Any], session_id: str, session_dir: str, repo: str, provider: str) -> dict[str, Any]:
         state = states.session(session_id)
         try:
-            draft = run_generation(state, metered_provider(provider, settings, state, session_dir), Path(session_dir), repo,
-                                   prices=prices)
+            draft = run_generation(state, metered_provider(provider, settings, state, session_dir), Path(session_dir),
+                                   repo, prices=prices)
         except TransientProviderError as exc:
             raise retry_later(self, exc, settings) from None
         return {"tasks": [t.id for t in draft.tasks]}

@@ -167,7 +167,7 @@ def check_workflow(repo: Path, run: Any, *, cycle: bool = False) -> tuple[Path, 
 def test_collab_plan_against_the_api(sample_repo: Path) -> None:
     with FakeAnthropic(FakeModel()) as fake:
         run = cli(fake, "collab-plan", COLLAB_REQUIREMENT, "--repo", str(sample_repo), "--max-agents", "3")
-    folder, plans, conflicts = check_collab(sample_repo, run)
+    _folder, plans, conflicts = check_collab(sample_repo, run)
     assert all(p["_metadata"]["repairs"] == [] for p in plans.values())
     assert conflicts == []
     seen = kinds_seen(fake)

@@ -46,7 +46,8 @@ def start_worker(url: str, name: str, concurrency: int = 2) -> subprocess.Popen:
     )
 
 
-def test_coordinator_only_enqueues_and_standalone_workers_do_the_work(broker: str, sample_repo: Path, tmp_path: Path) -> None:
+def test_coordinator_only_enqueues_and_standalone_workers_do_the_work(broker: str, sample_repo: Path,
+                                                                      tmp_path: Path) -> None:
     workers = [start_worker(broker, "remote-a"), start_worker(broker, "remote-b")]
     try:
         provider = write_script(tmp_path / "script.json", latency_s=0.5)

@@ -85,7 +85,8 @@ def test_collab_usage_is_recorded_per_step_and_shown(sample_repo: Path) -> None:
     plan = (folder / "plan.md").read_text()
     cost_section = plan.split("## Cost", 1)[1].split("\n## ", 1)[0]
     assert f"{total.total:,} tokens (input {total.input_tokens:,}" in cost_section
-    assert f"cache read {total.cache_read_tokens:,}, cache write {total.cache_write_tokens:,}) in 5 calls" in cost_section
+    cache = f"cache read {total.cache_read_tokens:,}, cache write {total.cache_write_tokens:,}) in 5 calls"
+    assert cache in cost_section
     assert all(f"| plan_area:{a} | 2 |" in cost_section for a in areas) and "| understand | 1 |" in cost_section
 
     status = status_json(sample_repo, folder.name)

@@ -39,7 +39,7 @@ def test_a_second_coordinator_on_a_running_session_is_refused(sample_repo: Path,
         second = run_cli("resume", session, "--repo", str(sample_repo), env=env)
         assert second.code == 2, second.stderr
         assert f"session {session} is already being driven by" in second.stderr
-        out, err = first.communicate(timeout=120)
+        _out, err = first.communicate(timeout=120)
         assert first.returncode == 0, err
     finally:
         for proc in (first, worker):

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -84,7 +84,7 @@ def test_lost_header_messages_are_reenqueued_once_then_the_plan_is_finalised_par
     try:
         wait_ready(app, worker, hostname, log)
         # A collab session started as the coordinator starts it, understood in-process (offline provider).
-        sid = new_collab_session_id(REQUIREMENT, datetime.now(timezone.utc), set())
+        sid = new_collab_session_id(REQUIREMENT, datetime.now(UTC), set())
         session_dir = planning_root(sample_repo) / sid
         session_dir.mkdir(parents=True)
         state = SessionState(client, sid, settings.state_ttl_s)
@@ -197,7 +197,7 @@ def test_purge_locks_and_archive_act_once_on_real_redis_and_files(broker: str, s
     client = redis_client(broker, 5.0)
     now = time.time()
     old, day = now - 40 * 86_400, 86_400
-    old_iso = datetime.fromtimestamp(old, timezone.utc).isoformat(timespec="seconds")
+    old_iso = datetime.fromtimestamp(old, UTC).isoformat(timespec="seconds")
 
     # Redis: a long-finished session whose keys lost their TTL, a recent finished one, a running one.
     stale, recent, running = (SessionState(client, sid, settings.state_ttl_s) for sid in ("CPLAN-old", "CPLAN-new",
@@ -243,7 +243,7 @@ def test_purge_locks_and_archive_act_once_on_real_redis_and_files(broker: str, s
     active = sample_repo / ".workflow" / "active"
     write_wfs(active / "WFS-done", "completed", old_iso)
     write_wfs(active / "WFS-live", "active", old_iso)
-    write_wfs(active / "WFS-fresh", "completed", datetime.fromtimestamp(now - day, timezone.utc).isoformat())
+    write_wfs(active / "WFS-fresh", "completed", datetime.fromtimestamp(now - day, UTC).isoformat())
     # An archive interrupted between the move and the manifest is completed too.
     write_wfs(sample_repo / ".workflow" / "archives" / "WFS-moved", "completed", old_iso)
     assert archive_sessions(client, [sample_repo], settings, now)["archived"] == ["WFS-done"]

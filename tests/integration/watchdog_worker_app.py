@@ -6,7 +6,7 @@ production worker app gets once beat is wired in there.
 
 from __future__ import annotations
 
-import wfqueue.providers.offline.provider  # noqa: F401 - loaded before the prefork pool forks, as in workers/app.py
+import wfqueue.providers.offline.provider  # loaded before the prefork pool forks, as in workers/app.py
 import wfqueue.providers.scripted  # noqa: F401
 from beat import tasks as beat_tasks
 from wfqueue.celery_app import create_app

@@ -87,7 +87,7 @@ class Runner:
     def __call__(self, cases: list[Case]) -> list[tuple[Case, CliRun]]:
         outside = [c for c in cases if not c.in_process]
         with ThreadPoolExecutor(3) as pool:
-            ran = dict(zip(map(id, outside), pool.map(self.subprocess, outside)))
+            ran = dict(zip(map(id, outside), pool.map(self.subprocess, outside), strict=True))
         ran.update((id(c), self.in_process(c)) for c in cases if c.in_process)
         return [(c, ran[id(c)]) for c in cases]
 

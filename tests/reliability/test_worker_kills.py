@@ -101,10 +101,12 @@ def test_ten_collab_plans_survive_sigkilled_children_and_workers(sample_repo: Pa
             proc = start_plan(REQUIREMENTS[index % len(REQUIREMENTS)], sample_repo, provider, env,
                               tmp_path / f"plan-{index}")
             coordinators.append(proc)
-            session = wait_for(lambda: next((p.name for p in planning.iterdir() if p.name not in before), None)
-                               if planning.is_dir() else None, 60, f"plan {index}: its session folder")
-            wait_for(lambda: running_agents(client, session) or proc.poll() is not None, 60,
-                     f"plan {index}: an agent running")
+            # Loop variables bound as defaults (B023), though wait_for calls each lambda before the loop moves on.
+            session = wait_for(lambda before=before: next((p.name for p in planning.iterdir() if p.name not in before),
+                                                          None) if planning.is_dir() else None,
+                               60, f"plan {index}: its session folder")
+            wait_for(lambda session=session, proc=proc: running_agents(client, session) or proc.poll() is not None,
+                     60, f"plan {index}: an agent running")
             time.sleep(rng.uniform(0, LATENCY_S))  # a random point inside the agents' run
             running = running_agents(client, session)
             target = rng.choice(running) if running else None

@@ -10,8 +10,8 @@ from pydantic import BaseModel
 
 from wfqueue.embedded import EmbeddedRedis
 from wfqueue.lite.angle_repair import repair_assessment
-from wfqueue.lite.steps import run_exploration
 from wfqueue.lite.models import AngleFindings, Assessment
+from wfqueue.lite.steps import run_exploration
 from wfqueue.providers.base import Step
 from wfqueue.repair import break_cycles
 from wfqueue.state import SessionState, redis_client
@@ -78,7 +78,8 @@ def test_a_cycle_loses_the_dependency_on_the_later_task_only() -> None:
 
 
 def conflict(conflict_id: str, recommended: int = 0) -> SessionConflict:
-    strategies = [Strategy(name=f"s{n}", approach="a", complexity="Low", risk="Low", modifications=[f"{conflict_id} m{n}"])
+    strategies = [Strategy(name=f"s{n}", approach="a", complexity="Low", risk="Low",
+                           modifications=[f"{conflict_id} m{n}"])
                   for n in range(2)]
     return SessionConflict(id=conflict_id, category="API", severity="High", title="t", description="d",
                            strategies=strategies, recommended=recommended)
@@ -121,6 +122,7 @@ class Findings:
 def test_findings_naming_another_angle_are_filed_under_the_angle_asked_for(redis_url: str, tmp_path: Path) -> None:
     state = SessionState(redis_client(redis_url, 2.0), "S-angle", ttl_s=600)
     state.reset()
-    exploration = run_exploration(state, Findings(), tmp_path, str(tmp_path), "r", "security", "w")  # type: ignore[arg-type]
+    exploration = run_exploration(state, Findings(), tmp_path, str(tmp_path), "r", "security",
+                                  "w")  # type: ignore[arg-type]
     assert exploration.findings.angle == "security"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("exploration-")] == ["exploration-security.md"]

@@ -431,7 +431,7 @@ def test_agents_share_a_cached_prefix(fake: FakeAnthropic, sample_repo: Path) ->
     fake.reply(answer(area_draft(1)), answer(area_draft(101)))
     agents = [provider_for(fake), provider_for(fake)]  # two workers, one server
 
-    drafts = [agent.run(step) for agent, step in zip(agents, steps)]
+    drafts = [agent.run(step) for agent, step in zip(agents, steps, strict=True)]
 
     assert [d.tasks[0].id for d in drafts] == ["TASK-001", "TASK-101"]
     first, second = fake.requests

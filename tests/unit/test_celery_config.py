@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from wfqueue.celery_app import create_app, unacked_scan_options
@@ -57,7 +59,7 @@ def test_hundred_agents_get_disjoint_ranges_and_ids_grow_a_digit() -> None:
     assert analysis.total_agents == 100
     ranges = [s.task_id_range for s in analysis.sub_domains]
     assert ranges[0] == (1, 100) and ranges[10] == (1001, 1100) and ranges[-1] == (9901, 10000)
-    assert all(a[1] < b[0] for a, b in zip(ranges, ranges[1:]))
+    assert all(a[1] < b[0] for a, b in itertools.pairwise(ranges))
     assert task_id(7) == "TASK-007" and task_id(1001) == "TASK-1001"
     assert analysis.sub_domains[1].dependencies == ["a0"]  # no self-dependency, only known areas
 

@@ -36,7 +36,7 @@ def types(conflicts) -> list[str]:
 
 
 def test_file_conflict_same_location_from_two_agents() -> None:
-    plan = clean_plan() + [task("TASK-102", "auth", [], ["api/routes.py:Router.add"], "low")]
+    plan = [*clean_plan(), task("TASK-102", "auth", [], ["api/routes.py:Router.add"], "low")]
     found = detect_conflicts(plan, RANGES)
     assert types(found) == ["file_conflict"]
     conflict = found[0]
@@ -47,7 +47,7 @@ def test_file_conflict_same_location_from_two_agents() -> None:
 
 
 def test_same_file_same_agent_is_not_a_conflict() -> None:
-    plan = clean_plan() + [task("TASK-003", "api", [], ["api/routes.py:Router.add"], "high")]
+    plan = [*clean_plan(), task("TASK-003", "api", [], ["api/routes.py:Router.add"], "high")]
     assert detect_conflicts(plan, RANGES) == []
 
 
@@ -62,39 +62,37 @@ def test_dependency_cycle_reported_once_as_its_path() -> None:
 
 
 def test_self_dependency_is_a_cycle() -> None:
-    plan = clean_plan() + [task("TASK-202", "db", ["TASK-202"])]
+    plan = [*clean_plan(), task("TASK-202", "db", ["TASK-202"])]
     assert types(detect_conflicts(plan, RANGES)) == ["dependency_cycle"]
 
 
 def test_strategy_conflict_risky_tasks_of_two_agents_on_one_file() -> None:
-    plan = clean_plan() + [task("TASK-203", "db", [], ["auth/tokens.py:verify"], "medium")]
+    plan = [*clean_plan(), task("TASK-203", "db", [], ["auth/tokens.py:verify"], "medium")]
     found = detect_conflicts(plan, RANGES)
     assert types(found) == ["strategy_conflict"]
     assert found[0].file == "auth/tokens.py"
     assert found[0].agents_involved == ["auth", "db"]
-    low_risk = clean_plan() + [task("TASK-203", "db", [], ["auth/tokens.py:verify"], "low")]
+    low_risk = [*clean_plan(), task("TASK-203", "db", [], ["auth/tokens.py:verify"], "low")]
     assert detect_conflicts(low_risk, RANGES) == []
 
 
 def test_dangling_dependency() -> None:
-    plan = clean_plan() + [task("TASK-003", "api", ["TASK-999"])]
+    plan = [*clean_plan(), task("TASK-003", "api", ["TASK-999"])]
     found = detect_conflicts(plan, RANGES)
     assert types(found) == ["dangling_dependency"]
     assert found[0].tasks_involved == ["TASK-003", "TASK-999"]
 
 
 def test_id_out_of_range() -> None:
-    plan = clean_plan() + [task("TASK-150", "api")]
+    plan = [*clean_plan(), task("TASK-150", "api")]
     found = detect_conflicts(plan, RANGES)
     assert types(found) == ["id_out_of_range"]
     assert "TASK-001..TASK-100" in found[0].description
 
 
 def test_numbering_is_stable_and_ordered_by_severity() -> None:
-    plan = clean_plan() + [
-        task("TASK-150", "api"),
-        task("TASK-102", "auth", ["TASK-102", "TASK-998"], ["api/routes.py:Router.add"], "high"),
-    ]
+    plan = [*clean_plan(), task("TASK-150", "api"),
+            task("TASK-102", "auth", ["TASK-102", "TASK-998"], ["api/routes.py:Router.add"], "high")]
     first = detect_conflicts(plan, RANGES)
     second = detect_conflicts(list(reversed(plan)), RANGES)
     assert [c.model_dump() for c in first] == [c.model_dump() for c in second]

@@ -279,7 +279,7 @@ def test_timeout_reset_and_cut_answers_reach_the_sdk_as_failures(client_for: Any
         with pytest.raises(anthropic.APIConnectionError) as reset:
             client.messages.create(**request())
         seen: list[str] = []
-        with pytest.raises(Exception, match="incomplete chunked read"):  # noqa: PT011 - the SDK's HTTP library
+        with pytest.raises(Exception, match="incomplete chunked read"):  # raised by the SDK's HTTP library
             for event in client.messages.create(**request(), stream=True):
                 seen.append(event.type)
         with pytest.raises(anthropic.APIConnectionError):
@@ -298,7 +298,7 @@ def test_a_cut_stream_through_the_stream_helper(client_for: Any) -> None:
     with FakeAnthropic(faults=At({1: "cut_stream"})) as fake:
         fake.reply(tool_call("read", INPUT))
         client = client_for(fake)
-        with pytest.raises(Exception, match="incomplete chunked read"), client.messages.stream(  # noqa: PT011
+        with pytest.raises(Exception, match="incomplete chunked read"), client.messages.stream(
                 **request(tools=TOOLS)) as stream:
             stream.get_final_message()
         with client.messages.stream(**request(tools=TOOLS)) as stream:
@@ -348,7 +348,7 @@ def test_repeated_turns_counts_conversations_sent_again_after_a_complete_answer(
             client.messages.create(**request())
         client.messages.create(**request())  # a retry after a failure: not a repeat
         next_turn = request(messages=[{"role": "user", "content": "next turn"}])
-        with pytest.raises(Exception, match="incomplete"):  # noqa: PT011 - the SDK's HTTP library
+        with pytest.raises(Exception, match="incomplete"):  # raised by the SDK's HTTP library
             list(client.messages.create(**next_turn, stream=True))  # cut: the client never had this turn
         client.messages.create(**next_turn)
         assert fake.repeated_turns() == 0

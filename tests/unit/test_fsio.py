@@ -14,7 +14,7 @@ from wfqueue.errors import InfrastructureError
 from wfqueue.fsio import atomic_write_text, locked_update
 
 
-def refuse(code: int):  # noqa: ANN201 - a stand-in for an OS call
+def refuse(code: int):
     def call(*_: object, **__: object) -> None:
         raise OSError(code, os.strerror(code))
     return call

@@ -287,9 +287,12 @@ def test_integration_points_are_checked_line_by_line(sample_repo: Path) -> None:
     findings = planted(
         integration_points=[
             IntegrationPoint(file="notes_api/auth/tokens.py", line=56, description="exact", snippet=line),
-            IntegrationPoint(file="notes_api/auth/tokens.py", line=57, description="squashed", snippet="def  verify_token(token:str"),
-            IntegrationPoint(file="notes_api/auth/tokens.py", line=58, description="off by two", snippet="def verify_token("),
-            IntegrationPoint(file="notes_api/auth/tokens.py", line=20, description="wrong line", snippet="def verify_token("),
+            IntegrationPoint(file="notes_api/auth/tokens.py", line=57, description="squashed",
+                             snippet="def  verify_token(token:str"),
+            IntegrationPoint(file="notes_api/auth/tokens.py", line=58, description="off by two",
+                             snippet="def verify_token("),
+            IntegrationPoint(file="notes_api/auth/tokens.py", line=20, description="wrong line",
+                             snippet="def verify_token("),
             IntegrationPoint(file="notes_api/auth/tokens.py", line=500, description="beyond the end"),
             IntegrationPoint(file="notes_api/auth/tokens.py", line=19, description="no snippet"),
             IntegrationPoint(file="notes_api/auth/missing.py", line=1, description="no file"),
@@ -395,7 +398,8 @@ def test_verification_catches_code_that_moved(sample_repo: Path) -> None:
     cache.unlink()
     gone = verify_findings(sample_repo, findings)
     assert any(c.kind == "file" and c.subject == "notes_api/storage/cache.py" and not c.verified for c in gone)
-    assert any(c.kind == "dependency" and c.subject.endswith("-> notes_api/storage/cache.py") and not c.verified for c in gone)
+    assert any(c.kind == "dependency" and c.subject.endswith("-> notes_api/storage/cache.py") and not c.verified
+               for c in gone)
 
 
 def test_a_requirement_the_code_never_mentions(sample_repo: Path) -> None:

@@ -22,7 +22,8 @@ def analysis_for(areas: list[str]):
 
 def template_text(areas: list[str]) -> str:
     analysis = analysis_for(areas)
-    return render_note(build_template(analysis, "2026-11-22T08:00:00+00:00", render_understanding(analysis.understanding)))
+    return render_note(build_template(analysis, "2026-11-22T08:00:00+00:00",
+                                      render_understanding(analysis.understanding)))
 
 
 def test_template_round_trips_and_preallocates_every_section() -> None:
@@ -32,7 +33,8 @@ def test_template_round_trips_and_preallocates_every_section() -> None:
     assert note.problems == []
     headings = [s.heading for s in note.sections]
     assert headings == [
-        "需求理解", "任务池 - Api", "任务池 - Auth Flow", "依赖关系", "冲突标记", "上下文证据 - Api", "上下文证据 - Auth Flow",
+        "需求理解", "任务池 - Api", "任务池 - Auth Flow", "依赖关系", "冲突标记",
+        "上下文证据 - Api", "上下文证据 - Auth Flow",
     ]
     assert note.front_matter["agent_task_id_ranges"] == {"api": [1, 100], "auth-flow": [101, 200]}
     assert note.front_matter["status"] == "planning"

@@ -38,7 +38,8 @@ def symbol_names(path: Path) -> set[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef):
             names.add(node.name)
-            names |= {f"{node.name}.{b.name}" for b in node.body if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            names |= {f"{node.name}.{b.name}" for b in node.body if isinstance(b,
+                                                                               (ast.FunctionDef, ast.AsyncFunctionDef))}
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             names.add(node.name)
     return names
@@ -129,14 +130,16 @@ def test_provider_steps_and_repository_without_code(sample_repo: Path, tmp_path:
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "README.md").write_text("nothing here")
     with pytest.raises(BadInputError, match="no source code"):
-        OfflineProvider().run(UnderstandStep(session_id="s", repo=str(tmp_path / "empty"), requirement="x", max_agents=2))
+        OfflineProvider().run(UnderstandStep(session_id="s", repo=str(tmp_path / "empty"), requirement="x",
+                                             max_agents=2))
 
 
 def test_mermaid_groups_by_area_with_edges_and_highlights(sample_repo: Path) -> None:
     _, analysis, drafts = plan(sample_repo)
     tasks = []
     for area, draft in drafts.items():
-        tasks += parse_task_pool(assemble_area(analysis, area, draft, PlanMetadata(timestamp="t")).task_pool, area, 1)[0]
+        tasks += parse_task_pool(assemble_area(analysis, area, draft, PlanMetadata(timestamp="t")).task_pool, area,
+                                 1)[0]
     tasks[1] = tasks[1].model_copy(update={"depends_on": [*tasks[1].depends_on, tasks[-1].id]})
     tasks[-1] = tasks[-1].model_copy(update={"depends_on": [*tasks[-1].depends_on, tasks[1].id]})
     conflicts = detect_conflicts(tasks, {s.focus_area: s.task_id_range for s in analysis.sub_domains})

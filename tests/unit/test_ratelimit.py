@@ -110,7 +110,7 @@ def test_three_greedy_clients_simulated_on_the_pure_decision_hold_the_rate() -> 
         wake[client] = now + decision.sleep_s
     times = [e.at for e in events]
     assert len(times) == 60  # 60 s at 60/min
-    assert all(later - earlier >= 6.0 - 1e-9 for earlier, later in zip(times, times[6:]))
+    assert all(later - earlier >= 6.0 - 1e-9 for earlier, later in zip(times, times[6:], strict=False))
 
 
 def test_estimate_tokens_and_model_family() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -21,7 +21,7 @@ from wfqueue.settings import load_settings, mask_url
 
 
 def test_session_id_uses_slug_and_utc_plus_8_date_with_collision_suffix() -> None:
-    late_utc = datetime(2026, 11, 22, 20, 30, tzinfo=timezone.utc)  # already the 23rd in UTC+8
+    late_utc = datetime(2026, 11, 22, 20, 30, tzinfo=UTC)  # already the 23rd in UTC+8
     first = new_collab_session_id("Add per-user Rate Limiting to the API!!", late_utc, set())
     assert first == "CPLAN-add-per-user-rate-limiting-to-2026-11-23"
     assert new_collab_session_id("Add per-user Rate Limiting to the API", late_utc, {first}) == first + "-2"

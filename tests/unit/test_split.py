@@ -151,7 +151,7 @@ def state(redis_url: str, request: pytest.FixtureRequest) -> SessionState:
     return session
 
 
-def understand(state: SessionState, provider: Answers, folder: Path):  # noqa: ANN201
+def understand(state: SessionState, provider: Answers, folder: Path):
     return run_understanding(state, provider, folder, str(folder), "Add rate limiting", 3)  # type: ignore[arg-type]
 
 

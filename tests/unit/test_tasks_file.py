@@ -186,7 +186,8 @@ def test_legacy_task_folder_is_mapped_and_validated(tmp_path: Path) -> None:
     tasks, problems = validate_path(session, None)  # repo found from .workflow/
     assert [(t.task.id, t.location, t.legacy) for t in tasks] == [
         ("IMPL-1", ".task/IMPL-1.json", False), ("IMPL-2", ".task/IMPL-2.json", True)]
-    assert codes(problems) == [(".task/IMPL-3.json", None, "invalid_json"), (".task/IMPL-2.json", "IMPL-2", "missing_file")]
+    assert codes(problems) == [(".task/IMPL-3.json", None, "invalid_json"),
+                               (".task/IMPL-2.json", "IMPL-2", "missing_file")]
     assert "line 3 column 3" in problems[0].message and "src/b.py" in problems[1].message
 
 

@@ -83,7 +83,7 @@ def test_clean_session_proceeds_with_green_coverage_and_writes_both_files(repo: 
 
 
 def test_verify_touches_no_other_file(repo: Path) -> None:
-    folder = make_session(repo, GOAL, clean_tasks() + [task(4, "Add retry to the HTTP client", ["ghost.py"], [9])])
+    folder = make_session(repo, GOAL, [*clean_tasks(), task(4, "Add retry to the HTTP client", ["ghost.py"], [9])])
 
     def snapshot() -> dict[str, tuple[str, int]]:
         # content hash and mtime: a rewrite with the same content would still count as a write
@@ -135,7 +135,7 @@ def test_task_changing_a_created_file_must_depend_on_its_creator(repo: Path) -> 
 
 
 def test_missing_file_to_modify_is_a_high_c_finding(repo: Path) -> None:
-    tasks = clean_tasks() + [task(4, "Add retry to the HTTP client docs", ["docs/retry.md"], [1])]
+    tasks = [*clean_tasks(), task(4, "Add retry to the HTTP client docs", ["docs/retry.md"], [1])]
     report = verify_session(make_session(repo, GOAL, tasks))
     [missing] = [f for f in dims(report, "C") if "docs/retry.md" in f.summary]
     assert (missing.severity, missing.location) == ("HIGH", ["task:IMPL-4"])
@@ -258,7 +258,7 @@ def test_coverage_colour(percent: float, colour: str) -> None:
 
 
 def test_task_off_the_goal_is_an_intent_finding(repo: Path) -> None:
-    folder = make_session(repo, GOAL, clean_tasks() + [task(4, "Rename the database tables", ["db/schema.sql"])])
+    folder = make_session(repo, GOAL, [*clean_tasks(), task(4, "Rename the database tables", ["db/schema.sql"])])
     edit_json(folder / ".process" / "context-package.json", lambda d: d["assets"].update(source_code=[]))
     report = verify_session(folder)
     [off] = dims(report, "A")
@@ -269,7 +269,7 @@ def test_task_off_the_goal_is_an_intent_finding(repo: Path) -> None:
 
 
 def test_task_touching_a_file_a_resolved_conflict_forbids_blocks(repo: Path) -> None:
-    folder = make_session(repo, GOAL, clean_tasks() + [task(4, "Add retry to the legacy HTTP client", ["legacy.py"])])
+    folder = make_session(repo, GOAL, [*clean_tasks(), task(4, "Add retry to the legacy HTTP client", ["legacy.py"])])
     atomic_write_json(folder / ".process" / "conflict-resolution.json", {
         "session_id": "WFS-test-session", "resolved_at": "2026-11-22T08:00:00+00:00", "summary": {},
         "resolved_conflicts": [{"conflict_id": "CON-001", "strategy_name": "Adapter",
@@ -354,7 +354,7 @@ def test_not_a_session_is_bad_input(repo: Path) -> None:
 
 
 def test_duplicates_and_file_churn_are_low(repo: Path) -> None:
-    tasks = clean_tasks() + [task(4, "Add retry to the HTTP client", ["client.py"], [2])]
+    tasks = [*clean_tasks(), task(4, "Add retry to the HTTP client", ["client.py"], [2])]
     report = verify_session(make_session(repo, GOAL, tasks))
     assert sorted(f.summary for f in dims(report, "G")) == [
         "client.py is changed by 3 tasks (IMPL-1, IMPL-2, IMPL-4)", "tasks IMPL-1, IMPL-4 have the same title terms"]

@@ -21,7 +21,6 @@ from wfqueue.analysis.vocabulary import CODE_LANGUAGES, novel_terms
 
 __all__ = [
     "CODE_LANGUAGES",
-    "novel_terms",
     "RepoIndex",
     "SourceFile",
     "Symbol",
@@ -32,6 +31,7 @@ __all__ = [
     "js_imports",
     "list_source_files",
     "module_index_for",
+    "novel_terms",
     "python_imports",
     "python_symbols",
     "rank_files",

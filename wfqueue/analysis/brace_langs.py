@@ -137,7 +137,10 @@ def _skip_generics(text: str) -> str:
 
 def _rust_impl_target(line: str) -> str | None:
     """Type name of ``impl [<..>] [Trait for] Type``, last path segment."""
-    header = _skip_generics(line[_RUST_IMPL.match(line).end() :])  # type: ignore[union-attr]
+    impl = _RUST_IMPL.match(line)
+    if impl is None:
+        return None
+    header = _skip_generics(line[impl.end() :])
     header = re.split(r"\{|\bwhere\b", header, maxsplit=1)[0]
     if re.search(r"\bfor\b", header):
         header = re.split(r"\bfor\b", header, maxsplit=1)[1]
@@ -250,7 +253,7 @@ def braced_symbols(text: str, language: str) -> list[Symbol]:
                     Symbol(
                         name=decl.name,
                         qualname=qualname,
-                        kind=decl.kind,  # type: ignore[arg-type]
+                        kind=decl.kind,
                         line=index + 1,
                         end_line=max(end, index) + 1,
                     )

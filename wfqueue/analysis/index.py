@@ -161,4 +161,4 @@ def test_command_for(index: RepoIndex, test_paths: list[str]) -> str:
 
 # The name starts with "test_": stop pytest from collecting it as a test in
 # modules that import it.
-test_command_for.__test__ = False  # type: ignore[attr-defined]
+test_command_for.__test__ = False  # type: ignore[attr-defined]  # pytest's marker; functions declare no such attribute

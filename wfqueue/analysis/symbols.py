@@ -10,13 +10,11 @@ from wfqueue.analysis.indent_langs import python_regex_symbols, ruby_symbols
 from wfqueue.analysis.pyast import parse_python
 from wfqueue.analysis.symbol_model import Symbol, SymbolKind, first_doc_line
 
-__all__ = ["Symbol", "SymbolKind", "python_symbols", "regex_symbols", "symbols_from_tree", "SYMBOL_LANGUAGES"]
+__all__ = ["SYMBOL_LANGUAGES", "Symbol", "SymbolKind", "python_symbols", "regex_symbols", "symbols_from_tree"]
 
 # Module-level constants by convention; single letters are usually TypeVars.
 _CONSTANT_NAME = re.compile(r"^_*[A-Z][A-Z0-9_]+$")
-_TRY_NODES: tuple[type[ast.stmt], ...] = tuple(
-    node for node in (ast.Try, getattr(ast, "TryStar", None)) if node is not None
-)
+_TRY_NODES = (ast.Try, ast.TryStar)
 SYMBOL_LANGUAGES: frozenset[str] = BRACE_LANGUAGES | {"python", "ruby"}
 
 _FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
@@ -64,7 +62,7 @@ def _nested_bodies(node: ast.stmt) -> list[list[ast.stmt]]:
     if isinstance(node, ast.If):
         return [node.body, node.orelse]
     if isinstance(node, _TRY_NODES):
-        return [node.body, *(h.body for h in node.handlers), node.orelse, node.finalbody]  # type: ignore[attr-defined]
+        return [node.body, *(h.body for h in node.handlers), node.orelse, node.finalbody]
     if isinstance(node, (ast.With, ast.AsyncWith)):
         return [node.body]
     return []

@@ -23,13 +23,15 @@ def register(app: typer.Typer) -> None:
     @app.command("collab-plan")
     def collab_plan(
         requirement: str = typer.Argument(..., help="The requirement, as text or the path of a .md file."),
-        repo: str = typer.Option(None, "--repo", help="Repository to plan (default: git top level of the cwd)."),
-        max_agents: int = typer.Option(None, "--max-agents", help=f"Most sub-domains / agents, 2..{MAX_AGENTS_LIMIT}."),
+        repo: str | None = typer.Option(None, "--repo", help="Repository to plan (default: git top level of the cwd)."),
+        max_agents: int | None = typer.Option(None, "--max-agents",
+                                              help=f"Most sub-domains / agents, 2..{MAX_AGENTS_LIMIT}."),
         yes: bool = typer.Option(False, "--yes", "-y", help="Accept the split without asking."),
-        provider: str = typer.Option(None, "--provider", help=PROVIDER_HELP),
-        workers: int = typer.Option(None, "--workers", help="Embedded mode: worker processes (default: one per agent)."),
+        provider: str | None = typer.Option(None, "--provider", help=PROVIDER_HELP),
+        workers: int | None = typer.Option(None, "--workers",
+                                           help="Embedded mode: worker processes (default: one per agent)."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout and nothing else there."),
-        budget: str = typer.Option(None, "--budget", help=BUDGET_HELP),
+        budget: str | None = typer.Option(None, "--budget", help=BUDGET_HELP),
     ) -> None:
         """Split a requirement into sub-domains, plan them in parallel, detect conflicts."""
         settings = load_settings()

@@ -43,8 +43,9 @@ def flower_command(settings: Settings, port: int, address: str) -> tuple[list[st
 def register(app: typer.Typer) -> None:
     @app.command("flower")
     def flower(
-        port: int = typer.Option(None, "--port", help="Port (default: WFQUEUE_FLOWER_PORT, 5555)."),
-        address: str = typer.Option(None, "--address", help="Address (default: WFQUEUE_FLOWER_ADDRESS, 127.0.0.1)."),
+        port: int | None = typer.Option(None, "--port", help="Port (default: WFQUEUE_FLOWER_PORT, 5555)."),
+        address: str | None = typer.Option(None, "--address",
+                                           help="Address (default: WFQUEUE_FLOWER_ADDRESS, 127.0.0.1)."),
     ) -> None:
         """Start Flower (monitoring UI, /api, /metrics for Prometheus) with basic auth from settings."""
         settings = load_settings()

@@ -20,13 +20,14 @@ def register(app: typer.Typer) -> None:
     @app.command("lite-plan")
     def lite_plan(
         requirement: str = typer.Argument(..., help="The task, as text or the path of a .md file."),
-        repo: str = typer.Option(None, "--repo", help="Repository to plan (default: git top level of the cwd)."),
+        repo: str | None = typer.Option(None, "--repo", help="Repository to plan (default: git top level of the cwd)."),
         explore: bool = typer.Option(False, "--explore", "-e", help="Explore the code even if not needed."),
         yes: bool = typer.Option(False, "--yes", "-y", help="Skip clarification and confirmation."),
-        provider: str = typer.Option(None, "--provider", help="offline or anthropic."),
-        workers: int = typer.Option(None, "--workers", min=1, help="Embedded mode: worker processes (default 4)."),
+        provider: str | None = typer.Option(None, "--provider", help="offline or anthropic."),
+        workers: int | None = typer.Option(None, "--workers", min=1,
+                                           help="Embedded mode: worker processes (default 4)."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout and nothing else there."),
-        budget: str = typer.Option(None, "--budget", help=BUDGET_HELP),
+        budget: str | None = typer.Option(None, "--budget", help=BUDGET_HELP),
     ) -> None:
         """Assess the task, explore angles in parallel, verify findings, write tasks.jsonl."""
         settings = load_settings()

@@ -20,14 +20,16 @@ from wfqueue.wfs.coordinator import PlanRequest, WfsCoordinator
 def register(app: typer.Typer) -> None:
     @app.command("plan")
     def plan(
-        requirement: str = typer.Argument(None, help="Text, or a .md file; leave out with --session to continue."),
-        repo: str = typer.Option(None, "--repo", help="Repository (default: git top level of the cwd)."),
-        session: str = typer.Option(None, "--session", help="Continue (or reuse) this WFS session."),
+        requirement: str | None = typer.Argument(None,
+                                                 help="Text, or a .md file; leave out with --session to continue."),
+        repo: str | None = typer.Option(None, "--repo", help="Repository (default: git top level of the cwd)."),
+        session: str | None = typer.Option(None, "--session", help="Continue (or reuse) this WFS session."),
         yes: bool = typer.Option(False, "--yes", "-y", help="Recommended choices everywhere; verify and stop."),
-        provider: str = typer.Option(None, "--provider", help="offline or anthropic."),
-        workers: int = typer.Option(None, "--workers", min=1, help="Embedded mode: worker processes (default 4)."),
+        provider: str | None = typer.Option(None, "--provider", help="offline or anthropic."),
+        workers: int | None = typer.Option(None, "--workers", min=1,
+                                           help="Embedded mode: worker processes (default 4)."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout and nothing else there."),
-        budget: str = typer.Option(None, "--budget", help=BUDGET_HELP + " With --session it replaces the "
+        budget: str | None = typer.Option(None, "--budget", help=BUDGET_HELP + " With --session it replaces the "
                                    "session's budget; left out, the session keeps its own."),
     ) -> None:
         """Session, context (parallel exploration), conflict resolution if risky, IMPL tasks; then verify."""

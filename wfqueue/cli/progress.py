@@ -10,8 +10,9 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeVar
 
 from rich.console import Console
 from rich.live import Live
@@ -25,6 +26,15 @@ from wfqueue.lite.models import Assessment, LitePlanDraft
 from wfqueue.lite.synthesis import MergedQuestion
 from wfqueue.wfs.coordinator import GateChoice
 from wfqueue.wfs.models import SessionConflict
+
+Choice = TypeVar("Choice", bound=str)
+
+
+def ask_choice(console: Console, text: str, choices: Sequence[Choice], default: Choice) -> Choice:
+    """``Prompt.ask`` limited to ``choices``, typed as one of them (rich asks again until one is given)."""
+    answer = Prompt.ask(text, choices=list(choices), default=default, console=console)
+    return next(c for c in choices if c == answer)
+
 
 _STYLE = {"queued": "yellow", "running": "cyan", "done": "green", "failed": "bold red"}
 
@@ -54,11 +64,11 @@ class TerminalUI:
             first, last = sub.task_id_range
             table.add_row(str(n), sub.focus_area, f"TASK-{first:03d}..{last:03d}", sub.description)
         self.console.print(table)
-        choice = Prompt.ask("start, adjust or cancel", choices=["start", "adjust", "cancel"], default="start",
-                            console=self.console)
+        choice: Literal["start", "adjust", "cancel"] = ask_choice(self.console, "start, adjust or cancel",
+                                                                 ("start", "adjust", "cancel"), "start")
         if choice == "adjust":
             return IntPrompt.ask("split into how many sub-domains (2-100)", console=self.console, default=2)
-        return choice  # type: ignore[return-value]
+        return choice
 
     def _table(self, agents: dict[str, dict[str, Any]]) -> Table:
         table = Table("agent", "state", "worker", "attempts", "time")
@@ -124,8 +134,7 @@ class TerminalUI:
         self.console.print(table)
         if not self._interactive("accepting the plan"):
             return "allow"
-        return Prompt.ask("allow, modify or cancel", choices=["allow", "modify", "cancel"], default="allow",
-                          console=self.console)  # type: ignore[return-value]
+        return ask_choice(self.console, "allow, modify or cancel", ("allow", "modify", "cancel"), "allow")
 
     def edit_tasks(self, tasks_path: Path, problems: list[str]) -> None:
         for problem in problems:
@@ -154,5 +163,5 @@ class TerminalUI:
     def gate(self) -> GateChoice:
         if not self._interactive("verifying the plan"):
             return "verify"
-        return Prompt.ask("next: verify (recommended), status, or stop", choices=["verify", "status", "stop"],
-                          default="verify", console=self.console)  # type: ignore[return-value]
+        return ask_choice(self.console, "next: verify (recommended), status, or stop", ("verify", "status", "stop"),
+                          "verify")

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.prompt import Prompt
 from rich.table import Table
 
+from wfqueue.cli.progress import ask_choice
 from wfqueue.errors import BadInputError
 from wfqueue.sessions import read_requirement, resolve_repo
 from wfqueue.settings import load_settings
@@ -59,8 +60,7 @@ class TerminalReplanUI:
         self.console.print(text, markup=False)
 
     def confirm(self, text: str) -> Decision:
-        return Prompt.ask(text, choices=["confirm", "adjust", "cancel"], default="confirm",
-                          console=self.console)  # type: ignore[return-value]
+        return ask_choice(self.console, text, ("confirm", "adjust", "cancel"), "confirm")
 
 
 def render_summary(summary: ReplanSummary) -> str:
@@ -94,13 +94,15 @@ def _split_arguments(first: str | None, second: str | None) -> tuple[str | None,
 def register(app: typer.Typer) -> None:
     @app.command("replan")
     def replan(
-        first: str = typer.Argument(None, metavar="[IMPL-N]", help="Task to replan (task mode); omit for the session."),
-        second: str = typer.Argument(None, metavar="[CHANGE]", help="What changes: text or a .md/.txt file."),
-        session: str = typer.Option(None, "--session", help="Session id (default: the active session)."),
-        repo: str = typer.Option(None, "--repo", help="Repository (default: git top level of the cwd)."),
+        first: str | None = typer.Argument(None, metavar="[IMPL-N]",
+                                           help="Task to replan (task mode); omit for the session."),
+        second: str | None = typer.Argument(None, metavar="[CHANGE]", help="What changes: text or a .md/.txt file."),
+        session: str | None = typer.Option(None, "--session", help="Session id (default: the active session)."),
+        repo: str | None = typer.Option(None, "--repo", help="Repository (default: git top level of the cwd)."),
         yes: bool = typer.Option(False, "--yes", "-y", help="No questions: safe defaults, auto-confirm."),
         interactive: bool = typer.Option(False, "--interactive", help="Ask the clarification questions."),
-        restore_dir: str = typer.Option(None, "--restore", metavar="BACKUP_DIR", help="Put a replan backup back."),
+        restore_dir: str | None = typer.Option(None, "--restore", metavar="BACKUP_DIR",
+                                               help="Put a replan backup back."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout and nothing else there."),
     ) -> None:
         """Change a workflow session's plan: backup first, apply, validate, roll back on failure."""
@@ -138,7 +140,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("sessions")
     def sessions(
-        repo: str = typer.Option(None, "--repo", help="Repository (default: git top level of the cwd)."),
+        repo: str | None = typer.Option(None, "--repo", help="Repository (default: git top level of the cwd)."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     ) -> None:
         """List workflow sessions: id, status, tasks, created, last replan."""

@@ -64,8 +64,8 @@ def _print_summary(out: Console, settings: Settings, summary: SessionSummary, as
 def register(app: typer.Typer) -> None:
     @app.command("status")
     def status(
-        session: str = typer.Argument(None, help="A session id (default: list the repository's sessions)."),
-        repo: str = typer.Option(None, "--repo", help="Repository (default: git top level of the cwd)."),
+        session: str | None = typer.Argument(None, help="A session id (default: list the repository's sessions)."),
+        repo: str | None = typer.Option(None, "--repo", help="Repository (default: git top level of the cwd)."),
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     ) -> None:
         """Show sessions, or one session's agents: state, worker, tasks, errors."""
@@ -87,8 +87,8 @@ def register(app: typer.Typer) -> None:
             return
         kind, folder = locate(root, session)
         if kind != "collab":
-            _print_summary(out, settings, read_lite_session(folder) if kind == "lite" else read_workflow_session(folder),
-                           as_json)
+            _print_summary(out, settings,
+                           read_lite_session(folder) if kind == "lite" else read_workflow_session(folder), as_json)
             return
         current = read_session(folder)
         live, live_usage = _live(settings, current)
@@ -97,7 +97,8 @@ def register(app: typer.Typer) -> None:
         if as_json:
             typer.echo(json.dumps(current.model_dump(mode="json", exclude=NO_CALLS_LIST), ensure_ascii=False))
             return
-        out.print(f"[bold]{current.session_id}[/]: {current.status}, {current.tasks} tasks, {current.conflicts} conflicts")
+        out.print(f"[bold]{current.session_id}[/]: {current.status}, {current.tasks} tasks,"
+                  f" {current.conflicts} conflicts")
         out.print(f"usage: {escape(usage_line(current.usage))}")
         table = Table("agent", "state", "tasks", "worker", "pid", "error")
         for agent in current.agents:

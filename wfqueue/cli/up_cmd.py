@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import threading
+from typing import cast
 
 import typer
 from pydantic import SecretStr
@@ -64,7 +65,8 @@ def register(app: typer.Typer) -> None:
                 while not stop.wait(0.5):
                     for child in children:
                         if child.poll() is not None:
-                            raise WorkerStartError(f"{' '.join(child.args[3:5])} exited (code {child.returncode})",
+                            argv = cast("list[str]", child.args)  # started from the argv lists above
+                            raise WorkerStartError(f"{' '.join(argv[3:5])} exited (code {child.returncode})",
                                                    hint=f"see {queue_dir(root) / 'beat-flower.log'}")
             finally:
                 for child in children:

@@ -25,7 +25,8 @@ def register(app: typer.Typer) -> None:
     @app.command("validate")
     def validate(
         path: str = typer.Argument(..., help="tasks.jsonl, a .task/ folder, or a session folder holding one."),
-        repo: str = typer.Option(None, "--repo", help="Repository files[] paths are relative to (default: from PATH)."),
+        repo: str | None = typer.Option(None, "--repo",
+                                        help="Repository files[] paths are relative to (default: from PATH)."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout and nothing else there."),
     ) -> None:
         """Check tasks: schema, ids, dependencies, cycles, and that files to modify exist. Exit 2 on problems."""

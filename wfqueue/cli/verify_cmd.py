@@ -53,8 +53,8 @@ def _print(report: VerificationReport, report_path: str) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("verify")
     def verify(
-        session: str = typer.Option(None, "--session", help="Session id WFS-... (default: the active session)."),
-        repo: str = typer.Option(None, "--repo", help="Repository (default: git top level of the cwd)."),
+        session: str | None = typer.Option(None, "--session", help="Session id WFS-... (default: the active session)."),
+        repo: str | None = typer.Option(None, "--repo", help="Repository (default: git top level of the cwd)."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout and nothing else there."),
     ) -> None:
         """Verify a workflow plan (read-only) and print its quality gate. Exit 1 when fixes are needed."""

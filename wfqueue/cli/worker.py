@@ -15,8 +15,8 @@ from wfqueue.task_names import ALL_QUEUES
 def register(app: typer.Typer) -> None:
     @app.command("worker")
     def worker(
-        hostname: str = typer.Option(None, "--hostname", "-n", help="Celery node name (default: wfq@HOST)."),
-        concurrency: int = typer.Option(None, "--concurrency", "-c", min=1, help="Pool processes."),
+        hostname: str | None = typer.Option(None, "--hostname", "-n", help="Celery node name (default: wfq@HOST)."),
+        concurrency: int | None = typer.Option(None, "--concurrency", "-c", min=1, help="Pool processes."),
         queues: str = typer.Option(",".join(ALL_QUEUES), "--queues", "-Q", help="Queues to consume."),
         loglevel: str = typer.Option("INFO", "--loglevel", "-l"),
     ) -> None:

@@ -8,6 +8,8 @@ planning-context.md and the agent's two note sections.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel
 
 from wfqueue.collab.models import (
@@ -81,7 +83,7 @@ class AreaArtifacts(BaseModel):
     """Everything one agent writes, JSON-ready so it can be cached in Redis as one value."""
 
     focus_area: str
-    plan: dict
+    plan: dict[str, Any]
     planning_context: str
     task_pool: str
     evidence: str
@@ -100,7 +102,7 @@ def assemble_area(
         recommended_execution=draft.recommended_execution,
         design_decisions=draft.design_decisions,
         tasks=draft.tasks,
-        _metadata=metadata,
+        metadata=metadata,
     )
     note_tasks = [note_task_from(t, focus_area) for t in draft.tasks]
     first, last = sub.task_id_range

@@ -130,7 +130,7 @@ def _cycle_path(graph: dict[str, list[str]], members: list[str]) -> list[str]:
                 path = [node]
                 while path[-1] != start:
                     path.append(parent[path[-1]])
-                return list(reversed(path)) + [start]
+                return [*reversed(path), start]
             if child in inside and child not in seen:
                 seen.add(child)
                 parent[child] = node

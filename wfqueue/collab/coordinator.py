@@ -9,7 +9,7 @@ the CLI, tests and benchmarks each bring their own.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -88,7 +88,7 @@ class CollabCoordinator:
     def _plan(self, app: Celery, settings: Settings, client: redis.Redis, request: CollabRequest) -> PlanResult:
         root = planning_root(request.repo)
         existing = {p.name for p in root.iterdir()} if root.is_dir() else set()
-        session_id = new_collab_session_id(request.requirement, datetime.now(timezone.utc), existing)
+        session_id = new_collab_session_id(request.requirement, datetime.now(UTC), existing)
         session_dir = root / session_id
         session_dir.mkdir(parents=True)
         state = SessionState(client, session_id, settings.state_ttl_s)

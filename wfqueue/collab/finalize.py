@@ -67,7 +67,8 @@ def merge_note(
     note = base
     for sub in analysis.sub_domains:
         if sub.focus_area in failures:
-            note = replace_section(note, sub.task_pool_heading, render_failed_area(sub.focus_area, failures[sub.focus_area]))
+            note = replace_section(note, sub.task_pool_heading,
+                                   render_failed_area(sub.focus_area, failures[sub.focus_area]))
             continue
         for heading in (sub.task_pool_heading, sub.evidence_heading):
             if heading in sections:

@@ -203,13 +203,15 @@ def build_template(analysis: RequirementAnalysis, created_at: str, understanding
     }
     sections = [NoteSection(heading=REQUIREMENT_HEADING, body=understanding_body)]
     sections += [
-        NoteSection(heading=s.task_pool_heading, body=placeholder(f"pending: the {s.focus_area} agent fills this section"))
+        NoteSection(heading=s.task_pool_heading,
+                    body=placeholder(f"pending: the {s.focus_area} agent fills this section"))
         for s in subs
     ]
     sections.append(NoteSection(heading=DEPENDENCY_HEADING, body=placeholder("written once every agent has finished")))
     sections.append(NoteSection(heading=CONFLICT_HEADING, body=placeholder("written by conflict detection")))
     sections += [
-        NoteSection(heading=s.evidence_heading, body=placeholder(f"pending: the {s.focus_area} agent fills this section"))
+        NoteSection(heading=s.evidence_heading,
+                    body=placeholder(f"pending: the {s.focus_area} agent fills this section"))
         for s in subs
     ]
     preamble = f"\n# Plan Note: {analysis.session_id}\n\n"

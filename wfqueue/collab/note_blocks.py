@@ -81,6 +81,7 @@ def parse_task_pool(body: str, area: str, first_line: int) -> tuple[list[NoteTas
     tasks: list[NoteTask] = []
     problems: list[NoteProblem] = []
     fields: dict[str, object] | None = None
+    points: list[ModificationPoint] = []  # the current task's modification points, also held in ``fields``
     in_points = False
 
     def close() -> None:
@@ -104,8 +105,9 @@ def parse_task_pool(body: str, area: str, first_line: int) -> tuple[list[NoteTas
                 problems.append(
                     NoteProblem(line=line_no, message=f"{match.group('id')} has no [area]; attributed to '{area}'")
                 )
+            points = []
             fields = {"id": match.group("id"), "title": match.group("title"), "area": (owner or area).strip(),
-                      "line": line_no, "modification_points": []}
+                      "line": line_no, "modification_points": points}
             continue
         if fields is None or not line.strip():
             continue
@@ -123,7 +125,7 @@ def parse_task_pool(body: str, area: str, first_line: int) -> tuple[list[NoteTas
             continue
         point = _parse_point(line) if in_points else None
         if point is not None:
-            fields["modification_points"].append(point)  # type: ignore[union-attr]
+            points.append(point)
         else:
             problems.append(NoteProblem(line=line_no, message=f"unrecognised line in {fields['id']}: '{line.strip()}'"))
     close()
@@ -143,7 +145,8 @@ def note_tasks(note: PlanNote) -> tuple[list[NoteTask], list[NoteProblem]]:
         for task in found:
             if task.id in seen:
                 problems.append(
-                    NoteProblem(line=task.line or 0, message=f"{task.id} is defined twice (first on line {seen[task.id]})")
+                    NoteProblem(line=task.line or 0,
+                                message=f"{task.id} is defined twice (first on line {seen[task.id]})")
                 )
             seen.setdefault(task.id, task.line or 0)
         tasks += found
@@ -168,7 +171,8 @@ def render_understanding(understanding: Understanding) -> str:
 
 def render_evidence(evidence: Evidence) -> str:
     lines = ["", "**相关文件**:"]
-    lines += [f"- `{f.path}` (relevance {f.relevance:.2f}): {_one_line(f.reason)}" for f in evidence.related_files] or ["- -"]
+    lines += [f"- `{f.path}` (relevance {f.relevance:.2f}): {_one_line(f.reason)}"
+              for f in evidence.related_files] or ["- -"]
     lines += ["**现有模式**:", *_bullets(evidence.patterns)]
     lines += ["**约束**:", *_bullets(evidence.constraints)]
     return "\n".join(lines) + "\n\n"

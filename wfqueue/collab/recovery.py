@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from celery import Celery, chord
 from celery.canvas import Signature
@@ -79,7 +80,7 @@ def missing_areas(state: SessionState, analysis: RequirementAnalysis) -> list[st
 
 
 def enqueue_missing(app: Celery, state: SessionState, session_dir: Path, analysis: RequirementAnalysis,
-                    provider: str) -> AsyncResult:
+                    provider: str) -> AsyncResult[Any]:
     """A chord of the areas without a result, then the callback (the callback alone if none is missing)."""
     missing = missing_areas(state, analysis)
     for area in missing:

@@ -50,7 +50,8 @@ def _united(first: list[str], second: list[str]) -> list[str]:
 def _merge(into: ProposedArea, other: ProposedArea) -> ProposedArea:
     description = into.description
     if other.description.strip() and other.description.strip() not in description:
-        description = f"{description.rstrip()}; {other.description.strip()}" if description.strip() else other.description
+        extra = other.description.strip()
+        description = f"{description.rstrip()}; {extra}" if description.strip() else other.description
     effort = max(into.estimated_effort, other.estimated_effort, key=_EFFORT_ORDER.index)
     return into.model_copy(update={
         "description": description,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import socket
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from wfqueue.collab.assemble import AreaArtifacts, allocate, assemble_area
@@ -36,7 +36,7 @@ UNDERSTANDING_KEYS = ("understanding", "understanding#2")
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def agent_dir(session_dir: Path, focus_area: str) -> Path:

@@ -74,7 +74,7 @@ def render_cost(report: UsageReport | None) -> list[str]:
         return []
     out = ["## Cost", ""]
     if report.total.calls == 0:
-        return out + ["- **Total**: no LLM calls (the provider plans without a model)", ""]
+        return [*out, "- **Total**: no LLM calls (the provider plans without a model)", ""]
     out += [f"- **Total**: {report.summary}",
             "- Costs are estimates from the `price_table` setting (dollars per million tokens of each kind)."]
     if report.budget is not None:
@@ -88,7 +88,7 @@ def render_cost(report: UsageReport | None) -> list[str]:
         u = totals.usage
         out.append(f"| {step} | {totals.calls} | {u.input_tokens:,} | {u.output_tokens:,} | {u.cache_read_tokens:,} "
                    f"| {u.cache_write_tokens:,} | {_cost_cell(totals)} |")
-    return out + [""]
+    return [*out, ""]
 
 
 def render_plan_md(data: PlanSummaryInput, session_dir: str) -> str:
@@ -119,7 +119,8 @@ def render_plan_md(data: PlanSummaryInput, session_dir: str) -> str:
     out += ["## Sub-Domain Split", "", "| Area | Description | Task ids | Effort |", "|---|---|---|---|"]
     for sub in analysis.sub_domains:
         first, last = sub.task_id_range
-        out.append(f"| {sub.focus_area} | {sub.description} | TASK-{first:03d} .. TASK-{last:03d} | {sub.estimated_effort} |")
+        out.append(f"| {sub.focus_area} | {sub.description} | TASK-{first:03d} .. TASK-{last:03d}"
+                   f" | {sub.estimated_effort} |")
     out += ["", "## Task Graph", "", mermaid_flowchart(analysis, data.tasks, data.conflicts), ""]
     out += ["## Task Overview", ""]
     for sub in analysis.sub_domains:
@@ -131,7 +132,8 @@ def render_plan_md(data: PlanSummaryInput, session_dir: str) -> str:
             continue
         out += ["| Id | Title | Complexity | Depends on | Risk |", "|---|---|---|---|---|"]
         for t in own:
-            out.append(f"| {t.id} | {t.title} | {t.complexity} | {', '.join(t.depends_on) or '-'} | {t.conflict_risk} |")
+            depends = ", ".join(t.depends_on) or "-"
+            out.append(f"| {t.id} | {t.title} | {t.complexity} | {depends} | {t.conflict_risk} |")
         out.append("")
     out += ["## Conflict Report", ""]
     if not data.conflicts:

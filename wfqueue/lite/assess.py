@@ -100,10 +100,11 @@ def assess(requirement: str, repo: RepoSignals, force_explore: bool) -> Assessme
     if architectural:
         reasons.append("needs architecture context")
     return Assessment(
-        complexity=complexity,  # type: ignore[arg-type]
+        complexity=complexity,
         scope=f"{scope}: {len(repo.relevant)} relevant module(s)" + (f", names {mentioned[0]}" if single_file else ""),
         depth=f"{depth}: " + ("architectural change" if architectural else
-                              ("new code for " + ", ".join(repo.novel_words[:3]) if repo.novel_words else "surface change")),
+                              ("new code for " + ", ".join(repo.novel_words[:3]) if repo.novel_words
+                               else "surface change")),
         risk=f"{risk}: most-imported module has {repo.max_fan_in} importer(s); {len(repo.untested)} without tests",
         dependencies=f"{dependencies}: {repo.internal_edges} import edge(s) among the relevant modules",
         preset=preset,

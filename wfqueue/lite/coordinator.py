@@ -9,7 +9,7 @@ UI protocol; ``-y`` answers every question with the safe default.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -118,7 +118,7 @@ class LiteCoordinator:
     def _plan(self, app: Celery, settings: Settings, client: redis.Redis, request: LiteRequest) -> LiteResult:
         root = request.repo / WORKFLOW_DIR / LITE_DIR
         existing = {p.name for p in root.iterdir()} if root.is_dir() else set()
-        session_id = new_lite_session_id(request.requirement, datetime.now(timezone.utc), existing)
+        session_id = new_lite_session_id(request.requirement, datetime.now(UTC), existing)
         session_dir = root / session_id
         session_dir.mkdir(parents=True)
         state = SessionState(client, session_id, settings.state_ttl_s)
@@ -147,10 +147,11 @@ class LiteCoordinator:
             draft = LitePlanDraft.model_validate_json(state.recall("lite_plan") or "")
             status = "partial" if failed else "completed"
             if not request.yes:
-                draft, status = self._confirm(state, session_dir, request.requirement, assessment, draft, failed, status)
+                draft, status = self._confirm(state, session_dir, request.requirement, assessment, draft, failed,
+                                              status)
             state.set_meta(status=status)
-            return LiteResult(session_id=session_id, session_dir=str(session_dir), status=status, tasks=len(draft.tasks),
-                              conflicts=shared_files(draft), complexity=assessment.complexity,
+            return LiteResult(session_id=session_id, session_dir=str(session_dir), status=status,
+                              tasks=len(draft.tasks), conflicts=shared_files(draft), complexity=assessment.complexity,
                               angles=assessment.angles if assessment.needs_exploration else [], failed_angles=failed,
                               usage=usage_line(session_report(state, self.prices)))
 
@@ -194,9 +195,9 @@ class LiteCoordinator:
                 if assessment.needs_exploration:
                     missing = [a for a in assessment.angles if state.recall(f"exploration:{a}") is None]
                     self.ui.info(f"resuming {state.session_id}: re-exploring {', '.join(missing) or 'nothing'}")
-                    _, failed = self._explore(app, settings, state, session_dir,
-                                              assessment.model_copy(update={"angles": missing}) if missing else assessment,
-                                              common, angles_for_synthesis=assessment.angles)
+                    pending = assessment.model_copy(update={"angles": missing}) if missing else assessment
+                    _, failed = self._explore(app, settings, state, session_dir, pending, common,
+                                              angles_for_synthesis=assessment.angles)
                 if state.recall("lite_plan") is None or not (session_dir / TASKS_FILE).is_file():
                     try:
                         wait_for(app.send_task(LITE_PLAN, kwargs={**common, "session_dir": str(session_dir),
@@ -243,7 +244,8 @@ class LiteCoordinator:
         batches = rounds(questions)
         for number, batch in enumerate(batches, start=1):
             replies = self.ui.ask(batch, number, len(batches))
-            answers += [ClarificationAnswer(question=q.question, answer=a) for q, a in zip(batch, replies) if a.strip()]
+            answers += [ClarificationAnswer(question=q.question, answer=a)
+                        for q, a in zip(batch, replies, strict=False) if a.strip()]
         return answers
 
     def _confirm(self, state: SessionState, session_dir: Path, requirement: str, assessment: Assessment,

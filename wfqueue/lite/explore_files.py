@@ -147,7 +147,7 @@ def relevant_files(scope: AngleScope) -> list[RelevantFile]:
         if best <= 0:
             reasons.insert(0, "no word of the query occurs in the code; central module")
         rationale = "; ".join(reasons) or "ranked by BM25"
-        found.append(RelevantFile(path=path, relevance=relevance, rationale=rationale))  # type: ignore[arg-type]
+        found.append(RelevantFile(path=path, relevance=relevance, rationale=rationale))
     if scope.key == "dependencies":
         found += [
             RelevantFile(path=m, relevance="low", rationale="declares the external dependencies")

@@ -68,10 +68,10 @@ def _cycle(scope: AngleScope) -> list[str] | None:
             node, path = stack.pop()
             for nxt in sorted(graph.get(node, []), reverse=True):
                 if nxt == start:
-                    return path + [start]
+                    return [*path, start]
                 if nxt not in seen and len(path) < 8:
                     seen.add(nxt)
-                    stack.append((nxt, path + [nxt]))
+                    stack.append((nxt, [*path, nxt]))
     return None
 
 
@@ -157,7 +157,7 @@ def clarifications(scope: AngleScope) -> list[Clarification]:
         found.append(
             Clarification(
                 question=f"No file matches the requirement from {viewpoint}: which modules does it concern?",
-                options=candidates + ["another module (please name it)"]
+                options=[*candidates, "another module (please name it)"]
                 if candidates
                 else ["please name the modules", "start a new module"],
                 context="the candidates are the most imported modules"

@@ -58,9 +58,9 @@ def _task(number: int, title: str, description: str, files: list[TaskFile], inde
         id=tid,
         title=title,
         description=description + (" " + " ".join(notes) if notes else ""),
-        type=task_type(requirement),  # type: ignore[arg-type]
-        priority=priority,  # type: ignore[arg-type]
-        effort=effort,  # type: ignore[arg-type]
+        type=task_type(requirement),
+        priority=priority,
+        effort=effort,
         scope=", ".join(paths),
         depends_on=depends,
         focus_paths=paths,
@@ -99,7 +99,8 @@ def plan_tasks(index: RepoIndex, requirement: str, session_id: str, assessment: 
         package = posixpath.dirname(ordered[0]) or "."
         uses_new = bool(created) and group is groups[0]
         depends = [tasks[0].id] if uses_new else []
-        description = (f"Change {', '.join(ordered)} ({', '.join(f.target for f in files if f.target) or 'module level'})"
+        targets = ", ".join(f.target for f in files if f.target) or "module level"
+        description = (f"Change {', '.join(ordered)} ({targets})"
                        f" for: {short}." + (f" Wire in {created}." if uses_new else ""))
         tasks.append(_task(len(tasks) + 1, f"{package}: {short}", description, files, index, requirement,
                            session_id, depends, "high" if group is groups[0] else "medium", notes))
@@ -111,11 +112,13 @@ def plan_tasks(index: RepoIndex, requirement: str, session_id: str, assessment: 
         action = "modify" if tests else "create"
         tasks.append(_task(len(tasks) + 1, f"tests: cover {short}",
                            f"Cover the change with tests in {test_file}.",
-                           [TaskFile(path=test_file, action=action, changes=[f"tests for: {short}"], conflict_risk="low")],
+                           [TaskFile(path=test_file, action=action, changes=[f"tests for: {short}"],
+                                     conflict_risk="low")],
                            index, requirement, session_id, [], "medium", notes))
+    source = f"verified findings of {len(explorations)} angle(s)" if explorations else "the repository index"
     understanding = (
         f"{short}. Complexity {assessment.complexity} ({assessment.scope}; {assessment.depth}; {assessment.risk}). "
-        f"Planned from {'verified findings of ' + str(len(explorations)) + ' angle(s)' if explorations else 'the repository index'}: "
+        f"Planned from {source}: "
         f"{len(tasks)} task(s), grouped by package"
         + (f", with {created} created first" if created else "") + "."
         + (" " + " ".join(notes) if notes else "")

@@ -83,8 +83,10 @@ def render_notes(requirement: str, timestamp: str, assessment: Assessment, explo
         out.append("- **Dependencies**: " + (", ".join(f"{d.source} → {d.target}" for d in f.dependencies) or "-"))
         out.append("- **Constraints**: " + ("; ".join(_cell(c) for c in f.constraints) or "-"))
         out.append("")
-    out += ["## Part 2: Core Files Index", "", "| File | Relevance | Angles | Verified | Why |", "|---|---|---|---|---|"]
-    out += [f"| `{c.path}` | {c.relevance} | {', '.join(c.angles)} | {'✅' if c.verified else '⚠️'} | {_cell(c.rationale)} |"
+    out += ["## Part 2: Core Files Index", "", "| File | Relevance | Angles | Verified | Why |",
+            "|---|---|---|---|---|"]
+    out += [f"| `{c.path}` | {c.relevance} | {', '.join(c.angles)} | {'✅' if c.verified else '⚠️'}"
+            f" | {_cell(c.rationale)} |"
             for c in core]
     edges = sorted({(d.source, d.target) for e in explorations for d in e.findings.dependencies
                     if (chk := e.check_for("dependency", f"{d.source} -> {d.target}")) and chk.verified})
@@ -109,9 +111,11 @@ def render_notes(requirement: str, timestamp: str, assessment: Assessment, explo
     if not constraints and not unverified:
         out.append("- None found by exploration.")
     out += ["", "## Part 5: Clarification Questions Summary", ""]
-    out += [f"{n}. [{', '.join(q.angles)}] {_cell(q.question)}" + (f" Options: {'; '.join(q.options)}." if q.options else "")
+    out += [f"{n}. [{', '.join(q.angles)}] {_cell(q.question)}"
+            + (f" Options: {'; '.join(q.options)}." if q.options else "")
             for n, q in enumerate(questions, start=1)] or ["None."]
-    out += ["", "## Part 6: Key Code Location Index", "", "| Component | File Path | Key Lines | Purpose |", "|---|---|---|---|"]
+    out += ["", "## Part 6: Key Code Location Index", "", "| Component | File Path | Key Lines | Purpose |",
+            "|---|---|---|---|"]
     for e in explorations:
         for point in e.findings.integration_points:
             check = e.check_for("integration_point", f"{point.file}:{point.line}")
@@ -130,7 +134,8 @@ def _plan_header(session_id: str, requirement: str, created: str, assessment: As
         out.append(f"**Status**: {status}")
     out += [
         f"**Complexity**: {assessment.complexity}",
-        f"**Exploration Angles**: {', '.join(assessment.angles) if assessment.needs_exploration else 'none (not needed)'}",
+        "**Exploration Angles**: "
+        + (", ".join(assessment.angles) if assessment.needs_exploration else "none (not needed)"),
     ]
     if failed:
         out.append(f"**Skipped angles**: {', '.join(f'{a}: {_cell(e)}' for a, e in sorted(failed.items()))}")

@@ -37,7 +37,8 @@ TASKS_FILE = "tasks.jsonl"
 PLAN_FILE = "plan.md"
 
 
-def run_assessment(state: SessionState, provider: Provider, repo: str, requirement: str, force_explore: bool) -> Assessment:
+def run_assessment(state: SessionState, provider: Provider, repo: str, requirement: str,
+                   force_explore: bool) -> Assessment:
     """The assessment with its angles repaired (wfqueue.lite.angle_repair); the repaired one is what is
     remembered, with its repairs (``assessment_repairs``), for every later step to read."""
     cached = state.recall("assessment")
@@ -85,16 +86,19 @@ def explorations_for(state: SessionState, angles: list[str]) -> tuple[list[Verif
             done.append(VerifiedExploration.model_validate_json(raw))
         else:
             record = state.agent(angle)
-            failed[angle] = str(record.get("error") or f"no result (last state: {record.get('state', 'never started')})")
+            last = record.get("state", "never started")
+            failed[angle] = str(record.get("error") or f"no result (last state: {last})")
     return done, failed
 
 
-def run_synthesis(state: SessionState, session_dir: Path, requirement: str) -> tuple[list[MergedQuestion], dict[str, str]]:
+def run_synthesis(state: SessionState, session_dir: Path,
+                  requirement: str) -> tuple[list[MergedQuestion], dict[str, str]]:
     assessment = Assessment.model_validate_json(state.recall("assessment") or "")
     explorations, failed = explorations_for(state, assessment.angles)
     timestamp = state.remember_once("synthesized_at", now_iso())
     atomic_write_json(session_dir / MANIFEST_FILE, manifest(state.session_id, requirement, timestamp,
-                                                            assessment.complexity, explorations, str(session_dir), failed))
+                                                            assessment.complexity, explorations, str(session_dir),
+                                                            failed))
     questions = merge_questions(explorations)
     atomic_write_text(session_dir / NOTES_FILE, render_notes(requirement, timestamp, assessment, explorations,
                                                              core_files(explorations), questions, failed))

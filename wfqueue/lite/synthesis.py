@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -37,7 +38,8 @@ def core_files(explorations: list[VerifiedExploration], limit: int = 10) -> list
             verified = bool(check and check.verified)
             known = merged.get(item.path)
             if known is None:
-                merged[item.path] = CoreFile(path=item.path, relevance=item.relevance, angles=[exploration.findings.angle],
+                merged[item.path] = CoreFile(path=item.path, relevance=item.relevance,
+                                             angles=[exploration.findings.angle],
                                              verified=verified, rationale=item.rationale)
                 continue
             known.angles.append(exploration.findings.angle)
@@ -84,7 +86,7 @@ def rounds(questions: list[MergedQuestion], per_round: int = 4) -> list[list[Mer
 
 
 def manifest(session_id: str, requirement: str, timestamp: str, complexity: str,
-             explorations: list[VerifiedExploration], session_dir: str, failed: dict[str, str]) -> dict:
+             explorations: list[VerifiedExploration], session_dir: str, failed: dict[str, str]) -> dict[str, Any]:
     """explorations-manifest.json, with when and where each angle ran (they run at once)."""
     entries = []
     for index, exploration in enumerate(explorations):

@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from collections.abc import Callable
 from pathlib import Path
 
 from wfqueue.analysis import (
@@ -361,30 +360,29 @@ def _check_dependency(repo: _Repo, finding: Dependency) -> Check:
             name = re.escape(finding.target)
             statement = re.compile(rf"^\s*(?:import\s+(?:.*,\s*)?{name}\b|from\s+{name}(?:\.|\s+import\b))")
         else:
-            statement = re.compile(rf"""(?:from|require\s*\(|import)\s*['"]{re.escape(finding.target)}(?:/[^'"]*)?['"]""")
+            target = re.escape(finding.target)
+            statement = re.compile(rf"""(?:from|require\s*\(|import)\s*['"]{target}(?:/[^'"]*)?['"]""")
         for number, line in enumerate(split_lines(text), 1):
             if statement.search(line):
                 return check(True, f"imports external module {finding.target} at line {number}: `{_quote(line)}`")
-        return check(False, f"{source} does not import {finding.target} (not a repository module, no import statement names it)")
+        return check(False, f"{source} does not import {finding.target} "
+                            "(not a repository module, no import statement names it)")
     # Other languages: the target's module name must appear in the source.
     name = _short_name(finding.target)
     word = re.compile(rf"(?<![\w.]){re.escape(name)}\b") if name else None
     for number, line in enumerate(split_lines(text), 1):
         if word is not None and word.search(line):
-            return check(True, f"mentions {name} at line {number}: `{_quote(line)}` (no import resolution for {language})")
+            return check(True,
+                         f"mentions {name} at line {number}: `{_quote(line)}` (no import resolution for {language})")
     return check(False, f"{source} never mentions {name or finding.target}")
 
 
 def verify_findings(repo: Path, findings: AngleFindings) -> list[Check]:
     """One check per finding, in order: files, patterns, integration points, dependencies."""
     view = _Repo(Path(repo))
-    checks: list[Check] = []
-    steps: list[tuple[list, Callable]] = [
-        (findings.relevant_files, _check_file),
-        (findings.patterns, _check_pattern),
-        (findings.integration_points, _check_point),
-        (findings.dependencies, _check_dependency),
+    return [
+        *(_check_file(view, f) for f in findings.relevant_files),
+        *(_check_pattern(view, p) for p in findings.patterns),
+        *(_check_point(view, p) for p in findings.integration_points),
+        *(_check_dependency(view, d) for d in findings.dependencies),
     ]
-    for items, run in steps:
-        checks.extend(run(view, item) for item in items)
-    return checks

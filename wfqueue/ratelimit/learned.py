@@ -24,6 +24,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
+from typing import Any
 
 from wfqueue.ratelimit.window import MINUTE_S, Bucket, Limits
 
@@ -165,12 +166,12 @@ class LearnedState:
     @classmethod
     def from_fields(cls, raw: Mapping[str, str]) -> LearnedState:
         """The state from Redis's hash; a missing or garbled field keeps its default."""
-        values: dict[str, float | int] = {}
+        values: dict[str, Any] = {}  # each field's own type: int for ``ramp``, float for the others
         for f in fields(cls):
             number = _number(raw.get(f.name))
             if number is not None:
                 values[f.name] = int(number) if f.name == "ramp" else number
-        return cls(**values)  # type: ignore[arg-type]
+        return cls(**values)
 
 
 def learn(state: LearnedState, observed: ObservedLimits, status: int, *, now: float, observed_at: float,

@@ -31,7 +31,7 @@ from wfqueue.errors import TransientProviderError
 from wfqueue.ratelimit.learned import LearnedState, Learning, effective_limits, learn, parse_rate_headers
 from wfqueue.ratelimit.window import MIN_SLEEP_S, POLL_S, US, Event, Limits, Snapshot, decide
 from wfqueue.settings import Settings
-from wfqueue.state import redis_client
+from wfqueue.state import redis_client, text_map
 from wfqueue.usage import Usage
 
 __all__ = ["LEARNED_TTL_S", "Permit", "RateLimiter", "limiter_from_settings"]
@@ -108,11 +108,13 @@ return redis.call('ZREM', KEYS[4], ARGV[1])
 
 def _snapshot(now_us: str, events: list[str], tokens_in: list[str], tokens_out: list[str],
               held: list[str], pause_us: str) -> Snapshot:
-    ins, outs = dict(zip(tokens_in[::2], tokens_in[1::2])), dict(zip(tokens_out[::2], tokens_out[1::2]))
+    # Flat [member, value, member, value, ...] replies from the script, paired up.
+    ins = dict(zip(tokens_in[::2], tokens_in[1::2], strict=False))
+    outs = dict(zip(tokens_out[::2], tokens_out[1::2], strict=False))
     return Snapshot(
         now=int(now_us) / US,
         events=tuple(Event(float(score) / US, float(ins.get(member, 0)), float(outs.get(member, 0)))
-                     for member, score in zip(events[::2], events[1::2])),
+                     for member, score in zip(events[::2], events[1::2], strict=False)),
         held=tuple(float(score) / US for score in held[1::2]),
         paused_until=int(pause_us) / US,
     )
@@ -235,7 +237,7 @@ class RateLimiter:
 
     def learned(self) -> LearnedState:
         """What every worker has learned about this scope (read only)."""
-        return LearnedState.from_fields(self.client.hgetall(self.keys[4]))
+        return LearnedState.from_fields(text_map(self.client.hgetall(self.keys[4])))
 
     def effective_limits(self) -> Limits:
         """The limits enforced now: the fixed ones, or the learned ones capped by the settings."""
@@ -277,7 +279,7 @@ class RateLimiter:
     def _try(self, permit_id: str, est_in: int, est_out: int, limits: Limits | None = None) -> tuple[bool, Snapshot]:
         lim = limits or self.limits
         bucket = lim.bucket
-        args = [permit_id, round(lim.window_s * US), repr(lim.requests), repr(lim.input_tokens),
+        args: list[str | int] = [permit_id, round(lim.window_s * US), repr(lim.requests), repr(lim.input_tokens),
                 repr(lim.output_tokens), lim.concurrency, est_in, est_out, round(self.slot_ttl_s * US),
                 repr(bucket.level) if bucket else "0", round(bucket.at * US) if bucket else 0,
                 repr(bucket.rate) if bucket else "0", repr(bucket.capacity) if bucket else "0"]

@@ -19,7 +19,8 @@ from wfqueue.wfs.models import ConflictDetection, ContextPackage, RiskFactors, S
 
 _LEVELS = ["none", "low", "medium", "high"]
 _API_WORDS = re.compile(r"\b(api|endpoint|route|interface|signature|protocol|contract|rest|graphql)\b", re.I)
-_ARCH_WORDS = re.compile(r"\b(architect\w*|restructur\w*|refactor\w*|modular\w*|layer\w*|migrat\w*|redesign\w*)\b", re.I)
+_ARCH_WORDS = re.compile(r"\b(architect\w*|restructur\w*|refactor\w*|modular\w*|layer\w*|migrat\w*|redesign\w*)\b",
+                         re.I)
 _DATA_WORDS = re.compile(r"\b(model|schema|database|table|column|migration|storage|persist\w*)\b", re.I)
 _CONFIG_NAMES = ("pyproject.toml", "setup.cfg", "setup.py", "requirements.txt", "package.json", "go.mod", "Cargo.toml")
 _DEPENDENCY = re.compile(r"""^\s*["']?([A-Za-z0-9_.\-\[\]]+)\s*((?:[<>=!~]=?|@)\s*[^"',;\s]+)?""")
@@ -56,7 +57,8 @@ def external_dependencies(manifest_texts: dict[str, str]) -> list[dict[str, str]
     return found
 
 
-def touched_files(index: RepoIndex, requirement: str, explorations: list[VerifiedExploration]) -> list[tuple[str, float]]:
+def touched_files(index: RepoIndex, requirement: str,
+                  explorations: list[VerifiedExploration]) -> list[tuple[str, float]]:
     """Existing code files the change will touch: the verified, highly relevant findings of the
     explorations (files an angle only mentions are context, not changes), else the ranking."""
     code = {f.path for f in index.files if not f.is_test}
@@ -103,7 +105,8 @@ def build_context_package(index: RepoIndex, session_id: str, timestamp: str, str
         project_context={
             "architecture_patterns": patterns[:10],
             "coding_conventions": {"test_command": index.test_command, "test_layout": "tests/" if tests else "none"},
-            "tech_stack": {"language": max(index.languages, key=lambda k: index.languages[k]) if index.languages else "",
+            "tech_stack": {"language": max(index.languages, key=lambda k: index.languages[k])
+                                       if index.languages else "",
                            "frameworks": [], "libraries": [d["package"] for d in external_dependencies(manifest_texts)],
                            "testing": ["pytest"] if "pytest" in index.test_command else []},
         },
@@ -115,7 +118,7 @@ def build_context_package(index: RepoIndex, session_id: str, timestamp: str, str
         },
         dependencies={"internal": internal, "external": external_dependencies(manifest_texts)},
         conflict_detection=ConflictDetection(
-            risk_level=level,  # type: ignore[arg-type]
+            risk_level=level,
             risk_factors=factors,
             affected_modules=affected,
             mitigation_strategy=(
@@ -127,8 +130,9 @@ def build_context_package(index: RepoIndex, session_id: str, timestamp: str, str
             "angles": [e.findings.angle for e in explorations],
             "aggregated_insights": {
                 "critical_files": tiers["critical"] + tiers["high"],
-                "conflict_indicators": factors.breaking_changes + [f"{p} has importers: {', '.join(importers_of(index, p)[:3])}"
-                                                                   for p in paths if importers_of(index, p)][:10],
+                "conflict_indicators": factors.breaking_changes
+                + [f"{p} has importers: {', '.join(importers_of(index, p)[:3])}"
+                   for p in paths if importers_of(index, p)][:10],
                 "clarification_needs": [q.question for q in merge_questions(explorations)],
                 "constraints": constraints,
             },

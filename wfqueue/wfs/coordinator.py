@@ -237,5 +237,6 @@ class WfsCoordinator:
         choices = {c.id: (c.recommended if yes else self.ui.choose_strategy(c)) for c in conflicts}
         resolution = resolve(session.session_id, now_iso(), conflicts, choices)
         apply_resolution(folder, conflicts, resolution)
-        self.ui.info(f"{len(conflicts)} conflict(s) resolved; risk is now {load_context(folder).conflict_detection.risk_level}")
+        risk = load_context(folder).conflict_detection.risk_level
+        self.ui.info(f"{len(conflicts)} conflict(s) resolved; risk is now {risk}")
         return len(conflicts)

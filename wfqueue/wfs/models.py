@@ -7,7 +7,7 @@ kept on read and written back (``extra="allow"``).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -46,6 +46,10 @@ class ReplanEntry(_Open):
     backup: str
 
 
+def _all_pending() -> dict[str, PhaseState]:
+    return {p: "pending" for p in PHASES}
+
+
 class WorkflowSession(_Open):
     """workflow-session.json. ``phases`` records how far ``wfqueue plan`` got, so an
     interrupted plan resumes at its first unfinished phase."""
@@ -61,7 +65,7 @@ class WorkflowSession(_Open):
     replan_history: list[ReplanEntry] = Field(default_factory=list)
     structured: StructuredInput | None = None
     repo: str | None = None
-    phases: dict[str, PhaseState] = Field(default_factory=lambda: {p: "pending" for p in PHASES})
+    phases: dict[str, PhaseState] = Field(default_factory=_all_pending)
     phases_done_at: dict[str, str] = Field(default_factory=dict)
 
     def next_phase(self) -> str | None:
@@ -107,6 +111,11 @@ class ContextPackage(_Open):
     conflict_detection: ConflictDetection
     exploration_results: dict[str, object]
     prioritized_context: dict[str, object]
+
+    def aggregated_insights(self) -> dict[str, Any]:
+        """``exploration_results.aggregated_insights``; empty when missing or not an object (a hand-edited file)."""
+        insights = self.exploration_results.get("aggregated_insights")
+        return insights if isinstance(insights, dict) else {}
 
 
 # -- conflict resolution (.process/conflict-resolution.json) --------------------------------

@@ -86,7 +86,7 @@ def render_impl_plan(session: WorkflowSession, overview: PlanOverview, tasks: li
         "## 2. Context Analysis",
         "",
     ]
-    critical = context.exploration_results.get("aggregated_insights", {}).get("critical_files", [])  # type: ignore[union-attr]
+    critical = context.aggregated_insights().get("critical_files", [])
     lines += [f"- Critical file: `{f}`" for f in critical[:10]] or ["- No critical files identified."]
     lines += [f"- Conflict risk: {risk}" + (f" ({_one(context.conflict_detection.mitigation_strategy)})"
                                              if context.conflict_detection.mitigation_strategy else "")]
@@ -99,7 +99,8 @@ def render_impl_plan(session: WorkflowSession, overview: PlanOverview, tasks: li
               f"**Critical path**: {' → '.join(path) if path else '-'}", "", _one(overview.approach), ""]
     if constraints:
         lines += ["Constraints every task follows:", *[f"- {_one(c)}" for c in constraints], ""]
-    lines += ["## 5. Task Breakdown", "", "| Task | Title | Type | Effort | Depends on | Files |", "|---|---|---|---|---|---|"]
+    lines += ["## 5. Task Breakdown", "", "| Task | Title | Type | Effort | Depends on | Files |",
+              "|---|---|---|---|---|---|"]
     for t in tasks:
         files = ", ".join(f"`{f.path}`" for f in t.files[:3]) + (" ..." if len(t.files) > 3 else "")
         lines.append(f"| {t.id} | {_one(t.title)} | {t.type or '-'} | {t.effort or '-'} "
@@ -109,7 +110,8 @@ def render_impl_plan(session: WorkflowSession, overview: PlanOverview, tasks: li
         lines.append(f"- Phase {n}: {', '.join(wave)}")
     lines += ["", "## 7. Risks", "", "| Risk | Impact | Mitigation |", "|---|---|---|"]
     risks = [(r, t.id) for t in tasks for r in t.risks]
-    lines += [f"| {_one(r)} | {tid} | keep the interface compatible; run the covering tests first |" for r, tid in risks]
+    lines += [f"| {_one(r)} | {tid} | keep the interface compatible; run the covering tests first |"
+              for r, tid in risks]
     if context.conflict_detection.risk_factors.breaking_changes:
         lines += [f"| {_one(b)} | breaking change | announce and migrate callers in the same task |"
                   for b in context.conflict_detection.risk_factors.breaking_changes]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -224,7 +224,7 @@ def run_replan(repo: Path, text: str | None, ui: ReplanUI, *, task_id: str | Non
     request = parse_request(text or "", task_id, tools)
     if request.empty:
         raise BadInputError("No modifications specified", hint="use --interactive, or say what changes")
-    stamp = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    stamp = (now or datetime.now(UTC)).astimezone(UTC)
     when = stamp.isoformat(timespec="seconds")
     if not interactive:
         ui.info("using safe defaults: scope tasks_only, task changes update_only, dependencies preserved "

@@ -211,7 +211,8 @@ def _splitter(tools: Sequence[str]) -> re.Pattern[str]:
     intent = rf"(?:use|using|run\s+with|switch\s+to|execute\s+with)\s+(?:the\s+)?(?:an?\s+)?{tool}"
     dep = rf"{_ID}\s+(?:also\s+|now\s+|should\s+|no\s+longer\s+)?depends?\b"
     english = rf"(?:remove|delete|drop|add|create)\b|{intent}|{dep}"
-    chinese = rf"(?:删除|移除|去掉|新增|添加|增加|IMPL-\d+\s*(?:也|不再)?依赖|(?:改用|使用|改为|切换到|切换为)\s*{tool})"
+    chinese = (rf"(?:删除|移除|去掉|新增|添加|增加|IMPL-\d+\s*(?:也|不再)?依赖"
+               rf"|(?:改用|使用|改为|切换到|切换为)\s*{tool})")
     return re.compile(rf"\n|;|；|。|\.\s+|\s+(?:and\s+then|and|then)\s+(?={english})|[，,]\s*(?={english}|{chinese})",
                       re.I)
 
@@ -231,16 +232,16 @@ _ADD_TASK = re.compile(r"(?:\b(?:add|create)\s+(?:a\s+|an\s+|one\s+|another\s+)?
                        r"|(?:新增|添加|增加|创建)(?:一个)?(?:新)?任务)\s*(?:to\b|for\b|that\b|:|：|-)?\s*", re.I)
 _ADD_BARE = re.compile(r"^\s*(?:please\s+)?(?:\badd\b|新增|添加|增加)\s*(?=\S)", re.I)
 _LABELS: list[tuple[UpdateField, re.Pattern[str]]] = [
-    ("title", re.compile(r"(?:\btitle\s*[:：]|\brename\s+(?:it\s+|the\s+task\s+)?(?:to|as)\b\s*:?|标题\s*[:：]|重命名为)\s*",
-                         re.I)),
+    ("title", re.compile(r"(?:\btitle\s*[:：]|\brename\s+(?:it\s+|the\s+task\s+)?(?:to|as)\b\s*:?"
+                         r"|标题\s*[:：]|重命名为)\s*", re.I)),
     ("description", re.compile(r"(?:\bdescription\s*[:：]|描述\s*[:：])\s*", re.I)),
     ("criterion", re.compile(r"(?:\badd\s+(?:an?\s+)?(?:acceptance\s+)?criterion\b\s*:?"
                              r"|\b(?:acceptance\s+)?criteri(?:on|a)\s*[:：]"
                              r"|\b(?:update|extend|change)\s+(?:the\s+)?(?:acceptance\s+)?criteria\s+to\s+include\b"
                              r"|\b(?:acceptance\s+)?criteria\s+(?:should|must)\s+include\b"
                              r"|(?:新增|添加|增加)?验收标准\s*(?:[:：]|(?:需要|要|应)?包含))\s*", re.I)),
-    ("step", re.compile(r"(?:\b(?:step|implementation)\s*[:：]|\badd\s+(?:a\s+)?step\b\s*:?|(?:实现步骤|步骤)\s*[:：])\s*",
-                        re.I)),
+    ("step", re.compile(r"(?:\b(?:step|implementation)\s*[:：]|\badd\s+(?:a\s+)?step\b\s*:?"
+                        r"|(?:实现步骤|步骤)\s*[:：])\s*", re.I)),
     ("files", re.compile(r"(?:\b(?:files?|focus(?:\s+paths)?)\s*[:：]|文件(?:范围)?\s*[:：])\s*", re.I)),
 ]
 # Words that carry no instruction of their own once the operations are taken out
@@ -320,7 +321,9 @@ def _parse_clause(clause: str, task_mode: bool, tools: Sequence[str]) -> tuple[l
     """The operations and execution tools of one clause, and the text left that none explains."""
     # A "to the end" form (add a task, title:, ...) owns the rest of the clause, so a
     # new task "to use gemini for summaries" keeps its title and sets no execution intent.
-    ends = [(m.start(), m.end(), None) for m in [_ADD_TASK.search(clause)] if m]
+    ends: list[tuple[int, int, UpdateField | None]] = [
+        (m.start(), m.end(), None) for m in [_ADD_TASK.search(clause)] if m
+    ]
     if task_mode:  # labelled updates name fields of the one task of task mode
         ends += [(m.start(), m.end(), field) for field, p in _LABELS for m in [p.search(clause)] if m]
     owner = min(ends, key=lambda e: e[0]) if ends else None

@@ -55,12 +55,16 @@ class Question(BaseModel):
     multi: bool = False
 
 
+def _all_updates() -> list[UpdateType]:
+    return ["all"]
+
+
 class Selections(BaseModel):
     scope: Scope = "tasks_only"
     modules: list[str] | None = Field(default=None, description="None: all affected modules")
     task_changes: TaskChanges = "update_only"
     dependency_changes: bool = False
-    update_types: list[UpdateType] = Field(default_factory=lambda: ["all"])
+    update_types: list[UpdateType] = Field(default_factory=_all_updates)
     ripple: Ripple = "no"
     answered: bool = Field(default=False, description="True when a user answered; False for the safe defaults")
 
@@ -188,14 +192,15 @@ def clarify(ui: ReplanUI, request: ChangeRequest, tasks: list[UnifiedTask]) -> S
         return defaults.model_copy(update={"update_types": types, "ripple": _answer(ui, q_ripple)[0],
                                            "dependency_changes": "depends_on" in types or "all" in types,
                                            "answered": True})
-    scope = _answer(ui, session_questions("tasks_only", tasks, defaults)[0])[0]
+    answer = _answer(ui, session_questions("tasks_only", tasks, defaults)[0])[0]
+    scope = next(s for s in SCOPES if s == answer)  # the scope question offers SCOPES only
     answers: dict[str, list[str]] = {"scope": [scope]}
-    follow_ups = session_questions(scope, tasks, defaults, _edits_dependencies(request))  # type: ignore[arg-type]
+    follow_ups = session_questions(scope, tasks, defaults, _edits_dependencies(request))
     for question in follow_ups[1:]:
         answers[question.key] = _answer(ui, question)
     modules = answers.get("modules", ["*"])
-    return Selections(scope=scope, modules=None if "*" in modules else modules,  # type: ignore[arg-type]
-                      task_changes=answers.get("task_changes", ["update_only"])[0],  # type: ignore[arg-type]
+    return Selections(scope=scope, modules=None if "*" in modules else modules,
+                      task_changes=answers.get("task_changes", ["update_only"])[0],
                       dependency_changes=answers["dependency_changes"] == ["yes"],
                       update_types=defaults.update_types, answered=True)
 

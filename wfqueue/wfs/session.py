@@ -8,7 +8,7 @@ touched; a missing session or task is reported with the list of what exists.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from wfqueue.errors import SessionNotFoundError
@@ -32,7 +32,7 @@ def active_root(repo: Path) -> Path:
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def new_session_id(description: str, existing: set[str]) -> str:

@@ -20,19 +20,20 @@ class ConflictList(BaseModel):
 
 def _strategy(name: str, approach: str, complexity: str, risk: str, pros: list[str], cons: list[str],
               modifications: list[str]) -> Strategy:
-    return Strategy(name=name, approach=approach, complexity=complexity, risk=risk,  # type: ignore[arg-type]
+    return Strategy(name=name, approach=approach, complexity=complexity, risk=risk,
                     pros=pros, cons=cons, modifications=modifications)
 
 
 def detect_session_conflicts(context: ContextPackage) -> list[SessionConflict]:
     factors = context.conflict_detection.risk_factors
-    files = [a["path"] for a in context.assets.get("source_code", []) if isinstance(a, dict)]  # type: ignore[index]
+    files = [a["path"] for a in context.assets.get("source_code", []) if isinstance(a, dict)]
     found: list[dict[str, object]] = []
     if factors.existing_implementations:
         existing = [e.split(":", 1)[0] for e in factors.existing_implementations]
         found.append({
             "category": "ModuleOverlap", "severity": "High", "title": "The change overlaps existing implementations",
-            "description": "Code that already does part of this exists: " + "; ".join(factors.existing_implementations[:4]),
+            "description": "Code that already does part of this exists: "
+            + "; ".join(factors.existing_implementations[:4]),
             "affected_files": existing,
             "strategies": [
                 _strategy("Extend the existing code", "add to the existing modules and reuse their types", "Low", "Low",
@@ -100,7 +101,7 @@ def detect_session_conflicts(context: ContextPackage) -> list[SessionConflict]:
                           ["a task changing a shared signature also updates its importers"]),
             ],
         })
-    return [SessionConflict(id=f"CON-{n:03d}", **c) for n, c in enumerate(found, start=1)]  # type: ignore[arg-type]
+    return [SessionConflict(id=f"CON-{n:03d}", **c) for n, c in enumerate(found, start=1)]
 
 
 def resolve(session_id: str, timestamp: str, conflicts: list[SessionConflict],

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import posixpath
 from pathlib import Path
+from typing import Any
 
 from wfqueue.analysis import build_index
 from wfqueue.collab.steps import now_iso
@@ -83,13 +84,14 @@ def run_context_phase(state: SessionState, folder: Path, repo: str) -> str:
                                     explorations, texts)
     save_context(folder, context)
     notes = load_notes(folder)
-    insights = context.exploration_results["aggregated_insights"]
+    insights = context.aggregated_insights()
+    internal = [d for d in context.dependencies["internal"] if isinstance(d, dict)]  # {"from", "to"} each
     notes = notes.model_copy(update={
-        "critical_files": list(insights["critical_files"]),  # type: ignore[index]
-        "architecture": [f"{d['from']} imports {d['to']}" for d in context.dependencies["internal"]][:10]  # type: ignore[index]
+        "critical_files": list(insights["critical_files"]),
+        "architecture": [f"{d['from']} imports {d['to']}" for d in internal][:10]
         or [f"affected modules: {', '.join(context.conflict_detection.affected_modules) or 'none'}"],
         "conflict_risk": context.conflict_detection.risk_level,
-        "constraints": list(insights["constraints"])[:10],  # type: ignore[index]
+        "constraints": list(insights["constraints"])[:10],
     })
     if failed:
         notes.deferred = [*notes.deferred, *[f"re-explore angle {a} (failed: {e})" for a, e in failed.items()]]
@@ -124,9 +126,12 @@ def apply_resolution(folder: Path, conflicts: list[SessionConflict], resolution:
     save_context(folder, context)
     notes = load_notes(folder)
     titles = {c.id: c.title for c in conflicts}
-    notes.conflict_decisions = [f"{r.conflict_id} {titles.get(r.conflict_id, '')}: {r.strategy_name} ({r.strategy_approach})"
-                                for r in resolution.resolved_conflicts]
-    notes.constraints = [*notes.constraints, *[c for c in resolution.planning_constraints if c not in notes.constraints]]
+    notes.conflict_decisions = [
+        f"{r.conflict_id} {titles.get(r.conflict_id, '')}: {r.strategy_name} ({r.strategy_approach})"
+        for r in resolution.resolved_conflicts
+    ]
+    notes.constraints = [*notes.constraints,
+                         *[c for c in resolution.planning_constraints if c not in notes.constraints]]
     notes.decisions = [*notes.decisions, *[Decision(decision=r.strategy_name, rationale=f"resolves {r.conflict_id}")
                                            for r in resolution.resolved_conflicts]]
     save_notes(folder, notes)
@@ -176,7 +181,8 @@ def run_generation(state: SessionState, provider: Provider, folder: Path, repo: 
         raise ProviderError("the generated tasks do not validate: " + "; ".join(str(p) for p in problems[:5]),
                             hint="rerun `wfqueue plan --session` once the provider's answer is fixed")
     timestamp = state.remember_once("generated_at", now_iso())
-    metadata = {"timestamp": timestamp, "source": "wfqueue-workflow", "plan_type": draft.tasks[0].type or "feature",
+    metadata: dict[str, Any] = {"timestamp": timestamp, "source": "wfqueue-workflow",
+                                "plan_type": draft.tasks[0].type or "feature",
                 "provider": provider.name, "repairs": [r.model_dump() for r in repairs]}
     if prices is not None:
         # The generation's own calls are recorded already (the metered provider records before it returns).
@@ -186,9 +192,9 @@ def run_generation(state: SessionState, provider: Provider, folder: Path, repo: 
                              "cost_usd": round(report.total.cost_usd, 6), "calls": report.total.calls}
     overview = PlanOverview(summary=draft.summary, approach=draft.approach, task_ids=[t.id for t in draft.tasks],
                             task_count=len(draft.tasks), complexity=assessment.complexity,
-                            recommended_execution=execution_strategy(draft.tasks),  # type: ignore[arg-type]
+                            recommended_execution=execution_strategy(draft.tasks),
                             design_decisions=draft.design_decisions,
-                            _metadata=metadata)
+                            metadata=metadata)
     (folder / TASK_DIR).mkdir(parents=True, exist_ok=True)
     keep = {f"{t.id}.json" for t in draft.tasks}
     for stale in (folder / TASK_DIR).glob("IMPL-*.json"):

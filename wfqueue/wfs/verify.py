@@ -128,7 +128,7 @@ def build_report(inp: VerifyInput, timestamp: str) -> VerificationReport:
     cov = compute_coverage(inp)
     return VerificationReport(
         session_id=inp.session.session_id, timestamp=timestamp, quality_gate=quality_gate(findings),
-        coverage=CoverageSummary(percent=cov.percent, colour=cov.colour, terms=cov.terms, missing=cov.missing),  # type: ignore[arg-type]
+        coverage=CoverageSummary(percent=cov.percent, colour=cov.colour, terms=cov.terms, missing=cov.missing),
         counts={s: sum(f.severity == s for f in findings) for s in SEVERITIES}, findings=findings,
         task_count=len(inp.tasks) + len(set(inp.broken_ids) - {t.id for t in inp.tasks}),
         skipped_tiers=skipped, omitted=omitted,
@@ -229,7 +229,8 @@ def load_input(folder: Path) -> VerifyInput:
     repo = _repo_of(folder, session.repo)
     return VerifyInput(
         session=session, tasks=tasks, task_locations={lt.task.id: lt.location for lt in loaded},
-        load_problems=problems, broken_ids=sorted({p.location.rsplit("/", 1)[-1].removesuffix(".json") for p in problems}),
+        load_problems=problems,
+        broken_ids=sorted({p.location.rsplit("/", 1)[-1].removesuffix(".json") for p in problems}),
         overview=_read_model(folder, PLAN_FILE, PlanOverview, errors),
         context=_read_model(process, "context-package.json", ContextPackage, errors),
         resolution=_read_model(process, "conflict-resolution.json", ConflictResolution, errors, optional=True),

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pydantic import BaseModel, ConfigDict, Field
 
 from wfqueue.analysis import tokenize
+from wfqueue.commands import KNOWN_TOOLS
 from wfqueue.tasks_file import LoadedTask, TaskProblem, check_plan
 from wfqueue.unified_task import UnifiedTask
 from wfqueue.wfs.models import MAX_TASKS, ConflictResolution, ContextPackage, Finding, PlanOverview, WorkflowSession
@@ -38,7 +39,6 @@ from wfqueue.wfs.verify_context_checks import check_n_plus_one, check_synthesis,
 from wfqueue.wfs.verify_rules import (
     CONTROL_ARTIFACTS,
     DIMENSIONS,
-    KNOWN_TOOLS,
     MANY_TASKS_PER_FILE,
     MAX_FILES_PER_TASK,
     Coverage,
@@ -116,7 +116,8 @@ def check_intent(inp: VerifyInput) -> list[Finding]:
     out: list[Finding] = []
     if inp.notes is not None and norm_text(inp.notes.goal) != norm_text(goal):
         out.append(finding("A", "HIGH", ["planning-notes.md"], f"planning notes GOAL differs from the session goal "
-                           f"({inp.notes.goal!r} vs {goal!r})", "re-plan so tasks are generated against the user's goal"))
+                           f"({inp.notes.goal!r} vs {goal!r})",
+                           "re-plan so tasks are generated against the user's goal"))
     if inp.overview is not None and terms and not terms & set(tokenize(inp.overview.summary)):
         out.append(finding("A", "HIGH", ["plan.json"], "plan.json summary shares no key term with the goal",
                            "rewrite the summary (and check the tasks) against the goal"))
@@ -261,8 +262,7 @@ def check_constraints(inp: VerifyInput) -> list[Finding]:
     if inp.notes is not None:
         rules += [(c, "planning-notes.md") for c in [*inp.notes.consolidated, *inp.notes.conflict_decisions]]
     if inp.context is not None:
-        insights = inp.context.exploration_results.get("aggregated_insights", {})
-        raw = insights.get("constraints", []) if isinstance(insights, dict) else []
+        raw = inp.context.aggregated_insights().get("constraints", [])
         rules += [(str(c), ".process/context-package.json") for c in raw]
     user = list(inp.session.structured.constraints) if inp.session.structured else []
     user += inp.notes.key_constraints if inp.notes else []
@@ -301,8 +301,9 @@ def check_dependencies(inp: VerifyInput) -> list[Finding]:
     out: list[Finding] = []
     for p in _plan_problems(inp):
         if p.code == "dependency_cycle":
-            ids = list(dict.fromkeys(_ID.findall(p.message)))
-            out.append(finding("D", "HIGH", [f"task:{i}" for i in ids], p.message, "break the cycle (wfqueue replan)"))
+            cycle = list(dict.fromkeys(_ID.findall(p.message)))
+            out.append(finding("D", "HIGH", [f"task:{i}" for i in cycle], p.message,
+                               "break the cycle (wfqueue replan)"))
         elif p.code == "self_dependency":
             out.append(finding("D", "HIGH", [p.location], p.message, "remove the self dependency"))
     ids = {t.id for t in inp.tasks} | set(inp.broken_ids)

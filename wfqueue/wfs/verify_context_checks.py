@@ -34,9 +34,9 @@ def context_paths(ctx: ContextPackage | None, notes: PlanningNotes | None) -> li
 
 def critical_files(ctx: ContextPackage | None, notes: PlanningNotes | None) -> list[str]:
     """The exploration's critical files (context package insights, then planning notes), once each."""
-    insights = ctx.exploration_results.get("aggregated_insights", {}) if ctx else {}
-    raw = insights.get("critical_files", []) if isinstance(insights, dict) else []
-    found = [e.get("path", "") if isinstance(e, dict) else str(e) for e in raw] + (notes.critical_files if notes else [])
+    raw = ctx.aggregated_insights().get("critical_files", []) if ctx else []
+    found = [e.get("path", "") if isinstance(e, dict) else str(e) for e in raw]
+    found += notes.critical_files if notes else []
     return list(dict.fromkeys(p for p in found if p))
 
 
@@ -66,7 +66,8 @@ def check_synthesis(inp: VerifyInput) -> list[Finding]:
             if outside:
                 out.append(finding("E", "MEDIUM", [f"task:{t.id}"], f"{t.id} changes {', '.join(outside)}, which the "
                                    "gathered context never examined", "re-gather context for these files"))
-    if inp.overview is not None and inp.overview.recommended_execution == "Parallel" and any(t.depends_on for t in inp.tasks):
+    parallel = inp.overview is not None and inp.overview.recommended_execution == "Parallel"
+    if parallel and any(t.depends_on for t in inp.tasks):
         out.append(finding("E", "MEDIUM", ["plan.json"], "plan.json recommends Parallel execution of dependent tasks",
                            "recommend Phased or Sequential execution"))
     return out
@@ -97,7 +98,8 @@ def check_n_plus_one(inp: VerifyInput) -> list[Finding]:
         planned = [best[1]] if best[1] is not None and best[0] * 3 >= len(distinctive) * 2 else []
         if planned:
             out.append(finding("J", "HIGH", [f"task:{planned[0].id}", "planning-notes.md"], f"deferred item {item!r} "
-                               f"is planned anyway by {planned[0].id}", "drop it from the plan or from the deferred list"))
+                               f"is planned anyway by {planned[0].id}",
+                               "drop it from the plan or from the deferred list"))
         else:
             out.append(finding("J", "LOW", ["planning-notes.md"], f"deferred to N+1: {item!r}",
                                "carry it into the next session"))

@@ -70,7 +70,7 @@ class Coverage(BaseModel):
 
 
 def finding(dim: str, severity: str, location: list[str], summary: str, recommendation: str) -> Finding:
-    return Finding(id="", dimension=dim, dimension_name=DIMENSIONS[dim][0], severity=severity,  # type: ignore[arg-type]
+    return Finding(id="", dimension=dim, dimension_name=DIMENSIONS[dim][0], severity=severity,
                    location=location, summary=summary, recommendation=recommendation)
 
 

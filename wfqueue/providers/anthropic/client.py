@@ -64,7 +64,8 @@ def _block_param(block: Any) -> dict[str, Any] | None:
         return {"type": "text", "text": block.text} if block.text else None
     if block.type == "tool_use":
         return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
-    return block.model_dump(mode="json", exclude_none=True)
+    other: dict[str, Any] = block.model_dump(mode="json", exclude_none=True)
+    return other
 
 
 def _assistant_turn(response: Any) -> dict[str, Any]:
@@ -83,7 +84,9 @@ def _with_tail_cache(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return messages
     last = dict(messages[-1])
     content = last["content"]
-    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else [dict(b) for b in content]
+    blocks: list[dict[str, Any]] = (
+        [{"type": "text", "text": content}] if isinstance(content, str) else [dict(b) for b in content]
+    )
     blocks[-1]["cache_control"] = {"type": "ephemeral"}
     last["content"] = blocks
     return [*messages[:-1], last]

@@ -195,7 +195,7 @@ def feedback_text(problems: list[str]) -> str:
 
 
 def build_prompt(step: Step, repo_summary: str, *, tools: bool) -> Prompt:
-    system = [
+    system: list[dict[str, Any]] = [
         {"type": "text", "text": shared_context(step, repo_summary), "cache_control": dict(CACHE_CONTROL)},
         {"type": "text", "text": step_instructions(step)},
     ]

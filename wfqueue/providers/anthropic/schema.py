@@ -97,7 +97,8 @@ def _schema_json(model: type[BaseModel]) -> str:
 
 def output_schema(model: type[BaseModel]) -> dict[str, Any]:
     """The strict-subset JSON schema for ``model`` (a fresh copy, in field order)."""
-    return json.loads(_schema_json(model))
+    schema: dict[str, Any] = json.loads(_schema_json(model))
+    return schema
 
 
 def output_format(model: type[BaseModel]) -> dict[str, Any]:

@@ -55,7 +55,8 @@ def _task_for_file(
     where = ", ".join(f"{s.qualname} (line {s.line})" for s in symbols) or "module level"
     verification = verification_for(index, tests)
     criteria = [f"{symbols[0].qualname if symbols else path} in {path} implements: {short}"]
-    criteria.append(f"`{verification}` passes" if tests and verification else f"a new test in the suite exercises {path}")
+    criteria.append(f"`{verification}` passes" if tests and verification
+                    else f"a new test in the suite exercises {path}")
     if importers:
         criteria.append(f"modules importing {path} ({', '.join(importers[:3])}) keep working unchanged")
     files = file_entries(index, path, requirement)
@@ -63,16 +64,17 @@ def _task_for_file(
         id=ids[path],
         title=f"{posixpath.basename(path)}: {short}",
         description=f"Change {path} at {where}. "
-        + (f"It is imported by {len(importers)} module(s): {', '.join(importers[:4])}." if importers else "No module imports it."),
+        + (f"It is imported by {len(importers)} module(s): {', '.join(importers[:4])}." if importers
+           else "No module imports it."),
         depends_on=depends,
         convergence=Convergence(
             criteria=criteria,
             verification=verification or f"manual: exercise {where} in {path}",
             definition_of_done=f"{path} carries the change and its tests pass",
         ),
-        type=task_type(requirement),  # type: ignore[arg-type]
+        type=task_type(requirement),
         priority="high" if path == sub.focus_paths[0] else "medium",
-        effort=effort,  # type: ignore[arg-type]
+        effort=effort,
         scope=f"{path}: {where}",
         focus_paths=[path],
         files=files,
@@ -86,14 +88,16 @@ def _task_for_file(
     )
 
 
-def _create_task(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDomain, path: str, ids: dict[str, str]) -> UnifiedTask:
+def _create_task(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDomain, path: str,
+                 ids: dict[str, str]) -> UnifiedTask:
     short = requirement_short(analysis.original_requirement)
     users = sub.focus_paths[:2]
     return UnifiedTask(
         id=ids[path],
         title=f"new {posixpath.basename(path)}: {short}",
         description=f"{path} does not exist yet: add it for {short}"
-        + (f" and use it from {', '.join(u for u in users if u != path)}." if len(users) > 1 or users[0] != path else "."),
+        + (f" and use it from {', '.join(u for u in users if u != path)}." if len(users) > 1 or users[0] != path
+           else "."),
         depends_on=[],
         convergence=Convergence(
             criteria=[f"{path} exists and provides what {', '.join(users)} need for: {short}",
@@ -122,7 +126,8 @@ def _evidence(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDomain) -
     for path in sub.focus_paths:
         matched = sorted(query & set(index.doc_tokens.get(path, [])))
         names = ", ".join(s.qualname for s in symbols_to_change(index, path, requirement)[:3])
-        reason = (f"matches {', '.join(matched[:5])}; " if matched else "") + (f"defines {names}" if names else "in scope")
+        reason = ((f"matches {', '.join(matched[:5])}; " if matched else "")
+                  + (f"defines {names}" if names else "in scope"))
         related.append(EvidenceFile(path=path, relevance=round(scores.get(path, 0.0) / best, 2), reason=reason))
     for path in sorted({t for f in sub.focus_paths for t in index.tests_for.get(f, [])} - set(sub.focus_paths)):
         covered = [f for f in sub.focus_paths if path in index.tests_for.get(f, [])]

@@ -89,11 +89,11 @@ def file_entries(index: RepoIndex, path: str, requirement: str) -> list[TaskFile
     """One ``files[]`` entry per symbol to change (the module itself when none stands out)."""
     risk = conflict_risk(index, path)
     entries = [
-        TaskFile(path=path, action="modify", target=s.qualname, conflict_risk=risk,  # type: ignore[arg-type]
+        TaskFile(path=path, action="modify", target=s.qualname, conflict_risk=risk,
                  changes=[f"adapt {s.kind} {s.qualname} (lines {s.line}-{s.end_line})"])
         for s in symbols_to_change(index, path, requirement)
     ]
-    return entries or [TaskFile(path=path, action="modify", changes=["adapt the module"], conflict_risk=risk)]  # type: ignore[arg-type]
+    return entries or [TaskFile(path=path, action="modify", changes=["adapt the module"], conflict_risk=risk)]
 
 
 def covering_tests(index: RepoIndex, paths: list[str]) -> list[str]:

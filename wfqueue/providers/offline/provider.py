@@ -77,5 +77,6 @@ class OfflineProvider:
             return generate_tasks(index, step.session_id, step.structured, step.assessment, step.explorations,
                                   step.constraints)
         if isinstance(step, LitePlanStep):
-            return plan_tasks(index, step.requirement, step.session_id, step.assessment, step.explorations, step.answers)
+            return plan_tasks(index, step.requirement, step.session_id, step.assessment, step.explorations,
+                              step.answers)
         raise ProviderError(f"the offline planner has no answer for step {step.name!r}")

@@ -97,7 +97,7 @@ def understand(index: RepoIndex, requirement: str, max_agents: int) -> Understan
     taken: set[str] = set()
     names: list[str] = []
     lead_dirs = [posixpath.dirname(files[0]) for files in clusters]
-    for files, lead_dir in zip(clusters, lead_dirs):
+    for files, lead_dir in zip(clusters, lead_dirs, strict=True):
         # Name an area after its package, or after its module when packages repeat.
         shared_dir = lead_dirs.count(lead_dir) > 1 and len(files) == 1
         base = posixpath.splitext(files[0])[0] if shared_dir or not lead_dir else lead_dir
@@ -106,14 +106,14 @@ def understand(index: RepoIndex, requirement: str, max_agents: int) -> Understan
         names.append(name)
     owner = {f: names[i] for i, files in enumerate(clusters) for f in files}
     areas = []
-    for name, files in zip(names, clusters):
+    for name, files in zip(names, clusters, strict=True):
         depends = sorted({owner[g] for f in files for g in index.imports.get(f, []) if owner.get(g, name) != name})
         areas.append(
             ProposedArea(
                 focus_area=name,
                 description=f"Changes in {_describe(files, index, requirement)}",
                 focus_paths=files,
-                estimated_effort=_effort(files, index),  # type: ignore[arg-type]
+                estimated_effort=_effort(files, index),
                 dependencies=depends,
             )
         )
@@ -130,13 +130,14 @@ def understand(index: RepoIndex, requirement: str, max_agents: int) -> Understan
     clarifications = []
     if novel:
         clarifications.append(
-            f"Should {' '.join(novel[:3])} live in a new module or extend {ranked[0][0] if ranked else 'existing code'}?"
+            f"Should {' '.join(novel[:3])} live in a new module or extend "
+            f"{ranked[0][0] if ranked else 'existing code'}?"
         )
     if not any(s > 0 for _, s in ranked):
         clarifications.append("No file shares a word with the requirement: which modules does it concern?")
     strategy = "; ".join(f"{a.focus_area}: {', '.join(a.focus_paths[:3])}" for a in areas)
     return UnderstandingDraft(
-        complexity=_complexity(len(ranked)),  # type: ignore[arg-type]
+        complexity=_complexity(len(ranked)),
         understanding=Understanding(
             objectives=[s.strip() for s in re.split(r"(?<=[.!?。])\s+", requirement) if s.strip()][:5],
             key_points=key_points,
