@@ -10,7 +10,7 @@ from __future__ import annotations
 import posixpath
 import re
 
-from wfqueue.analysis import RepoIndex, fan_in, novel_terms, rank_symbols, test_command_for
+from wfqueue.analysis import RepoIndex, fan_in, rank_symbols, test_command_for
 from wfqueue.analysis.symbols import Symbol
 from wfqueue.unified_task import TaskFile
 
@@ -78,11 +78,13 @@ def named_component(index: RepoIndex, requirement: str) -> tuple[list[str], str]
 
     Only a component the requirement asks for by name gets a module: loose new words in a
     fix ("mistake", "budget") never do."""
-    vocabulary = set(novel_terms(index, requirement))
+    existing = {re.sub(r"[^a-z0-9]", "", s.name.lower()) for symbols in index.symbols.values() for s in symbols}
+    existing |= {re.sub(r"[^a-z0-9]", "", posixpath.basename(f.path).split(".", 1)[0].lower()) for f in index.files}
     for match in _COMPONENT.finditer(requirement):
-        words = [w for w in re.findall(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])", match.group(1)) if w.lower() not in _FILLER]
-        if words and any(w.lower() in vocabulary or match.group(1).lower() in vocabulary for w in words):
-            return [w.lower() for w in words], match.group(2).lower()
+        words = [w.lower() for w in re.findall(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])", match.group(1))
+                 if w.lower() not in _FILLER]
+        if words and "".join(words) not in existing:
+            return words, match.group(2).lower()
     return None
 
 
@@ -107,8 +109,6 @@ def new_module_path(index: RepoIndex, focus_paths: list[str], requirement: str) 
     if component is None or not code:
         return None
     words, kind = component
-    if kind not in ("module", "class", "component", "package") and kind not in words:
-        words = words + [kind]
     wanted = set(words) | {kind}
     relative = max(code, key=lambda p: (len(wanted & set(re.findall(r"[a-z0-9]+", p.lower()))), -code.index(p)))
     extension = posixpath.splitext(relative)[1] or ".py"
