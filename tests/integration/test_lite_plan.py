@@ -49,7 +49,7 @@ def test_angles_run_at_the_same_time_and_tasks_validate(complexity: str, sample_
     analysis = json.loads((folder / "requirement-analysis.json").read_text())
     assert analysis["complexity"] == complexity and analysis["exploration_angles"] == angles
     plan_md = (folder / "plan.md").read_text()
-    assert "## 任务概览" in plan_md and all(t.task.id in plan_md for t in loaded)
+    assert "## Task Overview" in plan_md and all(t.task.id in plan_md for t in loaded)
     validate = run_cli("validate", str(folder / "tasks.jsonl"), "--repo", str(sample_repo))
     assert validate.code == 0, validate.stdout + validate.stderr
     assert processes_mentioning(str(sample_repo / ".workflow" / ".queue")) == []

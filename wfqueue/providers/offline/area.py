@@ -68,8 +68,10 @@ def _task_for_file(
     where = ", ".join(f"{s.qualname} (line {s.line})" for s in symbols) or "module level"
     verification = verification_for(index, tests)
     criteria = criteria_for(requirement, [path], tests, verification if tests else index.test_command)
-    if importers:
-        criteria.append(f"modules importing {path} ({', '.join(importers[:3])}) keep working unchanged")
+    importer_tests = [t for t in covering_tests(index, importers) if t not in tests]
+    if importer_tests and len(criteria) < 5:
+        criteria.append(f"`{verification_for(index, importer_tests)}` passes: the modules importing {path} "
+                        f"({', '.join(importers[:3])}) keep working")
     files = file_entries(index, path, requirement)
     return UnifiedTask(
         id=ids[path],
