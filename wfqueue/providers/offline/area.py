@@ -7,7 +7,6 @@ dependencies follow the import graph (change what a module imports first).
 
 from __future__ import annotations
 
-import posixpath
 
 from wfqueue.analysis import RepoIndex, fan_in, importers_of, rank_files, tokenize
 from wfqueue.collab.models import AreaDraft, Evidence, EvidenceFile, RequirementAnalysis, SubDomain, task_id
