@@ -95,7 +95,7 @@ def _effort(files: list[str], index: RepoIndex) -> str:
 def understand(index: RepoIndex, requirement: str, max_agents: int) -> UnderstandingDraft:
     ranked = relevant_files(index, requirement, max_agents)
     complexity = _complexity(len(ranked))
-    clusters = cluster_files(index, ranked, max(1, min(max_agents - 1, CODE_AREAS[complexity])))
+    clusters = cluster_files(index, ranked, max(1, min(max_agents, CODE_AREAS[complexity])))
     tests = sorted({t for f, _ in ranked for t in index.tests_for.get(f, [])})
     if len(clusters) < 2:
         # A single relevant module: its tests become the second, independent area.
