@@ -75,14 +75,17 @@ def plannable(path: str, is_test: bool, requirement: str) -> bool:
     return named_in(path, requirement) or _role_named(role, requirement)
 
 
+# Words that name a kind of support file; deliberately specific ("build" or "script" alone are
+# everyday words of requirements, and "script" hides in "TypeScript").
 _ROLE_WORDS: dict[str, tuple[str, ...]] = {
-    "script": ("script", "release", "cli tool"),
-    "build": ("build", "bundl", "setup.py", "packaging", "rollup", "webpack", "karma", "gulp", "lint"),
-    "ci": ("ci ", "workflow", "github action", "pipeline"),
-    "types": ("typing", "typescript", "type definition", "d.ts", "declaration", "typings", " types"),
-    "vendored": ("vendor",),
-    "example": ("example", "sample", "demo"),
-    "docs": ("doc",),
+    "script": ("release script", "build script", "bin/"),
+    "build": ("setup.py", "packaging", "rollup", "webpack", "karma", "gulp", "grunt", "eslint", "babel config",
+              "jest config", "build config", "bundler"),
+    "ci": ("continuous integration", "github action", "ci workflow", "ci pipeline", "ci config"),
+    "types": ("typescript definition", "type definition", "typings", "d.ts", "type declaration"),
+    "vendored": ("vendored", "vendor/"),
+    "example": ("examples/", "the example"),
+    "docs": ("docs/", "sphinx"),
 }
 
 
