@@ -105,6 +105,11 @@ def test_a_new_module_only_for_a_named_component_beside_its_relative(sample_repo
     assert named_component(index, named) == (["rate", "limiter"], "middleware")
     assert new_module_path(index, ["notes_api/server.py", "notes_api/api/middleware.py"], named) == \
         "notes_api/api/rate_limiter.py"  # beside middleware.py, the file sharing its kind
+    _, _, tasks = collab_plan(sample_repo, named)
+    create = next(t for t in tasks if t.files[0].action == "create")
+    assert create.files[0].path == "notes_api/api/rate_limiter.py" and not create.depends_on
+    assert all(re.search(r"`[^`]+`", c) for c in create.convergence.criteria)
+    assert any(create.id in t.depends_on for t in tasks if t.files[0].path == "notes_api/api/middleware.py")
     for loose in ("Fix the mistake in job budget handling", "Add per-user rate limiting to the API",
                   "Add a new cache module"):  # no named component, or one that exists (cache.py)
         assert new_module_path(index, ["notes_api/api/middleware.py"], loose) is None, loose

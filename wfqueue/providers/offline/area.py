@@ -7,6 +7,7 @@ dependencies follow the import graph (change what a module imports first).
 
 from __future__ import annotations
 
+import posixpath
 
 from wfqueue.analysis import RepoIndex, fan_in, importers_of, rank_files, tokenize
 from wfqueue.collab.models import AreaDraft, Evidence, EvidenceFile, RequirementAnalysis, SubDomain, task_id
@@ -109,8 +110,11 @@ def _create_task(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDomain
         + (f" and use it from {', '.join(u for u in users if u != path)}." if len(users) > 1 or users[0] != path else "."),
         depends_on=[],
         convergence=Convergence(
-            criteria=[f"{path} exists and provides what {', '.join(users)} need for: {short}",
-                      f"a test module covers {path}"],
+            criteria=[f"`test -f {path}` succeeds",
+                      f"`grep -rln \"{posixpath.splitext(posixpath.basename(path))[0]}\" {' '.join(users)}` lists "
+                      f"the module{'s' if len(users) > 1 else ''} using it",
+                      "`" + (index.test_command or "git status --short") + "` "
+                      + ("passes with a new test covering it" if index.test_command else f"lists {path}")],
             verification=index.test_command or f"manual: import {path}",
             definition_of_done=f"{path} is created, tested and used by {users[0]}",
         ),

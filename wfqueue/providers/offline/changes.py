@@ -193,7 +193,7 @@ def named_identifiers(requirement: str) -> list[str]:
 def criteria_for(requirement: str, paths: list[str], tests: list[str], verification: str) -> list[str]:
     """Acceptance criteria a reviewer checks with a command: the files changed, the tests pass,
     and the names the requirement writes out appear where they belong."""
-    criteria = [f"`git diff --stat -- {' '.join(paths[:3])}` lists {'each file' if len(paths) > 1 else 'the file'}"]
+    criteria = [f"`git status --short -- {' '.join(paths[:3])}` lists {'each file' if len(paths) > 1 else 'the file'}"]
     if verification:
         criteria.append(f"`{verification}` passes")
     names = [n.rsplit(".", 1)[-1] for n in named_identifiers(requirement)][:1]

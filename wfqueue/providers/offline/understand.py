@@ -1,9 +1,12 @@
 """Offline understanding: which code the requirement touches, split into sub-domains.
 
 Pure: takes the requirement and a RepoIndex, returns an UnderstandingDraft.
-Relevance is BM25 of the requirement against each file (path, symbols,
-docstrings, identifiers); sub-domains are packages of relevant modules, merged
-along the import graph until at most ``max_agents`` remain.
+The files are the localizer's (``analysis.localize``: field-weighted BM25 over
+product source, sized by its scores); sub-domains are packages of those files,
+merged along the import graph until the assessed complexity's share of
+``max_agents`` remain (a one-file change is one area and its tests). Area
+dependencies follow one import order, so an import cycle never becomes a
+dependency cycle.
 """
 
 from __future__ import annotations
