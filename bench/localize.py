@@ -301,7 +301,8 @@ def main() -> None:
     groups = {"held-out": [r for r in results if r.case.project not in TUNING],
               "tuning": [r for r in results if r.case.project in TUNING]}
     groups = {label: rs for label, rs in groups.items() if rs}
-    command = "bench/localize.py " + " ".join(f"<{project_name(m)}>" for m in args.mirrors) + f" --cases {args.cases}"
+    command = ("bench/localize.py " + " ".join(f"<{project_name(m)}>" for m in args.mirrors) + f" --cases {args.cases}"
+               + (f" --provider {spec}" if spec != "offline" else ""))
     text = markdown(groups, spec, command)
     print(text)
     if args.write:
