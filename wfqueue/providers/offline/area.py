@@ -75,7 +75,8 @@ def _task_for_file(
     files = file_entries(index, path, requirement)
     return UnifiedTask(
         id=ids[path],
-        title=task_title(requirement, path, symbols[0].qualname if symbols else ""),
+        title=(f"Test: {change_phrase(requirement)} ({path})" if any(f.path == path and f.is_test for f in index.files)
+               else task_title(requirement, path, symbols[0].qualname if symbols else "")),
         description=f"Change {path} at {where}. "
         + (f"It is imported by {len(importers)} module(s): {', '.join(importers[:4])}." if importers else "No module imports it."),
         depends_on=depends,
