@@ -110,7 +110,8 @@ def test_no_exploration_when_the_task_does_not_need_code(sample_repo: Path) -> N
 
 
 def test_validate_catches_planted_defects_with_line_numbers(sample_repo: Path, tmp_path: Path) -> None:
-    run = run_cli("lite-plan", CASES["Medium"][0], "--repo", str(sample_repo), "-y", "--json")
+    # The High case plans at least three tasks (a Medium one-file change is only the change and its test).
+    run = run_cli("lite-plan", CASES["High"][0], "--repo", str(sample_repo), "-y", "--json")
     folder = session_dir(run)
     lines = (folder / "tasks.jsonl").read_text().splitlines()
     tasks = [json.loads(line) for line in lines]

@@ -167,7 +167,7 @@ _IDENTIFIER = re.compile(r"`([^`\s]{3,})`|\b([A-Za-z_][A-Za-z0-9]*(?:\.[A-Za-z_]
                          r"[a-z]+[A-Z][A-Za-z0-9]*)\b")
 
 
-def change_phrase(requirement: str, limit: int = 60) -> str:
+def change_phrase(requirement: str, limit: int = 72) -> str:
     """What the change does, as a title would say it: first line, no "fix(scope):" prefix, capitalised, short."""
     phrase = _CONVENTIONAL.sub("", requirement_short(requirement, limit=400)).strip() or requirement_short(requirement)
     if len(phrase) > limit:
