@@ -55,14 +55,10 @@ def file_role(path: str, is_test: bool = False) -> Role:
 
 
 def named_in(path: str, requirement: str) -> bool:
-    """The requirement names this file (its path, its file name, or its stem as a word)."""
+    """The requirement names this file: its path, its file name, or its stem in backticks."""
     text = requirement.lower()
     name = posixpath.basename(path).lower()
-    stem = name.split(".", 1)[0]
-    if path.lower() in text or name in text:
-        return True
-    return len(stem) > 3 and re.search(rf"(?<![\w-]){re.escape(stem)}(?![\w-])", text) is not None and stem not in {
-        "index", "main", "utils", "types", "setup", "conf", "config"}
+    return path.lower() in text or name in text or f"`{name.split('.', 1)[0]}`" in text
 
 
 def plannable(path: str, is_test: bool, requirement: str) -> bool:
@@ -90,5 +86,5 @@ _ROLE_WORDS: dict[str, tuple[str, ...]] = {
 
 
 def _role_named(role: Role, requirement: str) -> bool:
-    text = f" {requirement.lower()} "
+    text = requirement.lower()
     return any(word in text for word in _ROLE_WORDS.get(role, ()))
