@@ -103,6 +103,7 @@ def test_a_new_module_only_for_a_named_component_beside_its_relative(sample_repo
     index = build_index(sample_repo)
     named = "Add a RateLimiter middleware that limits API requests per user"
     assert named_component(index, named) == (["rate", "limiter"], "middleware")
+    assert named_component(index, "Ship a new `retry` module for flaky calls") == (["retry"], "module")
     assert new_module_path(index, ["notes_api/server.py", "notes_api/api/middleware.py"], named) == \
         "notes_api/api/rate_limiter.py"  # beside middleware.py, the file sharing its kind
     _, _, tasks = collab_plan(sample_repo, named)

@@ -66,7 +66,7 @@ _KINDS = ("module", "class", "component", "backend", "plugin", "command", "adapt
           "provider", "serializer", "driver", "transport", "helper", "extension", "service", "package", "store")
 # "add a RateLimiter class", "a new `retry` module", "new redis backend": one or two words before the kind.
 _COMPONENT = re.compile(
-    r"\b(?:new|(?:add|adds|added|adding|create|creates|introduce|introduces)\s+(?:an?\s+|the\s+)?(?:new\s+)?)"
+    r"\b(?:new\s+|(?:add|adds|added|adding|create|creates|introduce|introduces)\s+(?:an?\s+|the\s+)?(?:new\s+)?)"
     r"`?([A-Za-z][\w-]*(?:\s+[A-Za-z][\w-]*)?)`?\s+(" + "|".join(_KINDS) + r")\b",
     re.IGNORECASE,
 )
