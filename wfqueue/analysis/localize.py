@@ -10,12 +10,15 @@ How many files to plan comes from the shape of the scores, not a fixed count:
 a clear winner (1.5 times the runner-up) is planned alone, otherwise the files
 within 40 % of the best, at most five. Measured on real commit history
 (bench/localize.py), this keeps plain BM25's recall at five files while
-planning about four; separate path/symbol/docstring fields, named-identifier
-bonuses and a penalty for much-imported modules were measured too and did not
-help on the tuning projects.
+planning about four. A file defining an identifier the requirement writes out
+gains half the best score. Separate path/symbol/docstring fields, a
+test-vocabulary signal and a penalty for much-imported modules were measured
+too and did not help on the tuning projects.
 """
 
 from __future__ import annotations
+
+import re
 
 from wfqueue.analysis.index import RepoIndex, rank_files
 from wfqueue.analysis.roles import plannable
@@ -24,12 +27,42 @@ from wfqueue.analysis.vocabulary import CODE_LANGUAGES
 MOST_FILES = 5
 RELATIVE_CUT = 0.4  # files below 40 % of the best score are incidental
 DOMINANT = 1.5  # a best file scoring this many times the runner-up is the change on its own
+DEFINER_BONUS = 0.5  # share of the best score a file gains for defining an identifier the requirement names
+# `quoted`, dotted (Queue.enqueue), snake_case or camelCase words.
+_IDENTIFIER = re.compile(r"`([^`\s]{3,})`|\b([A-Za-z_][A-Za-z0-9]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+"
+                         r"|[A-Za-z]+_[A-Za-z0-9_]+|[a-z]+[A-Z][A-Za-z0-9]*)\b")
 
 
 def candidates(index: RepoIndex, requirement: str) -> set[str]:
     """Code files a plan may change: product source, and support files the requirement names."""
     return {f.path for f in index.files
             if f.language in CODE_LANGUAGES and not f.is_test and plannable(f.path, f.is_test, requirement)}
+
+
+def named_identifiers(requirement: str) -> list[str]:
+    """Identifiers the requirement writes out (`quoted`, dotted, snake_case or camelCase), in order."""
+    found: list[str] = []
+    for quoted, bare in _IDENTIFIER.findall(requirement):
+        name = (quoted or bare).strip("().,:;")
+        if name and not re.search(r"\.(py|js|ts|md)$", name) and name not in found:
+            found.append(name)
+    return found
+
+
+def _definers(index: RepoIndex, paths: list[str], requirement: str) -> dict[str, float]:
+    """path -> how much of the named identifiers it defines (a name defined in many files says little)."""
+    names = {part.lower() for name in named_identifiers(requirement)
+             for part in (name.split(".")[0], name.rsplit(".", 1)[-1]) if len(part) >= 4}
+    owners: dict[str, set[str]] = {}
+    for path in paths:
+        for symbol in index.symbols.get(path, []):
+            if symbol.name.lower() in names:
+                owners.setdefault(symbol.name.lower(), set()).add(path)
+    strength: dict[str, float] = {}
+    for files in owners.values():
+        for path in files:
+            strength[path] = strength.get(path, 0.0) + 1.0 / len(files)
+    return strength
 
 
 def localize(index: RepoIndex, requirement: str) -> list[tuple[str, float]]:
@@ -40,7 +73,14 @@ def localize(index: RepoIndex, requirement: str) -> list[tuple[str, float]]:
     allowed = candidates(index, requirement)
     lines = requirement.strip().splitlines()
     query = (lines[0] + "\n" if lines else "") + requirement
-    return [(p, s) for p, s in rank_files(index, query) if p in allowed]
+    ranked = [(p, s) for p, s in rank_files(index, query) if p in allowed]
+    if not ranked:
+        return []
+    # An identifier the requirement writes out (`verify_token`, Queue.enqueue) points at the file defining it.
+    best = ranked[0][1]
+    bonus = _definers(index, [p for p, _ in ranked], requirement)
+    boosted = [(p, round(s + DEFINER_BONUS * best * min(1.0, bonus.get(p, 0.0)), 9)) for p, s in ranked]
+    return sorted(boosted, key=lambda item: (-item[1], item[0]))
 
 
 def focus(ranked: list[tuple[str, float]], most: int = MOST_FILES) -> list[tuple[str, float]]:

@@ -11,6 +11,7 @@ import posixpath
 import re
 
 from wfqueue.analysis import RepoIndex, fan_in, rank_symbols, test_command_for
+from wfqueue.analysis.localize import named_identifiers
 from wfqueue.analysis.symbols import Symbol
 from wfqueue.unified_task import TaskFile
 
@@ -163,9 +164,6 @@ def verification_for(index: RepoIndex, tests: list[str]) -> str:
 
 
 _CONVENTIONAL = re.compile(r"^\s*(?:\[[^\]]*\]\s*)?(?:[a-z]+(?:\([^)]*\))?!?:\s*)?", re.IGNORECASE)
-_IDENTIFIER = re.compile(r"`([^`\s]{3,})`|\b([A-Za-z_][A-Za-z0-9]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+|[A-Za-z]+_[A-Za-z0-9_]+|"
-                         r"[a-z]+[A-Z][A-Za-z0-9]*)\b")
-
 
 def change_phrase(requirement: str, limit: int = 72) -> str:
     """What the change does, as a title would say it: first line, no "fix(scope):" prefix, capitalised, short."""
@@ -178,16 +176,6 @@ def change_phrase(requirement: str, limit: int = 72) -> str:
 def task_title(requirement: str, path: str, target: str = "") -> str:
     """ "Fix stream auto-end for empty bodies in Request.flush (source/core/index.ts)": the change and where."""
     return f"{change_phrase(requirement)} in {f'{target} ({path})' if target else path}"
-
-
-def named_identifiers(requirement: str) -> list[str]:
-    """Identifiers the requirement writes out (`quoted`, dotted, snake_case or camelCase), in order."""
-    found: list[str] = []
-    for quoted, bare in _IDENTIFIER.findall(requirement):
-        name = (quoted or bare).strip("().,:;")
-        if name and not re.search(r"\.(py|js|ts|md)$", name) and name not in found:
-            found.append(name)
-    return found
 
 
 def criteria_for(requirement: str, paths: list[str], tests: list[str], verification: str) -> list[str]:
