@@ -158,3 +158,20 @@ def test_lite_plan_md_reads_in_english(sample_repo: Path) -> None:
     text = render_plan("s", requirement, "now", assessment, draft.understanding, draft.tasks, "tasks.jsonl", {})
     assert not re.search(r"[\u4e00-\u9fff]", text)
     assert "## Task Overview" in text and "- **Acceptance criteria**:" in text
+
+
+def test_named_identifiers_and_the_best_files_companions_rank_up(tmp_path: Path, sample_repo: Path) -> None:
+    index = build_index(sample_repo)
+    assert localize(index, "Reject expired tokens in `verify_token`")[0][0] == "notes_api/auth/tokens.py"
+    repo = write(tmp_path / "ui", {
+        "ui/progress.py": "from ui.format import pad\n\ndef progress_bar(items):\n    '''Progress bar: show the current item.'''\n",
+        "ui/_progress_impl.py": "def render(bar):\n    '''Draw one line of the bar.'''\n    return bar\n",
+        "ui/format.py": "def pad(text):\n    '''Pad one line of text for the bar.'''\n    return text\n",
+        "ui/colors.py": "def paint(text):\n    '''Colour one line of text for the bar.'''\n    return text\n",
+        "a/progress_impl.py": "def render(text):\n    '''Draw one line for the bar.'''\n    return text\n",
+    })
+    ranked = [p for p, _ in localize(build_index(repo), "Show the current item in the progress bar")]
+    assert ranked[0] == "ui/progress.py"
+    # the companion and the imported module outrank an equally worded file the best one never uses
+    assert ranked.index("ui/_progress_impl.py") < ranked.index("a/progress_impl.py")  # same words, other folder
+    assert ranked.index("ui/format.py") < ranked.index("ui/colors.py")

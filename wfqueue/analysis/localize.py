@@ -11,13 +11,16 @@ a clear winner (1.5 times the runner-up) is planned alone, otherwise the files
 within 40 % of the best, at most five. Measured on real commit history
 (bench/localize.py), this keeps plain BM25's recall at five files while
 planning about four. A file defining an identifier the requirement writes out
-gains half the best score. Separate path/symbol/docstring fields, a
-test-vocabulary signal and a penalty for much-imported modules were measured
-too and did not help on the tuning projects.
+gains half the best score; the modules the best file imports, and its
+companion in the same folder, gain a share of their own score. Separate
+path/symbol/docstring fields, a test-vocabulary signal and a penalty for
+much-imported modules were measured too and did not help on the tuning
+projects.
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
 
 from wfqueue.analysis.index import RepoIndex, rank_files
@@ -28,6 +31,10 @@ MOST_FILES = 5
 RELATIVE_CUT = 0.4  # files below 40 % of the best score are incidental
 DOMINANT = 1.5  # a best file scoring this many times the runner-up is the change on its own
 DEFINER_BONUS = 0.5  # share of the best score a file gains for defining an identifier the requirement names
+# Structure around the best file: what it imports, and its companion in the same folder
+# (_termui_impl.py beside termui.py) change with it; both must match the requirement on their own.
+NEIGHBOUR_BOOST = 0.3
+COMPANION_BOOST = 0.5
 # `quoted`, dotted (Queue.enqueue), snake_case or camelCase words.
 _IDENTIFIER = re.compile(r"`([^`\s]{3,})`|\b([A-Za-z_][A-Za-z0-9]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+"
                          r"|[A-Za-z]+_[A-Za-z0-9_]+|[a-z]+[A-Z][A-Za-z0-9]*)\b")
@@ -79,8 +86,25 @@ def localize(index: RepoIndex, requirement: str) -> list[tuple[str, float]]:
     # An identifier the requirement writes out (`verify_token`, Queue.enqueue) points at the file defining it.
     best = ranked[0][1]
     bonus = _definers(index, [p for p, _ in ranked], requirement)
-    boosted = [(p, round(s + DEFINER_BONUS * best * min(1.0, bonus.get(p, 0.0)), 9)) for p, s in ranked]
-    return sorted(boosted, key=lambda item: (-item[1], item[0]))
+    boosted = [(p, s + DEFINER_BONUS * best * min(1.0, bonus.get(p, 0.0))) for p, s in ranked]
+    return _around_best(index, sorted(boosted, key=lambda item: (-item[1], item[0])))
+
+
+def _around_best(index: RepoIndex, ranked: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """Scores of the modules the best file imports and of its companions, raised by a share of
+    their own score (never from nothing: a neighbour that shares no word stays out)."""
+    top = ranked[0][0]
+    stem = posixpath.splitext(posixpath.basename(top))[0].strip("_").lower()
+    folder = posixpath.dirname(top)
+    imported = set(index.imports.get(top, []))
+    raised: list[tuple[str, float]] = []
+    for path, score in ranked:
+        factor = 1.0 + (NEIGHBOUR_BOOST if path in imported else 0.0)
+        name = posixpath.splitext(posixpath.basename(path))[0].lower()
+        if path != top and posixpath.dirname(path) == folder and len(stem) >= 4 and stem in name:
+            factor += COMPANION_BOOST
+        raised.append((path, round(score * factor, 9)))
+    return sorted(raised, key=lambda item: (-item[1], item[0]))
 
 
 def focus(ranked: list[tuple[str, float]], most: int = MOST_FILES) -> list[tuple[str, float]]:
