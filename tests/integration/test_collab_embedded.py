@@ -16,8 +16,11 @@ from wfqueue.collab.note import parse_note, render_note
 from wfqueue.collab.note_blocks import note_tasks
 
 pytestmark = pytest.mark.integration
-REQUIREMENT = "Add per-user rate limiting to the API"
-AREAS = ["api", "auth", "storage", "notes-api"]  # what the offline planner picks for 4 agents
+# Four packages named: the offline planner sizes a plan by what the requirement touches, so four agents
+# need a requirement that spans four packages.
+REQUIREMENT = ("Add per-user rate limiting to the API: notes_api/api/handlers.py, notes_api/auth/users.py, "
+               "notes_api/storage/cache.py and notes_api/server.py")
+AREAS = ["api", "auth", "notes-api", "storage"]  # what the offline planner picks for 4 agents
 
 
 def test_plan_completes_on_several_worker_processes(sample_repo: Path, tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from wfqueue.providers.offline.area import plan_area
 from wfqueue.providers.offline.provider import OfflineProvider
 from wfqueue.providers.offline.understand import understand
 
-REQUIREMENT = "Add per-user rate limiting to the API"
+REQUIREMENT = "Add a RateLimiter middleware that limits API requests per user"
 
 
 def plan(repo: Path, requirement: str = REQUIREMENT, max_agents: int = 4):
@@ -73,7 +73,7 @@ def test_tasks_name_real_files_and_symbols(sample_repo: Path) -> None:
     # the middleware chain is where per-user policies go; the planner must find it
     assert "notes_api/api/middleware.py" in touched
     created = [f.path for d in drafts.values() for t in d.tasks for f in t.files if f.action == "create"]
-    assert created == ["notes_api/api/rate_limiting.py"]
+    assert created == ["notes_api/api/rate_limiter.py"]  # named after the component, beside middleware.py
 
 
 def test_dependencies_follow_the_import_graph(sample_repo: Path) -> None:

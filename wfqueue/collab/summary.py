@@ -137,12 +137,12 @@ def render_plan_md(data: PlanSummaryInput, session_dir: str) -> str:
         out.append("")
     out += ["## Conflict Report", ""]
     if not data.conflicts:
-        out += ["无冲突 (no conflicts detected).", ""]
+        out += ["No conflicts detected.", ""]
     else:
         out += ["| Id | Type | Severity | Tasks | Description |", "|---|---|---|---|---|"]
         for c in data.conflicts:
             out.append(f"| {c.id} | {c.type} | {c.severity} | {', '.join(c.tasks_involved)} | {c.description} |")
-        out += ["", "Details and resolution options: `conflicts.json` and the 冲突标记 section of `plan-note.md`.", ""]
+        out += ["", "Details and resolution options: `conflicts.json` and the conflict markers section of `plan-note.md`.", ""]
     if analysis.repairs:
         out += ["## Repairs of the Understanding Answer", "",
                 "The split was repaired by code before planning (`repairs` in `requirement-analysis.json`):", ""]
@@ -156,7 +156,7 @@ def render_plan_md(data: PlanSummaryInput, session_dir: str) -> str:
         "",
         f"1. Review `{session_dir}/plan-note.md`; resolve critical and high conflicts first.",
         "2. Each agent's detailed tasks (unified task format) are in `agents/{area}/plan.json`.",
-        "3. Run tasks in dependency order: a task starts once everything in its `依赖` line is done;",
+        "3. Run tasks in dependency order: a task starts once every task it depends on is done;",
         "   tasks with no dependencies between them can run in parallel.",
         "",
     ]

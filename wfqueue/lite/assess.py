@@ -47,7 +47,7 @@ class RepoSignals(BaseModel):
 
 
 def signals(index: RepoIndex, requirement: str) -> RepoSignals:
-    ranked = [p for p, _ in relevant_files(index, requirement, max_agents=2)]
+    ranked = [p for p, _ in relevant_files(index, requirement)]
     inside = set(ranked)
     return RepoSignals(
         relevant=ranked,

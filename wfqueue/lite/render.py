@@ -148,26 +148,26 @@ def render_plan(session_id: str, requirement: str, created: str, assessment: Ass
                 tasks: list[UnifiedTask], tasks_path: str, failed: dict[str, str], *, usage: str | None = None) -> str:
     """plan.md; ``usage`` is the session's usage line (wfqueue.metering.usage_line), when known."""
     out = _plan_header(session_id, requirement, created, assessment, failed, usage)
-    out += ["", "## 需求理解", "", understanding.strip(), "", "## 任务概览", "",
+    out += ["", "## Understanding", "", understanding.strip(), "", "## Task Overview", "",
             "| # | ID | Title | Type | Priority | Effort | Dependencies |",
             "|---|-----|-------|------|----------|--------|--------------|"]
     for n, t in enumerate(tasks, start=1):
         out.append(f"| {n} | {t.id} | {_cell(t.title)} | {t.type or '-'} | {t.priority or '-'} | {t.effort or '-'} "
                    f"| {', '.join(t.depends_on) or '-'} |")
-    out += ["", "## 任务详情", ""]
+    out += ["", "## Task Details", ""]
     for t in tasks:
         out += [
             f"### {t.id}: {t.title}",
-            f"- **范围**: {_cell(t.scope or t.description)}",
-            "- **修改文件**: " + (", ".join(f"`{f.path}` ({f.action})" for f in t.files) or "-"),
-            "- **收敛标准**:",
+            f"- **Scope**: {_cell(t.scope or t.description)}",
+            "- **Files**: " + (", ".join(f"`{f.path}` ({f.action})" for f in t.files) or "-"),
+            "- **Acceptance criteria**:",
             *[f"  - {_cell(c)}" for c in t.convergence.criteria],
-            f"- **验证方式**: `{t.convergence.verification}`",
-            f"- **完成定义**: {_cell(t.convergence.definition_of_done)}",
+            f"- **Verification**: `{t.convergence.verification}`",
+            f"- **Definition of done**: {_cell(t.convergence.definition_of_done)}",
             "",
         ]
     out += [
-        "## 执行",
+        "## How to Execute",
         "",
         "Run the tasks in dependency order; tasks without dependencies between them can run in parallel.",
         "",

@@ -12,14 +12,19 @@ import posixpath
 from wfqueue.analysis import RepoIndex, fan_in, importers_of, rank_files, tokenize
 from wfqueue.collab.models import AreaDraft, Evidence, EvidenceFile, RequirementAnalysis, SubDomain, task_id
 from wfqueue.providers.offline.changes import (
+    change_phrase,
     conflict_risk,
     covering_tests,
+    criteria_for,
+    dependency_order,
+    earlier_needs,
     effort_of,
     file_entries,
     import_order,
     new_module_path,
     requirement_short,
     symbols_to_change,
+    task_title,
     task_type,
     verification_for,
 )
@@ -39,6 +44,14 @@ def planned_ids(index: RepoIndex, analysis: RequirementAnalysis) -> dict[str, st
     return ids
 
 
+def planned_needs(index: RepoIndex, analysis: RequirementAnalysis) -> dict[str, list[str]]:
+    """file path -> the planned files its task waits for: the ones it imports that come earlier in
+    one import order over the whole plan, so an import cycle orders its files instead of
+    becoming a dependency cycle."""
+    files = [p for sub in analysis.sub_domains for p in sub.focus_paths]
+    return earlier_needs(dependency_order(list(dict.fromkeys(files)), index.imports), index.imports)
+
+
 def _task_for_file(
     index: RepoIndex, analysis: RequirementAnalysis, sub: SubDomain, path: str, ids: dict[str, str], created: str | None
 ) -> UnifiedTask:
@@ -49,20 +62,21 @@ def _task_for_file(
     importers = importers_of(index, path)
     risk = conflict_risk(index, path)
     effort, _ = effort_of(index, path)
-    depends = sorted({ids[g] for g in index.imports.get(path, []) if g in ids and ids[g] != ids[path]})
+    depends = sorted({ids[g] for g in planned_needs(index, analysis).get(path, []) if g in ids and ids[g] != ids[path]})
     if created and created != path and path in sub.focus_paths[:2]:
         depends = sorted(set(depends) | {ids[created]})
     where = ", ".join(f"{s.qualname} (line {s.line})" for s in symbols) or "module level"
     verification = verification_for(index, tests)
-    criteria = [f"{symbols[0].qualname if symbols else path} in {path} implements: {short}"]
-    criteria.append(f"`{verification}` passes" if tests and verification
-                    else f"a new test in the suite exercises {path}")
-    if importers:
-        criteria.append(f"modules importing {path} ({', '.join(importers[:3])}) keep working unchanged")
+    criteria = criteria_for(requirement, [path], tests, verification if tests else index.test_command)
+    importer_tests = [t for t in covering_tests(index, importers) if t not in tests]
+    if importer_tests and len(criteria) < 5:
+        criteria.append(f"`{verification_for(index, importer_tests)}` passes: the modules importing {path} "
+                        f"({', '.join(importers[:3])}) keep working")
     files = file_entries(index, path, requirement)
     return UnifiedTask(
         id=ids[path],
-        title=f"{posixpath.basename(path)}: {short}",
+        title=(f"Test: {change_phrase(requirement)} ({path})" if any(f.path == path and f.is_test for f in index.files)
+               else task_title(requirement, path, symbols[0].qualname if symbols else "")),
         description=f"Change {path} at {where}. "
         + (f"It is imported by {len(importers)} module(s): {', '.join(importers[:4])}." if importers
            else "No module imports it."),
@@ -94,14 +108,17 @@ def _create_task(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDomain
     users = sub.focus_paths[:2]
     return UnifiedTask(
         id=ids[path],
-        title=f"new {posixpath.basename(path)}: {short}",
+        title=f"Create {path} for: {change_phrase(analysis.original_requirement)}",
         description=f"{path} does not exist yet: add it for {short}"
         + (f" and use it from {', '.join(u for u in users if u != path)}." if len(users) > 1 or users[0] != path
            else "."),
         depends_on=[],
         convergence=Convergence(
-            criteria=[f"{path} exists and provides what {', '.join(users)} need for: {short}",
-                      f"a test module covers {path}"],
+            criteria=[f"`test -f {path}` succeeds",
+                      f"`grep -rln \"{posixpath.splitext(posixpath.basename(path))[0]}\" {' '.join(users)}` lists "
+                      f"the module{'s' if len(users) > 1 else ''} using it",
+                      "`" + (index.test_command or "git status --short") + "` "
+                      + ("passes with a new test covering it" if index.test_command else f"lists {path}")],
             verification=index.test_command or f"manual: import {path}",
             definition_of_done=f"{path} is created, tested and used by {users[0]}",
         ),

@@ -10,7 +10,8 @@ from __future__ import annotations
 import posixpath
 import re
 
-from wfqueue.analysis import RepoIndex, fan_in, novel_terms, rank_symbols, test_command_for
+from wfqueue.analysis import RepoIndex, fan_in, rank_symbols, test_command_for
+from wfqueue.analysis.localize import named_identifiers
 from wfqueue.analysis.symbols import Symbol
 from wfqueue.unified_task import TaskFile
 
@@ -35,33 +36,84 @@ def _is_code(index: RepoIndex, path: str) -> bool:
     return any(f.path == path and not f.is_test for f in index.files)
 
 
-def import_order(index: RepoIndex, files: list[str]) -> list[str]:
-    """Files ordered so that a module comes after the modules it imports (stable)."""
-    remaining = list(files)
+def dependency_order(nodes: list[str], needs: dict[str, list[str]]) -> list[str]:
+    """``nodes`` ordered so each comes after what it needs (stable); a cycle keeps the given order.
+
+    Every planner dependency points backwards in this order, so a plan built from it is
+    acyclic by construction, even over an import cycle (its files are simply ordered)."""
+    remaining = list(nodes)
     done: list[str] = []
     while remaining:
-        ready = [f for f in remaining if not any(g in remaining and g != f for g in index.imports.get(f, []))]
-        pick = ready[0] if ready else remaining[0]  # an import cycle: keep the given order
+        ready = [n for n in remaining if not any(g in remaining and g != n for g in needs.get(n, []))]
+        pick = ready[0] if ready else remaining[0]  # a cycle: the earliest given goes first
         done.append(pick)
         remaining.remove(pick)
     return done
 
 
+def import_order(index: RepoIndex, files: list[str]) -> list[str]:
+    """Files ordered so that a module comes after the modules it imports (stable)."""
+    return dependency_order(files, index.imports)
+
+
+def earlier_needs(order: list[str], needs: dict[str, list[str]]) -> dict[str, list[str]]:
+    """For each node, what it needs among the nodes placed before it in ``order`` (never a cycle)."""
+    position = {n: k for k, n in enumerate(order)}
+    return {n: sorted({g for g in needs.get(n, []) if g in position and position[g] < position[n]},
+                      key=position.__getitem__) for n in order}
+
+
+_KINDS = ("module", "class", "component", "backend", "plugin", "command", "adapter", "middleware", "handler",
+          "provider", "serializer", "driver", "transport", "helper", "extension", "service", "package", "store")
+# "add a RateLimiter class", "a new `retry` module", "new redis backend": one or two words before the kind.
+_COMPONENT = re.compile(
+    r"\b(?:new\s+|(?:add|adds|added|adding|create|creates|introduce|introduces)\s+(?:an?\s+|the\s+)?(?:new\s+)?)"
+    r"`?([A-Za-z][\w-]*(?:\s+[A-Za-z][\w-]*)?)`?\s+(" + "|".join(_KINDS) + r")\b",
+    re.IGNORECASE,
+)
+_FILLER = {"a", "an", "the", "new", "own", "separate", "dedicated", "small", "simple"}
+
+
+def named_component(index: RepoIndex, requirement: str) -> tuple[list[str], str] | None:
+    """The new component the requirement names, as (its words, its kind), when the code lacks it.
+
+    Only a component the requirement asks for by name gets a module: loose new words in a
+    fix ("mistake", "budget") never do."""
+    existing = {re.sub(r"[^a-z0-9]", "", s.name.lower()) for symbols in index.symbols.values() for s in symbols}
+    existing |= {re.sub(r"[^a-z0-9]", "", posixpath.basename(f.path).split(".", 1)[0].lower()) for f in index.files}
+    for match in _COMPONENT.finditer(requirement):
+        words = [w.lower() for w in re.findall(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])", match.group(1))
+                 if w.lower() not in _FILLER]
+        if words and "".join(words) not in existing:
+            return words, match.group(2).lower()
+    return None
+
+
+def _styled(words: list[str], like: str) -> str:
+    """A module name from ``words`` in the naming style of the sibling file ``like``."""
+    stem = posixpath.basename(like).split(".", 1)[0]
+    if like.endswith((".py", ".pyi", ".rb", ".rs")) or "_" in stem:
+        return "_".join(words)
+    if "-" in stem:
+        return "-".join(words)
+    if stem[:1].isupper():
+        return "".join(w.capitalize() for w in words)
+    return words[0] + "".join(w.capitalize() for w in words[1:])
+
+
 def new_module_path(index: RepoIndex, focus_paths: list[str], requirement: str) -> str | None:
-    """Where code for concepts the repository lacks would go, in the most relevant area."""
-    if task_type(requirement) != "feature":
-        return None  # fixes and refactors change existing code; only features add modules
-    novel = novel_terms(index, requirement)
+    """Where the new component the requirement names would go: named after it, beside its
+    closest relative among ``focus_paths`` (the file whose path shares most of its words,
+    the most relevant one on a tie); None when the requirement names no new component."""
+    component = named_component(index, requirement)
     code = [p for p in focus_paths if _is_code(index, p)]
-    if not novel or not code:
+    if component is None or not code:
         return None
-    # Name it after the first new concept and the word that follows it: "rate limiting" -> rate_limiting.
-    words = [w.lower() for w in re.findall(r"[A-Za-z][A-Za-z0-9]*", requirement)]
-    start = words.index(novel[0])
-    name = "_".join(w for w in words[start : start + 2] if w not in {"to", "the", "a", "an", "for", "of", "in"})
-    directory = posixpath.dirname(code[0])
-    extension = posixpath.splitext(code[0])[1] or ".py"
-    path = posixpath.join(directory, name + extension)
+    words, kind = component
+    wanted = set(words) | {kind}
+    relative = max(code, key=lambda p: (len(wanted & set(re.findall(r"[a-z0-9]+", p.lower()))), -code.index(p)))
+    extension = posixpath.splitext(relative)[1] or ".py"
+    path = posixpath.join(posixpath.dirname(relative), _styled(words, relative) + extension)
     return None if any(f.path == path for f in index.files) else path
 
 
@@ -109,3 +161,35 @@ def covering_tests(index: RepoIndex, paths: list[str]) -> list[str]:
 def verification_for(index: RepoIndex, tests: list[str]) -> str:
     """A command that runs ``tests`` (the whole suite's command when there are none)."""
     return test_command_for(index, tests) if tests else index.test_command
+
+
+_CONVENTIONAL = re.compile(r"^\s*(?:\[[^\]]*\]\s*)?(?:[a-z]+(?:\([^)]*\))?!?:\s*)?", re.IGNORECASE)
+
+def change_phrase(requirement: str, limit: int = 72) -> str:
+    """What the change does, as a title would say it: first line, no "fix(scope):" prefix, capitalised, short."""
+    phrase = _CONVENTIONAL.sub("", requirement_short(requirement, limit=400)).strip() or requirement_short(requirement)
+    if len(phrase) > limit:
+        phrase = phrase[:limit].rsplit(" ", 1)[0].rstrip(",;:-") + "..."
+    return phrase[:1].upper() + phrase[1:]
+
+
+def task_title(requirement: str, path: str, target: str = "") -> str:
+    """ "Fix stream auto-end for empty bodies in Request.flush (source/core/index.ts)": the change and where."""
+    return f"{change_phrase(requirement)} in {f'{target} ({path})' if target else path}"
+
+
+def criteria_for(requirement: str, paths: list[str], tests: list[str], verification: str) -> list[str]:
+    """Acceptance criteria a reviewer checks with a command: the files changed, the tests pass,
+    and the names the requirement writes out appear where they belong."""
+    criteria = [f"`git status --short -- {' '.join(paths[:3])}` lists {'each file' if len(paths) > 1 else 'the file'}"]
+    if verification:
+        criteria.append(f"`{verification}` passes")
+    names = [n.rsplit(".", 1)[-1] for n in named_identifiers(requirement)][:1]
+    for name in names:
+        criteria.append(f"`grep -n \"{name}\" {' '.join(paths[:3])}` finds it")
+    where = " ".join(tests[:2]) if tests else "the test suite"
+    if names:
+        criteria.append(f"`grep -rn \"{names[0]}\" {where if tests else '.'}` finds a test using it")
+    else:
+        criteria.append(f"a test in {where} fails without the change and passes with it")
+    return criteria  # at most four: a task has room for five

@@ -1,9 +1,12 @@
 """Offline understanding: which code the requirement touches, split into sub-domains.
 
 Pure: takes the requirement and a RepoIndex, returns an UnderstandingDraft.
-Relevance is BM25 of the requirement against each file (path, symbols,
-docstrings, identifiers); sub-domains are packages of relevant modules, merged
-along the import graph until at most ``max_agents`` remain.
+The files are the localizer's (``analysis.localize``: field-weighted BM25 over
+product source, sized by its scores); sub-domains are packages of those files,
+merged along the import graph until the assessed complexity's share of
+``max_agents`` remain (a one-file change is one area and its tests). Area
+dependencies follow one import order, so an import cycle never becomes a
+dependency cycle.
 """
 
 from __future__ import annotations
@@ -12,23 +15,24 @@ import posixpath
 import re
 from collections import defaultdict
 
-from wfqueue.analysis import CODE_LANGUAGES, RepoIndex, fan_in, novel_terms, rank_files, rank_symbols
+from wfqueue.analysis import RepoIndex, fan_in, novel_terms, rank_symbols
+from wfqueue.analysis.localize import MOST_FILES, candidates, focus, localize
 from wfqueue.collab.models import ProposedArea, Understanding, UnderstandingDraft
+from wfqueue.providers.offline.changes import dependency_order, earlier_needs
 
-MIN_RELATIVE_SCORE = 0.4  # files scoring below 40 % of the best match are incidental
-
-
-def relevant_files(index: RepoIndex, requirement: str, max_agents: int) -> list[tuple[str, float]]:
-    """Code files worth changing, best first. Falls back to the most imported modules
-    when nothing in the repository shares a word with the requirement."""
-    code = {f.path for f in index.files if f.language in CODE_LANGUAGES and not f.is_test}
-    ranked = [(p, s) for p, s in rank_files(index, requirement) if p in code and index.symbols.get(p)]
-    limit = max(4, 2 * max_agents)
+def relevant_files(index: RepoIndex, requirement: str, max_agents: int = MOST_FILES) -> list[tuple[str, float]]:
+    """Code files worth changing, best first: the requirement's named files when it names
+    some, else the head of the localizer's ranking (``analysis.localize``). Falls back to the
+    most imported modules when nothing in the repository shares a word with the requirement."""
+    code = sorted(candidates(index, requirement))
+    named = [p for p in code if p in requirement]
+    if named:  # the requirement names the files to change: plan those, not their neighbours
+        return [(p, 1.0) for p in named]
+    ranked = focus(localize(index, requirement), most=min(MOST_FILES, max(2, max_agents)))
     if ranked:
-        best = ranked[0][1]
-        return [(p, s) for p, s in ranked if s >= best * MIN_RELATIVE_SCORE][:limit]
+        return ranked
     central = sorted((p for p in code if index.symbols.get(p)), key=lambda p: (-fan_in(index, p), p))
-    return [(p, 0.0) for p in central[:limit]]
+    return [(p, 0.0) for p in central[:2]]
 
 
 def _area_name(directory: str, taken: set[str]) -> str:
@@ -76,9 +80,14 @@ def _describe(files: list[str], index: RepoIndex, requirement: str) -> str:
 
 
 def _complexity(file_count: int) -> str:
-    if file_count <= 3:
+    if file_count <= 1:
         return "Low"
-    return "Medium" if file_count <= 8 else "High"
+    return "Medium" if file_count <= 3 else "High"
+
+
+# Agents for the code, by complexity (the tests become one more area): a one-file fix is one
+# change and its tests, not four agents.
+CODE_AREAS = {"Low": 1, "Medium": 2, "High": 4}
 
 
 def _effort(files: list[str], index: RepoIndex) -> str:
@@ -88,7 +97,8 @@ def _effort(files: list[str], index: RepoIndex) -> str:
 
 def understand(index: RepoIndex, requirement: str, max_agents: int) -> UnderstandingDraft:
     ranked = relevant_files(index, requirement, max_agents)
-    clusters = cluster_files(index, ranked, max_agents)
+    complexity = _complexity(len(ranked))
+    clusters = cluster_files(index, ranked, max(1, min(max_agents, CODE_AREAS[complexity])))
     tests = sorted({t for f, _ in ranked for t in index.tests_for.get(f, [])})
     if len(clusters) < 2:
         # A single relevant module: its tests become the second, independent area.
@@ -105,9 +115,13 @@ def understand(index: RepoIndex, requirement: str, max_agents: int) -> Understan
         taken.add(name)
         names.append(name)
     owner = {f: names[i] for i, files in enumerate(clusters) for f in files}
+    uses = {name: sorted({owner[g] for f in files for g in index.imports.get(f, []) if owner.get(g, name) != name})
+            for name, files in zip(names, clusters)}
+    # Areas whose modules import each other are ordered, not made to wait on each other.
+    needs = earlier_needs(dependency_order(names, uses), uses)
     areas = []
     for name, files in zip(names, clusters, strict=True):
-        depends = sorted({owner[g] for f in files for g in index.imports.get(f, []) if owner.get(g, name) != name})
+        depends = needs[name]
         areas.append(
             ProposedArea(
                 focus_area=name,
@@ -137,7 +151,7 @@ def understand(index: RepoIndex, requirement: str, max_agents: int) -> Understan
         clarifications.append("No file shares a word with the requirement: which modules does it concern?")
     strategy = "; ".join(f"{a.focus_area}: {', '.join(a.focus_paths[:3])}" for a in areas)
     return UnderstandingDraft(
-        complexity=_complexity(len(ranked)),
+        complexity=complexity,  # type: ignore[arg-type]
         understanding=Understanding(
             objectives=[s.strip() for s in re.split(r"(?<=[.!?。])\s+", requirement) if s.strip()][:5],
             key_points=key_points,

@@ -1,0 +1,313 @@
+"""Localization on real history: does the planner plan the files a real change touched?
+
+    .venv/bin/python bench/localize.py MIRROR... [--cases 6] [--provider offline|anthropic] [--write]
+
+Each MIRROR is a git directory (bare or not) of a public project. Per project,
+the commits considered are the last ``--window`` first-parent, non-merge
+commits of HEAD whose message is a real description (subject of 20+
+characters and 3+ meaningful words, not a release, version bump, revert,
+typo, docs/CI/style/test/chore commit) and that modify 1-4 existing non-test source files, adding or deleting
+none; ``--cases`` of them are taken evenly spread over that list. A case plans
+the commit message (``(#123)`` and trailers removed) against the parent tree
+(``git archive``), and is scored against the non-test source files the commit
+modified (type-declaration bundles, build/CI configuration, scripts and
+examples left out: they follow from the source change).
+
+Per workflow (lite: assess, explore, plan; collab: understand, one area plan
+per sub-domain) it reports recall, precision, the share of cases where every
+answer file was planned and the files planned; beside them plain BM25 (file
+text and path, no field weights, no structure) over the same candidate files
+cut at the same count per case, and at 1, 3 and 5.
+
+Projects are split once, here, into tuning and held-out (TUNING below); the
+figures that count are the held-out ones. ``--provider anthropic`` measures the
+Claude planner the same way when an API key is set. ``--write`` replaces the
+figures in docs/BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from wfqueue.analysis import CODE_LANGUAGES, RepoIndex, bm25_scores, build_index, tokenize
+from wfqueue.analysis.files import is_test_path, language_for
+from wfqueue.analysis.roles import file_role
+from wfqueue.collab.assemble import allocate
+from wfqueue.lite.models import AngleFindings, VerifiedExploration
+from wfqueue.lite.verify import verify_findings
+from wfqueue.providers import AssessStep, ExploreAngleStep, LitePlanStep, PlanAreaStep, UnderstandStep, make_provider
+from wfqueue.settings import load_settings
+
+ROOT = Path(__file__).resolve().parent.parent
+MARK_BEGIN, MARK_END = "<!-- localize:begin -->", "<!-- localize:end -->"
+# Tuning projects: the planner's rules and weights may be adjusted while looking at these; every other
+# project is held out and reported separately.
+TUNING = frozenset({"rq", "click", "axios", "chalk"})
+MAX_SOURCE_FILES = 4
+MIN_SUBJECT = 20
+MIN_WORDS = 3  # distinct meaningful words in the subject: "Fix bug" says nothing to localize
+MAX_AGENTS = 5
+_SKIP_SUBJECT = re.compile(
+    r"^\W*(release|bump|version|v?\d+\.\d+|merge|revert|prepare|docs?|ci|style|test|tests|chore|build|lint|"
+    r"typo|format|deps|dependabot|update (changelog|readme|docs|dependencies|deps)|\[pre-commit)",
+    re.IGNORECASE,
+)
+_TRAILER = re.compile(r"^(co-authored-by|signed-off-by|reviewed-by|fixes|closes|refs?):.*$", re.IGNORECASE | re.MULTILINE)
+
+
+@dataclass
+class Case:
+    project: str
+    commit: str
+    parent: str
+    requirement: str
+    answer: list[str]
+
+
+@dataclass
+class Score:
+    planned: list[str]
+    found: int
+    total: int
+
+    @property
+    def recall(self) -> float:
+        return self.found / self.total if self.total else 0.0
+
+    @property
+    def precision(self) -> float:
+        return self.found / len(self.planned) if self.planned else 0.0
+
+    @property
+    def all_found(self) -> bool:
+        return self.found == self.total
+
+
+@dataclass
+class Result:
+    case: Case
+    scores: dict[str, Score] = field(default_factory=dict)
+    seconds: float = 0.0
+    error: str = ""
+
+
+def git(mirror: Path, *args: str) -> str:
+    return subprocess.run(["git", "--git-dir", str(mirror), *args], check=True, capture_output=True,
+                          text=True, errors="replace").stdout
+
+
+def project_name(mirror: Path) -> str:
+    # /work/.mirror/rq+rq/repo -> rq ; ~/src/click.git -> click
+    base = mirror.parent.name if mirror.name in ("repo", ".git") else mirror.name
+    return base.split("+")[-1].removesuffix(".git")
+
+
+def counted(path: str) -> bool:
+    """A file the answer (and the score) counts: non-test product source."""
+    return language_for(path) in CODE_LANGUAGES and file_role(path, is_test_path(path)) == "source"
+
+
+def requirement_of(message: str) -> str:
+    text = _TRAILER.sub("", message)
+    text = re.sub(r"\s*\(#\d+\)", "", text)
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+def select_cases(mirror: Path, cases: int, window: int) -> list[Case]:
+    name = project_name(mirror)
+    log = git(mirror, "log", "--first-parent", "--no-merges", f"-{window}", "--format=%H %P%x00%B%x1e", "HEAD")
+    candidates: list[Case] = []
+    for record in log.split("\x1e"):
+        if "\x00" not in record:
+            continue
+        head, message = record.strip().split("\x00", 1)
+        commit, *parents = head.split()
+        subject = message.strip().splitlines()[0] if message.strip() else ""
+        if (len(parents) != 1 or len(subject) < MIN_SUBJECT or _SKIP_SUBJECT.match(subject)
+                or "typo" in subject.lower() or len(set(tokenize(subject))) < MIN_WORDS):
+            continue
+        changes = [line.split("\t") for line in git(mirror, "diff-tree", "--no-commit-id", "-r", "--name-status",
+                                                     parents[0], commit).splitlines()]
+        code = [(status, path) for status, *paths in changes for path in paths[-1:]
+                if language_for(path) in CODE_LANGUAGES and not is_test_path(path)]
+        answer = sorted(path for status, path in code if counted(path))
+        if not answer or len(code) > MAX_SOURCE_FILES or any(status != "M" for status, _ in code):
+            continue
+        candidates.append(Case(name, commit, parents[0], requirement_of(message), answer))
+    candidates.reverse()  # oldest first, so the spread is stable as the mirror grows
+    if len(candidates) <= cases:
+        return candidates
+    step = len(candidates) / cases
+    return [candidates[int(k * step + step / 2)] for k in range(cases)]
+
+
+def checkout(mirror: Path, commit: str, into: Path) -> None:
+    data = subprocess.run(["git", "--git-dir", str(mirror), "archive", "--format=tar", commit],
+                          check=True, capture_output=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+        archive.extractall(into, filter="data")
+
+
+def candidates_of(index: RepoIndex) -> list[str]:
+    """The files either ranker may plan: every non-test code file."""
+    return [f.path for f in index.files if f.language in CODE_LANGUAGES and not f.is_test]
+
+
+def plain_bm25(index: RepoIndex, root: Path, requirement: str) -> list[str]:
+    docs = {path: tokenize(path.rsplit(".", 1)[0]) + tokenize((root / path).read_text(errors="replace"))
+            for path in candidates_of(index)}
+    scores = bm25_scores(tokenize(requirement), docs)
+    return [p for p, s in sorted(scores.items(), key=lambda item: (-item[1], item[0])) if s > 0]
+
+
+def score(planned: list[str], answer: list[str]) -> Score:
+    # Every planned non-test code file counts, support files included: planning a build script is a miss.
+    kept = [p for p in dict.fromkeys(planned) if language_for(p) in CODE_LANGUAGES and not is_test_path(p)]
+    return Score(planned=kept, found=len(set(kept) & set(answer)), total=len(answer))
+
+
+def plan_lite(provider, repo: str, requirement: str) -> list[str]:  # type: ignore[no-untyped-def]
+    sid = "bench"
+    assessment = provider.run(AssessStep(session_id=sid, repo=repo, requirement=requirement))
+    explorations = []
+    for angle in assessment.angles if assessment.needs_exploration else []:
+        findings = provider.run(ExploreAngleStep(session_id=sid, repo=repo, requirement=requirement, angle=angle))
+        assert isinstance(findings, AngleFindings)
+        explorations.append(VerifiedExploration(findings=findings, checks=verify_findings(Path(repo), findings),
+                                                provider=provider.name, timestamp=""))
+    draft = provider.run(LitePlanStep(session_id=sid, repo=repo, requirement=requirement, assessment=assessment,
+                                      explorations=explorations, answers=[]))
+    return [f.path for task in draft.tasks for f in task.files]
+
+
+def plan_collab(provider, repo: str, requirement: str) -> list[str]:  # type: ignore[no-untyped-def]
+    sid = "bench"
+    draft = provider.run(UnderstandStep(session_id=sid, repo=repo, requirement=requirement, max_agents=MAX_AGENTS))
+    analysis = allocate(draft, sid, requirement, MAX_AGENTS)
+    planned: list[str] = []
+    for sub in analysis.sub_domains:
+        area = provider.run(PlanAreaStep(session_id=sid, repo=repo, requirement=requirement, analysis=analysis,
+                                         focus_area=sub.focus_area))
+        planned += [f.path for task in area.tasks for f in task.files]
+    return planned
+
+
+def run_case(case: Case, mirror: Path, spec: str) -> Result:
+    result = Result(case)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="wfq-localize-") as tmp:
+        root = Path(tmp)
+        checkout(mirror, case.parent, root)
+        provider = make_provider(spec, load_settings())
+        try:
+            index = provider.index(str(root)) if hasattr(provider, "index") else build_index(root)
+            ranked = plain_bm25(index, root, case.requirement)
+            for k in (1, 3, 5):
+                result.scores[f"bm25@{k}"] = score(ranked[:k], case.answer)
+            for workflow, plan in (("lite", plan_lite), ("collab", plan_collab)):
+                planned = score(plan(provider, str(root), case.requirement), case.answer)
+                result.scores[workflow] = planned
+                result.scores[f"bm25={workflow}"] = score(ranked[: len(planned.planned)], case.answer)
+        except Exception as exc:  # one broken case must not hide the others' figures
+            result.error = f"{type(exc).__name__}: {exc}"[:300]
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+COLUMNS = ("lite", "bm25=lite", "collab", "bm25=collab", "bm25@1", "bm25@3", "bm25@5")
+
+
+def summary(results: list[Result]) -> dict[str, dict[str, float]]:
+    done = [r for r in results if not r.error]
+    table: dict[str, dict[str, float]] = {}
+    for column in COLUMNS:
+        scores = [r.scores[column] for r in done]
+        n = len(scores) or 1
+        table[column] = {"recall": sum(s.recall for s in scores) / n, "precision": sum(s.precision for s in scores) / n,
+                         "all_found": sum(s.all_found for s in scores) / n, "files": sum(len(s.planned) for s in scores) / n}
+    return table
+
+
+def markdown(groups: dict[str, list[Result]], spec: str, command: str) -> str:
+    lines = [f"`{command}` — planner: `{spec}`.", ""]
+    for label, results in groups.items():
+        done = [r for r in results if not r.error]
+        projects = sorted({r.case.project for r in results})
+        lines += [f"**{label}** ({len(done)} cases from {', '.join(projects)}"
+                  + (f"; {len(results) - len(done)} failed" if len(done) < len(results) else "") + ")", "",
+                  "| ranker | recall | precision | all files found | files planned |", "|---|---|---|---|---|"]
+        for column, row in summary(results).items():
+            lines.append(f"| {column} | {row['recall']:.2f} | {row['precision']:.2f} | {row['all_found']:.2f} | "
+                         f"{row['files']:.1f} |")
+        lines.append("")
+    lines.append("`bm25=lite` is plain BM25 cut at the number of files lite planned in that case (likewise collab).")
+    return "\n".join(lines)
+
+
+def write_docs(text: str) -> None:
+    doc = ROOT / "docs" / "BENCHMARKS.md"
+    current = doc.read_text(encoding="utf-8")
+    block = f"{MARK_BEGIN}\n{text}\n{MARK_END}"
+    if MARK_BEGIN in current:
+        current = current[: current.index(MARK_BEGIN)] + block + current[current.index(MARK_END) + len(MARK_END):]
+    else:
+        current = current.rstrip("\n") + "\n\n## Localization on real history\n\n" + block + "\n"
+    doc.write_text(current, encoding="utf-8")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("mirrors", nargs="+", type=Path, help="git directories of the projects")
+    parser.add_argument("--cases", type=int, default=6, help="cases per project")
+    parser.add_argument("--window", type=int, default=800, help="recent commits considered per project")
+    parser.add_argument("--provider", choices=("offline", "anthropic"), default="offline")
+    parser.add_argument("--only", default="", help="comma-separated projects to run (default: all)")
+    parser.add_argument("--json", type=Path, help="write every case's planned files here")
+    parser.add_argument("--write", action="store_true", help="replace the figures in docs/BENCHMARKS.md")
+    args = parser.parse_args()
+    spec = args.provider
+    if spec == "anthropic" and load_settings().anthropic_api_key is None:
+        print("no API key (set ANTHROPIC_API_KEY or WFQUEUE_ANTHROPIC_API_KEY): measuring the offline planner only",
+              file=sys.stderr)
+        spec = "offline"
+    only = {p for p in args.only.split(",") if p}
+    results: list[Result] = []
+    for mirror in args.mirrors:
+        if only and project_name(mirror) not in only:
+            continue
+        for case in select_cases(mirror, args.cases, args.window):
+            result = run_case(case, mirror, spec)
+            results.append(result)
+            marks = " ".join(f"{k}={len(s.planned)}/{s.found}" for k, s in result.scores.items() if "=" not in k
+                             and not k.startswith("bm25@"))
+            print(f"{case.project} {case.commit[:9]} {result.seconds:5.1f}s answer={len(case.answer)} {marks}"
+                  + (f" ERROR {result.error}" if result.error else ""), file=sys.stderr)
+    if args.json:
+        args.json.write_text(json.dumps([{"project": r.case.project, "commit": r.case.commit,
+                                          "requirement": r.case.requirement, "answer": r.case.answer,
+                                          "error": r.error, "seconds": round(r.seconds, 2),
+                                          "planned": {k: s.planned for k, s in r.scores.items()}}
+                                         for r in results], indent=1))
+    groups = {"held-out": [r for r in results if r.case.project not in TUNING],
+              "tuning": [r for r in results if r.case.project in TUNING]}
+    groups = {label: rs for label, rs in groups.items() if rs}
+    command = ("bench/localize.py " + " ".join(f"<{project_name(m)}>" for m in args.mirrors) + f" --cases {args.cases}"
+               + (f" --provider {spec}" if spec != "offline" else ""))
+    text = markdown(groups, spec, command)
+    print(text)
+    if args.write:
+        write_docs(text)
+
+
+if __name__ == "__main__":
+    main()

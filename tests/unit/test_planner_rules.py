@@ -1,0 +1,177 @@
+"""Rules every offline plan obeys by construction: no dependency cycles, support files left alone,
+new modules only for named components, plan size following complexity, titles and criteria a person
+can act on; plan.md in English."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+from wfqueue.analysis import build_index
+from wfqueue.analysis.localize import focus, localize
+from wfqueue.analysis.roles import file_role, plannable
+from wfqueue.collab.assemble import allocate
+from wfqueue.lite.assess import assess, signals
+from wfqueue.lite.plan_offline import plan_tasks
+from wfqueue.lite.render import render_plan
+from wfqueue.providers.offline.area import plan_area
+from wfqueue.providers.offline.changes import dependency_order, earlier_needs, named_component, new_module_path
+from wfqueue.providers.offline.understand import understand
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    return root
+
+
+CYCLE = {
+    "shop/__init__.py": "",
+    "shop/orders.py": "from shop.payments import charge\n\ndef place_order(cart):\n    '''Place an order and charge the payment.'''\n    return charge(cart)\n",
+    "shop/payments.py": "from shop.orders import place_order\n\ndef charge(cart):\n    '''Charge a payment for an order.'''\n    return refund_order(cart)\n\ndef refund_order(cart):\n    return place_order\n",
+    "shop/receipts.py": "from shop.payments import charge\n\ndef print_receipt(order):\n    '''Receipt of an order payment.'''\n    return charge\n",
+    "tests/test_orders.py": "from shop.orders import place_order\n\ndef test_place():\n    assert place_order\n",
+}
+
+
+def collab_plan(repo: Path, requirement: str, max_agents: int = 4):  # type: ignore[no-untyped-def]
+    index = build_index(repo)
+    analysis = allocate(understand(index, requirement, max_agents), "CPLAN-r", requirement, max_agents)
+    return index, analysis, [t for s in analysis.sub_domains for t in plan_area(index, analysis, s.focus_area).tasks]
+
+
+def has_cycle(edges: dict[str, list[str]]) -> bool:
+    state: dict[str, int] = {}
+
+    def visit(node: str) -> bool:
+        state[node] = 1
+        for nxt in edges.get(node, []):
+            if state.get(nxt) == 1 or (nxt not in state and visit(nxt)):
+                return True
+        state[node] = 2
+        return False
+
+    return any(node not in state and visit(node) for node in list(edges))
+
+
+def test_an_import_cycle_orders_its_files_instead_of_making_a_task_cycle(tmp_path: Path) -> None:
+    repo = write(tmp_path, CYCLE)
+    index, analysis, tasks = collab_plan(repo, "Refund the order in shop/orders.py when the charge in shop/payments.py fails")
+    planned = {f.path for t in tasks for f in t.files}
+    assert {"shop/orders.py", "shop/payments.py"} <= planned  # both sides of the import cycle are planned
+    assert not has_cycle({t.id: t.depends_on for t in tasks})
+    assert not has_cycle({s.focus_area: s.dependencies for s in analysis.sub_domains})
+    # the order still says something: one of the two waits for the other
+    by_path = {t.files[0].path: t for t in tasks}
+    assert by_path["shop/orders.py"].depends_on or by_path["shop/payments.py"].depends_on
+
+
+def test_dependency_order_breaks_cycles_by_position() -> None:
+    needs = {"a": ["b"], "b": ["a"], "c": ["a"]}
+    order = dependency_order(["a", "b", "c"], needs)
+    earlier = earlier_needs(order, needs)
+    assert not has_cycle(earlier) and earlier["c"] == ["a"]
+
+
+def test_support_files_are_not_planned_unless_named(tmp_path: Path) -> None:
+    body = "export function buildRequest(config) { /* proxy request config headers */ return config }\n"
+    repo = write(tmp_path, {
+        "lib/request.js": body,
+        "lib/proxy.js": "export function proxyRequest(config) { return config }\n",
+        "index.d.ts": "export interface RequestConfig { proxy: string; headers: object } // proxy request config\n" * 5,
+        "gulpfile.js": "// build the proxy request bundle\nexport function proxyRequestBuild() {}\n",
+        "karma.conf.js": "// proxy request config for the browser tests\nmodule.exports = {}\n",
+        "bin/release.js": "// release the proxy request config package\n",
+        "vendor/agent.js": "export function proxyRequestConfig() {}\n",
+        "test/request.test.js": "import { buildRequest } from '../lib/request.js'\n",
+    })
+    index = build_index(repo)
+    requirement = "Honour the proxy setting of the request config"
+    planned = [p for p, _ in localize(index, requirement)]
+    assert planned and all(file_role(p) == "source" for p in planned), planned
+    assert plannable("index.d.ts", False, "Fix the TypeScript types of the request config in index.d.ts")
+    assert plannable("gulpfile.js", False, "Speed up the gulpfile build")
+    assert not plannable("gulpfile.js", False, requirement)
+    assert [file_role(p) for p in ("index.d.ts", "gulpfile.js", "karma.conf.js", "bin/release.js",
+                                   "vendor/agent.js", ".github/workflows/ci.js")] == \
+        ["types", "build", "build", "script", "vendored", "ci"]
+
+
+def test_a_new_module_only_for_a_named_component_beside_its_relative(sample_repo: Path) -> None:
+    index = build_index(sample_repo)
+    named = "Add a RateLimiter middleware that limits API requests per user"
+    assert named_component(index, named) == (["rate", "limiter"], "middleware")
+    assert named_component(index, "Ship a new `retry` module for flaky calls") == (["retry"], "module")
+    assert new_module_path(index, ["notes_api/server.py", "notes_api/api/middleware.py"], named) == \
+        "notes_api/api/rate_limiter.py"  # beside middleware.py, the file sharing its kind
+    _, _, tasks = collab_plan(sample_repo, named)
+    create = next(t for t in tasks if t.files[0].action == "create")
+    assert create.files[0].path == "notes_api/api/rate_limiter.py" and not create.depends_on
+    assert all(re.search(r"`[^`]+`", c) for c in create.convergence.criteria)
+    assert any(create.id in t.depends_on for t in tasks if t.files[0].path == "notes_api/api/middleware.py")
+    for loose in ("Fix the mistake in job budget handling", "Add per-user rate limiting to the API",
+                  "Add a new cache module"):  # no named component, or one that exists (cache.py)
+        assert new_module_path(index, ["notes_api/api/middleware.py"], loose) is None, loose
+
+
+def test_task_count_follows_complexity(sample_repo: Path) -> None:
+    index = build_index(sample_repo)
+    fix = "Fix the token expiry check in notes_api/auth/tokens.py"
+    small = plan_tasks(index, fix, "s", assess(fix, signals(index, fix), False), [], [])
+    assert [f.path for t in small.tasks for f in t.files][0] == "notes_api/auth/tokens.py"
+    assert len(small.tasks) == 2  # the change and its test
+    assert any("test" in f.path for f in small.tasks[-1].files)
+    wide = "Refactor the storage layer and authentication into a modular architecture"
+    large = plan_tasks(index, wide, "s", assess(wide, signals(index, wide), False), [], [])
+    assert len(large.tasks) > len(small.tasks)
+    _, analysis, _ = collab_plan(sample_repo, fix)
+    assert len(analysis.sub_domains) == 2  # one agent for the change, one for its tests
+
+
+def test_focus_plans_a_dominant_file_alone() -> None:
+    assert focus([("a.py", 9.0), ("b.py", 3.0), ("c.py", 2.9)]) == [("a.py", 9.0)]
+    assert [p for p, _ in focus([("a.py", 4.0), ("b.py", 3.5), ("c.py", 1.0)])] == ["a.py", "b.py"]
+
+
+def test_titles_say_the_change_and_where_and_criteria_are_commands(sample_repo: Path) -> None:
+    index = build_index(sample_repo)
+    requirement = "fix(auth): reject expired tokens in `verify_token`"
+    draft = plan_tasks(index, requirement, "s", assess(requirement, signals(index, requirement), False), [], [])
+    change = draft.tasks[0]
+    assert change.title.startswith("Reject expired tokens in `verify_token` in ")
+    assert change.title.endswith("(notes_api/auth/tokens.py)") and requirement not in change.title
+    _, _, tasks = collab_plan(sample_repo, requirement)
+    for task in [*draft.tasks, *tasks]:
+        for criterion in task.convergence.criteria:
+            command = re.search(r"`([^`]+)`", criterion)
+            assert command and shlex.split(command.group(1)), criterion  # every criterion names a command
+    assert any('grep -n "verify_token" notes_api/auth/tokens.py' in c for c in change.convergence.criteria)
+
+
+def test_lite_plan_md_reads_in_english(sample_repo: Path) -> None:
+    index = build_index(sample_repo)
+    requirement = "Cache note listings in the storage layer"
+    assessment = assess(requirement, signals(index, requirement), False)
+    draft = plan_tasks(index, requirement, "s", assessment, [], [])
+    text = render_plan("s", requirement, "now", assessment, draft.understanding, draft.tasks, "tasks.jsonl", {})
+    assert not re.search(r"[\u4e00-\u9fff]", text)
+    assert "## Task Overview" in text and "- **Acceptance criteria**:" in text
+
+
+def test_named_identifiers_and_the_best_files_companions_rank_up(tmp_path: Path, sample_repo: Path) -> None:
+    index = build_index(sample_repo)
+    assert localize(index, "Reject expired tokens in `verify_token`")[0][0] == "notes_api/auth/tokens.py"
+    repo = write(tmp_path / "ui", {
+        "ui/progress.py": "from ui.format import pad\n\ndef progress_bar(items):\n    '''Progress bar: show the current item.'''\n",
+        "ui/_progress_impl.py": "def render(bar):\n    '''Draw one line of the bar.'''\n    return bar\n",
+        "ui/format.py": "def pad(text):\n    '''Pad one line of text for the bar.'''\n    return text\n",
+        "ui/colors.py": "def paint(text):\n    '''Colour one line of text for the bar.'''\n    return text\n",
+        "a/progress_impl.py": "def render(text):\n    '''Draw one line for the bar.'''\n    return text\n",
+    })
+    ranked = [p for p, _ in localize(build_index(repo), "Show the current item in the progress bar")]
+    assert ranked[0] == "ui/progress.py"
+    # the companion and the imported module outrank an equally worded file the best one never uses
+    assert ranked.index("ui/_progress_impl.py") < ranked.index("a/progress_impl.py")  # same words, other folder
+    assert ranked.index("ui/format.py") < ranked.index("ui/colors.py")
