@@ -62,7 +62,8 @@ _SKIP_SUBJECT = re.compile(
     r"typo|format|deps|dependabot|update (changelog|readme|docs|dependencies|deps)|\[pre-commit)",
     re.IGNORECASE,
 )
-_TRAILER = re.compile(r"^(co-authored-by|signed-off-by|reviewed-by|fixes|closes|refs?):.*$", re.IGNORECASE | re.MULTILINE)
+_TRAILER = re.compile(r"^(co-authored-by|signed-off-by|reviewed-by|fixes|closes|refs?):.*$",
+                      re.IGNORECASE | re.MULTILINE)
 
 
 @dataclass
@@ -218,7 +219,7 @@ def run_case(case: Case, mirror: Path, spec: str) -> Result:
                 planned = score(plan(provider, str(root), case.requirement), case.answer)
                 result.scores[workflow] = planned
                 result.scores[f"bm25={workflow}"] = score(ranked[: len(planned.planned)], case.answer)
-        except Exception as exc:  # one broken case must not hide the others' figures
+        except Exception as exc:  # noqa: BLE001 - one broken case must not hide the others' figures
             result.error = f"{type(exc).__name__}: {exc}"[:300]
     result.seconds = time.perf_counter() - started
     return result
@@ -234,7 +235,8 @@ def summary(results: list[Result]) -> dict[str, dict[str, float]]:
         scores = [r.scores[column] for r in done]
         n = len(scores) or 1
         table[column] = {"recall": sum(s.recall for s in scores) / n, "precision": sum(s.precision for s in scores) / n,
-                         "all_found": sum(s.all_found for s in scores) / n, "files": sum(len(s.planned) for s in scores) / n}
+                         "all_found": sum(s.all_found for s in scores) / n,
+                         "files": sum(len(s.planned) for s in scores) / n}
     return table
 
 

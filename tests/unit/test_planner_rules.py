@@ -29,9 +29,13 @@ def write(root: Path, files: dict[str, str]) -> Path:
 
 CYCLE = {
     "shop/__init__.py": "",
-    "shop/orders.py": "from shop.payments import charge\n\ndef place_order(cart):\n    '''Place an order and charge the payment.'''\n    return charge(cart)\n",
-    "shop/payments.py": "from shop.orders import place_order\n\ndef charge(cart):\n    '''Charge a payment for an order.'''\n    return refund_order(cart)\n\ndef refund_order(cart):\n    return place_order\n",
-    "shop/receipts.py": "from shop.payments import charge\n\ndef print_receipt(order):\n    '''Receipt of an order payment.'''\n    return charge\n",
+    "shop/orders.py": ("from shop.payments import charge\n\ndef place_order(cart):\n"
+                       "    '''Place an order and charge the payment.'''\n    return charge(cart)\n"),
+    "shop/payments.py": ("from shop.orders import place_order\n\ndef charge(cart):\n"
+                         "    '''Charge a payment for an order.'''\n    return refund_order(cart)\n\n"
+                         "def refund_order(cart):\n    return place_order\n"),
+    "shop/receipts.py": ("from shop.payments import charge\n\ndef print_receipt(order):\n"
+                         "    '''Receipt of an order payment.'''\n    return charge\n"),
     "tests/test_orders.py": "from shop.orders import place_order\n\ndef test_place():\n    assert place_order\n",
 }
 
@@ -58,7 +62,8 @@ def has_cycle(edges: dict[str, list[str]]) -> bool:
 
 def test_an_import_cycle_orders_its_files_instead_of_making_a_task_cycle(tmp_path: Path) -> None:
     repo = write(tmp_path, CYCLE)
-    index, analysis, tasks = collab_plan(repo, "Refund the order in shop/orders.py when the charge in shop/payments.py fails")
+    _index, analysis, tasks = collab_plan(
+        repo, "Refund the order in shop/orders.py when the charge in shop/payments.py fails")
     planned = {f.path for t in tasks for f in t.files}
     assert {"shop/orders.py", "shop/payments.py"} <= planned  # both sides of the import cycle are planned
     assert not has_cycle({t.id: t.depends_on for t in tasks})
@@ -120,7 +125,7 @@ def test_task_count_follows_complexity(sample_repo: Path) -> None:
     index = build_index(sample_repo)
     fix = "Fix the token expiry check in notes_api/auth/tokens.py"
     small = plan_tasks(index, fix, "s", assess(fix, signals(index, fix), False), [], [])
-    assert [f.path for t in small.tasks for f in t.files][0] == "notes_api/auth/tokens.py"
+    assert next(f.path for t in small.tasks for f in t.files) == "notes_api/auth/tokens.py"
     assert len(small.tasks) == 2  # the change and its test
     assert any("test" in f.path for f in small.tasks[-1].files)
     wide = "Refactor the storage layer and authentication into a modular architecture"
@@ -164,7 +169,8 @@ def test_named_identifiers_and_the_best_files_companions_rank_up(tmp_path: Path,
     index = build_index(sample_repo)
     assert localize(index, "Reject expired tokens in `verify_token`")[0][0] == "notes_api/auth/tokens.py"
     repo = write(tmp_path / "ui", {
-        "ui/progress.py": "from ui.format import pad\n\ndef progress_bar(items):\n    '''Progress bar: show the current item.'''\n",
+        "ui/progress.py": ("from ui.format import pad\n\ndef progress_bar(items):\n"
+                           "    '''Progress bar: show the current item.'''\n"),
         "ui/_progress_impl.py": "def render(bar):\n    '''Draw one line of the bar.'''\n    return bar\n",
         "ui/format.py": "def pad(text):\n    '''Pad one line of text for the bar.'''\n    return text\n",
         "ui/colors.py": "def paint(text):\n    '''Colour one line of text for the bar.'''\n    return text\n",

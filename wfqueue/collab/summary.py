@@ -142,7 +142,8 @@ def render_plan_md(data: PlanSummaryInput, session_dir: str) -> str:
         out += ["| Id | Type | Severity | Tasks | Description |", "|---|---|---|---|---|"]
         for c in data.conflicts:
             out.append(f"| {c.id} | {c.type} | {c.severity} | {', '.join(c.tasks_involved)} | {c.description} |")
-        out += ["", "Details and resolution options: `conflicts.json` and the conflict markers section of `plan-note.md`.", ""]
+        out += ["", "Details and resolution options: `conflicts.json` and the conflict markers section of "
+                "`plan-note.md`.", ""]
     if analysis.repairs:
         out += ["## Repairs of the Understanding Answer", "",
                 "The split was repaired by code before planning (`repairs` in `requirement-analysis.json`):", ""]

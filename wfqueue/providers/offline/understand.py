@@ -20,6 +20,7 @@ from wfqueue.analysis.localize import MOST_FILES, candidates, focus, localize
 from wfqueue.collab.models import ProposedArea, Understanding, UnderstandingDraft
 from wfqueue.providers.offline.changes import dependency_order, earlier_needs
 
+
 def relevant_files(index: RepoIndex, requirement: str, max_agents: int = MOST_FILES) -> list[tuple[str, float]]:
     """Code files worth changing, best first: the requirement's named files when it names
     some, else the head of the localizer's ranking (``analysis.localize``). Falls back to the
@@ -116,7 +117,7 @@ def understand(index: RepoIndex, requirement: str, max_agents: int) -> Understan
         names.append(name)
     owner = {f: names[i] for i, files in enumerate(clusters) for f in files}
     uses = {name: sorted({owner[g] for f in files for g in index.imports.get(f, []) if owner.get(g, name) != name})
-            for name, files in zip(names, clusters)}
+            for name, files in zip(names, clusters, strict=True)}
     # Areas whose modules import each other are ordered, not made to wait on each other.
     needs = earlier_needs(dependency_order(names, uses), uses)
     areas = []
@@ -151,7 +152,7 @@ def understand(index: RepoIndex, requirement: str, max_agents: int) -> Understan
         clarifications.append("No file shares a word with the requirement: which modules does it concern?")
     strategy = "; ".join(f"{a.focus_area}: {', '.join(a.focus_paths[:3])}" for a in areas)
     return UnderstandingDraft(
-        complexity=complexity,  # type: ignore[arg-type]
+        complexity=complexity,
         understanding=Understanding(
             objectives=[s.strip() for s in re.split(r"(?<=[.!?。])\s+", requirement) if s.strip()][:5],
             key_points=key_points,
