@@ -163,7 +163,8 @@ class SessionMeta(BaseModel):
     requirement: str | None = None
     provider: str | None = None
     status: str | None = None
-    budget: dict[str, Any] | None = None  # wfqueue.metering.budget_meta
+    # wfqueue.metering.budget_meta; read through metering.session_budget, which skips an unreadable one.
+    budget: Any = None
     chord_id: str | None = None  # the fan-out the coordinator waits on
 
     def fields(self) -> dict[str, Any]:

@@ -25,15 +25,12 @@ from redis.retry import Retry
 
 from wfqueue import keys
 from wfqueue.errors import BrokerUnreachableError, SessionBusyError
-from wfqueue.keys import AgentState, SessionMeta
+from wfqueue.keys import SessionMeta
 from wfqueue.settings import Settings, mask_url
 
 # A broker that is away (restarting, a network blip), as opposed to one that answered with an error:
 # redis-py raises the first two on reads and writes, kombu the last when publishing a message.
 BROKER_AWAY: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError, OperationalError)
-
-AGENT_STATES = tuple(AgentState)
-TERMINAL_STATES = (AgentState.DONE, AgentState.FAILED)
 
 
 def as_text(value: bytes | str) -> str:
