@@ -186,3 +186,18 @@ def test_a_name_used_as_another_redis_type_fails_as_redis_does() -> None:
     state.put_section("h", "b")
     with pytest.raises(TypeError, match="WRONGTYPE"):
         state.recall(keys.SECTIONS)
+
+
+def test_no_module_spells_a_redis_key_or_an_agent_state_outside_wfqueue_keys() -> None:
+    """Key names and agent states are written once (wfqueue/keys.py): a literal elsewhere drifts."""
+    import re
+
+    project = Path(__file__).resolve().parents[2]
+    literal = re.compile(r"""\.(recall|remember_once|store|forget|count_attempt|turn)\(f?["']|"wfq:|"""
+                         r"""set_agent\([^)]*state=["']""")
+    found = [f"{path.relative_to(project)}:{number}: {line.strip()}"
+             for folder in ("wfqueue", "beat", "workers") for path in sorted((project / folder).rglob("*.py"))
+             if path.name != "keys.py"
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+             if literal.search(line)]
+    assert found == []
