@@ -19,14 +19,13 @@ import redis
 
 from beat.names import REPOS_KEY, WATCHDOG_FINALIZED, WATCHDOG_PROGRESS, WATCHDOG_REENQUEUED
 from beat.timing import AgentSnapshot, SessionSnapshot, progress_fingerprint, should_forget_repo
+from wfqueue import keys
 from wfqueue.sessions import SESSION_ID_PATTERN
 from wfqueue.state import SessionState, as_text
 
 log = logging.getLogger("wfqueue.beat")
 
-META_SUFFIX = ":meta"
-# ISO timestamps sessions store once (collab, lite): signs of activity when no agent record has a time.
-ACTIVITY_KEYS = ("created_at", "finalized_at", "synthesized_at", "watchdog_finalized")
+META_SUFFIX = ":" + keys.META
 
 
 def guard(client: redis.Redis, key: str, ttl_s: float, value: str = "1") -> bool:
@@ -39,8 +38,8 @@ def session_ids(client: redis.Redis) -> list[str]:
     """Every session with a meta hash. Ids are checked: ``wfq:*:meta`` also matches
     e.g. an agent named "meta" (``wfq:{sid}:agent:meta``), whose "id" has a colon."""
     found = set()
-    for key in client.scan_iter(match="wfq:*" + META_SUFFIX, count=500):
-        sid = key[len("wfq:"):-len(META_SUFFIX)]
+    for key in client.scan_iter(match=keys.KEY_ROOT + "*" + META_SUFFIX, count=500):
+        sid = key[len(keys.KEY_ROOT):-len(META_SUFFIX)]
         if SESSION_ID_PATTERN.match(sid):
             found.add(sid)
     return sorted(found)
@@ -76,13 +75,13 @@ def iso_to_ts(value: str | None) -> float | None:
 
 def agent_areas(state: SessionState) -> list[str]:
     """Areas (collab) or angles (lite, workflow) that have an agent record."""
-    prefix = state.prefix + "agent:"
+    prefix = state.prefix + keys.AGENT_PREFIX
     return sorted(key[len(prefix):] for key in state.client.scan_iter(match=prefix + "*", count=500))
 
 
 def collab_areas(state: SessionState) -> list[str] | None:
     """The sub-domains of a collab session's stored analysis, or None before the understanding step."""
-    raw = state.recall("analysis")
+    raw = state.recall(keys.ANALYSIS)
     if raw is None:
         return None
     try:
@@ -146,7 +145,7 @@ def session_snapshot(state: SessionState, meta: dict[str, Any], now: float) -> S
 def last_activity(state: SessionState) -> float | None:
     """The latest time anything recorded for the session (agent times, stored timestamps, the watchdog's)."""
     times = [t for a in agent_snapshots(state, agent_areas(state)) for t in (a.started_at, a.finished_at) if t]
-    times += [t for t in (iso_to_ts(state.recall(name)) for name in ACTIVITY_KEYS) if t is not None]
+    times += [t for t in (iso_to_ts(state.recall(name)) for name in keys.ACTIVITY_KEYS) if t is not None]
     raw = state.recall(WATCHDOG_PROGRESS)
     if raw:
         try:

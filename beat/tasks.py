@@ -21,7 +21,7 @@ from beat.snapshot import known_repos
 from beat.timing import repo_keep_days
 from beat.watchdog import watch_all
 from wfqueue.settings import Settings
-from workers.context import StateFactory
+from wfqueue.state import StateFactory
 
 __all__ = ["BEAT_ARCHIVE", "BEAT_LOCKS", "BEAT_PURGE", "BEAT_WATCHDOG", "register"]
 

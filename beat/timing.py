@@ -14,14 +14,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-DAY_S = 86_400.0
+# Re-exported: session statuses after which nothing more happens to a session by itself, and
+# the agent states after which an agent does nothing more (both defined in wfqueue.keys).
+from wfqueue.keys import FINISHED_STATUSES as FINISHED_STATUSES
+from wfqueue.keys import TERMINAL_AGENT_STATES as TERMINAL_AGENT_STATES
+from wfqueue.keys import SessionStatus
 
-# Session statuses after which nothing more will happen to a session by itself:
-# collab (completed | partial | conflicts_detected | cancelled), lite (completed |
-# partial | cancelled), workflow sessions (active once planned, completed, archived).
-FINISHED_STATUSES = frozenset({"completed", "partial", "conflicts_detected", "cancelled", "failed", "active",
-                               "archived"})
-TERMINAL_AGENT_STATES = frozenset({"done", "failed"})
+DAY_S = 86_400.0
 
 WatchdogAction = Literal["wait", "reenqueue", "finalize", "done"]
 
@@ -116,7 +115,7 @@ def is_stale_lock(mtime: float, now: float, max_age_s: float) -> bool:
 
 def should_archive(status: str | None, finished_at: float | None, now: float, days: int) -> bool:
     """A completed workflow session whose last update is ``days`` old."""
-    return status == "completed" and finished_at is not None and now - finished_at >= days * DAY_S
+    return status == SessionStatus.COMPLETED and finished_at is not None and now - finished_at >= days * DAY_S
 
 
 def should_purge_session(status: str | None, last_activity: float | None, now: float, ttl_s: float) -> bool:

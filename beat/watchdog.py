@@ -39,7 +39,9 @@ from beat.timing import (
     unfinished_areas,
     watchdog_action,
 )
+from wfqueue import keys
 from wfqueue.collab.recovery import enqueue_missing, finalize_signature, load_or_seed_analysis, missing_areas
+from wfqueue.keys import AgentState
 from wfqueue.settings import Settings
 from wfqueue.state import SessionState
 
@@ -131,9 +133,9 @@ def _finalize(app: Celery, state: SessionState, snapshot: SessionSnapshot, sessi
     failed = []
     for area in unfinished_areas(snapshot):
         # Re-read just before writing: an agent that finished since the snapshot keeps its result.
-        if state.agent(area).get("state") in TERMINAL_AGENT_STATES or state.recall(f"result:{area}") is not None:
+        if state.agent(area).get("state") in TERMINAL_AGENT_STATES or state.recall(keys.result_key(area)) is not None:
             continue
-        state.set_agent(area, state="failed", error=reason, finished_at=now)
+        state.set_agent(area, state=AgentState.FAILED, error=reason, finished_at=now)
         failed.append(area)
     # The coordinator stops waiting for the chord once this and the final result exist.
     state.store(WATCHDOG_FINALIZED_ISO, datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds"))

@@ -39,7 +39,7 @@ from wfqueue.usage import Budget, PriceTable, Totals, budget_exhausted, describe
 if TYPE_CHECKING:
     from wfqueue.providers.base import Provider, Step
     from wfqueue.settings import Settings
-    from wfqueue.state import SessionState
+    from wfqueue.state import SessionStore
 
 __all__ = [
     "BUDGET_HELP",
@@ -153,11 +153,11 @@ def usage_line(report: UsageReport | None) -> str:
 # -- Redis and the session folder ----------------------------------------------------------------
 
 
-def session_report(state: SessionState, prices: PriceTable) -> UsageReport:
+def session_report(state: SessionStore, prices: PriceTable) -> UsageReport:
     return build_report(state.session_id, state.usage(), prices, session_budget(state.meta()))
 
 
-def write_usage_file(state: SessionState, prices: PriceTable, folder: Path) -> UsageReport:
+def write_usage_file(state: SessionStore, prices: PriceTable, folder: Path) -> UsageReport:
     """usage.json in ``folder`` from what Redis recorded; returns the report."""
     report = session_report(state, prices)
     atomic_write_json(folder / USAGE_FILE, report.model_dump(mode="json"))
@@ -179,7 +179,7 @@ class MeteredProvider:
     Providers without a ``usage`` list (offline, scripted) make no LLM calls: they are neither
     stopped by a budget nor recorded."""
 
-    def __init__(self, inner: Provider, state: SessionState, prices: PriceTable,
+    def __init__(self, inner: Provider, state: SessionStore, prices: PriceTable,
                  transcript_dir: Path | None = None) -> None:
         self.inner = inner
         self.state = state

@@ -15,7 +15,7 @@ import socket
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
 import redis
@@ -23,15 +23,14 @@ from kombu.exceptions import OperationalError
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from wfqueue import keys
 from wfqueue.errors import BrokerUnreachableError, SessionBusyError
+from wfqueue.keys import SessionMeta
 from wfqueue.settings import Settings, mask_url
 
 # A broker that is away (restarting, a network blip), as opposed to one that answered with an error:
 # redis-py raises the first two on reads and writes, kombu the last when publishing a message.
 BROKER_AWAY: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError, OperationalError)
-
-AGENT_STATES = ("queued", "running", "done", "failed")
-TERMINAL_STATES = ("done", "failed")
 
 
 def as_text(value: bytes | str) -> str:
@@ -114,6 +113,33 @@ def wait_until_reachable(client: redis.Redis, timeout_s: float, interval_s: floa
             time.sleep(interval_s)
 
 
+class SessionStore(Protocol):
+    """What a step needs of a session's shared state. SessionState keeps it in Redis;
+    wfqueue.memory_state.MemorySessionState in dicts, for in-process tests of steps."""
+
+    @property
+    def session_id(self) -> str: ...
+
+    def reset(self) -> None: ...
+    def set_meta(self, **fields: Any) -> None: ...
+    def meta(self) -> dict[str, Any]: ...
+    def session_meta(self) -> SessionMeta: ...
+    def remember_once(self, name: str, value: str) -> str: ...
+    def store(self, name: str, value: str) -> None: ...
+    def recall(self, name: str) -> str | None: ...
+    def forget(self, name: str) -> None: ...
+    def set_agent(self, area: str, **fields: Any) -> None: ...
+    def agent(self, area: str) -> dict[str, Any]: ...
+    def agents(self, areas: list[str]) -> dict[str, dict[str, Any]]: ...
+    def count_attempt(self, area: str) -> int: ...
+    def put_section(self, heading: str, body: str) -> None: ...
+    def sections(self) -> dict[str, str]: ...
+    def record_usage(self, entries: list[dict[str, Any]]) -> None: ...
+    def usage(self) -> list[dict[str, Any]]: ...
+    def save_turn(self, step: str, transcript: str, call: dict[str, Any] | None) -> None: ...
+    def turn(self, step: str) -> str | None: ...
+
+
 class SessionState:
     """Everything Redis knows about one session."""
 
@@ -121,7 +147,7 @@ class SessionState:
         self.client = client
         self.session_id = session_id
         self.ttl_s = ttl_s
-        self.prefix = f"wfq:{session_id}:"
+        self.prefix = keys.session_prefix(session_id)
 
     def _key(self, name: str) -> str:
         return self.prefix + name
@@ -132,18 +158,22 @@ class SessionState:
 
     def reset(self) -> None:
         """Forget everything about this session id (a new session reusing an old id)."""
-        keys = list(self.client.scan_iter(match=self.prefix + "*", count=500))
-        if keys:
-            self.client.delete(*keys)
+        found = list(self.client.scan_iter(match=self.prefix + "*", count=500))
+        if found:
+            self.client.delete(*found)
 
     # -- session metadata -----------------------------------------------------------------
 
     def set_meta(self, **fields: Any) -> None:
-        self.client.hset(self._key("meta"), mapping={k: json.dumps(v) for k, v in fields.items()})
-        self._touch("meta")
+        self.client.hset(self._key(keys.META), mapping={k: json.dumps(v) for k, v in fields.items()})
+        self._touch(keys.META)
 
     def meta(self) -> dict[str, Any]:
-        return {k: json.loads(v) for k, v in text_map(self.client.hgetall(self._key("meta"))).items()}
+        return {k: json.loads(v) for k, v in text_map(self.client.hgetall(self._key(keys.META))).items()}
+
+    def session_meta(self) -> SessionMeta:
+        """The meta hash as a model (every field None when the session has none)."""
+        return SessionMeta.model_validate(self.meta())
 
     def remember_once(self, name: str, value: str) -> str:
         """Store ``value`` under ``name`` unless something is there; return what is stored.
@@ -168,22 +198,22 @@ class SessionState:
     # -- agents ----------------------------------------------------------------------------
 
     def set_agent(self, area: str, **fields: Any) -> None:
-        self.client.hset(self._key(f"agent:{area}"), mapping={k: json.dumps(v) for k, v in fields.items()})
-        self._touch(f"agent:{area}")
+        self.client.hset(self._key(keys.agent_key(area)), mapping={k: json.dumps(v) for k, v in fields.items()})
+        self._touch(keys.agent_key(area))
 
     def agent(self, area: str) -> dict[str, Any]:
-        return {k: json.loads(v) for k, v in text_map(self.client.hgetall(self._key(f"agent:{area}"))).items()}
+        return {k: json.loads(v) for k, v in text_map(self.client.hgetall(self._key(keys.agent_key(area)))).items()}
 
     def agents(self, areas: list[str]) -> dict[str, dict[str, Any]]:
         pipe = self.client.pipeline()
         for area in areas:
-            pipe.hgetall(self._key(f"agent:{area}"))
+            pipe.hgetall(self._key(keys.agent_key(area)))
         return {
             area: {k: json.loads(v) for k, v in raw.items()} for area, raw in zip(areas, pipe.execute(), strict=True)
         }
 
     def count_attempt(self, area: str) -> int:
-        key = self._key(f"attempts:{area}")
+        key = self._key(keys.attempts_key(area))
         count = int(self.client.incr(key))
         self.client.expire(key, self.ttl_s)
         return count
@@ -191,11 +221,11 @@ class SessionState:
     # -- sections of plan-note.md ------------------------------------------------------------
 
     def put_section(self, heading: str, body: str) -> None:
-        self.client.hset(self._key("sections"), heading, body)
-        self._touch("sections")
+        self.client.hset(self._key(keys.SECTIONS), heading, body)
+        self._touch(keys.SECTIONS)
 
     def sections(self) -> dict[str, str]:
-        return text_map(self.client.hgetall(self._key("sections")))
+        return text_map(self.client.hgetall(self._key(keys.SECTIONS)))
 
     # -- LLM usage (wfqueue.metering) ----------------------------------------------------------
 
@@ -206,7 +236,7 @@ class SessionState:
         answer never reaches the provider, so it appends nothing and nothing is counted twice."""
         if not entries:
             return
-        key = self._key("usage")
+        key = self._key(keys.USAGE)
         pipe = self.client.pipeline()  # MULTI: the calls of one step land together, with the TTL
         pipe.rpush(key, *(json.dumps(entry, sort_keys=True) for entry in entries))
         pipe.expire(key, self.ttl_s)
@@ -214,7 +244,7 @@ class SessionState:
 
     def usage(self) -> list[dict[str, Any]]:
         """Every recorded call of the session, in the order the steps recorded them."""
-        return [json.loads(raw) for raw in self.client.lrange(self._key("usage"), 0, -1)]
+        return [json.loads(raw) for raw in self.client.lrange(self._key(keys.USAGE), 0, -1)]
 
     # -- durable turns (wfqueue.turns) -----------------------------------------------------------
 
@@ -224,15 +254,36 @@ class SessionState:
         Together or not at all: a turn saved without its usage would be free, and usage recorded
         without its turn would be paid again by the restarted step."""
         pipe = self.client.pipeline()
-        pipe.set(self._key(f"turns:{step}"), transcript, ex=self.ttl_s)
+        pipe.set(self._key(keys.turn_key(step)), transcript, ex=self.ttl_s)
         if call is not None:
-            pipe.rpush(self._key("usage"), json.dumps(call, sort_keys=True))
-            pipe.expire(self._key("usage"), self.ttl_s)
+            pipe.rpush(self._key(keys.USAGE), json.dumps(call, sort_keys=True))
+            pipe.expire(self._key(keys.USAGE), self.ttl_s)
         pipe.execute()
 
     def turn(self, step: str) -> str | None:
         """The saved transcript of ``step`` (JSON), if it completed a call."""
-        return maybe_text(self.client.get(self._key(f"turns:{step}")))
+        return maybe_text(self.client.get(self._key(keys.turn_key(step))))
+
+
+class StateFactory:
+    """Hands out SessionState objects on a connection owned by the current process.
+
+    Prefork children must not share the parent's sockets, so the client is
+    rebuilt whenever the pid changes."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._client: tuple[int, redis.Redis] | None = None
+
+    def client(self) -> redis.Redis:
+        if self._client is None or self._client[0] != os.getpid():
+            assert self.settings.broker_url is not None, "workers always have a broker URL"
+            url = self.settings.broker_url.get_secret_value()
+            self._client = (os.getpid(), redis_client(url, self.settings.broker_connect_timeout_s))
+        return self._client[1]
+
+    def session(self, session_id: str) -> SessionState:
+        return SessionState(self.client(), session_id, self.settings.state_ttl_s)
 
 
 def wait_until(predicate: Any, timeout_s: float, interval_s: float = 0.1) -> bool:
@@ -259,7 +310,7 @@ class CoordinatorLease:
         self.state = state
         self.ttl_s = ttl_s
         self.fresh = fresh  # a new session: forget what Redis holds under its id, then claim it
-        self.key = state._key("coordinator")
+        self.key = state._key(keys.COORDINATOR)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from pydantic import BaseModel, Field
 
 if TYPE_CHECKING:
-    from wfqueue.state import SessionState
+    from wfqueue.state import SessionStore
 
 __all__ = ["MemoryJournal", "SessionJournal", "Transcript", "TurnJournal", "journal_key", "transcript_jsonl"]
 
@@ -103,7 +103,7 @@ class MemoryJournal:
 class SessionJournal:
     """The journal of a session's workers: transcripts and usage in the session's Redis state."""
 
-    def __init__(self, state: SessionState) -> None:
+    def __init__(self, state: SessionStore) -> None:
         self.state = state
 
     def load(self, step: str) -> Transcript | None:

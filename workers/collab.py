@@ -17,10 +17,12 @@ from typing import Any
 from celery import Celery, Task
 from celery.exceptions import SoftTimeLimitExceeded
 
+from wfqueue import keys
 from wfqueue.collab.finalize import finalize_session
 from wfqueue.collab.models import AgentOutcome
 from wfqueue.collab.steps import run_area, run_understanding
 from wfqueue.errors import ProviderError, TransientProviderError, WfqueueError
+from wfqueue.keys import AgentState
 from wfqueue.settings import Settings
 from wfqueue.task_names import COLLAB_FINALIZE, COLLAB_PLAN_AREA, COLLAB_UNDERSTAND
 from workers.context import StateFactory, may_retry, metered_provider, retry_later
@@ -50,11 +52,11 @@ def register(app: Celery, settings: Settings) -> None:
         state = states.session(session_id)
         worker = self.request.hostname or "unknown"
         attempts = state.count_attempt(focus_area)
-        state.set_agent(focus_area, state="running", worker=worker, pid=os.getpid(), started_at=time.time(),
+        state.set_agent(focus_area, state=AgentState.RUNNING, worker=worker, pid=os.getpid(), started_at=time.time(),
                         attempts=attempts, error=None)
 
         def failed(reason: str) -> dict[str, Any]:
-            state.set_agent(focus_area, state="failed", error=reason, finished_at=time.time())
+            state.set_agent(focus_area, state=AgentState.FAILED, error=reason, finished_at=time.time())
             return AgentOutcome(focus_area=focus_area, status="failed", error=reason, worker=worker,
                                 pid=os.getpid(), attempts=attempts).model_dump()
 
@@ -66,16 +68,16 @@ def register(app: Celery, settings: Settings) -> None:
             return failed(f"timed out after the {settings.agent_soft_time_limit_s}s soft time limit")
         except ProviderError as exc:
             if isinstance(exc, TransientProviderError) and may_retry(self):
-                state.set_agent(focus_area, state="queued", error=f"retrying: {exc.message}")
+                state.set_agent(focus_area, state=AgentState.QUEUED, error=f"retrying: {exc.message}")
                 raise retry_later(self, exc, settings) from None
             return failed(exc.message)
         except Exception as exc:  # noqa: BLE001 - anything else: retry, then a failure record
             if may_retry(self) and not isinstance(exc, WfqueueError):
-                state.set_agent(focus_area, state="queued", error=f"retrying: {type(exc).__name__}: {exc}")
+                state.set_agent(focus_area, state=AgentState.QUEUED, error=f"retrying: {type(exc).__name__}: {exc}")
                 raise retry_later(self, exc, settings) from None
             return failed(f"{type(exc).__name__}: {exc}")
-        state.set_agent(focus_area, state="done", finished_at=time.time(), tasks=artifacts.plan["task_count"])
-        if state.recall("finalized_at") is not None:
+        state.set_agent(focus_area, state=AgentState.DONE, finished_at=time.time(), tasks=artifacts.plan["task_count"])
+        if state.recall(keys.FINALIZED_AT) is not None:
             # The callback already ran without this area (chord fired early): run it again.
             app.send_task(COLLAB_FINALIZE, args=[[], session_id, session_dir])
         return AgentOutcome(focus_area=focus_area, status="done", task_count=artifacts.plan["task_count"],

@@ -1,14 +1,12 @@
-"""Per-process resources for tasks: a Redis client made after the pool forks, the metered provider,
-and the base class that lets every task outlive a broker restart."""
+"""Per-process resources for tasks: the metered provider, the state factory (a Redis client made after
+the pool forks; wfqueue.state.StateFactory), and the base class that lets every task outlive a broker restart."""
 
 from __future__ import annotations
 
-import os
 import random
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import redis
 from celery import Task
 
 from wfqueue.errors import TransientProviderError
@@ -16,34 +14,15 @@ from wfqueue.metering import TRANSCRIPT_DIR, MeteredProvider
 from wfqueue.providers import make_provider
 from wfqueue.retry import retry_delay
 from wfqueue.settings import Settings
-from wfqueue.state import BROKER_AWAY, SessionState, redis_client, wait_until_reachable
+from wfqueue.state import BROKER_AWAY, SessionState, StateFactory, wait_until_reachable
 from wfqueue.usage import PriceTable
+
+__all__ = ["StateFactory", "broker_patient_task", "may_retry", "metered_provider", "retry_later"]
 
 if TYPE_CHECKING:
     _TaskBase = Task[Any, Any]
 else:
     _TaskBase = Task  # celery's Task takes no type parameters at run time; celery-types adds them
-
-
-class StateFactory:
-    """Hands out SessionState objects on a connection owned by the current process.
-
-    Prefork children must not share the parent's sockets, so the client is
-    rebuilt whenever the pid changes."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self._client: tuple[int, redis.Redis] | None = None
-
-    def client(self) -> redis.Redis:
-        if self._client is None or self._client[0] != os.getpid():
-            assert self.settings.broker_url is not None, "workers always have a broker URL"
-            url = self.settings.broker_url.get_secret_value()
-            self._client = (os.getpid(), redis_client(url, self.settings.broker_connect_timeout_s))
-        return self._client[1]
-
-    def session(self, session_id: str) -> SessionState:
-        return SessionState(self.client(), session_id, self.settings.state_ttl_s)
 
 
 def broker_patient_task(settings: Settings, states: StateFactory) -> type[Task[Any, Any]]:

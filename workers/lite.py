@@ -15,6 +15,7 @@ from celery import Celery, Task
 from celery.exceptions import SoftTimeLimitExceeded
 
 from wfqueue.errors import ProviderError, TransientProviderError, WfqueueError
+from wfqueue.keys import AgentState
 from wfqueue.lite.models import ClarificationAnswer
 from wfqueue.lite.steps import run_assessment, run_exploration, run_planning, run_synthesis
 from wfqueue.settings import Settings
@@ -42,10 +43,11 @@ def register(app: Celery, settings: Settings) -> None:
     def explore(self: Task[Any, Any], session_id: str, output_dir: str, repo: str, requirement: str, angle: str,
                 provider: str) -> dict[str, Any]:
         state = states.session(session_id)
-        state.set_agent(angle, state="running", worker=self.request.hostname, started_at=time.time(), error=None)
+        state.set_agent(angle, state=AgentState.RUNNING, worker=self.request.hostname, started_at=time.time(),
+                        error=None)
 
         def failed(reason: str) -> dict[str, Any]:
-            state.set_agent(angle, state="failed", error=reason, finished_at=time.time())
+            state.set_agent(angle, state=AgentState.FAILED, error=reason, finished_at=time.time())
             return {"angle": angle, "status": "failed", "error": reason}
 
         try:
@@ -56,14 +58,14 @@ def register(app: Celery, settings: Settings) -> None:
             return failed(f"timed out after the {settings.agent_soft_time_limit_s}s soft time limit")
         except ProviderError as exc:
             if isinstance(exc, TransientProviderError) and may_retry(self):
-                state.set_agent(angle, state="queued", error=f"retrying: {exc.message}")
+                state.set_agent(angle, state=AgentState.QUEUED, error=f"retrying: {exc.message}")
                 raise retry_later(self, exc, settings) from None
             return failed(exc.message)
         except Exception as exc:  # noqa: BLE001 - retry, then a failure record: never break the chord
             if may_retry(self) and not isinstance(exc, WfqueueError):
                 raise retry_later(self, exc, settings) from None
             return failed(f"{type(exc).__name__}: {exc}")
-        state.set_agent(angle, state="done", finished_at=time.time())
+        state.set_agent(angle, state=AgentState.DONE, finished_at=time.time())
         verified = sum(c.verified for c in exploration.checks)
         return {"angle": angle, "status": "done", "verified": verified, "checks": len(exploration.checks)}
 

@@ -21,6 +21,7 @@ from rich.table import Table
 
 from wfqueue.collab.coordinator import SplitDecision
 from wfqueue.collab.models import RequirementAnalysis
+from wfqueue.keys import AgentState
 from wfqueue.lite.coordinator import PlanDecision
 from wfqueue.lite.models import Assessment, LitePlanDraft
 from wfqueue.lite.synthesis import MergedQuestion
@@ -36,7 +37,8 @@ def ask_choice(console: Console, text: str, choices: Sequence[Choice], default: 
     return next(c for c in choices if c == answer)
 
 
-_STYLE = {"queued": "yellow", "running": "cyan", "done": "green", "failed": "bold red"}
+_STYLE = {AgentState.QUEUED: "yellow", AgentState.RUNNING: "cyan", AgentState.DONE: "green",
+          AgentState.FAILED: "bold red"}
 
 
 class TerminalUI:
@@ -74,7 +76,7 @@ class TerminalUI:
         table = Table("agent", "state", "worker", "attempts", "time")
         now = time.time()
         for area, record in agents.items():
-            state = record.get("state", "queued")
+            state = record.get("state", AgentState.QUEUED)
             started, finished = record.get("started_at"), record.get("finished_at")
             elapsed = f"{(finished or now) - started:.1f}s" if started else ""
             table.add_row(area, f"[{_STYLE.get(state, '')}]{state}[/]", str(record.get("worker") or ""),
@@ -92,10 +94,10 @@ class TerminalUI:
                 self.live.update(self._table(agents))
             return
         for area, record in agents.items():  # no terminal: one line per state change
-            state = record.get("state", "queued")
+            state = record.get("state", AgentState.QUEUED)
             if self.seen.get(area) != state:
                 self.seen[area] = state
-                detail = f" ({record['error']})" if state == "failed" and record.get("error") else ""
+                detail = f" ({record['error']})" if state == AgentState.FAILED and record.get("error") else ""
                 self.console.print(f"wfqueue: agent {area}: {state}{detail}")
 
     def done(self) -> None:

@@ -17,10 +17,12 @@ import redis
 from celery import Celery
 from pydantic import BaseModel, Field
 
+from wfqueue import keys
 from wfqueue.collab.models import RequirementAnalysis
 from wfqueue.collab.recovery import enqueue_missing, load_or_seed_analysis, missing_areas, reseed_from_disk
-from wfqueue.collab.steps import UNDERSTANDING_KEYS, failure_reason
+from wfqueue.collab.steps import failure_reason
 from wfqueue.errors import BadInputError, InfrastructureError
+from wfqueue.keys import SessionKind, SessionStatus
 from wfqueue.metering import budget_meta, check_budget_priced, session_report, usage_line
 from wfqueue.providers import check_provider_spec
 from wfqueue.runtime import broker_runtime, resumable, wait_for
@@ -55,7 +57,7 @@ class PlanResult(BaseModel):
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.status in ("partial", "failed") else 0
+        return 1 if self.status in (SessionStatus.PARTIAL, SessionStatus.FAILED) else 0
 
 
 class CoordinatorUI(Protocol):
@@ -94,8 +96,8 @@ class CollabCoordinator:
         state = SessionState(client, session_id, settings.state_ttl_s)
         with resumable(settings, session_id), CoordinatorLease(state, fresh=True):
             # Workers read the budget from here before every LLM step (wfqueue.metering).
-            state.set_meta(kind="collab", repo=str(request.repo), session_dir=str(session_dir),
-                           requirement=request.requirement, provider=request.provider, status="planning",
+            state.set_meta(kind=SessionKind.COLLAB, repo=str(request.repo), session_dir=str(session_dir),
+                           requirement=request.requirement, provider=request.provider, status=SessionStatus.PLANNING,
                            budget=budget_meta(request.budget))
             self.ui.info(f"session {session_id}")
             max_agents = request.max_agents
@@ -105,11 +107,11 @@ class CollabCoordinator:
                 if decision == "start":
                     break
                 if decision == "cancel":
-                    state.set_meta(status="cancelled")
-                    return PlanResult(session_id=session_id, session_dir=str(session_dir), status="cancelled",
-                                      tasks=0, conflicts=0)
+                    state.set_meta(status=SessionStatus.CANCELLED)
+                    return PlanResult(session_id=session_id, session_dir=str(session_dir),
+                                      status=SessionStatus.CANCELLED, tasks=0, conflicts=0)
                 max_agents = max(2, min(int(decision), MAX_AGENTS_LIMIT))
-                for name in (*UNDERSTANDING_KEYS, "template"):
+                for name in (*keys.UNDERSTANDING_KEYS, keys.TEMPLATE):
                     state.forget(name)
             final = self._run_agents(app, settings, state, session_dir, analysis, request.provider)
             return self._result(state, session_dir, final)
@@ -130,7 +132,7 @@ class CollabCoordinator:
                     "requirement": request.requirement, "max_agents": max_agents, "provider": request.provider},
         )
         wait_for(result, "the understanding step", settings)
-        stored = state.recall("analysis")
+        stored = state.recall(keys.ANALYSIS)
         if stored is None:
             raise InfrastructureError("the understanding step finished but stored no analysis")
         analysis = RequirementAnalysis.model_validate_json(stored)
@@ -172,12 +174,13 @@ class CollabCoordinator:
                                             provider=provider, yes=True)
                     analysis = self._understand(runtime.app, runtime.settings, state, session_dir, request,
                                                 request.max_agents)
-                if state.meta().get("repo") is None:
-                    state.set_meta(kind="collab", repo=str(repo), session_dir=str(session_dir), provider=provider)
-                for key in WATCHDOG_KEYS:  # a resumed plan starts a fresh watch
+                if state.session_meta().repo is None:
+                    state.set_meta(kind=SessionKind.COLLAB, repo=str(repo), session_dir=str(session_dir),
+                                   provider=provider)
+                for key in keys.WATCHDOG_KEYS:  # a resumed plan starts a fresh watch
                     state.forget(key)
-                state.set_meta(status="planning")
-                state.forget("final")
+                state.set_meta(status=SessionStatus.PLANNING)
+                state.forget(keys.FINAL)
                 seeded = reseed_from_disk(state, session_dir, analysis)
                 missing = missing_areas(state, analysis)
                 self.ui.info(f"resuming {session_dir.name}: {len(analysis.sub_domains) - len(missing)} area(s) done"
@@ -187,14 +190,10 @@ class CollabCoordinator:
                 return self._result(state, session_dir, final)
 
 
-WATCHDOG_KEYS = ("watchdog_finalized", "watchdog:progress", "watchdog:reenqueued_at", "watchdog:finalized_at",
-                 "watchdog:reported")
-
-
 def _watchdog_result(state: SessionState) -> dict[str, Any] | None:
     """The final result when the stalled-session watchdog took over: it finalised the plan, or
     re-enqueued its missing work (whose callback is not the chord this coordinator waits on)."""
-    if state.recall("watchdog_finalized") is None and state.recall("watchdog:reenqueued_at") is None:
+    if state.recall(keys.WATCHDOG_FINALIZED_ISO) is None and state.recall(keys.WATCHDOG_REENQUEUED) is None:
         return None
-    final = state.recall("final")
+    final = state.recall(keys.FINAL)
     return json.loads(final) if final is not None else None

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from wfqueue import keys
 from wfqueue.collab.assemble import AreaArtifacts
 from wfqueue.collab.conflicts import detect_conflicts
 from wfqueue.collab.models import AgentOutcome, Conflict, ConflictReport, NoteTask, RequirementAnalysis
@@ -47,7 +48,7 @@ from wfqueue.collab.summary import PlanSummaryInput, render_plan_md
 from wfqueue.fsio import atomic_write_json, atomic_write_text, locked_update
 from wfqueue.metering import write_usage_file
 from wfqueue.settings import Settings
-from wfqueue.state import SessionState
+from wfqueue.state import SessionStore
 from wfqueue.usage import PriceTable
 
 
@@ -129,7 +130,7 @@ def build_final_note(
     )
 
 
-def finalize_session(state: SessionState, settings: Settings, session_dir: Path) -> FinalResult:
+def finalize_session(state: SessionStore, settings: Settings, session_dir: Path) -> FinalResult:
     analysis = load_analysis(state, session_dir)
     results = area_results(state, analysis)
     for artifacts in results.values():  # a worker on another disk wrote these elsewhere
@@ -142,8 +143,8 @@ def finalize_session(state: SessionState, settings: Settings, session_dir: Path)
     # A result stored without its sections (the agent stopped in between) still brings them.
     sections = {**owned_sections(analysis, results), **state.sections()}
     template = template_note(state, session_dir)
-    detected_at = state.remember_once("finalized_at", now_iso())
-    created_at = state.remember_once("created_at", now_iso())
+    detected_at = state.remember_once(keys.FINALIZED_AT, now_iso())
+    created_at = state.remember_once(keys.CREATED_AT, now_iso())
     built: list[FinalNote] = []
 
     def update(current: str | None) -> str:
@@ -189,6 +190,6 @@ def finalize_session(state: SessionState, settings: Settings, session_dir: Path)
         failed_areas=sorted(failures),
         problems=final.problems,
     )
-    state.store("final", result.model_dump_json())
+    state.store(keys.FINAL, result.model_dump_json())
     state.set_meta(status=result.status)
     return result

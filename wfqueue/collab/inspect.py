@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from wfqueue.collab.models import RequirementAnalysis
 from wfqueue.collab.note import parse_note
 from wfqueue.collab.steps import ANALYSIS_FILE, CONFLICTS_FILE, NOTE_FILE, agent_dir
+from wfqueue.keys import AgentState
 from wfqueue.metering import UsageReport, read_usage_file
 
 
@@ -68,11 +69,12 @@ def read_session(session_dir: Path, live: dict[str, dict[str, Any]] | None = Non
         failure = _failure_marker(pool.body) if pool else None
         if plan_file.is_file():
             meta = json.loads(plan_file.read_text(encoding="utf-8"))
-            agents.append(AgentStatus(focus_area=sub.focus_area, state=record.get("state", "done"),
+            agents.append(AgentStatus(focus_area=sub.focus_area, state=record.get("state", AgentState.DONE),
                                       tasks=meta.get("task_count", 0), worker=meta["_metadata"].get("worker"),
                                       pid=meta["_metadata"].get("pid")))
-        elif failure or record.get("state") == "failed":
-            agents.append(AgentStatus(focus_area=sub.focus_area, state="failed", error=record.get("error") or failure))
+        elif failure or record.get("state") == AgentState.FAILED:
+            agents.append(AgentStatus(focus_area=sub.focus_area, state=AgentState.FAILED,
+                                      error=record.get("error") or failure))
         else:
             agents.append(AgentStatus(focus_area=sub.focus_area, state=record.get("state", "pending"),
                                       worker=record.get("worker")))

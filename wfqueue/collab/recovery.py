@@ -16,11 +16,13 @@ from celery import Celery, chord
 from celery.canvas import Signature
 from celery.result import AsyncResult
 
+from wfqueue import keys
 from wfqueue.collab.assemble import AreaArtifacts
 from wfqueue.collab.models import RequirementAnalysis
 from wfqueue.collab.note import parse_note
 from wfqueue.collab.steps import ANALYSIS_FILE, NOTE_FILE, agent_dir
-from wfqueue.state import SessionState
+from wfqueue.keys import AgentState
+from wfqueue.state import SessionStore
 from wfqueue.task_names import COLLAB_FINALIZE, COLLAB_PLAN_AREA, QUEUE_CONTROL, QUEUE_PLAN
 
 
@@ -34,25 +36,25 @@ def finalize_signature(app: Celery, session_id: str, session_dir: Path) -> Signa
     return app.signature(COLLAB_FINALIZE, args=(session_id, str(session_dir)), queue=QUEUE_CONTROL)
 
 
-def load_or_seed_analysis(state: SessionState, session_dir: Path) -> RequirementAnalysis | None:
-    stored = state.recall("analysis")
+def load_or_seed_analysis(state: SessionStore, session_dir: Path) -> RequirementAnalysis | None:
+    stored = state.recall(keys.ANALYSIS)
     if stored is not None:
         return RequirementAnalysis.model_validate_json(stored)
     path = session_dir / ANALYSIS_FILE
     if not path.is_file():
         return None
     analysis = RequirementAnalysis.model_validate_json(path.read_text(encoding="utf-8"))
-    state.store("analysis", analysis.model_dump_json())
+    state.store(keys.ANALYSIS, analysis.model_dump_json())
     return analysis
 
 
-def reseed_from_disk(state: SessionState, session_dir: Path, analysis: RequirementAnalysis) -> list[str]:
+def reseed_from_disk(state: SessionStore, session_dir: Path, analysis: RequirementAnalysis) -> list[str]:
     """Put areas finished on this disk but unknown to Redis back into Redis; returns their names."""
     note_path = session_dir / NOTE_FILE
     note = parse_note(note_path.read_text(encoding="utf-8")) if note_path.is_file() else None
     seeded = []
     for sub in analysis.sub_domains:
-        if state.recall(f"result:{sub.focus_area}") is not None or note is None:
+        if state.recall(keys.result_key(sub.focus_area)) is not None or note is None:
             continue
         folder = agent_dir(session_dir, sub.focus_area)
         pool, evidence = note.section(sub.task_pool_heading), note.section(sub.evidence_heading)
@@ -67,24 +69,24 @@ def reseed_from_disk(state: SessionState, session_dir: Path, analysis: Requireme
             task_pool=pool.body,
             evidence=evidence.body,
         )
-        state.remember_once(f"result:{sub.focus_area}", artifacts.model_dump_json())
+        state.remember_once(keys.result_key(sub.focus_area), artifacts.model_dump_json())
         state.put_section(sub.task_pool_heading, pool.body)
         state.put_section(sub.evidence_heading, evidence.body)
-        state.set_agent(sub.focus_area, state="done")
+        state.set_agent(sub.focus_area, state=AgentState.DONE)
         seeded.append(sub.focus_area)
     return seeded
 
 
-def missing_areas(state: SessionState, analysis: RequirementAnalysis) -> list[str]:
-    return [s.focus_area for s in analysis.sub_domains if state.recall(f"result:{s.focus_area}") is None]
+def missing_areas(state: SessionStore, analysis: RequirementAnalysis) -> list[str]:
+    return [s.focus_area for s in analysis.sub_domains if state.recall(keys.result_key(s.focus_area)) is None]
 
 
-def enqueue_missing(app: Celery, state: SessionState, session_dir: Path, analysis: RequirementAnalysis,
+def enqueue_missing(app: Celery, state: SessionStore, session_dir: Path, analysis: RequirementAnalysis,
                     provider: str) -> AsyncResult[Any]:
     """A chord of the areas without a result, then the callback (the callback alone if none is missing)."""
     missing = missing_areas(state, analysis)
     for area in missing:
-        state.set_agent(area, state="queued", error=None)
+        state.set_agent(area, state=AgentState.QUEUED, error=None)
     body = finalize_signature(app, state.session_id, session_dir)
     if not missing:
         return body.apply_async(args=([],))

@@ -14,6 +14,7 @@ import socket
 from datetime import UTC, datetime
 from pathlib import Path
 
+from wfqueue import keys
 from wfqueue.collab.assemble import AreaArtifacts, allocate, assemble_area
 from wfqueue.collab.models import AreaDraft, PlanMetadata, RequirementAnalysis, UnderstandingDraft
 from wfqueue.collab.note import build_template, parse_note, render_note, replace_section
@@ -21,18 +22,17 @@ from wfqueue.collab.note_blocks import render_understanding
 from wfqueue.collab.split import Split, repair_split, settle_split, split_feedback
 from wfqueue.errors import ProviderError, TransientProviderError
 from wfqueue.fsio import atomic_write_json, atomic_write_text, locked_update
+from wfqueue.keys import AgentState
 from wfqueue.metering import BudgetExhaustedError
 from wfqueue.providers import PlanAreaStep, Provider, UnderstandStep
 from wfqueue.repair import Repair, fill_source, id_range_ids, repair_tasks
 from wfqueue.settings import Settings
-from wfqueue.state import SessionState
+from wfqueue.state import SessionStore
 
 ANALYSIS_FILE = "requirement-analysis.json"
 NOTE_FILE = "plan-note.md"
 CONFLICTS_FILE = "conflicts.json"
 SUMMARY_FILE = "plan.md"
-# Redis keys of the understanding answers (first ask, repair round), forgotten when the user adjusts the split.
-UNDERSTANDING_KEYS = ("understanding", "understanding#2")
 
 
 def now_iso() -> str:
@@ -43,18 +43,18 @@ def agent_dir(session_dir: Path, focus_area: str) -> Path:
     return session_dir / "agents" / focus_area
 
 
-def load_analysis(state: SessionState, session_dir: Path) -> RequirementAnalysis:
+def load_analysis(state: SessionStore, session_dir: Path) -> RequirementAnalysis:
     """Redis first (the same on every host), then this host's file."""
-    stored = state.recall("analysis")
+    stored = state.recall(keys.ANALYSIS)
     if stored is not None:
         return RequirementAnalysis.model_validate_json(stored)
     return RequirementAnalysis.model_validate_json((session_dir / ANALYSIS_FILE).read_text(encoding="utf-8"))
 
 
-def understand_answer(state: SessionState, provider: Provider, step: UnderstandStep) -> UnderstandingDraft:
+def understand_answer(state: SessionStore, provider: Provider, step: UnderstandStep) -> UnderstandingDraft:
     """The provider's answer to ``step``, asked once per session and attempt: each attempt's answer is
     kept in Redis under its own key, so a redelivered task never pays for the same call again."""
-    key = "understanding" if step.attempt == 1 else f"understanding#{step.attempt}"
+    key = keys.understanding_key(step.attempt)
     cached = state.recall(key)
     if cached is None:
         cached = state.remember_once(key, provider.run(step).model_dump_json())
@@ -62,7 +62,7 @@ def understand_answer(state: SessionState, provider: Provider, step: UnderstandS
 
 
 def repaired_split(
-    state: SessionState, provider: Provider, repo: str, requirement: str, max_agents: int
+    state: SessionStore, provider: Provider, repo: str, requirement: str, max_agents: int
 ) -> tuple[UnderstandingDraft, Split]:
     """The understanding answer and its repaired split; fewer than 2 sub-domains get one repair round."""
     first_step = UnderstandStep(session_id=state.session_id, repo=repo, requirement=requirement, max_agents=max_agents)
@@ -82,16 +82,16 @@ def repaired_split(
 
 
 def run_understanding(
-    state: SessionState, provider: Provider, session_dir: Path, repo: str, requirement: str, max_agents: int
+    state: SessionStore, provider: Provider, session_dir: Path, repo: str, requirement: str, max_agents: int
 ) -> RequirementAnalysis:
     """Split the requirement; write requirement-analysis.json and the plan-note template."""
     draft, split = repaired_split(state, provider, repo, requirement, max_agents)
     analysis = allocate(draft, state.session_id, requirement, max_agents, split=split)
-    created_at = state.remember_once("created_at", now_iso())
+    created_at = state.remember_once(keys.CREATED_AT, now_iso())
     template = render_note(build_template(analysis, created_at, render_understanding(analysis.understanding)))
-    state.remember_once("template", template)
+    state.remember_once(keys.TEMPLATE, template)
     # The analysis is rewritten on purpose: an adjusted split replaces the previous one.
-    state.store("analysis", analysis.model_dump_json())
+    state.store(keys.ANALYSIS, analysis.model_dump_json())
     for sub in analysis.sub_domains:
         agent_dir(session_dir, sub.focus_area).mkdir(parents=True, exist_ok=True)
     atomic_write_json(session_dir / ANALYSIS_FILE, analysis.model_dump(mode="json"))
@@ -105,8 +105,8 @@ def write_area_files(session_dir: Path, artifacts: AreaArtifacts) -> None:
     atomic_write_text(folder / "planning-context.md", artifacts.planning_context)
 
 
-def template_note(state: SessionState, session_dir: Path) -> str:
-    template = state.recall("template")
+def template_note(state: SessionStore, session_dir: Path) -> str:
+    template = state.recall(keys.TEMPLATE)
     if template is not None:
         return template
     return (session_dir / NOTE_FILE).read_text(encoding="utf-8")
@@ -132,7 +132,7 @@ def repair_area(
 
 
 def run_area(
-    state: SessionState,
+    state: SessionStore,
     provider: Provider,
     settings: Settings,
     session_dir: Path,
@@ -142,9 +142,9 @@ def run_area(
     """Plan one sub-domain and write its files and its two sections of plan-note.md."""
     analysis = load_analysis(state, session_dir)
     sub = analysis.area(focus_area)
-    cached = state.recall(f"result:{focus_area}")
+    cached = state.recall(keys.result_key(focus_area))
     if cached is None:
-        repo = str(state.meta().get("repo"))
+        repo = str(state.session_meta().repo)
         draft = provider.run(
             PlanAreaStep(
                 session_id=state.session_id,
@@ -166,7 +166,7 @@ def run_area(
             repairs=[r.model_dump() for r in repairs],
         )
         fresh = assemble_area(analysis, focus_area, draft, metadata)
-        cached = state.remember_once(f"result:{focus_area}", fresh.model_dump_json())
+        cached = state.remember_once(keys.result_key(focus_area), fresh.model_dump_json())
     artifacts = AreaArtifacts.model_validate_json(cached)
     # Redis holds each section for the callback, before any file is written: a write that fails (a
     # read-only or full disk) must not leave an area that counts as done without its sections.
@@ -184,19 +184,19 @@ def run_area(
     return artifacts
 
 
-def area_results(state: SessionState, analysis: RequirementAnalysis) -> dict[str, AreaArtifacts]:
+def area_results(state: SessionStore, analysis: RequirementAnalysis) -> dict[str, AreaArtifacts]:
     """Every agent result recorded in Redis, by focus area."""
     found = {}
     for sub in analysis.sub_domains:
-        raw = state.recall(f"result:{sub.focus_area}")
+        raw = state.recall(keys.result_key(sub.focus_area))
         if raw is not None:
             found[sub.focus_area] = AreaArtifacts.model_validate_json(raw)
     return found
 
 
-def failure_reason(state: SessionState, focus_area: str) -> str:
+def failure_reason(state: SessionStore, focus_area: str) -> str:
     record = state.agent(focus_area)
-    if record.get("state") == "failed":
+    if record.get("state") == AgentState.FAILED:
         return str(record.get("error") or "failed without a message")
     return f"no result recorded (last state: {record.get('state', 'never started')})"
 

@@ -17,9 +17,11 @@ import redis
 from celery import Celery, chord
 from pydantic import BaseModel, Field
 
+from wfqueue import keys
 from wfqueue.collab.steps import now_iso
 from wfqueue.errors import BadInputError
 from wfqueue.fsio import atomic_write_text
+from wfqueue.keys import AgentState, SessionKind, SessionStatus
 from wfqueue.lite.models import Assessment, ClarificationAnswer, LitePlanDraft
 from wfqueue.lite.render import render_stopped_plan
 from wfqueue.lite.steps import PLAN_FILE, TASKS_FILE, write_plan_md
@@ -70,7 +72,7 @@ class LiteResult(BaseModel):
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.status in ("partial", "failed") else 0
+        return 1 if self.status in (SessionStatus.PARTIAL, SessionStatus.FAILED) else 0
 
 
 class LiteUI(Protocol):
@@ -123,8 +125,8 @@ class LiteCoordinator:
         session_dir.mkdir(parents=True)
         state = SessionState(client, session_id, settings.state_ttl_s)
         with resumable(settings, session_id), CoordinatorLease(state, fresh=True):
-            state.set_meta(kind="lite", repo=str(request.repo), session_dir=str(session_dir),
-                           requirement=request.requirement, provider=request.provider, status="planning",
+            state.set_meta(kind=SessionKind.LITE, repo=str(request.repo), session_dir=str(session_dir),
+                           requirement=request.requirement, provider=request.provider, status=SessionStatus.PLANNING,
                            budget=budget_meta(request.budget))
             self.ui.info(f"session {session_id}")
             common = {"session_id": session_id, "repo": str(request.repo), "requirement": request.requirement,
@@ -144,8 +146,8 @@ class LiteCoordinator:
                 wait_for(planned, "planning", settings)
             except BudgetExhaustedError as exc:
                 return self._stopped(state, session_dir, request.requirement, assessment, failed, exc)
-            draft = LitePlanDraft.model_validate_json(state.recall("lite_plan") or "")
-            status = "partial" if failed else "completed"
+            draft = LitePlanDraft.model_validate_json(state.recall(keys.LITE_PLAN) or "")
+            status: str = SessionStatus.PARTIAL if failed else SessionStatus.COMPLETED
             if not request.yes:
                 draft, status = self._confirm(state, session_dir, request.requirement, assessment, draft, failed,
                                               status)
@@ -162,13 +164,13 @@ class LiteCoordinator:
         reason = f"planning stopped: {exc.message}"
         self.ui.info(reason)
         report = write_usage_file(state, self.prices, session_dir)
-        created = state.remember_once("created_at", now_iso())
+        created = state.remember_once(keys.CREATED_AT, now_iso())
         atomic_write_text(session_dir / PLAN_FILE, render_stopped_plan(state.session_id, requirement, created,
                                                                        assessment, exc.message, failed,
                                                                        usage_line(report)))
-        state.set_meta(status="failed")
-        return LiteResult(session_id=state.session_id, session_dir=str(session_dir), status="failed", tasks=0,
-                          conflicts=0, complexity=assessment.complexity,
+        state.set_meta(status=SessionStatus.FAILED)
+        return LiteResult(session_id=state.session_id, session_dir=str(session_dir), status=SessionStatus.FAILED,
+                          tasks=0, conflicts=0, complexity=assessment.complexity,
                           angles=assessment.angles if assessment.needs_exploration else [], failed_angles=failed,
                           usage=usage_line(report), stopped=reason)
 
@@ -187,25 +189,25 @@ class LiteCoordinator:
                     state.set_meta(budget=budget_meta(budget))
                 common = {"session_id": state.session_id, "repo": str(repo), "requirement": requirement,
                           "provider": provider}
-                if state.recall("assessment") is None:
+                if state.recall(keys.ASSESSMENT) is None:
                     wait_for(app.send_task(LITE_ASSESS, kwargs={**common, "force_explore": False}), "the assessment",
                              settings)
-                assessment = Assessment.model_validate_json(state.recall("assessment") or "")
+                assessment = Assessment.model_validate_json(state.recall(keys.ASSESSMENT) or "")
                 failed: dict[str, str] = {}
                 if assessment.needs_exploration:
-                    missing = [a for a in assessment.angles if state.recall(f"exploration:{a}") is None]
+                    missing = [a for a in assessment.angles if state.recall(keys.exploration_key(a)) is None]
                     self.ui.info(f"resuming {state.session_id}: re-exploring {', '.join(missing) or 'nothing'}")
                     pending = assessment.model_copy(update={"angles": missing}) if missing else assessment
                     _, failed = self._explore(app, settings, state, session_dir, pending, common,
                                               angles_for_synthesis=assessment.angles)
-                if state.recall("lite_plan") is None or not (session_dir / TASKS_FILE).is_file():
+                if state.recall(keys.LITE_PLAN) is None or not (session_dir / TASKS_FILE).is_file():
                     try:
                         wait_for(app.send_task(LITE_PLAN, kwargs={**common, "session_dir": str(session_dir),
                                                                   "answers": []}), "planning", settings)
                     except BudgetExhaustedError as exc:
                         return self._stopped(state, session_dir, requirement, assessment, failed, exc)
-                draft = LitePlanDraft.model_validate_json(state.recall("lite_plan") or "")
-                status = "partial" if failed else "completed"
+                draft = LitePlanDraft.model_validate_json(state.recall(keys.LITE_PLAN) or "")
+                status = SessionStatus.PARTIAL if failed else SessionStatus.COMPLETED
                 state.set_meta(status=status)
                 usage = usage_line(session_report(state, self.prices))
         return LiteResult(session_id=state.session_id, session_dir=str(session_dir), status=status,
@@ -219,7 +221,7 @@ class LiteCoordinator:
         """A chord of ``assessment.angles``; the synthesis reads every angle of the session from Redis."""
         watched = angles_for_synthesis or assessment.angles
         for angle in assessment.angles:
-            state.set_agent(angle, state="queued")
+            state.set_agent(angle, state=AgentState.QUEUED)
         header = [app.signature(EXPLORE_ANGLE, queue=QUEUE_EXPLORE,
                                 kwargs={**common, "output_dir": str(session_dir), "angle": angle})
                   for angle in assessment.angles]
@@ -257,12 +259,12 @@ class LiteCoordinator:
             if decision == "allow":
                 return draft, status
             if decision == "cancel":
-                return draft, "cancelled"
+                return draft, SessionStatus.CANCELLED
             if round_number == MODIFY_ROUNDS:
                 break
             before = tasks_path.read_text(encoding="utf-8")
             self.ui.edit_tasks(tasks_path, [])
-            loaded, found = validate_path(tasks_path, Path(str(state.meta().get("repo"))))
+            loaded, found = validate_path(tasks_path, Path(str(state.session_meta().repo)))
             if found:
                 # An edit that does not validate is not kept: the plan stays whole.
                 atomic_write_text(tasks_path, before)
@@ -272,7 +274,7 @@ class LiteCoordinator:
             write_plan_md(state, session_dir, requirement, assessment, draft, failed, prices=self.prices)
         self.ui.info(f"the plan still needs changes after {MODIFY_ROUNDS} rounds: for a change this size, "
                      "use `wfqueue plan` (a full workflow session)")
-        return draft, "cancelled"
+        return draft, SessionStatus.CANCELLED
 
 
 def _recorded_requirement(session_dir: Path) -> str:

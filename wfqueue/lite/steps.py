@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from wfqueue import keys
 from wfqueue.collab.steps import now_iso
 from wfqueue.errors import ProviderError
 from wfqueue.fsio import atomic_write_json, atomic_write_text
@@ -26,7 +27,7 @@ from wfqueue.lite.verify import verify_findings
 from wfqueue.metering import usage_line, write_usage_file
 from wfqueue.providers import AssessStep, ExploreAngleStep, LitePlanStep, Provider
 from wfqueue.repair import Repair, break_cycles, fill_source, repair_tasks
-from wfqueue.state import SessionState
+from wfqueue.state import SessionStore
 from wfqueue.tasks_file import check_plan, dump_jsonl, parse_jsonl
 from wfqueue.usage import PriceTable
 
@@ -37,29 +38,29 @@ TASKS_FILE = "tasks.jsonl"
 PLAN_FILE = "plan.md"
 
 
-def run_assessment(state: SessionState, provider: Provider, repo: str, requirement: str,
+def run_assessment(state: SessionStore, provider: Provider, repo: str, requirement: str,
                    force_explore: bool) -> Assessment:
     """The assessment with its angles repaired (wfqueue.lite.angle_repair); the repaired one is what is
     remembered, with its repairs (``assessment_repairs``), for every later step to read."""
-    cached = state.recall("assessment")
+    cached = state.recall(keys.ASSESSMENT)
     if cached is None:
         answer = provider.run(AssessStep(session_id=state.session_id, repo=repo, requirement=requirement,
                                          force_explore=force_explore))
         assert isinstance(answer, Assessment)
         fixed, repairs = repair_assessment(answer, requirement, force_explore)
-        cached = state.remember_once("assessment", with_repairs(fixed, repairs))
+        cached = state.remember_once(keys.ASSESSMENT, with_repairs(fixed, repairs))
     return Assessment.model_validate_json(cached)
 
 
-def assessment_repairs(state: SessionState) -> list[Repair]:
-    cached = state.recall("assessment")
+def assessment_repairs(state: SessionStore) -> list[Repair]:
+    cached = state.recall(keys.ASSESSMENT)
     return recalled_repairs(cached) if cached is not None else []
 
 
-def run_exploration(state: SessionState, provider: Provider, output_dir: Path, repo: str, requirement: str,
+def run_exploration(state: SessionStore, provider: Provider, output_dir: Path, repo: str, requirement: str,
                     angle: str, worker: str) -> VerifiedExploration:
     """Explore one angle, verify every finding against the code, write exploration-{angle}.md."""
-    key = f"exploration:{angle}"
+    key = keys.exploration_key(angle)
     cached = state.recall(key)
     if cached is None:
         started = time.time()
@@ -77,11 +78,11 @@ def run_exploration(state: SessionState, provider: Provider, output_dir: Path, r
     return exploration
 
 
-def explorations_for(state: SessionState, angles: list[str]) -> tuple[list[VerifiedExploration], dict[str, str]]:
+def explorations_for(state: SessionStore, angles: list[str]) -> tuple[list[VerifiedExploration], dict[str, str]]:
     """The angles that finished (from Redis) and why the others did not."""
     done, failed = [], {}
     for angle in angles:
-        raw = state.recall(f"exploration:{angle}")
+        raw = state.recall(keys.exploration_key(angle))
         if raw is not None:
             done.append(VerifiedExploration.model_validate_json(raw))
         else:
@@ -91,11 +92,11 @@ def explorations_for(state: SessionState, angles: list[str]) -> tuple[list[Verif
     return done, failed
 
 
-def run_synthesis(state: SessionState, session_dir: Path,
+def run_synthesis(state: SessionStore, session_dir: Path,
                   requirement: str) -> tuple[list[MergedQuestion], dict[str, str]]:
-    assessment = Assessment.model_validate_json(state.recall("assessment") or "")
+    assessment = Assessment.model_validate_json(state.recall(keys.ASSESSMENT) or "")
     explorations, failed = explorations_for(state, assessment.angles)
-    timestamp = state.remember_once("synthesized_at", now_iso())
+    timestamp = state.remember_once(keys.SYNTHESIZED_AT, now_iso())
     atomic_write_json(session_dir / MANIFEST_FILE, manifest(state.session_id, requirement, timestamp,
                                                             assessment.complexity, explorations, str(session_dir),
                                                             failed))
@@ -127,22 +128,22 @@ def recalled_repairs(cached: str) -> list[Repair]:
     return [Repair.model_validate(r) for r in json.loads(cached).get("repairs", [])]
 
 
-def run_planning(state: SessionState, provider: Provider, session_dir: Path, repo: str, requirement: str,
+def run_planning(state: SessionStore, provider: Provider, session_dir: Path, repo: str, requirement: str,
                  answers: list[ClarificationAnswer], *, prices: PriceTable | None = None) -> LitePlanDraft:
     """Plan from what was verified; write requirement-analysis.json, tasks.jsonl, plan.md (and, with
     ``prices``, usage.json and a usage line: this is the plan's last LLM step)."""
-    assessment = Assessment.model_validate_json(state.recall("assessment") or "")
+    assessment = Assessment.model_validate_json(state.recall(keys.ASSESSMENT) or "")
     explorations, failed = explorations_for(state, assessment.angles if assessment.needs_exploration else [])
     if not assessment.needs_exploration:
         failed = {}
-    cached = state.recall("lite_plan")
+    cached = state.recall(keys.LITE_PLAN)
     if cached is None:
         answer = provider.run(LitePlanStep(session_id=state.session_id, repo=repo, requirement=requirement,
                                            assessment=assessment, explorations=explorations, answers=answers))
         assert isinstance(answer, LitePlanDraft)
         # The repaired draft is what is remembered (the coordinator reads it back), with its repairs.
         fixed, repairs = repair_lite_draft(answer, repo, state.session_id)
-        cached = state.remember_once("lite_plan", with_repairs(fixed, repairs))
+        cached = state.remember_once(keys.LITE_PLAN, with_repairs(fixed, repairs))
     draft, repairs = LitePlanDraft.model_validate_json(cached), recalled_repairs(cached)
     draft, again = repair_lite_draft(draft, repo, state.session_id)  # a no-op unless the repository changed
     repairs = [*assessment_repairs(state), *repairs, *again]
@@ -154,7 +155,7 @@ def run_planning(state: SessionState, provider: Provider, session_dir: Path, rep
             "the plan does not validate: " + "; ".join(str(p) for p in problems[:5]),
             hint="the repository changed while it was planned: run `wfqueue lite-plan` again",
         )
-    created = state.remember_once("created_at", now_iso())
+    created = state.remember_once(keys.CREATED_AT, now_iso())
     atomic_write_json(session_dir / ANALYSIS_FILE, {
         "session_id": state.session_id,
         "original_requirement": requirement,
@@ -172,11 +173,11 @@ def run_planning(state: SessionState, provider: Provider, session_dir: Path, rep
     return draft
 
 
-def write_plan_md(state: SessionState, session_dir: Path, requirement: str, assessment: Assessment,
+def write_plan_md(state: SessionStore, session_dir: Path, requirement: str, assessment: Assessment,
                   draft: LitePlanDraft, failed: dict[str, str], *, prices: PriceTable | None = None) -> None:
     """plan.md; with ``prices`` also usage.json and the usage line. The planning step's own calls are
     already recorded here: the metered provider records them before it hands the answer back."""
-    created = state.remember_once("created_at", now_iso())
+    created = state.remember_once(keys.CREATED_AT, now_iso())
     usage = usage_line(write_usage_file(state, prices, session_dir)) if prices is not None else None
     atomic_write_text(session_dir / PLAN_FILE, render_plan(state.session_id, requirement, created, assessment,
                                                            draft.understanding, draft.tasks,

@@ -28,6 +28,7 @@ from typing import Any, Self
 import redis
 
 from wfqueue.errors import TransientProviderError
+from wfqueue.keys import ratelimit_prefix
 from wfqueue.ratelimit.learned import LearnedState, Learning, effective_limits, learn, parse_rate_headers
 from wfqueue.ratelimit.window import MIN_SLEEP_S, POLL_S, US, Event, Limits, Snapshot, decide
 from wfqueue.settings import Settings
@@ -169,7 +170,7 @@ class RateLimiter:
         self._sleep = sleep
         self._clock = clock
         self._wall_clock = wall_clock
-        tag = "wfq:ratelimit:{" + scope + "}:"
+        tag = ratelimit_prefix(scope)
         self.keys = [tag + "events", tag + "in", tag + "out", tag + "held", tag + "learned"]
         self._acquire_script = client.register_script(ACQUIRE_LUA)
         self._release_script = client.register_script(RELEASE_LUA)

@@ -16,7 +16,9 @@ import redis
 from celery import Celery, chord
 from pydantic import BaseModel, Field
 
+from wfqueue import keys
 from wfqueue.errors import BadInputError
+from wfqueue.keys import AgentState, SessionKind, SessionStatus
 from wfqueue.lite.models import Assessment
 from wfqueue.metering import (
     BudgetExhaustedError,
@@ -82,7 +84,7 @@ class WfsResult(BaseModel):
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.status in ("partial", "failed") else 0
+        return 1 if self.status in (SessionStatus.PARTIAL, SessionStatus.FAILED) else 0
 
 
 class WfsUI(Protocol):
@@ -136,8 +138,8 @@ class WfsCoordinator:
         session = load_session(folder)
         state = SessionState(client, session.session_id, settings.state_ttl_s)
         with resumable(settings, session.session_id), CoordinatorLease(state, fresh=fresh):
-            state.set_meta(kind="workflow", repo=str(request.repo), session_dir=str(folder), provider=request.provider,
-                           status="planning")
+            state.set_meta(kind=SessionKind.WORKFLOW, repo=str(request.repo), session_dir=str(folder),
+                           provider=request.provider, status=SessionStatus.PLANNING)
             if request.budget is not None:  # workers read it before every LLM step (wfqueue.metering)
                 state.set_meta(budget=budget_meta(request.budget))
             resumed_from = None if fresh else session.next_phase()
@@ -183,21 +185,22 @@ class WfsCoordinator:
             if stopped is not None:
                 self.ui.info(stopped)
                 report = write_usage_file(state, self.prices, folder)
-                state.set_meta(status="failed")
-                return WfsResult(session_id=session.session_id, session_dir=str(folder), status="failed", tasks=0,
-                                 conflicts=conflicts, resumed_from=resumed_from, failed_angles=failed,
+                state.set_meta(status=SessionStatus.FAILED)
+                return WfsResult(session_id=session.session_id, session_dir=str(folder), status=SessionStatus.FAILED,
+                                 tasks=0, conflicts=conflicts, resumed_from=resumed_from, failed_angles=failed,
                                  usage=usage_line(report), stopped=stopped)
             session.status = "active"
             session.progress.current_tasks = sorted((p.stem for p in (folder / ".task").glob("IMPL-*.json")),
                                                     key=lambda i: int(i.split("-")[1].split(".")[0]))
             save_session(folder, session)
-            state.set_meta(status="active")
+            state.set_meta(status=SessionStatus.ACTIVE)
             resolution = folder / PROCESS_DIR / RESOLUTION_FILE
             if resolution.is_file():  # also counts conflicts resolved by an earlier, interrupted run
                 conflicts = ConflictResolution.model_validate_json(resolution.read_text(encoding="utf-8")).summary[
                     "total_conflicts"]
             return WfsResult(session_id=session.session_id, session_dir=str(folder),
-                             status="partial" if failed else "completed", tasks=len(session.progress.current_tasks),
+                             status=SessionStatus.PARTIAL if failed else SessionStatus.COMPLETED,
+                             tasks=len(session.progress.current_tasks),
                              conflicts=conflicts, resumed_from=resumed_from, failed_angles=failed,
                              usage=usage_line(session_report(state, self.prices)))
 
@@ -208,8 +211,8 @@ class WfsCoordinator:
         assessment = Assessment.model_validate(assessed)
         self.ui.info(f"complexity {assessment.complexity}; exploring {', '.join(assessment.angles)} in parallel")
         for angle in assessment.angles:
-            if state.recall(f"exploration:{angle}") is None:
-                state.set_agent(angle, state="queued")
+            if state.recall(keys.exploration_key(angle)) is None:
+                state.set_agent(angle, state=AgentState.QUEUED)
         header = [app.signature(EXPLORE_ANGLE, queue=QUEUE_EXPLORE,
                                 kwargs={**common, "requirement": session.description,
                                         "output_dir": str(folder / PROCESS_DIR), "angle": angle})
@@ -221,7 +224,7 @@ class WfsCoordinator:
         finally:
             self.ui.done()
         failed = {a: str(state.agent(a).get("error")) for a in assessment.angles
-                  if state.recall(f"exploration:{a}") is None}
+                  if state.recall(keys.exploration_key(a)) is None}
         self.ui.info(f"conflict risk: {outcome['risk_level']}")
         if outcome["risk_level"] not in ("medium", "high"):
             latest = load_session(folder)

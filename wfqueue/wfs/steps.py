@@ -11,6 +11,7 @@ import posixpath
 from pathlib import Path
 from typing import Any
 
+from wfqueue import keys
 from wfqueue.analysis import build_index
 from wfqueue.collab.steps import now_iso
 from wfqueue.errors import ProviderError
@@ -21,7 +22,7 @@ from wfqueue.lite.synthesis import manifest
 from wfqueue.metering import usage_line, write_usage_file
 from wfqueue.providers import DetectConflictsStep, GenerateTasksStep, Provider
 from wfqueue.repair import Repair, fill_source, repair_tasks
-from wfqueue.state import SessionState
+from wfqueue.state import SessionStore
 from wfqueue.tasks_file import LoadedTask, check_plan
 from wfqueue.usage import PriceTable
 from wfqueue.wfs.conflict_repair import repair_conflicts
@@ -63,17 +64,17 @@ def save_context(folder: Path, context: ContextPackage) -> None:
     atomic_write_json(folder / PROCESS_DIR / CONTEXT_FILE, context.model_dump(mode="json", by_alias=True))
 
 
-def run_context_phase(state: SessionState, folder: Path, repo: str) -> str:
+def run_context_phase(state: SessionStore, folder: Path, repo: str) -> str:
     """Phase 2 after its explorations: the context package and Context Findings. Returns the risk level."""
     session = load_session(folder)
     assert session.structured is not None, "phase 1 always records the structured input"
-    assessment = Assessment.model_validate_json(state.recall("assessment") or "")
+    assessment = Assessment.model_validate_json(state.recall(keys.ASSESSMENT) or "")
     explorations, failed = explorations_for(state, assessment.angles if assessment.needs_exploration else [])
     process = folder / PROCESS_DIR
     for exploration in explorations:
         atomic_write_json(process / f"exploration-{exploration.findings.angle}.json",
                           exploration.model_dump(mode="json"))
-    timestamp = state.remember_once("context_at", now_iso())
+    timestamp = state.remember_once(keys.CONTEXT_AT, now_iso())
     atomic_write_json(process / "explorations-manifest.json",
                       manifest(session.session_id, session.description, timestamp, assessment.complexity,
                                explorations, str(process), failed))
@@ -99,22 +100,22 @@ def run_context_phase(state: SessionState, folder: Path, repo: str) -> str:
     return context.conflict_detection.risk_level
 
 
-def run_conflict_detection(state: SessionState, provider: Provider, folder: Path, repo: str) -> list[SessionConflict]:
+def run_conflict_detection(state: SessionStore, provider: Provider, folder: Path, repo: str) -> list[SessionConflict]:
     """The conflicts, repaired (wfqueue.wfs.conflict_repair); the repaired answer is remembered with its repairs."""
-    cached = state.recall("session_conflicts")
+    cached = state.recall(keys.SESSION_CONFLICTS)
     if cached is None:
         session = load_session(folder)
         answer = provider.run(DetectConflictsStep(session_id=session.session_id, repo=repo,
                                                   requirement=session.description, context=load_context(folder)))
         assert isinstance(answer, ConflictList)
         fixed, repairs = repair_conflicts(answer)
-        cached = state.remember_once("session_conflicts", with_repairs(fixed, repairs))
+        cached = state.remember_once(keys.SESSION_CONFLICTS, with_repairs(fixed, repairs))
     return ConflictList.model_validate_json(cached).conflicts
 
 
-def answer_repairs(state: SessionState) -> list[Repair]:
+def answer_repairs(state: SessionStore) -> list[Repair]:
     """The repairs of the session's assessment and conflict answers (its tasks' are added by generation)."""
-    conflicts = state.recall("session_conflicts")
+    conflicts = state.recall(keys.SESSION_CONFLICTS)
     return [*assessment_repairs(state), *(recalled_repairs(conflicts) if conflicts is not None else [])]
 
 
@@ -153,14 +154,14 @@ def repair_wfs_draft(draft: WfsPlanDraft, repo: str, session_id: str) -> tuple[W
     return draft.model_copy(update={"tasks": tasks}), repairs
 
 
-def run_generation(state: SessionState, provider: Provider, folder: Path, repo: str, *,
+def run_generation(state: SessionStore, provider: Provider, folder: Path, repo: str, *,
                    prices: PriceTable | None = None) -> WfsPlanDraft:
     """Phase 4: plan.json, .task/IMPL-N.json, IMPL_PLAN.md, TODO_LIST.md, Task Generation notes; with
     ``prices`` also usage.json and the usage in plan.json's _metadata (the last LLM step of the plan)."""
     session = load_session(folder)
     assert session.structured is not None
-    assessment = Assessment.model_validate_json(state.recall("assessment") or "")
-    cached = state.recall("wfs_plan")
+    assessment = Assessment.model_validate_json(state.recall(keys.ASSESSMENT) or "")
+    cached = state.recall(keys.WFS_PLAN)
     if cached is None:
         explorations, _ = explorations_for(state, assessment.angles if assessment.needs_exploration else [])
         answer = provider.run(GenerateTasksStep(session_id=session.session_id, repo=repo,
@@ -169,7 +170,7 @@ def run_generation(state: SessionState, provider: Provider, folder: Path, repo: 
                                                 constraints=planning_constraints(folder)))
         assert isinstance(answer, WfsPlanDraft)
         fixed, repairs = repair_wfs_draft(answer, repo, session.session_id)
-        cached = state.remember_once("wfs_plan", with_repairs(fixed, repairs))
+        cached = state.remember_once(keys.WFS_PLAN, with_repairs(fixed, repairs))
     draft, repairs = WfsPlanDraft.model_validate_json(cached), recalled_repairs(cached)
     draft, again = repair_wfs_draft(draft, repo, session.session_id)  # a no-op unless the repository changed
     repairs = [*answer_repairs(state), *repairs, *again]
@@ -180,7 +181,7 @@ def run_generation(state: SessionState, provider: Provider, folder: Path, repo: 
     if problems:
         raise ProviderError("the generated tasks do not validate: " + "; ".join(str(p) for p in problems[:5]),
                             hint="rerun `wfqueue plan --session` once the provider's answer is fixed")
-    timestamp = state.remember_once("generated_at", now_iso())
+    timestamp = state.remember_once(keys.GENERATED_AT, now_iso())
     metadata: dict[str, Any] = {"timestamp": timestamp, "source": "wfqueue-workflow",
                                 "plan_type": draft.tasks[0].type or "feature",
                 "provider": provider.name, "repairs": [r.model_dump() for r in repairs]}
