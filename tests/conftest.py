@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from wfqueue.embedded import EmbeddedRedis
 
 PROJECT = Path(__file__).resolve().parent.parent
 SAMPLE_REPO = PROJECT / "examples" / "sample-api"
@@ -26,6 +29,17 @@ def sample_repo(tmp_path: Path) -> Path:
     target = tmp_path / "sample-api"
     shutil.copytree(SAMPLE_REPO, target, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", ".workflow"))
     return target
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real embedded Redis (its unix socket URL), one per test module."""
+    server = EmbeddedRedis(tmp_path_factory.mktemp("redis") / "redis")
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from pydantic import BaseModel
 
-from wfqueue.embedded import EmbeddedRedis
 from wfqueue.lite.angle_repair import repair_assessment
 from wfqueue.lite.models import AngleFindings, Assessment
 from wfqueue.lite.steps import run_exploration
@@ -99,16 +96,6 @@ def test_conflicts_alike_in_id_are_renumbered_so_each_choice_resolves_its_own() 
 
 
 # -- explorations: the angle is the one asked for -----------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    server = EmbeddedRedis(tmp_path_factory.mktemp("answers") / "redis")
-    server.start()
-    try:
-        yield server.url
-    finally:
-        server.stop()
 
 
 class Findings:

@@ -13,7 +13,6 @@ import httpx2
 import pytest
 
 from tests.fake_anthropic import FakeAnthropic, allow_loopback_only, answer, error, text, tool_call
-from wfqueue.embedded import EmbeddedRedis
 from wfqueue.errors import ProviderError, TransientProviderError
 from wfqueue.metering import MeteredProvider
 from wfqueue.providers.anthropic import AnthropicProvider
@@ -45,16 +44,6 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 def fake() -> Iterator[FakeAnthropic]:
     with FakeAnthropic() as server:
         yield server
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    server = EmbeddedRedis(tmp_path_factory.mktemp("turns") / "redis")
-    server.start()
-    try:
-        yield server.url
-    finally:
-        server.stop()
 
 
 def provider_for(fake: FakeAnthropic, journal: Any = None, **options: Any) -> AnthropicProvider:

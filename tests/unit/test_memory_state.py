@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,6 @@ from pydantic import BaseModel
 from wfqueue import keys
 from wfqueue.collab.finalize import finalize_session
 from wfqueue.collab.steps import ANALYSIS_FILE, NOTE_FILE, run_area, run_understanding
-from wfqueue.embedded import EmbeddedRedis
 from wfqueue.keys import AgentState, SessionKind, SessionMeta, SessionStatus
 from wfqueue.lite.steps import TASKS_FILE, run_assessment, run_exploration, run_planning, run_synthesis
 from wfqueue.memory_state import MemorySessionState
@@ -116,16 +114,6 @@ def test_a_lite_plan_runs_in_process_and_a_second_run_reuses_every_answer(sample
 
 
 # -- the same answers as Redis -------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    server = EmbeddedRedis(tmp_path_factory.mktemp("memstate") / "redis")
-    server.start()
-    try:
-        yield server.url
-    finally:
-        server.stop()
 
 
 def exercise(state: SessionStore) -> dict[str, Any]:

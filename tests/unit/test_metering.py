@@ -16,7 +16,6 @@ from tests.fake_anthropic import FakeAnthropic, allow_loopback_only, answer
 from tests.wfs_factory import make_session, task
 from wfqueue.collab.inspect import read_session
 from wfqueue.collab.summary import render_cost
-from wfqueue.embedded import EmbeddedRedis
 from wfqueue.errors import BadInputError, ProviderError
 from wfqueue.lite.models import Assessment
 from wfqueue.lite.render import render_plan, render_stopped_plan
@@ -64,16 +63,6 @@ def entry(step: str, inp: int = 0, out: int = 0, read: int = 0, write: int = 0, 
 def loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """A test that would reach the real API fails instead."""
     allow_loopback_only(monkeypatch)
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    server = EmbeddedRedis(tmp_path_factory.mktemp("metering") / "redis")
-    server.start()
-    try:
-        yield server.url
-    finally:
-        server.stop()
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,6 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from tests.fake_anthropic import FakeAnthropic, answer
-from wfqueue.embedded import EmbeddedRedis
 from wfqueue.errors import TransientProviderError
 from wfqueue.providers import make_provider
 from wfqueue.providers.anthropic import AnthropicProvider
@@ -121,16 +119,6 @@ def test_estimate_tokens_and_model_family() -> None:
 
 
 # -- the limiter on a real Redis -------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    server = EmbeddedRedis(tmp_path_factory.mktemp("ratelimit") / "redis")
-    server.start()
-    try:
-        yield server.url
-    finally:
-        server.stop()
 
 
 def limiter(url: str, limits: Limits, **options: Any) -> RateLimiter:

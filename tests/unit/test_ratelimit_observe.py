@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,22 +13,11 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from tests.unit.test_ratelimit_learned import headers
-from wfqueue.embedded import EmbeddedRedis
 from wfqueue.errors import TransientProviderError
 from wfqueue.ratelimit import LEARNED_TTL_S, PAUSE, Learning, Limits, RateLimiter
 from wfqueue.state import redis_client
 
 NO_CAPS = Limits.per_minute(0, 0, 0, 0, window_s=60)
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    server = EmbeddedRedis(tmp_path_factory.mktemp("ratelimit-observe") / "redis")
-    server.start()
-    try:
-        yield server.url
-    finally:
-        server.stop()
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,6 @@ from wfqueue.collab.models import ProposedArea, Understanding, UnderstandingDraf
 from wfqueue.collab.split import repair_split, settle_split, split_feedback
 from wfqueue.collab.steps import run_understanding
 from wfqueue.collab.summary import PlanSummaryInput, render_plan_md
-from wfqueue.embedded import EmbeddedRedis
 from wfqueue.errors import ProviderError, TransientProviderError
 from wfqueue.providers.anthropic.prompts import build_prompt
 from wfqueue.providers.base import PlanAreaStep, Step, UnderstandStep
@@ -132,16 +130,6 @@ class Answers:
         if isinstance(answer, Exception):
             raise answer
         return answer
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    server = EmbeddedRedis(tmp_path_factory.mktemp("split") / "redis")
-    server.start()
-    try:
-        yield server.url
-    finally:
-        server.stop()
 
 
 @pytest.fixture
