@@ -34,6 +34,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # tests/fake_anthropic.py is imported as tests.fake_anthropic
 
+from bench.benchdoc import write_section  # noqa: E402
 from tests.fake_anthropic import FakeAnthropic, Reply, answer, tool_call  # noqa: E402
 from wfqueue.samples import make_service_repo  # noqa: E402
 
@@ -220,17 +221,6 @@ def render(rows: list[dict[str, Any]], command: str) -> str:
     return "\n".join(lines)
 
 
-def write_doc(table: str) -> None:
-    doc = ROOT / "docs" / "BENCHMARKS.md"
-    text = doc.read_text(encoding="utf-8")
-    if MARK_BEGIN in text and MARK_END in text:
-        start, end = text.index(MARK_BEGIN), text.index(MARK_END) + len(MARK_END)
-        text = text[:start] + table + text[end:]
-    else:
-        text = text.rstrip("\n") + "\n" + SECTION + "\n" + table + "\n"
-    doc.write_text(text, encoding="utf-8")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--agents", type=int, default=5, help="agents (sub-domains) of the plan, 2..")
@@ -250,7 +240,7 @@ def main() -> None:
     table = render(rows, ("python bench/cache_share.py " + " ".join(sys.argv[1:])).strip())
     print(table)
     if args.write:
-        write_doc(table)
+        write_section(MARK_BEGIN, MARK_END, table, SECTION)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # tests/fake_anthropic.py is imported as tests.fake_anthropic
 
+from bench.benchdoc import write_section  # noqa: E402
 from tests.fake_anthropic import FakeAnthropic, Reply, answer, tool_call  # noqa: E402
 from tests.fake_anthropic_faults import Every, Fault  # noqa: E402
 from tests.fake_anthropic_limits import RateLimits  # noqa: E402
@@ -206,17 +207,6 @@ def render(bill: dict[str, Any], kill: dict[str, Any], pace: dict[str, Any], com
     ])
 
 
-def write_doc(table: str) -> None:
-    doc = ROOT / "docs" / "BENCHMARKS.md"
-    text = doc.read_text(encoding="utf-8")
-    if MARK_BEGIN in text and MARK_END in text:
-        start, end = text.index(MARK_BEGIN), text.index(MARK_END) + len(MARK_END)
-        text = text[:start] + table + text[end:]
-    else:
-        text = text.rstrip("\n") + "\n" + SECTION + "\n" + table + "\n"
-    doc.write_text(text, encoding="utf-8")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--write", action="store_true", help="update docs/BENCHMARKS.md")
@@ -234,7 +224,7 @@ def main() -> None:
     table = render(bill, kill, pace, ("python bench/flaky_model.py " + " ".join(sys.argv[1:])).strip())
     print(table)
     if args.write:
-        write_doc(table)
+        write_section(MARK_BEGIN, MARK_END, table, SECTION)
 
 
 if __name__ == "__main__":
