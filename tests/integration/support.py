@@ -39,6 +39,12 @@ def wait_until(predicate: Callable[[], T], timeout_s: float, what: str, interval
         time.sleep(interval_s)
 
 
+# The offline planner sizes a plan by what the requirement names: this one names a file in each of the sample
+# repository's four packages, so a 4-agent collab-plan gets the areas api, auth, notes-api and storage.
+FOUR_AREAS = ("Add per-user rate limiting to the API: notes_api/api/handlers.py, notes_api/auth/users.py, "
+              "notes_api/storage/cache.py and notes_api/server.py")
+
+
 def wfqueue_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WFQUEUE_", "ANTHROPIC_"))}
     env.update(extra)

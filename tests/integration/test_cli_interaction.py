@@ -11,12 +11,12 @@ import time
 from pathlib import Path
 
 import pytest
-from support import processes_mentioning, run_cli, wfqueue_env
+from support import FOUR_AREAS, processes_mentioning, run_cli, wfqueue_env
 
 from wfqueue.collab.note import parse_note
 
 pytestmark = pytest.mark.integration
-REQUIREMENT = "Add per-user rate limiting to the API"
+REQUIREMENT = FOUR_AREAS
 
 
 def test_without_a_terminal_and_without_yes_the_plan_starts_and_says_so(sample_repo: Path) -> None:

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import processes_mentioning, run_cli, session_dir, wfqueue_env, write_script
+from support import FOUR_AREAS, processes_mentioning, run_cli, session_dir, wfqueue_env, write_script
 
 from wfqueue.collab.note import parse_note, render_note
 from wfqueue.collab.note_blocks import note_tasks
@@ -18,8 +18,7 @@ from wfqueue.collab.note_blocks import note_tasks
 pytestmark = pytest.mark.integration
 # Four packages named: the offline planner sizes a plan by what the requirement touches, so four agents
 # need a requirement that spans four packages.
-REQUIREMENT = ("Add per-user rate limiting to the API: notes_api/api/handlers.py, notes_api/auth/users.py, "
-               "notes_api/storage/cache.py and notes_api/server.py")
+REQUIREMENT = FOUR_AREAS
 AREAS = ["api", "auth", "notes-api", "storage"]  # what the offline planner picks for 4 agents
 
 

@@ -13,7 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from support import run_cli, session_dir, wfqueue_env
+from support import FOUR_AREAS, run_cli, session_dir, wfqueue_env
 
 from wfqueue.embedded import EmbeddedRedis, stop_process_group
 
@@ -64,7 +64,7 @@ def test_flower_lists_the_plans_tasks_with_credentials_and_refuses_without(sampl
             pytest.fail("Flower did not come up")
         assert get(f"{base}/api/tasks")[0] == 401
         assert get(f"{base}/api/tasks", "admin:wrong")[0] == 401
-        run = run_cli("collab-plan", "Add per-user rate limiting to the API", "--repo", str(sample_repo),
+        run = run_cli("collab-plan", FOUR_AREAS, "--repo", str(sample_repo),
                       "--max-agents", "3", "-y", "--json", env=env)
         assert run.code == 0, run.stderr
         session = session_dir(run).name

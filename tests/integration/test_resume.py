@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import processes_mentioning, run_cli, wfqueue_env, write_script
+from support import FOUR_AREAS, processes_mentioning, run_cli, wfqueue_env, write_script
 
 from wfqueue.collab.note import parse_note
 from wfqueue.collab.note_blocks import note_tasks
@@ -41,7 +41,7 @@ def test_resume_finishes_a_collab_plan_without_writing_a_section_twice(sample_re
     def three_done() -> bool:
         return len(list(planning.glob("*/agents/*/plan.json"))) == 3 if planning.is_dir() else False
 
-    crash_when(["collab-plan", "Add per-user rate limiting to the API", "--repo", str(sample_repo), "--max-agents",
+    crash_when(["collab-plan", FOUR_AREAS, "--repo", str(sample_repo), "--max-agents",
                 "4", "-y", "--provider", provider], sample_repo, three_done)
     folder = next(planning.iterdir())
     before = {p.parent.name: p.read_text() for p in folder.glob("agents/*/plan.json")}
@@ -69,7 +69,8 @@ def test_resume_finishes_a_lite_plan(sample_repo: Path, tmp_path: Path) -> None:
     def two_angles() -> bool:
         return len(list(lite.glob("*/exploration-*.md"))) == 2 if lite.is_dir() else False
 
-    crash_when(["lite-plan", "Add per-user rate limiting to the API", "--repo", str(sample_repo), "-y",
+    # A Medium plan: three angles, so "two explored" is the moment only the hanging one is left.
+    crash_when(["lite-plan", "Add per-user rate limiting middleware to the API", "--repo", str(sample_repo), "-y",
                 "--provider", provider], sample_repo, two_angles)
     folder = next(lite.iterdir())
     patterns_before = (folder / "exploration-patterns.md").read_text()

@@ -27,7 +27,7 @@ from faults_support import (
     wait_ready,
     write_report,
 )
-from support import run_cli, wait_until, wfqueue_env, write_script
+from support import FOUR_AREAS, run_cli, wait_until, wfqueue_env, write_script
 
 from wfqueue.celery_app import create_app, release_result_subscriptions
 from wfqueue.embedded import EmbeddedRedis
@@ -36,7 +36,7 @@ from wfqueue.state import BROKER_AWAY, redis_client
 from wfqueue.task_names import COLLAB_UNDERSTAND, QUEUE_PLAN
 
 pytestmark = pytest.mark.integration
-REQUIREMENT = "Add per-user rate limiting to the API"
+REQUIREMENT = FOUR_AREAS
 
 
 def free_port() -> int:

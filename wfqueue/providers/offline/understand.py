@@ -19,6 +19,7 @@ from wfqueue.analysis import RepoIndex, fan_in, novel_terms, rank_symbols
 from wfqueue.analysis.localize import MOST_FILES, candidates, focus, localize
 from wfqueue.collab.models import ProposedArea, Understanding, UnderstandingDraft
 from wfqueue.providers.offline.changes import dependency_order, earlier_needs
+from wfqueue.settings import MAX_AGENTS_LIMIT
 
 
 def relevant_files(index: RepoIndex, requirement: str, max_agents: int = MOST_FILES) -> list[tuple[str, float]]:
@@ -29,11 +30,16 @@ def relevant_files(index: RepoIndex, requirement: str, max_agents: int = MOST_FI
     named = [p for p in code if p in requirement]
     if named:  # the requirement names the files to change: plan those, not their neighbours
         return [(p, 1.0) for p in named]
-    ranked = focus(localize(index, requirement), most=min(MOST_FILES, max(2, max_agents)))
+    # "every service", "all handlers": a change meant to reach many places may plan one file per agent.
+    most = max_agents if BROAD.search(requirement) else min(MOST_FILES, max(2, max_agents))
+    ranked = focus(localize(index, requirement), most=most)
     if ranked:
         return ranked
     central = sorted((p for p in code if index.symbols.get(p)), key=lambda p: (-fan_in(index, p), p))
     return [(p, 0.0) for p in central[:2]]
+
+
+BROAD = re.compile(r"\b(every|each|all)\b", re.IGNORECASE)
 
 
 def _area_name(directory: str, taken: set[str]) -> str:
@@ -87,8 +93,8 @@ def _complexity(file_count: int) -> str:
 
 
 # Agents for the code, by complexity (the tests become one more area): a one-file fix is one
-# change and its tests, not four agents.
-CODE_AREAS = {"Low": 1, "Medium": 2, "High": 4}
+# change and its tests, not four agents; a High one may use every agent it is given.
+CODE_AREAS = {"Low": 1, "Medium": 2, "High": MAX_AGENTS_LIMIT}
 
 
 def _effort(files: list[str], index: RepoIndex) -> str:
