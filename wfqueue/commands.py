@@ -20,7 +20,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from wfqueue.embedded import stop_process_group
-from wfqueue.errors import BadInputError
+from wfqueue.errors import BadInputError, UnsafeCommandError
 
 # Tools a verification command may start with (ARTIFACTS §9).
 KNOWN_TOOLS = ("pytest", "python -m pytest", "python3 -m pytest", "npm", "npx", "jest", "tsc", "eslint", "go test",
@@ -30,10 +30,6 @@ DEFAULT_COMMAND_TIMEOUT_S = 600.0
 # variable substitution, and line breaks that start a second command.
 _SHELL_SYNTAX = (";", "&", "|", "`", "$(", "${", ">", "<", "\n", "\r")
 _KILL_GRACE_S = 5.0
-
-
-class UnsafeCommandError(BadInputError):
-    """Raised by :func:`parse_command` when a plan's command will not be run, saying why."""
 
 
 class CommandResult(BaseModel):

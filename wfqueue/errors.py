@@ -7,6 +7,24 @@ what to do next, so the CLI never has to guess how to present a failure.
 Exit codes: 2 for bad input (nothing was written), 3 for infrastructure
 (broker unreachable, workers that would not start). 1 is not an error: it is a
 plan that finished partially.
+
+The tree (exit code in brackets)::
+
+    WfqueueError [1]
+    ├── BadInputError [2]: raised before anything is written
+    │   ├── InvalidSessionIdError, InvalidRequirementError, RepositoryNotFoundError,
+    │   │   SessionNotFoundError, ConfigError
+    │   ├── PlanNoteError (with the lines at fault)
+    │   ├── UnsafeCommandError: a plan's command that will not be run
+    │   └── replan: NotABackupError, OutsideSelectionError, TaskNotFoundError,
+    │       UnrecognisedRequestError, ReplanRefusedError
+    ├── InfrastructureError [3]: BrokerUnreachableError, WorkerStartError
+    ├── SessionBusyError [2]: another coordinator drives the session
+    ├── ProviderError [1]: no usable answer
+    │   ├── TransientProviderError: worth retrying (retry_after)
+    │   └── BudgetExhaustedError: the session's budget is spent
+    ├── ReplanRolledBackError [2], ReplanCancelledError [130]
+    └── ToolError: a repository tool call refused; its message goes back to the model
 """
 
 from __future__ import annotations
@@ -64,6 +82,45 @@ class PlanNoteError(BadInputError):
         self.problems = problems or []
 
 
+class UnsafeCommandError(BadInputError):
+    """Raised by :func:`wfqueue.commands.parse_command` when a plan's command will not be run, saying why."""
+
+
+# -- replan (wfqueue.wfs.replan*): refused before anything is written, or undone --------------
+
+
+class NotABackupError(BadInputError):
+    """The folder given to --restore is not a complete replan backup of that session."""
+
+
+class OutsideSelectionError(BadInputError):
+    """The request asks for more than the clarification answers allow."""
+
+
+class TaskNotFoundError(BadInputError):
+    """A task id of the request is not in the session."""
+
+
+class UnrecognisedRequestError(BadInputError):
+    """The request holds text that matches none of the accepted forms."""
+
+
+class ReplanRefusedError(BadInputError):
+    """The replan would leave the session inconsistent; nothing was written."""
+
+
+class ReplanRolledBackError(WfqueueError):
+    """Validation failed after writing; the backup was put back, so nothing changed."""
+
+    exit_code = 2
+
+
+class ReplanCancelledError(WfqueueError):
+    """The user cancelled at the confirmation; nothing was written."""
+
+    exit_code = 130
+
+
 # -- infrastructure: the system around wfqueue is not usable --------------------
 
 
@@ -103,3 +160,15 @@ class TransientProviderError(ProviderError):
     def __init__(self, message: str, hint: str = "", *, retry_after: float | None = None) -> None:
         super().__init__(message, hint)
         self.retry_after = retry_after
+
+
+class BudgetExhaustedError(ProviderError):
+    """The session's budget is spent: the step did not call the provider.
+
+    A ProviderError, so an agent or angle turns it into a failure record like any other
+    provider failure, and never a retry (it is not transient)."""
+
+
+class ToolError(WfqueueError):
+    """A repository tool call (wfqueue.providers.anthropic.tools) was refused or failed; the message goes
+    back to the model as an ``is_error`` tool result and never ends the step."""

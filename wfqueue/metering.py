@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 from pydantic import BaseModel, Field, ValidationError
 
-from wfqueue.errors import BadInputError, ProviderError, WfqueueError
+from wfqueue.errors import BadInputError, BudgetExhaustedError, WfqueueError
 from wfqueue.fsio import atomic_write_json, atomic_write_text
 from wfqueue.turns import SessionJournal, journal_key, transcript_jsonl
 from wfqueue.usage import Budget, PriceTable, Totals, budget_exhausted, describe_totals, summarise
@@ -71,13 +71,6 @@ NO_CALLS = "no LLM calls"
 BUDGET_HELP = ("Stop new LLM work once the plan has spent this much: dollars ($2.50, 2.5usd) or tokens "
                "(200k, 1.5m, 150000); the plan then ends partial.")
 BUDGET_HINT = "plan again with a larger --budget (a workflow session continues with `wfqueue plan --session`)"
-
-
-class BudgetExhaustedError(ProviderError):
-    """The session's budget is spent: the step did not call the provider.
-
-    A ProviderError, so an agent or angle turns it into a failure record like any other
-    provider failure, and never a retry (it is not transient)."""
 
 
 # -- pure: budgets and reports ---------------------------------------------------------------

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from wfqueue.commands import UnsafeCommandError, parse_command, refusal, run_command
+from wfqueue.commands import parse_command, refusal, run_command
+from wfqueue.errors import UnsafeCommandError
 
 
 @pytest.mark.parametrize("command", [

@@ -16,14 +16,13 @@ from tests.fake_anthropic import FakeAnthropic, allow_loopback_only, answer
 from tests.wfs_factory import make_session, task
 from wfqueue.collab.inspect import read_session
 from wfqueue.collab.summary import render_cost
-from wfqueue.errors import BadInputError, ProviderError
+from wfqueue.errors import BadInputError, BudgetExhaustedError, ProviderError
 from wfqueue.lite.models import Assessment
 from wfqueue.lite.render import render_plan, render_stopped_plan
 from wfqueue.lite.steps import run_assessment
 from wfqueue.metering import (
     NO_CALLS,
     USAGE_FILE,
-    BudgetExhaustedError,
     MeteredProvider,
     budget_message,
     budget_meta,

@@ -13,20 +13,25 @@ from typer.testing import CliRunner
 
 from tests.wfs_factory import make_session, task
 from wfqueue.cli.replan_cmd import register
-from wfqueue.errors import WfqueueError
+from wfqueue.errors import (
+    OutsideSelectionError,
+    ReplanCancelledError,
+    ReplanRolledBackError,
+    UnrecognisedRequestError,
+    WfqueueError,
+)
 from wfqueue.fsio import atomic_write_text
-from wfqueue.wfs.replan import ReplanCancelledError, ReplanRolledBackError, run_replan
+from wfqueue.wfs.replan import run_replan
 from wfqueue.wfs.replan_backup import MANIFEST, Manifest, parse_manifest, render_manifest
 from wfqueue.wfs.replan_intent import (
     AddTask,
     DeleteTasks,
     EditDependencies,
-    UnrecognisedRequestError,
     UpdateTask,
     parse_execution_intent,
     parse_request,
 )
-from wfqueue.wfs.replan_select import Decision, OutsideSelectionError, Question
+from wfqueue.wfs.replan_select import Decision, Question
 
 # -- helpers ----------------------------------------------------------------------------------
 

@@ -20,10 +20,9 @@ from wfqueue.collab.models import AreaDraft, PlanMetadata, RequirementAnalysis, 
 from wfqueue.collab.note import build_template, parse_note, render_note, replace_section
 from wfqueue.collab.note_blocks import render_understanding
 from wfqueue.collab.split import Split, repair_split, settle_split, split_feedback
-from wfqueue.errors import ProviderError, TransientProviderError
+from wfqueue.errors import BudgetExhaustedError, ProviderError, TransientProviderError
 from wfqueue.fsio import atomic_write_json, atomic_write_text, locked_update
 from wfqueue.keys import AgentState
-from wfqueue.metering import BudgetExhaustedError
 from wfqueue.providers import PlanAreaStep, Provider, UnderstandStep
 from wfqueue.repair import Repair, fill_source, id_range_ids, repair_tasks
 from wfqueue.settings import Settings

@@ -19,21 +19,14 @@ from pydantic import BaseModel, Field
 
 from wfqueue import keys
 from wfqueue.collab.steps import now_iso
-from wfqueue.errors import BadInputError
+from wfqueue.errors import BadInputError, BudgetExhaustedError
 from wfqueue.fsio import atomic_write_text
 from wfqueue.keys import AgentState, SessionKind, SessionStatus
 from wfqueue.lite.models import Assessment, ClarificationAnswer, LitePlanDraft
 from wfqueue.lite.render import render_stopped_plan
 from wfqueue.lite.steps import PLAN_FILE, TASKS_FILE, write_plan_md
 from wfqueue.lite.synthesis import MergedQuestion, rounds
-from wfqueue.metering import (
-    BudgetExhaustedError,
-    budget_meta,
-    check_budget_priced,
-    session_report,
-    usage_line,
-    write_usage_file,
-)
+from wfqueue.metering import budget_meta, check_budget_priced, session_report, usage_line, write_usage_file
 from wfqueue.providers import check_provider_spec
 from wfqueue.runtime import broker_runtime, resumable, wait_for
 from wfqueue.sessions import WORKFLOW_DIR, session_date, slugify, unique_id

@@ -17,17 +17,10 @@ from celery import Celery, chord
 from pydantic import BaseModel, Field
 
 from wfqueue import keys
-from wfqueue.errors import BadInputError
+from wfqueue.errors import BadInputError, BudgetExhaustedError
 from wfqueue.keys import AgentState, SessionKind, SessionStatus
 from wfqueue.lite.models import Assessment
-from wfqueue.metering import (
-    BudgetExhaustedError,
-    budget_meta,
-    check_budget_priced,
-    session_report,
-    usage_line,
-    write_usage_file,
-)
+from wfqueue.metering import budget_meta, check_budget_priced, session_report, usage_line, write_usage_file
 from wfqueue.providers import check_provider_spec
 from wfqueue.runtime import broker_runtime, resumable, wait_for
 from wfqueue.settings import Settings

@@ -28,7 +28,15 @@ from typing import Any, Literal
 from filelock import Timeout
 from pydantic import BaseModel, Field, ValidationError
 
-from wfqueue.errors import BadInputError, InfrastructureError, SessionBusyError, WfqueueError
+from wfqueue.errors import (
+    BadInputError,
+    InfrastructureError,
+    ReplanCancelledError,
+    ReplanRefusedError,
+    ReplanRolledBackError,
+    SessionBusyError,
+    TaskNotFoundError,
+)
 from wfqueue.fsio import atomic_write_text, lock_for
 from wfqueue.tasks_file import is_legacy, legacy_to_unified
 from wfqueue.unified_task import UnifiedTask
@@ -45,7 +53,6 @@ from wfqueue.wfs.replan_backup import (
 from wfqueue.wfs.replan_impact import (
     Impact,
     SessionSnapshot,
-    TaskNotFoundError,
     check_task_set,
     plan_changes,
     render_artifacts,
@@ -71,22 +78,6 @@ NOTES_JSON = "planning-notes.json"
 MAX_ADJUST_ROUNDS = 5
 TASK_FILE = re.compile(r"^IMPL-\d+(?:\.\d+)?\.json$")
 Writer = Callable[[Path, str], object]
-
-
-class ReplanRefusedError(BadInputError):
-    """The replan would leave the session inconsistent; nothing was written."""
-
-
-class ReplanRolledBackError(WfqueueError):
-    """Validation failed after writing; the backup was put back, so nothing changed."""
-
-    exit_code = 2
-
-
-class ReplanCancelledError(WfqueueError):
-    """The user cancelled at the confirmation; nothing was written."""
-
-    exit_code = 130
 
 
 class ReplanSummary(BaseModel):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from wfqueue.errors import BadInputError
+from wfqueue.errors import NotABackupError
 from wfqueue.fsio import atomic_write_bytes, atomic_write_text
 from wfqueue.wfs.session import PROCESS_DIR
 
@@ -27,10 +27,6 @@ MANIFEST = "MANIFEST.md"
 # make a restore write anywhere else.
 RESTORABLE = re.compile(r"^(?:workflow-session\.json|plan\.json|IMPL_PLAN\.md|TODO_LIST\.md"
                         r"|\.task/IMPL-\d+(?:\.\d+)?\.json)$")
-
-
-class NotABackupError(BadInputError):
-    """The folder given to --restore is not a complete replan backup of that session."""
 
 
 class Manifest(BaseModel):

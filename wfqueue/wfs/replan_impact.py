@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from wfqueue.errors import BadInputError
+from wfqueue.errors import TaskNotFoundError
 from wfqueue.fsio import dumps_json
 from wfqueue.tasks_file import LEGACY_VERIFICATION, check_plan, load_object
 from wfqueue.unified_task import UnifiedTask
@@ -28,10 +28,6 @@ from wfqueue.wfs.replan_select import Scope, Selections, check_selections, effec
 from wfqueue.wfs.session import IMPL_PLAN_FILE, PLAN_FILE, SESSION_FILE, TASK_DIR, TODO_FILE, task_number
 
 REPLAN_TOOL = "wfqueue-replan"
-
-
-class TaskNotFoundError(BadInputError):
-    """A task id of the request is not in the session."""
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from wfqueue.errors import BadInputError
+from wfqueue.errors import UnrecognisedRequestError
 
 # A setting should carry this list (the seed reads it from cli-tools.json); callers pass
 # the configured tools, this default is only what works without configuration.
@@ -65,10 +65,6 @@ ACCEPTED_FORMS = (
     "use codex / run with claude   |  改用 gemini / 使用 Agent 执行",
     'task mode: wfqueue replan IMPL-2 "title: ... | criterion: ... | step: ... | files: a, b | any text"',
 )
-
-
-class UnrecognisedRequestError(BadInputError):
-    """The request holds text that matches none of the accepted forms."""
 
 
 class ExecutionIntent(BaseModel):

@@ -21,7 +21,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from wfqueue.errors import BadInputError
+from wfqueue.errors import OutsideSelectionError
 from wfqueue.unified_task import UnifiedTask
 from wfqueue.wfs.replan_intent import AddTask, ChangeRequest, DeleteTasks, EditDependencies, UpdateTask
 
@@ -36,10 +36,6 @@ MAX_MODULE_OPTIONS = 6
 FIELD_TYPES: dict[str, UpdateType] = {"title": "requirements", "description": "requirements",
                                       "criterion": "requirements", "note": "requirements",
                                       "step": "implementation", "files": "focus_paths"}
-
-
-class OutsideSelectionError(BadInputError):
-    """The request asks for more than the clarification answers allow."""
 
 
 class Option(BaseModel):

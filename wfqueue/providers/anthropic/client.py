@@ -42,11 +42,11 @@ from typing import Any
 import anthropic
 from pydantic import BaseModel, ValidationError
 
-from wfqueue.errors import ConfigError, ProviderError
+from wfqueue.errors import ConfigError, ProviderError, ToolError
 from wfqueue.providers.anthropic.calls import Caller, RetryPolicy, retry_after_seconds
 from wfqueue.providers.anthropic.prompts import FINAL_TURN_TEXT, build_prompt, repair_text
 from wfqueue.providers.anthropic.schema import output_format
-from wfqueue.providers.anthropic.tools import TOOL_DEFINITIONS, RepoTools, ToolError
+from wfqueue.providers.anthropic.tools import TOOL_DEFINITIONS, RepoTools
 from wfqueue.providers.base import ExploreAngleStep, PlanAreaStep, Step
 from wfqueue.ratelimit import RateLimiter
 from wfqueue.turns import MemoryJournal, Transcript, TurnJournal, journal_key

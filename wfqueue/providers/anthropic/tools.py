@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
+from wfqueue.errors import ToolError
+
 __all__ = ["TOOL_DEFINITIONS", "RepoTools", "ToolError", "glob_to_regex"]
 
 IGNORED_DIRS = frozenset({
@@ -80,10 +82,6 @@ TOOL_DEFINITIONS: list[dict[str, Any]] = [
         },
     },
 ]
-
-
-class ToolError(Exception):
-    """A tool call that was refused or failed; the message goes back to the model."""
 
 
 def glob_to_regex(pattern: str) -> re.Pattern[str]:
