@@ -30,8 +30,7 @@ from faults_support import (
     wait_ready,
     write_report,
 )
-from support import wfqueue_env
-from test_worker_kills import wait_for
+from support import wait_until, wfqueue_env
 
 from tests.fake_anthropic import FakeAnthropic, Reply, error, tool_call
 from tests.fake_model import FakeModel, code_files, first_user_text, step_kind
@@ -104,7 +103,7 @@ def test_a_sigkilled_agent_resumes_at_its_saved_turn(sample_repo: Path, tmp_path
             assert model.held.wait(120), "no agent reached its fourth turn"
             planning = sample_repo / ".workflow" / ".planning"
             session = next(iter(p.name for p in planning.iterdir()))
-            victim = wait_for(lambda: next((a for a in running_agents(client, session) if a["area"] == model.victim),
+            victim = wait_until(lambda: next((a for a in running_agents(client, session) if a["area"] == model.victim),
                                            None), 30, "the held agent's running record")
             assert victim["pid"] in children(worker.pid)
             os.kill(victim["pid"], signal.SIGKILL)  # a pool child of the worker this test started

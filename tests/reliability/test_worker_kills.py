@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ from faults_support import (
     wait_ready,
     write_report,
 )
-from support import wfqueue_env, write_script
+from support import wait_until, wfqueue_env, write_script
 
 from wfqueue.embedded import EmbeddedRedis
 from wfqueue.state import redis_client
@@ -63,14 +64,8 @@ def start_plan(requirement: str, repo: Path, provider: str, env: dict[str, str],
         )
 
 
-def wait_for(predicate: Any, timeout_s: float, what: str, interval_s: float = 0.02) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval_s)
-    raise AssertionError(f"{what} did not happen within {timeout_s:.0f}s")
+# Polled often, so a kill chosen to land inside an agent's run is not late by a whole poll.
+wait_for = partial(wait_until, interval_s=0.02)
 
 
 @pytest.mark.long

@@ -43,7 +43,7 @@ import anthropic
 from pydantic import BaseModel, ValidationError
 
 from wfqueue.errors import ConfigError, ProviderError, ToolError
-from wfqueue.providers.anthropic.calls import Caller, RetryPolicy, retry_after_seconds
+from wfqueue.providers.anthropic.calls import Caller, RetryPolicy
 from wfqueue.providers.anthropic.prompts import FINAL_TURN_TEXT, build_prompt, repair_text
 from wfqueue.providers.anthropic.schema import output_format
 from wfqueue.providers.anthropic.tools import TOOL_DEFINITIONS, RepoTools
@@ -51,7 +51,7 @@ from wfqueue.providers.base import ExploreAngleStep, PlanAreaStep, Step
 from wfqueue.ratelimit import RateLimiter
 from wfqueue.turns import MemoryJournal, Transcript, TurnJournal, journal_key
 
-__all__ = ["AnthropicProvider", "retry_after_seconds"]
+__all__ = ["AnthropicProvider"]
 
 TOOL_STEPS = (ExploreAngleStep, PlanAreaStep)
 USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
