@@ -33,7 +33,7 @@ from beat.timing import (
 from wfqueue.fsio import locked_update
 from wfqueue.sessions import WORKFLOW_DIR, queue_dir
 from wfqueue.settings import Settings
-from wfqueue.wfs.session import SESSION_FILE, active_root, load_session, save_session
+from wfqueue.workflow_session.session import SESSION_FILE, active_root, load_session, save_session
 
 log = logging.getLogger("wfqueue.beat")
 

@@ -43,8 +43,8 @@ from wfqueue.analysis import CODE_LANGUAGES, RepoIndex, bm25_scores, build_index
 from wfqueue.analysis.files import is_test_path, language_for
 from wfqueue.analysis.roles import file_role
 from wfqueue.collab.assemble import allocate
+from wfqueue.lite.finding_checks import verify_findings
 from wfqueue.lite.models import AngleFindings, VerifiedExploration
-from wfqueue.lite.verify import verify_findings
 from wfqueue.providers import AssessStep, ExploreAngleStep, LitePlanStep, PlanAreaStep, UnderstandStep, make_provider
 from wfqueue.settings import load_settings
 

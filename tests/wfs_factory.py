@@ -7,9 +7,9 @@ from typing import Any
 
 from wfqueue.fsio import atomic_write_json, atomic_write_text
 from wfqueue.unified_task import UnifiedTask
-from wfqueue.wfs.models import ContextPackage, PlanOverview, StructuredInput, WorkflowSession
-from wfqueue.wfs.render import PlanningNotes, render_impl_plan, render_notes, render_todo
-from wfqueue.wfs.session import (
+from wfqueue.workflow_session.models import ContextPackage, PlanOverview, StructuredInput, WorkflowSession
+from wfqueue.workflow_session.render import PlanningNotes, render_impl_plan, render_notes, render_todo
+from wfqueue.workflow_session.session import (
     IMPL_PLAN_FILE,
     NOTES_FILE,
     PLAN_FILE,

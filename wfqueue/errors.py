@@ -83,10 +83,10 @@ class PlanNoteError(BadInputError):
 
 
 class UnsafeCommandError(BadInputError):
-    """Raised by :func:`wfqueue.commands.parse_command` when a plan's command will not be run, saying why."""
+    """Raised by :func:`wfqueue.sandboxed_commands.parse_command` when a plan's command will not be run, saying why."""
 
 
-# -- replan (wfqueue.wfs.replan*): refused before anything is written, or undone --------------
+# -- replan (wfqueue.workflow_session.replan.apply*): refused before anything is written, or undone --------------
 
 
 class NotABackupError(BadInputError):

@@ -49,7 +49,7 @@ RepairKind = Literal[
     "renamed_sub_domain", "merged_sub_domain", "asked_again", "single_sub_domain",
     # lite angles (wfqueue.lite.angle_repair)
     "renamed_angle", "merged_angle", "dropped_angle", "default_angles", "forced_exploration",
-    # workflow-session conflicts (wfqueue.wfs.conflict_repair)
+    # workflow-session conflicts (wfqueue.workflow_session.conflict_repair)
     "reset_recommendation",
 ]
 

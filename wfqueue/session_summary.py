@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from wfqueue.lite.steps import MANIFEST_FILE, TASKS_FILE
 from wfqueue.metering import UsageReport, read_usage_file
-from wfqueue.wfs.session import load_session
+from wfqueue.workflow_session.session import load_session
 
 
 class StepStatus(BaseModel):

@@ -16,13 +16,13 @@ COLLAB_PLAN_AREA = "wfqueue.collab.plan_area"
 COLLAB_FINALIZE = "wfqueue.collab.finalize"
 
 EXPLORE_ANGLE = "wfqueue.explore.angle"
-LITE_ASSESS = "wfqueue.lite.assess"
+LITE_ASSESS = "wfqueue.providers.offline.assess"
 LITE_SYNTHESIZE = "wfqueue.lite.synthesize"
 LITE_PLAN = "wfqueue.lite.plan"
 
-WFS_CONTEXT = "wfqueue.wfs.context"
-WFS_CONFLICTS = "wfqueue.wfs.conflicts"
-WFS_GENERATE = "wfqueue.wfs.generate"
+WFS_CONTEXT = "wfqueue.workflow_session.context"
+WFS_CONFLICTS = "wfqueue.workflow_session.conflicts"
+WFS_GENERATE = "wfqueue.providers.offline.generate"
 
 BEAT_WATCHDOG = "wfqueue.beat.watchdog"
 BEAT_PURGE = "wfqueue.beat.purge"

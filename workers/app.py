@@ -12,12 +12,12 @@ import wfqueue.providers.scripted  # noqa: F401
 from beat import tasks as beat_tasks
 from wfqueue.celery_app import create_app
 from wfqueue.settings import load_settings
-from workers import collab, lite, wfs
+from workers import collab, lite, workflow_session
 from workers.context import StateFactory, broker_patient_task
 
 settings = load_settings()
 app = create_app(settings, task_cls=broker_patient_task(settings, StateFactory(settings)))
 collab.register(app, settings)
 lite.register(app, settings)
-wfs.register(app, settings)
+workflow_session.register(app, settings)
 beat_tasks.register(app, settings)

@@ -14,9 +14,9 @@ from wfqueue.repair import break_cycles
 from wfqueue.state import SessionState, redis_client
 from wfqueue.tasks_file import LoadedTask, check_plan
 from wfqueue.unified_task import UnifiedTask
-from wfqueue.wfs.conflict_repair import repair_conflicts
-from wfqueue.wfs.models import SessionConflict, Strategy
-from wfqueue.wfs.session_conflicts import ConflictList, resolve
+from wfqueue.workflow_session.conflict_repair import repair_conflicts
+from wfqueue.workflow_session.models import SessionConflict, Strategy
+from wfqueue.workflow_session.session_conflicts import ConflictList, resolve
 
 
 def assessment(angles: list[str], complexity: str = "Medium", needs: bool = True) -> Assessment:

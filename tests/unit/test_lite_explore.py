@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from wfqueue.analysis import build_index
-from wfqueue.lite.explore_offline import angle_names, explore_angle
+from wfqueue.lite.finding_checks import verify_findings
 from wfqueue.lite.models import (
     AngleFindings,
     Dependency,
@@ -18,7 +18,7 @@ from wfqueue.lite.models import (
     Pattern,
     RelevantFile,
 )
-from wfqueue.lite.verify import verify_findings
+from wfqueue.providers.offline.explore import angle_names, explore_angle
 
 REQUIREMENT = "Add per-user rate limiting to the API"
 PRESET_ANGLES = [

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from wfqueue.analysis import build_index
-from wfqueue.lite.assess import RepoSignals, assess, select_preset
 from wfqueue.lite.models import AngleFindings, Check, Clarification, RelevantFile, VerifiedExploration
-from wfqueue.lite.plan_offline import plan_tasks
 from wfqueue.lite.synthesis import core_files, merge_questions, rounds
+from wfqueue.providers.offline.assess import RepoSignals, assess, select_preset
+from wfqueue.providers.offline.lite_plan import plan_tasks
 from wfqueue.tasks_file import check_plan, dump_jsonl, parse_jsonl
 
 

@@ -40,9 +40,9 @@ from wfqueue.providers.offline.provider import OfflineProvider
 from wfqueue.settings import Settings
 from wfqueue.state import SessionState, redis_client
 from wfqueue.usage import Budget, PriceTable, Totals, Usage
-from wfqueue.wfs.models import ContextPackage, PlanOverview
-from wfqueue.wfs.render import render_impl_plan
-from wfqueue.wfs.session import PLAN_FILE, PROCESS_DIR, load_session
+from wfqueue.workflow_session.models import ContextPackage, PlanOverview
+from wfqueue.workflow_session.render import render_impl_plan
+from wfqueue.workflow_session.session import PLAN_FILE, PROCESS_DIR, load_session
 
 PRICES = PriceTable.default()
 MODEL = "claude-sonnet-4-6"  # $3 input, $15 output, $0.30 cache read, $3.75 cache write per million

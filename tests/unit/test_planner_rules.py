@@ -12,11 +12,11 @@ from wfqueue.analysis import build_index
 from wfqueue.analysis.localize import focus, localize
 from wfqueue.analysis.roles import file_role, plannable
 from wfqueue.collab.assemble import allocate
-from wfqueue.lite.assess import assess, signals
-from wfqueue.lite.plan_offline import plan_tasks
 from wfqueue.lite.render import render_plan
 from wfqueue.providers.offline.area import plan_area
+from wfqueue.providers.offline.assess import assess, signals
 from wfqueue.providers.offline.changes import dependency_order, earlier_needs, named_component, new_module_path
+from wfqueue.providers.offline.lite_plan import plan_tasks
 from wfqueue.providers.offline.understand import understand
 
 

@@ -9,17 +9,17 @@ import pytest
 
 from wfqueue.collab.assemble import allocate
 from wfqueue.collab.steps import repair_area
-from wfqueue.lite.explore_offline import explore_angle
+from wfqueue.lite.finding_checks import verify_findings
 from wfqueue.lite.models import LitePlanDraft, VerifiedExploration
 from wfqueue.lite.steps import recalled_repairs, repair_lite_draft, with_repairs
-from wfqueue.lite.verify import verify_findings
 from wfqueue.providers.base import AssessStep, GenerateTasksStep, LitePlanStep, PlanAreaStep, UnderstandStep
+from wfqueue.providers.offline.explore import explore_angle
 from wfqueue.providers.offline.provider import OfflineProvider
 from wfqueue.repair import Repair, fill_source, format_id, id_range_ids, repair_tasks
 from wfqueue.tasks_file import LoadedTask, check_plan
 from wfqueue.unified_task import TaskSource, UnifiedTask
-from wfqueue.wfs.steps import repair_wfs_draft
-from wfqueue.wfs.structure import structure_input
+from wfqueue.workflow_session.steps import repair_wfs_draft
+from wfqueue.workflow_session.structure import structure_input
 
 EXISTING = {"pkg/a.py", "pkg/b.py", "README.md"}
 

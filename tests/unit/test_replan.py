@@ -21,9 +21,9 @@ from wfqueue.errors import (
     WfqueueError,
 )
 from wfqueue.fsio import atomic_write_text
-from wfqueue.wfs.replan import run_replan
-from wfqueue.wfs.replan_backup import MANIFEST, Manifest, parse_manifest, render_manifest
-from wfqueue.wfs.replan_intent import (
+from wfqueue.workflow_session.replan.apply import run_replan
+from wfqueue.workflow_session.replan.backup import MANIFEST, Manifest, parse_manifest, render_manifest
+from wfqueue.workflow_session.replan.intent import (
     AddTask,
     DeleteTasks,
     EditDependencies,
@@ -31,7 +31,7 @@ from wfqueue.wfs.replan_intent import (
     parse_execution_intent,
     parse_request,
 )
-from wfqueue.wfs.replan_select import Decision, Question
+from wfqueue.workflow_session.replan.select import Decision, Question
 
 # -- helpers ----------------------------------------------------------------------------------
 

@@ -15,8 +15,9 @@ from tests.wfs_factory import make_session, task
 from wfqueue.cli.verify_cmd import register
 from wfqueue.errors import BadInputError, SessionNotFoundError, WfqueueError
 from wfqueue.fsio import atomic_write_json
-from wfqueue.wfs.models import Finding
-from wfqueue.wfs.verify import (
+from wfqueue.workflow_session.models import Finding
+from wfqueue.workflow_session.verify.checks import coverage_colour, finding, forbidden_paths, is_testable
+from wfqueue.workflow_session.verify.run import (
     FINDINGS_FILE,
     REPORT_FILE,
     VerificationReport,
@@ -25,7 +26,6 @@ from wfqueue.wfs.verify import (
     quality_gate,
     verify_session,
 )
-from wfqueue.wfs.verify_checks import coverage_colour, finding, forbidden_paths, is_testable
 
 GOAL = "Add retry and timeout to the HTTP client"
 

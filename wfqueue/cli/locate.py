@@ -7,7 +7,7 @@ from pathlib import Path
 from wfqueue.errors import SessionNotFoundError
 from wfqueue.lite.coordinator import LITE_DIR
 from wfqueue.sessions import WORKFLOW_DIR, check_session_id, planning_root
-from wfqueue.wfs.session import SESSION_FILE, active_root
+from wfqueue.workflow_session.session import SESSION_FILE, active_root
 
 
 def locate(repo: Path, session_id: str) -> tuple[str, Path]:

@@ -14,7 +14,7 @@ from wfqueue.metering import BUDGET_HELP, parse_budget_option
 from wfqueue.providers import check_provider_spec
 from wfqueue.sessions import read_requirement, resolve_repo
 from wfqueue.settings import load_settings
-from wfqueue.wfs.coordinator import PlanRequest, WfsCoordinator
+from wfqueue.workflow_session.coordinator import PlanRequest, WfsCoordinator
 
 
 def register(app: typer.Typer) -> None:
@@ -51,7 +51,9 @@ def register(app: typer.Typer) -> None:
         choice = "stop" if result.stopped else "verify" if yes else ui.gate()
         gate = None
         if choice == "verify":
-            from wfqueue.wfs.verify import verify_session  # the verify command's module; loaded only when used
+            from wfqueue.workflow_session.verify.run import (
+                verify_session,  # the verify command's module; loaded only when used
+            )
 
             report = verify_session(Path(result.session_dir))
             gate = report.quality_gate

@@ -25,8 +25,8 @@ from wfqueue.keys import AgentState
 from wfqueue.lite.coordinator import PlanDecision
 from wfqueue.lite.models import Assessment, LitePlanDraft
 from wfqueue.lite.synthesis import MergedQuestion
-from wfqueue.wfs.coordinator import GateChoice
-from wfqueue.wfs.models import SessionConflict
+from wfqueue.workflow_session.coordinator import GateChoice
+from wfqueue.workflow_session.models import SessionConflict
 
 Choice = TypeVar("Choice", bound=str)
 

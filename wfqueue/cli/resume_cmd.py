@@ -16,7 +16,7 @@ from wfqueue.metering import BUDGET_HELP, parse_budget_option
 from wfqueue.providers import check_provider_spec
 from wfqueue.sessions import resolve_repo
 from wfqueue.settings import load_settings
-from wfqueue.wfs.coordinator import PlanRequest, WfsCoordinator, WfsResult
+from wfqueue.workflow_session.coordinator import PlanRequest, WfsCoordinator, WfsResult
 
 
 def register(app: typer.Typer) -> None:

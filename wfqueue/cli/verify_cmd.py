@@ -14,8 +14,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from wfqueue.sessions import resolve_repo
-from wfqueue.wfs.session import PROCESS_DIR, find_session
-from wfqueue.wfs.verify import FINDINGS_FILE, REPORT_FILE, VerificationReport, verify_session
+from wfqueue.workflow_session.session import PROCESS_DIR, find_session
+from wfqueue.workflow_session.verify.run import FINDINGS_FILE, REPORT_FILE, VerificationReport, verify_session
 
 GATE_STYLE = {"PROCEED": "green", "PROCEED_WITH_CAUTION": "yellow", "PROCEED_WITH_FIXES": "red",
               "BLOCK_EXECUTION": "bold red"}

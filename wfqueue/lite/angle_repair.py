@@ -20,8 +20,8 @@ An angle without its own vocabulary is kept: exploring it needs no vocabulary
 
 from __future__ import annotations
 
-from wfqueue.lite.assess import ANGLES_BY_COMPLEXITY, select_preset
 from wfqueue.lite.models import MAX_ANGLES, Assessment
+from wfqueue.providers.offline.assess import ANGLES_BY_COMPLEXITY, select_preset
 from wfqueue.repair import Repair, slugify
 
 __all__ = ["repair_assessment"]

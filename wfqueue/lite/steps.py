@@ -20,10 +20,10 @@ from wfqueue.collab.steps import now_iso
 from wfqueue.errors import ProviderError
 from wfqueue.fsio import atomic_write_json, atomic_write_text
 from wfqueue.lite.angle_repair import repair_assessment
+from wfqueue.lite.finding_checks import verify_findings
 from wfqueue.lite.models import AngleFindings, Assessment, ClarificationAnswer, LitePlanDraft, VerifiedExploration
 from wfqueue.lite.render import render_exploration, render_notes, render_plan
 from wfqueue.lite.synthesis import MergedQuestion, core_files, manifest, merge_questions
-from wfqueue.lite.verify import verify_findings
 from wfqueue.metering import usage_line, write_usage_file
 from wfqueue.providers import AssessStep, ExploreAngleStep, LitePlanStep, Provider
 from wfqueue.repair import Repair, break_cycles, fill_source, repair_tasks

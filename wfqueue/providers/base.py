@@ -20,8 +20,8 @@ from wfqueue.lite.models import (
     LitePlanDraft,
     VerifiedExploration,
 )
-from wfqueue.wfs.models import ContextPackage, StructuredInput, WfsPlanDraft
-from wfqueue.wfs.session_conflicts import ConflictList
+from wfqueue.workflow_session.models import ContextPackage, StructuredInput, WfsPlanDraft
+from wfqueue.workflow_session.session_conflicts import ConflictList
 
 
 class Step(BaseModel):

@@ -9,9 +9,6 @@ from pydantic import BaseModel
 
 from wfqueue.analysis import CODE_LANGUAGES, RepoIndex, build_index
 from wfqueue.errors import BadInputError, ProviderError
-from wfqueue.lite.assess import assess, signals
-from wfqueue.lite.explore_offline import explore_angle
-from wfqueue.lite.plan_offline import plan_tasks
 from wfqueue.providers.base import (
     AssessStep,
     DetectConflictsStep,
@@ -23,9 +20,12 @@ from wfqueue.providers.base import (
     UnderstandStep,
 )
 from wfqueue.providers.offline.area import plan_area
+from wfqueue.providers.offline.assess import assess, signals
+from wfqueue.providers.offline.explore import explore_angle
+from wfqueue.providers.offline.generate import generate_tasks
+from wfqueue.providers.offline.lite_plan import plan_tasks
 from wfqueue.providers.offline.understand import understand
-from wfqueue.wfs.generate import generate_tasks
-from wfqueue.wfs.session_conflicts import ConflictList, detect_session_conflicts
+from wfqueue.workflow_session.session_conflicts import ConflictList, detect_session_conflicts
 
 __all__ = ["OfflineProvider"]
 

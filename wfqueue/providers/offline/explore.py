@@ -13,8 +13,8 @@ Everything is derived from the ``RepoIndex`` and the text returned by
 confirms all of them on an unchanged repository.
 
 The angles are defined in ``wfqueue.lite.angles``; choosing and describing the
-files is ``wfqueue.lite.explore_files``; constructs and integration points are
-``wfqueue.lite.explore_points``.  This module adds what bounds the change
+files is ``wfqueue.providers.offline.explore_files``; constructs and integration points are
+``wfqueue.providers.offline.explore_points``.  This module adds what bounds the change
 (import edges, constraints, clarifications) and assembles the findings.
 """
 
@@ -24,9 +24,9 @@ from collections.abc import Callable
 
 from wfqueue.analysis import RepoIndex, importers_of, novel_terms
 from wfqueue.lite.angles import angle_names
-from wfqueue.lite.explore_files import AngleScope, relevant_files, structure
-from wfqueue.lite.explore_points import ProbeResults, integration_points, patterns, probe_results
 from wfqueue.lite.models import AngleFindings, Clarification, Dependency
+from wfqueue.providers.offline.explore_files import AngleScope, relevant_files, structure
+from wfqueue.providers.offline.explore_points import ProbeResults, integration_points, patterns, probe_results
 
 __all__ = ["angle_names", "explore_angle"]
 

@@ -35,9 +35,9 @@ from wfqueue.task_names import (
     WFS_GENERATE,
 )
 from wfqueue.usage import Budget, PriceTable
-from wfqueue.wfs.models import PHASES, ConflictResolution, SessionConflict, WorkflowSession
-from wfqueue.wfs.render import PlanningNotes
-from wfqueue.wfs.session import (
+from wfqueue.workflow_session.models import PHASES, ConflictResolution, SessionConflict, WorkflowSession
+from wfqueue.workflow_session.render import PlanningNotes
+from wfqueue.workflow_session.session import (
     PROCESS_DIR,
     active_root,
     find_session,
@@ -46,9 +46,9 @@ from wfqueue.wfs.session import (
     now_iso,
     save_session,
 )
-from wfqueue.wfs.session_conflicts import resolve
-from wfqueue.wfs.steps import RESOLUTION_FILE, apply_resolution, load_context, save_notes
-from wfqueue.wfs.structure import as_text, structure_input
+from wfqueue.workflow_session.session_conflicts import resolve
+from wfqueue.workflow_session.steps import RESOLUTION_FILE, apply_resolution, load_context, save_notes
+from wfqueue.workflow_session.structure import as_text, structure_input
 
 GateChoice = Literal["verify", "status", "stop"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from wfqueue.unified_task import UnifiedTask
-from wfqueue.wfs.models import ContextPackage, PlanOverview, WorkflowSession
+from wfqueue.workflow_session.models import ContextPackage, PlanOverview, WorkflowSession
 
 SUMMARY_DIR = ".summaries"
 

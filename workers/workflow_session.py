@@ -13,7 +13,7 @@ from wfqueue.errors import TransientProviderError
 from wfqueue.settings import Settings
 from wfqueue.task_names import WFS_CONFLICTS, WFS_CONTEXT, WFS_GENERATE
 from wfqueue.usage import PriceTable
-from wfqueue.wfs.steps import run_conflict_detection, run_context_phase, run_generation
+from wfqueue.workflow_session.steps import run_conflict_detection, run_context_phase, run_generation
 from workers.context import StateFactory, metered_provider, retry_later
 
 

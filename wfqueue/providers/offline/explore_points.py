@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from wfqueue.analysis import importers_of, tokenize
 from wfqueue.analysis.symbols import Symbol
 from wfqueue.lite.angles import CALLS, DEFINITIONS, HOOKS, IMPORTS, PROBES, Probe
-from wfqueue.lite.explore_files import AngleScope
+from wfqueue.lite.finding_checks import import_line_of
 from wfqueue.lite.models import IntegrationPoint, Pattern
-from wfqueue.lite.verify import import_line_of
+from wfqueue.providers.offline.explore_files import AngleScope
 
 MAX_PATTERNS = 6
 MAX_POINTS = 8

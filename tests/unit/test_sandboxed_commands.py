@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from wfqueue.commands import parse_command, refusal, run_command
 from wfqueue.errors import UnsafeCommandError
+from wfqueue.sandboxed_commands import parse_command, refusal, run_command
 
 
 @pytest.mark.parametrize("command", [

@@ -40,9 +40,9 @@ from wfqueue.errors import (
 from wfqueue.fsio import atomic_write_text, lock_for
 from wfqueue.tasks_file import is_legacy, legacy_to_unified
 from wfqueue.unified_task import UnifiedTask
-from wfqueue.wfs.models import ContextPackage, ReplanEntry
-from wfqueue.wfs.render import PlanningNotes
-from wfqueue.wfs.replan_backup import (
+from wfqueue.workflow_session.models import ContextPackage, ReplanEntry
+from wfqueue.workflow_session.render import PlanningNotes
+from wfqueue.workflow_session.replan.backup import (
     Manifest,
     new_backup_dir,
     read_backup,
@@ -50,7 +50,7 @@ from wfqueue.wfs.replan_backup import (
     restore_files,
     write_backup,
 )
-from wfqueue.wfs.replan_impact import (
+from wfqueue.workflow_session.replan.impact import (
     Impact,
     SessionSnapshot,
     check_task_set,
@@ -58,9 +58,9 @@ from wfqueue.wfs.replan_impact import (
     render_artifacts,
     render_impact,
 )
-from wfqueue.wfs.replan_intent import DEFAULT_TOOLS, parse_request
-from wfqueue.wfs.replan_select import SAFE_DEFAULTS, ReplanUI, clarify
-from wfqueue.wfs.session import (
+from wfqueue.workflow_session.replan.intent import DEFAULT_TOOLS, parse_request
+from wfqueue.workflow_session.replan.select import SAFE_DEFAULTS, ReplanUI, clarify
+from wfqueue.workflow_session.session import (
     IMPL_PLAN_FILE,
     PLAN_FILE,
     PROCESS_DIR,

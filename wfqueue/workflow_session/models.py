@@ -134,7 +134,7 @@ class Strategy(_Open):
 
 
 class SessionConflict(_Open):
-    # CON-001, CON-002, ... in order; a provider's ids are renumbered by code (wfqueue.wfs.conflict_repair).
+    # CON-001, CON-002, ... in order; a provider's ids are renumbered by code (conflict_repair.py).
     id: str = Field(min_length=1, description="CON-001, CON-002, ... in order")
     category: ConflictCategory
     severity: Literal["Critical", "High", "Medium"]

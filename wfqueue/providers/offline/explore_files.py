@@ -17,8 +17,8 @@ from collections.abc import Callable
 from wfqueue.analysis import CODE_LANGUAGES, RepoIndex, rank_files, rank_symbols, tokenize
 from wfqueue.analysis.symbols import Symbol
 from wfqueue.lite.angles import ANGLES, GENERIC, angle_key
+from wfqueue.lite.finding_checks import split_lines
 from wfqueue.lite.models import RelevantFile
-from wfqueue.lite.verify import split_lines
 
 MAX_FILES = 8
 MAX_STRUCTURE = 6

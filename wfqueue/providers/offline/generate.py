@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from wfqueue.analysis import RepoIndex
 from wfqueue.lite.models import Assessment, VerifiedExploration
-from wfqueue.lite.plan_offline import plan_tasks
+from wfqueue.providers.offline.lite_plan import plan_tasks
 from wfqueue.unified_task import TaskSource, UnifiedTask
-from wfqueue.wfs.models import MAX_TASKS, StructuredInput, WfsPlanDraft
-from wfqueue.wfs.render import execution_strategy
-from wfqueue.wfs.structure import as_text
+from wfqueue.workflow_session.models import MAX_TASKS, StructuredInput, WfsPlanDraft
+from wfqueue.workflow_session.render import execution_strategy
+from wfqueue.workflow_session.structure import as_text
 
 
 def renumber(tasks: list[UnifiedTask], session_id: str) -> list[UnifiedTask]:

@@ -15,7 +15,7 @@ from wfqueue.lite.models import Assessment, VerifiedExploration
 from wfqueue.lite.synthesis import core_files, merge_questions
 from wfqueue.providers.offline.changes import import_order
 from wfqueue.providers.offline.understand import relevant_files
-from wfqueue.wfs.models import ConflictDetection, ContextPackage, RiskFactors, StructuredInput
+from wfqueue.workflow_session.models import ConflictDetection, ContextPackage, RiskFactors, StructuredInput
 
 _LEVELS = ["none", "low", "medium", "high"]
 _API_WORDS = re.compile(r"\b(api|endpoint|route|interface|signature|protocol|contract|rest|graphql)\b", re.I)

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from wfqueue.wfs.models import ConflictResolution, ContextPackage, ResolvedConflict, SessionConflict, Strategy
+from wfqueue.workflow_session.models import (
+    ConflictResolution,
+    ContextPackage,
+    ResolvedConflict,
+    SessionConflict,
+    Strategy,
+)
 
 
 class ConflictList(BaseModel):

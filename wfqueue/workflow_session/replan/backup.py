@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from wfqueue.errors import NotABackupError
 from wfqueue.fsio import atomic_write_bytes, atomic_write_text
-from wfqueue.wfs.session import PROCESS_DIR
+from wfqueue.workflow_session.session import PROCESS_DIR
 
 BACKUP_DIR = "backup"
 MANIFEST = "MANIFEST.md"

@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 
 from wfqueue.errors import OutsideSelectionError
 from wfqueue.unified_task import UnifiedTask
-from wfqueue.wfs.replan_intent import AddTask, ChangeRequest, DeleteTasks, EditDependencies, UpdateTask
+from wfqueue.workflow_session.replan.intent import AddTask, ChangeRequest, DeleteTasks, EditDependencies, UpdateTask
 
 Scope = Literal["tasks_only", "plan_update", "task_restructure", "comprehensive"]
 SCOPES: tuple[Scope, ...] = ("tasks_only", "plan_update", "task_restructure", "comprehensive")

@@ -1,6 +1,6 @@
 """The ten checks of `wfqueue verify`, one function per dimension. Pure: a VerifyInput in, findings out.
 
-Findings come back with ``id=""``; ``wfqueue.wfs.verify`` orders, limits and numbers them.
+Findings come back with ``id=""``; ``wfqueue.workflow_session.verify.run`` orders, limits and numbers them.
 Whatever code can decide is decided here (ARTIFACTS §7); the judgement dimensions follow
 fixed, documented rules so two runs on the same session always agree:
 
@@ -16,10 +16,10 @@ fixed, documented rules so two runs on the same session always agree:
   the user's key constraints appear in IMPL_PLAN.md.
 - D dependencies: no cycle, self or unknown dependency; a task changing a file that another
   task creates depends on it; a task and its dependency do not share a parallel_group.
-- E synthesis and J N+1 context: ``wfqueue.wfs.verify_context_checks``.
+- E synthesis and J N+1 context: ``wfqueue.workflow_session.verify.context_checks``.
 
 F, G, H and the shared text rules (testable criteria, forbidden paths, placeholders, coverage)
-live in ``wfqueue.wfs.verify_rules``; their public names are re-exported here.
+live in ``wfqueue.workflow_session.verify.rules``; their public names are re-exported here.
 """
 
 from __future__ import annotations
@@ -30,13 +30,25 @@ from collections.abc import Callable
 from pydantic import BaseModel, ConfigDict, Field
 
 from wfqueue.analysis import tokenize
-from wfqueue.commands import KNOWN_TOOLS
+from wfqueue.sandboxed_commands import KNOWN_TOOLS
 from wfqueue.tasks_file import LoadedTask, TaskProblem, check_plan
 from wfqueue.unified_task import UnifiedTask
-from wfqueue.wfs.models import MAX_TASKS, ConflictResolution, ContextPackage, Finding, PlanOverview, WorkflowSession
-from wfqueue.wfs.render import PlanningNotes
-from wfqueue.wfs.verify_context_checks import check_n_plus_one, check_synthesis, context_paths, critical_files
-from wfqueue.wfs.verify_rules import (
+from wfqueue.workflow_session.models import (
+    MAX_TASKS,
+    ConflictResolution,
+    ContextPackage,
+    Finding,
+    PlanOverview,
+    WorkflowSession,
+)
+from wfqueue.workflow_session.render import PlanningNotes
+from wfqueue.workflow_session.verify.context_checks import (
+    check_n_plus_one,
+    check_synthesis,
+    context_paths,
+    critical_files,
+)
+from wfqueue.workflow_session.verify.rules import (
     CONTROL_ARTIFACTS,
     DIMENSIONS,
     MANY_TASKS_PER_FILE,

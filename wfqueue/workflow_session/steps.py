@@ -25,11 +25,24 @@ from wfqueue.repair import Repair, fill_source, repair_tasks
 from wfqueue.state import SessionStore
 from wfqueue.tasks_file import LoadedTask, check_plan
 from wfqueue.usage import PriceTable
-from wfqueue.wfs.conflict_repair import repair_conflicts
-from wfqueue.wfs.context import build_context_package
-from wfqueue.wfs.models import ConflictResolution, ContextPackage, PlanOverview, SessionConflict, WfsPlanDraft
-from wfqueue.wfs.render import Decision, PlanningNotes, execution_strategy, render_impl_plan, render_notes, render_todo
-from wfqueue.wfs.session import (
+from wfqueue.workflow_session.conflict_repair import repair_conflicts
+from wfqueue.workflow_session.context import build_context_package
+from wfqueue.workflow_session.models import (
+    ConflictResolution,
+    ContextPackage,
+    PlanOverview,
+    SessionConflict,
+    WfsPlanDraft,
+)
+from wfqueue.workflow_session.render import (
+    Decision,
+    PlanningNotes,
+    execution_strategy,
+    render_impl_plan,
+    render_notes,
+    render_todo,
+)
+from wfqueue.workflow_session.session import (
     IMPL_PLAN_FILE,
     NOTES_FILE,
     PLAN_FILE,
@@ -39,7 +52,7 @@ from wfqueue.wfs.session import (
     load_session,
     task_path,
 )
-from wfqueue.wfs.session_conflicts import ConflictList
+from wfqueue.workflow_session.session_conflicts import ConflictList
 
 CONTEXT_FILE = "context-package.json"
 RESOLUTION_FILE = "conflict-resolution.json"
@@ -101,7 +114,7 @@ def run_context_phase(state: SessionStore, folder: Path, repo: str) -> str:
 
 
 def run_conflict_detection(state: SessionStore, provider: Provider, folder: Path, repo: str) -> list[SessionConflict]:
-    """The conflicts, repaired (wfqueue.wfs.conflict_repair); the repaired answer is remembered with its repairs."""
+    """The conflicts, repaired (conflict_repair.py); the repaired answer is remembered with its repairs."""
     cached = state.recall(keys.SESSION_CONFLICTS)
     if cached is None:
         session = load_session(folder)

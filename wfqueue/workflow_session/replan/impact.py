@@ -21,11 +21,11 @@ from wfqueue.errors import TaskNotFoundError
 from wfqueue.fsio import dumps_json
 from wfqueue.tasks_file import LEGACY_VERIFICATION, check_plan, load_object
 from wfqueue.unified_task import UnifiedTask
-from wfqueue.wfs.models import MAX_TASKS, ContextPackage, PlanOverview, ReplanEntry, WorkflowSession
-from wfqueue.wfs.render import render_impl_plan, render_todo
-from wfqueue.wfs.replan_intent import AddTask, ChangeRequest, DeleteTasks, EditDependencies, UpdateTask
-from wfqueue.wfs.replan_select import Scope, Selections, check_selections, effective_scope, in_modules
-from wfqueue.wfs.session import IMPL_PLAN_FILE, PLAN_FILE, SESSION_FILE, TASK_DIR, TODO_FILE, task_number
+from wfqueue.workflow_session.models import MAX_TASKS, ContextPackage, PlanOverview, ReplanEntry, WorkflowSession
+from wfqueue.workflow_session.render import render_impl_plan, render_todo
+from wfqueue.workflow_session.replan.intent import AddTask, ChangeRequest, DeleteTasks, EditDependencies, UpdateTask
+from wfqueue.workflow_session.replan.select import Scope, Selections, check_selections, effective_scope, in_modules
+from wfqueue.workflow_session.session import IMPL_PLAN_FILE, PLAN_FILE, SESSION_FILE, TASK_DIR, TODO_FILE, task_number
 
 REPLAN_TOOL = "wfqueue-replan"
 

@@ -12,12 +12,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from wfqueue.analysis import tokenize
-from wfqueue.wfs.models import ContextPackage, Finding
-from wfqueue.wfs.render import PlanningNotes
-from wfqueue.wfs.verify_rules import CONTROL_ARTIFACTS, changes, finding, forbidden_changes, is_under, key_terms
+from wfqueue.workflow_session.models import ContextPackage, Finding
+from wfqueue.workflow_session.render import PlanningNotes
+from wfqueue.workflow_session.verify.rules import (
+    CONTROL_ARTIFACTS,
+    changes,
+    finding,
+    forbidden_changes,
+    is_under,
+    key_terms,
+)
 
 if TYPE_CHECKING:
-    from wfqueue.wfs.verify_checks import VerifyInput
+    from wfqueue.workflow_session.verify.checks import VerifyInput
 
 
 def context_paths(ctx: ContextPackage | None, notes: PlanningNotes | None) -> list[str]:

@@ -19,9 +19,9 @@ from wfqueue.fsio import atomic_write_json, atomic_write_text
 from wfqueue.sessions import WORKFLOW_DIR
 from wfqueue.tasks_file import default_repo, load_task_dir
 from wfqueue.unified_task import UnifiedTask
-from wfqueue.wfs.models import ConflictResolution, ContextPackage, Finding, PlanOverview, QualityGate
-from wfqueue.wfs.render import PlanningNotes
-from wfqueue.wfs.session import (
+from wfqueue.workflow_session.models import ConflictResolution, ContextPackage, Finding, PlanOverview, QualityGate
+from wfqueue.workflow_session.render import PlanningNotes
+from wfqueue.workflow_session.session import (
     IMPL_PLAN_FILE,
     PLAN_FILE,
     PROCESS_DIR,
@@ -32,7 +32,7 @@ from wfqueue.wfs.session import (
     now_iso,
     task_number,
 )
-from wfqueue.wfs.verify_checks import DIMENSIONS, VerifyInput, compute_coverage, goal_of, run_checks
+from wfqueue.workflow_session.verify.checks import DIMENSIONS, VerifyInput, compute_coverage, goal_of, run_checks
 
 M = TypeVar("M", bound=BaseModel)
 REPORT_FILE = "PLAN_VERIFICATION.md"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from wfqueue.wfs.models import StructuredInput
+from wfqueue.workflow_session.models import StructuredInput
 
 _LABEL = re.compile(r"^\s*(GOAL|SCOPE|CONTEXT|REQUIREMENTS|CONSTRAINTS)\s*[:：]\s*(.*)$", re.I)
 _CONSTRAINT = re.compile(r"\b(must|must not|should|should not|never|only|without)\b|必须|不得|不能", re.I)

@@ -13,7 +13,7 @@ be resolved as it is. The rules:
 from __future__ import annotations
 
 from wfqueue.repair import Repair
-from wfqueue.wfs.session_conflicts import ConflictList
+from wfqueue.workflow_session.session_conflicts import ConflictList
 
 __all__ = ["repair_conflicts"]
 

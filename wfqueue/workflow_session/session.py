@@ -15,7 +15,7 @@ from wfqueue.errors import SessionNotFoundError
 from wfqueue.fsio import atomic_write_json
 from wfqueue.sessions import WORKFLOW_DIR, check_session_id, slugify, unique_id
 from wfqueue.unified_task import UnifiedTask
-from wfqueue.wfs.models import WorkflowSession
+from wfqueue.workflow_session.models import WorkflowSession
 
 ACTIVE_DIR = "active"
 SESSION_FILE = "workflow-session.json"

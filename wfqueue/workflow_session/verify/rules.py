@@ -1,6 +1,6 @@
 """The fixed rules behind `wfqueue verify`, and the checks that are nothing but rules (tiers 3 and 4).
 
-Shared by ``wfqueue.wfs.verify_checks``: the dimension table and ``finding``, how a task's
+Shared by ``wfqueue.workflow_session.verify.checks``: the dimension table and ``finding``, how a task's
 changed paths and text are read, goal coverage, which constraint text forbids which path,
 and when a criterion is testable. Pure functions of text and of the loaded VerifyInput.
 
@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel
 
 from wfqueue.analysis import tokenize
-from wfqueue.commands import KNOWN_TOOLS, refusal, starts_with_known_tool
+from wfqueue.sandboxed_commands import KNOWN_TOOLS, refusal, starts_with_known_tool
 from wfqueue.tasks_file import LEGACY_VERIFICATION, repo_relative
 from wfqueue.unified_task import UnifiedTask
-from wfqueue.wfs.models import Finding
+from wfqueue.workflow_session.models import Finding
 
 if TYPE_CHECKING:  # annotations only: verify_checks imports this module
-    from wfqueue.wfs.verify_checks import VerifyInput
+    from wfqueue.workflow_session.verify.checks import VerifyInput
 
 DIMENSIONS: dict[str, tuple[str, int]] = {
     "A": ("User Intent Alignment", 1), "B": ("Requirements Coverage", 1), "C": ("Consistency", 1),
@@ -206,7 +206,7 @@ def check_duplication(inp: VerifyInput) -> list[Finding]:
 
 
 def auto_runnable(verification: str) -> bool:
-    """Whether execution would run this command (``wfqueue.commands.parse_command`` accepts it)."""
+    """Whether execution would run this command (``wfqueue.sandboxed_commands.parse_command`` accepts it)."""
     return refusal(verification) is None
 
 
