@@ -20,9 +20,9 @@ LITE_ASSESS = "wfqueue.providers.offline.assess"
 LITE_SYNTHESIZE = "wfqueue.lite.synthesize"
 LITE_PLAN = "wfqueue.lite.plan"
 
-WFS_CONTEXT = "wfqueue.workflow_session.context"
-WFS_CONFLICTS = "wfqueue.workflow_session.conflicts"
-WFS_GENERATE = "wfqueue.providers.offline.generate"
+SESSION_CONTEXT = "wfqueue.session.context"
+SESSION_CONFLICTS = "wfqueue.session.conflicts"
+SESSION_GENERATE = "wfqueue.session.generate"
 
 BEAT_WATCHDOG = "wfqueue.beat.watchdog"
 BEAT_PURGE = "wfqueue.beat.purge"
@@ -37,9 +37,9 @@ ROUTES: dict[str, str] = {
     LITE_ASSESS: QUEUE_PLAN,
     LITE_SYNTHESIZE: QUEUE_CONTROL,
     LITE_PLAN: QUEUE_PLAN,
-    WFS_CONTEXT: QUEUE_CONTROL,
-    WFS_CONFLICTS: QUEUE_PLAN,
-    WFS_GENERATE: QUEUE_PLAN,
+    SESSION_CONTEXT: QUEUE_CONTROL,
+    SESSION_CONFLICTS: QUEUE_PLAN,
+    SESSION_GENERATE: QUEUE_PLAN,
     BEAT_WATCHDOG: QUEUE_CONTROL,
     BEAT_PURGE: QUEUE_CONTROL,
     BEAT_LOCKS: QUEUE_CONTROL,

@@ -11,7 +11,7 @@ from celery import Celery, Task
 
 from wfqueue.errors import TransientProviderError
 from wfqueue.settings import Settings
-from wfqueue.task_names import WFS_CONFLICTS, WFS_CONTEXT, WFS_GENERATE
+from wfqueue.task_names import SESSION_CONFLICTS, SESSION_CONTEXT, SESSION_GENERATE
 from wfqueue.usage import PriceTable
 from wfqueue.workflow_session.steps import run_conflict_detection, run_context_phase, run_generation
 from workers.context import StateFactory, metered_provider, retry_later
@@ -21,7 +21,7 @@ def register(app: Celery, settings: Settings) -> None:
     states = StateFactory(settings)
     prices = PriceTable(settings.price_table)
 
-    @app.task(name=WFS_CONTEXT, bind=True, max_retries=settings.task_max_retries)
+    @app.task(name=SESSION_CONTEXT, bind=True, max_retries=settings.task_max_retries)
     def context(self: Task[Any, Any], outcomes: list[dict[str, Any]], session_id: str, session_dir: str,
                 repo: str) -> dict[str, Any]:
         # ``outcomes`` (the angles' records) is informative: finished angles are read from Redis.
@@ -31,7 +31,7 @@ def register(app: Celery, settings: Settings) -> None:
             raise retry_later(self, exc, settings) from None
         return {"risk_level": risk}
 
-    @app.task(name=WFS_CONFLICTS, bind=True, max_retries=settings.task_max_retries)
+    @app.task(name=SESSION_CONFLICTS, bind=True, max_retries=settings.task_max_retries)
     def conflicts(self: Task[Any, Any], session_id: str, session_dir: str, repo: str,
                   provider: str) -> list[dict[str, Any]]:
         state = states.session(session_id)
@@ -42,7 +42,7 @@ def register(app: Celery, settings: Settings) -> None:
             raise retry_later(self, exc, settings) from None
         return [c.model_dump(mode="json") for c in found]
 
-    @app.task(name=WFS_GENERATE, bind=True, max_retries=settings.task_max_retries)
+    @app.task(name=SESSION_GENERATE, bind=True, max_retries=settings.task_max_retries)
     def generate(self: Task[Any, Any], session_id: str, session_dir: str, repo: str, provider: str) -> dict[str, Any]:
         state = states.session(session_id)
         try:

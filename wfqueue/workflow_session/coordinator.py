@@ -30,9 +30,9 @@ from wfqueue.task_names import (
     LITE_ASSESS,
     QUEUE_CONTROL,
     QUEUE_EXPLORE,
-    WFS_CONFLICTS,
-    WFS_CONTEXT,
-    WFS_GENERATE,
+    SESSION_CONFLICTS,
+    SESSION_CONTEXT,
+    SESSION_GENERATE,
 )
 from wfqueue.usage import Budget, PriceTable
 from wfqueue.workflow_session.models import PHASES, ConflictResolution, SessionConflict, WorkflowSession
@@ -155,7 +155,7 @@ class WfsCoordinator:
                     elif phase == "conflicts":
                         conflicts = self._conflicts(app, settings, folder, session, common, request.yes)
                     elif phase == "tasks":
-                        wait_for(app.send_task(WFS_GENERATE, kwargs={**common, "session_dir": str(folder)}),
+                        wait_for(app.send_task(SESSION_GENERATE, kwargs={**common, "session_dir": str(folder)}),
                                  "task generation", settings)
                 except BudgetExhaustedError as exc:
                     # It stops here with no task generated, so failed (partial would claim some of it was
@@ -210,7 +210,8 @@ class WfsCoordinator:
                                 kwargs={**common, "requirement": session.description,
                                         "output_dir": str(folder / PROCESS_DIR), "angle": angle})
                   for angle in assessment.angles]
-        body = app.signature(WFS_CONTEXT, queue=QUEUE_CONTROL, args=(session.session_id, str(folder), common["repo"]))
+        body = app.signature(SESSION_CONTEXT, queue=QUEUE_CONTROL,
+                             args=(session.session_id, str(folder), common["repo"]))
         try:
             outcome = wait_for(chord(header)(body), "context gathering", settings,
                                tick=lambda: self.ui.progress(state.agents(assessment.angles)))
@@ -227,7 +228,7 @@ class WfsCoordinator:
 
     def _conflicts(self, app: Celery, settings: Settings, folder: Path, session: WorkflowSession,
                    common: dict[str, Any], yes: bool) -> int:
-        found = wait_for(app.send_task(WFS_CONFLICTS, kwargs={**common, "session_dir": str(folder)}),
+        found = wait_for(app.send_task(SESSION_CONFLICTS, kwargs={**common, "session_dir": str(folder)}),
                          "conflict detection", settings)
         conflicts = [SessionConflict.model_validate(c) for c in found]
         choices = {c.id: (c.recommended if yes else self.ui.choose_strategy(c)) for c in conflicts}

@@ -1,0 +1,164 @@
+"""What each task is sent: one pydantic model per task name, one way to send it, one way to read it.
+
+The coordinator builds a payload and calls :meth:`TaskPayload.send` (or
+:meth:`TaskPayload.signature` for a chord); the message carries the payload's
+fields as keyword arguments under the task's name (``task_names.py``), on the
+queue that name is routed to. A worker reads them back with
+:meth:`TaskPayload.decode`, which refuses unknown or missing fields, so a field
+renamed on one side fails in the tests instead of in a running plan. Chord
+callbacks receive the header's results as their first positional argument, as
+Celery sends them, and their payload as keywords.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Self
+
+from celery import Celery, chord
+from celery.canvas import Signature
+from celery.result import AsyncResult
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from wfqueue.errors import InfrastructureError
+from wfqueue.lite.models import ClarificationAnswer
+from wfqueue.task_names import (
+    COLLAB_FINALIZE,
+    COLLAB_PLAN_AREA,
+    COLLAB_UNDERSTAND,
+    EXPLORE_ANGLE,
+    LITE_ASSESS,
+    LITE_PLAN,
+    LITE_SYNTHESIZE,
+    ROUTES,
+    SESSION_CONFLICTS,
+    SESSION_CONTEXT,
+    SESSION_GENERATE,
+)
+
+
+class TaskPayload(BaseModel):
+    """The keyword arguments of one task, by name. Subclasses set ``task_name``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    task_name: ClassVar[str]
+
+    def _kwargs(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    def signature(self, app: Celery) -> Signature[Any]:
+        """The task as a signature (for a chord's header or body), routed to its queue."""
+        return app.signature(self.task_name, kwargs=self._kwargs(), queue=ROUTES[self.task_name])
+
+    def send(self, app: Celery) -> AsyncResult[Any]:
+        """Enqueue the task now, routed to its queue."""
+        return app.send_task(self.task_name, kwargs=self._kwargs(), queue=ROUTES[self.task_name])
+
+    @classmethod
+    def decode(cls, kwargs: Mapping[str, Any]) -> Self:
+        """The payload of a received message; a message that does not fit is an infrastructure error
+        (a coordinator and workers of different wfqueue versions)."""
+        try:
+            return cls.model_validate(dict(kwargs))
+        except ValidationError as exc:
+            raise InfrastructureError(
+                f"task {cls.task_name} received arguments it cannot read: {exc.errors(include_url=False)}",
+                hint="run the same wfqueue version on the coordinator and every worker",
+            ) from exc
+
+
+def fan_out(app: Celery, header: Sequence[TaskPayload], callback: TaskPayload) -> AsyncResult[Any]:
+    """Run ``header`` in parallel, then ``callback`` with their results: the one chord every workflow uses."""
+    return chord([p.signature(app) for p in header])(callback.signature(app))
+
+
+class _Session(TaskPayload):
+    session_id: str = Field(min_length=1)
+
+
+class CollabUnderstand(_Session):
+    task_name = COLLAB_UNDERSTAND
+    session_dir: str
+    repo: str
+    requirement: str
+    max_agents: int = Field(ge=1)
+    provider: str
+
+
+class CollabPlanArea(_Session):
+    task_name = COLLAB_PLAN_AREA
+    session_dir: str
+    focus_area: str
+    provider: str
+
+
+class CollabFinalize(_Session):
+    """Callback of the area chord (and sent alone when an area finishes after the callback ran)."""
+
+    task_name = COLLAB_FINALIZE
+    session_dir: str
+
+
+class ExploreAngle(_Session):
+    """Chord header shared by lite plans and workflow sessions."""
+
+    task_name = EXPLORE_ANGLE
+    output_dir: str
+    repo: str
+    requirement: str
+    angle: str
+    provider: str
+
+
+class LiteAssess(_Session):
+    task_name = LITE_ASSESS
+    repo: str
+    requirement: str
+    force_explore: bool
+    provider: str
+
+
+class LiteSynthesize(_Session):
+    """Callback of the exploration chord of a lite plan."""
+
+    task_name = LITE_SYNTHESIZE
+    session_dir: str
+    requirement: str
+
+
+class LitePlan(_Session):
+    task_name = LITE_PLAN
+    session_dir: str
+    repo: str
+    requirement: str
+    answers: list[ClarificationAnswer] = Field(default_factory=list)
+    provider: str
+
+
+class SessionContext(_Session):
+    """Callback of the exploration chord of a workflow session: the context package."""
+
+    task_name = SESSION_CONTEXT
+    session_dir: str
+    repo: str
+
+
+class SessionConflicts(_Session):
+    task_name = SESSION_CONFLICTS
+    session_dir: str
+    repo: str
+    provider: str
+
+
+class SessionGenerate(_Session):
+    task_name = SESSION_GENERATE
+    session_dir: str
+    repo: str
+    provider: str
+
+
+PAYLOADS: dict[str, type[TaskPayload]] = {
+    model.task_name: model
+    for model in (CollabUnderstand, CollabPlanArea, CollabFinalize, ExploreAngle, LiteAssess, LiteSynthesize,
+                  LitePlan, SessionContext, SessionConflicts, SessionGenerate)
+}
