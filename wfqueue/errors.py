@@ -16,8 +16,10 @@ The tree (exit code in brackets)::
     │   │   SessionNotFoundError, ConfigError
     │   ├── PlanNoteError (with the lines at fault)
     │   ├── UnsafeCommandError: a plan's command that will not be run
-    │   └── replan: NotABackupError, OutsideSelectionError, TaskNotFoundError,
-    │       UnrecognisedRequestError, ReplanRefusedError
+    │   ├── replan: NotABackupError, OutsideSelectionError, TaskNotFoundError,
+    │   │   UnrecognisedRequestError, ReplanRefusedError
+    │   └── execute: PlanRejectedError (with every problem), UnsafeRepositoryError (the dirty
+    │       files), ExecutorNotConfiguredError, ExecutionNotAvailableError
     ├── InfrastructureError [3]: BrokerUnreachableError, WorkerStartError
     ├── SessionBusyError [2]: another coordinator drives the session
     ├── ProviderError [1]: no usable answer
@@ -107,6 +109,34 @@ class UnrecognisedRequestError(BadInputError):
 
 class ReplanRefusedError(BadInputError):
     """The replan would leave the session inconsistent; nothing was written."""
+
+
+# -- execute (wfqueue.execute, `wfqueue execute`): refused before anything is written -------------------------
+
+
+class PlanRejectedError(BadInputError):
+    """The plan cannot be executed (schema, cycles, dangling dependencies, files to modify that do not exist);
+    carries every problem, so one run names them all."""
+
+    def __init__(self, message: str, hint: str = "", *, problems: list[str] | None = None) -> None:
+        super().__init__(message, hint)
+        self.problems = problems or []
+
+
+class UnsafeRepositoryError(BadInputError):
+    """The repository is not git, has no commit, or its working tree is not clean; carries the dirty files."""
+
+    def __init__(self, message: str, hint: str = "", *, dirty: list[str] | None = None) -> None:
+        super().__init__(message, hint)
+        self.dirty = dirty or []
+
+
+class ExecutorNotConfiguredError(BadInputError):
+    """No executor can run the tasks: neither an executor command nor an API key is configured."""
+
+
+class ExecutionNotAvailableError(BadInputError):
+    """Running a plan's tasks is not available in this version; `--dry-run` is."""
 
 
 class ReplanRolledBackError(WfqueueError):

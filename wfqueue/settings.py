@@ -203,6 +203,19 @@ class Settings(BaseSettings):
         description="Execution tools that replan requests may name (\"use codex\", \"改用 gemini\").",
     )
 
+    # -- execution (`wfqueue execute`) ---------------------------------------------------------
+    executor_command: str | None = Field(
+        default=None, description="Agent CLI that executes one task (`--executor command`), e.g. `claude -p`; "
+        "{prompt_file} is replaced by the prompt file's path, and the prompt is also on its stdin.",
+    )
+    executor_timeout_s: float = Field(default=1800.0, gt=0, description="Seconds one task's executor may run.")
+    execute_parallel: int = Field(default=4, ge=1, description="Default --parallel: tasks of one execution in "
+                                  "flight at once.")
+    execute_test_command: str | None = Field(
+        default=None, description="Gate command run on the integration branch after each wave (default: the "
+        "plan's verification commands).",
+    )
+
     @field_validator("agent_time_limit_s")
     @classmethod
     def _hard_above_soft(cls, value: int, info: Any) -> int:

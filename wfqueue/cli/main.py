@@ -23,6 +23,7 @@ from wfqueue.cli import (
     beat_cmd,
     collab,
     config_cmd,
+    execute_cmd,
     flower_cmd,
     lite,
     plan_cmd,
@@ -56,6 +57,7 @@ flower_cmd.register(app)
 up_cmd.register(app)
 status.register(app)
 config_cmd.register(app)
+execute_cmd.register(app)
 
 
 INTERRUPTED_EXIT = 130  # Ctrl-C

@@ -1,0 +1,129 @@
+"""`wfqueue execute`: validate a plan, schedule its tasks in waves, and (for now) show that schedule.
+
+Exit codes: 0 the schedule was shown (`--dry-run`); 2 bad input: a plan with problems (all listed), a
+repository that is not git or not clean, no executor configured, or running tasks, which this version
+does not do yet (raised as BadInputError subclasses, mapped by main()).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from wfqueue.errors import BadInputError, ExecutionNotAvailableError
+from wfqueue.execute.executors import ExecutorName, choose_executor
+from wfqueue.execute.gate import gate_commands, verification_refusal
+from wfqueue.execute.load import load_plan
+from wfqueue.execute.model import ExecutablePlan
+from wfqueue.execute.safety import check_clean_repository
+from wfqueue.execute.schedule import Schedule, build_schedule
+from wfqueue.settings import load_settings
+
+EXECUTORS: tuple[ExecutorName, ...] = ("claude", "command")
+TITLE_WIDTH = 72
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def dry_run_payload(plan: ExecutablePlan, schedule: Schedule, gate: list[str]) -> dict[str, Any]:
+    """The one JSON object `--dry-run --json` prints."""
+    return {
+        "status": "dry_run",
+        "plan": {"kind": plan.kind, "session_id": plan.session_id, "source": plan.source, "repo": plan.repo,
+                 "tasks": len(plan.tasks)},
+        "parallel": schedule.parallel,
+        "waves": [{"wave": w.index, "tasks": w.task_ids} for w in schedule.waves],
+        "file_waits": [w.model_dump() for w in schedule.file_waits],
+        "critical_path": {"tasks": schedule.critical_path.task_ids, "length": schedule.critical_path.length,
+                          "estimated": schedule.critical_path.estimated},
+        "span": schedule.span,
+        "gate_commands": gate,
+        "tasks": [{"id": t.id, "title": t.title, "type": t.type, "wave": schedule.wave_of(t.id),
+                   "depends_on": t.depends_on, "files": t.files.model_dump(), "verification": t.verification,
+                   "verification_runs": verification_refusal(t) is None}
+                  for t in plan.tasks],
+    }
+
+
+def _title(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= TITLE_WIDTH else line[: TITLE_WIDTH - 1] + "…"
+
+
+def render_schedule(plan: ExecutablePlan, schedule: Schedule, gate: list[str]) -> str:
+    """The schedule as the terminal shows it: waves, what waits for a file, the critical path, the gate."""
+    cap = f"at most {_plural(schedule.parallel, 'task')} at once" if schedule.parallel else "no cap on tasks at once"
+    lines = [f"{plan.session_id} ({plan.kind} plan, {_plural(len(plan.tasks), 'task')}): "
+             f"{_plural(len(schedule.waves), 'wave')}, {cap}"]
+    for wave in schedule.waves:
+        for n, task_id in enumerate(wave.task_ids):
+            task = plan.task(task_id)
+            head = f"wave {wave.index}" if n == 0 else ""
+            files = ", ".join(task.files.written())
+            lines.append(f"  {head:<8}{task_id:<10} {_title(task.title)}" + (f"  [{files}]" if files else ""))
+    for wait in schedule.file_waits:
+        lines.append(f"  {wait.task_id} waits for {wait.after}: both write {wait.file}")
+    path = schedule.critical_path
+    unit = f"length {path.length:g}" if path.estimated else _plural(len(path.task_ids), "task")
+    lines.append(f"critical path ({unit}): {' -> '.join(path.task_ids)}")
+    if gate:
+        lines.append(f"gate after each wave ({_plural(len(gate), 'command')}):")
+        lines.extend(f"  {command}" for command in gate)
+    else:
+        lines.append("gate after each wave: none (no task has a runnable verification command; "
+                     "set WFQUEUE_EXECUTE_TEST_COMMAND)")
+    lines.append("dry run: nothing was written")
+    return "\n".join(lines)
+
+
+def _executor(name: str | None) -> ExecutorName | None:
+    for known in EXECUTORS:
+        if name == known:
+            return known
+    if name is not None:
+        raise BadInputError(f"--executor {name}: unknown executor", hint="use claude or command")
+    return None
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("execute")
+    def execute(
+        target: str = typer.Argument(..., metavar="SESSION_OR_PLAN",
+                                     help="Session id, or a session folder, tasks.jsonl, .task/ folder or plan.json."),
+        executor: str | None = typer.Option(None, "--executor",
+                                            help="claude or command (default: the command when "
+                                                 "WFQUEUE_EXECUTOR_COMMAND is set, else claude)."),
+        parallel: int | None = typer.Option(None, "--parallel", min=1,
+                                            help="Tasks in flight at once (default: WFQUEUE_EXECUTE_PARALLEL)."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Print the waves and the critical path; write nothing."),
+        yes: bool = typer.Option(False, "--yes", "-y", help="Start without asking for confirmation."),
+        repo: str | None = typer.Option(None, "--repo",
+                                        help="Repository the plan changes (default: the one holding the plan)."),
+        as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout and nothing else there."),
+    ) -> None:
+        """Validate a plan and schedule its tasks in dependency waves. Exit 2 on any problem."""
+        requested = _executor(executor)
+        settings = load_settings()
+        plan = load_plan(target, repo)
+        schedule = build_schedule(plan.tasks, parallel or settings.execute_parallel)
+        gate = gate_commands(plan.tasks, settings.execute_test_command)
+        if dry_run:
+            if as_json:
+                typer.echo(json.dumps(dry_run_payload(plan, schedule, gate), ensure_ascii=False))
+            else:
+                typer.echo(render_schedule(plan, schedule, gate))
+            return
+        check_clean_repository(Path(plan.repo))
+        chosen = choose_executor(settings, requested)
+        # -y will skip the confirmation shown before tasks start; there is nothing to confirm yet.
+        del yes
+        raise ExecutionNotAvailableError(
+            f"running a plan's tasks is not available in this version yet (the plan is valid: "
+            f"{_plural(len(plan.tasks), 'task')} in {_plural(len(schedule.waves), 'wave')}, executor {chosen})",
+            hint=f"`wfqueue execute {target} --dry-run` shows the schedule; nothing was written",
+        )

@@ -1,0 +1,112 @@
+"""``SESSION_OR_PLAN`` -> one :class:`ExecutablePlan`, validated, or refused with every problem.
+
+Accepted: a session id (collab, lite or workflow, found by :func:`wfqueue.cli.locate.locate`), or a path
+to a collab session folder (every agent's ``agents/*/plan.json``), one agent's ``plan.json``, a lite
+session folder or its ``tasks.jsonl``, a workflow session folder or its ``.task/`` folder. Reading and
+checking the tasks is :mod:`wfqueue.tasks_file`'s, the same as ``wfqueue validate``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from wfqueue.cli.locate import locate
+from wfqueue.collab.steps import NOTE_FILE
+from wfqueue.errors import BadInputError
+from wfqueue.execute.model import ExecutablePlan, PlanKind, exec_task
+from wfqueue.execute.plan_context import AGENT_PLAN_FILE, AGENTS_DIR, agent_plan_files, read_context
+from wfqueue.execute.validate import refuse_problems
+from wfqueue.lite.steps import TASKS_FILE
+from wfqueue.sessions import resolve_repo
+from wfqueue.tasks_file import LoadedTask, TaskProblem, check_plan, default_repo, load_object, validate_path
+from wfqueue.workflow_session.session import TASK_DIR
+
+TARGET_HINT = ("pass a session id (CPLAN-..., WFS-..., a lite plan's id) or the path of a session folder, "
+               "a tasks.jsonl, a .task/ folder or an agent's plan.json")
+
+
+class PlanSource:
+    """Where a plan's tasks are: its kind, the session folder, the file or folder holding the tasks."""
+
+    def __init__(self, kind: PlanKind, folder: Path, tasks_at: Path) -> None:
+        self.kind, self.folder, self.tasks_at = kind, folder, tasks_at
+
+
+def _source_of_path(path: Path) -> PlanSource:
+    if path.is_file():
+        if path.suffix == ".jsonl":
+            return PlanSource("lite", path.parent, path)
+        if path.name == AGENT_PLAN_FILE and path.parent.parent.name == AGENTS_DIR:
+            return PlanSource("collab", path.parent.parent.parent, path)
+        raise BadInputError(f"{path}: not a plan this command reads", hint=TARGET_HINT)
+    if (path / AGENTS_DIR).is_dir() or (path / NOTE_FILE).is_file():
+        return PlanSource("collab", path, path / AGENTS_DIR)
+    if (path / TASKS_FILE).is_file():
+        return PlanSource("lite", path, path / TASKS_FILE)
+    if (path / TASK_DIR).is_dir():
+        return PlanSource("workflow", path, path / TASK_DIR)
+    if path.name == TASK_DIR:
+        return PlanSource("workflow", path.parent, path)
+    raise BadInputError(f"{path}: holds no plan (no agents/, tasks.jsonl or .task/ folder)", hint=TARGET_HINT)
+
+
+def resolve_source(target: str, repo: str | None) -> tuple[PlanSource, Path]:
+    """The plan ``target`` names and the repository it changes (``--repo``, else the one it lives in)."""
+    path = Path(target).expanduser()
+    if path.exists():
+        root = resolve_repo(repo) if repo is not None else default_repo(path)
+        return _source_of_path(path.resolve()), root
+    if "/" in target or "\\" in target or path.suffix in (".jsonl", ".json"):
+        raise BadInputError(f"{target}: no such file or folder", hint=TARGET_HINT)
+    root = resolve_repo(repo)
+    found, folder = locate(root, target)
+    kinds: dict[str, tuple[PlanKind, Path]] = {"collab": ("collab", folder / AGENTS_DIR),
+                                               "lite": ("lite", folder / TASKS_FILE),
+                                               "workflow": ("workflow", folder / TASK_DIR)}
+    kind, tasks_at = kinds[found]
+    return PlanSource(kind, folder, tasks_at), root
+
+
+def _collab_tasks(source: PlanSource) -> tuple[list[LoadedTask], list[TaskProblem]]:
+    """Every agent's tasks (or the one agent's, for a plan.json path), in id-range order."""
+    files = [source.tasks_at] if source.tasks_at.is_file() else agent_plan_files(source.folder)
+    tasks: list[LoadedTask] = []
+    problems: list[TaskProblem] = []
+    for plan_file in files:
+        name = plan_file.relative_to(source.folder).as_posix()
+        try:
+            data = json.loads(plan_file.read_text(encoding="utf-8-sig"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            problems.append(TaskProblem(location=name, task_id=None, code="invalid_json",
+                                        message=f"cannot be read as JSON ({exc}); fix or re-plan this agent"))
+            continue
+        entries = data.get("tasks") if isinstance(data, dict) else None
+        if not isinstance(entries, list):
+            problems.append(TaskProblem(location=name, task_id=None, code="schema",
+                                        message="has no tasks[] list; re-plan this agent"))
+            continue
+        for n, entry in enumerate(entries):
+            task, found = load_object(entry, f"{name} tasks[{n}]")
+            tasks.extend([task] if task else [])
+            problems.extend(found)
+    if not tasks and not problems:
+        problems.append(TaskProblem(location=f"{source.folder.name}/{AGENTS_DIR}", task_id=None, code="empty",
+                                    message="no agent plan holds a task; finish or resume the plan first"))
+    return tasks, problems
+
+
+def load_plan(target: str, repo: str | None = None) -> ExecutablePlan:
+    """The plan ``target`` names, every task checked; a plan with any problem is refused (exit 2)."""
+    source, root = resolve_source(target, repo)
+    if source.kind == "collab":
+        tasks, problems = _collab_tasks(source)
+        problems = problems + check_plan(tasks, root)
+    else:
+        tasks, problems = validate_path(source.tasks_at, root)
+    refuse_problems(problems)
+    return ExecutablePlan(
+        kind=source.kind, session_id=source.folder.name, source=str(source.tasks_at), repo=str(root),
+        tasks=[exec_task(t.task, t.location) for t in tasks], context=read_context(source.kind, source.folder, root),
+    )
+

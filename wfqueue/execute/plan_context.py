@@ -1,0 +1,99 @@
+"""The plan's context an executor is given with every task: the requirement, the plan's summary and
+constraints, and the planning documents worth reading.
+
+Context helps an executor but never decides whether a plan runs, so a missing or damaged context file
+leaves its part empty instead of refusing the plan (the tasks themselves are validated strictly).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from wfqueue.collab.steps import ANALYSIS_FILE, NOTE_FILE, SUMMARY_FILE
+from wfqueue.execute.model import PlanContext, PlanKind
+from wfqueue.lite.steps import NOTES_FILE as LITE_NOTES_FILE
+from wfqueue.lite.steps import PLAN_FILE as LITE_PLAN_FILE
+from wfqueue.workflow_session.session import IMPL_PLAN_FILE, NOTES_FILE, PLAN_FILE, SESSION_FILE
+
+AGENTS_DIR = "agents"
+AGENT_PLAN_FILE = "plan.json"
+AGENT_CONTEXT_FILE = "planning-context.md"
+
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path``, or {} when it is missing, unreadable or not an object."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _strings(value: Any) -> list[str]:
+    return [str(v) for v in value if isinstance(v, str) and v.strip()] if isinstance(value, list) else []
+
+
+def _text(value: Any) -> str:
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _shown(path: Path, repo: Path) -> str:
+    """Repository-relative when the document is inside the repository, else absolute."""
+    resolved = path.resolve()
+    try:
+        return resolved.relative_to(repo.resolve()).as_posix()
+    except ValueError:
+        return os.fspath(resolved)
+
+
+def _documents(paths: list[Path], repo: Path) -> list[str]:
+    return [_shown(p, repo) for p in paths if p.is_file()]
+
+
+def agent_plan_files(folder: Path) -> list[Path]:
+    """A collaborative session's ``agents/*/plan.json`` in the order of its sub-domains (so task ids ascend),
+    then any other agent folder by name."""
+    order = [s.get("focus_area") for s in read_json_object(folder / ANALYSIS_FILE).get("sub_domains", [])
+             if isinstance(s, dict)]
+    root = folder / AGENTS_DIR
+    present = sorted(p.name for p in root.iterdir() if (p / AGENT_PLAN_FILE).is_file()) if root.is_dir() else []
+    ranked = [a for a in order if isinstance(a, str) and a in present] + [a for a in present if a not in order]
+    return [root / area / AGENT_PLAN_FILE for area in ranked]
+
+
+def _collab(folder: Path, repo: Path) -> PlanContext:
+    analysis = read_json_object(folder / ANALYSIS_FILE)
+    understanding = analysis.get("understanding") if isinstance(analysis.get("understanding"), dict) else {}
+    summary: list[str] = []
+    for plan_file in agent_plan_files(folder):
+        plan = read_json_object(plan_file)
+        summary.extend(_text(plan.get(key)) for key in ("summary", "approach") if _text(plan.get(key)))
+    contexts = [p.parent / AGENT_CONTEXT_FILE for p in agent_plan_files(folder)]
+    return PlanContext(requirement=_text(analysis.get("original_requirement")), summary=summary,
+                       constraints=_strings((understanding or {}).get("constraints")),
+                       documents=_documents([folder / NOTE_FILE, folder / SUMMARY_FILE, *contexts], repo))
+
+
+def _lite(folder: Path, repo: Path) -> PlanContext:
+    analysis = read_json_object(folder / ANALYSIS_FILE)
+    return PlanContext(requirement=_text(analysis.get("original_requirement")),
+                       documents=_documents([folder / LITE_PLAN_FILE, folder / LITE_NOTES_FILE], repo))
+
+
+def _workflow(folder: Path, repo: Path) -> PlanContext:
+    session = read_json_object(folder / SESSION_FILE)
+    structured = session.get("structured") if isinstance(session.get("structured"), dict) else {}
+    plan = read_json_object(folder / PLAN_FILE)
+    summary = [_text(plan.get(key)) for key in ("summary", "approach") if _text(plan.get(key))]
+    return PlanContext(requirement=_text((structured or {}).get("goal")) or _text(session.get("description")),
+                       summary=summary, constraints=_strings((structured or {}).get("constraints")),
+                       documents=_documents([folder / IMPL_PLAN_FILE, folder / NOTES_FILE], repo))
+
+
+def read_context(kind: PlanKind, folder: Path, repo: Path) -> PlanContext:
+    """The context of the session in ``folder`` (a collab, lite or workflow session folder)."""
+    reader = {"collab": _collab, "lite": _lite, "workflow": _workflow}[kind]
+    return reader(folder, repo)

@@ -1,0 +1,84 @@
+"""The safety rule checked before a plan runs: the repository is git, has a commit, and its working tree
+is clean. Execution starts its branches at HEAD and never touches the user's branch or files, so an
+uncommitted change would silently be left out of every task's worktree: refuse instead, naming the files.
+
+Only reads: ``git rev-parse`` and ``git status``. Changes under ``.workflow/`` (the plans themselves, the
+queue's files) do not count: planning writes them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from wfqueue.errors import UnsafeRepositoryError
+from wfqueue.sessions import WORKFLOW_DIR
+
+GIT_TIMEOUT_S = 30.0
+SHOWN_DIRTY = 30  # files named in the message; the error carries them all
+
+
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
+                              timeout=GIT_TIMEOUT_S, check=False, stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise UnsafeRepositoryError("git is not installed, and execution works on git branches",
+                                    hint="install git, then run the command again") from None
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UnsafeRepositoryError(f"git could not be run in {repo}: {exc}",
+                                    hint="check that the repository is readable") from None
+
+
+def parse_porcelain(output: str) -> list[str]:
+    """``git status --porcelain=v1 -z`` -> one ``XY path`` line per changed or untracked path."""
+    entries = output.split("\0")
+    lines: list[str] = []
+    skip = False
+    for entry in entries:
+        if skip:  # the source path of a rename or copy follows its entry
+            skip = False
+            continue
+        if len(entry) < 4:
+            continue
+        lines.append(entry)
+        skip = entry[0] in "RC"
+    return lines
+
+
+def dirty_files(repo: Path) -> list[str]:
+    """Changed, staged and untracked paths of the working tree (``XY path``), outside ``.workflow/``."""
+    top = _git(repo, "rev-parse", "--show-toplevel")
+    if top.returncode != 0:
+        raise UnsafeRepositoryError(f"{repo} is not a git repository; execution works on git branches",
+                                    hint="run `git init` and commit your files, then run the command again")
+    root = Path(top.stdout.strip())
+    if _git(root, "rev-parse", "--verify", "--quiet", "HEAD").returncode != 0:
+        raise UnsafeRepositoryError(f"{root} has no commit yet; execution starts its branches at HEAD",
+                                    hint="commit your files first (git add -A && git commit)")
+    try:
+        plans = (repo.resolve() / WORKFLOW_DIR).relative_to(root.resolve()).as_posix()
+    except ValueError:
+        plans = WORKFLOW_DIR
+    status = _git(root, "status", "--porcelain=v1", "-z", "--untracked-files=normal", "--", ".",
+                  f":(exclude){plans}")
+    if status.returncode != 0:
+        raise UnsafeRepositoryError(f"git status failed in {root}: {status.stderr.strip()}",
+                                    hint="fix the repository so that `git status` works")
+    return parse_porcelain(status.stdout)
+
+
+def check_clean_repository(repo: Path) -> None:
+    """Refuse (exit 2) unless ``repo`` is a git repository with a commit and a clean working tree."""
+    dirty = dirty_files(repo)
+    if not dirty:
+        return
+    shown = "\n".join(f"  {line}" for line in dirty[:SHOWN_DIRTY])
+    more = f"\n  ... and {len(dirty) - SHOWN_DIRTY} more" if len(dirty) > SHOWN_DIRTY else ""
+    raise UnsafeRepositoryError(
+        f"the working tree of {repo} is not clean ({len(dirty)} path{'s' if len(dirty) != 1 else ''} changed "
+        f"or untracked):\n{shown}{more}",
+        hint="commit or stash them (`git stash --include-untracked`), then run the command again: execution "
+             "works from HEAD and never touches your branch or working tree",
+        dirty=dirty,
+    )
