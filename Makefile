@@ -18,6 +18,8 @@ install: $(STAMP)
 demo: $(STAMP)
 	rm -rf $(DEMO_REPO) && mkdir -p .demo && cp -R examples/sample-api $(DEMO_REPO)
 	$(BIN)/wfqueue collab-plan "$(DEMO_REQUIREMENT)" --repo $(DEMO_REPO) --max-agents 4 -y
+	@# The repository copy holds exactly one plan: the glob names it whatever its date.
+	$(BIN)/wfqueue execute $(DEMO_REPO)/.workflow/.planning/CPLAN-* --dry-run
 
 # Integration tests mostly wait on workers and Redis, so three in parallel fit two cores. Tests are
 # handed out one at a time (--maxschedchunk 1) so the long ones, collected first, start on different

@@ -47,7 +47,8 @@ def parse_porcelain(output: str) -> list[str]:
 
 
 def dirty_files(repo: Path) -> list[str]:
-    """Changed, staged and untracked paths of the working tree (``XY path``), outside ``.workflow/``."""
+    """Changed, staged and untracked paths under ``repo`` (``XY path``, relative to the git top level), outside
+    ``repo/.workflow/``."""
     top = _git(repo, "rev-parse", "--show-toplevel")
     if top.returncode != 0:
         raise UnsafeRepositoryError(f"{repo} is not a git repository; execution works on git branches",
@@ -56,12 +57,10 @@ def dirty_files(repo: Path) -> list[str]:
     if _git(root, "rev-parse", "--verify", "--quiet", "HEAD").returncode != 0:
         raise UnsafeRepositoryError(f"{root} has no commit yet; execution starts its branches at HEAD",
                                     hint="commit your files first (git add -A && git commit)")
-    try:
-        plans = (repo.resolve() / WORKFLOW_DIR).relative_to(root.resolve()).as_posix()
-    except ValueError:
-        plans = WORKFLOW_DIR
-    status = _git(root, "status", "--porcelain=v1", "-z", "--untracked-files=normal", "--", ".",
-                  f":(exclude){plans}")
+    # Pathspecs are relative to the repository folder: a plan for one project of a larger git repository
+    # needs that project clean, not the whole checkout.
+    status = _git(repo, "status", "--porcelain=v1", "-z", "--untracked-files=normal", "--", ".",
+                  f":(exclude){WORKFLOW_DIR}")
     if status.returncode != 0:
         raise UnsafeRepositoryError(f"git status failed in {root}: {status.stderr.strip()}",
                                     hint="fix the repository so that `git status` works")
