@@ -59,7 +59,9 @@ def dirty_files(repo: Path) -> list[str]:
                                     hint="commit your files first (git add -A && git commit)")
     # Pathspecs are relative to the repository folder: a plan for one project of a larger git repository
     # needs that project clean, not the whole checkout.
-    status = _git(repo, "status", "--porcelain=v1", "-z", "--untracked-files=normal", "--", ".",
+    # --no-optional-locks: a plain `git status` may rewrite .git/index to refresh its stat cache; this
+    # check must leave the repository byte for byte as it was.
+    status = _git(repo, "--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=normal", "--", ".",
                   f":(exclude){WORKFLOW_DIR}")
     if status.returncode != 0:
         raise UnsafeRepositoryError(f"git status failed in {root}: {status.stderr.strip()}",

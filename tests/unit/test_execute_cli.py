@@ -1,0 +1,181 @@
+"""`wfqueue execute` in process: the dry run's schedule (text and JSON), a plan with problems refused with
+the full list, and the checks made before anything would run (a clean git tree, an executor), all of which
+leave the repository exactly as it was."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from wfs_factory import make_session, task
+
+from wfqueue.cli.main import main
+from wfqueue.fsio import atomic_write_json
+
+SESSION = "WFS-test-session"
+GIT = ["git", "-c", "user.name=wfqueue test", "-c", "user.email=test@example.invalid", "-c", "init.defaultBranch=main"]
+
+
+def plan_session(repo: Path, tasks: list[dict[str, object]] | None = None) -> Path:
+    return make_session(repo, "Add per-user rate limiting", tasks or [
+        task(1, "Store request counts", ["notes_api/storage/db.py"]),
+        task(2, "Limit requests in the handlers", ["notes_api/api/handlers.py"], depends=[1]),
+        task(3, "Log limited requests", ["notes_api/api/handlers.py"]),
+        task(4, "Configure the limits", ["notes_api/config.py"]),
+    ])
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run([*GIT, "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
+
+
+def committed(repo: Path) -> Path:
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "initial")
+    return repo
+
+
+def snapshot(repo: Path) -> dict[str, tuple[int, bytes]]:
+    """Every file under the repository (the .git folder included) with its mtime and bytes."""
+    return {str(p.relative_to(repo)): (p.stat().st_mtime_ns, p.read_bytes())
+            for p in sorted(repo.rglob("*")) if p.is_file()}
+
+
+def test_dry_run_prints_waves_the_critical_path_and_the_gate(sample_repo: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    plan_session(sample_repo)
+    before = snapshot(sample_repo)
+    assert main(["execute", SESSION, "--repo", str(sample_repo), "--dry-run", "--parallel", "2"]) in (0, None)
+    out = capsys.readouterr().out
+    assert "WFS-test-session (workflow plan, 4 tasks): 2 waves, at most 2 tasks at once" in out
+    rows = [line.split()[:3] for line in out.splitlines() if line.startswith("  ")]
+    # Two slots: IMPL-1 first (it starts the longest chain), then IMPL-3 in plan order; IMPL-4 waits for a slot.
+    assert rows[:4] == [["wave", "1", "IMPL-1"], ["IMPL-3", "Log", "limited"], ["wave", "2", "IMPL-2"],
+                        ["IMPL-4", "Configure", "the"]]
+    assert "critical path (2 tasks): IMPL-1 -> IMPL-2" in out
+    assert "python -m pytest -q" in out and "dry run: nothing was written" in out
+    assert snapshot(sample_repo) == before
+
+
+def test_dry_run_json_is_one_object_and_writes_nothing(sample_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = plan_session(sample_repo)
+    before = snapshot(sample_repo)
+    assert main(["execute", str(folder), "--dry-run", "--json"]) in (0, None)
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["status"] == "dry_run"
+    assert payload["plan"] == {"kind": "workflow", "session_id": SESSION, "source": str(folder / ".task"),
+                               "repo": str(sample_repo.resolve()), "tasks": 4}
+    assert [w["tasks"] for w in payload["waves"]] == [["IMPL-1", "IMPL-3", "IMPL-4"], ["IMPL-2"]]
+    assert payload["parallel"] == 4  # the execute_parallel default
+    assert payload["critical_path"] == {"tasks": ["IMPL-1", "IMPL-2"], "length": 2.0, "estimated": False}
+    assert payload["gate_commands"] == ["python -m pytest -q"]
+    by_id = {t["id"]: t for t in payload["tasks"]}
+    assert by_id["IMPL-2"]["files"] == {"modify": ["notes_api/api/handlers.py"], "create": [], "delete": []}
+    assert by_id["IMPL-2"]["wave"] == 2 and by_id["IMPL-2"]["verification_runs"] is True
+    assert snapshot(sample_repo) == before
+
+
+def test_the_test_command_setting_replaces_the_plans_gate(sample_repo: Path, capsys: pytest.CaptureFixture[str],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = plan_session(sample_repo)
+    monkeypatch.setenv("WFQUEUE_EXECUTE_TEST_COMMAND", "make test")
+    monkeypatch.setenv("WFQUEUE_EXECUTE_PARALLEL", "1")
+    assert main(["execute", str(folder), "--dry-run", "--json"]) in (0, None)
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["gate_commands"] == ["make test"]
+    assert all(len(w["tasks"]) == 1 for w in payload["waves"]) and len(payload["waves"]) == 4
+
+
+def test_a_plan_with_problems_is_refused_with_all_of_them(sample_repo: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    folder = plan_session(sample_repo, [
+        task(1, "One", ["notes_api/storage/db.py"], depends=[2]),
+        task(2, "Two", ["notes_api/api/handlers.py"], depends=[1]),
+        task(3, "Three", ["notes_api/api/handlers.py"], depends=[9]),
+        task(4, "Four", ["notes_api/api/ratelimits.py"]),
+    ])
+    broken = json.loads((folder / ".task" / "IMPL-4.json").read_text())
+    del broken["convergence"]
+    atomic_write_json(folder / ".task" / "IMPL-5.json", {**broken, "id": "IMPL-5"})
+    before = snapshot(sample_repo)
+    for extra in (["--dry-run"], []):
+        assert main(["execute", SESSION, "--repo", str(sample_repo), *extra]) == 2
+        err = capsys.readouterr().err
+        assert "the plan cannot be executed (4 problems)" in err
+        assert "dependency cycle IMPL-1 -> IMPL-2 -> IMPL-1" in err
+        assert "depends on IMPL-9, which no task in this plan has" in err
+        assert "file notes_api/api/ratelimits.py does not exist" in err
+        assert ".task/IMPL-5.json: convergence: Field required" in err
+        assert "wfqueue validate" in err
+    assert snapshot(sample_repo) == before
+
+
+def test_an_unknown_session_or_path_is_bad_input(sample_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["execute", "WFS-nope", "--repo", str(sample_repo), "--dry-run"]) == 2
+    assert "no session WFS-nope" in capsys.readouterr().err
+    assert main(["execute", str(sample_repo / "missing" / "tasks.jsonl"), "--dry-run"]) == 2
+    assert "no such file or folder" in capsys.readouterr().err
+
+
+def test_outside_git_execution_is_refused(sample_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plan_session(sample_repo)
+    assert main(["execute", SESSION, "--repo", str(sample_repo)]) == 2
+    err = capsys.readouterr().err
+    assert "is not a git repository" in err and "git init" in err
+
+
+def test_a_dirty_working_tree_is_refused_naming_the_files(sample_repo: Path, capsys: pytest.CaptureFixture[str],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WFQUEUE_EXECUTOR_COMMAND", "claude -p")
+    committed(sample_repo)
+    plan_session(sample_repo)  # the plan under .workflow/ is untracked, and does not count
+    (sample_repo / "notes_api" / "config.py").write_text("LIMIT = 5\n", encoding="utf-8")
+    (sample_repo / "scratch.txt").write_text("notes\n", encoding="utf-8")
+    git(sample_repo, "add", "scratch.txt")
+    (sample_repo / "draft.py").write_text("x = 1\n", encoding="utf-8")
+    before = snapshot(sample_repo)
+    assert main(["execute", SESSION, "--repo", str(sample_repo), "-y"]) == 2
+    err = capsys.readouterr().err
+    assert "is not clean (3 paths changed or untracked)" in err
+    for name in ("notes_api/config.py", "scratch.txt", "draft.py"):
+        assert name in err
+    assert ".workflow" not in err.split("hint:")[0].split("untracked):")[1]
+    assert "git stash --include-untracked" in err
+    assert snapshot(sample_repo) == before  # .git/index included: checking the tree did not even refresh it
+
+
+def test_without_an_executor_execution_is_refused_and_says_how_to_configure_one(
+        sample_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    committed(sample_repo)
+    plan_session(sample_repo)
+    assert main(["execute", SESSION, "--repo", str(sample_repo)]) == 2
+    err = capsys.readouterr().err
+    assert "no executor is configured" in err
+    assert "WFQUEUE_EXECUTOR_COMMAND" in err and "ANTHROPIC_API_KEY" in err and "--dry-run" in err
+    assert main(["execute", SESSION, "--repo", str(sample_repo), "--executor", "claude"]) == 2
+    assert "--executor claude needs an Anthropic API key" in capsys.readouterr().err
+    assert main(["execute", SESSION, "--repo", str(sample_repo), "--executor", "codex"]) == 2
+    assert "unknown executor" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("variable", "value", "executor"), [
+    ("WFQUEUE_EXECUTOR_COMMAND", "aider --yes --message-file {prompt_file}", "command"),
+    ("WFQUEUE_ANTHROPIC_API_KEY", "sk-test", "claude"),
+])
+def test_with_an_executor_running_is_not_available_yet_and_nothing_changes(
+        variable: str, value: str, executor: str, sample_repo: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(variable, value)
+    committed(sample_repo)
+    plan_session(sample_repo)
+    head, branches, before = git(sample_repo, "rev-parse", "HEAD"), git(sample_repo, "branch", "-a"), \
+        snapshot(sample_repo)
+    assert main(["execute", SESSION, "--repo", str(sample_repo), "-y"]) == 2
+    err = capsys.readouterr().err
+    assert "not available in this version yet" in err
+    assert f"4 tasks in 2 waves, executor {executor}" in err and "--dry-run" in err
+    assert git(sample_repo, "rev-parse", "HEAD") == head and git(sample_repo, "branch", "-a") == branches
+    assert snapshot(sample_repo) == before
