@@ -3,6 +3,7 @@ critical path, and plans whose dependencies cannot be ordered refused with every
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -125,6 +126,6 @@ def test_every_schedule_keeps_the_rules(seed: int) -> None:
         written = [f for t in w.task_ids for f in next(x for x in plan if x.id == t).files.written()]
         assert len(written) == len(set(written)), f"two tasks of wave {w.index} write one file"
     path = schedule.critical_path.task_ids
-    for before, after in zip(path, path[1:], strict=False):
+    for before, after in itertools.pairwise(path):
         assert before in next(x for x in plan if x.id == after).depends_on
     assert schedule.span >= schedule.critical_path.length
