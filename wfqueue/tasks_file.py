@@ -30,6 +30,7 @@ PATH_HINT = "pass a tasks.jsonl file, a .task/ folder, or a session folder that 
 LEGACY_VERIFICATION = "Check each acceptance criterion by hand."
 LEGACY_DONE = "All acceptance criteria are met."
 _LINE_RANGE = re.compile(r"^\d+(-\d+)?$")
+_PAST = {"modify": "modified", "delete": "deleted", "create": "created"}
 
 
 class TaskProblem(BaseModel):
@@ -282,7 +283,7 @@ def check_plan(
                 add(loaded, "missing_file",
                     f"file {entry.path} is outside the repository; use a path relative to the repo root")
             elif entry.action != "create" and existing is not None and not existing(rel):
-                add(loaded, "missing_file", f"file {entry.path} does not exist but is to be {entry.action}d; "
+                add(loaded, "missing_file", f"file {entry.path} does not exist but is to be {_PAST[entry.action]}; "
                     "fix the path or use action create")
     return problems
 
