@@ -147,6 +147,17 @@ def test_a_dirty_working_tree_is_refused_naming_the_files(sample_repo: Path, cap
     assert snapshot(sample_repo) == before  # .git/index included: checking the tree did not even refresh it
 
 
+def test_a_file_the_plan_changes_must_be_tracked_by_git(sample_repo: Path, capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WFQUEUE_EXECUTOR_COMMAND", "claude -p")
+    (sample_repo / ".gitignore").write_text("notes_api/config.py\n", encoding="utf-8")
+    committed(sample_repo)  # the tree is clean, but config.py is not at HEAD, where every task starts
+    plan_session(sample_repo)
+    assert main(["execute", SESSION, "--repo", str(sample_repo)]) == 2
+    err = capsys.readouterr().err
+    assert "git does not track 1 file the plan changes (ignored, or never added): notes_api/config.py" in err
+
+
 def test_without_an_executor_execution_is_refused_and_says_how_to_configure_one(
         sample_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     committed(sample_repo)

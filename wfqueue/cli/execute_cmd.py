@@ -118,7 +118,7 @@ def register(app: typer.Typer) -> None:
             else:
                 typer.echo(render_schedule(plan, schedule, gate))
             return
-        check_clean_repository(Path(plan.repo))
+        check_clean_repository(Path(plan.repo), [f for t in plan.tasks for f in t.files.modify + t.files.delete])
         chosen = choose_executor(settings, requested)
         # -y will skip the confirmation shown before tasks start; there is nothing to confirm yet.
         del yes

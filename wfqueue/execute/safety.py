@@ -1,9 +1,10 @@
 """The safety rule checked before a plan runs: the repository is git, has a commit, and its working tree
 is clean. Execution starts its branches at HEAD and never touches the user's branch or files, so an
 uncommitted change would silently be left out of every task's worktree: refuse instead, naming the files.
+For the same reason every file the plan modifies or deletes must be tracked by git (not ignored).
 
-Only reads: ``git rev-parse`` and ``git status``. Changes under ``.workflow/`` (the plans themselves, the
-queue's files) do not count: planning writes them.
+Only reads: ``git rev-parse``, ``git status`` and ``git ls-files``. Changes under ``.workflow/`` (the plans
+themselves, the queue's files) do not count: planning writes them.
 """
 
 from __future__ import annotations
@@ -69,10 +70,31 @@ def dirty_files(repo: Path) -> list[str]:
     return parse_porcelain(status.stdout)
 
 
-def check_clean_repository(repo: Path) -> None:
-    """Refuse (exit 2) unless ``repo`` is a git repository with a commit and a clean working tree."""
+def untracked(repo: Path, paths: list[str]) -> list[str]:
+    """Those of ``paths`` (relative to ``repo``) that git does not track: ignored, or never added."""
+    if not paths:
+        return []
+    listed = _git(repo, "--literal-pathspecs", "ls-files", "-z", "--", *paths)
+    if listed.returncode != 0:
+        raise UnsafeRepositoryError(f"git ls-files failed in {repo}: {listed.stderr.strip()}",
+                                    hint="fix the repository so that `git ls-files` works")
+    tracked = set(listed.stdout.split("\0"))
+    return [p for p in paths if p not in tracked]
+
+
+def check_clean_repository(repo: Path, existing_files: list[str] | None = None) -> None:
+    """Refuse (exit 2) unless ``repo`` is a git repository with a commit and a clean working tree in which git
+    tracks ``existing_files`` (the files the plan modifies or deletes: a task's worktree starts at HEAD)."""
     dirty = dirty_files(repo)
     if not dirty:
+        missing = untracked(repo, list(dict.fromkeys(existing_files or [])))
+        if missing:
+            raise UnsafeRepositoryError(
+                f"git does not track {len(missing)} file{'s' if len(missing) != 1 else ''} the plan changes "
+                f"(ignored, or never added): {', '.join(missing[:SHOWN_DIRTY])}"
+                + (f" and {len(missing) - SHOWN_DIRTY} more" if len(missing) > SHOWN_DIRTY else ""),
+                hint="commit them (or stop ignoring them): execution works from HEAD, where they are not",
+                dirty=missing)
         return
     shown = "\n".join(f"  {line}" for line in dirty[:SHOWN_DIRTY])
     more = f"\n  ... and {len(dirty) - SHOWN_DIRTY} more" if len(dirty) > SHOWN_DIRTY else ""
