@@ -190,3 +190,19 @@ def test_with_an_executor_running_is_not_available_yet_and_nothing_changes(
     assert f"4 tasks in 2 waves, executor {executor}" in err and "--dry-run" in err
     assert git(sample_repo, "rev-parse", "HEAD") == head and git(sample_repo, "branch", "-a") == branches
     assert snapshot(sample_repo) == before
+
+
+def test_an_agent_plan_may_keep_its_tasks_in_task_files(sample_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = sample_repo / ".workflow" / ".planning" / "CPLAN-by-hand-2026-11-24"
+    overview = {"summary": "s", "approach": "a", "task_ids": ["TASK-001", "TASK-002"], "task_count": 2,
+                "_metadata": {"timestamp": "2026-11-24T08:00:00+00:00", "source": "other-tool",
+                              "plan_type": "collaborative"}}
+    atomic_write_json(folder / "agents" / "api" / "plan.json", overview)
+    for n, depends in ((1, []), (2, [1])):
+        data = {**task(n, f"Step {n}", ["notes_api/api/handlers.py"], depends=[]), "id": f"TASK-00{n}",
+                "depends_on": [f"TASK-00{d}" for d in depends]}
+        atomic_write_json(folder / "agents" / "api" / ".task" / f"TASK-00{n}.json", data)
+    assert main(["execute", folder.name, "--repo", str(sample_repo), "--dry-run", "--json"]) in (0, None)
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["plan"]["kind"] == "collab"
+    assert [w["tasks"] for w in payload["waves"]] == [["TASK-001"], ["TASK-002"]]

@@ -9,6 +9,7 @@ checking the tasks is :mod:`wfqueue.tasks_file`'s, the same as ``wfqueue validat
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from wfqueue.cli.locate import locate
@@ -19,18 +20,28 @@ from wfqueue.execute.plan_context import AGENT_PLAN_FILE, AGENTS_DIR, agent_plan
 from wfqueue.execute.validate import refuse_problems
 from wfqueue.lite.steps import TASKS_FILE
 from wfqueue.sessions import resolve_repo
-from wfqueue.tasks_file import LoadedTask, TaskProblem, check_plan, default_repo, load_object, validate_path
+from wfqueue.tasks_file import (
+    LoadedTask,
+    TaskProblem,
+    check_plan,
+    default_repo,
+    load_object,
+    load_task_dir,
+    validate_path,
+)
 from wfqueue.workflow_session.session import TASK_DIR
 
 TARGET_HINT = ("pass a session id (CPLAN-..., WFS-..., a lite plan's id) or the path of a session folder, "
                "a tasks.jsonl, a .task/ folder or an agent's plan.json")
 
 
+@dataclass(frozen=True)
 class PlanSource:
     """Where a plan's tasks are: its kind, the session folder, the file or folder holding the tasks."""
 
-    def __init__(self, kind: PlanKind, folder: Path, tasks_at: Path) -> None:
-        self.kind, self.folder, self.tasks_at = kind, folder, tasks_at
+    kind: PlanKind
+    folder: Path
+    tasks_at: Path
 
 
 def _source_of_path(path: Path) -> PlanSource:
@@ -82,6 +93,12 @@ def _collab_tasks(source: PlanSource) -> tuple[list[LoadedTask], list[TaskProble
                                         message=f"cannot be read as JSON ({exc}); fix or re-plan this agent"))
             continue
         entries = data.get("tasks") if isinstance(data, dict) else None
+        if entries is None and (plan_file.parent / TASK_DIR).is_dir():
+            # An agent plan may keep its tasks as .task/TASK-NNN.json files instead (ARTIFACTS.md section 3).
+            found_tasks, found = load_task_dir(plan_file.parent / TASK_DIR)
+            tasks.extend(found_tasks)
+            problems.extend(found)
+            continue
         if not isinstance(entries, list):
             problems.append(TaskProblem(location=name, task_id=None, code="schema",
                                         message="has no tasks[] list; re-plan this agent"))
@@ -109,4 +126,3 @@ def load_plan(target: str, repo: str | None = None) -> ExecutablePlan:
         kind=source.kind, session_id=source.folder.name, source=str(source.tasks_at), repo=str(root),
         tasks=[exec_task(t.task, t.location) for t in tasks], context=read_context(source.kind, source.folder, root),
     )
-

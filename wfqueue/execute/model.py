@@ -41,7 +41,7 @@ class ExecTask(BaseModel):
     criteria: list[str] = Field(default_factory=list)
     verification: str
     definition_of_done: str
-    # Where the task was read from (``tasks.jsonl:3``, ``.task/IMPL-2.json``): its state is written back there.
+    # Where the task was read from (``tasks.jsonl:3``, ``.task/IMPL-2.json``), to point the user at it.
     location: str
     # Estimated duration in any unit shared by the plan's tasks; None counts as one unit in the critical path.
     estimate: float | None = Field(default=None, gt=0)
@@ -53,7 +53,7 @@ class PlanContext(BaseModel):
     requirement: str = ""
     summary: list[str] = Field(default_factory=list)
     constraints: list[str] = Field(default_factory=list)
-    # Planning documents an executor may read for more (repository-relative paths).
+    # Planning documents an executor may read for more (relative to the repository when inside it).
     documents: list[str] = Field(default_factory=list)
 
 
