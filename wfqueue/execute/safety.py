@@ -82,26 +82,29 @@ def untracked(repo: Path, paths: list[str]) -> list[str]:
     return [p for p in paths if p not in tracked]
 
 
+def _listing(paths: list[str], separator: str) -> str:
+    more = len(paths) - SHOWN_DIRTY
+    return separator.join(paths[:SHOWN_DIRTY]) + (f"{separator}... and {more} more" if more > 0 else "")
+
+
 def check_clean_repository(repo: Path, existing_files: list[str] | None = None) -> None:
     """Refuse (exit 2) unless ``repo`` is a git repository with a commit and a clean working tree in which git
     tracks ``existing_files`` (the files the plan modifies or deletes: a task's worktree starts at HEAD)."""
     dirty = dirty_files(repo)
-    if not dirty:
-        missing = untracked(repo, list(dict.fromkeys(existing_files or [])))
-        if missing:
-            raise UnsafeRepositoryError(
-                f"git does not track {len(missing)} file{'s' if len(missing) != 1 else ''} the plan changes "
-                f"(ignored, or never added): {', '.join(missing[:SHOWN_DIRTY])}"
-                + (f" and {len(missing) - SHOWN_DIRTY} more" if len(missing) > SHOWN_DIRTY else ""),
-                hint="commit them (or stop ignoring them): execution works from HEAD, where they are not",
-                dirty=missing)
-        return
-    shown = "\n".join(f"  {line}" for line in dirty[:SHOWN_DIRTY])
-    more = f"\n  ... and {len(dirty) - SHOWN_DIRTY} more" if len(dirty) > SHOWN_DIRTY else ""
-    raise UnsafeRepositoryError(
-        f"the working tree of {repo} is not clean ({len(dirty)} path{'s' if len(dirty) != 1 else ''} changed "
-        f"or untracked):\n{shown}{more}",
-        hint="commit or stash them (`git stash --include-untracked`), then run the command again: execution "
-             "works from HEAD and never touches your branch or working tree",
-        dirty=dirty,
-    )
+    if dirty:
+        lines = _listing(dirty, "\n  ")
+        raise UnsafeRepositoryError(
+            f"the working tree of {repo} is not clean ({len(dirty)} path{'s' if len(dirty) != 1 else ''} changed "
+            f"or untracked):\n  {lines}",
+            hint="commit or stash them (`git stash --include-untracked`), then run the command again: execution "
+                 "works from HEAD and never touches your branch or working tree",
+            dirty=dirty,
+        )
+    missing = untracked(repo, list(dict.fromkeys(existing_files or [])))
+    if missing:
+        raise UnsafeRepositoryError(
+            f"git does not track {len(missing)} file{'s' if len(missing) != 1 else ''} the plan changes "
+            f"(ignored, or never added): {_listing(missing, ', ')}",
+            hint="commit them (or stop ignoring them): execution works from HEAD, where they are not",
+            dirty=missing,
+        )
