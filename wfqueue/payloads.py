@@ -21,11 +21,14 @@ from celery.result import AsyncResult
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from wfqueue.errors import InfrastructureError
+from wfqueue.execute.executors import ExecutorName
+from wfqueue.execute.model import ExecTask, PlanContext
 from wfqueue.lite.models import ClarificationAnswer
 from wfqueue.task_names import (
     COLLAB_FINALIZE,
     COLLAB_PLAN_AREA,
     COLLAB_UNDERSTAND,
+    EXECUTE_TASK,
     EXPLORE_ANGLE,
     LITE_ASSESS,
     LITE_PLAN,
@@ -157,8 +160,24 @@ class SessionGenerate(_Session):
     provider: str
 
 
+class ExecuteTask(TaskPayload):
+    """One task of an execution, run by a coding agent in its own worktree at ``base``."""
+
+    task_name = EXECUTE_TASK
+    exec_id: str = Field(min_length=1)
+    exec_dir: str  # the execution folder: the executor's output is kept under it
+    repo: str
+    task: ExecTask
+    context: PlanContext
+    base: str  # commit the worktree starts at: the integration branch's head when the task was sent
+    branch: str  # wfqueue/{exec_id}/{task id}
+    attempt: int = Field(default=1, ge=1)
+    executor: ExecutorName
+    retry_feedback: str = ""  # why the previous attempt was not merged (a conflict), for the prompt
+
+
 PAYLOADS: dict[str, type[TaskPayload]] = {
     model.task_name: model
     for model in (CollabUnderstand, CollabPlanArea, CollabFinalize, ExploreAngle, LiteAssess, LiteSynthesize,
-                  LitePlan, SessionContext, SessionConflicts, SessionGenerate)
+                  LitePlan, SessionContext, SessionConflicts, SessionGenerate, ExecuteTask)
 }

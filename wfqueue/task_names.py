@@ -9,7 +9,9 @@ from __future__ import annotations
 QUEUE_EXPLORE = "explore"
 QUEUE_PLAN = "plan"
 QUEUE_CONTROL = "control"
-ALL_QUEUES = (QUEUE_EXPLORE, QUEUE_PLAN, QUEUE_CONTROL)
+# Coding agents run here: a worker host can serve planning, execution, or both.
+QUEUE_EXECUTE = "execute"
+ALL_QUEUES = (QUEUE_EXPLORE, QUEUE_PLAN, QUEUE_CONTROL, QUEUE_EXECUTE)
 
 COLLAB_UNDERSTAND = "wfqueue.collab.understand"
 COLLAB_PLAN_AREA = "wfqueue.collab.plan_area"
@@ -23,6 +25,8 @@ LITE_PLAN = "wfqueue.lite.plan"
 SESSION_CONTEXT = "wfqueue.session.context"
 SESSION_CONFLICTS = "wfqueue.session.conflicts"
 SESSION_GENERATE = "wfqueue.session.generate"
+
+EXECUTE_TASK = "wfqueue.execute.task"
 
 BEAT_WATCHDOG = "wfqueue.beat.watchdog"
 BEAT_PURGE = "wfqueue.beat.purge"
@@ -40,6 +44,7 @@ ROUTES: dict[str, str] = {
     SESSION_CONTEXT: QUEUE_CONTROL,
     SESSION_CONFLICTS: QUEUE_PLAN,
     SESSION_GENERATE: QUEUE_PLAN,
+    EXECUTE_TASK: QUEUE_EXECUTE,
     BEAT_WATCHDOG: QUEUE_CONTROL,
     BEAT_PURGE: QUEUE_CONTROL,
     BEAT_LOCKS: QUEUE_CONTROL,

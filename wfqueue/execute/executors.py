@@ -6,7 +6,10 @@ Without ``--executor`` the configured command wins, then the API key. Pure: deci
 
 from __future__ import annotations
 
-from typing import Literal
+from pathlib import Path
+from typing import Literal, Protocol
+
+from pydantic import BaseModel
 
 from wfqueue.errors import ExecutorNotConfiguredError
 from wfqueue.settings import Settings
@@ -17,6 +20,25 @@ COMMAND_HOW = ("set WFQUEUE_EXECUTOR_COMMAND to an agent CLI, e.g. WFQUEUE_EXECU
                "({prompt_file} in it is replaced by the prompt's path; the prompt is also on its stdin)")
 CLAUDE_HOW = "set ANTHROPIC_API_KEY (or WFQUEUE_ANTHROPIC_API_KEY)"
 DRY_RUN = "`wfqueue execute ... --dry-run` shows the schedule without an executor"
+
+
+class ExecutorResult(BaseModel):
+    """How one executor run ended. Its edits are whatever it left in the worktree; the caller commits."""
+
+    ok: bool
+    output: str = ""  # what it printed or said, kept in the execution folder
+    error: str | None = None  # why it did not finish (timeout, exit status, a refused tool call...)
+
+
+class Executor(Protocol):
+    """A coding agent: make the change ``prompt`` asks for inside ``worktree`` and nowhere else."""
+
+    name: ExecutorName
+
+    def run(self, prompt: str, worktree: Path, step: str) -> ExecutorResult:
+        """``step`` names this run (``{task id}#{attempt}``): a durable executor saves its turns under it,
+        so a redelivered task continues the conversation instead of paying for it again."""
+        ...
 
 
 def choose_executor(settings: Settings, requested: ExecutorName | None) -> ExecutorName:

@@ -94,3 +94,30 @@ def exec_task(task: UnifiedTask, location: str) -> ExecTask:
         criteria=list(task.convergence.criteria), verification=task.convergence.verification,
         definition_of_done=task.convergence.definition_of_done, location=location,
     )
+
+
+TaskRunStatus = Literal["committed", "failed"]
+
+
+class TaskRun(BaseModel):
+    """What one run of one task on a worker ended with (the ``wfqueue.execute.task`` result).
+
+    ``committed``: the executor's change passed the task's verification (or it has none that can run)
+    and is the single commit on top of ``base`` on ``branch``. ``failed``: ``error`` says why (executor
+    error or timeout, verification still failing, nothing changed); the branch holds no commit of it.
+    """
+
+    task_id: str
+    attempt: int
+    status: TaskRunStatus
+    branch: str
+    base: str  # the integration head the worktree started at
+    commit: str | None = None
+    files_changed: list[str] = Field(default_factory=list)
+    verification: Literal["passed", "failed", "not_run"] = "not_run"
+    verification_output: str = ""  # its tail, for the records and a retry's prompt
+    error: str | None = None
+    log: str | None = None  # the executor's kept output, relative to the execution folder
+    worker: str = ""
+    started_at: float = 0.0
+    finished_at: float = 0.0
