@@ -32,7 +32,7 @@ def test_app_is_json_only_late_ack_and_routes_by_task_name() -> None:
     assert routes[COLLAB_PLAN_AREA]["queue"] == "plan"
     assert routes[COLLAB_UNDERSTAND]["queue"] == "plan"
     assert routes[COLLAB_FINALIZE]["queue"] == "control"
-    assert {q.name for q in conf.task_queues} == {"explore", "plan", "control"}
+    assert {q.name for q in conf.task_queues} == {"explore", "plan", "control", "execute"}
 
 
 @pytest.mark.parametrize(("visibility_s", "interval_s"), [(1, 1), (4, 1), (20, 5), (3600, 30)])
