@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+from tests.execute_support import task
 from wfqueue.execute.model import PlanContext, TaskFiles
 from wfqueue.execute.prompt import build_prompt
 from wfqueue.execute.worktree import commit_message
-
-from tests.execute_support import task
 
 
 def test_prompt_names_the_task_its_files_steps_criteria_and_verification() -> None:

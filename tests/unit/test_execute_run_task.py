@@ -10,13 +10,6 @@ from typing import Any
 
 import pytest
 
-from wfqueue.execute.command_executor import CommandExecutor
-from wfqueue.execute.model import TaskRun
-from wfqueue.execute.run_task import run_task
-from wfqueue.execute.worktree import worktree_path
-from wfqueue.memory_state import MemorySessionState
-from wfqueue.payloads import ExecuteTask
-
 from tests.execute_support import (
     BROKEN_SUB,
     EXEC_ID,
@@ -31,6 +24,12 @@ from tests.execute_support import (
     task,
     write_edits,
 )
+from wfqueue.execute.command_executor import CommandExecutor
+from wfqueue.execute.model import TaskRun
+from wfqueue.execute.run_task import run_task
+from wfqueue.execute.worktree import worktree_path
+from wfqueue.memory_state import MemorySessionState
+from wfqueue.payloads import ExecuteTask
 
 
 class Setup:

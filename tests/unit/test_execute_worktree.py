@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.execute_support import EXEC_ID, SUB, SUB_TEST, git, make_repo, snapshot, task
 from wfqueue.execute.worktree import (
     changed_paths,
     commit_all,
@@ -17,8 +18,6 @@ from wfqueue.execute.worktree import (
     prepare_worktree,
     worktree_path,
 )
-
-from tests.execute_support import EXEC_ID, SUB, SUB_TEST, git, make_repo, snapshot, task
 
 BRANCH = f"wfqueue/{EXEC_ID}/T1"
 
@@ -95,7 +94,7 @@ def test_a_redelivered_run_keeps_its_attempts_edits_and_a_moved_branch_is_reset(
 
 def test_a_worktree_with_uncommitted_work_is_kept_and_frees_the_branch(tmp_path: Path) -> None:
     repo = make_repo(tmp_path)
-    path, base = _worktree(repo)
+    path, _ = _worktree(repo)
     (path / "calc" / "ops.py").write_text(SUB, encoding="utf-8")
     assert finish_worktree(repo, path) is True
     assert (path / "calc" / "ops.py").read_text(encoding="utf-8") == SUB
