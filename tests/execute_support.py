@@ -24,22 +24,31 @@ def git(repo: Path, *args: str, check: bool = True) -> str:
     return done.stdout.strip()
 
 
-def make_repo(root: Path) -> Path:
-    """A repository with an identity, a package, a passing test, and .workflow/ ignored, all committed."""
-    repo = root / "repo"
-    (repo / "calc").mkdir(parents=True)
-    (repo / "calc" / "__init__.py").write_text("", encoding="utf-8")
-    (repo / "calc" / "ops.py").write_text("def add(a, b):\n    return a + b\n", encoding="utf-8")
-    (repo / "tests").mkdir()
-    (repo / "tests" / "test_ops.py").write_text(
+def write_project(folder: Path) -> None:
+    """A package, a passing test, and .workflow/ ignored."""
+    (folder / "calc").mkdir(parents=True)
+    (folder / "calc" / "__init__.py").write_text("", encoding="utf-8")
+    (folder / "calc" / "ops.py").write_text("def add(a, b):\n    return a + b\n", encoding="utf-8")
+    (folder / "tests").mkdir()
+    (folder / "tests" / "test_ops.py").write_text(
         "from calc.ops import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n", encoding="utf-8")
-    (repo / ".gitignore").write_text(".workflow/\n", encoding="utf-8")
-    git(root, "init", "-q", "-b", "main", str(repo))
+    (folder / ".gitignore").write_text(".workflow/\n", encoding="utf-8")
+
+
+def init_repo(repo: Path) -> Path:
+    """``repo`` as a git repository with an identity and everything in it committed."""
+    git(repo.parent, "init", "-q", "-b", "main", str(repo))
     git(repo, "config", "user.name", "Repo Owner")
     git(repo, "config", "user.email", "owner@example.invalid")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "initial")
     return repo
+
+
+def make_repo(root: Path) -> Path:
+    """``root/repo``: the project, committed."""
+    write_project(root / "repo")
+    return init_repo(root / "repo")
 
 
 def snapshot(repo: Path) -> dict[str, str]:
@@ -49,7 +58,8 @@ def snapshot(repo: Path) -> dict[str, str]:
              and p.relative_to(repo).parts[0] not in (".git", ".workflow")}
     files["HEAD"] = git(repo, "rev-parse", "HEAD")
     files["branch"] = git(repo, "symbolic-ref", "HEAD")
-    files["index"] = hashlib.sha256((repo / ".git" / "index").read_bytes()).hexdigest()
+    index = Path(git(repo, "rev-parse", "--absolute-git-dir")) / "index"
+    files["index"] = hashlib.sha256(index.read_bytes()).hexdigest()
     files["status"] = git(repo, "status", "--porcelain", "--untracked-files=all")
     return files
 

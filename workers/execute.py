@@ -33,9 +33,14 @@ CLAUDE_MODULE = "wfqueue.execute.claude_executor"
 
 
 def time_limits(settings: Settings) -> tuple[int, int]:
-    """The soft and hard time limits of one attempt: every executor run and verification at its longest."""
-    soft = int(EXECUTOR_RUNS * (settings.executor_timeout_s + VERIFICATION_TIMEOUT_S)) + _MARGIN_S
-    return soft, soft + _MARGIN_S
+    """The soft and hard time limits of one attempt: every executor run and verification at its longest, but
+    ended before ``visibility_timeout_s``: past it the broker hands the unacknowledged message to a second worker
+    while the first still runs it, in the same worktree. Raise ``visibility_timeout_s`` for long executors."""
+    visibility = settings.visibility_timeout_s
+    margin = max(1, min(_MARGIN_S, visibility // 10))
+    wanted = int(EXECUTOR_RUNS * (settings.executor_timeout_s + VERIFICATION_TIMEOUT_S)) + margin
+    hard = max(2, min(wanted + margin, visibility - margin))
+    return max(1, hard - margin), hard
 
 
 def executor_for(payload: ExecuteTask, settings: Settings, state: SessionStore) -> Executor:

@@ -17,12 +17,14 @@ from tests.execute_support import (
     SUB,
     SUB_TEST,
     git,
+    init_repo,
     log_entries,
     make_repo,
     payload,
     snapshot,
     task,
     write_edits,
+    write_project,
 )
 from wfqueue.execute.command_executor import CommandExecutor
 from wfqueue.execute.model import TaskRun
@@ -33,8 +35,8 @@ from wfqueue.payloads import ExecuteTask
 
 
 class Setup:
-    def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.repo = make_repo(tmp_path)
+    def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo: Path | None = None) -> None:
+        self.repo = repo or make_repo(tmp_path)
         self.exec_dir = self.repo / ".workflow" / ".execution" / EXEC_ID
         self.edits = tmp_path / "edits.json"
         self.log = tmp_path / "executor.log"
@@ -139,3 +141,17 @@ def test_a_task_without_a_runnable_verification_is_committed_unverified(setup: S
     run, _ = setup.run({"T1": {"calc/ops.py": SUB}}, verification="manual: read the diff")
     assert run.status == "committed" and run.verification == "not_run"
     assert run.files_changed == ["calc/ops.py"]
+
+
+
+def test_a_plan_for_a_project_inside_a_larger_repository_runs_in_that_project(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    outer = tmp_path / "mono"
+    write_project(outer / "proj")
+    init_repo(outer)
+    setup = Setup(tmp_path, monkeypatch, repo=outer / "proj")
+    run, _ = setup.run({"T1": {"calc/ops.py": SUB, "tests/test_sub.py": SUB_TEST}})
+    assert run.status == "committed", run.error
+    assert run.verification == "passed"  # run inside the project, where `tests` is
+    assert sorted(run.files_changed) == ["calc/ops.py", "tests/test_sub.py"]
+    assert git(outer, "show", f"{run.commit}:proj/calc/ops.py") + "\n" == SUB

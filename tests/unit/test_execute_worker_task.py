@@ -48,3 +48,10 @@ def test_a_worker_without_the_claude_executor_says_so(tmp_path: Path, monkeypatc
     sent = payload(make_repo(tmp_path), tmp_path / "exec", task()).model_copy(update={"executor": "claude"})
     with pytest.raises(ExecutorNotConfiguredError, match="no claude executor"):
         execute.executor_for(sent, _settings(), MemorySessionState(EXEC_ID))
+
+
+def test_the_task_is_stopped_before_its_message_would_be_delivered_again() -> None:
+    soft, hard = execute.time_limits(_settings(executor_timeout_s=1800, visibility_timeout_s=3600))
+    assert soft < hard < 3600
+    soft, hard = execute.time_limits(_settings(executor_timeout_s=1800, visibility_timeout_s=10_000))
+    assert soft > 2 * 1800 and hard < 10_000

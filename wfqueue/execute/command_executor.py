@@ -9,9 +9,12 @@ prompt file, in the execution folder (never the worktree: whatever lands there i
 
 from __future__ import annotations
 
+import ctypes
 import re
 import shlex
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 from wfqueue.embedded import stop_process_group
@@ -21,6 +24,7 @@ from wfqueue.execute.executors import COMMAND_HOW, ExecutorName, ExecutorResult
 PROMPT_PLACEHOLDER = "{prompt_file}"
 OUTPUT_LIMIT = 20_000  # characters of output handed back (the log file keeps all of it)
 _KILL_GRACE_S = 5.0
+_PR_SET_PDEATHSIG = 1
 
 
 def split_command(command: str | None) -> list[str]:
@@ -33,6 +37,16 @@ def split_command(command: str | None) -> list[str]:
     if not argv:
         raise ExecutorNotConfiguredError("no executor command is configured", hint=COMMAND_HOW)
     return argv
+
+
+def _die_with_parent() -> None:
+    """In the child, before the agent starts (Linux): killed when the worker process running it dies, so a worker
+    killed mid-task leaves no agent editing a worktree that the redelivered task uses again."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the process group is still stopped on every normal path
+        pass
 
 
 def _file_name(step: str) -> str:
@@ -60,7 +74,8 @@ class CommandExecutor:
         with log.open("wb") as output:
             try:
                 proc = subprocess.Popen(argv, cwd=worktree, stdin=subprocess.PIPE, stdout=output,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
+                                        stderr=subprocess.STDOUT, start_new_session=True,
+                                        preexec_fn=_die_with_parent if sys.platform == "linux" else None)
             except OSError as exc:  # not found, not executable
                 return ExecutorResult(ok=False, error=f"the executor command {argv[0]!r} could not start: {exc}")
             timed_out = False

@@ -29,6 +29,7 @@ from wfqueue.execute.worktree import (
     find_task_commit,
     finish_worktree,
     prepare_worktree,
+    repo_prefix,
     worktree_path,
 )
 from wfqueue.keys import AgentState, task_run_key
@@ -116,6 +117,8 @@ def _run(payload: ExecuteTask, executor: Executor, state: SessionStore, worker: 
     task, repo, attempt = payload.task, Path(payload.repo), payload.attempt
     runnable = verification_refusal(task) is None
     path = worktree_path(repo, payload.exec_id, task.id, attempt)
+    prefix = repo_prefix(repo)
+    workdir = path / prefix if prefix else path  # the plan's folder inside the worktree: paths are relative to it
     run = TaskRun(task_id=task.id, attempt=attempt, status="failed", branch=payload.branch, base=payload.base,
                   worker=worker, started_at=started)
 
@@ -123,7 +126,7 @@ def _run(payload: ExecuteTask, executor: Executor, state: SessionStore, worker: 
     if existing is not None:  # a run that died between its commit and its result
         finish_worktree(repo, path)
         return _record(state, run.model_copy(update={
-            "status": "committed", "commit": existing, "files_changed": files_of_commit(repo, existing),
+            "status": "committed", "commit": existing, "files_changed": files_of_commit(repo, existing, prefix),
             "verification": "passed" if runnable else "not_run", "finished_at": time.time()}))
 
     state.set_agent(task.id, state=AgentState.RUNNING, worker=worker, started_at=started, attempt=attempt,
@@ -136,7 +139,7 @@ def _run(payload: ExecuteTask, executor: Executor, state: SessionStore, worker: 
     error: str | None = None
     for number in range(1, EXECUTOR_RUNS + 1):
         step = f"{task.id}#{attempt}" if number == 1 else f"{task.id}#{attempt}.{number}"
-        result = executor.run(prompt, path, step)
+        result = executor.run(prompt, workdir, step)
         log.section(f"executor run {number} ({step})", result.output + (f"\n{result.error}" if result.error else ""))
         if not result.ok:
             error = result.error or "the executor failed"
@@ -146,7 +149,7 @@ def _run(payload: ExecuteTask, executor: Executor, state: SessionStore, worker: 
             break
         if not runnable:
             break
-        checked = run_command(parse_command(task.verification), path, VERIFICATION_TIMEOUT_S)
+        checked = run_command(parse_command(task.verification), workdir, VERIFICATION_TIMEOUT_S)
         summary = _verification_summary(task.verification.strip(), checked)
         log.section(f"verification after run {number}: {summary}", checked.output)
         passed = checked.exit_code == 0 and not checked.timed_out
@@ -166,7 +169,7 @@ def _run(payload: ExecuteTask, executor: Executor, state: SessionStore, worker: 
             error = "the executor changed nothing"
         else:
             run = run.model_copy(update={"status": "committed", "commit": commit,
-                                         "files_changed": files_of_commit(repo, commit)})
+                                         "files_changed": files_of_commit(repo, commit, prefix)})
     if finish_worktree(repo, path):  # only a failed run leaves uncommitted work
         error = f"{error or 'the change was not committed'}; its uncommitted changes are kept in {path}"
     return _record(state, run.model_copy(update={"error": error, "finished_at": time.time()}))

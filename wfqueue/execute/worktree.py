@@ -13,6 +13,7 @@ uncommitted work (see :func:`finish_worktree`) is never reset by a later attempt
 
 from __future__ import annotations
 
+import posixpath
 import re
 import shutil
 import subprocess
@@ -81,7 +82,9 @@ def prepare_worktree(repo: Path, path: Path, branch: str, base: str) -> Path:
     if path.exists() and _registered(repo, path):
         head = _git(path, "rev-parse", "HEAD", check=False).stdout.strip()
         on = _git(path, "symbolic-ref", "--quiet", "HEAD", check=False).stdout.strip()
-        if head == base_commit and on == f"refs/heads/{branch}":
+        if head == base_commit:
+            if on != f"refs/heads/{branch}":  # left detached by an earlier run: back on the branch, edits kept
+                _git(path, "checkout", "--quiet", "-B", branch)
             return path
         _git(path, "checkout", "--quiet", "--force", "-B", branch, base)
         _git(path, "reset", "--quiet", "--hard", base)
@@ -186,11 +189,19 @@ def commit_all(worktree: Path, message: str) -> str | None:
     return _git(worktree, "rev-parse", "HEAD").stdout.strip()
 
 
-def files_of_commit(repo: Path, commit: str) -> list[str]:
-    """Paths ``commit`` added, changed or deleted, against its first parent."""
+def repo_prefix(repo: Path) -> str:
+    """Where ``repo`` sits inside its git repository (``""`` at the top, else ``"project/"``): a plan for one
+    project of a larger repository names its files relative to that project."""
+    return _git(repo, "rev-parse", "--show-prefix").stdout.strip()
+
+
+def files_of_commit(repo: Path, commit: str, prefix: str = "") -> list[str]:
+    """Paths ``commit`` added, changed or deleted against its first parent, relative to ``prefix`` (a path outside
+    it climbs out with ``..``, so a check against the plan's files sees it)."""
     listed = _git(repo, "diff-tree", "--no-commit-id", "--name-only", "-r", "-z", "--no-renames", f"{commit}^",
                   commit).stdout
-    return [p for p in listed.split("\0") if p]
+    paths = [p for p in listed.split("\0") if p]
+    return [posixpath.relpath(p, prefix) for p in paths] if prefix else paths
 
 
 def finish_worktree(repo: Path, path: Path) -> bool:
