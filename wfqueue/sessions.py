@@ -10,6 +10,8 @@ import subprocess
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from wfqueue.errors import (
     InvalidRequirementError,
     InvalidSessionIdError,
@@ -44,9 +46,19 @@ def unique_id(base: str, existing: set[str]) -> str:
     return candidate
 
 
-def new_collab_session_id(requirement: str, now: datetime, existing: set[str]) -> str:
-    """``CPLAN-{slug}-{date}`` (slug at most 30 characters), unique among ``existing``."""
-    return unique_id(f"CPLAN-{slugify(requirement, 30)}-{session_date(now)}", existing)
+class SessionIds(BaseModel):
+    """How a workflow names its sessions: ``{prefix}{slug}`` plus ``-{date}`` when dated,
+    ``-2``, ``-3``... when a folder of that name exists."""
+
+    model_config = ConfigDict(frozen=True)
+
+    prefix: str = ""
+    slug_length: int = Field(ge=1)
+    dated: bool
+
+    def new(self, text: str, now: datetime, existing: set[str]) -> str:
+        base = f"{self.prefix}{slugify(text, self.slug_length)}"
+        return unique_id(f"{base}-{session_date(now)}" if self.dated else base, existing)
 
 
 def resolve_repo(repo: str | Path | None) -> Path:
