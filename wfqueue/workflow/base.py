@@ -25,7 +25,7 @@ from wfqueue.providers import check_provider_spec
 from wfqueue.runtime import Reporter, Runtime, broker_runtime, resumable, wait_for
 from wfqueue.sessions import SessionIds
 from wfqueue.settings import Settings
-from wfqueue.state import CoordinatorLease, SessionState
+from wfqueue.state import CoordinatorLease, SessionState, SessionStore
 from wfqueue.usage import Budget, PriceTable
 
 
@@ -114,7 +114,7 @@ class WorkflowCoordinator(Generic[UI]):
                 state.set_meta(**meta.fields())
             yield state
 
-    def wait_with_progress(self, result: AsyncResult[Any], what: str, settings: Settings, state: SessionState,
+    def wait_with_progress(self, result: AsyncResult[Any], what: str, settings: Settings, state: SessionStore,
                            watched: list[str], settled: Callable[[], Any] | None = None) -> Any:
         """Wait for a fan-out, drawing the agent records of ``watched`` while it runs."""
         try:
@@ -123,5 +123,5 @@ class WorkflowCoordinator(Generic[UI]):
         finally:
             self.ui.done()
 
-    def usage(self, state: SessionState) -> str:
+    def usage(self, state: SessionStore) -> str:
         return usage_line(session_report(state, self.prices))
