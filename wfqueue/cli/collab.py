@@ -6,7 +6,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from wfqueue.cli.plan_common import JSON_HELP, PROVIDER_HELP, REPO_HELP, budget_help, finish, plan_setup
+from wfqueue.cli import plan_common as common
 from wfqueue.cli.progress import TerminalUI
 from wfqueue.collab.coordinator import CollabCoordinator, CollabRequest
 from wfqueue.errors import BadInputError
@@ -18,18 +18,18 @@ def register(app: typer.Typer) -> None:
     @app.command("collab-plan")
     def collab_plan(
         requirement: str = typer.Argument(..., help="The requirement, as text or the path of a .md file."),
-        repo: str | None = typer.Option(None, "--repo", help=REPO_HELP),
+        repo: str | None = typer.Option(None, "--repo", help=common.REPO_HELP),
         max_agents: int | None = typer.Option(None, "--max-agents",
                                               help=f"Most sub-domains / agents, 2..{MAX_AGENTS_LIMIT}."),
         yes: bool = typer.Option(False, "--yes", "-y", help="Accept the split without asking."),
-        provider: str | None = typer.Option(None, "--provider", help=PROVIDER_HELP),
+        provider: str | None = typer.Option(None, "--provider", help=common.PROVIDER_HELP),
         workers: int | None = typer.Option(None, "--workers",
                                            help="Embedded mode: worker processes (default: one per agent)."),
-        as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
-        budget: str | None = typer.Option(None, "--budget", help=budget_help()),
+        as_json: bool = typer.Option(False, "--json", help=common.JSON_HELP),
+        budget: str | None = typer.Option(None, "--budget", help=common.budget_help()),
     ) -> None:
         """Split a requirement into sub-domains, plan them in parallel, detect conflicts."""
-        settings, spec, spending_cap = plan_setup(provider, budget)
+        settings, spec, spending_cap = common.plan_setup(provider, budget)
         agents = settings.max_agents if max_agents is None else max_agents
         if not 2 <= agents <= MAX_AGENTS_LIMIT:
             raise BadInputError(f"--max-agents {agents} is out of range", hint=f"use 2..{MAX_AGENTS_LIMIT}")
@@ -50,4 +50,4 @@ def register(app: typer.Typer) -> None:
             out.print(f"plan:    {result.session_dir}/plan.md")
             out.print(f"session: {result.session_dir}")
 
-        finish(result, as_json, describe, json_extra=("failures",))
+        common.finish(result, as_json, describe, json_extra=("failures",))

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
-from wfqueue.cli.plan_common import JSON_HELP, PROVIDER_HELP, REPO_HELP, WORKERS_HELP, budget_help, finish, plan_setup
+from wfqueue.cli import plan_common as common
 from wfqueue.cli.progress import TerminalUI
 from wfqueue.lite.coordinator import LiteCoordinator, LiteRequest
 from wfqueue.sessions import read_requirement, resolve_repo
@@ -16,16 +15,16 @@ def register(app: typer.Typer) -> None:
     @app.command("lite-plan")
     def lite_plan(
         requirement: str = typer.Argument(..., help="The task, as text or the path of a .md file."),
-        repo: str | None = typer.Option(None, "--repo", help=REPO_HELP),
+        repo: str | None = typer.Option(None, "--repo", help=common.REPO_HELP),
         explore: bool = typer.Option(False, "--explore", "-e", help="Explore the code even if not needed."),
         yes: bool = typer.Option(False, "--yes", "-y", help="Skip clarification and confirmation."),
-        provider: str | None = typer.Option(None, "--provider", help=PROVIDER_HELP),
-        workers: int | None = typer.Option(None, "--workers", min=1, help=WORKERS_HELP),
-        as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
-        budget: str | None = typer.Option(None, "--budget", help=budget_help()),
+        provider: str | None = typer.Option(None, "--provider", help=common.PROVIDER_HELP),
+        workers: int | None = typer.Option(None, "--workers", min=1, help=common.WORKERS_HELP),
+        as_json: bool = typer.Option(False, "--json", help=common.JSON_HELP),
+        budget: str | None = typer.Option(None, "--budget", help=common.budget_help()),
     ) -> None:
         """Assess the task, explore angles in parallel, verify findings, write tasks.jsonl."""
-        settings, spec, spending_cap = plan_setup(provider, budget)
+        settings, spec, spending_cap = common.plan_setup(provider, budget)
         request = LiteRequest(requirement=read_requirement(requirement, settings.requirement_max_bytes),
                               repo=resolve_repo(repo), provider=spec, explore=explore, yes=yes, workers=workers,
                               budget=spending_cap)
@@ -36,10 +35,7 @@ def register(app: typer.Typer) -> None:
                       f"angles: {', '.join(result.angles) or 'none'})")
             for angle, reason in result.failed_angles.items():
                 out.print(f"[red]skipped angle[/]: {angle}: {reason}")
-            if result.stopped:
-                out.print(f"[red]{escape(result.stopped)}[/]")
-            else:
-                out.print(f"tasks:   {result.session_dir}/tasks.jsonl")
+            common.stopped_or(out, result, f"tasks:   {result.session_dir}/tasks.jsonl")
             out.print(f"plan:    {result.session_dir}/plan.md")
 
-        finish(result, as_json, describe)
+        common.finish(result, as_json, describe)

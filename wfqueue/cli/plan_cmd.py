@@ -6,9 +6,8 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
-from wfqueue.cli.plan_common import JSON_HELP, PROVIDER_HELP, REPO_HELP, WORKERS_HELP, budget_help, finish, plan_setup
+from wfqueue.cli import plan_common as common
 from wfqueue.cli.progress import TerminalUI
 from wfqueue.sessions import read_requirement, resolve_repo
 from wfqueue.workflow_session.coordinator import PlanRequest, WfsCoordinator
@@ -19,17 +18,17 @@ def register(app: typer.Typer) -> None:
     def plan(
         requirement: str | None = typer.Argument(None,
                                                  help="Text, or a .md file; leave out with --session to continue."),
-        repo: str | None = typer.Option(None, "--repo", help=REPO_HELP),
+        repo: str | None = typer.Option(None, "--repo", help=common.REPO_HELP),
         session: str | None = typer.Option(None, "--session", help="Continue (or reuse) this WFS session."),
         yes: bool = typer.Option(False, "--yes", "-y", help="Recommended choices everywhere; verify and stop."),
-        provider: str | None = typer.Option(None, "--provider", help=PROVIDER_HELP),
-        workers: int | None = typer.Option(None, "--workers", min=1, help=WORKERS_HELP),
-        as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
-        budget: str | None = typer.Option(None, "--budget", help=budget_help(
+        provider: str | None = typer.Option(None, "--provider", help=common.PROVIDER_HELP),
+        workers: int | None = typer.Option(None, "--workers", min=1, help=common.WORKERS_HELP),
+        as_json: bool = typer.Option(False, "--json", help=common.JSON_HELP),
+        budget: str | None = typer.Option(None, "--budget", help=common.budget_help(
             "With --session it replaces the session's budget; left out, the session keeps its own.")),
     ) -> None:
         """Session, context (parallel exploration), conflict resolution if risky, IMPL tasks; then verify."""
-        settings, spec, spending_cap = plan_setup(provider, budget)
+        settings, spec, spending_cap = common.plan_setup(provider, budget)
         request = PlanRequest(
             requirement=read_requirement(requirement, settings.requirement_max_bytes) if requirement else None,
             repo=resolve_repo(repo), provider=spec, yes=yes, session=session, workers=workers, budget=spending_cap)
@@ -52,10 +51,7 @@ def register(app: typer.Typer) -> None:
         def describe(out: Console) -> None:
             out.print(f"[bold]{result.status}[/]: {result.tasks} tasks, {result.conflicts} conflicts resolved"
                       + (f", gate {gate}" if gate else ""))
-            if result.stopped:
-                out.print(f"[red]{escape(result.stopped)}[/]")
-            else:
-                out.print(f"plan:    {result.session_dir}/IMPL_PLAN.md")
+            common.stopped_or(out, result, f"plan:    {result.session_dir}/IMPL_PLAN.md")
             out.print(f"session: {result.session_dir}")
 
-        finish(result, as_json, describe)
+        common.finish(result, as_json, describe)

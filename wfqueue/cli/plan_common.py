@@ -45,3 +45,8 @@ def finish(result: PlanOutcome, as_json: bool, describe: Callable[[Console], Non
         if result.usage:
             out.print(f"usage:   {escape(result.usage)}")
     raise typer.Exit(result.exit_code)
+
+
+def stopped_or(out: Console, result: PlanOutcome, otherwise: str) -> None:
+    """Why planning stopped early (a spent budget), or ``otherwise`` (where the plan is)."""
+    out.print(f"[red]{escape(result.stopped)}[/]" if result.stopped else otherwise)

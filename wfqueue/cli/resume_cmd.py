@@ -6,7 +6,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from wfqueue.cli.plan_common import JSON_HELP, budget_help, finish, plan_setup
+from wfqueue.cli import plan_common as common
 from wfqueue.cli.progress import TerminalUI
 from wfqueue.sessions import resolve_repo
 from wfqueue.settings import load_settings
@@ -20,14 +20,14 @@ def register(app: typer.Typer) -> None:
         session: str = typer.Argument(..., help="A CPLAN-*, lite-plan or WFS-* session id."),
         repo: str | None = typer.Option(None, "--repo", help="Repository (default: git top level of the cwd)."),
         provider: str | None = typer.Option(None, "--provider", help="Used only if the session did not record one."),
-        budget: str | None = typer.Option(None, "--budget", help=budget_help("Replaces the session's budget.")),
-        as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+        budget: str | None = typer.Option(None, "--budget", help=common.budget_help("Replaces the session's budget.")),
+        as_json: bool = typer.Option(False, "--json", help=common.JSON_HELP),
     ) -> None:
-        """Re-enqueue only the work an interrupted session is missing, then finish it."""
+        """Re-enqueue only the work an interrupted session is missing, then common.finish it."""
         settings = load_settings()
         root = resolve_repo(repo)
         kind, folder = locate(root, session)
-        settings, spec, spending_cap = plan_setup(provider, budget, settings)
+        settings, spec, spending_cap = common.plan_setup(provider, budget, settings)
         result = kind.resume(settings, TerminalUI(),
                              ResumeRequest(session_dir=folder, repo=root, provider=spec, budget=spending_cap))
 
@@ -37,4 +37,4 @@ def register(app: typer.Typer) -> None:
             for area, reason in getattr(result, "failures", {}).items():  # collab plans name each failed agent
                 out.print(f"[red]failed area[/]: {area}: {escape(reason)}")
 
-        finish(result, as_json, describe)
+        common.finish(result, as_json, describe)

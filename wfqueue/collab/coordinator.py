@@ -27,7 +27,7 @@ from wfqueue.collab.recovery import (
 )
 from wfqueue.collab.steps import failure_reason
 from wfqueue.errors import BadInputError, InfrastructureError
-from wfqueue.keys import SessionKind, SessionMeta, SessionStatus
+from wfqueue.keys import SessionKind, SessionStatus
 from wfqueue.metering import budget_meta, check_budget_priced
 from wfqueue.payloads import CollabUnderstand
 from wfqueue.runtime import wait_for
@@ -35,7 +35,7 @@ from wfqueue.sessions import SessionIds, planning_root
 from wfqueue.settings import MAX_AGENTS_LIMIT, Settings
 from wfqueue.state import SessionState
 from wfqueue.usage import Budget
-from wfqueue.workflow.base import PlanOutcome, ResumeRequest, WorkflowCoordinator, WorkflowUI, new_session_folder
+from wfqueue.workflow.base import PlanOutcome, ResumeRequest, WorkflowCoordinator, WorkflowUI
 from wfqueue.workflow.kind import WorkflowKind
 
 SplitDecision = Literal["start", "cancel"] | int
@@ -66,21 +66,16 @@ class CoordinatorUI(WorkflowUI, Protocol):
 class CollabCoordinator(WorkflowCoordinator[CoordinatorUI]):
     def run(self, request: CollabRequest) -> PlanResult:
         self.check(request.provider, request.budget, request.repo)
-        with self.runtime(request.repo, request.workers or request.max_agents) as runtime:
-            session_dir = new_session_folder(planning_root(request.repo), COLLAB_IDS, request.requirement)
-            meta = SessionMeta(kind=SessionKind.COLLAB, repo=str(request.repo), session_dir=str(session_dir),
-                               requirement=request.requirement, provider=request.provider,
-                               status=SessionStatus.PLANNING, budget=budget_meta(request.budget))
-            with self.hold(runtime, session_dir.name, fresh=True, meta=meta) as state:
-                self.ui.info(f"session {state.session_id}")
-                analysis = self._confirmed_split(runtime.app, runtime.settings, state, session_dir, request)
-                if analysis is None:
-                    state.set_meta(status=SessionStatus.CANCELLED)
-                    return PlanResult(session_id=state.session_id, session_dir=str(session_dir),
-                                      status=SessionStatus.CANCELLED, tasks=0, conflicts=0)
-                final = self._run_agents(runtime.app, runtime.settings, state, session_dir, analysis,
-                                         request.provider)
-                return self._result(state, session_dir, final)
+        with (self.runtime(request.repo, request.workers or request.max_agents) as runtime,
+              self.fresh_session(runtime, request, SessionKind.COLLAB, planning_root(request.repo), COLLAB_IDS)
+              as (state, session_dir)):
+            analysis = self._confirmed_split(runtime.app, runtime.settings, state, session_dir, request)
+            if analysis is None:
+                state.set_meta(status=SessionStatus.CANCELLED)
+                return PlanResult(session_id=state.session_id, session_dir=str(session_dir),
+                                  status=SessionStatus.CANCELLED, tasks=0, conflicts=0)
+            final = self._run_agents(runtime.app, runtime.settings, state, session_dir, analysis, request.provider)
+            return self._result(state, session_dir, final)
 
     def _confirmed_split(self, app: Celery, settings: Settings, state: SessionState, session_dir: Path,
                          request: CollabRequest) -> RequirementAnalysis | None:

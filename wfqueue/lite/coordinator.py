@@ -20,7 +20,7 @@ from wfqueue import keys
 from wfqueue.collab.steps import now_iso
 from wfqueue.errors import BadInputError, BudgetExhaustedError
 from wfqueue.fsio import atomic_write_text
-from wfqueue.keys import AgentState, SessionKind, SessionMeta, SessionStatus
+from wfqueue.keys import AgentState, SessionKind, SessionStatus
 from wfqueue.lite.models import Assessment, ClarificationAnswer, LitePlanDraft
 from wfqueue.lite.render import render_stopped_plan
 from wfqueue.lite.steps import PLAN_FILE, TASKS_FILE, write_plan_md
@@ -34,7 +34,7 @@ from wfqueue.settings import Settings
 from wfqueue.state import SessionState, SessionStore
 from wfqueue.tasks_file import validate_path
 from wfqueue.usage import Budget
-from wfqueue.workflow.base import PlanOutcome, ResumeRequest, WorkflowCoordinator, WorkflowUI, new_session_folder
+from wfqueue.workflow.base import PlanOutcome, ResumeRequest, WorkflowCoordinator, WorkflowUI
 from wfqueue.workflow.kind import WorkflowKind
 
 LITE_DIR = ".lite-plan"
@@ -104,16 +104,12 @@ class _Plan(BaseModel):
 class LiteCoordinator(WorkflowCoordinator[LiteUI]):
     def run(self, request: LiteRequest) -> LiteResult:
         self.check(request.provider, request.budget, request.repo)
-        with self.runtime(request.repo, request.workers) as runtime:
-            session_dir = new_session_folder(lite_root(request.repo), LITE_IDS, request.requirement)
-            meta = SessionMeta(kind=SessionKind.LITE, repo=str(request.repo), session_dir=str(session_dir),
-                               requirement=request.requirement, provider=request.provider,
-                               status=SessionStatus.PLANNING, budget=budget_meta(request.budget))
-            with self.hold(runtime, session_dir.name, fresh=True, meta=meta) as state:
-                self.ui.info(f"session {state.session_id}")
-                plan = _Plan(session_id=state.session_id, session_dir=session_dir, repo=request.repo,
-                             requirement=request.requirement, provider=request.provider)
-                return self._plan(runtime.app, runtime.settings, state, plan, request)
+        with (self.runtime(request.repo, request.workers) as runtime,
+              self.fresh_session(runtime, request, SessionKind.LITE, lite_root(request.repo), LITE_IDS)
+              as (state, session_dir)):
+            plan = _Plan(session_id=state.session_id, session_dir=session_dir, repo=request.repo,
+                         requirement=request.requirement, provider=request.provider)
+            return self._plan(runtime.app, runtime.settings, state, plan, request)
 
     def _plan(self, app: Celery, settings: Settings, state: SessionState, plan: _Plan,
               request: LiteRequest) -> LiteResult:

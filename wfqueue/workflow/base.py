@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from wfqueue.errors import BadInputError
 from wfqueue.keys import SessionMeta, SessionStatus
-from wfqueue.metering import check_budget_priced, session_report, usage_line
+from wfqueue.metering import budget_meta, check_budget_priced, session_report, usage_line
 from wfqueue.providers import check_provider_spec
 from wfqueue.runtime import Reporter, Runtime, broker_runtime, resumable, wait_for
 from wfqueue.sessions import SessionIds
@@ -70,6 +70,19 @@ class ResumeRequest(BaseModel):
     budget: Budget | None = None  # replaces the session's budget; None keeps it
 
 
+class NewSessionRequest(Protocol):
+    """What starting a fresh session reads from a workflow's request."""
+
+    @property
+    def requirement(self) -> str: ...
+    @property
+    def repo(self) -> Path: ...
+    @property
+    def provider(self) -> str: ...
+    @property
+    def budget(self) -> Budget | None: ...
+
+
 UI = TypeVar("UI", bound=WorkflowUI)
 
 
@@ -113,6 +126,19 @@ class WorkflowCoordinator(Generic[UI]):
             if meta is not None:
                 state.set_meta(**meta.fields())
             yield state
+
+    @contextmanager
+    def fresh_session(self, runtime: Runtime, request: NewSessionRequest, kind: str, root: Path,
+                      ids: SessionIds) -> Iterator[tuple[SessionState, Path]]:
+        """A new session folder under ``root`` and its state, held, with the meta written (kind, repo,
+        folder, requirement, provider, budget; status planning)."""
+        session_dir = new_session_folder(root, ids, request.requirement)
+        meta = SessionMeta(kind=kind, repo=str(request.repo), session_dir=str(session_dir),
+                           requirement=request.requirement, provider=request.provider, status=SessionStatus.PLANNING,
+                           budget=budget_meta(request.budget))
+        with self.hold(runtime, session_dir.name, fresh=True, meta=meta) as state:
+            self.ui.info(f"session {state.session_id}")
+            yield state, session_dir
 
     def wait_with_progress(self, result: AsyncResult[Any], what: str, settings: Settings, state: SessionStore,
                            watched: list[str], settled: Callable[[], Any] | None = None) -> Any:
