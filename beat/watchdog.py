@@ -43,7 +43,7 @@ from wfqueue import keys
 from wfqueue.keys import AgentState
 from wfqueue.settings import Settings
 from wfqueue.state import SessionState
-from wfqueue.workflow.kind import WatchdogRecovery
+from wfqueue.workflow.kind import WatchdogRecovery, WorkflowKind
 from wfqueue.workflow.registry import kind_named
 
 log = logging.getLogger("wfqueue.beat.watchdog")
@@ -88,10 +88,21 @@ def watch_one(app: Celery, state: SessionState, meta: dict[str, Any], settings: 
     if kind is None or kind.recovery is None or not session_dir:
         # A kind without recovery waits on its coordinator (often on a person answering
         # questions), so the watchdog only says what it sees.
-        return _report_only(state, snapshot, report, settings, now)
+        return _report_only(state, snapshot, report, settings, now, _missing(kind, state, session_dir))
     if decision == "reenqueue":
         return _reenqueue(app, kind.recovery, state, snapshot, meta, Path(session_dir), report, settings, now)
     return _finalize(app, kind.recovery, state, snapshot, Path(session_dir), report, now)
+
+
+def _missing(kind: WorkflowKind | None, state: SessionState, session_dir: str | None) -> str:
+    """What the session's kind says is not done yet, for the report ('' when it cannot tell)."""
+    if kind is None or not session_dir:
+        return ""
+    try:
+        missing = kind.missing_work(state, Path(session_dir))
+    except (OSError, ValueError):  # its folder is gone or unreadable: the agent records still tell
+        return ""
+    return f"missing: {', '.join(missing)}" if missing else ""
 
 
 def _report_only(state: SessionState, snapshot: SessionSnapshot, report: WatchReport, settings: Settings,

@@ -16,7 +16,6 @@ from wfqueue.errors import (
     InvalidRequirementError,
     InvalidSessionIdError,
     RepositoryNotFoundError,
-    SessionNotFoundError,
 )
 
 # Dates in session ids follow the workflows' convention: UTC+8.
@@ -104,22 +103,6 @@ def check_session_id(session_id: str) -> str:
             hint="list sessions with `wfqueue status`",
         )
     return session_id
-
-
-def find_collab_session(repo: Path, session_id: str) -> Path:
-    """The folder of an existing CPLAN session, checked to stay inside .workflow/."""
-    check_session_id(session_id)
-    root = planning_root(repo).resolve()
-    folder = (root / session_id).resolve()
-    if folder.parent != root:
-        raise InvalidSessionIdError(f"session id {session_id!r} resolves outside {root}")
-    if not folder.is_dir():
-        existing = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
-        listing = ", ".join(existing[-10:]) or "none"
-        raise SessionNotFoundError(
-            f"no session {session_id} under {root}", hint=f"existing sessions: {listing}"
-        )
-    return folder
 
 
 def read_requirement(value: str, max_bytes: int) -> str:

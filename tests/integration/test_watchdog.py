@@ -283,6 +283,8 @@ def test_watchdog_only_reports_other_kinds_and_leaves_unstarted_plans_alone(brok
         later = [watch_all(app, client, settings, now + 11)["sessions"] for _ in range(2)]
         assert [p[lite.session_id]["decision"] for p in later] == ["report", "report"]
         assert [p[lite.session_id]["acted"] for p in later] == [True, False]  # logged once per deadline
+        # The lite kind says what is not done (nothing assessed yet), through the registry.
+        assert later[0][lite.session_id]["note"] == "missing: assessment, planning"
         assert later[0][waiting.session_id]["decision"] == "wait"
         assert watch_all(app, client, settings, now + 1000)["sessions"][waiting.session_id]["decision"] == "wait"
         assert lite.agent("patterns")["state"] == "queued"  # a report changes nothing
