@@ -18,7 +18,7 @@ from wfqueue.workflow.base import PlanOutcome
 PROVIDER_HELP = "offline (deterministic, no API key) or anthropic; default: anthropic when ANTHROPIC_API_KEY is set"
 REPO_HELP = "Repository to plan (default: git top level of the cwd)."
 JSON_HELP = "Print one JSON object on stdout and nothing else there."
-WORKERS_HELP = "Embedded mode: worker processes (default: WFQUEUE_WORKER_CONCURRENCY, else WFQUEUE_MAX_AGENTS)."
+WORKERS_HELP = "Embedded mode: worker processes (default: WFQUEUE_MAX_AGENTS)."
 
 
 def budget_help(extra: str = "") -> str:

@@ -112,9 +112,8 @@ class WorkflowCoordinator(Generic[UI]):
 
     def runtime(self, repo: Path, workers: int | None = None) -> AbstractContextManager[Runtime]:
         """A broker for this plan; in embedded mode ``workers`` local worker processes (by default
-        WFQUEUE_WORKER_CONCURRENCY, else WFQUEUE_MAX_AGENTS)."""
-        count = workers or self.settings.worker_concurrency or self.settings.max_agents
-        return broker_runtime(self.settings, repo, count, self.ui, self.worker_env)
+        WFQUEUE_MAX_AGENTS: as many as agents may run at once)."""
+        return broker_runtime(self.settings, repo, workers or self.settings.max_agents, self.ui, self.worker_env)
 
     @contextmanager
     def hold(self, runtime: Runtime, session_id: str, *, fresh: bool,
