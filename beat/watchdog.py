@@ -4,7 +4,9 @@ Why it exists: a chord whose header message is lost (or whose Redis counter
 overshoots after a redelivery) never fires its callback, and the coordinator
 would wait until its plan timeout. The watchdog re-enqueues the missing work
 once; if that does not progress either, it marks what is left failed and runs
-the callback alone, so the plan completes as ``partial`` and says why.
+the callback alone, so the plan completes as ``partial`` and says why. Whether
+and how a session may be recovered is its kind's ``recovery``
+(``wfqueue.workflow.registry``); a kind without one is only reported.
 
 Each action is taken under a ``SET NX EX`` key of the session (the key also
 records when), so two beats or a redelivered watchdog task act once.
