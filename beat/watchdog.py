@@ -4,7 +4,9 @@ Why it exists: a chord whose header message is lost (or whose Redis counter
 overshoots after a redelivery) never fires its callback, and the coordinator
 would wait until its plan timeout. The watchdog re-enqueues the missing work
 once; if that does not progress either, it marks what is left failed and runs
-the callback alone, so the plan completes as ``partial`` and says why.
+the callback alone, so the plan completes as ``partial`` and says why. Whether
+and how a session may be recovered is its kind's ``recovery``
+(``wfqueue.workflow.registry``); a kind without one is only reported.
 
 Each action is taken under a ``SET NX EX`` key of the session (the key also
 records when), so two beats or a redelivered watchdog task act once.
@@ -40,10 +42,11 @@ from beat.timing import (
     watchdog_action,
 )
 from wfqueue import keys
-from wfqueue.collab.recovery import enqueue_missing, finalize_signature, load_or_seed_analysis, missing_areas
 from wfqueue.keys import AgentState
 from wfqueue.settings import Settings
 from wfqueue.state import SessionState
+from wfqueue.workflow.kind import WatchdogRecovery, WorkflowKind
+from wfqueue.workflow.registry import kind_named
 
 log = logging.getLogger("wfqueue.beat.watchdog")
 
@@ -83,13 +86,25 @@ def watch_one(app: Celery, state: SessionState, meta: dict[str, Any], settings: 
     if decision in ("wait", "done"):
         return report
     session_dir = meta.get("session_dir")
-    if snapshot.kind != "collab" or not session_dir:
-        # Lite and workflow sessions wait on their coordinator (often on a person answering
+    kind = kind_named(snapshot.kind)
+    if kind is None or kind.recovery is None or not session_dir:
+        # A kind without recovery waits on its coordinator (often on a person answering
         # questions), so the watchdog only says what it sees.
-        return _report_only(state, snapshot, report, settings, now)
+        return _report_only(state, snapshot, report, settings, now, _missing(kind, state, session_dir))
     if decision == "reenqueue":
-        return _reenqueue(app, state, snapshot, meta, Path(session_dir), report, settings, now)
-    return _finalize(app, state, snapshot, Path(session_dir), report, now)
+        return _reenqueue(app, kind.recovery, state, snapshot, meta, Path(session_dir), report, settings, now)
+    return _finalize(app, kind.recovery, state, snapshot, Path(session_dir), report, now)
+
+
+def _missing(kind: WorkflowKind | None, state: SessionState, session_dir: str | None) -> str:
+    """What the session's kind says is not done yet, for the report ('' when it cannot tell)."""
+    if kind is None or not session_dir:
+        return ""
+    try:
+        missing = kind.missing_work(state, Path(session_dir))
+    except (OSError, ValueError):  # its folder is gone or unreadable: the agent records still tell
+        return ""
+    return f"missing: {', '.join(missing)}" if missing else ""
 
 
 def _report_only(state: SessionState, snapshot: SessionSnapshot, report: WatchReport, settings: Settings,
@@ -104,29 +119,28 @@ def _report_only(state: SessionState, snapshot: SessionSnapshot, report: WatchRe
     return report.model_copy(update={"decision": "report", "acted": acted, "note": note})
 
 
-def _reenqueue(app: Celery, state: SessionState, snapshot: SessionSnapshot, meta: dict[str, Any],
-               session_dir: Path, report: WatchReport, settings: Settings, now: float) -> WatchReport:
-    analysis = load_or_seed_analysis(state, session_dir)
-    if analysis is None:
-        return _report_only(state, snapshot, report, settings, now, "no requirement analysis to re-enqueue from")
+def _reenqueue(app: Celery, recovery: WatchdogRecovery, state: SessionState, snapshot: SessionSnapshot,
+               meta: dict[str, Any], session_dir: Path, report: WatchReport, settings: Settings,
+               now: float) -> WatchReport:
+    watched = recovery.watched(state, session_dir)
+    if watched is None:
+        return _report_only(state, snapshot, report, settings, now, "nothing recorded to re-enqueue from")
     # The key is the guard and the record of when: only its first writer re-enqueues.
     if not guard(state.client, state.prefix + WATCHDOG_REENQUEUED, state.ttl_s, repr(now)):
         return report.model_copy(update={"note": "already re-enqueued"})
-    missing = missing_areas(state, analysis)
-    result = enqueue_missing(app, state, session_dir, analysis, str(meta.get("provider") or "offline"))
+    missing, result = recovery.reenqueue(app, state, session_dir, str(meta.get("provider") or "offline"))
     state.set_meta(chord_id=result.id)
-    # enqueue_missing rewrote the agent records; that change is the watchdog's own doing, not
+    # Re-enqueueing rewrote the agent records; that change is the watchdog's own doing, not
     # progress, so the last progress stays where it was (the grace is counted from the re-enqueue).
     quiet_since = last_progress(snapshot)
-    mark_progress(state, agent_snapshots(state, [s.focus_area for s in analysis.sub_domains]),
-                  now if quiet_since is None else quiet_since)
+    mark_progress(state, agent_snapshots(state, watched), now if quiet_since is None else quiet_since)
     log.warning("session %s: no progress for %.0f s, re-enqueued %s", state.session_id, report.stalled_s,
                 ", ".join(missing) if missing else "the callback alone")
     return report.model_copy(update={"acted": True, "note": f"re-enqueued: {', '.join(missing) or 'callback'}"})
 
 
-def _finalize(app: Celery, state: SessionState, snapshot: SessionSnapshot, session_dir: Path, report: WatchReport,
-              now: float) -> WatchReport:
+def _finalize(app: Celery, recovery: WatchdogRecovery, state: SessionState, snapshot: SessionSnapshot,
+              session_dir: Path, report: WatchReport, now: float) -> WatchReport:
     if not guard(state.client, state.prefix + WATCHDOG_FINALIZED, state.ttl_s, repr(now)):
         return report.model_copy(update={"note": "already finalised"})
     reason = stalled_reason(report.stalled_s)
@@ -139,7 +153,7 @@ def _finalize(app: Celery, state: SessionState, snapshot: SessionSnapshot, sessi
         failed.append(area)
     # The coordinator stops waiting for the chord once this and the final result exist.
     state.store(WATCHDOG_FINALIZED_ISO, datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds"))
-    finalize_signature(app, state.session_id, session_dir).apply_async(args=([],))
+    recovery.finalize(app, state, session_dir)
     log.warning("session %s: no progress for %.0f s, re-enqueued work included; finalising as partial (stalled: %s)",
                 state.session_id, report.stalled_s, ", ".join(failed) or "none")
     return report.model_copy(update={"acted": True, "note": f"stalled: {', '.join(failed) or 'none'}"})

@@ -14,7 +14,10 @@ from typing import Literal
 from pydantic import BaseModel, ValidationError
 
 from wfqueue.lite.steps import MANIFEST_FILE, TASKS_FILE
-from wfqueue.metering import UsageReport, read_usage_file
+from wfqueue.metering import UsageReport, read_usage_file, session_report
+from wfqueue.settings import Settings
+from wfqueue.state import SessionState, connect
+from wfqueue.usage import PriceTable
 from wfqueue.workflow_session.session import load_session
 
 
@@ -71,3 +74,21 @@ def read_workflow_session(folder: Path) -> SessionSummary:
     tasks = len(list((folder / ".task").glob("IMPL-*.json")))
     return SessionSummary(kind="workflow", session_id=session.session_id, session_dir=str(folder),
                           status=session.status, tasks=tasks, steps=steps, usage=read_usage_file(folder))
+
+
+def with_live_usage(summary: SessionSummary, settings: Settings) -> SessionSummary:
+    """Live totals while the session runs on a shared broker; else what usage.json recorded."""
+    if settings.broker_url is None:
+        return summary
+    state = SessionState(connect(settings), summary.session_id, settings.state_ttl_s)
+    if not state.meta():
+        return summary
+    return summary.model_copy(update={"usage": session_report(state, PriceTable(settings.price_table))})
+
+
+def lite_status(folder: Path, settings: Settings) -> SessionSummary:
+    return with_live_usage(read_lite_session(folder), settings)
+
+
+def workflow_status(folder: Path, settings: Settings) -> SessionSummary:
+    return with_live_usage(read_workflow_session(folder), settings)

@@ -10,11 +10,12 @@ import subprocess
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from wfqueue.errors import (
     InvalidRequirementError,
     InvalidSessionIdError,
     RepositoryNotFoundError,
-    SessionNotFoundError,
 )
 
 # Dates in session ids follow the workflows' convention: UTC+8.
@@ -44,9 +45,19 @@ def unique_id(base: str, existing: set[str]) -> str:
     return candidate
 
 
-def new_collab_session_id(requirement: str, now: datetime, existing: set[str]) -> str:
-    """``CPLAN-{slug}-{date}`` (slug at most 30 characters), unique among ``existing``."""
-    return unique_id(f"CPLAN-{slugify(requirement, 30)}-{session_date(now)}", existing)
+class SessionIds(BaseModel):
+    """How a workflow names its sessions: ``{prefix}{slug}`` plus ``-{date}`` when dated,
+    ``-2``, ``-3``... when a folder of that name exists."""
+
+    model_config = ConfigDict(frozen=True)
+
+    prefix: str = ""
+    slug_length: int = Field(ge=1)
+    dated: bool
+
+    def new(self, text: str, now: datetime, existing: set[str]) -> str:
+        base = f"{self.prefix}{slugify(text, self.slug_length)}"
+        return unique_id(f"{base}-{session_date(now)}" if self.dated else base, existing)
 
 
 def resolve_repo(repo: str | Path | None) -> Path:
@@ -92,22 +103,6 @@ def check_session_id(session_id: str) -> str:
             hint="list sessions with `wfqueue status`",
         )
     return session_id
-
-
-def find_collab_session(repo: Path, session_id: str) -> Path:
-    """The folder of an existing CPLAN session, checked to stay inside .workflow/."""
-    check_session_id(session_id)
-    root = planning_root(repo).resolve()
-    folder = (root / session_id).resolve()
-    if folder.parent != root:
-        raise InvalidSessionIdError(f"session id {session_id!r} resolves outside {root}")
-    if not folder.is_dir():
-        existing = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
-        listing = ", ".join(existing[-10:]) or "none"
-        raise SessionNotFoundError(
-            f"no session {session_id} under {root}", hint=f"existing sessions: {listing}"
-        )
-    return folder
 
 
 def read_requirement(value: str, max_bytes: int) -> str:

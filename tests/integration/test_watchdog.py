@@ -23,12 +23,13 @@ from beat.names import BEAT_LOCK_KEY, BEAT_WATCHDOG, WATCHDOG_REENQUEUED
 from beat.snapshot import known_repos
 from beat.watchdog import watch_all
 from wfqueue.celery_app import create_app, release_result_subscriptions
+from wfqueue.collab.coordinator import COLLAB_IDS
 from wfqueue.collab.note import parse_note
 from wfqueue.collab.recovery import enqueue_missing
 from wfqueue.collab.steps import run_area, run_understanding
 from wfqueue.embedded import EmbeddedRedis, stop_process_group
 from wfqueue.providers import make_provider
-from wfqueue.sessions import new_collab_session_id, planning_root
+from wfqueue.sessions import planning_root
 from wfqueue.settings import load_settings
 from wfqueue.state import SessionState, redis_client
 
@@ -84,7 +85,7 @@ def test_lost_header_messages_are_reenqueued_once_then_the_plan_is_finalised_par
     try:
         wait_ready(app, worker, hostname, log)
         # A collab session started as the coordinator starts it, understood in-process (offline provider).
-        sid = new_collab_session_id(REQUIREMENT, datetime.now(UTC), set())
+        sid = COLLAB_IDS.new(REQUIREMENT, datetime.now(UTC), set())
         session_dir = planning_root(sample_repo) / sid
         session_dir.mkdir(parents=True)
         state = SessionState(client, sid, settings.state_ttl_s)
@@ -282,6 +283,8 @@ def test_watchdog_only_reports_other_kinds_and_leaves_unstarted_plans_alone(brok
         later = [watch_all(app, client, settings, now + 11)["sessions"] for _ in range(2)]
         assert [p[lite.session_id]["decision"] for p in later] == ["report", "report"]
         assert [p[lite.session_id]["acted"] for p in later] == [True, False]  # logged once per deadline
+        # The lite kind says what is not done (nothing assessed yet), through the registry.
+        assert later[0][lite.session_id]["note"] == "missing: assessment, planning"
         assert later[0][waiting.session_id]["decision"] == "wait"
         assert watch_all(app, client, settings, now + 1000)["sessions"][waiting.session_id]["decision"] == "wait"
         assert lite.agent("patterns")["state"] == "queued"  # a report changes nothing

@@ -7,25 +7,20 @@ from pathlib import Path
 
 import pytest
 
+from wfqueue.collab.coordinator import COLLAB_IDS
 from wfqueue.errors import ConfigError, InvalidRequirementError, InvalidSessionIdError, RepositoryNotFoundError
 from wfqueue.retry import retry_delay
-from wfqueue.sessions import (
-    check_session_id,
-    find_collab_session,
-    new_collab_session_id,
-    read_requirement,
-    resolve_repo,
-    slugify,
-)
+from wfqueue.sessions import check_session_id, read_requirement, resolve_repo, slugify
 from wfqueue.settings import load_settings, mask_url
+from wfqueue.workflow.registry import locate
 
 
 def test_session_id_uses_slug_and_utc_plus_8_date_with_collision_suffix() -> None:
     late_utc = datetime(2026, 11, 22, 20, 30, tzinfo=UTC)  # already the 23rd in UTC+8
-    first = new_collab_session_id("Add per-user Rate Limiting to the API!!", late_utc, set())
+    first = COLLAB_IDS.new("Add per-user Rate Limiting to the API!!", late_utc, set())
     assert first == "CPLAN-add-per-user-rate-limiting-to-2026-11-23"
-    assert new_collab_session_id("Add per-user Rate Limiting to the API", late_utc, {first}) == first + "-2"
-    assert new_collab_session_id("x", late_utc, {"CPLAN-x-2026-11-23", "CPLAN-x-2026-11-23-2"}).endswith("-3")
+    assert COLLAB_IDS.new("Add per-user Rate Limiting to the API", late_utc, {first}) == first + "-2"
+    assert COLLAB_IDS.new("x", late_utc, {"CPLAN-x-2026-11-23", "CPLAN-x-2026-11-23-2"}).endswith("-3")
     assert slugify("为用户添加限流", 30) == "plan"
     assert len(slugify("a" * 100, 30)) == 30
 
@@ -39,7 +34,7 @@ def test_bad_session_ids_are_refused(bad: str) -> None:
 def test_missing_session_lists_what_exists(tmp_path: Path) -> None:
     (tmp_path / ".workflow" / ".planning" / "CPLAN-a-2026-11-22").mkdir(parents=True)
     with pytest.raises(Exception) as info:
-        find_collab_session(tmp_path, "CPLAN-b-2026-11-22")
+        locate(tmp_path, "CPLAN-b-2026-11-22")
     assert "CPLAN-a-2026-11-22" in info.value.hint
 
 

@@ -2,70 +2,52 @@
 
 from __future__ import annotations
 
-import json
-
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from wfqueue.cli import plan_common as common
 from wfqueue.cli.progress import TerminalUI
 from wfqueue.collab.coordinator import CollabCoordinator, CollabRequest
 from wfqueue.errors import BadInputError
-from wfqueue.metering import BUDGET_HELP, parse_budget_option
-from wfqueue.providers import check_provider_spec
 from wfqueue.sessions import read_requirement, resolve_repo
-from wfqueue.settings import MAX_AGENTS_LIMIT, load_settings
-
-PROVIDER_HELP = "offline (deterministic, no API key) or anthropic; default: anthropic when ANTHROPIC_API_KEY is set"
+from wfqueue.settings import MAX_AGENTS_LIMIT
 
 
 def register(app: typer.Typer) -> None:
     @app.command("collab-plan")
     def collab_plan(
         requirement: str = typer.Argument(..., help="The requirement, as text or the path of a .md file."),
-        repo: str | None = typer.Option(None, "--repo", help="Repository to plan (default: git top level of the cwd)."),
+        repo: str | None = typer.Option(None, "--repo", help=common.REPO_HELP),
         max_agents: int | None = typer.Option(None, "--max-agents",
                                               help=f"Most sub-domains / agents, 2..{MAX_AGENTS_LIMIT}."),
         yes: bool = typer.Option(False, "--yes", "-y", help="Accept the split without asking."),
-        provider: str | None = typer.Option(None, "--provider", help=PROVIDER_HELP),
+        provider: str | None = typer.Option(None, "--provider", help=common.PROVIDER_HELP),
         workers: int | None = typer.Option(None, "--workers",
                                            help="Embedded mode: worker processes (default: one per agent)."),
-        as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout and nothing else there."),
-        budget: str | None = typer.Option(None, "--budget", help=BUDGET_HELP),
+        as_json: bool = typer.Option(False, "--json", help=common.JSON_HELP),
+        budget: str | None = typer.Option(None, "--budget", help=common.budget_help()),
     ) -> None:
         """Split a requirement into sub-domains, plan them in parallel, detect conflicts."""
-        settings = load_settings()
-        spec = check_provider_spec(provider or settings.effective_provider())
-        spending_cap = parse_budget_option(budget, spec, settings)
+        settings, spec, spending_cap = common.plan_setup(provider, budget)
         agents = settings.max_agents if max_agents is None else max_agents
         if not 2 <= agents <= MAX_AGENTS_LIMIT:
             raise BadInputError(f"--max-agents {agents} is out of range", hint=f"use 2..{MAX_AGENTS_LIMIT}")
         if workers is not None and workers < 1:
             raise BadInputError(f"--workers {workers} must be at least 1")
-        request = CollabRequest(
-            requirement=read_requirement(requirement, settings.requirement_max_bytes),
-            repo=resolve_repo(repo),
-            max_agents=agents,
-            provider=spec,
-            yes=yes,
-            workers=workers,
-            budget=spending_cap,
-        )
-        ui = TerminalUI()
-        result = CollabCoordinator(settings, ui).run(request)
-        payload = result.model_dump(include={"session_id", "session_dir", "status", "tasks", "conflicts", "failures"})
-        if as_json:
-            typer.echo(json.dumps(payload, ensure_ascii=False))
-        else:
-            out = Console(highlight=False, soft_wrap=True)
+        request = CollabRequest(requirement=read_requirement(requirement, settings.requirement_max_bytes),
+                                repo=resolve_repo(repo), max_agents=agents, provider=spec, yes=yes, workers=workers,
+                                budget=spending_cap)
+        result = CollabCoordinator(settings, TerminalUI()).run(request)
+
+        def describe(out: Console) -> None:
             if result.status == "cancelled":
                 out.print(f"cancelled; nothing was planned. Session folder: {result.session_dir}")
-            else:
-                out.print(f"[bold]{result.status}[/]: {result.tasks} tasks, {result.conflicts} conflicts")
-                for area in result.failed_areas:
-                    out.print(f"[red]failed area[/]: {area}: {escape(result.failures.get(area, 'see plan.md'))}")
-                out.print(f"plan:    {result.session_dir}/plan.md")
-                out.print(f"session: {result.session_dir}")
-                if result.usage:
-                    out.print(f"usage:   {escape(result.usage)}")
-        raise typer.Exit(result.exit_code)
+                return
+            out.print(f"[bold]{result.status}[/]: {result.tasks} tasks, {result.conflicts} conflicts")
+            for area in result.failed_areas:
+                out.print(f"[red]failed area[/]: {area}: {escape(result.failures.get(area, 'see plan.md'))}")
+            out.print(f"plan:    {result.session_dir}/plan.md")
+            out.print(f"session: {result.session_dir}")
+
+        common.finish(result, as_json, describe, json_extra=("failures",))

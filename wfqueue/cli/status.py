@@ -10,28 +10,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from wfqueue.cli.locate import locate
+from wfqueue.collab.coordinator import COLLAB
 from wfqueue.collab.inspect import SessionStatus, read_session
-from wfqueue.metering import UsageReport, session_report, usage_line
-from wfqueue.session_summary import SessionSummary, read_lite_session, read_workflow_session
-from wfqueue.sessions import planning_root, resolve_repo
-from wfqueue.settings import Settings, load_settings
-from wfqueue.state import SessionState, connect
-from wfqueue.usage import PriceTable
+from wfqueue.metering import UsageReport, usage_line
+from wfqueue.session_summary import SessionSummary
+from wfqueue.sessions import resolve_repo
+from wfqueue.settings import load_settings
+from wfqueue.workflow.registry import locate
 
 # The raw calls stay in usage.json; status shows the totals.
 NO_CALLS_LIST: dict[str, Any] = {"usage": {"calls"}}
-
-
-def _live(settings: Settings, status: SessionStatus) -> tuple[dict[str, dict[str, Any]] | None, UsageReport | None]:
-    """Agent states and usage from a shared broker; embedded sessions have only their files."""
-    if settings.broker_url is None:
-        return None, None
-    state = SessionState(connect(settings), status.session_id, settings.state_ttl_s)
-    agents = state.agents([a.focus_area for a in status.agents])
-    # A session Redis no longer knows (expired) keeps what its callback wrote to usage.json.
-    usage = session_report(state, PriceTable(settings.price_table)) if state.meta() else None
-    return agents, usage
 
 
 def _row_usage(usage: UsageReport | None) -> tuple[str, str]:
@@ -43,21 +31,25 @@ def _row_usage(usage: UsageReport | None) -> tuple[str, str]:
     return f"{usage.total.usage.total:,}", cost
 
 
-def _print_summary(out: Console, settings: Settings, summary: SessionSummary, as_json: bool) -> None:
+def _print_summary(out: Console, summary: SessionSummary, label: str) -> None:
     """A lite or workflow session: status, tasks, usage, and its angles or phases."""
-    if settings.broker_url is not None:  # live totals while the session runs on a shared broker
-        state = SessionState(connect(settings), summary.session_id, settings.state_ttl_s)
-        if state.meta():
-            summary = summary.model_copy(update={"usage": session_report(state, PriceTable(settings.price_table))})
-    if as_json:
-        typer.echo(json.dumps(summary.model_dump(mode="json", exclude=NO_CALLS_LIST), ensure_ascii=False))
-        return
-    label = "lite-plan" if summary.kind == "lite" else "workflow"
     out.print(f"[bold]{summary.session_id}[/] ({label}): {summary.status}, {summary.tasks} tasks")
     out.print(f"usage: {escape(usage_line(summary.usage))}")
     table = Table("angle" if summary.kind == "lite" else "phase", "state", "detail")
     for step in summary.steps:
         table.add_row(step.name, step.state, escape(step.detail))
+    out.print(table)
+
+
+def _print_agents(out: Console, current: SessionStatus) -> None:
+    """A collaborative session: one row per agent."""
+    out.print(f"[bold]{current.session_id}[/]: {current.status}, {current.tasks} tasks,"
+              f" {current.conflicts} conflicts")
+    out.print(f"usage: {escape(usage_line(current.usage))}")
+    table = Table("agent", "state", "tasks", "worker", "pid", "error")
+    for agent in current.agents:
+        table.add_row(agent.focus_area, agent.state, str(agent.tasks), agent.worker or "", str(agent.pid or ""),
+                      agent.error or "")
     out.print(table)
 
 
@@ -73,7 +65,8 @@ def register(app: typer.Typer) -> None:
         root = resolve_repo(repo)
         out = Console(highlight=False)
         if session is None:
-            folder = planning_root(root)
+            # The listing shows collaborative plans (`wfqueue status SESSION` reads any kind).
+            folder = COLLAB.root(root)
             rows = [read_session(p) for p in sorted(folder.iterdir()) if p.is_dir()] if folder.is_dir() else []
             if as_json:
                 typer.echo(json.dumps([r.model_dump(mode="json", exclude={"agents": True, **NO_CALLS_LIST})
@@ -86,22 +79,12 @@ def register(app: typer.Typer) -> None:
             out.print(table if rows else f"no sessions under {folder}")
             return
         kind, folder = locate(root, session)
-        if kind != "collab":
-            _print_summary(out, settings,
-                           read_lite_session(folder) if kind == "lite" else read_workflow_session(folder), as_json)
-            return
-        current = read_session(folder)
-        live, live_usage = _live(settings, current)
-        if live or live_usage:
-            current = read_session(folder, live, live_usage)
+        current = kind.read_status(folder, settings)
         if as_json:
             typer.echo(json.dumps(current.model_dump(mode="json", exclude=NO_CALLS_LIST), ensure_ascii=False))
-            return
-        out.print(f"[bold]{current.session_id}[/]: {current.status}, {current.tasks} tasks,"
-                  f" {current.conflicts} conflicts")
-        out.print(f"usage: {escape(usage_line(current.usage))}")
-        table = Table("agent", "state", "tasks", "worker", "pid", "error")
-        for agent in current.agents:
-            table.add_row(agent.focus_area, agent.state, str(agent.tasks), agent.worker or "", str(agent.pid or ""),
-                          agent.error or "")
-        out.print(table)
+        elif isinstance(current, SessionSummary):
+            _print_summary(out, current, kind.label)
+        elif isinstance(current, SessionStatus):
+            _print_agents(out, current)
+        else:
+            out.print_json(current.model_dump_json(exclude=NO_CALLS_LIST))

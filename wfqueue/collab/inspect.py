@@ -17,7 +17,10 @@ from wfqueue.collab.models import RequirementAnalysis
 from wfqueue.collab.note import parse_note
 from wfqueue.collab.steps import ANALYSIS_FILE, CONFLICTS_FILE, NOTE_FILE, agent_dir
 from wfqueue.keys import AgentState
-from wfqueue.metering import UsageReport, read_usage_file
+from wfqueue.metering import UsageReport, read_usage_file, session_report
+from wfqueue.settings import Settings
+from wfqueue.state import SessionState, connect
+from wfqueue.usage import PriceTable
 
 
 class AgentStatus(BaseModel):
@@ -90,3 +93,16 @@ def read_session(session_dir: Path, live: dict[str, dict[str, Any]] | None = Non
         conflicts=len(report.get("conflicts", [])),
         usage=usage,
     )
+
+
+def read_status(session_dir: Path, settings: Settings) -> SessionStatus:
+    """The session's status from its files, with agent states and usage live from a shared broker
+    when one is configured (embedded sessions have only their files)."""
+    current = read_session(session_dir)
+    if settings.broker_url is None:
+        return current
+    state = SessionState(connect(settings), current.session_id, settings.state_ttl_s)
+    live = state.agents([a.focus_area for a in current.agents])
+    # A session Redis no longer knows (expired) keeps what its callback wrote to usage.json.
+    live_usage = session_report(state, PriceTable(settings.price_table)) if state.meta() else None
+    return read_session(session_dir, live, live_usage) if live or live_usage else current

@@ -12,8 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from celery import Celery, chord
-from celery.canvas import Signature
+from celery import Celery
 from celery.result import AsyncResult
 
 from wfqueue import keys
@@ -21,19 +20,10 @@ from wfqueue.collab.assemble import AreaArtifacts
 from wfqueue.collab.models import RequirementAnalysis
 from wfqueue.collab.note import parse_note
 from wfqueue.collab.steps import ANALYSIS_FILE, NOTE_FILE, agent_dir
+from wfqueue.errors import InfrastructureError
 from wfqueue.keys import AgentState
+from wfqueue.payloads import CollabFinalize, CollabPlanArea, fan_out
 from wfqueue.state import SessionStore
-from wfqueue.task_names import COLLAB_FINALIZE, COLLAB_PLAN_AREA, QUEUE_CONTROL, QUEUE_PLAN
-
-
-def area_signature(app: Celery, session_id: str, session_dir: Path, area: str, provider: str) -> Signature:
-    return app.signature(COLLAB_PLAN_AREA, queue=QUEUE_PLAN,
-                         kwargs={"session_id": session_id, "session_dir": str(session_dir), "focus_area": area,
-                                 "provider": provider})
-
-
-def finalize_signature(app: Celery, session_id: str, session_dir: Path) -> Signature:
-    return app.signature(COLLAB_FINALIZE, args=(session_id, str(session_dir)), queue=QUEUE_CONTROL)
 
 
 def load_or_seed_analysis(state: SessionStore, session_dir: Path) -> RequirementAnalysis | None:
@@ -81,14 +71,45 @@ def missing_areas(state: SessionStore, analysis: RequirementAnalysis) -> list[st
     return [s.focus_area for s in analysis.sub_domains if state.recall(keys.result_key(s.focus_area)) is None]
 
 
+def finalize_alone(app: Celery, state: SessionStore, session_dir: Path) -> AsyncResult[Any]:
+    """The callback without a header (no area results: it reads them from Redis)."""
+    return CollabFinalize(session_id=state.session_id, session_dir=str(session_dir)).signature(app).apply_async(
+        args=([],))
+
+
 def enqueue_missing(app: Celery, state: SessionStore, session_dir: Path, analysis: RequirementAnalysis,
                     provider: str) -> AsyncResult[Any]:
     """A chord of the areas without a result, then the callback (the callback alone if none is missing)."""
     missing = missing_areas(state, analysis)
     for area in missing:
         state.set_agent(area, state=AgentState.QUEUED, error=None)
-    body = finalize_signature(app, state.session_id, session_dir)
     if not missing:
-        return body.apply_async(args=([],))
-    header = [area_signature(app, state.session_id, session_dir, area, provider) for area in missing]
-    return chord(header)(body)
+        return finalize_alone(app, state, session_dir)
+    header = [CollabPlanArea(session_id=state.session_id, session_dir=str(session_dir), focus_area=area,
+                             provider=provider) for area in missing]
+    return fan_out(app, header, CollabFinalize(session_id=state.session_id, session_dir=str(session_dir)))
+
+
+def missing_work(state: SessionStore, session_dir: Path) -> list[str]:
+    """The areas without a result; every area's work when the split itself is missing."""
+    analysis = load_or_seed_analysis(state, session_dir)
+    return ["understanding"] if analysis is None else missing_areas(state, analysis)
+
+
+class CollabRecovery:
+    """What the watchdog may do for a stalled collaborative plan (``WatchdogRecovery``)."""
+
+    def watched(self, state: SessionStore, session_dir: Path) -> list[str] | None:
+        analysis = load_or_seed_analysis(state, session_dir)
+        return None if analysis is None else [s.focus_area for s in analysis.sub_domains]
+
+    def reenqueue(self, app: Celery, state: SessionStore, session_dir: Path,
+                  provider: str) -> tuple[list[str], AsyncResult[Any]]:
+        analysis = load_or_seed_analysis(state, session_dir)
+        if analysis is None:  # watched() found one; it is gone from Redis and disk since
+            raise InfrastructureError(f"{state.session_id}: the requirement analysis disappeared")
+        missing = missing_areas(state, analysis)
+        return missing, enqueue_missing(app, state, session_dir, analysis, provider)
+
+    def finalize(self, app: Celery, state: SessionStore, session_dir: Path) -> None:
+        finalize_alone(app, state, session_dir)

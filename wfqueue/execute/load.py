@@ -1,6 +1,6 @@
 """``SESSION_OR_PLAN`` -> one :class:`ExecutablePlan`, validated, or refused with every problem.
 
-Accepted: a session id (collab, lite or workflow, found by :func:`wfqueue.cli.locate.locate`), or a path
+Accepted: a session id (collab, lite or workflow, found by :func:`wfqueue.workflow.registry.locate`), or a path
 to a collab session folder (every agent's ``agents/*/plan.json``), one agent's ``plan.json``, a lite
 session folder or its ``tasks.jsonl``, a workflow session folder or its ``.task/`` folder. Reading and
 checking the tasks is :mod:`wfqueue.tasks_file`'s, the same as ``wfqueue validate``.
@@ -12,7 +12,6 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from wfqueue.cli.locate import locate
 from wfqueue.collab.steps import NOTE_FILE
 from wfqueue.errors import BadInputError
 from wfqueue.execute.model import ExecutablePlan, PlanKind, exec_task
@@ -71,7 +70,11 @@ def resolve_source(target: str, repo: str | None) -> tuple[PlanSource, Path]:
     if "/" in target or "\\" in target or path.suffix in (".jsonl", ".json"):
         raise BadInputError(f"{target}: no such file or folder", hint=TARGET_HINT)
     root = resolve_repo(repo)
-    found, folder = locate(root, target)
+    # Imported here: the registry imports every workflow's coordinator, execution's among them.
+    from wfqueue.workflow.registry import locate
+
+    found_kind, folder = locate(root, target)
+    found = found_kind.name
     kinds: dict[str, tuple[PlanKind, Path]] = {"collab": ("collab", folder / AGENTS_DIR),
                                                "lite": ("lite", folder / TASKS_FILE),
                                                "workflow": ("workflow", folder / TASK_DIR)}

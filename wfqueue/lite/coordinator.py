@@ -1,20 +1,19 @@
 """The coordinator of a lite plan: assess, explore angles in parallel, clarify, plan, confirm.
 
 Exploration is a chord: one task per angle on the ``explore`` queue, the
-synthesis as its callback. The user's side (showing the assessment, asking
-clarification questions, confirming or editing the plan) goes through a small
-UI protocol; ``-y`` answers every question with the safe default.
+synthesis as its callback. The shared steps (runtime, session folder, lease,
+meta, waiting) are ``wfqueue.workflow.base``; the user's side (showing the
+assessment, asking clarification questions, confirming or editing the plan) goes
+through ``LiteUI``; ``-y`` answers every question with the safe default.
 """
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
-import redis
-from celery import Celery, chord
+from celery import Celery
 from pydantic import BaseModel, Field
 
 from wfqueue import keys
@@ -26,17 +25,20 @@ from wfqueue.lite.models import Assessment, ClarificationAnswer, LitePlanDraft
 from wfqueue.lite.render import render_stopped_plan
 from wfqueue.lite.steps import PLAN_FILE, TASKS_FILE, write_plan_md
 from wfqueue.lite.synthesis import MergedQuestion, rounds
-from wfqueue.metering import budget_meta, check_budget_priced, session_report, usage_line, write_usage_file
-from wfqueue.providers import check_provider_spec
-from wfqueue.runtime import broker_runtime, resumable, wait_for
-from wfqueue.sessions import WORKFLOW_DIR, session_date, slugify, unique_id
+from wfqueue.metering import budget_meta, check_budget_priced, usage_line, write_usage_file
+from wfqueue.payloads import ExploreAngle, LiteAssess, LitePlan, LiteSynthesize, fan_out
+from wfqueue.runtime import wait_for
+from wfqueue.session_summary import lite_status
+from wfqueue.sessions import WORKFLOW_DIR, SessionIds
 from wfqueue.settings import Settings
-from wfqueue.state import CoordinatorLease, SessionState
-from wfqueue.task_names import EXPLORE_ANGLE, LITE_ASSESS, LITE_PLAN, LITE_SYNTHESIZE, QUEUE_CONTROL, QUEUE_EXPLORE
+from wfqueue.state import SessionState, SessionStore
 from wfqueue.tasks_file import validate_path
-from wfqueue.usage import Budget, PriceTable
+from wfqueue.usage import Budget
+from wfqueue.workflow.base import PlanOutcome, ResumeRequest, WorkflowCoordinator, WorkflowUI
+from wfqueue.workflow.kind import WorkflowKind
 
 LITE_DIR = ".lite-plan"
+LITE_IDS = SessionIds(slug_length=40, dated=True)  # {slug}-{date}
 MODIFY_ROUNDS = 3
 PlanDecision = Literal["allow", "modify", "cancel"]
 
@@ -51,28 +53,14 @@ class LiteRequest(BaseModel):
     budget: Budget | None = None
 
 
-class LiteResult(BaseModel):
-    session_id: str
-    session_dir: str
-    status: str
-    tasks: int
-    conflicts: int
+class LiteResult(PlanOutcome):
     complexity: str
     angles: list[str]
     failed_angles: dict[str, str] = Field(default_factory=dict)
-    usage: str | None = None  # wfqueue.metering.usage_line
-    stopped: str | None = None  # why planning did not run (a spent budget)
-
-    @property
-    def exit_code(self) -> int:
-        return 1 if self.status in (SessionStatus.PARTIAL, SessionStatus.FAILED) else 0
 
 
-class LiteUI(Protocol):
-    def info(self, message: str) -> None: ...
+class LiteUI(WorkflowUI, Protocol):
     def show_assessment(self, assessment: Assessment) -> None: ...
-    def progress(self, agents: dict[str, dict[str, Any]]) -> None: ...
-    def done(self) -> None: ...
     def ask(self, batch: list[MergedQuestion], number: int, total: int) -> list[str]:
         """Answers to one round of at most four questions ('' for no answer)."""
         ...
@@ -82,9 +70,8 @@ class LiteUI(Protocol):
         ...
 
 
-def new_lite_session_id(requirement: str, now: datetime, existing: set[str]) -> str:
-    """``{slug}-{date}`` (slug at most 40 characters), unique among ``existing``."""
-    return unique_id(f"{slugify(requirement, 40)}-{session_date(now)}", existing)
+def lite_root(repo: Path) -> Path:
+    return repo / WORKFLOW_DIR / LITE_DIR
 
 
 def shared_files(draft: LitePlanDraft) -> int:
@@ -96,135 +83,124 @@ def shared_files(draft: LitePlanDraft) -> int:
     return sum(1 for ids in owners.values() if len(ids) > 1)
 
 
-class LiteCoordinator:
-    def __init__(self, settings: Settings, ui: LiteUI) -> None:
-        self.settings = settings
-        self.ui = ui
-        self.prices = PriceTable(settings.price_table)
+class _Plan(BaseModel):
+    """What every step of one lite plan is sent."""
 
+    session_id: str
+    session_dir: Path
+    repo: Path
+    requirement: str
+    provider: str
+
+    def assess(self, force_explore: bool) -> LiteAssess:
+        return LiteAssess(session_id=self.session_id, repo=str(self.repo), requirement=self.requirement,
+                          force_explore=force_explore, provider=self.provider)
+
+    def plan(self, answers: list[ClarificationAnswer]) -> LitePlan:
+        return LitePlan(session_id=self.session_id, session_dir=str(self.session_dir), repo=str(self.repo),
+                        requirement=self.requirement, answers=answers, provider=self.provider)
+
+
+class LiteCoordinator(WorkflowCoordinator[LiteUI]):
     def run(self, request: LiteRequest) -> LiteResult:
-        check_provider_spec(request.provider)
-        check_budget_priced(request.budget, request.provider, self.settings)
-        if not request.repo.is_dir():
-            raise BadInputError(f"--repo {request.repo} is not a directory")
-        with broker_runtime(self.settings, request.repo, request.workers or 4, self.ui) as runtime:
-            return self._plan(runtime.app, runtime.settings, runtime.client, request)
+        self.check(request.provider, request.budget, request.repo)
+        with (self.runtime(request.repo, request.workers) as runtime,
+              self.fresh_session(runtime, request, SessionKind.LITE, lite_root(request.repo), LITE_IDS)
+              as (state, session_dir)):
+            plan = _Plan(session_id=state.session_id, session_dir=session_dir, repo=request.repo,
+                         requirement=request.requirement, provider=request.provider)
+            return self._plan(runtime.app, runtime.settings, state, plan, request)
 
-    def _plan(self, app: Celery, settings: Settings, client: redis.Redis, request: LiteRequest) -> LiteResult:
-        root = request.repo / WORKFLOW_DIR / LITE_DIR
-        existing = {p.name for p in root.iterdir()} if root.is_dir() else set()
-        session_id = new_lite_session_id(request.requirement, datetime.now(UTC), existing)
-        session_dir = root / session_id
-        session_dir.mkdir(parents=True)
-        state = SessionState(client, session_id, settings.state_ttl_s)
-        with resumable(settings, session_id), CoordinatorLease(state, fresh=True):
-            state.set_meta(kind=SessionKind.LITE, repo=str(request.repo), session_dir=str(session_dir),
-                           requirement=request.requirement, provider=request.provider, status=SessionStatus.PLANNING,
-                           budget=budget_meta(request.budget))
-            self.ui.info(f"session {session_id}")
-            common = {"session_id": session_id, "repo": str(request.repo), "requirement": request.requirement,
-                      "provider": request.provider}
-            assessed = wait_for(app.send_task(LITE_ASSESS, kwargs={**common, "force_explore": request.explore}),
-                                "the assessment", settings)
-            assessment = Assessment.model_validate(assessed)
-            self.ui.show_assessment(assessment)
-            questions: list[MergedQuestion] = []
-            failed: dict[str, str] = {}
-            if assessment.needs_exploration:
-                questions, failed = self._explore(app, settings, state, session_dir, assessment, common)
-            answers = self._clarify(questions, request.yes)
-            planned = app.send_task(LITE_PLAN, kwargs={**common, "session_dir": str(session_dir),
-                                                       "answers": [a.model_dump() for a in answers]})
-            try:
-                wait_for(planned, "planning", settings)
-            except BudgetExhaustedError as exc:
-                return self._stopped(state, session_dir, request.requirement, assessment, failed, exc)
-            draft = LitePlanDraft.model_validate_json(state.recall(keys.LITE_PLAN) or "")
-            status: str = SessionStatus.PARTIAL if failed else SessionStatus.COMPLETED
-            if not request.yes:
-                draft, status = self._confirm(state, session_dir, request.requirement, assessment, draft, failed,
-                                              status)
-            state.set_meta(status=status)
-            return LiteResult(session_id=session_id, session_dir=str(session_dir), status=status,
-                              tasks=len(draft.tasks), conflicts=shared_files(draft), complexity=assessment.complexity,
-                              angles=assessment.angles if assessment.needs_exploration else [], failed_angles=failed,
-                              usage=usage_line(session_report(state, self.prices)))
+    def _plan(self, app: Celery, settings: Settings, state: SessionState, plan: _Plan,
+              request: LiteRequest) -> LiteResult:
+        assessed = wait_for(plan.assess(request.explore).send(app), "the assessment", settings)
+        assessment = Assessment.model_validate(assessed)
+        self.ui.show_assessment(assessment)
+        questions: list[MergedQuestion] = []
+        failed: dict[str, str] = {}
+        if assessment.needs_exploration:
+            questions, failed = self._explore(app, settings, state, plan, assessment)
+        answers = self._clarify(questions, request.yes)
+        try:
+            wait_for(plan.plan(answers).send(app), "planning", settings)
+        except BudgetExhaustedError as exc:
+            return self._stopped(state, plan, assessment, failed, exc)
+        draft = LitePlanDraft.model_validate_json(state.recall(keys.LITE_PLAN) or "")
+        status: str = SessionStatus.PARTIAL if failed else SessionStatus.COMPLETED
+        if not request.yes:
+            draft, status = self._confirm(state, plan.session_dir, request.requirement, assessment, draft, failed,
+                                          status)
+        state.set_meta(status=status)
+        return self._result(state, plan, assessment, draft, failed, status)
 
-    def _stopped(self, state: SessionState, session_dir: Path, requirement: str, assessment: Assessment,
-                 failed: dict[str, str], exc: BudgetExhaustedError) -> LiteResult:
+    def _result(self, state: SessionState, plan: _Plan, assessment: Assessment, draft: LitePlanDraft,
+                failed: dict[str, str], status: str) -> LiteResult:
+        return LiteResult(session_id=state.session_id, session_dir=str(plan.session_dir), status=status,
+                          tasks=len(draft.tasks), conflicts=shared_files(draft), complexity=assessment.complexity,
+                          angles=assessment.angles if assessment.needs_exploration else [], failed_angles=failed,
+                          usage=self.usage(state))
+
+    def _stopped(self, state: SessionState, plan: _Plan, assessment: Assessment, failed: dict[str, str],
+                 exc: BudgetExhaustedError) -> LiteResult:
         """The planning step found the budget spent: no task was planned, so the plan is failed (not
         partial: partial means some of it was planned), saying why."""
         reason = f"planning stopped: {exc.message}"
         self.ui.info(reason)
-        report = write_usage_file(state, self.prices, session_dir)
+        report = write_usage_file(state, self.prices, plan.session_dir)
         created = state.remember_once(keys.CREATED_AT, now_iso())
-        atomic_write_text(session_dir / PLAN_FILE, render_stopped_plan(state.session_id, requirement, created,
-                                                                       assessment, exc.message, failed,
-                                                                       usage_line(report)))
+        atomic_write_text(plan.session_dir / PLAN_FILE,
+                          render_stopped_plan(state.session_id, plan.requirement, created, assessment, exc.message,
+                                              failed, usage_line(report)))
         state.set_meta(status=SessionStatus.FAILED)
-        return LiteResult(session_id=state.session_id, session_dir=str(session_dir), status=SessionStatus.FAILED,
+        return LiteResult(session_id=state.session_id, session_dir=str(plan.session_dir), status=SessionStatus.FAILED,
                           tasks=0, conflicts=0, complexity=assessment.complexity,
                           angles=assessment.angles if assessment.needs_exploration else [], failed_angles=failed,
                           usage=usage_line(report), stopped=reason)
 
-    def resume(self, session_dir: Path, repo: Path, provider: str, budget: Budget | None = None) -> LiteResult:
-        """Finish an interrupted lite plan: missing angles, the synthesis, then planning (no questions).
-        ``budget`` replaces the session's budget; None keeps the one it was started with."""
-        with broker_runtime(self.settings, repo, 4, self.ui) as runtime:
+    def resume(self, request: ResumeRequest) -> LiteResult:
+        """Finish an interrupted lite plan: missing angles, the synthesis, then planning (no questions)."""
+        session_dir = request.session_dir
+        with self.runtime(request.repo) as runtime, self.hold(runtime, session_dir.name, fresh=False) as state:
             app, settings = runtime.app, runtime.settings
-            state = SessionState(runtime.client, session_dir.name, settings.state_ttl_s)
-            with resumable(settings, state.session_id), CoordinatorLease(state):
-                meta = state.meta()
-                requirement = str(meta.get("requirement") or _recorded_requirement(session_dir))
-                provider = str(meta.get("provider") or provider)
-                if budget is not None:
-                    check_budget_priced(budget, provider, self.settings)
-                    state.set_meta(budget=budget_meta(budget))
-                common = {"session_id": state.session_id, "repo": str(repo), "requirement": requirement,
-                          "provider": provider}
-                if state.recall(keys.ASSESSMENT) is None:
-                    wait_for(app.send_task(LITE_ASSESS, kwargs={**common, "force_explore": False}), "the assessment",
-                             settings)
-                assessment = Assessment.model_validate_json(state.recall(keys.ASSESSMENT) or "")
-                failed: dict[str, str] = {}
-                if assessment.needs_exploration:
-                    missing = [a for a in assessment.angles if state.recall(keys.exploration_key(a)) is None]
-                    self.ui.info(f"resuming {state.session_id}: re-exploring {', '.join(missing) or 'nothing'}")
-                    pending = assessment.model_copy(update={"angles": missing}) if missing else assessment
-                    _, failed = self._explore(app, settings, state, session_dir, pending, common,
-                                              angles_for_synthesis=assessment.angles)
-                if state.recall(keys.LITE_PLAN) is None or not (session_dir / TASKS_FILE).is_file():
-                    try:
-                        wait_for(app.send_task(LITE_PLAN, kwargs={**common, "session_dir": str(session_dir),
-                                                                  "answers": []}), "planning", settings)
-                    except BudgetExhaustedError as exc:
-                        return self._stopped(state, session_dir, requirement, assessment, failed, exc)
-                draft = LitePlanDraft.model_validate_json(state.recall(keys.LITE_PLAN) or "")
-                status = SessionStatus.PARTIAL if failed else SessionStatus.COMPLETED
-                state.set_meta(status=status)
-                usage = usage_line(session_report(state, self.prices))
-        return LiteResult(session_id=state.session_id, session_dir=str(session_dir), status=status,
-                          tasks=len(draft.tasks), conflicts=shared_files(draft), complexity=assessment.complexity,
-                          angles=assessment.angles if assessment.needs_exploration else [], failed_angles=failed,
-                          usage=usage)
+            meta = state.meta()
+            provider = str(meta.get("provider") or request.provider)
+            if request.budget is not None:
+                check_budget_priced(request.budget, provider, self.settings)
+                state.set_meta(budget=budget_meta(request.budget))
+            plan = _Plan(session_id=state.session_id, session_dir=session_dir, repo=request.repo,
+                         requirement=str(meta.get("requirement") or _recorded_requirement(session_dir)),
+                         provider=provider)
+            if state.recall(keys.ASSESSMENT) is None:
+                wait_for(plan.assess(False).send(app), "the assessment", settings)
+            assessment = Assessment.model_validate_json(state.recall(keys.ASSESSMENT) or "")
+            failed: dict[str, str] = {}
+            if assessment.needs_exploration:
+                missing = _missing_angles(state, assessment)
+                self.ui.info(f"resuming {state.session_id}: re-exploring {', '.join(missing) or 'nothing'}")
+                pending = assessment.model_copy(update={"angles": missing}) if missing else assessment
+                _, failed = self._explore(app, settings, state, plan, pending, angles_for_synthesis=assessment.angles)
+            if state.recall(keys.LITE_PLAN) is None or not (session_dir / TASKS_FILE).is_file():
+                try:
+                    wait_for(plan.plan([]).send(app), "planning", settings)
+                except BudgetExhaustedError as exc:
+                    return self._stopped(state, plan, assessment, failed, exc)
+            draft = LitePlanDraft.model_validate_json(state.recall(keys.LITE_PLAN) or "")
+            status = SessionStatus.PARTIAL if failed else SessionStatus.COMPLETED
+            state.set_meta(status=status)
+            return self._result(state, plan, assessment, draft, failed, status)
 
-    def _explore(self, app: Celery, settings: Settings, state: SessionState, session_dir: Path,
-                 assessment: Assessment, common: dict[str, Any],
+    def _explore(self, app: Celery, settings: Settings, state: SessionState, plan: _Plan, assessment: Assessment,
                  angles_for_synthesis: list[str] | None = None) -> tuple[list[MergedQuestion], dict[str, str]]:
         """A chord of ``assessment.angles``; the synthesis reads every angle of the session from Redis."""
-        watched = angles_for_synthesis or assessment.angles
         for angle in assessment.angles:
             state.set_agent(angle, state=AgentState.QUEUED)
-        header = [app.signature(EXPLORE_ANGLE, queue=QUEUE_EXPLORE,
-                                kwargs={**common, "output_dir": str(session_dir), "angle": angle})
+        header = [ExploreAngle(session_id=plan.session_id, output_dir=str(plan.session_dir), repo=str(plan.repo),
+                               requirement=plan.requirement, angle=angle, provider=plan.provider)
                   for angle in assessment.angles]
-        body = app.signature(LITE_SYNTHESIZE, queue=QUEUE_CONTROL,
-                             args=(state.session_id, str(session_dir), common["requirement"]))
-        try:
-            synthesis = wait_for(chord(header)(body), "exploration", settings,
-                                 tick=lambda: self.ui.progress(state.agents(watched)))
-        finally:
-            self.ui.done()
+        callback = LiteSynthesize(session_id=plan.session_id, session_dir=str(plan.session_dir),
+                                  requirement=plan.requirement)
+        synthesis = self.wait_with_progress(fan_out(app, header, callback), "exploration", settings, state,
+                                            angles_for_synthesis or assessment.angles)
         for angle, reason in synthesis["failed"].items():
             self.ui.info(f"angle {angle} skipped: {reason}")
         return [MergedQuestion.model_validate(q) for q in synthesis["questions"]], dict(synthesis["failed"])
@@ -279,3 +255,28 @@ def _recorded_requirement(session_dir: Path) -> str:
             return str(json.loads(path.read_text(encoding="utf-8")).get(key, ""))
     raise BadInputError(f"{session_dir.name}: neither Redis nor the session's files record its requirement",
                         hint="start the plan again with `wfqueue lite-plan`")
+
+
+def _missing_angles(state: SessionStore, assessment: Assessment) -> list[str]:
+    return [a for a in assessment.angles if state.recall(keys.exploration_key(a)) is None]
+
+
+def missing_work(state: SessionStore, session_dir: Path) -> list[str]:
+    """The assessment, angles without an exploration, then planning, as far as they are not done."""
+    stored = state.recall(keys.ASSESSMENT)
+    if stored is None:
+        return ["assessment", "planning"]
+    assessment = Assessment.model_validate_json(stored)
+    missing = _missing_angles(state, assessment) if assessment.needs_exploration else []
+    if state.recall(keys.LITE_PLAN) is None or not (session_dir / TASKS_FILE).is_file():
+        missing.append("planning")
+    return missing
+
+
+def _resume(settings: Settings, ui: LiteUI, request: ResumeRequest) -> PlanOutcome:
+    return LiteCoordinator(settings, ui).resume(request)
+
+
+# Lite plans wait on their coordinator (often on a person answering questions): the watchdog only reports.
+LITE = WorkflowKind(name=SessionKind.LITE, label="lite-plan", ids=LITE_IDS, root=lite_root, read_status=lite_status,
+                    resume=_resume, missing_work=missing_work)

@@ -10,39 +10,33 @@ are never redone.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
-import redis
-from celery import Celery, chord
+from celery import Celery
 from pydantic import BaseModel, Field
 
 from wfqueue import keys
 from wfqueue.errors import BadInputError, BudgetExhaustedError
-from wfqueue.keys import AgentState, SessionKind, SessionStatus
+from wfqueue.keys import AgentState, SessionKind, SessionMeta, SessionStatus
 from wfqueue.lite.models import Assessment
-from wfqueue.metering import budget_meta, check_budget_priced, session_report, usage_line, write_usage_file
-from wfqueue.providers import check_provider_spec
-from wfqueue.runtime import broker_runtime, resumable, wait_for
+from wfqueue.metering import budget_meta, usage_line, write_usage_file
+from wfqueue.payloads import ExploreAngle, LiteAssess, SessionConflicts, SessionContext, SessionGenerate, fan_out
+from wfqueue.runtime import Runtime, wait_for
+from wfqueue.session_summary import workflow_status
+from wfqueue.sessions import SessionIds
 from wfqueue.settings import Settings
-from wfqueue.state import CoordinatorLease, SessionState
-from wfqueue.task_names import (
-    EXPLORE_ANGLE,
-    LITE_ASSESS,
-    QUEUE_CONTROL,
-    QUEUE_EXPLORE,
-    SESSION_CONFLICTS,
-    SESSION_CONTEXT,
-    SESSION_GENERATE,
-)
-from wfqueue.usage import Budget, PriceTable
+from wfqueue.state import SessionState, SessionStore
+from wfqueue.usage import Budget
+from wfqueue.workflow.base import PlanOutcome, ResumeRequest, WorkflowCoordinator, WorkflowUI, new_session_folder
+from wfqueue.workflow.kind import WorkflowKind
 from wfqueue.workflow_session.models import PHASES, ConflictResolution, SessionConflict, WorkflowSession
 from wfqueue.workflow_session.render import PlanningNotes
 from wfqueue.workflow_session.session import (
     PROCESS_DIR,
+    SESSION_FILE,
     active_root,
     find_session,
     load_session,
-    new_session_id,
     now_iso,
     save_session,
 )
@@ -50,6 +44,7 @@ from wfqueue.workflow_session.session_conflicts import resolve
 from wfqueue.workflow_session.steps import RESOLUTION_FILE, apply_resolution, load_context, save_notes
 from wfqueue.workflow_session.structure import as_text, structure_input
 
+WFS_IDS = SessionIds(prefix="WFS-", slug_length=50, dated=False)  # WFS-{slug}
 GateChoice = Literal["verify", "status", "stop"]
 
 
@@ -63,27 +58,13 @@ class PlanRequest(BaseModel):
     budget: Budget | None = None  # None: a continued session keeps the budget it had
 
 
-class WfsResult(BaseModel):
-    session_id: str
-    session_dir: str
-    status: str
-    tasks: int
-    conflicts: int
+class WfsResult(PlanOutcome):
     resumed_from: str | None = None
     failed_angles: dict[str, str] = Field(default_factory=dict)
     gate: str | None = None
-    usage: str | None = None  # wfqueue.metering.usage_line
-    stopped: str | None = None  # the phase a spent budget stopped, and why
-
-    @property
-    def exit_code(self) -> int:
-        return 1 if self.status in (SessionStatus.PARTIAL, SessionStatus.FAILED) else 0
 
 
-class WfsUI(Protocol):
-    def info(self, message: str) -> None: ...
-    def progress(self, agents: dict[str, dict[str, Any]]) -> None: ...
-    def done(self) -> None: ...
+class WfsUI(WorkflowUI, Protocol):
     def choose_strategy(self, conflict: SessionConflict) -> int: ...
     def gate(self) -> GateChoice: ...
 
@@ -91,13 +72,10 @@ class WfsUI(Protocol):
 def create_session(repo: Path, requirement: str) -> Path:
     """Phase 1 for a new session: workflow-session.json and the User Intent of planning-notes.md."""
     structured = structure_input(requirement)
-    root = active_root(repo)
-    existing = {p.name for p in root.iterdir()} if root.is_dir() else set()
-    session_id = new_session_id(structured.goal, existing)
-    folder = root / session_id
-    (folder / PROCESS_DIR).mkdir(parents=True)
+    folder = new_session_folder(active_root(repo), WFS_IDS, structured.goal)
+    (folder / PROCESS_DIR).mkdir()
     now = now_iso()
-    session = WorkflowSession(session_id=session_id, project=repo.name, description=as_text(structured),
+    session = WorkflowSession(session_id=folder.name, project=repo.name, description=as_text(structured),
                               created_at=now, structured=structured, repo=str(repo))
     session.phases["session"] = "done"
     session.phases_done_at["session"] = now
@@ -106,41 +84,50 @@ def create_session(repo: Path, requirement: str) -> Path:
     return folder
 
 
-class WfsCoordinator:
-    def __init__(self, settings: Settings, ui: WfsUI) -> None:
-        self.settings = settings
-        self.ui = ui
-        self.prices = PriceTable(settings.price_table)
+class _Phase(BaseModel):
+    """What the session's phase tasks are sent."""
 
+    session_id: str
+    session_dir: Path
+    repo: Path
+    provider: str
+
+    def fields(self) -> dict[str, str]:
+        return self.model_dump(mode="json")
+
+
+class WfsCoordinator(WorkflowCoordinator[WfsUI]):
     def run(self, request: PlanRequest) -> WfsResult:
-        check_provider_spec(request.provider)
-        check_budget_priced(request.budget, request.provider, self.settings)
+        self.check(request.provider, request.budget)
         if request.session is None and not request.requirement:
             raise BadInputError("nothing to plan", hint='give a requirement, or --session WFS-x to continue one')
         folder = find_session(request.repo, request.session) if request.session else None
-        with broker_runtime(self.settings, request.repo, request.workers or 4, self.ui) as runtime:
+        with self.runtime(request.repo, request.workers) as runtime:
+            fresh = folder is None
             if folder is None:
                 folder = create_session(request.repo, request.requirement or "")
-                fresh = True
-            else:
-                fresh = False
-            return self._phases(runtime.app, runtime.settings, runtime.client, folder, request, fresh)
+            return self._phases(runtime, folder, request, fresh)
 
-    def _phases(self, app: Celery, settings: Settings, client: redis.Redis, folder: Path, request: PlanRequest,
-                fresh: bool) -> WfsResult:
+    def resume(self, request: ResumeRequest) -> WfsResult:
+        """Continue at the first phase not done, with the recommended choices."""
+        return self.run(PlanRequest(repo=request.repo, provider=request.provider, yes=True,
+                                    session=request.session_dir.name, budget=request.budget))
+
+    def _phases(self, runtime: Runtime, folder: Path, request: PlanRequest, fresh: bool) -> WfsResult:
+        app, settings = runtime.app, runtime.settings
         session = load_session(folder)
-        state = SessionState(client, session.session_id, settings.state_ttl_s)
-        with resumable(settings, session.session_id), CoordinatorLease(state, fresh=fresh):
-            state.set_meta(kind=SessionKind.WORKFLOW, repo=str(request.repo), session_dir=str(folder),
-                           provider=request.provider, status=SessionStatus.PLANNING)
-            if request.budget is not None:  # workers read it before every LLM step (wfqueue.metering)
-                state.set_meta(budget=budget_meta(request.budget))
+        meta = SessionMeta(kind=SessionKind.WORKFLOW, repo=str(request.repo), session_dir=str(folder),
+                           provider=request.provider, status=SessionStatus.PLANNING,
+                           # workers read it before every LLM step (wfqueue.metering); None keeps the one set
+                           **({"budget": budget_meta(request.budget)} if request.budget is not None else {}))
+        with self.hold(runtime, session.session_id, fresh=fresh, meta=meta) as state:
             resumed_from = None if fresh else session.next_phase()
             if resumed_from:
                 self.ui.info(f"continuing {session.session_id} at phase {resumed_from}")
             else:
                 self.ui.info(f"session {session.session_id}")
-            common = {"session_id": session.session_id, "repo": str(request.repo), "provider": request.provider}
+            common = _Phase(session_id=session.session_id, session_dir=folder, repo=request.repo,
+                            provider=request.provider)
             failed: dict[str, str] = {}
             conflicts = 0
             stopped: str | None = None
@@ -155,8 +142,7 @@ class WfsCoordinator:
                     elif phase == "conflicts":
                         conflicts = self._conflicts(app, settings, folder, session, common, request.yes)
                     elif phase == "tasks":
-                        wait_for(app.send_task(SESSION_GENERATE, kwargs={**common, "session_dir": str(folder)}),
-                                 "task generation", settings)
+                        wait_for(SessionGenerate(**common.fields()).send(app), "task generation", settings)
                 except BudgetExhaustedError as exc:
                     # It stops here with no task generated, so failed (partial would claim some of it was
                     # planned); `plan --session` with a larger --budget continues at this phase.
@@ -195,28 +181,23 @@ class WfsCoordinator:
                              status=SessionStatus.PARTIAL if failed else SessionStatus.COMPLETED,
                              tasks=len(session.progress.current_tasks),
                              conflicts=conflicts, resumed_from=resumed_from, failed_angles=failed,
-                             usage=usage_line(session_report(state, self.prices)))
+                             usage=self.usage(state))
 
     def _context(self, app: Celery, settings: Settings, state: SessionState, folder: Path, session: WorkflowSession,
-                 common: dict[str, Any]) -> dict[str, str]:
-        assessed = wait_for(app.send_task(LITE_ASSESS, kwargs={**common, "requirement": session.description,
-                                                               "force_explore": True}), "the assessment", settings)
-        assessment = Assessment.model_validate(assessed)
+                 common: _Phase) -> dict[str, str]:
+        assess = LiteAssess(session_id=common.session_id, repo=str(common.repo), requirement=session.description,
+                            force_explore=True, provider=common.provider)
+        assessment = Assessment.model_validate(wait_for(assess.send(app), "the assessment", settings))
         self.ui.info(f"complexity {assessment.complexity}; exploring {', '.join(assessment.angles)} in parallel")
         for angle in assessment.angles:
             if state.recall(keys.exploration_key(angle)) is None:
                 state.set_agent(angle, state=AgentState.QUEUED)
-        header = [app.signature(EXPLORE_ANGLE, queue=QUEUE_EXPLORE,
-                                kwargs={**common, "requirement": session.description,
-                                        "output_dir": str(folder / PROCESS_DIR), "angle": angle})
-                  for angle in assessment.angles]
-        body = app.signature(SESSION_CONTEXT, queue=QUEUE_CONTROL,
-                             args=(session.session_id, str(folder), common["repo"]))
-        try:
-            outcome = wait_for(chord(header)(body), "context gathering", settings,
-                               tick=lambda: self.ui.progress(state.agents(assessment.angles)))
-        finally:
-            self.ui.done()
+        header = [ExploreAngle(session_id=common.session_id, output_dir=str(folder / PROCESS_DIR),
+                               repo=str(common.repo), requirement=session.description, angle=angle,
+                               provider=common.provider) for angle in assessment.angles]
+        callback = SessionContext(session_id=common.session_id, session_dir=str(folder), repo=str(common.repo))
+        outcome = self.wait_with_progress(fan_out(app, header, callback), "context gathering", settings, state,
+                                          assessment.angles)
         failed = {a: str(state.agent(a).get("error")) for a in assessment.angles
                   if state.recall(keys.exploration_key(a)) is None}
         self.ui.info(f"conflict risk: {outcome['risk_level']}")
@@ -227,9 +208,8 @@ class WfsCoordinator:
         return failed
 
     def _conflicts(self, app: Celery, settings: Settings, folder: Path, session: WorkflowSession,
-                   common: dict[str, Any], yes: bool) -> int:
-        found = wait_for(app.send_task(SESSION_CONFLICTS, kwargs={**common, "session_dir": str(folder)}),
-                         "conflict detection", settings)
+                   common: _Phase, yes: bool) -> int:
+        found = wait_for(SessionConflicts(**common.fields()).send(app), "conflict detection", settings)
         conflicts = [SessionConflict.model_validate(c) for c in found]
         choices = {c.id: (c.recommended if yes else self.ui.choose_strategy(c)) for c in conflicts}
         resolution = resolve(session.session_id, now_iso(), conflicts, choices)
@@ -237,3 +217,19 @@ class WfsCoordinator:
         risk = load_context(folder).conflict_detection.risk_level
         self.ui.info(f"{len(conflicts)} conflict(s) resolved; risk is now {risk}")
         return len(conflicts)
+
+
+def missing_work(state: SessionStore, folder: Path) -> list[str]:
+    """The phases not done (or skipped), from workflow-session.json."""
+    del state  # the session file is the record of its phases
+    session = load_session(folder)
+    return [phase for phase in PHASES if session.phases.get(phase) not in ("done", "skipped")]
+
+
+def _resume(settings: Settings, ui: WfsUI, request: ResumeRequest) -> PlanOutcome:
+    return WfsCoordinator(settings, ui).resume(request)
+
+
+# Workflow sessions wait on their coordinator (a person may be choosing a strategy): the watchdog only reports.
+WORKFLOW = WorkflowKind(name=SessionKind.WORKFLOW, label="workflow", ids=WFS_IDS, root=active_root,
+                        marker=SESSION_FILE, read_status=workflow_status, resume=_resume, missing_work=missing_work)

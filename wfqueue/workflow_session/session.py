@@ -13,7 +13,7 @@ from pathlib import Path
 
 from wfqueue.errors import SessionNotFoundError
 from wfqueue.fsio import atomic_write_json
-from wfqueue.sessions import WORKFLOW_DIR, check_session_id, slugify, unique_id
+from wfqueue.sessions import WORKFLOW_DIR, check_session_id
 from wfqueue.unified_task import UnifiedTask
 from wfqueue.workflow_session.models import WorkflowSession
 
@@ -33,11 +33,6 @@ def active_root(repo: Path) -> Path:
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def new_session_id(description: str, existing: set[str]) -> str:
-    """``WFS-{slug}`` (slug at most 50 characters), ``-2``, ``-3``... on collision."""
-    return unique_id(f"WFS-{slugify(description, 50)}", existing)
 
 
 def list_sessions(repo: Path) -> list[WorkflowSession]:

@@ -1,0 +1,144 @@
+"""The workflow skeleton and registry: session ids per kind, finding a session of any kind, the one
+outcome model, what each kind reports as missing, which kinds the watchdog may recover, and the
+wait that always closes the progress view."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.wfs_factory import make_session
+from wfqueue import keys
+from wfqueue.collab.coordinator import COLLAB, COLLAB_IDS, PlanResult
+from wfqueue.errors import InvalidSessionIdError, ProviderError, SessionNotFoundError
+from wfqueue.keys import SessionKind
+from wfqueue.lite.coordinator import LITE, LITE_IDS, LiteResult
+from wfqueue.lite.models import Assessment
+from wfqueue.memory_state import MemorySessionState
+from wfqueue.settings import load_settings
+from wfqueue.workflow.base import WorkflowCoordinator
+from wfqueue.workflow.registry import KINDS, kind_named, locate
+from wfqueue.workflow_session.coordinator import WFS_IDS, WORKFLOW, WfsResult
+
+LATE_UTC = datetime(2026, 11, 22, 20, 30, tzinfo=UTC)  # already the 23rd in UTC+8
+
+
+def test_each_kind_keeps_its_session_id_format() -> None:
+    assert COLLAB_IDS.new("Add OAuth login", LATE_UTC, set()) == "CPLAN-add-oauth-login-2026-11-23"
+    assert LITE_IDS.new("Add OAuth login", LATE_UTC, set()) == "add-oauth-login-2026-11-23"
+    assert WFS_IDS.new("Add OAuth login", LATE_UTC, set()) == "WFS-add-oauth-login"
+    assert WFS_IDS.new("Add OAuth login", LATE_UTC, {"WFS-add-oauth-login"}) == "WFS-add-oauth-login-2"
+    assert len(LITE_IDS.new("a" * 100, LATE_UTC, set())) == 40 + len("-2026-11-23")
+    assert len(WFS_IDS.new("b" * 100, LATE_UTC, set())) == len("WFS-") + 50
+
+
+def test_a_session_id_is_found_under_its_kinds_folder(tmp_path: Path) -> None:
+    collab = COLLAB.root(tmp_path) / "CPLAN-x-2026-11-23"
+    lite = LITE.root(tmp_path) / "x-2026-11-23"
+    for folder in (collab, lite):
+        folder.mkdir(parents=True)
+    make_session(tmp_path, "Add OAuth login", [], session_id="WFS-x")
+    assert locate(tmp_path, collab.name) == (COLLAB, collab)
+    assert locate(tmp_path, lite.name) == (LITE, lite)
+    assert locate(tmp_path, "WFS-x") == (WORKFLOW, WORKFLOW.root(tmp_path) / "WFS-x")
+    (WORKFLOW.root(tmp_path) / "WFS-empty").mkdir()  # no workflow-session.json: not a session
+    with pytest.raises(SessionNotFoundError) as info:
+        locate(tmp_path, "WFS-empty")
+    assert "CPLAN-x-2026-11-23" in info.value.hint and "WFS-x" in info.value.hint
+    with pytest.raises(InvalidSessionIdError):
+        locate(tmp_path, "../CPLAN-x-2026-11-23")
+
+
+def test_the_registry_names_every_kind_once() -> None:
+    assert [k.name for k in KINDS] == [SessionKind.COLLAB, SessionKind.LITE, SessionKind.WORKFLOW]
+    assert kind_named("lite") is LITE and kind_named("nonsense") is None and kind_named(None) is None
+
+
+def test_only_collab_plans_are_recovered_by_the_watchdog() -> None:
+    # Lite and workflow coordinators may be waiting on a person; the watchdog only reports them.
+    assert COLLAB.recovery is not None
+    assert LITE.recovery is None and WORKFLOW.recovery is None
+
+
+def test_every_outcome_shares_exit_codes_and_the_json_fields() -> None:
+    common: dict[str, Any] = {"session_id": "s", "session_dir": "/s", "tasks": 3, "conflicts": 1}
+    outcomes = [PlanResult(status="partial", failures={"api": "timed out"}, **common),
+                LiteResult(status="completed", complexity="Low", angles=[], **common),
+                WfsResult(status="failed", **common)]
+    assert [o.exit_code for o in outcomes] == [1, 0, 1]
+    assert list(json.loads(outcomes[0].json_line("failures"))) == [
+        "session_id", "session_dir", "status", "tasks", "conflicts", "failures"]
+    assert json.loads(outcomes[1].json_line()) == {**common, "status": "completed"}
+
+
+def test_lite_missing_work_follows_what_redis_holds(tmp_path: Path) -> None:
+    state = MemorySessionState("add-oauth-2026-11-23")
+    assert LITE.missing_work(state, tmp_path) == ["assessment", "planning"]
+    assessment = Assessment(complexity="Medium", scope="s", depth="d", risk="r", dependencies="d", preset="p",
+                            angles=["architecture", "security"], needs_exploration=True)
+    state.store(keys.ASSESSMENT, assessment.model_dump_json())
+    state.store(keys.exploration_key("architecture"), "{}")
+    assert LITE.missing_work(state, tmp_path) == ["security", "planning"]
+
+
+def test_workflow_missing_work_is_the_phases_not_done(tmp_path: Path) -> None:
+    folder = make_session(tmp_path, "Add OAuth login", [])
+    assert WORKFLOW.missing_work(MemorySessionState(), folder) == []
+    session = json.loads((folder / "workflow-session.json").read_text())
+    session["phases"]["tasks"] = "failed"
+    (folder / "workflow-session.json").write_text(json.dumps(session))
+    assert WORKFLOW.missing_work(MemorySessionState(), folder) == ["tasks"]
+
+
+def test_collab_missing_work_without_a_split_is_the_understanding(tmp_path: Path) -> None:
+    assert COLLAB.missing_work(MemorySessionState(), tmp_path) == ["understanding"]
+
+
+class _Result:
+    def __init__(self, polls: int, error: BaseException | None = None) -> None:
+        self.polls, self.error = polls, error
+
+    def ready(self) -> bool:
+        self.polls -= 1
+        return self.polls <= 0
+
+    def failed(self) -> bool:
+        return self.error is not None
+
+    @property
+    def result(self) -> Any:
+        return self.error or {"status": "completed"}
+
+
+class _UI:
+    def __init__(self) -> None:
+        self.seen: list[dict[str, dict[str, Any]]] = []
+        self.closed = 0
+
+    def info(self, message: str) -> None:
+        pass
+
+    def progress(self, agents: dict[str, dict[str, Any]]) -> None:
+        self.seen.append(agents)
+
+    def done(self) -> None:
+        self.closed += 1
+
+
+def test_the_wait_draws_agent_progress_and_always_closes_the_view() -> None:
+    settings = load_settings(poll_interval_s=0.001)
+    state = MemorySessionState()
+    state.set_agent("api", state="running")
+    ui = _UI()
+    coordinator = WorkflowCoordinator(settings, ui)
+    assert coordinator.wait_with_progress(_Result(3), "the plan", settings, state,  # type: ignore[arg-type]
+                                          ["api"]) == {"status": "completed"}
+    assert ui.seen and ui.seen[-1]["api"]["state"] == "running" and ui.closed == 1
+    with pytest.raises(ProviderError, match="the plan failed"):
+        coordinator.wait_with_progress(_Result(1, RuntimeError("boom")), "the plan", settings, state,  # type: ignore[arg-type]
+                                       ["api"])
+    assert ui.closed == 2

@@ -1,0 +1,52 @@
+"""What the plan commands (collab-plan, lite-plan, plan, resume) share: their common options,
+reading the provider and budget, and printing an outcome (or its `--json` object) and exiting."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from wfqueue.metering import BUDGET_HELP, parse_budget_option
+from wfqueue.providers import check_provider_spec
+from wfqueue.settings import Settings, load_settings
+from wfqueue.usage import Budget
+from wfqueue.workflow.base import PlanOutcome
+
+PROVIDER_HELP = "offline (deterministic, no API key) or anthropic; default: anthropic when ANTHROPIC_API_KEY is set"
+REPO_HELP = "Repository to plan (default: git top level of the cwd)."
+JSON_HELP = "Print one JSON object on stdout and nothing else there."
+WORKERS_HELP = "Embedded mode: worker processes (default: WFQUEUE_MAX_AGENTS)."
+
+
+def budget_help(extra: str = "") -> str:
+    return BUDGET_HELP + (f" {extra}" if extra else "")
+
+
+def plan_setup(provider: str | None, budget: str | None,
+               settings: Settings | None = None) -> tuple[Settings, str, Budget | None]:
+    """The settings (loaded unless given), the provider spec (checked) and the parsed --budget."""
+    settings = settings or load_settings()
+    spec = check_provider_spec(provider or settings.effective_provider())
+    return settings, spec, parse_budget_option(budget, spec, settings)
+
+
+def finish(result: PlanOutcome, as_json: bool, describe: Callable[[Console], None],
+           json_extra: tuple[str, ...] = ()) -> None:
+    """Print the outcome: the `--json` object on stdout, or ``describe`` and the usage line; exit with
+    the outcome's code (0, or 1 for partial and failed)."""
+    if as_json:
+        typer.echo(result.json_line(*json_extra))
+    else:
+        out = Console(highlight=False, soft_wrap=True)
+        describe(out)
+        if result.usage:
+            out.print(f"usage:   {escape(result.usage)}")
+    raise typer.Exit(result.exit_code)
+
+
+def stopped_or(out: Console, result: PlanOutcome, otherwise: str) -> None:
+    """Why planning stopped early (a spent budget), or ``otherwise`` (where the plan is)."""
+    out.print(f"[red]{escape(result.stopped)}[/]" if result.stopped else otherwise)

@@ -1,0 +1,152 @@
+"""The coordinator skeleton every workflow follows, its UI protocol and its outcome.
+
+provider and budget check → broker runtime (embedded or configured) → session id
+and folder → ``SessionState`` held under ``resumable`` and a ``CoordinatorLease``
+→ the session meta → fan-out → wait with progress → an outcome with an exit
+code. A workflow subclasses ``WorkflowCoordinator`` and writes only its own steps.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+from celery.result import AsyncResult
+from pydantic import BaseModel
+
+from wfqueue.errors import BadInputError
+from wfqueue.keys import SessionMeta, SessionStatus
+from wfqueue.metering import budget_meta, check_budget_priced, session_report, usage_line
+from wfqueue.providers import check_provider_spec
+from wfqueue.runtime import Reporter, Runtime, broker_runtime, resumable, wait_for
+from wfqueue.sessions import SessionIds
+from wfqueue.settings import Settings
+from wfqueue.state import CoordinatorLease, SessionState, SessionStore
+from wfqueue.usage import Budget, PriceTable
+
+
+class WorkflowUI(Reporter, Protocol):
+    """What every coordinator shows: messages, live agent progress, and the end of it.
+    Each workflow's protocol extends this with its own questions."""
+
+    def progress(self, agents: dict[str, dict[str, Any]]) -> None: ...
+
+    def done(self) -> None: ...
+
+
+class PlanOutcome(BaseModel):
+    """What a plan ended with. Workflows add their own fields in a subclass."""
+
+    # What `--json` prints (a workflow's command may add fields of its own).
+    JSON_FIELDS: ClassVar[frozenset[str]] = frozenset({"session_id", "session_dir", "status", "tasks", "conflicts"})
+
+    session_id: str
+    session_dir: str
+    status: str
+    tasks: int
+    conflicts: int
+    usage: str | None = None  # wfqueue.metering.usage_line
+    stopped: str | None = None  # why planning stopped early (a spent budget)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.status in (SessionStatus.PARTIAL, SessionStatus.FAILED) else 0
+
+    def json_line(self, *extra: str) -> str:
+        """The one JSON object `--json` prints: JSON_FIELDS and ``extra``, in field order."""
+        return json.dumps(self.model_dump(include=set(self.JSON_FIELDS) | set(extra)), ensure_ascii=False)
+
+
+class ResumeRequest(BaseModel):
+    """`wfqueue resume`: which session, and what replaces its recorded settings."""
+
+    session_dir: Path
+    repo: Path
+    provider: str  # used only when the session recorded none
+    budget: Budget | None = None  # replaces the session's budget; None keeps it
+
+
+class NewSessionRequest(Protocol):
+    """What starting a fresh session reads from a workflow's request."""
+
+    @property
+    def requirement(self) -> str: ...
+    @property
+    def repo(self) -> Path: ...
+    @property
+    def provider(self) -> str: ...
+    @property
+    def budget(self) -> Budget | None: ...
+
+
+UI = TypeVar("UI", bound=WorkflowUI)
+
+
+def new_session_folder(root: Path, ids: SessionIds, text: str) -> Path:
+    """A fresh session folder under ``root``, named by ``ids`` from ``text`` (made now)."""
+    existing = {p.name for p in root.iterdir()} if root.is_dir() else set()
+    folder = root / ids.new(text, datetime.now(UTC), existing)
+    folder.mkdir(parents=True)
+    return folder
+
+
+class WorkflowCoordinator(Generic[UI]):
+    """The shared steps; subclasses drive their own phases between them."""
+
+    def __init__(self, settings: Settings, ui: UI, worker_env: dict[str, str] | None = None) -> None:
+        self.settings = settings
+        self.ui = ui
+        self.worker_env = worker_env  # extra environment for embedded workers (tests, benchmarks)
+        self.prices = PriceTable(settings.price_table)
+
+    def check(self, provider: str, budget: Budget | None, repo: Path | None = None) -> None:
+        """Refuse an unknown provider, a budget it cannot price, or a missing repository, before any work."""
+        check_provider_spec(provider)
+        check_budget_priced(budget, provider, self.settings)
+        if repo is not None and not repo.is_dir():
+            raise BadInputError(f"--repo {repo} is not a directory")
+
+    def runtime(self, repo: Path, workers: int | None = None) -> AbstractContextManager[Runtime]:
+        """A broker for this plan; in embedded mode ``workers`` local worker processes (by default
+        WFQUEUE_MAX_AGENTS: as many as agents may run at once)."""
+        return broker_runtime(self.settings, repo, workers or self.settings.max_agents, self.ui, self.worker_env)
+
+    @contextmanager
+    def hold(self, runtime: Runtime, session_id: str, *, fresh: bool,
+             meta: SessionMeta | None = None) -> Iterator[SessionState]:
+        """The session's state, held by this coordinator alone (``fresh``: a new session), with a lost
+        broker turned into a resumable error; ``meta`` is written first (workers read the budget there)."""
+        state = SessionState(runtime.client, session_id, runtime.settings.state_ttl_s)
+        with resumable(runtime.settings, session_id), CoordinatorLease(state, fresh=fresh):
+            if meta is not None:
+                state.set_meta(**meta.fields())
+            yield state
+
+    @contextmanager
+    def fresh_session(self, runtime: Runtime, request: NewSessionRequest, kind: str, root: Path,
+                      ids: SessionIds) -> Iterator[tuple[SessionState, Path]]:
+        """A new session folder under ``root`` and its state, held, with the meta written (kind, repo,
+        folder, requirement, provider, budget; status planning)."""
+        session_dir = new_session_folder(root, ids, request.requirement)
+        meta = SessionMeta(kind=kind, repo=str(request.repo), session_dir=str(session_dir),
+                           requirement=request.requirement, provider=request.provider, status=SessionStatus.PLANNING,
+                           budget=budget_meta(request.budget))
+        with self.hold(runtime, session_dir.name, fresh=True, meta=meta) as state:
+            self.ui.info(f"session {state.session_id}")
+            yield state, session_dir
+
+    def wait_with_progress(self, result: AsyncResult[Any], what: str, settings: Settings, state: SessionStore,
+                           watched: list[str], settled: Callable[[], Any] | None = None) -> Any:
+        """Wait for a fan-out, drawing the agent records of ``watched`` while it runs."""
+        try:
+            return wait_for(result, what, settings, tick=lambda: self.ui.progress(state.agents(watched)),
+                            settled=settled)
+        finally:
+            self.ui.done()
+
+    def usage(self, state: SessionStore) -> str:
+        return usage_line(session_report(state, self.prices))

@@ -1,0 +1,36 @@
+"""Every workflow kind, and finding which one a session id names.
+
+Adding a workflow: one module that defines its coordinator and its ``WorkflowKind``,
+and one entry in ``KINDS``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from wfqueue.collab.coordinator import COLLAB
+from wfqueue.errors import SessionNotFoundError
+from wfqueue.lite.coordinator import LITE
+from wfqueue.sessions import WORKFLOW_DIR, check_session_id
+from wfqueue.workflow.kind import WorkflowKind
+from wfqueue.workflow_session.coordinator import WORKFLOW
+
+# In lookup order: an id found under several roots is the first kind's.
+KINDS: tuple[WorkflowKind, ...] = (COLLAB, LITE, WORKFLOW)
+
+
+def kind_named(name: str | None) -> WorkflowKind | None:
+    """The kind a session meta names, None for an unknown (or missing) one."""
+    return next((kind for kind in KINDS if kind.name == name), None)
+
+
+def locate(repo: Path, session_id: str) -> tuple[WorkflowKind, Path]:
+    """Which kind of session ``session_id`` is, and its folder (checked to be an id, not a path)."""
+    check_session_id(session_id)
+    for kind in KINDS:
+        folder = kind.folder(repo, session_id)
+        if folder is not None:
+            return kind, folder
+    known = sorted(p.name for kind in KINDS if (root := kind.root(repo)).is_dir() for p in root.iterdir())
+    raise SessionNotFoundError(f"no session {session_id} under {repo / WORKFLOW_DIR}",
+                               hint=f"existing sessions: {', '.join(known[-12:]) or 'none'}")
