@@ -97,6 +97,9 @@ def task_run_key(task_id: str, attempt: int) -> str:
     return f"taskrun:{task_id}#{attempt}"
 
 
+EXECUTION = "execution"  # an execution's Execution JSON (wfqueue.execute.records), as last saved
+
+
 # -- the stalled-session watchdog (beat.watchdog) --------------------------------------------------
 
 WATCHDOG_PROGRESS = "watchdog:progress"  # {"fingerprint", "since"}: when the agent records last changed
@@ -151,6 +154,7 @@ class SessionKind(StrEnum):
     COLLAB = "collab"
     LITE = "lite"
     WORKFLOW = "workflow"
+    EXECUTE = "execute"  # `wfqueue execute`: the session id is the exec id
 
 
 class SessionMeta(BaseModel):

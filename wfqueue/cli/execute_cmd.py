@@ -1,8 +1,9 @@
-"""`wfqueue execute`: validate a plan, schedule its tasks in waves, and (for now) show that schedule.
+"""`wfqueue execute`: validate a plan, schedule its tasks in waves, and run them (wfqueue.execute.coordinator),
+or only show the schedule (`--dry-run`); `--continue EXEC-ID` goes on with an execution.
 
-Exit codes: 0 the schedule was shown (`--dry-run`); 2 bad input: a plan with problems (all listed), a
-repository that is not git or not clean, no executor configured, or running tasks, which this version
-does not do yet (raised as BadInputError subclasses, mapped by main()).
+Exit codes: 0 every task completed (or the schedule was shown); 1 some task did not complete, or a red gate
+stopped the execution; 2 bad input: a plan with problems (all listed), a repository that is not git or not
+clean, no executor configured; 3 infrastructure (a lost broker, git failing).
 """
 
 from __future__ import annotations
@@ -12,15 +13,22 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.console import Console
+from rich.markup import escape
 
-from wfqueue.errors import BadInputError, ExecutionNotAvailableError
+from wfqueue.cli.progress import TerminalUI
+from wfqueue.errors import BadInputError
+from wfqueue.execute.coordinator import ExecuteCoordinator, ExecutionOutcome
 from wfqueue.execute.executors import ExecutorName, choose_executor
 from wfqueue.execute.gate import gate_commands, verification_refusal
 from wfqueue.execute.load import load_plan
 from wfqueue.execute.model import ExecutablePlan
 from wfqueue.execute.safety import check_clean_repository
 from wfqueue.execute.schedule import Schedule, build_schedule
+from wfqueue.sessions import resolve_repo
 from wfqueue.settings import load_settings
+from wfqueue.workflow.base import ResumeRequest
+from wfqueue.workflow.registry import locate
 
 EXECUTORS: tuple[ExecutorName, ...] = ("claude", "command")
 TITLE_WIDTH = 72
@@ -90,11 +98,38 @@ def _executor(name: str | None) -> ExecutorName | None:
     return None
 
 
+def _confirm(ui: TerminalUI, plan: ExecutablePlan, schedule: Schedule, gate: list[str], yes: bool) -> bool:
+    """Show the schedule and ask to start it: on a terminal unless -y; without one, start (as the plan commands
+    do), saying that -y skips the question."""
+    if yes or not ui._interactive("starting the execution without confirmation"):
+        return True
+    ui.console.print(render_schedule(plan, schedule, gate).rsplit("\n", 1)[0])
+    return typer.confirm("start these tasks?", default=True, err=True)
+
+
+def _describe(out: Console, result: ExecutionOutcome) -> None:
+    out.print(f"[bold]{result.status}[/]: {result.tasks} of {sum(map(len, result.task_states.values()))} task(s) "
+              f"merged into {result.branch} — {result.session_dir}")
+    for state in ("failed", "skipped", "blocked"):
+        if result.task_states[state]:
+            out.print(f"{state}: {', '.join(result.task_states[state])}")
+    out.print(escape(result.hint))
+
+
+def _finish(result: ExecutionOutcome, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(result.execute_json(), ensure_ascii=False))
+    else:
+        _describe(Console(highlight=False, soft_wrap=True), result)
+    raise typer.Exit(result.exit_code)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("execute")
     def execute(
-        target: str = typer.Argument(..., metavar="SESSION_OR_PLAN",
-                                     help="Session id, or a session folder, tasks.jsonl, .task/ folder or plan.json."),
+        target: str | None = typer.Argument(None, metavar="SESSION_OR_PLAN",
+                                            help="Session id, or a session folder, tasks.jsonl, .task/ folder or "
+                                                 "plan.json."),
         executor: str | None = typer.Option(None, "--executor",
                                             help="claude or command (default: the command when "
                                                  "WFQUEUE_EXECUTOR_COMMAND is set, else claude)."),
@@ -102,13 +137,30 @@ def register(app: typer.Typer) -> None:
                                             help="Tasks in flight at once (default: WFQUEUE_EXECUTE_PARALLEL)."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the waves and the critical path; write nothing."),
         yes: bool = typer.Option(False, "--yes", "-y", help="Start without asking for confirmation."),
+        resume_id: str | None = typer.Option(None, "--continue", metavar="EXEC-ID",
+                                             help="Go on with an execution (after a red gate, Ctrl-C or a crash); "
+                                                  "completed tasks are not run again."),
         repo: str | None = typer.Option(None, "--repo",
                                         help="Repository the plan changes (default: the one holding the plan)."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout and nothing else there."),
     ) -> None:
-        """Validate a plan and schedule its tasks in dependency waves. Exit 2 on any problem."""
+        """Run a plan's tasks in dependency waves on workers, each in its own worktree, merged one at a time into
+        the integration branch wfqueue/EXEC-ID, with the gate after each wave. Exit 0 all completed, 1 some
+        not, 2 bad input, 3 infrastructure."""
         requested = _executor(executor)
         settings = load_settings()
+        ui = TerminalUI()
+        if resume_id is not None:
+            if target is not None:
+                raise BadInputError("--continue takes an execution id, not a plan as well",
+                                     hint=f"run `wfqueue execute --continue {resume_id}`")
+            root = resolve_repo(repo)
+            _, folder = locate(root, resume_id)
+            _finish(ExecuteCoordinator(settings, ui).resume(ResumeRequest(session_dir=folder, repo=root,
+                                                                          provider="offline")), as_json)
+            return
+        if target is None:
+            raise BadInputError("missing SESSION_OR_PLAN", hint="pass a plan to execute, or --continue EXEC-ID")
         plan = load_plan(target, repo)
         schedule = build_schedule(plan.tasks, parallel or settings.execute_parallel)
         gate = gate_commands(plan.tasks, settings.execute_test_command)
@@ -120,10 +172,7 @@ def register(app: typer.Typer) -> None:
             return
         check_clean_repository(Path(plan.repo), [f for t in plan.tasks for f in t.files.modify + t.files.delete])
         chosen = choose_executor(settings, requested)
-        # -y will skip the confirmation shown before tasks start; there is nothing to confirm yet.
-        del yes
-        raise ExecutionNotAvailableError(
-            f"running a plan's tasks is not available in this version yet (the plan is valid: "
-            f"{_plural(len(plan.tasks), 'task')} in {_plural(len(schedule.waves), 'wave')}, executor {chosen})",
-            hint=f"`wfqueue execute {target} --dry-run` shows the schedule; nothing was written",
-        )
+        if not _confirm(ui, plan, schedule, gate, yes):
+            ui.info("not started; nothing was written")
+            raise typer.Exit(1)
+        _finish(ExecuteCoordinator(settings, ui).start(plan, schedule, chosen), as_json)

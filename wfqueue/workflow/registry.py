@@ -10,13 +10,14 @@ from pathlib import Path
 
 from wfqueue.collab.coordinator import COLLAB
 from wfqueue.errors import SessionNotFoundError
+from wfqueue.execute.coordinator import EXECUTE
 from wfqueue.lite.coordinator import LITE
 from wfqueue.sessions import WORKFLOW_DIR, check_session_id
 from wfqueue.workflow.kind import WorkflowKind
 from wfqueue.workflow_session.coordinator import WORKFLOW
 
 # In lookup order: an id found under several roots is the first kind's.
-KINDS: tuple[WorkflowKind, ...] = (COLLAB, LITE, WORKFLOW)
+KINDS: tuple[WorkflowKind, ...] = (COLLAB, LITE, WORKFLOW, EXECUTE)
 
 
 def kind_named(name: str | None) -> WorkflowKind | None:

@@ -1,0 +1,216 @@
+"""`wfqueue execute` end to end: the real CLI in a subprocess, embedded Redis and workers, real git repositories,
+and the test executor program (tests/executor_program.py) applying the edits each test wrote per task."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import processes_mentioning, run_cli, wait_until, wfqueue_env
+
+from tests.execute_support import EXECUTOR_COMMAND, git, log_entries, snapshot, write_edits
+
+pytestmark = [pytest.mark.integration, pytest.mark.long]
+
+OPS = "def add(a, b):\n    return a + b\n"
+SUB = OPS + "\n\ndef sub(a, b):\n    return a - b\n"
+SUB_TEST = "from calc.ops import sub\n\n\ndef test_sub():\n    assert sub(5, 3) == 2\n"
+WRONG_SUB = OPS + "\n\ndef sub(a, b):\n    return b - a\n"
+SHARED_V1 = "def test_shared_one():\n    assert True\n"
+SHARED_V2 = "def test_shared_two():\n    assert 1 + 1 == 2\n"
+FAILING_TEST = "def test_extra():\n    assert False\n"
+
+
+def project(root: Path) -> Path:
+    repo = root / "repo"
+    (repo / "calc").mkdir(parents=True)
+    (repo / "calc" / "__init__.py").write_text("", encoding="utf-8")
+    (repo / "calc" / "ops.py").write_text(OPS, encoding="utf-8")
+    (repo / "calc" / "text.py").write_text("NAME = 'calc'\n", encoding="utf-8")
+    (repo / "calc" / "extra.py").write_text("EXTRA = 1\n", encoding="utf-8")
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_ops.py").write_text("from calc.ops import add\n\n\ndef test_add():\n"
+                                                "    assert add(2, 3) == 5\n", encoding="utf-8")
+    (repo / ".gitignore").write_text(".workflow/\n__pycache__/\n", encoding="utf-8")
+    git(root, "init", "-q", "-b", "main", str(repo))
+    git(repo, "config", "user.name", "Repo Owner")
+    git(repo, "config", "user.email", "owner@example.invalid")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "initial")
+    return repo
+
+
+def lite_task(n: int, title: str, modify: list[str], create: list[str] | None = None,
+              depends: list[int] | None = None, verification: str = "python -m pytest -q tests") -> dict[str, Any]:
+    files = [{"path": f, "action": "modify"} for f in modify] + [{"path": f, "action": "create"}
+                                                                   for f in create or []]
+    return {"id": f"TASK-{n:03d}", "title": title, "description": f"{title}.", "type": "feature",
+            "depends_on": [f"TASK-{d:03d}" for d in depends or []], "files": files,
+            "convergence": {"criteria": [f"{title} works"], "verification": verification,
+                            "definition_of_done": f"{title} is done"}}
+
+
+def lite_plan(repo: Path, tasks: list[dict[str, Any]]) -> Path:
+    tasks_file = repo / ".workflow" / ".lite-plan" / "calc-work-2026-01-01" / "tasks.jsonl"
+    tasks_file.parent.mkdir(parents=True)
+    tasks_file.write_text("".join(json.dumps(t) + "\n" for t in tasks), encoding="utf-8")
+    return tasks_file
+
+
+def env_for(tmp_path: Path, edits: dict[str, Any]) -> dict[str, str]:
+    return wfqueue_env(WFQUEUE_EXECUTOR_COMMAND=EXECUTOR_COMMAND,
+                       WFQUEUE_TEST_EDITS=str(write_edits(tmp_path / "edits.json", edits)),
+                       WFQUEUE_TEST_EXECUTOR_LOG=str(tmp_path / "executor.log"),
+                       PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+def task_commits(repo: Path, branch: str, task_id: str) -> list[str]:
+    """The non-merge commits on ``branch`` whose trailer names ``task_id``."""
+    return [c for c in git(repo, "log", "--no-merges", "--format=%H", f"--grep=^Task: {task_id}$", branch,
+                           "--not", "main").splitlines() if c]
+
+
+def runs_of(log: list[dict[str, Any]], task_id: str) -> list[dict[str, Any]]:
+    return [e for e in log if e["task"] == task_id]
+
+
+def test_waves_merges_a_conflict_a_failure_and_a_red_gate_then_continue(tmp_path: Path) -> None:
+    repo = project(tmp_path)
+    tasks_file = lite_plan(repo, [
+        lite_task(1, "Add sub", ["calc/ops.py"], ["tests/test_sub.py"], verification="python -m pytest -q tests"),
+        lite_task(2, "Rename the package", ["calc/text.py"], ["tests/test_shared.py"]),
+        lite_task(3, "Document add", ["calc/ops.py"], verification="python -m pytest -q tests/test_ops.py"),
+        lite_task(4, "Add an extra", ["calc/extra.py"], ["tests/test_extra.py"]),
+        lite_task(5, "Use the extra", ["calc/extra.py"], depends=[4]),
+    ])
+    before = snapshot(repo)
+    env = env_for(tmp_path, {
+        # TASK-001 also adds a test file TASK-002 creates: allowed (a new test file), and TASK-002's merge conflicts.
+        "TASK-001": {"edits": {"calc/ops.py": SUB, "tests/test_sub.py": SUB_TEST, "tests/test_shared.py": SHARED_V1},
+                     "sleep": 1.0},
+        "TASK-002": {"edits": {"calc/text.py": "NAME = 'calculator'\n", "tests/test_shared.py": SHARED_V2},
+                     "sleep": 1.0},
+        # Writes ops.py as TASK-001 does, so it runs in the next wave; its own test passes, the gate's does not.
+        "TASK-003": {"calc/ops.py": {"replace": ["return a - b", "return b - a"]}},
+        "TASK-004": {"edits": {"calc/extra.py": "EXTRA = 2\n", "tests/test_extra.py": FAILING_TEST},
+                     "fix_edits": {"calc/extra.py": "EXTRA = 3\n"}},
+        "TASK-005": {"calc/extra.py": "EXTRA = 5\n"},
+    })
+    run = run_cli("execute", str(tasks_file), "--parallel", "3", "-y", "--json", env=env, timeout=300)
+    assert run.code == 1, run.stderr
+    result = run.json()
+    exec_id, branch = result["exec_id"], result["branch"]
+    assert branch == f"wfqueue/{exec_id}" and exec_id.startswith("EXEC-calc-work-2")
+    assert result["status"] == "stopped", run.stderr
+    assert "gate after wave 2 is red" in run.stderr and "TASK-003" in run.stderr
+    assert "wfqueue execute --continue " + exec_id in run.stderr
+
+    log = log_entries(tmp_path / "executor.log")
+    one, two, three = runs_of(log, "TASK-001")[0], runs_of(log, "TASK-002")[0], runs_of(log, "TASK-003")[0]
+    # Independent tasks ran at once, on different worker processes...
+    assert one["start"] < two["end"] and two["start"] < one["end"]
+    assert one["ppid"] != two["ppid"]
+    # ...and the task writing the same file as TASK-001 started only after it ended.
+    assert three["start"] >= one["end"]
+    # TASK-002 conflicted on the new test file and was run again once on the new head, then merged.
+    assert len(runs_of(log, "TASK-002")) == 2
+    assert "TASK-002 conflict in tests/test_shared.py" in run.stderr
+    # TASK-004's verification failed twice: it failed, and TASK-005 was skipped, never run.
+    assert runs_of(log, "TASK-005") == []
+
+    status = run_cli("status", exec_id, "--repo", str(repo), "--json", env=env)
+    assert status.code == 0, status.stderr
+    shown = status.json()
+    assert [sorted(w) for w in shown["waves"]] == [["TASK-001", "TASK-002", "TASK-004"], ["TASK-003", "TASK-005"]]
+    states = {t: r["state"] for t, r in shown["tasks"].items()}
+    assert states == {"TASK-001": "completed", "TASK-002": "completed", "TASK-003": "completed",
+                      "TASK-004": "failed", "TASK-005": "skipped"}
+    assert shown["tasks"]["TASK-002"]["attempt"] == 2
+    assert "TASK-004" in shown["tasks"]["TASK-005"]["reason"]
+
+    # The fix, made on the integration branch as a user would (in a worktree of their own), then --continue.
+    fix = tmp_path / "fix"
+    git(repo, "worktree", "add", "-q", str(fix), branch)
+    (fix / "calc" / "ops.py").write_text(SUB, encoding="utf-8")
+    git(fix, "commit", "-qam", "fix sub")
+    git(repo, "worktree", "remove", str(fix))
+    again = run_cli("execute", "--continue", exec_id, "--repo", str(repo), "--json", env=env, timeout=300)
+    assert again.code == 1, again.stderr  # the gate is green now; TASK-004 failed and TASK-005 was skipped
+    final = again.json()
+    assert final["status"] == "partial"
+    assert final["tasks"] == {"completed": ["TASK-001", "TASK-002", "TASK-003"], "failed": ["TASK-004"],
+                              "skipped": ["TASK-005"], "blocked": []}
+    assert "gate after wave 2 passed" in again.stderr
+    assert len(log_entries(tmp_path / "executor.log")) == len(log), "a task ran again on --continue"
+
+    for task_id in ("TASK-001", "TASK-002", "TASK-003"):
+        assert len(task_commits(repo, branch, task_id)) == 1
+    assert task_commits(repo, branch, "TASK-004") == []
+    exec_dir = Path(final["exec_dir"])
+    report = (exec_dir / "execution.md").read_text(encoding="utf-8")
+    assert f"git merge {branch}" in report and "| TASK-004 Add an extra | 1 | failed |" in report
+    assert "gate after wave 2 is red" in (exec_dir / "execution-events.md").read_text(encoding="utf-8")
+    written = {json.loads(line)["id"]: json.loads(line) for line in tasks_file.read_text().splitlines()}
+    assert written["TASK-001"]["_execution"]["status"] == "completed"
+    assert written["TASK-005"]["_execution"]["status"] == "skipped"
+    # The user's branch, HEAD, index and files are as they were. The only worktree left is the failed task's, which
+    # holds its uncommitted change, and it is named.
+    assert snapshot(repo) == before
+    (kept,) = [line.split(" ", 1)[1] for line in git(repo, "worktree", "list", "--porcelain").splitlines()
+               if line.startswith("worktree ") and line.split(" ", 1)[1] != str(repo)]
+    assert "TASK-004" in kept and f"kept in {kept}" in shown["tasks"]["TASK-004"]["reason"]
+    assert processes_mentioning(str(repo / ".workflow" / ".queue")) == []
+
+
+def test_a_killed_coordinator_continues_without_a_duplicate_commit(tmp_path: Path) -> None:
+    repo = project(tmp_path)
+    tasks_file = lite_plan(repo, [
+        lite_task(1, "Add sub slowly", ["calc/ops.py"], ["tests/test_sub.py"]),
+        lite_task(2, "Rename the package", ["calc/text.py"]),
+    ])
+    env = env_for(tmp_path, {"TASK-001": {"edits": {"calc/ops.py": SUB, "tests/test_sub.py": SUB_TEST}, "sleep": 4},
+                             "TASK-002": {"calc/text.py": "NAME = 'calculator'\n"}})
+    before = snapshot(repo)
+    (repo / "stray.txt").write_text("not committed\n", encoding="utf-8")
+    refused = run_cli("execute", str(tasks_file), "-y", env=env)
+    assert refused.code == 2 and "stray.txt" in refused.stderr
+    (repo / "stray.txt").unlink()
+    assert not (repo / ".workflow" / ".execution").exists()
+
+    proc = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "execute", str(tasks_file), "-y"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    root = repo / ".workflow" / ".execution"
+
+    def committed_not_merged() -> str | None:
+        # TASK-002 has its commit while the coordinator still waits for TASK-001 (sent first: it is slower to
+        # come back, and results are merged in wave order).
+        folders = list(root.glob("EXEC-*")) if root.is_dir() else []
+        if not folders:
+            return None
+        exec_id = folders[0].name
+        done = subprocess.run(["git", "-C", str(repo), "log", "--format=%H", f"wfqueue/tasks/{exec_id}/TASK-002",
+                               "--not", "main"], capture_output=True, text=True, check=False).stdout.strip()
+        return exec_id if done else None
+
+    exec_id = wait_until(committed_not_merged, 120, "TASK-002 committed")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    for line in processes_mentioning(str(repo / ".workflow" / ".queue")):
+        os.kill(int(line.split(":")[0]), signal.SIGKILL)
+
+    again = run_cli("execute", "--continue", exec_id, "--repo", str(repo), "--json", env=env, timeout=300)
+    assert again.code == 0, again.stderr
+    assert again.json()["status"] == "completed"
+    branch = f"wfqueue/{exec_id}"
+    assert len(task_commits(repo, branch, "TASK-001")) == 1
+    assert len(task_commits(repo, branch, "TASK-002")) == 1
+    assert len(runs_of(log_entries(tmp_path / "executor.log"), "TASK-002")) == 1, "TASK-002 ran twice"
+    assert git(repo, "show", f"{branch}:calc/text.py") == "NAME = 'calculator'"
+    assert snapshot(repo) == before
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1

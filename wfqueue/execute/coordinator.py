@@ -1,0 +1,331 @@
+"""The coordinator of an execution: tasks sent wave by wave, merged one at a time, the gate after each wave.
+
+``wfqueue execute`` starts one (:meth:`ExecuteCoordinator.start`); ``--continue`` and ``wfqueue resume`` go on
+with one (:meth:`ExecuteCoordinator.resume`). The shared steps (runtime, lease, meta, waiting with progress)
+are :mod:`wfqueue.workflow.base`; git is :mod:`wfqueue.execute.merge`, decisions are
+:mod:`wfqueue.execute.decisions`, the records :mod:`wfqueue.execute.records`. Every change of a task's state
+is saved in ``execution.json`` before the next step, so a coordinator killed at any point can be continued:
+a completed task is never sent again, and a task in flight is sent again with the same attempt and base,
+which the worker answers from its remembered result or its existing commit (no second commit).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from celery.result import AsyncResult
+
+from wfqueue import keys
+from wfqueue.errors import BadInputError, ProviderError
+from wfqueue.execute import records
+from wfqueue.execute.decisions import disallowed_changes, final_status, merge_hint, skip_reason
+from wfqueue.execute.executors import ExecutorName
+from wfqueue.execute.gate import gate_commands
+from wfqueue.execute.load import load_plan
+from wfqueue.execute.merge import (
+    close_integration,
+    commit_changes,
+    create_branch,
+    head_of,
+    integration_branch,
+    leftover_worktrees,
+    merge_task,
+    open_integration,
+    run_gate,
+    task_branch,
+)
+from wfqueue.execute.model import ExecutablePlan, TaskRun
+from wfqueue.execute.records import Execution, GateRun, TaskRecord
+from wfqueue.execute.schedule import Schedule
+from wfqueue.execute.worktree import repo_prefix
+from wfqueue.execute.writeback import write_back
+from wfqueue.fsio import atomic_write_text
+from wfqueue.keys import AgentState, SessionKind, SessionMeta, SessionStatus
+from wfqueue.payloads import ExecuteTask
+from wfqueue.runtime import Runtime
+from wfqueue.sessions import WORKFLOW_DIR, SessionIds
+from wfqueue.settings import Settings
+from wfqueue.state import SessionState, SessionStore
+from wfqueue.workflow.base import PlanOutcome, ResumeRequest, WorkflowCoordinator, WorkflowUI, new_session_folder
+from wfqueue.workflow.kind import WorkflowKind
+
+EXECUTION_DIR = ".execution"
+EXEC_IDS = SessionIds(prefix="EXEC-", slug_length=40, dated=True)  # EXEC-{slug}-{date}
+
+
+def execution_root(repo: Path) -> Path:
+    return repo / WORKFLOW_DIR / EXECUTION_DIR
+
+
+def plan_slug(session_id: str) -> str:
+    """The plan's id without its own prefix and date, which the exec id adds again."""
+    return re.sub(r"^(?:WFS|CPLAN)-|-\d{4}-\d{2}-\d{2}(?:-\d+)?$", "", session_id) or session_id
+
+
+class ExecutionOutcome(PlanOutcome):
+    """How an execution ended (``session_id`` is the exec id, ``tasks`` the number completed)."""
+
+    branch: str
+    task_states: dict[str, list[str]]
+    hint: str
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.status == "completed" else 1
+
+    def execute_json(self) -> dict[str, Any]:
+        """The one object `wfqueue execute --json` prints."""
+        return {"exec_id": self.session_id, "exec_dir": self.session_dir, "status": self.status,
+                "branch": self.branch, "tasks": self.task_states}
+
+
+def outcome(execution: Execution) -> ExecutionOutcome:
+    counts = execution.counts()
+    return ExecutionOutcome(session_id=execution.exec_id, session_dir=execution.exec_dir, status=execution.status,
+                            tasks=len(counts["completed"]), conflicts=len(counts["blocked"]), branch=execution.branch,
+                            task_states=counts, hint=merge_hint(execution))
+
+
+class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
+    def start(self, plan: ExecutablePlan, schedule: Schedule, executor: ExecutorName) -> ExecutionOutcome:
+        """A new execution of ``plan`` (validated, its repository checked clean) on a new integration branch."""
+        repo = Path(plan.repo)
+        exec_dir = new_session_folder(execution_root(repo), EXEC_IDS, plan_slug(plan.session_id))
+        exec_id = exec_dir.name
+        base = head_of(repo)
+        branch = integration_branch(exec_id)
+        create_branch(repo, branch, base)
+        tasks = {t.id: TaskRecord(id=t.id, title=t.title, wave=schedule.wave_of(t.id)) for t in plan.tasks}
+        execution = Execution(exec_id=exec_id, exec_dir=str(exec_dir), repo=plan.repo, source=plan.source,
+                              plan_kind=plan.kind, plan_session=plan.session_id, branch=branch, base=base,
+                              executor=executor, parallel=schedule.parallel,
+                              waves=[w.task_ids for w in schedule.waves],
+                              critical_path=schedule.critical_path.task_ids, tasks=tasks)
+        records.save(execution)
+        self._event(execution, f"execution {exec_id} of {plan.session_id} started on branch {branch} at {base[:12]} "
+                               f"({len(plan.tasks)} tasks, {len(schedule.waves)} waves, executor {executor})")
+        return self._run(plan, execution, fresh=True)
+
+    def resume(self, request: ResumeRequest) -> ExecutionOutcome:
+        """Go on with an execution (``--continue``): completed tasks are never run again."""
+        execution = records.load(request.session_dir)
+        if execution.status == "completed":
+            self.ui.info(f"{execution.exec_id} is already completed")
+            return outcome(execution)
+        plan = load_plan(execution.source, execution.repo)
+        if sorted(t.id for t in plan.tasks) != sorted(execution.tasks):
+            raise BadInputError(f"the plan {execution.source} no longer has the tasks {execution.exec_id} runs",
+                                hint="restore the plan's task ids, or start a new execution of it")
+        execution.status = "running"
+        self._event(execution, f"execution {execution.exec_id} continued")
+        return self._run(plan, execution, fresh=False)
+
+    # -- one run of the coordinator ---------------------------------------------------------------------
+
+    def _run(self, plan: ExecutablePlan, execution: Execution, *, fresh: bool) -> ExecutionOutcome:
+        repo = Path(execution.repo)
+        workers = max(len(w) for w in execution.waves)
+        meta = SessionMeta(kind=SessionKind.EXECUTE, repo=execution.repo, session_dir=execution.exec_dir,
+                           requirement=plan.context.requirement or plan.session_id, status=SessionStatus.ACTIVE)
+        try:
+            with (self.runtime(repo, min(workers, execution.parallel or workers)) as runtime,
+                  self.hold(runtime, execution.exec_id, fresh=fresh, meta=meta) as state):
+                self._drive(runtime, state, plan, execution)
+                execution.status = final_status(execution)
+                execution.finished_at = time.time()
+                state.set_meta(status=execution.status)
+        except BaseException:
+            execution.status = "interrupted"
+            raise
+        finally:
+            kept = leftover_worktrees(repo, execution.exec_id)
+            for path in kept:
+                self._event(execution, f"a task worktree holding uncommitted work is kept: {path}")
+            self._finish(plan, execution)
+        return outcome(execution)
+
+    def _finish(self, plan: ExecutablePlan, execution: Execution) -> None:
+        records.save(execution)
+        exec_dir = Path(execution.exec_dir)
+        hint = merge_hint(execution)
+        atomic_write_text(exec_dir / records.REPORT_FILE, records.render_report(execution, hint))
+        write_back(plan, execution)
+        self._event(execution, f"execution {execution.status}: {hint}")
+
+    def _event(self, execution: Execution, text: str) -> None:
+        records.append_event(Path(execution.exec_dir), text)
+        self.ui.info(text)
+
+    def _drive(self, runtime: Runtime, state: SessionState, plan: ExecutablePlan, execution: Execution) -> None:
+        repo = Path(execution.repo)
+        worktree = open_integration(repo, execution.exec_id)
+        prefix = repo_prefix(repo)
+        step = _Step(self, runtime, state, plan, execution, worktree, prefix)
+        try:
+            for index, wave in enumerate(execution.waves, start=1):
+                merged = step.wave(index, wave)
+                if (merged or execution.stopped_wave == index) and not step.gate(index, wave):
+                    return
+        finally:
+            if close_integration(repo, worktree):
+                self._event(execution, f"the integration worktree holds uncommitted work and is kept: {worktree}")
+
+
+class _Step:
+    """One wave's work inside a held runtime: sending, waiting, merging, the gate."""
+
+    def __init__(self, coordinator: ExecuteCoordinator, runtime: Runtime, state: SessionState, plan: ExecutablePlan,
+                 execution: Execution, worktree: Path, prefix: str) -> None:
+        self.c = coordinator
+        self.runtime = runtime
+        self.state = state
+        self.plan = plan
+        self.execution = execution
+        self.worktree = worktree
+        self.prefix = prefix
+
+    def _save(self) -> None:
+        records.save(self.execution)
+        self.state.store(keys.EXECUTION, self.execution.model_dump_json())
+
+    def _send(self, record: TaskRecord, feedback: str = "") -> AsyncResult[Any]:
+        e = self.execution
+        payload = ExecuteTask(exec_id=e.exec_id, exec_dir=e.exec_dir, repo=e.repo, task=self.plan.task(record.id),
+                              context=self.plan.context, base=record.base or e.base,
+                              branch=task_branch(e.exec_id, record.id), attempt=record.attempt, executor=e.executor,
+                              retry_feedback=feedback)
+        self.state.set_agent(record.id, state=AgentState.QUEUED, attempt=record.attempt)
+        return payload.send(self.runtime.app)
+
+    def wave(self, index: int, wave: list[str]) -> bool:
+        """Run the wave's unfinished tasks and merge them; True when anything was merged."""
+        e = self.execution
+        todo = [t for t in wave if e.tasks[t].state not in records.FINAL_STATES]
+        if not todo:
+            return False
+        head = head_of(self.worktree)
+        sent: dict[str, AsyncResult[Any]] = {}
+        for task_id in todo:
+            record = e.tasks[task_id]
+            reason = skip_reason(self.plan.task(task_id), e)
+            if reason is not None:
+                record.state, record.reason = "skipped", reason
+                self._save()
+                self.c._event(e, f"{task_id} skipped: {reason}")
+                continue
+            if record.state == "pending":  # else sent before this coordinator stopped: same attempt, same base
+                record.state, record.attempt, record.base = "running", 1, head
+            self._save()
+            sent[task_id] = self._send(record, _feedback(record))
+            self.c._event(e, f"wave {index}: {task_id} sent (attempt {record.attempt})")
+        merged = False
+        for task_id, result in sent.items():
+            merged = self._settle(e.tasks[task_id], self._wait(task_id, result, list(sent))) or merged
+        return merged
+
+    def _wait(self, task_id: str, result: AsyncResult[Any], wave: list[str]) -> TaskRun:
+        record = self.execution.tasks[task_id]
+        try:
+            answer = self.c.wait_with_progress(result, f"task {task_id}", self.runtime.settings, self.state, wave)
+            return TaskRun.model_validate(answer)
+        except ProviderError as exc:  # the task itself raised (it returns a failed TaskRun otherwise)
+            now = time.time()
+            return TaskRun(task_id=task_id, attempt=record.attempt, status="failed", branch="",
+                           base=record.base or "", error=exc.message, started_at=now, finished_at=now)
+
+    def _settle(self, record: TaskRecord, run: TaskRun) -> bool:
+        """Record ``run`` and merge its commit; a conflict is run again once. True when merged."""
+        e = self.execution
+        record.worker, record.log = run.worker, run.log
+        record.started_at, record.finished_at = run.started_at or None, run.finished_at or None
+        record.commit, record.files_changed = run.commit, run.files_changed
+        if run.status == "failed" or run.commit is None:
+            record.state, record.reason = "failed", run.error or "the task failed"
+            self._save()
+            self.c._event(e, f"{record.id} failed: {record.reason}")
+            return False
+        task = self.plan.task(record.id)
+        bad = disallowed_changes(task, commit_changes(Path(e.repo), run.commit, self.prefix))
+        if bad:
+            record.state, record.rejected_files = "rejected", bad
+            record.reason = "its commit changes files the task does not name"
+            self._save()
+            self.c._event(e, f"{record.id} rejected, not merged: it changes {', '.join(bad)}")
+            return False
+        merge = merge_task(self.worktree, run.commit, record.id, e.exec_id, task.title)
+        if merge.merged:
+            record.state, record.merge, record.reason = "completed", merge.commit, None
+            self._save()
+            self.c._event(e, f"{record.id} merged into {e.branch} ({(merge.commit or '')[:12]})")
+            return True
+        files = ", ".join(merge.conflicts) or "unknown files"
+        if record.attempt >= 2:
+            record.state, record.reason = "blocked", f"its merge conflicts again ({files})"
+            self._save()
+            self.c._event(e, f"{record.id} blocked: {record.reason}")
+            return False
+        record.state, record.attempt, record.base = "conflict", 2, head_of(self.worktree)
+        record.reason = f"its merge conflicted in {files}"
+        self._save()
+        self.c._event(e, f"{record.id} conflict in {files}: running it again on {record.base[:12]}")
+        result = self._send(record, _feedback(record))
+        return self._settle(record, self._wait(record.id, result, [record.id]))
+
+    def gate(self, index: int, wave: list[str]) -> bool:
+        """The gate after wave ``index``; red stops the execution before the next wave."""
+        e = self.execution
+        done = [self.plan.task(t) for t in e.in_state("completed")]
+        commands = gate_commands(done, self.c.settings.execute_test_command)
+        if not commands:
+            return True
+        workdir = self.worktree / self.prefix if self.prefix else self.worktree
+        self.c._event(e, f"gate after wave {index}: {'; '.join(commands)}")
+        result = run_gate(workdir, commands)
+        e.gates.append(GateRun(wave=index, passed=result.passed, commands=commands,
+                               failed_command=result.failed_command, output=result.output, at=time.time()))
+        if result.passed:
+            e.stopped_wave = None
+            self._save()
+            self.c._event(e, f"gate after wave {index} passed")
+            return True
+        e.stopped_wave = index
+        self._save()
+        self.c._event(e, f"gate after wave {index} is red (`{result.failed_command}`); wave {index} ran "
+                         f"{', '.join(wave)}; stopped before the next wave")
+        return False
+
+
+def _feedback(record: TaskRecord) -> str:
+    if record.attempt < 2 or not record.reason:
+        return ""
+    return (f"A previous attempt of this task was not merged: {record.reason} with changes other tasks made to "
+            "the integration branch. Make the change again on top of the current code.")
+
+
+# -- the workflow kind ----------------------------------------------------------------------------------
+
+
+def read_status(folder: Path, settings: Settings) -> Execution:
+    """`wfqueue status EXEC-ID`: the execution's waves and per-task states, from ``execution.json``."""
+    del settings  # the folder's record is rewritten on every change
+    return records.load(folder)
+
+
+def missing_work(state: SessionStore, session_dir: Path) -> list[str]:
+    """The tasks not completed yet."""
+    del state
+    execution = records.load(session_dir)
+    return [t for t, r in execution.tasks.items() if r.state != "completed"]
+
+
+def _resume(settings: Settings, ui: WorkflowUI, request: ResumeRequest) -> PlanOutcome:
+    return ExecuteCoordinator(settings, ui).resume(request)
+
+
+# Executions may wait on a red gate for a person: the watchdog only reports them.
+EXECUTE = WorkflowKind(name=SessionKind.EXECUTE, label="execution", ids=EXEC_IDS, root=execution_root,
+                       read_status=read_status, resume=_resume, missing_work=missing_work,
+                       marker=records.STATE_FILE)

@@ -1,0 +1,132 @@
+"""The integration branch and its worktree: created at the user's HEAD, task commits merged into it one at a
+time (``--no-ff``), and the gate run in it. The user's branch, HEAD, index and files are never touched: the
+branch is made with ``git branch`` and everything else happens in the integration worktree, which lives under
+the git directory like the task worktrees (wfqueue.execute.worktree)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from wfqueue.execute.worktree import WORKTREES_DIR, _git, _identity_options, finish_worktree, prepare_worktree
+from wfqueue.sandboxed_commands import DEFAULT_COMMAND_TIMEOUT_S, parse_command, run_command
+
+INTEGRATION_DIR = "integration"
+
+
+def integration_branch(exec_id: str) -> str:
+    return f"wfqueue/{exec_id}"
+
+
+def task_branch(exec_id: str, task_id: str) -> str:
+    """Not ``wfqueue/{exec_id}/{task}``: git cannot hold a branch and branches under it of the same name."""
+    return f"wfqueue/tasks/{exec_id}/{task_id}"
+
+
+def head_of(repo: Path, ref: str = "HEAD") -> str:
+    return _git(repo, "rev-parse", "--verify", f"{ref}^{{commit}}").stdout.strip()
+
+
+def create_branch(repo: Path, branch: str, start: str) -> None:
+    """``branch`` at ``start`` unless it exists (a continued execution keeps its merges)."""
+    if _git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False).returncode != 0:
+        _git(repo, "branch", branch, start)
+
+
+def integration_path(repo: Path, exec_id: str) -> Path:
+    common = Path(_git(repo, "rev-parse", "--git-common-dir").stdout.strip())
+    common = common if common.is_absolute() else repo / common
+    return common.resolve() / WORKTREES_DIR / exec_id / INTEGRATION_DIR
+
+
+def open_integration(repo: Path, exec_id: str) -> Path:
+    """The integration worktree, on the integration branch at its head (made again if it was removed)."""
+    branch = integration_branch(exec_id)
+    path = integration_path(repo, exec_id)
+    prepare_worktree(repo, path, branch, head_of(repo, f"refs/heads/{branch}"))
+    abort_merge(path)  # a coordinator killed mid-merge left one
+    return path
+
+
+def close_integration(repo: Path, path: Path) -> bool:
+    """Remove the integration worktree; True when it was kept because it holds uncommitted work."""
+    abort_merge(path)
+    return finish_worktree(repo, path)
+
+
+def abort_merge(worktree: Path) -> None:
+    if worktree.is_dir() and _git(worktree, "rev-parse", "--verify", "--quiet", "MERGE_HEAD",
+                                  check=False).returncode == 0:
+        _git(worktree, "merge", "--abort", check=False)
+
+
+def commit_changes(repo: Path, commit: str, prefix: str = "") -> list[tuple[str, str]]:
+    """``(status, path)`` for each path ``commit`` changes against its parent (relative to ``prefix``)."""
+    listed = _git(repo, "diff-tree", "--no-commit-id", "--name-status", "-r", "-z", "--no-renames", f"{commit}^",
+                  commit).stdout.split("\0")
+    pairs = [(listed[i], listed[i + 1]) for i in range(0, len(listed) - 1, 2) if listed[i]]
+    if not prefix:
+        return pairs
+    return [(status, path[len(prefix):] if path.startswith(prefix) else f"../{path}") for status, path in pairs]
+
+
+def is_merged(worktree: Path, commit: str) -> bool:
+    """Whether ``commit`` is already in the integration branch (a continued execution merged it before)."""
+    return _git(worktree, "merge-base", "--is-ancestor", commit, "HEAD", check=False).returncode == 0
+
+
+class MergeResult(BaseModel):
+    merged: bool
+    commit: str | None = None  # the merge commit
+    conflicts: list[str] = []
+    error: str = ""
+
+
+def merge_task(worktree: Path, commit: str, task_id: str, exec_id: str, title: str) -> MergeResult:
+    """Merge ``commit`` into the integration branch checked out in ``worktree`` (``--no-ff``); a conflict is
+    aborted, leaving the branch as it was."""
+    if is_merged(worktree, commit):
+        return MergeResult(merged=True, commit=head_of(worktree))
+    message = f"Merge {task_id}: {' '.join(title.split())}\n\nTask: {task_id}\nExec: {exec_id}\n"
+    done = _git(worktree, *_identity_options(worktree), "-c", "commit.gpgsign=false", "merge", "--no-ff",
+                "--no-verify", "-m", message, commit, check=False)
+    if done.returncode == 0:
+        return MergeResult(merged=True, commit=head_of(worktree))
+    conflicts = [p for p in _git(worktree, "diff", "--name-only", "--diff-filter=U", check=False).stdout.splitlines()
+                 if p]
+    abort_merge(worktree)
+    return MergeResult(merged=False, conflicts=conflicts, error=(done.stdout + done.stderr).strip()[-2000:])
+
+
+class GateResult(BaseModel):
+    passed: bool
+    failed_command: str | None = None
+    output: str = ""
+
+
+def run_gate(workdir: Path, commands: list[str], timeout_s: float = DEFAULT_COMMAND_TIMEOUT_S) -> GateResult:
+    """Each gate command through the sandboxed runner inside the integration worktree; the first red one stops."""
+    for command in commands:
+        result = run_command(parse_command(command), workdir, timeout_s)
+        if result.timed_out or result.exit_code != 0:
+            return GateResult(passed=False, failed_command=command, output=result.output[-4000:])
+    return GateResult(passed=True)
+
+
+def leftover_worktrees(repo: Path, exec_id: str) -> list[Path]:
+    """Remove what is left of the execution's task worktrees; those holding uncommitted work are kept and
+    returned."""
+    root = integration_path(repo, exec_id).parent
+    kept: list[Path] = []
+    if not root.is_dir():
+        return kept
+    for task_dir in sorted(p for p in root.iterdir() if p.is_dir() and p.name != INTEGRATION_DIR):
+        for attempt in sorted(p for p in task_dir.iterdir() if p.is_dir()):
+            if finish_worktree(repo, attempt):
+                kept.append(attempt)
+    try:
+        root.rmdir()
+    except OSError:
+        pass
+    return kept

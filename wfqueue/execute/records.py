@@ -1,0 +1,149 @@
+"""What an execution records: its state (``execution.json``), the report (``execution.md``) and the event log.
+
+``execution.json`` is the execution's own state, rewritten after every change, and what ``--continue``,
+``wfqueue resume`` and ``wfqueue status EXEC-ID`` read. ``execution-events.md`` only grows: one line per event.
+``execution.md`` is rendered from the state by :func:`render_report` (pure).
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from wfqueue.execute.model import PlanKind
+from wfqueue.fsio import atomic_write_text
+
+STATE_FILE = "execution.json"
+REPORT_FILE = "execution.md"
+EVENTS_FILE = "execution-events.md"
+
+# pending: not sent yet; running: sent (its attempt and base are recorded); conflict: its merge failed and it runs
+# again on the new head; completed: merged into the integration branch. The rest are final.
+TaskState = Literal["pending", "running", "conflict", "completed", "failed", "skipped", "blocked", "rejected"]
+FINAL_STATES: frozenset[str] = frozenset({"completed", "failed", "skipped", "blocked", "rejected"})
+# running: tasks in flight; stopped: a red gate stopped it before the next wave (``--continue`` after a fix);
+# interrupted: its coordinator stopped (Ctrl-C, a lost broker); then completed or partial.
+ExecutionStatus = Literal["running", "stopped", "interrupted", "completed", "partial"]
+
+
+class TaskRecord(BaseModel):
+    id: str
+    title: str = ""
+    wave: int
+    state: TaskState = "pending"
+    attempt: int = 0  # the attempt last sent (0: never)
+    base: str | None = None  # the integration head that attempt started at
+    commit: str | None = None  # the task's own commit
+    merge: str | None = None  # its merge commit on the integration branch
+    reason: str | None = None  # why it failed, was skipped, blocked or rejected
+    rejected_files: list[str] = Field(default_factory=list)
+    files_changed: list[str] = Field(default_factory=list)
+    worker: str = ""
+    log: str | None = None  # relative to the execution folder
+    started_at: float | None = None
+    finished_at: float | None = None
+
+
+class GateRun(BaseModel):
+    wave: int
+    passed: bool
+    commands: list[str]
+    failed_command: str | None = None
+    output: str = ""  # the failing command's output tail
+    at: float
+
+
+class Execution(BaseModel):
+    exec_id: str
+    exec_dir: str
+    repo: str
+    source: str  # what the plan was read from: passed to load_plan again on --continue
+    plan_kind: PlanKind
+    plan_session: str
+    branch: str  # the integration branch
+    base: str  # the user's HEAD when the execution started
+    executor: Literal["claude", "command"]
+    parallel: int | None
+    waves: list[list[str]]
+    critical_path: list[str] = Field(default_factory=list)
+    tasks: dict[str, TaskRecord]
+    gates: list[GateRun] = Field(default_factory=list)
+    status: ExecutionStatus = "running"
+    stopped_wave: int | None = None  # the wave whose gate was red
+    started_at: float = Field(default_factory=time.time)
+    finished_at: float | None = None
+
+    def in_state(self, *states: str) -> list[str]:
+        return [t for t in self.tasks if self.tasks[t].state in states]
+
+    def counts(self) -> dict[str, list[str]]:
+        """The task ids by outcome, as ``--json`` prints them (rejected counts as failed)."""
+        return {"completed": self.in_state("completed"), "failed": self.in_state("failed", "rejected"),
+                "skipped": self.in_state("skipped"), "blocked": self.in_state("blocked")}
+
+
+def save(execution: Execution) -> None:
+    atomic_write_text(Path(execution.exec_dir) / STATE_FILE, execution.model_dump_json(indent=2) + "\n")
+
+
+def load(exec_dir: Path) -> Execution:
+    return Execution.model_validate_json((exec_dir / STATE_FILE).read_text(encoding="utf-8"))
+
+
+def iso(at: float | None) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if at else "-"
+
+
+def append_event(exec_dir: Path, text: str, at: float | None = None) -> None:
+    """One line at the end of ``execution-events.md`` (never rewritten)."""
+    path = exec_dir / EVENTS_FILE
+    header = "" if path.exists() else "# Execution events\n\n"
+    with path.open("a", encoding="utf-8") as events:
+        events.write(f"{header}- {iso(at or time.time())} {' '.join(text.split())}\n")
+
+
+def _cell(text: str | None) -> str:
+    return " ".join((text or "").split()).replace("|", "\\|")
+
+
+def render_report(execution: Execution, merge_hint: str) -> str:
+    """``execution.md``: the execution, its waves, tasks, gates, timeline and summary. Pure."""
+    e = execution
+    total = len(e.tasks)
+    done = len(e.in_state("completed"))
+    rate = f"{100 * done / total:.0f}%" if total else "-"
+    lines = [f"# Execution {e.exec_id}", "",
+             f"- plan: {e.plan_session} ({e.plan_kind}), `{e.source}`",
+             f"- repository: `{e.repo}`", f"- integration branch: `{e.branch}` (started at {e.base[:12]})",
+             f"- executor: {e.executor}; at most {e.parallel or 'any number of'} task(s) at once",
+             f"- status: **{e.status}**" + (f" (the gate after wave {e.stopped_wave} is red)"
+                                             if e.stopped_wave else ""),
+             f"- started {iso(e.started_at)}, finished {iso(e.finished_at)}", "",
+             "## Waves", ""]
+    lines += [f"{n}. {', '.join(ids)}" for n, ids in enumerate(e.waves, start=1)]
+    lines += ["", "## Tasks", "", "| task | wave | state | attempt | commit | detail |", "|---|---|---|---|---|---|"]
+    for record in e.tasks.values():
+        detail = record.reason or ""
+        if record.rejected_files:
+            detail = f"{detail} ({', '.join(record.rejected_files)})"
+        lines.append(f"| {record.id} {_cell(record.title)} | {record.wave} | {record.state} | {record.attempt or '-'} "
+                     f"| {(record.commit or '')[:12]} | {_cell(detail)} |")
+    if e.gates:
+        lines += ["", "## Gate", ""]
+        for gate in e.gates:
+            verdict = "passed" if gate.passed else f"red: `{gate.failed_command}`"
+            lines.append(f"- after wave {gate.wave}, {iso(gate.at)}: {verdict}")
+    timed = sorted((r for r in e.tasks.values() if r.started_at), key=lambda r: r.started_at or 0.0)
+    if timed:
+        lines += ["", "## Timeline", ""]
+        lines += [f"- {iso(r.started_at)} -> {iso(r.finished_at)} {r.id} (attempt {r.attempt}, {r.state}"
+                  + (f", {r.worker}" if r.worker else "") + ")" for r in timed]
+    counts = e.counts()
+    lines += ["", "## Summary", "",
+              f"{done} of {total} task(s) completed ({rate}); failed {len(counts['failed'])}, "
+              f"skipped {len(counts['skipped'])}, blocked {len(counts['blocked'])}.", "", merge_hint, ""]
+    return "\n".join(lines)

@@ -1,0 +1,112 @@
+"""Each task's execution state written back into the plan it came from (docs/ARTIFACTS.md section 9).
+
+A lite plan's ``tasks.jsonl`` gets ``_execution`` on each executed task; a ``.task/*.json`` file (workflow
+sessions, agent plans kept as task files) and a collaborative agent's ``plan.json`` task get top-level
+``status`` / ``executed_at`` / ``result``; TODO_LIST.md gets ``- [x]`` for a completed task. Every other field is
+written back as it was read. :func:`runtime_fields` is pure; a plan file that cannot be read is left alone
+(the execution's own records still hold every state).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from wfqueue.execute.model import ExecTask, ExecutablePlan
+from wfqueue.execute.records import Execution, TaskRecord, iso
+from wfqueue.fsio import atomic_write_text, dumps_json
+from wfqueue.workflow_session.session import TASK_DIR, TODO_FILE
+
+# Execution's task states as the unified task's ``status`` names them (running is in_progress).
+STATUS = {"pending": "pending", "running": "in_progress", "conflict": "conflict", "completed": "completed",
+          "failed": "failed", "skipped": "skipped", "blocked": "blocked", "rejected": "rejected"}
+
+
+def runtime_fields(task: ExecTask, record: TaskRecord, execution: Execution) -> dict[str, Any]:
+    """``status``, ``executed_at``, ``result`` and wfqueue's ``commit``/``branch``/``attempts``/``executor``. Pure."""
+    done = record.state == "completed"
+    summary = {"completed": f"merged into {execution.branch}"}.get(record.state, record.reason or record.state)
+    return {
+        "status": STATUS[record.state],
+        "executed_at": iso(record.finished_at) if record.finished_at else None,
+        "result": {"success": done, "files_modified": record.files_changed, "summary": summary,
+                   "error": None if done else record.reason,
+                   "convergence_verified": [done] * len(task.criteria)},
+        "commit": record.commit, "branch": execution.branch, "attempts": record.attempt,
+        "executor": execution.executor,
+    }
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8-sig"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+
+
+def _lite(path: Path, fields: dict[str, dict[str, Any]]) -> None:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    out: list[str] = []
+    for line in lines:
+        try:
+            entry = json.loads(line) if line.strip() else None
+        except ValueError:
+            entry = None
+        if isinstance(entry, dict) and entry.get("id") in fields:
+            entry["_execution"] = fields[str(entry["id"])]
+            line = json.dumps(entry, ensure_ascii=False)
+        out.append(line)
+    atomic_write_text(path, "\n".join(out) + "\n")
+
+
+def _top_level(entry: dict[str, Any], values: dict[str, Any]) -> None:
+    entry.update({k: v for k, v in values.items() if k not in ("commit", "branch", "attempts", "executor")})
+    entry["execution"] = {k: values[k] for k in ("commit", "branch", "attempts", "executor")}
+
+
+def _task_dir(folder: Path, fields: dict[str, dict[str, Any]]) -> None:
+    for path in sorted(folder.glob("*.json")):
+        entry = _read_json(path)
+        if isinstance(entry, dict) and entry.get("id") in fields:
+            _top_level(entry, fields[str(entry["id"])])
+            atomic_write_text(path, dumps_json(entry))
+
+
+def _agent_plan(path: Path, fields: dict[str, dict[str, Any]]) -> None:
+    data = _read_json(path)
+    tasks = data.get("tasks") if isinstance(data, dict) else None
+    if not isinstance(tasks, list):
+        if (path.parent / TASK_DIR).is_dir():
+            _task_dir(path.parent / TASK_DIR, fields)
+        return
+    for entry in tasks:
+        if isinstance(entry, dict) and entry.get("id") in fields:
+            _top_level(entry, fields[str(entry["id"])])
+    atomic_write_text(path, dumps_json(data))
+
+
+def _todo(path: Path, completed: set[str]) -> None:
+    text = path.read_text(encoding="utf-8")
+    ticked = re.sub(r"^(\s*)- \[ \] \*\*([^*]+)\*\*",
+                    lambda m: f"{m.group(1)}- [x] **{m.group(2)}**" if m.group(2) in completed else m.group(0),
+                    text, flags=re.MULTILINE)
+    if ticked != text:
+        atomic_write_text(path, ticked)
+
+
+def write_back(plan: ExecutablePlan, execution: Execution) -> None:
+    fields = {t.id: runtime_fields(t, execution.tasks[t.id], execution) for t in plan.tasks if t.id in execution.tasks}
+    source = Path(plan.source)
+    if plan.kind == "lite" and source.is_file():
+        _lite(source, fields)
+    elif plan.kind == "workflow" and source.is_dir():
+        _task_dir(source, fields)
+        todo = source.parent / TODO_FILE
+        if todo.is_file():
+            _todo(todo, {t for t, r in execution.tasks.items() if r.state == "completed"})
+    elif plan.kind == "collab":
+        plans = [source] if source.is_file() else sorted(source.glob("*/plan.json"))
+        for path in plans:
+            _agent_plan(path, fields)
