@@ -19,7 +19,7 @@ The tree (exit code in brackets)::
     │   ├── replan: NotABackupError, OutsideSelectionError, TaskNotFoundError,
     │   │   UnrecognisedRequestError, ReplanRefusedError
     │   └── execute: PlanRejectedError (with every problem), UnsafeRepositoryError (the dirty
-    │       files), ExecutorNotConfiguredError, ExecutionNotAvailableError
+    │       files), ExecutorNotConfiguredError
     ├── InfrastructureError [3]: BrokerUnreachableError, WorkerStartError
     ├── SessionBusyError [2]: another coordinator drives the session
     ├── ProviderError [1]: no usable answer
@@ -133,10 +133,6 @@ class UnsafeRepositoryError(BadInputError):
 
 class ExecutorNotConfiguredError(BadInputError):
     """No executor can run the tasks: neither an executor command nor an API key is configured."""
-
-
-class ExecutionNotAvailableError(BadInputError):
-    """Running a plan's tasks is not available in this version; `--dry-run` is."""
 
 
 class ReplanRolledBackError(WfqueueError):

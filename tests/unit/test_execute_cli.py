@@ -176,7 +176,7 @@ def test_without_an_executor_execution_is_refused_and_says_how_to_configure_one(
     ("WFQUEUE_EXECUTOR_COMMAND", "aider --yes --message-file {prompt_file}", "command"),
     ("WFQUEUE_ANTHROPIC_API_KEY", "sk-test", "claude"),
 ])
-def test_with_an_executor_running_is_not_available_yet_and_nothing_changes(
+def test_on_a_terminal_the_schedule_is_confirmed_first_and_declining_changes_nothing(
         variable: str, value: str, executor: str, sample_repo: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(variable, value)
@@ -184,12 +184,21 @@ def test_with_an_executor_running_is_not_available_yet_and_nothing_changes(
     plan_session(sample_repo)
     head, branches, before = git(sample_repo, "rev-parse", "HEAD"), git(sample_repo, "branch", "-a"), \
         snapshot(sample_repo)
-    assert main(["execute", SESSION, "--repo", str(sample_repo), "-y"]) == 2
+    asked: list[str] = []
+
+    class _Terminal:
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr("sys.stdin", _Terminal())
+    monkeypatch.setattr("typer.confirm", lambda text, **_: asked.append(text) or False)
+    assert main(["execute", SESSION, "--repo", str(sample_repo)]) == 1
     err = capsys.readouterr().err
-    assert "not available in this version yet" in err
-    assert f"4 tasks in 2 waves, executor {executor}" in err and "--dry-run" in err
+    assert asked == ["start these tasks?"]
+    assert "WFS-test-session (workflow plan, 4 tasks): 2 waves" in err and "not started; nothing was written" in err
     assert git(sample_repo, "rev-parse", "HEAD") == head and git(sample_repo, "branch", "-a") == branches
     assert snapshot(sample_repo) == before
+    assert not (sample_repo / ".workflow" / ".execution").exists()
 
 
 def test_an_agent_plan_may_keep_its_tasks_in_task_files(sample_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:

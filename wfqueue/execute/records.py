@@ -127,9 +127,7 @@ def render_report(execution: Execution, merge_hint: str) -> str:
     lines += [f"{n}. {', '.join(ids)}" for n, ids in enumerate(e.waves, start=1)]
     lines += ["", "## Tasks", "", "| task | wave | state | attempt | commit | detail |", "|---|---|---|---|---|---|"]
     for record in e.tasks.values():
-        detail = record.reason or ""
-        if record.rejected_files:
-            detail = f"{detail} ({', '.join(record.rejected_files)})"
+        detail = ": ".join(part for part in (record.reason, ", ".join(record.rejected_files)) if part)
         lines.append(f"| {record.id} {_cell(record.title)} | {record.wave} | {record.state} | {record.attempt or '-'} "
                      f"| {(record.commit or '')[:12]} | {_cell(detail)} |")
     if e.gates:

@@ -1,0 +1,73 @@
+"""The execution coordinator's pure decisions and records: which changes a task's commit may make, who is skipped,
+how an execution ends, the report, and the runtime fields written back into the plan."""
+
+from __future__ import annotations
+
+from tests.execute_support import task
+from wfqueue.execute.coordinator import plan_slug
+from wfqueue.execute.decisions import disallowed_changes, final_status, merge_hint, skip_reason
+from wfqueue.execute.model import TaskFiles
+from wfqueue.execute.records import Execution, TaskRecord, render_report
+from wfqueue.execute.writeback import runtime_fields
+
+
+def execution(**states: str) -> Execution:
+    tasks = {t: TaskRecord(id=t, title=f"task {t}", wave=1, state=s, attempt=1)  # type: ignore[arg-type]
+             for t, s in states.items()}
+    return Execution(exec_id="EXEC-demo-2026-01-01", exec_dir="/x", repo="/r", source="/r/tasks.jsonl",
+                     plan_kind="lite", plan_session="demo", branch="wfqueue/EXEC-demo-2026-01-01", base="a" * 40,
+                     executor="command", parallel=2, waves=[list(states)], tasks=tasks)
+
+
+def test_a_commit_may_touch_its_files_and_new_tests_and_delete_only_what_the_plan_deletes() -> None:
+    t = task(files=TaskFiles(modify=["calc/ops.py"], create=["calc/new.py"], delete=["calc/old.py"]))
+    allowed = [("M", "calc/ops.py"), ("A", "calc/new.py"), ("D", "calc/old.py"), ("A", "tests/test_new.py")]
+    assert disallowed_changes(t, allowed) == []
+    assert disallowed_changes(t, [("M", "README.md"), ("D", "calc/ops.py"), ("A", "calc/extra.py"),
+                                  ("M", "tests/test_ops.py")]) == [
+        "README.md (changed)", "calc/ops.py (deleted)", "calc/extra.py (added)", "tests/test_ops.py (changed)"]
+
+
+def test_a_task_waits_on_no_failed_dependency() -> None:
+    e = execution(T1="failed", T2="completed", T3="pending")
+    assert skip_reason(task("T3", depends_on=["T2"]), e) is None
+    assert skip_reason(task("T3", depends_on=["T2", "T1"]), e) == "depends on T1, which is failed"
+
+
+def test_how_an_execution_ends_and_what_the_user_is_told() -> None:
+    assert final_status(execution(T1="completed", T2="completed")) == "completed"
+    partial = execution(T1="completed", T2="blocked")
+    assert final_status(partial) == "partial"
+    stopped = execution(T1="completed")
+    stopped.stopped_wave = 1
+    stopped.status = final_status(stopped)
+    assert stopped.status == "stopped"
+    assert "wfqueue execute --continue EXEC-demo-2026-01-01" in merge_hint(stopped)
+    partial.status = "partial"
+    assert "git merge wfqueue/EXEC-demo-2026-01-01" in merge_hint(partial)
+    assert partial.counts() == {"completed": ["T1"], "failed": [], "skipped": [], "blocked": ["T2"]}
+
+
+def test_the_report_lists_waves_tasks_and_the_success_rate() -> None:
+    e = execution(T1="completed", T2="rejected")
+    e.tasks["T2"].rejected_files = ["README.md (changed)"]
+    e.status = "partial"
+    report = render_report(e, merge_hint(e))
+    assert "# Execution EXEC-demo-2026-01-01" in report and "1. T1, T2" in report
+    assert "| T2 task T2 | 1 | rejected | 1 |  | README.md (changed) |" in report
+    assert "1 of 2 task(s) completed (50%)" in report and "git merge wfqueue/EXEC-demo-2026-01-01" in report
+
+
+def test_runtime_fields_follow_the_unified_task_format() -> None:
+    e = execution(T1="completed")
+    e.tasks["T1"].commit, e.tasks["T1"].files_changed = "c" * 40, ["calc/ops.py"]
+    fields = runtime_fields(task("T1"), e.tasks["T1"], e)
+    assert fields["status"] == "completed" and fields["result"]["success"] is True
+    assert fields["result"]["files_modified"] == ["calc/ops.py"] and fields["result"]["convergence_verified"] == [True]
+    assert fields["commit"] == "c" * 40 and fields["branch"] == e.branch and fields["attempts"] == 1
+
+
+def test_the_exec_id_names_the_plan_without_its_prefix_or_date() -> None:
+    assert plan_slug("calc-work-2026-01-01") == "calc-work"
+    assert plan_slug("WFS-rate-limits") == "rate-limits"
+    assert plan_slug("CPLAN-notes-api-2026-01-01-2") == "notes-api"
