@@ -173,9 +173,12 @@ def test_a_killed_coordinator_continues_without_a_duplicate_commit(tmp_path: Pat
     tasks_file = lite_plan(repo, [
         lite_task(1, "Add sub slowly", ["calc/ops.py"], ["tests/test_sub.py"]),
         lite_task(2, "Rename the package", ["calc/text.py"]),
+        lite_task(3, "Raise the extra", ["calc/extra.py"]),
     ])
     env = env_for(tmp_path, {"TASK-001": {"edits": {"calc/ops.py": SUB, "tests/test_sub.py": SUB_TEST}, "sleep": 4},
-                             "TASK-002": {"calc/text.py": "NAME = 'calculator'\n"}})
+                             "TASK-002": {"calc/text.py": "NAME = 'calculator'\n"},
+                             # Also writes a file its task does not name: rejected, not merged.
+                             "TASK-003": {"calc/extra.py": "EXTRA = 3\n", "notes.txt": "mine\n"}})
     before = snapshot(repo)
     (repo / "stray.txt").write_text("not committed\n", encoding="utf-8")
     refused = run_cli("execute", str(tasks_file), "-y", env=env)
@@ -205,12 +208,35 @@ def test_a_killed_coordinator_continues_without_a_duplicate_commit(tmp_path: Pat
         os.kill(int(line.split(":")[0]), signal.SIGKILL)
 
     again = run_cli("execute", "--continue", exec_id, "--repo", str(repo), "--json", env=env, timeout=300)
-    assert again.code == 0, again.stderr
-    assert again.json()["status"] == "completed"
+    assert again.code == 1, again.stderr
+    assert again.json()["status"] == "partial"
+    assert again.json()["tasks"]["failed"] == ["TASK-003"]
+    assert "TASK-003 rejected, not merged: it changes notes.txt (added)" in again.stderr
     branch = f"wfqueue/{exec_id}"
+    assert task_commits(repo, branch, "TASK-003") == []
     assert len(task_commits(repo, branch, "TASK-001")) == 1
     assert len(task_commits(repo, branch, "TASK-002")) == 1
     assert len(runs_of(log_entries(tmp_path / "executor.log"), "TASK-002")) == 1, "TASK-002 ran twice"
     assert git(repo, "show", f"{branch}:calc/text.py") == "NAME = 'calculator'"
     assert snapshot(repo) == before
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+def test_ctrl_c_stops_the_execution_and_leaves_no_worktree(tmp_path: Path) -> None:
+    repo = project(tmp_path)
+    tasks_file = lite_plan(repo, [lite_task(1, "Add sub slowly", ["calc/ops.py"], ["tests/test_sub.py"])])
+    env = env_for(tmp_path, {"TASK-001": {"edits": {"calc/ops.py": SUB}, "sleep": 60}})
+    before = snapshot(repo)
+    proc = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "execute", str(tasks_file), "-y"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    worktrees = repo / ".git" / "wfqueue-worktrees"
+    wait_until(lambda: list(worktrees.glob("EXEC-*/TASK-001/1")), 120, "the task's worktree")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    exec_dir = next((repo / ".workflow" / ".execution").iterdir())
+    assert json.loads((exec_dir / "execution.json").read_text())["status"] == "interrupted"
+    assert f"wfqueue execute --continue {exec_dir.name}" in (exec_dir / "execution.md").read_text()
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1, err
+    assert snapshot(repo) == before
+    assert processes_mentioning(str(repo / ".workflow" / ".queue")) == []
