@@ -155,3 +155,11 @@ def test_a_plan_for_a_project_inside_a_larger_repository_runs_in_that_project(
     assert run.verification == "passed"  # run inside the project, where `tests` is
     assert sorted(run.files_changed) == ["calc/ops.py", "tests/test_sub.py"]
     assert git(outer, "show", f"{run.commit}:proj/calc/ops.py") + "\n" == SUB
+
+
+def test_commits_the_executor_made_itself_become_the_tasks_one_commit(setup: Setup) -> None:
+    run, sent = setup.run({"T1": {"edits": {"calc/ops.py": SUB, "tests/test_sub.py": SUB_TEST}, "git_commit": True}})
+    assert run.status == "committed", run.error
+    assert git(setup.repo, "rev-list", "--count", f"{sent.base}..{sent.branch}") == "1"
+    assert git(setup.repo, "log", "-1", "--format=%an %s", sent.branch) == "Repo Owner feat(calc): Add subtraction"
+    assert sorted(run.files_changed) == ["calc/ops.py", "tests/test_sub.py"]

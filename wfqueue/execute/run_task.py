@@ -30,6 +30,7 @@ from wfqueue.execute.worktree import (
     finish_worktree,
     prepare_worktree,
     repo_prefix,
+    take_back_commits,
     worktree_path,
 )
 from wfqueue.keys import AgentState, task_run_key
@@ -141,6 +142,7 @@ def _run(payload: ExecuteTask, executor: Executor, state: SessionStore, worker: 
         step = f"{task.id}#{attempt}" if number == 1 else f"{task.id}#{attempt}.{number}"
         result = executor.run(prompt, workdir, step)
         log.section(f"executor run {number} ({step})", result.output + (f"\n{result.error}" if result.error else ""))
+        take_back_commits(path, payload.branch, payload.base)
         if not result.ok:
             error = result.error or "the executor failed"
             break
