@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from tests.execute_support import (
     write_project,
 )
 from wfqueue.execute.command_executor import CommandExecutor
-from wfqueue.execute.model import TaskRun
+from wfqueue.execute.model import TaskFiles, TaskRun
 from wfqueue.execute.run_task import run_task
 from wfqueue.execute.worktree import worktree_path
 from wfqueue.memory_state import MemorySessionState
@@ -155,3 +156,27 @@ def test_a_plan_for_a_project_inside_a_larger_repository_runs_in_that_project(
     assert run.verification == "passed"  # run inside the project, where `tests` is
     assert sorted(run.files_changed) == ["calc/ops.py", "tests/test_sub.py"]
     assert git(outer, "show", f"{run.commit}:proj/calc/ops.py") + "\n" == SUB
+
+
+def test_commits_the_executor_made_itself_become_the_tasks_one_commit(setup: Setup) -> None:
+    run, sent = setup.run({"T1": {"edits": {"calc/ops.py": SUB, "tests/test_sub.py": SUB_TEST}, "git_commit": True}})
+    assert run.status == "committed", run.error
+    assert git(setup.repo, "rev-list", "--count", f"{sent.base}..{sent.branch}") == "1"
+    assert git(setup.repo, "log", "-1", "--format=%an %s", sent.branch) == "Repo Owner feat(calc): Add subtraction"
+    assert sorted(run.files_changed) == ["calc/ops.py", "tests/test_sub.py"]
+
+
+def test_tasks_of_one_repository_run_at_once_in_their_own_worktrees(setup: Setup) -> None:
+    ids = ["T1", "T2", "T3"]
+    write_edits(setup.edits, {t: {"edits": {f"calc/{t.lower()}.py": f"NAME = {t!r}\n"}, "sleep": 1} for t in ids})
+    sent = [payload(setup.repo, setup.exec_dir, task(t, verification="manual: none",
+                                                     files=TaskFiles(create=[f"calc/{t.lower()}.py"])))
+            for t in ids]
+    with ThreadPoolExecutor(len(ids)) as pool:
+        runs = list(pool.map(setup.again, sent))
+    assert [r.status for r in runs] == ["committed"] * 3, [r.error for r in runs]
+    assert [r.files_changed for r in runs] == [[f"calc/{t.lower()}.py"] for t in ids]
+    entries = log_entries(setup.log)
+    assert len({e["cwd"] for e in entries}) == 3
+    assert max(e["start"] for e in entries) < min(e["end"] for e in entries)  # all three ran at the same time
+    assert snapshot(setup.repo) == setup.before

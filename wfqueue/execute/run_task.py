@@ -30,6 +30,7 @@ from wfqueue.execute.worktree import (
     finish_worktree,
     prepare_worktree,
     repo_prefix,
+    take_back_commits,
     worktree_path,
 )
 from wfqueue.keys import AgentState, task_run_key
@@ -41,6 +42,7 @@ from wfqueue.state import SessionStore
 EXECUTOR_RUNS = 2
 LOG_DIR = "logs"
 VERIFICATION_TIMEOUT_S = DEFAULT_COMMAND_TIMEOUT_S
+VERIFICATION_OUTPUT_KEPT = 4_000  # characters of its tail in the result (the log keeps all of it)
 
 
 def _log_name(task_id: str, attempt: int) -> str:
@@ -86,8 +88,6 @@ def record_failure(payload: ExecuteTask, state: SessionStore, error: str, *, wor
         path = worktree_path(repo, payload.exec_id, payload.task.id, payload.attempt)
         if finish_worktree(repo, path):
             error = f"{error}; its uncommitted changes are kept in {path}"
-    except TransientProviderError:
-        raise  # the worker retries the task later; the worktree and a durable executor's turns are kept
     except InfrastructureError as exc:
         error = f"{error}; the worktree could not be cleaned up: {exc.message}"
     now = time.time()
@@ -123,11 +123,13 @@ def _run(payload: ExecuteTask, executor: Executor, state: SessionStore, worker: 
                   worker=worker, started_at=started)
 
     existing = find_task_commit(repo, payload.branch, payload.base, payload.exec_id, task.id, attempt)
-    if existing is not None:  # a run that died between its commit and its result
+    if existing is not None:  # a run that died between its commit and its result: committed after verifying
         finish_worktree(repo, path)
+        log_name = _log_name(task.id, attempt)
         return _record(state, run.model_copy(update={
             "status": "committed", "commit": existing, "files_changed": files_of_commit(repo, existing, prefix),
-            "verification": "passed" if runnable else "not_run", "finished_at": time.time()}))
+            "verification": "passed" if runnable else "not_run", "finished_at": time.time(),
+            "log": log_name if (Path(payload.exec_dir) / log_name).exists() else None}))
 
     state.set_agent(task.id, state=AgentState.RUNNING, worker=worker, started_at=started, attempt=attempt,
                     executor=payload.executor, error=None, finished_at=None, commit=None)
@@ -141,6 +143,7 @@ def _run(payload: ExecuteTask, executor: Executor, state: SessionStore, worker: 
         step = f"{task.id}#{attempt}" if number == 1 else f"{task.id}#{attempt}.{number}"
         result = executor.run(prompt, workdir, step)
         log.section(f"executor run {number} ({step})", result.output + (f"\n{result.error}" if result.error else ""))
+        take_back_commits(path, payload.branch, payload.base)
         if not result.ok:
             error = result.error or "the executor failed"
             break
@@ -154,7 +157,7 @@ def _run(payload: ExecuteTask, executor: Executor, state: SessionStore, worker: 
         log.section(f"verification after run {number}: {summary}", checked.output)
         passed = checked.exit_code == 0 and not checked.timed_out
         run = run.model_copy(update={"verification": "passed" if passed else "failed",
-                                     "verification_output": checked.output[-4000:]})
+                                     "verification_output": checked.output[-VERIFICATION_OUTPUT_KEPT:]})
         if passed:
             break
         if number == EXECUTOR_RUNS:

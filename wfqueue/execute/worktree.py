@@ -98,6 +98,16 @@ def prepare_worktree(repo: Path, path: Path, branch: str, base: str) -> Path:
     return path
 
 
+def take_back_commits(worktree: Path, branch: str, base: str) -> None:
+    """Undo commits (and a branch switch) the executor made itself, keeping their changes in the worktree: some
+    agent CLIs commit every edit, and the task's change must be one commit of wfqueue's on ``branch``."""
+    on = _git(worktree, "symbolic-ref", "--quiet", "HEAD", check=False).stdout.strip()
+    if on != f"refs/heads/{branch}":
+        _git(worktree, "checkout", "--quiet", "-B", branch)  # working tree and index stay as they are
+    if _git(worktree, "rev-parse", "HEAD").stdout.strip() != _git(worktree, "rev-parse", base).stdout.strip():
+        _git(worktree, "reset", "--quiet", "--soft", base)
+
+
 def changed_paths(worktree: Path) -> list[str]:
     """Paths changed, added or deleted in the worktree (not counting test and interpreter byproducts)."""
     status = _git(worktree, "--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=all",
