@@ -54,7 +54,8 @@ def test_a_session_id_is_found_under_its_kinds_folder(tmp_path: Path) -> None:
 
 
 def test_the_registry_names_every_kind_once() -> None:
-    assert [k.name for k in KINDS] == [SessionKind.COLLAB, SessionKind.LITE, SessionKind.WORKFLOW]
+    assert [k.name for k in KINDS] == [SessionKind.COLLAB, SessionKind.LITE, SessionKind.WORKFLOW,
+                                       SessionKind.EXECUTE]
     assert kind_named("lite") is LITE and kind_named("nonsense") is None and kind_named(None) is None
 
 

@@ -25,6 +25,7 @@ from wfqueue.execute.load import load_plan
 from wfqueue.execute.model import ExecutablePlan
 from wfqueue.execute.safety import check_clean_repository
 from wfqueue.execute.schedule import Schedule, build_schedule
+from wfqueue.sandboxed_commands import parse_command
 from wfqueue.sessions import resolve_repo
 from wfqueue.settings import load_settings
 from wfqueue.workflow.base import ResumeRequest
@@ -171,6 +172,8 @@ def register(app: typer.Typer) -> None:
                 typer.echo(render_schedule(plan, schedule, gate))
             return
         check_clean_repository(Path(plan.repo), [f for t in plan.tasks for f in t.files.modify + t.files.delete])
+        for command in gate:  # a configured test command the sandbox refuses: refused now, not after a wave
+            parse_command(command)
         chosen = choose_executor(settings, requested)
         if not _confirm(ui, plan, schedule, gate, yes):
             ui.info("not started; nothing was written")
