@@ -3,12 +3,19 @@ how an execution ends, the report, and the runtime fields written back into the 
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+from wfs_factory import make_session
+from wfs_factory import task as wfs_task
+
 from tests.execute_support import task
 from wfqueue.execute.coordinator import plan_slug
 from wfqueue.execute.decisions import disallowed_changes, final_status, merge_hint, skip_reason
+from wfqueue.execute.load import load_plan
 from wfqueue.execute.model import TaskFiles
 from wfqueue.execute.records import Execution, TaskRecord, render_report
-from wfqueue.execute.writeback import runtime_fields
+from wfqueue.execute.writeback import runtime_fields, write_back
 
 
 def execution(**states: str) -> Execution:
@@ -71,3 +78,21 @@ def test_the_exec_id_names_the_plan_without_its_prefix_or_date() -> None:
     assert plan_slug("calc-work-2026-01-01") == "calc-work"
     assert plan_slug("WFS-rate-limits") == "rate-limits"
     assert plan_slug("CPLAN-notes-api-2026-01-01-2") == "notes-api"
+
+
+def test_states_are_written_back_into_a_workflow_session(sample_repo: Path) -> None:
+    folder = make_session(sample_repo, "Add limits", [wfs_task(1, "Store counts", ["notes_api/storage/db.py"]),
+                                                      wfs_task(2, "Limit", ["notes_api/config.py"], depends=[1])])
+    plan = load_plan(str(folder), str(sample_repo))
+    e = execution(**{"IMPL-1": "completed", "IMPL-2": "skipped"})
+    e.tasks["IMPL-2"].reason = "depends on IMPL-1, which is failed"
+    write_back(plan, e)
+    first = json.loads((folder / ".task" / "IMPL-1.json").read_text())
+    second = json.loads((folder / ".task" / "IMPL-2.json").read_text())
+    assert first["status"] == "completed" and first["result"]["success"] is True
+    assert first["execution"]["branch"] == e.branch and first["title"] == "Store counts"
+    assert second["status"] == "skipped" and second["result"]["error"] == "depends on IMPL-1, which is failed"
+    todo = (folder / "TODO_LIST.md").read_text()
+    assert "- [x] **IMPL-1**" in todo and "- [ ] **IMPL-2**" in todo
+    # The plan still loads, with the same tasks.
+    assert [t.id for t in load_plan(str(folder), str(sample_repo)).tasks] == ["IMPL-1", "IMPL-2"]
