@@ -105,7 +105,7 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
                               waves=[w.task_ids for w in schedule.waves],
                               critical_path=schedule.critical_path.task_ids, tasks=tasks)
         records.save(execution)
-        self._event(execution, f"execution {exec_id} of {plan.session_id} started on branch {branch} at {base[:12]} "
+        self.event(execution, f"execution {exec_id} of {plan.session_id} started on branch {branch} at {base[:12]} "
                                f"({len(plan.tasks)} tasks, {len(schedule.waves)} waves, executor {executor})")
         return self._run(plan, execution, fresh=True)
 
@@ -119,8 +119,6 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
         if sorted(t.id for t in plan.tasks) != sorted(execution.tasks):
             raise BadInputError(f"the plan {execution.source} no longer has the tasks {execution.exec_id} runs",
                                 hint="restore the plan's task ids, or start a new execution of it")
-        execution.status = "running"
-        self._event(execution, f"execution {execution.exec_id} continued")
         return self._run(plan, execution, fresh=False)
 
     # -- one run of the coordinator ---------------------------------------------------------------------
@@ -130,9 +128,14 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
         workers = max(len(w) for w in execution.waves)
         meta = SessionMeta(kind=SessionKind.EXECUTE, repo=execution.repo, session_dir=execution.exec_dir,
                            requirement=plan.context.requirement or plan.session_id, status=SessionStatus.ACTIVE)
+        held = False  # only the coordinator holding the lease may clean up and write the records
         try:
             with (self.runtime(repo, min(workers, execution.parallel or workers)) as runtime,
                   self.hold(runtime, execution.exec_id, fresh=fresh, meta=meta) as state):
+                held = True
+                if not fresh:
+                    execution.status = "running"
+                    self.event(execution, f"execution {execution.exec_id} continued")
                 self._drive(runtime, state, plan, execution)
                 execution.status = final_status(execution)
                 execution.finished_at = time.time()
@@ -141,10 +144,10 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
             execution.status = "interrupted"
             raise
         finally:
-            kept = leftover_worktrees(repo, execution.exec_id)
-            for path in kept:
-                self._event(execution, f"a task worktree holding uncommitted work is kept: {path}")
-            self._finish(plan, execution)
+            if held:  # the workers are stopped by now: what is left of a task's worktree is no one's
+                for path in leftover_worktrees(repo, execution.exec_id):
+                    self.event(execution, f"a task worktree holding uncommitted work is kept: {path}")
+                self._finish(plan, execution)
         return outcome(execution)
 
     def _finish(self, plan: ExecutablePlan, execution: Execution) -> None:
@@ -153,9 +156,9 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
         hint = merge_hint(execution)
         atomic_write_text(exec_dir / records.REPORT_FILE, records.render_report(execution, hint))
         write_back(plan, execution)
-        self._event(execution, f"execution {execution.status}: {hint}")
+        self.event(execution, f"execution {execution.status}: {hint}")
 
-    def _event(self, execution: Execution, text: str) -> None:
+    def event(self, execution: Execution, text: str) -> None:
         records.append_event(Path(execution.exec_dir), text)
         self.ui.info(text)
 
@@ -171,7 +174,7 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
                     return
         finally:
             if close_integration(repo, worktree):
-                self._event(execution, f"the integration worktree holds uncommitted work and is kept: {worktree}")
+                self.event(execution, f"the integration worktree holds uncommitted work and is kept: {worktree}")
 
 
 class _Step:
@@ -214,13 +217,13 @@ class _Step:
             if reason is not None:
                 record.state, record.reason = "skipped", reason
                 self._save()
-                self.c._event(e, f"{task_id} skipped: {reason}")
+                self.c.event(e, f"{task_id} skipped: {reason}")
                 continue
             if record.state == "pending":  # else sent before this coordinator stopped: same attempt, same base
                 record.state, record.attempt, record.base = "running", 1, head
             self._save()
             sent[task_id] = self._send(record, _feedback(record))
-            self.c._event(e, f"wave {index}: {task_id} sent (attempt {record.attempt})")
+            self.c.event(e, f"wave {index}: {task_id} sent (attempt {record.attempt})")
         merged = False
         for task_id, result in sent.items():
             merged = self._settle(e.tasks[task_id], self._wait(task_id, result, list(sent))) or merged
@@ -245,7 +248,7 @@ class _Step:
         if run.status == "failed" or run.commit is None:
             record.state, record.reason = "failed", run.error or "the task failed"
             self._save()
-            self.c._event(e, f"{record.id} failed: {record.reason}")
+            self.c.event(e, f"{record.id} failed: {record.reason}")
             return False
         task = self.plan.task(record.id)
         bad = disallowed_changes(task, commit_changes(Path(e.repo), run.commit, self.prefix))
@@ -253,24 +256,24 @@ class _Step:
             record.state, record.rejected_files = "rejected", bad
             record.reason = "its commit changes files the task does not name"
             self._save()
-            self.c._event(e, f"{record.id} rejected, not merged: it changes {', '.join(bad)}")
+            self.c.event(e, f"{record.id} rejected, not merged: it changes {', '.join(bad)}")
             return False
         merge = merge_task(self.worktree, run.commit, record.id, e.exec_id, task.title)
         if merge.merged:
             record.state, record.merge, record.reason = "completed", merge.commit, None
             self._save()
-            self.c._event(e, f"{record.id} merged into {e.branch} ({(merge.commit or '')[:12]})")
+            self.c.event(e, f"{record.id} merged into {e.branch} ({(merge.commit or '')[:12]})")
             return True
         files = ", ".join(merge.conflicts) or "unknown files"
         if record.attempt >= 2:
             record.state, record.reason = "blocked", f"its merge conflicts again ({files})"
             self._save()
-            self.c._event(e, f"{record.id} blocked: {record.reason}")
+            self.c.event(e, f"{record.id} blocked: {record.reason}")
             return False
         record.state, record.attempt, record.base = "conflict", 2, head_of(self.worktree)
         record.reason = f"its merge conflicted in {files}"
         self._save()
-        self.c._event(e, f"{record.id} conflict in {files}: running it again on {record.base[:12]}")
+        self.c.event(e, f"{record.id} conflict in {files}: running it again on {record.base[:12]}")
         result = self._send(record, _feedback(record))
         return self._settle(record, self._wait(record.id, result, [record.id]))
 
@@ -282,18 +285,18 @@ class _Step:
         if not commands:
             return True
         workdir = self.worktree / self.prefix if self.prefix else self.worktree
-        self.c._event(e, f"gate after wave {index}: {'; '.join(commands)}")
+        self.c.event(e, f"gate after wave {index}: {'; '.join(commands)}")
         result = run_gate(workdir, commands)
         e.gates.append(GateRun(wave=index, passed=result.passed, commands=commands,
                                failed_command=result.failed_command, output=result.output, at=time.time()))
         if result.passed:
             e.stopped_wave = None
             self._save()
-            self.c._event(e, f"gate after wave {index} passed")
+            self.c.event(e, f"gate after wave {index} passed")
             return True
         e.stopped_wave = index
         self._save()
-        self.c._event(e, f"gate after wave {index} is red (`{result.failed_command}`); wave {index} ran "
+        self.c.event(e, f"gate after wave {index} is red (`{result.failed_command}`); wave {index} ran "
                          f"{', '.join(wave)}; stopped before the next wave")
         return False
 
