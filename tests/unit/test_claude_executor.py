@@ -22,6 +22,7 @@ from wfqueue.memory_state import MemorySessionState
 from wfqueue.metering import budget_meta
 from wfqueue.providers.anthropic.calls import RetryPolicy
 from wfqueue.settings import Settings
+from wfqueue.state import SessionState, redis_client
 from wfqueue.turns import SessionJournal, Transcript
 from wfqueue.usage import Budget, PriceTable
 
@@ -66,7 +67,7 @@ def worktree(tmp_path: Path) -> Path:
     return target
 
 
-def executor_for(fake: FakeAnthropic, state: MemorySessionState, **options: Any) -> ClaudeExecutor:
+def executor_for(fake: FakeAnthropic, state: MemorySessionState | SessionState, **options: Any) -> ClaudeExecutor:
     client = anthropic.Anthropic(api_key="test-key", base_url=fake.base_url, max_retries=0)
     options.setdefault("sleep", lambda seconds: None)
     return ClaudeExecutor(client, model="claude-test", state=state, prices=PriceTable(Settings().price_table),
@@ -230,6 +231,22 @@ def test_a_redelivered_run_continues_without_resending_answered_turns(fake: Fake
 
     again = executor_for(fake, state).run(PROMPT, worktree, STEP)  # a finished run answers its saved outcome
     assert again == result and len(fake.requests) == before + 1
+
+
+def test_a_redelivered_run_continues_from_the_sessions_redis_state(fake: FakeAnthropic, worktree: Path,
+                                                                    redis_url: str) -> None:
+    state = SessionState(redis_client(redis_url, 2.0), "S-exec-redelivery", ttl_s=600)
+    fake.reply(tool_call("edit_file", FIX), error(529))
+    with pytest.raises(TransientProviderError):
+        executor_for(fake, state, retry_policy=RetryPolicy(step_retries=0)).run(PROMPT, worktree, STEP)
+
+    fake.reply(text("Fixed."))
+    other_worker = SessionState(redis_client(redis_url, 2.0), "S-exec-redelivery", ttl_s=600)
+    result = executor_for(fake, other_worker).run(PROMPT, worktree, STEP)
+
+    assert result.ok and fake.repeated_turns() == 0 and len(fake.requests) == 3
+    assert (worktree / "src" / "calc.py").read_text() == FIXED
+    assert [entry["kind"] for entry in other_worker.usage()] == ["turn-1", "turn-2"]
 
 
 class DiesBeforeToolResults(SessionJournal):

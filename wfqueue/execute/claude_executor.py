@@ -65,6 +65,10 @@ SYSTEM_PROMPT = (
 CUT_TEXT = ("Your reply was cut off before it ended ({why}), so its tool calls were not run. Continue, in "
             "smaller steps: a short old_string for edit_file, one file per write_file.")
 TRANSCRIPT_DIR = "transcripts"
+STOPS_FAILING = {
+    "refusal": "the model refused the task",
+    "model_context_window_exceeded": "the conversation outgrew the model's context window; split the task",
+}
 
 
 @dataclass(frozen=True)
@@ -214,8 +218,8 @@ def advance(transcript: Transcript, response: Any, caps: CodingCaps) -> Transcri
             {"type": "text", "text": CUT_TEXT.format(why=why)}]}}
         return _capped(transcript.model_copy(update=update), caps)
     update["history"] = [*transcript.messages(), _assistant_turn(response)]
-    if response.stop_reason == "refusal":
-        return transcript.model_copy(update={**update, "phase": "failed", "error": "the model refused the task"})
+    if response.stop_reason in STOPS_FAILING:
+        return transcript.model_copy(update={**update, "phase": "failed", "error": STOPS_FAILING[response.stop_reason]})
     if response.stop_reason == "tool_use" and _tool_uses(response):
         return _capped(transcript.model_copy(update=update), caps)
     answer = "".join(b.text for b in response.content if b.type == "text").strip()
