@@ -14,7 +14,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from tests.fake_anthropic import At, FakeAnthropic, Fault, allow_loopback_only, error, text, tool_call
+from tests.fake_anthropic import At, FakeAnthropic, Fault, Reply, allow_loopback_only, error, text, tool_call
 from wfqueue.errors import ConfigError, TransientProviderError
 from wfqueue.execute.claude_executor import ClaudeExecutor, CodingCaps, claude_executor
 from wfqueue.execute.executors import Executor
@@ -210,6 +210,22 @@ def test_rate_limits_overload_and_a_cut_stream_are_retried_and_usage_is_counted_
     usage = state.usage()
     assert [entry["kind"] for entry in usage] == ["turn-1", "turn-2", "turn-3"]
     assert sum(entry["resent"] for entry in usage) == 4
+
+
+def test_a_stream_cut_after_some_text_drops_its_tool_calls_and_the_model_goes_on(worktree: Path) -> None:
+    says = "The subtraction in add() is the bug; I will replace it with an addition and then stop."
+    reply = Reply(content=[{"type": "text", "text": says}, {"type": "tool_use", "id": "", "name": "edit_file",
+                                                            "input": FIX}], stop_reason="tool_use")
+    with FakeAnthropic(faults=At({1: "cut_stream"})) as fake:
+        fake.reply(reply, text("Fixed."))
+        state = MemorySessionState()
+        result = executor_for(fake, state).run(PROMPT, worktree, STEP)
+        assert fake.faulted() == {"cut_stream": 1}
+    assert result.ok and (worktree / "src" / "calc.py").read_text() == FIXED
+    cut_turn, asked_again = fake.requests[1]["messages"][-2:]
+    assert [b["type"] for b in cut_turn["content"]] == ["text"]
+    assert "cut off" in asked_again["content"][0]["text"]
+    assert [entry["stop_reason"] for entry in state.usage()] == [None, "tool_use", "end_turn"]
 
 
 def test_a_redelivered_run_continues_without_resending_answered_turns(fake: FakeAnthropic, worktree: Path) -> None:

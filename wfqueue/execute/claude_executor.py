@@ -35,8 +35,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anthropic
+import redis
 
-from wfqueue.errors import BudgetExhaustedError, ConfigError, ProviderError, ToolError, TransientProviderError
+from wfqueue.errors import (
+    BudgetExhaustedError,
+    ConfigError,
+    ProviderError,
+    ToolError,
+    TransientProviderError,
+    WfqueueError,
+)
 from wfqueue.execute.coding_tools import CODING_TOOL_DEFINITIONS, CodingTools
 from wfqueue.execute.executors import ExecutorName, ExecutorResult
 from wfqueue.fsio import atomic_write_text
@@ -140,7 +148,8 @@ class ClaudeExecutor:
         try:
             transcript = self._loop(label, transcript, tools)
         except BudgetExhaustedError as exc:
-            return ExecutorResult(ok=False, error=f"{label}: {exc.message}", output=self._last_text(transcript))
+            saved = self.journal.load(key) or transcript
+            return ExecutorResult(ok=False, error=f"{label}: {exc.message}", output=self._last_text(saved))
         except TransientProviderError:
             raise  # the task retries later and resumes at the last saved turn
         except ProviderError as exc:
@@ -198,7 +207,7 @@ class ClaudeExecutor:
             if transcript is not None:
                 name = re.sub(r"[^A-Za-z0-9_.-]+", "-", label) + ".jsonl"
                 atomic_write_text(self.transcript_dir / name, transcript_jsonl(transcript))
-        except (OSError, ProviderError, ValueError) as exc:
+        except (OSError, redis.RedisError, WfqueueError, ValueError) as exc:
             # An audit copy that cannot be written never hides the run's own outcome.
             log.warning("could not keep the transcript of %s in %s: %s", label, self.transcript_dir, exc)
 
