@@ -313,9 +313,11 @@ def test_transcripts_are_kept_for_audit(fake: FakeAnthropic, worktree: Path, tmp
 
 
 def test_the_factory_builds_from_settings_and_needs_an_api_key(tmp_path: Path) -> None:
-    built = claude_executor(Settings(anthropic_api_key="test-key", executor_timeout_s=60), MemorySessionState(),
-                            tmp_path)
+    settings = Settings(anthropic_api_key="test-key", executor_timeout_s=60, executor_max_turns=7,
+                        executor_max_tool_calls=9)
+    built = claude_executor(settings, MemorySessionState(), tmp_path)
     assert built.name == "claude" and built.transcript_dir == tmp_path / "transcripts"
-    assert built.caps.command_timeout_s == 60 and built.step_time_s == 60
+    assert built.caps.command_timeout_s == 60 and built.step_time_s == 60  # a command fits in the task's time
+    assert (built.caps.max_turns, built.caps.max_tool_calls) == (7, 9)
     with pytest.raises(ConfigError, match="API key"):
         claude_executor(Settings(), MemorySessionState(), tmp_path)

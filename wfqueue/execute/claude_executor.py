@@ -283,8 +283,9 @@ def claude_executor(settings: Settings, state: SessionStore | None, exec_dir: Pa
         retry_policy=RetryPolicy(step_retries=settings.anthropic_step_retries, backoff_s=settings.retry_backoff_s,
                                  backoff_max_s=settings.retry_backoff_max_s),
         caps=CodingCaps(
-            max_tokens=settings.anthropic_max_tokens,
-            command_timeout_s=min(settings.executor_timeout_s, CodingCaps.command_timeout_s),
+            max_tokens=settings.anthropic_max_tokens, max_turns=settings.executor_max_turns,
+            max_tool_calls=settings.executor_max_tool_calls,
+            command_timeout_s=min(settings.executor_timeout_s, settings.executor_command_timeout_s),
             max_read_bytes=settings.repo_tool_max_read_bytes, max_grep_matches=settings.repo_tool_max_grep_matches,
             max_list_entries=settings.repo_tool_max_list_entries, max_file_bytes=settings.index_max_file_bytes),
         step_time_s=settings.executor_timeout_s,
