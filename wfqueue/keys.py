@@ -92,6 +92,11 @@ def exploration_key(angle: str) -> str:
     return f"exploration:{angle}"
 
 
+def task_run_key(task_id: str, attempt: int) -> str:
+    """An executed task's TaskRun JSON, per attempt (first answer wins: a redelivered task returns it)."""
+    return f"taskrun:{task_id}#{attempt}"
+
+
 # -- the stalled-session watchdog (beat.watchdog) --------------------------------------------------
 
 WATCHDOG_PROGRESS = "watchdog:progress"  # {"fingerprint", "since"}: when the agent records last changed

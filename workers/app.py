@@ -12,7 +12,7 @@ import wfqueue.providers.scripted  # noqa: F401
 from beat import tasks as beat_tasks
 from wfqueue.celery_app import create_app
 from wfqueue.settings import load_settings
-from workers import collab, lite, workflow_session
+from workers import collab, execute, lite, workflow_session
 from workers.context import StateFactory, broker_patient_task
 
 settings = load_settings()
@@ -20,4 +20,5 @@ app = create_app(settings, task_cls=broker_patient_task(settings, StateFactory(s
 collab.register(app, settings)
 lite.register(app, settings)
 workflow_session.register(app, settings)
+execute.register(app, settings)
 beat_tasks.register(app, settings)

@@ -1,0 +1,182 @@
+"""One task run in-process (no Celery): the command executor runs tests/executor_program.py in a real worktree,
+the task's verification runs through the sandboxed command runner, and the change is committed on its branch."""
+
+from __future__ import annotations
+
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.execute_support import (
+    BROKEN_SUB,
+    EXEC_ID,
+    EXECUTOR_COMMAND,
+    SUB,
+    SUB_TEST,
+    git,
+    init_repo,
+    log_entries,
+    make_repo,
+    payload,
+    snapshot,
+    task,
+    write_edits,
+    write_project,
+)
+from wfqueue.execute.command_executor import CommandExecutor
+from wfqueue.execute.model import TaskFiles, TaskRun
+from wfqueue.execute.run_task import run_task
+from wfqueue.execute.worktree import worktree_path
+from wfqueue.memory_state import MemorySessionState
+from wfqueue.payloads import ExecuteTask
+
+
+class Setup:
+    def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo: Path | None = None) -> None:
+        self.repo = repo or make_repo(tmp_path)
+        self.exec_dir = self.repo / ".workflow" / ".execution" / EXEC_ID
+        self.edits = tmp_path / "edits.json"
+        self.log = tmp_path / "executor.log"
+        self.state = MemorySessionState(EXEC_ID)
+        monkeypatch.setenv("WFQUEUE_TEST_EDITS", str(self.edits))
+        monkeypatch.setenv("WFQUEUE_TEST_EXECUTOR_LOG", str(self.log))
+        # The verification's `python` is this interpreter (with pytest), whatever PATH held.
+        monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+        self.before = snapshot(self.repo)
+
+    def run(self, edits: dict[str, Any], timeout_s: float = 120.0, **task_fields: Any) -> tuple[TaskRun, ExecuteTask]:
+        write_edits(self.edits, edits)
+        sent = payload(self.repo, self.exec_dir, task(**task_fields))
+        return self.again(sent, timeout_s), sent
+
+    def again(self, sent: ExecuteTask, timeout_s: float = 120.0) -> TaskRun:
+        executor = CommandExecutor(EXECUTOR_COMMAND, timeout_s, self.exec_dir / "executor")
+        return run_task(sent, executor, self.state, worker="test-worker")
+
+    def worktree(self, attempt: int = 1) -> Path:
+        return worktree_path(self.repo, EXEC_ID, "T1", attempt)
+
+
+@pytest.fixture
+def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Setup:
+    return Setup(tmp_path, monkeypatch)
+
+
+def test_a_task_is_committed_on_its_branch_after_its_verification_passes(setup: Setup) -> None:
+    run, sent = setup.run({"T1": {"calc/ops.py": SUB, "tests/test_sub.py": SUB_TEST}})
+    assert run.status == "committed", run.error
+    assert run.verification == "passed" and "passed" in run.verification_output
+    assert run.commit == git(setup.repo, "rev-parse", sent.branch)
+    assert git(setup.repo, "rev-parse", f"{run.commit}^") == sent.base
+    assert sorted(run.files_changed) == ["calc/ops.py", "tests/test_sub.py"]
+    assert git(setup.repo, "show", f"{run.commit}:calc/ops.py") + "\n" == SUB
+    assert run.log is not None and "applied 2 edit(s)" in (setup.exec_dir / run.log).read_text(encoding="utf-8")
+    assert not setup.worktree().exists()  # no worktree left after success
+    assert snapshot(setup.repo) == setup.before  # the user's branch, index and files are untouched
+    record = setup.state.agent("T1")
+    assert record["state"] == "done" and record["commit"] == run.commit and record["worker"] == "test-worker"
+    assert [e["task"] for e in log_entries(setup.log)] == ["T1"]
+
+
+def test_a_redelivered_task_returns_its_result_without_running_again(setup: Setup) -> None:
+    first, sent = setup.run({"T1": {"calc/ops.py": SUB, "tests/test_sub.py": SUB_TEST}})
+    assert setup.again(sent) == first
+    # A run that died after its commit, before its result was kept: the commit is found on the branch.
+    setup.state = MemorySessionState(EXEC_ID)
+    found = setup.again(sent)
+    assert (found.status, found.commit, found.files_changed) == (first.status, first.commit, first.files_changed)
+    assert len(log_entries(setup.log)) == 1  # the executor ran once in all
+    assert git(setup.repo, "rev-list", "--count", f"{sent.base}..{sent.branch}") == "1"
+
+
+def test_a_failing_verification_gets_one_more_run_with_its_output(setup: Setup) -> None:
+    run, _ = setup.run({"T1": {"edits": {"calc/ops.py": BROKEN_SUB, "tests/test_sub.py": SUB_TEST},
+                               "fix_edits": {"calc/ops.py": SUB}}})
+    assert run.status == "committed", run.error
+    assert run.verification == "passed"
+    assert [e["fix"] for e in log_entries(setup.log)] == [False, True]
+    fix_prompt = (setup.exec_dir / "executor" / "T1-1.2.prompt.md").read_text(encoding="utf-8")
+    assert "## Verification failed" in fix_prompt and "assert 8 == 2" in fix_prompt
+
+
+def test_a_verification_still_failing_fails_the_task_and_keeps_its_work(setup: Setup) -> None:
+    run, sent = setup.run({"T1": {"calc/ops.py": BROKEN_SUB, "tests/test_sub.py": SUB_TEST}})
+    assert run.status == "failed" and run.commit is None
+    assert run.verification == "failed" and "assert 8 == 2" in run.verification_output
+    assert run.error is not None and "still fails after 2 executor runs" in run.error
+    assert len(log_entries(setup.log)) == 2
+    kept = setup.worktree()
+    assert str(kept) in run.error  # never deleted silently: kept and named
+    assert (kept / "calc" / "ops.py").read_text(encoding="utf-8") == BROKEN_SUB
+    assert git(setup.repo, "rev-parse", sent.branch) == sent.base  # no commit of it on the branch
+    assert setup.state.agent("T1")["state"] == "failed"
+    assert snapshot(setup.repo) == setup.before
+
+
+def test_an_executor_exiting_non_zero_fails_the_task(setup: Setup) -> None:
+    run, _ = setup.run({"T1": {"edits": {}, "exit": 3}})
+    assert run.status == "failed" and run.error is not None
+    assert "exited with status 3" in run.error and run.verification == "not_run"
+    assert not setup.worktree().exists()  # it changed nothing: nothing to keep
+
+
+def test_an_executor_past_its_timeout_is_stopped(setup: Setup) -> None:
+    run, _ = setup.run({"T1": {"edits": {"calc/ops.py": SUB}, "sleep": 60}}, timeout_s=1.0)
+    assert run.status == "failed" and run.error is not None
+    assert "did not finish within 1s" in run.error
+    assert log_entries(setup.log) == []  # killed before it edited anything
+    assert not setup.worktree().exists()
+
+
+def test_an_executor_that_changes_nothing_fails_the_task(setup: Setup) -> None:
+    run, _ = setup.run({"T1": {}})
+    assert run.status == "failed" and run.error == "the executor changed nothing"
+    assert run.verification == "not_run"
+
+
+def test_a_task_without_a_runnable_verification_is_committed_unverified(setup: Setup) -> None:
+    run, _ = setup.run({"T1": {"calc/ops.py": SUB}}, verification="manual: read the diff")
+    assert run.status == "committed" and run.verification == "not_run"
+    assert run.files_changed == ["calc/ops.py"]
+
+
+
+def test_a_plan_for_a_project_inside_a_larger_repository_runs_in_that_project(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    outer = tmp_path / "mono"
+    write_project(outer / "proj")
+    init_repo(outer)
+    setup = Setup(tmp_path, monkeypatch, repo=outer / "proj")
+    run, _ = setup.run({"T1": {"calc/ops.py": SUB, "tests/test_sub.py": SUB_TEST}})
+    assert run.status == "committed", run.error
+    assert run.verification == "passed"  # run inside the project, where `tests` is
+    assert sorted(run.files_changed) == ["calc/ops.py", "tests/test_sub.py"]
+    assert git(outer, "show", f"{run.commit}:proj/calc/ops.py") + "\n" == SUB
+
+
+def test_commits_the_executor_made_itself_become_the_tasks_one_commit(setup: Setup) -> None:
+    run, sent = setup.run({"T1": {"edits": {"calc/ops.py": SUB, "tests/test_sub.py": SUB_TEST}, "git_commit": True}})
+    assert run.status == "committed", run.error
+    assert git(setup.repo, "rev-list", "--count", f"{sent.base}..{sent.branch}") == "1"
+    assert git(setup.repo, "log", "-1", "--format=%an %s", sent.branch) == "Repo Owner feat(calc): Add subtraction"
+    assert sorted(run.files_changed) == ["calc/ops.py", "tests/test_sub.py"]
+
+
+def test_tasks_of_one_repository_run_at_once_in_their_own_worktrees(setup: Setup) -> None:
+    ids = ["T1", "T2", "T3"]
+    write_edits(setup.edits, {t: {"edits": {f"calc/{t.lower()}.py": f"NAME = {t!r}\n"}, "sleep": 1} for t in ids})
+    sent = [payload(setup.repo, setup.exec_dir, task(t, verification="manual: none",
+                                                     files=TaskFiles(create=[f"calc/{t.lower()}.py"])))
+            for t in ids]
+    with ThreadPoolExecutor(len(ids)) as pool:
+        runs = list(pool.map(setup.again, sent))
+    assert [r.status for r in runs] == ["committed"] * 3, [r.error for r in runs]
+    assert [r.files_changed for r in runs] == [[f"calc/{t.lower()}.py"] for t in ids]
+    entries = log_entries(setup.log)
+    assert len({e["cwd"] for e in entries}) == 3
+    assert max(e["start"] for e in entries) < min(e["end"] for e in entries)  # all three ran at the same time
+    assert snapshot(setup.repo) == setup.before

@@ -1,0 +1,57 @@
+"""The execute task's wiring: its time limits come from the executor timeout, and its executor from the payload."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+
+from tests.execute_support import EXEC_ID, make_repo, payload, task
+from wfqueue.celery_app import create_app
+from wfqueue.errors import ExecutorNotConfiguredError
+from wfqueue.execute.command_executor import CommandExecutor
+from wfqueue.memory_state import MemorySessionState
+from wfqueue.settings import Settings
+from wfqueue.task_names import EXECUTE_TASK
+from workers import execute
+
+
+def _settings(**values: Any) -> Settings:
+    return Settings(broker_url=SecretStr("redis://localhost:1/0"), **values)
+
+
+def test_the_task_may_run_as_long_as_its_executor_runs_and_verifications() -> None:
+    settings = _settings(executor_timeout_s=900)
+    app = create_app(settings)
+    execute.register(app, settings)
+    registered = app.tasks[EXECUTE_TASK]
+    soft, hard = execute.time_limits(settings)
+    assert (registered.soft_time_limit, registered.time_limit) == (soft, hard)
+    assert soft > 2 * 900 and hard > soft
+    assert soft > settings.agent_soft_time_limit_s  # not the planning agents' limit
+
+
+def test_the_command_executor_is_configured_from_the_settings(tmp_path: Path) -> None:
+    sent = payload(make_repo(tmp_path), tmp_path / "exec", task())
+    executor = execute.executor_for(sent, _settings(executor_command="my-agent --file {prompt_file}",
+                                                    executor_timeout_s=42), MemorySessionState(EXEC_ID))
+    assert isinstance(executor, CommandExecutor)
+    assert executor.argv == ["my-agent", "--file", "{prompt_file}"] and executor.timeout_s == 42
+    with pytest.raises(ExecutorNotConfiguredError, match="no executor command"):
+        execute.executor_for(sent, _settings(), MemorySessionState(EXEC_ID))
+
+
+def test_a_worker_without_the_claude_executor_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(execute, "CLAUDE_MODULE", "wfqueue.execute.no_such_executor")  # an older wfqueue
+    sent = payload(make_repo(tmp_path), tmp_path / "exec", task()).model_copy(update={"executor": "claude"})
+    with pytest.raises(ExecutorNotConfiguredError, match="no claude executor"):
+        execute.executor_for(sent, _settings(), MemorySessionState(EXEC_ID))
+
+
+def test_the_task_is_stopped_before_its_message_would_be_delivered_again() -> None:
+    soft, hard = execute.time_limits(_settings(executor_timeout_s=1800, visibility_timeout_s=3600))
+    assert soft < hard < 3600
+    soft, hard = execute.time_limits(_settings(executor_timeout_s=1800, visibility_timeout_s=10_000))
+    assert soft > 2 * 1800 and hard < 10_000

@@ -1,0 +1,112 @@
+"""A task's worktree in a real git repository: made at the base, committed, found again, removed or kept."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.execute_support import EXEC_ID, SUB, SUB_TEST, git, make_repo, snapshot, task
+from wfqueue.execute.worktree import (
+    changed_paths,
+    commit_all,
+    commit_message,
+    files_of_commit,
+    find_task_commit,
+    finish_worktree,
+    prepare_worktree,
+    worktree_path,
+)
+
+BRANCH = f"wfqueue/{EXEC_ID}/T1"
+
+
+def _worktree(repo: Path, attempt: int = 1) -> tuple[Path, str]:
+    base = git(repo, "rev-parse", "HEAD")
+    path = prepare_worktree(repo, worktree_path(repo, EXEC_ID, "T1", attempt), BRANCH, base)
+    return path, base
+
+
+def test_worktree_lives_in_the_git_directory_and_leaves_the_checkout_alone(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    before = snapshot(repo)
+    path, base = _worktree(repo)
+    assert path.is_relative_to(repo / ".git")
+    assert git(path, "rev-parse", "HEAD") == base
+    assert git(path, "symbolic-ref", "HEAD") == f"refs/heads/{BRANCH}"
+    (path / "calc" / "ops.py").write_text(SUB, encoding="utf-8")
+    assert changed_paths(path) == ["calc/ops.py"]
+    assert snapshot(repo) == before  # the user's git status, HEAD, branch and files are untouched
+
+
+def test_commit_has_conventional_message_trailers_and_only_the_change(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    path, base = _worktree(repo)
+    (path / "calc" / "ops.py").write_text(SUB, encoding="utf-8")
+    (path / "tests" / "test_sub.py").write_text(SUB_TEST, encoding="utf-8")
+    (path / "calc" / "__pycache__").mkdir()
+    (path / "calc" / "__pycache__" / "ops.cpython-311.pyc").write_bytes(b"\0")  # a byproduct, never committed
+    commit = commit_all(path, commit_message(task(), EXEC_ID, 1))
+    assert commit is not None
+    assert sorted(files_of_commit(repo, commit)) == ["calc/ops.py", "tests/test_sub.py"]
+    assert git(repo, "log", "-1", "--format=%s", commit) == "feat(calc): Add subtraction"
+    assert git(repo, "log", "-1", "--format=%an <%ae>", commit) == "Repo Owner <owner@example.invalid>"
+    assert git(repo, "rev-parse", f"{commit}^") == base
+    assert find_task_commit(repo, BRANCH, base, EXEC_ID, "T1", 1) == commit
+    assert find_task_commit(repo, BRANCH, base, EXEC_ID, "T1", 2) is None  # another attempt
+    assert find_task_commit(repo, BRANCH, base, "EXEC-other", "T1", 1) is None
+    assert finish_worktree(repo, path) is False
+    assert not path.exists() and str(path) not in git(repo, "worktree", "list")
+    assert git(repo, "rev-parse", BRANCH) == commit  # the branch keeps the commit for the merge
+
+
+def test_nothing_to_commit_gives_no_commit(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    path, _ = _worktree(repo)
+    assert commit_all(path, commit_message(task(), EXEC_ID, 1)) is None
+
+
+def test_a_repository_without_identity_commits_as_wfqueue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = make_repo(tmp_path)
+    git(repo, "config", "--unset", "user.name")
+    git(repo, "config", "--unset", "user.email")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "no-global-config"))  # a bare worker host
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    path, _ = _worktree(repo)
+    (path / "calc" / "ops.py").write_text(SUB, encoding="utf-8")
+    commit = commit_all(path, commit_message(task(), EXEC_ID, 1))
+    assert commit is not None
+    assert git(repo, "log", "-1", "--format=%an <%ae>", commit) == "wfqueue <wfqueue@localhost>"
+    assert git(repo, "config", "--get", "user.name", check=False) == ""  # nothing was configured
+
+
+def test_a_redelivered_run_keeps_its_attempts_edits_and_a_moved_branch_is_reset(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    path, base = _worktree(repo)
+    (path / "calc" / "ops.py").write_text(SUB, encoding="utf-8")
+    assert prepare_worktree(repo, path, BRANCH, base) == path
+    assert changed_paths(path) == ["calc/ops.py"]  # the same attempt goes on from its edits
+    git(path, "commit", "-qam", "not a task commit")
+    prepare_worktree(repo, path, BRANCH, base)  # the branch moved: back to the base, clean
+    assert git(path, "rev-parse", "HEAD") == base and changed_paths(path) == []
+
+
+def test_a_worktree_with_uncommitted_work_is_kept_and_frees_the_branch(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    path, _ = _worktree(repo)
+    (path / "calc" / "ops.py").write_text(SUB, encoding="utf-8")
+    assert finish_worktree(repo, path) is True
+    assert (path / "calc" / "ops.py").read_text(encoding="utf-8") == SUB
+    # Another attempt gets its own folder and the same branch.
+    other, _ = _worktree(repo, attempt=2)
+    assert other != path and git(other, "symbolic-ref", "HEAD") == f"refs/heads/{BRANCH}"
+    assert (path / "calc" / "ops.py").read_text(encoding="utf-8") == SUB
+
+
+def test_a_worktree_removed_by_hand_is_made_again(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    path, base = _worktree(repo)
+    subprocess.run(["rm", "-rf", str(path)], check=True)
+    assert prepare_worktree(repo, path, BRANCH, base) == path
+    assert git(path, "rev-parse", "HEAD") == base

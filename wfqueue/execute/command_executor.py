@@ -1,0 +1,97 @@
+"""The ``command`` executor: a user-configured agent CLI (``WFQUEUE_EXECUTOR_COMMAND``) run on one task.
+
+The command is split like a shell would (``shlex``) but run without one; ``{prompt_file}`` in it becomes the path
+of a file holding the prompt, and the prompt is also written to its stdin (``claude -p`` reads it there,
+``aider --message-file {prompt_file}`` from the file). It runs inside the task's worktree, in its own process
+group, killed with every child it started at ``executor_timeout_s``. Its output goes to a log file next to the
+prompt file, in the execution folder (never the worktree: whatever lands there is committed).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import shlex
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from wfqueue.embedded import stop_process_group
+from wfqueue.errors import ExecutorNotConfiguredError
+from wfqueue.execute.executors import COMMAND_HOW, ExecutorName, ExecutorResult
+
+PROMPT_PLACEHOLDER = "{prompt_file}"
+OUTPUT_LIMIT = 20_000  # characters of output handed back (the log file keeps all of it)
+_KILL_GRACE_S = 5.0
+_PR_SET_PDEATHSIG = 1
+
+
+def split_command(command: str | None) -> list[str]:
+    """The executor command as an argument list, or ExecutorNotConfiguredError saying how to set it. Pure."""
+    try:
+        argv = shlex.split(command or "")
+    except ValueError as exc:
+        raise ExecutorNotConfiguredError(f"the executor command {command!r} cannot be split into arguments: {exc}",
+                                         hint=COMMAND_HOW) from None
+    if not argv:
+        raise ExecutorNotConfiguredError("no executor command is configured", hint=COMMAND_HOW)
+    return argv
+
+
+def _die_with_parent() -> None:
+    """In the child, before the agent starts (Linux): killed when the worker process running it dies, so a worker
+    killed mid-task leaves no agent editing a worktree that the redelivered task uses again."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the process group is still stopped on every normal path
+        pass
+
+
+def _file_name(step: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", step).strip(".-") or "step"
+
+
+class CommandExecutor:
+    name: ExecutorName = "command"
+
+    def __init__(self, command: str | None, timeout_s: float, work_dir: Path) -> None:
+        """``work_dir``: where prompt and log files go (the execution folder's ``executor/``)."""
+        self.argv = split_command(command)
+        self.timeout_s = timeout_s
+        self.work_dir = work_dir
+
+    def log_path(self, step: str) -> Path:
+        return self.work_dir / f"{_file_name(step)}.log"
+
+    def run(self, prompt: str, worktree: Path, step: str) -> ExecutorResult:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        prompt_file = self.work_dir / f"{_file_name(step)}.prompt.md"
+        prompt_file.write_text(prompt, encoding="utf-8")
+        argv = [arg.replace(PROMPT_PLACEHOLDER, str(prompt_file)) for arg in self.argv]
+        log = self.log_path(step)
+        with log.open("wb") as output:
+            try:
+                proc = subprocess.Popen(argv, cwd=worktree, stdin=subprocess.PIPE, stdout=output,
+                                        stderr=subprocess.STDOUT, start_new_session=True,
+                                        preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+            except OSError as exc:  # not found, not executable
+                return ExecutorResult(ok=False, error=f"the executor command {argv[0]!r} could not start: {exc}")
+            timed_out = False
+            try:
+                proc.communicate(prompt.encode("utf-8"), timeout=self.timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            finally:  # also when the task is stopped mid-run (a time limit): never leave the agent running
+                stop_process_group(proc, grace_s=_KILL_GRACE_S)
+        text = log.read_bytes().decode("utf-8", "replace")[-OUTPUT_LIMIT:]
+        if timed_out:
+            return ExecutorResult(ok=False, output=text,
+                                  error=f"the executor did not finish within {self.timeout_s:g}s and was stopped")
+        if proc.returncode != 0:
+            last = next((line for line in reversed(text.splitlines()) if line.strip()), "")
+            return ExecutorResult(ok=False, output=text,
+                                  error=f"the executor exited with status {proc.returncode}"
+                                        + (f": {last.strip()[:300]}" if last else ""))
+        return ExecutorResult(ok=True, output=text)

@@ -1,0 +1,235 @@
+"""The git side of one task: its own worktree on its own branch, its commit, and removing it afterwards.
+
+Everything goes through ``git`` (one :func:`_git` helper) and only ever touches the task's branch
+``wfqueue/{exec_id}/{task_id}`` and the task's worktree: never the user's checkout, branch, index or files.
+
+Where worktrees live: under the repository's git directory, ``$(git rev-parse --git-common-dir)/wfqueue-worktrees/
+{exec_id}/{task_id}/{attempt}``, not in the working tree (``.workflow/.execution/...``). Inside the working tree a
+worktree would show up as an untracked folder in the user's ``git status`` wherever ``.workflow/`` is not ignored,
+and tools that scan the tree (test runners, linters, editors) would find a second copy of every file; git skips its
+own directory, so nothing outside wfqueue ever sees them. One folder per attempt: a worktree kept because it holds
+uncommitted work (see :func:`finish_worktree`) is never reset by a later attempt of the same task.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from wfqueue.errors import InfrastructureError
+from wfqueue.execute.model import ExecTask
+
+GIT_TIMEOUT_S = 120.0
+WORKTREES_DIR = "wfqueue-worktrees"
+# Files a test run or an interpreter leaves behind: never part of a task's change, and not "uncommitted work"
+# either. A repository that does not ignore them would otherwise get them committed (and the task rejected for
+# writing files its plan does not name).
+BYPRODUCTS = ("__pycache__", "*.pyc", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".coverage")
+_EXCLUDE_BYPRODUCTS = [f":(exclude,glob)**/{name}" for name in BYPRODUCTS] + \
+                      [f":(exclude,glob)**/{name}/**" for name in BYPRODUCTS]
+IDENTITY = ("wfqueue", "wfqueue@localhost")
+# A conventional commit type for each task type; anything else is a chore.
+COMMIT_TYPES = {"feature": "feat", "enhancement": "feat", "fix": "fix", "bugfix": "fix", "refactor": "refactor",
+                "testing": "test", "test-gen": "test", "test-fix": "test", "docs": "docs"}
+
+
+def _git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run git in ``cwd``; a failure (when ``check``) is an InfrastructureError quoting git's message."""
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=GIT_TIMEOUT_S,
+                              check=False, stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise InfrastructureError("git is not installed on this worker, and execution works on git branches",
+                                  hint="install git on every worker that consumes the execute queue") from None
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise InfrastructureError(f"git {args[0]} could not run in {cwd}: {exc}",
+                                  hint="check that the repository is readable from this worker") from None
+    if check and done.returncode != 0:
+        raise InfrastructureError(f"git {' '.join(args)} failed in {cwd}: {done.stderr.strip() or done.stdout.strip()}",
+                                  hint="check the repository with `git status` and `git worktree list`")
+    return done
+
+
+def _safe_name(text: str) -> str:
+    """A path component for an id (ids are validated, but a folder name must never climb or hide)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip(".-") or "task"
+
+
+def worktree_path(repo: Path, exec_id: str, task_id: str, attempt: int) -> Path:
+    common = Path(_git(repo, "rev-parse", "--git-common-dir").stdout.strip())
+    common = common if common.is_absolute() else (repo / common)
+    return common.resolve() / WORKTREES_DIR / _safe_name(exec_id) / _safe_name(task_id) / str(attempt)
+
+
+def _registered(repo: Path, path: Path) -> bool:
+    listing = _git(repo, "worktree", "list", "--porcelain").stdout
+    return any(Path(line[len("worktree "):]).resolve() == path for line in listing.splitlines()
+               if line.startswith("worktree "))
+
+
+def prepare_worktree(repo: Path, path: Path, branch: str, base: str) -> Path:
+    """A worktree at ``path`` with ``branch`` checked out at ``base``.
+
+    A redelivered or retried task finds the worktree its earlier run of the same attempt left, on ``branch`` at
+    ``base``: its edits are kept, since the executor runs again on top of them (a durable executor continues its
+    conversation, whose edits are not made twice). Any other state is reset to ``base``. ``branch`` is moved to
+    ``base`` whatever it held: callers look for an existing commit of the attempt (:func:`find_task_commit`)
+    first."""
+    base_commit = _git(repo, "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}").stdout.strip()
+    if path.exists() and _registered(repo, path):
+        head = _git(path, "rev-parse", "HEAD", check=False).stdout.strip()
+        on = _git(path, "symbolic-ref", "--quiet", "HEAD", check=False).stdout.strip()
+        if head == base_commit:
+            if on != f"refs/heads/{branch}":  # left detached by an earlier run: back on the branch, edits kept
+                _git(path, "checkout", "--quiet", "-B", branch)
+            return path
+        _git(path, "checkout", "--quiet", "--force", "-B", branch, base)
+        _git(path, "reset", "--quiet", "--hard", base)
+        _git(path, "clean", "-ffdxq")
+        return path
+    if path.exists():  # a folder git no longer knows (removed by hand): ours, under the git directory
+        shutil.rmtree(path)
+    _git(repo, "worktree", "prune")  # forget worktrees whose folders are gone, so the branch can be checked out
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _git(repo, "worktree", "add", "--quiet", "--force", "-B", branch, str(path), base)
+    return path
+
+
+def take_back_commits(worktree: Path, branch: str, base: str) -> None:
+    """Undo commits (and a branch switch) the executor made itself, keeping their changes in the worktree: some
+    agent CLIs commit every edit, and the task's change must be one commit of wfqueue's on ``branch``."""
+    on = _git(worktree, "symbolic-ref", "--quiet", "HEAD", check=False).stdout.strip()
+    if on != f"refs/heads/{branch}":
+        _git(worktree, "checkout", "--quiet", "-B", branch)  # working tree and index stay as they are
+    if _git(worktree, "rev-parse", "HEAD").stdout.strip() != _git(worktree, "rev-parse", base).stdout.strip():
+        _git(worktree, "reset", "--quiet", "--soft", base)
+
+
+def changed_paths(worktree: Path) -> list[str]:
+    """Paths changed, added or deleted in the worktree (not counting test and interpreter byproducts)."""
+    status = _git(worktree, "--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=all",
+                  "--", ".", *_EXCLUDE_BYPRODUCTS).stdout
+    paths: list[str] = []
+    entries = iter(status.split("\0"))
+    for entry in entries:
+        if len(entry) < 4:
+            continue
+        paths.append(entry[3:])
+        if entry[0] in "RC":
+            next(entries, None)  # the rename's source path
+    return paths
+
+
+def find_task_commit(repo: Path, branch: str, base: str, exec_id: str, task_id: str, attempt: int) -> str | None:
+    """The commit of this task's attempt on ``branch`` above ``base``, if a run already made it."""
+    if _git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False).returncode != 0:
+        return None
+    fmt = "%H%x1f%(trailers:key=Task,valueonly,separator=%x1d)%x1f%(trailers:key=Exec,valueonly,separator=%x1d)" \
+          "%x1f%(trailers:key=Attempt,valueonly,separator=%x1d)%x1e"
+    listed = _git(repo, "log", f"--format={fmt}", f"{base}..refs/heads/{branch}", check=False)
+    if listed.returncode != 0:
+        return None
+    for record in listed.stdout.split("\x1e"):
+        fields = record.strip("\n").split("\x1f")
+        if len(fields) != 4:
+            continue
+        sha, tasks, execs, attempts = fields
+        if (task_id in tasks.split("\x1d") and exec_id in execs.split("\x1d")
+                and str(attempt) in attempts.split("\x1d")):
+            return sha.strip()
+    return None
+
+
+def commit_type(task: ExecTask) -> str:
+    return COMMIT_TYPES.get(task.type or "", "chore")
+
+
+def commit_scope(task: ExecTask) -> str:
+    """The task's main package: the folder of its first file (the file's stem when it sits at the top)."""
+    files = task.files.modify or task.files.create or task.files.delete
+    if not files:
+        return ""
+    parts = Path(files[0]).parts
+    name = parts[-2] if len(parts) > 1 and parts[-2] not in ("src", "lib") else Path(parts[-1]).stem
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-")
+
+
+def commit_message(task: ExecTask, exec_id: str, attempt: int) -> str:
+    """``type(scope): title``, the task's description, and the trailers that find the commit again. Pure."""
+    scope = commit_scope(task)
+    title = " ".join(task.title.split()).rstrip(".")
+    head = f"{commit_type(task)}({scope}): {title}" if scope else f"{commit_type(task)}: {title}"
+    body = task.description.strip()
+    trailers = f"Task: {task.id}\nExec: {exec_id}\nAttempt: {attempt}"
+    return f"{head}\n\n{body}\n\n{trailers}\n" if body else f"{head}\n\n{trailers}\n"
+
+
+def _identity_options(worktree: Path) -> list[str]:
+    """``-c user.name/user.email`` only when git has no identity for this repository (a bare worker host)."""
+    name = _git(worktree, "config", "user.name", check=False).stdout.strip()
+    email = _git(worktree, "config", "user.email", check=False).stdout.strip()
+    options: list[str] = []
+    if not name:
+        options += ["-c", f"user.name={IDENTITY[0]}"]
+    if not email:
+        options += ["-c", f"user.email={IDENTITY[1]}"]
+    return options
+
+
+def commit_all(worktree: Path, message: str) -> str | None:
+    """Commit every change in the worktree (byproducts left out); the new commit, or None when nothing changed.
+
+    Hooks are skipped and signing is off: a worker cannot answer a passphrase prompt, and the task's own
+    verification and the gate are the checks a change passes."""
+    _git(worktree, "add", "--all", "--", ".", *_EXCLUDE_BYPRODUCTS)
+    if _git(worktree, "diff", "--cached", "--quiet", check=False).returncode == 0:
+        return None
+    # The message goes through a file in the worktree's own git directory (git reads no stdin here).
+    git_dir = Path(_git(worktree, "rev-parse", "--absolute-git-dir").stdout.strip())
+    message_file = git_dir / "WFQUEUE_COMMIT_MSG"
+    message_file.write_text(message, encoding="utf-8")
+    try:
+        _git(worktree, *_identity_options(worktree), "-c", "commit.gpgsign=false", "commit", "--quiet",
+             "--no-verify", "--cleanup=verbatim", "-F", str(message_file))
+    finally:
+        message_file.unlink(missing_ok=True)
+    return _git(worktree, "rev-parse", "HEAD").stdout.strip()
+
+
+def repo_prefix(repo: Path) -> str:
+    """Where ``repo`` sits inside its git repository (``""`` at the top, else ``"project/"``): a plan for one
+    project of a larger repository names its files relative to that project."""
+    return _git(repo, "rev-parse", "--show-prefix").stdout.strip()
+
+
+def files_of_commit(repo: Path, commit: str, prefix: str = "") -> list[str]:
+    """Paths ``commit`` added, changed or deleted against its first parent, relative to ``prefix`` (a path outside
+    it climbs out with ``..``, so a check against the plan's files sees it)."""
+    listed = _git(repo, "diff-tree", "--no-commit-id", "--name-only", "-r", "-z", "--no-renames", f"{commit}^",
+                  commit).stdout
+    paths = [p for p in listed.split("\0") if p]
+    return [posixpath.relpath(p, prefix) for p in paths] if prefix else paths
+
+
+def finish_worktree(repo: Path, path: Path) -> bool:
+    """Remove the task's worktree, unless it holds uncommitted work: then it is kept (True) for the caller to name,
+    its HEAD detached so the task's branch stays free for another attempt."""
+    if not path.exists():
+        _git(repo, "worktree", "prune")
+        return False
+    if not _registered(repo, path):
+        shutil.rmtree(path)
+        return False
+    if changed_paths(path):
+        _git(path, "checkout", "--quiet", "--detach")
+        return True
+    _git(repo, "worktree", "remove", "--force", str(path))
+    for parent in (path.parent, path.parent.parent):  # the task's and the execution's folders, once empty
+        try:
+            parent.rmdir()
+        except OSError:
+            break
+    return False

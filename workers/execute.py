@@ -1,0 +1,87 @@
+"""The execute-queue task: one task of a plan, run by a coding agent in its own worktree (wfqueue.execute.run_task).
+
+Its result is always a TaskRun (as JSON), also when the run could not finish: the coordinator merges what was
+committed and records the rest, so a failure here is a record, never an exception (except a transient provider
+error, retried later with the worktree and the executor's saved turns kept).
+
+Time limits: an attempt runs the executor up to twice and the task's verification after each run, so the
+task's own limits are derived from ``executor_timeout_s`` instead of the planning agents' limits.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from pathlib import Path
+from typing import Any
+
+from celery import Celery, Task
+from celery.exceptions import SoftTimeLimitExceeded
+
+from wfqueue.errors import ExecutorNotConfiguredError, TransientProviderError, WfqueueError
+from wfqueue.execute.command_executor import CommandExecutor
+from wfqueue.execute.executors import Executor
+from wfqueue.execute.run_task import EXECUTOR_RUNS, VERIFICATION_TIMEOUT_S, record_failure, run_task
+from wfqueue.payloads import ExecuteTask
+from wfqueue.settings import Settings
+from wfqueue.state import SessionStore
+from workers.context import StateFactory, may_retry, retry_later
+
+EXECUTOR_DIR = "executor"  # prompt and output files of the command executor, in the execution folder
+_MARGIN_S = 60  # git, the commit and the cleanup around the executor and verification runs
+CLAUDE_MODULE = "wfqueue.execute.claude_executor"
+
+
+def time_limits(settings: Settings) -> tuple[int, int]:
+    """The soft and hard time limits of one attempt: every executor run and verification at its longest, but
+    ended before ``visibility_timeout_s``: past it the broker hands the unacknowledged message to a second worker
+    while the first still runs it, in the same worktree. Raise ``visibility_timeout_s`` for long executors."""
+    visibility = settings.visibility_timeout_s
+    margin = max(1, min(_MARGIN_S, visibility // 10))
+    wanted = int(EXECUTOR_RUNS * (settings.executor_timeout_s + VERIFICATION_TIMEOUT_S)) + margin
+    hard = max(2, min(wanted + margin, visibility - margin))
+    return max(1, hard - margin), hard
+
+
+def executor_for(payload: ExecuteTask, settings: Settings, state: SessionStore) -> Executor:
+    """The executor the payload names, configured from this worker's settings."""
+    if payload.executor == "command":
+        return CommandExecutor(settings.executor_command, settings.executor_timeout_s,
+                               Path(payload.exec_dir) / EXECUTOR_DIR)
+    try:
+        module = importlib.import_module(CLAUDE_MODULE)
+    except ImportError:
+        raise ExecutorNotConfiguredError("this worker has no claude executor",
+                                         hint="run the same wfqueue version on every worker, or use "
+                                              "--executor command") from None
+    executor: Executor = module.claude_executor(settings, state, Path(payload.exec_dir))
+    return executor
+
+
+def register(app: Celery, settings: Settings) -> None:
+    states = StateFactory(settings)
+    soft, hard = time_limits(settings)
+
+    @app.task(name=ExecuteTask.task_name, bind=True, max_retries=settings.task_max_retries, soft_time_limit=soft,
+              time_limit=hard)
+    def execute_task(self: Task[Any, Any], /, **kwargs: Any) -> dict[str, Any]:
+        payload = ExecuteTask.decode(kwargs)
+        state = states.session(payload.exec_id)  # an execution's state is kept under its exec id
+        worker = self.request.hostname or "unknown"
+        started = time.time()
+        try:
+            executor = executor_for(payload, settings, state)
+        except WfqueueError as exc:  # not remembered: a worker configured for it may take the task again
+            hint = f" ({exc.hint})" if exc.hint else ""
+            return record_failure(payload, state, exc.message + hint, worker=worker, started_at=started,
+                                  remember=False).model_dump(mode="json")
+        try:
+            run = run_task(payload, executor, state, worker=worker)
+        except TransientProviderError as exc:
+            if may_retry(self):
+                raise retry_later(self, exc, settings) from None
+            run = record_failure(payload, state, exc.message, worker=worker, started_at=started)
+        except SoftTimeLimitExceeded:
+            run = record_failure(payload, state, f"stopped at the task's {soft}s time limit", worker=worker,
+                                 started_at=started)
+        return run.model_dump(mode="json")
