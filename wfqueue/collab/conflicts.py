@@ -19,14 +19,19 @@ def _conflict(**fields: object) -> Conflict:
 
 
 def file_conflicts(tasks: list[NoteTask]) -> list[Conflict]:
-    by_location: dict[str, list[NoteTask]] = defaultdict(list)
+    by_location: dict[str, list[NoteTask]] = {}
     for task in tasks:
         for point in task.modification_points:
             key = f"{point.file}:{point.location}" if point.location else point.file
-            if task not in by_location[key]:
-                by_location[key].append(task)
+            involved = by_location.get(key)
+            if involved is None:
+                by_location[key] = [task]
+            # Equal tasks share an id: compare only those (a shared file may be listed by thousands).
+            elif not any(other is task or (other.id == task.id and other == task) for other in involved):
+                involved.append(task)
     found = []
-    for location, involved in sorted(by_location.items()):
+    for location in sorted(key for key, involved in by_location.items() if len(involved) > 1):
+        involved = by_location[location]
         agents = sorted({t.area for t in involved})
         if len(agents) < 2:
             continue
@@ -68,7 +73,8 @@ def strategy_conflicts(tasks: list[NoteTask]) -> list[Conflict]:
 
 
 def _strongly_connected(graph: dict[str, list[str]]) -> list[list[str]]:
-    """Tarjan's algorithm, iterative so 10 000-task plans do not hit the recursion limit."""
+    """Tarjan's algorithm over ``graph`` (each node's children sorted), iterative so 10 000-task plans do
+    not hit the recursion limit."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     on_stack: set[str] = set()
@@ -78,41 +84,37 @@ def _strongly_connected(graph: dict[str, list[str]]) -> list[list[str]]:
     for root in sorted(graph):
         if root in index:
             continue
-        work = [(root, iter(sorted(graph[root])))]
+        work = [(root, iter(graph[root]))]
         index[root] = low[root] = counter
         counter += 1
         stack.append(root)
         on_stack.add(root)
         while work:
             node, children = work[-1]
-            advanced = False
             for child in children:
-                if child not in graph:
-                    continue
-                if child not in index:
+                if child in index:
+                    if child in on_stack and index[child] < low[node]:
+                        low[node] = index[child]
+                elif child in graph:
                     index[child] = low[child] = counter
                     counter += 1
                     stack.append(child)
                     on_stack.add(child)
-                    work.append((child, iter(sorted(graph[child]))))
-                    advanced = True
+                    work.append((child, iter(graph[child])))
                     break
-                if child in on_stack:
-                    low[node] = min(low[node], index[child])
-            if advanced:
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                component = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == node:
-                        break
-                components.append(sorted(component))
+            else:  # every child seen: ``node`` is finished
+                work.pop()
+                if work and low[node] < low[work[-1][0]]:
+                    low[work[-1][0]] = low[node]
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    components.append(sorted(component))
     return components
 
 
