@@ -163,7 +163,8 @@ def render(rows: list[dict[str, Any]], parse: dict[str, float], latency: float, 
         f"Command: `{command}` · provider latency {latency:.2f}s per call · "
         f"{os.cpu_count()} cores, Python {platform.python_version()}" + (f" · {note}" if note else ""),
         "",
-        "| agents (--max-agents) | embedded start-up (s) | plan wall (s) | understanding (s) | slowest agent (s) | callback (s) "
+        "| agents (--max-agents) | embedded start-up (s) | plan wall (s) | understanding (s) | slowest agent (s) "
+        "| callback (s) "
         "| **critical path (s)** | of it model latency (s) | of it work in tasks (s) | **overhead = wall - path (s)** "
         "| **wall / path** | all tasks' work (s) | speed-up vs serial | tasks |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
