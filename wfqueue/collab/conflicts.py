@@ -140,8 +140,18 @@ def _cycle_path(graph: dict[str, list[str]], members: list[str]) -> list[str]:
     return [start, start]
 
 
+def _points_backwards(graph: dict[str, list[str]]) -> bool:
+    """Whether every dependency inside ``graph`` is on a lower task number: then it has no cycle.
+    Plans are mostly written that way, and the check is much cheaper than finding components."""
+    number = {node: int(node[5:]) for node in graph}  # ids are TASK-<digits>
+    return all(number[child] < number[node] for node, children in graph.items() for child in children
+               if child in number)
+
+
 def dependency_cycles(tasks: list[NoteTask]) -> list[Conflict]:
-    graph = {t.id: sorted(set(t.depends_on)) for t in tasks}
+    graph = {t.id: sorted(set(t.depends_on)) if len(t.depends_on) > 1 else t.depends_on for t in tasks}
+    if _points_backwards(graph):
+        return []
     area = {t.id: t.area for t in tasks}
     found = []
     for members in _strongly_connected(graph):
@@ -163,6 +173,8 @@ def dependency_cycles(tasks: list[NoteTask]) -> list[Conflict]:
 
 def dangling_dependencies(tasks: list[NoteTask]) -> list[Conflict]:
     known = {t.id for t in tasks}
+    if known.issuperset(dep for t in tasks for dep in t.depends_on):
+        return []
     found = []
     for task in tasks:
         missing = [dep for dep in task.depends_on if dep not in known]

@@ -24,11 +24,18 @@ EVIDENCE_PREFIX = "上下文证据 - "
 
 _SECTION = re.compile(r"^## (?!#)(?P<heading>.*?)\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
-# A line that opens or closes a fence, or a section heading (as _FENCE and _SECTION read a line).
-_MARK = re.compile(r"^(?:(?P<fence>[^\S\n]*(?:```|~~~))|## (?!#)(?P<heading>[^\n]*?)[^\S\n]*$)", re.MULTILINE)
+# A heading line as _SECTION reads it, at a line start (the first) or after a "\n" (the second: a literal
+# start, so the regex engine skips ahead instead of trying every position of a large note).
+_HEADING_LINE = re.compile(r"## (?!#)(?P<heading>[^\n]*?)[^\S\n]*(?=\n|\Z)")
+_NEXT_HEADING = re.compile(r"\n## (?!#)(?P<heading>[^\n]*?)[^\S\n]*(?=\n|\Z)")
 _FRONT_MATTER_CLOSE = re.compile(r"^---$", re.MULTILINE)
 # Line breaks other than "\n" that str.splitlines honours; text holding one is read line by line.
-ODD_LINE_BREAK = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_ODD_LINE_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+
+
+def has_odd_line_break(text: str) -> bool:
+    return any(char in text for char in _ODD_LINE_BREAKS)
+
 _FAST_LOADER: type[yaml.CSafeLoader] | None = getattr(yaml, "CSafeLoader", None)
 
 
@@ -165,27 +172,47 @@ def _sections_by_line(lines: list[str], start: int) -> tuple[str, list[NoteSecti
     return "".join(preamble), sections
 
 
+def _marks(text: str, offset: int) -> list[tuple[int, re.Match[str] | None]]:
+    """Start of every heading line (with its match) and fence line (None) from ``offset`` on, in order.
+
+    Found by literal searches, which skip most of a large note without looking at its lines."""
+    marks: list[tuple[int, re.Match[str] | None]] = []
+    first = _HEADING_LINE.match(text, offset)
+    if first:
+        marks.append((offset, first))
+    marks += [(m.start() + 1, m) for m in _NEXT_HEADING.finditer(text, offset)]
+    for fence in ("```", "~~~"):
+        at = text.find(fence, offset)
+        while at != -1:
+            start = text.rfind("\n", 0, at) + 1
+            if start >= offset and (start == at or text[start:at].isspace()):
+                marks.append((start, None))
+            at = text.find(fence, at + 1)
+    marks.sort(key=lambda mark: mark[0])
+    return marks
+
+
 def _sections_by_scan(text: str, offset: int, line_no: int) -> tuple[str, list[NoteSection]]:
     """What ``_sections_by_line`` gives for ``text[offset:]`` (whose first line is ``line_no``) when
-    "\n" is its only line break: one regex finds the fence and heading lines, bodies are slices."""
+    "\n" is its only line break: heading and fence lines found by ``_marks``, bodies are slices."""
     sections: list[NoteSection] = []
     current: tuple[str, int, int] | None = None  # heading, line, where its body starts
     preamble_end = len(text)
     in_fence = False
     counted = offset  # line_no is the line at this position
-    for mark in _MARK.finditer(text, offset):
-        if mark.group("fence") is not None:
+    for start, heading in _marks(text, offset):
+        if heading is None:
             in_fence = not in_fence
             continue
         if in_fence:
             continue
-        line_no += text.count("\n", counted, mark.start())
-        counted = mark.start()
+        line_no += text.count("\n", counted, start)
+        counted = start
         if current:
-            sections.append(NoteSection(heading=current[0], line=current[1], body=text[current[2] : mark.start()]))
+            sections.append(NoteSection(heading=current[0], line=current[1], body=text[current[2] : start]))
         else:
-            preamble_end = mark.start()
-        current = (mark.group("heading"), line_no, min(mark.end() + 1, len(text)))
+            preamble_end = start
+        current = (heading.group("heading"), line_no, min(heading.end() + 1, len(text)))
     if current:
         sections.append(NoteSection(heading=current[0], line=current[1], body=text[current[2] :]))
     return text[offset:preamble_end], sections
@@ -194,7 +221,7 @@ def _sections_by_scan(text: str, offset: int, line_no: int) -> tuple[str, list[N
 def parse_note(text: str) -> PlanNote:
     """Parse plan-note.md; problems are collected with line numbers, not raised."""
     problems: list[NoteProblem] = []
-    if ODD_LINE_BREAK.search(text):
+    if has_odd_line_break(text):
         lines = text.splitlines(keepends=True)
         front_matter, start = _split_front_matter(lines, problems)
         preamble, sections = _sections_by_line(lines, start)

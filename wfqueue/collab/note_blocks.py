@@ -20,7 +20,7 @@ from wfqueue.collab.models import (
     NoteTask,
     Understanding,
 )
-from wfqueue.collab.note import ODD_LINE_BREAK, NoteProblem, PlanNote, placeholder
+from wfqueue.collab.note import NoteProblem, PlanNote, has_odd_line_break, placeholder
 
 NO_CONFLICTS = "✅ 无冲突检测到"
 
@@ -34,7 +34,7 @@ _TASK_REF = re.compile(r"TASK-\d+")
 # the next ``### `` line (anything else would belong to it). Anything off this shape is read line by line.
 _VALUE = r"[^\s](?:[^\n]*[^\s])?"
 _CANONICAL_TASK = re.compile(
-    rf"^### (?P<id>TASK-\d+): (?P<title>{_VALUE}) \[(?P<area>[^\]\[\s](?:[^\]\[\n]*[^\]\[\s])?)\]\n"
+    rf"(?<![^\n])### (?P<id>TASK-\d+): (?P<title>{_VALUE}) \[(?P<area>[^\]\[\s](?:[^\]\[\n]*[^\]\[\s])?)\]\n"
     rf"\*\*状态\*\*: (?P<status>{_VALUE})\n"
     rf"\*\*复杂度\*\*: (?P<complexity>{_VALUE})\n"
     rf"\*\*依赖\*\*: (?P<depends_on>{_VALUE})\n"
@@ -46,7 +46,8 @@ _CANONICAL_TASK = re.compile(
     re.MULTILINE,
 )
 _NOTE_TASKS = TypeAdapter(list[NoteTask])
-_CANONICAL_POINT = re.compile(rf"- `(?P<target>[^`\n]+)`:(?: (?P<summary>{_VALUE}))?\n")
+# A point line of a block _CANONICAL_TASK matched; the target split at its first ":" as _parse_point does.
+_CANONICAL_POINT = re.compile(rf"- `([^`:\n]*):?([^`\n]*)`:(?: ({_VALUE}))?\n")
 
 # Field labels as wfqueue writes them, and the aliases accepted from hand-written notes.
 _FIELD_KEYS = {
@@ -103,7 +104,7 @@ def parse_task_pool(body: str, area: str, first_line: int) -> tuple[list[NoteTas
     Blocks exactly as ``render_task`` writes them are read by one regex each; whatever lies between
     them (hand edits, malformed blocks) goes through the line-by-line reader, which restarts at every
     ``### `` line, so the two give the same tasks and problems as reading every line would."""
-    if ODD_LINE_BREAK.search(body):  # line numbers below count "\n" only
+    if has_odd_line_break(body):  # line numbers below count "\n" only
         return _parse_lines(body, area, first_line)
     tasks: list[NoteTask | dict[str, object]] = []  # canonical blocks as fields, validated in one call below
     problems: list[NoteProblem] = []
@@ -127,12 +128,13 @@ def parse_task_pool(body: str, area: str, first_line: int) -> tuple[list[NoteTas
 
 def _canonical_fields(block: re.Match[str], line_no: int) -> dict[str, object]:
     fields: dict[str, object] = block.groupdict()
-    points = []
-    for target, summary in _CANONICAL_POINT.findall(block.group("points")):
-        file, _, location = target.partition(":")
-        points.append({"file": file.strip(), "location": location.strip(), "summary": summary})
-    fields["modification_points"] = points
-    fields["depends_on"] = _TASK_REF.findall(block.group("depends_on"))
+    fields["modification_points"] = [
+        {"file": file.strip(), "location": location.strip(), "summary": summary}
+        for file, location, summary in _CANONICAL_POINT.findall(block.group("points"))
+    ]
+    del fields["points"]
+    depends = block.group("depends_on")
+    fields["depends_on"] = [] if depends == "-" else _TASK_REF.findall(depends)
     if fields["scope"] == "-":
         fields["scope"] = ""
     fields["line"] = line_no
