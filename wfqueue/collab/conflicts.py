@@ -8,6 +8,7 @@ always yields the same CONFLICT-NNN numbering.
 from __future__ import annotations
 
 from collections import defaultdict
+from operator import attrgetter
 
 from wfqueue.collab.models import Conflict, NoteTask
 
@@ -20,15 +21,19 @@ def _conflict(**fields: object) -> Conflict:
 
 def file_conflicts(tasks: list[NoteTask]) -> list[Conflict]:
     by_location: dict[str, list[NoteTask]] = {}
+    # The tasks listed at a location, per task id: a task is listed once, and only tasks of its own id can
+    # equal it, so a shared file changed by thousands of tasks does not compare each with all the others.
+    listed: dict[tuple[str, str], list[NoteTask]] = {}
     for task in tasks:
         for point in task.modification_points:
             key = f"{point.file}:{point.location}" if point.location else point.file
-            involved = by_location.get(key)
-            if involved is None:
-                by_location[key] = [task]
-            # Equal tasks share an id: compare only those (a shared file may be listed by thousands).
-            elif not any(other is task or (other.id == task.id and other == task) for other in involved):
-                involved.append(task)
+            same_id = listed.get((key, task.id))
+            if same_id is None:
+                listed[key, task.id] = [task]
+                by_location.setdefault(key, []).append(task)
+            elif not any(other is task or other == task for other in same_id):
+                same_id.append(task)
+                by_location[key].append(task)
     found = []
     for location in sorted(key for key, involved in by_location.items() if len(involved) > 1):
         involved = by_location[location]
@@ -140,18 +145,17 @@ def _cycle_path(graph: dict[str, list[str]], members: list[str]) -> list[str]:
     return [start, start]
 
 
-def _points_backwards(graph: dict[str, list[str]]) -> bool:
-    """Whether every dependency inside ``graph`` is on a lower task number: then it has no cycle.
+def _points_backwards(tasks: list[NoteTask]) -> bool:
+    """Whether every dependency on a task of the plan is on a lower task number: then there is no cycle.
     Plans are mostly written that way, and the check is much cheaper than finding components."""
-    number = {node: int(node[5:]) for node in graph}  # ids are TASK-<digits>
-    return all(number[child] < number[node] for node, children in graph.items() for child in children
-               if child in number)
+    number = {t.id: t.number for t in tasks}
+    return all(number[dep] < number[t.id] for t in tasks for dep in t.depends_on if dep in number)
 
 
 def dependency_cycles(tasks: list[NoteTask]) -> list[Conflict]:
-    graph = {t.id: sorted(set(t.depends_on)) if len(t.depends_on) > 1 else t.depends_on for t in tasks}
-    if _points_backwards(graph):
+    if _points_backwards(tasks):
         return []
+    graph = {t.id: sorted(set(t.depends_on)) for t in tasks}
     area = {t.id: t.area for t in tasks}
     found = []
     for members in _strongly_connected(graph):
@@ -192,6 +196,8 @@ def dangling_dependencies(tasks: list[NoteTask]) -> list[Conflict]:
 
 
 def ids_out_of_range(tasks: list[NoteTask], ranges: dict[str, tuple[int, int]]) -> list[Conflict]:
+    if not ranges:
+        return []
     found = []
     for task in tasks:
         bounds = ranges.get(task.area)
@@ -212,7 +218,7 @@ def detect_conflicts(tasks: list[NoteTask], ranges: dict[str, tuple[int, int]]) 
     """All conflicts, numbered CONFLICT-001.. in a stable order (by severity, then type).
 
     Tasks are sorted by id first, so the document order of the note does not matter."""
-    tasks = sorted(tasks, key=lambda t: (t.number, t.area))
+    tasks = sorted(tasks, key=attrgetter("number", "area"))
     found = (
         dependency_cycles(tasks)
         + file_conflicts(tasks)
