@@ -31,12 +31,12 @@ _NEXT_HEADING = re.compile(r"\n## (?!#)(?P<heading>[^\n]*?)[^\S\n]*(?=\n|\Z)")
 _FRONT_MATTER_CLOSE = re.compile(r"^---$", re.MULTILINE)
 # Line breaks other than "\n" that str.splitlines honours; text holding one is read line by line.
 _ODD_LINE_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_FAST_LOADER: type[yaml.CSafeLoader] | None = getattr(yaml, "CSafeLoader", None)
 
 
 def has_odd_line_break(text: str) -> bool:
+    """Whether ``text`` breaks lines with anything but "\n" (then it is read one line at a time)."""
     return any(char in text for char in _ODD_LINE_BREAKS)
-
-_FAST_LOADER: type[yaml.CSafeLoader] | None = getattr(yaml, "CSafeLoader", None)
 
 
 class NoteProblem(BaseModel):
