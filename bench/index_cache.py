@@ -33,8 +33,9 @@ INTRO = """
 
 `bench/index_cache.py` times, per repository, building the index with no cache (what every task of a
 plan paid before the cache), the first `cached_index` (build and store), and a later one (check the
-manifest of file sizes and times, load the JSON), which is what the understanding step's followers, the
-agents and the exploration angles now pay.
+manifest of file sizes and times, load the JSON), which is what the agents and exploration angles that
+follow the first step of a plan now pay. The repositories: a copy of `examples/sample-api`, and flask and
+httpx as `git archive HEAD | tar -x -C /tmp/perf_repos/NAME` of their git mirrors.
 """
 
 
