@@ -69,6 +69,7 @@ def test_a_quick_edit_that_keeps_size_and_time_is_still_seen(tmp_path: Path, bui
     # Two writes within the file system's timestamp resolution can leave size and mtime equal.
     repo = make_service_repo(tmp_path / "repo", 1)
     api = repo / "app" / "billing" / "api.py"
+    os.utime(api)  # written just now, as far as the cache can tell
     cached_index(repo)
     stat = api.stat()
     api.write_text(api.read_text().replace("handle_billing_request", "handle_billing_requesT"))
