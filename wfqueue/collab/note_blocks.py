@@ -117,8 +117,8 @@ def parse_task_pool(body: str, area: str, first_line: int) -> tuple[list[NoteTas
             problems += issues
         line_no += gap.count("\n")
         tasks.append(_canonical_fields(block, line_no))
-        line_no += block.group(0).count("\n")
         pos = block.end()
+        line_no += body.count("\n", block.start(), pos)
     if body[pos:].strip():
         found, issues = _parse_lines(body[pos:], area, line_no)
         tasks += found
