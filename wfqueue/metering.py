@@ -53,6 +53,7 @@ __all__ = [
     "budget_meta",
     "build_report",
     "check_budget_priced",
+    "check_session_budget",
     "describe_budget",
     "describe_spent",
     "parse_budget_option",
@@ -165,6 +166,16 @@ def read_usage_file(folder: Path) -> UsageReport | None:
         return None
 
 
+def check_session_budget(state: SessionStore, prices: PriceTable) -> None:
+    """BudgetExhaustedError when the session's recorded usage has reached its budget (none: no limit)."""
+    budget = session_budget(state.meta())
+    if budget is None:
+        return
+    spent = summarise(state.usage(), prices).total
+    if budget_exhausted(spent, budget):
+        raise BudgetExhaustedError(budget_message(spent, budget), hint=BUDGET_HINT)
+
+
 class MeteredProvider:
     """A provider bound to a session: its budget is checked before each step, its turns and their
     usage are saved in the session's journal, its transcripts are kept in ``transcript_dir``.
@@ -201,12 +212,7 @@ class MeteredProvider:
             self._keep_transcript(step)
 
     def check_budget(self) -> None:
-        budget = session_budget(self.state.meta())
-        if budget is None:
-            return
-        spent = summarise(self.state.usage(), self.prices).total
-        if budget_exhausted(spent, budget):
-            raise BudgetExhaustedError(budget_message(spent, budget), hint=BUDGET_HINT)
+        check_session_budget(self.state, self.prices)
 
     def _keep_transcript(self, step: Step) -> None:
         if self.transcript_dir is None:

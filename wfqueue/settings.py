@@ -209,6 +209,12 @@ class Settings(BaseSettings):
         "{prompt_file} is replaced by the prompt file's path, and the prompt is also on its stdin.",
     )
     executor_timeout_s: float = Field(default=1800.0, gt=0, description="Seconds one task's executor may run.")
+    executor_max_turns: int = Field(default=40, ge=1, description="Model calls the claude executor may make for "
+                                    "one task before it is stopped as failed.")
+    executor_max_tool_calls: int = Field(default=150, ge=1, description="Tool calls the claude executor may make "
+                                         "for one task before it is stopped as failed.")
+    executor_command_timeout_s: float = Field(default=300.0, gt=0, description="Seconds one command the claude "
+                                              "executor runs (tests, builds) may take before it is killed.")
     execute_parallel: int = Field(default=4, ge=1, description="Default --parallel: tasks of one execution in "
                                   "flight at once.")
     execute_test_command: str | None = Field(

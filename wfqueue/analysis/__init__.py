@@ -1,7 +1,8 @@
 """Repository analysis for the offline planner: files, symbols, imports, ranking.
 
-Only ``build_index`` reads the filesystem; everything else is a pure function
-of its inputs, so the planner's decisions are reproducible.
+Only ``build_index`` reads the source files (and ``index_cache.cached_index``, which
+keeps its result on disk while they are unchanged); everything else is a pure
+function of its inputs, so the planner's decisions are reproducible.
 """
 
 from wfqueue.analysis.files import SourceFile, list_source_files

@@ -8,6 +8,7 @@ always yields the same CONFLICT-NNN numbering.
 from __future__ import annotations
 
 from collections import defaultdict
+from operator import attrgetter
 
 from wfqueue.collab.models import Conflict, NoteTask
 
@@ -19,14 +20,23 @@ def _conflict(**fields: object) -> Conflict:
 
 
 def file_conflicts(tasks: list[NoteTask]) -> list[Conflict]:
-    by_location: dict[str, list[NoteTask]] = defaultdict(list)
+    by_location: dict[str, list[NoteTask]] = {}
+    # The tasks listed at a location, per task id: a task is listed once, and only tasks of its own id can
+    # equal it, so a shared file changed by thousands of tasks does not compare each with all the others.
+    listed: dict[tuple[str, str], list[NoteTask]] = {}
     for task in tasks:
         for point in task.modification_points:
             key = f"{point.file}:{point.location}" if point.location else point.file
-            if task not in by_location[key]:
+            same_id = listed.get((key, task.id))
+            if same_id is None:
+                listed[key, task.id] = [task]
+                by_location.setdefault(key, []).append(task)
+            elif not any(other is task or other == task for other in same_id):
+                same_id.append(task)
                 by_location[key].append(task)
     found = []
-    for location, involved in sorted(by_location.items()):
+    for location in sorted(key for key, involved in by_location.items() if len(involved) > 1):
+        involved = by_location[location]
         agents = sorted({t.area for t in involved})
         if len(agents) < 2:
             continue
@@ -68,7 +78,8 @@ def strategy_conflicts(tasks: list[NoteTask]) -> list[Conflict]:
 
 
 def _strongly_connected(graph: dict[str, list[str]]) -> list[list[str]]:
-    """Tarjan's algorithm, iterative so 10 000-task plans do not hit the recursion limit."""
+    """Tarjan's algorithm over ``graph`` (each node's children sorted), iterative so 10 000-task plans do
+    not hit the recursion limit."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     on_stack: set[str] = set()
@@ -78,41 +89,37 @@ def _strongly_connected(graph: dict[str, list[str]]) -> list[list[str]]:
     for root in sorted(graph):
         if root in index:
             continue
-        work = [(root, iter(sorted(graph[root])))]
+        work = [(root, iter(graph[root]))]
         index[root] = low[root] = counter
         counter += 1
         stack.append(root)
         on_stack.add(root)
         while work:
             node, children = work[-1]
-            advanced = False
             for child in children:
-                if child not in graph:
-                    continue
-                if child not in index:
+                if child in index:
+                    if child in on_stack and index[child] < low[node]:
+                        low[node] = index[child]
+                elif child in graph:
                     index[child] = low[child] = counter
                     counter += 1
                     stack.append(child)
                     on_stack.add(child)
-                    work.append((child, iter(sorted(graph[child]))))
-                    advanced = True
+                    work.append((child, iter(graph[child])))
                     break
-                if child in on_stack:
-                    low[node] = min(low[node], index[child])
-            if advanced:
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                component = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == node:
-                        break
-                components.append(sorted(component))
+            else:  # every child seen: ``node`` is finished
+                work.pop()
+                if work and low[node] < low[work[-1][0]]:
+                    low[work[-1][0]] = low[node]
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    components.append(sorted(component))
     return components
 
 
@@ -138,7 +145,16 @@ def _cycle_path(graph: dict[str, list[str]], members: list[str]) -> list[str]:
     return [start, start]
 
 
+def _points_backwards(tasks: list[NoteTask]) -> bool:
+    """Whether every dependency on a task of the plan is on a lower task number: then there is no cycle.
+    Plans are mostly written that way, and the check is much cheaper than finding components."""
+    number = {t.id: t.number for t in tasks}
+    return all(number[dep] < number[t.id] for t in tasks for dep in t.depends_on if dep in number)
+
+
 def dependency_cycles(tasks: list[NoteTask]) -> list[Conflict]:
+    if _points_backwards(tasks):
+        return []
     graph = {t.id: sorted(set(t.depends_on)) for t in tasks}
     area = {t.id: t.area for t in tasks}
     found = []
@@ -161,6 +177,8 @@ def dependency_cycles(tasks: list[NoteTask]) -> list[Conflict]:
 
 def dangling_dependencies(tasks: list[NoteTask]) -> list[Conflict]:
     known = {t.id for t in tasks}
+    if known.issuperset(dep for t in tasks for dep in t.depends_on):
+        return []
     found = []
     for task in tasks:
         missing = [dep for dep in task.depends_on if dep not in known]
@@ -178,6 +196,8 @@ def dangling_dependencies(tasks: list[NoteTask]) -> list[Conflict]:
 
 
 def ids_out_of_range(tasks: list[NoteTask], ranges: dict[str, tuple[int, int]]) -> list[Conflict]:
+    if not ranges:
+        return []
     found = []
     for task in tasks:
         bounds = ranges.get(task.area)
@@ -198,7 +218,7 @@ def detect_conflicts(tasks: list[NoteTask], ranges: dict[str, tuple[int, int]]) 
     """All conflicts, numbered CONFLICT-001.. in a stable order (by severity, then type).
 
     Tasks are sorted by id first, so the document order of the note does not matter."""
-    tasks = sorted(tasks, key=lambda t: (t.number, t.area))
+    tasks = sorted(tasks, key=attrgetter("number", "area"))
     found = (
         dependency_cycles(tasks)
         + file_conflicts(tasks)

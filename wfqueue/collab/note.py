@@ -24,6 +24,19 @@ EVIDENCE_PREFIX = "上下文证据 - "
 
 _SECTION = re.compile(r"^## (?!#)(?P<heading>.*?)\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
+# A heading line as _SECTION reads it, at a line start (the first) or after a "\n" (the second: a literal
+# start, so the regex engine skips ahead instead of trying every position of a large note).
+_HEADING_LINE = re.compile(r"## (?!#)(?P<heading>[^\n]*?)[^\S\n]*(?=\n|\Z)")
+_NEXT_HEADING = re.compile(r"\n## (?!#)(?P<heading>[^\n]*?)[^\S\n]*(?=\n|\Z)")
+_FRONT_MATTER_CLOSE = re.compile(r"^---$", re.MULTILINE)
+# Line breaks other than "\n" that str.splitlines honours; text holding one is read line by line.
+_ODD_LINE_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_FAST_LOADER: type[yaml.CSafeLoader] | None = getattr(yaml, "CSafeLoader", None)
+
+
+def has_odd_line_break(text: str) -> bool:
+    """Whether ``text`` breaks lines with anything but "\n" (then it is read one line at a time)."""
+    return any(char in text for char in _ODD_LINE_BREAKS)
 
 
 class NoteProblem(BaseModel):
@@ -89,6 +102,18 @@ def render_note(note: PlanNote) -> str:
 # -- parsing --------------------------------------------------------------------------
 
 
+def _load_yaml(raw: str) -> Any:
+    """``yaml.safe_load``, through libyaml when PyYAML has it: the front matter of a 100-area note is
+    a third of its parse time in pure Python. A document libyaml refuses is read again by the pure
+    loader, so problems keep the messages and line numbers the pure loader gives."""
+    if _FAST_LOADER is not None:
+        try:
+            return yaml.load(raw, Loader=_FAST_LOADER)  # CSafeLoader: safe_load through libyaml
+        except yaml.YAMLError:
+            pass
+    return yaml.safe_load(raw)
+
+
 def _split_front_matter(lines: list[str], problems: list[NoteProblem]) -> tuple[dict[str, Any], int]:
     """Return the front matter and the index of the first line after it."""
     if not lines or lines[0].rstrip("\r\n") != "---":
@@ -102,7 +127,7 @@ def _split_front_matter(lines: list[str], problems: list[NoteProblem]) -> tuple[
         return {}, 0
     raw = "".join(lines[1:end])
     try:
-        data = yaml.safe_load(raw) or {}
+        data = _load_yaml(raw) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = (mark.line + 2) if mark is not None else 1
@@ -115,11 +140,16 @@ def _split_front_matter(lines: list[str], problems: list[NoteProblem]) -> tuple[
     return data, end + 1
 
 
-def parse_note(text: str) -> PlanNote:
-    """Parse plan-note.md; problems are collected with line numbers, not raised."""
-    lines = text.splitlines(keepends=True)
-    problems: list[NoteProblem] = []
-    front_matter, start = _split_front_matter(lines, problems)
+def _head_lines(text: str) -> list[str]:
+    """The lines ``_split_front_matter`` reads: up to the first '---' line after line 1 (all of them
+    when there is none), so a 2 MB note is not split into lines just to find its front matter."""
+    close = _FRONT_MATTER_CLOSE.search(text, (text.find("\n") + 1) or len(text))
+    end = len(text) if close is None else (text.find("\n", close.end()) + 1) or len(text)
+    return text[:end].splitlines(keepends=True)
+
+
+def _sections_by_line(lines: list[str], start: int) -> tuple[str, list[NoteSection]]:
+    """Preamble and sections of ``lines[start:]``, one line at a time (any line breaks)."""
     preamble: list[str] = []
     sections: list[NoteSection] = []
     current: tuple[str, int, list[str]] | None = None
@@ -139,6 +169,66 @@ def parse_note(text: str) -> PlanNote:
             preamble.append(line)
     if current:
         sections.append(NoteSection(heading=current[0], line=current[1], body="".join(current[2])))
+    return "".join(preamble), sections
+
+
+def _marks(text: str, offset: int) -> list[tuple[int, re.Match[str] | None]]:
+    """Start of every heading line (with its match) and fence line (None) from ``offset`` on, in order.
+
+    Found by literal searches, which skip most of a large note without looking at its lines."""
+    marks: list[tuple[int, re.Match[str] | None]] = []
+    first = _HEADING_LINE.match(text, offset)
+    if first:
+        marks.append((offset, first))
+    marks += [(m.start() + 1, m) for m in _NEXT_HEADING.finditer(text, offset)]
+    for fence in ("```", "~~~"):
+        at = text.find(fence, offset)
+        while at != -1:
+            start = text.rfind("\n", 0, at) + 1
+            if start >= offset and (start == at or text[start:at].isspace()):
+                marks.append((start, None))
+            at = text.find(fence, at + 1)
+    marks.sort(key=lambda mark: mark[0])
+    return marks
+
+
+def _sections_by_scan(text: str, offset: int, line_no: int) -> tuple[str, list[NoteSection]]:
+    """What ``_sections_by_line`` gives for ``text[offset:]`` (whose first line is ``line_no``) when
+    "\n" is its only line break: heading and fence lines found by ``_marks``, bodies are slices."""
+    sections: list[NoteSection] = []
+    current: tuple[str, int, int] | None = None  # heading, line, where its body starts
+    preamble_end = len(text)
+    in_fence = False
+    counted = offset  # line_no is the line at this position
+    for start, heading in _marks(text, offset):
+        if heading is None:
+            in_fence = not in_fence
+            continue
+        if in_fence:
+            continue
+        line_no += text.count("\n", counted, start)
+        counted = start
+        if current:
+            sections.append(NoteSection(heading=current[0], line=current[1], body=text[current[2] : start]))
+        else:
+            preamble_end = start
+        current = (heading.group("heading"), line_no, min(heading.end() + 1, len(text)))
+    if current:
+        sections.append(NoteSection(heading=current[0], line=current[1], body=text[current[2] :]))
+    return text[offset:preamble_end], sections
+
+
+def parse_note(text: str) -> PlanNote:
+    """Parse plan-note.md; problems are collected with line numbers, not raised."""
+    problems: list[NoteProblem] = []
+    if has_odd_line_break(text):
+        lines = text.splitlines(keepends=True)
+        front_matter, start = _split_front_matter(lines, problems)
+        preamble, sections = _sections_by_line(lines, start)
+    else:
+        head = _head_lines(text)
+        front_matter, start = _split_front_matter(head, problems)
+        preamble, sections = _sections_by_scan(text, sum(map(len, head[:start])), start + 1)
     seen: dict[str, int] = {}
     for section in sections:
         if section.heading in seen:
@@ -149,7 +239,7 @@ def parse_note(text: str) -> PlanNote:
                 )
             )
         seen.setdefault(section.heading, section.line)
-    return PlanNote(front_matter=front_matter, preamble="".join(preamble), sections=sections, problems=problems)
+    return PlanNote(front_matter=front_matter, preamble=preamble, sections=sections, problems=problems)
 
 
 def parse_note_strict(text: str) -> PlanNote:

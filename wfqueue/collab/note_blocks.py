@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from pydantic import TypeAdapter
+
 from wfqueue.collab.models import (
     Conflict,
     Evidence,
@@ -18,7 +20,7 @@ from wfqueue.collab.models import (
     NoteTask,
     Understanding,
 )
-from wfqueue.collab.note import NoteProblem, PlanNote, placeholder
+from wfqueue.collab.note import NoteProblem, PlanNote, has_odd_line_break, placeholder
 
 NO_CONFLICTS = "✅ 无冲突检测到"
 
@@ -26,6 +28,26 @@ _TASK_HEADER = re.compile(r"^### (?P<id>TASK-\d+):\s*(?P<title>.*?)\s*(\[(?P<are
 _FIELD = re.compile(r"^\*\*(?P<key>[^*]+)\*\*\s*[:：]\s*(?P<value>.*?)\s*$")
 _POINT = re.compile(r"^[-*]\s+`(?P<target>[^`]+)`\s*[:：]?\s*(?P<summary>.*?)\s*$")
 _TASK_REF = re.compile(r"TASK-\d+")
+
+# One block as render_task writes it. Values are trimmed and single-line, so each group holds what the
+# line-by-line reader would take from the same line; a block must be followed by blank lines only up to
+# the next ``### `` line (anything else would belong to it). Anything off this shape is read line by line.
+_VALUE = r"[^\s](?:[^\n]*[^\s])?"
+_CANONICAL_TASK = re.compile(
+    rf"(?<![^\n])### (?P<id>TASK-\d+): (?P<title>{_VALUE}) \[(?P<area>[^\]\[\s](?:[^\]\[\n]*[^\]\[\s])?)\]\n"
+    rf"\*\*状态\*\*: (?P<status>{_VALUE})\n"
+    rf"\*\*复杂度\*\*: (?P<complexity>{_VALUE})\n"
+    rf"\*\*依赖\*\*: (?P<depends_on>{_VALUE})\n"
+    rf"\*\*范围\*\*: (?P<scope>{_VALUE})\n"
+    rf"\*\*修改点\*\*:\n"
+    rf"(?P<points>(?:- `[^`\n]+`:(?: {_VALUE})?\n)*)"
+    rf"\*\*冲突风险\*\*: (?P<conflict_risk>{_VALUE})\n"
+    r"(?=\s*(?:^### |\Z))",
+    re.MULTILINE,
+)
+_NOTE_TASKS = TypeAdapter(list[NoteTask])
+# A point line of a block _CANONICAL_TASK matched; the target split at its first ":" as _parse_point does.
+_CANONICAL_POINT = re.compile(rf"- `([^`:\n]*):?([^`\n]*)`:(?: ({_VALUE}))?\n")
 
 # Field labels as wfqueue writes them, and the aliases accepted from hand-written notes.
 _FIELD_KEYS = {
@@ -77,7 +99,50 @@ def _parse_point(line: str) -> ModificationPoint | None:
 
 
 def parse_task_pool(body: str, area: str, first_line: int) -> tuple[list[NoteTask], list[NoteProblem]]:
-    """Tasks of one task-pool body; ``first_line`` is the body's first line number."""
+    """Tasks of one task-pool body; ``first_line`` is the body's first line number.
+
+    Blocks exactly as ``render_task`` writes them are read by one regex each; whatever lies between
+    them (hand edits, malformed blocks) goes through the line-by-line reader, which restarts at every
+    ``### `` line, so the two give the same tasks and problems as reading every line would."""
+    if has_odd_line_break(body):  # line numbers below count "\n" only
+        return _parse_lines(body, area, first_line)
+    tasks: list[NoteTask | dict[str, object]] = []  # canonical blocks as fields, validated in one call below
+    problems: list[NoteProblem] = []
+    pos, line_no = 0, first_line
+    for block in _CANONICAL_TASK.finditer(body):
+        gap = body[pos : block.start()]
+        if not gap.isspace():  # blank lines alone hold nothing
+            found, issues = _parse_lines(gap, area, line_no)
+            tasks += found
+            problems += issues
+        line_no += gap.count("\n")
+        tasks.append(_canonical_fields(block, line_no))
+        pos = block.end()
+        line_no += body.count("\n", block.start(), pos)
+    if body[pos:].strip():
+        found, issues = _parse_lines(body[pos:], area, line_no)
+        tasks += found
+        problems += issues
+    return _NOTE_TASKS.validate_python(tasks), problems
+
+
+def _canonical_fields(block: re.Match[str], line_no: int) -> dict[str, object]:
+    fields: dict[str, object] = block.groupdict()
+    fields["modification_points"] = [
+        {"file": file.strip(), "location": location.strip(), "summary": summary}
+        for file, location, summary in _CANONICAL_POINT.findall(block.group("points"))
+    ]
+    del fields["points"]
+    depends = block.group("depends_on")
+    fields["depends_on"] = [] if depends == "-" else _TASK_REF.findall(depends)
+    if fields["scope"] == "-":
+        fields["scope"] = ""
+    fields["line"] = line_no
+    return fields
+
+
+def _parse_lines(body: str, area: str, first_line: int) -> tuple[list[NoteTask], list[NoteProblem]]:
+    """The tolerant reader: every line of ``body`` in turn."""
     tasks: list[NoteTask] = []
     problems: list[NoteProblem] = []
     fields: dict[str, object] | None = None

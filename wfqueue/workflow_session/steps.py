@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from wfqueue import keys
-from wfqueue.analysis import build_index
+from wfqueue.analysis.index_cache import cached_index
 from wfqueue.collab.steps import now_iso
 from wfqueue.errors import ProviderError
 from wfqueue.fsio import atomic_write_json, atomic_write_text
@@ -91,7 +91,7 @@ def run_context_phase(state: SessionStore, folder: Path, repo: str) -> str:
     atomic_write_json(process / "explorations-manifest.json",
                       manifest(session.session_id, session.description, timestamp, assessment.complexity,
                                explorations, str(process), failed))
-    index = build_index(Path(repo))
+    index = cached_index(Path(repo))
     texts = {f.path: (Path(repo) / f.path).read_text(encoding="utf-8", errors="replace")
              for f in index.files if posixpath.basename(f.path) in _MANIFESTS}
     context = build_context_package(index, session.session_id, timestamp, session.structured, assessment,

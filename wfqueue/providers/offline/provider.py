@@ -7,7 +7,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from wfqueue.analysis import CODE_LANGUAGES, RepoIndex, build_index
+from wfqueue.analysis import CODE_LANGUAGES, RepoIndex
+from wfqueue.analysis.index_cache import cached_index
 from wfqueue.errors import BadInputError, ProviderError
 from wfqueue.providers.base import (
     AssessStep,
@@ -41,9 +42,10 @@ class OfflineProvider:
         self._index: tuple[str, RepoIndex] | None = None
 
     def index(self, repo: str) -> RepoIndex:
-        # One index per provider instance: a task builds it once for all its steps.
+        # Held per provider instance for all of a task's steps; across tasks and processes the index
+        # of an unchanged repository is read from the cache (``wfqueue.analysis.index_cache``).
         if self._index is None or self._index[0] != repo:
-            index = build_index(Path(repo), max_bytes=self._max_file_bytes)
+            index = cached_index(Path(repo), max_bytes=self._max_file_bytes)
             if not any(f.language in CODE_LANGUAGES for f in index.files):
                 raise BadInputError(
                     f"{repo} has no source code to plan against",

@@ -1,0 +1,142 @@
+"""The repository index is built once per state of the repository and read back by every later task."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from wfqueue.analysis import index_cache
+from wfqueue.analysis.index import RepoIndex, build_index
+from wfqueue.analysis.index_cache import cache_file, cached_index
+from wfqueue.providers.offline.provider import OfflineProvider
+from wfqueue.samples import make_service_repo
+
+
+@pytest.fixture
+def builds(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Every repository the cache had to scan, in order."""
+    scanned: list[Path] = []
+
+    def counting(repo: Path, max_bytes: int = 512 * 1024) -> RepoIndex:
+        scanned.append(repo)
+        return build_index(repo, max_bytes=max_bytes)
+
+    monkeypatch.setattr(index_cache, "build_index", counting)
+    return scanned
+
+
+def symbols_of(index: RepoIndex, path: str) -> list[str]:
+    return [s.name for s in index.symbols[path]]
+
+
+def test_a_second_task_reads_the_index_the_first_one_built(tmp_path: Path, builds: list[Path]) -> None:
+    repo = make_service_repo(tmp_path / "repo", 3)
+    first = OfflineProvider().index(str(repo))  # one task (one provider instance)...
+    second = OfflineProvider().index(str(repo))  # ...and the next, in what may be another process
+    assert len(builds) == 1
+    assert second == first == build_index(repo)
+    stored = cache_file(repo, 512 * 1024)
+    assert stored.is_relative_to(repo / ".workflow" / ".cache") and stored.is_file()
+    assert not (repo / ".workflow" / ".queue").exists()
+    cached_index(repo, max_bytes=1024)  # another scan limit is another index
+    assert len(builds) == 2
+
+
+def test_an_edited_added_or_removed_file_invalidates_the_cache(tmp_path: Path, builds: list[Path]) -> None:
+    repo = make_service_repo(tmp_path / "repo", 2)
+    before = cached_index(repo)
+    store = repo / "app" / "billing" / "store.py"
+    store.write_text(store.read_text() + "\n\ndef purge_billing_rows() -> None:\n    pass\n")
+    after = cached_index(repo)
+    assert len(builds) == 2
+    assert "purge_billing_rows" in symbols_of(after, "app/billing/store.py")
+    assert "purge_billing_rows" not in symbols_of(before, "app/billing/store.py")
+    assert cached_index(repo) == after and len(builds) == 2
+
+    (repo / "app" / "billing" / "limits.py").write_text("def limit_for(user_id: str) -> int:\n    return 5\n")
+    assert "app/billing/limits.py" in {f.path for f in cached_index(repo).files}
+    (repo / "app" / "billing" / "limits.py").unlink()
+    assert "app/billing/limits.py" not in {f.path for f in cached_index(repo).files}
+    assert len(builds) == 4
+
+
+def test_a_quick_edit_that_keeps_size_and_time_is_still_seen(tmp_path: Path, builds: list[Path]) -> None:
+    # Two writes within the file system's timestamp resolution can leave size and mtime equal.
+    repo = make_service_repo(tmp_path / "repo", 1)
+    api = repo / "app" / "billing" / "api.py"
+    os.utime(api)  # written just now, as far as the cache can tell
+    cached_index(repo)
+    stat = api.stat()
+    api.write_text(api.read_text().replace("handle_billing_request", "handle_billing_requesT"))
+    os.utime(api, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert api.stat().st_size == stat.st_size
+    assert "handle_billing_requesT" in symbols_of(cached_index(repo), "app/billing/api.py")
+    assert len(builds) == 2
+
+
+def test_a_corrupt_cache_file_is_rebuilt_not_fatal(tmp_path: Path, builds: list[Path]) -> None:
+    repo = make_service_repo(tmp_path / "repo", 2)
+    good = cached_index(repo)
+    stored = cache_file(repo, 512 * 1024)
+    for damage in (b"{not json", stored.read_bytes()[: stored.stat().st_size // 2], b""):
+        stored.write_bytes(damage)
+        assert cached_index(repo) == good
+    assert len(builds) == 4
+    assert cached_index(repo) == good and len(builds) == 4  # the rebuilt file is whole again
+
+
+def test_uncommitted_changes_of_a_git_repository_are_seen(tmp_path: Path, builds: list[Path]) -> None:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = make_service_repo(tmp_path / "repo", 2)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "start"], check=True)
+    cached_index(repo)
+    store = repo / "app" / "catalog" / "store.py"
+    store.write_text(store.read_text() + "\n\ndef forget_user(user_id: str) -> None:\n    pass\n")
+    (repo / ".gitignore").write_text("local/\n")
+    (repo / "local").mkdir()
+    (repo / "local" / "tuning.py").write_text("RATE = 5\n")  # ignored by git, still read by the scan
+    index = cached_index(repo)
+    assert "forget_user" in symbols_of(index, "app/catalog/store.py")
+    assert "local/tuning.py" in {f.path for f in index.files}
+    (repo / "local" / "tuning.py").write_text("RATE = 50\n")
+    assert len(builds) == 2
+    cached_index(repo)
+    assert len(builds) == 3
+
+
+def test_an_unwritable_cache_folder_only_costs_the_cache(tmp_path: Path, builds: list[Path]) -> None:
+    repo = make_service_repo(tmp_path / "repo", 1)
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    assert cached_index(repo, cache_dir=blocker / "index") == build_index(repo)
+    assert cached_index(repo, cache_dir=blocker / "index") == build_index(repo)
+    assert len(builds) == 2
+
+
+RACE = """
+import sys
+from pathlib import Path
+from wfqueue.analysis.index_cache import cached_index
+print(len(cached_index(Path(sys.argv[1])).files))
+"""
+
+
+def test_processes_racing_on_one_repository_all_get_a_valid_index(tmp_path: Path) -> None:
+    repo = make_service_repo(tmp_path / "repo", 12)
+    racers = [subprocess.Popen([sys.executable, "-c", RACE, str(repo)], stdout=subprocess.PIPE, text=True)
+              for _ in range(3)]
+    outputs = [proc.communicate(timeout=120)[0].strip() for proc in racers]
+    expected = build_index(repo)
+    assert [proc.returncode for proc in racers] == [0, 0, 0]
+    assert outputs == [str(len(expected.files))] * 3
+    stored = cache_file(repo, 512 * 1024).read_bytes().split(b"\n", 1)[1]
+    assert RepoIndex.model_validate_json(stored) == expected

@@ -1,0 +1,174 @@
+"""The repository index, built once per state of the repository and shared through a file.
+
+Every task of a plan (the understanding step, each agent, each exploration angle) runs in
+its own process and needs the same index; building it reads and parses every file. The
+first task to need it builds it and stores it under ``{repo}/.workflow/.cache/index/``; the
+others read it back (a JSON load instead of a scan). Not under ``.queue/``: that folder is
+the embedded broker's, and exists only when wfqueue started one.
+
+What makes a stored index valid is a manifest of the files the index could have read: the
+path, size and modification time of every file under the repository outside the folders
+the scan skips. That covers committed and uncommitted edits alike, files git ignores
+(the scan reads them too) and a file edited again after its first change, which a key of
+``HEAD`` plus ``git status`` would miss. A file modified less than two seconds before the
+manifest was taken also has its content digest recorded, since a second edit within the
+file system's timestamp resolution might leave size and time unchanged (git's "racily
+clean" case).
+
+Writes are atomic (``wfqueue.fsio``); builders of one repository take turns under a file
+lock so that tasks starting together build it once. Any trouble with the cache (an
+unwritable folder, a corrupt or foreign file, a lock not granted in time) falls back to
+building the index in memory: the cache can only save time, never fail a plan.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+from functools import cache
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+from pydantic import BaseModel, ValidationError
+
+from wfqueue.analysis.files import SKIP_DIR_SUFFIXES, SKIP_DIRS
+from wfqueue.analysis.index import RepoIndex, build_index
+from wfqueue.errors import WfqueueError
+from wfqueue.fsio import atomic_write_bytes
+from wfqueue.sessions import WORKFLOW_DIR
+
+log = logging.getLogger(__name__)
+
+CACHE_DIR = ".cache"
+# Files changed this recently when the manifest is taken get a content digest as well.
+_RACY_NS = 2_000_000_000
+# How long a task waits for another process building the same index before building its own.
+_LOCK_WAIT_S = 300.0
+
+ManifestEntry = tuple[str, int, int, str]  # path, size, mtime_ns, sha256 of the content or ""
+
+
+class CacheHeader(BaseModel):
+    """The first line of a cache file: what the index below it was built from."""
+
+    code: str  # digest of the analysis code that built it
+    root: str
+    max_bytes: int
+    manifest: list[ManifestEntry]
+
+
+@cache
+def _code_digest() -> str:
+    """The analysis package's own source: an index built by other code is not reused."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _file_digest(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return "unreadable"
+
+
+def _walk_stats(root: Path) -> list[tuple[str, int, int]]:
+    """(path, size, mtime_ns) of every file the index scan could read, sorted by path: the scan's
+    folders (symlinked folders not followed, skipped folders left out), any file size or kind."""
+    found: list[tuple[str, int, int]] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS and not d.endswith(SKIP_DIR_SUFFIXES)]
+        base = Path(dirpath)
+        for name in filenames:
+            full = base / name
+            try:
+                stat = full.stat()  # through a symlink: the target is what gets read
+            except OSError:
+                continue
+            found.append((full.relative_to(root).as_posix(), stat.st_size, stat.st_mtime_ns))
+    found.sort()
+    return found
+
+
+def take_manifest(root: Path, now_ns: int | None = None) -> list[ManifestEntry]:
+    """The manifest of ``root`` now; recently modified files carry their content digest."""
+    now_ns = time.time_ns() if now_ns is None else now_ns
+    return [(path, size, mtime, _file_digest(root / path) if mtime > now_ns - _RACY_NS else "")
+            for path, size, mtime in _walk_stats(root)]
+
+
+def manifest_matches(root: Path, manifest: list[ManifestEntry]) -> bool:
+    """Whether the files under ``root`` are still those ``manifest`` describes."""
+    stats = _walk_stats(root)
+    if len(stats) != len(manifest):
+        return False
+    for (path, size, mtime), entry in zip(stats, manifest, strict=True):
+        if (path, size, mtime) != entry[:3]:
+            return False
+    return all(_file_digest(root / path) == sha for path, _, _, sha in manifest if sha)
+
+
+def cache_file(repo: Path, max_bytes: int, cache_dir: Path | None = None) -> Path:
+    """Where the index of ``repo`` (scanned with ``max_bytes``) is stored."""
+    root = str(repo.resolve())
+    name = hashlib.sha256(f"{root}\0{max_bytes}".encode()).hexdigest()[:16]
+    return (cache_dir or repo / WORKFLOW_DIR / CACHE_DIR / "index") / f"{name}.json"
+
+
+def _read(path: Path, root: Path, max_bytes: int) -> RepoIndex | None:
+    """The stored index when it was built by this code from the files as they are now."""
+    try:
+        with path.open("rb") as handle:
+            header = CacheHeader.model_validate_json(handle.readline())
+            if (header.code, header.root, header.max_bytes) != (_code_digest(), str(root), max_bytes):
+                return None
+            if not manifest_matches(root, header.manifest):
+                return None
+            return RepoIndex.model_validate_json(handle.read())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, ValidationError) as exc:  # corrupt, truncated or foreign: rebuilt over
+        log.warning("ignoring the index cache %s (%s); rebuilding it", path, exc)
+        return None
+
+
+def _write(path: Path, header: CacheHeader, index: RepoIndex) -> None:
+    data = header.model_dump_json().encode() + b"\n" + index.model_dump_json().encode()
+    try:
+        atomic_write_bytes(path, data)
+    except (OSError, WfqueueError) as exc:
+        log.info("index not cached at %s: %s", path, exc)
+
+
+def _build(root: Path, max_bytes: int) -> tuple[CacheHeader, RepoIndex]:
+    # The manifest is taken before the scan: a file changed during the scan no longer matches it.
+    header = CacheHeader(code=_code_digest(), root=str(root), max_bytes=max_bytes, manifest=take_manifest(root))
+    return header, build_index(root, max_bytes=max_bytes)
+
+
+def cached_index(repo: Path, max_bytes: int = 512 * 1024, cache_dir: Path | None = None) -> RepoIndex:
+    """``build_index(repo, max_bytes)``, read from the cache when the repository has not changed
+    since it was stored; built (once across processes) and stored otherwise."""
+    root = Path(repo).resolve()
+    path = cache_file(root, max_bytes, cache_dir)
+    index = _read(path, root, max_bytes)
+    if index is not None:
+        return index
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(path) + ".lock", timeout=_LOCK_WAIT_S)
+        lock.acquire()
+    except (OSError, Timeout) as exc:  # read-only folder, or a builder that takes too long
+        log.info("building the index without the cache (%s)", exc)
+        return build_index(root, max_bytes=max_bytes)
+    try:
+        index = _read(path, root, max_bytes)  # another process may have built it while we waited
+        if index is None:
+            header, index = _build(root, max_bytes)
+            _write(path, header, index)
+        return index
+    finally:
+        lock.release()
