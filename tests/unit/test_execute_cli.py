@@ -215,3 +215,12 @@ def test_an_agent_plan_may_keep_its_tasks_in_task_files(sample_repo: Path, capsy
     payload = json.loads(capsys.readouterr().out)
     assert payload["plan"]["kind"] == "collab"
     assert [w["tasks"] for w in payload["waves"]] == [["TASK-001"], ["TASK-002"]]
+
+
+def test_continue_needs_a_known_execution_and_no_plan(sample_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["execute", "--repo", str(sample_repo)]) == 2
+    assert "missing SESSION_OR_PLAN" in capsys.readouterr().err
+    assert main(["execute", "--continue", "EXEC-nothing-2026-01-01", "--repo", str(sample_repo)]) == 2
+    assert "no session EXEC-nothing-2026-01-01" in capsys.readouterr().err
+    assert main(["execute", SESSION, "--continue", "EXEC-nothing-2026-01-01", "--repo", str(sample_repo)]) == 2
+    assert "--continue takes an execution id, not a plan as well" in capsys.readouterr().err
