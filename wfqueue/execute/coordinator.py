@@ -229,6 +229,11 @@ class _Step:
             merged = self._settle(e.tasks[task_id], self._wait(task_id, result, list(sent))) or merged
         return merged
 
+    def _not_merged(self, record: TaskRecord) -> None:
+        """The worker reported the task done; its agent record now says why it was not merged after all."""
+        self._save()
+        self.state.set_agent(record.id, state=AgentState.FAILED, error=f"{record.state}: {record.reason}")
+
     def _wait(self, task_id: str, result: AsyncResult[Any], wave: list[str]) -> TaskRun:
         record = self.execution.tasks[task_id]
         try:
@@ -255,7 +260,7 @@ class _Step:
         if bad:
             record.state, record.rejected_files = "rejected", bad
             record.reason = "its commit changes files the task does not name"
-            self._save()
+            self._not_merged(record)
             self.c.event(e, f"{record.id} rejected, not merged: it changes {', '.join(bad)}")
             return False
         merge = merge_task(self.worktree, run.commit, record.id, e.exec_id, task.title)
@@ -267,7 +272,7 @@ class _Step:
         files = ", ".join(merge.conflicts) or "unknown files"
         if record.attempt >= 2:
             record.state, record.reason = "blocked", f"its merge conflicts again ({files})"
-            self._save()
+            self._not_merged(record)
             self.c.event(e, f"{record.id} blocked: {record.reason}")
             return False
         record.state, record.attempt, record.base = "conflict", 2, head_of(self.worktree)
