@@ -139,7 +139,9 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
                 self._drive(runtime, state, plan, execution)
                 execution.status = final_status(execution)
                 execution.finished_at = time.time()
-                state.set_meta(status=execution.status)
+                # The meta speaks SessionStatus (beat reads it); a stopped execution waits on a person, not a worker.
+                state.set_meta(status=SessionStatus.COMPLETED if execution.status == "completed"
+                               else SessionStatus.PARTIAL)
         except BaseException:
             execution.status = "interrupted"
             raise
