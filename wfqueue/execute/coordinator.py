@@ -70,6 +70,7 @@ class ExecutionOutcome(PlanOutcome):
 
     branch: str
     task_states: dict[str, list[str]]
+    total: int  # tasks in the plan (those after a red gate are in no state list yet)
     hint: str
 
     @property
@@ -86,7 +87,7 @@ def outcome(execution: Execution) -> ExecutionOutcome:
     counts = execution.counts()
     return ExecutionOutcome(session_id=execution.exec_id, session_dir=execution.exec_dir, status=execution.status,
                             tasks=len(counts["completed"]), conflicts=len(counts["blocked"]), branch=execution.branch,
-                            task_states=counts, hint=merge_hint(execution))
+                            task_states=counts, total=len(execution.tasks), hint=merge_hint(execution))
 
 
 class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
