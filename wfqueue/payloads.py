@@ -170,7 +170,7 @@ class ExecuteTask(TaskPayload):
     task: ExecTask
     context: PlanContext
     base: str  # commit the worktree starts at: the integration branch's head when the task was sent
-    branch: str  # wfqueue/{exec_id}/{task id}
+    branch: str  # wfqueue/tasks/{exec_id}/{task id}
     attempt: int = Field(default=1, ge=1)
     executor: ExecutorName
     retry_feedback: str = ""  # why the previous attempt was not merged (a conflict), for the prompt

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from wfqueue.execute.worktree import WORKTREES_DIR, _git, _identity_options, finish_worktree, prepare_worktree
+from wfqueue.execute.worktree import WORKTREES_DIR, finish_worktree, git, identity_options, prepare_worktree
 from wfqueue.sandboxed_commands import DEFAULT_COMMAND_TIMEOUT_S, parse_command, run_command
 
 INTEGRATION_DIR = "integration"
@@ -25,17 +25,17 @@ def task_branch(exec_id: str, task_id: str) -> str:
 
 
 def head_of(repo: Path, ref: str = "HEAD") -> str:
-    return _git(repo, "rev-parse", "--verify", f"{ref}^{{commit}}").stdout.strip()
+    return git(repo, "rev-parse", "--verify", f"{ref}^{{commit}}").stdout.strip()
 
 
 def create_branch(repo: Path, branch: str, start: str) -> None:
     """``branch`` at ``start`` unless it exists (a continued execution keeps its merges)."""
-    if _git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False).returncode != 0:
-        _git(repo, "branch", branch, start)
+    if git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False).returncode != 0:
+        git(repo, "branch", branch, start)
 
 
 def integration_path(repo: Path, exec_id: str) -> Path:
-    common = Path(_git(repo, "rev-parse", "--git-common-dir").stdout.strip())
+    common = Path(git(repo, "rev-parse", "--git-common-dir").stdout.strip())
     common = common if common.is_absolute() else repo / common
     return common.resolve() / WORKTREES_DIR / exec_id / INTEGRATION_DIR
 
@@ -56,14 +56,14 @@ def close_integration(repo: Path, path: Path) -> bool:
 
 
 def abort_merge(worktree: Path) -> None:
-    if worktree.is_dir() and _git(worktree, "rev-parse", "--verify", "--quiet", "MERGE_HEAD",
+    if worktree.is_dir() and git(worktree, "rev-parse", "--verify", "--quiet", "MERGE_HEAD",
                                   check=False).returncode == 0:
-        _git(worktree, "merge", "--abort", check=False)
+        git(worktree, "merge", "--abort", check=False)
 
 
 def commit_changes(repo: Path, commit: str, prefix: str = "") -> list[tuple[str, str]]:
     """``(status, path)`` for each path ``commit`` changes against its parent (relative to ``prefix``)."""
-    listed = _git(repo, "diff-tree", "--no-commit-id", "--name-status", "-r", "-z", "--no-renames", f"{commit}^",
+    listed = git(repo, "diff-tree", "--no-commit-id", "--name-status", "-r", "-z", "--no-renames", f"{commit}^",
                   commit).stdout.split("\0")
     pairs = [(listed[i], listed[i + 1]) for i in range(0, len(listed) - 1, 2) if listed[i]]
     if not prefix:
@@ -73,7 +73,7 @@ def commit_changes(repo: Path, commit: str, prefix: str = "") -> list[tuple[str,
 
 def is_merged(worktree: Path, commit: str) -> bool:
     """Whether ``commit`` is already in the integration branch (a continued execution merged it before)."""
-    return _git(worktree, "merge-base", "--is-ancestor", commit, "HEAD", check=False).returncode == 0
+    return git(worktree, "merge-base", "--is-ancestor", commit, "HEAD", check=False).returncode == 0
 
 
 class MergeResult(BaseModel):
@@ -89,11 +89,11 @@ def merge_task(worktree: Path, commit: str, task_id: str, exec_id: str, title: s
     if is_merged(worktree, commit):
         return MergeResult(merged=True, commit=head_of(worktree))
     message = f"Merge {task_id}: {' '.join(title.split())}\n\nTask: {task_id}\nExec: {exec_id}\n"
-    done = _git(worktree, *_identity_options(worktree), "-c", "commit.gpgsign=false", "merge", "--no-ff",
+    done = git(worktree, *identity_options(worktree), "-c", "commit.gpgsign=false", "merge", "--no-ff",
                 "--no-verify", "-m", message, commit, check=False)
     if done.returncode == 0:
         return MergeResult(merged=True, commit=head_of(worktree))
-    conflicts = [p for p in _git(worktree, "diff", "--name-only", "--diff-filter=U", check=False).stdout.splitlines()
+    conflicts = [p for p in git(worktree, "diff", "--name-only", "--diff-filter=U", check=False).stdout.splitlines()
                  if p]
     abort_merge(worktree)
     return MergeResult(merged=False, conflicts=conflicts, error=(done.stdout + done.stderr).strip()[-2000:])

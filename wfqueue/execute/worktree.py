@@ -1,7 +1,7 @@
 """The git side of one task: its own worktree on its own branch, its commit, and removing it afterwards.
 
-Everything goes through ``git`` (one :func:`_git` helper) and only ever touches the task's branch
-``wfqueue/{exec_id}/{task_id}`` and the task's worktree: never the user's checkout, branch, index or files.
+Everything goes through ``git`` (one :func:`git` helper) and only ever touches the task's branch
+``wfqueue/tasks/{exec_id}/{task_id}`` and the task's worktree: never the user's checkout, branch, index or files.
 
 Where worktrees live: under the repository's git directory, ``$(git rev-parse --git-common-dir)/wfqueue-worktrees/
 {exec_id}/{task_id}/{attempt}``, not in the working tree (``.workflow/.execution/...``). Inside the working tree a
@@ -36,7 +36,7 @@ COMMIT_TYPES = {"feature": "feat", "enhancement": "feat", "fix": "fix", "bugfix"
                 "testing": "test", "test-gen": "test", "test-fix": "test", "docs": "docs"}
 
 
-def _git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     """Run git in ``cwd``; a failure (when ``check``) is an InfrastructureError quoting git's message."""
     try:
         done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=GIT_TIMEOUT_S,
@@ -59,13 +59,13 @@ def _safe_name(text: str) -> str:
 
 
 def worktree_path(repo: Path, exec_id: str, task_id: str, attempt: int) -> Path:
-    common = Path(_git(repo, "rev-parse", "--git-common-dir").stdout.strip())
+    common = Path(git(repo, "rev-parse", "--git-common-dir").stdout.strip())
     common = common if common.is_absolute() else (repo / common)
     return common.resolve() / WORKTREES_DIR / _safe_name(exec_id) / _safe_name(task_id) / str(attempt)
 
 
 def _registered(repo: Path, path: Path) -> bool:
-    listing = _git(repo, "worktree", "list", "--porcelain").stdout
+    listing = git(repo, "worktree", "list", "--porcelain").stdout
     return any(Path(line[len("worktree "):]).resolve() == path for line in listing.splitlines()
                if line.startswith("worktree "))
 
@@ -78,39 +78,39 @@ def prepare_worktree(repo: Path, path: Path, branch: str, base: str) -> Path:
     conversation, whose edits are not made twice). Any other state is reset to ``base``. ``branch`` is moved to
     ``base`` whatever it held: callers look for an existing commit of the attempt (:func:`find_task_commit`)
     first."""
-    base_commit = _git(repo, "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}").stdout.strip()
+    base_commit = git(repo, "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}").stdout.strip()
     if path.exists() and _registered(repo, path):
-        head = _git(path, "rev-parse", "HEAD", check=False).stdout.strip()
-        on = _git(path, "symbolic-ref", "--quiet", "HEAD", check=False).stdout.strip()
+        head = git(path, "rev-parse", "HEAD", check=False).stdout.strip()
+        on = git(path, "symbolic-ref", "--quiet", "HEAD", check=False).stdout.strip()
         if head == base_commit:
             if on != f"refs/heads/{branch}":  # left detached by an earlier run: back on the branch, edits kept
-                _git(path, "checkout", "--quiet", "-B", branch)
+                git(path, "checkout", "--quiet", "-B", branch)
             return path
-        _git(path, "checkout", "--quiet", "--force", "-B", branch, base)
-        _git(path, "reset", "--quiet", "--hard", base)
-        _git(path, "clean", "-ffdxq")
+        git(path, "checkout", "--quiet", "--force", "-B", branch, base)
+        git(path, "reset", "--quiet", "--hard", base)
+        git(path, "clean", "-ffdxq")
         return path
     if path.exists():  # a folder git no longer knows (removed by hand): ours, under the git directory
         shutil.rmtree(path)
-    _git(repo, "worktree", "prune")  # forget worktrees whose folders are gone, so the branch can be checked out
+    git(repo, "worktree", "prune")  # forget worktrees whose folders are gone, so the branch can be checked out
     path.parent.mkdir(parents=True, exist_ok=True)
-    _git(repo, "worktree", "add", "--quiet", "--force", "-B", branch, str(path), base)
+    git(repo, "worktree", "add", "--quiet", "--force", "-B", branch, str(path), base)
     return path
 
 
 def take_back_commits(worktree: Path, branch: str, base: str) -> None:
     """Undo commits (and a branch switch) the executor made itself, keeping their changes in the worktree: some
     agent CLIs commit every edit, and the task's change must be one commit of wfqueue's on ``branch``."""
-    on = _git(worktree, "symbolic-ref", "--quiet", "HEAD", check=False).stdout.strip()
+    on = git(worktree, "symbolic-ref", "--quiet", "HEAD", check=False).stdout.strip()
     if on != f"refs/heads/{branch}":
-        _git(worktree, "checkout", "--quiet", "-B", branch)  # working tree and index stay as they are
-    if _git(worktree, "rev-parse", "HEAD").stdout.strip() != _git(worktree, "rev-parse", base).stdout.strip():
-        _git(worktree, "reset", "--quiet", "--soft", base)
+        git(worktree, "checkout", "--quiet", "-B", branch)  # working tree and index stay as they are
+    if git(worktree, "rev-parse", "HEAD").stdout.strip() != git(worktree, "rev-parse", base).stdout.strip():
+        git(worktree, "reset", "--quiet", "--soft", base)
 
 
 def changed_paths(worktree: Path) -> list[str]:
     """Paths changed, added or deleted in the worktree (not counting test and interpreter byproducts)."""
-    status = _git(worktree, "--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=all",
+    status = git(worktree, "--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=all",
                   "--", ".", *_EXCLUDE_BYPRODUCTS).stdout
     paths: list[str] = []
     entries = iter(status.split("\0"))
@@ -125,11 +125,11 @@ def changed_paths(worktree: Path) -> list[str]:
 
 def find_task_commit(repo: Path, branch: str, base: str, exec_id: str, task_id: str, attempt: int) -> str | None:
     """The commit of this task's attempt on ``branch`` above ``base``, if a run already made it."""
-    if _git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False).returncode != 0:
+    if git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False).returncode != 0:
         return None
     fmt = "%H%x1f%(trailers:key=Task,valueonly,separator=%x1d)%x1f%(trailers:key=Exec,valueonly,separator=%x1d)" \
           "%x1f%(trailers:key=Attempt,valueonly,separator=%x1d)%x1e"
-    listed = _git(repo, "log", f"--format={fmt}", f"{base}..refs/heads/{branch}", check=False)
+    listed = git(repo, "log", f"--format={fmt}", f"{base}..refs/heads/{branch}", check=False)
     if listed.returncode != 0:
         return None
     for record in listed.stdout.split("\x1e"):
@@ -167,10 +167,10 @@ def commit_message(task: ExecTask, exec_id: str, attempt: int) -> str:
     return f"{head}\n\n{body}\n\n{trailers}\n" if body else f"{head}\n\n{trailers}\n"
 
 
-def _identity_options(worktree: Path) -> list[str]:
+def identity_options(worktree: Path) -> list[str]:
     """``-c user.name/user.email`` only when git has no identity for this repository (a bare worker host)."""
-    name = _git(worktree, "config", "user.name", check=False).stdout.strip()
-    email = _git(worktree, "config", "user.email", check=False).stdout.strip()
+    name = git(worktree, "config", "user.name", check=False).stdout.strip()
+    email = git(worktree, "config", "user.email", check=False).stdout.strip()
     options: list[str] = []
     if not name:
         options += ["-c", f"user.name={IDENTITY[0]}"]
@@ -184,31 +184,31 @@ def commit_all(worktree: Path, message: str) -> str | None:
 
     Hooks are skipped and signing is off: a worker cannot answer a passphrase prompt, and the task's own
     verification and the gate are the checks a change passes."""
-    _git(worktree, "add", "--all", "--", ".", *_EXCLUDE_BYPRODUCTS)
-    if _git(worktree, "diff", "--cached", "--quiet", check=False).returncode == 0:
+    git(worktree, "add", "--all", "--", ".", *_EXCLUDE_BYPRODUCTS)
+    if git(worktree, "diff", "--cached", "--quiet", check=False).returncode == 0:
         return None
     # The message goes through a file in the worktree's own git directory (git reads no stdin here).
-    git_dir = Path(_git(worktree, "rev-parse", "--absolute-git-dir").stdout.strip())
+    git_dir = Path(git(worktree, "rev-parse", "--absolute-git-dir").stdout.strip())
     message_file = git_dir / "WFQUEUE_COMMIT_MSG"
     message_file.write_text(message, encoding="utf-8")
     try:
-        _git(worktree, *_identity_options(worktree), "-c", "commit.gpgsign=false", "commit", "--quiet",
+        git(worktree, *identity_options(worktree), "-c", "commit.gpgsign=false", "commit", "--quiet",
              "--no-verify", "--cleanup=verbatim", "-F", str(message_file))
     finally:
         message_file.unlink(missing_ok=True)
-    return _git(worktree, "rev-parse", "HEAD").stdout.strip()
+    return git(worktree, "rev-parse", "HEAD").stdout.strip()
 
 
 def repo_prefix(repo: Path) -> str:
     """Where ``repo`` sits inside its git repository (``""`` at the top, else ``"project/"``): a plan for one
     project of a larger repository names its files relative to that project."""
-    return _git(repo, "rev-parse", "--show-prefix").stdout.strip()
+    return git(repo, "rev-parse", "--show-prefix").stdout.strip()
 
 
 def files_of_commit(repo: Path, commit: str, prefix: str = "") -> list[str]:
     """Paths ``commit`` added, changed or deleted against its first parent, relative to ``prefix`` (a path outside
     it climbs out with ``..``, so a check against the plan's files sees it)."""
-    listed = _git(repo, "diff-tree", "--no-commit-id", "--name-only", "-r", "-z", "--no-renames", f"{commit}^",
+    listed = git(repo, "diff-tree", "--no-commit-id", "--name-only", "-r", "-z", "--no-renames", f"{commit}^",
                   commit).stdout
     paths = [p for p in listed.split("\0") if p]
     return [posixpath.relpath(p, prefix) for p in paths] if prefix else paths
@@ -218,15 +218,15 @@ def finish_worktree(repo: Path, path: Path) -> bool:
     """Remove the task's worktree, unless it holds uncommitted work: then it is kept (True) for the caller to name,
     its HEAD detached so the task's branch stays free for another attempt."""
     if not path.exists():
-        _git(repo, "worktree", "prune")
+        git(repo, "worktree", "prune")
         return False
     if not _registered(repo, path):
         shutil.rmtree(path)
         return False
     if changed_paths(path):
-        _git(path, "checkout", "--quiet", "--detach")
+        git(path, "checkout", "--quiet", "--detach")
         return True
-    _git(repo, "worktree", "remove", "--force", str(path))
+    git(repo, "worktree", "remove", "--force", str(path))
     for parent in (path.parent, path.parent.parent):  # the task's and the execution's folders, once empty
         try:
             parent.rmdir()
