@@ -22,8 +22,9 @@ from wfqueue.collab.models import RequirementAnalysis
 from wfqueue.collab.note import parse_note
 from wfqueue.collab.steps import ANALYSIS_FILE, NOTE_FILE, agent_dir
 from wfqueue.keys import AgentState
+from wfqueue.payloads import CollabFinalize
 from wfqueue.state import SessionStore
-from wfqueue.task_names import COLLAB_FINALIZE, COLLAB_PLAN_AREA, QUEUE_CONTROL, QUEUE_PLAN
+from wfqueue.task_names import COLLAB_PLAN_AREA, QUEUE_PLAN
 
 
 def area_signature(app: Celery, session_id: str, session_dir: Path, area: str, provider: str) -> Signature:
@@ -33,7 +34,7 @@ def area_signature(app: Celery, session_id: str, session_dir: Path, area: str, p
 
 
 def finalize_signature(app: Celery, session_id: str, session_dir: Path) -> Signature:
-    return app.signature(COLLAB_FINALIZE, args=(session_id, str(session_dir)), queue=QUEUE_CONTROL)
+    return CollabFinalize(session_id=session_id, session_dir=str(session_dir)).signature(app)
 
 
 def load_or_seed_analysis(state: SessionStore, session_dir: Path) -> RequirementAnalysis | None:

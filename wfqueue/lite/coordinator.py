@@ -27,12 +27,13 @@ from wfqueue.lite.render import render_stopped_plan
 from wfqueue.lite.steps import PLAN_FILE, TASKS_FILE, write_plan_md
 from wfqueue.lite.synthesis import MergedQuestion, rounds
 from wfqueue.metering import budget_meta, check_budget_priced, session_report, usage_line, write_usage_file
+from wfqueue.payloads import LiteSynthesize
 from wfqueue.providers import check_provider_spec
 from wfqueue.runtime import broker_runtime, resumable, wait_for
 from wfqueue.sessions import WORKFLOW_DIR, session_date, slugify, unique_id
 from wfqueue.settings import Settings
 from wfqueue.state import CoordinatorLease, SessionState
-from wfqueue.task_names import EXPLORE_ANGLE, LITE_ASSESS, LITE_PLAN, LITE_SYNTHESIZE, QUEUE_CONTROL, QUEUE_EXPLORE
+from wfqueue.task_names import EXPLORE_ANGLE, LITE_ASSESS, LITE_PLAN, QUEUE_EXPLORE
 from wfqueue.tasks_file import validate_path
 from wfqueue.usage import Budget, PriceTable
 
@@ -218,8 +219,8 @@ class LiteCoordinator:
         header = [app.signature(EXPLORE_ANGLE, queue=QUEUE_EXPLORE,
                                 kwargs={**common, "output_dir": str(session_dir), "angle": angle})
                   for angle in assessment.angles]
-        body = app.signature(LITE_SYNTHESIZE, queue=QUEUE_CONTROL,
-                             args=(state.session_id, str(session_dir), common["requirement"]))
+        body = LiteSynthesize(session_id=state.session_id, session_dir=str(session_dir),
+                              requirement=common["requirement"]).signature(app)
         try:
             synthesis = wait_for(chord(header)(body), "exploration", settings,
                                  tick=lambda: self.ui.progress(state.agents(watched)))

@@ -21,19 +21,12 @@ from wfqueue.errors import BadInputError, BudgetExhaustedError
 from wfqueue.keys import AgentState, SessionKind, SessionStatus
 from wfqueue.lite.models import Assessment
 from wfqueue.metering import budget_meta, check_budget_priced, session_report, usage_line, write_usage_file
+from wfqueue.payloads import SessionContext
 from wfqueue.providers import check_provider_spec
 from wfqueue.runtime import broker_runtime, resumable, wait_for
 from wfqueue.settings import Settings
 from wfqueue.state import CoordinatorLease, SessionState
-from wfqueue.task_names import (
-    EXPLORE_ANGLE,
-    LITE_ASSESS,
-    QUEUE_CONTROL,
-    QUEUE_EXPLORE,
-    SESSION_CONFLICTS,
-    SESSION_CONTEXT,
-    SESSION_GENERATE,
-)
+from wfqueue.task_names import EXPLORE_ANGLE, LITE_ASSESS, QUEUE_EXPLORE, SESSION_CONFLICTS, SESSION_GENERATE
 from wfqueue.usage import Budget, PriceTable
 from wfqueue.workflow_session.models import PHASES, ConflictResolution, SessionConflict, WorkflowSession
 from wfqueue.workflow_session.render import PlanningNotes
@@ -210,8 +203,8 @@ class WfsCoordinator:
                                 kwargs={**common, "requirement": session.description,
                                         "output_dir": str(folder / PROCESS_DIR), "angle": angle})
                   for angle in assessment.angles]
-        body = app.signature(SESSION_CONTEXT, queue=QUEUE_CONTROL,
-                             args=(session.session_id, str(folder), common["repo"]))
+        body = SessionContext(session_id=session.session_id, session_dir=str(folder),
+                              repo=common["repo"]).signature(app)
         try:
             outcome = wait_for(chord(header)(body), "context gathering", settings,
                                tick=lambda: self.ui.progress(state.agents(assessment.angles)))
