@@ -50,7 +50,7 @@ class Header:
                 raise self.failures.pop(0)
             return 42
 
-        @app.task(bind=True, max_retries=SETTINGS.task_max_retries)
+        @app.task(bind=True, max_retries=SETTINGS.task_max_retries, shared=False)  # not on every app
         def agent(task: Task[Any, Any]) -> dict[str, Any]:
             self.seen.append((self.record.get("state"), self.record.get("error")))
             return run_header(task, self.state, SETTINGS, "api", step, outcome,
