@@ -24,13 +24,13 @@ from wfqueue.errors import TransientProviderError
 from wfqueue.payloads import CollabFinalize, CollabPlanArea, CollabUnderstand
 from wfqueue.settings import Settings
 from workers.context import StateFactory, metered_provider
-from workers.header import Attempt, run_header
+from workers.header import Attempt, Finished, run_header
 from workers.registry import payload_task, send_callback_alone
 
 
-def area_outcome(attempt: Attempt, artifacts: AreaArtifacts | None) -> AgentOutcome:
+def area_outcome(attempt: Finished, artifacts: AreaArtifacts | None) -> AgentOutcome:
     """The record an area hands its chord (finalize reads Redis, Flower shows this)."""
-    return AgentOutcome(focus_area=attempt.agent, status=attempt.status or "failed", error=attempt.error,
+    return AgentOutcome(focus_area=attempt.agent, status=attempt.status, error=attempt.error,
                         task_count=artifacts.plan["task_count"] if artifacts else 0, worker=attempt.worker,
                         pid=attempt.pid, attempts=attempt.attempts)
 

@@ -31,14 +31,14 @@ from wfqueue.settings import Settings
 from wfqueue.state import BROKER_AWAY, SessionStore
 from workers.context import may_retry, retry_later
 
-__all__ = ["Attempt", "Verdict", "judge", "run_header"]
+__all__ = ["Attempt", "Finished", "Verdict", "judge", "run_header"]
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 
 
 class Attempt(BaseModel):
-    """One run of an agent: who ran it, the how-manieth time, and how it ended (``status`` None while running)."""
+    """One run of an agent: who runs it, and the how-manieth time."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -46,7 +46,12 @@ class Attempt(BaseModel):
     worker: str
     pid: int
     attempts: int
-    status: Literal["done", "failed"] | None = None
+
+
+class Finished(Attempt):
+    """An attempt that ended: ``done``, or ``failed`` with the reason its records show."""
+
+    status: Literal["done", "failed"]
     error: str | None = None
 
 
@@ -89,7 +94,7 @@ def judge(exc: BaseException, *, retries_left: bool, soft_time_limit_s: int) -> 
 
 
 def run_header(task: Task[Any, Any], state: SessionStore, settings: Settings, agent: str,
-               step: Callable[[Attempt], T], outcome: Callable[[Attempt, T | None], M],
+               step: Callable[[Attempt], T], outcome: Callable[[Finished, T | None], M],
                done_fields: Callable[[T], dict[str, Any]] = lambda _: {}) -> M:
     """Run ``step`` as the agent ``agent`` of a chord header and return its outcome record.
 
@@ -110,6 +115,6 @@ def run_header(task: Task[Any, Any], state: SessionStore, settings: Settings, ag
             state.set_agent(agent, state=AgentState.QUEUED, error=f"retrying: {verdict.reason}")
             raise retry_later(task, exc, settings) from None
         state.set_agent(agent, state=AgentState.FAILED, error=verdict.reason, finished_at=time.time())
-        return outcome(attempt.model_copy(update={"status": "failed", "error": verdict.reason}), None)
+        return outcome(Finished(**attempt.model_dump(), status="failed", error=verdict.reason), None)
     state.set_agent(agent, state=AgentState.DONE, finished_at=time.time(), **done_fields(result))
-    return outcome(attempt.model_copy(update={"status": "done"}), result)
+    return outcome(Finished(**attempt.model_dump(), status="done"), result)

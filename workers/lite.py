@@ -21,7 +21,7 @@ from wfqueue.payloads import ExploreAngle, LiteAssess, LitePlan, LiteSynthesize
 from wfqueue.settings import Settings
 from wfqueue.usage import PriceTable
 from workers.context import StateFactory, metered_provider
-from workers.header import Attempt, run_header
+from workers.header import Attempt, Finished, run_header
 from workers.registry import payload_task
 
 __all__ = ["AngleOutcome", "angle_outcome", "register"]
@@ -40,9 +40,9 @@ class AngleOutcome(BaseModel):
     attempts: int = 1
 
 
-def angle_outcome(attempt: Attempt, exploration: VerifiedExploration | None) -> AngleOutcome:
+def angle_outcome(attempt: Finished, exploration: VerifiedExploration | None) -> AngleOutcome:
     checks = exploration.checks if exploration else []
-    return AngleOutcome(angle=attempt.agent, status=attempt.status or "failed", error=attempt.error,
+    return AngleOutcome(angle=attempt.agent, status=attempt.status, error=attempt.error,
                         verified=sum(c.verified for c in checks), checks=len(checks), worker=attempt.worker,
                         pid=attempt.pid, attempts=attempt.attempts)
 

@@ -57,7 +57,7 @@ def payload_task(app: Celery, settings: Settings, model: type[P], *, callback: b
                 raise retry_later(self, exc, settings) from None
 
         run.__name__ = run.__qualname__ = body.__name__
-        run.__doc__ = body.__doc__
+        run.__doc__, run.__module__ = body.__doc__, body.__module__
         task: Task[Any, R] = app.task(name=model.task_name, bind=True, max_retries=settings.task_max_retries)(run)
         return task
 

@@ -16,7 +16,7 @@ from wfqueue.keys import AgentState
 from wfqueue.memory_state import MemorySessionState
 from wfqueue.settings import Settings
 from workers.collab import area_outcome
-from workers.header import Attempt, Verdict, judge, run_header
+from workers.header import Attempt, Finished, Verdict, judge, run_header
 from workers.lite import angle_outcome
 
 SETTINGS = Settings(task_max_retries=2, retry_backoff_s=0, retry_backoff_max_s=0, agent_soft_time_limit_s=7)
@@ -24,14 +24,14 @@ SETTINGS = Settings(task_max_retries=2, retry_backoff_s=0, retry_backoff_max_s=0
 
 class Outcome(BaseModel):
     agent: str
-    status: str | None
+    status: str
     error: str | None
     attempts: int
     worker: str
     value: int | None
 
 
-def outcome(attempt: Attempt, value: int | None) -> Outcome:
+def outcome(attempt: Finished, value: int | None) -> Outcome:
     return Outcome(agent=attempt.agent, status=attempt.status, error=attempt.error, attempts=attempt.attempts,
                    worker=attempt.worker, value=value)
 
@@ -130,7 +130,7 @@ def test_the_policy(error: Exception, retries_left: bool, expected: Verdict) -> 
 
 
 def test_collab_and_lite_outcomes_keep_the_agent_and_who_ran_it() -> None:
-    failed = Attempt(agent="auth", worker="w1@host", pid=12, attempts=3, status="failed", error="boom")
+    failed = Finished(agent="auth", worker="w1@host", pid=12, attempts=3, status="failed", error="boom")
     assert area_outcome(failed, None).model_dump() == {
         "focus_area": "auth", "status": "failed", "task_count": 0, "error": "boom", "worker": "w1@host", "pid": 12,
         "attempts": 3}
