@@ -10,7 +10,6 @@ task's own limits are derived from ``executor_timeout_s`` instead of the plannin
 
 from __future__ import annotations
 
-import importlib
 import time
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,8 @@ from typing import Any
 from celery import Celery, Task
 from celery.exceptions import SoftTimeLimitExceeded
 
-from wfqueue.errors import ExecutorNotConfiguredError, TransientProviderError, WfqueueError
+from wfqueue.errors import TransientProviderError, WfqueueError
+from wfqueue.execute.claude_executor import claude_executor
 from wfqueue.execute.command_executor import CommandExecutor
 from wfqueue.execute.executors import Executor
 from wfqueue.execute.run_task import EXECUTOR_RUNS, VERIFICATION_TIMEOUT_S, record_failure, run_task
@@ -26,10 +26,10 @@ from wfqueue.payloads import ExecuteTask
 from wfqueue.settings import Settings
 from wfqueue.state import SessionStore
 from workers.context import StateFactory, may_retry, retry_later
+from workers.registry import payload_task
 
 EXECUTOR_DIR = "executor"  # prompt and output files of the command executor, in the execution folder
 _MARGIN_S = 60  # git, the commit and the cleanup around the executor and verification runs
-CLAUDE_MODULE = "wfqueue.execute.claude_executor"
 
 
 def time_limits(settings: Settings) -> tuple[int, int]:
@@ -48,24 +48,15 @@ def executor_for(payload: ExecuteTask, settings: Settings, state: SessionStore) 
     if payload.executor == "command":
         return CommandExecutor(settings.executor_command, settings.executor_timeout_s,
                                Path(payload.exec_dir) / EXECUTOR_DIR)
-    try:
-        module = importlib.import_module(CLAUDE_MODULE)
-    except ImportError:
-        raise ExecutorNotConfiguredError("this worker has no claude executor",
-                                         hint="run the same wfqueue version on every worker, or use "
-                                              "--executor command") from None
-    executor: Executor = module.claude_executor(settings, state, Path(payload.exec_dir))
-    return executor
+    return claude_executor(settings, state, Path(payload.exec_dir))
 
 
 def register(app: Celery, settings: Settings) -> None:
     states = StateFactory(settings)
     soft, hard = time_limits(settings)
 
-    @app.task(name=ExecuteTask.task_name, bind=True, max_retries=settings.task_max_retries, soft_time_limit=soft,
-              time_limit=hard)
-    def execute_task(self: Task[Any, Any], /, **kwargs: Any) -> dict[str, Any]:
-        payload = ExecuteTask.decode(kwargs)
+    @payload_task(app, settings, ExecuteTask, soft_time_limit=soft, time_limit=hard)
+    def execute_task(self: Task[Any, Any], payload: ExecuteTask) -> dict[str, Any]:
         state = states.session(payload.exec_id)  # an execution's state is kept under its exec id
         worker = self.request.hostname or "unknown"
         started = time.time()

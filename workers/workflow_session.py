@@ -10,44 +10,32 @@ from typing import Any
 from celery import Celery, Task
 
 from wfqueue.errors import TransientProviderError
+from wfqueue.payloads import SessionConflicts, SessionContext, SessionGenerate
 from wfqueue.settings import Settings
-from wfqueue.task_names import SESSION_CONFLICTS, SESSION_CONTEXT, SESSION_GENERATE
 from wfqueue.usage import PriceTable
 from wfqueue.workflow_session.steps import run_conflict_detection, run_context_phase, run_generation
-from workers.context import StateFactory, metered_provider, retry_later
+from workers.context import StateFactory, metered_provider
+from workers.registry import payload_task
 
 
 def register(app: Celery, settings: Settings) -> None:
     states = StateFactory(settings)
     prices = PriceTable(settings.price_table)
 
-    @app.task(name=SESSION_CONTEXT, bind=True, max_retries=settings.task_max_retries)
-    def context(self: Task[Any, Any], outcomes: list[dict[str, Any]], session_id: str, session_dir: str,
-                repo: str) -> dict[str, Any]:
-        # ``outcomes`` (the angles' records) is informative: finished angles are read from Redis.
-        try:
-            risk = run_context_phase(states.session(session_id), Path(session_dir), repo)
-        except OSError as exc:
-            raise retry_later(self, exc, settings) from None
-        return {"risk_level": risk}
+    @payload_task(app, settings, SessionContext, callback=True, retry_on=(OSError,))
+    def context(task: Task[Any, Any], p: SessionContext) -> dict[str, Any]:
+        return {"risk_level": run_context_phase(states.session(p.session_id), Path(p.session_dir), p.repo)}
 
-    @app.task(name=SESSION_CONFLICTS, bind=True, max_retries=settings.task_max_retries)
-    def conflicts(self: Task[Any, Any], session_id: str, session_dir: str, repo: str,
-                  provider: str) -> list[dict[str, Any]]:
-        state = states.session(session_id)
-        try:
-            found = run_conflict_detection(state, metered_provider(provider, settings, state, session_dir),
-                                           Path(session_dir), repo)
-        except TransientProviderError as exc:
-            raise retry_later(self, exc, settings) from None
+    @payload_task(app, settings, SessionConflicts, retry_on=(TransientProviderError,))
+    def conflicts(task: Task[Any, Any], p: SessionConflicts) -> list[dict[str, Any]]:
+        state = states.session(p.session_id)
+        found = run_conflict_detection(state, metered_provider(p.provider, settings, state, p.session_dir),
+                                       Path(p.session_dir), p.repo)
         return [c.model_dump(mode="json") for c in found]
 
-    @app.task(name=SESSION_GENERATE, bind=True, max_retries=settings.task_max_retries)
-    def generate(self: Task[Any, Any], session_id: str, session_dir: str, repo: str, provider: str) -> dict[str, Any]:
-        state = states.session(session_id)
-        try:
-            draft = run_generation(state, metered_provider(provider, settings, state, session_dir), Path(session_dir),
-                                   repo, prices=prices)
-        except TransientProviderError as exc:
-            raise retry_later(self, exc, settings) from None
+    @payload_task(app, settings, SessionGenerate, retry_on=(TransientProviderError,))
+    def generate(task: Task[Any, Any], p: SessionGenerate) -> dict[str, Any]:
+        state = states.session(p.session_id)
+        draft = run_generation(state, metered_provider(p.provider, settings, state, p.session_dir),
+                               Path(p.session_dir), p.repo, prices=prices)
         return {"tasks": [t.id for t in draft.tasks]}

@@ -16,9 +16,9 @@ from wfqueue.collab.note import parse_note, render_note, replace_section
 from wfqueue.collab.note_blocks import note_tasks
 from wfqueue.embedded import EmbeddedCluster, EmbeddedRedis, stop_process_group
 from wfqueue.fsio import locked_update
+from wfqueue.payloads import CollabFinalize, CollabPlanArea
 from wfqueue.samples import make_service_repo
 from wfqueue.settings import load_settings
-from wfqueue.task_names import COLLAB_FINALIZE, COLLAB_PLAN_AREA
 
 pytestmark = pytest.mark.integration
 REQUIREMENT = "Add per-user rate limiting to the API"
@@ -67,9 +67,9 @@ def test_coordinator_only_enqueues_and_standalone_workers_do_the_work(broker: st
             stop_process_group(proc, grace_s=20)
 
 
-def run_task(app, name: str, args: list, timeout: float = 60) -> object:
-    result = app.send_task(name, args=args)
-    return result.get(timeout=timeout)
+def finalize(app, sid: str, folder: Path) -> object:
+    """The chord callback run again on its own, as the late-area path and the watchdog send it."""
+    return CollabFinalize(session_id=sid, session_dir=str(folder)).send_alone(app).get(timeout=60)
 
 
 def test_callback_is_idempotent_and_rebuilds_sections_from_redis(sample_repo: Path) -> None:
@@ -85,19 +85,20 @@ def test_callback_is_idempotent_and_rebuilds_sections_from_redis(sample_repo: Pa
         app = create_app(settings)
         cluster.start_workers(app)
         try:
-            run_task(app, COLLAB_FINALIZE, [[], sid, str(folder)])
+            finalize(app, sid, folder)
             assert snapshot(folder) == before, "finalize twice changed the files"
             # A redelivered header task: the cached answer is reused, the files stay the same.
-            outcome = run_task(app, COLLAB_PLAN_AREA, [sid, str(folder), "api", "offline"])
+            outcome = CollabPlanArea(session_id=sid, session_dir=str(folder), focus_area="api",
+                                     provider="offline").send(app).get(timeout=60)
             assert outcome["status"] == "done"
-            run_task(app, COLLAB_FINALIZE, [[], sid, str(folder)])
+            finalize(app, sid, folder)
             assert snapshot(folder) == before, "a redelivered header task changed the files"
             # Another host's disk: this one never saw the storage agent's files or section.
             (folder / "agents" / "storage" / "plan.json").unlink()
             note = parse_note((folder / "plan-note.md").read_text())
             note = replace_section(note, "任务池 - Storage", "\n_lost on this disk_\n\n")
             (folder / "plan-note.md").write_text(render_note(note))
-            run_task(app, COLLAB_FINALIZE, [[], sid, str(folder)])
+            finalize(app, sid, folder)
             assert snapshot(folder) == before, "sections held in Redis were not restored"
         finally:
             release_result_subscriptions(app)

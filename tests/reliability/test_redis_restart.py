@@ -31,9 +31,10 @@ from support import FOUR_AREAS, run_cli, wait_until, wfqueue_env, write_script
 
 from wfqueue.celery_app import create_app, release_result_subscriptions
 from wfqueue.embedded import EmbeddedRedis
+from wfqueue.payloads import CollabUnderstand
 from wfqueue.settings import load_settings
 from wfqueue.state import BROKER_AWAY, redis_client
-from wfqueue.task_names import COLLAB_UNDERSTAND, QUEUE_PLAN
+from wfqueue.task_names import QUEUE_PLAN
 
 pytestmark = pytest.mark.integration
 REQUIREMENT = FOUR_AREAS
@@ -163,9 +164,9 @@ def test_a_worker_with_a_task_in_flight_survives_a_redis_restart(tmp_path: Path,
         release = tmp_path / "release"
         provider = write_script(tmp_path / "script.json", hold={"understand": str(release)})
         app = create_app(load_settings(broker_url=url))
-        sent = app.send_task(COLLAB_UNDERSTAND, queue=QUEUE_PLAN, kwargs={
-            "session_id": "CPLAN-restart", "session_dir": str(tmp_path / "session"), "repo": str(sample_repo),
-            "requirement": REQUIREMENT, "max_agents": 2, "provider": provider})
+        sent = CollabUnderstand(session_id="CPLAN-restart", session_dir=str(tmp_path / "session"),
+                                repo=str(sample_repo), requirement=REQUIREMENT, max_agents=2,
+                                provider=provider).send(app)
         wait_until(lambda: sent.id in active_task_ids(app, hostname), 30, "the worker runs the task")
         redis.stop()
         redis.start()

@@ -10,7 +10,7 @@ from pydantic import SecretStr
 
 from tests.execute_support import EXEC_ID, make_repo, payload, task
 from wfqueue.celery_app import create_app
-from wfqueue.errors import ExecutorNotConfiguredError
+from wfqueue.errors import ConfigError, ExecutorNotConfiguredError
 from wfqueue.execute.command_executor import CommandExecutor
 from wfqueue.memory_state import MemorySessionState
 from wfqueue.settings import Settings
@@ -43,11 +43,10 @@ def test_the_command_executor_is_configured_from_the_settings(tmp_path: Path) ->
         execute.executor_for(sent, _settings(), MemorySessionState(EXEC_ID))
 
 
-def test_a_worker_without_the_claude_executor_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(execute, "CLAUDE_MODULE", "wfqueue.execute.no_such_executor")  # an older wfqueue
+def test_a_worker_without_an_api_key_cannot_run_the_claude_executor(tmp_path: Path) -> None:
     sent = payload(make_repo(tmp_path), tmp_path / "exec", task()).model_copy(update={"executor": "claude"})
-    with pytest.raises(ExecutorNotConfiguredError, match="no claude executor"):
-        execute.executor_for(sent, _settings(), MemorySessionState(EXEC_ID))
+    with pytest.raises(ConfigError, match="needs an Anthropic API key"):
+        execute.executor_for(sent, _settings(anthropic_api_key=None), MemorySessionState(EXEC_ID))
 
 
 def test_the_task_is_stopped_before_its_message_would_be_delivered_again() -> None:

@@ -73,8 +73,7 @@ def missing_areas(state: SessionStore, analysis: RequirementAnalysis) -> list[st
 
 def finalize_alone(app: Celery, state: SessionStore, session_dir: Path) -> AsyncResult[Any]:
     """The callback without a header (no area results: it reads them from Redis)."""
-    return CollabFinalize(session_id=state.session_id, session_dir=str(session_dir)).signature(app).apply_async(
-        args=([],))
+    return CollabFinalize(session_id=state.session_id, session_dir=str(session_dir)).send_alone(app)
 
 
 def enqueue_missing(app: Celery, state: SessionStore, session_dir: Path, analysis: RequirementAnalysis,

@@ -1,0 +1,120 @@
+"""The one wrapper of every fan-out (chord header) task: agent records and the retry-or-failure-record policy.
+
+A header task runs one agent (a collab area, an exploration angle). Its agent
+record tells ``wfqueue status`` and Flower where it is: ``running`` (worker,
+pid, start time, attempt number), ``queued`` with ``retrying: <why>`` while a
+retry waits, then ``done`` or ``failed`` with the reason plan.md shows. A
+header task never raises out of its chord (one failing agent would cancel the
+callback, and with it every other agent's work): when retrying will not help,
+or the retries are spent, it returns a failure record instead. The only
+exceptions that leave it are Celery's ``Retry`` and a broker that went away,
+which the base task (workers.context.broker_patient_task) waits out and
+retries.
+
+``judge`` is the policy, pure; ``run_header`` applies it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
+
+from celery import Task
+from celery.exceptions import Retry, SoftTimeLimitExceeded
+from pydantic import BaseModel, ConfigDict
+
+from wfqueue.errors import ProviderError, TransientProviderError, WfqueueError
+from wfqueue.keys import AgentState
+from wfqueue.settings import Settings
+from wfqueue.state import BROKER_AWAY, SessionStore
+from workers.context import may_retry, retry_later
+
+__all__ = ["Attempt", "Finished", "Verdict", "judge", "run_header"]
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+
+class Attempt(BaseModel):
+    """One run of an agent: who runs it, and the how-manieth time."""
+
+    model_config = ConfigDict(frozen=True)
+
+    agent: str
+    worker: str
+    pid: int
+    attempts: int
+
+
+class Finished(Attempt):
+    """An attempt that ended: ``done``, or ``failed`` with the reason its records show."""
+
+    status: Literal["done", "failed"]
+    error: str | None = None
+
+
+class Verdict(BaseModel):
+    """What a header task does about an error.
+
+    ``retry``: try again later (the agent waits as ``queued``, ``retrying: <reason>``);
+    ``fail``: return a failure record with ``reason``; ``raise``: let it out (Celery's own
+    Retry, or a broker that went away, which the base task waits out and retries)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    action: Literal["retry", "fail", "raise"]
+    reason: str = ""
+
+
+def describe(exc: BaseException) -> str:
+    """An error as a failure reason: a provider's by its message (it names the provider and what
+    went wrong), any other with its type, which says where to look."""
+    if isinstance(exc, ProviderError):
+        return exc.message
+    return f"{type(exc).__name__}: {exc}"
+
+
+def judge(exc: BaseException, *, retries_left: bool, soft_time_limit_s: int) -> Verdict:
+    """The retry-or-failure-record policy of every header task."""
+    if isinstance(exc, (Retry, *BROKER_AWAY)):
+        return Verdict(action="raise")
+    if isinstance(exc, SoftTimeLimitExceeded):
+        # The hard limit follows the soft one: a retry would most likely run out of time again.
+        return Verdict(action="fail", reason=f"timed out after the {soft_time_limit_s}s soft time limit")
+    if isinstance(exc, TransientProviderError):
+        return Verdict(action="retry" if retries_left else "fail", reason=describe(exc))
+    if isinstance(exc, WfqueueError):
+        # A spent budget (BudgetExhaustedError), an answer that stays unusable, bad input:
+        # the same call would fail the same way.
+        return Verdict(action="fail", reason=describe(exc))
+    # Anything else (a bug, a file system blip): maybe it passes on another try.
+    return Verdict(action="retry" if retries_left else "fail", reason=describe(exc))
+
+
+def run_header(task: Task[Any, Any], state: SessionStore, settings: Settings, agent: str,
+               step: Callable[[Attempt], T], outcome: Callable[[Finished, T | None], M],
+               done_fields: Callable[[T], dict[str, Any]] = lambda _: {}) -> M:
+    """Run ``step`` as the agent ``agent`` of a chord header and return its outcome record.
+
+    ``outcome`` builds the record the chord receives from the finished attempt and the
+    step's result (None when it failed); ``done_fields`` adds to the agent record on success.
+    """
+    attempt = Attempt(agent=agent, worker=task.request.hostname or "unknown", pid=os.getpid(),
+                      attempts=state.count_attempt(agent))
+    state.set_agent(agent, state=AgentState.RUNNING, worker=attempt.worker, pid=attempt.pid,
+                    started_at=time.time(), attempts=attempt.attempts, error=None)
+    try:
+        result = step(attempt)
+    except Exception as exc:  # judged below: a header task never breaks its chord
+        verdict = judge(exc, retries_left=may_retry(task), soft_time_limit_s=settings.agent_soft_time_limit_s)
+        if verdict.action == "raise":
+            raise
+        if verdict.action == "retry":
+            state.set_agent(agent, state=AgentState.QUEUED, error=f"retrying: {verdict.reason}")
+            raise retry_later(task, exc, settings) from None
+        state.set_agent(agent, state=AgentState.FAILED, error=verdict.reason, finished_at=time.time())
+        return outcome(Finished(**attempt.model_dump(), status="failed", error=verdict.reason), None)
+    state.set_agent(agent, state=AgentState.DONE, finished_at=time.time(), **done_fields(result))
+    return outcome(Finished(**attempt.model_dump(), status="done"), result)

@@ -1,0 +1,69 @@
+"""How a task is declared: by its payload model (wfqueue/payloads.py), which gives its name and its arguments.
+
+A task body receives the Celery task and its decoded payload, never loose
+arguments: the message's keywords are decoded once, here, so a field renamed on
+one side fails with an error naming the task instead of a ``TypeError`` deep in
+a worker. Chord callbacks also receive the header's results as their first
+positional argument (Celery puts them there); every callback reads which agents
+finished from Redis instead, so those results are dropped here, and a callback
+sent alone (``TaskPayload.send_alone``, with no results) does the same work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+
+from celery import Celery, Task
+
+from wfqueue.errors import InfrastructureError
+from wfqueue.payloads import TaskPayload
+from wfqueue.settings import Settings
+from workers.context import retry_later
+
+__all__ = ["payload_task"]
+
+P = TypeVar("P", bound=TaskPayload)
+R = TypeVar("R")
+if TYPE_CHECKING:  # celery's Task takes type parameters only in its stubs
+    Body: TypeAlias = Callable[[Task[Any, Any], P], R]  # body(task, payload)
+
+
+def payload_task(app: Celery, settings: Settings, model: type[P], *, callback: bool = False,
+                 retry_on: tuple[type[Exception], ...] = (), soft_time_limit: int | None = None,
+                 time_limit: int | None = None) -> Callable[[Body[P, R]], Task[Any, R]]:
+    """Register the decorated ``body(task, payload)`` as the task ``model.task_name``.
+
+    ``callback``: the task is a chord's body, so one positional argument (the
+    header's results) comes before the keywords. ``retry_on``: errors worth
+    another try later (a rate limit, a file system blip); the retry backs off
+    (workers.context.retry_later), and once the retries are spent the error is
+    the task's result. Time limits (both or neither): None keeps the app's.
+    """
+    positional = 1 if callback else 0
+
+    def register(body: Body[P, R]) -> Task[Any, R]:
+        def run(self: Task[Any, Any], *args: Any, **kwargs: Any) -> R:
+            if len(args) != positional:
+                raise InfrastructureError(
+                    f"task {model.task_name} received {len(args)} positional arguments, expected {positional}: "
+                    "its payload comes as keywords",
+                    hint="run the same wfqueue version on the coordinator and every worker",
+                )
+            payload = model.decode(kwargs)
+            try:
+                return body(self, payload)
+            except retry_on as exc:
+                raise retry_later(self, exc, settings) from None
+
+        run.__name__ = run.__qualname__ = body.__name__
+        run.__doc__, run.__module__ = body.__doc__, body.__module__
+        if soft_time_limit is not None and time_limit is not None:
+            task: Task[Any, R] = app.task(name=model.task_name, bind=True, max_retries=settings.task_max_retries,
+                                          soft_time_limit=soft_time_limit, time_limit=time_limit)(run)
+        else:
+            task = app.task(name=model.task_name, bind=True, max_retries=settings.task_max_retries)(run)
+        return task
+
+    return register
+
