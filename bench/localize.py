@@ -113,6 +113,11 @@ def project_name(mirror: Path) -> str:
     return base.split("+")[-1].removesuffix(".git")
 
 
+def is_test(path: str) -> bool:
+    """A test by the file scan's naming rules or by its role (``testsuite/``, ``index.test-d.ts``)."""
+    return file_role(path, is_test_path(path)) == "test"
+
+
 def counted(path: str) -> bool:
     """A file the answer (and the score) counts: non-test product source."""
     return language_for(path) in CODE_LANGUAGES and file_role(path, is_test_path(path)) == "source"
@@ -140,7 +145,7 @@ def select_cases(mirror: Path, cases: int, window: int) -> list[Case]:
         changes = [line.split("\t") for line in git(mirror, "diff-tree", "--no-commit-id", "-r", "--name-status",
                                                      parents[0], commit).splitlines()]
         code = [(status, path) for status, *paths in changes for path in paths[-1:]
-                if language_for(path) in CODE_LANGUAGES and not is_test_path(path)]
+                if language_for(path) in CODE_LANGUAGES and not is_test(path)]
         answer = sorted(path for status, path in code if counted(path))
         if not answer or len(code) > MAX_SOURCE_FILES or any(status != "M" for status, _ in code):
             continue
@@ -161,7 +166,7 @@ def checkout(mirror: Path, commit: str, into: Path) -> None:
 
 def candidates_of(index: RepoIndex) -> list[str]:
     """The files either ranker may plan: every non-test code file."""
-    return [f.path for f in index.files if f.language in CODE_LANGUAGES and not f.is_test]
+    return [f.path for f in index.files if f.language in CODE_LANGUAGES and not is_test(f.path)]
 
 
 def plain_bm25(index: RepoIndex, root: Path, requirement: str) -> list[str]:
@@ -173,7 +178,7 @@ def plain_bm25(index: RepoIndex, root: Path, requirement: str) -> list[str]:
 
 def score(planned: list[str], answer: list[str]) -> Score:
     # Every planned non-test code file counts, support files included: planning a build script is a miss.
-    kept = [p for p in dict.fromkeys(planned) if language_for(p) in CODE_LANGUAGES and not is_test_path(p)]
+    kept = [p for p in dict.fromkeys(planned) if language_for(p) in CODE_LANGUAGES and not is_test(p)]
     return Score(planned=kept, found=len(set(kept) & set(answer)), total=len(answer))
 
 
