@@ -14,7 +14,7 @@ pytestmark = pytest.mark.integration
 
 CASES = {
     "Low": ("Fix the typo in the error message in notes_api/auth/tokens.py", ["error-handling"]),
-    "Medium": ("Add per-user rate limiting to the API middleware", ["patterns", "integration-points", "testing"]),
+    "Medium": ("Add request logging to the API middleware", ["patterns", "integration-points", "testing"]),
     "High": ("Refactor the storage layer and authentication into a modular architecture",
              ["architecture", "dependencies", "modularity", "integration-points"]),
 }

@@ -70,7 +70,7 @@ def test_resume_finishes_a_lite_plan(sample_repo: Path, tmp_path: Path) -> None:
         return len(list(lite.glob("*/exploration-*.md"))) == 2 if lite.is_dir() else False
 
     # A Medium plan: three angles, so "two explored" is the moment only the hanging one is left.
-    crash_when(["lite-plan", "Add per-user rate limiting middleware to the API", "--repo", str(sample_repo), "-y",
+    crash_when(["lite-plan", "Add request logging middleware to the API", "--repo", str(sample_repo), "-y",
                 "--provider", provider], sample_repo, two_angles)
     folder = next(lite.iterdir())
     patterns_before = (folder / "exploration-patterns.md").read_text()

@@ -9,7 +9,7 @@ import shlex
 from pathlib import Path
 
 from wfqueue.analysis import build_index
-from wfqueue.analysis.localize import focus, localize
+from wfqueue.analysis.localize import MOST_FILES, RELATIVE_CUT, focus, localize
 from wfqueue.analysis.roles import file_role, plannable
 from wfqueue.collab.assemble import allocate
 from wfqueue.lite.render import render_plan
@@ -138,6 +138,33 @@ def test_task_count_follows_complexity(sample_repo: Path) -> None:
 def test_focus_plans_a_dominant_file_alone() -> None:
     assert focus([("a.py", 9.0), ("b.py", 3.0), ("c.py", 2.9)]) == [("a.py", 9.0)]
     assert [p for p, _ in focus([("a.py", 4.0), ("b.py", 3.5), ("c.py", 1.0)])] == ["a.py", "b.py"]
+
+
+def test_focus_plans_more_files_when_the_ranking_is_flat() -> None:
+    # A best file only a little ahead is no sign the change is that file alone: every file close
+    # to it is planned, up to MOST_FILES, and nothing far below it.
+    flat = [(f"m{n}.py", 10.0 - n) for n in range(10)]
+    assert [p for p, _ in focus(flat)] == [f"m{n}.py" for n in range(MOST_FILES)]
+    assert [p for p, _ in focus([("a.py", 5.0), ("b.py", 3.0), ("c.py", 2.0), ("d.py", 1.0)])] == \
+        ["a.py", "b.py", "c.py"]  # d.py scores under RELATIVE_CUT of the best
+    assert 1.0 < RELATIVE_CUT * 5.0 < 2.0
+
+
+def test_of_two_files_matching_alike_the_larger_ranks_first(tmp_path: Path) -> None:
+    body = "def retry_request(request):\n    '''Retry the request after a timeout.'''\n    return request\n"
+    filler = "".join(f"def helper_{n}(value):\n    return value + {n}\n" for n in range(150))
+    repo = write(tmp_path, {"net/small.py": body, "net/large.py": body + filler})
+    assert [p for p, _ in localize(build_index(repo), "Retry the request after a timeout")] == \
+        ["net/large.py", "net/small.py"]
+
+
+def test_type_stubs_and_tests_outside_test_folders_are_not_the_change() -> None:
+    assert [file_role(p) for p in ("src/attr/__init__.pyi", "flask/testsuite/basic.py", "index.test-d.ts",
+                                   "typings/commander-tests.ts", "flask/testing.py", "src/attr/_make.py")] == \
+        ["types", "test", "test", "test", "source", "source"]
+    assert not plannable("src/attr/__init__.pyi", False, "Deprecate hash for unsafe_hash")
+    assert plannable("src/attr/__init__.pyi", False, "Fix the type stub of attr.define")
+    assert not plannable("flask/testsuite/basic.py", False, "Fix the flask testsuite for Werkzeug 0.8")
 
 
 def test_titles_say_the_change_and_where_and_criteria_are_commands(sample_repo: Path) -> None:

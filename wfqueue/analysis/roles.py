@@ -1,9 +1,12 @@
 """What a file is for: product source, or support files a feature change leaves alone. Pure.
 
-Release scripts, build and CI configuration, type-declaration bundles,
-vendored copies, examples and benchmarks all mention the product's words (a
-``index.d.ts`` repeats every exported name), so ranking alone keeps offering
-them. A change touches them only when the requirement says so.
+Release scripts, build and CI configuration, type declarations (``.d.ts``
+bundles, ``.pyi`` stubs), vendored copies, examples and benchmarks all mention
+the product's words (a ``index.d.ts`` repeats every exported name), so ranking
+alone keeps offering them. A change touches them only when the requirement
+says so. Tests the file scan's naming rules miss (a ``testsuite/`` package,
+``index.test-d.ts`` type tests, ``commander-tests.ts``) are tests here too: a
+plan covers them in its test task, not as the change.
 """
 
 from __future__ import annotations
@@ -27,7 +30,10 @@ _TOOL_CONFIG = re.compile(
     r"|\.config\.(c?m?[jt]s)$|\.conf\.(c?m?js)$",
     re.IGNORECASE,
 )
-_DECLARATION = re.compile(r"\.d\.(c|m)?ts$")
+_DECLARATION = re.compile(r"\.d\.(c|m)?ts$|\.pyi$")
+_TEST_DIRS = frozenset({"testsuite", "testsuites", "test_suite"})
+# Type tests (tsd's ``index.test-d.ts``) and kebab-case test names (``commander-tests.ts``).
+_TEST_NAME = re.compile(r"\.test-d\.|-(tests?|spec)\.[^.]+$", re.IGNORECASE)
 _MINIFIED = re.compile(r"[.-]min\.js$|\.bundle\.js$")
 
 
@@ -35,7 +41,7 @@ def file_role(path: str, is_test: bool = False) -> Role:
     """The role of ``path`` (POSIX, relative to the repository root)."""
     parts = path.split("/")
     directories, name = [p.lower() for p in parts[:-1]], parts[-1]
-    if is_test:
+    if is_test or any(d in _TEST_DIRS for d in directories) or _TEST_NAME.search(name):
         return "test"
     if any(d in _CI_DIRS for d in directories):
         return "ci"
@@ -78,7 +84,7 @@ _ROLE_WORDS: dict[str, tuple[str, ...]] = {
     "build": ("setup.py", "packaging", "rollup", "webpack", "karma", "gulp", "grunt", "eslint", "babel config",
               "jest config", "build config", "bundler"),
     "ci": ("continuous integration", "github action", "ci workflow", "ci pipeline", "ci config"),
-    "types": ("typescript definition", "type definition", "typings", "d.ts", "type declaration"),
+    "types": ("typescript definition", "type definition", "typings", "d.ts", "type declaration", "type stub", ".pyi"),
     "vendored": ("vendored", "vendor/"),
     "example": ("examples/", "the example"),
     "docs": ("docs/", "sphinx"),

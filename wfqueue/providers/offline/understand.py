@@ -30,8 +30,10 @@ def relevant_files(index: RepoIndex, requirement: str, max_agents: int = MOST_FI
     named = [p for p in code if p in requirement]
     if named:  # the requirement names the files to change: plan those, not their neighbours
         return [(p, 1.0) for p in named]
-    # "every service", "all handlers": a change meant to reach many places may plan one file per agent.
-    most = max_agents if BROAD.search(requirement) else min(MOST_FILES, max(2, max_agents))
+    # The localizer sizes the plan from its scores whatever the agent count (clustering fits the files
+    # to the agents); "every service", "all handlers": a change meant to reach many places may plan
+    # one file per agent beyond that.
+    most = max(MOST_FILES, max_agents) if BROAD.search(requirement) else MOST_FILES
     ranked = focus(localize(index, requirement), most=most)
     if ranked:
         return ranked
