@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import processes_mentioning, run_cli, wait_until
+from support import processes_mentioning, wait_until
 from test_execute_run import OPS, SUB, SUB_TEST, env_for, lite_plan, lite_task, project, runs_of, task_commits
 
 from tests.execute_support import EXECUTOR_PROGRAM, git, log_entries, snapshot
