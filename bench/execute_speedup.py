@@ -1,13 +1,14 @@
 """Executing a plan on workers: wall time against the critical path, and 1 worker slot against 4.
 
-    .venv/bin/python bench/execute_speedup.py [--task-seconds 2.0] [--slots 1,4] [--note TEXT] [--write]
+    .venv/bin/python bench/execute_speedup.py [--task-seconds 2.0] [--slots 1,4] [--ungated 4] [--note TEXT] [--write]
 
 A generated plan of 8 tasks in 3 dependency waves (one task waits for a file another writes) is executed in a
 fresh git repository by ``wfqueue execute``'s coordinator in embedded mode (its own Redis and worker processes),
 with the command executor running tests/executor_program.py: it sleeps ``--task-seconds``, then edits the
 task's files. Every task's verification is ``python -m pytest -q tests`` (a one-test suite), which is also the
-gate after each wave. ``--parallel N`` caps the tasks in flight, so with N = 1 every wave holds one task; the
-embedded worker processes are min(largest wave, N).
+gate after each wave; ``--ungated`` runs (for those --parallel values) have a manual check instead: no
+verification and no gate, orchestration alone. ``--parallel N`` caps the tasks in flight, so with N = 1 every
+wave holds one task; the embedded worker processes are min(largest wave, N).
 
 Measured from the run's own records: each task's run time is ``finished_at - started_at`` in execution.json
 (timed by the worker: worktree, executor, verification, commit); the critical path is the longest dependency
@@ -46,6 +47,7 @@ from wfqueue.settings import load_settings  # noqa: E402
 
 MARK_BEGIN, MARK_END = "<!-- execute_speedup:begin -->", "<!-- execute_speedup:end -->"
 VERIFICATION = "python -m pytest -q tests"
+MANUAL = "manual: read the diff"
 # id -> (files it modifies, tasks it depends on). Wave 1: T2 T3 T4 T5 (T1 writes pkg/a.py as T4 does, so it
 # waits); wave 2: T1 T6 T7; wave 3: T8. The longest chain is T2 -> T6 -> T8.
 PLAN: dict[str, tuple[list[str], list[str]]] = {
@@ -96,7 +98,7 @@ def _git(repo: Path, *args: str) -> None:
     subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
 
 
-def make_project(repo: Path, task_seconds: float) -> tuple[Path, Path]:
+def make_project(repo: Path, task_seconds: float, verification: str) -> tuple[Path, Path]:
     """A committed repository whose files hold one ``T<n> = 0`` line per task writing them, the lite plan
     (tasks.jsonl), and the edits file the executor program reads (each task sets its lines)."""
     files: dict[str, list[str]] = {}
@@ -118,7 +120,7 @@ def make_project(repo: Path, task_seconds: float) -> tuple[Path, Path]:
     _git(repo, "commit", "-qm", "initial")
     tasks = [{"id": task_id, "title": f"Set {task_id}", "description": f"Set {task_id} in {', '.join(modify)}.",
               "type": "feature", "depends_on": deps, "files": [{"path": p, "action": "modify"} for p in modify],
-              "convergence": {"criteria": [f"{task_id} is set"], "verification": VERIFICATION,
+              "convergence": {"criteria": [f"{task_id} is set"], "verification": verification,
                               "definition_of_done": f"{task_id} is set"}}
              for task_id, (modify, deps) in PLAN.items()]
     tasks_file = repo / ".workflow" / ".lite-plan" / "bench-plan-2026-01-01" / "tasks.jsonl"
@@ -132,11 +134,11 @@ def make_project(repo: Path, task_seconds: float) -> tuple[Path, Path]:
     return tasks_file, edits_file
 
 
-def execute_once(slots: int, task_seconds: float, work: Path) -> dict[str, Any]:
-    repo = work / f"repo-{slots}"
+def execute_once(slots: int, task_seconds: float, work: Path, gated: bool = True) -> dict[str, Any]:
+    repo = work / f"repo-{slots}-{'gated' if gated else 'ungated'}"
     repo.mkdir(parents=True)
-    tasks_file, edits_file = make_project(repo, task_seconds)
-    executor_log = work / f"executor-{slots}.log"
+    tasks_file, edits_file = make_project(repo, task_seconds, VERIFICATION if gated else MANUAL)
+    executor_log = repo.parent / f"{repo.name}-executor.log"
     worker_env = {"WFQUEUE_EXECUTOR_COMMAND": EXECUTOR_COMMAND, "WFQUEUE_TEST_EDITS": str(edits_file),
                   "WFQUEUE_TEST_EXECUTOR_LOG": str(executor_log)}
     settings = load_settings(executor_command=EXECUTOR_COMMAND)
@@ -160,7 +162,7 @@ def execute_once(slots: int, task_seconds: float, work: Path) -> dict[str, Any]:
     gates = ui.spans(r"^gate after wave \d+:", r"^gate after wave \d+ (passed|is red)")
     runs = [json.loads(line) for line in executor_log.read_text(encoding="utf-8").splitlines()]
     wall = finished_at - ready_at
-    return {"slots": slots, "workers": int(workers.group(1)), "waves": len(execution.waves),
+    return {"slots": slots, "gated": gated, "workers": int(workers.group(1)), "waves": len(execution.waves),
             "startup_s": ready_at - began, "wall_s": wall, "critical_s": measured.length,
             "path": " -> ".join(measured.task_ids), "span_s": span, "gates_s": sum(gates), "gate_runs": len(gates),
             "overhead_s": wall - span - sum(gates), "wall_over_critical": wall / measured.length,
@@ -175,22 +177,25 @@ def render(rows: list[dict[str, Any]], task_seconds: float, command: str, note: 
         f"Command: `{command}` · executor {task_seconds:.2f}s per task · {os.cpu_count()} cores, "
         f"Python {platform.python_version()}" + (f" · {note}" if note else ""),
         "",
-        "| --parallel | workers | waves | embedded start-up (s) | execution wall (s) | **critical path (s)** "
+        "| --parallel | verification + gate | workers | waves | embedded start-up (s) | execution wall (s) "
+        "| **critical path (s)** "
         "| wave span (s) | gates (s) | **overhead = wall - span - gates (s)** | **wall / path** "
         "| wall / (path + gates) | mean task (s) | of it executor (s) | all tasks' work (s) | tasks |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['slots']} | {r['workers']} | {r['waves']} | {r['startup_s']:.2f} | {r['wall_s']:.2f} "
+            f"| {r['slots']} | {'pytest' if r['gated'] else 'none'} | {r['workers']} | {r['waves']} "
+            f"| {r['startup_s']:.2f} | {r['wall_s']:.2f} "
             f"| **{r['critical_s']:.2f}** | {r['span_s']:.2f} | {r['gates_s']:.2f} ({r['gate_runs']}) "
             f"| **{r['overhead_s']:.2f}** | **{r['wall_over_critical']:.2f}** "
             f"| {r['wall_s'] / (r['critical_s'] + r['gates_s']):.2f} | {r['task_mean_s']:.2f} "
             f"| {r['executor_mean_s']:.2f} | {r['serial_work_s']:.1f} | {r['tasks']} |")
-    if len(rows) > 1:
-        lines += ["", f"Speed-up of --parallel {rows[-1]['slots']} over --parallel {rows[0]['slots']}: "
-                      f"{rows[0]['wall_s'] / rows[-1]['wall_s']:.2f}x (execution wall). Critical path: "
-                      f"{rows[-1]['path']}."]
+    gated = [r for r in rows if r["gated"]]
+    if len(gated) > 1:
+        lines += ["", f"Speed-up of --parallel {gated[-1]['slots']} over --parallel {gated[0]['slots']} (with the "
+                      f"gate): {gated[0]['wall_s'] / gated[-1]['wall_s']:.2f}x (execution wall). Critical path: "
+                      f"{gated[-1]['path']}."]
     lines.append(MARK_END)
     return "\n".join(lines)
 
@@ -214,7 +219,8 @@ merges and the coordinator's own work. The execution wall starts when the
 embedded Redis and workers are ready (start-up beside it) and ends at the
 record's `finished_at`. `--parallel 1` puts one task in each wave: one worker,
 eight waves, eight gates; the embedded worker count is min(largest wave,
-`--parallel`).
+`--parallel`). The last row's plan has a manual check instead of the pytest
+verification: no verification in the tasks and no gate, orchestration alone.
 """
 
 
@@ -222,6 +228,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task-seconds", type=float, default=2.0, help="the executor's sleep per task")
     parser.add_argument("--slots", default="1,4", help="comma-separated --parallel values")
+    parser.add_argument("--ungated", default="4", help="comma-separated --parallel values run without verification "
+                        "or gate ('' for none)")
     parser.add_argument("--note", default="", help="said beside the command, e.g. that the machine was shared")
     parser.add_argument("--write", action="store_true", help="update docs/BENCHMARKS.md")
     args = parser.parse_args()
@@ -229,8 +237,9 @@ def main() -> None:
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     rows = []
     with tempfile.TemporaryDirectory(prefix="wfq-exec-bench-") as tmp:
-        for slots in (int(s) for s in args.slots.split(",")):
-            row = execute_once(slots, args.task_seconds, Path(tmp))
+        runs = [(int(s), True) for s in args.slots.split(",")] + [(int(s), False) for s in args.ungated.split(",") if s]
+        for slots, gated in runs:
+            row = execute_once(slots, args.task_seconds, Path(tmp), gated)
             rows.append(row)
             print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
     command = shlex.join(["python", "bench/execute_speedup.py", *sys.argv[1:]])
