@@ -1,4 +1,5 @@
-"""`wfqueue status [SESSION]`: sessions of a repository, or one session per agent, with tokens and cost."""
+"""`wfqueue status [SESSION]`: sessions of a repository, or one session: per agent, angle or phase with tokens and
+cost, or an execution's tasks wave by wave."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from rich.table import Table
 
 from wfqueue.collab.coordinator import COLLAB
 from wfqueue.collab.inspect import SessionStatus, read_session
+from wfqueue.execute.decisions import merge_hint
+from wfqueue.execute.records import Execution
+from wfqueue.execute.status_view import gate_lines, headline, task_rows
 from wfqueue.metering import UsageReport, usage_line
 from wfqueue.session_summary import SessionSummary
 from wfqueue.sessions import resolve_repo
@@ -53,6 +57,22 @@ def _print_agents(out: Console, current: SessionStatus) -> None:
     out.print(table)
 
 
+def _print_execution(out: Console, execution: Execution) -> None:
+    """An execution: its waves, one row per task, the gates, and how to merge or continue."""
+    first, *rest = headline(execution)
+    out.print(f"[bold]{escape(first)}[/]")
+    for line in rest:
+        out.print(escape(line))
+    table = Table("wave", "task", "title", "state", "attempt", "time (s)", "worker", "detail")
+    for row in task_rows(execution):
+        table.add_row(str(row.wave), row.task_id, escape(row.title), row.state, row.attempt, row.seconds,
+                      escape(row.worker), escape(row.detail))
+    out.print(table)
+    for line in gate_lines(execution):
+        out.print(escape(line))
+    out.print(escape(merge_hint(execution)))
+
+
 def register(app: typer.Typer) -> None:
     @app.command("status")
     def status(
@@ -86,5 +106,7 @@ def register(app: typer.Typer) -> None:
             _print_summary(out, current, kind.label)
         elif isinstance(current, SessionStatus):
             _print_agents(out, current)
+        elif isinstance(current, Execution):
+            _print_execution(out, current)
         else:
             out.print_json(current.model_dump_json(exclude=NO_CALLS_LIST))

@@ -1,0 +1,110 @@
+"""`wfqueue status EXEC-ID` on a recorded execution folder, with no broker: a table of the waves and each task's
+state, the gates, and how to continue or merge; `--json` prints the record itself."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from wfqueue.cli.main import main
+from wfqueue.execute import records
+from wfqueue.execute.records import Execution, GateRun, TaskRecord
+
+EXEC_ID = "EXEC-calc-work-2026-01-01"
+
+
+def recorded(repo: Path, status: str, stopped_wave: int | None, tasks: list[TaskRecord],
+             gates: list[GateRun]) -> Execution:
+    exec_dir = repo / ".workflow" / ".execution" / EXEC_ID
+    exec_dir.mkdir(parents=True)
+    waves: dict[int, list[str]] = {}
+    for record in tasks:
+        waves.setdefault(record.wave, []).append(record.id)
+    execution = Execution(exec_id=EXEC_ID, exec_dir=str(exec_dir), repo=str(repo), source="tasks.jsonl",
+                          plan_kind="lite", plan_session="calc-work-2026-01-01", branch=f"wfqueue/{EXEC_ID}",
+                          base="0123456789abcdef", executor="command", parallel=3,
+                          waves=[waves[n] for n in sorted(waves)], tasks={t.id: t for t in tasks}, gates=gates,
+                          status=status, stopped_wave=stopped_wave, started_at=1767225600.0,  # type: ignore[arg-type]
+                          finished_at=1767225660.0)
+    records.save(execution)
+    return execution
+
+
+def done(task_id: str, wave: int, **fields: object) -> TaskRecord:
+    values: dict[str, object] = {"id": task_id, "title": f"Work on {task_id}", "wave": wave, "state": "completed",
+                                 "attempt": 1, "worker": "exec@host", "started_at": 1767225601.0,
+                                 "finished_at": 1767225603.5, "merge": "feedfacecafe0000"}
+    values.update(fields)
+    return TaskRecord.model_validate(values)
+
+
+def status_table(repo: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                 *extra: str) -> str:
+    monkeypatch.setenv("COLUMNS", "250")  # one table row per line
+    monkeypatch.delenv("WFQUEUE_BROKER_URL", raising=False)
+    assert main(["status", EXEC_ID, "--repo", str(repo), *extra]) in (0, None)
+    return capsys.readouterr().out
+
+
+def cells(out: str, task_id: str) -> list[str]:
+    (line,) = [line for line in out.splitlines() if f" {task_id} " in line]
+    return [c.strip() for c in line.strip("│ ").split("│")]
+
+
+def test_a_stopped_execution_shows_waves_states_and_how_to_continue(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    recorded(tmp_path, "stopped", 2, [
+        done("TASK-001", 1),
+        done("TASK-002", 1, attempt=2),
+        done("TASK-004", 1, state="failed", merge=None, reason="the verification still fails after 2 executor runs"),
+        done("TASK-003", 2),
+        done("TASK-005", 2, state="skipped", attempt=0, worker="", started_at=None, finished_at=None, merge=None,
+             reason="depends on TASK-004, which is failed"),
+        done("TASK-006", 2, state="rejected", merge=None, reason="its commit changes files the task does not name",
+             rejected_files=["notes.txt (added)"]),
+        done("TASK-007", 3, state="pending", attempt=0, worker="", started_at=None, finished_at=None, merge=None),
+    ], [GateRun(wave=1, passed=True, commands=["python -m pytest -q"], at=1767225610.0),
+        GateRun(wave=2, passed=False, commands=["python -m pytest -q"], failed_command="python -m pytest -q",
+                at=1767225650.0)])
+    out = status_table(tmp_path, capsys, monkeypatch)
+    assert not out.lstrip().startswith("{")
+    assert (f"{EXEC_ID} (execution of calc-work-2026-01-01, lite plan): stopped (the gate after wave 2 is red), "
+            "3 of 7 task(s) completed in 3 wave(s)") in out
+    assert f"integration branch: wfqueue/{EXEC_ID} (started at 0123456789ab)" in out
+    assert cells(out, "TASK-002") == ["1", "TASK-002", "Work on TASK-002", "completed", "2", "2.5", "exec@host",
+                                      "merged as feedfacecafe"]
+    assert cells(out, "TASK-004")[3:] == ["failed", "1", "2.5", "exec@host",
+                                          "the verification still fails after 2 executor runs"]
+    assert cells(out, "TASK-005")[3:] == ["skipped", "-", "-", "", "depends on TASK-004, which is failed"]
+    assert cells(out, "TASK-006")[3] == "rejected" and "notes.txt (added)" in cells(out, "TASK-006")[7]
+    assert cells(out, "TASK-007")[:4] == ["3", "TASK-007", "Work on TASK-007", "not started"]
+    # Wave by wave, in the schedule's order.
+    order = [line.split("│")[2].strip() for line in out.splitlines() if "│ TASK-" in line]
+    assert order == ["TASK-001", "TASK-002", "TASK-004", "TASK-003", "TASK-005", "TASK-006", "TASK-007"]
+    assert "gate after wave 1: passed" in out and "gate after wave 2: red (`python -m pytest -q`)" in out
+    assert f"wfqueue execute --continue {EXEC_ID}" in out
+
+
+def test_a_completed_execution_says_how_to_merge_and_json_is_the_record(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    execution = recorded(tmp_path, "completed", None, [done("TASK-001", 1), done("TASK-002", 2)],
+                         [GateRun(wave=1, passed=True, commands=["pytest"], at=1767225610.0)])
+    out = status_table(tmp_path, capsys, monkeypatch)
+    assert "completed, 2 of 2 task(s) completed in 2 wave(s)" in out
+    assert f"git merge wfqueue/{EXEC_ID}" in out
+    shown = json.loads(status_table(tmp_path, capsys, monkeypatch, "--json"))
+    assert Execution.model_validate(shown) == execution
+
+
+def test_a_running_execution_shows_tasks_not_sent_yet_as_queued(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    recorded(tmp_path, "running", None, [
+        done("TASK-001", 1, state="running", finished_at=None, merge=None),
+        done("TASK-002", 2, state="pending", attempt=0, worker="", started_at=None, finished_at=None, merge=None),
+    ], [])
+    out = status_table(tmp_path, capsys, monkeypatch)
+    assert cells(out, "TASK-001")[3:6] == ["running", "1", "-"]
+    assert cells(out, "TASK-002")[3] == "queued"
+    assert f"wfqueue execute --continue {EXEC_ID}" in out
