@@ -42,6 +42,7 @@ unit: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/collab_speedup.py
+	$(BIN)/python bench/execute_speedup.py
 
 clean:
 	rm -rf .demo .pytest_cache

@@ -133,6 +133,11 @@ def test_waves_merges_a_conflict_a_failure_and_a_red_gate_then_continue(tmp_path
                       "TASK-004": "failed", "TASK-005": "skipped"}
     assert shown["tasks"]["TASK-002"]["attempt"] == 2
     assert "TASK-004" in shown["tasks"]["TASK-005"]["reason"]
+    table = run_cli("status", exec_id, "--repo", str(repo), env=env)  # as a person reads it
+    assert table.code == 0, table.stderr
+    for task_id, state in (("TASK-003", "completed"), ("TASK-004", "failed"), ("TASK-005", "skipped")):
+        assert any(task_id in line and state in line for line in table.stdout.splitlines()), table.stdout
+    assert f"wfqueue execute --continue {exec_id}" in table.stdout
 
     # The fix, made on the integration branch as a user would (in a worktree of their own), then --continue.
     fix = tmp_path / "fix"

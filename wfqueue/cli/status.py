@@ -63,14 +63,23 @@ def _print_execution(out: Console, execution: Execution) -> None:
     out.print(f"[bold]{escape(first)}[/]")
     for line in rest:
         out.print(escape(line))
-    table = Table("wave", "task", "title", "state", "attempt", "time (s)", "worker", "detail")
-    for row in task_rows(execution):
+    # Ids and states never wrap or shorten (a piped status is 80 columns wide); titles fold, and each
+    # task's detail (a reason, rejected files, the merge) follows the table in full.
+    table = Table("wave", "task", "title", "state", "attempt", "time (s)", "worker")
+    for name in ("wave", "task", "state", "attempt", "time (s)"):
+        column = next(c for c in table.columns if c.header == name)
+        column.no_wrap, column.overflow = True, "ignore"
+    rows = task_rows(execution)
+    for row in rows:
         table.add_row(str(row.wave), row.task_id, escape(row.title), row.state, row.attempt, row.seconds,
-                      escape(row.worker), escape(row.detail))
+                      escape(row.worker))
     out.print(table)
+    for row in rows:
+        if row.detail:
+            out.print(f"{row.task_id}: {escape(row.detail)}", soft_wrap=True)
     for line in gate_lines(execution):
         out.print(escape(line))
-    out.print(escape(merge_hint(execution)))
+    out.print(escape(merge_hint(execution)), soft_wrap=True)  # a command to copy: never broken in two
 
 
 def register(app: typer.Typer) -> None:
