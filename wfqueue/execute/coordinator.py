@@ -169,11 +169,11 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
         for task_id, record in again.items():
             before = execution.tasks[task_id]
             if before.state == "skipped":
-                self.event(execution, f"{task_id} was skipped ({before.reason}): it runs if its dependencies "
-                                      "complete now")
+                self.event(execution, f"{task_id} runs if its dependencies complete now (before: skipped, "
+                                      f"{before.reason})")
             else:
-                self.event(execution, f"{task_id} was {before.state} ({before.reason}): it runs again as attempt "
-                                      f"{record.attempt + 1}")
+                self.event(execution, f"{task_id} runs again as attempt {record.attempt + 1} (before: "
+                                      f"{before.state}, {before.reason})")
         execution.tasks.update(again)
         records.save(execution)
 
