@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
-from tests.fake_anthropic_faults import Always, At, Every, Fault, Schedule, faults_for, schedules
+from tests.fake_anthropic_faults import Always, At, ByRequest, Every, Fault, Schedule, faults_for, schedules
 from tests.fake_anthropic_limits import Limiter, RateLimits
 from tests.fake_anthropic_wire import (
     ERROR_TYPES,
@@ -73,8 +73,9 @@ from tests.fake_anthropic_wire import (
     tokens as count_tokens,
 )
 
-__all__ = ["Always", "At", "Call", "Every", "FakeAnthropic", "Fault", "RateLimits", "Reply", "allow_loopback_only",
-           "answer", "breakpoint_tokens", "error", "fingerprint", "sse_events", "text", "tool_call"]
+__all__ = ["Always", "At", "ByRequest", "Call", "Every", "FakeAnthropic", "Fault", "RateLimits", "Reply",
+           "allow_loopback_only", "answer", "breakpoint_tokens", "error", "fingerprint", "sse_events", "text",
+           "tool_call"]
 
 Faults = Schedule | Mapping[int, Fault | str] | Iterable[Schedule] | None
 NO_JSON_TEXT = ("I read the repository. The change belongs in the request handler, next to the existing checks; "
@@ -349,7 +350,7 @@ class FakeAnthropic:
         if self.failures:
             failure = self.failures.popleft()
             return self._error(failure.status, failure.content[0]["message"], failure.headers)
-        http, model = faults_for(self.schedules, call.number)
+        http, model = faults_for(self.schedules, call.number, body)
         if http is not None and http.kind in ("429", "529", "500"):
             call.fault = http.kind
             status = int(http.kind)

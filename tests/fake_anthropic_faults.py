@@ -7,6 +7,10 @@ receives, counting every request, failed or not). Schedules say which::
     FakeAnthropic(faults=Every(5, "529", "429", "500"))       # ... in turn: 5 -> 529, 10 -> 429, 15 -> 500
     FakeAnthropic(faults={3: "reset", 4: Fault("timeout", hold_s=5)})   # call number -> fault
     FakeAnthropic(faults=[Every(4, "cut_stream"), Always("tools_every_turn")])  # composed
+    FakeAnthropic(faults=ByRequest(lambda call, body: "429" if ... else None))  # chosen from the request
+
+``ByRequest`` picks a request by what it asks (whose conversation it is, how far it went), for
+tests where several clients call at once and call numbers do not say which one is which.
 
 HTTP faults never consume the scripted reply: the retry gets it.
 
@@ -30,11 +34,14 @@ reply stays for the next request):
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-__all__ = ["HTTP_FAULTS", "MODEL_FAULTS", "Always", "At", "Every", "Fault", "Schedule", "faults_for", "schedules"]
+__all__ = ["HTTP_FAULTS", "MODEL_FAULTS", "Always", "At", "ByRequest", "Every", "Fault", "Schedule", "faults_for",
+           "schedules"]
+
+Body = Mapping[str, Any]
 
 HTTP_FAULTS = frozenset({"429", "529", "500", "timeout", "reset", "cut_stream"})
 MODEL_FAULTS = frozenset({"truncated_json", "text_no_json", "tools_every_turn"})
@@ -60,7 +67,7 @@ def as_fault(fault: Fault | str) -> Fault:
 
 
 class Schedule(Protocol):
-    def faults(self, call: int) -> list[Fault]: ...
+    def faults(self, call: int, body: Body | None = None) -> list[Fault]: ...
 
 
 class Every:
@@ -72,7 +79,7 @@ class Every:
         self.n, self.start = n, n if start is None else start
         self.cycle = [as_fault(f) for f in faults]
 
-    def faults(self, call: int) -> list[Fault]:
+    def faults(self, call: int, body: Body | None = None) -> list[Fault]:
         if call < self.start or (call - self.start) % self.n:
             return []
         return [self.cycle[(call - self.start) // self.n % len(self.cycle)]]
@@ -85,7 +92,7 @@ class At:
         self.plan = {call: [as_fault(f)] if isinstance(f, (Fault, str)) else [as_fault(x) for x in f]
                      for call, f in plan.items()}
 
-    def faults(self, call: int) -> list[Fault]:
+    def faults(self, call: int, body: Body | None = None) -> list[Fault]:
         return self.plan.get(call, [])
 
 
@@ -95,8 +102,20 @@ class Always:
     def __init__(self, *faults: Fault | str) -> None:
         self.all = [as_fault(f) for f in faults]
 
-    def faults(self, call: int) -> list[Fault]:
+    def faults(self, call: int, body: Body | None = None) -> list[Fault]:
         return list(self.all)
+
+
+class ByRequest:
+    """A function of the call number and the request body chooses the fault (or None). It is asked once per
+    request, under the server's lock, so it may keep state (e.g. hit each conversation once)."""
+
+    def __init__(self, choose: Callable[[int, Body], Fault | str | None]) -> None:
+        self.choose = choose
+
+    def faults(self, call: int, body: Body | None = None) -> list[Fault]:
+        chosen = self.choose(call, body or {})
+        return [] if chosen is None else [as_fault(chosen)]
 
 
 def schedules(faults: Schedule | Mapping[int, Fault | str] | Iterable[Schedule] | None) -> list[Schedule]:
@@ -110,8 +129,8 @@ def schedules(faults: Schedule | Mapping[int, Fault | str] | Iterable[Schedule] 
     return list(itertools.chain.from_iterable(schedules(f) for f in faults))  # type: ignore[union-attr]
 
 
-def faults_for(plans: list[Schedule], call: int) -> tuple[Fault | None, list[Fault]]:
+def faults_for(plans: list[Schedule], call: int, body: Body | None = None) -> tuple[Fault | None, list[Fault]]:
     """(the HTTP fault of a call, its model faults): the first HTTP fault wins, the others are dropped."""
-    found = [f for plan in plans for f in plan.faults(call)]
+    found = [f for plan in plans for f in plan.faults(call, body)]
     http = next((f for f in found if f.http), None)
     return http, [f for f in found if not f.http]

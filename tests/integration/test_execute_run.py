@@ -139,33 +139,45 @@ def test_waves_merges_a_conflict_a_failure_and_a_red_gate_then_continue(tmp_path
         assert any(task_id in line and state in line for line in table.stdout.splitlines()), table.stdout
     assert f"wfqueue execute --continue {exec_id}" in table.stdout
 
-    # The fix, made on the integration branch as a user would (in a worktree of their own), then --continue.
+    exec_dir = Path(result["exec_dir"])
+    report = (exec_dir / "execution.md").read_text(encoding="utf-8")
+    assert "| TASK-004 Add an extra | 1 | failed |" in report
+    written = {json.loads(line)["id"]: json.loads(line) for line in tasks_file.read_text().splitlines()}
+    assert written["TASK-001"]["_execution"]["status"] == "completed"
+    assert written["TASK-005"]["_execution"]["status"] == "skipped"
+
+    # The fixes: the integration branch, as a user would fix it (in a worktree of their own), and TASK-004's cause
+    # (its executor now makes a change whose test passes). Then --continue.
     fix = tmp_path / "fix"
     git(repo, "worktree", "add", "-q", str(fix), branch)
     (fix / "calc" / "ops.py").write_text(SUB, encoding="utf-8")
     git(fix, "commit", "-qam", "fix sub")
     git(repo, "worktree", "remove", str(fix))
+    write_edits(tmp_path / "edits.json", {"TASK-004": {"calc/extra.py": "EXTRA = 4\n"},
+                                          "TASK-005": {"calc/extra.py": {"replace": ["EXTRA = 4", "EXTRA = 5"]}}})
     again = run_cli("execute", "--continue", exec_id, "--repo", str(repo), "--json", env=env, timeout=300)
-    assert again.code == 1, again.stderr  # the gate is green now; TASK-004 failed and TASK-005 was skipped
+    assert again.code == 0, again.stderr
     final = again.json()
-    assert final["status"] == "partial"
-    assert final["tasks"] == {"completed": ["TASK-001", "TASK-002", "TASK-003"], "failed": ["TASK-004"],
-                              "skipped": ["TASK-005"], "blocked": []}
+    assert final["status"] == "completed"
+    assert final["tasks"] == {"completed": ["TASK-001", "TASK-002", "TASK-003", "TASK-004", "TASK-005"],
+                              "failed": [], "skipped": [], "blocked": []}
     assert "gate after wave 2 passed" in again.stderr
-    assert len(log_entries(tmp_path / "executor.log")) == len(log), "a task ran again on --continue"
+    assert "TASK-004 runs again as attempt 2 (before: failed, " in again.stderr
+    # The failed task ran again as a new attempt, then the task it had skipped; the completed ones never ran again.
+    rerun = log_entries(tmp_path / "executor.log")[len(log):]
+    assert [e["task"] for e in rerun] == ["TASK-004", "TASK-005"]
+    assert rerun[0]["cwd"].endswith("TASK-004/2")
 
-    for task_id in ("TASK-001", "TASK-002", "TASK-003"):
-        assert len(task_commits(repo, branch, task_id)) == 1
-    assert task_commits(repo, branch, "TASK-004") == []
-    exec_dir = Path(final["exec_dir"])
+    for task_id in ("TASK-001", "TASK-002", "TASK-003", "TASK-004", "TASK-005"):
+        assert len(task_commits(repo, branch, task_id)) == 1, task_id
+    assert git(repo, "show", f"{branch}:calc/extra.py") == "EXTRA = 5"
     report = (exec_dir / "execution.md").read_text(encoding="utf-8")
-    assert f"git merge {branch}" in report and "| TASK-004 Add an extra | 1 | failed |" in report
+    assert f"git merge {branch}" in report and "| TASK-004 Add an extra | 1 | completed | 2 |" in report
     assert "gate after wave 2 is red" in (exec_dir / "execution-events.md").read_text(encoding="utf-8")
     written = {json.loads(line)["id"]: json.loads(line) for line in tasks_file.read_text().splitlines()}
-    assert written["TASK-001"]["_execution"]["status"] == "completed"
-    assert written["TASK-005"]["_execution"]["status"] == "skipped"
-    # The user's branch, HEAD, index and files are as they were. The only worktree left is the failed task's, which
-    # holds its uncommitted change, and it is named.
+    assert written["TASK-005"]["_execution"]["status"] == "completed"
+    # The user's branch, HEAD, index and files are as they were. The only worktree left is the failed attempt's,
+    # which holds its uncommitted change, and it is named.
     assert snapshot(repo) == before
     (kept,) = [line.split(" ", 1)[1] for line in git(repo, "worktree", "list", "--porcelain").splitlines()
                if line.startswith("worktree ") and line.split(" ", 1)[1] != str(repo)]

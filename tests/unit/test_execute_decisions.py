@@ -1,20 +1,31 @@
 """The execution coordinator's pure decisions and records: which changes a task's commit may make, who is skipped,
-how an execution ends, the report, and the runtime fields written back into the plan."""
+what a conflicting merge makes of a task, what `--continue` runs again, how an execution ends, the report, the
+status, and the runtime fields written back into the plan."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
+import pytest
 from wfs_factory import make_session
 from wfs_factory import task as wfs_task
 
 from tests.execute_support import task
-from wfqueue.execute.coordinator import plan_slug
-from wfqueue.execute.decisions import disallowed_changes, final_status, merge_hint, skip_reason
+from wfqueue.cli.main import main
+from wfqueue.execute.coordinator import execution_root, plan_slug
+from wfqueue.execute.decisions import (
+    conflict_outcome,
+    disallowed_changes,
+    final_status,
+    merge_hint,
+    reopened,
+    skip_reason,
+)
 from wfqueue.execute.load import load_plan
 from wfqueue.execute.model import TaskFiles
-from wfqueue.execute.records import Execution, TaskRecord, render_report
+from wfqueue.execute.records import Execution, TaskRecord, render_report, save
 from wfqueue.execute.writeback import runtime_fields, write_back
 
 
@@ -39,6 +50,60 @@ def test_a_task_waits_on_no_failed_dependency() -> None:
     e = execution(T1="failed", T2="completed", T3="pending")
     assert skip_reason(task("T3", depends_on=["T2"]), e) is None
     assert skip_reason(task("T3", depends_on=["T2", "T1"]), e) == "depends on T1, which is failed"
+
+
+def test_a_conflicting_task_runs_once_more_then_is_blocked_with_the_files() -> None:
+    first = TaskRecord(id="T1", wave=1, state="running", attempt=1)
+    assert conflict_outcome(first, ["calc/ops.py"]) == ("conflict", "its merge conflicted in calc/ops.py")
+    rerun = first.model_copy(update={"state": "conflict", "attempt": 2})
+    assert conflict_outcome(rerun, ["calc/ops.py", "tests/test_ops.py"]) == (
+        "blocked", "its merge conflicts again (calc/ops.py, tests/test_ops.py)")
+    # A task run again by --continue (attempt 3 after two) gets its one re-run on a conflict as well.
+    retried = first.model_copy(update={"state": "running", "attempt": 3})
+    assert conflict_outcome(retried, [])[0] == "conflict"
+    # A blocked task's dependents are skipped, naming it.
+    e = execution(T1="blocked", T2="pending")
+    assert skip_reason(task("T2", depends_on=["T1"]), e) == "depends on T1, which is blocked"
+
+
+def test_continue_runs_failed_rejected_and_blocked_tasks_again_and_reconsiders_skipped_ones() -> None:
+    e = execution(T1="completed", T2="failed", T3="rejected", T4="blocked", T5="skipped", T6="running", T7="pending")
+    e.tasks["T1"].merge = "m" * 40
+    e.tasks["T2"].reason, e.tasks["T2"].attempt = "the executor failed", 2
+    e.tasks["T3"].commit, e.tasks["T3"].rejected_files = "c" * 40, ["README.md (changed)"]
+    e.tasks["T4"].attempt = 2
+    again = reopened(e)
+    assert sorted(again) == ["T2", "T3", "T4", "T5"]  # never the completed one, nor one in flight
+    assert all(r.state == "pending" and r.reason is None and r.commit is None and r.base is None
+               for r in again.values())
+    assert again["T3"].rejected_files == []
+    # The attempt numbers are kept: the next send is a new attempt (3 for T2), never one that already ran.
+    assert {t: r.attempt for t, r in again.items()} == {"T2": 2, "T3": 1, "T4": 2, "T5": 1}
+    assert e.tasks["T2"].state == "failed"  # the execution itself is not changed
+    assert reopened(execution(T1="completed", T2="completed")) == {}
+
+
+def test_a_blocked_task_shows_its_reason_in_the_report_and_the_status(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    e = execution(T1="completed", T2="blocked")
+    folder = execution_root(repo) / e.exec_id
+    folder.mkdir(parents=True)
+    e.exec_dir, e.repo, e.status = str(folder), str(repo), "partial"
+    e.tasks["T2"].attempt, e.tasks["T2"].reason = 2, "its merge conflicts again (calc/ops.py)"
+    save(e)
+
+    report = render_report(e, merge_hint(e))
+    assert "| T2 task T2 | 1 | blocked | 2 |  | its merge conflicts again (calc/ops.py) |" in report
+    assert "blocked 1." in report
+    assert main(["status", e.exec_id, "--repo", str(repo), "--json"]) in (0, None)
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["tasks"]["T2"]["state"] == "blocked"
+    assert shown["tasks"]["T2"]["reason"] == "its merge conflicts again (calc/ops.py)"
+    assert main(["status", e.exec_id, "--repo", str(repo)]) in (0, None)
+    assert "blocked" in capsys.readouterr().out
 
 
 def test_how_an_execution_ends_and_what_the_user_is_told() -> None:

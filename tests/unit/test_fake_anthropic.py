@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import anthropic
@@ -12,6 +12,7 @@ import pytest
 from tests.fake_anthropic import (
     Always,
     At,
+    ByRequest,
     Every,
     FakeAnthropic,
     Fault,
@@ -369,3 +370,16 @@ def test_fault_schedules_compose() -> None:
     assert Every(2, "529", "500", start=3).faults(5) == [Fault("500")]
     with pytest.raises(ValueError, match="unknown fault"):
         Fault("flaky")
+
+
+def test_a_fault_chosen_from_the_request_hits_only_that_conversation() -> None:
+    def choose(call: int, body: Mapping[str, Any]) -> str | None:
+        return "429" if body["messages"][0]["content"] == "mine" else None
+
+    with FakeAnthropic(faults=ByRequest(choose)) as fake:
+        client = anthropic.Anthropic(api_key="k", base_url=fake.base_url, max_retries=0)
+        fake.reply(text("yours"))
+        assert client.messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": "yours"}])
+        with pytest.raises(anthropic.RateLimitError):
+            client.messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": "mine"}])
+    assert [c.fault for c in fake.calls] == [None, "429"]

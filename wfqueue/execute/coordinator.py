@@ -6,7 +6,8 @@ are :mod:`wfqueue.workflow.base`; git is :mod:`wfqueue.execute.merge`, decisions
 :mod:`wfqueue.execute.decisions`, the records :mod:`wfqueue.execute.records`. Every change of a task's state
 is saved in ``execution.json`` before the next step, so a coordinator killed at any point can be continued:
 a completed task is never sent again, and a task in flight is sent again with the same attempt and base,
-which the worker answers from its remembered result or its existing commit (no second commit).
+which the worker answers from its remembered result or its existing commit (no second commit). Continuing
+also runs the failed, rejected and blocked tasks again, each as a new attempt, then their skipped dependents.
 """
 
 from __future__ import annotations
@@ -21,7 +22,14 @@ from celery.result import AsyncResult
 from wfqueue import keys
 from wfqueue.errors import BadInputError, ProviderError
 from wfqueue.execute import records
-from wfqueue.execute.decisions import disallowed_changes, final_status, merge_hint, skip_reason
+from wfqueue.execute.decisions import (
+    conflict_outcome,
+    disallowed_changes,
+    final_status,
+    merge_hint,
+    reopened,
+    skip_reason,
+)
 from wfqueue.execute.executors import ExecutorName
 from wfqueue.execute.gate import gate_commands
 from wfqueue.execute.load import load_plan
@@ -111,7 +119,8 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
         return self._run(plan, execution, fresh=True)
 
     def resume(self, request: ResumeRequest) -> ExecutionOutcome:
-        """Go on with an execution (``--continue``): completed tasks are never run again."""
+        """Go on with an execution (``--continue``): completed tasks are never run again; failed, rejected and
+        blocked ones run again as a new attempt, and the tasks skipped because of them after."""
         execution = records.load(request.session_dir)
         if execution.status == "completed":
             self.ui.info(f"{execution.exec_id} is already completed")
@@ -137,6 +146,7 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
                 if not fresh:
                     execution.status = "running"
                     self.event(execution, f"execution {execution.exec_id} continued")
+                    self._reopen(execution)
                 self._drive(runtime, state, plan, execution)
                 execution.status = final_status(execution)
                 execution.finished_at = time.time()
@@ -152,6 +162,20 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
                     self.event(execution, f"a task worktree holding uncommitted work is kept: {path}")
                 self._finish(plan, execution)
         return outcome(execution)
+
+    def _reopen(self, execution: Execution) -> None:
+        """Put the tasks a continued execution runs again back to pending (saved before any is sent)."""
+        again = reopened(execution)
+        for task_id, record in again.items():
+            before = execution.tasks[task_id]
+            if before.state == "skipped":
+                self.event(execution, f"{task_id} runs if its dependencies complete now (before: skipped, "
+                                      f"{before.reason})")
+            else:
+                self.event(execution, f"{task_id} runs again as attempt {record.attempt + 1} (before: "
+                                      f"{before.state}, {before.reason})")
+        execution.tasks.update(again)
+        records.save(execution)
 
     def _finish(self, plan: ExecutablePlan, execution: Execution) -> None:
         records.save(execution)
@@ -223,7 +247,7 @@ class _Step:
                 self.c.event(e, f"{task_id} skipped: {reason}")
                 continue
             if record.state == "pending":  # else sent before this coordinator stopped: same attempt, same base
-                record.state, record.attempt, record.base = "running", 1, head
+                record.state, record.attempt, record.base = "running", record.attempt + 1, head
             self._save()
             sent[task_id] = self._send(record, _feedback(record))
             self.c.event(e, f"wave {index}: {task_id} sent (attempt {record.attempt})")
@@ -272,16 +296,15 @@ class _Step:
             self._save()
             self.c.event(e, f"{record.id} merged into {e.branch} ({(merge.commit or '')[:12]})")
             return True
-        files = ", ".join(merge.conflicts) or "unknown files"
-        if record.attempt >= 2:
-            record.state, record.reason = "blocked", f"its merge conflicts again ({files})"
+        record.state, record.reason = conflict_outcome(record, merge.conflicts)
+        if record.state == "blocked":
             self._not_merged(record)
             self.c.event(e, f"{record.id} blocked: {record.reason}")
             return False
-        record.state, record.attempt, record.base = "conflict", 2, head_of(self.worktree)
-        record.reason = f"its merge conflicted in {files}"
+        record.attempt, record.base = record.attempt + 1, head_of(self.worktree)
         self._save()
-        self.c.event(e, f"{record.id} conflict in {files}: running it again on {record.base[:12]}")
+        self.c.event(e, f"{record.id} conflict in {', '.join(merge.conflicts) or 'unknown files'}: running it "
+                         f"again on {record.base[:12]}")
         result = self._send(record, _feedback(record))
         return self._settle(record, self._wait(record.id, result, [record.id]))
 
@@ -310,7 +333,8 @@ class _Step:
 
 
 def _feedback(record: TaskRecord) -> str:
-    if record.attempt < 2 or not record.reason:
+    """What the run after a conflicting merge is told (a task run again on ``--continue`` starts afresh)."""
+    if record.state != "conflict" or not record.reason:
         return ""
     return (f"A previous attempt of this task was not merged: {record.reason} with changes other tasks made to "
             "the integration branch. Make the change again on top of the current code.")

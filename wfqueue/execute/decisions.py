@@ -1,14 +1,19 @@
 """The coordinator's decisions, pure: which task waits on a failed one, which files a task's commit may touch,
-how an execution ended, and what the user is told to do next."""
+what a conflicting merge makes of a task, which tasks ``--continue`` runs again, how an execution ended, and what
+the user is told to do next."""
 
 from __future__ import annotations
 
 from wfqueue.analysis.files import is_test_path
 from wfqueue.execute.model import ExecTask
-from wfqueue.execute.records import Execution, ExecutionStatus
+from wfqueue.execute.records import Execution, ExecutionStatus, TaskRecord, TaskState
 
 # A task whose dependency ended like this never runs.
 UNMET = frozenset({"failed", "skipped", "blocked", "rejected"})
+# A task that ended like this runs again, as a new attempt, when the execution is continued: the user may have
+# fixed the cause since (the repository, the plan, the executor's configuration). A skipped task is only waiting
+# for its dependencies: it is reconsidered once they ran again.
+RETRIED = frozenset({"failed", "rejected", "blocked"})
 
 
 def skip_reason(task: ExecTask, execution: Execution) -> str | None:
@@ -18,6 +23,29 @@ def skip_reason(task: ExecTask, execution: Execution) -> str | None:
         if record is not None and record.state in UNMET:
             return f"depends on {dep}, which is {record.state}"
     return None
+
+
+def conflict_outcome(record: TaskRecord, files: list[str]) -> tuple[TaskState, str]:
+    """What a task whose merge conflicted in ``files`` becomes, with the reason: ``conflict`` (it runs once more
+    on the integration branch's new head), or ``blocked`` when that run was already its second chance."""
+    listed = ", ".join(files) or "unknown files"
+    if record.state == "conflict":
+        return "blocked", f"its merge conflicts again ({listed})"
+    return "conflict", f"its merge conflicted in {listed}"
+
+
+def reopened(execution: Execution) -> dict[str, TaskRecord]:
+    """The tasks ``--continue`` runs again, as they are before that: failed, rejected and blocked ones (their next
+    send is a new attempt, on the integration branch's head then) and skipped ones, which run if their
+    dependencies complete this time. Completed tasks are never among them. What was recorded of the earlier
+    attempt (its commit, reason, files) is cleared; its attempt number is kept, so the next one is new."""
+    again: dict[str, TaskRecord] = {}
+    for task_id, record in execution.tasks.items():
+        if record.state in RETRIED or record.state == "skipped":
+            again[task_id] = record.model_copy(update={
+                "state": "pending", "base": None, "commit": None, "merge": None, "reason": None,
+                "rejected_files": [], "files_changed": []})
+    return again
 
 
 def disallowed_changes(task: ExecTask, changes: list[tuple[str, str]]) -> list[str]:
