@@ -13,10 +13,13 @@ uncommitted work (see :func:`finish_worktree`) is never reset by a later attempt
 
 from __future__ import annotations
 
+import fcntl
 import posixpath
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from wfqueue.errors import InfrastructureError
@@ -58,10 +61,31 @@ def _safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip(".-") or "task"
 
 
-def worktree_path(repo: Path, exec_id: str, task_id: str, attempt: int) -> Path:
+def _worktrees_root(repo: Path) -> Path:
     common = Path(git(repo, "rev-parse", "--git-common-dir").stdout.strip())
     common = common if common.is_absolute() else (repo / common)
-    return common.resolve() / WORKTREES_DIR / _safe_name(exec_id) / _safe_name(task_id) / str(attempt)
+    return common.resolve() / WORKTREES_DIR
+
+
+def worktree_path(repo: Path, exec_id: str, task_id: str, attempt: int) -> Path:
+    return _worktrees_root(repo) / _safe_name(exec_id) / _safe_name(task_id) / str(attempt)
+
+
+@contextmanager
+def worktrees_locked(repo: Path) -> Iterator[None]:
+    """Held while a worktree is added, pruned or removed. `git worktree add` creates its admin folder
+    (``.git/worktrees/NAME``) before writing the files in it, and a `git worktree prune` run meanwhile by another
+    worker of the same wave deletes that folder: the add fails and its task with it. One lock file per repository,
+    under the git directory, serialises those steps across the processes of this host (an flock: released by the
+    kernel if its holder dies)."""
+    lock_file = _worktrees_root(repo) / ".lock"
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_file, "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _registered(repo: Path, path: Path) -> bool:
@@ -79,6 +103,11 @@ def prepare_worktree(repo: Path, path: Path, branch: str, base: str) -> Path:
     ``base`` whatever it held: callers look for an existing commit of the attempt (:func:`find_task_commit`)
     first."""
     base_commit = git(repo, "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}").stdout.strip()
+    with worktrees_locked(repo):
+        return _prepare(repo, path, branch, base, base_commit)
+
+
+def _prepare(repo: Path, path: Path, branch: str, base: str, base_commit: str) -> Path:
     if path.exists() and _registered(repo, path):
         head = git(path, "rev-parse", "HEAD", check=False).stdout.strip()
         on = git(path, "symbolic-ref", "--quiet", "HEAD", check=False).stdout.strip()
@@ -217,6 +246,11 @@ def files_of_commit(repo: Path, commit: str, prefix: str = "") -> list[str]:
 def finish_worktree(repo: Path, path: Path) -> bool:
     """Remove the task's worktree, unless it holds uncommitted work: then it is kept (True) for the caller to name,
     its HEAD detached so the task's branch stays free for another attempt."""
+    with worktrees_locked(repo):
+        return _finish(repo, path)
+
+
+def _finish(repo: Path, path: Path) -> bool:
     if not path.exists():
         git(repo, "worktree", "prune")
         return False
