@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -204,18 +205,17 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
                 self.event(execution, f"the integration worktree holds uncommitted work and is kept: {worktree}")
 
 
+@dataclass
 class _Step:
     """One wave's work inside a held runtime: sending, waiting, merging, the gate."""
 
-    def __init__(self, coordinator: ExecuteCoordinator, runtime: Runtime, state: SessionState, plan: ExecutablePlan,
-                 execution: Execution, worktree: Path, prefix: str) -> None:
-        self.c = coordinator
-        self.runtime = runtime
-        self.state = state
-        self.plan = plan
-        self.execution = execution
-        self.worktree = worktree
-        self.prefix = prefix
+    c: ExecuteCoordinator
+    runtime: Runtime
+    state: SessionState
+    plan: ExecutablePlan
+    execution: Execution
+    worktree: Path
+    prefix: str
 
     def _save(self) -> None:
         records.save(self.execution)
