@@ -49,13 +49,21 @@ class TaskPayload(BaseModel):
     def _kwargs(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
 
+    def shown(self) -> str | None:
+        """What Flower and `celery inspect` show as the task's arguments; None: the arguments themselves."""
+        return None
+
+    def _options(self) -> dict[str, Any]:
+        shown = self.shown()
+        return {"queue": ROUTES[self.task_name], **({"kwargsrepr": shown} if shown is not None else {})}
+
     def signature(self, app: Celery) -> Signature[Any]:
         """The task as a signature (for a chord's header or body), routed to its queue."""
-        return app.signature(self.task_name, kwargs=self._kwargs(), queue=ROUTES[self.task_name])
+        return app.signature(self.task_name, kwargs=self._kwargs(), **self._options())
 
     def send(self, app: Celery) -> AsyncResult[Any]:
         """Enqueue the task now, routed to its queue."""
-        return app.send_task(self.task_name, kwargs=self._kwargs(), queue=ROUTES[self.task_name])
+        return app.send_task(self.task_name, kwargs=self._kwargs(), **self._options())
 
     def send_alone(self, app: Celery) -> AsyncResult[Any]:
         """Enqueue a chord callback without its chord (a late area, the watchdog): an empty list
@@ -179,6 +187,10 @@ class ExecuteTask(TaskPayload):
     attempt: int = Field(default=1, ge=1)
     executor: ExecutorName
     retry_feedback: str = ""  # why the previous attempt was not merged (a conflict), for the prompt
+
+    def shown(self) -> str:
+        # The whole task and plan context would bury the ids a person looks for in Flower.
+        return f"exec_id={self.exec_id} task={self.task.id} attempt={self.attempt} executor={self.executor}"
 
 
 PAYLOADS: dict[str, type[TaskPayload]] = {

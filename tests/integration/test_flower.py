@@ -13,7 +13,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from support import FOUR_AREAS, run_cli, session_dir, wfqueue_env
+from support import FOUR_AREAS, run_cli, session_dir, wait_until, wfqueue_env
+from test_execute_run import OPS, SUB, env_for, lite_plan, lite_task, project
 
 from wfqueue.embedded import EmbeddedRedis, stop_process_group
 
@@ -47,7 +48,9 @@ def test_flower_lists_the_plans_tasks_with_credentials_and_refuses_without(sampl
     redis = EmbeddedRedis(tmp_path / "broker")
     redis.start()
     port = free_port()
-    env = wfqueue_env(WFQUEUE_BROKER_URL=redis.url, WFQUEUE_FLOWER_BASIC_AUTH=CREDENTIALS)
+    # The worker also runs an execution's tasks, with the test executor program.
+    env = {**env_for(tmp_path, {"TASK-001": {"calc/ops.py": SUB}}), "WFQUEUE_BROKER_URL": redis.url,
+           "WFQUEUE_FLOWER_BASIC_AUTH": CREDENTIALS}
     procs = [start(["worker", "--hostname", "flower-test@%h", "--concurrency", "2"], env),
              start(["flower", "--port", str(port)], env)]
     base = f"http://127.0.0.1:{port}"
@@ -82,6 +85,22 @@ def test_flower_lists_the_plans_tasks_with_credentials_and_refuses_without(sampl
         areas = sorted(t["kwargs"] for t in mine if t["name"] == "wfqueue.collab.plan_area")
         assert len(areas) == 3 and all("focus_area" in k for k in areas), mine
         assert {t["state"] for t in mine} == {"SUCCESS"}
+
+        # An execution's tasks, each named by its exec id and task id.
+        repo = project(tmp_path)
+        tasks_file = lite_plan(repo, [lite_task(1, "Add sub", ["calc/ops.py"])])
+        executed = run_cli("execute", str(tasks_file), "-y", "--json", env=env)
+        assert executed.code == 0, executed.stderr
+        exec_id = executed.json()["exec_id"]
+        assert (repo / "calc" / "ops.py").read_text(encoding="utf-8") == OPS  # the user's checkout is untouched
+
+        def execute_tasks() -> list[dict]:
+            status, body = get(f"{base}/api/tasks?taskname=wfqueue.execute.task&limit=50", CREDENTIALS)
+            assert status == 200
+            return [t for t in json.loads(body).values() if t["state"] == "SUCCESS"]
+
+        shown = wait_until(execute_tasks, 30, "the execution's task in Flower")
+        assert [t["kwargs"] for t in shown] == [f"exec_id={exec_id} task=TASK-001 attempt=1 executor=command"]
         status, metrics = get(f"{base}/metrics")
         assert status == 200 and b"flower_events_total" in metrics
     finally:
