@@ -276,11 +276,24 @@ class EmbeddedCluster:
         self.workers.wait_ready(app)
 
     def stop(self) -> None:
+        """Warm shutdown of the workers, then Redis; interrupted (a second Ctrl-C), kill both at once."""
         try:
-            if self.workers is not None:
-                self.workers.stop()
-        finally:
-            self.redis.stop()
+            try:
+                if self.workers is not None:
+                    self.workers.stop()
+            finally:
+                self.redis.stop()
+        except BaseException:
+            self.kill()
+            raise
+
+    def kill(self) -> None:
+        """SIGKILL the workers' and Redis's process groups: nothing is left behind, nothing waits."""
+        for stoppable in (self.workers, self.redis):
+            if stoppable is not None and stoppable.proc is not None:
+                stop_process_group(stoppable.proc, signal.SIGKILL, STOP_GRACE_S)
+                stoppable.proc = None
+        self.redis.stop()  # the socket directory
 
     def __enter__(self) -> EmbeddedCluster:
         return self
