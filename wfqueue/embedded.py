@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 SOCKET_PATH_LIMIT = 100  # unix socket paths must stay below ~107 bytes
 STOP_GRACE_S = 5.0
+READY_POLL_S = 0.05  # how often the worker log is read for its ready line
+READY_PING_EVERY_S = 2.0  # the fallback ping
 
 
 def redis_server_binary() -> str:
@@ -77,6 +79,15 @@ def _tail(path: Path, lines: int = 15, since: int = 0) -> str:
     except OSError:
         return "(no log)"
     return "\n".join(text.splitlines()[-lines:])
+
+
+def _read_from(path: Path, since: int) -> bytes:
+    try:
+        with path.open("rb") as file:
+            file.seek(since)
+            return file.read()
+    except OSError:
+        return b""
 
 
 def _size(path: Path) -> int:
@@ -233,16 +244,24 @@ class LocalWorkers:
         return "\n".join(parts) if parts else "(the worker wrote nothing)"
 
     def wait_ready(self, app: Celery) -> None:
-        """Block until the worker answers a ping (its pool is up)."""
+        """Block until the worker is consuming: its log says ``{hostname} ready.`` (written once the pool
+        is up and the queues are consumed), read every 50 ms; a ping now and then in case the log is not
+        where we expect it. A ping round trip costs up to its timeout, the log line nothing."""
         assert self.proc is not None
         deadline = time.monotonic() + self.start_timeout_s
+        ready_line = f"{self.hostname} ready.".encode()
+        next_ping = time.monotonic() + READY_PING_EVERY_S
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise WorkerStartError(f"the worker exited at start (code {self.proc.returncode}):\n"
                                        f"{self.start_output()}", hint=f"see {self.stderr_path} and {self.log_path}")
-            replies = app.control.ping(destination=[self.hostname], timeout=0.5)
-            if replies:
+            if ready_line in _read_from(self.log_path, self._log_start):
                 return
+            if time.monotonic() >= next_ping:
+                if app.control.ping(destination=[self.hostname], timeout=0.2):
+                    return
+                next_ping = time.monotonic() + READY_PING_EVERY_S
+            time.sleep(READY_POLL_S)
         raise WorkerStartError(f"the worker did not answer within {self.start_timeout_s:.0f}s:\n{self.start_output()}",
                                hint=f"see {self.stderr_path} and {self.log_path}")
 
@@ -276,11 +295,24 @@ class EmbeddedCluster:
         self.workers.wait_ready(app)
 
     def stop(self) -> None:
+        """Warm shutdown of the workers, then Redis; interrupted (a second Ctrl-C), kill both at once."""
         try:
-            if self.workers is not None:
-                self.workers.stop()
-        finally:
-            self.redis.stop()
+            try:
+                if self.workers is not None:
+                    self.workers.stop()
+            finally:
+                self.redis.stop()
+        except BaseException:
+            self.kill()
+            raise
+
+    def kill(self) -> None:
+        """SIGKILL the workers' and Redis's process groups: nothing is left behind, nothing waits."""
+        for stoppable in (self.workers, self.redis):
+            if stoppable is not None and stoppable.proc is not None:
+                stop_process_group(stoppable.proc, signal.SIGKILL, STOP_GRACE_S)
+                stoppable.proc = None
+        self.redis.stop()  # the socket directory
 
     def __enter__(self) -> EmbeddedCluster:
         return self

@@ -4,15 +4,20 @@ send tasks by name, and a way to wait for them.
 ``broker_runtime`` is a context manager: in embedded mode it starts Redis and a
 local worker node and stops both on the way out, whatever happened; with a
 broker URL it only connects (BrokerUnreachableError, exit 3, if it cannot).
+A plan command that calls ``stop_after_output`` first keeps them up past a clean
+exit until it has printed the result and calls ``stop_deferred``: stopping takes
+seconds the user need not wait for to read the outcome.
 """
 
 from __future__ import annotations
 
+import atexit
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import Any, Protocol
 
 import redis
@@ -42,17 +47,60 @@ class Runtime:
     client: redis.Redis
 
 
+class _Deferral:
+    """Embedded clusters left running past a clean exit until the command's output is out."""
+
+    def __init__(self) -> None:
+        self.requested = False  # the next embedded runtime defers its stop
+        self.pending: list[EmbeddedCluster] = []
+        self.registered = False
+
+
+_deferral = _Deferral()
+
+
+def stop_after_output() -> None:
+    """Let the next ``broker_runtime`` (this process, embedded mode) leave its Redis and workers running
+    when its block ends cleanly, until ``stop_deferred``. An error or Ctrl-C still stops them at once;
+    whatever is left is stopped at interpreter exit, so nothing outlives the command."""
+    _deferral.requested = True
+    if not _deferral.registered:
+        atexit.register(stop_deferred)
+        _deferral.registered = True
+
+
+def stop_deferred() -> None:
+    """Stop the clusters whose stop was deferred (Ctrl-C during it kills what is left, then propagates)."""
+    _deferral.requested = False
+    while _deferral.pending:
+        _deferral.pending.pop().stop()
+
+
+_ExitFunc = Callable[[type[BaseException] | None, BaseException | None, TracebackType | None], bool]
+
+
+def _stop_or_defer(cluster: EmbeddedCluster, defer: bool) -> _ExitFunc:
+    """The exit callback of ``cluster``: stop it, or (a clean exit that asked to defer) queue its stop."""
+    def on_exit(exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> bool:
+        if defer and exc_type is None:
+            _deferral.pending.append(cluster)
+        else:
+            cluster.stop()
+        return False
+    return on_exit
+
+
 @contextmanager
 def broker_runtime(settings: Settings, repo: Path, concurrency: int, ui: Reporter,
                    worker_env: dict[str, str] | None = None) -> Iterator[Runtime]:
+    defer, _deferral.requested = _deferral.requested, False  # for this runtime only
     with ExitStack() as stack:
         cluster: EmbeddedCluster | None = None
         started = time.monotonic()
         if settings.embedded:
-            cluster = stack.enter_context(
-                EmbeddedCluster(queue_dir(repo), concurrency=concurrency, redis_port=settings.embedded_redis_port,
-                                start_timeout_s=settings.embedded_start_timeout_s, worker_env=worker_env)
-            )
+            cluster = EmbeddedCluster(queue_dir(repo), concurrency=concurrency, redis_port=settings.embedded_redis_port,
+                                      start_timeout_s=settings.embedded_start_timeout_s, worker_env=worker_env)
+            stack.push(_stop_or_defer(cluster, defer))
             settings = settings.model_copy(update={"broker_url": SecretStr(cluster.start_redis())})
         client = connect(settings)
         app = create_app(settings)

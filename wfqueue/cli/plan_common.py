@@ -1,8 +1,12 @@
 """What the plan commands (collab-plan, lite-plan, plan, resume) share: their common options,
-reading the provider and budget, and printing an outcome (or its `--json` object) and exiting."""
+reading the provider and budget, and printing an outcome (or its `--json` object) and exiting.
+
+An embedded Redis and its workers are stopped after the outcome is printed, not before: the user
+reads the result while they shut down (the command still exits only once they are gone)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 import typer
@@ -11,6 +15,7 @@ from rich.markup import escape
 
 from wfqueue.metering import BUDGET_HELP, parse_budget_option
 from wfqueue.providers import check_provider_spec
+from wfqueue.runtime import stop_after_output, stop_deferred
 from wfqueue.settings import Settings, load_settings
 from wfqueue.usage import Budget
 from wfqueue.workflow.base import PlanOutcome
@@ -30,20 +35,27 @@ def plan_setup(provider: str | None, budget: str | None,
     """The settings (loaded unless given), the provider spec (checked) and the parsed --budget."""
     settings = settings or load_settings()
     spec = check_provider_spec(provider or settings.effective_provider())
-    return settings, spec, parse_budget_option(budget, spec, settings)
+    spending_cap = parse_budget_option(budget, spec, settings)
+    stop_after_output()  # `finish` stops the embedded cluster once the outcome is out
+    return settings, spec, spending_cap
 
 
 def finish(result: PlanOutcome, as_json: bool, describe: Callable[[Console], None],
            json_extra: tuple[str, ...] = ()) -> None:
     """Print the outcome: the `--json` object on stdout, or ``describe`` and the usage line; exit with
-    the outcome's code (0, or 1 for partial and failed)."""
-    if as_json:
-        typer.echo(result.json_line(*json_extra))
-    else:
-        out = Console(highlight=False, soft_wrap=True)
-        describe(out)
-        if result.usage:
-            out.print(f"usage:   {escape(result.usage)}")
+    the outcome's code (0, or 1 for partial and failed). An embedded cluster is stopped after the output
+    is flushed, before the exit."""
+    try:
+        if as_json:
+            typer.echo(result.json_line(*json_extra))
+        else:
+            out = Console(highlight=False, soft_wrap=True)
+            describe(out)
+            if result.usage:
+                out.print(f"usage:   {escape(result.usage)}")
+        sys.stdout.flush()  # a pipe buffers: the result must not wait for the shutdown
+    finally:
+        stop_deferred()
     raise typer.Exit(result.exit_code)
 
 
