@@ -5,8 +5,9 @@ Settings are built here, once per worker, and handed to the task modules.
 
 from __future__ import annotations
 
+import importlib
+
 # Providers are loaded before the prefork pool forks, not per task.
-import wfqueue.providers.anthropic
 import wfqueue.providers.offline.provider
 import wfqueue.providers.scripted  # noqa: F401
 from beat import tasks as beat_tasks
@@ -16,6 +17,11 @@ from workers import collab, execute, lite, workflow_session
 from workers.context import StateFactory, broker_patient_task
 
 settings = load_settings()
+if settings.anthropic_api_key is not None:
+    # The SDK is most of a worker's start-up; without a key no task of this worker can call the API, so a
+    # worker for offline plans (embedded mode on a laptop, CI) starts without it.
+    for module in ("wfqueue.providers.anthropic", "wfqueue.execute.claude_executor"):
+        importlib.import_module(module)
 app = create_app(settings, task_cls=broker_patient_task(settings, StateFactory(settings)))
 collab.register(app, settings)
 lite.register(app, settings)

@@ -18,7 +18,6 @@ from celery import Celery, Task
 from celery.exceptions import SoftTimeLimitExceeded
 
 from wfqueue.errors import TransientProviderError, WfqueueError
-from wfqueue.execute.claude_executor import claude_executor
 from wfqueue.execute.command_executor import CommandExecutor
 from wfqueue.execute.executors import Executor
 from wfqueue.execute.run_task import EXECUTOR_RUNS, VERIFICATION_TIMEOUT_S, record_failure, run_task
@@ -48,6 +47,9 @@ def executor_for(payload: ExecuteTask, settings: Settings, state: SessionStore) 
     if payload.executor == "command":
         return CommandExecutor(settings.executor_command, settings.executor_timeout_s,
                                Path(payload.exec_dir) / EXECUTOR_DIR)
+    # Imported on use: a worker without an API key starts without the SDK (workers/app.py).
+    from wfqueue.execute.claude_executor import claude_executor
+
     return claude_executor(settings, state, Path(payload.exec_dir))
 
 

@@ -41,6 +41,8 @@ def payload_task(app: Celery, settings: Settings, model: type[P], *, callback: b
     the task's result. Time limits (both or neither): None keeps the app's.
     """
     positional = 1 if callback else 0
+    # shared=False: the task belongs to ``app`` alone. A shared task is added to every app made later in the
+    # process, with the settings (time limits, retries) of the first one.
 
     def register(body: Body[P, R]) -> Task[Any, R]:
         def run(self: Task[Any, Any], *args: Any, **kwargs: Any) -> R:
@@ -60,9 +62,9 @@ def payload_task(app: Celery, settings: Settings, model: type[P], *, callback: b
         run.__doc__, run.__module__ = body.__doc__, body.__module__
         if soft_time_limit is not None and time_limit is not None:
             task: Task[Any, R] = app.task(name=model.task_name, bind=True, max_retries=settings.task_max_retries,
-                                          soft_time_limit=soft_time_limit, time_limit=time_limit)(run)
+                                          soft_time_limit=soft_time_limit, time_limit=time_limit, shared=False)(run)
         else:
-            task = app.task(name=model.task_name, bind=True, max_retries=settings.task_max_retries)(run)
+            task = app.task(name=model.task_name, bind=True, max_retries=settings.task_max_retries, shared=False)(run)
         return task
 
     return register
