@@ -24,7 +24,7 @@ demo: $(STAMP)
 # Integration tests mostly wait on workers and Redis, so three in parallel fit two cores. Tests are
 # handed out one at a time (--maxschedchunk 1) so the long ones, collected first, start on different
 # workers. `make reliability` runs only tests/reliability (faults, bad input, attack; docs/RELIABILITY.md).
-PYTEST_PARALLEL := -n 3 --maxschedchunk 1
+PYTEST_PARALLEL := -n 3 --maxschedchunk 1 --dist loadgroup
 
 # Lint and type checks run first (config in pyproject.toml): a finding fails `make test`, and so CI.
 test: $(STAMP) check

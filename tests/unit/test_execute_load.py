@@ -18,7 +18,8 @@ from wfqueue.errors import PlanRejectedError
 from wfqueue.execute.load import load_plan
 from wfqueue.execute.schedule import build_schedule
 
-pytestmark = [pytest.mark.integration, pytest.mark.long]
+# One xdist worker runs them all: the module fixture plans three real sessions, once.
+pytestmark = [pytest.mark.integration, pytest.mark.long, pytest.mark.xdist_group("execute-load")]
 
 SAMPLE_REPO = Path(__file__).resolve().parents[2] / "examples" / "sample-api"
 REQUIREMENT = "Add per-user rate limiting to the API"
