@@ -224,3 +224,7 @@ def test_continue_needs_a_known_execution_and_no_plan(sample_repo: Path, capsys:
     assert "no session EXEC-nothing-2026-01-01" in capsys.readouterr().err
     assert main(["execute", SESSION, "--continue", "EXEC-nothing-2026-01-01", "--repo", str(sample_repo)]) == 2
     assert "--continue takes an execution id, not a plan as well" in capsys.readouterr().err
+    plan_session(sample_repo)  # a plan's id is not an execution to continue
+    assert main(["execute", "--continue", SESSION, "--repo", str(sample_repo)]) == 2
+    err = capsys.readouterr().err
+    assert "that is a workflow session, not an execution" in err and f"wfqueue execute {SESSION}" in err

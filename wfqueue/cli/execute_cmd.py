@@ -18,7 +18,7 @@ from rich.markup import escape
 
 from wfqueue.cli.progress import TerminalUI
 from wfqueue.errors import BadInputError
-from wfqueue.execute.coordinator import ExecuteCoordinator, ExecutionOutcome
+from wfqueue.execute.coordinator import EXECUTE, ExecuteCoordinator, ExecutionOutcome
 from wfqueue.execute.executors import ExecutorName, choose_executor
 from wfqueue.execute.gate import gate_commands, verification_refusal
 from wfqueue.execute.load import load_plan
@@ -156,7 +156,10 @@ def register(app: typer.Typer) -> None:
                 raise BadInputError("--continue takes an execution id, not a plan as well",
                                      hint=f"run `wfqueue execute --continue {resume_id}`")
             root = resolve_repo(repo)
-            _, folder = locate(root, resume_id)
+            kind, folder = locate(root, resume_id)
+            if kind is not EXECUTE:
+                raise BadInputError(f"--continue {resume_id}: that is a {kind.label} session, not an execution",
+                                    hint=f"run `wfqueue execute {resume_id}` to execute its plan")
             _finish(ExecuteCoordinator(settings, ui).resume(ResumeRequest(session_dir=folder, repo=root,
                                                                           provider="offline")), as_json)
             return
