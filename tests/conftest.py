@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fake_anthropic import FakeAnthropic
 from wfqueue.embedded import EmbeddedRedis
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -21,6 +22,13 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("WFQUEUE_") or name.startswith("ANTHROPIC_"):
             monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeAnthropic]:
+    """The local Messages API server, answering as the test scripts it (tests/fake_anthropic.py)."""
+    with FakeAnthropic() as server:
+        yield server
 
 
 @pytest.fixture

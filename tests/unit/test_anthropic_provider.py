@@ -50,11 +50,6 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     allow_loopback_only(monkeypatch)
 
 
-@pytest.fixture
-def fake():
-    with FakeAnthropic() as server:
-        yield server
-
 
 def provider_for(fake: FakeAnthropic, **options: Any) -> AnthropicProvider:
     options.setdefault("sleep", lambda seconds: None)  # a re-sent call never waits in a unit test

@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +37,6 @@ FIX = {"path": "src/calc.py", "old_string": "return a - b", "new_string": "retur
 def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     allow_loopback_only(monkeypatch)
 
-
-@pytest.fixture
-def fake() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        yield server
 
 
 def git(cwd: Path, *args: str) -> str:

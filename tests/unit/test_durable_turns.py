@@ -4,7 +4,6 @@ and the local Messages API server, with the in-memory journal and with the sessi
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +38,6 @@ GREPS = [tool_call("grep", {"pattern": f"def {name}"}) for name in ("issue_token
 def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     allow_loopback_only(monkeypatch)
 
-
-@pytest.fixture
-def fake() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        yield server
 
 
 def provider_for(fake: FakeAnthropic, journal: Any = None, **options: Any) -> AnthropicProvider:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import anthropic
@@ -35,11 +35,6 @@ JSON_FORMAT = {"format": {"type": "json_schema", "schema": {"type": "object", "p
 def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     allow_loopback_only(monkeypatch)
 
-
-@pytest.fixture
-def fake() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        yield server
 
 
 @pytest.fixture

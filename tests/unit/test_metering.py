@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,11 +69,6 @@ def state(redis_url: str, request: pytest.FixtureRequest) -> SessionState:
     session.reset()
     return session
 
-
-@pytest.fixture
-def fake() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        yield server
 
 
 def anthropic(fake: FakeAnthropic) -> AnthropicProvider:
