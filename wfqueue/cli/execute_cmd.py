@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from wfqueue.cli.plan_common import finish
 from wfqueue.cli.progress import TerminalUI
 from wfqueue.errors import BadInputError
 from wfqueue.execute.coordinator import EXECUTE, ExecuteCoordinator, ExecutionOutcome
@@ -25,6 +26,7 @@ from wfqueue.execute.load import load_plan
 from wfqueue.execute.model import ExecutablePlan
 from wfqueue.execute.safety import check_clean_repository
 from wfqueue.execute.schedule import Schedule, build_schedule
+from wfqueue.runtime import stop_after_output
 from wfqueue.sandboxed_commands import parse_command
 from wfqueue.sessions import resolve_repo
 from wfqueue.settings import load_settings
@@ -118,11 +120,7 @@ def _describe(out: Console, result: ExecutionOutcome) -> None:
 
 
 def _finish(result: ExecutionOutcome, as_json: bool) -> None:
-    if as_json:
-        typer.echo(json.dumps(result.execute_json(), ensure_ascii=False))
-    else:
-        _describe(Console(highlight=False, soft_wrap=True), result)
-    raise typer.Exit(result.exit_code)
+    finish(result, as_json, lambda out: _describe(out, result), json_object=result.execute_json())
 
 
 def register(app: typer.Typer) -> None:
@@ -160,6 +158,7 @@ def register(app: typer.Typer) -> None:
             if kind is not EXECUTE:
                 raise BadInputError(f"--continue {resume_id}: that is a {kind.label} session, not an execution",
                                     hint=f"run `wfqueue execute {resume_id}` to execute its plan")
+            stop_after_output()  # `finish` stops the embedded cluster once the outcome is out
             _finish(ExecuteCoordinator(settings, ui).resume(ResumeRequest(session_dir=folder, repo=root,
                                                                           provider="offline")), as_json)
             return
@@ -181,4 +180,5 @@ def register(app: typer.Typer) -> None:
         if not _confirm(ui, plan, schedule, gate, yes):
             ui.info("not started; nothing was written")
             raise typer.Exit(1)
+        stop_after_output()
         _finish(ExecuteCoordinator(settings, ui).start(plan, schedule, chosen), as_json)

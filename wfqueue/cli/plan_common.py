@@ -6,8 +6,10 @@ reads the result while they shut down (the command still exits only once they ar
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -41,13 +43,14 @@ def plan_setup(provider: str | None, budget: str | None,
 
 
 def finish(result: PlanOutcome, as_json: bool, describe: Callable[[Console], None],
-           json_extra: tuple[str, ...] = ()) -> None:
-    """Print the outcome: the `--json` object on stdout, or ``describe`` and the usage line; exit with
-    the outcome's code (0, or 1 for partial and failed). An embedded cluster is stopped after the output
-    is flushed, before the exit."""
+           json_extra: tuple[str, ...] = (), json_object: dict[str, Any] | None = None) -> None:
+    """Print the outcome: the `--json` object on stdout (``json_object`` when the command prints its own
+    fields), or ``describe`` and the usage line; exit with the outcome's code (0, or 1 for partial and
+    failed). An embedded cluster is stopped after the output is flushed, before the exit."""
     try:
         if as_json:
-            typer.echo(result.json_line(*json_extra))
+            typer.echo(result.json_line(*json_extra) if json_object is None
+                       else json.dumps(json_object, ensure_ascii=False))
         else:
             out = Console(highlight=False, soft_wrap=True)
             describe(out)
