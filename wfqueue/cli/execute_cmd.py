@@ -104,7 +104,7 @@ def _executor(name: str | None) -> ExecutorName | None:
 def _confirm(ui: TerminalUI, plan: ExecutablePlan, schedule: Schedule, gate: list[str], yes: bool) -> bool:
     """Show the schedule and ask to start it: on a terminal unless -y; without one, start (as the plan commands
     do), saying that -y skips the question."""
-    if yes or not ui._interactive("starting the execution without confirmation"):
+    if yes or not ui.interactive("starting the execution without confirmation"):
         return True
     ui.console.print(render_schedule(plan, schedule, gate).rsplit("\n", 1)[0])
     return typer.confirm("start these tasks?", default=True, err=True)

@@ -52,14 +52,15 @@ class TerminalUI:
         if not self.quiet:
             self.console.print(f"[dim]wfqueue:[/] {message}")
 
-    def _interactive(self, what: str) -> bool:
+    def interactive(self, what: str) -> bool:
+        """Whether a person can answer a question; if not, says that ``what`` happens without one."""
         if sys.stdin.isatty():
             return True
         self.console.print(f"stdin is not a terminal: {what} (-y skips this check)")
         return False
 
     def confirm_split(self, analysis: RequirementAnalysis) -> SplitDecision:
-        if not self._interactive("starting the plan without confirmation"):
+        if not self.interactive("starting the plan without confirmation"):
             return "start"
         table = Table("#", "area", "task ids", "description", title=f"{len(analysis.sub_domains)} sub-domains")
         for n, sub in enumerate(analysis.sub_domains, start=1):
@@ -119,7 +120,7 @@ class TerminalUI:
             self.console.print("no exploration needed: planning straight from the repository index")
 
     def ask(self, batch: list[MergedQuestion], number: int, total: int) -> list[str]:
-        if not self._interactive(f"{len(batch)} clarification question(s) left unanswered"):
+        if not self.interactive(f"{len(batch)} clarification question(s) left unanswered"):
             return ["" for _ in batch]
         self.console.print(f"[bold]clarification round {number}/{total}[/]")
         answers = []
@@ -134,7 +135,7 @@ class TerminalUI:
         for task in draft.tasks:
             table.add_row(task.id, task.title, task.type or "-", task.effort or "-", ", ".join(task.depends_on) or "-")
         self.console.print(table)
-        if not self._interactive("accepting the plan"):
+        if not self.interactive("accepting the plan"):
             return "allow"
         return ask_choice(self.console, "allow, modify or cancel", ("allow", "modify", "cancel"), "allow")
 
@@ -156,14 +157,14 @@ class TerminalUI:
             mark = " (recommended)" if n - 1 == conflict.recommended else ""
             table.add_row(str(n), strategy.name + mark, strategy.approach, strategy.complexity, strategy.risk)
         self.console.print(table)
-        if not self._interactive(f"taking the recommended strategy for {conflict.id}"):
+        if not self.interactive(f"taking the recommended strategy for {conflict.id}"):
             return conflict.recommended
         choice = IntPrompt.ask("strategy", default=conflict.recommended + 1, console=self.console,
                                choices=[str(n) for n in range(1, len(conflict.strategies) + 1)])
         return choice - 1
 
     def gate(self) -> GateChoice:
-        if not self._interactive("verifying the plan"):
+        if not self.interactive("verifying the plan"):
             return "verify"
         return ask_choice(self.console, "next: verify (recommended), status, or stop", ("verify", "status", "stop"),
                           "verify")
