@@ -158,7 +158,10 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
             execution.status = "interrupted"
             raise
         finally:
-            if held:  # the workers are stopped by now: what is left of a task's worktree is no one's
+            # Here no task of this execution runs in embedded mode: on a clean end each sent task has returned
+            # (the cluster's stop may be deferred until the result is printed), and on an error the embedded
+            # workers were stopped on the way out. What is left of a task's worktree is no one's.
+            if held:
                 for path in leftover_worktrees(repo, execution.exec_id):
                     self.event(execution, f"a task worktree holding uncommitted work is kept: {path}")
                 self._finish(plan, execution)
