@@ -28,7 +28,7 @@ PYTEST_PARALLEL := -n 3 --maxschedchunk 1 --dist loadgroup
 
 # Lint and type checks run first (config in pyproject.toml): a finding fails `make test`, and so CI.
 test: $(STAMP) check
-	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL)
+	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) --durations=15
 
 check: $(STAMP)
 	$(BIN)/python -m ruff check .

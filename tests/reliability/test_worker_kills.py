@@ -64,6 +64,37 @@ def start_plan(requirement: str, repo: Path, provider: str, env: dict[str, str],
         )
 
 
+def finished_at(client: Any, session_id: str, area: str | None) -> float | None:
+    """When the area's last attempt ended, from its agent record."""
+    if area is None:
+        return None
+    raw = client.hget(f"wfq:{session_id}:agent:{area}", "finished_at")
+    return float(json.loads(raw)) if raw else None
+
+
+def kill_outcome(fault: dict[str, Any], ended_at: float | None) -> str:
+    """``hit``: the target ran again after the kill; ``missed``: it had already finished when the kill
+    landed; ``not rerun``: it was still running when its process died, yet never ran again (a lost task)."""
+    if fault["target_attempts"] >= 2:
+        return "hit"
+    if fault["target_attempts"] == 1 and ended_at is not None and ended_at <= fault["killed_at"]:
+        return "missed"
+    return "not rerun"
+
+
+def wait_for_plan(proc: subprocess.Popen, logs: Path, index: int, fault: dict[str, Any], client: Any, session: str,
+                  workers: list[Worker], timeout_s: float = 180) -> None:
+    """Wait for a plan's coordinator; a stuck plan fails with what it printed, its agents and the workers' logs."""
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        records = {key: client.hgetall(key) for key in client.scan_iter(match=f"wfq:{session}:agent:*")}
+        printed = (logs / "stderr").read_text(errors="replace")[-3000:]
+        worker_logs = "\n".join(f"--- {w.name}\n{w.log.read_text(errors='replace')[-2500:]}" for w in workers)
+        raise AssertionError(f"plan {index} ({fault}) still running after {timeout_s}s; agents: {records}\n"
+                             f"--- coordinator\n{printed}\n{worker_logs}") from None
+
+
 # Polled often, so a kill chosen to land inside an agent's run is not late by a whole poll.
 wait_for = partial(wait_until, interval_s=0.02)
 
@@ -106,7 +137,7 @@ def test_ten_collab_plans_survive_sigkilled_children_and_workers(sample_repo: Pa
             running = running_agents(client, session)
             target = rng.choice(running) if running else None
             fault: dict[str, Any] = {"plan": index, "kind": kind, "mid_task": target is not None,
-                                     "area": target["area"] if target else None}
+                                     "area": target["area"] if target else None, "killed_at": time.time()}
             if kind == "child":
                 owner = next((w for w in workers if target and target["worker"].startswith(f"{w.name}@")),
                              rng.choice(workers))
@@ -128,7 +159,7 @@ def test_ten_collab_plans_survive_sigkilled_children_and_workers(sample_repo: Pa
                                            **env_extra)
                 workers.append(replacement)
                 started.append(replacement)
-            proc.wait(timeout=180)
+            wait_for_plan(proc, tmp_path / f"plan-{index}", index, fault, client, session, workers)
             run_out = (tmp_path / f"plan-{index}" / "stdout").read_text()
             run_err = (tmp_path / f"plan-{index}" / "stderr").read_text()
             assert proc.returncode == 0, f"plan {index} ({fault}): exit {proc.returncode}\n{run_err[-3000:]}"
@@ -138,6 +169,7 @@ def test_ten_collab_plans_survive_sigkilled_children_and_workers(sample_repo: Pa
             tries = attempts(client, session)
             # A task killed before it finished (acks_late) runs again: its area's attempts prove the hit.
             fault["target_attempts"] = tries.get(fault["area"], 0) if fault["area"] else 0
+            fault["hit"] = kill_outcome(fault, finished_at(client, session, fault["area"]))
             plans.append({**fault, "session": session, "status": result["status"], "areas": check.areas,
                           "tasks": check.tasks, "sections_lost": check.sections_lost,
                           "duplicate_tasks": check.duplicate_tasks, "problems": check.problems,
@@ -151,6 +183,7 @@ def test_ten_collab_plans_survive_sigkilled_children_and_workers(sample_repo: Pa
             "faults_injected": {"pool_child_sigkill": kinds.count("child"),
                                 "worker_group_sigkill": kinds.count("worker")},
             "faults_mid_task": sum(p["mid_task"] for p in plans),
+            "faults_hit_running_agent": sum(p["hit"] == "hit" for p in plans),
             "plans_completed": sum(p["status"] == "completed" for p in plans),
             "plans": len(plans),
             "sections_lost": sum(len(p["sections_lost"]) for p in plans),
@@ -167,10 +200,12 @@ def test_ten_collab_plans_survive_sigkilled_children_and_workers(sample_repo: Pa
         assert figures["sections_lost"] == 0, plans
         assert figures["duplicate_tasks"] == 0, plans
         assert figures["note_problems"] == 0, plans
-        # Every fault was real: it killed the process of an agent running at that moment, and that agent's
-        # task ran again.
+        # Every fault was aimed at a running agent; an agent still running when its process died ran again.
+        # An agent may finish in the instant between being chosen and the kill (a loaded machine): that
+        # fault missed, and says so, but most must land.
         assert figures["faults_mid_task"] == PLANS, [p for p in plans if not p["mid_task"]]
-        assert all(p["target_attempts"] >= 2 for p in plans), [p for p in plans if p["target_attempts"] < 2]
+        assert not [p for p in plans if p["hit"] == "not rerun"], plans
+        assert figures["faults_hit_running_agent"] >= PLANS - 2, plans
     finally:
         for proc in coordinators:
             stop_group(proc)
