@@ -98,6 +98,19 @@ def task_run_key(task_id: str, attempt: int) -> str:
 
 
 EXECUTION = "execution"  # an execution's Execution JSON (wfqueue.execute.records), as last saved
+# hash relative path -> content: the session folder's files, when workers share no disk with the coordinator
+FILES = "files"
+FILES_LOCK_PREFIX = "files-lock:"  # + relative path: the Redis lock that stands in for a file lock
+
+
+def bundle_prefix(commit: str) -> str:
+    """The keys of one commit's repository bundle (wfqueue.transport.repo): ``meta`` and ``chunk:N``."""
+    return f"{KEY_ROOT}bundle:{commit}:"
+
+
+def commits_prefix(name: str) -> str:
+    """The keys of commits a worker sends back (an executed task's branch), by name."""
+    return f"{KEY_ROOT}commits:{name}:"
 
 
 # -- the stalled-session watchdog (beat.watchdog) --------------------------------------------------

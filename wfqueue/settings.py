@@ -91,6 +91,32 @@ class Settings(BaseSettings):
         default=None, ge=1, description="Pool processes of `wfqueue worker` (default: one per CPU)."
     )
 
+    # -- workers on other machines: the repository and session files travel through Redis --------
+    shared_disk: bool | None = Field(
+        default=None,
+        description="Workers read the repository and write session files at the coordinator's paths (a volume "
+        "every worker host mounts). Unset: yes in embedded mode, no with a broker URL, where the repository "
+        "travels as a git bundle through Redis (or from repo_url) and session files come back through Redis.",
+    )
+    repo_url: str | None = Field(
+        default=None, description="Git URL workers fetch the pinned commit from, instead of a bundle in Redis "
+        "(for repositories above bundle_max_bytes). The commit must be reachable there: push it first.",
+    )
+    bundle_max_bytes: int = Field(
+        default=256 * 1024 * 1024, gt=0,
+        description="Largest repository bundle stored in Redis, in bytes; above it set repo_url.",
+    )
+    bundle_ttl_s: int = Field(
+        default=86_400, gt=0, description="Seconds a repository bundle stays in Redis after it was last published.",
+    )
+    worker_cache_dir: Path | None = Field(
+        default=None, description="Where a worker keeps its checkouts of pinned commits and its copies of session "
+        "folders (default: $XDG_CACHE_HOME/wfqueue, else ~/.cache/wfqueue).",
+    )
+    checkout_cache_max: int = Field(
+        default=8, ge=1, description="Checkouts a worker keeps; the least recently used beyond this are removed.",
+    )
+
     # -- planning ----------------------------------------------------------------------
     provider: ProviderName = Field(default="auto", description="auto: anthropic when an API key is set, else offline.")
     anthropic_api_key: SecretStr | None = Field(
