@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from wfqueue.transport.models import RepoPin, Transport
+
 KEY_ROOT = "wfq:"
 
 
@@ -188,6 +190,10 @@ class SessionMeta(BaseModel):
     # wfqueue.metering.budget_meta; read through metering.session_budget, which skips an unreadable one.
     budget: Any = None
     chord_id: str | None = None  # the fan-out the coordinator waits on
+    # With no shared disk: what payloads carry, and the pinned repository (HEAD, and the snapshot of
+    # uncommitted changes workers read, if any).
+    transport: Transport | None = None
+    pin: RepoPin | None = None
 
     def fields(self) -> dict[str, Any]:
         """The fields that were set, as ``SessionState.set_meta`` takes them."""

@@ -24,6 +24,7 @@ from wfqueue.errors import InfrastructureError
 from wfqueue.execute.executors import ExecutorName
 from wfqueue.execute.model import ExecTask, PlanContext
 from wfqueue.lite.models import ClarificationAnswer
+from wfqueue.transport.models import Transport
 from wfqueue.task_names import (
     COLLAB_FINALIZE,
     COLLAB_PLAN_AREA,
@@ -45,6 +46,9 @@ class TaskPayload(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     task_name: ClassVar[str]
+    # None: the worker reads and writes the coordinator's paths (a shared disk). Otherwise the repository
+    # and the session folder reach the worker through Redis (wfqueue.transport.workspace).
+    transport: Transport | None = None
 
     def _kwargs(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -104,6 +108,7 @@ class CollabUnderstand(_Session):
 class CollabPlanArea(_Session):
     task_name = COLLAB_PLAN_AREA
     session_dir: str
+    repo: str
     focus_area: str
     provider: str
 
@@ -119,7 +124,8 @@ class ExploreAngle(_Session):
     """Chord header shared by lite plans and workflow sessions."""
 
     task_name = EXPLORE_ANGLE
-    output_dir: str
+    session_dir: str  # transcripts go here
+    output_dir: str  # the exploration files: the session folder, or a folder inside it
     repo: str
     requirement: str
     angle: str
@@ -128,6 +134,7 @@ class ExploreAngle(_Session):
 
 class LiteAssess(_Session):
     task_name = LITE_ASSESS
+    session_dir: str  # transcripts go here
     repo: str
     requirement: str
     force_explore: bool

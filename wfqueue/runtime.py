@@ -101,7 +101,10 @@ def broker_runtime(settings: Settings, repo: Path, concurrency: int, ui: Reporte
             cluster = EmbeddedCluster(queue_dir(repo), concurrency=concurrency, redis_port=settings.embedded_redis_port,
                                       start_timeout_s=settings.embedded_start_timeout_s, worker_env=worker_env)
             stack.push(_stop_or_defer(cluster, defer))
-            settings = settings.model_copy(update={"broker_url": SecretStr(cluster.start_redis())})
+            # Embedded workers run on this machine: they read the repository and write the session in place.
+            shared = settings.shared_disk if settings.shared_disk is not None else True
+            settings = settings.model_copy(update={"broker_url": SecretStr(cluster.start_redis()),
+                                                   "shared_disk": shared})
         client = connect(settings)
         app = create_app(settings)
         stack.callback(release_result_subscriptions, app)  # runs before the cluster stops

@@ -21,6 +21,7 @@ from wfqueue.collab.finalize import finalize_session
 from wfqueue.collab.models import AgentOutcome
 from wfqueue.collab.steps import run_area, run_understanding
 from wfqueue.errors import TransientProviderError
+from wfqueue.collab.recovery import finalize_alone
 from wfqueue.payloads import CollabFinalize, CollabPlanArea, CollabUnderstand
 from wfqueue.settings import Settings
 from workers.context import StateFactory, metered_provider
@@ -52,13 +53,14 @@ def register(app: Celery, settings: Settings) -> None:
         def plan(attempt: Attempt) -> AreaArtifacts:
             # A spent budget raises BudgetExhaustedError (a ProviderError): a failure record, no retry.
             return run_area(state, metered_provider(p.provider, settings, state, p.session_dir), settings,
-                            Path(p.session_dir), p.focus_area, attempt.worker)
+                            Path(p.session_dir), p.repo, p.focus_area, attempt.worker)
 
         outcome = run_header(task, state, settings, p.focus_area, plan, area_outcome,
                              done_fields=lambda artifacts: {"tasks": artifacts.plan["task_count"]})
         if outcome.status == "done" and state.recall(keys.FINALIZED_AT) is not None:
-            # The callback already ran without this area (chord fired early): run it again.
-            CollabFinalize(session_id=p.session_id, session_dir=p.session_dir).send_alone(app)
+            # The callback already ran without this area (chord fired early): run it again, with the
+            # coordinator's paths (this task's may be this worker's copy of the session folder).
+            finalize_alone(app, state, Path(str(state.session_meta().session_dir)))
         return outcome.model_dump()
 
     @payload_task(app, settings, CollabFinalize, callback=True, retry_on=(OSError,))

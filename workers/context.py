@@ -45,13 +45,12 @@ def broker_patient_task(settings: Settings, states: StateFactory) -> type[Task[A
     return BrokerPatientTask
 
 
-def metered_provider(spec: str, settings: Settings, state: SessionState,
-                     session_dir: str | Path | None = None) -> MeteredProvider:
+def metered_provider(spec: str, settings: Settings, state: SessionState, session_dir: str | Path) -> MeteredProvider:
     """The provider a task plans with: it stops at the session's budget, saves every turn and its usage in
-    the session's journal, and keeps each step's transcript in the session folder's ``transcripts/``."""
-    folder = session_dir if session_dir is not None else state.meta().get("session_dir")
+    the session's journal, and keeps each step's transcript in the session folder's ``transcripts/`` (the
+    task's own ``session_dir``: on a worker without the coordinator's disk, its copy of the folder)."""
     return MeteredProvider(make_provider(spec, settings), state, PriceTable(settings.price_table),
-                           transcript_dir=Path(folder) / TRANSCRIPT_DIR if folder else None)
+                           transcript_dir=Path(session_dir) / TRANSCRIPT_DIR)
 
 
 def retry_later(task: Task[Any, Any], exc: Exception, settings: Settings) -> Exception:

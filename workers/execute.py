@@ -23,6 +23,8 @@ from wfqueue.execute.executors import Executor
 from wfqueue.execute.run_task import EXECUTOR_RUNS, VERIFICATION_TIMEOUT_S, record_failure, run_task
 from wfqueue.payloads import ExecuteTask
 from wfqueue.settings import Settings
+from wfqueue.transport.repo import send_commits
+from wfqueue.transport.workspace import task_commits_name
 from wfqueue.state import SessionStore
 from workers.context import StateFactory, may_retry, retry_later
 from workers.registry import payload_task
@@ -77,4 +79,8 @@ def register(app: Celery, settings: Settings) -> None:
         except SoftTimeLimitExceeded:
             run = record_failure(payload, state, f"stopped at the task's {soft}s time limit", worker=worker,
                                  started_at=started)
+        if payload.transport is not None and run.commit is not None:
+            # This worker's repository is its own: the commit goes back to the coordinator through Redis.
+            send_commits(states.client(), Path(payload.repo), run.commit, payload.base,
+                         task_commits_name(payload.exec_id, payload.task.id, payload.attempt), settings)
         return run.model_dump(mode="json")

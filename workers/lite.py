@@ -54,7 +54,7 @@ def register(app: Celery, settings: Settings) -> None:
     @payload_task(app, settings, LiteAssess, retry_on=(TransientProviderError,))
     def assess(task: Task[Any, Any], p: LiteAssess) -> dict[str, Any]:
         state = states.session(p.session_id)
-        result = run_assessment(state, metered_provider(p.provider, settings, state), p.repo, p.requirement,
+        result = run_assessment(state, metered_provider(p.provider, settings, state, p.session_dir), p.repo, p.requirement,
                                 p.force_explore)
         return result.model_dump(mode="json")
 
@@ -64,7 +64,8 @@ def register(app: Celery, settings: Settings) -> None:
 
         def exploration(attempt: Attempt) -> VerifiedExploration:
             # A spent budget raises BudgetExhaustedError (a ProviderError): the angle is skipped, not retried.
-            return run_exploration(state, metered_provider(p.provider, settings, state), Path(p.output_dir), p.repo,
+            return run_exploration(state, metered_provider(p.provider, settings, state, p.session_dir),
+                                   Path(p.output_dir), p.repo,
                                    p.requirement, p.angle, attempt.worker)
 
         return run_header(task, state, settings, p.angle, exploration, angle_outcome).model_dump()

@@ -3,7 +3,9 @@
 A task body receives the Celery task and its decoded payload, never loose
 arguments: the message's keywords are decoded once, here, so a field renamed on
 one side fails with an error naming the task instead of a ``TypeError`` deep in
-a worker. Chord callbacks also receive the header's results as their first
+a worker. Here too a payload that carries a ``Transport`` (a worker that shares
+no disk with the coordinator) gets its repository and session paths mapped to
+this worker's own copies (wfqueue.transport.workspace) before the body runs. Chord callbacks also receive the header's results as their first
 positional argument (Celery puts them there); every callback reads which agents
 finished from Redis instead, so those results are dropped here, and a callback
 sent alone (``TaskPayload.send_alone``, with no results) does the same work.
@@ -19,6 +21,8 @@ from celery import Celery, Task
 from wfqueue.errors import InfrastructureError
 from wfqueue.payloads import TaskPayload
 from wfqueue.settings import Settings
+from wfqueue.state import StateFactory
+from wfqueue.transport.workspace import task_workspace
 from workers.context import retry_later
 
 __all__ = ["payload_task"]
@@ -41,6 +45,7 @@ def payload_task(app: Celery, settings: Settings, model: type[P], *, callback: b
     the task's result. Time limits (both or neither): None keeps the app's.
     """
     positional = 1 if callback else 0
+    states = StateFactory(settings)  # its Redis client is made in the process that runs the task
     # shared=False: the task belongs to ``app`` alone. A shared task is added to every app made later in the
     # process, with the settings (time limits, retries) of the first one.
 
@@ -54,7 +59,8 @@ def payload_task(app: Celery, settings: Settings, model: type[P], *, callback: b
                 )
             payload = model.decode(kwargs)
             try:
-                return body(self, payload)
+                with task_workspace(payload, settings, states.client) as local:
+                    return body(self, local)
             except retry_on as exc:
                 raise retry_later(self, exc, settings) from None
 

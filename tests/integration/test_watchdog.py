@@ -101,7 +101,7 @@ def test_lost_header_messages_are_reenqueued_once_then_the_plan_is_finalised_par
         # Mid-plan: one agent finished (as a worker would record it), then every header message is lost.
         done_area, stalled = areas[0], areas[1:]
         started = time.time()
-        artifacts = run_area(state, provider, settings, session_dir, done_area, "elsewhere@host")
+        artifacts = run_area(state, provider, settings, session_dir, str(sample_repo), done_area, "elsewhere@host")
         state.set_agent(done_area, state="done", started_at=started, finished_at=time.time(),
                         tasks=artifacts.plan["task_count"])
         assert client.llen("plan") == len(areas)

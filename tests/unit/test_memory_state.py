@@ -51,7 +51,7 @@ def plan_collab(state: SessionStore, provider: Counting, repo: Path, session_dir
     """The understanding step, every area, then the callback: what the collab workers run."""
     analysis = run_understanding(state, provider, session_dir, str(repo), REQUIREMENT, 3)
     for sub in analysis.sub_domains:
-        run_area(state, provider, Settings(), session_dir, sub.focus_area, "worker-1")
+        run_area(state, provider, Settings(), session_dir, str(repo), sub.focus_area, "worker-1")
         state.set_agent(sub.focus_area, state=AgentState.DONE)
     finalize_session(state, Settings(), session_dir)
 

@@ -20,6 +20,7 @@ from wfqueue.metering import UsageReport, usage_line
 from wfqueue.session_summary import SessionSummary
 from wfqueue.sessions import resolve_repo
 from wfqueue.settings import load_settings
+from wfqueue.transport.workspace import rebuild_from_redis
 from wfqueue.workflow.registry import locate
 
 # The raw calls stay in usage.json; status shows the totals.
@@ -108,6 +109,7 @@ def register(app: typer.Typer) -> None:
             out.print(table if rows else f"no sessions under {folder}")
             return
         kind, folder = locate(root, session)
+        rebuild_from_redis(settings, folder.name, folder)  # workers on other machines stored files there
         current = kind.read_status(folder, settings)
         if as_json:
             typer.echo(json.dumps(current.model_dump(mode="json", exclude=NO_CALLS_LIST), ensure_ascii=False))

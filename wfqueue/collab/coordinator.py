@@ -103,8 +103,8 @@ class CollabCoordinator(WorkflowCoordinator[CoordinatorUI]):
         self.ui.info("understanding the requirement")
         result = CollabUnderstand(session_id=state.session_id, session_dir=str(session_dir), repo=str(request.repo),
                                   requirement=request.requirement, max_agents=max_agents,
-                                  provider=request.provider).send(app)
-        wait_for(result, "the understanding step", settings)
+                                  provider=request.provider, transport=self.transport).send(app)
+        self.wait(result, "the understanding step", settings)
         stored = state.recall(keys.ANALYSIS)
         if stored is None:
             raise InfrastructureError("the understanding step finished but stored no analysis")

@@ -73,7 +73,8 @@ def missing_areas(state: SessionStore, analysis: RequirementAnalysis) -> list[st
 
 def finalize_alone(app: Celery, state: SessionStore, session_dir: Path) -> AsyncResult[Any]:
     """The callback without a header (no area results: it reads them from Redis)."""
-    return CollabFinalize(session_id=state.session_id, session_dir=str(session_dir)).send_alone(app)
+    return CollabFinalize(session_id=state.session_id, session_dir=str(session_dir),
+                          transport=state.session_meta().transport).send_alone(app)
 
 
 def enqueue_missing(app: Celery, state: SessionStore, session_dir: Path, analysis: RequirementAnalysis,
@@ -84,9 +85,11 @@ def enqueue_missing(app: Celery, state: SessionStore, session_dir: Path, analysi
         state.set_agent(area, state=AgentState.QUEUED, error=None)
     if not missing:
         return finalize_alone(app, state, session_dir)
-    header = [CollabPlanArea(session_id=state.session_id, session_dir=str(session_dir), focus_area=area,
-                             provider=provider) for area in missing]
-    return fan_out(app, header, CollabFinalize(session_id=state.session_id, session_dir=str(session_dir)))
+    meta = state.session_meta()  # the coordinator wrote the repository and, with no shared disk, the transport
+    header = [CollabPlanArea(session_id=state.session_id, session_dir=str(session_dir), repo=str(meta.repo),
+                             focus_area=area, provider=provider, transport=meta.transport) for area in missing]
+    return fan_out(app, header, CollabFinalize(session_id=state.session_id, session_dir=str(session_dir),
+                                               transport=meta.transport))
 
 
 def missing_work(state: SessionStore, session_dir: Path) -> list[str]:

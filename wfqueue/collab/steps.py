@@ -135,6 +135,7 @@ def run_area(
     provider: Provider,
     settings: Settings,
     session_dir: Path,
+    repo: str,
     focus_area: str,
     worker_name: str,
 ) -> AreaArtifacts:
@@ -143,7 +144,6 @@ def run_area(
     sub = analysis.area(focus_area)
     cached = state.recall(keys.result_key(focus_area))
     if cached is None:
-        repo = str(state.session_meta().repo)
         draft = provider.run(
             PlanAreaStep(
                 session_id=state.session_id,

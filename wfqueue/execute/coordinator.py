@@ -58,6 +58,8 @@ from wfqueue.runtime import Runtime
 from wfqueue.sessions import WORKFLOW_DIR, SessionIds
 from wfqueue.settings import Settings
 from wfqueue.state import SessionState, SessionStore
+from wfqueue.transport.repo import receive_commits
+from wfqueue.transport.workspace import task_commits_name
 from wfqueue.workflow.base import PlanOutcome, ResumeRequest, WorkflowCoordinator, WorkflowUI, new_session_folder
 from wfqueue.workflow.kind import WorkflowKind
 
@@ -226,10 +228,13 @@ class _Step:
 
     def _send(self, record: TaskRecord, feedback: str = "") -> AsyncResult[Any]:
         e = self.execution
+        base = record.base or e.base
+        if self.c.files is not None:  # workers that share no disk read the task's base from a bundle in Redis
+            self.c.files.publish_commit(Path(e.repo), base)
         payload = ExecuteTask(exec_id=e.exec_id, exec_dir=e.exec_dir, repo=e.repo, task=self.plan.task(record.id),
-                              context=self.plan.context, base=record.base or e.base,
-                              branch=task_branch(e.exec_id, record.id), attempt=record.attempt, executor=e.executor,
-                              retry_feedback=feedback)
+                              context=self.plan.context, base=base, branch=task_branch(e.exec_id, record.id),
+                              attempt=record.attempt, executor=e.executor, retry_feedback=feedback,
+                              transport=self.c.transport)
         self.state.set_agent(record.id, state=AgentState.QUEUED, attempt=record.attempt)
         return payload.send(self.runtime.app)
 
@@ -285,6 +290,9 @@ class _Step:
             self._save()
             self.c.event(e, f"{record.id} failed: {record.reason}")
             return False
+        if self.c.transport is not None:  # the commit was made on a worker's disk: bring it here first
+            receive_commits(self.runtime.client, task_commits_name(e.exec_id, record.id, record.attempt),
+                            Path(e.repo), f"refs/heads/{run.branch}")
         task = self.plan.task(record.id)
         bad = disallowed_changes(task, commit_changes(Path(e.repo), run.commit, self.prefix))
         if bad:

@@ -33,6 +33,7 @@ from wfqueue.execute.worktree import (
     take_back_commits,
     worktree_path,
 )
+from wfqueue.fsio import atomic_write_text
 from wfqueue.keys import AgentState, task_run_key
 from wfqueue.payloads import ExecuteTask
 from wfqueue.sandboxed_commands import DEFAULT_COMMAND_TIMEOUT_S, CommandResult, parse_command, run_command
@@ -54,12 +55,14 @@ class _Log:
 
     def __init__(self, exec_dir: Path, name: str) -> None:
         self.path = exec_dir / name
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text("", encoding="utf-8")
+        self.text = ""
+        atomic_write_text(self.path, self.text)
 
     def section(self, title: str, text: str) -> None:
-        with self.path.open("a", encoding="utf-8") as log:
-            log.write(f"== {title} ==\n{text.rstrip()}\n\n")
+        # Rewritten whole through fsio (a few sections per attempt): a worker that shares no disk with the
+        # coordinator mirrors every fsio write to Redis, and the coordinator's copy of the log is complete.
+        self.text += f"== {title} ==\n{text.rstrip()}\n\n"
+        atomic_write_text(self.path, self.text)
 
 
 def _verification_summary(command: str, result: CommandResult) -> str:

@@ -27,12 +27,12 @@ from wfqueue.lite.steps import PLAN_FILE, TASKS_FILE, write_plan_md
 from wfqueue.lite.synthesis import MergedQuestion, rounds
 from wfqueue.metering import budget_meta, check_budget_priced, usage_line, write_usage_file
 from wfqueue.payloads import ExploreAngle, LiteAssess, LitePlan, LiteSynthesize, fan_out
-from wfqueue.runtime import wait_for
 from wfqueue.session_summary import lite_status
 from wfqueue.sessions import WORKFLOW_DIR, SessionIds
 from wfqueue.settings import Settings
 from wfqueue.state import SessionState, SessionStore
 from wfqueue.tasks_file import validate_path
+from wfqueue.transport.models import Transport
 from wfqueue.usage import Budget
 from wfqueue.workflow.base import PlanOutcome, ResumeRequest, WorkflowCoordinator, WorkflowUI
 from wfqueue.workflow.kind import WorkflowKind
@@ -91,14 +91,22 @@ class _Plan(BaseModel):
     repo: Path
     requirement: str
     provider: str
+    transport: Transport | None
 
     def assess(self, force_explore: bool) -> LiteAssess:
-        return LiteAssess(session_id=self.session_id, repo=str(self.repo), requirement=self.requirement,
-                          force_explore=force_explore, provider=self.provider)
+        return LiteAssess(session_id=self.session_id, session_dir=str(self.session_dir), repo=str(self.repo),
+                          requirement=self.requirement, force_explore=force_explore, provider=self.provider,
+                          transport=self.transport)
 
     def plan(self, answers: list[ClarificationAnswer]) -> LitePlan:
         return LitePlan(session_id=self.session_id, session_dir=str(self.session_dir), repo=str(self.repo),
-                        requirement=self.requirement, answers=answers, provider=self.provider)
+                        requirement=self.requirement, answers=answers, provider=self.provider,
+                        transport=self.transport)
+
+    def explore(self, angle: str) -> ExploreAngle:
+        return ExploreAngle(session_id=self.session_id, session_dir=str(self.session_dir),
+                            output_dir=str(self.session_dir), repo=str(self.repo), requirement=self.requirement,
+                            angle=angle, provider=self.provider, transport=self.transport)
 
 
 class LiteCoordinator(WorkflowCoordinator[LiteUI]):
@@ -108,12 +116,12 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
               self.fresh_session(runtime, request, SessionKind.LITE, lite_root(request.repo), LITE_IDS)
               as (state, session_dir)):
             plan = _Plan(session_id=state.session_id, session_dir=session_dir, repo=request.repo,
-                         requirement=request.requirement, provider=request.provider)
+                         requirement=request.requirement, provider=request.provider, transport=self.transport)
             return self._plan(runtime.app, runtime.settings, state, plan, request)
 
     def _plan(self, app: Celery, settings: Settings, state: SessionState, plan: _Plan,
               request: LiteRequest) -> LiteResult:
-        assessed = wait_for(plan.assess(request.explore).send(app), "the assessment", settings)
+        assessed = self.wait(plan.assess(request.explore).send(app), "the assessment", settings)
         assessment = Assessment.model_validate(assessed)
         self.ui.show_assessment(assessment)
         questions: list[MergedQuestion] = []
@@ -122,7 +130,7 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
             questions, failed = self._explore(app, settings, state, plan, assessment)
         answers = self._clarify(questions, request.yes)
         try:
-            wait_for(plan.plan(answers).send(app), "planning", settings)
+            self.wait(plan.plan(answers).send(app), "planning", settings)
         except BudgetExhaustedError as exc:
             return self._stopped(state, plan, assessment, failed, exc)
         draft = LitePlanDraft.model_validate_json(state.recall(keys.LITE_PLAN) or "")
@@ -169,9 +177,9 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
                 state.set_meta(budget=budget_meta(request.budget))
             plan = _Plan(session_id=state.session_id, session_dir=session_dir, repo=request.repo,
                          requirement=str(meta.get("requirement") or _recorded_requirement(session_dir)),
-                         provider=provider)
+                         provider=provider, transport=self.transport)
             if state.recall(keys.ASSESSMENT) is None:
-                wait_for(plan.assess(False).send(app), "the assessment", settings)
+                self.wait(plan.assess(False).send(app), "the assessment", settings)
             assessment = Assessment.model_validate_json(state.recall(keys.ASSESSMENT) or "")
             failed: dict[str, str] = {}
             if assessment.needs_exploration:
@@ -181,7 +189,7 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
                 _, failed = self._explore(app, settings, state, plan, pending, angles_for_synthesis=assessment.angles)
             if state.recall(keys.LITE_PLAN) is None or not (session_dir / TASKS_FILE).is_file():
                 try:
-                    wait_for(plan.plan([]).send(app), "planning", settings)
+                    self.wait(plan.plan([]).send(app), "planning", settings)
                 except BudgetExhaustedError as exc:
                     return self._stopped(state, plan, assessment, failed, exc)
             draft = LitePlanDraft.model_validate_json(state.recall(keys.LITE_PLAN) or "")
@@ -194,11 +202,9 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
         """A chord of ``assessment.angles``; the synthesis reads every angle of the session from Redis."""
         for angle in assessment.angles:
             state.set_agent(angle, state=AgentState.QUEUED)
-        header = [ExploreAngle(session_id=plan.session_id, output_dir=str(plan.session_dir), repo=str(plan.repo),
-                               requirement=plan.requirement, angle=angle, provider=plan.provider)
-                  for angle in assessment.angles]
+        header = [plan.explore(angle) for angle in assessment.angles]
         callback = LiteSynthesize(session_id=plan.session_id, session_dir=str(plan.session_dir),
-                                  requirement=plan.requirement)
+                                  requirement=plan.requirement, transport=plan.transport)
         synthesis = self.wait_with_progress(fan_out(app, header, callback), "exploration", settings, state,
                                             angles_for_synthesis or assessment.angles)
         for angle, reason in synthesis["failed"].items():

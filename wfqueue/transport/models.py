@@ -16,6 +16,7 @@ class RepoPin(BaseModel):
     head: str  # HEAD when the plan started
     commit: str  # what workers read: ``head``, or the snapshot
     snapshot: bool = False  # ``commit`` is a snapshot of uncommitted changes on top of ``head``
+    prefix: str = ""  # ``repo``'s folder inside its git work tree ("" at the top)
 
 
 class Transport(BaseModel):
@@ -28,6 +29,7 @@ class Transport(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     commit: str = Field(min_length=7)
+    prefix: str = ""  # the repository's folder inside its git work tree ("" at the top)
     repo_url: str | None = None
     session_id: str = Field(min_length=1)  # whose files hash (wfqueue.keys.FILES)
     session_root: str  # the coordinator's session folder

@@ -2,8 +2,11 @@
 
 provider and budget check → broker runtime (embedded or configured) → session id
 and folder → ``SessionState`` held under ``resumable`` and a ``CoordinatorLease``
-→ the session meta → fan-out → wait with progress → an outcome with an exit
-code. A workflow subclasses ``WorkflowCoordinator`` and writes only its own steps.
+→ the session meta → the session's files (with no shared disk: the repository
+pinned and published, files mirrored through Redis) → fan-out → wait with
+progress → an outcome with an exit code. A workflow subclasses
+``WorkflowCoordinator`` and writes only its own steps, and builds its payloads
+with ``self.transport``.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from wfqueue.runtime import Reporter, Runtime, broker_runtime, resumable, wait_f
 from wfqueue.sessions import SessionIds
 from wfqueue.settings import Settings
 from wfqueue.state import CoordinatorLease, SessionState, SessionStore
+from wfqueue.transport.models import Transport
+from wfqueue.transport.workspace import CoordinatorFiles
 from wfqueue.usage import Budget, PriceTable
 
 
@@ -102,6 +107,12 @@ class WorkflowCoordinator(Generic[UI]):
         self.ui = ui
         self.worker_env = worker_env  # extra environment for embedded workers (tests, benchmarks)
         self.prices = PriceTable(settings.price_table)
+        self.files: CoordinatorFiles | None = None  # the held session's files (``hold``)
+
+    @property
+    def transport(self) -> Transport | None:
+        """What every payload of the held session carries (None: workers share this disk)."""
+        return self.files.transport if self.files is not None else None
 
     def check(self, provider: str, budget: Budget | None, repo: Path | None = None) -> None:
         """Refuse an unknown provider, a budget it cannot price, or a missing repository, before any work."""
@@ -124,7 +135,41 @@ class WorkflowCoordinator(Generic[UI]):
         with resumable(runtime.settings, session_id), CoordinatorLease(state, fresh=fresh):
             if meta is not None:
                 state.set_meta(**meta.fields())
-            yield state
+            with self._session_files(runtime, state):
+                yield state
+
+    @contextmanager
+    def _session_files(self, runtime: Runtime, state: SessionState) -> Iterator[None]:
+        """Without a shared disk: the repository pinned and published (the pin recorded in the meta, or
+        the recorded one published again on resume), this process's writes mirrored to Redis, and the
+        workers' files pulled into the session folder after each wait and at the end."""
+        meta = state.session_meta()
+        if meta.session_dir is None or meta.repo is None:
+            yield  # a session too old to say where it lives: nothing to pin or pull
+            return
+        files = CoordinatorFiles(runtime.settings, runtime.client, state.session_id, Path(meta.session_dir))
+        transport = files.start(Path(meta.repo), meta.transport)
+        if transport is not None and meta.transport is None:
+            state.set_meta(transport=transport.model_dump(mode="json"),
+                           pin=files.pin.model_dump(mode="json") if files.pin else None)
+        self.files = files
+        files.sync_in()  # a new session's first files go to Redis; a resumed one gets back what workers stored
+        try:
+            with files.mirrored():
+                yield
+        finally:
+            self.files = None
+
+    def wait(self, result: AsyncResult[Any], what: str, settings: Settings) -> Any:
+        """Wait for one task; the files it wrote are in the session folder when this returns."""
+        try:
+            return wait_for(result, what, settings)
+        finally:
+            self.pull()
+
+    def pull(self) -> None:
+        if self.files is not None:
+            self.files.pull()
 
     @contextmanager
     def fresh_session(self, runtime: Runtime, request: NewSessionRequest, kind: str, root: Path,
@@ -147,6 +192,7 @@ class WorkflowCoordinator(Generic[UI]):
                             settled=settled)
         finally:
             self.ui.done()
+            self.pull()
 
     def usage(self, state: SessionStore) -> str:
         return usage_line(session_report(state, self.prices))

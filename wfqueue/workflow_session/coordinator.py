@@ -10,7 +10,7 @@ are never redone.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from celery import Celery
 from pydantic import BaseModel, Field
@@ -21,11 +21,12 @@ from wfqueue.keys import AgentState, SessionKind, SessionMeta, SessionStatus
 from wfqueue.lite.models import Assessment
 from wfqueue.metering import budget_meta, usage_line, write_usage_file
 from wfqueue.payloads import ExploreAngle, LiteAssess, SessionConflicts, SessionContext, SessionGenerate, fan_out
-from wfqueue.runtime import Runtime, wait_for
+from wfqueue.runtime import Runtime
 from wfqueue.session_summary import workflow_status
 from wfqueue.sessions import SessionIds
 from wfqueue.settings import Settings
 from wfqueue.state import SessionState, SessionStore
+from wfqueue.transport.models import Transport
 from wfqueue.usage import Budget
 from wfqueue.workflow.base import PlanOutcome, ResumeRequest, WorkflowCoordinator, WorkflowUI, new_session_folder
 from wfqueue.workflow.kind import WorkflowKind
@@ -91,8 +92,9 @@ class _Phase(BaseModel):
     session_dir: Path
     repo: Path
     provider: str
+    transport: Transport | None
 
-    def fields(self) -> dict[str, str]:
+    def fields(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
 
 
@@ -127,7 +129,7 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
             else:
                 self.ui.info(f"session {session.session_id}")
             common = _Phase(session_id=session.session_id, session_dir=folder, repo=request.repo,
-                            provider=request.provider)
+                            provider=request.provider, transport=self.transport)
             failed: dict[str, str] = {}
             conflicts = 0
             stopped: str | None = None
@@ -142,7 +144,7 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
                     elif phase == "conflicts":
                         conflicts = self._conflicts(app, settings, folder, session, common, request.yes)
                     elif phase == "tasks":
-                        wait_for(SessionGenerate(**common.fields()).send(app), "task generation", settings)
+                        self.wait(SessionGenerate(**common.fields()).send(app), "task generation", settings)
                 except BudgetExhaustedError as exc:
                     # It stops here with no task generated, so failed (partial would claim some of it was
                     # planned); `plan --session` with a larger --budget continues at this phase.
@@ -185,17 +187,20 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
 
     def _context(self, app: Celery, settings: Settings, state: SessionState, folder: Path, session: WorkflowSession,
                  common: _Phase) -> dict[str, str]:
-        assess = LiteAssess(session_id=common.session_id, repo=str(common.repo), requirement=session.description,
-                            force_explore=True, provider=common.provider)
-        assessment = Assessment.model_validate(wait_for(assess.send(app), "the assessment", settings))
+        assess = LiteAssess(session_id=common.session_id, session_dir=str(folder), repo=str(common.repo),
+                            requirement=session.description, force_explore=True, provider=common.provider,
+                            transport=common.transport)
+        assessment = Assessment.model_validate(self.wait(assess.send(app), "the assessment", settings))
         self.ui.info(f"complexity {assessment.complexity}; exploring {', '.join(assessment.angles)} in parallel")
         for angle in assessment.angles:
             if state.recall(keys.exploration_key(angle)) is None:
                 state.set_agent(angle, state=AgentState.QUEUED)
-        header = [ExploreAngle(session_id=common.session_id, output_dir=str(folder / PROCESS_DIR),
-                               repo=str(common.repo), requirement=session.description, angle=angle,
-                               provider=common.provider) for angle in assessment.angles]
-        callback = SessionContext(session_id=common.session_id, session_dir=str(folder), repo=str(common.repo))
+        header = [ExploreAngle(session_id=common.session_id, session_dir=str(folder),
+                               output_dir=str(folder / PROCESS_DIR), repo=str(common.repo),
+                               requirement=session.description, angle=angle, provider=common.provider,
+                               transport=common.transport) for angle in assessment.angles]
+        callback = SessionContext(session_id=common.session_id, session_dir=str(folder), repo=str(common.repo),
+                                  transport=common.transport)
         outcome = self.wait_with_progress(fan_out(app, header, callback), "context gathering", settings, state,
                                           assessment.angles)
         failed = {a: str(state.agent(a).get("error")) for a in assessment.angles
@@ -209,7 +214,7 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
 
     def _conflicts(self, app: Celery, settings: Settings, folder: Path, session: WorkflowSession,
                    common: _Phase, yes: bool) -> int:
-        found = wait_for(SessionConflicts(**common.fields()).send(app), "conflict detection", settings)
+        found = self.wait(SessionConflicts(**common.fields()).send(app), "conflict detection", settings)
         conflicts = [SessionConflict.model_validate(c) for c in found]
         choices = {c.id: (c.recommended if yes else self.ui.choose_strategy(c)) for c in conflicts}
         resolution = resolve(session.session_id, now_iso(), conflicts, choices)

@@ -1,0 +1,175 @@
+"""Worker hosts that cannot see the coordinator's disk: Redis is all they share with it.
+
+Redis runs on this host; each worker runs on a host of its own (a network namespace) with its own mount
+namespace, where the repository's path, and with it every session folder under it, is an empty tmpfs. The
+coordinator is the real CLI on this host with a broker URL and no WFQUEUE_SHARED_DISK, so the repository
+travels as a git bundle through Redis and what the workers write comes back through Redis. A collab-plan, a
+lite-plan, a workflow-session plan and an execution complete; their files are on this host only; a worker
+host SIGKILLed mid-plan still leaves a complete plan.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hosts import Hosts, free_port, namespaces_unavailable, network_namespace
+from support import run_cli, session_dir, wait_until, wfqueue_env, write_script
+
+from tests.execute_support import EXECUTOR_COMMAND, git, write_edits
+from tests.reliability.faults_support import check_collab_session, running_agents
+from wfqueue.embedded import EmbeddedRedis
+from wfqueue.state import redis_client
+
+pytestmark = [pytest.mark.integration, pytest.mark.long]
+
+VISIBILITY_S = 4  # a killed host's tasks go to the survivor this long after it died
+CONFIG_V2 = "# rate limits per user\nRATE_LIMIT_PER_MINUTE = 60\n"
+
+
+def git_repository(repo: Path) -> Path:
+    (repo / ".gitignore").write_text(".workflow/\n__pycache__/\n", encoding="utf-8")
+    git(repo.parent, "init", "-q", "-b", "main", str(repo))
+    git(repo, "config", "user.name", "Repo Owner")
+    git(repo, "config", "user.email", "owner@example.invalid")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "initial")
+    return repo
+
+
+def seen_by(pid: int, path: Path) -> list[str]:
+    """What process ``pid`` sees at ``path``: read through its own root, so through its mount namespace."""
+    return sorted(os.listdir(Path(f"/proc/{pid}/root") / path.relative_to("/")))
+
+
+def execution_plan(repo: Path) -> Path:
+    """A two-task lite plan in the repository (the .workflow folder is ignored, so the tree stays clean)."""
+    tasks = [{"id": f"TASK-00{n}", "title": title, "description": f"{title}.", "type": "feature", "depends_on": [],
+              "files": [{"path": path, "action": "modify"}],
+              "convergence": {"criteria": [f"{title} works"], "verification": f"{sys.executable} -c 'import ast, "
+                              f"pathlib; ast.parse(pathlib.Path(\"{path}\").read_text())'",
+                              "definition_of_done": f"{title} is done"}}
+             for n, (title, path) in enumerate([("Add the rate limit setting", "notes_api/config.py"),
+                                                ("Note the cache limit", "notes_api/storage/cache.py")], start=1)]
+    tasks_file = repo / ".workflow" / ".lite-plan" / "limits-2026-01-01" / "tasks.jsonl"
+    tasks_file.parent.mkdir(parents=True)
+    tasks_file.write_text("".join(json.dumps(t) + "\n" for t in tasks), encoding="utf-8")
+    return tasks_file
+
+
+def test_plans_and_an_execution_complete_on_hosts_that_cannot_see_the_repository(
+        sample_repo: Path, tmp_path: Path) -> None:
+    reason = namespaces_unavailable()
+    if reason is not None:
+        pytest.skip(f"namespaces cannot be created here ({reason}), so there are no other hosts")
+    repo = git_repository(sample_repo)
+    cache_tail = (repo / "notes_api" / "storage" / "cache.py").read_text(encoding="utf-8")
+    edits = write_edits(tmp_path / "edits.json", {
+        "TASK-001": {"notes_api/config.py": (repo / "notes_api" / "config.py").read_text() + CONFIG_V2},
+        "TASK-002": {"notes_api/storage/cache.py": cache_tail + "\n# entries expire after an hour\n"}})
+    worker_env = {"WFQUEUE_VISIBILITY_TIMEOUT_S": str(VISIBILITY_S), "WFQUEUE_EXECUTOR_COMMAND": EXECUTOR_COMMAND,
+                  "WFQUEUE_TEST_EDITS": str(edits),
+                  "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    hosts = Hosts(2)
+    workers: dict[str, subprocess.Popen[bytes]] = {}
+    redis: EmbeddedRedis | None = None
+
+    def start(n: int, name: str) -> None:
+        workers[name] = hosts.start_worker(n, name, redis.tcp_url(hosts.gateways[n]), tmp_path / name, [repo],
+                                           WFQUEUE_WORKER_CACHE_DIR=str(tmp_path / name / "cache"), **worker_env)
+
+    def ready(name: str) -> bool:
+        return " ready." in (tmp_path / name / f"{name}.log").read_text(errors="replace")
+
+    try:
+        hosts.create()
+        redis = EmbeddedRedis(tmp_path / "redis-host", port=free_port(), password=secrets.token_hex(8),
+                              bind=("127.0.0.1", *hosts.gateways))
+        redis.start()
+        start(0, "host-a")
+        start(1, "host-b")
+        wait_until(lambda: ready("host-a") and ready("host-b"), 60, "both worker hosts ready")
+        for proc in workers.values():  # each worker is on a host of its own, and the repository is not there
+            assert network_namespace(proc.pid) != network_namespace(os.getpid())
+            assert seen_by(proc.pid, repo) == [], "a worker host sees the coordinator's repository"
+        env = wfqueue_env(WFQUEUE_BROKER_URL=redis.tcp_url("127.0.0.1"), WFQUEUE_VISIBILITY_TIMEOUT_S=str(VISIBILITY_S))
+        provider = write_script(tmp_path / "script.json", latency_s=0.5)
+
+        collab = run_cli("collab-plan", "Add per-user rate limiting to the API", "--repo", str(repo), "--max-agents",
+                         "4", "-y", "--provider", provider, "--json", env=env, timeout=240)
+        assert collab.code == 0, collab.stderr
+        folder = session_dir(collab)
+        assert collab.json()["status"] == "completed"
+        check = check_collab_session(folder)
+        assert not check.sections_lost and not check.problems and check.tasks > 0, check
+        assert all((folder / name).is_file() for name in ("plan.md", "conflicts.json", "requirement-analysis.json"))
+        planned_on = {json.loads(p.read_text())["_metadata"]["worker"].split("@")[0]
+                      for p in folder.glob("agents/*/plan.json")}
+        assert planned_on == {"host-a", "host-b"}, planned_on
+
+        lite = run_cli("lite-plan", "Add per-user rate limiting to the API", "--repo", str(repo), "-y", "--explore",
+                       "--json", env=env, timeout=240)
+        assert lite.code == 0, lite.stderr
+        assert lite.json()["status"] == "completed" and lite.json()["tasks"] > 0
+        assert (session_dir(lite) / "tasks.jsonl").is_file() and list(session_dir(lite).glob("exploration-*.md"))
+
+        wfs = run_cli("plan", "Build JWT auth with refresh tokens", "--repo", str(repo), "-y", "--json", env=env,
+                      timeout=240)
+        assert wfs.code == 0, wfs.stderr
+        assert list((session_dir(wfs) / ".task").glob("IMPL-*.json"))
+
+        execution = run_cli("execute", str(execution_plan(repo)), "-y", "--json", timeout=240,
+                            env={**env, "WFQUEUE_EXECUTOR_COMMAND": EXECUTOR_COMMAND})
+        assert execution.code == 0, execution.stderr
+        outcome = execution.json()
+        assert outcome["status"] == "completed", outcome
+        # The workers' commits came back through Redis and were merged here, on the integration branch only.
+        assert "RATE_LIMIT_PER_MINUTE = 60" in git(repo, "show", f"{outcome['branch']}:notes_api/config.py")
+        assert "expire after an hour" in git(repo, "show", f"{outcome['branch']}:notes_api/storage/cache.py")
+        assert git(repo, "status", "--porcelain") == "" and git(repo, "symbolic-ref", "HEAD") == "refs/heads/main"
+
+        # Every file of every plan is on this host; the worker hosts still see nothing at the repository's path.
+        for proc in workers.values():
+            assert seen_by(proc.pid, repo) == []
+
+        # A worker host SIGKILLed while it plans: the survivor takes its areas over, the plan completes whole.
+        client = redis_client(redis.tcp_url("127.0.0.1"), 5)
+        planning = repo / ".workflow" / ".planning"
+        before = {p.name for p in planning.iterdir()}
+        killed = subprocess.Popen(
+            [sys.executable, "-m", "wfqueue.cli.main", "collab-plan", "Add audit logging of note changes",
+             "--repo", str(repo), "--max-agents", "4", "-y", "--provider", provider, "--json"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        session = wait_until(lambda: next((p.name for p in planning.iterdir() if p.name not in before), None), 60,
+                             "the second plan's session folder")
+        victim: dict[str, Any] = wait_until(
+            lambda: next((a for a in running_agents(client, session) if a["worker"].startswith("host-a@")), None),
+            60, "an agent running on host-a")
+        os.killpg(workers["host-a"].pid, signal.SIGKILL)
+        out, err = killed.communicate(timeout=180)
+        assert killed.returncode == 0, err.decode()[-3000:]
+        second = Path(json.loads(out)["session_dir"])
+        check = check_collab_session(second)
+        assert not check.sections_lost and not check.problems, check
+        agent = json.loads(client.hget(f"wfq:{session}:agent:{victim['area']}", "worker") or "null")
+        assert agent and agent.startswith("host-b@"), f"{victim['area']} was not finished by the survivor: {agent}"
+    finally:
+        for proc in workers.values():
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=20)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        if redis is not None:
+            redis.stop()
+        hosts.remove()

@@ -1,0 +1,187 @@
+"""Where a task's repository and session folder are, on either side of Redis.
+
+With a shared disk a payload's paths are used as they are. Without one, the
+coordinator pins the repository at a commit, publishes it and records both in
+the session meta; every payload then carries a ``Transport``. A worker maps
+the payload's paths before the task body sees them: ``repo`` becomes its
+checkout of the pinned commit, and paths under the coordinator's session
+folder become the same paths under its own copy of that folder, filled from
+Redis first and mirrored back to Redis while the task runs. The coordinator
+writes what the workers stored into the real session folder after each wait.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path, PurePosixPath
+from typing import TypeVar
+
+import redis
+
+from wfqueue.errors import BadInputError, InfrastructureError, WfqueueError
+from wfqueue.payloads import ExecuteTask, TaskPayload
+from wfqueue.settings import Settings
+from wfqueue.state import SessionState, connect
+from wfqueue.transport.models import RepoPin, Transport
+from wfqueue.transport.repo import cache_dir, materialise, pin_repository, publish, repository_for
+from wfqueue.transport.session_files import SessionFiles, hydrate, mirrored
+
+__all__ = ["CoordinatorFiles", "local_session_root", "rebuild_from_redis", "shares_disk", "task_commits_name",
+           "task_workspace"]
+
+P = TypeVar("P", bound=TaskPayload)
+
+# Payload fields that name a path inside the session folder (the coordinator's, in the message).
+SESSION_PATH_FIELDS = ("session_dir", "output_dir", "exec_dir")
+SESSIONS_DIR = "sessions"
+
+
+def shares_disk(settings: Settings) -> bool:
+    """Whether workers use the coordinator's paths: explicitly set, else only in embedded mode."""
+    return settings.shared_disk if settings.shared_disk is not None else settings.embedded
+
+
+def local_session_root(settings: Settings, session_id: str) -> Path:
+    """A worker's own copy of a session folder."""
+    return cache_dir(settings) / SESSIONS_DIR / session_id
+
+
+def task_commits_name(exec_id: str, task_id: str, attempt: int) -> str:
+    """Under which name an executed task's commits come back through Redis (wfqueue.keys.commits_prefix)."""
+    return f"{exec_id}/{task_id}#{attempt}"
+
+
+def _mapped(value: str, transport: Transport, local_root: Path) -> str:
+    try:
+        rel = PurePosixPath(value).relative_to(PurePosixPath(transport.session_root))
+    except ValueError:
+        raise InfrastructureError(
+            f"task path {value} is outside its session folder {transport.session_root}",
+            hint="run the same wfqueue version on the coordinator and every worker",
+        ) from None
+    return str(local_root.joinpath(*rel.parts))
+
+
+@contextmanager
+def task_workspace(payload: P, settings: Settings, connect: Callable[[], redis.Redis]) -> Iterator[P]:
+    """The payload as this worker runs it: itself with a shared disk; else with ``repo`` a checkout of the
+    pinned commit and session paths in this worker's copy of the session folder, mirrored to Redis."""
+    transport = payload.transport
+    if transport is None:
+        yield payload
+        return
+    client = connect()
+    files = SessionFiles(client, transport.session_id, settings.state_ttl_s)
+    root = local_session_root(settings, transport.session_id)
+    root.mkdir(parents=True, exist_ok=True)
+    hydrate(files, root)
+    update: dict[str, str] = {}
+    fields = type(payload).model_fields
+    if "repo" in fields:
+        if isinstance(payload, ExecuteTask):  # it makes its own worktree at its base: a repository holding it
+            local = repository_for(client, payload.base, settings, repo_url=transport.repo_url)
+        else:
+            local = materialise(client, transport.commit, settings, repo_url=transport.repo_url)
+        update["repo"] = str(local.joinpath(*PurePosixPath(transport.prefix).parts))
+    for name in SESSION_PATH_FIELDS:
+        if name in fields:
+            update[name] = _mapped(getattr(payload, name), transport, root)
+    with mirrored(root, files):
+        yield payload.model_copy(update=update)
+
+
+class CoordinatorFiles:
+    """The coordinator's side of one session: its transport (None with a shared disk), the mirroring of
+    its own writes into Redis, and pulling the workers' files into the session folder."""
+
+    def __init__(self, settings: Settings, client: redis.Redis, session_id: str, session_dir: Path) -> None:
+        self.settings = settings
+        self.client = client
+        self.session_id = session_id
+        self.session_dir = session_dir
+        self.transport: Transport | None = None
+        self.pin: RepoPin | None = None
+        self._files = SessionFiles(client, session_id, settings.state_ttl_s)
+
+    def start(self, repo: Path, recorded: Transport | None) -> Transport | None:
+        """Pin and publish the repository (or publish the recorded pin again, on resume); None with a
+        shared disk. A repository that is not a git repository cannot travel: say what to do."""
+        if shares_disk(self.settings):
+            return None
+        if recorded is not None:
+            commit = recorded.commit
+        else:
+            try:
+                self.pin = pin_repository(repo)
+            except BadInputError as exc:
+                raise BadInputError(
+                    f"{exc.message}; workers that share no disk with this machine read the repository as a "
+                    "git commit",
+                    hint="make it a git repository with at least one commit, or set WFQUEUE_SHARED_DISK=true if "
+                    "every worker mounts it at the same path",
+                ) from None
+            commit = self.pin.commit
+        if self.settings.repo_url is None:
+            publish(self.client, repo, commit, self.settings)
+        self.transport = recorded or Transport(commit=commit, prefix=self.pin.prefix if self.pin else "",
+                                               repo_url=self.settings.repo_url, session_id=self.session_id,
+                                               session_root=str(self.session_dir))
+        return self.transport
+
+    def sync_in(self) -> None:
+        """On taking a session up: the files on this disk win (a person may have edited them between runs)
+        and go to Redis; files only Redis has (stored by workers while no coordinator pulled) come here."""
+        if self.transport is None:
+            return
+        stored = self._files.get_all()
+        for path in sorted(self.session_dir.rglob("*")):
+            if not path.is_file() or path.name.endswith((".lock", ".tmp")):
+                continue
+            rel = path.relative_to(self.session_dir).as_posix()
+            data = path.read_bytes()
+            if stored.get(rel) != data:
+                self._files.put(rel, data)
+        self.pull()
+
+    @contextmanager
+    def mirrored(self) -> Iterator[None]:
+        """While the coordinator drives the session: its writes go to Redis too, and what workers
+        stored is in the session folder when the block ends, whatever happened."""
+        if self.transport is None:
+            yield
+            return
+        with ExitStack() as stack:
+            stack.callback(self.pull)
+            stack.enter_context(mirrored(self.session_dir, self._files))
+            yield
+
+    def publish_commit(self, repo: Path, commit: str) -> None:
+        """Make ``commit`` (a descendant of the pinned one: an execution's integration head) readable by
+        workers: a bundle in Redis of what it adds to the pin (also with repo_url, which has only the pin)."""
+        if self.transport is not None:
+            publish(self.client, repo, commit, self.settings, have=self.transport.commit)
+
+    def pull(self) -> int:
+        """Write the files workers stored in Redis into the session folder; how many changed."""
+        if self.transport is None:
+            return 0
+        return hydrate(self._files, self.session_dir)
+
+
+def rebuild_from_redis(settings: Settings, session_id: str, folder: Path) -> int:
+    """For `wfqueue status`: bring into ``folder`` what workers that share no disk stored for the session and
+    it lacks (how many files). Nothing with a shared disk or no broker URL; a broker that cannot be reached
+    leaves the folder as it is, which status then shows."""
+    if settings.broker_url is None:
+        return 0
+    try:
+        client = connect(settings)
+        meta = SessionState(client, session_id, settings.state_ttl_s).session_meta()
+    except WfqueueError:
+        return 0
+    if meta.transport is None:
+        return 0
+    files = CoordinatorFiles(settings, client, session_id, folder)
+    files.transport = meta.transport
+    return files.pull()
