@@ -2,8 +2,10 @@
 send tasks by name, and a way to wait for them.
 
 ``broker_runtime`` is a context manager: in embedded mode it starts Redis and a
-local worker node and stops both on the way out, whatever happened; with a
-broker URL it only connects (BrokerUnreachableError, exit 3, if it cannot).
+local worker node and stops both on the way out, whatever happened, unless a
+`wfqueue up` serves the repository (wfqueue.up_cluster), whose broker it then
+uses; with a broker URL it only connects (BrokerUnreachableError, exit 3, if it
+cannot).
 A plan command that calls ``stop_after_output`` first keeps them up past a clean
 exit until it has printed the result and calls ``stop_deferred``: stopping takes
 seconds the user need not wait for to read the outcome.
@@ -31,6 +33,7 @@ from wfqueue.errors import BrokerUnreachableError, InfrastructureError, Provider
 from wfqueue.sessions import queue_dir
 from wfqueue.settings import Settings, mask_url
 from wfqueue.state import BROKER_AWAY, connect
+from wfqueue.up_cluster import running_up
 
 # Pause between attempts to reach a broker that went away mid-plan.
 OUTAGE_RETRY_INTERVAL_S = 0.5
@@ -97,7 +100,14 @@ def broker_runtime(settings: Settings, repo: Path, concurrency: int, ui: Reporte
     with ExitStack() as stack:
         cluster: EmbeddedCluster | None = None
         started = time.monotonic()
-        if settings.embedded:
+        up = running_up(repo) if settings.embedded else None
+        if up is not None:
+            # `wfqueue up` serves this repository: its workers run on this machine, so they share its disk.
+            ui.info(f"using the `wfqueue up` of this repository (pid {up.pid}, {up.workers} worker process(es))")
+            settings = settings.model_copy(update={
+                "broker_url": SecretStr(up.broker_url),
+                "shared_disk": settings.shared_disk if settings.shared_disk is not None else True})
+        elif settings.embedded:
             cluster = EmbeddedCluster(queue_dir(repo), concurrency=concurrency, redis_port=settings.embedded_redis_port,
                                       start_timeout_s=settings.embedded_start_timeout_s, worker_env=worker_env)
             stack.push(_stop_or_defer(cluster, defer))

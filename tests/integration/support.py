@@ -45,8 +45,13 @@ FOUR_AREAS = ("Add per-user rate limiting to the API: notes_api/api/handlers.py,
               "notes_api/storage/cache.py and notes_api/server.py")
 
 
-def wfqueue_env(**extra: str) -> dict[str, str]:
+def wfqueue_env(shared_disk: bool = True, **extra: str) -> dict[str, str]:
+    """This environment without any wfqueue setting, plus ``extra``. The workers tests start run on this machine
+    and read the repository in place (WFQUEUE_SHARED_DISK=true, which embedded mode assumes anyway); the tests
+    of workers without the coordinator's disk pass ``shared_disk=False``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WFQUEUE_", "ANTHROPIC_"))}
+    if shared_disk:
+        env["WFQUEUE_SHARED_DISK"] = "true"
     env.update(extra)
     return env
 

@@ -99,7 +99,8 @@ def test_plans_and_an_execution_complete_on_hosts_that_cannot_see_the_repository
         for proc in workers.values():  # each worker is on a host of its own, and the repository is not there
             assert network_namespace(proc.pid) != network_namespace(os.getpid())
             assert seen_by(proc.pid, repo) == [], "a worker host sees the coordinator's repository"
-        env = wfqueue_env(WFQUEUE_BROKER_URL=redis.tcp_url("127.0.0.1"), WFQUEUE_VISIBILITY_TIMEOUT_S=str(VISIBILITY_S))
+        env = wfqueue_env(shared_disk=False, WFQUEUE_BROKER_URL=redis.tcp_url("127.0.0.1"),
+                          WFQUEUE_VISIBILITY_TIMEOUT_S=str(VISIBILITY_S))
         provider = write_script(tmp_path / "script.json", latency_s=0.5)
 
         collab = run_cli("collab-plan", "Add per-user rate limiting to the API", "--repo", str(repo), "--max-agents",

@@ -69,13 +69,18 @@ def test_up_serves_plans_flower_and_beat_until_interrupted(sample_repo: Path, tm
             if line.startswith("Ctrl-C") or not line:
                 break
         text = "".join(lines)
-        url = re.search(r"export WFQUEUE_BROKER_URL=(\S+)", text)
+        url = re.search(r"broker:  (\S+)", text)
         assert url and f"flower:  {base}/" in text, text
+        announced = json.loads((sample_repo / ".workflow" / ".queue" / "up.json").read_text())
+        assert announced["pid"] == proc.pid and announced["broker_url"] == url.group(1)
         # Flower watches task events only once it runs: the plan starts after it answers.
         wait_until(lambda: flower_get(f"{base}/healthcheck")[0] == 200, 90, "Flower answers")
+        # No broker URL: the plan finds up's cluster in the repository and starts no Redis or workers of its own.
         run = run_cli("collab-plan", "Add per-user rate limiting to the API", "--repo", str(sample_repo),
-                      "--max-agents", "2", "-y", "--json", env=wfqueue_env(WFQUEUE_BROKER_URL=url.group(1)))
+                      "--max-agents", "2", "-y", "--json", env=wfqueue_env())
         assert run.code == 0, run.stderr
+        assert f"using the `wfqueue up` of this repository (pid {proc.pid}" in run.stderr, run.stderr
+        assert "local worker process" not in run.stderr, run.stderr
         session = session_dir(run).name
 
         def plan_tasks_in_flower() -> set[str]:
@@ -96,6 +101,7 @@ def test_up_serves_plans_flower_and_beat_until_interrupted(sample_repo: Path, tm
         proc.wait(timeout=60)
         assert proc.returncode == 0
         assert processes_mentioning(marker) == []
+        assert not (sample_repo / ".workflow" / ".queue" / "up.json").exists(), "up's announcement outlived it"
         assert with_environment(str(tmp_path / "beat")) == [], "beat or Flower outlived `wfqueue up`"
     finally:
         if proc.poll() is None:  # a failed check: up stops its children on SIGINT; SIGKILL would orphan them

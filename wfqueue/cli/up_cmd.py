@@ -19,6 +19,7 @@ from wfqueue.embedded import EmbeddedCluster, stop_process_group
 from wfqueue.errors import ConfigError, WorkerStartError
 from wfqueue.sessions import queue_dir, resolve_repo
 from wfqueue.settings import load_settings
+from wfqueue.up_cluster import UpCluster, announced
 
 
 def register(app: typer.Typer) -> None:
@@ -58,16 +59,19 @@ def register(app: typer.Typer) -> None:
                                  start_new_session=True),
             ]
             try:
-                out.print(f"broker:  export WFQUEUE_BROKER_URL={url}")
-                out.print(f"flower:  http://{settings.flower_address}:{port or settings.flower_port}/")
-                out.print(f"logs:    {queue_dir(root)}")
-                out.print("Ctrl-C stops Redis, the workers, beat and Flower.")
-                while not stop.wait(0.5):
-                    for child in children:
-                        if child.poll() is not None:
-                            argv = cast("list[str]", child.args)  # started from the argv lists above
-                            raise WorkerStartError(f"{' '.join(argv[3:5])} exited (code {child.returncode})",
-                                                   hint=f"see {queue_dir(root) / 'beat-flower.log'}")
+                # Plan commands in this repository find it there and use this cluster (wfqueue.up_cluster).
+                with announced(root, UpCluster(pid=os.getpid(), broker_url=url, workers=cluster.concurrency)):
+                    out.print(f"broker:  {url} (plan commands in {root} use it; elsewhere, export "
+                              "WFQUEUE_BROKER_URL with WFQUEUE_SHARED_DISK=true)")
+                    out.print(f"flower:  http://{settings.flower_address}:{port or settings.flower_port}/")
+                    out.print(f"logs:    {queue_dir(root)}")
+                    out.print("Ctrl-C stops Redis, the workers, beat and Flower.")
+                    while not stop.wait(0.5):
+                        for child in children:
+                            if child.poll() is not None:
+                                argv = cast("list[str]", child.args)  # started from the argv lists above
+                                raise WorkerStartError(f"{' '.join(argv[3:5])} exited (code {child.returncode})",
+                                                       hint=f"see {queue_dir(root) / 'beat-flower.log'}")
             finally:
                 for child in children:
                     stop_process_group(child)

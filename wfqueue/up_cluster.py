@@ -1,0 +1,77 @@
+"""A running `wfqueue up` announces itself in the repository, so plan commands there use it.
+
+While `wfqueue up` runs, ``.workflow/.queue/up.json`` names its process and its
+broker URL. A plan command in embedded mode (no broker URL) finds it and sends
+its tasks there instead of starting a Redis and workers of its own: seconds of
+start-up saved per plan, and Flower and beat see the plan. The file is only
+trusted while its process is alive and its Redis answers; a stale one (a
+`wfqueue up` killed with SIGKILL) is ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+import redis
+from pydantic import BaseModel, ValidationError
+
+from wfqueue.fsio import atomic_write_text, dumps_json
+from wfqueue.sessions import queue_dir
+from wfqueue.state import BROKER_AWAY, redis_client
+
+UP_FILE = "up.json"
+# How long a plan command waits for up's Redis to answer before starting its own cluster.
+PROBE_TIMEOUT_S = 1.0
+
+
+class UpCluster(BaseModel):
+    """What `wfqueue up` writes about itself."""
+
+    pid: int
+    broker_url: str
+    workers: int
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, run by another user
+        return True
+    return True
+
+
+@contextmanager
+def announced(repo: Path, cluster: UpCluster) -> Iterator[None]:
+    """Name ``cluster`` in ``repo`` while the block runs; the file is removed on the way out (if still ours)."""
+    path = queue_dir(repo) / UP_FILE
+    atomic_write_text(path, dumps_json(cluster.model_dump()))
+    try:
+        yield
+    finally:
+        with suppress(OSError, ValueError):
+            if json.loads(path.read_text(encoding="utf-8")).get("pid") == cluster.pid:
+                path.unlink()
+
+
+def running_up(repo: Path) -> UpCluster | None:
+    """The `wfqueue up` serving ``repo``, if one runs and its Redis answers now."""
+    try:
+        cluster = UpCluster.model_validate_json((queue_dir(repo) / UP_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValidationError):
+        return None
+    if not _alive(cluster.pid):
+        return None
+    client = redis_client(cluster.broker_url, PROBE_TIMEOUT_S, read_timeout_s=PROBE_TIMEOUT_S)
+    try:
+        client.ping()
+    except (*BROKER_AWAY, redis.RedisError):
+        return None
+    finally:
+        client.close()
+    return cluster
