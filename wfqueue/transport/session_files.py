@@ -30,7 +30,7 @@ from redis.client import NEVER_DECODE
 
 from wfqueue import fsio, keys
 from wfqueue.errors import InfrastructureError
-from wfqueue.state import as_text
+from wfqueue.state import _RELEASE, as_text  # _RELEASE: delete a lock only if it is still ours
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,6 @@ redis.call('expire', KEYS[2], ARGV[4])
 redis.call('del', KEYS[1])
 return 1
 """
-_RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
 
 
 def checked_rel(rel: str) -> str:
@@ -59,8 +58,8 @@ def checked_rel(rel: str) -> str:
     if not rel or PurePosixPath(rel).is_absolute() or "\x00" in rel or any(p in ("", ".", "..") for p in parts):
         raise InfrastructureError(
             f"refusing the session file path {rel!r}: not a relative path inside the session folder",
-            hint="session files are named by their path inside the session folder; "
-                 "delete that field from the session's files in Redis",
+            hint="session files are named by their path inside the session folder; such a field in the "
+                 "session's files in Redis was not written by wfqueue: delete it",
         )
     return rel
 
@@ -116,7 +115,8 @@ class SessionFiles:
 
     def _raw(self, *command: str) -> Any:
         """A command whose reply is not decoded, whatever the client's ``decode_responses``."""
-        return self.client.execute_command(*command, **{NEVER_DECODE: []})  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
+        # redis-py leaves execute_command unannotated.
+        return self.client.execute_command(*command, **{NEVER_DECODE: []})  # type: ignore[no-untyped-call]
 
     def _store(self, rel: str, value: bytes) -> None:
         pipe = self.client.pipeline()  # MULTI: the field and the TTL land together
