@@ -3,8 +3,16 @@
 Every artifact is written atomically (a temporary file in the same folder, then
 ``os.replace``) so a reader never sees half a file, and writes that several
 processes make to one file go through :func:`locked_update`, a read-modify-write
-under a file lock. File locks only serialise writers that share a local disk;
-across hosts the callback rebuilds shared files from Redis (see collab/finalize).
+under a file lock. File locks only serialise writers that share a local disk.
+
+A folder can be *mirrored* (:func:`mirroring`): a worker that shares no disk with
+the coordinator works in its own copy of the session folder, and the coordinator
+in the real one, each mirrored to the session's files in Redis. While a folder is
+mirrored, every write under it (:func:`atomic_write_bytes` and the functions built
+on it) is also handed to its :class:`MirrorSink`, so is every :func:`remove`, and
+:func:`locked_update` becomes the sink's read-modify-write under a lock every host
+honours (the local file is written too). This module knows only the sink protocol;
+``wfqueue.transport.session_files`` implements it on Redis.
 """
 
 from __future__ import annotations
@@ -13,10 +21,11 @@ import errno
 import json
 import os
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from filelock import FileLock, Timeout
 
@@ -48,12 +57,84 @@ def unwritable_is_infrastructure(path: Path) -> Iterator[None]:
         raise
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> bool:
+class MirrorSink(Protocol):
+    """Where the writes under a mirrored folder also go; ``rel`` is the POSIX path relative to that folder."""
+
+    def put(self, rel: str, data: bytes) -> None: ...
+
+    def remove(self, rel: str) -> None: ...
+
+    def locked_update(self, rel: str, update: Callable[[str | None], str], timeout_s: float) -> str:
+        """Apply ``update`` to the sink's copy of ``rel`` (None when it has none) under a lock every
+        writer of the sink honours, store the result and return it."""
+        ...
+
+
+class _Mirror:
+    def __init__(self, root: Path, sink: MirrorSink) -> None:
+        self.root = root
+        self.sink = sink
+
+
+# Process-wide rather than per context: a thread that a task starts writes to the same folder, and must be
+# mirrored too. Two mirrors of one folder (two tasks of a session in one process) hold equivalent sinks.
+_mirrors: list[_Mirror] = []
+_mirrors_lock = threading.Lock()
+
+
+def _real(path: Path) -> Path:
+    # Without symlinks and ``..``, so a folder given one way still matches a path given another.
+    return Path(os.path.realpath(path))
+
+
+@contextmanager
+def mirroring(root: Path, sink: MirrorSink) -> Iterator[None]:
+    """While inside, every write, removal and locked update of a file under ``root`` also goes to ``sink``.
+
+    The innermost mirrored folder that holds a path is the one it is mirrored to; paths outside every
+    mirrored folder are written to disk only."""
+    entry = _Mirror(_real(root), sink)
+    with _mirrors_lock:
+        _mirrors.append(entry)
+    try:
+        yield
+    finally:
+        with _mirrors_lock:
+            _mirrors[:] = [m for m in _mirrors if m is not entry]
+
+
+def mirror_of(path: Path) -> tuple[MirrorSink, str] | None:
+    """The sink that ``path`` is mirrored to and the path relative to its folder, or None."""
+    if not _mirrors:  # the common case, shared disk or no session: no realpath per write
+        return None
+    with _mirrors_lock:
+        mirrors = list(_mirrors)
+    real = _real(path)
+    best: _Mirror | None = None
+    for mirror in mirrors:
+        if real != mirror.root and real.is_relative_to(mirror.root) and (
+                best is None or len(mirror.root.parts) >= len(best.root.parts)):
+            best = mirror
+    return None if best is None else (best.sink, real.relative_to(best.root).as_posix())
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, mirror: bool = True) -> bool:
     """Write ``data`` to ``path`` atomically; returns False when the file already held it.
 
     Skipping identical content keeps redelivered tasks from touching mtimes. On
     failure the old file (if any) is intact and the temporary file removed, when
-    the folder still allows it."""
+    the folder still allows it. Under a mirrored folder the content also goes to
+    its sink, even when the file already held it (the sink may not have it yet);
+    ``mirror=False`` writes the disk only (a folder being filled from its sink)."""
+    changed = _write_bytes(path, data)
+    target = mirror_of(path) if mirror else None
+    if target is not None:
+        sink, rel = target
+        sink.put(rel, data)
+    return changed
+
+
+def _write_bytes(path: Path, data: bytes) -> bool:
     try:
         if path.read_bytes() == data:
             return False
@@ -94,13 +175,38 @@ def read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def remove(path: Path, *, missing_ok: bool = False, mirror: bool = True) -> None:
+    """Delete ``path`` (as ``Path.unlink``); under a mirrored folder its sink forgets it too, so the
+    other copies of the folder lose it when they are next filled."""
+    with unwritable_is_infrastructure(path):
+        path.unlink(missing_ok=missing_ok)
+    target = mirror_of(path) if mirror else None
+    if target is not None:
+        sink, rel = target
+        sink.remove(rel)
+
+
 def lock_for(path: Path, timeout_s: float) -> FileLock:
     return FileLock(str(path) + ".lock", timeout=timeout_s)
 
 
 def locked_update(path: Path, update: Callable[[str | None], str], timeout_s: float) -> str:
     """Read ``path`` (None when missing), apply ``update``, write the result atomically,
-    all while holding the file's lock. Returns the written text."""
+    all while holding the file's lock. Returns the written text.
+
+    Under a mirrored folder the sink's copy is the one read and updated, under the sink's
+    lock (a file lock serialises only the writers of one disk); the local file is written
+    while that lock is held, so it never goes back to an older text."""
+    target = mirror_of(path)
+    if target is not None:
+        sink, rel = target
+
+        def update_and_write(current: str | None) -> str:
+            new = update(current)
+            _write_bytes(path, new.encode("utf-8"))
+            return new
+
+        return sink.locked_update(rel, update_and_write, timeout_s)
     try:
         with unwritable_is_infrastructure(path):  # taking the lock creates a .lock file
             lock = lock_for(path, timeout_s)
