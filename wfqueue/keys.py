@@ -103,6 +103,7 @@ EXECUTION = "execution"  # an execution's Execution JSON (wfqueue.execute.record
 # hash relative path -> content: the session folder's files, when workers share no disk with the coordinator
 FILES = "files"
 FILES_LOCK_PREFIX = "files-lock:"  # + relative path: the Redis lock that stands in for a file lock
+FILES_SYNCED = "files-synced"  # set of relative paths the coordinator's session folder has held
 
 
 def bundle_prefix(commit: str) -> str:

@@ -12,6 +12,9 @@ writes what the workers stored into the real session folder after each wait.
 
 from __future__ import annotations
 
+import os
+import shutil
+import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path, PurePosixPath
@@ -19,10 +22,12 @@ from typing import TypeVar
 
 import redis
 
+from wfqueue import keys
 from wfqueue.errors import BadInputError, InfrastructureError, WfqueueError
+from wfqueue.keys import session_prefix
 from wfqueue.payloads import ExecuteTask, TaskPayload
 from wfqueue.settings import Settings
-from wfqueue.state import SessionState, connect
+from wfqueue.state import SessionState, as_text, connect
 from wfqueue.transport.models import RepoPin, Transport
 from wfqueue.transport.repo import cache_dir, materialise, pin_repository, publish, repository_for
 from wfqueue.transport.session_files import SessionFiles, hydrate, mirrored
@@ -52,6 +57,20 @@ def task_commits_name(exec_id: str, task_id: str, attempt: int) -> str:
     return f"{exec_id}/{task_id}#{attempt}"
 
 
+def prune_session_copies(folder: Path, older_than: float) -> list[str]:
+    """Remove a worker's copies of sessions not used since ``older_than`` (epoch seconds): their state in
+    Redis has expired by then, so nothing can need them. Returns the removed session ids."""
+    removed = []
+    for copy in folder.iterdir():
+        try:
+            if copy.is_dir() and copy.stat().st_mtime < older_than:
+                shutil.rmtree(copy)
+                removed.append(copy.name)
+        except OSError:
+            continue  # another pool process removed it, or it is busy: the next task tries again
+    return removed
+
+
 def _mapped(value: str, transport: Transport, local_root: Path) -> str:
     try:
         rel = PurePosixPath(value).relative_to(PurePosixPath(transport.session_root))
@@ -75,6 +94,8 @@ def task_workspace(payload: P, settings: Settings, connect: Callable[[], redis.R
     files = SessionFiles(client, transport.session_id, settings.state_ttl_s)
     root = local_session_root(settings, transport.session_id)
     root.mkdir(parents=True, exist_ok=True)
+    os.utime(root)  # in use now: pruning goes by this time
+    prune_session_copies(root.parent, time.time() - settings.state_ttl_s)
     hydrate(files, root)
     update: dict[str, str] = {}
     fields = type(payload).model_fields
@@ -103,6 +124,7 @@ class CoordinatorFiles:
         self.transport: Transport | None = None
         self.pin: RepoPin | None = None
         self._files = SessionFiles(client, session_id, settings.state_ttl_s)
+        self._synced_key = session_prefix(session_id) + keys.FILES_SYNCED
 
     def start(self, repo: Path, recorded: Transport | None) -> Transport | None:
         """Pin and publish the repository (or publish the recorded pin again, on resume); None with a
@@ -130,18 +152,25 @@ class CoordinatorFiles:
         return self.transport
 
     def sync_in(self) -> None:
-        """On taking a session up: the files on this disk win (a person may have edited them between runs)
-        and go to Redis; files only Redis has (stored by workers while no coordinator pulled) come here."""
+        """On taking a session up: the files on this disk win (a person may have edited them between runs,
+        or a replan moved some into a backup) and go to Redis; a file this folder held once and no longer
+        has was deleted here, so Redis forgets it; a file only Redis has (stored by workers while no
+        coordinator pulled) comes here."""
         if self.transport is None:
             return
         stored = self._files.get_all()
+        local: set[str] = set()
         for path in sorted(self.session_dir.rglob("*")):
             if not path.is_file() or path.name.endswith((".lock", ".tmp")):
                 continue
             rel = path.relative_to(self.session_dir).as_posix()
+            local.add(rel)
             data = path.read_bytes()
             if stored.get(rel) != data:
                 self._files.put(rel, data)
+        synced = {as_text(rel) for rel in self.client.smembers(self._synced_key)}
+        for rel in sorted((set(stored) & synced) - local):
+            self._files.remove(rel)
         self.pull()
 
     @contextmanager
@@ -166,7 +195,12 @@ class CoordinatorFiles:
         """Write the files workers stored in Redis into the session folder; how many changed."""
         if self.transport is None:
             return 0
-        return hydrate(self._files, self.session_dir)
+        changed = hydrate(self._files, self.session_dir)
+        held = [as_text(rel) for rel in self.client.hkeys(self._files.key)]
+        if held:  # every file Redis has is in the folder now: one missing later was deleted here
+            self.client.sadd(self._synced_key, *held)
+            self.client.expire(self._synced_key, self.settings.state_ttl_s)
+        return changed
 
 
 def rebuild_from_redis(settings: Settings, session_id: str, folder: Path) -> int:

@@ -15,7 +15,7 @@ from wfqueue import keys
 from wfqueue.analysis.index_cache import cached_index
 from wfqueue.collab.steps import now_iso
 from wfqueue.errors import ProviderError
-from wfqueue.fsio import atomic_write_json, atomic_write_text
+from wfqueue.fsio import atomic_write_json, atomic_write_text, remove
 from wfqueue.lite.models import Assessment
 from wfqueue.lite.steps import assessment_repairs, explorations_for, recalled_repairs, with_repairs
 from wfqueue.lite.synthesis import manifest
@@ -213,7 +213,7 @@ def run_generation(state: SessionStore, provider: Provider, folder: Path, repo: 
     keep = {f"{t.id}.json" for t in draft.tasks}
     for stale in (folder / TASK_DIR).glob("IMPL-*.json"):
         if stale.name not in keep:  # left by an earlier, interrupted generation
-            stale.unlink()
+            remove(stale)  # through fsio: a copy of the folder on another machine loses it too
     for task in draft.tasks:
         atomic_write_json(task_path(folder, task.id), task.dump())
     atomic_write_json(folder / PLAN_FILE, overview.model_dump(mode="json", by_alias=True, exclude_none=True))

@@ -37,7 +37,7 @@ from wfqueue.errors import (
     SessionBusyError,
     TaskNotFoundError,
 )
-from wfqueue.fsio import atomic_write_text, lock_for
+from wfqueue.fsio import atomic_write_text, lock_for, remove
 from wfqueue.tasks_file import is_legacy, legacy_to_unified
 from wfqueue.unified_task import UnifiedTask
 from wfqueue.workflow_session.models import ContextPackage, ReplanEntry
@@ -281,7 +281,7 @@ def _apply(folder: Path, snap: SessionSnapshot, impact: Impact, artifacts: dict[
             try:
                 for rel, text in artifacts.items():
                     if text is None:
-                        (folder / rel).unlink()  # its bytes are in the backup: a move, not a deletion
+                        remove(folder / rel)  # its bytes are in the backup: a move, not a deletion
                     else:
                         write(folder / rel, text)
                 problems = validate_session(folder)

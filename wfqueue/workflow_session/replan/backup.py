@@ -18,7 +18,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from wfqueue.errors import NotABackupError
-from wfqueue.fsio import atomic_write_bytes, atomic_write_text
+from wfqueue.fsio import atomic_write_bytes, atomic_write_text, remove
 from wfqueue.workflow_session.session import PROCESS_DIR
 
 BACKUP_DIR = "backup"
@@ -127,6 +127,6 @@ def restore_files(folder: Path, backup: Path, manifest: Manifest) -> tuple[list[
     removed = []
     for rel in manifest.created:
         if (folder / rel).exists():
-            (folder / rel).unlink()
+            remove(folder / rel)
             removed.append(rel)
     return list(manifest.files), removed

@@ -1,0 +1,92 @@
+"""Where a task's repository and session folder are: the coordinator's paths with a shared disk, the worker's own
+copies without one; and the `wfqueue up` announcement plan commands find."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+
+from wfqueue.embedded import EmbeddedRedis
+from wfqueue.errors import BadInputError, InfrastructureError
+from wfqueue.payloads import CollabPlanArea, LiteAssess
+from wfqueue.settings import Settings
+from wfqueue.state import redis_client
+from wfqueue.transport.models import Transport
+from wfqueue.transport.workspace import CoordinatorFiles, prune_session_copies, shares_disk, task_workspace
+from wfqueue.up_cluster import UpCluster, announced, running_up
+
+
+def test_shared_disk_is_assumed_only_in_embedded_mode() -> None:
+    assert shares_disk(Settings())
+    assert not shares_disk(Settings(broker_url=SecretStr("redis://localhost:6379/0")))
+    assert shares_disk(Settings(broker_url=SecretStr("redis://localhost:6379/0"), shared_disk=True))
+    assert not shares_disk(Settings(shared_disk=False))
+
+
+def test_a_payload_without_transport_is_used_as_it_is() -> None:
+    payload = CollabPlanArea(session_id="S-1", session_dir="/r/.workflow/.planning/S-1", repo="/r", focus_area="api",
+                             provider="offline")
+
+    def no_redis() -> None:
+        raise AssertionError("a shared disk needs no Redis")
+
+    with task_workspace(payload, Settings(), no_redis) as local:  # type: ignore[arg-type]
+        assert local is payload
+
+
+def test_a_path_outside_the_session_folder_is_refused(tmp_path: Path) -> None:
+    redis = EmbeddedRedis(tmp_path / "redis")
+    redis.start()
+    try:
+        transport = Transport(commit="0" * 40, session_id="S-1", session_root="/r/.workflow/.planning/S-1")
+        payload = LiteAssess(session_id="S-1", session_dir="/elsewhere", repo="/r", requirement="x",
+                             force_explore=False, provider="offline", transport=transport)
+        settings = Settings(worker_cache_dir=tmp_path / "cache")
+        with pytest.raises(InfrastructureError, match="outside its session folder"), \
+                task_workspace(payload, settings, lambda: redis_client(redis.url, 5)):
+            pass
+    finally:
+        redis.stop()
+
+
+def test_a_folder_that_is_not_a_git_repository_cannot_travel(tmp_path: Path) -> None:
+    (tmp_path / "repo").mkdir()
+    settings = Settings(broker_url=SecretStr("redis://localhost:1/0"))
+    files = CoordinatorFiles(settings, None, "S-1", tmp_path / "repo" / "S-1")  # type: ignore[arg-type]
+    with pytest.raises(BadInputError) as caught:
+        files.start(tmp_path / "repo", None)
+    assert "WFQUEUE_SHARED_DISK=true" in caught.value.hint
+
+
+def test_session_copies_unused_past_their_state_lifetime_are_pruned(tmp_path: Path) -> None:
+    old, fresh = tmp_path / "S-old", tmp_path / "S-fresh"
+    for folder in (old, fresh):
+        (folder / "agents").mkdir(parents=True)
+        (folder / "agents" / "plan.json").write_text("{}", encoding="utf-8")
+    os.utime(old, (time.time() - 3600, time.time() - 3600))
+    assert prune_session_copies(tmp_path, time.time() - 60) == ["S-old"]
+    assert not old.exists() and (fresh / "agents" / "plan.json").is_file()
+
+
+def test_plan_commands_find_a_running_up_and_ignore_a_dead_one(tmp_path: Path) -> None:
+    redis = EmbeddedRedis(tmp_path / "redis")
+    redis.start()
+    try:
+        with announced(tmp_path, UpCluster(pid=os.getpid(), broker_url=redis.url, workers=2)):
+            found = running_up(tmp_path)
+            assert found is not None and found.broker_url == redis.url
+        assert running_up(tmp_path) is None  # gone with the block
+        dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True, check=True)
+        with announced(tmp_path, UpCluster(pid=int(dead.stdout), broker_url=redis.url, workers=2)):
+            assert running_up(tmp_path) is None  # its process is gone: a stale file
+    finally:
+        redis.stop()
+    with announced(tmp_path, UpCluster(pid=os.getpid(), broker_url=redis.url, workers=2)):
+        assert running_up(tmp_path) is None  # its Redis does not answer
