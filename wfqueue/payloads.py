@@ -24,7 +24,6 @@ from wfqueue.errors import InfrastructureError
 from wfqueue.execute.executors import ExecutorName
 from wfqueue.execute.model import ExecTask, PlanContext
 from wfqueue.lite.models import ClarificationAnswer
-from wfqueue.transport.models import Transport
 from wfqueue.task_names import (
     COLLAB_FINALIZE,
     COLLAB_PLAN_AREA,
@@ -39,6 +38,7 @@ from wfqueue.task_names import (
     SESSION_CONTEXT,
     SESSION_GENERATE,
 )
+from wfqueue.transport.models import Transport
 
 
 class TaskPayload(BaseModel):

@@ -19,9 +19,9 @@ from wfqueue import keys
 from wfqueue.collab.assemble import AreaArtifacts
 from wfqueue.collab.finalize import finalize_session
 from wfqueue.collab.models import AgentOutcome
+from wfqueue.collab.recovery import finalize_alone
 from wfqueue.collab.steps import run_area, run_understanding
 from wfqueue.errors import TransientProviderError
-from wfqueue.collab.recovery import finalize_alone
 from wfqueue.payloads import CollabFinalize, CollabPlanArea, CollabUnderstand
 from wfqueue.settings import Settings
 from workers.context import StateFactory, metered_provider

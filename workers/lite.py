@@ -54,8 +54,8 @@ def register(app: Celery, settings: Settings) -> None:
     @payload_task(app, settings, LiteAssess, retry_on=(TransientProviderError,))
     def assess(task: Task[Any, Any], p: LiteAssess) -> dict[str, Any]:
         state = states.session(p.session_id)
-        result = run_assessment(state, metered_provider(p.provider, settings, state, p.session_dir), p.repo, p.requirement,
-                                p.force_explore)
+        result = run_assessment(state, metered_provider(p.provider, settings, state, p.session_dir), p.repo,
+                                p.requirement, p.force_explore)
         return result.model_dump(mode="json")
 
     @payload_task(app, settings, ExploreAngle)

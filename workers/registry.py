@@ -5,10 +5,12 @@ arguments: the message's keywords are decoded once, here, so a field renamed on
 one side fails with an error naming the task instead of a ``TypeError`` deep in
 a worker. Here too a payload that carries a ``Transport`` (a worker that shares
 no disk with the coordinator) gets its repository and session paths mapped to
-this worker's own copies (wfqueue.transport.workspace) before the body runs. Chord callbacks also receive the header's results as their first
-positional argument (Celery puts them there); every callback reads which agents
-finished from Redis instead, so those results are dropped here, and a callback
-sent alone (``TaskPayload.send_alone``, with no results) does the same work.
+this worker's own copies (wfqueue.transport.workspace) before the body runs.
+
+Chord callbacks also receive the header's results as their first positional
+argument (Celery puts them there); every callback reads which agents finished
+from Redis instead, so those results are dropped here, and a callback sent
+alone (``TaskPayload.send_alone``, with no results) does the same work.
 """
 
 from __future__ import annotations

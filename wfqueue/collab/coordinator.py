@@ -30,7 +30,6 @@ from wfqueue.errors import BadInputError, InfrastructureError
 from wfqueue.keys import SessionKind, SessionStatus
 from wfqueue.metering import budget_meta, check_budget_priced
 from wfqueue.payloads import CollabUnderstand
-from wfqueue.runtime import wait_for
 from wfqueue.sessions import SessionIds, planning_root
 from wfqueue.settings import MAX_AGENTS_LIMIT, Settings
 from wfqueue.state import SessionState
