@@ -61,6 +61,7 @@ class BundleMeta(BaseModel):
     ref: str  # the ref inside the bundle (fetch it from there)
     size: int = Field(ge=0)
     chunks: int = Field(ge=0)
+    chunk_bytes: int = Field(gt=0)  # the writer's chunk size: a reader of another version still cuts alike
     sha256: str
     prerequisite: str | None = None  # a commit the reader must already have (a thin bundle)
 
@@ -75,10 +76,11 @@ class ChunkSpan(BaseModel):
     end: int
 
 
-def chunk_plan(size: int, chunk_bytes: int = CHUNK_BYTES) -> list[ChunkSpan]:
-    """The chunks a bundle of ``size`` bytes is stored in. Pure."""
-    return [ChunkSpan(index=i, start=start, end=min(start + chunk_bytes, size))
-            for i, start in enumerate(range(0, size, chunk_bytes))]
+def chunk_plan(size: int, chunk_bytes: int | None = None) -> list[ChunkSpan]:
+    """The chunks a bundle of ``size`` bytes is stored in (of :data:`CHUNK_BYTES` unless told). Pure."""
+    step = chunk_bytes or CHUNK_BYTES
+    starts = range(0, size, step)
+    return [ChunkSpan(index=i, start=start, end=min(start + step, size)) for i, start in enumerate(starts)]
 
 
 def chunk_key(prefix: str, index: int) -> str:
@@ -226,7 +228,7 @@ def _store(client: redis.Redis, prefix: str, bundle: Path, meta: BundleMeta, ttl
     digest = hashlib.sha256()
     with binary_client(client) as raw, open(bundle, "rb") as handle:
         pipe = raw.pipeline(transaction=False)
-        for span in chunk_plan(meta.size):
+        for span in chunk_plan(meta.size, meta.chunk_bytes):
             data = handle.read(span.end - span.start)
             digest.update(data)
             pipe.set(chunk_key(prefix, span.index), data, ex=ttl_s)
@@ -243,7 +245,7 @@ def download(client: redis.Redis, prefix: str, meta: BundleMeta, target: Path) -
     """Write the stored bundle to ``target``, checking every chunk is there and the whole its sha256."""
     digest = hashlib.sha256()
     with binary_client(client) as raw, open(target, "wb") as handle:
-        for span in chunk_plan(meta.size):
+        for span in chunk_plan(meta.size, meta.chunk_bytes):
             data = raw.get(chunk_key(prefix, span.index))
             if not isinstance(data, bytes) or len(data) != span.end - span.start:
                 raise InfrastructureError(
@@ -298,7 +300,7 @@ def _make_and_store(client: redis.Redis, repo: Path, prefix: str, tip: str, excl
         with open(target, "rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
-        meta = BundleMeta(commit=tip, ref=ref, size=size, chunks=len(chunk_plan(size)),
+        meta = BundleMeta(commit=tip, ref=ref, size=size, chunks=len(chunk_plan(size)), chunk_bytes=CHUNK_BYTES,
                           sha256=digest.hexdigest(), prerequisite=exclude)
         _store(client, prefix, target, meta, settings.bundle_ttl_s)
 
