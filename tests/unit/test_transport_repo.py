@@ -391,6 +391,8 @@ def test_an_executed_branch_of_two_commits_comes_back_into_the_users_repository(
     assert sh(repo, "log", "--format=%s", f"{base}..{ref}").split("\n")[:2] == ["task change 2", "task change 1"]
     assert sh(repo, "show", f"{ref}:task1.txt") == "change 1\n"
     assert receive_commits(client, "E1/T1#1", repo, ref) == tip  # again: nothing to do
+    with pytest.raises(InfrastructureError):  # git refuses to move the checked-out branch
+        receive_commits(client, "E1/T1#1", repo, "refs/heads/main")
     after = user_state(repo)
     assert after.pop("branch") != before.pop("branch")  # the task's branch is new; nothing else changed
     assert after == before

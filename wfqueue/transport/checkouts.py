@@ -122,7 +122,6 @@ def materialise(client: redis.Redis, commit: str, settings: Settings, *, repo_ur
                 _clear_tmp(root)
                 git_dir = _ensure_commit(client, root, commit, repo_url)
                 _build(root, git_dir, commit, final)
-                _touch(root, commit)
                 _evict(root, settings.checkout_cache_max, commit)
     _touch(root, commit)
     return final
