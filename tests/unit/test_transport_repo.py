@@ -200,6 +200,17 @@ def test_uncommitted_changes_are_pinned_as_a_snapshot_without_touching_the_users
     assert "wfqueue" not in sh(repo, "branch", "-a")
 
 
+def test_a_sparse_checkout_snapshot_keeps_the_files_left_out_of_the_work_tree(repo: Path) -> None:
+    commit_files(repo, {"docs/guide.md": "guide\n"}, "docs")
+    sh(repo, "sparse-checkout", "set", "src")
+    assert not (repo / "docs").exists()
+    (repo / "src" / "app.py").write_text("print('edited')\n", encoding="utf-8")
+    pin = pin_repository(repo)
+    assert pin.snapshot
+    assert sh(repo, "show", f"{pin.commit}:docs/guide.md") == "guide\n"
+    assert sh(repo, "show", f"{pin.commit}:src/app.py") == "print('edited')\n"
+
+
 def test_a_folder_that_is_not_a_repository_or_has_no_commit_is_refused(tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()

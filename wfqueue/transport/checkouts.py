@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict
 from wfqueue import keys
 from wfqueue.errors import InfrastructureError
 from wfqueue.settings import Settings
-from wfqueue.transport.repo import MAX_CHAIN, BundleMeta, download, git, read_meta, rev
+from wfqueue.transport.repo import MAX_CHAIN, REPUBLISH_HINT, BundleMeta, download, git, read_meta, rev
 
 GIT_DIR = "git"
 CHECKOUTS_DIR = "checkouts"
@@ -201,7 +201,7 @@ def _missing_chain(client: redis.Redis, git_dir: Path, commit: str) -> list[tupl
             needed = "" if link == commit else f" (which commit {commit[:12]} builds on)"
             raise InfrastructureError(
                 f"the repository bundle of commit {link[:12]}{needed} is not in Redis: it expired or was never "
-                f"published", hint="the coordinator must publish it again: run `wfqueue resume` on the session")
+                f"published", hint=REPUBLISH_HINT)
         chain.append((link, meta))
         link = meta.prerequisite
     return chain

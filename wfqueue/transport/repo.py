@@ -24,6 +24,7 @@ import contextlib
 import hashlib
 import os
 import secrets
+import shutil
 import subprocess
 import tempfile
 import time
@@ -49,6 +50,9 @@ PIN_REF_PREFIX = "refs/wfqueue/pins/"
 BUNDLE_REF_PREFIX = "refs/wfqueue/bundle/"
 GIT_TIMEOUT_S = 600.0  # a fetch of a large repository from a slow remote takes minutes
 SNAPSHOT_IDENTITY = ("wfqueue", "wfqueue@localhost")
+# Set by a git hook that runs wfqueue, they would point every command here at the hook's repository.
+LOCATION_VARIABLES = frozenset({"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR",
+                                "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_PREFIX"})
 MAX_CHAIN = 1000  # prerequisites followed at most: a cycle in stored metas must not loop forever
 
 
@@ -104,7 +108,8 @@ def git(cwd: Path, *args: str, env: Mapping[str, str] | None = None,
         check: bool = True) -> subprocess.CompletedProcess[str]:
     """Run git in ``cwd``; a failure (when ``check``) is an InfrastructureError quoting git's message. Never
     prompts: a worker has nobody to type a password."""
-    full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", **(env or {})}
+    inherited = {k: v for k, v in os.environ.items() if k not in LOCATION_VARIABLES}
+    full_env = {**inherited, "GIT_TERMINAL_PROMPT": "0", **(env or {})}
     try:
         done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=GIT_TIMEOUT_S,
                               check=False, stdin=subprocess.DEVNULL, env=full_env)
@@ -156,11 +161,19 @@ def pin_repository(repo: Path) -> RepoPin:
 
 
 def _work_tree_tree(top: Path, excluded: str) -> str:
-    """The tree of the work tree as ``git add -A`` sees it, built in a temporary index (the user's is not read
-    or written)."""
+    """The tree of the work tree as ``git add -A`` sees it, built in a temporary index (the user's is never
+    written)."""
     with tempfile.TemporaryDirectory(prefix="wfqueue-pin-") as scratch:
-        env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
-        git(top, "read-tree", "HEAD", env=env)
+        index = Path(scratch) / "index"
+        env = {"GIT_INDEX_FILE": str(index)}
+        # A copy of the user's index, when there is one: its stat cache spares hashing every file again, and its
+        # skip-worktree bits keep the files a sparse checkout leaves out of the work tree. copy2 keeps its mtime,
+        # which git's check of entries changed in the same instant as the index compares against.
+        user_index = Path(git(top, "rev-parse", "--path-format=absolute", "--git-path", "index").stdout.strip())
+        if user_index.is_file():
+            shutil.copy2(user_index, index)
+        else:
+            git(top, "read-tree", "HEAD", env=env)
         git(top, "add", "--all", "--", ".", f":(exclude){excluded}", env=env)
         return git(top, "write-tree", env=env).stdout.strip()
 
@@ -241,7 +254,11 @@ def _store(client: redis.Redis, prefix: str, bundle: Path, meta: BundleMeta, ttl
     client.set(f"{prefix}{META}", meta.model_dump_json(), ex=ttl_s)
 
 
-def download(client: redis.Redis, prefix: str, meta: BundleMeta, target: Path) -> None:
+REPUBLISH_HINT = "the coordinator must publish it again: run `wfqueue resume` on the session"
+RESEND_HINT = "run the task again (`wfqueue resume`)"
+
+
+def download(client: redis.Redis, prefix: str, meta: BundleMeta, target: Path, hint: str = REPUBLISH_HINT) -> None:
     """Write the stored bundle to ``target``, checking every chunk is there and the whole its sha256."""
     digest = hashlib.sha256()
     with binary_client(client) as raw, open(target, "wb") as handle:
@@ -250,12 +267,11 @@ def download(client: redis.Redis, prefix: str, meta: BundleMeta, target: Path) -
             if not isinstance(data, bytes) or len(data) != span.end - span.start:
                 raise InfrastructureError(
                     f"chunk {span.index} of the bundle of {meta.commit[:12]} in Redis is missing or cut short",
-                    hint="it expired or was evicted: the coordinator must publish it again (`wfqueue resume`)")
+                    hint=f"it expired or Redis evicted it: {hint}")
             digest.update(data)
             handle.write(data)
     if digest.hexdigest() != meta.sha256:
-        raise InfrastructureError(f"the bundle of {meta.commit[:12]} in Redis does not match its checksum",
-                                  hint="the coordinator must publish it again (`wfqueue resume`)")
+        raise InfrastructureError(f"the bundle of {meta.commit[:12]} in Redis does not match its checksum", hint=hint)
 
 
 @contextlib.contextmanager
@@ -351,12 +367,12 @@ def receive_commits(client: redis.Redis, name: str, repo: Path, ref: str) -> str
     meta = read_meta(client, prefix)
     if meta is None:
         raise InfrastructureError(f"the commits of {name} are not in Redis (never sent, or expired)",
-                                  hint="run the task again (`wfqueue resume`); raise WFQUEUE_BUNDLE_TTL_S if "
+                                  hint=f"{RESEND_HINT}; raise WFQUEUE_BUNDLE_TTL_S if "
                                        "results wait longer than it before the coordinator takes them")
     if rev(repo, ref) == meta.commit:
         return meta.commit
     with tempfile.TemporaryDirectory(prefix="wfqueue-commits-") as scratch:
         target = Path(scratch) / "commits.bundle"
-        download(client, prefix, meta, target)
+        download(client, prefix, meta, target, hint=RESEND_HINT)
         git(repo, "fetch", "--quiet", "--no-write-fetch-head", str(target), f"+{meta.ref}:{ref}")
     return meta.commit
