@@ -168,8 +168,7 @@ def _ensure_commit(client: redis.Redis, root: Path, commit: str, repo_url: str |
     """The cache's bare repository, holding ``commit`` (fetched from ``repo_url``, else from Redis)."""
     git_dir = root / GIT_DIR
     git_dir.mkdir(parents=True, exist_ok=True)
-    if not (git_dir / "HEAD").is_file():
-        git(git_dir, "init", "--quiet", "--bare")  # idempotent: a crash half-way is finished by the next run
+    git(git_dir, "init", "--quiet", "--bare")  # idempotent, and it completes one a crash cut short
     if rev(git_dir, commit) == commit:
         return git_dir
     if repo_url:
