@@ -9,7 +9,8 @@ disk. With a shared disk (embedded mode, or ``WFQUEUE_SHARED_DISK=true``)
 nothing travels: workers read and write the coordinator's paths in place.
 
 - ``models``: what a task carries about it (``Transport``) and a pinned repository (``RepoPin``).
-- ``repo``: pin, publish and materialise commits; send an executed task's commits back.
+- ``repo``: pin and publish commits as bundles in Redis; bring an executed task's commits back.
+- ``checkouts``: the worker's cache: one repository holding every commit received, checkouts by commit.
 - ``session_files``: a session folder's files in Redis, and the fsio hook that mirrors writes there.
 - ``workspace``: the worker's side (local paths for a task's payload) and the coordinator's (pin, pull).
 """

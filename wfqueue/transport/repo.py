@@ -157,7 +157,7 @@ def pin_repository(repo: Path) -> RepoPin:
     if tree != git(top, "rev-parse", f"{head}^{{tree}}").stdout.strip():
         commit = _snapshot_commit(top, head, tree)
     git(top, "update-ref", f"{PIN_REF_PREFIX}{commit}", commit)
-    return RepoPin(repo=str(repo), head=head, commit=commit, snapshot=commit != head)
+    return RepoPin(repo=str(repo), head=head, commit=commit, snapshot=commit != head, prefix=prefix)
 
 
 def _work_tree_tree(top: Path, excluded: str) -> str:

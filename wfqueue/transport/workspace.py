@@ -28,8 +28,9 @@ from wfqueue.keys import session_prefix
 from wfqueue.payloads import ExecuteTask, TaskPayload
 from wfqueue.settings import Settings
 from wfqueue.state import SessionState, as_text, connect
+from wfqueue.transport.checkouts import cache_dir, checked_out, repository_for
 from wfqueue.transport.models import RepoPin, Transport
-from wfqueue.transport.repo import cache_dir, materialise, pin_repository, publish, repository_for
+from wfqueue.transport.repo import pin_repository, publish
 from wfqueue.transport.session_files import SessionFiles, hydrate, mirrored
 
 __all__ = ["CoordinatorFiles", "local_session_root", "rebuild_from_redis", "shares_disk", "task_commits_name",
@@ -99,16 +100,19 @@ def task_workspace(payload: P, settings: Settings, connect: Callable[[], redis.R
     hydrate(files, root)
     update: dict[str, str] = {}
     fields = type(payload).model_fields
-    if "repo" in fields:
-        if isinstance(payload, ExecuteTask):  # it makes its own worktree at its base: a repository holding it
-            local = repository_for(client, payload.base, settings, repo_url=transport.repo_url)
-        else:
-            local = materialise(client, transport.commit, settings, repo_url=transport.repo_url)
-        update["repo"] = str(local.joinpath(*PurePosixPath(transport.prefix).parts))
-    for name in SESSION_PATH_FIELDS:
-        if name in fields:
-            update[name] = _mapped(getattr(payload, name), transport, root)
-    with mirrored(root, files):
+    with ExitStack() as stack:
+        if "repo" in fields:
+            if isinstance(payload, ExecuteTask):
+                # It makes its own worktree at its base: the cache's repository, which holds the base's objects.
+                update["repo"] = str(repository_for(client, payload.base, settings, repo_url=transport.repo_url))
+            else:  # a checkout of the pinned commit, kept from eviction while the task reads it
+                local = stack.enter_context(checked_out(client, transport.commit, settings,
+                                                        repo_url=transport.repo_url))
+                update["repo"] = str(local.joinpath(*PurePosixPath(transport.prefix).parts))
+        for name in SESSION_PATH_FIELDS:
+            if name in fields:
+                update[name] = _mapped(getattr(payload, name), transport, root)
+        stack.enter_context(mirrored(root, files))
         yield payload.model_copy(update=update)
 
 
