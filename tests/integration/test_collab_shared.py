@@ -88,7 +88,7 @@ def test_callback_is_idempotent_and_rebuilds_sections_from_redis(sample_repo: Pa
             finalize(app, sid, folder)
             assert snapshot(folder) == before, "finalize twice changed the files"
             # A redelivered header task: the cached answer is reused, the files stay the same.
-            outcome = CollabPlanArea(session_id=sid, session_dir=str(folder), focus_area="api",
+            outcome = CollabPlanArea(session_id=sid, session_dir=str(folder), repo=str(sample_repo), focus_area="api",
                                      provider="offline").send(app).get(timeout=60)
             assert outcome["status"] == "done"
             finalize(app, sid, folder)

@@ -98,8 +98,8 @@ def task_workspace(payload: P, settings: Settings, connect: Callable[[], redis.R
     os.utime(root)  # in use now: pruning goes by this time
     prune_session_copies(root.parent, time.time() - settings.state_ttl_s)
     hydrate(files, root)
-    update: dict[str, str] = {}
     fields = type(payload).model_fields
+    update = {name: _mapped(getattr(payload, name), transport, root) for name in SESSION_PATH_FIELDS if name in fields}
     with ExitStack() as stack:
         if "repo" in fields:
             if isinstance(payload, ExecuteTask):
@@ -109,9 +109,6 @@ def task_workspace(payload: P, settings: Settings, connect: Callable[[], redis.R
                 local = stack.enter_context(checked_out(client, transport.commit, settings,
                                                         repo_url=transport.repo_url))
                 update["repo"] = str(local.joinpath(*PurePosixPath(transport.prefix).parts))
-        for name in SESSION_PATH_FIELDS:
-            if name in fields:
-                update[name] = _mapped(getattr(payload, name), transport, root)
         stack.enter_context(mirrored(root, files))
         yield payload.model_copy(update=update)
 
