@@ -174,6 +174,20 @@ def test_a_clean_tree_pins_head_and_keeps_it_out_of_git_branch(repo: Path) -> No
     assert "wfqueue" not in sh(repo, "branch", "-a")
 
 
+@pytest.mark.parametrize("ignored", [True, False], ids=["workflow-ignored", "workflow-untracked"])
+def test_session_folders_never_go_into_the_pinned_commit(repo: Path, ignored: bool) -> None:
+    """Plans write under .workflow/: whether .gitignore names it or not, a tree clean apart from it pins HEAD."""
+    if ignored:
+        commit_files(repo, {".gitignore": "*.log\n.workflow/\n"}, "ignore sessions")
+    (repo / ".workflow" / ".planning" / "CPLAN-x").mkdir(parents=True)
+    (repo / ".workflow" / ".planning" / "CPLAN-x" / "plan-note.md").write_text("# note\n", encoding="utf-8")
+    head = sh(repo, "rev-parse", "HEAD").strip()
+    assert pin_repository(repo).commit == head
+    (repo / "src" / "app.py").write_text("print('edited')\n", encoding="utf-8")
+    pin = pin_repository(repo)
+    assert pin.snapshot and not [p for p in tree_listing(repo, pin.commit) if ".workflow" in p]
+
+
 def test_uncommitted_changes_are_pinned_as_a_snapshot_without_touching_the_users_repository(repo: Path) -> None:
     make_dirty(repo)
     sh(repo, "stash", "push", "-q", "--", "src/app.py")  # a stash entry that must stay the only one

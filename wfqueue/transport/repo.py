@@ -174,7 +174,10 @@ def _work_tree_tree(top: Path, excluded: str) -> str:
             shutil.copy2(user_index, index)
         else:
             git(top, "read-tree", "HEAD", env=env)
-        git(top, "add", "--all", "--", ".", f":(exclude){excluded}", env=env)
+        git(top, "add", "--all", "--", ".", env=env)
+        # ``excluded`` as HEAD has it (usually: absent). Not an exclude pathspec on the add: naming a path that
+        # .gitignore ignores makes `git add` fail.
+        git(top, "reset", "-q", "HEAD", "--", excluded, env=env)
         return git(top, "write-tree", env=env).stdout.strip()
 
 
