@@ -136,9 +136,12 @@ def test_plans_and_an_execution_complete_on_hosts_that_cannot_see_the_repository
         assert "expire after an hour" in git(repo, "show", f"{outcome['branch']}:notes_api/storage/cache.py")
         assert git(repo, "status", "--porcelain") == "" and git(repo, "symbolic-ref", "HEAD") == "refs/heads/main"
 
-        # Every file of every plan is on this host; the worker hosts still see nothing at the repository's path.
-        for proc in workers.values():
+        # Every file of every plan is on this host; the worker hosts still see nothing at the repository's path,
+        # and read the pinned commit from checkouts in their own caches.
+        pinned = git(repo, "rev-parse", "main")
+        for name, proc in workers.items():
             assert seen_by(proc.pid, repo) == []
+            assert (tmp_path / name / "cache" / "checkouts" / pinned / "notes_api" / "server.py").is_file(), name
 
         # A worker host SIGKILLed while it plans: the survivor takes its areas over, the plan completes whole.
         client = redis_client(redis.tcp_url("127.0.0.1"), 5)
