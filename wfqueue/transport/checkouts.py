@@ -171,17 +171,9 @@ def _ensure_commit(client: redis.Redis, root: Path, commit: str, repo_url: str |
     git(git_dir, "init", "--quiet", "--bare")  # idempotent, and it completes one a crash cut short
     if rev(git_dir, commit) == commit:
         return git_dir
-    if repo_url:
-        fetched = git(git_dir, "fetch", "--quiet", "--no-write-fetch-head", repo_url,
-                      f"+{commit}:{RECEIVED_REF_PREFIX}{commit}", check=False)
-        if fetched.returncode != 0:
-            raise InfrastructureError(
-                f"this worker could not fetch commit {commit[:12]} from WFQUEUE_REPO_URL {repo_url}: "
-                f"{fetched.stderr.strip()}",
-                hint="push the commit there (a snapshot of uncommitted changes cannot be fetched: commit first), "
-                     "and give the worker read access to the URL")
-        return git_dir
-    for link, meta in reversed(_missing_chain(client, git_dir, commit)):
+    # With a repo URL the pinned commit comes from there; commits made since (an execution's integration head)
+    # exist only in the user's repository, which publishes them as thin bundles on top of the pin.
+    for link, meta in reversed(_missing_chain(client, git_dir, commit, repo_url)):
         target = Path(tempfile.mkdtemp(prefix="bundle-", dir=root / TMP_DIR)) / f"{link}.bundle"
         download(client, keys.bundle_prefix(link), meta, target)
         git(git_dir, "fetch", "--quiet", "--no-write-fetch-head", str(target),
@@ -190,12 +182,28 @@ def _ensure_commit(client: redis.Redis, root: Path, commit: str, repo_url: str |
     return git_dir
 
 
-def _missing_chain(client: redis.Redis, git_dir: Path, commit: str) -> list[tuple[str, BundleMeta]]:
-    """The bundles to fetch for ``commit``: its own, then those of the prerequisites this cache lacks."""
+def _fetch_from_url(git_dir: Path, repo_url: str, commit: str) -> None:
+    fetched = git(git_dir, "fetch", "--quiet", "--no-write-fetch-head", repo_url,
+                  f"+{commit}:{RECEIVED_REF_PREFIX}{commit}", check=False)
+    if fetched.returncode != 0:
+        raise InfrastructureError(
+            f"this worker could not fetch commit {commit[:12]} from WFQUEUE_REPO_URL {repo_url}: "
+            f"{fetched.stderr.strip()}",
+            hint="push the commit there (a snapshot of uncommitted changes cannot be fetched: commit first), "
+                 "and give the worker read access to the URL")
+
+
+def _missing_chain(client: redis.Redis, git_dir: Path, commit: str,
+                   repo_url: str | None) -> list[tuple[str, BundleMeta]]:
+    """The bundles to fetch for ``commit``: its own, then those of the prerequisites this cache lacks. A commit
+    with no bundle in Redis is fetched from ``repo_url`` right away, when one is given."""
     chain: list[tuple[str, BundleMeta]] = []
     link: str | None = commit
     while link is not None and rev(git_dir, link) != link:
         meta = read_meta(client, keys.bundle_prefix(link))
+        if meta is None and repo_url:
+            _fetch_from_url(git_dir, repo_url, link)
+            break
         if meta is None or len(chain) >= MAX_CHAIN:
             needed = "" if link == commit else f" (which commit {commit[:12]} builds on)"
             raise InfrastructureError(

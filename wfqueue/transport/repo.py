@@ -324,15 +324,17 @@ def _make_and_store(client: redis.Redis, repo: Path, prefix: str, tip: str, excl
         _store(client, prefix, target, meta, settings.bundle_ttl_s)
 
 
-def publish(client: redis.Redis, repo: Path, commit: str, settings: Settings, *, have: str | None = None) -> None:
+def publish(client: redis.Redis, repo: Path, commit: str, settings: Settings, *, have: str | None = None,
+            have_at_url: bool = False) -> None:
     """Store ``commit`` of ``repo`` as a bundle in Redis for workers to materialise; a no-op (but for refreshing
-    its expiry) when it is already there. With ``have`` (a commit already published, and an ancestor of
-    ``commit``) only what ``commit`` adds is stored. Refuses a bundle above ``bundle_max_bytes``."""
+    its expiry) when it is already there. With ``have`` (an ancestor of ``commit`` already published, or, with
+    ``have_at_url``, one workers fetch from WFQUEUE_REPO_URL) only what ``commit`` adds is stored. Refuses a
+    bundle above ``bundle_max_bytes``."""
     prefix = keys.bundle_prefix(commit)
     if _refresh_chain(client, commit, settings.bundle_ttl_s):
         return
     thin = (have is not None and have != commit and is_ancestor(repo, have, commit)
-            and _refresh_chain(client, have, settings.bundle_ttl_s))
+            and (have_at_url or _refresh_chain(client, have, settings.bundle_ttl_s)))
     with _writing(client, prefix):
         if _refresh_chain(client, commit, settings.bundle_ttl_s):  # stored by another process meanwhile
             return

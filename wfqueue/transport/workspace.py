@@ -23,9 +23,10 @@ from typing import TypeVar
 import redis
 
 from wfqueue import keys
-from wfqueue.errors import BadInputError, InfrastructureError, WfqueueError
+from wfqueue.errors import InfrastructureError, WfqueueError
 from wfqueue.keys import session_prefix
 from wfqueue.payloads import ExecuteTask, TaskPayload
+from wfqueue.sessions import check_session_id
 from wfqueue.settings import Settings
 from wfqueue.state import SessionState, as_text, connect
 from wfqueue.transport.checkouts import cache_dir, checked_out, repository_for
@@ -49,8 +50,8 @@ def shares_disk(settings: Settings) -> bool:
 
 
 def local_session_root(settings: Settings, session_id: str) -> Path:
-    """A worker's own copy of a session folder."""
-    return cache_dir(settings) / SESSIONS_DIR / session_id
+    """A worker's own copy of a session folder (the id checked: it names a folder)."""
+    return cache_dir(settings) / SESSIONS_DIR / check_session_id(session_id)
 
 
 def task_commits_name(exec_id: str, task_id: str, attempt: int) -> str:
@@ -127,28 +128,20 @@ class CoordinatorFiles:
         self._files = SessionFiles(client, session_id, settings.state_ttl_s)
         self._synced_key = session_prefix(session_id) + keys.FILES_SYNCED
 
-    def start(self, repo: Path, recorded: Transport | None) -> Transport | None:
-        """Pin and publish the repository (or publish the recorded pin again, on resume); None with a
-        shared disk. A repository that is not a git repository cannot travel: say what to do."""
+    def start(self, repo: Path, recorded: Transport | None, recorded_pin: RepoPin | None = None) -> Transport | None:
+        """Pin the repository and publish it (on resume: publish the recorded pin again, its bundle may have
+        expired); None with a shared disk. Not a git repository: UnsafeRepositoryError, saying what to do."""
         if shares_disk(self.settings):
             return None
-        if recorded is not None:
-            commit = recorded.commit
-        else:
-            try:
-                self.pin = pin_repository(repo)
-            except BadInputError as exc:
-                raise BadInputError(
-                    f"{exc.message}; workers that share no disk with this machine read the repository as a "
-                    "git commit",
-                    hint="make it a git repository with at least one commit, or set WFQUEUE_SHARED_DISK=true if "
-                    "every worker mounts it at the same path",
-                ) from None
-            commit = self.pin.commit
-        if self.settings.repo_url is None:
+        self.pin = recorded_pin if recorded is not None else pin_repository(repo)
+        commit = recorded.commit if recorded is not None else self.pin.commit if self.pin else ""
+        repo_url = recorded.repo_url if recorded is not None else self.settings.repo_url
+        if repo_url is None:
             publish(self.client, repo, commit, self.settings)
+        elif self.pin is not None and self.pin.snapshot:  # HEAD comes from the URL, the uncommitted changes from Redis
+            publish(self.client, repo, commit, self.settings, have=self.pin.head, have_at_url=True)
         self.transport = recorded or Transport(commit=commit, prefix=self.pin.prefix if self.pin else "",
-                                               repo_url=self.settings.repo_url, session_id=self.session_id,
+                                               repo_url=repo_url, session_id=self.session_id,
                                                session_root=str(self.session_dir))
         return self.transport
 
@@ -190,7 +183,8 @@ class CoordinatorFiles:
         """Make ``commit`` (a descendant of the pinned one: an execution's integration head) readable by
         workers: a bundle in Redis of what it adds to the pin (also with repo_url, which has only the pin)."""
         if self.transport is not None:
-            publish(self.client, repo, commit, self.settings, have=self.transport.commit)
+            publish(self.client, repo, commit, self.settings, have=self.transport.commit,
+                    have_at_url=self.transport.repo_url is not None)
 
     def pull(self) -> int:
         """Write the files workers stored in Redis into the session folder; how many changed."""

@@ -148,7 +148,7 @@ class WorkflowCoordinator(Generic[UI]):
             yield  # a session too old to say where it lives: nothing to pin or pull
             return
         files = CoordinatorFiles(runtime.settings, runtime.client, state.session_id, Path(meta.session_dir))
-        transport = files.start(Path(meta.repo), meta.transport)
+        transport = files.start(Path(meta.repo), meta.transport, meta.pin)
         if transport is not None and meta.transport is None:
             state.set_meta(transport=transport.model_dump(mode="json"),
                            pin=files.pin.model_dump(mode="json") if files.pin else None)
