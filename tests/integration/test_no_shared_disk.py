@@ -4,8 +4,9 @@ Redis runs on this host; each worker runs on a host of its own (a network namesp
 namespace, where the repository's path, and with it every session folder under it, is an empty tmpfs. The
 coordinator is the real CLI on this host with a broker URL and no WFQUEUE_SHARED_DISK, so the repository
 travels as a git bundle through Redis and what the workers write comes back through Redis. A collab-plan, a
-lite-plan, a workflow-session plan and an execution complete; their files are on this host only; a worker
-host SIGKILLed mid-plan still leaves a complete plan.
+lite-plan, a workflow-session plan and an execution complete; their files are on this host only; `wfqueue
+status` rebuilds the folder of a coordinator killed mid-plan; a worker host SIGKILLed mid-plan still leaves a
+complete plan.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from support import run_cli, session_dir, wait_until, wfqueue_env, write_script
 
 from tests.execute_support import EXECUTOR_COMMAND, git, write_edits
 from tests.reliability.faults_support import check_collab_session, running_agents
+from wfqueue import keys
 from wfqueue.embedded import EmbeddedRedis
 from wfqueue.state import redis_client
 
@@ -47,6 +49,12 @@ def git_repository(repo: Path) -> Path:
 def seen_by(pid: int, path: Path) -> list[str]:
     """What process ``pid`` sees at ``path``: read through its own root, so through its mount namespace."""
     return sorted(os.listdir(Path(f"/proc/{pid}/root") / path.relative_to("/")))
+
+
+def start_plan(requirement: str, repo: Path, provider: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "collab-plan", requirement, "--repo", str(repo),
+                             "--max-agents", "4", "-y", "--provider", provider, "--json"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
 
 
 def execution_plan(repo: Path) -> Path:
@@ -143,14 +151,26 @@ def test_plans_and_an_execution_complete_on_hosts_that_cannot_see_the_repository
             assert seen_by(proc.pid, repo) == []
             assert (tmp_path / name / "cache" / "checkouts" / pinned / "notes_api" / "server.py").is_file(), name
 
-        # A worker host SIGKILLed while it plans: the survivor takes its areas over, the plan completes whole.
+        # A coordinator SIGKILLed while its agents plan: the workers finish, and `wfqueue status` brings the files
+        # they stored in Redis into the session folder here.
         client = redis_client(redis.tcp_url("127.0.0.1"), 5)
         planning = repo / ".workflow" / ".planning"
         before = {p.name for p in planning.iterdir()}
-        killed = subprocess.Popen(
-            [sys.executable, "-m", "wfqueue.cli.main", "collab-plan", "Add audit logging of note changes",
-             "--repo", str(repo), "--max-agents", "4", "-y", "--provider", provider, "--json"],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        lost = start_plan("Add token expiry and refresh to authentication", repo, provider, env)
+        session = wait_until(lambda: next((p.name for p in planning.iterdir() if p.name not in before), None), 60,
+                             "the killed coordinator's session folder")
+        wait_until(lambda: running_agents(client, session), 60, "an agent running for the killed coordinator")
+        lost.kill()
+        lost.wait(timeout=30)
+        wait_until(lambda: client.exists(f"wfq:{session}:{keys.FINALIZED_AT}"), 120, "the workers finishing the plan")
+        assert not (planning / session / "plan.md").exists()
+        status = run_cli("status", session, "--repo", str(repo), "--json", env=env)
+        assert status.code == 0, status.stderr
+        assert (planning / session / "plan.md").is_file() and list((planning / session).glob("agents/*/plan.json"))
+
+        # A worker host SIGKILLed while it plans: the survivor takes its areas over, the plan completes whole.
+        before = {p.name for p in planning.iterdir()}
+        killed = start_plan("Add audit logging of note changes", repo, provider, env)
         session = wait_until(lambda: next((p.name for p in planning.iterdir() if p.name not in before), None), 60,
                              "the second plan's session folder")
         victim: dict[str, Any] = wait_until(

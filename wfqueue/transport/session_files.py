@@ -166,13 +166,16 @@ def _content(value: bytes | None) -> bytes | None:
     return value[len(_FILE):]
 
 
-def hydrate(files: SessionFiles, root: Path) -> int:
-    """Write every file the session has in Redis into ``root`` and delete the ones removed there; returns
-    how many files changed. Identical files are not rewritten, and nothing written here goes back to
-    Redis even when ``root`` is mirrored. A field whose name would leave ``root`` is skipped, logged."""
+def hydrate(files: SessionFiles, root: Path, only: Callable[[str], bool] | None = None) -> int:
+    """Write every file the session has in Redis into ``root`` and delete the ones removed there (with
+    ``only``: the paths it accepts); returns how many files changed. Identical files are not rewritten, and
+    nothing written here goes back to Redis even when ``root`` is mirrored. A field whose name would leave
+    ``root`` is skipped, logged."""
     real_root = Path(os.path.realpath(root))
     changed = 0
     for rel, content in sorted(files.entries().items()):
+        if only is not None and not only(rel):
+            continue
         try:
             path = root / checked_rel(rel)
             if not Path(os.path.realpath(path)).is_relative_to(real_root):  # through a symlink in the folder

@@ -25,6 +25,7 @@ import redis
 from wfqueue import keys
 from wfqueue.errors import InfrastructureError, WfqueueError
 from wfqueue.keys import session_prefix
+from wfqueue.metering import TRANSCRIPT_DIR
 from wfqueue.payloads import ExecuteTask, TaskPayload
 from wfqueue.sessions import check_session_id
 from wfqueue.settings import Settings
@@ -98,7 +99,8 @@ def task_workspace(payload: P, settings: Settings, connect: Callable[[], redis.R
     root.mkdir(parents=True, exist_ok=True)
     os.utime(root)  # in use now: pruning goes by this time
     prune_session_copies(root.parent, time.time() - settings.state_ttl_s)
-    hydrate(files, root)
+    # Every file but the transcripts: no step reads another step's, and with many agents they are most of it.
+    hydrate(files, root, only=lambda rel: not rel.startswith(f"{TRANSCRIPT_DIR}/"))
     fields = type(payload).model_fields
     update = {name: _mapped(getattr(payload, name), transport, root) for name in SESSION_PATH_FIELDS if name in fields}
     with ExitStack() as stack:
@@ -186,6 +188,15 @@ class CoordinatorFiles:
             publish(self.client, repo, commit, self.settings, have=self.transport.commit,
                     have_at_url=self.transport.repo_url is not None)
 
+    def rebuild(self) -> int:
+        """Bring back only the files this folder never held (a coordinator stopped before it pulled them);
+        one it held and lost was deleted here on purpose (a replan's move into a backup). Writes no Redis."""
+        if self.transport is None:
+            return 0
+        synced = {as_text(rel) for rel in self.client.smembers(self._synced_key)}
+        return hydrate(self._files, self.session_dir,
+                       only=lambda rel: rel not in synced and not (self.session_dir / rel).exists())
+
     def pull(self) -> int:
         """Write the files workers stored in Redis into the session folder; how many changed."""
         if self.transport is None:
@@ -213,4 +224,4 @@ def rebuild_from_redis(settings: Settings, session_id: str, folder: Path) -> int
         return 0
     files = CoordinatorFiles(settings, client, session_id, folder)
     files.transport = meta.transport
-    return files.pull()
+    return files.rebuild()
