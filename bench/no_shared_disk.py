@@ -45,6 +45,13 @@ INTRO = """
 `bench/no_shared_disk.py`: a git repository of about 60 MB, two workers whose mount namespace hides the
 repository's path (an empty tmpfs), the coordinator on the host with the repository. The repository travels
 as a git bundle through Redis; the plan files come back through Redis.
+
+Cold: the coordinator pins the commit and stores its bundle in Redis; each worker downloads it, fetches it
+into its cache's repository and writes a checkout, then builds its index there. Warm: the same commit again,
+so nothing is published or fetched, and the checkouts' index caches are reused. Shared disk: the workers read
+the repository in place (`WFQUEUE_SHARED_DISK=true`); that run starts with no index cache, so it is not
+faster than the warm one. Redis memory is what the bundle (kept `WFQUEUE_BUNDLE_TTL_S`) and the sessions'
+state and files use.
 """
 
 
