@@ -135,9 +135,12 @@ class CoordinatorFiles:
         expired); None with a shared disk. Not a git repository: UnsafeRepositoryError, saying what to do."""
         if shares_disk(self.settings):
             return None
-        self.pin = recorded_pin if recorded is not None else pin_repository(repo)
-        commit = recorded.commit if recorded is not None else self.pin.commit if self.pin else ""
-        repo_url = recorded.repo_url if recorded is not None else self.settings.repo_url
+        if recorded is None:
+            self.pin = pin_repository(repo)
+            commit, repo_url = self.pin.commit, self.settings.repo_url
+        else:
+            self.pin = recorded_pin
+            commit, repo_url = recorded.commit, recorded.repo_url
         if repo_url is None:
             publish(self.client, repo, commit, self.settings)
         elif self.pin is not None and self.pin.snapshot:  # HEAD comes from the URL, the uncommitted changes from Redis
