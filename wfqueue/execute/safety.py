@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 from wfqueue.errors import UnsafeRepositoryError
+from wfqueue.gitcmd import run_git
 from wfqueue.sessions import WORKFLOW_DIR
 
 GIT_TIMEOUT_S = 30.0
@@ -20,15 +21,9 @@ SHOWN_DIRTY = 30  # files named in the message; the error carries them all
 
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                              timeout=GIT_TIMEOUT_S, check=False, stdin=subprocess.DEVNULL)
-    except FileNotFoundError:
-        raise UnsafeRepositoryError("git is not installed, and execution works on git branches",
-                                    hint="install git, then run the command again") from None
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise UnsafeRepositoryError(f"git could not be run in {repo}: {exc}",
-                                    hint="check that the repository is readable") from None
+    """Git for the checks made before anything runs: git missing is bad input here, its failures the caller's."""
+    return run_git(repo, *args, check=False, timeout_s=GIT_TIMEOUT_S, error=UnsafeRepositoryError,
+                   needed_for="execution works on git branches")
 
 
 def parse_porcelain(output: str) -> list[str]:

@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from wfqueue.errors import InfrastructureError
 from wfqueue.execute.model import ExecTask
+from wfqueue.gitcmd import run_git
 
 GIT_TIMEOUT_S = 120.0
 WORKTREES_DIR = "wfqueue-worktrees"
@@ -40,20 +40,11 @@ COMMIT_TYPES = {"feature": "feat", "enhancement": "feat", "fix": "fix", "bugfix"
 
 
 def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run git in ``cwd``; a failure (when ``check``) is an InfrastructureError quoting git's message."""
-    try:
-        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=GIT_TIMEOUT_S,
-                              check=False, stdin=subprocess.DEVNULL)
-    except FileNotFoundError:
-        raise InfrastructureError("git is not installed on this worker, and execution works on git branches",
-                                  hint="install git on every worker that consumes the execute queue") from None
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise InfrastructureError(f"git {args[0]} could not run in {cwd}: {exc}",
-                                  hint="check that the repository is readable from this worker") from None
-    if check and done.returncode != 0:
-        raise InfrastructureError(f"git {' '.join(args)} failed in {cwd}: {done.stderr.strip() or done.stdout.strip()}",
-                                  hint="check the repository with `git status` and `git worktree list`")
-    return done
+    """Git for execution's worktrees and branches (wfqueue.gitcmd): its failures are InfrastructureErrors."""
+    return run_git(cwd, *args, check=check, timeout_s=GIT_TIMEOUT_S,
+                   needed_for="execution works on git branches",
+                   install_hint="install git on every worker that consumes the execute queue",
+                   failure_hint="check the repository with `git status` and `git worktree list`")
 
 
 def _safe_name(text: str) -> str:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import secrets
 import shutil
 import subprocess
@@ -36,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from wfqueue import keys
 from wfqueue.errors import ConfigError, InfrastructureError, UnsafeRepositoryError
+from wfqueue.gitcmd import run_git
 from wfqueue.sessions import WORKFLOW_DIR
 from wfqueue.settings import Settings
 from wfqueue.state import as_text
@@ -50,9 +50,6 @@ PIN_REF_PREFIX = "refs/wfqueue/pins/"
 BUNDLE_REF_PREFIX = "refs/wfqueue/bundle/"
 GIT_TIMEOUT_S = 600.0  # a fetch of a large repository from a slow remote takes minutes
 SNAPSHOT_IDENTITY = ("wfqueue", "wfqueue@localhost")
-# Set by a git hook that runs wfqueue, they would point every command here at the hook's repository.
-LOCATION_VARIABLES = frozenset({"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR",
-                                "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_PREFIX"})
 MAX_CHAIN = 1000  # prerequisites followed at most: a cycle in stored metas must not loop forever
 
 
@@ -106,23 +103,11 @@ def human_size(size: int) -> str:
 
 def git(cwd: Path, *args: str, env: Mapping[str, str] | None = None,
         check: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run git in ``cwd``; a failure (when ``check``) is an InfrastructureError quoting git's message. Never
-    prompts: a worker has nobody to type a password."""
-    inherited = {k: v for k, v in os.environ.items() if k not in LOCATION_VARIABLES}
-    full_env = {**inherited, "GIT_TERMINAL_PROMPT": "0", **(env or {})}
-    try:
-        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=GIT_TIMEOUT_S,
-                              check=False, stdin=subprocess.DEVNULL, env=full_env)
-    except FileNotFoundError:
-        raise InfrastructureError("git is not installed here, and the repository travels to workers by git",
-                                  hint="install git on the coordinator's machine and on every worker") from None
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise InfrastructureError(f"git {args[0]} could not run in {cwd}: {exc}",
-                                  hint="check that the repository is readable and the disk not full") from None
-    if check and done.returncode != 0:
-        raise InfrastructureError(f"git {' '.join(args)} failed in {cwd}: {done.stderr.strip() or done.stdout.strip()}",
-                                  hint="check the repository with `git status` and `git fsck`")
-    return done
+    """Git for the repository's transport (wfqueue.gitcmd): its failures are InfrastructureErrors."""
+    return run_git(cwd, *args, check=check, env=env, timeout_s=GIT_TIMEOUT_S,
+                   needed_for="the repository travels to workers by git",
+                   install_hint="install git on the coordinator's machine and on every worker",
+                   failure_hint="check the repository with `git status` and `git fsck`")
 
 
 def rev(cwd: Path, name: str) -> str | None:

@@ -1,0 +1,46 @@
+"""The one way wfqueue runs git: no prompt, no inherited repository location, errors that say what to do.
+
+Execution (worktrees, merges, the clean-tree check) and the repository's
+transport to workers (pins, bundles, checkouts) all run git through
+:func:`run_git`; each names why it needs git and what to check when a command
+fails, and the error class that fits where it runs.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+
+from wfqueue.errors import InfrastructureError, WfqueueError
+
+# Set by a git hook that runs wfqueue, they would point every command at the hook's repository.
+LOCATION_VARIABLES = frozenset({"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR",
+                                "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_PREFIX"})
+DEFAULT_TIMEOUT_S = 120.0
+
+
+def run_git(cwd: Path, *args: str, check: bool = True, env: Mapping[str, str] | None = None,
+            timeout_s: float = DEFAULT_TIMEOUT_S, error: type[WfqueueError] = InfrastructureError,
+            needed_for: str = "wfqueue works on git repositories",
+            install_hint: str = "install git, then run the command again",
+            failure_hint: str = "check the repository with `git status`") -> subprocess.CompletedProcess[str]:
+    """Run git in ``cwd`` and return what it did. Raises ``error`` when git is missing or cannot run
+    (``needed_for`` says why it is needed), and, with ``check``, when the command fails (quoting git's
+    message, with ``failure_hint``). ``env`` adds variables (e.g. ``GIT_INDEX_FILE``) to this process's
+    environment, less any repository location it inherited. Git never prompts: a worker has nobody to answer."""
+    inherited = {k: v for k, v in os.environ.items() if k not in LOCATION_VARIABLES}
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout_s,
+                              check=False, stdin=subprocess.DEVNULL,
+                              env={**inherited, "GIT_TERMINAL_PROMPT": "0", **(env or {})})
+    except FileNotFoundError:
+        raise error(f"git is not installed here, and {needed_for}", hint=install_hint) from None
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise error(f"git {args[0] if args else ''} could not run in {cwd}: {exc}",
+                    hint="check that the repository is readable and the disk not full") from None
+    if check and done.returncode != 0:
+        raise error(f"git {' '.join(args)} failed in {cwd}: {done.stderr.strip() or done.stdout.strip()}",
+                    hint=failure_hint)
+    return done
