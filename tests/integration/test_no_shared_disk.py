@@ -24,7 +24,7 @@ import pytest
 from hosts import Hosts, free_port, namespaces_unavailable, network_namespace
 from support import run_cli, session_dir, wait_until, wfqueue_env, write_script
 
-from tests.execute_support import EXECUTOR_COMMAND, git, write_edits
+from tests.execute_support import EXECUTOR_COMMAND, git, init_repo, write_edits
 from tests.reliability.faults_support import check_collab_session, running_agents
 from wfqueue import keys
 from wfqueue.embedded import EmbeddedRedis
@@ -38,12 +38,7 @@ CONFIG_V2 = "# rate limits per user\nRATE_LIMIT_PER_MINUTE = 60\n"
 
 def git_repository(repo: Path) -> Path:
     (repo / ".gitignore").write_text(".workflow/\n__pycache__/\n", encoding="utf-8")
-    git(repo.parent, "init", "-q", "-b", "main", str(repo))
-    git(repo, "config", "user.name", "Repo Owner")
-    git(repo, "config", "user.email", "owner@example.invalid")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "initial")
-    return repo
+    return init_repo(repo)
 
 
 def seen_by(pid: int, path: Path) -> list[str]:
