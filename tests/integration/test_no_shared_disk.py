@@ -114,15 +114,27 @@ def test_plans_and_an_execution_complete_on_hosts_that_cannot_see_the_repository
         check = check_collab_session(folder)
         assert not check.sections_lost and not check.problems and check.tasks > 0, check
         assert all((folder / name).is_file() for name in ("plan.md", "conflicts.json", "requirement-analysis.json"))
+        pin = json.loads((folder / "repo-pin.json").read_text())
+        assert pin["commit"] == pin["head"] == git(repo, "rev-parse", "HEAD") and not pin["snapshot"]
         planned_on = {json.loads(p.read_text())["_metadata"]["worker"].split("@")[0]
                       for p in folder.glob("agents/*/plan.json")}
         assert planned_on == {"host-a", "host-b"}, planned_on
 
+        # Uncommitted work travels as a snapshot commit; the user's branch, index and status stay as they were.
+        draft = repo / "notes_api" / "limits_draft.py"
+        draft.write_text("PER_USER_LIMIT = 100\n", encoding="utf-8")
+        status_before = git(repo, "status", "--porcelain")
         lite = run_cli("lite-plan", "Add per-user rate limiting to the API", "--repo", str(repo), "-y", "--explore",
                        "--json", env=env, timeout=240)
         assert lite.code == 0, lite.stderr
         assert lite.json()["status"] == "completed" and lite.json()["tasks"] > 0
         assert (session_dir(lite) / "tasks.jsonl").is_file() and list(session_dir(lite).glob("exploration-*.md"))
+        snapshot = json.loads((session_dir(lite) / "repo-pin.json").read_text())
+        assert snapshot["snapshot"] and snapshot["head"] == git(repo, "rev-parse", "HEAD")
+        assert git(repo, "status", "--porcelain") == status_before and git(repo, "stash", "list") == ""
+        assert any((tmp_path / name / "cache" / "checkouts" / snapshot["commit"] / "notes_api" / "limits_draft.py")
+                   .is_file() for name in workers), "the workers did not read the uncommitted file"
+        draft.unlink()  # an execution needs a clean tree
 
         wfs = run_cli("plan", "Build JWT auth with refresh tokens", "--repo", str(repo), "-y", "--json", env=env,
                       timeout=240)

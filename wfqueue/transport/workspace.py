@@ -43,6 +43,7 @@ P = TypeVar("P", bound=TaskPayload)
 # Payload fields that name a path inside the session folder (the coordinator's, in the message).
 SESSION_PATH_FIELDS = ("session_dir", "output_dir", "exec_dir")
 SESSIONS_DIR = "sessions"
+PIN_FILE = "repo-pin.json"  # in the session folder: the commit the workers read (RepoPin)
 
 
 def shares_disk(settings: Settings) -> bool:

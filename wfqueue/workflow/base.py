@@ -22,6 +22,7 @@ from celery.result import AsyncResult
 from pydantic import BaseModel
 
 from wfqueue.errors import BadInputError
+from wfqueue.fsio import atomic_write_json
 from wfqueue.keys import SessionMeta, SessionStatus
 from wfqueue.metering import budget_meta, check_budget_priced, session_report, usage_line
 from wfqueue.providers import check_provider_spec
@@ -30,7 +31,7 @@ from wfqueue.sessions import SessionIds
 from wfqueue.settings import Settings
 from wfqueue.state import CoordinatorLease, SessionState, SessionStore
 from wfqueue.transport.models import Transport
-from wfqueue.transport.workspace import CoordinatorFiles
+from wfqueue.transport.workspace import PIN_FILE, CoordinatorFiles
 from wfqueue.usage import Budget, PriceTable
 
 
@@ -149,9 +150,10 @@ class WorkflowCoordinator(Generic[UI]):
             return
         files = CoordinatorFiles(runtime.settings, runtime.client, state.session_id, Path(meta.session_dir))
         transport = files.start(Path(meta.repo), meta.transport, meta.pin)
-        if transport is not None and meta.transport is None:
-            state.set_meta(transport=transport.model_dump(mode="json"),
-                           pin=files.pin.model_dump(mode="json") if files.pin else None)
+        if transport is not None and meta.transport is None and files.pin is not None:
+            state.set_meta(transport=transport.model_dump(mode="json"), pin=files.pin.model_dump(mode="json"))
+            # The plan says what it was planned against: HEAD, and the snapshot of uncommitted changes, if any.
+            atomic_write_json(Path(meta.session_dir) / PIN_FILE, files.pin.model_dump(mode="json"))
         self.files = files
         files.sync_in()  # a new session's first files go to Redis; a resumed one gets back what workers stored
         try:
