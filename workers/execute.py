@@ -16,7 +16,6 @@ from typing import Any
 
 from celery import Celery, Task
 from celery.exceptions import SoftTimeLimitExceeded
-from wfqueue.transport.repo import send_commits
 
 from wfqueue.errors import TransientProviderError, WfqueueError
 from wfqueue.execute.command_executor import CommandExecutor
@@ -25,6 +24,7 @@ from wfqueue.execute.run_task import EXECUTOR_RUNS, VERIFICATION_TIMEOUT_S, reco
 from wfqueue.payloads import ExecuteTask
 from wfqueue.settings import Settings
 from wfqueue.state import SessionStore
+from wfqueue.transport.repo import send_commits
 from wfqueue.transport.workspace import task_commits_name
 from workers.context import StateFactory, may_retry, retry_later
 from workers.registry import payload_task
