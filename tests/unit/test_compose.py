@@ -38,7 +38,7 @@ ENV_EXAMPLE = PROJECT / ".env.example"
 
 # Variables docker-compose.yml itself defines (documented in .env.example as such).
 # WFQUEUE_WORKER_CONCURRENCY is also a setting (worker_concurrency).
-COMPOSE_LEVEL = {"REDIS_PASSWORD", "WFQUEUE_REPO", "WFQUEUE_WORKER_CONCURRENCY", "WFQUEUE_WORKER_QUEUES"}
+COMPOSE_LEVEL = {"REDIS_PASSWORD", "REDIS_PORT", "WFQUEUE_WORKER_CONCURRENCY", "WFQUEUE_WORKER_QUEUES"}
 # Set by Docker in every container; referenced only container-side, as $$HOSTNAME.
 CONTAINER_PROVIDED = {"HOSTNAME"}
 WFQUEUE_SERVICES = ("worker", "beat", "flower")
@@ -212,6 +212,8 @@ def test_redis_has_password_appendonly_persistent_data_and_healthcheck() -> None
     data = [volume for volume in volumes if str(volume).endswith(":/data")]
     assert data, f"no volume at /data: {volumes}"
     assert data[0].split(":")[0] in (compose().get("volumes") or {}), "Redis data should be a named volume"
+    # Published for the plan command on the host, on its loopback only.
+    assert [str(p) for p in redis["ports"]] == ["127.0.0.1:${REDIS_PORT:-6379}:6379"]
     check = healthcheck_text(redis)
     assert "redis-cli" in check and "ping" in check and "$$REDIS_PASSWORD" in check
     assert "REDIS_PASSWORD" in environment(redis), "the healthcheck reads the password from the container"
@@ -233,12 +235,13 @@ def test_worker_is_scalable_and_configured_from_env() -> None:
     assert worker["depends_on"]["redis"]["condition"] == "service_healthy"
 
 
-def test_wfqueue_services_share_the_broker_and_the_repository_volume() -> None:
+def test_wfqueue_services_share_the_broker_and_no_disk() -> None:
     for name in WFQUEUE_SERVICES:
         service = services()[name]
         broker = environment(service)["WFQUEUE_BROKER_URL"]
         assert broker.startswith("redis://:${REDIS_PASSWORD") and broker.endswith("@redis:6379/0"), name
-        assert "${WFQUEUE_REPO:-./workspace}:/workspace" in service["volumes"], name
+        # The repository travels through Redis: no service mounts it (or anything else from the host).
+        assert not service.get("volumes"), f"{name} mounts {service.get('volumes')}"
         assert service["depends_on"]["redis"]["condition"] == "service_healthy", name
         env_file = service.get("env_file")
         assert env_file in (".env", [".env"]), name
@@ -381,7 +384,7 @@ def test_dockerfile_builds_a_non_root_image_of_the_installed_project() -> None:
     users = [args for kind, args in instructions if kind == "USER"]
     assert users and users[-1] not in ("root", "0"), "the image should run as a non-root user"
     workdirs = [args for kind, args in instructions if kind == "WORKDIR"]
-    assert workdirs[-1] == "/workspace", "the shared repository volume"
+    assert workdirs[-1] == "/workspace", "where `docker run -v` mounts a repository to plan from a container"
     # Every package pyproject installs is copied into the build.
     find = tomllib.loads((PROJECT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"]
     copied = " ".join(args for kind, args in instructions if kind == "COPY")
