@@ -18,10 +18,11 @@ from datetime import UTC, datetime
 
 import redis
 
+from wfqueue.state import RELEASE_IF_OWNER
+
 log = logging.getLogger("wfqueue.beat")
 
 _REFRESH = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('expire', KEYS[1], ARGV[2]) end return 0"
-_RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
 
 
 def holder_description() -> str:
@@ -57,7 +58,7 @@ class SingleInstanceLock:
     def release(self) -> None:
         self._stop.set()
         try:
-            self.client.eval(_RELEASE, 1, self.key, self.holder)
+            self.client.eval(RELEASE_IF_OWNER, 1, self.key, self.holder)
         except redis.RedisError as exc:  # it expires by itself within ttl_s
             log.warning("beat: could not release %s: %s", self.key, exc)
 

@@ -21,6 +21,7 @@ from urllib.parse import unquote, urlsplit
 import redis
 from kombu.exceptions import OperationalError
 from redis.backoff import NoBackoff
+from redis.client import NEVER_DECODE
 from redis.retry import Retry
 
 from wfqueue import keys
@@ -46,6 +47,14 @@ def maybe_text(value: bytes | str | None) -> str | None:
 def text_map(raw: Mapping[bytes | str, bytes | str]) -> dict[str, str]:
     """A Redis hash (HGETALL) as text."""
     return {as_text(k): as_text(v) for k, v in raw.items()}
+
+
+def raw_reply(client: redis.Redis, *command: str) -> Any:
+    """The reply to ``command`` as Redis sent it (bytes), whatever the client's ``decode_responses``: for
+    values that are not text (a bundle's chunks, a session file). Writes need no such care: redis-py sends
+    bytes unchanged."""
+    # redis-py leaves execute_command unannotated.
+    return client.execute_command(*command, **{NEVER_DECODE: []})  # type: ignore[no-untyped-call]
 
 
 def redis_client(url: str, connect_timeout_s: float, read_timeout_s: float | None = None) -> redis.Redis:
@@ -296,7 +305,9 @@ def wait_until(predicate: Any, timeout_s: float, interval_s: float = 0.1) -> boo
     return bool(predicate())
 
 
-_RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
+# Delete a lock key only while it still holds the caller's token: a lock whose lease ran out and that another
+# process has taken since is left alone. EVAL it with the key and the token.
+RELEASE_IF_OWNER = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
 
 
 class CoordinatorLease:
@@ -335,7 +346,7 @@ class CoordinatorLease:
         claimed = self.state.client.set(self.key, self.owner, nx=True, px=int(self.ttl_s * 1000))
         holder = "" if claimed else (maybe_text(self.state.client.get(self.key)) or "")
         if not claimed and holder and self._holder_is_dead(holder):
-            self.state.client.eval(_RELEASE, 1, self.key, holder)
+            self.state.client.eval(RELEASE_IF_OWNER, 1, self.key, holder)
             claimed = self.state.client.set(self.key, self.owner, nx=True, px=int(self.ttl_s * 1000))
         if not claimed:
             holder = maybe_text(self.state.client.get(self.key)) or "another coordinator"
@@ -360,6 +371,6 @@ class CoordinatorLease:
         if self._thread is not None:
             self._thread.join(timeout=2)
         try:
-            self.state.client.eval(_RELEASE, 1, self.key, self.owner)
+            self.state.client.eval(RELEASE_IF_OWNER, 1, self.key, self.owner)
         except redis.RedisError:
             pass  # the claim expires on its own

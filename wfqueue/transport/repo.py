@@ -38,7 +38,7 @@ from wfqueue.errors import ConfigError, InfrastructureError, UnsafeRepositoryErr
 from wfqueue.gitcmd import run_git
 from wfqueue.sessions import WORKFLOW_DIR
 from wfqueue.settings import Settings
-from wfqueue.state import as_text
+from wfqueue.state import RELEASE_IF_OWNER, as_text, raw_reply
 from wfqueue.transport.models import RepoPin
 
 CHUNK_BYTES = 4 * 1024 * 1024  # one Redis value: far below its 512 MB limit, and cheap to hold in memory
@@ -183,20 +183,6 @@ def release_pin(repo: Path, commit: str) -> None:
 # -- bundles in Redis ------------------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def binary_client(client: redis.Redis) -> Iterator[redis.Redis]:
-    """A client on the same server as ``client`` whose replies stay bytes (wfqueue's clients decode to text,
-    which a bundle's chunks are not)."""
-    pool = client.connection_pool
-    raw: redis.Redis = redis.Redis(connection_pool=redis.ConnectionPool(
-        connection_class=pool.connection_class, **{**pool.connection_kwargs, "decode_responses": False}))
-    try:
-        yield raw
-    finally:
-        raw.close()
-        raw.connection_pool.disconnect()
-
-
 def read_meta(client: redis.Redis, prefix: str) -> BundleMeta | None:
     value = client.get(f"{prefix}{META}")
     return None if value is None else BundleMeta.model_validate_json(as_text(value))
@@ -227,8 +213,8 @@ def _refresh_chain(client: redis.Redis, commit: str, ttl_s: int) -> bool:
 def _store(client: redis.Redis, prefix: str, bundle: Path, meta: BundleMeta, ttl_s: int) -> None:
     """Chunks first, ``meta`` last (see the module docstring)."""
     digest = hashlib.sha256()
-    with binary_client(client) as raw, open(bundle, "rb") as handle:
-        pipe = raw.pipeline(transaction=False)
+    with open(bundle, "rb") as handle:
+        pipe = client.pipeline(transaction=False)  # bytes values go out unchanged
         for span in chunk_plan(meta.size, meta.chunk_bytes):
             data = handle.read(span.end - span.start)
             digest.update(data)
@@ -249,9 +235,9 @@ RESEND_HINT = "run the task again (`wfqueue resume`)"
 def download(client: redis.Redis, prefix: str, meta: BundleMeta, target: Path, hint: str = REPUBLISH_HINT) -> None:
     """Write the stored bundle to ``target``, checking every chunk is there and the whole its sha256."""
     digest = hashlib.sha256()
-    with binary_client(client) as raw, open(target, "wb") as handle:
+    with open(target, "wb") as handle:
         for span in chunk_plan(meta.size, meta.chunk_bytes):
-            data = raw.get(chunk_key(prefix, span.index))
+            data = raw_reply(client, "GET", chunk_key(prefix, span.index))
             if not isinstance(data, bytes) or len(data) != span.end - span.start:
                 raise InfrastructureError(
                     f"chunk {span.index} of the bundle of {meta.commit[:12]} in Redis is missing or cut short",
@@ -276,8 +262,7 @@ def _writing(client: redis.Redis, prefix: str) -> Iterator[None]:
     try:
         yield
     finally:
-        if client.get(f"{prefix}{WRITING}") == token:
-            client.delete(f"{prefix}{WRITING}")
+        client.eval(RELEASE_IF_OWNER, 1, f"{prefix}{WRITING}", token)
 
 
 def _bundle(repo: Path, tip: str, exclude: str | None, target: Path) -> str:

@@ -26,11 +26,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any, cast
 
 import redis
-from redis.client import NEVER_DECODE
 
 from wfqueue import fsio, keys
 from wfqueue.errors import InfrastructureError
-from wfqueue.state import _RELEASE, as_text  # _RELEASE: delete a lock only if it is still ours
+from wfqueue.state import RELEASE_IF_OWNER, as_text, raw_reply
 
 log = logging.getLogger(__name__)
 
@@ -114,9 +113,7 @@ class SessionFiles:
         return found
 
     def _raw(self, *command: str) -> Any:
-        """A command whose reply is not decoded, whatever the client's ``decode_responses``."""
-        # redis-py leaves execute_command unannotated.
-        return self.client.execute_command(*command, **{NEVER_DECODE: []})  # type: ignore[no-untyped-call]
+        return raw_reply(self.client, *command)
 
     def _store(self, rel: str, value: bytes) -> None:
         pipe = self.client.pipeline()  # MULTI: the field and the TTL land together
@@ -143,7 +140,7 @@ class SessionFiles:
                                         self.ttl_s):
                         return new
                 finally:
-                    self.client.eval(_RELEASE, 1, lock_key, token)  # a no-op once committed
+                    self.client.eval(RELEASE_IF_OWNER, 1, lock_key, token)  # a no-op once committed
                 continue  # the lease ran out before the write: take the lock again, read again
             if time.monotonic() >= deadline:
                 holder = self.client.get(lock_key)
