@@ -102,19 +102,17 @@ def broker_runtime(settings: Settings, repo: Path, concurrency: int, ui: Reporte
         started = time.monotonic()
         up = running_up(repo) if settings.embedded else None
         if up is not None:
-            # `wfqueue up` serves this repository: its workers run on this machine, so they share its disk.
             ui.info(f"using the `wfqueue up` of this repository (pid {up.pid}, {up.workers} worker process(es))")
-            settings = settings.model_copy(update={
-                "broker_url": SecretStr(up.broker_url),
-                "shared_disk": settings.shared_disk if settings.shared_disk is not None else True})
+            settings = settings.model_copy(update={"broker_url": SecretStr(up.broker_url)})
         elif settings.embedded:
             cluster = EmbeddedCluster(queue_dir(repo), concurrency=concurrency, redis_port=settings.embedded_redis_port,
                                       start_timeout_s=settings.embedded_start_timeout_s, worker_env=worker_env)
             stack.push(_stop_or_defer(cluster, defer))
-            # Embedded workers run on this machine: they read the repository and write the session in place.
-            shared = settings.shared_disk if settings.shared_disk is not None else True
-            settings = settings.model_copy(update={"broker_url": SecretStr(cluster.start_redis()),
-                                                   "shared_disk": shared})
+            settings = settings.model_copy(update={"broker_url": SecretStr(cluster.start_redis())})
+        if (up is not None or cluster is not None) and settings.shared_disk is None:
+            # The workers run on this machine (embedded, or `wfqueue up`'s): they read the repository and write the
+            # session in place.
+            settings = settings.model_copy(update={"shared_disk": True})
         client = connect(settings)
         app = create_app(settings)
         stack.callback(release_result_subscriptions, app)  # runs before the cluster stops

@@ -305,6 +305,17 @@ def wait_until(predicate: Any, timeout_s: float, interval_s: float = 0.1) -> boo
     return bool(predicate())
 
 
+def process_exists(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this host (one of another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 # Delete a lock key only while it still holds the caller's token: a lock whose lease ran out and that another
 # process has taken since is left alone. EVAL it with the key and the token.
 RELEASE_IF_OWNER = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
@@ -330,15 +341,7 @@ class CoordinatorLease:
         """A claim left by a crashed coordinator on this host (same hostname, pid gone)."""
         host, _, rest = holder.partition(":")
         pid = rest.partition(":")[0]
-        if host != socket.gethostname() or not pid.isdigit():
-            return False
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            return False
-        return False
+        return host == socket.gethostname() and pid.isdigit() and not process_exists(int(pid))
 
     def __enter__(self) -> CoordinatorLease:
         if self.fresh:

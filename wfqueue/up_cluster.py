@@ -11,7 +11,6 @@ trusted while its process is alive and its Redis answers; a stale one (a
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -21,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from wfqueue.fsio import atomic_write_text, dumps_json
 from wfqueue.sessions import queue_dir
-from wfqueue.state import redis_client
+from wfqueue.state import process_exists, redis_client
 
 UP_FILE = "up.json"
 # How long a plan command waits for up's Redis to answer before starting its own cluster.
@@ -34,16 +33,6 @@ class UpCluster(BaseModel):
     pid: int
     broker_url: str
     workers: int
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, run by another user
-        return True
-    return True
 
 
 @contextmanager
@@ -65,7 +54,7 @@ def running_up(repo: Path) -> UpCluster | None:
         cluster = UpCluster.model_validate_json((queue_dir(repo) / UP_FILE).read_text(encoding="utf-8"))
     except (OSError, ValidationError):
         return None
-    if not _alive(cluster.pid):
+    if not process_exists(cluster.pid):
         return None
     client = redis_client(cluster.broker_url, PROBE_TIMEOUT_S, read_timeout_s=PROBE_TIMEOUT_S)
     try:
