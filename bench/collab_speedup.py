@@ -111,7 +111,7 @@ def plan_once(agents: int, latency: float, work: Path) -> dict[str, Any]:
     cluster = EmbeddedCluster(work / f"queue-{agents}", concurrency=agents)
     with cluster:
         started = time.perf_counter()
-        settings = load_settings(broker_url=cluster.start_redis())
+        settings = load_settings(broker_url=cluster.start_redis(), shared_disk=True)  # local workers
         app = create_app(settings)
         cluster.start_workers(app)
         startup = time.perf_counter() - started

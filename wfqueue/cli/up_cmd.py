@@ -26,7 +26,9 @@ def register(app: typer.Typer) -> None:
     @app.command("up")
     def up(
         repo: str = typer.Option(None, "--repo", help="Repository whose .workflow/.queue holds the broker's data."),
-        workers: int = typer.Option(None, "--workers", min=1, help="Worker processes (default: one per CPU)."),
+        workers: int = typer.Option(
+            None, "--workers", min=1,
+            help="Worker pool slots (default: one process per CPU, or 100 threads when the provider is remote)."),
         port: int = typer.Option(None, "--flower-port", help="Flower's port (default: WFQUEUE_FLOWER_PORT)."),
     ) -> None:
         """Run everything on this machine: Redis, workers, beat, Flower. Ctrl-C stops it all."""
@@ -39,9 +41,9 @@ def register(app: typer.Typer) -> None:
         stop = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
-        with EmbeddedCluster(queue_dir(root), concurrency=workers or os.cpu_count() or 2,
-                             redis_port=settings.embedded_redis_port,
-                             start_timeout_s=settings.embedded_start_timeout_s) as cluster:
+        with EmbeddedCluster(queue_dir(root), concurrency=settings.worker_slots(workers),
+                             redis_port=settings.embedded_redis_port, start_timeout_s=settings.embedded_start_timeout_s,
+                             pool=settings.effective_worker_pool()) as cluster:
             url = cluster.start_redis()
             live = settings.model_copy(update={"broker_url": SecretStr(url)})
             flower_argv, flower_env = flower_command(live, port or settings.flower_port, settings.flower_address)

@@ -1,4 +1,4 @@
-"""`wfqueue worker`: a Celery worker for the explore, plan and control queues."""
+"""`wfqueue worker`: a Celery worker node for the explore, plan, control and execute queues."""
 
 from __future__ import annotations
 
@@ -15,12 +15,17 @@ from wfqueue.task_names import ALL_QUEUES
 def register(app: typer.Typer) -> None:
     @app.command("worker")
     def worker(
-        hostname: str | None = typer.Option(None, "--hostname", "-n", help="Celery node name (default: wfq@HOST)."),
-        concurrency: int | None = typer.Option(None, "--concurrency", "-c", min=1, help="Pool processes."),
+        hostname: str | None = typer.Option(None, "--hostname", "-n", help="Celery node name (default: celery@HOST)."),
+        concurrency: int | None = typer.Option(
+            None, "--concurrency", "-c", min=1,
+            help="Pool slots (default: WFQUEUE_WORKER_CONCURRENCY, else one process per CPU or 100 threads)."),
+        pool: str | None = typer.Option(
+            None, "--pool", "-P",
+            help="prefork, threads or solo (default: WFQUEUE_WORKER_POOL; auto: threads when the provider is remote)."),
         queues: str = typer.Option(",".join(ALL_QUEUES), "--queues", "-Q", help="Queues to consume."),
         loglevel: str = typer.Option("INFO", "--loglevel", "-l"),
     ) -> None:
-        """Run a worker against WFQUEUE_BROKER_URL (same as `celery -A workers.app worker`)."""
+        """Run a worker against WFQUEUE_BROKER_URL (like `celery -A workers.app worker`, faster to start)."""
         settings = load_settings()
         if settings.broker_url is None:
             raise ConfigError(
@@ -30,11 +35,12 @@ def register(app: typer.Typer) -> None:
         unknown = sorted(set(queues.split(",")) - set(ALL_QUEUES))
         if unknown:
             raise ConfigError(f"unknown queue(s): {', '.join(unknown)}", hint=f"choose from {', '.join(ALL_QUEUES)}")
-        argv = [sys.executable, "-m", "celery", "-A", "workers.app", "worker", "--queues", queues,
-                "--loglevel", loglevel, "--events"]
+        if pool is not None and pool not in ("prefork", "threads", "solo"):
+            raise ConfigError(f"unknown pool {pool!r}", hint="choose prefork, threads or solo")
+        chosen = pool or settings.effective_worker_pool()
+        slots = 1 if chosen == "solo" else settings.model_copy(update={"worker_pool": chosen}).worker_slots(concurrency)
+        argv = [sys.executable, "-m", "workers.serve", "--queues", queues, "--loglevel", loglevel,
+                "--pool", chosen, "--concurrency", str(slots)]
         if hostname:
             argv += ["--hostname", hostname]
-        concurrency = concurrency or settings.worker_concurrency
-        if concurrency:
-            argv += ["--concurrency", str(concurrency)]
         os.execv(sys.executable, argv)  # the worker replaces this process: signals reach Celery directly

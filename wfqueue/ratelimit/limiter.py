@@ -210,7 +210,21 @@ class RateLimiter:
         happened. A Redis error is logged; the limits stay as they were."""
         if self.learning is None:
             return
+        gate = _recording_gate(self.keys[4])
+        # Agents that share a process (a threads pool) get their responses at nearly the same moment. Their
+        # updates of one Redis hash under WATCH would re-run each other; one at a time, and a success or a
+        # server error that arrives while another is being recorded says nothing fresher, so it is skipped.
+        # A 429 always waits its turn: it pauses every worker.
+        if not gate.acquire(blocking=status == 429):
+            return
+        try:
+            self._record(headers, status)
+        finally:
+            gate.release()
+
+    def _record(self, headers: Mapping[str, str], status: int) -> None:
         policy = self.learning
+        assert policy is not None
         observed = parse_rate_headers(headers)
         observed_at = self._wall_clock()
         key, window_s = self.keys[4], self.limits.window_s
@@ -310,6 +324,16 @@ class RateLimiter:
 
 
 # -- from settings ---------------------------------------------------------------------------------
+
+_gates: dict[str, threading.Lock] = {}
+_gates_lock = threading.Lock()
+
+
+def _recording_gate(learned_key: str) -> threading.Lock:
+    """The lock of this process that one scope's responses are recorded under (RateLimiter.observe)."""
+    with _gates_lock:
+        return _gates.setdefault(learned_key, threading.Lock())
+
 
 _clients: dict[tuple[str, float], redis.Redis] = {}
 _clients_lock = threading.Lock()

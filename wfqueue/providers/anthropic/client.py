@@ -35,6 +35,8 @@ rate-limit headers teach the limiter the account's real limits.
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -52,6 +54,20 @@ from wfqueue.ratelimit import RateLimiter
 from wfqueue.turns import MemoryJournal, Transcript, TurnJournal, journal_key
 
 __all__ = ["AnthropicProvider"]
+
+_clients: dict[tuple[int, str], anthropic.Anthropic] = {}
+_clients_lock = threading.Lock()
+
+
+def _shared_client(options: dict[str, Any]) -> anthropic.Anthropic:
+    """One SDK client per process and options. A provider is built per task, and a new client costs a TLS
+    context (its CA certificates loaded) and new connections; the SDK's client is safe to share between the
+    threads of a threads pool. The process id is in the key: a forked pool child makes its own."""
+    key = (os.getpid(), repr(sorted(options.items())))
+    with _clients_lock:
+        if key not in _clients:
+            _clients[key] = anthropic.Anthropic(**options)
+        return _clients[key]
 
 TOOL_STEPS = (ExploreAngleStep, PlanAreaStep)
 USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
@@ -148,7 +164,7 @@ class AnthropicProvider:
             if timeout_s is not None:
                 options["timeout"] = timeout_s
             try:
-                client = anthropic.Anthropic(**options)
+                client = _shared_client(options)
             except anthropic.AnthropicError as exc:
                 raise ConfigError(f"the Anthropic client cannot start: {exc}",
                                   hint="set ANTHROPIC_API_KEY, or use --provider offline") from None

@@ -1,0 +1,46 @@
+"""Which Celery pool workers run (Settings.effective_worker_pool) and how many slots a standalone worker
+gets (Settings.worker_slots); the worker entry point's option check."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from wfqueue.settings import THREAD_SLOTS_DEFAULT, Settings
+from workers.serve import parse_args
+
+
+def settings(**values: object) -> Settings:
+    return Settings.model_validate(values)
+
+
+def test_agents_waiting_on_a_remote_model_get_threads_and_the_offline_planner_processes() -> None:
+    assert settings().effective_worker_pool() == "prefork"  # no key: the offline planner works on the CPU
+    assert settings(anthropic_api_key="k").effective_worker_pool() == "threads"
+    assert settings(provider="anthropic").effective_worker_pool() == "threads"
+    assert settings(provider="offline", anthropic_api_key="k").effective_worker_pool() == "prefork"
+    assert settings(anthropic_api_key="k", worker_pool="prefork").effective_worker_pool() == "prefork"
+    assert settings(worker_pool="threads").effective_worker_pool() == "threads"
+
+
+def test_a_standalone_worker_gets_a_process_per_cpu_or_a_thread_per_possible_agent() -> None:
+    assert settings().worker_slots() == (os.cpu_count() or 2)
+    assert settings(anthropic_api_key="k").worker_slots() == THREAD_SLOTS_DEFAULT
+    assert settings(anthropic_api_key="k", worker_concurrency=7).worker_slots() == 7
+    assert settings(worker_concurrency=7).worker_slots(3) == 3  # the command line wins
+
+
+def test_an_unknown_worker_pool_setting_is_refused() -> None:
+    with pytest.raises(ValueError, match="worker_pool"):
+        settings(worker_pool="gevent")
+
+
+def test_the_worker_entry_point_names_a_bad_pool_before_importing_anything(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        parse_args(["--queues", "plan", "--concurrency", "2", "--pool", "no-such-pool"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "--pool" in err and "no-such-pool" in err and "threads" in err
+    args = parse_args(["-Q", "plan,explore", "-c", "100", "-P", "threads", "-n", "planner-1@%h"])
+    assert (args.queues, args.concurrency, args.pool, args.hostname) == ("plan,explore", 100, "threads", "planner-1@%h")
