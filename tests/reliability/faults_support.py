@@ -43,13 +43,15 @@ class Worker:
             return False
 
 
-def start_worker(url: str, name: str, workdir: Path, concurrency: int = 2, **env: str) -> Worker:
+def start_worker(url: str, name: str, workdir: Path, concurrency: int = 2, pool: str | None = None,
+                 **env: str) -> Worker:
+    """`wfqueue worker` in a process group of its own; ``pool`` None: the one the settings choose."""
     workdir.mkdir(parents=True, exist_ok=True)
     log = workdir / f"{name}.log"
     with log.open("ab") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "wfqueue.cli.main", "worker", "--hostname", f"{name}@%h", "--concurrency",
-             str(concurrency), "--loglevel", "INFO"],
+             str(concurrency), "--loglevel", "INFO", *(["--pool", pool] if pool else [])],
             env=wfqueue_env(WFQUEUE_BROKER_URL=url, **env), cwd=workdir, stdout=out, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True,
         )
