@@ -47,7 +47,7 @@ def test_the_outcome_is_printed_before_the_embedded_cluster_stops(sample_repo: P
         finish(outcome(), False, describe)
     assert exit_.value.exit_code == 0
     assert "completed: 3 tasks" in capsys.readouterr().out
-    assert any("celery" in line for line in seen_while_printing), "workers should still run while printing"
+    assert any("workers.serve" in line for line in seen_while_printing), "workers should still run while printing"
     assert processes_mentioning(marker) == []  # stopped before finish returned
 
 
