@@ -33,6 +33,7 @@ THREAD_SLOTS_DEFAULT = MAX_AGENTS_LIMIT
 
 ProviderName = Literal["auto", "offline", "anthropic"]
 WorkerPool = Literal["prefork", "threads"]
+CELERY_POOLS = ("prefork", "threads", "solo")  # what `wfqueue worker --pool` accepts (solo: one slot, no pool)
 WorkerPoolName = Literal["auto", "prefork", "threads"]
 
 
@@ -309,8 +310,10 @@ class Settings(BaseSettings):
     def worker_slots(self, given: int | None = None) -> int:
         """Pool slots of a standalone worker (`wfqueue worker`, `wfqueue up`): ``given``, else
         worker_concurrency, else one process per CPU or THREAD_SLOTS_DEFAULT threads."""
-        if given or self.worker_concurrency:
-            return given or self.worker_concurrency or 1
+        if given:
+            return given
+        if self.worker_concurrency:
+            return self.worker_concurrency
         return THREAD_SLOTS_DEFAULT if self.effective_worker_pool() == "threads" else os.cpu_count() or 2
 
     def masked(self) -> dict[str, Any]:

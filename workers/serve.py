@@ -13,14 +13,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-POOLS = ("prefork", "threads", "solo")
+from wfqueue.settings import CELERY_POOLS
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m workers.serve", description=__doc__.splitlines()[0])
     parser.add_argument("--queues", "-Q", required=True, help="comma-separated queues to consume")
     parser.add_argument("--concurrency", "-c", type=int, required=True, help="pool slots")
-    parser.add_argument("--pool", "-P", choices=POOLS, required=True)
+    parser.add_argument("--pool", "-P", choices=CELERY_POOLS, required=True)
     parser.add_argument("--hostname", "-n", default=None, help="node name (default: Celery's, celery@HOST)")
     parser.add_argument("--loglevel", "-l", default="INFO")
     parser.add_argument("--logfile", "-f", default=None, help="log here instead of stderr")

@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from wfqueue.cli.main import main
 from wfqueue.settings import THREAD_SLOTS_DEFAULT, Settings
 from workers.serve import parse_args
 
@@ -44,3 +45,12 @@ def test_the_worker_entry_point_names_a_bad_pool_before_importing_anything(capsy
     assert "--pool" in err and "no-such-pool" in err and "threads" in err
     args = parse_args(["-Q", "plan,explore", "-c", "100", "-P", "threads", "-n", "planner-1@%h"])
     assert (args.queues, args.concurrency, args.pool, args.hostname) == ("plan,explore", 100, "threads", "planner-1@%h")
+
+
+def test_wfqueue_worker_refuses_an_unknown_pool_with_the_ones_it_knows(monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("WFQUEUE_BROKER_URL", "redis://127.0.0.1:1/0")
+    monkeypatch.setattr(os, "execv", lambda *args: pytest.fail(f"started a worker: {args}"))
+    assert main(["worker", "--pool", "gevent"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown pool 'gevent'" in err and "prefork, threads, solo" in err

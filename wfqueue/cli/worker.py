@@ -8,7 +8,7 @@ import sys
 import typer
 
 from wfqueue.errors import ConfigError
-from wfqueue.settings import load_settings
+from wfqueue.settings import CELERY_POOLS, load_settings
 from wfqueue.task_names import ALL_QUEUES
 
 
@@ -35,8 +35,8 @@ def register(app: typer.Typer) -> None:
         unknown = sorted(set(queues.split(",")) - set(ALL_QUEUES))
         if unknown:
             raise ConfigError(f"unknown queue(s): {', '.join(unknown)}", hint=f"choose from {', '.join(ALL_QUEUES)}")
-        if pool is not None and pool not in ("prefork", "threads", "solo"):
-            raise ConfigError(f"unknown pool {pool!r}", hint="choose prefork, threads or solo")
+        if pool is not None and pool not in CELERY_POOLS:
+            raise ConfigError(f"unknown pool {pool!r}", hint=f"choose {', '.join(CELERY_POOLS)}")
         chosen = pool or settings.effective_worker_pool()
         slots = 1 if chosen == "solo" else settings.model_copy(update={"worker_pool": chosen}).worker_slots(concurrency)
         argv = [sys.executable, "-m", "workers.serve", "--queues", queues, "--loglevel", loglevel,
