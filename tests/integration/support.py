@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
+
+from wfqueue.embedded import EmbeddedRedis, stop_process_group
 
 T = TypeVar("T")
 
@@ -54,6 +57,38 @@ def wfqueue_env(shared_disk: bool = True, **extra: str) -> dict[str, str]:
         env["WFQUEUE_SHARED_DISK"] = "true"
     env.update(extra)
     return env
+
+
+@dataclass
+class Cluster:
+    """A Redis and one ``wfqueue worker`` shared by a module's plans; ``env`` points a CLI at them."""
+
+    env: dict[str, str]
+    log: Path
+
+    def worker_log(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:]
+
+
+@contextlib.contextmanager
+def shared_cluster(root: Path, name: str, concurrency: int, **env: str) -> Iterator[Cluster]:
+    """An embedded Redis and one worker process (its own process group), started once for a module whose plans
+    do not need a cluster of their own: an embedded plan starts and stops both every time. A session id is
+    unique per repository only; a new session resets whatever an earlier one of the same id left in Redis."""
+    redis = EmbeddedRedis(root / "broker")
+    redis.start()
+    cluster = Cluster(wfqueue_env(WFQUEUE_BROKER_URL=redis.url, **env), root / "worker.log")
+    try:
+        with cluster.log.open("wb") as out:
+            worker = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "worker", "--concurrency",
+                                       str(concurrency), "--hostname", f"{name}@%h", "--loglevel", "WARNING"],
+                                      env=cluster.env, stdout=out, stderr=out, start_new_session=True)
+        try:
+            yield cluster
+        finally:
+            stop_process_group(worker)
+    finally:
+        redis.stop()
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 180) -> CliRun:
