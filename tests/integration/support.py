@@ -8,10 +8,13 @@ import os
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
+
+import pytest
 
 from wfqueue.embedded import EmbeddedRedis, stop_process_group
 
@@ -96,6 +99,28 @@ def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = No
     done = subprocess.run([sys.executable, "-m", "wfqueue.cli.main", *args], env=env or wfqueue_env(),
                           cwd=cwd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
     return CliRun(done.returncode, done.stdout, done.stderr, time.monotonic() - started)
+
+
+def run_cli_in_process(capture: pytest.CaptureFixture[str], patch: pytest.MonkeyPatch, *args: str,
+                       env: dict[str, str] | None = None) -> CliRun:
+    """The CLI's entry point, ``wfqueue.cli.main.main(args)``, in this process with ``env`` (WFQUEUE_*,
+    ANTHROPIC_*) set: for inputs refused before any broker or worker is needed, where a CLI process would
+    spend one to two seconds of CPU starting up. An exception escaping ``main`` is reported as the
+    traceback a user would see (exit 1)."""
+    from wfqueue.cli.main import main
+
+    capture.readouterr()
+    started = time.monotonic()
+    escaped = ""
+    with patch.context() as scoped:
+        for name, value in (env or {}).items():
+            scoped.setenv(name, value)
+        try:
+            code = main(list(args))
+        except BaseException:  # noqa: BLE001 - what a user would see as a traceback
+            code, escaped = 1, traceback.format_exc()
+    captured = capture.readouterr()
+    return CliRun(code, captured.out, captured.err + escaped, time.monotonic() - started)
 
 
 def processes_mentioning(marker: str) -> list[str]:

@@ -21,7 +21,6 @@ import shutil
 import socket
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -30,11 +29,10 @@ from typing import Any
 
 import pytest
 from faults_support import write_report
-from support import CliRun, processes_mentioning, run_cli, session_dir, wfqueue_env
+from support import CliRun, processes_mentioning, run_cli, run_cli_in_process, session_dir, wfqueue_env
 
 from tests.fake_anthropic import FakeAnthropic, Reply, answer, text
 from tests.wfs_factory import make_session, task
-from wfqueue.cli.main import main
 from wfqueue.collab.note import parse_note, render_note
 from wfqueue.collab.note_blocks import note_tasks
 from wfqueue.embedded import EmbeddedRedis
@@ -73,18 +71,7 @@ class Runner:
         return run_cli(*case.args, env=wfqueue_env(**case.settings), timeout=60)
 
     def in_process(self, case: Case) -> CliRun:
-        self.capsys.readouterr()
-        started = time.monotonic()
-        escaped = ""
-        with self.monkeypatch.context() as patch:
-            for name, value in case.settings.items():
-                patch.setenv(name, value)
-            try:
-                code = main(list(case.args))
-            except BaseException:  # noqa: BLE001 - what a user would see as a traceback
-                code, escaped = 1, traceback.format_exc()
-        captured = self.capsys.readouterr()
-        return CliRun(code, captured.out, captured.err + escaped, time.monotonic() - started)
+        return run_cli_in_process(self.capsys, self.monkeypatch, *case.args, env=case.settings)
 
     def __call__(self, cases: list[Case]) -> list[tuple[Case, CliRun]]:
         outside = [c for c in cases if not c.in_process]
