@@ -72,6 +72,10 @@ class Cluster:
     def worker_log(self) -> str:
         return self.log.read_text(errors="replace")[-3000:]
 
+    def run(self, *args: str, timeout: float = 180) -> CliRun:
+        """The real CLI in a subprocess, pointed at this cluster."""
+        return run_cli(*args, env=self.env, timeout=timeout)
+
 
 @contextlib.contextmanager
 def shared_cluster(root: Path, name: str, concurrency: int, **env: str) -> Iterator[Cluster]:
