@@ -23,8 +23,9 @@ from support import (
 
 from wfqueue.tasks_file import check_plan, dump_jsonl, parse_jsonl
 
-# One xdist worker runs the module, so its cluster starts once.
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("lite-plan")]
+pytestmark = pytest.mark.integration
+# The tests on the shared cluster run on one xdist worker, one after another, so it starts once.
+on_the_cluster = pytest.mark.xdist_group("lite-plan-cluster")
 
 CASES = {
     "Low": ("Fix the typo in the error message in notes_api/auth/tokens.py", ["error-handling"]),
@@ -79,6 +80,7 @@ def test_angles_run_at_the_same_time_and_tasks_validate(complexity: str, capsys:
     assert processes_mentioning(str(sample_repo / ".workflow" / ".queue")) == []
 
 
+@on_the_cluster
 def test_a_failing_angle_is_skipped_and_named(cluster: Cluster, sample_repo: Path, tmp_path: Path) -> None:
     provider = write_script(tmp_path / "script.json", fail={"explore:testing": "injected: testing explorer crashed"})
     run = cluster.run("lite-plan", CASES["Medium"][0], "--repo", str(sample_repo), "-y", "--provider", provider,
@@ -95,6 +97,7 @@ def test_a_failing_angle_is_skipped_and_named(cluster: Cluster, sample_repo: Pat
     assert parse_jsonl((folder / "tasks.jsonl").read_text())[1] == []
 
 
+@on_the_cluster
 def test_a_planted_nonexistent_file_is_marked_and_not_planned(cluster: Cluster, sample_repo: Path,
                                                               tmp_path: Path) -> None:
     findings = {
@@ -123,6 +126,7 @@ def test_a_planted_nonexistent_file_is_marked_and_not_planned(cluster: Cluster, 
     assert "Findings not confirmed in the code" in (folder / "exploration-notes.md").read_text()
 
 
+@on_the_cluster
 def test_no_exploration_when_the_task_does_not_need_code(cluster: Cluster, sample_repo: Path) -> None:
     run = cluster.run("lite-plan", "Write a changelog entry", "--repo", str(sample_repo), "-y", "--json")
     assert run.code == 0, run.stderr
@@ -137,6 +141,7 @@ def test_no_exploration_when_the_task_does_not_need_code(cluster: Cluster, sampl
     assert session_dir(forced).name.endswith("-2"), "a second session on the same day gets a suffix"
 
 
+@on_the_cluster
 def test_validate_catches_planted_defects_with_line_numbers(cluster: Cluster, sample_repo: Path,
                                                            tmp_path: Path) -> None:
     # The High case plans at least three tasks (a Medium one-file change is only the change and its test).
