@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
+
+import pytest
+
+from wfqueue.embedded import EmbeddedRedis, stop_process_group
 
 T = TypeVar("T")
 
@@ -56,11 +62,69 @@ def wfqueue_env(shared_disk: bool = True, **extra: str) -> dict[str, str]:
     return env
 
 
+@dataclass
+class Cluster:
+    """A Redis and one ``wfqueue worker`` shared by a module's plans; ``env`` points a CLI at them."""
+
+    env: dict[str, str]
+    log: Path
+
+    def worker_log(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:]
+
+    def run(self, *args: str, timeout: float = 180) -> CliRun:
+        """The real CLI in a subprocess, pointed at this cluster."""
+        return run_cli(*args, env=self.env, timeout=timeout)
+
+
+@contextlib.contextmanager
+def shared_cluster(root: Path, name: str, concurrency: int, **env: str) -> Iterator[Cluster]:
+    """An embedded Redis and one worker process (its own process group), started once for a module whose plans
+    do not need a cluster of their own: an embedded plan starts and stops both every time. A session id is
+    unique per repository only; a new session resets whatever an earlier one of the same id left in Redis."""
+    redis = EmbeddedRedis(root / "broker")
+    redis.start()
+    cluster = Cluster(wfqueue_env(WFQUEUE_BROKER_URL=redis.url, **env), root / "worker.log")
+    try:
+        with cluster.log.open("wb") as out:
+            worker = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "worker", "--concurrency",
+                                       str(concurrency), "--hostname", f"{name}@%h", "--loglevel", "WARNING"],
+                                      env=cluster.env, stdout=out, stderr=out, start_new_session=True)
+        try:
+            yield cluster
+        finally:
+            stop_process_group(worker)
+    finally:
+        redis.stop()
+
+
 def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 180) -> CliRun:
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "wfqueue.cli.main", *args], env=env or wfqueue_env(),
                           cwd=cwd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
     return CliRun(done.returncode, done.stdout, done.stderr, time.monotonic() - started)
+
+
+def run_cli_in_process(capture: pytest.CaptureFixture[str], patch: pytest.MonkeyPatch, *args: str,
+                       env: dict[str, str] | None = None) -> CliRun:
+    """The CLI's entry point, ``wfqueue.cli.main.main(args)``, in this process with ``env`` (WFQUEUE_*,
+    ANTHROPIC_*) set: for inputs refused before any broker or worker is needed, where a CLI process would
+    spend one to two seconds of CPU starting up. An exception escaping ``main`` is reported as the
+    traceback a user would see (exit 1)."""
+    from wfqueue.cli.main import main
+
+    capture.readouterr()
+    started = time.monotonic()
+    escaped = ""
+    with patch.context() as scoped:
+        for name, value in (env or {}).items():
+            scoped.setenv(name, value)
+        try:
+            code = main(list(args))
+        except BaseException:  # noqa: BLE001 - what a user would see as a traceback
+            code, escaped = 1, traceback.format_exc()
+    captured = capture.readouterr()
+    return CliRun(code, captured.out, captured.err + escaped, time.monotonic() - started)
 
 
 def processes_mentioning(marker: str) -> list[str]:

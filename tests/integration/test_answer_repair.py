@@ -1,18 +1,28 @@
 """Plans whose answers validate but cannot be used as they are, and a collab-plan whose agents all fail:
-the real CLI, real Redis, real worker processes, the scripted provider."""
+the real CLI, real Redis, real worker processes, the scripted provider. One Redis and one worker serve the
+module (the scripts travel in each plan's provider spec): an embedded cluster per plan would cost more
+than the plan, and embedded mode is proven by test_collab_embedded.py."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import run_cli, session_dir, write_script
+from support import Cluster, session_dir, shared_cluster, write_script
 
 from wfqueue.collab.note import parse_note
 
-pytestmark = pytest.mark.integration
+# One xdist worker runs the module, so its cluster starts once.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("answer-repair")]
 REQUIREMENT = "Add per-user rate limiting to the API"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with shared_cluster(tmp_path_factory.mktemp("answer-repair"), "answer-repair", 3) as started:
+        yield started
 
 
 def understanding(*areas: tuple[str, list[str]]) -> dict:
@@ -24,12 +34,13 @@ def understanding(*areas: tuple[str, list[str]]) -> dict:
     }
 
 
-def test_two_alike_sub_domains_get_a_repair_round_and_the_plan_completes(sample_repo: Path, tmp_path: Path) -> None:
+def test_two_alike_sub_domains_get_a_repair_round_and_the_plan_completes(cluster: Cluster, sample_repo: Path,
+                                                                         tmp_path: Path) -> None:
     provider = write_script(tmp_path / "script.json", replies={
         "understand": understanding(("API", ["notes_api/api"]), ("api", ["notes_api/auth"])),
         "understand#2": understanding(("api", ["notes_api/api"]), ("Auth Tokens", ["notes_api/auth"])),
     })
-    run = run_cli("collab-plan", REQUIREMENT, "--repo", str(sample_repo), "--max-agents", "3", "-y",
+    run = cluster.run("collab-plan", REQUIREMENT, "--repo", str(sample_repo), "--max-agents", "3", "-y",
                   "--provider", provider, "--json")
     assert run.code == 0, run.stderr
     assert run.json()["status"] == "completed" and run.json()["tasks"] > 0
@@ -44,12 +55,13 @@ def test_two_alike_sub_domains_get_a_repair_round_and_the_plan_completes(sample_
     assert "## Repairs of the Understanding Answer" in plan_md and "One agent" not in plan_md
 
 
-def test_a_model_that_keeps_proposing_one_sub_domain_gets_a_one_agent_plan(sample_repo: Path, tmp_path: Path) -> None:
+def test_a_model_that_keeps_proposing_one_sub_domain_gets_a_one_agent_plan(cluster: Cluster, sample_repo: Path,
+                                                                           tmp_path: Path) -> None:
     provider = write_script(tmp_path / "script.json", replies={
         "understand": understanding(("rate-limits", ["notes_api/api"]), ("Rate Limits", ["notes_api/storage"])),
         "understand#2": understanding(("rate_limits", ["notes_api/api", "notes_api/storage"])),
     })
-    run = run_cli("collab-plan", REQUIREMENT, "--repo", str(sample_repo), "--max-agents", "3", "-y",
+    run = cluster.run("collab-plan", REQUIREMENT, "--repo", str(sample_repo), "--max-agents", "3", "-y",
                   "--provider", provider, "--json")
     assert run.code == 0, run.stderr
     assert run.json()["status"] == "completed" and run.json()["tasks"] > 0
@@ -63,14 +75,15 @@ def test_a_model_that_keeps_proposing_one_sub_domain_gets_a_one_agent_plan(sampl
     assert "split repaired (single_sub_domain)" in run.stderr  # the CLI says it as it happens
 
 
-def test_a_plan_where_every_agent_fails_is_failed_and_names_each_error(sample_repo: Path, tmp_path: Path) -> None:
+def test_a_plan_where_every_agent_fails_is_failed_and_names_each_error(cluster: Cluster, sample_repo: Path,
+                                                                       tmp_path: Path) -> None:
     provider = write_script(tmp_path / "script.json", replies={
         "understand": understanding(("api", ["notes_api/api"]), ("auth", ["notes_api/auth"])),
     }, fail={
         "plan_area:api": "injected: api planner overloaded (529)",
         "plan_area:auth": "injected: auth planner timed out",
     })
-    run = run_cli("collab-plan", REQUIREMENT, "--repo", str(sample_repo), "--max-agents", "2", "-y",
+    run = cluster.run("collab-plan", REQUIREMENT, "--repo", str(sample_repo), "--max-agents", "2", "-y",
                   "--provider", provider)
     assert run.code == 1, run.stderr
     assert "failed: 0 tasks" in run.stdout
@@ -82,16 +95,17 @@ def test_a_plan_where_every_agent_fails_is_failed_and_names_each_error(sample_re
     assert "- **Status**: failed" in plan_md and "**Failed plan**: no agent produced tasks" in plan_md
     assert "`api`: injected: api planner overloaded (529)" in plan_md
     assert "`auth`: injected: auth planner timed out" in plan_md
-    status = run_cli("status", folder.name, "--repo", str(sample_repo), "--json")
+    status = cluster.run("status", folder.name, "--repo", str(sample_repo), "--json")
     assert json.loads(status.stdout)["status"] == "failed"
 
 
-def test_lite_angles_named_sloppily_are_repaired_and_the_plan_completes(sample_repo: Path, tmp_path: Path) -> None:
+def test_lite_angles_named_sloppily_are_repaired_and_the_plan_completes(cluster: Cluster, sample_repo: Path,
+                                                                        tmp_path: Path) -> None:
     provider = write_script(tmp_path / "script.json", replies={"assess": {
         "complexity": "Medium", "scope": "medium", "depth": "medium", "risk": "low", "dependencies": "low",
         "preset": "feature", "angles": ["Integration_Points", "integration points", "Testing", "../etc", "a", "b"],
         "needs_exploration": True, "exploration_reasons": ["modifies existing code"]}})
-    run = run_cli("lite-plan", REQUIREMENT, "--repo", str(sample_repo), "-y", "--provider", provider, "--json")
+    run = cluster.run("lite-plan", REQUIREMENT, "--repo", str(sample_repo), "-y", "--provider", provider, "--json")
     assert run.code == 0, run.stderr
     assert run.json()["status"] == "completed" and run.json()["tasks"] >= 2
     folder = session_dir(run)
@@ -105,7 +119,8 @@ def test_lite_angles_named_sloppily_are_repaired_and_the_plan_completes(sample_r
     assert kinds.count("dropped_angle") == 1
 
 
-def test_workflow_conflicts_with_one_id_are_renumbered_and_each_is_resolved(sample_repo: Path, tmp_path: Path) -> None:
+def test_workflow_conflicts_with_one_id_are_renumbered_and_each_is_resolved(cluster: Cluster, sample_repo: Path,
+                                                                            tmp_path: Path) -> None:
     def conflict(title: str, recommended: int) -> dict:
         return {"id": "CON-001", "category": "API", "severity": "High", "title": title, "description": title,
                 "recommended": recommended, "strategies": [
@@ -116,7 +131,7 @@ def test_workflow_conflicts_with_one_id_are_renumbered_and_each_is_resolved(samp
 
     provider = write_script(tmp_path / "script.json", replies={"detect_conflicts": {"conflicts": [
         conflict("Routes", 1), conflict("Storage", 9)]}})
-    run = run_cli("plan", "Refactor the storage layer and authentication into a modular architecture", "--repo",
+    run = cluster.run("plan", "Refactor the storage layer and authentication into a modular architecture", "--repo",
                   str(sample_repo), "-y", "--provider", provider, "--json")
     assert run.code == 0, run.stderr
     folder = session_dir(run)

@@ -13,24 +13,23 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support import CliRun, run_cli, session_dir, wfqueue_env
+from support import CliRun, Cluster, run_cli, session_dir, shared_cluster
 from test_anthropic_e2e import COLLAB_REQUIREMENT, LITE_REQUIREMENT, WFS_REQUIREMENT, check_lite, check_workflow
 
 from tests.fake_anthropic import Always, Every, FakeAnthropic, Fault, RateLimits
 from tests.fake_model import FakeModel, SloppyUnderstanding
 from wfqueue.collab.note import parse_note
 from wfqueue.collab.note_blocks import note_tasks
-from wfqueue.embedded import EmbeddedRedis, stop_process_group
 
-pytestmark = pytest.mark.integration
+# One xdist worker runs the module, so its stack starts once (ungrouped, `--dist loadgroup` would spread the
+# tests over the workers and start and stop the stack again each time a worker switched modules).
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("anthropic-adversarial")]
 
 CLIENT_TIMEOUT_S = 2  # the workers' WFQUEUE_ANTHROPIC_TIMEOUT_S; a held request outlasts it
 LOW_START = 2  # requests available at the first request in the low-limits mode
@@ -40,8 +39,11 @@ SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 @dataclass
 class Stack:
     fake: FakeAnthropic
-    env: dict[str, str]
-    log: Path
+    cluster: Cluster
+
+    @property
+    def env(self) -> dict[str, str]:
+        return self.cluster.env
 
 
 @pytest.fixture(scope="module")
@@ -49,25 +51,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """One fake API, one Redis and one worker (4 processes) for the module: starting them per plan would
     cost more than the plans."""
     root = tmp_path_factory.mktemp("adversarial")
-    with FakeAnthropic() as fake:
-        redis = EmbeddedRedis(root / "broker")
-        redis.start()
-        env = wfqueue_env(WFQUEUE_BROKER_URL=redis.url, ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=fake.base_url,
-                          NO_PROXY="127.0.0.1,localhost", WFQUEUE_ANTHROPIC_TIMEOUT_S=str(CLIENT_TIMEOUT_S),
-                          WFQUEUE_RETRY_BACKOFF_S="0.1", WFQUEUE_RETRY_BACKOFF_MAX_S="0.5",
-                          # No configured rate cap: the limits are the server's (and the tests share one
-                          # Redis, where a cap's budget would carry over); four turns keep endless tool calls short.
-                          WFQUEUE_RATE_LIMIT_RPM="0", WFQUEUE_ANTHROPIC_MAX_TURNS="4")
-        log = root / "worker.log"
-        with log.open("wb") as out:
-            worker = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "worker", "--concurrency", "4",
-                                       "--hostname", "adversarial@%h", "--loglevel", "WARNING"],
-                                      env=env, stdout=out, stderr=out, start_new_session=True)
-        try:
-            yield Stack(fake, env, log)
-        finally:
-            stop_process_group(worker)
-            redis.stop()
+    with FakeAnthropic() as fake, shared_cluster(
+            root, "adversarial", 4, ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=fake.base_url,
+            NO_PROXY="127.0.0.1,localhost", WFQUEUE_ANTHROPIC_TIMEOUT_S=str(CLIENT_TIMEOUT_S),
+            WFQUEUE_RETRY_BACKOFF_S="0.1", WFQUEUE_RETRY_BACKOFF_MAX_S="0.5",
+            # No configured rate cap: the limits are the server's (and the tests share one Redis, where a
+            # cap's budget would carry over); four turns keep endless tool calls short.
+            WFQUEUE_RATE_LIMIT_RPM="0", WFQUEUE_ANTHROPIC_MAX_TURNS="4") as cluster:
+        yield Stack(fake, cluster)
 
 
 def cli(stack: Stack, *args: str) -> CliRun:
@@ -80,7 +71,7 @@ def explain(stack: Stack, run: CliRun) -> str:
     calls = [(c.number, round(c.at - start, 2), c.status, c.fault, c.stream, c.requests_remaining)
              for c in stack.fake.calls]
     return f"{run.stderr[-3000:]}\ncalls (number, s, status, fault, stream, requests remaining): {calls}\n" \
-           f"worker log:\n{stack.log.read_text(errors='replace')[-3000:]}"
+           f"worker log:\n{stack.cluster.worker_log()}"
 
 
 def check_collab(stack: Stack, run: CliRun) -> dict[str, Any]:
@@ -118,9 +109,10 @@ MODES = {
     "truncated-json": Mode(Every(5, "truncated_json"), expect={"truncated_json": 3}),
     "text-without-json": Mode(Every(5, "text_no_json"), expect={"text_no_json": 3}),
     "tools-every-turn": Mode(Always("tools_every_turn"), expect={"tools_every_turn": 6}),
-    # 60 requests a minute, all but 2 already spent at the first request: then one a second
-    "low-limits": Mode(limits=RateLimits(requests_per_min=60, input_tokens_per_min=400_000,
-                                         output_tokens_per_min=80_000, initial=LOW_START / 60)),
+    # 120 requests a minute, all but 2 already spent at the first request: then one every half second, still
+    # below the several a second the plans would send
+    "low-limits": Mode(limits=RateLimits(requests_per_min=120, input_tokens_per_min=800_000,
+                                         output_tokens_per_min=160_000, initial=LOW_START / 120)),
 }
 
 
@@ -146,8 +138,8 @@ def test_plans_complete_on_a_bad_day(stack: Stack, sample_repo: Path, name: str)
     if name == "cut-stream":
         assert all(c.stream for c in fake.calls if c.fault == "cut_stream"), "the cut answers were not streams"
     if name == "low-limits":
-        # Two requests were available at the start, then one a second: the plans (bursts of several calls
-        # within a second) could only go on at the announced pace.
+        # Two requests were available at the start, then one every half second: the plans (bursts of several
+        # calls within a second) could only go on at the announced pace.
         assert len(fake.admitted) > LOW_START
         assert fake.rate_limited == 0, f"{fake.rate_limited} requests went over the announced limits"
     assert fake.repeated_turns() == 0, "a turn the workers had was sent again"

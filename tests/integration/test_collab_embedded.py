@@ -10,7 +10,15 @@ import time
 from pathlib import Path
 
 import pytest
-from support import FOUR_AREAS, processes_mentioning, run_cli, session_dir, wfqueue_env, write_script
+from support import (
+    FOUR_AREAS,
+    processes_mentioning,
+    run_cli,
+    run_cli_in_process,
+    session_dir,
+    wfqueue_env,
+    write_script,
+)
 
 from wfqueue.collab.note import parse_note, render_note
 from wfqueue.collab.note_blocks import note_tasks
@@ -138,7 +146,10 @@ def test_ctrl_c_or_sigterm_leaves_no_process_behind(sig: signal.Signals, code: i
     assert processes_mentioning(marker) == []
 
 
-def test_bad_input_exits_2_and_writes_nothing(sample_repo: Path, tmp_path: Path) -> None:
+def test_bad_input_exits_2_and_writes_nothing(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                                              sample_repo: Path, tmp_path: Path) -> None:
+    """In-process: refused before Redis or a worker starts (tests/reliability/test_bad_input_matrix.py sends such
+    inputs through a CLI process too)."""
     binary = tmp_path / "req.md"
     binary.write_bytes(b"\x00\x01\x02")
     cases = [
@@ -152,16 +163,19 @@ def test_bad_input_exits_2_and_writes_nothing(sample_repo: Path, tmp_path: Path)
         (["status", "../../etc", "--repo", str(sample_repo)], "invalid session id"),
     ]
     for args, message in cases:
-        run = run_cli(*args)
+        run = run_cli_in_process(capsys, monkeypatch, *args)
         assert run.code == 2, (args, run.stderr)
         assert message in run.stderr, (args, run.stderr)
         assert "Traceback" not in run.stderr
     assert not (sample_repo / ".workflow").exists()
 
 
-def test_unreachable_broker_exits_3_with_masked_url(sample_repo: Path) -> None:
-    env = wfqueue_env(WFQUEUE_BROKER_URL="redis://:hunter2@127.0.0.1:1/0", WFQUEUE_BROKER_CONNECT_TIMEOUT_S="2")
-    run = run_cli("collab-plan", REQUIREMENT, "--repo", str(sample_repo), "-y", env=env, timeout=30)
+def test_unreachable_broker_exits_3_with_masked_url(capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch, sample_repo: Path) -> None:
+    """In-process, as above (test_bad_input_matrix.py runs an unreachable broker through a CLI process)."""
+    env = {"WFQUEUE_BROKER_URL": "redis://:hunter2@127.0.0.1:1/0", "WFQUEUE_BROKER_CONNECT_TIMEOUT_S": "2"}
+    run = run_cli_in_process(capsys, monkeypatch, "collab-plan", REQUIREMENT, "--repo", str(sample_repo), "-y",
+                             env=env)
     assert run.code == 3, run.stderr
     assert run.seconds < 10
     assert "redis://:***@127.0.0.1:1/0" in run.stderr and "hunter2" not in run.stderr

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import run_cli, session_dir, wfqueue_env
+from support import run_cli, run_cli_in_process, session_dir
 from test_anthropic_e2e import COLLAB_REQUIREMENT, LITE_REQUIREMENT, WFS_REQUIREMENT, FakeModel, cli, step_kind
 
 from tests.fake_anthropic import FakeAnthropic, Reply
@@ -175,17 +175,20 @@ def test_a_token_budget_stops_new_llm_work_and_a_plan_with_no_task_is_failed(sam
     assert read_json(session_dir(workflow) / "usage.json")["budget_exhausted"] is True
 
 
-def test_a_bad_budget_is_refused_before_anything_is_written(sample_repo: Path) -> None:
+def test_a_bad_budget_is_refused_before_anything_is_written(capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch, sample_repo: Path) -> None:
+    # collab-plan through a CLI process, the others through the same entry point in-process (nothing starts)
     for command, requirement in (("collab-plan", COLLAB_REQUIREMENT), ("lite-plan", LITE_REQUIREMENT),
                                  ("plan", WFS_REQUIREMENT)):
-        run = run_cli(command, requirement, "--repo", str(sample_repo), "--provider", "offline", "-y", "--json",
-                      "--budget", "lots")
+        args = (command, requirement, "--repo", str(sample_repo), "--provider", "offline", "-y", "--json",
+                "--budget", "lots")
+        run = run_cli(*args) if command == "collab-plan" else run_cli_in_process(capsys, monkeypatch, *args)
         assert run.code == 2, (command, run.stderr)
         assert "--budget" in run.stderr and "200k" in run.stderr and "$2.50" in run.stderr
     # A dollar budget for a model the price table does not know could never trigger.
-    env = wfqueue_env(ANTHROPIC_API_KEY="test-key", WFQUEUE_MODEL="claude-unknown-9")
-    run = run_cli("collab-plan", COLLAB_REQUIREMENT, "--repo", str(sample_repo), "--provider", "anthropic", "-y",
-                  "--budget", "$2", env=env)
+    env = {"ANTHROPIC_API_KEY": "test-key", "WFQUEUE_MODEL": "claude-unknown-9"}
+    run = run_cli_in_process(capsys, monkeypatch, "collab-plan", COLLAB_REQUIREMENT, "--repo", str(sample_repo),
+                             "--provider", "anthropic", "-y", "--budget", "$2", env=env)
     assert run.code == 2 and "claude-unknown-9 has no price" in run.stderr, run.stderr
     assert not (sample_repo / ".workflow").exists()
 

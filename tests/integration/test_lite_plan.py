@@ -1,16 +1,31 @@
-"""lite-plan end to end: angles explored at the same time on real workers, findings verified."""
+"""lite-plan end to end: angles explored at the same time on real workers, findings verified.
+
+The plans of the first test run in embedded mode (Redis and workers started by the CLI, gone after it);
+the others share one Redis and one worker for the module: what they check does not depend on who started
+the cluster, and an embedded cluster per plan costs more than the plan."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import processes_mentioning, run_cli, session_dir, write_script
+from support import (
+    Cluster,
+    processes_mentioning,
+    run_cli,
+    run_cli_in_process,
+    session_dir,
+    shared_cluster,
+    write_script,
+)
 
 from wfqueue.tasks_file import check_plan, dump_jsonl, parse_jsonl
 
 pytestmark = pytest.mark.integration
+# The tests on the shared cluster run on one xdist worker, one after another, so it starts once.
+on_the_cluster = pytest.mark.xdist_group("lite-plan-cluster")
 
 CASES = {
     "Low": ("Fix the typo in the error message in notes_api/auth/tokens.py", ["error-handling"]),
@@ -20,8 +35,16 @@ CASES = {
 }
 
 
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with shared_cluster(tmp_path_factory.mktemp("lite-plan"), "lite-plan", 4) as started:  # up to four angles
+        yield started
+
+
 @pytest.mark.parametrize("complexity", ["Low", "Medium", "High"])
-def test_angles_run_at_the_same_time_and_tasks_validate(complexity: str, sample_repo: Path, tmp_path: Path) -> None:
+def test_angles_run_at_the_same_time_and_tasks_validate(complexity: str, capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch, sample_repo: Path,
+                                                        tmp_path: Path) -> None:
     requirement, angles = CASES[complexity]
     provider = write_script(tmp_path / "script.json", latency_s=0.5)
     run = run_cli("lite-plan", requirement, "--repo", str(sample_repo), "-y", "--provider", provider, "--json")
@@ -50,14 +73,18 @@ def test_angles_run_at_the_same_time_and_tasks_validate(complexity: str, sample_
     assert analysis["complexity"] == complexity and analysis["exploration_angles"] == angles
     plan_md = (folder / "plan.md").read_text()
     assert "## Task Overview" in plan_md and all(t.task.id in plan_md for t in loaded)
-    validate = run_cli("validate", str(folder / "tasks.jsonl"), "--repo", str(sample_repo))
+    # in-process (test_validate_catches_planted_defects_with_line_numbers runs `validate` as a CLI process)
+    validate = run_cli_in_process(capsys, monkeypatch, "validate", str(folder / "tasks.jsonl"), "--repo",
+                                  str(sample_repo))
     assert validate.code == 0, validate.stdout + validate.stderr
     assert processes_mentioning(str(sample_repo / ".workflow" / ".queue")) == []
 
 
-def test_a_failing_angle_is_skipped_and_named(sample_repo: Path, tmp_path: Path) -> None:
+@on_the_cluster
+def test_a_failing_angle_is_skipped_and_named(cluster: Cluster, sample_repo: Path, tmp_path: Path) -> None:
     provider = write_script(tmp_path / "script.json", fail={"explore:testing": "injected: testing explorer crashed"})
-    run = run_cli("lite-plan", CASES["Medium"][0], "--repo", str(sample_repo), "-y", "--provider", provider, "--json")
+    run = cluster.run("lite-plan", CASES["Medium"][0], "--repo", str(sample_repo), "-y", "--provider", provider,
+                      "--json")
     assert run.code == 1, run.stderr
     assert run.json()["status"] == "partial"
     folder = session_dir(run)
@@ -70,7 +97,9 @@ def test_a_failing_angle_is_skipped_and_named(sample_repo: Path, tmp_path: Path)
     assert parse_jsonl((folder / "tasks.jsonl").read_text())[1] == []
 
 
-def test_a_planted_nonexistent_file_is_marked_and_not_planned(sample_repo: Path, tmp_path: Path) -> None:
+@on_the_cluster
+def test_a_planted_nonexistent_file_is_marked_and_not_planned(cluster: Cluster, sample_repo: Path,
+                                                              tmp_path: Path) -> None:
     findings = {
         "angle": "patterns",
         "relevant_files": [
@@ -83,7 +112,8 @@ def test_a_planted_nonexistent_file_is_marked_and_not_planned(sample_repo: Path,
         "dependencies": [{"source": "notes_api/storage/db.py", "target": "notes_api/api/middleware.py"}],
     }
     provider = write_script(tmp_path / "script.json", replies={"explore:patterns": findings})
-    run = run_cli("lite-plan", CASES["Medium"][0], "--repo", str(sample_repo), "-y", "--provider", provider, "--json")
+    run = cluster.run("lite-plan", CASES["Medium"][0], "--repo", str(sample_repo), "-y", "--provider", provider,
+                      "--json")
     assert run.code == 0, run.stderr
     folder = session_dir(run)
     exploration = (folder / "exploration-patterns.md").read_text()
@@ -96,22 +126,26 @@ def test_a_planted_nonexistent_file_is_marked_and_not_planned(sample_repo: Path,
     assert "Findings not confirmed in the code" in (folder / "exploration-notes.md").read_text()
 
 
-def test_no_exploration_when_the_task_does_not_need_code(sample_repo: Path) -> None:
-    run = run_cli("lite-plan", "Write a changelog entry", "--repo", str(sample_repo), "-y", "--json")
+@on_the_cluster
+def test_no_exploration_when_the_task_does_not_need_code(cluster: Cluster, sample_repo: Path) -> None:
+    run = cluster.run("lite-plan", "Write a changelog entry", "--repo", str(sample_repo), "-y", "--json")
     assert run.code == 0, run.stderr
     folder = session_dir(run)
     assert not (folder / "explorations-manifest.json").exists()
     assert "no exploration needed" in run.stderr
     assert json.loads((folder / "requirement-analysis.json").read_text())["exploration_angles"] == []
-    forced = run_cli("lite-plan", "Write a changelog entry", "--repo", str(sample_repo), "-y", "--explore", "--json")
+    forced = cluster.run("lite-plan", "Write a changelog entry", "--repo", str(sample_repo), "-y", "--explore",
+                         "--json")
     assert forced.code == 0, forced.stderr
     assert (session_dir(forced) / "explorations-manifest.json").is_file()
     assert session_dir(forced).name.endswith("-2"), "a second session on the same day gets a suffix"
 
 
-def test_validate_catches_planted_defects_with_line_numbers(sample_repo: Path, tmp_path: Path) -> None:
+@on_the_cluster
+def test_validate_catches_planted_defects_with_line_numbers(cluster: Cluster, sample_repo: Path,
+                                                           tmp_path: Path) -> None:
     # The High case plans at least three tasks (a Medium one-file change is only the change and its test).
-    run = run_cli("lite-plan", CASES["High"][0], "--repo", str(sample_repo), "-y", "--json")
+    run = cluster.run("lite-plan", CASES["High"][0], "--repo", str(sample_repo), "-y", "--json")
     folder = session_dir(run)
     lines = (folder / "tasks.jsonl").read_text().splitlines()
     tasks = [json.loads(line) for line in lines]

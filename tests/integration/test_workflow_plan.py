@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import processes_mentioning, run_cli, session_dir, wfqueue_env, write_script
+from support import processes_mentioning, run_cli, run_cli_in_process, session_dir, wfqueue_env, write_script
 
 from wfqueue.tasks_file import load_task_dir
 
@@ -129,11 +129,15 @@ def test_interrupted_plan_continues_without_redoing_finished_phases(sample_repo:
     assert len(list((folder / ".task").glob("IMPL-*.json"))) == run.json()["tasks"] >= 1
 
 
-def test_verify_reports_a_planted_cycle_and_missing_sessions(sample_repo: Path) -> None:
+def test_verify_reports_a_planted_cycle_and_missing_sessions(capsys: pytest.CaptureFixture[str],
+                                                             monkeypatch: pytest.MonkeyPatch,
+                                                             sample_repo: Path) -> None:
+    """verify reads files only: the planted cycle goes through a CLI process, the other checks through the same
+    entry point in-process."""
     run = run_cli("plan", QUIET, "--repo", str(sample_repo), "-y", "--json")
     assert run.code == 0, run.stderr
     folder = session_dir(run)
-    clean = run_cli("verify", "--repo", str(sample_repo), "--json")
+    clean = run_cli_in_process(capsys, monkeypatch, "verify", "--repo", str(sample_repo), "--json")
     assert clean.code == 0, clean.stdout + clean.stderr
     assert json.loads(clean.stdout)["quality_gate"] in ("PROCEED", "PROCEED_WITH_CAUTION")
     tasks = sorted((folder / ".task").glob("IMPL-*.json"))
@@ -152,11 +156,14 @@ def test_verify_reports_a_planted_cycle_and_missing_sessions(sample_repo: Path) 
     after = folder_digest(folder)
     changed = {k for k in after if before.get(k) != after[k]}
     assert changed <= {".process/PLAN_VERIFICATION.md", ".process/verification-findings.json"}, "verify wrote elsewhere"
-    missing = run_cli("verify", "--session", "WFS-nope", "--repo", str(sample_repo))
+    missing = run_cli_in_process(capsys, monkeypatch, "verify", "--session", "WFS-nope", "--repo", str(sample_repo))
     assert missing.code == 2 and folder.name in missing.stderr
 
 
-def test_replan_add_refuse_restore_on_a_real_plan(sample_repo: Path) -> None:
+def test_replan_add_refuse_restore_on_a_real_plan(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                                                   sample_repo: Path) -> None:
+    """replan edits files only: the added task goes through a CLI process, the refusal, the restore and the
+    unknown task through the same entry point in-process."""
     run = run_cli("plan", QUIET, "--repo", str(sample_repo), "-y", "--json")
     assert run.code == 0, run.stderr
     folder = session_dir(run)
@@ -176,13 +183,14 @@ def test_replan_add_refuse_restore_on_a_real_plan(sample_repo: Path) -> None:
     assert session["replan_history"][-1]["added"] == [new_id] and new_id in session["progress"]["current_tasks"]
     before_refusal = folder_digest(folder)
     many = "; ".join(f"add a task for extra step {n}" for n in range(10 - count))
-    refused = run_cli("replan", many, "--repo", str(sample_repo), "-y")
+    refused = run_cli_in_process(capsys, monkeypatch, "replan", many, "--repo", str(sample_repo), "-y")
     assert refused.code != 0 and "10" in refused.stdout + refused.stderr
     assert folder_digest(folder) == before_refusal, "a refused replan changed files"
-    restored = run_cli("replan", "--restore", str(backup), "--repo", str(sample_repo))
+    restored = run_cli_in_process(capsys, monkeypatch, "replan", "--restore", str(backup), "--repo", str(sample_repo))
     assert restored.code == 0, restored.stdout + restored.stderr
     after = folder_digest(folder)
     assert {k: v for k, v in after.items() if not k.startswith(".process/backup/") and not k.endswith(".lock")} == \
         {k: v for k, v in original.items() if not k.endswith(".lock")}
-    missing_task = run_cli("replan", "IMPL-99", "rename to nothing", "--repo", str(sample_repo), "-y")
+    missing_task = run_cli_in_process(capsys, monkeypatch, "replan", "IMPL-99", "rename to nothing", "--repo",
+                                      str(sample_repo), "-y")
     assert missing_task.code == 2 and "IMPL-1" in missing_task.stdout + missing_task.stderr

@@ -4,10 +4,12 @@ Each case must end with the documented exit code (2 for bad input, 3 for an unre
 that names the problem, no traceback, and nothing written under the repository's `.workflow/` (or, where
 a session exists, its files byte-identical). Each test reports the inputs it tried and the clean errors.
 
-The inputs the issue lists go through the real CLI in a subprocess (`python -m wfqueue.cli.main ...`).
-Variants of them, and the inputs the OS cannot pass in argv (NUL bytes), go through the same entry point,
-``wfqueue.cli.main.main(argv)``, inside the test process: a CLI process costs about a second of CPU, and
-this suite shares two cores with the rest of `make test`. An exception escaping ``main`` counts as a traceback.
+Each matrix sends one case through the real CLI in a subprocess (`python -m wfqueue.cli.main ...`), so
+every exit path (a refused input, a usage error, an unreachable broker, a broker that is not Redis) is
+proven end to end. The other cases, and the inputs the OS cannot pass in argv (NUL bytes), go through the
+same entry point, ``wfqueue.cli.main.main(argv)``, inside the test process: a CLI process costs one to two
+seconds of CPU, and this suite shares two cores with the rest of `make test`. An exception escaping
+``main`` counts as a traceback.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import shutil
 import socket
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -28,11 +29,10 @@ from typing import Any
 
 import pytest
 from faults_support import write_report
-from support import CliRun, processes_mentioning, run_cli, session_dir, wfqueue_env
+from support import CliRun, processes_mentioning, run_cli, run_cli_in_process, session_dir, wfqueue_env
 
 from tests.fake_anthropic import FakeAnthropic, Reply, answer, text
 from tests.wfs_factory import make_session, task
-from wfqueue.cli.main import main
 from wfqueue.collab.note import parse_note, render_note
 from wfqueue.collab.note_blocks import note_tasks
 from wfqueue.embedded import EmbeddedRedis
@@ -71,18 +71,7 @@ class Runner:
         return run_cli(*case.args, env=wfqueue_env(**case.settings), timeout=60)
 
     def in_process(self, case: Case) -> CliRun:
-        self.capsys.readouterr()
-        started = time.monotonic()
-        escaped = ""
-        with self.monkeypatch.context() as patch:
-            for name, value in case.settings.items():
-                patch.setenv(name, value)
-            try:
-                code = main(list(case.args))
-            except BaseException:  # noqa: BLE001 - what a user would see as a traceback
-                code, escaped = 1, traceback.format_exc()
-        captured = self.capsys.readouterr()
-        return CliRun(code, captured.out, captured.err + escaped, time.monotonic() - started)
+        return run_cli_in_process(self.capsys, self.monkeypatch, *case.args, env=case.settings)
 
     def __call__(self, cases: list[Case]) -> list[tuple[Case, CliRun]]:
         outside = [c for c in cases if not c.in_process]
@@ -141,15 +130,16 @@ def test_bad_session_ids_are_refused_by_every_command(run_cases: Runner, sample_
     before = snapshot(wfs_repo / ".workflow")
     expect = r"error: invalid session id '.*': use letters, digits"
     nul = r"error: session id contains a NUL byte"
-    ids = [("../escape", expect, False), ("/etc/passwd", expect, False), ("a" * 300, expect, False),
-           ("CPLAN-x/../../../etc", expect, True), ("/tmp", expect, True), ("CPLAN-a\x00b", nul, True)]
+    ids = [("../escape", expect), ("/etc/passwd", expect), ("a" * 300, expect), ("CPLAN-x/../../../etc", expect),
+           ("/tmp", expect), ("CPLAN-a\x00b", nul)]  # the OS cannot pass a NUL byte in argv: in-process only
     cases = []
-    for sid, message, in_process in ids:  # the OS cannot pass a NUL byte in argv: that one runs in-process
-        cases += [Case(args, message, in_process=in_process) for args in (
+    for sid, message in ids:
+        cases += [Case(args, message, in_process=True) for args in (
             ("status", sid, "--repo", repo), ("resume", sid, "--repo", repo),
             ("verify", "--session", sid, "--repo", wfs),
             ("replan", "drop the cache", "--session", sid, "--repo", wfs, "-y"),
             ("plan", "--session", sid, "--repo", wfs, "-y"))]
+    cases[0].in_process = False  # `status ../escape` through a CLI process
     results = run_cases(cases)
     long_shown = [run.stderr for case, run in results if "a" * 300 in case.args]
     assert all("a" * 300 not in err and "..." in err for err in long_shown), "a 300-character id is echoed whole"
@@ -171,12 +161,13 @@ def test_a_repo_that_does_not_exist_or_is_a_file_is_refused(run_cases: Runner, s
     cases = []
     for bad, expect in ((str(missing), r"error: --repo .*: no such directory"),
                         (str(a_file), r"error: --repo .*: is a file, not a directory")):
-        cases += [Case(args, expect) for args in (
+        cases += [Case(args, expect, in_process=True) for args in (
             ("collab-plan", "Add per-user rate limiting", "--repo", bad, "-y"),
             ("lite-plan", "Add per-user rate limiting", "--repo", bad, "-y"),
             ("plan", "Add per-user rate limiting", "--repo", bad, "-y"), ("status", "--repo", bad),
             ("resume", "CPLAN-x", "--repo", bad), ("verify", "--repo", bad),
             ("replan", "drop the cache", "--repo", bad, "-y"), ("validate", str(tasks_file), "--repo", bad))]
+    cases[0].in_process = False  # `collab-plan --repo MISSING` through a CLI process
     results = run_cases(cases)
     assert not missing.parent.exists(), "a missing --repo was created"
     assert a_file.read_text() == "a file\n"
@@ -195,25 +186,26 @@ def test_empty_huge_binary_and_unreadable_requirements_are_refused(run_cases: Ru
     binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 8)
     latin1 = tmp_path / "latin1.md"
     latin1.write_bytes("Ajouter une limite de débit par utilisateur".encode("latin-1"))
-    kinds = {  # the issue's three through CLI processes, variants in-process
-        "": (r"error: the requirement is empty", False),
-        str(huge): (r"error: requirement file .*huge\.md is \d+ bytes, above the 1048576-byte limit", False),
-        str(binary): (r"error: requirement file .*diagram\.md is binary", False),
-        "   \n\t ": (r"error: the requirement is empty", True),
-        str(latin1): (r"error: requirement file .*latin1\.md is not UTF-8", True),
-        str(tmp_path / "missing.md"): (r"error: requirement file .*missing\.md does not exist", True),
-        "Add rate\x00limiting": (r"error: the requirement contains a NUL byte", True),
+    kinds = {
+        "": r"error: the requirement is empty",
+        str(huge): r"error: requirement file .*huge\.md is \d+ bytes, above the 1048576-byte limit",
+        str(binary): r"error: requirement file .*diagram\.md is binary",
+        "   \n\t ": r"error: the requirement is empty",
+        str(latin1): r"error: requirement file .*latin1\.md is not UTF-8",
+        str(tmp_path / "missing.md"): r"error: requirement file .*missing\.md does not exist",
+        "Add rate\x00limiting": r"error: the requirement contains a NUL byte",
     }
     repo, wfs = str(sample_repo), str(wfs_repo)
     before = snapshot(wfs_repo / ".workflow")
     cases = []
-    for value, (expect, in_process) in kinds.items():
+    for value, expect in kinds.items():
         plan_expect = r"error: nothing to plan" if value == "" else expect  # `plan` with no text continues a session
         replan_expect = r"error: No modifications specified" if not value.strip() else expect
-        cases += [Case(("collab-plan", value, "--repo", repo, "-y"), expect, in_process=in_process),
-                  Case(("lite-plan", value, "--repo", repo, "-y"), expect, in_process=in_process),
-                  Case(("plan", value, "--repo", repo, "-y"), plan_expect, in_process=in_process),
-                  Case(("replan", value, "--repo", wfs, "-y"), replan_expect, in_process=in_process)]
+        cases += [Case(("collab-plan", value, "--repo", repo, "-y"), expect, in_process=True),
+                  Case(("lite-plan", value, "--repo", repo, "-y"), expect, in_process=True),
+                  Case(("plan", value, "--repo", repo, "-y"), plan_expect, in_process=True),
+                  Case(("replan", value, "--repo", wfs, "-y"), replan_expect, in_process=True)]
+    cases[4].in_process = False  # `collab-plan HUGE-FILE` through a CLI process
     results = run_cases(cases)
     assert not (sample_repo / ".workflow").exists(), "a refused requirement wrote under .workflow/"
     assert snapshot(wfs_repo / ".workflow") == before, "a refused change text touched the session"
@@ -247,8 +239,8 @@ def test_usage_errors_exit_2_without_a_traceback(run_cases: Runner, sample_repo:
     """Typer vendors its own click (typer._click): main() must catch its usage errors too."""
     results = run_cases([
         Case(("status", "--bogus"), r"No such option: --bogus"),
-        Case(("collab-plan",), r"Missing (argument|parameter)"),
-        Case(("resume", "-rf", "--repo", str(sample_repo)), r"No such option"),
+        Case(("collab-plan",), r"Missing (argument|parameter)", in_process=True),
+        Case(("resume", "-rf", "--repo", str(sample_repo)), r"No such option", in_process=True),
     ])
     check_matrix("usage_errors", results)
 
@@ -437,12 +429,12 @@ def test_malformed_tasks_files_are_reported_with_line_numbers(run_cases: Runner,
         "empty": ("\n\n", [r"tasks\.jsonl .*no tasks in the file"]),
     }
     failures = {}
-    for index, (name, (content, patterns)) in enumerate(shapes.items()):
+    for name, (content, patterns) in shapes.items():
         target = folder / "tasks.jsonl"
         target.write_text(content, encoding="utf-8")
         before = snapshot(sample_repo / ".workflow")
-        # the first through a CLI process, the others through the same entry point in-process
-        [(_, run)] = run_cases([Case(("validate", str(target), "--repo", str(sample_repo)), "", in_process=index > 0)])
+        # in-process: the round trip below runs `validate` through a CLI process
+        [(_, run)] = run_cases([Case(("validate", str(target), "--repo", str(sample_repo)), "", in_process=True)])
         missing = [pattern for pattern in patterns if not re.search(pattern, run.stdout)]
         if run.code != 2 or "Traceback" in run.stdout + run.stderr or missing:
             failures[name] = f"exit {run.code}, missing {missing}: {run.stdout}{run.stderr}"
@@ -457,7 +449,7 @@ def test_malformed_tasks_files_are_reported_with_line_numbers(run_cases: Runner,
         failures["unknown fields"] = run.stdout
     tried = len(shapes) + 1
     write_report("bad_input_tasks_jsonl", {"inputs_tried": tried, "clean_errors": tried - len(failures),
-                                           "through_a_cli_process": 2})
+                                           "through_a_cli_process": 1})
     assert failures == {}
 
 
@@ -551,6 +543,8 @@ def test_an_understanding_answer_that_is_not_json_fails_the_plan_clearly(sample_
 
 def broker_cases(repo: str, url: str, masked: str, all_commands: bool, in_process: bool = False,
                  expect: str = "") -> list[Case]:
+    """collab-plan (through a CLI process unless ``in_process``), then with ``all_commands`` the other commands
+    that reach the broker, in-process."""
     expect = expect or rf"error: cannot reach the broker at {masked}"
     commands = [("collab-plan", "Add per-user rate limiting", "--repo", repo, "-y")]
     if all_commands:
@@ -558,8 +552,8 @@ def broker_cases(repo: str, url: str, masked: str, all_commands: bool, in_proces
                      ("plan", "Add per-user rate limiting", "--repo", repo, "-y"),
                      ("status", "CPLAN-existing-2026-11-22", "--repo", repo),
                      ("resume", "CPLAN-existing-2026-11-22", "--repo", repo)]
-    return [Case(args, expect, 3, {"WFQUEUE_BROKER_URL": url}, max_seconds=10, in_process=in_process)
-            for args in commands]
+    return [Case(args, expect, 3, {"WFQUEUE_BROKER_URL": url}, max_seconds=10, in_process=in_process or n > 0)
+            for n, args in enumerate(commands)]
 
 
 def check_broker_cases(name: str, run_cases: Runner, repo: Path, cases: list[Case]) -> None:
@@ -612,6 +606,9 @@ class FakeBroker:
         return self
 
     def __exit__(self, *_: object) -> None:
+        # A close alone does not wake the thread blocked in accept(), which would hold the test 5 s in join().
+        with contextlib.suppress(OSError):
+            self.server.shutdown(socket.SHUT_RDWR)
         self.server.close()
         for client in self.clients:
             client.close()
