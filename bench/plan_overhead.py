@@ -40,6 +40,7 @@ from bench.remote_agents import CALLS_ON_PATH, SlowModel  # noqa: E402
 from wfqueue.samples import make_service_repo  # noqa: E402
 
 MARK_BEGIN, MARK_END = "<!-- plan_overhead:begin -->", "<!-- plan_overhead:end -->"
+UP_BEGIN, UP_END = "<!-- plan_overhead_up:begin -->", "<!-- plan_overhead_up:end -->"  # the --up table
 UP_SLOTS = 8  # worker slots of `wfqueue up` with --up
 STARTUP = re.compile(r"embedded Redis and workers ready in ([0-9.]+)s")
 SECTION = """
@@ -144,7 +145,8 @@ def main() -> None:
     table = render(rows, args, shlex.join(["python", "bench/plan_overhead.py", *sys.argv[1:]]))
     print(table)
     if args.write:
-        write_section(MARK_BEGIN, MARK_END, table, SECTION)
+        begin, end = (MARK_BEGIN, MARK_END) if not args.up else (UP_BEGIN, UP_END)
+        write_section(begin, end, table.replace(MARK_BEGIN, begin).replace(MARK_END, end), SECTION)
 
 
 if __name__ == "__main__":
