@@ -7,7 +7,7 @@ import textwrap
 from wfqueue.collab.assemble import AreaArtifacts, allocate
 from wfqueue.collab.finalize import build_final_note, owned_sections
 from wfqueue.collab.models import NoteTask, ProposedArea, Understanding, UnderstandingDraft
-from wfqueue.collab.note import build_template, parse_note, render_note, replace_section
+from wfqueue.collab.note import build_template, parse_note, render_note, replace_section, replace_section_bodies
 from wfqueue.collab.note_blocks import note_tasks, parse_task_pool, render_task_pool, render_understanding
 
 
@@ -192,6 +192,30 @@ def test_replace_section_touches_only_its_section_and_recreates_missing_ones() -
     restored = replace_section(without, "任务池 - Api", "\nback\n\n")
     headings = [s.heading for s in restored.sections]
     assert headings.index("任务池 - Api") < headings.index("依赖关系")
+
+
+def test_an_agent_update_spliced_into_the_text_equals_parsing_and_rendering_it() -> None:
+    text = template_text(["api", "auth"])
+    bodies = {"任务池 - Auth": "\n### TASK-101: limits [auth]\n**状态**: pending\n\n",
+              "上下文证据 - Auth": "\n**相关文件**:\n- `auth/login.py` (relevance 0.90): here\n\n"}
+    expected = parse_note(text)
+    for heading, body in bodies.items():
+        expected = replace_section(expected, heading, body)
+    assert replace_section_bodies(text, bodies) == render_note(expected)
+    # A fenced "## " line inside a body is not a section: it stays, and so does a later edit by hand.
+    fenced = text.replace("## 依赖关系\n", "## 依赖关系\n```\n## 任务池 - Auth\n```\n")
+    spliced = replace_section_bodies(fenced, bodies)
+    assert spliced is not None and "```\n## 任务池 - Auth\n```" in spliced
+    assert parse_note(spliced).section("任务池 - Auth").body == bodies["任务池 - Auth"]
+
+
+def test_the_splice_declines_what_only_a_full_parse_handles() -> None:
+    text = template_text(["api", "auth"])
+    body = {"任务池 - Auth": "\nnew\n\n"}
+    assert replace_section_bodies(text.replace("\n", "\r\n"), body) is None  # other line breaks
+    assert replace_section_bodies(text.replace("## 任务池 - Auth\n", ""), body) is None  # missing: recreated by parse
+    assert replace_section_bodies(text + "## 任务池 - Auth\nagain\n", body) is None  # repeated: a problem to report
+    assert replace_section_bodies(text.split("---\n", 2)[2], body) is None  # no front matter
 
 
 def test_a_finished_area_whose_sections_never_reached_redis_keeps_them_from_its_result() -> None:

@@ -192,10 +192,13 @@ def _marks(text: str, offset: int) -> list[tuple[int, re.Match[str] | None]]:
     return marks
 
 
-def _sections_by_scan(text: str, offset: int, line_no: int) -> tuple[str, list[NoteSection]]:
-    """What ``_sections_by_line`` gives for ``text[offset:]`` (whose first line is ``line_no``) when
-    "\n" is its only line break: heading and fence lines found by ``_marks``, bodies are slices."""
-    sections: list[NoteSection] = []
+_Span = tuple[str, int, int, int]  # a section's heading, line, and where its body starts and ends in the text
+
+
+def _section_spans(text: str, offset: int, line_no: int) -> tuple[int, list[_Span]]:
+    """Where the preamble of ``text[offset:]`` (whose first line is ``line_no``) ends, and every section's
+    span, when "\n" is its only line break: heading and fence lines found by ``_marks``."""
+    spans: list[_Span] = []
     current: tuple[str, int, int] | None = None  # heading, line, where its body starts
     preamble_end = len(text)
     in_fence = False
@@ -209,12 +212,20 @@ def _sections_by_scan(text: str, offset: int, line_no: int) -> tuple[str, list[N
         line_no += text.count("\n", counted, start)
         counted = start
         if current:
-            sections.append(NoteSection(heading=current[0], line=current[1], body=text[current[2] : start]))
+            spans.append((*current, start))
         else:
             preamble_end = start
         current = (heading.group("heading"), line_no, min(heading.end() + 1, len(text)))
     if current:
-        sections.append(NoteSection(heading=current[0], line=current[1], body=text[current[2] :]))
+        spans.append((*current, len(text)))
+    return preamble_end, spans
+
+
+def _sections_by_scan(text: str, offset: int, line_no: int) -> tuple[str, list[NoteSection]]:
+    """What ``_sections_by_line`` gives for ``text[offset:]`` (whose first line is ``line_no``) when
+    "\n" is its only line break; bodies are slices of ``text``."""
+    preamble_end, spans = _section_spans(text, offset, line_no)
+    sections = [NoteSection(heading=heading, line=line, body=text[start:end]) for heading, line, start, end in spans]
     return text[offset:preamble_end], sections
 
 
@@ -255,6 +266,29 @@ def parse_note_strict(text: str) -> PlanNote:
 
 
 # -- editing (pure: returns a new note) -------------------------------------------------
+
+
+def replace_section_bodies(text: str, bodies: dict[str, str]) -> str | None:
+    """``text`` with the bodies of the sections named in ``bodies`` replaced and every other byte kept,
+    which is what parsing, ``replace_section`` and ``render_note`` give for a note wfqueue wrote, without
+    reading or writing its YAML front matter: with 100 areas that is most of an agent's note update.
+    None where this shortcut does not apply (a line break other than "\n", no closed front matter, a
+    section missing or repeated): then parse and render."""
+    if has_odd_line_break(text):
+        return None
+    head = _head_lines(text)
+    closing = next((i for i in range(1, len(head)) if head[i].rstrip("\n") == "---"), None)
+    if not head or head[0].rstrip("\n") != "---" or closing is None:
+        return None
+    _, spans = _section_spans(text, sum(map(len, head[: closing + 1])), closing + 2)
+    found = {heading: (start, end) for heading, _, start, end in spans if heading in bodies}
+    if len(found) != len(bodies) or sum(heading in bodies for heading, *_ in spans) != len(bodies):
+        return None
+    parts, at = [], 0
+    for heading, (start, end) in sorted(found.items(), key=lambda item: item[1][0]):
+        parts += [text[at:start], bodies[heading]]
+        at = end
+    return "".join(parts) + text[at:]
 
 
 def replace_section(note: PlanNote, heading: str, body: str) -> PlanNote:

@@ -9,7 +9,10 @@ its line number rather than dropped silently.
 
 from __future__ import annotations
 
+import gc
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from pydantic import TypeAdapter
 
@@ -197,8 +200,27 @@ def _parse_lines(body: str, area: str, first_line: int) -> tuple[list[NoteTask],
     return tasks, problems
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a note's tasks are built. Tens of thousands of new objects
+    (tasks, their points and lists) trigger many collections, each walking every object alive, about a
+    quarter of parsing a 10 000-task note; none of them can form a cycle, so no collection is owed."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def note_tasks(note: PlanNote) -> tuple[list[NoteTask], list[NoteProblem]]:
     """Every task of every task pool, in document order, plus parse problems."""
+    with _collector_paused():
+        return _note_tasks(note)
+
+
+def _note_tasks(note: PlanNote) -> tuple[list[NoteTask], list[NoteProblem]]:
     tasks: list[NoteTask] = []
     problems: list[NoteProblem] = list(note.problems)
     seen: dict[str, int] = {}

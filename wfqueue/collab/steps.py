@@ -17,7 +17,7 @@ from pathlib import Path
 from wfqueue import keys
 from wfqueue.collab.assemble import AreaArtifacts, allocate, assemble_area
 from wfqueue.collab.models import AreaDraft, PlanMetadata, RequirementAnalysis, UnderstandingDraft
-from wfqueue.collab.note import build_template, parse_note, render_note, replace_section
+from wfqueue.collab.note import build_template, parse_note, render_note, replace_section, replace_section_bodies
 from wfqueue.collab.note_blocks import render_understanding
 from wfqueue.collab.split import Split, repair_split, settle_split, split_feedback
 from wfqueue.errors import BudgetExhaustedError, ProviderError, TransientProviderError
@@ -174,6 +174,10 @@ def run_area(
     write_area_files(session_dir, artifacts)
 
     def update(current: str | None) -> str:
+        spliced = None if current is None else replace_section_bodies(
+            current, {sub.task_pool_heading: artifacts.task_pool, sub.evidence_heading: artifacts.evidence})
+        if spliced is not None:
+            return spliced
         note = parse_note(current if current is not None else template_note(state, session_dir))
         note = replace_section(note, sub.task_pool_heading, artifacts.task_pool)
         note = replace_section(note, sub.evidence_heading, artifacts.evidence)
