@@ -56,7 +56,7 @@ def test_a_task_runs_on_a_worker_and_leaves_the_users_checkout_untouched(tmp_pat
         (entry,) = log_entries(log)
         # The executor's parent is a pool process of the embedded worker, not this test.
         assert entry["ppid"] != os.getpid()
-        assert "workers.app" in _cmdline(entry["ppid"]) and run.worker.startswith("wfq-")
+        assert "workers.serve" in _cmdline(entry["ppid"]) and run.worker.startswith("wfq-")
         state = SessionState(runtime.client, EXEC_ID, ttl_s=3600)
         stored = state.recall(task_run_key("T1", 1))
         assert stored is not None and TaskRun.model_validate_json(stored) == run
