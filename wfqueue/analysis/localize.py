@@ -14,16 +14,22 @@ a clear winner (``DOMINANT`` times the runner-up) is planned alone; otherwise
 the ranking is uncertain and every file within ``RELATIVE_CUT`` of the best is
 planned, at most ``MOST_FILES``: a flat head means several files are as likely
 as the best, and missing the file a change needs costs more than reading one
-too many. Measured on real commit history (bench/localize.py, twelve
-projects, docs/BENCHMARKS.md), this plans 4.6 files on average at recall 0.91
-and precision 0.40, where plain BM25 finds 0.80 at five. A file defining an
-identifier the requirement writes out (`quoted`, dotted, snake_case, camelCase
-or PascalCase), or named after one (``validate.URL`` -> validate.py), gains
-half the best score; the modules
-the best file imports, and its companion in the same folder, gain a share of
-their own score. Separate path/symbol/docstring fields, a test-vocabulary
-signal, a penalty for much-imported modules, other BM25 constants and
-word-pair (phrase) matches were measured too and did not help.
+too many. Measured on real commit history (bench/localize.py,
+docs/BENCHMARKS.md): on the twenty tuning projects this plans 4.6 files at
+recall 0.89 and precision 0.38, where plain BM25 finds 0.82 at five; on six
+projects never looked at it planned 5.4 files at recall 0.88 (BM25 at five:
+0.84) and precision 0.25, so the cut plans too many files where a project's
+scores are flat.
+
+A file defining an identifier the requirement writes out (`quoted`, dotted,
+snake_case, camelCase or PascalCase), or named after one (``validate.URL`` ->
+validate.py), gains half the best score; the modules the best file imports,
+and its companion in the same folder, gain a share of their own score.
+Separate path/symbol/docstring fields and other field weights, a
+test-vocabulary signal, scores of symbol names and docstrings alone or of
+40-80-line windows, file names written as words, a penalty for much-imported
+modules, other BM25 constants, other cut-offs and word-pair (phrase) matches
+were measured too and did not help on projects held out of their tuning.
 """
 
 from __future__ import annotations
