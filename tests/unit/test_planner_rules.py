@@ -9,7 +9,7 @@ import shlex
 from pathlib import Path
 
 from wfqueue.analysis import build_index
-from wfqueue.analysis.localize import MOST_FILES, RELATIVE_CUT, focus, localize
+from wfqueue.analysis.localize import MOST_FILES, RELATIVE_CUT, focus, localize, named_identifiers
 from wfqueue.analysis.roles import file_role, plannable
 from wfqueue.collab.assemble import allocate
 from wfqueue.lite.render import render_plan
@@ -190,6 +190,23 @@ def test_lite_plan_md_reads_in_english(sample_repo: Path) -> None:
     text = render_plan("s", requirement, "now", assessment, draft.understanding, draft.tasks, "tasks.jsonl", {})
     assert not re.search(r"[\u4e00-\u9fff]", text)
     assert "## Task Overview" in text and "- **Acceptance criteria**:" in text
+
+
+def test_pascal_case_names_and_module_names_point_at_their_files(tmp_path: Path) -> None:
+    assert named_identifiers("Allow StaticFiles follow symlinks") == ["StaticFiles"]
+    assert named_identifiers("Allow custom schemes in validate.URL") == ["validate.URL"]
+    # routing.py matches more of the words; files.py defines the class the requirement names.
+    repo = write(tmp_path / "web", {
+        "web/files.py": ("class StaticFiles:\n    '''Serve a folder.'''\n    def serve(self, path):\n"
+                         "        return path\n"),
+        "web/routing.py": "def follow(path):\n    '''Follow symlinks.'''\n    return path\n",
+        "web/checks.py": "def url(value):\n    '''Check a URL and its schemes.'''\n    return value\n",
+        "web/validate.py": "def check(value):\n    '''Check a value.'''\n    return value\n",
+    })
+    index = build_index(repo)
+    assert localize(index, "Allow StaticFiles to follow symlinks")[0][0] == "web/files.py"
+    # validate.URL names the module validate.py, not the file that mentions URLs most
+    assert localize(index, "Allow custom schemes to be checked by validate.URL")[0][0] == "web/validate.py"
 
 
 def test_named_identifiers_and_the_best_files_companions_rank_up(tmp_path: Path, sample_repo: Path) -> None:

@@ -14,14 +14,22 @@ a clear winner (``DOMINANT`` times the runner-up) is planned alone; otherwise
 the ranking is uncertain and every file within ``RELATIVE_CUT`` of the best is
 planned, at most ``MOST_FILES``: a flat head means several files are as likely
 as the best, and missing the file a change needs costs more than reading one
-too many. Measured on real commit history (bench/localize.py, twelve
-projects, docs/BENCHMARKS.md), this plans 4.6 files on average at recall 0.91
-and precision 0.40, where plain BM25 finds 0.80 at five. A file defining an
-identifier the requirement writes out gains half the best score; the modules
-the best file imports, and its companion in the same folder, gain a share of
-their own score. Separate path/symbol/docstring fields, a test-vocabulary
-signal, a penalty for much-imported modules, other BM25 constants and
-word-pair (phrase) matches were measured too and did not help.
+too many. Measured on real commit history (bench/localize.py,
+docs/BENCHMARKS.md): on the twenty tuning projects this plans 4.6 files at
+recall 0.89 and precision 0.38, where plain BM25 finds 0.82 at five; on six
+projects never looked at it planned 5.4 files at recall 0.88 (BM25 at five:
+0.84) and precision 0.25, so the cut plans too many files where a project's
+scores are flat.
+
+A file defining an identifier the requirement writes out (`quoted`, dotted,
+snake_case, camelCase or PascalCase), or named after one (``validate.URL`` ->
+validate.py), gains half the best score; the modules the best file imports,
+and its companion in the same folder, gain a share of their own score.
+Separate path/symbol/docstring fields and other field weights, a
+test-vocabulary signal, scores of symbol names and docstrings alone or of
+40-80-line windows, file names written as words, a penalty for much-imported
+modules, other BM25 constants, other cut-offs and word-pair (phrase) matches
+were measured too and did not help on projects held out of their tuning.
 """
 
 from __future__ import annotations
@@ -44,9 +52,9 @@ DEFINER_BONUS = 0.5  # share of the best score a file gains for defining an iden
 # (_termui_impl.py beside termui.py) change with it; both must match the requirement on their own.
 NEIGHBOUR_BOOST = 0.3
 COMPANION_BOOST = 0.5
-# `quoted`, dotted (Queue.enqueue), snake_case or camelCase words.
+# `quoted`, dotted (Queue.enqueue), snake_case, camelCase or PascalCase (StaticFiles) words.
 _IDENTIFIER = re.compile(r"`([^`\s]{3,})`|\b([A-Za-z_][A-Za-z0-9]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+"
-                         r"|[A-Za-z]+_[A-Za-z0-9_]+|[a-z]+[A-Z][A-Za-z0-9]*)\b")
+                         r"|[A-Za-z]+_[A-Za-z0-9_]+|[a-z]+[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*)\b")
 
 
 def candidates(index: RepoIndex, requirement: str) -> set[str]:
@@ -71,9 +79,11 @@ def _definers(index: RepoIndex, paths: list[str], requirement: str) -> dict[str,
              for part in (name.split(".")[0], name.rsplit(".", 1)[-1]) if len(part) >= 4}
     owners: dict[str, set[str]] = {}
     for path in paths:
-        for symbol in index.symbols.get(path, []):
-            if symbol.name.lower() in names:
-                owners.setdefault(symbol.name.lower(), set()).add(path)
+        # A module is named by its stem too: validate.URL points at validate.py as much as at URL.
+        stem = posixpath.splitext(posixpath.basename(path))[0].strip("_").lower()
+        for name in [symbol.name.lower() for symbol in index.symbols.get(path, [])] + [stem]:
+            if name in names:
+                owners.setdefault(name, set()).add(path)
     strength: dict[str, float] = {}
     for files in owners.values():
         for path in files:
