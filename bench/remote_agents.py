@@ -174,14 +174,15 @@ def render(rows: list[dict[str, Any]], latency: float, command: str, note: str) 
         "",
         "| pool | agents | embedded start-up (s) | worker memory ready (MB) | **worker memory peak (MB)** "
         "| plan wall (s) | **critical path (s)** | of it model latency (s) | **overhead (s)** | **wall / path** "
-        "| API calls |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| mean agent (s) | first → last agent start (s) | API calls |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {r['pool']} | {r['agents']} | {r['startup_s']:.2f} | {r['ready_mb']:.0f} | **{r['peak_mb']:.0f}** "
             f"| {r['wall_s']:.2f} | **{r['critical_s']:.2f}** | {r['model_on_path_s']:.2f} | **{r['overhead_s']:.2f}** "
-            f"| **{r['wall_over_critical']:.2f}** | {r['calls']} |")
+            f"| **{r['wall_over_critical']:.2f}** | {r['mean_agent_s']:.2f} | {r['start_spread_s']:.2f} "
+            f"| {r['calls']} |")
     lines.append(MARK_END)
     return "\n".join(lines)
 
