@@ -11,6 +11,7 @@ from collections import defaultdict
 from operator import attrgetter
 
 from wfqueue.collab.models import Conflict, NoteTask
+from wfqueue.collab.note import collection_paused
 
 _RISKY = {"high", "medium"}
 
@@ -19,24 +20,35 @@ def _conflict(**fields: object) -> Conflict:
     return Conflict(id="CONFLICT-000", **fields)  # numbered once all are known
 
 
+def _listed_once(tasks: list[NoteTask]) -> list[NoteTask]:
+    """``tasks`` in order, less repeats of a task already listed (the same one, or an equal one: only tasks
+    of its own id can equal it, so a shared file changed by thousands of tasks does not compare each with
+    all the others)."""
+    by_id: dict[str, list[NoteTask]] = {}
+    kept = []
+    for task in tasks:
+        same_id = by_id.setdefault(task.id, [])
+        if not any(other is task or other == task for other in same_id):
+            same_id.append(task)
+            kept.append(task)
+    return kept
+
+
 def file_conflicts(tasks: list[NoteTask]) -> list[Conflict]:
+    # Every task at each location first, repeats dropped only where there is more than one: most locations
+    # of a large plan have a single task, and this loop runs once per modification point.
     by_location: dict[str, list[NoteTask]] = {}
-    # The tasks listed at a location, per task id: a task is listed once, and only tasks of its own id can
-    # equal it, so a shared file changed by thousands of tasks does not compare each with all the others.
-    listed: dict[tuple[str, str], list[NoteTask]] = {}
     for task in tasks:
         for point in task.modification_points:
             key = f"{point.file}:{point.location}" if point.location else point.file
-            same_id = listed.get((key, task.id))
-            if same_id is None:
-                listed[key, task.id] = [task]
-                by_location.setdefault(key, []).append(task)
-            elif not any(other is task or other == task for other in same_id):
-                same_id.append(task)
-                by_location[key].append(task)
+            listed = by_location.get(key)
+            if listed is None:
+                by_location[key] = [task]
+            else:
+                listed.append(task)
     found = []
-    for location in sorted(key for key, involved in by_location.items() if len(involved) > 1):
-        involved = by_location[location]
+    for location in sorted(key for key, listed in by_location.items() if len(listed) > 1):
+        involved = _listed_once(by_location[location])
         agents = sorted({t.area for t in involved})
         if len(agents) < 2:
             continue
@@ -149,7 +161,14 @@ def _points_backwards(tasks: list[NoteTask]) -> bool:
     """Whether every dependency on a task of the plan is on a lower task number: then there is no cycle.
     Plans are mostly written that way, and the check is much cheaper than finding components."""
     number = {t.id: t.number for t in tasks}
-    return all(number[dep] < number[t.id] for t in tasks for dep in t.depends_on if dep in number)
+    for task in tasks:
+        if task.depends_on:  # a plain loop: a generator over 10 000 tasks' dependencies costs twice as much
+            own = number[task.id]
+            for dep in task.depends_on:
+                other = number.get(dep)
+                if other is not None and other >= own:
+                    return False
+    return True
 
 
 def dependency_cycles(tasks: list[NoteTask]) -> list[Conflict]:
@@ -218,12 +237,13 @@ def detect_conflicts(tasks: list[NoteTask], ranges: dict[str, tuple[int, int]]) 
     """All conflicts, numbered CONFLICT-001.. in a stable order (by severity, then type).
 
     Tasks are sorted by id first, so the document order of the note does not matter."""
-    tasks = sorted(tasks, key=attrgetter("number", "area"))
-    found = (
-        dependency_cycles(tasks)
-        + file_conflicts(tasks)
-        + dangling_dependencies(tasks)
-        + ids_out_of_range(tasks, ranges)
-        + strategy_conflicts(tasks)
-    )
+    with collection_paused():  # the conflicts of a large plan are thousands of objects, all kept
+        tasks = sorted(tasks, key=attrgetter("number", "area"))
+        found = (
+            dependency_cycles(tasks)
+            + file_conflicts(tasks)
+            + dangling_dependencies(tasks)
+            + ids_out_of_range(tasks, ranges)
+            + strategy_conflicts(tasks)
+        )
     return [c.model_copy(update={"id": f"CONFLICT-{n:03d}"}) for n, c in enumerate(found, start=1)]

@@ -7,7 +7,10 @@ Only the owner of a section replaces its body. Pure: strings in, models out.
 
 from __future__ import annotations
 
+import gc
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import yaml
@@ -37,6 +40,23 @@ _FAST_LOADER: type[yaml.CSafeLoader] | None = getattr(yaml, "CSafeLoader", None)
 def has_odd_line_break(text: str) -> bool:
     """Whether ``text`` breaks lines with anything but "\n" (then it is read one line at a time)."""
     return any(char in text for char in _ODD_LINE_BREAKS)
+
+
+@contextmanager
+def collection_paused() -> Iterator[None]:
+    """Keep the cyclic garbage collector from running inside the block (and restore its state after).
+
+    Reading a large note builds tens of thousands of objects that all stay alive; each full collection
+    they trigger walks every object of the process again, for nothing (a third of the time of a
+    10 000-task note). The objects are collected as usual once the block ends; nothing in a parse makes
+    reference cycles, so no memory is held back meanwhile."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class NoteProblem(BaseModel):
