@@ -34,20 +34,24 @@ def _listed_once(tasks: list[NoteTask]) -> list[NoteTask]:
 
 
 def file_conflicts(tasks: list[NoteTask]) -> list[Conflict]:
-    # Every task at each location first, repeats dropped only where there is more than one: most locations
-    # of a large plan have a single task, and this loop runs once per modification point.
-    by_location: dict[str, list[NoteTask]] = {}
+    # The first task at each location, and the list of all of them only where another comes: most locations
+    # of a large plan have a single task, and this loop runs once per modification point. A task met again
+    # where it was first is skipped here, the other repeats are dropped by _listed_once.
+    first_at: dict[str, NoteTask] = {}
+    shared: dict[str, list[NoteTask]] = {}
     for task in tasks:
         for point in task.modification_points:
             key = f"{point.file}:{point.location}" if point.location else point.file
-            listed = by_location.get(key)
-            if listed is None:
-                by_location[key] = [task]
-            else:
-                listed.append(task)
+            first = first_at.setdefault(key, task)
+            if first is not task:
+                listed = shared.get(key)
+                if listed is None:
+                    shared[key] = [first, task]
+                else:
+                    listed.append(task)
     found = []
-    for location in sorted(key for key, listed in by_location.items() if len(listed) > 1):
-        involved = _listed_once(by_location[location])
+    for location in sorted(shared):
+        involved = _listed_once(shared[location])
         agents = sorted({t.area for t in involved})
         if len(agents) < 2:
             continue
