@@ -164,7 +164,7 @@ def _points_backwards(tasks: list[NoteTask], number: dict[str, int]) -> bool:
     """Whether every dependency on a task of the plan is on a lower task number: then there is no cycle.
     Plans are mostly written that way, and the check is much cheaper than finding components."""
     for task in tasks:
-        if task.depends_on:  # a plain loop: a generator over 10 000 tasks' dependencies costs twice as much
+        if task.depends_on:  # a plain loop: cheaper than a generator over 10 000 tasks
             own = number[task.id]
             for dep in task.depends_on:
                 other = number.get(dep)
