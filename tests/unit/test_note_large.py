@@ -77,3 +77,38 @@ def test_windows_line_breaks_and_fenced_headings_read_as_with_unix_ones() -> Non
     unix_tasks, windows_tasks = note_tasks(unix)[0], note_tasks(windows)[0]
     assert [(t.id, t.line, t.depends_on) for t in unix_tasks] == [(t.id, t.line, t.depends_on) for t in windows_tasks]
     assert len(unix_tasks) == 6
+
+
+def test_tasks_read_from_blocks_as_written_are_the_models_validation_gives() -> None:
+    # Blocks as render_task writes them are read without a validation pass; the tasks must not differ from
+    # validated ones in anything a caller can see: fields, which fields count as set, equality, copies, dumps.
+    tasks = [_task(7, depends_on=["TASK-001", "TASK-002"], conflict_risk="high", scope="-"),
+             _task(8, modification_points=[{"file": "b.py", "location": "", "summary": ""},
+                                           {"file": "c.py", "location": "g:h", "summary": "two words"}])]
+    pool = render_task_pool(tasks)
+    read, problems = parse_task_pool(pool, "api", 1)
+    assert problems == []
+    validated = [NoteTask.model_validate(t.model_dump() | {"line": t.line}) for t in read]
+    assert read == validated
+    assert [t.model_fields_set for t in read] == [t.model_fields_set for t in validated]
+    assert [t.model_dump_json() for t in read] == [t.model_dump_json() for t in validated]
+    assert [repr(t) for t in read] == [repr(t) for t in validated]
+    assert read[0].model_copy(update={"status": "done"}).status == "done" and read[0].status == "pending"
+    assert read[1].modification_points[1].model_dump() == {"file": "c.py", "location": "g:h", "summary": "two words"}
+    assert render_task_pool(read) == pool
+
+
+def test_a_malformed_block_among_thousands_is_reported_at_its_line() -> None:
+    text = synthetic_note(20, 100)
+    broken = text.replace("**复杂度**: Medium\n**依赖**: TASK-1499", "**复杂度**: Medium\n**依赖** TASK-1499", 1)
+    broken = broken.replace("### TASK-1800: step 99 of area-017 [area-017]", "### TASK-1800 step 99", 1)
+    tasks, problems = note_tasks(parse_note(broken))
+    lines = broken.splitlines()
+    bad_field = lines.index("**依赖** TASK-1499") + 1
+    bad_header = lines.index("### TASK-1800 step 99") + 1
+    assert [(p.line, p.message) for p in problems] == [
+        (bad_field, "unrecognised line in TASK-1500: '**依赖** TASK-1499'"),
+        (bad_header, "'### TASK-1800 step 99' is not a task header ('### TASK-NNN: title [area]')"),
+    ]
+    assert len(tasks) == 1999 and "TASK-1800" not in {t.id for t in tasks}
+    assert next(t for t in tasks if t.id == "TASK-1500").depends_on == []

@@ -110,7 +110,7 @@ class NoteTask(BaseModel):
 
     @property
     def number(self) -> int:
-        return int(self.id.split("-", 1)[1])
+        return int(self.id[5:])  # after "TASK-", which the id's pattern guarantees
 
 
 class EvidenceFile(BaseModel):

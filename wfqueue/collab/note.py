@@ -7,7 +7,10 @@ Only the owner of a section replaces its body. Pure: strings in, models out.
 
 from __future__ import annotations
 
+import gc
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import yaml
@@ -37,6 +40,24 @@ _FAST_LOADER: type[yaml.CSafeLoader] | None = getattr(yaml, "CSafeLoader", None)
 def has_odd_line_break(text: str) -> bool:
     """Whether ``text`` breaks lines with anything but "\n" (then it is read one line at a time)."""
     return any(char in text for char in _ODD_LINE_BREAKS)
+
+
+@contextmanager
+def collection_paused() -> Iterator[None]:
+    """Keep the cyclic garbage collector from running inside the block (and restore its state after).
+
+    Reading a large note builds tens of thousands of container objects that all stay alive; every
+    collection they trigger while they are built walks them again, and each full one every object of
+    the process (about a third of the time of a 10 000-task note). They are walked once when the block
+    ends instead. A parse makes no reference cycles, so no memory is held back meanwhile. The switch is
+    process-wide: another thread's block ending first only lets collections run again."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class NoteProblem(BaseModel):

@@ -9,12 +9,10 @@ its line number rather than dropped silently.
 
 from __future__ import annotations
 
-import gc
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
+from typing import Any, TypeVar
 
-from pydantic import TypeAdapter
+from pydantic import BaseModel
 
 from wfqueue.collab.models import (
     Conflict,
@@ -23,7 +21,7 @@ from wfqueue.collab.models import (
     NoteTask,
     Understanding,
 )
-from wfqueue.collab.note import NoteProblem, PlanNote, has_odd_line_break, placeholder
+from wfqueue.collab.note import NoteProblem, PlanNote, collection_paused, has_odd_line_break, placeholder
 
 NO_CONFLICTS = "✅ 无冲突检测到"
 
@@ -48,7 +46,8 @@ _CANONICAL_TASK = re.compile(
     r"(?=\s*(?:^### |\Z))",
     re.MULTILINE,
 )
-_NOTE_TASKS = TypeAdapter(list[NoteTask])
+_Model = TypeVar("_Model", bound=BaseModel)
+_set = object.__setattr__  # as model_construct sets a model's slots
 # A point line of a block _CANONICAL_TASK matched; the target split at its first ":" as _parse_point does.
 _CANONICAL_POINT = re.compile(rf"- `([^`:\n]*):?([^`\n]*)`:(?: ({_VALUE}))?\n")
 
@@ -109,7 +108,7 @@ def parse_task_pool(body: str, area: str, first_line: int) -> tuple[list[NoteTas
     ``### `` line, so the two give the same tasks and problems as reading every line would."""
     if has_odd_line_break(body):  # line numbers below count "\n" only
         return _parse_lines(body, area, first_line)
-    tasks: list[NoteTask | dict[str, object]] = []  # canonical blocks as fields, validated in one call below
+    tasks: list[NoteTask] = []
     problems: list[NoteProblem] = []
     pos, line_no = 0, first_line
     for block in _CANONICAL_TASK.finditer(body):
@@ -119,29 +118,42 @@ def parse_task_pool(body: str, area: str, first_line: int) -> tuple[list[NoteTas
             tasks += found
             problems += issues
         line_no += gap.count("\n")
-        tasks.append(_canonical_fields(block, line_no))
+        tasks.append(_canonical_task(block, line_no))
         pos = block.end()
         line_no += body.count("\n", block.start(), pos)
     if body[pos:].strip():
         found, issues = _parse_lines(body[pos:], area, line_no)
         tasks += found
         problems += issues
-    return _NOTE_TASKS.validate_python(tasks), problems
+    return tasks, problems
 
 
-def _canonical_fields(block: re.Match[str], line_no: int) -> dict[str, object]:
-    fields: dict[str, object] = block.groupdict()
-    fields["modification_points"] = [
-        {"file": file.strip(), "location": location.strip(), "summary": summary}
-        for file, location, summary in _CANONICAL_POINT.findall(block.group("points"))
-    ]
-    del fields["points"]
-    depends = block.group("depends_on")
-    fields["depends_on"] = [] if depends == "-" else _TASK_REF.findall(depends)
-    if fields["scope"] == "-":
-        fields["scope"] = ""
-    fields["line"] = line_no
-    return fields
+def _built(model: type[_Model], values: dict[str, Any]) -> _Model:
+    """``model.model_construct(**values)`` without its per-field Python work, for ``values`` that hold
+    every field, in the order the model declares them, each already of its type: a 10 000-task note
+    spent more time validating what _CANONICAL_TASK had just checked than reading it."""
+    built = model.__new__(model)
+    _set(built, "__dict__", values)
+    _set(built, "__pydantic_fields_set__", set(values))
+    _set(built, "__pydantic_extra__", None)
+    _set(built, "__pydantic_private__", None)
+    return built
+
+
+def _canonical_task(block: re.Match[str], line_no: int) -> NoteTask:
+    """The task of a block _CANONICAL_TASK matched: every value a trimmed one-line string (the id of the
+    pattern NoteTask asks for), points and dependencies as the line-by-line reader would take them."""
+    task_id, title, area, status, complexity, depends, scope, points, conflict_risk = block.groups()
+    return _built(NoteTask, {
+        "id": task_id, "title": title, "area": area, "status": status, "complexity": complexity,
+        "depends_on": [] if depends == "-" else _TASK_REF.findall(depends),
+        "scope": "" if scope == "-" else scope,
+        "modification_points": [
+            _built(ModificationPoint, {"file": file.strip(), "location": location.strip(), "summary": summary})
+            for file, location, summary in _CANONICAL_POINT.findall(points)
+        ],
+        "conflict_risk": conflict_risk, "line": line_no,
+    })
 
 
 def _parse_lines(body: str, area: str, first_line: int) -> tuple[list[NoteTask], list[NoteProblem]]:
@@ -200,43 +212,26 @@ def _parse_lines(body: str, area: str, first_line: int) -> tuple[list[NoteTask],
     return tasks, problems
 
 
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a note's tasks are built. Tens of thousands of new objects
-    (tasks, their points and lists) trigger many collections, each walking every object alive, about a
-    quarter of parsing a 10 000-task note; none of them can form a cycle, so no collection is owed."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def note_tasks(note: PlanNote) -> tuple[list[NoteTask], list[NoteProblem]]:
     """Every task of every task pool, in document order, plus parse problems."""
-    with _collector_paused():
-        return _note_tasks(note)
-
-
-def _note_tasks(note: PlanNote) -> tuple[list[NoteTask], list[NoteProblem]]:
     tasks: list[NoteTask] = []
     problems: list[NoteProblem] = list(note.problems)
     seen: dict[str, int] = {}
-    for section in note.sections:
-        if not section.is_task_pool:
-            continue
-        found, issues = parse_task_pool(section.body, note.area_of(section), section.line + 1)
-        problems += issues
-        for task in found:
-            if task.id in seen:
-                problems.append(
-                    NoteProblem(line=task.line or 0,
-                                message=f"{task.id} is defined twice (first on line {seen[task.id]})")
-                )
-            seen.setdefault(task.id, task.line or 0)
-        tasks += found
+    with collection_paused():  # thousands of tasks, all kept: see collection_paused
+        for section in note.sections:
+            if not section.is_task_pool:
+                continue
+            found, issues = parse_task_pool(section.body, note.area_of(section), section.line + 1)
+            problems += issues
+            for task in found:
+                if task.id in seen:
+                    problems.append(
+                        NoteProblem(line=task.line or 0,
+                                    message=f"{task.id} is defined twice (first on line {seen[task.id]})")
+                    )
+                else:
+                    seen[task.id] = task.line or 0
+            tasks += found
     return tasks, problems
 
 
