@@ -1,1 +1,2 @@
-"""Celery task code that wfqueue worker processes run (``celery -A workers.app worker``)."""
+"""Celery task code that wfqueue worker processes run (``python -m workers.serve``, or
+``celery -A workers.app worker``)."""

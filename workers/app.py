@@ -1,4 +1,5 @@
-"""The worker entry point: ``celery -A workers.app worker`` (or ``wfqueue worker``).
+"""The worker app: started by ``python -m workers.serve`` (embedded mode, ``wfqueue up``, ``wfqueue worker``)
+or ``celery -A workers.app worker``.
 
 Settings are built here, once per worker, and handed to the task modules.
 """
