@@ -170,6 +170,11 @@ class SessionBusyError(WfqueueError):
     exit_code = 2
 
 
+class SessionIdTakenError(SessionBusyError):
+    """A new session's id is the id of a session another coordinator drives on the same broker (another
+    repository that planned the same words the same day); raised before anything of it is touched."""
+
+
 # -- providers: planning steps ----------------------------------------------------
 
 

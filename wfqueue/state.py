@@ -25,7 +25,7 @@ from redis.client import NEVER_DECODE
 from redis.retry import Retry
 
 from wfqueue import keys
-from wfqueue.errors import BrokerUnreachableError, SessionBusyError
+from wfqueue.errors import BrokerUnreachableError, SessionBusyError, SessionIdTakenError
 from wfqueue.keys import SessionMeta
 from wfqueue.settings import Settings, mask_url
 
@@ -345,6 +345,13 @@ class CoordinatorLease:
 
     def __enter__(self) -> CoordinatorLease:
         if self.fresh:
+            # Ids are unique per repository only: on a shared broker another repository's live session may
+            # have this id. Its keys must not be reset; the caller picks another id.
+            holder = maybe_text(self.state.client.get(self.key))
+            if holder and not self._holder_is_dead(holder):
+                raise SessionIdTakenError(f"the session id {self.state.session_id} is in use on this broker by "
+                                          f"{holder}; nothing of that session was touched",
+                                          hint="run the command again once that plan has finished")
             self.state.reset()  # before the claim: reset deletes every key of the session
         claimed = self.state.client.set(self.key, self.owner, nx=True, px=int(self.ttl_s * 1000))
         holder = "" if claimed else (maybe_text(self.state.client.get(self.key)) or "")

@@ -1,8 +1,11 @@
-"""One coordinator per session: a second one is refused with the reason."""
+"""One coordinator per session: a second one is refused with the reason; a session of another repository
+on the same broker that would get the same id (the same words, the same day) gets the next one instead."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,7 +20,8 @@ from wfqueue.embedded import EmbeddedRedis
 pytestmark = pytest.mark.integration
 
 
-def test_a_second_coordinator_on_a_running_session_is_refused(sample_repo: Path, tmp_path: Path) -> None:
+def test_a_second_coordinator_is_refused_and_another_repository_gets_the_next_id(sample_repo: Path,
+                                                                                   tmp_path: Path) -> None:
     redis = EmbeddedRedis(tmp_path / "broker")
     redis.start()
     env = wfqueue_env(WFQUEUE_BROKER_URL=redis.url)
@@ -39,8 +43,20 @@ def test_a_second_coordinator_on_a_running_session_is_refused(sample_repo: Path,
         second = run_cli("resume", session, "--repo", str(sample_repo), env=env)
         assert second.code == 2, second.stderr
         assert f"session {session} is already being driven by" in second.stderr
-        _out, err = first.communicate(timeout=120)
+        # Another repository on the same broker plans the same words the same day, while the first plan runs:
+        # its session gets the next id, and the running one loses nothing.
+        other_repo = tmp_path / "other" / sample_repo.name
+        shutil.copytree(sample_repo, other_repo, ignore=shutil.ignore_patterns(".workflow"))
+        other = run_cli("collab-plan", "Add per-user rate limiting to the API", "--repo", str(other_repo),
+                        "--max-agents", "4", "-y", "--provider", write_script(tmp_path / "quick.json"), "--json",
+                        env=env)
+        assert other.code == 0, other.stderr
+        assert other.json()["session_id"] == f"{session}-2", other.stdout
+        assert [p.name for p in (other_repo / ".workflow" / ".planning").iterdir()] == [f"{session}-2"]
+        out, err = first.communicate(timeout=120)
         assert first.returncode == 0, err
+        result = json.loads(out)
+        assert result["session_id"] == session and result["status"] == "completed", out
     finally:
         for proc in (first, worker):
             if proc.poll() is None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 from celery.result import AsyncResult
 from pydantic import BaseModel
 
-from wfqueue.errors import BadInputError
+from wfqueue.errors import BadInputError, SessionIdTakenError
 from wfqueue.fsio import atomic_write_json
 from wfqueue.keys import SessionMeta, SessionStatus
 from wfqueue.metering import budget_meta, check_budget_priced, session_report, usage_line
@@ -92,10 +92,11 @@ class NewSessionRequest(Protocol):
 UI = TypeVar("UI", bound=WorkflowUI)
 
 
-def new_session_folder(root: Path, ids: SessionIds, text: str) -> Path:
-    """A fresh session folder under ``root``, named by ``ids`` from ``text`` (made now)."""
+def new_session_folder(root: Path, ids: SessionIds, text: str, taken: set[str] | None = None) -> Path:
+    """A fresh session folder under ``root``, named by ``ids`` from ``text`` (made now); ``taken``: ids in
+    use elsewhere (on the broker) besides the folders under ``root``."""
     existing = {p.name for p in root.iterdir()} if root.is_dir() else set()
-    folder = root / ids.new(text, datetime.now(UTC), existing)
+    folder = root / ids.new(text, datetime.now(UTC), existing | (taken or set()))
     folder.mkdir(parents=True)
     return folder
 
@@ -178,11 +179,20 @@ class WorkflowCoordinator(Generic[UI]):
                       ids: SessionIds) -> Iterator[tuple[SessionState, Path]]:
         """A new session folder under ``root`` and its state, held, with the meta written (kind, repo,
         folder, requirement, provider, budget; status planning)."""
-        session_dir = new_session_folder(root, ids, request.requirement)
-        meta = SessionMeta(kind=kind, repo=str(request.repo), session_dir=str(session_dir),
-                           requirement=request.requirement, provider=request.provider, status=SessionStatus.PLANNING,
-                           budget=budget_meta(request.budget))
-        with self.hold(runtime, session_dir.name, fresh=True, meta=meta) as state:
+        taken: set[str] = set()
+        with ExitStack() as stack:
+            while True:
+                session_dir = new_session_folder(root, ids, request.requirement, taken)
+                meta = SessionMeta(kind=kind, repo=str(request.repo), session_dir=str(session_dir),
+                                   requirement=request.requirement, provider=request.provider,
+                                   status=SessionStatus.PLANNING, budget=budget_meta(request.budget))
+                try:
+                    state = stack.enter_context(self.hold(runtime, session_dir.name, fresh=True, meta=meta))
+                    break
+                except SessionIdTakenError:
+                    # Another repository's live session on this broker has the id: the next one (-2, -3...).
+                    session_dir.rmdir()  # made just now, still empty
+                    taken.add(session_dir.name)
             self.ui.info(f"session {state.session_id}")
             yield state, session_dir
 
