@@ -47,7 +47,7 @@ def unique_id(base: str, existing: set[str]) -> str:
 
 class SessionIds(BaseModel):
     """How a workflow names its sessions: ``{prefix}{slug}`` plus ``-{date}`` when dated,
-    ``-2``, ``-3``... when a folder of that name exists."""
+    ``-2``, ``-3``... when a folder of that name exists (or, passed in ``existing``, a session elsewhere)."""
 
     model_config = ConfigDict(frozen=True)
 
