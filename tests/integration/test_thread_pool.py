@@ -1,8 +1,7 @@
 """Agents that wait on a remote model run as threads of one worker process (Settings.effective_worker_pool):
 a collab-plan with the anthropic provider, embedded mode, the real CLI and SDK against the local fake
-Messages API. The fake holds each agent's first request until both agents are waiting on it, so the plan
-only completes quickly if the two agents really wait at the same time; while they wait, the test counts
-the worker's processes."""
+Messages API. The fake holds each agent's first request until both agents are waiting on it (at most
+BARRIER_TIMEOUT_S), and records how many waited at once and, at that moment, the worker's processes."""
 
 from __future__ import annotations
 
