@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from support import processes_mentioning
 
+from wfqueue.cli.main import main
 from wfqueue.cli.plan_common import finish
 from wfqueue.embedded import LocalWorkers
 from wfqueue.runtime import broker_runtime, stop_after_output, stop_deferred
@@ -76,6 +77,17 @@ def test_ctrl_c_during_the_shutdown_kills_what_is_left(sample_repo: Path, marker
 
 
 def test_without_the_request_the_runtime_stops_the_cluster_on_exit(sample_repo: Path, marker: str) -> None:
+    with broker_runtime(load_settings(), sample_repo, 1, QuietUI()):
+        pass
+    assert processes_mentioning(marker) == []
+
+
+def test_a_command_refused_after_asking_to_defer_leaves_the_next_runtime_stopping_on_exit(
+        sample_repo: Path, marker: str) -> None:
+    """The CLI run in this process (as the in-process bad-input tests do) asks for a deferred stop, then
+    refuses --max-agents 1 before any cluster starts: the request ends with the command."""
+    assert main(["collab-plan", "Add per-user rate limiting", "--repo", str(sample_repo), "--max-agents", "1",
+                 "-y"]) == 2
     with broker_runtime(load_settings(), sample_repo, 1, QuietUI()):
         pass
     assert processes_mentioning(marker) == []

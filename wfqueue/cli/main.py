@@ -36,6 +36,7 @@ from wfqueue.cli import (
     worker,
 )
 from wfqueue.errors import WfqueueError
+from wfqueue.runtime import stop_deferred
 
 app = typer.Typer(
     name="wfqueue",
@@ -102,9 +103,19 @@ def _stopped(err: Console, signals: Signals) -> int:
     return INTERRUPTED_EXIT
 
 
+@contextmanager
+def _deferred_stops_end_with_the_command() -> Iterator[None]:
+    try:
+        yield
+    finally:
+        stop_deferred()
+
+
 def main(argv: list[str] | None = None) -> int:
     err = Console(stderr=True)
-    with sigterm_unwinds() as signals:
+    # A command that asked its embedded cluster to outlive its output (stop_after_output) and then stopped on
+    # bad input before starting one must not leave that request to the next command run in this process.
+    with sigterm_unwinds() as signals, _deferred_stops_end_with_the_command():
         try:
             code = app(args=argv, standalone_mode=False)
         except WfqueueError as exc:
