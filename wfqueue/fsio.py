@@ -31,6 +31,7 @@ from typing import Any, Protocol
 from filelock import FileLock, Timeout
 
 from wfqueue.errors import InfrastructureError
+from wfqueue.per_process import PerProcess
 
 # Errors that mean the disk will not take the write however often it is retried.
 _NOT_WRITABLE = {errno.EACCES: "permission denied", errno.EPERM: "operation not permitted",
@@ -187,15 +188,12 @@ def remove(path: Path, *, missing_ok: bool = False, mirror: bool = True) -> None
         sink.remove(rel)
 
 
-_process_locks: dict[str, threading.Lock] = {}
-_process_locks_lock = threading.Lock()
+_process_locks: PerProcess[str, threading.Lock] = PerProcess()
 
 
 def _process_lock(path: Path) -> threading.Lock:
     """This process's lock for ``path`` (one per real path, kept for the life of the process: a few files)."""
-    key = os.path.realpath(path)
-    with _process_locks_lock:
-        return _process_locks.setdefault(key, threading.Lock())
+    return _process_locks.get(os.path.realpath(path), threading.Lock)
 
 
 def lock_for(path: Path, timeout_s: float) -> FileLock:

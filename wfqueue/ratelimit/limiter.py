@@ -29,6 +29,7 @@ import redis
 
 from wfqueue.errors import TransientProviderError
 from wfqueue.keys import ratelimit_prefix
+from wfqueue.per_process import PerProcess
 from wfqueue.ratelimit.learned import LearnedState, Learning, effective_limits, learn, parse_rate_headers
 from wfqueue.ratelimit.window import MIN_SLEEP_S, POLL_S, US, Event, Limits, Snapshot, decide
 from wfqueue.settings import Settings
@@ -325,27 +326,18 @@ class RateLimiter:
 
 # -- from settings ---------------------------------------------------------------------------------
 
-_gates: dict[str, threading.Lock] = {}
-_gates_lock = threading.Lock()
+_gates: PerProcess[str, threading.Lock] = PerProcess()
+_clients: PerProcess[tuple[str, float], redis.Redis] = PerProcess()
 
 
 def _recording_gate(learned_key: str) -> threading.Lock:
     """The lock of this process that one scope's responses are recorded under (RateLimiter.observe)."""
-    with _gates_lock:
-        return _gates.setdefault(learned_key, threading.Lock())
-
-
-_clients: dict[tuple[str, float], redis.Redis] = {}
-_clients_lock = threading.Lock()
+    return _gates.get(learned_key, threading.Lock)
 
 
 def _shared_client(url: str, connect_timeout_s: float) -> redis.Redis:
     """One client (connection pool) per process and URL: providers are built per task."""
-    with _clients_lock:
-        key = (url, connect_timeout_s)
-        if key not in _clients:
-            _clients[key] = redis_client(url, connect_timeout_s)
-        return _clients[key]
+    return _clients.get((url, connect_timeout_s), lambda: redis_client(url, connect_timeout_s))
 
 
 def limiter_from_settings(settings: Settings, scope: str) -> RateLimiter | None:

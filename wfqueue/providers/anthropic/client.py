@@ -36,7 +36,6 @@ rate-limit headers teach the limiter the account's real limits.
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -45,6 +44,7 @@ import anthropic
 from pydantic import BaseModel, ValidationError
 
 from wfqueue.errors import ConfigError, ProviderError, ToolError
+from wfqueue.per_process import PerProcess
 from wfqueue.providers.anthropic.calls import Caller, RetryPolicy
 from wfqueue.providers.anthropic.prompts import FINAL_TURN_TEXT, build_prompt, repair_text
 from wfqueue.providers.anthropic.schema import output_format
@@ -55,19 +55,15 @@ from wfqueue.turns import MemoryJournal, Transcript, TurnJournal, journal_key
 
 __all__ = ["AnthropicProvider"]
 
-_clients: dict[tuple[int, str], anthropic.Anthropic] = {}
-_clients_lock = threading.Lock()
+_clients: PerProcess[tuple[int, str], anthropic.Anthropic] = PerProcess()
 
 
 def _shared_client(options: dict[str, Any]) -> anthropic.Anthropic:
     """One SDK client per process and options. A provider is built per task, and a new client costs a TLS
     context (its CA certificates loaded) and new connections; the SDK's client is safe to share between the
     threads of a threads pool. The process id is in the key: a forked pool child makes its own."""
-    key = (os.getpid(), repr(sorted(options.items())))
-    with _clients_lock:
-        if key not in _clients:
-            _clients[key] = anthropic.Anthropic(**options)
-        return _clients[key]
+    return _clients.get((os.getpid(), repr(sorted(options.items()))), lambda: anthropic.Anthropic(**options))
+
 
 TOOL_STEPS = (ExploreAngleStep, PlanAreaStep)
 USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
