@@ -307,14 +307,18 @@ class Settings(BaseSettings):
             return "threads" if self.effective_provider() == "anthropic" else "prefork"
         return self.worker_pool
 
-    def worker_slots(self, given: int | None = None) -> int:
-        """Pool slots of a standalone worker (`wfqueue worker`, `wfqueue up`): ``given``, else
-        worker_concurrency, else one process per CPU or THREAD_SLOTS_DEFAULT threads."""
+    def worker_slots(self, given: int | None = None, pool: str | None = None) -> int:
+        """Pool slots of a standalone worker (`wfqueue worker`, `wfqueue up`) running ``pool`` (default: the
+        effective one): one for solo, else ``given``, else worker_concurrency, else one process per CPU or
+        THREAD_SLOTS_DEFAULT threads."""
+        pool = pool or self.effective_worker_pool()
+        if pool == "solo":
+            return 1
         if given:
             return given
         if self.worker_concurrency:
             return self.worker_concurrency
-        return THREAD_SLOTS_DEFAULT if self.effective_worker_pool() == "threads" else os.cpu_count() or 2
+        return THREAD_SLOTS_DEFAULT if pool == "threads" else os.cpu_count() or 2
 
     def masked(self) -> dict[str, Any]:
         """Every setting with secrets hidden, for `wfqueue config` and logs."""

@@ -103,19 +103,9 @@ def _stopped(err: Console, signals: Signals) -> int:
     return INTERRUPTED_EXIT
 
 
-@contextmanager
-def _deferred_stops_end_with_the_command() -> Iterator[None]:
-    try:
-        yield
-    finally:
-        stop_deferred()
-
-
 def main(argv: list[str] | None = None) -> int:
     err = Console(stderr=True)
-    # A command that asked its embedded cluster to outlive its output (stop_after_output) and then stopped on
-    # bad input before starting one must not leave that request to the next command run in this process.
-    with sigterm_unwinds() as signals, _deferred_stops_end_with_the_command():
+    with sigterm_unwinds() as signals:
         try:
             code = app(args=argv, standalone_mode=False)
         except WfqueueError as exc:
@@ -132,8 +122,14 @@ def main(argv: list[str] | None = None) -> int:
             return 2 if usage else exc.exit_code
         except (click.exceptions.Exit, typer.Exit) as exc:
             return exc.exit_code
-        # Typer turns an interrupt inside a command into the return value 130.
-        return _stopped(err, signals) if code == INTERRUPTED_EXIT else int(code or 0)
+        else:
+            # Typer turns an interrupt inside a command into the return value 130.
+            return _stopped(err, signals) if code == INTERRUPTED_EXIT else int(code or 0)
+        finally:
+            # A command that asked its embedded cluster to outlive its output (stop_after_output) and then
+            # stopped on bad input before starting one must not leave that request to the next command run in
+            # this process.
+            stop_deferred()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -38,7 +38,7 @@ def register(app: typer.Typer) -> None:
         if pool is not None and pool not in CELERY_POOLS:
             raise ConfigError(f"unknown pool {pool!r}", hint=f"choose {', '.join(CELERY_POOLS)}")
         chosen = pool or settings.effective_worker_pool()
-        slots = 1 if chosen == "solo" else settings.model_copy(update={"worker_pool": chosen}).worker_slots(concurrency)
+        slots = settings.worker_slots(concurrency, chosen)
         argv = [sys.executable, "-m", "workers.serve", "--queues", queues, "--loglevel", loglevel,
                 "--pool", chosen, "--concurrency", str(slots)]
         if hostname:

@@ -135,15 +135,18 @@ def _load_yaml(raw: str) -> Any:
     return yaml.safe_load(raw)
 
 
+def _closing_line(lines: list[str]) -> int | None:
+    """The index of the '---' line that closes front matter opened on line 1 (None: it is never closed)."""
+    return next((i for i in range(1, len(lines)) if lines[i].rstrip("\r\n") == "---"), None)
+
+
 def _split_front_matter(lines: list[str], problems: list[NoteProblem]) -> tuple[dict[str, Any], int]:
     """Return the front matter and the index of the first line after it."""
     if not lines or lines[0].rstrip("\r\n") != "---":
         problems.append(NoteProblem(line=1, message="no YAML front matter ('---' on line 1)"))
         return {}, 0
-    for end in range(1, len(lines)):
-        if lines[end].rstrip("\r\n") == "---":
-            break
-    else:
+    end = _closing_line(lines)
+    if end is None:
         problems.append(NoteProblem(line=1, message="front matter opened with '---' is never closed"))
         return {}, 0
     raw = "".join(lines[1:end])
@@ -298,7 +301,7 @@ def replace_section_bodies(text: str, bodies: dict[str, str]) -> str | None:
     if has_odd_line_break(text):
         return None
     head = _head_lines(text)
-    closing = next((i for i in range(1, len(head)) if head[i].rstrip("\n") == "---"), None)
+    closing = _closing_line(head)
     if not head or head[0].rstrip("\n") != "---" or closing is None:
         return None
     _, spans = _section_spans(text, sum(map(len, head[: closing + 1])), closing + 2)

@@ -173,14 +173,15 @@ def run_area(
     state.put_section(sub.evidence_heading, artifacts.evidence)
     write_area_files(session_dir, artifacts)
 
+    bodies = {sub.task_pool_heading: artifacts.task_pool, sub.evidence_heading: artifacts.evidence}
+
     def update(current: str | None) -> str:
-        spliced = None if current is None else replace_section_bodies(
-            current, {sub.task_pool_heading: artifacts.task_pool, sub.evidence_heading: artifacts.evidence})
+        spliced = None if current is None else replace_section_bodies(current, bodies)
         if spliced is not None:
             return spliced
         note = parse_note(current if current is not None else template_note(state, session_dir))
-        note = replace_section(note, sub.task_pool_heading, artifacts.task_pool)
-        note = replace_section(note, sub.evidence_heading, artifacts.evidence)
+        for heading, body in bodies.items():
+            note = replace_section(note, heading, body)
         return render_note(note)
 
     locked_update(session_dir / NOTE_FILE, update, settings.lock_timeout_s)

@@ -86,7 +86,7 @@ class SessionFiles:
         self._store(checked_rel(rel), _REMOVED)
 
     def get(self, rel: str) -> bytes | None:
-        return _content(cast(bytes | None, self._raw("HGET", self.key, checked_rel(rel))))
+        return _content(cast(bytes | None, raw_reply(self.client, "HGET", self.key, checked_rel(rel))))
 
     def get_all(self) -> dict[str, bytes]:
         """Every file stored (removed ones and fields with an unsafe name left out), by relative path."""
@@ -103,7 +103,7 @@ class SessionFiles:
 
     def entries(self) -> dict[str, bytes | None]:
         """Every field as stored, names unchecked: the content, or None for a removed file."""
-        raw = cast(dict[Any, bytes], self._raw("HGETALL", self.key))
+        raw = cast(dict[Any, bytes], raw_reply(self.client, "HGETALL", self.key))
         found = {}
         for name, value in raw.items():
             try:
@@ -111,9 +111,6 @@ class SessionFiles:
             except InfrastructureError as exc:  # one unreadable field must not hide the others
                 log.error("session %s: %s: %s (skipped)", self.session_id, as_text(name), exc.message)
         return found
-
-    def _raw(self, *command: str) -> Any:
-        return raw_reply(self.client, *command)
 
     def _store(self, rel: str, value: bytes) -> None:
         pipe = self.client.pipeline()  # MULTI: the field and the TTL land together
