@@ -1,6 +1,6 @@
 """Localization on real history: does the planner plan the files a real change touched?
 
-    .venv/bin/python bench/localize.py MIRROR... [--cases 6] [--provider offline|anthropic] [--write]
+    .venv/bin/python bench/localize.py MIRROR... [--cases 6] [--jobs 2] [--provider offline|anthropic] [--write]
 
 Each MIRROR is a git directory (bare or not) of a public project. Per project,
 the commits considered are the last ``--window`` first-parent, non-merge
@@ -8,8 +8,8 @@ commits of HEAD whose message is a real description (subject of 20+
 characters and 3+ meaningful words, not a release, version bump, revert,
 typo, docs/CI/style/test/chore commit) and that modify 1-4 existing non-test source files, adding or deleting
 none; ``--cases`` of them are taken evenly spread over that list. A case plans
-the commit message (``(#123)`` and trailers removed) against the parent tree
-(``git archive``), and is scored against the non-test source files the commit
+the commit message (``(#123)`` and trailers removed) against the parent commit
+(its tree and its history up to there), and is scored against the non-test source files the commit
 modified (type declarations, build/CI configuration, scripts and examples left
 out: they follow from the source change; tests by name or by role, such as a
 ``testsuite/`` package or ``index.test-d.ts``, are not source).
@@ -29,14 +29,13 @@ figures in docs/BENCHMARKS.md.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import re
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,7 +54,8 @@ MARK_BEGIN, MARK_END = "<!-- localize:begin -->", "<!-- localize:end -->"
 # project is held out and reported separately (the figures that count for a change of the rules).
 TUNING = frozenset({"rq", "click", "axios", "chalk", "httpx", "requests", "got", "express",
                     "flask", "commander.js", "attrs", "ky", "starlette", "jinja", "koa", "execa",
-                    "marshmallow", "uvicorn", "pino", "yargs"})
+                    "marshmallow", "uvicorn", "pino", "yargs",
+                    "gunicorn", "structlog", "jsonschema", "winston", "luxon", "node-fetch"})
 MAX_SOURCE_FILES = 4
 MIN_SUBJECT = 20
 MIN_WORDS = 3  # distinct meaningful words in the subject: "Fix bug" says nothing to localize
@@ -161,10 +161,12 @@ def select_cases(mirror: Path, cases: int, window: int) -> list[Case]:
 
 
 def checkout(mirror: Path, commit: str, into: Path) -> None:
-    data = subprocess.run(["git", "--git-dir", str(mirror), "archive", "--format=tar", commit],
-                          check=True, capture_output=True).stdout
-    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-        archive.extractall(into, filter="data")
+    """A repository at ``commit`` with its history up to there, as a user planning that change had it:
+    the mirror's objects are borrowed (alternates), and no ref names a later commit."""
+    subprocess.run(["git", "init", "-q", str(into)], check=True)
+    objects = Path(git(mirror, "rev-parse", "--path-format=absolute", "--git-path", "objects").strip())
+    (into / ".git" / "objects" / "info" / "alternates").write_text(f"{objects}\n")
+    subprocess.run(["git", "-C", str(into), "checkout", "-q", "--detach", commit], check=True)
 
 
 def candidates_of(index: RepoIndex) -> list[str]:
@@ -282,6 +284,7 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=800, help="recent commits considered per project")
     parser.add_argument("--provider", choices=("offline", "anthropic"), default="offline")
     parser.add_argument("--only", default="", help="comma-separated projects to run (default: all)")
+    parser.add_argument("--jobs", type=int, default=1, help="cases planned at once (processes)")
     parser.add_argument("--json", type=Path, help="write every case's planned files here")
     parser.add_argument("--write", action="store_true", help="replace the figures in docs/BENCHMARKS.md")
     args = parser.parse_args()
@@ -291,12 +294,13 @@ def main() -> None:
               file=sys.stderr)
         spec = "offline"
     only = {p for p in args.only.split(",") if p}
+    cases = [(case, mirror) for mirror in args.mirrors if not only or project_name(mirror) in only
+             for case in select_cases(mirror, args.cases, args.window)]
     results: list[Result] = []
-    for mirror in args.mirrors:
-        if only and project_name(mirror) not in only:
-            continue
-        for case in select_cases(mirror, args.cases, args.window):
-            result = run_case(case, mirror, spec)
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        for result in pool.map(run_case, [case for case, _ in cases], [mirror for _, mirror in cases],
+                               [spec] * len(cases)):
+            case = result.case
             results.append(result)
             marks = " ".join(f"{k}={len(s.planned)}/{s.found}" for k, s in result.scores.items() if "=" not in k
                              and not k.startswith("bm25@"))

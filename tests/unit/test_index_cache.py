@@ -113,6 +113,22 @@ def test_uncommitted_changes_of_a_git_repository_are_seen(tmp_path: Path, builds
     assert len(builds) == 3
 
 
+def test_a_commit_that_changes_no_file_still_renews_the_history(tmp_path: Path, builds: list[Path]) -> None:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = make_service_repo(tmp_path / "repo", 2)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "start"], check=True)
+    assert len(cached_index(repo).history) == 1
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "Retry failed orders"], check=True)
+    assert len(builds) == 1  # no file changed: only HEAD tells the index is stale
+    index = cached_index(repo)
+    assert len(builds) == 2 and len(index.history) == 1  # the empty commit touched no file: not evidence
+    assert cached_index(repo) == index and len(builds) == 2
+
+
 def test_an_unwritable_cache_folder_only_costs_the_cache(tmp_path: Path, builds: list[Path]) -> None:
     repo = make_service_repo(tmp_path / "repo", 1)
     blocker = tmp_path / "not-a-folder"

@@ -96,10 +96,10 @@ def tree_listing(repo: Path, commit: str) -> list[str]:
 
 
 def folder_listing(folder: Path) -> list[str]:
-    """The same listing, computed from the files of a folder."""
+    """The same listing, computed from the files of a folder (its own ``.git`` left out)."""
     entries = []
     for path in folder.rglob("*"):
-        if path.is_dir() and not path.is_symlink():
+        if (path.is_dir() and not path.is_symlink()) or path.relative_to(folder).parts[0] == ".git":
             continue
         if path.is_symlink():
             mode, data = "120000", os.readlink(path).encode()
@@ -257,6 +257,10 @@ def test_a_published_snapshot_materialises_on_a_worker_with_identical_files(
     assert folder_listing(checkout) == tree_listing(repo, pin.commit)
     assert (checkout / "notes.txt").read_text(encoding="utf-8") == "new file\n"
     assert materialise(client, pin.commit, settings) == checkout  # one checkout per commit
+    # The checkout is a repository at the pinned commit with its history: the planner reads past changes there.
+    log = subprocess.run(["git", "-C", str(checkout), "log", "--format=%H"], capture_output=True, text=True, check=True)
+    assert log.stdout.split() == subprocess.run(["git", "-C", str(repo), "log", "--format=%H", pin.commit],
+                                                capture_output=True, text=True, check=True).stdout.split()
 
 
 def test_a_bundle_of_many_chunks_comes_back_whole_and_a_lost_chunk_is_reported(

@@ -14,6 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from wfqueue.analysis.files import SourceFile, list_source_files
+from wfqueue.analysis.history import PastChange, read_history
 from wfqueue.analysis.imports import imports_from_tree, js_imports, module_index_for, python_imports
 from wfqueue.analysis.pyast import parse_python
 from wfqueue.analysis.ranking import bm25_scores, tokenize
@@ -40,6 +41,7 @@ class RepoIndex(BaseModel):
     doc_tokens: dict[str, list[str]]  # path -> ranking tokens
     languages: dict[str, int]  # language -> file count
     test_command: str  # whole-suite command, "" when unknown
+    history: list[PastChange] = []  # the last commits' messages and the indexed files they changed
 
 
 def _analyse(
@@ -103,6 +105,7 @@ def build_index(repo: Path, max_bytes: int = 512 * 1024) -> RepoIndex:
         doc_tokens={path: list(tokens) for path, tokens in doc_tokens.items()},
         languages=dict(sorted(Counter(source.language for source in files).items())),
         test_command=detect_test_command(files, texts),
+        history=read_history(Path(repo), known),
     )
 
 

@@ -13,7 +13,8 @@ the scan skips. That covers committed and uncommitted edits alike, files git ign
 ``HEAD`` plus ``git status`` would miss. A file modified less than two seconds before the
 manifest was taken also has its content digest recorded, since a second edit within the
 file system's timestamp resolution might leave size and time unchanged (git's "racily
-clean" case).
+clean" case). The commit HEAD names is recorded too: the index holds the last commits' history
+(wfqueue.analysis.history), which a commit changes even when it leaves every file as it was.
 
 Writes are atomic (``wfqueue.fsio``); builders of one repository take turns under a file
 lock so that tasks starting together build it once. Any trouble with the cache (an
@@ -37,6 +38,7 @@ from wfqueue.analysis.files import SKIP_DIR_SUFFIXES, SKIP_DIRS
 from wfqueue.analysis.index import RepoIndex, build_index
 from wfqueue.errors import WfqueueError
 from wfqueue.fsio import atomic_write_bytes
+from wfqueue.gitcmd import run_git
 from wfqueue.sessions import WORKFLOW_DIR
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,7 @@ class CacheHeader(BaseModel):
     root: str
     max_bytes: int
     manifest: list[ManifestEntry]
+    head: str = ""  # the commit HEAD named, "" outside a git repository
 
 
 @cache
@@ -111,6 +114,16 @@ def manifest_matches(root: Path, manifest: list[ManifestEntry]) -> bool:
     return all(_file_digest(root / path) == sha for path, _, _, sha in manifest if sha)
 
 
+def current_head(root: Path) -> str:
+    """The commit HEAD names in ``root``'s repository; "" outside one, before its first commit or
+    without git."""
+    try:
+        done = run_git(root, "rev-parse", "-q", "--verify", "HEAD", check=False)
+    except WfqueueError:
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
 def cache_file(repo: Path, max_bytes: int, cache_dir: Path | None = None) -> Path:
     """Where the index of ``repo`` (scanned with ``max_bytes``) is stored."""
     root = str(repo.resolve())
@@ -125,7 +138,7 @@ def _read(path: Path, root: Path, max_bytes: int) -> RepoIndex | None:
             header = CacheHeader.model_validate_json(handle.readline())
             if (header.code, header.root, header.max_bytes) != (_code_digest(), str(root), max_bytes):
                 return None
-            if not manifest_matches(root, header.manifest):
+            if not manifest_matches(root, header.manifest) or header.head != current_head(root):
                 return None
             return RepoIndex.model_validate_json(handle.read())
     except FileNotFoundError:
@@ -145,7 +158,8 @@ def _write(path: Path, header: CacheHeader, index: RepoIndex) -> None:
 
 def _build(root: Path, max_bytes: int) -> tuple[CacheHeader, RepoIndex]:
     # The manifest is taken before the scan: a file changed during the scan no longer matches it.
-    header = CacheHeader(code=_code_digest(), root=str(root), max_bytes=max_bytes, manifest=take_manifest(root))
+    header = CacheHeader(code=_code_digest(), root=str(root), max_bytes=max_bytes, manifest=take_manifest(root),
+                         head=current_head(root))
     return header, build_index(root, max_bytes=max_bytes)
 
 

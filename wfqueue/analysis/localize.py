@@ -37,6 +37,7 @@ from __future__ import annotations
 import posixpath
 import re
 
+from wfqueue.analysis.history import history_credit
 from wfqueue.analysis.index import RepoIndex, rank_files
 from wfqueue.analysis.roles import plannable
 from wfqueue.analysis.vocabulary import CODE_LANGUAGES
@@ -52,6 +53,9 @@ DEFINER_BONUS = 0.5  # share of the best score a file gains for defining an iden
 # (_termui_impl.py beside termui.py) change with it; both must match the requirement on their own.
 NEIGHBOUR_BOOST = 0.3
 COMPANION_BOOST = 0.5
+# Credit from the past changes most like the requirement (wfqueue.analysis.history), scaled so that
+# the file with the most credit gains this much of the best text score.
+HISTORY_WEIGHT = 1.0
 # `quoted`, dotted (Queue.enqueue), snake_case, camelCase or PascalCase (StaticFiles) words.
 _IDENTIFIER = re.compile(r"`([^`\s]{3,})`|\b([A-Za-z_][A-Za-z0-9]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+"
                          r"|[A-Za-z]+_[A-Za-z0-9_]+|[a-z]+[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*)\b")
@@ -108,7 +112,21 @@ def localize(index: RepoIndex, requirement: str) -> list[tuple[str, float]]:
     best = ranked[0][1]
     bonus = _definers(index, [p for p, _ in ranked], requirement)
     boosted = [(p, s + DEFINER_BONUS * best * min(1.0, bonus.get(p, 0.0))) for p, s in ranked]
-    return _around_best(index, sorted(boosted, key=lambda item: (-item[1], item[0])))
+    around = _around_best(index, sorted(boosted, key=lambda item: (-item[1], item[0])))
+    return _with_history(around, history_credit(index.history, query, allowed))
+
+
+def _with_history(ranked: list[tuple[str, float]], credit: dict[str, float]) -> list[tuple[str, float]]:
+    """Text scores as shares of the best, plus ``HISTORY_WEIGHT`` x each file's share of the most
+    history credit. A file no word of the requirement reaches can enter on history alone: earlier
+    changes like this one touched it."""
+    if not credit:
+        return ranked
+    best, most = ranked[0][1], max(credit.values())
+    text = dict(ranked)
+    combined = {path: round(text.get(path, 0.0) / best + HISTORY_WEIGHT * credit.get(path, 0.0) / most, 9)
+                for path in text.keys() | credit.keys()}
+    return sorted(combined.items(), key=lambda item: (-item[1], item[0]))
 
 
 def _around_best(index: RepoIndex, ranked: list[tuple[str, float]]) -> list[tuple[str, float]]:

@@ -222,6 +222,12 @@ def _build(root: Path, git_dir: Path, commit: str, final: Path) -> None:
     env = {"GIT_INDEX_FILE": str(scratch / "index")}
     git(tree, f"--git-dir={git_dir}", f"--work-tree={tree}", "read-tree", commit, env=env)
     git(tree, f"--git-dir={git_dir}", f"--work-tree={tree}", "checkout-index", "--all", "--force", env=env)
+    # A repository of its own at ``commit``, borrowing the cache's objects: the planner reads the commit's
+    # history here (wfqueue.analysis.history) as it would in the user's repository, so a worker without the
+    # shared disk plans as one with it.
+    git(tree, "init", "--quiet")
+    (tree / ".git" / "objects" / "info" / "alternates").write_text(f"{(git_dir / 'objects').resolve()}\n")
+    git(tree, "update-ref", "--no-deref", "HEAD", commit)
     final.parent.mkdir(parents=True, exist_ok=True)
     os.rename(tree, final)
     shutil.rmtree(scratch, ignore_errors=True)

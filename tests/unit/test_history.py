@@ -1,0 +1,100 @@
+"""The repository's history as localization evidence: files that earlier changes like the
+requirement touched rank up; without git there is simply no history."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from wfqueue.analysis import build_index
+from wfqueue.analysis.history import MAX_FILES_PER_CHANGE, PastChange, history_credit, parse_log
+from wfqueue.analysis.localize import focus, localize
+from wfqueue.analysis.ranking import tokenize
+
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+                   check=True, capture_output=True)
+
+
+def commit(repo: Path, message: str, files: dict[str, str]) -> None:
+    for path, text in files.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", message)
+
+
+def log_output(*commits: tuple[str, list[str]]) -> str:
+    return "".join(f"\x1e{message}\n\x00\n" + "\n".join(paths) + "\n" for message, paths in commits)
+
+
+def test_parse_log_keeps_indexed_files_and_drops_sweeps() -> None:
+    sweep = [f"pkg/m{n}.py" for n in range(MAX_FILES_PER_CHANGE + 1)]
+    output = log_output(("Retry failed jobs", ["pkg/runner.py", "gone.py"]),
+                        ("Reformat everything", sweep),
+                        ("Drop an old module", ["gone.py"]))
+    changes = parse_log(output, known={"pkg/runner.py", *sweep})
+    assert changes == [PastChange(words=tokenize("Retry failed jobs"), paths=["pkg/runner.py"])]
+
+
+def test_credit_goes_to_the_files_of_the_most_similar_past_changes() -> None:
+    history = [PastChange(words=tokenize("Retry failed jobs with a backoff"), paths=["runner.py", "docs.md"]),
+               PastChange(words=tokenize("Render the dashboard in dark mode"), paths=["ui.py"]),
+               PastChange(words=tokenize("Log failed jobs"), paths=["log.py"])]
+    credit = history_credit(history, "Make the retry of failed jobs configurable", allowed={"runner.py", "ui.py",
+                                                                                           "log.py"})
+    assert "ui.py" not in credit  # no word in common
+    assert credit["runner.py"] > credit["log.py"] > 0  # docs.md is not allowed: runner.py keeps the whole share
+    assert history_credit(history, "Make the retry configurable", allowed={"ui.py"}) == {}
+
+
+JOBS = {
+    "jobs/__init__.py": "",
+    "jobs/runner.py": '"""Run queued jobs in worker processes."""\n\n\ndef run(job):\n    return job()\n',
+    "jobs/scheduler.py": ('"""Schedule jobs: when a failed job may retry, and the retry delay."""\n\n\n'
+                          "def next_retry(job, failed_at):\n    return failed_at + 1\n"),
+}
+
+
+@needs_git
+def test_a_file_that_earlier_changes_like_this_one_touched_ranks_first(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    commit(repo, "Add the job runner and scheduler", JOBS)
+    for n, message in enumerate(["Retry failed jobs in the runner, not the caller",
+                                 "Count retry attempts of failed jobs in the runner"]):
+        commit(repo, message, {"jobs/runner.py": JOBS["jobs/runner.py"] + f"\nATTEMPTS_{n} = {n}\n"})
+    requirement = "Make the number of retry attempts for failed jobs configurable"
+    index = build_index(repo)
+    assert len(index.history) == 3
+    without = [p for p, _ in localize(index.model_copy(update={"history": []}), requirement)]
+    assert without[0] == "jobs/scheduler.py"  # the words alone point at the scheduler's docstring
+    planned = [p for p, _ in focus(localize(index, requirement))]
+    assert planned[0] == "jobs/runner.py"
+
+
+@needs_git
+def test_history_paths_are_relative_to_a_project_in_a_subfolder(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    commit(repo, "Add the service", {f"svc/{path}": text for path, text in JOBS.items()})
+    commit(repo, "Tune the website", {"site/index.js": "export const x = 1\n"})
+    index = build_index(repo / "svc")
+    assert [change.paths for change in index.history] == [sorted(JOBS)]
+
+
+def test_a_folder_outside_git_has_no_history(tmp_path: Path) -> None:
+    for path, text in JOBS.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    index = build_index(tmp_path)
+    assert index.history == []
+    assert localize(index, "Retry failed jobs")[0][0] == "jobs/scheduler.py"

@@ -1,0 +1,90 @@
+"""The repository's own history as evidence of where a requirement lands.
+
+A requirement usually resembles earlier changes of the same code ("Fix the retry
+of failed jobs" after "Retry failed jobs with backoff"), and the files those
+changes touched are the likeliest to change again. ``read_history`` takes the
+last commits once, when the index is built (the only I/O here);
+``history_credit`` is pure: it ranks the past changes by how well their messages
+match the requirement (BM25 over commit messages) and shares each of the best
+matches' score among the files it touched. Localization adds that credit to each
+file's own text score (wfqueue.analysis.localize).
+
+Without git, outside a repository or in a shallow clone with little history,
+there is little or nothing to read and the ranking falls back to the files' text.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from wfqueue.analysis.ranking import bm25_scores, tokenize
+from wfqueue.errors import WfqueueError
+from wfqueue.gitcmd import run_git
+
+log = logging.getLogger(__name__)
+
+HISTORY_COMMITS = 1500  # the last non-merge commits read (about 0.1-0.5 s of `git log`)
+# A commit touching more files is a sweep (a rename, a reformat, a licence header): it says
+# nothing about which one file a requirement is about.
+MAX_FILES_PER_CHANGE = 20
+SIMILAR_CHANGES = 10  # how many of the best-matching past changes give credit
+_GIT_TIMEOUT_S = 30.0
+_RECORD, _FIELD = "\x1e", "\x00"
+
+
+class PastChange(BaseModel):
+    """One earlier commit: its message's ranking tokens and the indexed files it changed."""
+
+    words: list[str]
+    paths: list[str]
+
+
+def parse_log(output: str, known: Collection[str]) -> list[PastChange]:
+    """Past changes from ``git log --format=%x1e%B%x00 --name-only`` output; files not in ``known``
+    (deleted or renamed since, or not indexed) are dropped, and so are sweeps and commits left
+    with no file."""
+    changes: list[PastChange] = []
+    for record in output.split(_RECORD):
+        if _FIELD not in record:
+            continue
+        message, names = record.split(_FIELD, 1)
+        touched = [name.strip() for name in names.splitlines() if name.strip()]
+        paths = [path for path in touched if path in known]
+        if paths and len(touched) <= MAX_FILES_PER_CHANGE:
+            changes.append(PastChange(words=tokenize(message), paths=paths))
+    return changes
+
+
+def read_history(repo: Path, known: Collection[str], limit: int = HISTORY_COMMITS) -> list[PastChange]:
+    """The last ``limit`` non-merge commits reachable from HEAD, paths relative to ``repo`` (which may
+    be a folder inside the repository); [] when ``repo`` is not in a git repository or git fails."""
+    try:
+        done = run_git(repo, "log", "--no-merges", f"-{limit}", "--format=%x1e%B%x00",
+                       "--name-only", "--relative", "HEAD", "--", ".",
+                       check=False, timeout_s=_GIT_TIMEOUT_S)
+    except WfqueueError as exc:  # no git here: the text alone ranks the files
+        log.info("no history read from %s: %s", repo, exc.message)
+        return []
+    if done.returncode != 0:
+        return []  # not a repository, or no commit yet
+    return parse_log(done.stdout, set(known))
+
+
+def history_credit(history: list[PastChange], query: str, allowed: Collection[str],
+                   similar: int = SIMILAR_CHANGES) -> dict[str, float]:
+    """path -> credit from the ``similar`` past changes whose messages best match ``query``: each
+    shares its BM25 score equally among the ``allowed`` files it changed. Pure."""
+    allowed = set(allowed)
+    relevant = {str(k): change for k, change in enumerate(history) if any(p in allowed for p in change.paths)}
+    scores = bm25_scores(tokenize(query), {key: change.words for key, change in relevant.items()})
+    best = sorted(((score, key) for key, score in scores.items() if score > 0), key=lambda item: (-item[0], item[1]))
+    credit: dict[str, float] = {}
+    for score, key in best[:similar]:
+        paths = [path for path in relevant[key].paths if path in allowed]
+        for path in paths:
+            credit[path] = credit.get(path, 0.0) + score / len(paths)
+    return credit
