@@ -57,6 +57,8 @@ TUNING = frozenset({"rq", "click", "axios", "chalk", "httpx", "requests", "got",
                     "marshmallow", "uvicorn", "pino", "yargs",
                     "gunicorn", "structlog", "jsonschema", "winston", "luxon", "node-fetch"})
 MAX_SOURCE_FILES = 4
+RECALL_MARGIN = 0.05  # the targets: recall at least BM25's at the same count and BM25@5 + this ...
+PRECISION_TARGET = 0.35  # ... and mean precision at least this
 MIN_SUBJECT = 20
 MIN_WORDS = 3  # distinct meaningful words in the subject: "Fix bug" says nothing to localize
 MAX_AGENTS = 5
@@ -250,6 +252,28 @@ def summary(results: list[Result]) -> dict[str, dict[str, float]]:
     return table
 
 
+def verdict(table: dict[str, dict[str, float]]) -> str:
+    """The issue's targets against this group's figures, to three decimals."""
+    lite = table["lite"]
+    needed = max(table["bm25=lite"]["recall"], table["bm25@5"]["recall"] + RECALL_MARGIN)
+    met = {"recall": lite["recall"] >= needed, "precision": lite["precision"] >= PRECISION_TARGET}
+    return (f"Targets: lite recall {lite['recall']:.3f} against {needed:.3f} needed (BM25 at the same count "
+            f"{table['bm25=lite']['recall']:.3f}, BM25@5 {table['bm25@5']['recall']:.3f} + {RECALL_MARGIN}): "
+            f"{'met' if met['recall'] else 'missed'}; precision {lite['precision']:.3f} against {PRECISION_TARGET}: "
+            f"{'met' if met['precision'] else 'missed'}.")
+
+
+def per_project(results: list[Result]) -> list[str]:
+    lines = ["| project | cases | lite recall | lite precision | files planned | BM25@5 recall |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for project in sorted({r.case.project for r in results}):
+        mine = [r for r in results if r.case.project == project]
+        table = summary(mine)
+        lines.append(f"| {project} | {len(mine)} | {table['lite']['recall']:.2f} | {table['lite']['precision']:.2f} | "
+                     f"{table['lite']['files']:.1f} | {table['bm25@5']['recall']:.2f} |")
+    return [*lines, ""]
+
+
 def markdown(groups: dict[str, list[Result]], spec: str, command: str) -> str:
     lines = [f"`{command}` — planner: `{spec}`.", ""]
     for label, results in groups.items():
@@ -258,10 +282,13 @@ def markdown(groups: dict[str, list[Result]], spec: str, command: str) -> str:
         lines += [f"**{label}** ({len(done)} cases from {', '.join(projects)}"
                   + (f"; {len(results) - len(done)} failed" if len(done) < len(results) else "") + ")", "",
                   "| ranker | recall | precision | all files found | files planned |", "|---|---|---|---|---|"]
-        for column, row in summary(results).items():
+        table = summary(results)
+        for column, row in table.items():
             lines.append(f"| {column} | {row['recall']:.2f} | {row['precision']:.2f} | {row['all_found']:.2f} | "
                          f"{row['files']:.1f} |")
-        lines.append("")
+        lines += ["", verdict(table), ""]
+        if label == "held-out":
+            lines += per_project(done)
     lines.append("`bm25=lite` is plain BM25 cut at the number of files lite planned in that case (likewise collab).")
     return "\n".join(lines)
 
