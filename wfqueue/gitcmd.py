@@ -19,6 +19,9 @@ from wfqueue.errors import InfrastructureError, WfqueueError
 LOCATION_VARIABLES = frozenset({"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR",
                                 "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_PREFIX"})
 DEFAULT_TIMEOUT_S = 120.0
+# The subject of the commit that carries a working tree's uncommitted changes to workers without the shared
+# disk (wfqueue.transport.repo); the planner's reading of history leaves it out (wfqueue.analysis.history).
+SNAPSHOT_SUBJECT = "wfqueue: uncommitted changes on top of"
 
 
 def run_git(cwd: Path, *args: str, check: bool = True, env: Mapping[str, str] | None = None,

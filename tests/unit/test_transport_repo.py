@@ -15,6 +15,7 @@ import pytest
 import redis
 
 from wfqueue import keys
+from wfqueue.analysis import build_index
 from wfqueue.errors import BadInputError, ConfigError, InfrastructureError, UnsafeRepositoryError
 from wfqueue.settings import Settings
 from wfqueue.state import redis_client
@@ -261,6 +262,8 @@ def test_a_published_snapshot_materialises_on_a_worker_with_identical_files(
     log = subprocess.run(["git", "-C", str(checkout), "log", "--format=%H"], capture_output=True, text=True, check=True)
     assert log.stdout.split() == subprocess.run(["git", "-C", str(repo), "log", "--format=%H", pin.commit],
                                                 capture_output=True, text=True, check=True).stdout.split()
+    # ... less the commit that carries the uncommitted changes: the planner sees the user's own history.
+    assert build_index(checkout).history == build_index(repo).history != []
 
 
 def test_a_bundle_of_many_chunks_comes_back_whole_and_a_lost_chunk_is_reported(

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 from wfqueue.analysis.ranking import bm25_scores, tokenize
 from wfqueue.errors import WfqueueError
-from wfqueue.gitcmd import run_git
+from wfqueue.gitcmd import SNAPSHOT_SUBJECT, run_git
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ HISTORY_COMMITS = 1500  # the last non-merge commits read (about 0.1-0.5 s of `g
 MAX_FILES_PER_CHANGE = 20
 SIMILAR_CHANGES = 10  # how many of the best-matching past changes give credit
 _GIT_TIMEOUT_S = 30.0
-_RECORD, _FIELD = "\x1e", "\x00"
+_RECORD, _FIELD = "\x1e", "\x00"  # what %x1e and %x00 in the log format print
 
 
 class PastChange(BaseModel):
@@ -63,8 +63,10 @@ def read_history(repo: Path, known: Collection[str], limit: int = HISTORY_COMMIT
     """The last ``limit`` non-merge commits reachable from HEAD, paths relative to ``repo`` (which may
     be a folder inside the repository); [] when ``repo`` is not in a git repository or git fails."""
     try:
-        done = run_git(repo, "log", "--no-merges", f"-{limit}", "--format=%x1e%B%x00",
-                       "--name-only", "--relative", "HEAD", "--", ".",
+        # The commit carrying uncommitted changes to workers (no shared disk) is not a past change:
+        # left out, the history is the same as in the user's repository.
+        done = run_git(repo, "log", "--no-merges", f"-{limit}", "--format=%x1e%B%x00", "--name-only",
+                       "--relative", "--invert-grep", f"--grep=^{SNAPSHOT_SUBJECT}", "HEAD", "--", ".",
                        check=False, timeout_s=_GIT_TIMEOUT_S)
     except WfqueueError as exc:  # no git here: the text alone ranks the files
         log.info("no history read from %s: %s", repo, exc.message)

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from wfqueue import keys
 from wfqueue.errors import ConfigError, InfrastructureError, UnsafeRepositoryError
-from wfqueue.gitcmd import run_git
+from wfqueue.gitcmd import SNAPSHOT_SUBJECT, run_git
 from wfqueue.sessions import WORKFLOW_DIR
 from wfqueue.settings import Settings
 from wfqueue.state import RELEASE_IF_OWNER, as_text, raw_reply
@@ -171,7 +171,7 @@ def _snapshot_commit(top: Path, head: str, tree: str) -> str:
     name, email = SNAPSHOT_IDENTITY
     env = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_AUTHOR_DATE": date,
            "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email, "GIT_COMMITTER_DATE": date}
-    message = f"wfqueue: uncommitted changes on top of {head[:12]}"
+    message = f"{SNAPSHOT_SUBJECT} {head[:12]}"
     return git(top, "commit-tree", "--no-gpg-sign", tree, "-p", head, "-m", message, env=env).stdout.strip()
 
 
