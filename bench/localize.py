@@ -29,10 +29,12 @@ figures in docs/BENCHMARKS.md.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import re
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -162,9 +164,16 @@ def select_cases(mirror: Path, cases: int, window: int) -> list[Case]:
     return [candidates[int(k * step + step / 2)] for k in range(cases)]
 
 
-def checkout(mirror: Path, commit: str, into: Path) -> None:
+def checkout(mirror: Path, commit: str, into: Path, history: bool = True) -> None:
     """A repository at ``commit`` with its history up to there, as a user planning that change had it:
-    the mirror's objects are borrowed (alternates), and no ref names a later commit."""
+    the mirror's objects are borrowed (alternates), and no ref names a later commit. Without ``history``,
+    the commit's files alone (``git archive``): the planner then ranks by the files' text only."""
+    if not history:
+        data = subprocess.run(["git", "--git-dir", str(mirror), "archive", "--format=tar", commit],
+                              check=True, capture_output=True).stdout
+        with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+            archive.extractall(into, filter="data")
+        return
     subprocess.run(["git", "init", "-q", str(into)], check=True)
     objects = Path(git(mirror, "rev-parse", "--path-format=absolute", "--git-path", "objects").strip())
     (into / ".git" / "objects" / "info" / "alternates").write_text(f"{objects}\n")
@@ -215,12 +224,12 @@ def plan_collab(provider, repo: str, requirement: str) -> list[str]:  # type: ig
     return planned
 
 
-def run_case(case: Case, mirror: Path, spec: str) -> Result:
+def run_case(case: Case, mirror: Path, spec: str, history: bool = True) -> Result:
     result = Result(case)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="wfq-localize-") as tmp:
         root = Path(tmp)
-        checkout(mirror, case.parent, root)
+        checkout(mirror, case.parent, root, history)
         provider = make_provider(spec, load_settings())
         try:
             index = provider.index(str(root)) if hasattr(provider, "index") else build_index(root)
@@ -311,10 +320,14 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=800, help="recent commits considered per project")
     parser.add_argument("--provider", choices=("offline", "anthropic"), default="offline")
     parser.add_argument("--only", default="", help="comma-separated projects to run (default: all)")
+    parser.add_argument("--no-history", action="store_true",
+                        help="replay each case without its git history (the commit's files alone)")
     parser.add_argument("--jobs", type=int, default=1, help="cases planned at once (processes)")
     parser.add_argument("--json", type=Path, help="write every case's planned files here")
     parser.add_argument("--write", action="store_true", help="replace the figures in docs/BENCHMARKS.md")
     args = parser.parse_args()
+    if args.write and args.no_history:
+        parser.error("--write records the planner as it runs, with the history: drop --no-history or --write")
     spec = args.provider
     if spec == "anthropic" and load_settings().anthropic_api_key is None:
         print("no API key (set ANTHROPIC_API_KEY or WFQUEUE_ANTHROPIC_API_KEY): measuring the offline planner only",
@@ -326,7 +339,7 @@ def main() -> None:
     results: list[Result] = []
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         for result in pool.map(run_case, [case for case, _ in cases], [mirror for _, mirror in cases],
-                               [spec] * len(cases)):
+                               [spec] * len(cases), [not args.no_history] * len(cases)):
             case = result.case
             results.append(result)
             marks = " ".join(f"{k}={len(s.planned)}/{s.found}" for k, s in result.scores.items() if "=" not in k
@@ -343,7 +356,7 @@ def main() -> None:
               "tuning": [r for r in results if r.case.project in TUNING]}
     groups = {label: rs for label, rs in groups.items() if rs}
     command = ("bench/localize.py " + " ".join(f"<{project_name(m)}>" for m in args.mirrors) + f" --cases {args.cases}"
-               + (f" --provider {spec}" if spec != "offline" else ""))
+               + (f" --provider {spec}" if spec != "offline" else "") + (" --no-history" if args.no_history else ""))
     text = markdown(groups, spec, command)
     print(text)
     if args.write:

@@ -29,8 +29,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Callable, Container, Iterable, Sequence
 from typing import Literal
 
 from pydantic import BaseModel
@@ -38,8 +37,16 @@ from pydantic import BaseModel
 from wfqueue.tasks_file import repo_relative
 from wfqueue.unified_task import TaskFile, TaskSource, UnifiedTask
 
-__all__ = ["Repair", "RepairKind", "break_cycles", "fill_source", "format_id", "id_range_ids", "repair_tasks",
-           "slugify"]
+__all__ = [
+    "IdRanges",
+    "Repair",
+    "RepairKind",
+    "break_cycles",
+    "fill_source",
+    "format_id",
+    "repair_tasks",
+    "slugify",
+]
 
 RepairKind = Literal[
     # tasks (this module)
@@ -80,9 +87,21 @@ def format_id(prefix: str, number: int, digits: int = 3) -> str:
     return f"{prefix}{number:0{digits}d}"
 
 
-def id_range_ids(prefix: str, id_range: tuple[int, int], digits: int = 3) -> set[str]:
-    """Every canonical id of a range, e.g. the ids other collab agents own."""
-    return {format_id(prefix, n, digits) for n in range(id_range[0], id_range[1] + 1)}
+class IdRanges:
+    """The canonical ids of some ranges (e.g. those the other collab agents own), answering ``in``
+    without listing them: with 100 agents of 100 ids each, every agent would otherwise format and
+    hash 9 900 strings."""
+
+    def __init__(self, prefix: str, ranges: Iterable[tuple[int, int]], digits: int = 3) -> None:
+        self.prefix, self.digits = prefix, digits
+        self.ranges = tuple(ranges)
+        self._pattern = re.compile(rf"^{re.escape(prefix)}(\d+)$")
+
+    def __contains__(self, task_id: object) -> bool:
+        if not isinstance(task_id, str):
+            return False
+        number = _canonical_number(task_id, self._pattern, self.prefix, self.digits)
+        return number is not None and any(low <= number <= high for low, high in self.ranges)
 
 
 def fill_source(tasks: Iterable[UnifiedTask], *, tool: str, session_id: str) -> list[UnifiedTask]:
@@ -157,7 +176,7 @@ def repair_tasks(
     id_prefix: str,
     id_range: tuple[int, int] | None,
     exists: Callable[[str], bool],
-    known_external_ids: AbstractSet[str] = frozenset(),
+    known_external_ids: Container[str] = frozenset(),
     digits: int = 3,
     sequential: bool = False,
 ) -> tuple[list[UnifiedTask], list[Repair]]:

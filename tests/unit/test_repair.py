@@ -15,7 +15,7 @@ from wfqueue.lite.steps import recalled_repairs, repair_lite_draft, with_repairs
 from wfqueue.providers.base import AssessStep, GenerateTasksStep, LitePlanStep, PlanAreaStep, UnderstandStep
 from wfqueue.providers.offline.explore import explore_angle
 from wfqueue.providers.offline.provider import OfflineProvider
-from wfqueue.repair import Repair, fill_source, format_id, id_range_ids, repair_tasks
+from wfqueue.repair import IdRanges, Repair, fill_source, format_id, repair_tasks
 from wfqueue.tasks_file import LoadedTask, check_plan
 from wfqueue.unified_task import TaskSource, UnifiedTask
 from wfqueue.workflow_session.steps import repair_wfs_draft
@@ -37,7 +37,7 @@ def task(task_id: str, *, deps: list[str] | None = None, files: list[dict[str, A
     })
 
 
-def collab(tasks: list[UnifiedTask], id_range: tuple[int, int] = (1, 100), external: set[str] | None = None):
+def collab(tasks: list[UnifiedTask], id_range: tuple[int, int] = (1, 100), external: IdRanges | None = None):
     return repair_tasks(tasks, id_prefix="TASK-", id_range=id_range, exists=exists,
                         known_external_ids=external or set())
 
@@ -68,7 +68,7 @@ def test_own_task_wins_over_an_external_id_and_free_ids_are_the_smallest() -> No
     # Agent 1 (TASK-001..100) wrote TASK-150, which is agent 2's range: a reference to it means its own task.
     tasks = [task("TASK-150"), task("TASK-001", deps=["TASK-150", "TASK-101"]), task("TASK-003")]
 
-    fixed, repairs = collab(tasks, external=id_range_ids("TASK-", (101, 200)))
+    fixed, repairs = collab(tasks, external=IdRanges("TASK-", [(101, 200)]))
 
     assert [t.id for t in fixed] == ["TASK-002", "TASK-001", "TASK-003"]
     assert fixed[1].depends_on == ["TASK-002", "TASK-101"]
@@ -130,7 +130,7 @@ def test_unknown_and_self_dependencies_are_removed_external_ones_kept() -> None:
     tasks = [task("TASK-001", deps=["TASK-001", "TASK-102", "TASK-999", "TASK-150"]),
              task("TASK-150", deps=["TASK-150", "TASK-003"])]
 
-    fixed, repairs = collab(tasks, external=id_range_ids("TASK-", (101, 200)))
+    fixed, repairs = collab(tasks, external=IdRanges("TASK-", [(101, 200)]))
 
     assert fixed[0].depends_on == ["TASK-102", "TASK-002"]
     assert fixed[1].id == "TASK-002" and fixed[1].depends_on == []
@@ -158,7 +158,7 @@ def test_cycles_are_left_for_conflict_detection() -> None:
     tasks = [task("TASK-001", deps=["TASK-002"]), task("TASK-002", deps=["TASK-001"]),
              task("TASK-003", deps=["TASK-101"])]
 
-    fixed, repairs = collab(tasks, external=id_range_ids("TASK-", (101, 200)))
+    fixed, repairs = collab(tasks, external=IdRanges("TASK-", [(101, 200)]))
 
     assert repairs == [] and fixed == tasks
     loaded = [LoadedTask(task=t, location=t.id, legacy=False) for t in fixed[:2]]
@@ -255,3 +255,11 @@ def test_offline_lite_and_workflow_answers_are_not_repaired(sample_repo: Path, r
                                          explorations=explorations, constraints=["keep the API"]))
     fixed_wfs, repairs = repair_wfs_draft(wfs, repo, "WFS-s")  # type: ignore[arg-type]
     assert repairs == [] and fixed_wfs.model_dump() == wfs.model_dump()
+
+
+def test_id_ranges_hold_the_canonical_ids_of_their_ranges_only() -> None:
+    others = IdRanges("TASK-", [(101, 200), (301, 400)])
+    assert all(format_id("TASK-", n) in others for n in (101, 150, 200, 301, 400))
+    assert not any(task_id in others for task_id in ("TASK-100", "TASK-201", "TASK-300", "TASK-401", "TASK-0150",
+                                                     "TASK-150x", "task-150", "IMPL-150", 150))
+    assert "TASK-001" not in IdRanges("TASK-", [])

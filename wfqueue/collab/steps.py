@@ -24,7 +24,7 @@ from wfqueue.errors import BudgetExhaustedError, ProviderError, TransientProvide
 from wfqueue.fsio import atomic_write_json, atomic_write_text, locked_update
 from wfqueue.keys import AgentState
 from wfqueue.providers import PlanAreaStep, Provider, UnderstandStep
-from wfqueue.repair import Repair, fill_source, id_range_ids, repair_tasks
+from wfqueue.repair import IdRanges, Repair, fill_source, repair_tasks
 from wfqueue.settings import Settings
 from wfqueue.state import SessionStore
 
@@ -119,10 +119,8 @@ def repair_area(
     Dependencies on ids of other agents' ranges are kept (collab tasks may depend on
     each other's work); cycles are left for conflict detection to report."""
     sub = analysis.area(focus_area)
-    external: set[str] = set()
-    for other in analysis.sub_domains:
-        if other.focus_area != focus_area:
-            external |= id_range_ids("TASK-", other.task_id_range)
+    external = IdRanges("TASK-", [other.task_id_range for other in analysis.sub_domains
+                                  if other.focus_area != focus_area])
     root = Path(repo)
     tasks = fill_source(draft.tasks, tool="wfqueue-collab", session_id=analysis.session_id)
     tasks, repairs = repair_tasks(tasks, id_prefix="TASK-", id_range=sub.task_id_range,
