@@ -29,12 +29,11 @@ figures in docs/BENCHMARKS.md.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import re
+import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -167,17 +166,13 @@ def select_cases(mirror: Path, cases: int, window: int) -> list[Case]:
 def checkout(mirror: Path, commit: str, into: Path, history: bool = True) -> None:
     """A repository at ``commit`` with its history up to there, as a user planning that change had it:
     the mirror's objects are borrowed (alternates), and no ref names a later commit. Without ``history``,
-    the commit's files alone (``git archive``): the planner then ranks by the files' text only."""
-    if not history:
-        data = subprocess.run(["git", "--git-dir", str(mirror), "archive", "--format=tar", commit],
-                              check=True, capture_output=True).stdout
-        with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-            archive.extractall(into, filter="data")
-        return
+    the same files with no repository around them: the planner then ranks by the files' text only."""
     subprocess.run(["git", "init", "-q", str(into)], check=True)
     objects = Path(git(mirror, "rev-parse", "--path-format=absolute", "--git-path", "objects").strip())
     (into / ".git" / "objects" / "info" / "alternates").write_text(f"{objects}\n")
     subprocess.run(["git", "-C", str(into), "checkout", "-q", "--detach", commit], check=True)
+    if not history:
+        shutil.rmtree(into / ".git")
 
 
 def candidates_of(index: RepoIndex) -> list[str]:
