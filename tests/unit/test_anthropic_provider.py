@@ -419,6 +419,25 @@ def test_endpoint_comes_from_anthropic_base_url(fake: FakeAnthropic, sample_repo
 # -- prompt caching ------------------------------------------------------------------------------------
 
 
+
+def test_agents_of_one_session_share_one_repository_listing(fake: FakeAnthropic, sample_repo: Path) -> None:
+    """The listing is made once per session and process: a file added while the agents run does not make
+    the second agent's prefix differ (which would cost it the prompt cache); the next session lists it."""
+    shared = analysis()
+
+    def step(session: str, area: str) -> PlanAreaStep:
+        return PlanAreaStep(session_id=session, repo=str(sample_repo), requirement=REQUIREMENT, analysis=shared,
+                            focus_area=area)
+
+    fake.reply(answer(area_draft(1)), answer(area_draft(101)), answer(area_draft(1)))
+    provider_for(fake).run(step("CPLAN-listing-1", "auth"))
+    (sample_repo / "late_module.py").write_text("LATE = True\n")
+    provider_for(fake).run(step("CPLAN-listing-1", "storage"))
+    provider_for(fake).run(step("CPLAN-listing-2", "auth"))
+    first, second, next_session = (request["system"][0]["text"] for request in fake.requests)
+    assert first == second and "late_module.py" not in second
+    assert "late_module.py" in next_session
+
 def test_agents_share_a_cached_prefix(fake: FakeAnthropic, sample_repo: Path) -> None:
     shared = analysis()
     steps = [PlanAreaStep(session_id="CPLAN-1", repo=str(sample_repo), requirement=REQUIREMENT, analysis=shared,

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import itertools
+import threading
 
 import pytest
+from celery.app import backends
 
 from wfqueue.celery_app import create_app, unacked_scan_options
 from wfqueue.collab.assemble import allocate
@@ -68,3 +70,24 @@ def test_allocation_merges_alike_areas_instead_of_refusing_them() -> None:
     analysis = allocate(draft(["same", "same"]), "s", "x", 5)
     assert [s.focus_area for s in analysis.sub_domains] == ["same"]
     assert [r.kind for r in analysis.repairs] == ["merged_sub_domain"]
+
+
+def test_threads_get_backends_of_their_own_from_one_class_look_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    looked_up: list[str] = []
+    real = backends.load_extension_class_names
+
+    def counted(namespace: str):  # type: ignore[no-untyped-def]
+        looked_up.append(namespace)
+        return real(namespace)
+
+    monkeypatch.setattr(backends, "load_extension_class_names", counted)
+    app = create_app(load_settings(broker_url="redis://localhost:6379/0"))
+    made: list[object] = []
+    threads = [threading.Thread(target=lambda: made.append(app.backend)) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len({id(backend) for backend in made}) == 4  # the Redis backend is per thread: not shared
+    assert {type(backend).__name__ for backend in made} == {"RedisBackend"}
+    assert len(looked_up) == 1

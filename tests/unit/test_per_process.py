@@ -29,3 +29,12 @@ def test_threads_asking_at_once_get_the_one_object_made_for_the_key() -> None:
         thread.join()
     assert len(made) == 1 and seen == made * 8
     assert registry.get("other", object) is not made[0]
+
+
+def test_a_registry_that_keeps_a_few_keys_forgets_the_oldest() -> None:
+    made: list[str] = []
+    recent: PerProcess[str, str] = PerProcess(keep=2)
+    for key in ("a", "b", "a", "c", "a", "b"):
+        recent.get(key, lambda key=key: made.append(key) or key.upper())
+    # "c" pushes out "a", the first made (though asked for again since); "a" made again pushes out "b".
+    assert made == ["a", "b", "c", "a", "b"]

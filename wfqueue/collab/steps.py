@@ -23,6 +23,7 @@ from wfqueue.collab.split import Split, repair_split, settle_split, split_feedba
 from wfqueue.errors import BudgetExhaustedError, ProviderError, TransientProviderError
 from wfqueue.fsio import atomic_write_json, atomic_write_text, locked_update
 from wfqueue.keys import AgentState
+from wfqueue.per_process import PerProcess
 from wfqueue.providers import PlanAreaStep, Provider, UnderstandStep
 from wfqueue.repair import IdRanges, Repair, fill_source, repair_tasks
 from wfqueue.settings import Settings
@@ -42,12 +43,19 @@ def agent_dir(session_dir: Path, focus_area: str) -> Path:
     return session_dir / "agents" / focus_area
 
 
+# Every agent of a session reads the same analysis; with 100 areas, validating it again in each of 100
+# threads of one worker was a tenth of the worker's CPU. Keyed by the text, so a changed analysis is read anew.
+_analyses: PerProcess[str, RequirementAnalysis] = PerProcess(keep=8)
+
+
 def load_analysis(state: SessionStore, session_dir: Path) -> RequirementAnalysis:
-    """Redis first (the same on every host), then this host's file."""
+    """Redis first (the same on every host), then this host's file. The same object for the same text in
+    one process: callers treat it as read-only (they derive copies)."""
     stored = state.recall(keys.ANALYSIS)
-    if stored is not None:
-        return RequirementAnalysis.model_validate_json(stored)
-    return RequirementAnalysis.model_validate_json((session_dir / ANALYSIS_FILE).read_text(encoding="utf-8"))
+    if stored is None:
+        stored = (session_dir / ANALYSIS_FILE).read_text(encoding="utf-8")
+    text = stored
+    return _analyses.get(text, lambda: RequirementAnalysis.model_validate_json(text))
 
 
 def understand_answer(state: SessionStore, provider: Provider, step: UnderstandStep) -> UnderstandingDraft:

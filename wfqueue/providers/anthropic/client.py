@@ -56,6 +56,9 @@ from wfqueue.turns import MemoryJournal, Transcript, TurnJournal, journal_key
 __all__ = ["AnthropicProvider"]
 
 _clients: PerProcess[tuple[int, str], anthropic.Anthropic] = PerProcess()
+# The repository listing in the prompt prefix that every agent of a session shares: made once per session
+# and process, not walked again by each of 100 agents (and the same for all of them, as the prompt cache needs).
+_summaries: PerProcess[tuple[str, str, int], str] = PerProcess(keep=16)
 
 
 def _shared_client(options: dict[str, Any]) -> anthropic.Anthropic:
@@ -182,7 +185,9 @@ class AnthropicProvider:
         transcript = self.journal.load(key)
         if transcript is None or transcript.phase == "failed":
             # A failed step is tried afresh when asked again (wfqueue resume); its old transcript was exported.
-            prompt = build_prompt(step, repo.summary(self.summary_max_files), tools=with_tools)
+            summary = _summaries.get((step.session_id, str(repo.root), self.summary_max_files),
+                                     lambda: repo.summary(self.summary_max_files))
+            prompt = build_prompt(step, summary, tools=with_tools)
             messages = [dict(m) for m in prompt.messages]
             transcript = Transcript(step=key, label=step.label, system=prompt.system, history=messages[:-1],
                                     pending=messages[-1])
