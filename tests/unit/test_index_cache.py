@@ -90,7 +90,8 @@ def test_a_corrupt_cache_file_is_rebuilt_not_fatal(tmp_path: Path, builds: list[
     assert cached_index(repo) == good and len(builds) == 4  # the rebuilt file is whole again
 
 
-def test_uncommitted_changes_of_a_git_repository_are_seen(tmp_path: Path, builds: list[Path]) -> None:
+def committed_service_repo(tmp_path: Path) -> tuple[Path, list[str]]:
+    """A sample service repository with one commit, and the git command line to run more in it."""
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
     repo = make_service_repo(tmp_path / "repo", 2)
@@ -98,6 +99,11 @@ def test_uncommitted_changes_of_a_git_repository_are_seen(tmp_path: Path, builds
     subprocess.run([*git, "init", "-q"], check=True)
     subprocess.run([*git, "add", "-A"], check=True)
     subprocess.run([*git, "commit", "-qm", "start"], check=True)
+    return repo, git
+
+
+def test_uncommitted_changes_of_a_git_repository_are_seen(tmp_path: Path, builds: list[Path]) -> None:
+    repo, _ = committed_service_repo(tmp_path)
     cached_index(repo)
     store = repo / "app" / "catalog" / "store.py"
     store.write_text(store.read_text() + "\n\ndef forget_user(user_id: str) -> None:\n    pass\n")
@@ -114,13 +120,7 @@ def test_uncommitted_changes_of_a_git_repository_are_seen(tmp_path: Path, builds
 
 
 def test_a_commit_that_changes_no_file_still_renews_the_history(tmp_path: Path, builds: list[Path]) -> None:
-    if shutil.which("git") is None:
-        pytest.skip("git is not installed")
-    repo = make_service_repo(tmp_path / "repo", 2)
-    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
-    subprocess.run([*git, "init", "-q"], check=True)
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-qm", "start"], check=True)
+    repo, git = committed_service_repo(tmp_path)
     assert len(cached_index(repo).history) == 1
     subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "Retry failed orders"], check=True)
     assert len(builds) == 1  # no file changed: only HEAD tells the index is stale
