@@ -91,6 +91,15 @@ def test_history_paths_are_relative_to_a_project_in_a_subfolder(tmp_path: Path) 
     assert [change.paths for change in index.history] == [sorted(JOBS)]
 
 
+@needs_git
+def test_non_ascii_file_names_keep_their_history(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    commit(repo, "Add the résumé parser", {"cv/résumé.py": "def parse_resume(text):\n    return text\n"})
+    assert [change.paths for change in build_index(repo).history] == [["cv/résumé.py"]]
+
+
 def test_a_folder_outside_git_has_no_history(tmp_path: Path) -> None:
     for path, text in JOBS.items():
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)

@@ -65,8 +65,10 @@ def read_history(repo: Path, known: Collection[str], limit: int = HISTORY_COMMIT
     try:
         # The commit carrying uncommitted changes to workers (no shared disk) is not a past change:
         # left out, the history is the same as in the user's repository.
-        done = run_git(repo, "log", "--no-merges", f"-{limit}", "--format=%x1e%B%x00", "--name-only",
-                       "--relative", "--invert-grep", f"--grep=^{SNAPSHOT_SUBJECT}", "HEAD", "--", ".",
+        # core.quotePath=false: names with non-ASCII letters come as they are, not quoted and escaped.
+        done = run_git(repo, "-c", "core.quotePath=false", "log", "--no-merges", f"-{limit}",
+                       "--format=%x1e%B%x00", "--name-only", "--relative",
+                       "--invert-grep", f"--grep=^{SNAPSHOT_SUBJECT}", "HEAD", "--", ".",
                        check=False, timeout_s=_GIT_TIMEOUT_S)
     except WfqueueError as exc:  # no git here: the text alone ranks the files
         log.info("no history read from %s: %s", repo, exc.message)
