@@ -140,7 +140,11 @@ def test_a_sigkilled_agent_resumes_at_its_saved_turn(pool: str, sample_repo: Pat
     write_report("killed_agent_turns", {"repeated_turns": repeated, "victim_turns": victim_turns,
                                         "victim_deliveries": tries[model.victim], "victim_calls_billed": kinds})
     assert result["status"] == "completed" and result["tasks"] >= 2
-    assert tries[model.victim] == 2  # the kill landed mid-task: its task was delivered again
+    # The kill landed mid-task: its task was delivered again. With the 4 s visibility timeout used here, a
+    # prefork run sometimes sees one more delivery (the kill's requeue, then the unacknowledged message
+    # restored once more: seen in 2 of 4 runs on two cores). Delivery is at least once: what must hold is that
+    # no delivery re-sends a saved turn or pays for one twice, asserted below.
+    assert tries[model.victim] >= 2
     # Turns 1-3 were each sent once; the held turn 4 was sent again by the redelivered task (it never got its
     # reply) and answered. Without saved turns the retry would have started again at turn 1.
     assert victim_turns == [1, 2, 3, HELD_TURN, HELD_TURN]
