@@ -47,7 +47,8 @@ class WfqueueCelery(Celery):
 
     Celery gives every thread a backend of its own (the Redis backend is not thread-safe) and looks its
     class up again each time, through every installed package's entry points (about 2 ms). In a threads
-    pool of 100 agents that was 100 look-ups under the interpreter lock the agents share."""
+    pool of 100 agents that was 100 look-ups under the interpreter lock the agents share. Kept for the app's
+    life: ``create_app`` sets the backend URL once and nothing changes it afterwards."""
 
     _backend_class: tuple[Any, str | None] | None = None
 

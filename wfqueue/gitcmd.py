@@ -28,14 +28,17 @@ def run_git(cwd: Path, *args: str, check: bool = True, env: Mapping[str, str] | 
             timeout_s: float = DEFAULT_TIMEOUT_S, error: type[WfqueueError] = InfrastructureError,
             needed_for: str = "wfqueue works on git repositories",
             install_hint: str = "install git, then run the command again",
-            failure_hint: str = "check the repository with `git status`") -> subprocess.CompletedProcess[str]:
+            failure_hint: str = "check the repository with `git status`",
+            errors: str = "strict") -> subprocess.CompletedProcess[str]:
     """Run git in ``cwd`` and return what it did. Raises ``error`` when git is missing or cannot run
     (``needed_for`` says why it is needed), and, with ``check``, when the command fails (quoting git's
     message, with ``failure_hint``). ``env`` adds variables (e.g. ``GIT_INDEX_FILE``) to this process's
-    environment, less any repository location it inherited. Git never prompts: a worker has nobody to answer."""
+    environment, less any repository location it inherited. Git never prompts: a worker has nobody to answer.
+    ``errors`` is how output that is not UTF-8 is decoded (``surrogateescape`` for file names, which may be
+    any bytes)."""
     inherited = {k: v for k, v in os.environ.items() if k not in LOCATION_VARIABLES}
     try:
-        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout_s,
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, errors=errors, timeout=timeout_s,
                               check=False, stdin=subprocess.DEVNULL,
                               env={**inherited, "GIT_TERMINAL_PROMPT": "0", **(env or {})})
     except FileNotFoundError:

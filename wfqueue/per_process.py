@@ -20,6 +20,8 @@ V = TypeVar("V")
 
 class PerProcess(Generic[K, V]):
     def __init__(self, keep: int | None = None) -> None:
+        if keep is not None and keep < 1:
+            raise ValueError(f"keep must be at least 1, not {keep}")
         self._made: dict[K, V] = {}
         self._lock = threading.Lock()
         self._keep = keep

@@ -95,7 +95,8 @@ class IdRanges:
     def __init__(self, prefix: str, ranges: Iterable[tuple[int, int]], digits: int = 3) -> None:
         self.prefix, self.digits = prefix, digits
         self.ranges = tuple(ranges)
-        self._pattern = re.compile(rf"^{re.escape(prefix)}(\d+)$")
+        # At most 18 digits: no range goes that far, and int() refuses thousands of digits (a model's invention).
+        self._pattern = re.compile(rf"^{re.escape(prefix)}(\d{{1,18}})$")
 
     def __contains__(self, task_id: object) -> bool:
         if not isinstance(task_id, str):

@@ -3,6 +3,7 @@ requirement touched rank up; without git there is simply no history."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 
 from wfqueue.analysis import build_index
 from wfqueue.analysis.history import MAX_FILES_PER_CHANGE, PastChange, history_credit, parse_log
+from wfqueue.analysis.index_cache import cached_index
 from wfqueue.analysis.localize import focus, localize
 from wfqueue.analysis.ranking import tokenize
 
@@ -107,3 +109,15 @@ def test_a_folder_outside_git_has_no_history(tmp_path: Path) -> None:
     index = build_index(tmp_path)
     assert index.history == []
     assert localize(index, "Retry failed jobs")[0][0] == "jobs/scheduler.py"
+
+
+@needs_git
+def test_a_file_name_that_is_not_utf8_does_not_stop_the_index(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    name = os.fsdecode(b"lat\xe9.py")  # Latin-1 bytes, as an old tool may have named it
+    commit(repo, "Add the legacy parser", {name: "def parse(text):\n    return text\n"})
+    index = build_index(repo)
+    assert [change.paths for change in index.history] == [[name]] and name in {f.path for f in index.files}
+    assert cached_index(repo) == index  # such a name cannot be stored in the JSON cache: built, not cached

@@ -261,5 +261,5 @@ def test_id_ranges_hold_the_canonical_ids_of_their_ranges_only() -> None:
     others = IdRanges("TASK-", [(101, 200), (301, 400)])
     assert all(format_id("TASK-", n) in others for n in (101, 150, 200, 301, 400))
     assert not any(task_id in others for task_id in ("TASK-100", "TASK-201", "TASK-300", "TASK-401", "TASK-0150",
-                                                     "TASK-150x", "task-150", "IMPL-150", 150))
+                                                     "TASK-150x", "task-150", "IMPL-150", 150, "TASK-" + "9" * 5000))
     assert "TASK-001" not in IdRanges("TASK-", [])

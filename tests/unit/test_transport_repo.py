@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -264,6 +265,11 @@ def test_a_published_snapshot_materialises_on_a_worker_with_identical_files(
                                                 capture_output=True, text=True, check=True).stdout.split()
     # ... less the commit that carries the uncommitted changes: the planner sees the user's own history.
     assert build_index(checkout).history == build_index(repo).history != []
+    # A checkout made when checkouts were files alone gets its repository on its next use, files untouched.
+    shutil.rmtree(checkout / ".git")
+    assert materialise(client, pin.commit, settings) == checkout
+    assert folder_listing(checkout) == tree_listing(repo, pin.commit)
+    assert build_index(checkout).history == build_index(repo).history
 
 
 def test_a_bundle_of_many_chunks_comes_back_whole_and_a_lost_chunk_is_reported(

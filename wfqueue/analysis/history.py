@@ -32,7 +32,9 @@ HISTORY_COMMITS = 1500  # the last non-merge commits read (`git log` took 0.05 s
 # nothing about which one file a requirement is about.
 MAX_FILES_PER_CHANGE = 20
 SIMILAR_CHANGES = 10  # how many of the best-matching past changes give credit
-_GIT_TIMEOUT_S = 30.0
+# A small folder of a very large repository can make git walk far back for its commits; past this, the
+# text alone ranks the files.
+_GIT_TIMEOUT_S = 10.0
 _RECORD, _FIELD = "\x1e", "\x00"  # what %x1e and %x00 in the log format print
 
 
@@ -52,7 +54,7 @@ def parse_log(output: str, known: Collection[str]) -> list[PastChange]:
         if _FIELD not in record:
             continue
         message, names = record.split(_FIELD, 1)
-        touched = [name.strip() for name in names.splitlines() if name.strip()]
+        touched = [name for name in names.splitlines() if name]
         paths = [path for path in touched if path in known]
         if paths and len(touched) <= MAX_FILES_PER_CHANGE:
             changes.append(PastChange(words=tokenize(message), paths=paths))
@@ -65,16 +67,20 @@ def read_history(repo: Path, known: Collection[str], limit: int = HISTORY_COMMIT
     try:
         # The commit carrying uncommitted changes to workers (no shared disk) is not a past change:
         # left out, the history is the same as in the user's repository.
-        # core.quotePath=false: names with non-ASCII letters come as they are, not quoted and escaped.
+        # core.quotePath=false: names with non-ASCII letters come as they are, not quoted and escaped, and
+        # bytes that are not UTF-8 decode as the file scan decodes them (surrogateescape). Names git still
+        # quotes (a double quote, a backslash or a control character in them) match no indexed file.
         done = run_git(repo, "-c", "core.quotePath=false", "log", "--no-merges", f"-{limit}",
                        "--format=%x1e%B%x00", "--name-only", "--relative",
                        "--invert-grep", f"--grep=^{SNAPSHOT_SUBJECT}", "HEAD", "--", ".",
-                       check=False, timeout_s=_GIT_TIMEOUT_S)
+                       check=False, timeout_s=_GIT_TIMEOUT_S, errors="surrogateescape")
     except WfqueueError as exc:  # no git here: the text alone ranks the files
         log.info("no history read from %s: %s", repo, exc.message)
         return []
-    if done.returncode != 0:
-        return []  # not a repository, or no commit yet
+    if done.returncode != 0:  # not a repository, no commit yet, or one git refuses to read
+        if "dubious ownership" in done.stderr:  # owned by another user: plans here differ from its owner's
+            log.warning("no history read from %s: %s", repo, done.stderr.strip())
+        return []
     return parse_log(done.stdout, set(known))
 
 
@@ -83,8 +89,9 @@ def history_credit(history: list[PastChange], query: str, allowed: Collection[st
     """path -> credit from the ``similar`` past changes whose messages best match ``query``: each
     shares its BM25 score equally among the ``allowed`` files it changed. Pure."""
     allowed = set(allowed)
-    relevant = {str(k): change for k, change in enumerate(history) if any(p in allowed for p in change.paths)}
+    relevant = {f"{k:06d}": change for k, change in enumerate(history) if any(p in allowed for p in change.paths)}
     scores = bm25_scores(tokenize(query), {key: change.words for key, change in relevant.items()})
+    # Ties go to the more recent change (keys are positions in the log, newest first).
     best = sorted(((score, key) for key, score in scores.items() if score > 0), key=lambda item: (-item[0], item[1]))
     credit: dict[str, float] = {}
     for score, key in best[:similar]:

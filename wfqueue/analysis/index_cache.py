@@ -14,7 +14,8 @@ the scan skips. That covers committed and uncommitted edits alike, files git ign
 manifest was taken also has its content digest recorded, since a second edit within the
 file system's timestamp resolution might leave size and time unchanged (git's "racily
 clean" case). The commit HEAD names is recorded too: the index holds the last commits' history
-(wfqueue.analysis.history), which a commit changes even when it leaves every file as it was.
+(wfqueue.analysis.history), which a commit changes even when it leaves every file as it was; then only the
+history is read again (a ``git log``, not a scan).
 
 Writes are atomic (``wfqueue.fsio``); builders of one repository take turns under a file
 lock so that tasks starting together build it once. Any trouble with the cache (an
@@ -35,6 +36,7 @@ from filelock import FileLock, Timeout
 from pydantic import BaseModel, ValidationError
 
 from wfqueue.analysis.files import SKIP_DIR_SUFFIXES, SKIP_DIRS
+from wfqueue.analysis.history import read_history
 from wfqueue.analysis.index import RepoIndex, build_index
 from wfqueue.errors import WfqueueError
 from wfqueue.fsio import atomic_write_bytes
@@ -131,16 +133,17 @@ def cache_file(repo: Path, max_bytes: int, cache_dir: Path | None = None) -> Pat
     return (cache_dir or repo / WORKFLOW_DIR / CACHE_DIR / "index") / f"{name}.json"
 
 
-def _read(path: Path, root: Path, max_bytes: int) -> RepoIndex | None:
-    """The stored index when it was built by this code from the files as they are now."""
+def _read(path: Path, root: Path, max_bytes: int) -> tuple[CacheHeader, RepoIndex] | None:
+    """The stored header and index when the index was built by this code from the files as they are now
+    (HEAD may have moved since: the caller compares)."""
     try:
         with path.open("rb") as handle:
             header = CacheHeader.model_validate_json(handle.readline())
             if (header.code, header.root, header.max_bytes) != (_code_digest(), str(root), max_bytes):
                 return None
-            if not manifest_matches(root, header.manifest) or header.head != current_head(root):
+            if not manifest_matches(root, header.manifest):
                 return None
-            return RepoIndex.model_validate_json(handle.read())
+            return header, RepoIndex.model_validate_json(handle.read())
     except FileNotFoundError:
         return None
     except (OSError, ValueError, ValidationError) as exc:  # corrupt, truncated or foreign: rebuilt over
@@ -149,10 +152,11 @@ def _read(path: Path, root: Path, max_bytes: int) -> RepoIndex | None:
 
 
 def _write(path: Path, header: CacheHeader, index: RepoIndex) -> None:
-    data = header.model_dump_json().encode() + b"\n" + index.model_dump_json().encode()
     try:
+        # A file name that is not UTF-8 (kept as the file system gave it) cannot go into JSON: not cached.
+        data = header.model_dump_json().encode() + b"\n" + index.model_dump_json().encode()
         atomic_write_bytes(path, data)
-    except (OSError, WfqueueError) as exc:
+    except (OSError, ValueError, WfqueueError) as exc:
         log.info("index not cached at %s: %s", path, exc)
 
 
@@ -168,9 +172,10 @@ def cached_index(repo: Path, max_bytes: int = 512 * 1024, cache_dir: Path | None
     since it was stored; built (once across processes) and stored otherwise."""
     root = Path(repo).resolve()
     path = cache_file(root, max_bytes, cache_dir)
-    index = _read(path, root, max_bytes)
-    if index is not None:
-        return index
+    head = current_head(root)
+    stored = _read(path, root, max_bytes)
+    if stored is not None and stored[0].head == head:
+        return stored[1]
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         lock = FileLock(str(path) + ".lock", timeout=_LOCK_WAIT_S)
@@ -179,10 +184,15 @@ def cached_index(repo: Path, max_bytes: int = 512 * 1024, cache_dir: Path | None
         log.info("building the index without the cache (%s)", exc)
         return build_index(root, max_bytes=max_bytes)
     try:
-        index = _read(path, root, max_bytes)  # another process may have built it while we waited
-        if index is None:
+        stored = _read(path, root, max_bytes)  # another process may have built it while we waited
+        if stored is not None and stored[0].head == head:
+            return stored[1]
+        if stored is not None:  # the same files at another commit: only the history is read again
+            header = stored[0].model_copy(update={"head": head})
+            index = stored[1].model_copy(update={"history": read_history(root, {f.path for f in stored[1].files})})
+        else:
             header, index = _build(root, max_bytes)
-            _write(path, header, index)
+        _write(path, header, index)
         return index
     finally:
         lock.release()

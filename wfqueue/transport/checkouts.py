@@ -3,7 +3,8 @@
 Layout of the cache (:func:`cache_dir`)::
 
     git/                      one bare repository holding the objects of every commit this worker received
-    checkouts/<commit>/       the files of one commit, shared by every task (and pool process) that reads it
+    checkouts/<commit>/       the files of one commit, shared by every task (and pool process) that reads it,
+                              and a ``.git`` of its own at that commit that borrows git/'s objects
     checkout-locks/<commit>   shared flock while a task reads the checkout; its mtime is the last use
     tmp/                      checkouts being built, bundles being downloaded, checkouts being removed
     cache.lock                exclusive flock held while git/, checkouts/ or tmp/ change
@@ -14,7 +15,8 @@ too. Why checkouts are plain files, not git worktrees: a checkout is built in ``
 ``checkout-index`` into a temporary index) and renamed into ``checkouts/`` only when complete; a worktree
 records its own path in the repository and cannot be renamed atomically. So a worker killed mid-way leaves
 only something under ``tmp/``, which the next build clears; a folder under ``checkouts/`` is always whole.
-Agents read the files; nothing there needs git.
+Agents read the files; the planner also reads the commit's history there (wfqueue.analysis.history), which
+its ``.git`` gives without copying an object (a checkout made before it had one gets it on its next use).
 
 Least recently used checkouts beyond ``checkout_cache_max`` are removed (renamed into ``tmp/`` first, so a
 reader never sees half a folder), except those a task holds open through :func:`checked_out`. Objects stay in
@@ -116,13 +118,15 @@ def materialise(client: redis.Redis, commit: str, settings: Settings, *, repo_ur
     _check_commit_name(commit)
     root = cache_dir(settings)
     final = root / CHECKOUTS_DIR / commit
-    if not final.is_dir():
+    if not _is_repository_at(final, commit):
         with _flock(root / CACHE_LOCK, fcntl.LOCK_EX):
-            if not final.is_dir():  # another process built it while this one waited
+            if not final.is_dir():  # another process may have built it while this one waited
                 _clear_tmp(root)
                 git_dir = _ensure_commit(client, root, commit, repo_url)
                 _build(root, git_dir, commit, final)
                 _evict(root, settings.checkout_cache_max, commit)
+            elif not _is_repository_at(final, commit):  # the files alone, as checkouts were once made
+                _make_repository(final, root / GIT_DIR, commit)
     _touch(root, commit)
     return final
 
@@ -222,15 +226,26 @@ def _build(root: Path, git_dir: Path, commit: str, final: Path) -> None:
     env = {"GIT_INDEX_FILE": str(scratch / "index")}
     git(tree, f"--git-dir={git_dir}", f"--work-tree={tree}", "read-tree", commit, env=env)
     git(tree, f"--git-dir={git_dir}", f"--work-tree={tree}", "checkout-index", "--all", "--force", env=env)
-    # A repository of its own at ``commit``, borrowing the cache's objects: the planner reads the commit's
-    # history here (wfqueue.analysis.history) as it would in the user's repository, so a worker without the
-    # shared disk plans as one with it.
-    git(tree, "init", "--quiet")
-    (tree / ".git" / "objects" / "info" / "alternates").write_text(f"{(git_dir / 'objects').resolve()}\n")
-    git(tree, "update-ref", "--no-deref", "HEAD", commit)
+    _make_repository(tree, git_dir, commit)
     final.parent.mkdir(parents=True, exist_ok=True)
     os.rename(tree, final)
     shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _make_repository(tree: Path, git_dir: Path, commit: str) -> None:
+    """Make ``tree`` a repository of its own at ``commit``, borrowing ``git_dir``'s objects: the planner reads
+    the commit's history there (wfqueue.analysis.history) as it would in the user's repository, so a worker
+    without the shared disk plans as one with it. HEAD is written last: it marks the repository complete."""
+    git(tree, "init", "--quiet")
+    (tree / ".git" / "objects" / "info" / "alternates").write_text(f"{(git_dir / 'objects').resolve()}\n")
+    git(tree, "update-ref", "--no-deref", "HEAD", commit)
+
+
+def _is_repository_at(folder: Path, commit: str) -> bool:
+    try:
+        return (folder / ".git" / "HEAD").read_text(encoding="ascii").strip() == commit
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def _evict(root: Path, keep_max: int, built: str) -> None:
