@@ -32,15 +32,21 @@ def commit(repo: Path, message: str, files: dict[str, str]) -> None:
     git(repo, "commit", "-qm", message)
 
 
-def log_output(*commits: tuple[str, list[str]]) -> str:
-    return "".join(f"\x1e{message}\n\x00\n" + "\n".join(paths) + "\n" for message, paths in commits)
+def log_output(*commits: tuple[str, list[str]], first: bool = False) -> str:
+    """``git log`` output of ``commits``, newest first; with ``first``, the last is the repository's first."""
+    parents = ["parent"] * len(commits)
+    if first:
+        parents[-1] = ""
+    return "".join(f"\x1e{parent}\x00{message}\n\x00\n" + "\n".join(paths) + "\n"
+                   for parent, (message, paths) in zip(parents, commits, strict=True))
 
 
 def test_parse_log_keeps_indexed_files_and_drops_sweeps() -> None:
     sweep = [f"pkg/m{n}.py" for n in range(MAX_FILES_PER_CHANGE + 1)]
     output = log_output(("Retry failed jobs", ["pkg/runner.py", "gone.py"]),
                         ("Reformat everything", sweep),
-                        ("Drop an old module", ["gone.py"]))
+                        ("Drop an old module", ["gone.py"]),
+                        ("Start the job runner", ["pkg/runner.py"]), first=True)
     changes = parse_log(output, known={"pkg/runner.py", *sweep})
     assert changes == [PastChange(words=tokenize("Retry failed jobs"), paths=["pkg/runner.py"])]
 
@@ -69,13 +75,13 @@ def test_a_file_that_earlier_changes_like_this_one_touched_ranks_first(tmp_path:
     repo = tmp_path / "repo"
     repo.mkdir()
     git(repo, "init", "-q")
-    commit(repo, "Add the job runner and scheduler", JOBS)
+    commit(repo, "Add the job runner and scheduler", JOBS)  # the first commit: everything there was, not a change
     for n, message in enumerate(["Retry failed jobs in the runner, not the caller",
                                  "Count retry attempts of failed jobs in the runner"]):
         commit(repo, message, {"jobs/runner.py": JOBS["jobs/runner.py"] + f"\nATTEMPTS_{n} = {n}\n"})
     requirement = "Make the number of retry attempts for failed jobs configurable"
     index = build_index(repo)
-    assert len(index.history) == 3
+    assert len(index.history) == 2
     without = [p for p, _ in localize(index.model_copy(update={"history": []}), requirement)]
     assert without[0] == "jobs/scheduler.py"  # the words alone point at the scheduler's docstring
     planned = [p for p, _ in focus(localize(index, requirement))]
@@ -87,6 +93,7 @@ def test_history_paths_are_relative_to_a_project_in_a_subfolder(tmp_path: Path) 
     repo = tmp_path / "repo"
     repo.mkdir()
     git(repo, "init", "-q")
+    commit(repo, "Start", {"README.md": "A service and its website\n"})
     commit(repo, "Add the service", {f"svc/{path}": text for path, text in JOBS.items()})
     commit(repo, "Tune the website", {"site/index.js": "export const x = 1\n"})
     index = build_index(repo / "svc")
@@ -98,6 +105,7 @@ def test_non_ascii_file_names_keep_their_history(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
     git(repo, "init", "-q")
+    commit(repo, "Start", {"README.md": "CV tools\n"})
     commit(repo, "Add the résumé parser", {"cv/résumé.py": "def parse_resume(text):\n    return text\n"})
     assert [change.paths for change in build_index(repo).history] == [["cv/résumé.py"]]
 
@@ -117,6 +125,7 @@ def test_a_file_name_that_is_not_utf8_does_not_stop_the_index(tmp_path: Path) ->
     repo.mkdir()
     git(repo, "init", "-q")
     name = os.fsdecode(b"lat\xe9.py")  # Latin-1 bytes, as an old tool may have named it
+    commit(repo, "Start", {"README.md": "Legacy tools\n"})
     commit(repo, "Add the legacy parser", {name: "def parse(text):\n    return text\n"})
     index = build_index(repo)
     assert [change.paths for change in index.history] == [[name]] and name in {f.path for f in index.files}

@@ -46,17 +46,18 @@ class PastChange(BaseModel):
 
 
 def parse_log(output: str, known: Collection[str]) -> list[PastChange]:
-    """Past changes from ``git log --format=%x1e%B%x00 --name-only`` output; files not in ``known``
-    (deleted or renamed since, or not indexed) are dropped, and so are sweeps and commits left
-    with no file."""
+    """Past changes from ``git log --format=%x1e%P%x00%B%x00 --name-only`` output; files not in ``known``
+    (deleted or renamed since, or not indexed) are dropped, and so are sweeps, commits left with no file,
+    and commits without a parent: a repository's first commit (or a shallow clone's oldest) adds
+    everything there was, and in a small project it would credit every file alike."""
     changes: list[PastChange] = []
     for record in output.split(_RECORD):
-        if _FIELD not in record:
+        if record.count(_FIELD) < 2:
             continue
-        message, names = record.split(_FIELD, 1)
+        parents, message, names = record.split(_FIELD, 2)
         touched = [name for name in names.splitlines() if name]
         paths = [path for path in touched if path in known]
-        if paths and len(touched) <= MAX_FILES_PER_CHANGE:
+        if parents.strip() and paths and len(touched) <= MAX_FILES_PER_CHANGE:
             changes.append(PastChange(words=tokenize(message), paths=paths))
     return changes
 
@@ -71,7 +72,7 @@ def read_history(repo: Path, known: Collection[str], limit: int = HISTORY_COMMIT
         # bytes that are not UTF-8 decode as the file scan decodes them (surrogateescape). Names git still
         # quotes (a double quote, a backslash or a control character in them) match no indexed file.
         done = run_git(repo, "-c", "core.quotePath=false", "log", "--no-merges", f"-{limit}",
-                       "--format=%x1e%B%x00", "--name-only", "--relative",
+                       "--format=%x1e%P%x00%B%x00", "--name-only", "--relative",
                        "--invert-grep", f"--grep=^{SNAPSHOT_SUBJECT}", "HEAD", "--", ".",
                        check=False, timeout_s=_GIT_TIMEOUT_S, errors="surrogateescape")
     except WfqueueError as exc:  # no git here: the text alone ranks the files
