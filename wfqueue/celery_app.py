@@ -65,7 +65,7 @@ def create_app(settings: Settings, task_cls: type[Task[Any, Any]] | None = None)
     """The app; workers pass their own ``task_cls`` (the coordinator only sends tasks by name)."""
     # Celery reads task_cls=None as its default Task class.
     app = WfqueueCelery("wfqueue", broker=broker_url(settings), backend=backend_url(settings), set_as_current=False,
-                 task_cls=task_cls)
+                        task_cls=task_cls)
     transport = {"visibility_timeout": settings.visibility_timeout_s}
     app.conf.update(
         # JSON only: a pickled message is refused by the worker, never executed.

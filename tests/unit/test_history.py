@@ -32,6 +32,17 @@ def commit(repo: Path, message: str, files: dict[str, str]) -> None:
     git(repo, "commit", "-qm", message)
 
 
+def started_repo(tmp_path: Path, readme: str | None = "Tools\n") -> Path:
+    """A new repository; with ``readme``, a first commit of it, so the commits that follow are changes
+    (a first commit is not one: it adds everything)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    if readme is not None:
+        commit(repo, "Start", {"README.md": readme})
+    return repo
+
+
 def log_output(*commits: tuple[str, list[str]], first: bool = False) -> str:
     """``git log`` output of ``commits``, newest first; with ``first``, the last is the repository's first."""
     parents = ["parent"] * len(commits)
@@ -72,9 +83,7 @@ JOBS = {
 
 @needs_git
 def test_a_file_that_earlier_changes_like_this_one_touched_ranks_first(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q")
+    repo = started_repo(tmp_path, readme=None)
     commit(repo, "Add the job runner and scheduler", JOBS)  # the first commit: everything there was, not a change
     for n, message in enumerate(["Retry failed jobs in the runner, not the caller",
                                  "Count retry attempts of failed jobs in the runner"]):
@@ -90,10 +99,7 @@ def test_a_file_that_earlier_changes_like_this_one_touched_ranks_first(tmp_path:
 
 @needs_git
 def test_history_paths_are_relative_to_a_project_in_a_subfolder(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q")
-    commit(repo, "Start", {"README.md": "A service and its website\n"})
+    repo = started_repo(tmp_path, "A service and its website\n")
     commit(repo, "Add the service", {f"svc/{path}": text for path, text in JOBS.items()})
     commit(repo, "Tune the website", {"site/index.js": "export const x = 1\n"})
     index = build_index(repo / "svc")
@@ -102,10 +108,7 @@ def test_history_paths_are_relative_to_a_project_in_a_subfolder(tmp_path: Path) 
 
 @needs_git
 def test_non_ascii_file_names_keep_their_history(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q")
-    commit(repo, "Start", {"README.md": "CV tools\n"})
+    repo = started_repo(tmp_path, "CV tools\n")
     commit(repo, "Add the résumé parser", {"cv/résumé.py": "def parse_resume(text):\n    return text\n"})
     assert [change.paths for change in build_index(repo).history] == [["cv/résumé.py"]]
 
@@ -121,11 +124,8 @@ def test_a_folder_outside_git_has_no_history(tmp_path: Path) -> None:
 
 @needs_git
 def test_a_file_name_that_is_not_utf8_does_not_stop_the_index(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q")
+    repo = started_repo(tmp_path, "Legacy tools\n")
     name = os.fsdecode(b"lat\xe9.py")  # Latin-1 bytes, as an old tool may have named it
-    commit(repo, "Start", {"README.md": "Legacy tools\n"})
     commit(repo, "Add the legacy parser", {name: "def parse(text):\n    return text\n"})
     index = build_index(repo)
     assert [change.paths for change in index.history] == [[name]] and name in {f.path for f in index.files}

@@ -28,7 +28,7 @@ files those commits changed that no word of the requirement reaches.
 Measured on real commit history (bench/localize.py, docs/BENCHMARKS.md): on
 eighteen projects held out of all tuning, 4.4 files planned at recall 0.84
 (plain BM25 at five files: 0.73) and precision 0.39; without the history, 4.8
-files at recall 0.82 and precision 0.36. Precision varies by project (0.17 to
+files at recall 0.82 and precision 0.36. Precision varies by project (0.18 to
 0.95): where the scores are flat the cut plans five or more files.
 
 Separate path/symbol/docstring fields and other field weights, a

@@ -52,9 +52,7 @@ def load_analysis(state: SessionStore, session_dir: Path) -> RequirementAnalysis
     """Redis first (the same on every host), then this host's file. The same object for the same text in
     one process: callers treat it as read-only (they derive copies)."""
     stored = state.recall(keys.ANALYSIS)
-    if stored is None:
-        stored = (session_dir / ANALYSIS_FILE).read_text(encoding="utf-8")
-    text = stored
+    text = stored if stored is not None else (session_dir / ANALYSIS_FILE).read_text(encoding="utf-8")
     return _analyses.get(text, lambda: RequirementAnalysis.model_validate_json(text))
 
 
