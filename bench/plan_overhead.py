@@ -90,7 +90,7 @@ def run_once(agents: int, latency: float, work: Path, index: int, use_up: bool) 
             stack.enter_context(wfqueue_up(repo, env, work))
         began = time.perf_counter()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "wfqueue.cli.main", "collab-plan", REQUIREMENT, "--repo", str(repo),
+            [sys.executable, "-m", "wfqueue", "collab-plan", REQUIREMENT, "--repo", str(repo),
              "--max-agents", str(agents), "--provider", "anthropic", "-y", "--json"],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
         assert proc.stdout is not None and proc.stderr is not None

@@ -5,7 +5,8 @@ child process (not daemonised) so it can be stopped by pid. Its data (append-onl
 file), log, pid file and the worker log live under ``{repo}/.workflow/.queue/``.
 Everything started here is stopped on success, failure and Ctrl-C; a process
 group per child makes sure pool children go too. The worker node runs a prefork
-pool, or a threads pool where tasks wait on a remote model (Settings.effective_worker_pool).
+pool, or a threads pool where tasks wait on a remote model (Settings.effective_worker_pool); it is the
+command's standby worker when the entry point started one (wfqueue.prestart).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import redis
 
+from wfqueue import prestart
 from wfqueue.errors import WorkerStartError
 from wfqueue.settings import WorkerPool
 from wfqueue.state import redis_client
@@ -223,18 +225,29 @@ class LocalWorkers:
         """What the worker writes before its log is set up: a bad option, an import error."""
         return self.log_dir / "worker.stderr"
 
+    def options(self) -> list[str]:
+        """``workers.serve``'s options for this node."""
+        return ["--queues", ",".join(ALL_QUEUES), "--concurrency", str(self.concurrency), "--pool", self.pool,
+                "--hostname", self.hostname, "--loglevel", "INFO", "--logfile", str(self.log_path)]
+
     def command(self) -> list[str]:
-        return [
-            sys.executable, "-m", "workers.serve",
-            "--queues", ",".join(ALL_QUEUES), "--concurrency", str(self.concurrency),
-            "--pool", self.pool, "--hostname", self.hostname, "--loglevel", "INFO",
-            "--logfile", str(self.log_path),
-        ]
+        return [sys.executable, "-m", "workers.serve", *self.options()]
 
     def start(self) -> None:
+        """Start the node: the command's standby worker (wfqueue.prestart) if it has one, else a new process."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **self.extra_env, "WFQUEUE_BROKER_URL": self.broker_url}
         self._log_start = _size(self.log_path)
+        standby = prestart.take()
+        if standby is not None:
+            orders = prestart.StandbyOrders(argv=self.options(), env=env, stderr_path=str(self.stderr_path))
+            try:
+                prestart.give_orders(standby, orders)
+            except OSError:  # it died since it was taken: start one the usual way
+                stop_process_group(standby, signal.SIGKILL)
+            else:
+                self.proc = standby
+                return
         with self.stderr_path.open("wb") as stderr:  # the child keeps its own descriptor
             self.proc = subprocess.Popen(self.command(), env=env, stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)

@@ -16,12 +16,13 @@ from wfqueue.celery_app import create_app
 from wfqueue.settings import load_settings
 from workers import collab, execute, lite, workflow_session
 from workers.context import StateFactory, broker_patient_task
+from workers.preload import SDK_MODULES
 
 settings = load_settings()
 if settings.anthropic_api_key is not None:
     # The SDK is most of a worker's start-up; without a key no task of this worker can call the API, so a
     # worker for offline plans (embedded mode on a laptop, CI) starts without it.
-    for module in ("wfqueue.providers.anthropic", "wfqueue.execute.claude_executor"):
+    for module in SDK_MODULES:
         importlib.import_module(module)
 app = create_app(settings, task_cls=broker_patient_task(settings, StateFactory(settings)))
 collab.register(app, settings)

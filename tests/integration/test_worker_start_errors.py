@@ -52,8 +52,8 @@ def test_up_whose_workers_cannot_import_says_why(sample_repo: Path, tmp_path: Pa
 class BadPoolWorkers(LocalWorkers):
     """The local worker node started with a pool Celery does not know."""
 
-    def command(self) -> list[str]:
-        return [*super().command(), "--pool", "no-such-pool"]
+    def options(self) -> list[str]:
+        return [*super().options(), "--pool", "no-such-pool"]
 
 
 def test_a_worker_refusing_its_options_says_which(tmp_path: Path) -> None:

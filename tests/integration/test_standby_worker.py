@@ -1,0 +1,111 @@
+"""The ``wfqueue`` command starts its embedded worker as a standby before loading its own code
+(wfqueue.prestart): a plan runs on that very process, and a standby nobody uses is gone when the command ends,
+however it ends."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from support import FOUR_AREAS, wait_until, wfqueue_env, write_script
+
+pytestmark = pytest.mark.integration
+
+
+class WorkerWatch:
+    """Every ``workers.serve`` process seen while the block runs (sampled from /proc every 10 ms): pid ->
+    (parent pid, command line). A prefork pool's children show their parent's command line."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, tuple[int, str]] = {}
+        self._stop = threading.Event()
+
+    def _sample(self) -> None:
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) in self.seen:
+                continue
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\x00", b" ").decode(errors="replace").strip()
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if "workers.serve" in cmdline:
+                self.seen[int(entry.name)] = (ppid, cmdline)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.01):
+            self._sample()
+
+    @contextmanager
+    def watching(self) -> Iterator[WorkerWatch]:
+        thread = threading.Thread(target=self._run, daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            self._stop.set()
+            thread.join()
+
+    def children_of(self, pid: int) -> dict[int, str]:
+        return {child: cmdline for child, (ppid, cmdline) in self.seen.items() if ppid == pid}
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def wfqueue(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    """The ``wfqueue`` command as installed (``python -m wfqueue`` runs the same entry point)."""
+    return subprocess.Popen([sys.executable, "-m", "wfqueue", *args], env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_plan_runs_on_the_standby_started_before_the_command_loaded(sample_repo: Path, tmp_path: Path) -> None:
+    provider = write_script(tmp_path / "script.json", latency_s=0.3)  # the agents overlap: several pool children
+    with WorkerWatch().watching() as watch:
+        cli = wfqueue("collab-plan", FOUR_AREAS, "--repo", str(sample_repo), "--max-agents", "4", "-y",
+                      "--provider", provider, "--json", env=wfqueue_env())
+        out, err = cli.communicate(timeout=180)
+    assert cli.returncode == 0, err
+    started = watch.children_of(cli.pid)
+    assert len(started) == 1, f"the command started more than its standby: {started}"
+    [(standby, cmdline)] = started.items()
+    assert cmdline.endswith("workers.serve --standby")
+    folder = Path(json.loads(out)["session_dir"])
+    agent_pids = {json.loads(plan.read_text())["_metadata"]["pid"] for plan in folder.glob("agents/*/plan.json")}
+    assert len(agent_pids) >= 2
+    assert {watch.seen[pid][0] for pid in agent_pids} == {standby}, "the agents ran in the standby's pool"
+    assert not [pid for pid in watch.seen if alive(pid)], "a worker process outlived the command"
+
+
+def test_a_command_that_needs_no_worker_ends_its_standby(tmp_path: Path) -> None:
+    with WorkerWatch().watching() as watch:
+        cli = wfqueue("collab-plan", "add login", "--repo", str(tmp_path / "no-such-repo"), "-y", env=wfqueue_env())
+        _, err = cli.communicate(timeout=120)
+    assert cli.returncode == 2, err
+    assert "no-such-repo" in err
+    [standby] = watch.children_of(cli.pid)
+    assert not alive(standby), "the unused standby outlived the command"
+
+
+def test_a_killed_command_leaves_no_standby_behind(sample_repo: Path) -> None:
+    """SIGKILL runs no exit handler; the standby's stdin closes with the command, and it leaves by itself."""
+    with WorkerWatch().watching() as watch:
+        cli = wfqueue("collab-plan", "add login", "--repo", str(sample_repo), "-y", env=wfqueue_env())
+        [standby] = wait_until(lambda: watch.children_of(cli.pid), 60, "the standby worker started")
+        os.kill(cli.pid, signal.SIGKILL)  # still loading its own code: no Redis or worker orders yet
+        cli.communicate(timeout=60)
+        wait_until(lambda: not alive(standby), 120, "the standby left after the command was killed")
+    assert not (sample_repo / ".workflow" / ".queue" / "worker.stderr").exists(), "it was given orders"

@@ -1,0 +1,59 @@
+"""The standby worker (wfqueue.prestart): which command lines start one, the orders it is given, and that it
+loads everything the worker app needs before its settings arrive."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import typer.main
+
+from tests.conftest import PROJECT
+from wfqueue.cli.main import app
+from wfqueue.prestart import COMMANDS, StandbyOrders, wanted
+
+
+def test_only_commands_that_may_start_an_embedded_cluster_get_a_standby() -> None:
+    assert wanted(["collab-plan", "add login", "--repo", "."], {})
+    assert wanted(["execute", "WFS-x"], {})
+    assert not wanted(["status"], {})
+    assert not wanted(["up", "--repo", "."], {})  # starts its own workers
+    assert not wanted([], {})
+    assert not wanted(["collab-plan", "--help"], {})
+    assert not wanted(["lite-plan", "x", "-h"], {})
+    assert not wanted(["collab-plan", "x"], {"WFQUEUE_BROKER_URL": "redis://h:6379/0"})  # no embedded cluster
+    assert not wanted(["collab-plan", "x"], {"WFQUEUE_PRESTART": "0"})
+    assert wanted(["collab-plan", "x"], {"WFQUEUE_PRESTART": "1", "WFQUEUE_BROKER_URL": ""})
+
+
+def test_every_command_named_for_a_standby_is_a_command_of_the_cli() -> None:
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    assert COMMANDS <= set(commands), COMMANDS - set(commands)
+
+
+def test_orders_survive_the_pipe() -> None:
+    orders = StandbyOrders(argv=["--queues", "plan,explore", "--pool", "threads"],
+                           env={"PATH": "/usr/bin", "WFQUEUE_BROKER_URL": "redis+socket:///tmp/r é.sock"},
+                           stderr_path="/tmp/worker.stderr")
+    line = orders.encode()
+    assert line.endswith(b"\n") and line.count(b"\n") == 1  # one line: the standby reads exactly one
+    assert StandbyOrders.decode(line) == orders
+
+
+def test_the_standby_loads_every_module_the_worker_app_imports() -> None:
+    """After workers.preload, building the app (settings, Celery app, every task module, the SDK) imports
+    nothing more: all of a worker's loading happens before its orders arrive."""
+    script = ("import sys\nfrom workers import preload\npreload.load(sdk=True)\nbefore = set(sys.modules)\n"
+              "import workers.app\nprint(sorted(set(sys.modules) - before))")
+    env = {"PATH": "/usr/bin:/bin", "WFQUEUE_BROKER_URL": "redis://127.0.0.1:1/0", "ANTHROPIC_API_KEY": "k"}
+    out = subprocess.run([sys.executable, "-c", script], env=env, cwd=PROJECT, capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    assert out.strip() == "['workers.app']", out
+
+
+def test_a_standby_nobody_needs_leaves_on_its_own() -> None:
+    """Its stdin closed without orders (the command exited, or was killed): it exits 0 and starts nothing."""
+    proc = subprocess.run([sys.executable, "-m", "workers.serve", "--standby"], stdin=subprocess.DEVNULL,
+                          cwd=PROJECT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "" and proc.stderr == ""

@@ -1,0 +1,24 @@
+"""The ``wfqueue`` command (and ``python -m wfqueue``): a standby worker first, then the command line.
+
+Kept to the standard library until the standby has been started (wfqueue.prestart): every import before
+it would be waited for twice.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+
+
+def main() -> None:
+    from wfqueue import prestart
+
+    prestart.begin(sys.argv[1:])
+    # Loading the command line creates long-lived objects and no garbage worth a collection (see
+    # workers.serve._collect_from_now_on); frozen afterwards, they are not scanned again.
+    gc.disable()
+    from wfqueue.cli.main import main as run
+
+    gc.freeze()
+    gc.enable()
+    sys.exit(run())

@@ -1,0 +1,117 @@
+"""A standby worker: the embedded worker's interpreter loads while the command is still loading its own code.
+
+In embedded mode a plan command first spends about 0.7 s importing itself, then starts Redis and a worker
+node. The node's interpreter needs another 0.7 s to load, or 1.7 s with the Anthropic SDK, before it
+consumes, and all of that is waited for in turn. The ``wfqueue`` entry point (wfqueue.cli.entry) calls
+``begin`` before anything heavy is imported. When the command line names a command that may start an
+embedded cluster, ``begin`` starts ``python -m workers.serve --standby``. That process loads the worker's
+modules (workers.preload) on another core, then waits for its orders on stdin. ``LocalWorkers.start`` takes
+it (``take``) and sends the orders it would otherwise have started a worker with: options, environment and
+the path for stderr. Nothing is decided before the command has read its settings.
+
+A command that starts no cluster (a broker URL, a running `wfqueue up`, bad input, ``--help``) leaves the
+standby unused, and it is killed by pid when the command exits: it holds nothing worth a wait. If the
+command is killed outright, the pipe closes and the standby leaves on its own.
+
+Only the standard library is imported here: this module runs before the command's own imports.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+STANDBY_FLAG = "--standby"
+# Commands that may start an embedded cluster (wfqueue.runtime.broker_runtime); tests/unit/test_prestart.py
+# checks that each is a command of the CLI.
+COMMANDS = frozenset({"collab-plan", "lite-plan", "plan", "execute", "resume"})
+HELP_FLAGS = frozenset({"--help", "-h"})
+OFF_VARIABLE = "WFQUEUE_PRESTART"  # "0" turns the standby off (a shell that debugs start-up, a tiny machine)
+
+
+@dataclass(frozen=True)
+class StandbyOrders:
+    """What a standby worker becomes: ``python -m workers.serve ARGV`` with ``env``, stderr into a file."""
+
+    argv: list[str]
+    env: dict[str, str]
+    stderr_path: str
+
+    def encode(self) -> bytes:
+        return (json.dumps(asdict(self)) + "\n").encode()
+
+    @classmethod
+    def decode(cls, line: bytes) -> StandbyOrders:
+        data = json.loads(line)
+        return cls(argv=[str(arg) for arg in data["argv"]], env={str(k): str(v) for k, v in data["env"].items()},
+                   stderr_path=str(data["stderr_path"]))
+
+
+def wanted(argv: Sequence[str], environ: Mapping[str, str]) -> bool:
+    """Whether a command line may start an embedded cluster, judged before the settings are read.
+
+    A wrong guess costs only the standby's start on an otherwise idle core: a "yes" that starts no cluster
+    ends the standby unused; a "no" starts the worker the usual way."""
+    if environ.get(OFF_VARIABLE, "").strip() == "0" or environ.get("WFQUEUE_BROKER_URL"):
+        return False
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    return command in COMMANDS and not HELP_FLAGS.intersection(argv)
+
+
+class _Standby:
+    proc: subprocess.Popen[bytes] | None = None
+
+
+_standby = _Standby()
+
+
+def begin(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> None:
+    """Start a standby worker if ``argv`` (the command line after the program name) may need one."""
+    environ = os.environ if environ is None else environ
+    if _standby.proc is not None or not wanted(argv, environ):
+        return
+    try:
+        _standby.proc = subprocess.Popen(
+            [sys.executable, "-m", "workers.serve", STANDBY_FLAG], stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError:
+        return  # the worker is started the usual way
+    atexit.register(discard)
+
+
+def take() -> subprocess.Popen[bytes] | None:
+    """The standby worker, still waiting for its orders, or None. Taken once: the caller now owns it."""
+    proc, _standby.proc = _standby.proc, None
+    if proc is not None and proc.poll() is not None:
+        return None  # it failed to load; the caller starts a worker the usual way and sees why
+    return proc
+
+
+def give_orders(proc: subprocess.Popen[bytes], orders: StandbyOrders) -> None:
+    """Make a taken standby the worker ``orders`` describe. Raises OSError if it is gone."""
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(orders.encode())
+        proc.stdin.flush()
+    finally:
+        proc.stdin.close()
+
+
+def discard() -> None:
+    """Kill a standby nobody took (its process group: it has no children yet, but a pool's would go too)."""
+    proc, _standby.proc = _standby.proc, None
+    if proc is None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+    if proc.stdin is not None:
+        proc.stdin.close()

@@ -1,0 +1,59 @@
+"""What a worker node imports: its task modules, the parts of Celery a node runs on, and the Anthropic SDK
+when an API key is set.
+
+``workers.app`` imports the same modules when it builds the app. A standby worker
+(``python -m workers.serve --standby``, see wfqueue.prestart) imports them before its settings have arrived,
+so the app it then builds finds them loaded. Importing here builds nothing: no settings, no app, no
+connection.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+
+TASK_MODULES = (
+    "wfqueue.providers.offline.provider",
+    "wfqueue.providers.scripted",
+    "wfqueue.celery_app",
+    "wfqueue.settings",
+    "tomllib",  # the settings read config/wfqueue.toml with it
+    "beat.tasks",
+    "workers.collab",
+    "workers.context",
+    "workers.execute",
+    "workers.lite",
+    "workers.workflow_session",
+)
+# What a node loads between ``app.Worker(...)`` and its ``ready.`` line: the worker's bootsteps, both pools
+# it may run, the Redis transport and the task tracer.
+NODE_MODULES = (
+    "celery.apps.worker",
+    "celery.worker.components",
+    "celery.worker.consumer",
+    "celery.worker.control",
+    "celery.worker.strategy",
+    "celery.app.trace",
+    "celery.concurrency.thread",
+    "celery.concurrency.prefork",
+    "celery.events.dispatcher",
+    "celery.events.receiver",
+    "celery.backends.redis",
+    "kombu.transport.redis",
+    "celery.utils.nodenames",
+    "celery.fixups.django",  # looked for by every new app
+)
+# Most of a remote-model worker's start-up (about 1 s of it on a 2-core machine); a worker without a key
+# never calls the API, so it goes without.
+SDK_MODULES = ("wfqueue.providers.anthropic", "wfqueue.execute.claude_executor")
+API_KEY_VARIABLES = ("WFQUEUE_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY")  # Settings.anthropic_api_key's aliases
+
+
+def key_in(environ: Mapping[str, str]) -> bool:
+    """Whether ``environ`` holds an API key, as Settings would read it (a config file may still add one)."""
+    return any(environ.get(name) for name in API_KEY_VARIABLES)
+
+
+def load(sdk: bool) -> None:
+    for name in (*TASK_MODULES, *NODE_MODULES, *(SDK_MODULES if sdk else ())):
+        importlib.import_module(name)
