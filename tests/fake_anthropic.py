@@ -238,6 +238,13 @@ class FakeAnthropic:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
+            def setup(self) -> None:
+                super().setup()
+                # As API front ends do. Without it, a streamed answer on a reused connection stalls ~40 ms on each
+                # event written after the first (Nagle waiting for the client's delayed ACK): 44 ms an answer
+                # against 2-3 ms, an artifact no real API adds.
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
             def log_message(self, *args: Any) -> None:
                 return
 

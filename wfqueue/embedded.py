@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 SOCKET_PATH_LIMIT = 100  # unix socket paths must stay below ~107 bytes
 STOP_GRACE_S = 5.0
-READY_POLL_S = 0.05  # how often the worker log is read for its ready line
+READY_POLL_S = 0.01  # how often a starting Redis is pinged, and the worker log read for its ready line
 READY_PING_EVERY_S = 2.0  # the fallback ping
 
 
@@ -188,7 +188,7 @@ class EmbeddedRedis:
                     return
             except (redis.ConnectionError, redis.TimeoutError, OSError):
                 pass
-            time.sleep(0.05)
+            time.sleep(READY_POLL_S)
         self.stop()
         raise WorkerStartError(f"embedded Redis did not answer within {self.start_timeout_s:.0f}s", hint=f"see {log}")
 
@@ -215,6 +215,7 @@ class LocalWorkers:
         self.hostname = f"wfq-{secrets.token_hex(3)}@{os.uname().nodename}"
         self.proc: subprocess.Popen[bytes] | None = None
         self._log_start = 0  # the log is appended to: an error quotes only what this start wrote
+        self._started_at = 0.0  # start_timeout_s counts from here, however late the wait begins
 
     @property
     def log_path(self) -> Path:
@@ -238,6 +239,7 @@ class LocalWorkers:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **self.extra_env, "WFQUEUE_BROKER_URL": self.broker_url}
         self._log_start = _size(self.log_path)
+        self._started_at = time.monotonic()
         standby = prestart.take()
         if standby is not None:
             orders = prestart.StandbyOrders(argv=self.options(), env=env, stderr_path=str(self.stderr_path))
@@ -260,18 +262,20 @@ class LocalWorkers:
 
     def wait_ready(self, app: Celery) -> None:
         """Block until the worker is consuming: its log says ``{hostname} ready.`` (written once the pool
-        is up and the queues are consumed), read every 50 ms; a ping now and then in case the log is not
+        is up and the queues are consumed), read every 10 ms; a ping now and then in case the log is not
         where we expect it. A ping round trip costs up to its timeout, the log line nothing."""
         assert self.proc is not None
-        deadline = time.monotonic() + self.start_timeout_s
+        deadline = self._started_at + self.start_timeout_s
         ready_line = f"{self.hostname} ready.".encode()
         next_ping = time.monotonic() + READY_PING_EVERY_S
-        while time.monotonic() < deadline:
+        while True:  # looked at once at least: the wait may begin after the deadline, the node long ready
             if self.proc.poll() is not None:
                 raise WorkerStartError(f"the worker exited at start (code {self.proc.returncode}):\n"
                                        f"{self.start_output()}", hint=f"see {self.stderr_path} and {self.log_path}")
             if ready_line in _read_from(self.log_path, self._log_start):
                 return
+            if time.monotonic() >= deadline:
+                break
             if time.monotonic() >= next_ping:
                 if app.control.ping(destination=[self.hostname], timeout=0.2):
                     return
@@ -304,11 +308,16 @@ class EmbeddedCluster:
         self.redis.start()
         return self.redis.url
 
-    def start_workers(self, app: Celery) -> None:
+    def launch_workers(self) -> LocalWorkers:
+        """Start the worker node without waiting for it (``LocalWorkers.wait_ready`` does)."""
         self.workers = LocalWorkers(self.redis.url, self.concurrency, self.queue_dir, env=self.worker_env,
                                     start_timeout_s=self.start_timeout_s, pool=self.pool)
         self.workers.start()
-        self.workers.wait_ready(app)
+        return self.workers
+
+    def start_workers(self, app: Celery) -> None:
+        """Start the worker node and wait until it consumes."""
+        self.launch_workers().wait_ready(app)
 
     def stop(self) -> None:
         """Warm shutdown of the workers, then Redis; interrupted (a second Ctrl-C), kill both at once."""

@@ -2,7 +2,8 @@
 send tasks by name, and a way to wait for them.
 
 ``broker_runtime`` is a context manager: in embedded mode it starts Redis and a
-local worker node and stops both on the way out, whatever happened, unless a
+local worker node (``Runtime.workers_ready`` waits for the node to consume) and
+stops both on the way out, whatever happened, unless a
 `wfqueue up` serves the repository (wfqueue.up_cluster), whose broker it then
 uses; with a broker URL it only connects (BrokerUnreachableError, exit 3, if it
 cannot).
@@ -29,7 +30,13 @@ from pydantic import SecretStr
 
 from wfqueue.celery_app import create_app, release_result_subscriptions
 from wfqueue.embedded import EmbeddedCluster
-from wfqueue.errors import BrokerUnreachableError, InfrastructureError, ProviderError, WfqueueError
+from wfqueue.errors import (
+    BrokerUnreachableError,
+    InfrastructureError,
+    ProviderError,
+    WfqueueError,
+    WorkerStartError,
+)
 from wfqueue.sessions import queue_dir
 from wfqueue.settings import Settings, mask_url
 from wfqueue.state import BROKER_AWAY, connect
@@ -37,10 +44,17 @@ from wfqueue.up_cluster import running_up
 
 # Pause between attempts to reach a broker that went away mid-plan.
 OUTAGE_RETRY_INTERVAL_S = 0.5
+# How often an awaited result is looked at: one Redis GET, so the next step starts (and the command answers)
+# within 20 ms of the task's end. Progress is drawn and the watchdog's verdict read every poll_interval_s.
+RESULT_CHECK_S = 0.02
 
 
 class Reporter(Protocol):
     def info(self, message: str) -> None: ...
+
+
+def nothing_to_wait_for() -> None:
+    return None
 
 
 @dataclass
@@ -48,6 +62,24 @@ class Runtime:
     settings: Settings  # with the broker URL filled in
     app: Celery
     client: redis.Redis
+    # Blocks until the embedded worker node consumes, or raises WorkerStartError if it exited. A no-op once it
+    # has answered, and where there is no embedded node. Sending needs no worker: the task waits in Redis.
+    workers_ready: Callable[[], None] = nothing_to_wait_for
+
+
+class _ReadyOnce:
+    """``Runtime.workers_ready`` for an embedded node: the first call waits and reports, later ones return."""
+
+    def __init__(self, cluster: EmbeddedCluster, app: Celery, ui: Reporter, started: float) -> None:
+        self.cluster, self.app, self.ui, self.started = cluster, app, ui, started
+        self.ready = False
+
+    def __call__(self) -> None:
+        if self.ready or self.cluster.workers is None:
+            return
+        self.cluster.workers.wait_ready(self.app)
+        self.ready = True
+        self.ui.info(f"embedded Redis and workers ready in {time.monotonic() - self.started:.1f}s")
 
 
 class _Deferral:
@@ -117,24 +149,31 @@ def broker_runtime(settings: Settings, repo: Path, concurrency: int, ui: Reporte
         client = connect(settings)
         app = create_app(settings)
         stack.callback(release_result_subscriptions, app)  # runs before the cluster stops
+        ready: Callable[[], None] = nothing_to_wait_for
         if cluster is not None:
             ui.info(f"starting a local worker with {cluster.concurrency} {cluster.pool} slot(s)")
-            cluster.start_workers(app)
-            ui.info(f"embedded Redis and workers ready in {time.monotonic() - started:.1f}s")
-        yield Runtime(settings=settings, app=app, client=client)
+            cluster.launch_workers()
+            # The command prepares its session and sends its first task while the node starts; its first wait
+            # waits for the node (WorkflowCoordinator.wait).
+            ready = _ReadyOnce(cluster, app, ui, started)
+        yield Runtime(settings=settings, app=app, client=client, workers_ready=ready)
 
 
 @contextmanager
 def resumable(settings: Settings, session_id: str) -> Iterator[None]:
     """Turn a broker lost while driving ``session_id`` into BrokerUnreachableError (exit 3)
-    that names the broker (password masked) and says how to finish the plan.
+    that names the broker (password masked) and says how to finish the plan; an embedded
+    worker that never started (WorkerStartError) says the same after its own hint.
 
     What workers finished is safe in Redis (and on disk), so `wfqueue resume`
     re-runs only the missing work once the broker is back."""
     url = mask_url(settings.broker_url.get_secret_value()) if settings.broker_url else "the embedded broker"
-    hint = f"when Redis is back, finish the plan with `wfqueue resume {session_id}`"
+    resume = f"finish the plan with `wfqueue resume {session_id}`"
+    hint = f"when Redis is back, {resume}"
     try:
         yield
+    except WorkerStartError as exc:  # the session and its first task were already sent (Runtime.workers_ready)
+        raise WorkerStartError(exc.message, hint=f"{exc.hint}; once a worker starts, {resume}") from None
     except BrokerUnreachableError as exc:
         raise BrokerUnreachableError(exc.message, hint=hint) from None
     except BROKER_AWAY as exc:
@@ -144,7 +183,7 @@ def resumable(settings: Settings, session_id: str) -> Iterator[None]:
 
 def wait_for(result: AsyncResult[Any], what: str, settings: Settings, tick: Callable[[], None] | None = None,
              settled: Callable[[], Any] | None = None) -> Any:
-    """Poll ``result`` until it is ready; raise with the worker's error if it failed.
+    """Poll ``result`` until it is ready (every RESULT_CHECK_S); raise with the worker's error if it failed.
 
     ``settled`` may end the wait early with a value of its own: the watchdog can
     finalise a plan whose chord will never fire, and the coordinator must notice.
@@ -152,14 +191,17 @@ def wait_for(result: AsyncResult[Any], what: str, settings: Settings, tick: Call
     restart keeps the plan's state), then its error propagates (see ``resumable``)."""
     deadline = time.monotonic() + settings.plan_timeout_s
     lost_since: float | None = None
+    next_look = 0.0  # when ``settled`` and ``tick`` run next: every poll_interval_s
     while True:
         try:
             if result.ready():
                 break
-            if settled is not None and (value := settled()) is not None:
-                return value
-            if tick is not None:
-                tick()
+            if time.monotonic() >= next_look:
+                if settled is not None and (value := settled()) is not None:
+                    return value
+                if tick is not None:
+                    tick()
+                next_look = time.monotonic() + settings.poll_interval_s
             lost_since = None
         except BROKER_AWAY:
             lost_since = lost_since if lost_since is not None else time.monotonic()
@@ -172,7 +214,7 @@ def wait_for(result: AsyncResult[Any], what: str, settings: Settings, tick: Call
                 f"{what} did not finish within {settings.plan_timeout_s:.0f}s",
                 hint="check that workers consume the explore, plan and control queues (`wfqueue worker`)",
             )
-        time.sleep(settings.poll_interval_s)
+        time.sleep(min(RESULT_CHECK_S, settings.poll_interval_s))
     if tick is not None:
         tick()
     if result.failed():

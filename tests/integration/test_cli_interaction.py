@@ -89,10 +89,16 @@ def test_config_masks_secrets() -> None:
     assert "hunter2" not in run.stdout and "sk-ant-secret" not in run.stdout
 
 
-def test_worker_start_failure_exits_3_and_stops_redis(sample_repo: Path) -> None:
-    env = wfqueue_env(WFQUEUE_EMBEDDED_START_TIMEOUT_S="0.5")
-    run = run_cli("collab-plan", REQUIREMENT, "--repo", str(sample_repo), "-y", env=env)
+def test_worker_start_failure_exits_3_and_stops_redis(sample_repo: Path, tmp_path: Path) -> None:
+    # A worker that hangs while it loads: alive, never ready. Only the worker imports the shadowed package.
+    shadow = tmp_path / "shadow" / "workers"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("import time\ntime.sleep(600)\n", encoding="utf-8")
+    env = wfqueue_env(WFQUEUE_EMBEDDED_START_TIMEOUT_S="2", PYTHONPATH=str(shadow.parent))
+    run = run_cli("collab-plan", REQUIREMENT, "--repo", str(sample_repo), "-y", env=env, cwd=tmp_path)
     assert run.code == 3, run.stderr
-    assert "did not answer within" in run.stderr or "exited at start" in run.stderr
+    assert "the worker did not answer within 2s" in run.stderr, run.stderr
     assert processes_mentioning(str(sample_repo / ".workflow" / ".queue")) == []
-    assert not (sample_repo / ".workflow" / ".planning").exists(), "no session before the workers are up"
+    # The session and its first task were sent while the worker started: kept, and the hint says how to finish.
+    [session] = (sample_repo / ".workflow" / ".planning").iterdir()
+    assert f"wfqueue resume {session.name}" in run.stderr

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
@@ -26,7 +26,7 @@ from wfqueue.fsio import atomic_write_json
 from wfqueue.keys import SessionMeta, SessionStatus
 from wfqueue.metering import budget_meta, check_budget_priced, session_report, usage_line
 from wfqueue.providers import check_provider_spec
-from wfqueue.runtime import Reporter, Runtime, broker_runtime, resumable, wait_for
+from wfqueue.runtime import Reporter, Runtime, broker_runtime, nothing_to_wait_for, resumable, wait_for
 from wfqueue.sessions import SessionIds
 from wfqueue.settings import Settings
 from wfqueue.state import CoordinatorLease, SessionState, SessionStore
@@ -110,6 +110,7 @@ class WorkflowCoordinator(Generic[UI]):
         self.worker_env = worker_env  # extra environment for embedded workers (tests, benchmarks)
         self.prices = PriceTable(settings.price_table)
         self.files: CoordinatorFiles | None = None  # the held session's files (``hold``)
+        self.workers_ready: Callable[[], None] = nothing_to_wait_for  # the held runtime's (``runtime``)
 
     @property
     def transport(self) -> Transport | None:
@@ -123,10 +124,17 @@ class WorkflowCoordinator(Generic[UI]):
         if repo is not None and not repo.is_dir():
             raise BadInputError(f"--repo {repo} is not a directory")
 
-    def runtime(self, repo: Path, workers: int | None = None) -> AbstractContextManager[Runtime]:
+    @contextmanager
+    def runtime(self, repo: Path, workers: int | None = None) -> Iterator[Runtime]:
         """A broker for this plan; in embedded mode ``workers`` local worker processes (by default
-        WFQUEUE_MAX_AGENTS: as many as agents may run at once)."""
-        return broker_runtime(self.settings, repo, workers or self.settings.max_agents, self.ui, self.worker_env)
+        WFQUEUE_MAX_AGENTS: as many as agents may run at once), waited for by the first ``wait``."""
+        with broker_runtime(self.settings, repo, workers or self.settings.max_agents, self.ui,
+                            self.worker_env) as runtime:
+            self.workers_ready = runtime.workers_ready
+            try:
+                yield runtime
+            finally:
+                self.workers_ready = nothing_to_wait_for
 
     @contextmanager
     def hold(self, runtime: Runtime, session_id: str, *, fresh: bool,
@@ -166,6 +174,7 @@ class WorkflowCoordinator(Generic[UI]):
     def wait(self, result: AsyncResult[Any], what: str, settings: Settings) -> Any:
         """Wait for one task; the files it wrote are in the session folder when this returns."""
         try:
+            self.workers_ready()
             return wait_for(result, what, settings)
         finally:
             self.pull()
@@ -200,6 +209,7 @@ class WorkflowCoordinator(Generic[UI]):
                            watched: list[str], settled: Callable[[], Any] | None = None) -> Any:
         """Wait for a fan-out, drawing the agent records of ``watched`` while it runs."""
         try:
+            self.workers_ready()
             return wait_for(result, what, settings, tick=lambda: self.ui.progress(state.agents(watched)),
                             settled=settled)
         finally:
