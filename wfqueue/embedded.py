@@ -205,8 +205,9 @@ class LocalWorkers:
     """One Celery worker node with ``concurrency`` slots: processes (prefork) or threads."""
 
     def __init__(self, broker_url: str, concurrency: int, log_dir: Path, env: dict[str, str] | None = None,
-                 start_timeout_s: float = 60.0, pool: WorkerPool = "prefork") -> None:
+                 start_timeout_s: float = 60.0, pool: WorkerPool = "prefork", use_standby: bool = True) -> None:
         self.broker_url = broker_url
+        self.use_standby = use_standby  # Settings.prestart_worker
         self.concurrency = concurrency
         self.pool = pool
         self.log_dir = log_dir
@@ -240,7 +241,7 @@ class LocalWorkers:
         env = {**os.environ, **self.extra_env, "WFQUEUE_BROKER_URL": self.broker_url}
         self._log_start = _size(self.log_path)
         self._started_at = time.monotonic()
-        standby = prestart.take()
+        standby = prestart.take() if self.use_standby else None
         if standby is not None:
             orders = prestart.StandbyOrders(argv=self.options(), env=env, stderr_path=str(self.stderr_path))
             try:
@@ -295,13 +296,15 @@ class EmbeddedCluster:
     """Redis plus workers for the duration of a ``with`` block."""
 
     def __init__(self, queue_dir: Path, concurrency: int, redis_port: int = 0, start_timeout_s: float = 60.0,
-                 worker_env: dict[str, str] | None = None, pool: WorkerPool = "prefork") -> None:
+                 worker_env: dict[str, str] | None = None, pool: WorkerPool = "prefork",
+                 use_standby: bool = True) -> None:
         self.redis = EmbeddedRedis(queue_dir / "redis", port=redis_port, start_timeout_s=start_timeout_s)
         self.queue_dir = queue_dir
         self.concurrency = concurrency
         self.pool = pool
         self.start_timeout_s = start_timeout_s
         self.worker_env = worker_env
+        self.use_standby = use_standby
         self.workers: LocalWorkers | None = None
 
     def start_redis(self) -> str:
@@ -311,7 +314,7 @@ class EmbeddedCluster:
     def launch_workers(self) -> LocalWorkers:
         """Start the worker node without waiting for it (``LocalWorkers.wait_ready`` does)."""
         self.workers = LocalWorkers(self.redis.url, self.concurrency, self.queue_dir, env=self.worker_env,
-                                    start_timeout_s=self.start_timeout_s, pool=self.pool)
+                                    start_timeout_s=self.start_timeout_s, pool=self.pool, use_standby=self.use_standby)
         self.workers.start()
         return self.workers
 

@@ -7,11 +7,13 @@ consumes, and all of that is waited for in turn. The ``wfqueue`` entry point (wf
 embedded cluster, ``begin`` starts ``python -m workers.serve --standby``. That process loads the worker's
 modules (workers.preload) on another core, then waits for its orders on stdin. ``LocalWorkers.start`` takes
 it (``take``) and sends the orders it would otherwise have started a worker with: options, environment and
-the path for stderr. Nothing is decided before the command has read its settings.
+the path for stderr. Nothing about the node (pool, slots, environment) is decided before the command has
+read its settings.
 
 A command that starts no cluster (a broker URL, a running `wfqueue up`, bad input, ``--help``) leaves the
 standby unused, and it is killed by pid when the command exits: it holds nothing worth a wait. If the
-command is killed outright, the pipe closes and the standby leaves on its own.
+command is killed outright, the pipe closes and the standby leaves on its own. The setting
+``prestart_worker`` (false) turns the standby off.
 
 Only the standard library is imported here: this module runs before the command's own imports.
 """
@@ -24,15 +26,18 @@ import os
 import signal
 import subprocess
 import sys
+import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+
+from wfqueue.config_file import config_file
 
 STANDBY_FLAG = "--standby"
 # Commands that may start an embedded cluster (wfqueue.runtime.broker_runtime); tests/unit/test_prestart.py
 # checks that each is a command of the CLI.
 COMMANDS = frozenset({"collab-plan", "lite-plan", "plan", "execute", "resume"})
 HELP_FLAGS = frozenset({"--help", "-h"})
-OFF_VARIABLE = "WFQUEUE_PRESTART"  # "0" turns the standby off (a shell that debugs start-up, a tiny machine)
+FALSE_WORDS = frozenset({"0", "false", "f", "no", "n", "off"})  # what pydantic reads as False
 
 
 @dataclass(frozen=True)
@@ -53,15 +58,33 @@ class StandbyOrders:
                    stderr_path=str(data["stderr_path"]))
 
 
+def early_setting(name: str, environ: Mapping[str, str]) -> str | None:
+    """Setting ``name`` as wfqueue.settings would find it, environment first, then the TOML file, read with
+    the standard library before the settings are built. A guess at most: the built settings still decide."""
+    value = environ.get("WFQUEUE_" + name.upper())
+    if value is not None:
+        return value
+    path = config_file(environ)
+    if path is None:
+        return None
+    try:
+        found = tomllib.loads(path.read_text(encoding="utf-8")).get(name)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None  # the settings will say what is wrong with it
+    return None if found is None else str(found)
+
+
 def wanted(argv: Sequence[str], environ: Mapping[str, str]) -> bool:
     """Whether a command line may start an embedded cluster, judged before the settings are read.
 
     A wrong guess costs only the standby's start on an otherwise idle core: a "yes" that starts no cluster
     ends the standby unused; a "no" starts the worker the usual way."""
-    if environ.get(OFF_VARIABLE, "").strip() == "0" or environ.get("WFQUEUE_BROKER_URL"):
-        return False
     command = next((arg for arg in argv if not arg.startswith("-")), None)
-    return command in COMMANDS and not HELP_FLAGS.intersection(argv)
+    if command not in COMMANDS or HELP_FLAGS.intersection(argv):
+        return False
+    if (early_setting("prestart_worker", environ) or "").strip().lower() in FALSE_WORDS:
+        return False
+    return not early_setting("broker_url", environ)  # a broker URL: no embedded cluster
 
 
 class _Standby:

@@ -139,7 +139,7 @@ def broker_runtime(settings: Settings, repo: Path, concurrency: int, ui: Reporte
         elif settings.embedded:
             cluster = EmbeddedCluster(queue_dir(repo), concurrency=concurrency, redis_port=settings.embedded_redis_port,
                                       start_timeout_s=settings.embedded_start_timeout_s, worker_env=worker_env,
-                                      pool=settings.effective_worker_pool())
+                                      pool=settings.effective_worker_pool(), use_standby=settings.prestart_worker)
             stack.push(_stop_or_defer(cluster, defer))
             settings = settings.model_copy(update={"broker_url": SecretStr(cluster.start_redis())})
         if (up is not None or cluster is not None) and settings.shared_disk is None:

@@ -22,10 +22,10 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from wfqueue.config_file import config_file
 from wfqueue.errors import ConfigError
 from wfqueue.usage import DEFAULT_PRICE_TABLE, PriceTable
 
-DEFAULT_CONFIG_FILE = Path("config") / "wfqueue.toml"
 MAX_AGENTS_LIMIT = 100
 # Thread slots of a `wfqueue worker` with the threads pool and no concurrency given: as many as the largest
 # plan has agents, since a slot waiting on HTTP costs a thread's stack, not a process.
@@ -35,13 +35,6 @@ ProviderName = Literal["auto", "offline", "anthropic"]
 WorkerPool = Literal["prefork", "threads"]
 CELERY_POOLS = ("prefork", "threads", "solo")  # what `wfqueue worker --pool` accepts (solo: one slot, no pool)
 WorkerPoolName = Literal["auto", "prefork", "threads"]
-
-
-def _config_file() -> Path | None:
-    explicit = os.environ.get("WFQUEUE_CONFIG_FILE")
-    if explicit:
-        return Path(explicit)
-    return DEFAULT_CONFIG_FILE if DEFAULT_CONFIG_FILE.is_file() else None
 
 
 class Settings(BaseSettings):
@@ -86,9 +79,13 @@ class Settings(BaseSettings):
 
     # -- coordinator and embedded mode ----------------------------------------------
     plan_timeout_s: float = Field(default=3600.0, gt=0, description="Longest wait in seconds for one plan.")
-    poll_interval_s: float = Field(default=0.1, gt=0, description="Coordinator polling of results and agent states.")
+    poll_interval_s: float = Field(default=0.1, gt=0, description="Coordinator polling of agent states (progress).")
     embedded_start_timeout_s: float = Field(
         default=60.0, gt=0, description="Seconds to wait for embedded Redis and workers to start."
+    )
+    prestart_worker: bool = Field(
+        default=True, description="The `wfqueue` command starts its embedded worker's interpreter as it starts, "
+        "to load beside the command's own code (read from the environment or the TOML file before the rest).",
     )
     embedded_redis_port: int = Field(
         default=0, ge=0, le=65535, description="Also listen on this TCP port (0: unix socket only)."
@@ -284,9 +281,9 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        config_file = _config_file()
-        if config_file is not None:
-            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=config_file))
+        toml_file = config_file()
+        if toml_file is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_file))
         return tuple(sources)
 
     # -- derived values ------------------------------------------------------------------

@@ -26,7 +26,7 @@ import yaml
 from pydantic import AliasChoices
 from typer.testing import CliRunner
 
-import wfqueue.settings as settings_module
+import wfqueue.config_file as config_file_module
 from wfqueue.cli.main import app
 from wfqueue.settings import Settings
 from wfqueue.task_names import ALL_QUEUES
@@ -79,8 +79,8 @@ def setting_env_names() -> dict[str, set[str]]:
 
 def settings_read_names() -> set[str]:
     names = set().union(*setting_env_names().values())
-    # Read by settings.py itself to find the TOML file; not a field.
-    assert "WFQUEUE_CONFIG_FILE" in inspect.getsource(settings_module._config_file)
+    # Read to find the settings' TOML file; not a field.
+    assert "WFQUEUE_CONFIG_FILE" in inspect.getsource(config_file_module.config_file)
     return names | {"WFQUEUE_CONFIG_FILE"}
 
 

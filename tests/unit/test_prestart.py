@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import typer.main
 
 from tests.conftest import PROJECT
 from wfqueue.cli.main import app
 from wfqueue.prestart import COMMANDS, StandbyOrders, wanted
+from wfqueue.settings import Settings
 
 
 def test_only_commands_that_may_start_an_embedded_cluster_get_a_standby() -> None:
@@ -22,8 +24,27 @@ def test_only_commands_that_may_start_an_embedded_cluster_get_a_standby() -> Non
     assert not wanted(["collab-plan", "--help"], {})
     assert not wanted(["lite-plan", "x", "-h"], {})
     assert not wanted(["collab-plan", "x"], {"WFQUEUE_BROKER_URL": "redis://h:6379/0"})  # no embedded cluster
-    assert not wanted(["collab-plan", "x"], {"WFQUEUE_PRESTART": "0"})
-    assert wanted(["collab-plan", "x"], {"WFQUEUE_PRESTART": "1", "WFQUEUE_BROKER_URL": ""})
+    assert not wanted(["collab-plan", "x"], {"WFQUEUE_PRESTART_WORKER": "false"})
+    assert not wanted(["collab-plan", "x"], {"WFQUEUE_PRESTART_WORKER": "0"})
+    assert wanted(["collab-plan", "x"], {"WFQUEUE_PRESTART_WORKER": "true", "WFQUEUE_BROKER_URL": ""})
+
+
+def test_the_early_guess_reads_the_settings_file_as_the_settings_do(tmp_path: Path) -> None:
+    config = tmp_path / "wfqueue.toml"
+    environ = {"WFQUEUE_CONFIG_FILE": str(config)}
+    config.write_text('broker_url = "redis://redis-host:6379/0"\n', encoding="utf-8")
+    assert not wanted(["collab-plan", "x"], environ)
+    config.write_text("prestart_worker = false\n", encoding="utf-8")
+    assert not wanted(["collab-plan", "x"], environ)
+    assert wanted(["collab-plan", "x"], {**environ, "WFQUEUE_PRESTART_WORKER": "true"})  # the environment first
+    config.write_text("prestart_worker = [unclosed\n", encoding="utf-8")
+    assert wanted(["collab-plan", "x"], environ)  # a broken file is the settings' to report
+
+
+def test_prestart_worker_is_a_setting_like_the_others() -> None:
+    """Read early by the entry point, and known to the settings (validated, shown by `wfqueue config`)."""
+    assert Settings.model_validate({}).prestart_worker is True
+    assert Settings.model_validate({"prestart_worker": "false"}).prestart_worker is False
 
 
 def test_every_command_named_for_a_standby_is_a_command_of_the_cli() -> None:

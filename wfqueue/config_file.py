@@ -1,0 +1,21 @@
+"""Where the settings' TOML file is: ``WFQUEUE_CONFIG_FILE``, else ``config/wfqueue.toml`` in the current
+directory when there is one.
+
+The standard library only: the ``wfqueue`` entry point looks at the file before the settings are built
+(wfqueue.prestart), and wfqueue.settings reads it with the rest.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+DEFAULT_CONFIG_FILE = Path("config") / "wfqueue.toml"
+
+
+def config_file(environ: Mapping[str, str] | None = None) -> Path | None:
+    explicit = (os.environ if environ is None else environ).get("WFQUEUE_CONFIG_FILE")
+    if explicit:
+        return Path(explicit)
+    return DEFAULT_CONFIG_FILE if DEFAULT_CONFIG_FILE.is_file() else None
