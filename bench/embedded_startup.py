@@ -18,10 +18,9 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import datetime
 from pathlib import Path
 
-from benchdoc import write_section
+from benchdoc import ready_logged_at, write_section
 from remote_agents import group_rss_mb
 
 from wfqueue.celery_app import create_app, release_result_subscriptions
@@ -37,15 +36,6 @@ INTRO = """
 from nothing to consuming its queues (what every plan command in embedded mode waits for), then stopped.
 A worker for a remote provider (an API key set) loads the Anthropic SDK at start.
 """
-
-
-def ready_logged_at(log: Path) -> float:
-    """The wall-clock time of the worker's ``ready.`` log line (its log stamps milliseconds, local time)."""
-    for line in log.read_text(errors="replace").splitlines():
-        if line.endswith(" ready."):
-            stamp = line[1:24]  # [2026-11-23 20:46:54,159: ...
-            return datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp()
-    return float("nan")
 
 
 def start_once(config: str, work: Path) -> dict[str, float]:

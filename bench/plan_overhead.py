@@ -2,13 +2,15 @@
 
     .venv/bin/python bench/plan_overhead.py [--agents 3] [--runs 3] [--latency 1.0] [--write] [--note TEXT]
 
-The real CLI in a subprocess, with the anthropic provider (the real SDK in the workers) against the local
-fake Messages API of tests/fake_anthropic.py answered by bench/cache_share.py's scripted model, every answer
-held ``--latency`` seconds (bench/remote_agents.py's SlowModel). On the critical path the model answers three
-times: the understanding, then one agent's ``read`` turn and its answer. Per run, on the wall clock from the
-command's start: the result line on stdout, the exit (after the embedded workers and Redis are stopped), and
-the embedded start-up the command reports. **Overhead = result line - 3 x latency**: everything but the model
-on the path (Python and wfqueue starting, the embedded cluster, dispatch, the tasks' own work, the callback).
+The ``wfqueue`` command in a subprocess (``python -m wfqueue``: the same entry point, its standby worker
+included), with the anthropic provider (the real SDK in the workers) against the local fake Messages API of
+tests/fake_anthropic.py answered by bench/cache_share.py's scripted model, every answer held ``--latency``
+seconds (bench/remote_agents.py's SlowModel). On the critical path the model answers three times: the
+understanding, then one agent's ``read`` turn and its answer. Per run, on the wall clock from the command's
+start: the result line on stdout, the exit (after the embedded workers and Redis are stopped), the embedded
+start-up the command reports (and how long its plan blocked on it), and its worker's ``ready.`` log line.
+**Overhead = result line - 3 x latency**: everything but the model on the path (Python and wfqueue starting,
+the embedded cluster, dispatch, the tasks' own work, the callback).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.benchdoc import write_section  # noqa: E402
+from bench.benchdoc import ready_logged_at, write_section  # noqa: E402
 from bench.cache_share import REQUIREMENT  # noqa: E402
 from bench.remote_agents import CALLS_ON_PATH, SlowModel  # noqa: E402
 from wfqueue.samples import make_service_repo  # noqa: E402
@@ -42,7 +44,7 @@ from wfqueue.samples import make_service_repo  # noqa: E402
 MARK_BEGIN, MARK_END = "<!-- plan_overhead:begin -->", "<!-- plan_overhead:end -->"
 UP_BEGIN, UP_END = "<!-- plan_overhead_up:begin -->", "<!-- plan_overhead_up:end -->"  # the --up table
 UP_SLOTS = 8  # worker slots of `wfqueue up` with --up
-STARTUP = re.compile(r"embedded Redis and workers ready in ([0-9.]+)s")
+STARTUP = re.compile(r"embedded Redis and workers ready in ([0-9.]+)s \(the plan waited ([0-9.]+)s for them\)")
 SECTION = """
 ## A plan's overhead outside its model calls
 
@@ -88,7 +90,7 @@ def run_once(agents: int, latency: float, work: Path, index: int, use_up: bool) 
         env.update(ANTHROPIC_API_KEY="bench-key", ANTHROPIC_BASE_URL=fake.base_url, NO_PROXY="127.0.0.1")
         if use_up:
             stack.enter_context(wfqueue_up(repo, env, work))
-        began = time.perf_counter()
+        began, began_wall = time.perf_counter(), time.time()
         proc = subprocess.Popen(
             [sys.executable, "-m", "wfqueue", "collab-plan", REQUIREMENT, "--repo", str(repo),
              "--max-agents", str(agents), "--provider", "anthropic", "-y", "--json"],
@@ -102,7 +104,10 @@ def run_once(agents: int, latency: float, work: Path, index: int, use_up: bool) 
     if proc.returncode != 0 or json.loads(line)["status"] != "completed":
         raise SystemExit(f"collab-plan failed ({proc.returncode}):\n{stderr}")
     startup = STARTUP.search(stderr)
+    worker_log = repo / ".workflow" / ".queue" / "worker.log"
+    ready_s = ready_logged_at(worker_log) - began_wall if worker_log.is_file() else 0.0
     return {"result_s": result_s, "exit_s": exit_s, "startup_s": float(startup.group(1)) if startup else 0.0,
+            "waited_s": float(startup.group(2)) if startup else 0.0, "ready_s": ready_s,
             "overhead_s": result_s - CALLS_ON_PATH * latency}
 
 
@@ -120,7 +125,10 @@ def render(rows: list[dict[str, float]], args: Any, command: str) -> str:
         f"| command start → result line on stdout | {median('result_s'):.2f} |",
         f"| of it the model on the critical path ({CALLS_ON_PATH} answers) | {CALLS_ON_PATH * args.latency:.2f} |",
         f"| **overhead outside model calls** | **{median('overhead_s'):.2f}** |",
-        f"| embedded start-up, as the command reports it (0: `wfqueue up` served it) | {median('startup_s'):.2f} |",
+        f"| embedded start-up, as the command reports it: its Redis start → worker seen ready (0: `wfqueue up` "
+        f"served it) | {median('startup_s'):.2f} |",
+        f"| of it, the plan blocked waiting for the worker | {median('waited_s'):.2f} |",
+        f"| command start → its worker's `ready.` log line (0: `wfqueue up`) | {median('ready_s'):.2f} |",
         f"| command start → exit (workers and Redis stopped) | {median('exit_s'):.2f} |",
         f"| overhead, best / worst run | {min(r['overhead_s'] for r in rows):.2f} / "
         f"{max(r['overhead_s'] for r in rows):.2f} |",

@@ -77,9 +77,12 @@ class _ReadyOnce:
     def __call__(self) -> None:
         if self.ready or self.cluster.workers is None:
             return
+        waiting = time.monotonic()
         self.cluster.workers.wait_ready(self.app)
         self.ready = True
-        self.ui.info(f"embedded Redis and workers ready in {time.monotonic() - self.started:.1f}s")
+        now = time.monotonic()
+        self.ui.info(f"embedded Redis and workers ready in {now - self.started:.1f}s "
+                     f"(the plan waited {now - waiting:.1f}s for them)")
 
 
 class _Deferral:
