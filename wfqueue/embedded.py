@@ -233,7 +233,7 @@ class LocalWorkers:
                 "--hostname", self.hostname, "--loglevel", "INFO", "--logfile", str(self.log_path)]
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "workers.serve", *self.options()]
+        return [sys.executable, *prestart.WORKER_MODULE, *self.options()]
 
     def start(self) -> None:
         """Start the node: the command's standby worker (wfqueue.prestart) if it has one, else a new process."""

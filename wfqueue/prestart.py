@@ -10,10 +10,11 @@ it (``take``) and sends the orders it would otherwise have started a worker with
 the path for stderr. Nothing about the node (pool, slots, environment) is decided before the command has
 read its settings.
 
-A command that starts no cluster (a broker URL, a running `wfqueue up`, bad input, ``--help``) leaves the
-standby unused, and it is killed by pid when the command exits: it holds nothing worth a wait. If the
-command is killed outright, the pipe closes and the standby leaves on its own. The setting
-``prestart_worker`` (false) turns the standby off.
+A command that starts no cluster (a broker URL, a running `wfqueue up`, ``--help``, the setting
+``prestart_worker`` false) gets no standby when its command line, environment and files say so. One that
+still starts none (bad input, say) leaves its standby unused, and it is killed by pid when the command
+exits: it holds nothing worth a wait. If the command is killed outright, the pipe closes and the standby
+leaves on its own.
 
 Only the standard library is imported here: this module runs before the command's own imports.
 """
@@ -29,15 +30,21 @@ import sys
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from wfqueue.config_file import config_file
 
 STANDBY_FLAG = "--standby"
+# How every worker node is started. -P: without the current folder on sys.path, where a repository's own
+# ``workers`` package (a common name) would be imported instead of wfqueue's.
+WORKER_MODULE = ("-P", "-m", "workers.serve")
 # Commands that may start an embedded cluster (wfqueue.runtime.broker_runtime); tests/unit/test_prestart.py
 # checks that each is a command of the CLI.
 COMMANDS = frozenset({"collab-plan", "lite-plan", "plan", "execute", "resume"})
 HELP_FLAGS = frozenset({"--help", "-h"})
 FALSE_WORDS = frozenset({"0", "false", "f", "no", "n", "off"})  # what pydantic reads as False
+# Where a running `wfqueue up` announces itself in a repository (wfqueue.up_cluster; a test keeps them equal).
+UP_ANNOUNCEMENT = Path(".workflow") / ".queue" / "up.json"
 
 
 @dataclass(frozen=True)
@@ -84,7 +91,46 @@ def wanted(argv: Sequence[str], environ: Mapping[str, str]) -> bool:
         return False
     if (early_setting("prestart_worker", environ) or "").strip().lower() in FALSE_WORDS:
         return False
-    return not early_setting("broker_url", environ)  # a broker URL: no embedded cluster
+    if early_setting("broker_url", environ):  # no embedded cluster
+        return False
+    return not up_announced(argv, Path.cwd())  # its workers serve the plan: a standby would take a core from them
+
+
+def up_announced(argv: Sequence[str], cwd: Path) -> bool:
+    """Whether a live `wfqueue up` announces itself in the command's repository: ``--repo``, else the folder
+    or the nearest parent with ``.git``, as the command finds it. Its file is trusted while its process lives
+    (up_cluster.running_up also asks its Redis, too slow a question for here)."""
+    repo = _repo_option(argv)
+    for folder in [Path(repo)] if repo else [cwd, *cwd.parents]:
+        try:
+            pid = int(json.loads((folder / UP_ANNOUNCEMENT).read_text(encoding="utf-8"))["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            if repo is None and (folder / ".git").exists():
+                return False
+            continue
+        return _alive(pid)
+    return False
+
+
+def _repo_option(argv: Sequence[str]) -> str | None:
+    for index, arg in enumerate(argv):
+        if arg == "--repo" and index + 1 < len(argv):
+            return argv[index + 1]
+        if arg.startswith("--repo="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False  # 0 and negative numbers name process groups
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
 
 
 class _Standby:
@@ -101,7 +147,7 @@ def begin(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> None
         return
     try:
         _standby.proc = subprocess.Popen(
-            [sys.executable, "-m", "workers.serve", STANDBY_FLAG], stdin=subprocess.PIPE,
+            [sys.executable, *WORKER_MODULE, STANDBY_FLAG], stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     except OSError:
         return  # the worker is started the usual way

@@ -19,10 +19,11 @@ import os
 import sys
 
 from wfqueue.prestart import STANDBY_FLAG, StandbyOrders
-from wfqueue.settings import CELERY_POOLS
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
+    from wfqueue.settings import CELERY_POOLS  # not at the top: a standby loads it with the collector off
+
     parser = argparse.ArgumentParser(prog="python -m workers.serve", description=__doc__.splitlines()[0])
     parser.add_argument("--queues", "-Q", required=True, help="comma-separated queues to consume")
     parser.add_argument("--concurrency", "-c", type=int, required=True, help="pool slots")

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from support import FOUR_AREAS, wait_until, wfqueue_env, write_script
+from support import FOUR_AREAS, run_cli, wait_until, wfqueue_env, write_script
 
 pytestmark = pytest.mark.integration
 
@@ -66,17 +66,27 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-def wfqueue(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
+def wfqueue(*args: str, env: dict[str, str], cwd: Path | None = None) -> subprocess.Popen[str]:
     """The ``wfqueue`` command as installed (``python -m wfqueue`` runs the same entry point)."""
     return subprocess.Popen([sys.executable, "-m", "wfqueue", *args], env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd)
+
+
+def folder_with_its_own_workers_package(tmp_path: Path) -> Path:
+    """A current folder holding a ``workers`` package of its own, as many repositories do."""
+    folder = tmp_path / "user-project"
+    (folder / "workers").mkdir(parents=True)
+    (folder / "workers" / "__init__.py").write_text('raise ImportError("the project\'s own workers package")\n')
+    return folder
 
 
 def test_a_plan_runs_on_the_standby_started_before_the_command_loaded(sample_repo: Path, tmp_path: Path) -> None:
     provider = write_script(tmp_path / "script.json", latency_s=0.3)  # the agents overlap: several pool children
     with WorkerWatch().watching() as watch:
+        # Run from a folder with a ``workers`` package of its own: the worker still imports wfqueue's.
         cli = wfqueue("collab-plan", FOUR_AREAS, "--repo", str(sample_repo), "--max-agents", "4", "-y",
-                      "--provider", provider, "--json", env=wfqueue_env())
+                      "--provider", provider, "--json", env=wfqueue_env(),
+                      cwd=folder_with_its_own_workers_package(tmp_path))
         out, err = cli.communicate(timeout=180)
     assert cli.returncode == 0, err
     started = watch.children_of(cli.pid)
@@ -110,3 +120,13 @@ def test_a_killed_command_leaves_no_standby_behind(sample_repo: Path) -> None:
         cli.communicate(timeout=60)
         wait_until(lambda: not alive(standby), 120, "the standby left after the command was killed")
     assert not (sample_repo / ".workflow" / ".queue" / "worker.stderr").exists(), "it was given orders"
+
+
+def test_a_plan_run_from_a_project_with_its_own_workers_package_uses_wfqueues(sample_repo: Path,
+                                                                              tmp_path: Path) -> None:
+    """Without the standby too (``python -m wfqueue.cli.main``): the worker node is started without the current
+    folder on its module path."""
+    run = run_cli("collab-plan", "Add per-user rate limiting to the API", "--repo", str(sample_repo), "-y",
+                  "--json", cwd=folder_with_its_own_workers_package(tmp_path))
+    assert run.code == 0, run.stderr
+    assert run.json()["status"] == "completed"

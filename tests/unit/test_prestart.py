@@ -3,6 +3,8 @@ loads everything the worker app needs before its settings arrive."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,8 +13,10 @@ import typer.main
 
 from tests.conftest import PROJECT
 from wfqueue.cli.main import app
-from wfqueue.prestart import COMMANDS, StandbyOrders, wanted
+from wfqueue.prestart import COMMANDS, UP_ANNOUNCEMENT, StandbyOrders, up_announced, wanted
+from wfqueue.sessions import queue_dir
 from wfqueue.settings import Settings
+from wfqueue.up_cluster import UP_FILE
 
 
 def test_only_commands_that_may_start_an_embedded_cluster_get_a_standby() -> None:
@@ -45,6 +49,24 @@ def test_prestart_worker_is_a_setting_like_the_others() -> None:
     """Read early by the entry point, and known to the settings (validated, shown by `wfqueue config`)."""
     assert Settings.model_validate({}).prestart_worker is True
     assert Settings.model_validate({"prestart_worker": "false"}).prestart_worker is False
+
+
+def test_a_repository_served_by_wfqueue_up_gets_no_standby(tmp_path: Path) -> None:
+    """Its plans go to up's warm workers: a standby would only take a core from them."""
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    announcement = repo / UP_ANNOUNCEMENT
+    announcement.parent.mkdir(parents=True)
+    announcement.write_text(json.dumps({"pid": os.getpid(), "broker_url": "redis://x", "workers": 4}))
+    assert not wanted(["collab-plan", "x", "--repo", str(repo)], {})
+    assert up_announced(["lite-plan", "x", f"--repo={repo}"], tmp_path)
+    assert up_announced(["resume", "CPLAN-x"], repo / "src" / "deep")  # found from a folder inside it
+    assert not up_announced(["resume", "CPLAN-x"], tmp_path)  # outside the repository
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    announcement.write_text(json.dumps({"pid": dead.pid, "broker_url": "redis://x", "workers": 4}))
+    assert wanted(["collab-plan", "x", "--repo", str(repo)], {}), "a stale file (up was killed) is ignored"
+    assert queue_dir(Path()) / UP_FILE == UP_ANNOUNCEMENT
 
 
 def test_every_command_named_for_a_standby_is_a_command_of_the_cli() -> None:

@@ -8,6 +8,7 @@ import sys
 import typer
 
 from wfqueue.errors import ConfigError
+from wfqueue.prestart import WORKER_MODULE
 from wfqueue.settings import CELERY_POOLS, load_settings
 from wfqueue.task_names import ALL_QUEUES
 
@@ -39,7 +40,7 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"unknown pool {pool!r}", hint=f"choose {', '.join(CELERY_POOLS)}")
         chosen = pool or settings.effective_worker_pool()
         slots = settings.worker_slots(concurrency, chosen)
-        argv = [sys.executable, "-m", "workers.serve", "--queues", queues, "--loglevel", loglevel,
+        argv = [sys.executable, *WORKER_MODULE, "--queues", queues, "--loglevel", loglevel,
                 "--pool", chosen, "--concurrency", str(slots)]
         if hostname:
             argv += ["--hostname", hostname]
