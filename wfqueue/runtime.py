@@ -44,9 +44,10 @@ from wfqueue.up_cluster import running_up
 
 # Pause between attempts to reach a broker that went away mid-plan.
 OUTAGE_RETRY_INTERVAL_S = 0.5
-# How often an awaited result is looked at: one Redis GET, so the next step starts (and the command answers)
-# within 20 ms of the task's end. Progress is drawn and the watchdog's verdict read every poll_interval_s.
-RESULT_CHECK_S = 0.02
+# How often an awaited result is looked at: one Redis GET (0.09 ms of CPU: 1 % of a core at this rate), so the next
+# step starts, and the command answers, within 10 ms of the task's end. Progress is drawn and the watchdog's
+# verdict read every poll_interval_s.
+RESULT_CHECK_S = 0.01
 
 
 class Reporter(Protocol):
