@@ -105,7 +105,8 @@ def run_once(agents: int, latency: float, work: Path, index: int, use_up: bool) 
         raise SystemExit(f"collab-plan failed ({proc.returncode}):\n{stderr}")
     startup = STARTUP.search(stderr)
     worker_log = repo / ".workflow" / ".queue" / "worker.log"
-    ready_s = ready_logged_at(worker_log) - began_wall if worker_log.is_file() else 0.0
+    # With --up the log is up's workers', ready before the command began: nothing started for this plan.
+    ready_s = ready_logged_at(worker_log) - began_wall if worker_log.is_file() and not use_up else 0.0
     return {"result_s": result_s, "exit_s": exit_s, "startup_s": float(startup.group(1)) if startup else 0.0,
             "waited_s": float(startup.group(2)) if startup else 0.0, "ready_s": ready_s,
             "overhead_s": result_s - CALLS_ON_PATH * latency}
