@@ -1,14 +1,15 @@
 """A standby worker: the embedded worker's interpreter loads while the command is still loading its own code.
 
 In embedded mode a plan command first spends about 0.7 s importing itself, then starts Redis and a worker
-node. The node's interpreter needs another 0.7 s to load, or 1.7 s with the Anthropic SDK, before it
-consumes, and all of that is waited for in turn. The ``wfqueue`` entry point (wfqueue.cli.entry) calls
-``begin`` before anything heavy is imported. When the command line names a command that may start an
-embedded cluster, ``begin`` starts ``python -m workers.serve --standby``. That process loads the worker's
-modules (workers.preload) on another core, then waits for its orders on stdin. ``LocalWorkers.start`` takes
-it (``take``) and sends the orders it would otherwise have started a worker with: options, environment and
-the path for stderr. Nothing about the node (pool, slots, environment) is decided before the command has
-read its settings.
+node. The node's interpreter needs another 0.5 s to load, or 1.2 s with the Anthropic SDK (2 cores,
+docs/BENCHMARKS.md), before it consumes, and all of that used to be waited for in turn.
+
+The ``wfqueue`` entry point (wfqueue.cli.entry) calls ``begin`` before anything heavy is imported. When the
+command line names a command that may start an embedded cluster, ``begin`` starts ``python -P -m
+workers.serve --standby``. That process loads the worker's modules (workers.preload) on another core, then
+waits for its orders on stdin. ``LocalWorkers.start`` takes it (``take``) and sends the orders it would
+otherwise have started a worker with: options, environment and the path for stderr. Nothing about the node
+(pool, slots, environment) is decided before the command has read its settings.
 
 A command that starts no cluster (a broker URL, a running `wfqueue up`, ``--help``, the setting
 ``prestart_worker`` false) gets no standby when its command line, environment and files say so. One that
