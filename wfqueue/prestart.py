@@ -12,10 +12,11 @@ otherwise have started a worker with: options, environment and the path for stde
 (pool, slots, environment) is decided before the command has read its settings.
 
 A command that starts no cluster (a broker URL, a running `wfqueue up`, ``--help``, the setting
-``prestart_worker`` false) gets no standby when its command line, environment and files say so. One that
-still starts none (bad input, say) leaves its standby unused, and it is killed by pid when the command
-exits: it holds nothing worth a wait. If the command is killed outright, the pipe closes and the standby
-leaves on its own.
+``prestart_worker`` false) gets no standby when its command line, environment and files say so. When the
+guess was wrong, the standby is killed by pid as soon as the command's runtime starts no cluster of its own
+(wfqueue.runtime.broker_runtime), or when the command exits (bad input, say): it holds nothing worth a wait.
+If the command is killed outright before it gave its orders, the pipe closes and the standby leaves on its
+own; once it has its orders it is the command's worker node, stopped like any other.
 
 Only the standard library is imported here: this module runs before the command's own imports.
 """
@@ -28,12 +29,12 @@ import os
 import signal
 import subprocess
 import sys
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from wfqueue.config_file import config_file
+from wfqueue.pids import process_exists
 
 STANDBY_FLAG = "--standby"
 # How every worker node is started. -P: without the current folder on sys.path, where a repository's own
@@ -42,7 +43,7 @@ WORKER_MODULE = ("-P", "-m", "workers.serve")
 # Commands that may start an embedded cluster (wfqueue.runtime.broker_runtime); tests/unit/test_prestart.py
 # checks that each is a command of the CLI.
 COMMANDS = frozenset({"collab-plan", "lite-plan", "plan", "execute", "resume"})
-HELP_FLAGS = frozenset({"--help", "-h"})
+HELP_FLAGS = frozenset({"--help"})
 FALSE_WORDS = frozenset({"0", "false", "f", "no", "n", "off"})  # what pydantic reads as False
 # Where a running `wfqueue up` announces itself in a repository (wfqueue.up_cluster; a test keeps them equal).
 UP_ANNOUNCEMENT = Path(".workflow") / ".queue" / "up.json"
@@ -68,13 +69,19 @@ class StandbyOrders:
 
 def early_setting(name: str, environ: Mapping[str, str]) -> str | None:
     """Setting ``name`` as wfqueue.settings would find it, environment first, then the TOML file, read with
-    the standard library before the settings are built. A guess at most: the built settings still decide."""
-    value = environ.get("WFQUEUE_" + name.upper())
+    the standard library before the settings are built. A guess at most: the built settings still decide.
+    Variable names are matched without regard to case, as the settings match them."""
+    key = "WFQUEUE_" + name.upper()
+    value = environ.get(key)
+    if value is None:
+        value = next((found for variable, found in environ.items() if variable.upper() == key), None)
     if value is not None:
         return value
     path = config_file(environ)
     if path is None:
         return None
+    import tomllib  # only when there is a file to read: it costs a start without one 20 ms
+
     try:
         found = tomllib.loads(path.read_text(encoding="utf-8")).get(name)
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
@@ -92,24 +99,29 @@ def wanted(argv: Sequence[str], environ: Mapping[str, str]) -> bool:
         return False
     if (early_setting("prestart_worker", environ) or "").strip().lower() in FALSE_WORDS:
         return False
-    if early_setting("broker_url", environ):  # no embedded cluster
+    if (early_setting("broker_url", environ) or "").strip():  # no embedded cluster (blank means unset)
         return False
-    return not up_announced(argv, Path.cwd())  # its workers serve the plan: a standby would take a core from them
+    return not up_announced(argv)  # its workers serve the plan: a standby would take a core from them
 
 
-def up_announced(argv: Sequence[str], cwd: Path) -> bool:
+def up_announced(argv: Sequence[str], cwd: Path | None = None) -> bool:
     """Whether a live `wfqueue up` announces itself in the command's repository: ``--repo``, else the folder
     or the nearest parent with ``.git``, as the command finds it. Its file is trusted while its process lives
     (up_cluster.running_up also asks its Redis, too slow a question for here)."""
     repo = _repo_option(argv)
-    for folder in [Path(repo)] if repo else [cwd, *cwd.parents]:
+    if repo is not None:
+        folders = [Path(repo)]
+    else:
+        here = Path.cwd() if cwd is None else cwd
+        folders = [here, *here.parents]
+    for folder in folders:
         try:
             pid = int(json.loads((folder / UP_ANNOUNCEMENT).read_text(encoding="utf-8"))["pid"])
         except (OSError, ValueError, KeyError, TypeError):
             if repo is None and (folder / ".git").exists():
                 return False
             continue
-        return _alive(pid)
+        return process_exists(pid)
     return False
 
 
@@ -122,18 +134,6 @@ def _repo_option(argv: Sequence[str]) -> str | None:
     return None
 
 
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False  # 0 and negative numbers name process groups
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process
-    return True
-
-
 class _Standby:
     proc: subprocess.Popen[bytes] | None = None
 
@@ -144,8 +144,11 @@ _standby = _Standby()
 def begin(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> None:
     """Start a standby worker if ``argv`` (the command line after the program name) may need one."""
     environ = os.environ if environ is None else environ
-    if _standby.proc is not None or not wanted(argv, environ):
-        return
+    try:
+        if _standby.proc is not None or not wanted(argv, environ):
+            return
+    except Exception:  # noqa: BLE001 - a guess that fails (a deleted current folder, say) is a "no":
+        return  # the command itself then says what is wrong, as it would without a standby
     try:
         _standby.proc = subprocess.Popen(
             [sys.executable, *WORKER_MODULE, STANDBY_FLAG], stdin=subprocess.PIPE,
@@ -159,6 +162,8 @@ def take() -> subprocess.Popen[bytes] | None:
     """The standby worker, still waiting for its orders, or None. Taken once: the caller now owns it."""
     proc, _standby.proc = _standby.proc, None
     if proc is not None and proc.poll() is not None:
+        if proc.stdin is not None:
+            proc.stdin.close()
         return None  # it failed to load; the caller starts a worker the usual way and sees why
     return proc
 

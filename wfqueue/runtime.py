@@ -17,7 +17,7 @@ from __future__ import annotations
 import atexit
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -28,6 +28,7 @@ from celery import Celery
 from celery.result import AsyncResult
 from pydantic import SecretStr
 
+from wfqueue import prestart
 from wfqueue.celery_app import create_app, release_result_subscriptions
 from wfqueue.embedded import EmbeddedCluster
 from wfqueue.errors import (
@@ -79,7 +80,14 @@ class _ReadyOnce:
         if self.ready or self.cluster.workers is None:
             return
         waiting = time.monotonic()
-        self.cluster.workers.wait_ready(self.app)
+        try:
+            self.cluster.workers.wait_ready(self.app)
+        except WorkerStartError:
+            # Only this node would have consumed this Redis. What the plan sent to it is dropped, so that the
+            # `wfqueue resume` the error suggests sends it once, not beside a stale copy kept in Redis's file.
+            with suppress(*BROKER_AWAY):
+                self.app.control.purge()
+            raise
         self.ready = True
         now = time.monotonic()
         self.ui.info(f"embedded Redis and workers ready in {now - self.started:.1f}s "
@@ -146,6 +154,8 @@ def broker_runtime(settings: Settings, repo: Path, concurrency: int, ui: Reporte
                                       pool=settings.effective_worker_pool(), use_standby=settings.prestart_worker)
             stack.push(_stop_or_defer(cluster, defer))
             settings = settings.model_copy(update={"broker_url": SecretStr(cluster.start_redis())})
+        if cluster is None or not settings.prestart_worker:
+            prestart.discard()  # started on the entry point's guess, which the settings overrule: not kept idle
         if (up is not None or cluster is not None) and settings.shared_disk is None:
             # The workers run on this machine (embedded, or `wfqueue up`'s): they read the repository and write the
             # session in place.

@@ -257,6 +257,12 @@ class Settings(BaseSettings):
         "plan's verification commands).",
     )
 
+    @field_validator("broker_url", "result_backend_url", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: Any) -> Any:
+        # `WFQUEUE_BROKER_URL=` (an env file's empty line) means no URL: embedded Redis, not a URL "".
+        return None if isinstance(value, str) and not value.strip() else value
+
     @field_validator("agent_time_limit_s")
     @classmethod
     def _hard_above_soft(cls, value: int, info: Any) -> int:

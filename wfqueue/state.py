@@ -27,6 +27,7 @@ from redis.retry import Retry
 from wfqueue import keys
 from wfqueue.errors import BrokerUnreachableError, SessionBusyError, SessionIdTakenError
 from wfqueue.keys import SessionMeta
+from wfqueue.pids import process_exists
 from wfqueue.settings import Settings, mask_url
 
 # A broker that is away (restarting, a network blip), as opposed to one that answered with an error:
@@ -303,17 +304,6 @@ def wait_until(predicate: Any, timeout_s: float, interval_s: float = 0.1) -> boo
             return True
         time.sleep(interval_s)
     return bool(predicate())
-
-
-def process_exists(pid: int) -> bool:
-    """Whether a process ``pid`` runs on this host (one of another user's counts)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 # Delete a lock key only while it still holds the caller's token: a lock whose lease ran out and that another

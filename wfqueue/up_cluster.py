@@ -19,8 +19,9 @@ import redis
 from pydantic import BaseModel, ValidationError
 
 from wfqueue.fsio import atomic_write_text, dumps_json
+from wfqueue.pids import process_exists
 from wfqueue.sessions import queue_dir
-from wfqueue.state import process_exists, redis_client
+from wfqueue.state import redis_client
 
 UP_FILE = "up.json"
 # How long a plan command waits for up's Redis to answer before starting its own cluster.

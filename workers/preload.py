@@ -50,10 +50,17 @@ API_KEY_VARIABLES = ("WFQUEUE_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY")  # Settin
 
 
 def key_in(environ: Mapping[str, str]) -> bool:
-    """Whether ``environ`` holds an API key, as Settings would read it (a config file may still add one)."""
-    return any(environ.get(name) for name in API_KEY_VARIABLES)
+    """Whether ``environ`` holds an API key, as Settings would read it: names matched without regard to case
+    (the settings file is wfqueue.prestart.early_setting's to read)."""
+    return any(value for name, value in environ.items() if name.upper() in API_KEY_VARIABLES)
 
 
-def load(sdk: bool) -> None:
+def load(sdk: bool) -> list[str]:
+    """Import the node's modules, each on its own; return those that failed, with why ("name: error")."""
+    failed: list[str] = []
     for name in (*TASK_MODULES, *NODE_MODULES, *(SDK_MODULES if sdk else ())):
-        importlib.import_module(name)
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 - reported by the caller; the node imports what it needs again
+            failed.append(f"{name}: {type(exc).__name__}: {exc}")
+    return failed

@@ -18,7 +18,7 @@ import gc
 import os
 import sys
 
-from wfqueue.prestart import STANDBY_FLAG, StandbyOrders
+from wfqueue.prestart import STANDBY_FLAG, StandbyOrders, early_setting
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -60,10 +60,8 @@ def standby() -> int:
     worker."""
     from workers import preload
 
-    try:
-        preload.load(sdk=preload.key_in(os.environ))
-    except Exception:  # noqa: BLE001 - the same import fails again after the orders, into the worker's stderr
-        pass
+    sdk = preload.key_in(os.environ) or bool(early_setting("anthropic_api_key", os.environ))
+    failed = preload.load(sdk=sdk)
     line = sys.stdin.buffer.readline()
     if not line.strip():
         return 0
@@ -75,6 +73,10 @@ def standby() -> int:
     os.close(stderr)
     with open(os.devnull, "rb") as null:  # as a worker started directly: no stdin
         os.dup2(null.fileno(), 0)
+    for problem in failed:  # in the worker's log, where the same import fails again if the node needs it
+        print(f"standby: could not preload {problem}", file=sys.stderr)
+    # What the node was started as: Celery restarts a worker on SIGHUP by running sys.argv again.
+    sys.argv[1:] = orders.argv
     return main(orders.argv)
 
 

@@ -98,9 +98,12 @@ def shared_cluster(root: Path, name: str, concurrency: int, **env: str) -> Itera
         redis.stop()
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 180) -> CliRun:
+def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 180,
+            entry: str = "wfqueue.cli.main") -> CliRun:
+    """The CLI in a subprocess. ``entry="wfqueue"`` runs the installed command's entry point, which starts a
+    standby worker (wfqueue.prestart); the default runs the command line alone."""
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "wfqueue.cli.main", *args], env=env or wfqueue_env(),
+    done = subprocess.run([sys.executable, "-m", entry, *args], env=env or wfqueue_env(),
                           cwd=cwd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
     return CliRun(done.returncode, done.stdout, done.stderr, time.monotonic() - started)
 

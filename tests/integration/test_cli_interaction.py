@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import select
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 from support import FOUR_AREAS, processes_mentioning, run_cli, wfqueue_env
 
 from wfqueue.collab.note import parse_note
+from wfqueue.task_names import COLLAB_UNDERSTAND
 
 pytestmark = pytest.mark.integration
 REQUIREMENT = FOUR_AREAS
@@ -89,16 +91,25 @@ def test_config_masks_secrets() -> None:
     assert "hunter2" not in run.stdout and "sk-ant-secret" not in run.stdout
 
 
-def test_worker_start_failure_exits_3_and_stops_redis(sample_repo: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("entry", ["wfqueue.cli.main", "wfqueue"])  # the latter with its standby worker
+def test_worker_start_failure_exits_3_and_stops_redis(sample_repo: Path, tmp_path: Path, entry: str) -> None:
     # A worker that hangs while it loads: alive, never ready. Only the worker imports the shadowed package.
     shadow = tmp_path / "shadow" / "workers"
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text("import time\ntime.sleep(600)\n", encoding="utf-8")
     env = wfqueue_env(WFQUEUE_EMBEDDED_START_TIMEOUT_S="2", PYTHONPATH=str(shadow.parent))
-    run = run_cli("collab-plan", REQUIREMENT, "--repo", str(sample_repo), "-y", env=env, cwd=tmp_path)
+    run = run_cli("collab-plan", REQUIREMENT, "--repo", str(sample_repo), "-y", env=env, cwd=tmp_path, entry=entry)
     assert run.code == 3, run.stderr
     assert "the worker did not answer within 2s" in run.stderr, run.stderr
-    assert processes_mentioning(str(sample_repo / ".workflow" / ".queue")) == []
+    # Redis, and the worker (a standby runs in the command's folder), are gone.
+    assert processes_mentioning(str(tmp_path)) == []
     # The session and its first task were sent while the worker started: kept, and the hint says how to finish.
     [session] = (sample_repo / ".workflow" / ".planning").iterdir()
     assert f"wfqueue resume {session.name}" in run.stderr
+    # Done as the hint says, with a worker that starts: the plan completes, and what the first command sent is
+    # not run beside what the resume sends.
+    resumed = run_cli("resume", session.name, "--repo", str(sample_repo), "--json", env=wfqueue_env())
+    assert resumed.code == 0, resumed.stderr
+    assert resumed.json()["status"] == "completed"
+    log = (sample_repo / ".workflow" / ".queue" / "worker.log").read_text(encoding="utf-8")
+    assert len(re.findall(rf"{re.escape(COLLAB_UNDERSTAND)}\[[0-9a-f-]+\] succeeded", log)) == 1, log

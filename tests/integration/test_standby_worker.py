@@ -17,6 +17,10 @@ from pathlib import Path
 import pytest
 from support import FOUR_AREAS, run_cli, wait_until, wfqueue_env, write_script
 
+from wfqueue import prestart
+from wfqueue.runtime import broker_runtime
+from wfqueue.settings import load_settings
+
 pytestmark = pytest.mark.integration
 
 
@@ -130,3 +134,37 @@ def test_a_plan_run_from_a_project_with_its_own_workers_package_uses_wfqueues(sa
                   "--json", cwd=folder_with_its_own_workers_package(tmp_path))
     assert run.code == 0, run.stderr
     assert run.json()["status"] == "completed"
+
+
+class QuietUI:
+    def info(self, message: str) -> None: ...
+
+
+def standbys_of(pid: int) -> list[int]:
+    """Live standby workers that ``pid`` started."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (entry / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid and cmdline.endswith(b"workers.serve\x00--standby\x00") and alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_standby_the_settings_overrule_is_ended_as_the_runtime_starts(redis_url: str, sample_repo: Path,
+                                                                         tmp_path: Path) -> None:
+    """The entry point guessed an embedded cluster (nothing it reads names a broker), but the command's
+    settings name one: the standby is killed when the runtime starts, not left idle for the whole command."""
+    nothing = tmp_path / "empty.toml"
+    nothing.write_text("")
+    prestart.begin(["execute", "plan.json"], {"WFQUEUE_CONFIG_FILE": str(nothing)})
+    try:
+        [standby] = standbys_of(os.getpid())
+        with broker_runtime(load_settings(broker_url=redis_url), sample_repo, 1, QuietUI()) as runtime:
+            assert runtime.client.ping()
+            assert not alive(standby), "the standby was kept while the command used another broker"
+    finally:
+        prestart.discard()

@@ -54,9 +54,14 @@ def test_up_serves_plans_flower_and_beat_until_interrupted(sample_repo: Path, tm
         port = sock.getsockname()[1]
     env = wfqueue_env(WFQUEUE_FLOWER_BASIC_AUTH=CREDENTIALS, WFQUEUE_BEAT_SCHEDULE_FILE=str(tmp_path / "beat"),
                       WFQUEUE_WATCHDOG_INTERVAL_S="1")
+    # Run from a project with ``beat`` and ``workers`` packages of its own: Celery must still load wfqueue's.
+    project = tmp_path / "user-project"
+    for package in ("beat", "workers"):
+        (project / package).mkdir(parents=True)
+        (project / package / "__init__.py").write_text(f'raise ImportError("the project\'s own {package}")\n')
     proc = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "up", "--repo", str(sample_repo), "--workers",
                              "2", "--flower-port", str(port)], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, cwd=project)
     marker = str(sample_repo / ".workflow" / ".queue")
     worker_log = sample_repo / ".workflow" / ".queue" / "worker.log"
     base = f"http://127.0.0.1:{port}"

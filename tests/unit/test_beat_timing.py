@@ -190,7 +190,7 @@ def test_beat_command_needs_a_broker_and_runs_celery_beat_on_beat_app() -> None:
     with pytest.raises(ConfigError, match="WFQUEUE_BROKER_URL"):
         beat_argv(load_settings(), "INFO")
     argv = beat_argv(load_settings(broker_url="redis://localhost:6379/0"), "DEBUG")
-    assert argv == [sys.executable, "-m", "celery", "-A", "beat.app", "beat", "--loglevel", "DEBUG"]
+    assert argv == [sys.executable, "-P", "-m", "wfqueue.celery_command", "beat.app", "beat", "--loglevel", "DEBUG"]
 
 
 def test_schedule_file_is_never_in_the_current_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

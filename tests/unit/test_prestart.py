@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import typer.main
 
 from tests.conftest import PROJECT
+from wfqueue import prestart
 from wfqueue.cli.main import app
 from wfqueue.prestart import COMMANDS, UP_ANNOUNCEMENT, StandbyOrders, up_announced, wanted
 from wfqueue.sessions import queue_dir
@@ -26,7 +29,6 @@ def test_only_commands_that_may_start_an_embedded_cluster_get_a_standby() -> Non
     assert not wanted(["up", "--repo", "."], {})  # starts its own workers
     assert not wanted([], {})
     assert not wanted(["collab-plan", "--help"], {})
-    assert not wanted(["lite-plan", "x", "-h"], {})
     assert not wanted(["collab-plan", "x"], {"WFQUEUE_BROKER_URL": "redis://h:6379/0"})  # no embedded cluster
     assert not wanted(["collab-plan", "x"], {"WFQUEUE_PRESTART_WORKER": "false"})
     assert not wanted(["collab-plan", "x"], {"WFQUEUE_PRESTART_WORKER": "0"})
@@ -43,6 +45,54 @@ def test_the_early_guess_reads_the_settings_file_as_the_settings_do(tmp_path: Pa
     assert wanted(["collab-plan", "x"], {**environ, "WFQUEUE_PRESTART_WORKER": "true"})  # the environment first
     config.write_text("prestart_worker = [unclosed\n", encoding="utf-8")
     assert wanted(["collab-plan", "x"], environ)  # a broken file is the settings' to report
+
+
+@pytest.mark.parametrize(("environment", "toml"), [
+    ({}, ""),
+    ({"WFQUEUE_BROKER_URL": ""}, ""),  # an env file's empty line: unset
+    ({"WFQUEUE_BROKER_URL": "  "}, ""),
+    ({"wfqueue_broker_url": "redis://h:6379/0"}, ""),  # names are read without regard to case
+    ({"WFQUEUE_PRESTART_WORKER": "off"}, ""),
+    ({"wfqueue_prestart_worker": "No"}, ""),
+    ({}, 'broker_url = "redis://h:6379/0"\n'),
+    ({}, 'broker_url = ""\n'),
+    ({}, "prestart_worker = false\n"),
+    ({"WFQUEUE_PRESTART_WORKER": "1"}, "prestart_worker = false\n"),  # the environment first
+])
+def test_the_early_guess_agrees_with_the_built_settings(environment: dict[str, str], toml: str, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "wfqueue.toml"
+    config.write_text(toml, encoding="utf-8")
+    environ = {"WFQUEUE_CONFIG_FILE": str(config), **environment}
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    settings = Settings()
+    guess = wanted(["collab-plan", "x", "--repo", str(tmp_path)], environ)
+    assert guess == (settings.embedded and settings.prestart_worker)
+
+
+def test_a_command_run_from_a_deleted_folder_gets_no_standby_and_no_error(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the command would look for `wfqueue up`, the current folder, is gone: the guess is "no", and the
+    command goes on to say what is wrong itself."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    prestart.begin(["collab-plan", "x"], {})
+    assert prestart.take() is None
+
+
+def test_a_standby_nobody_took_is_killed_at_once(tmp_path: Path) -> None:
+    """Not left to notice its closed stdin (it may still be loading for a second): killed, by its pid."""
+    config = tmp_path / "wfqueue.toml"
+    config.write_text("", encoding="utf-8")
+    prestart.begin(["collab-plan", "x", "--repo", str(tmp_path)], {"WFQUEUE_CONFIG_FILE": str(config)})
+    standby = prestart._standby.proc
+    assert standby is not None and standby.poll() is None
+    prestart.discard()
+    assert standby.returncode == -signal.SIGKILL
+    assert prestart.take() is None
 
 
 def test_prestart_worker_is_a_setting_like_the_others() -> None:

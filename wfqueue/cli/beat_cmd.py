@@ -11,6 +11,7 @@ import sys
 
 import typer
 
+from wfqueue.celery_command import celery_argv
 from wfqueue.errors import ConfigError
 from wfqueue.settings import Settings, load_settings
 
@@ -22,7 +23,7 @@ def beat_argv(settings: Settings, loglevel: str) -> list[str]:
             "WFQUEUE_BROKER_URL is not set: beat schedules maintenance on a shared broker",
             hint="export WFQUEUE_BROKER_URL=redis://HOST:6379/0, or use `wfqueue up` to run everything locally",
         )
-    return [sys.executable, "-m", "celery", "-A", "beat.app", "beat", "--loglevel", loglevel]
+    return celery_argv("beat.app", "beat", "--loglevel", loglevel)
 
 
 def register(app: typer.Typer) -> None:

@@ -13,6 +13,7 @@ import sys
 
 import typer
 
+from wfqueue.celery_command import celery_argv
 from wfqueue.errors import ConfigError
 from wfqueue.settings import Settings, load_settings
 
@@ -36,7 +37,7 @@ def flower_command(settings: Settings, port: int, address: str) -> tuple[list[st
             hint="set WFQUEUE_FLOWER_BASIC_AUTH=user:password (or WFQUEUE_FLOWER_UNAUTHENTICATED_API=true on a trusted "
                  "network)",
         )
-    argv = [sys.executable, "-m", "celery", "-A", "workers.app", "flower", f"--port={port}", f"--address={address}"]
+    argv = celery_argv("workers.app", "flower", f"--port={port}", f"--address={address}")
     return argv, env
 
 

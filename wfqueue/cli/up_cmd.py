@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 from typing import cast
 
@@ -14,6 +13,7 @@ from pydantic import SecretStr
 from rich.console import Console
 
 from wfqueue.celery_app import create_app, release_result_subscriptions
+from wfqueue.cli.beat_cmd import beat_argv
 from wfqueue.cli.flower_cmd import flower_command
 from wfqueue.embedded import EmbeddedCluster, stop_process_group
 from wfqueue.errors import ConfigError, WorkerStartError
@@ -55,8 +55,7 @@ def register(app: typer.Typer) -> None:
             env = {**os.environ, "WFQUEUE_BROKER_URL": url}
             log = open(queue_dir(root) / "beat-flower.log", "ab")  # noqa: SIM115 - closed below
             children = [
-                subprocess.Popen([sys.executable, "-m", "celery", "-A", "beat.app", "beat", "--loglevel", "INFO"],
-                                 env=env, stdout=log, stderr=log, start_new_session=True),
+                subprocess.Popen(beat_argv(live, "INFO"), env=env, stdout=log, stderr=log, start_new_session=True),
                 subprocess.Popen(flower_argv, env={**flower_env, "WFQUEUE_BROKER_URL": url}, stdout=log, stderr=log,
                                  start_new_session=True),
             ]
@@ -72,7 +71,7 @@ def register(app: typer.Typer) -> None:
                         for child in children:
                             if child.poll() is not None:
                                 argv = cast("list[str]", child.args)  # started from the argv lists above
-                                raise WorkerStartError(f"{' '.join(argv[3:5])} exited (code {child.returncode})",
+                                raise WorkerStartError(f"{' '.join(argv[4:6])} exited (code {child.returncode})",
                                                        hint=f"see {queue_dir(root) / 'beat-flower.log'}")
             finally:
                 for child in children:

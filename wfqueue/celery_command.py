@@ -1,0 +1,33 @@
+"""Celery's own command line for one of wfqueue's apps, started without the current folder on the module path.
+
+``celery -A beat.app beat`` imports ``beat.app`` with the current folder first on ``sys.path``
+(celery.utils.imports.cwd_in_path), so a repository with a ``beat`` or ``workers`` package of its own, run
+from its root, would have Celery import that instead of wfqueue's. Here the interpreter starts with ``-P``
+(no current folder) and imports the app module itself first; Celery's ``-A`` then finds it already loaded.
+Worker nodes do without Celery's command line altogether (workers.serve, wfqueue.prestart.WORKER_MODULE).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+MODULE = "wfqueue.celery_command"
+
+
+def celery_argv(app_module: str, *args: str) -> list[str]:
+    """The command that runs ``celery -A app_module ARGS`` this way."""
+    return [sys.executable, "-P", "-m", MODULE, app_module, *args]
+
+
+def main(argv: list[str]) -> None:
+    app_module, *args = argv
+    importlib.import_module(app_module)  # the app wfqueue installed, before Celery puts the folder on the path
+    from celery.__main__ import main as celery
+
+    sys.argv = ["celery", "-A", app_module, *args]
+    celery()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,18 @@
+"""Whether a process id names a live process on this host. The standard library only (wfqueue.prestart)."""
+
+from __future__ import annotations
+
+import os
+
+
+def process_exists(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this host (one of another user's counts)."""
+    if pid <= 0:
+        return False  # 0 and negative numbers name process groups: kill(0, 0) would always succeed
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
