@@ -205,7 +205,7 @@ class LocalWorkers:
     """One Celery worker node with ``concurrency`` slots: processes (prefork) or threads."""
 
     def __init__(self, broker_url: str, concurrency: int, log_dir: Path, env: dict[str, str] | None = None,
-                 start_timeout_s: float = 60.0, pool: WorkerPool = "prefork", use_standby: bool = True) -> None:
+                 start_timeout_s: float = 60.0, pool: WorkerPool = "prefork", use_standby: bool = False) -> None:
         self.broker_url = broker_url
         self.use_standby = use_standby  # Settings.prestart_worker
         self.concurrency = concurrency
@@ -297,7 +297,7 @@ class EmbeddedCluster:
 
     def __init__(self, queue_dir: Path, concurrency: int, redis_port: int = 0, start_timeout_s: float = 60.0,
                  worker_env: dict[str, str] | None = None, pool: WorkerPool = "prefork",
-                 use_standby: bool = True) -> None:
+                 use_standby: bool = False) -> None:
         self.redis = EmbeddedRedis(queue_dir / "redis", port=redis_port, start_timeout_s=start_timeout_s)
         self.queue_dir = queue_dir
         self.concurrency = concurrency
