@@ -33,6 +33,7 @@ import anthropic
 import httpx2
 
 from wfqueue.errors import ProviderError, TransientProviderError
+from wfqueue.providers.anthropic import warmup
 from wfqueue.ratelimit import RateLimiter, estimate_tokens, parse_rate_headers
 from wfqueue.retry import retry_delay
 from wfqueue.usage import Usage
@@ -150,6 +151,7 @@ class Caller:
 
     def _stream(self, label: str, request: dict[str, Any]) -> Any:
         started = False  # the HTTP status was 200 and the stream began
+        warmup.start_once()  # the SDK's first read, rehearsed while this request waits on the model
         try:
             with self.client.messages.stream(**request) as stream:
                 started = True
