@@ -10,7 +10,10 @@ understanding, then one agent's ``read`` turn and its answer. Per run, on the wa
 start: the result line on stdout, the exit (after the embedded workers and Redis are stopped), the embedded
 start-up the command reports (and how long its plan blocked on it), and its worker's ``ready.`` log line.
 **Overhead = result line - 3 x latency**: everything but the model on the path (Python and wfqueue starting,
-the embedded cluster, dispatch, the tasks' own work, the callback).
+the embedded cluster, dispatch, the tasks' own work, the callback). Before each run a fresh
+``import anthropic`` is timed (a new interpreter, collector off, as a node loads it): the SDK's import is
+most of the node's start-up and the figure that moves most with the machine's speed, so the table also gives
+the overhead less that import.
 """
 
 from __future__ import annotations
@@ -83,7 +86,16 @@ def wfqueue_up(repo: Path, env: dict[str, str], work: Path) -> Iterator[None]:
             up.wait(60)
 
 
+def sdk_import_s() -> float:
+    """How long a fresh interpreter takes to import the Anthropic SDK, with the garbage collector off as a
+    node loads it: most of a node's start-up, and the figure that moves most with this machine's speed."""
+    began = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import gc; gc.disable(); import anthropic"], check=True, cwd=ROOT)
+    return time.perf_counter() - began
+
+
 def run_once(agents: int, latency: float, work: Path, index: int, use_up: bool) -> dict[str, float]:
+    sdk_s = sdk_import_s()  # before the run, on the same quiet machine
     repo = make_service_repo(work / f"repo-{index}", agents)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WFQUEUE_", "ANTHROPIC_"))}
     with SlowModel(latency) as fake, ExitStack() as stack:
@@ -109,7 +121,8 @@ def run_once(agents: int, latency: float, work: Path, index: int, use_up: bool) 
     ready_s = ready_logged_at(worker_log) - began_wall if worker_log.is_file() and not use_up else 0.0
     return {"result_s": result_s, "exit_s": exit_s, "startup_s": float(startup.group(1)) if startup else 0.0,
             "waited_s": float(startup.group(2)) if startup else 0.0, "ready_s": ready_s,
-            "overhead_s": result_s - CALLS_ON_PATH * latency}
+            "overhead_s": result_s - CALLS_ON_PATH * latency, "sdk_import_s": sdk_s,
+            "overhead_less_sdk_s": result_s - CALLS_ON_PATH * latency - sdk_s}
 
 
 def render(rows: list[dict[str, float]], args: Any, command: str) -> str:
@@ -133,6 +146,11 @@ def render(rows: list[dict[str, float]], args: Any, command: str) -> str:
         f"| command start → exit (workers and Redis stopped) | {median('exit_s'):.2f} |",
         f"| overhead, best / worst run | {min(r['overhead_s'] for r in rows):.2f} / "
         f"{max(r['overhead_s'] for r in rows):.2f} |",
+        f"| the machine's speed: a fresh `import anthropic` (collector off, as in a node), timed before each run | "
+        f"{median('sdk_import_s'):.2f} |",
+        *([] if args.up else [  # beside `wfqueue up` the SDK was loaded before the command began
+            f"| overhead less that import (what moves less with the machine's speed) | "
+            f"{median('overhead_less_sdk_s'):.2f} |"]),
         MARK_END,
     ])
 
