@@ -146,8 +146,8 @@ def render(rows: list[dict[str, float]], args: Any, command: str) -> str:
         f"| command start → exit (workers and Redis stopped) | {median('exit_s'):.2f} |",
         f"| overhead, best / worst run | {min(r['overhead_s'] for r in rows):.2f} / "
         f"{max(r['overhead_s'] for r in rows):.2f} |",
-        f"| the machine's speed: a fresh `import anthropic` (collector off, as in a node), timed before each run | "
-        f"{median('sdk_import_s'):.2f} |",
+        "| the machine's speed: a new interpreter importing `anthropic` (collector off, as a node), timed before "
+        f"each run | {median('sdk_import_s'):.2f} |",
         *([] if args.up else [  # beside `wfqueue up` the SDK was loaded before the command began
             f"| overhead less that import (what moves less with the machine's speed) | "
             f"{median('overhead_less_sdk_s'):.2f} |"]),

@@ -127,3 +127,17 @@ def release_result_subscriptions(app: Celery) -> None:
         pass
     # With no pub/sub connection left, a late finaliser has nothing to unsubscribe from.
     consumer._pubsub = None
+
+
+def drop_leftover_messages(app: Celery) -> int:
+    """Empty the task queues of a broker only this process's command will use, and forget the deliveries its
+    earlier workers left unacknowledged; return how many waiting tasks were dropped.
+
+    For an embedded Redis just started by a command (its data survives in the append-only file): whatever an
+    earlier command there sent and never saw run (it failed, was interrupted or killed) is sent again by
+    `wfqueue resume`, and a copy left here would run beside it."""
+    with app.connection_for_write() as connection:
+        dropped = int(app.control.purge(connection=connection) or 0)
+        channel: Any = connection.default_channel  # kombu's Redis channel: where it keeps unacknowledged deliveries
+        channel.client.delete(channel.unacked_key, channel.unacked_index_key)
+    return dropped

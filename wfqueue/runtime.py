@@ -17,7 +17,7 @@ from __future__ import annotations
 import atexit
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -29,7 +29,7 @@ from celery.result import AsyncResult
 from pydantic import SecretStr
 
 from wfqueue import prestart
-from wfqueue.celery_app import create_app, release_result_subscriptions
+from wfqueue.celery_app import create_app, drop_leftover_messages, release_result_subscriptions
 from wfqueue.embedded import EmbeddedCluster
 from wfqueue.errors import (
     BrokerUnreachableError,
@@ -80,14 +80,7 @@ class _ReadyOnce:
         if self.ready or self.cluster.workers is None:
             return
         waiting = time.monotonic()
-        try:
-            self.cluster.workers.wait_ready(self.app)
-        except WorkerStartError:
-            # Only this node would have consumed this Redis. What the plan sent to it is dropped, so that the
-            # `wfqueue resume` the error suggests sends it once, not beside a stale copy kept in Redis's file.
-            with suppress(*BROKER_AWAY):
-                self.app.control.purge()
-            raise
+        self.cluster.workers.wait_ready(self.app)
         self.ready = True
         now = time.monotonic()
         self.ui.info(f"embedded Redis and workers ready in {now - self.started:.1f}s "
@@ -165,6 +158,7 @@ def broker_runtime(settings: Settings, repo: Path, concurrency: int, ui: Reporte
         stack.callback(release_result_subscriptions, app)  # runs before the cluster stops
         ready: Callable[[], None] = nothing_to_wait_for
         if cluster is not None:
+            drop_leftover_messages(app)  # this command's own Redis: an earlier one's unsent work is resume's to send
             ui.info(f"starting a local worker with {cluster.concurrency} {cluster.pool} slot(s)")
             cluster.launch_workers()
             # The command prepares its session and sends its first task while the node starts; its first wait

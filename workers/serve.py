@@ -18,7 +18,7 @@ import gc
 import os
 import sys
 
-from wfqueue.prestart import STANDBY_FLAG, StandbyOrders, early_setting
+from wfqueue.prestart import STANDBY_FLAG, WORKER_MODULE, StandbyOrders, early_setting
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -35,7 +35,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    # Celery restarts a node on SIGHUP by running ``python *sys.argv`` again: the way every node starts, -P
+    # included, not ``python .../workers/serve.py`` (the script's folder first on sys.path, the cwd rule lost).
+    sys.argv[:] = [*WORKER_MODULE, *argv]
     from celery.utils.nodenames import default_nodename, host_format
 
     from workers.app import app  # after the options are checked: a typo costs no import
@@ -73,10 +77,8 @@ def standby() -> int:
     os.close(stderr)
     with open(os.devnull, "rb") as null:  # as a worker started directly: no stdin
         os.dup2(null.fileno(), 0)
-    for problem in failed:  # in the worker's log, where the same import fails again if the node needs it
+    for problem in failed:  # into worker.stderr, beside the error that import raises again if the node needs it
         print(f"standby: could not preload {problem}", file=sys.stderr)
-    # What the node was started as: Celery restarts a worker on SIGHUP by running sys.argv again.
-    sys.argv[1:] = orders.argv
     return main(orders.argv)
 
 

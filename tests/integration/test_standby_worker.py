@@ -168,3 +168,26 @@ def test_a_standby_the_settings_overrule_is_ended_as_the_runtime_starts(redis_ur
             assert not alive(standby), "the standby was kept while the command used another broker"
     finally:
         prestart.discard()
+
+
+def test_a_node_restarted_by_sighup_starts_again_as_it_was_started(redis_url: str, tmp_path: Path) -> None:
+    """Celery restarts a node on SIGHUP by running its ``sys.argv`` again: ``python -P -m workers.serve``, not
+    the module's file as a script (which would put workers/ first on the module path)."""
+    log = tmp_path / "node.log"
+    node = subprocess.Popen([sys.executable, *prestart.WORKER_MODULE, "--queues", "control", "--concurrency", "1",
+                             "--pool", "threads", "--logfile", str(log)], env=wfqueue_env(WFQUEUE_BROKER_URL=redis_url),
+                            cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        def readies() -> int:
+            return log.read_text().count(" ready.") if log.exists() else 0
+
+        wait_until(lambda: readies() == 1, 60, "the node is ready")
+        os.kill(node.pid, signal.SIGHUP)
+        wait_until(lambda: readies() == 2, 60, "the node restarted and is ready again")
+        assert node.poll() is None
+        cmdline = Path(f"/proc/{node.pid}/cmdline").read_bytes().split(b"\x00")
+        assert cmdline[1:4] == [b"-P", b"-m", b"workers.serve"], cmdline
+    finally:
+        node.terminate()
+        node.wait(60)

@@ -13,7 +13,7 @@ from tests.fake_anthropic import FakeAnthropic, allow_loopback_only, answer, bre
 from wfqueue.collab.models import AreaDraft, RequirementAnalysis
 from wfqueue.errors import ConfigError, ProviderError, TransientProviderError
 from wfqueue.lite.models import AngleFindings, Assessment
-from wfqueue.providers.anthropic import AnthropicProvider
+from wfqueue.providers.anthropic import AnthropicProvider, warmup
 from wfqueue.providers.anthropic.calls import RetryPolicy, retry_after_seconds
 from wfqueue.providers.anthropic.prompts import FINAL_TURN_TEXT, build_prompt
 from wfqueue.providers.anthropic.schema import output_schema
@@ -125,6 +125,17 @@ def test_assess_answers_with_validated_structured_output(fake: FakeAnthropic, sa
     assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0
     assert usage["cache_creation_input_tokens"] == breakpoint_tokens(request)[0]
     assert usage["cache_read_input_tokens"] == 0
+
+
+def test_each_call_asks_for_the_sdk_warm_up(fake: FakeAnthropic, sample_repo: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The warm-up (wfqueue.providers.anthropic.warmup) starts with a process's first call, once."""
+    asked: list[bool] = []
+    monkeypatch.setattr(warmup, "start_once", lambda: asked.append(True))
+    fake.reply(answer(ASSESSMENT))
+    provider_for(fake).run(assess_step(sample_repo))
+    assert asked == [True]
+    assert len(fake.requests) == 1
 
 
 def test_wire_schemas_stay_within_the_grammar_limits() -> None:

@@ -23,8 +23,9 @@ __all__ = ["START_DELAY_S", "start_once", "warm"]
 
 log = logging.getLogger(__name__)
 
-# Lets the first real request get onto the wire before this thread competes with it for the interpreter
-# (the send takes 5-10 ms of CPU); far less than any model takes to answer.
+# Counted from just before the first request is built: it is sent by then, before this thread competes with
+# it for the interpreter (building and sending took 5-10 ms of CPU, the SDK client already made); still far
+# less than any model takes to answer.
 START_DELAY_S = 0.05
 
 
@@ -44,7 +45,11 @@ def start_once(delay_s: float = START_DELAY_S) -> None:
         if _once.started:
             return
         _once.started = True
-    threading.Thread(target=_run, args=(delay_s,), name="wfqueue-sdk-warm-up", daemon=True).start()
+    try:
+        threading.Thread(target=_run, args=(delay_s,), name="wfqueue-sdk-warm-up", daemon=True).start()
+    except RuntimeError:  # no thread to be had (a process at its limit): the real call must still go out
+        log.debug("the SDK warm-up could not start a thread", exc_info=True)
+        _once.done.set()
 
 
 def _run(delay_s: float) -> None:
