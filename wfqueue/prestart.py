@@ -79,14 +79,18 @@ class StandbyOrders:
                    stderr_path=str(data["stderr_path"]))
 
 
+def variable(environ: Mapping[str, str], name: str) -> str | None:
+    """Environment variable ``name`` (upper case) matched without regard to case, as the settings match them."""
+    value = environ.get(name)
+    if value is None:
+        value = next((found for key, found in environ.items() if key.upper() == name), None)
+    return value
+
+
 def early_setting(name: str, environ: Mapping[str, str]) -> str | None:
     """Setting ``name`` as wfqueue.settings would find it, environment first, then the TOML file, read with
-    the standard library before the settings are built. A guess at most: the built settings still decide.
-    Variable names are matched without regard to case, as the settings match them."""
-    key = "WFQUEUE_" + name.upper()
-    value = environ.get(key)
-    if value is None:
-        value = next((found for variable, found in environ.items() if variable.upper() == key), None)
+    the standard library before the settings are built. A guess at most: the built settings still decide."""
+    value = variable(environ, "WFQUEUE_" + name.upper())
     if value is not None:
         return value
     path = config_file(environ)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 
+from wfqueue.prestart import variable
+
 TASK_MODULES = (
     "wfqueue.providers.offline.provider",
     "wfqueue.providers.scripted",
@@ -50,9 +52,9 @@ API_KEY_VARIABLES = ("WFQUEUE_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY")  # Settin
 
 
 def key_in(environ: Mapping[str, str]) -> bool:
-    """Whether ``environ`` holds an API key, as Settings would read it: names matched without regard to case
-    (the settings file is wfqueue.prestart.early_setting's to read)."""
-    return any(value for name, value in environ.items() if name.upper() in API_KEY_VARIABLES)
+    """Whether ``environ`` holds an API key, as Settings would read it (the settings file is
+    wfqueue.prestart.early_setting's to read)."""
+    return any(variable(environ, name) for name in API_KEY_VARIABLES)
 
 
 def load(sdk: bool) -> list[str]:

@@ -130,6 +130,12 @@ def run_cli_in_process(capture: pytest.CaptureFixture[str], patch: pytest.Monkey
     return CliRun(code, captured.out, captured.err + escaped, time.monotonic() - started)
 
 
+class QuietUI:
+    """A reporter (wfqueue.runtime.Reporter) that shows nothing."""
+
+    def info(self, message: str) -> None: ...
+
+
 def processes_mentioning(marker: str) -> list[str]:
     """Live processes whose command line mentions ``marker`` (e.g. a queue dir) or that run inside it."""
     found = []

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import QuietUI
 
 from tests.execute_support import (
     EXEC_ID,
@@ -31,11 +32,6 @@ from wfqueue.state import SessionState
 pytestmark = pytest.mark.integration
 
 
-class _Quiet:
-    def info(self, message: str) -> None:
-        pass
-
-
 def _cmdline(pid: int) -> str:
     return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
 
@@ -50,7 +46,7 @@ def test_a_task_runs_on_a_worker_and_leaves_the_users_checkout_untouched(tmp_pat
                   "WFQUEUE_TEST_EXECUTOR_LOG": str(log),
                   "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     sent = payload(repo, exec_dir, make_task())
-    with broker_runtime(load_settings(), repo, 1, _Quiet(), worker_env=worker_env) as runtime:
+    with broker_runtime(load_settings(), repo, 1, QuietUI(), worker_env=worker_env) as runtime:
         run = TaskRun.model_validate(sent.send(runtime.app).get(timeout=120))
         assert run.status == "committed", run.error
         (entry,) = log_entries(log)

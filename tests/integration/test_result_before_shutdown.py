@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import typer
 from rich.console import Console
-from support import processes_mentioning
+from support import QuietUI, processes_mentioning
 
 from wfqueue.cli.main import main
 from wfqueue.cli.plan_common import finish
@@ -18,10 +18,6 @@ from wfqueue.settings import load_settings
 from wfqueue.workflow.base import PlanOutcome
 
 pytestmark = pytest.mark.integration
-
-
-class QuietUI:
-    def info(self, message: str) -> None: ...
 
 
 def outcome() -> PlanOutcome:

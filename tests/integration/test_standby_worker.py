@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from support import FOUR_AREAS, run_cli, wait_until, wfqueue_env, write_script
+from support import FOUR_AREAS, QuietUI, run_cli, wait_until, wfqueue_env, write_script
 
 from wfqueue import prestart
 from wfqueue.runtime import broker_runtime
@@ -32,7 +32,7 @@ class WorkerWatch:
         self.seen: dict[int, tuple[int, str]] = {}
         self._stop = threading.Event()
 
-    def _sample(self) -> None:
+    def sample(self) -> None:
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit() or int(entry.name) in self.seen:
                 continue
@@ -46,7 +46,7 @@ class WorkerWatch:
 
     def _run(self) -> None:
         while not self._stop.wait(0.01):
-            self._sample()
+            self.sample()
 
     @contextmanager
     def watching(self) -> Iterator[WorkerWatch]:
@@ -136,22 +136,12 @@ def test_a_plan_run_from_a_project_with_its_own_workers_package_uses_wfqueues(sa
     assert run.json()["status"] == "completed"
 
 
-class QuietUI:
-    def info(self, message: str) -> None: ...
-
-
 def standbys_of(pid: int) -> list[int]:
     """Live standby workers that ``pid`` started."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            cmdline = (entry / "cmdline").read_bytes()
-        except (OSError, ValueError, IndexError):
-            continue
-        if ppid == pid and cmdline.endswith(b"workers.serve\x00--standby\x00") and alive(int(entry.name)):
-            found.append(int(entry.name))
-    return found
+    watch = WorkerWatch()
+    watch.sample()
+    return [child for child, cmdline in watch.children_of(pid).items()
+            if cmdline.endswith("workers.serve --standby") and alive(child)]
 
 
 def test_a_standby_the_settings_overrule_is_ended_as_the_runtime_starts(redis_url: str, sample_repo: Path,
