@@ -5,8 +5,10 @@ Pinning: the commit every agent reads is HEAD, or, when the work tree has uncomm
 staged changes, untracked files git does not ignore), a snapshot commit on top of HEAD. The snapshot is built
 in a temporary index (``GIT_INDEX_FILE``), so the user's branch, index, stash list and work tree are never
 touched, and with a fixed author, committer and date, so pinning the same state twice gives the same commit
-(and the bundle already in Redis is reused). ``refs/wfqueue/pins/<commit>`` keeps it from ``git gc`` for the
-plan's lifetime (:func:`release_pin` drops it); refs outside ``refs/heads`` never show in ``git branch``.
+(and the bundle already in Redis is reused). ``refs/wfqueue/pins/<commit>`` keeps it from ``git gc``: the
+session folder's ``repo-pin.json`` names it as what the plan was made against, and a resume publishes it again,
+so the ref stays until the user deletes it (docs/OPERATIONS.md says how); refs outside ``refs/heads`` never
+show in ``git branch``.
 
 Bundles in Redis (``keys.bundle_prefix(commit)`` for a pinned commit, ``keys.commits_prefix(name)`` for commits
 sent back): ``chunk:0..N-1`` hold the bundle in slices of :data:`CHUNK_BYTES`, written in pipelines of a few
@@ -173,11 +175,6 @@ def _snapshot_commit(top: Path, head: str, tree: str) -> str:
            "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email, "GIT_COMMITTER_DATE": date}
     message = f"{SNAPSHOT_SUBJECT} {head[:12]}"
     return git(top, "commit-tree", "--no-gpg-sign", tree, "-p", head, "-m", message, env=env).stdout.strip()
-
-
-def release_pin(repo: Path, commit: str) -> None:
-    """Drop the ref that kept a pinned commit from ``git gc`` (a finished plan no longer needs it)."""
-    git(repo, "update-ref", "-d", f"{PIN_REF_PREFIX}{commit}", check=False)
 
 
 # -- bundles in Redis ------------------------------------------------------------------------------------------
