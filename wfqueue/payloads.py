@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Self
 from celery import Celery, chord
 from celery.canvas import Signature
 from celery.result import AsyncResult
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from wfqueue.errors import InfrastructureError
 from wfqueue.execute.executors import ExecutorName
@@ -191,9 +191,23 @@ class ExecuteTask(TaskPayload):
     context: PlanContext
     base: str  # commit the worktree starts at: the integration branch's head when the task was sent
     branch: str  # wfqueue/tasks/{exec_id}/{task id}
+    # Where the plan's project sits in its git repository ("" at the top, else "proj/"), which the task's paths
+    # are relative to. Sent because a worker without the shared disk has only its cache's bare repository,
+    # which cannot say; None (a message from before this field) asks ``repo``.
+    prefix: str | None = None
     attempt: int = Field(default=1, ge=1)
     executor: ExecutorName
     retry_feedback: str = ""  # why the previous attempt was not merged (a conflict), for the prompt
+
+    @field_validator("prefix")
+    @classmethod
+    def _folder_inside(cls, prefix: str | None) -> str | None:
+        """``git rev-parse --show-prefix`` form: relative, each part ending in "/", no "." or "..", so the
+        task's folder stays inside its worktree."""
+        if prefix and (not prefix.endswith("/") or "\x00" in prefix
+                       or any(part in ("", ".", "..") for part in prefix[:-1].split("/"))):
+            raise ValueError(f"{prefix!r} is not a folder inside the repository, like 'proj/' or ''")
+        return prefix
 
     def shown(self) -> str:
         # The whole task and plan context would bury the ids a person looks for in Flower.

@@ -257,3 +257,35 @@ def test_ctrl_c_stops_the_execution_and_leaves_no_worktree(tmp_path: Path) -> No
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1, err
     assert snapshot(repo) == before
     assert processes_mentioning(str(repo / ".workflow" / ".queue")) == []
+
+
+@pytest.mark.parametrize("shared_disk", [True, False], ids=["shared-disk", "no-shared-disk"])
+def test_a_project_in_a_subfolder_of_its_repository_executes_there(tmp_path: Path, shared_disk: bool) -> None:
+    """The plan's paths are relative to the project, not to the git repository around it; without the shared
+    disk the worker has only its cache's bare repository, so the project's place must travel with the task."""
+    mono = tmp_path / "mono"
+    repo = project(tmp_path)
+    mono.mkdir()
+    (mono / "README").write_text("two projects\n", encoding="utf-8")
+    os.rename(repo / ".git", mono / ".git")  # the project's history, now one folder down in a larger repository
+    os.rename(repo, mono / "calc-project")
+    repo = mono / "calc-project"
+    git(mono, "add", "-A")
+    git(mono, "commit", "-qm", "the project moves into a subfolder")
+    tasks_file = lite_plan(repo, [lite_task(1, "Add sub", ["calc/ops.py"], ["tests/test_sub.py"])])
+    env = env_for(tmp_path, {"TASK-001": {"calc/ops.py": SUB, "tests/test_sub.py": SUB_TEST}})
+    cache = tmp_path / "worker-cache"
+    env.update(WFQUEUE_SHARED_DISK=str(shared_disk).lower(), WFQUEUE_WORKER_CACHE_DIR=str(cache))
+    before = snapshot(repo)
+
+    run = run_cli("execute", str(tasks_file), "-y", "--json", env=env, timeout=240)
+
+    assert run.code == 0, run.stderr
+    outcome = run.json()
+    assert outcome["status"] == "completed" and outcome["tasks"]["completed"] == ["TASK-001"], run.stderr
+    changed = git(mono, "diff", "--name-only", f"main...{outcome['branch']}").splitlines()
+    assert sorted(changed) == ["calc-project/calc/ops.py", "calc-project/tests/test_sub.py"]
+    assert "def sub" in git(mono, "show", f"{outcome['branch']}:calc-project/calc/ops.py")
+    assert snapshot(repo) == before and git(mono, "status", "--porcelain") == ""  # the user's checkout as it was
+    # Which way the repository reached the agent: in place, or through Redis into the worker's own cache.
+    assert (cache / "git").is_dir() is not shared_disk

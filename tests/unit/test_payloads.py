@@ -127,3 +127,13 @@ def test_a_payload_is_read_as_its_types_not_as_loose_json(app: Celery) -> None:
     assert decoded.answers == [ClarificationAnswer(question="q", answer="a")]
     with pytest.raises(InfrastructureError, match="max_agents"):
         CollabUnderstand.decode({**wire(SAMPLES[0].signature(app).kwargs), "max_agents": 0})
+
+
+@pytest.mark.parametrize("prefix", ["../", "proj/../../", "./", "/etc/", "proj", "a//", "a\x00/"])
+def test_an_execute_task_refuses_a_project_folder_outside_its_worktree(app: Celery, prefix: str) -> None:
+    """The worker runs the coding agent in ``worktree/prefix``: a prefix that climbs out would put it elsewhere."""
+    sample = next(s for s in SAMPLES if isinstance(s, ExecuteTask))
+    kwargs = wire(sample.signature(app).kwargs)
+    assert ExecuteTask.decode({**kwargs, "prefix": "services/calc/"}).prefix == "services/calc/"
+    with pytest.raises(InfrastructureError, match="prefix"):
+        ExecuteTask.decode({**kwargs, "prefix": prefix})

@@ -234,7 +234,7 @@ class _Step:
         payload = ExecuteTask(exec_id=e.exec_id, exec_dir=e.exec_dir, repo=e.repo, task=self.plan.task(record.id),
                               context=self.plan.context, base=base, branch=task_branch(e.exec_id, record.id),
                               attempt=record.attempt, executor=e.executor, retry_feedback=feedback,
-                              transport=self.c.transport)
+                              prefix=self.prefix, transport=self.c.transport)
         self.state.set_agent(record.id, state=AgentState.QUEUED, attempt=record.attempt)
         return payload.send(self.runtime.app)
 

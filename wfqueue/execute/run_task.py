@@ -120,7 +120,7 @@ def _run(payload: ExecuteTask, executor: Executor, state: SessionStore, worker: 
     task, repo, attempt = payload.task, Path(payload.repo), payload.attempt
     runnable = verification_refusal(task) is None
     path = worktree_path(repo, payload.exec_id, task.id, attempt)
-    prefix = repo_prefix(repo)
+    prefix = payload.prefix if payload.prefix is not None else repo_prefix(repo)
     workdir = path / prefix if prefix else path  # the plan's folder inside the worktree: paths are relative to it
     run = TaskRun(task_id=task.id, attempt=attempt, status="failed", branch=payload.branch, base=payload.base,
                   worker=worker, started_at=started)
