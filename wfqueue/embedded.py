@@ -34,7 +34,10 @@ from wfqueue.task_names import ALL_QUEUES
 if TYPE_CHECKING:
     from celery import Celery
 
-SOCKET_PATH_LIMIT = 100  # unix socket paths must stay below ~107 bytes
+SOCKET_PATH_LIMIT = 100  # bytes: unix socket paths must stay below ~107 (and redis-server cuts longer ones short)
+# Characters a redis+socket:// URL reads as its own syntax (fragment, query, escape, path parameters): Celery,
+# kombu and redis-py would each connect to some other path than the one Redis listens on.
+URL_SYNTAX = frozenset("#?%;")
 STOP_GRACE_S = 5.0
 READY_POLL_S = 0.01  # how often a starting Redis is pinged, and the worker log read for its ready line
 READY_PING_EVERY_S = 2.0  # the fallback ping
@@ -101,6 +104,17 @@ def _size(path: Path) -> int:
         return 0
 
 
+def socket_path_fits(path: Path) -> bool:
+    """Whether Redis can listen at ``path`` and a ``redis+socket://`` URL carry it unchanged: at most
+    SOCKET_PATH_LIMIT bytes (a character may take four), valid UTF-8, and no URL syntax or control character."""
+    text = str(path)
+    try:
+        size = len(text.encode("utf-8"))  # a name that is not UTF-8 (surrogate escapes) cannot go in a URL
+    except UnicodeEncodeError:
+        return False
+    return size <= SOCKET_PATH_LIMIT and not any(c in URL_SYNTAX or ord(c) < 32 or ord(c) == 127 for c in text)
+
+
 def _is_live_redis(pid: int) -> bool:
     """Whether ``pid`` is a running (not zombie) redis-server."""
     proc = Path("/proc") / str(pid)
@@ -158,7 +172,7 @@ class EmbeddedRedis:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._refuse_if_running()
         socket_path = self.data_dir / "redis.sock"
-        if len(str(socket_path)) > SOCKET_PATH_LIMIT:
+        if not socket_path_fits(socket_path):  # the repository's path is long or odd: a private folder in /tmp
             self._socket_dir = tempfile.mkdtemp(prefix="wfq-")
             socket_path = Path(self._socket_dir) / "redis.sock"
         self.socket_path = str(socket_path)
@@ -217,6 +231,7 @@ class LocalWorkers:
         self.proc: subprocess.Popen[bytes] | None = None
         self._log_start = 0  # the log is appended to: an error quotes only what this start wrote
         self._started_at = 0.0  # start_timeout_s counts from here, however late the wait begins
+        self._alias_dir: str | None = None  # see _celery_logfile
 
     @property
     def log_path(self) -> Path:
@@ -230,7 +245,17 @@ class LocalWorkers:
     def options(self) -> list[str]:
         """``workers.serve``'s options for this node."""
         return ["--queues", ",".join(ALL_QUEUES), "--concurrency", str(self.concurrency), "--pool", self.pool,
-                "--hostname", self.hostname, "--loglevel", "INFO", "--logfile", str(self.log_path)]
+                "--hostname", self.hostname, "--loglevel", "INFO", "--logfile", self._celery_logfile()]
+
+    def _celery_logfile(self) -> str:
+        """The log's path as Celery is told it. Celery expands %n, %h, %i... in that name and has no escape
+        for a literal %: a repository path holding one is reached through a link in a private folder."""
+        if "%" not in str(self.log_path):
+            return str(self.log_path)
+        if self._alias_dir is None:
+            self._alias_dir = tempfile.mkdtemp(prefix="wfq-")
+            os.symlink(self.log_path, Path(self._alias_dir) / self.log_path.name)
+        return str(Path(self._alias_dir) / self.log_path.name)
 
     def command(self) -> list[str]:
         return [sys.executable, *prestart.WORKER_MODULE, *self.options()]
@@ -290,6 +315,9 @@ class LocalWorkers:
             # SIGTERM is Celery's warm shutdown: running tasks finish, unacked ones stay queued.
             stop_process_group(self.proc, signal.SIGTERM, grace_s)
             self.proc = None
+        if self._alias_dir is not None:
+            shutil.rmtree(self._alias_dir, ignore_errors=True)
+            self._alias_dir = None
 
 
 class EmbeddedCluster:
