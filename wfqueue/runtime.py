@@ -38,7 +38,7 @@ from wfqueue.errors import (
     WfqueueError,
     WorkerStartError,
 )
-from wfqueue.sessions import queue_dir
+from wfqueue.sessions import queue_dir, repo_option
 from wfqueue.settings import Settings, mask_url
 from wfqueue.state import BROKER_AWAY, connect
 from wfqueue.up_cluster import running_up
@@ -64,6 +64,7 @@ class Runtime:
     settings: Settings  # with the broker URL filled in
     app: Celery
     client: redis.Redis
+    repo: Path  # the repository the command works on: hints that name a command to run again say it
     # Blocks until the embedded worker node consumes, or raises WorkerStartError if it exited. A no-op once it
     # has answered, and where there is no embedded node. Sending needs no worker: the task waits in Redis.
     workers_ready: Callable[[], None] = nothing_to_wait_for
@@ -164,11 +165,16 @@ def broker_runtime(settings: Settings, repo: Path, concurrency: int, ui: Reporte
             # The command prepares its session and sends its first task while the node starts; its first wait
             # waits for the node (WorkflowCoordinator.wait).
             ready = _ReadyOnce(cluster, app, ui, started)
-        yield Runtime(settings=settings, app=app, client=client, workers_ready=ready)
+        yield Runtime(settings=settings, app=app, client=client, repo=repo, workers_ready=ready)
+
+
+def resume_command(session_id: str, repo: Path) -> str:
+    """`wfqueue resume SESSION`, with ``--repo`` where the current folder would not find the session."""
+    return f"`wfqueue resume {session_id}{repo_option(repo)}`"
 
 
 @contextmanager
-def resumable(settings: Settings, session_id: str) -> Iterator[None]:
+def resumable(settings: Settings, session_id: str, repo: Path) -> Iterator[None]:
     """Turn a broker lost while driving ``session_id`` into BrokerUnreachableError (exit 3)
     that names the broker (password masked) and says how to finish the plan; an embedded
     worker that never started (WorkerStartError) says the same after its own hint.
@@ -176,7 +182,7 @@ def resumable(settings: Settings, session_id: str) -> Iterator[None]:
     What workers finished is safe in Redis (and on disk), so `wfqueue resume`
     re-runs only the missing work once the broker is back."""
     url = mask_url(settings.broker_url.get_secret_value()) if settings.broker_url else "the embedded broker"
-    resume = f"finish the plan with `wfqueue resume {session_id}`"
+    resume = f"finish the plan with {resume_command(session_id, repo)}"
     hint = f"when Redis is back, {resume}"
     try:
         yield

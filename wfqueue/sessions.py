@@ -6,6 +6,7 @@ Everything here runs before any file is written, so bad input costs nothing.
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -61,7 +62,7 @@ class SessionIds(BaseModel):
 
 
 def resolve_repo(repo: str | Path | None) -> Path:
-    """``--repo``, else the git top level of the current directory, else the cwd."""
+    """``--repo``, else the folder the current directory belongs to (``project_of``)."""
     if repo is not None:
         path = Path(repo).expanduser()
         if not path.exists():
@@ -73,15 +74,40 @@ def resolve_repo(repo: str | Path | None) -> Path:
                 f"--repo {repo}: is a file, not a directory", hint="pass the repository's folder, not a file in it"
             )
         return path.resolve()
+    return project_of(Path.cwd().resolve(), _git_top())
+
+
+def _git_top() -> Path | None:
     try:
         top = subprocess.run(
             ["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, timeout=10, check=False
         )
-        if top.returncode == 0 and top.stdout.strip():
-            return Path(top.stdout.strip()).resolve()
     except (OSError, subprocess.TimeoutExpired):
-        pass
-    return Path.cwd().resolve()
+        return None
+    return Path(top.stdout.strip()).resolve() if top.returncode == 0 and top.stdout.strip() else None
+
+
+def project_of(cwd: Path, git_top: Path | None) -> Path:
+    """The repository a command run in ``cwd`` without ``--repo`` works on: the nearest folder from ``cwd`` up
+    to its git top level that holds a ``.workflow`` folder (a project planned with ``--repo`` in a subfolder of
+    a larger repository finds its sessions from anywhere inside it), else the git top level, else ``cwd``."""
+    if git_top is None:
+        return cwd
+    for folder in (cwd, *cwd.parents):
+        if (folder / WORKFLOW_DIR).is_dir():
+            return folder
+        if folder == git_top:
+            break
+    return git_top
+
+
+def repo_option(repo: Path) -> str:
+    """`` --repo PATH`` for a command the user is told to run, unless run here it finds ``repo`` without it."""
+    try:
+        here = resolve_repo(None)
+    except OSError:  # the current folder was deleted
+        here = None
+    return "" if here == repo.resolve() else f" --repo {shlex.quote(str(repo))}"
 
 
 def planning_root(repo: Path) -> Path:

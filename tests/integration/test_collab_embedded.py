@@ -142,7 +142,11 @@ def test_ctrl_c_or_sigterm_leaves_no_process_behind(sig: signal.Signals, code: i
     proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == code, stderr
-    assert stderr.strip().splitlines()[-1] == said
+    *_, hint, last = stderr.strip().splitlines()
+    assert last == said
+    # How to finish it, runnable from where the command ran (elsewhere than the repository: so with --repo).
+    session = next((sample_repo / ".workflow" / ".planning").iterdir()).name
+    assert hint.endswith(f"finish the plan with `wfqueue resume {session} --repo {sample_repo}`"), stderr
     assert processes_mentioning(marker) == []
 
 

@@ -289,3 +289,6 @@ def test_a_project_in_a_subfolder_of_its_repository_executes_there(tmp_path: Pat
     assert snapshot(repo) == before and git(mono, "status", "--porcelain") == ""  # the user's checkout as it was
     # Which way the repository reached the agent: in place, or through Redis into the worker's own cache.
     assert (cache / "git").is_dir() is not shared_disk
+    # From inside the project, the execution is found without --repo (the git repository's top has no sessions).
+    status = run_cli("status", outcome["exec_id"], env=env, cwd=repo / "calc")
+    assert status.code == 0 and "TASK-001" in status.stdout, status.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ import redis
 from wfqueue import runtime
 from wfqueue.errors import BrokerUnreachableError, ProviderError
 from wfqueue.runtime import resumable, wait_for
+from wfqueue.sessions import resolve_repo
 from wfqueue.settings import load_settings
 
 URL = "redis://:s3cret@broker.internal:6379/0"
@@ -50,23 +52,26 @@ def test_a_short_outage_is_waited_out() -> None:
     assert result.polls == 4
 
 
-def test_an_outage_longer_than_the_grace_names_the_broker_masked_and_the_resume_command() -> None:
+def test_an_outage_longer_than_the_grace_names_the_broker_masked_and_the_resume_command(tmp_path: Path) -> None:
     settings = load_settings(broker_url=URL, broker_outage_grace_s=0.05)
-    with pytest.raises(BrokerUnreachableError) as caught, resumable(settings, "CPLAN-x-2026-11-22"):
+    repo = tmp_path / "elsewhere"  # not the current folder's repository: the command needs --repo
+    with pytest.raises(BrokerUnreachableError) as caught, resumable(settings, "CPLAN-x-2026-11-22", repo):
         wait_for(FlakyResult(outages=10_000), "the plan", settings)  # type: ignore[arg-type]
     error = caught.value
     assert error.exit_code == 3
     assert "lost the broker at redis://:***@broker.internal:6379/0 while planning CPLAN-x-2026-11-22" in error.message
     assert "s3cret" not in str(error)
-    assert "wfqueue resume CPLAN-x-2026-11-22" in error.hint
+    assert f"`wfqueue resume CPLAN-x-2026-11-22 --repo {repo}`" in error.hint
 
 
 def test_a_task_that_lost_the_broker_is_resumable_and_other_failures_are_not() -> None:
     settings = load_settings(broker_url=URL)
+    here = resolve_repo(None)  # the repository the current folder belongs to: the command needs no --repo
     lost = FlakyResult(0, error=RuntimeError("Dependency 75a1 raised network:ConnectionError"))
     with pytest.raises(BrokerUnreachableError, match="a task lost the broker connection") as caught, \
-            resumable(settings, "CPLAN-y"):
+            resumable(settings, "CPLAN-y", here):
         wait_for(lost, "the plan", settings)  # type: ignore[arg-type]
-    assert "wfqueue resume CPLAN-y" in caught.value.hint
-    with pytest.raises(ProviderError, match="the plan failed: ValueError: bad answer"), resumable(settings, "CPLAN-y"):
+    assert "`wfqueue resume CPLAN-y`" in caught.value.hint
+    with pytest.raises(ProviderError, match="the plan failed: ValueError: bad answer"), \
+            resumable(settings, "CPLAN-y", here):
         wait_for(FlakyResult(0, error=ValueError("bad answer")), "the plan", settings)  # type: ignore[arg-type]

@@ -10,7 +10,7 @@ import pytest
 from wfqueue.collab.coordinator import COLLAB_IDS
 from wfqueue.errors import ConfigError, InvalidRequirementError, InvalidSessionIdError, RepositoryNotFoundError
 from wfqueue.retry import retry_delay
-from wfqueue.sessions import check_session_id, read_requirement, resolve_repo, slugify
+from wfqueue.sessions import check_session_id, project_of, read_requirement, repo_option, resolve_repo, slugify
 from wfqueue.settings import load_settings, mask_url
 from wfqueue.workflow.registry import locate
 
@@ -45,6 +45,32 @@ def test_repo_must_be_an_existing_directory(tmp_path: Path) -> None:
     with pytest.raises(RepositoryNotFoundError, match="is a file"):
         resolve_repo(tmp_path / "file.txt")
     assert resolve_repo(tmp_path) == tmp_path.resolve()
+
+
+def test_without_repo_a_command_works_on_the_nearest_planned_folder_inside_its_git_repository(tmp_path: Path) -> None:
+    """A project planned with --repo in a subfolder of a larger repository is found from anywhere inside it; a
+    folder nothing was planned in belongs to its git repository; outside git, the current folder."""
+    top = tmp_path / "mono"
+    project = top / "services" / "calc"
+    deep = project / "calc" / "ops"
+    deep.mkdir(parents=True)
+    (project / ".workflow").mkdir()
+    assert project_of(deep, top) == project
+    assert project_of(project / ".workflow", top) == project
+    assert project_of(top / "services", top) == top
+    (tmp_path / ".workflow").mkdir()  # above the git repository: not its business
+    assert project_of(top / "services", top) == top
+    assert project_of(deep, None) == deep
+
+
+def test_a_command_named_in_a_hint_carries_repo_only_where_needed(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    here = tmp_path / "not a git repository"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    assert repo_option(here) == ""
+    other = tmp_path / "my project"
+    assert repo_option(other) == f" --repo '{other}'"
 
 
 def test_requirement_text_file_and_refusals(tmp_path: Path) -> None:

@@ -23,7 +23,9 @@ from wfqueue.usage import Budget
 from wfqueue.workflow.base import PlanOutcome
 
 PROVIDER_HELP = "offline (deterministic, no API key) or anthropic; default: anthropic when ANTHROPIC_API_KEY is set"
-REPO_HELP = "Repository to plan (default: git top level of the cwd)."
+# What --repo means when it is left out (wfqueue.sessions.project_of).
+REPO_DEFAULT = "default: the nearest folder holding .workflow/ from the cwd up to its git top level, else the top"
+REPO_HELP = f"Repository to plan ({REPO_DEFAULT})."
 JSON_HELP = "Print one JSON object on stdout and nothing else there."
 WORKERS_HELP = "Embedded mode: worker processes (default: WFQUEUE_MAX_AGENTS)."
 

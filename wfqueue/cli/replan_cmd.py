@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.prompt import Prompt
 from rich.table import Table
 
+from wfqueue.cli.plan_common import REPO_DEFAULT
 from wfqueue.cli.progress import ask_choice
 from wfqueue.errors import BadInputError
 from wfqueue.sessions import read_requirement, resolve_repo
@@ -98,7 +99,7 @@ def register(app: typer.Typer) -> None:
                                            help="Task to replan (task mode); omit for the session."),
         second: str | None = typer.Argument(None, metavar="[CHANGE]", help="What changes: text or a .md/.txt file."),
         session: str | None = typer.Option(None, "--session", help="Session id (default: the active session)."),
-        repo: str | None = typer.Option(None, "--repo", help="Repository (default: git top level of the cwd)."),
+        repo: str | None = typer.Option(None, "--repo", help=f"Repository ({REPO_DEFAULT})."),
         yes: bool = typer.Option(False, "--yes", "-y", help="No questions: safe defaults, auto-confirm."),
         interactive: bool = typer.Option(False, "--interactive", help="Ask the clarification questions."),
         restore_dir: str | None = typer.Option(None, "--restore", metavar="BACKUP_DIR",
@@ -140,7 +141,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("sessions")
     def sessions(
-        repo: str | None = typer.Option(None, "--repo", help="Repository (default: git top level of the cwd)."),
+        repo: str | None = typer.Option(None, "--repo", help=f"Repository ({REPO_DEFAULT})."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     ) -> None:
         """List workflow sessions: id, status, tasks, created, last replan."""

@@ -18,7 +18,7 @@ def register(app: typer.Typer) -> None:
     @app.command("resume")
     def resume(
         session: str = typer.Argument(..., help="A CPLAN-*, lite-plan or WFS-* session id."),
-        repo: str | None = typer.Option(None, "--repo", help="Repository (default: git top level of the cwd)."),
+        repo: str | None = typer.Option(None, "--repo", help=f"Repository ({common.REPO_DEFAULT})."),
         provider: str | None = typer.Option(None, "--provider", help="Used only if the session did not record one."),
         budget: str | None = typer.Option(None, "--budget", help=common.budget_help("Replaces the session's budget.")),
         as_json: bool = typer.Option(False, "--json", help=common.JSON_HELP),

@@ -4,6 +4,7 @@ cost, or an execution's tasks wave by wave."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -11,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from wfqueue.cli.plan_common import REPO_DEFAULT
 from wfqueue.collab.coordinator import COLLAB
 from wfqueue.collab.inspect import SessionStatus, read_session
 from wfqueue.execute.decisions import merge_hint
@@ -18,7 +20,7 @@ from wfqueue.execute.records import Execution
 from wfqueue.execute.status_view import gate_lines, headline, task_rows
 from wfqueue.metering import UsageReport, usage_line
 from wfqueue.session_summary import SessionSummary
-from wfqueue.sessions import resolve_repo
+from wfqueue.sessions import repo_option, resolve_repo
 from wfqueue.settings import load_settings
 from wfqueue.transport.workspace import rebuild_from_redis
 from wfqueue.workflow.registry import locate
@@ -80,14 +82,15 @@ def _print_execution(out: Console, execution: Execution) -> None:
             out.print(f"{row.task_id}: {escape(row.detail)}", soft_wrap=True)
     for line in gate_lines(execution):
         out.print(escape(line))
-    out.print(escape(merge_hint(execution)), soft_wrap=True)  # a command to copy: never broken in two
+    hint = merge_hint(execution, repo_option(Path(execution.repo)))
+    out.print(escape(hint), soft_wrap=True)  # a command to copy: never broken in two
 
 
 def register(app: typer.Typer) -> None:
     @app.command("status")
     def status(
         session: str | None = typer.Argument(None, help="A session id (default: list the repository's sessions)."),
-        repo: str | None = typer.Option(None, "--repo", help="Repository (default: git top level of the cwd)."),
+        repo: str | None = typer.Option(None, "--repo", help=f"Repository ({REPO_DEFAULT})."),
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     ) -> None:
         """Show sessions, or one session's agents: state, worker, tasks, errors."""

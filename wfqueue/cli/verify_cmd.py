@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from wfqueue.cli.plan_common import REPO_DEFAULT
 from wfqueue.sessions import resolve_repo
 from wfqueue.workflow_session.session import PROCESS_DIR, find_session
 from wfqueue.workflow_session.verify.run import FINDINGS_FILE, REPORT_FILE, VerificationReport, verify_session
@@ -54,7 +55,7 @@ def register(app: typer.Typer) -> None:
     @app.command("verify")
     def verify(
         session: str | None = typer.Option(None, "--session", help="Session id WFS-... (default: the active session)."),
-        repo: str | None = typer.Option(None, "--repo", help="Repository (default: git top level of the cwd)."),
+        repo: str | None = typer.Option(None, "--repo", help=f"Repository ({REPO_DEFAULT})."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout and nothing else there."),
     ) -> None:
         """Verify a workflow plan (read-only) and print its quality gate. Exit 1 when fixes are needed."""

@@ -55,7 +55,7 @@ from wfqueue.fsio import atomic_write_text
 from wfqueue.keys import AgentState, SessionKind, SessionMeta, SessionStatus
 from wfqueue.payloads import ExecuteTask
 from wfqueue.runtime import Runtime
-from wfqueue.sessions import WORKFLOW_DIR, SessionIds
+from wfqueue.sessions import WORKFLOW_DIR, SessionIds, repo_option
 from wfqueue.settings import Settings
 from wfqueue.state import SessionState, SessionStore
 from wfqueue.transport.repo import receive_commits
@@ -98,10 +98,13 @@ def outcome(execution: Execution) -> ExecutionOutcome:
     counts = execution.counts()
     return ExecutionOutcome(session_id=execution.exec_id, session_dir=execution.exec_dir, status=execution.status,
                             tasks=len(counts["completed"]), conflicts=len(counts["blocked"]), branch=execution.branch,
-                            task_states=counts, total=len(execution.tasks), hint=merge_hint(execution))
+                            task_states=counts, total=len(execution.tasks),
+                            hint=merge_hint(execution, repo_option(Path(execution.repo))))
 
 
 class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
+    RESUME_HINT_ON_STOP = False  # its report names `wfqueue execute --continue` (merge_hint)
+
     def start(self, plan: ExecutablePlan, schedule: Schedule, executor: ExecutorName) -> ExecutionOutcome:
         """A new execution of ``plan`` (validated, its repository checked clean) on a new integration branch."""
         repo = Path(plan.repo)
@@ -186,7 +189,7 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
     def _finish(self, plan: ExecutablePlan, execution: Execution) -> None:
         records.save(execution)
         exec_dir = Path(execution.exec_dir)
-        hint = merge_hint(execution)
+        hint = merge_hint(execution, repo_option(Path(execution.repo)))
         atomic_write_text(exec_dir / records.REPORT_FILE, records.render_report(execution, hint))
         write_back(plan, execution)
         self.event(execution, f"execution {execution.status}: {hint}")

@@ -70,12 +70,14 @@ def final_status(execution: Execution) -> ExecutionStatus:
     return "completed" if all(t.state == "completed" for t in execution.tasks.values()) else "partial"
 
 
-def merge_hint(execution: Execution) -> str:
-    """What the user does next, as the report and the terminal say it."""
+def merge_hint(execution: Execution, repo_option: str = "") -> str:
+    """What the user does next, as the report and the terminal say it; ``repo_option`` (" --repo PATH", see
+    wfqueue.sessions.repo_option) goes into the command it names."""
+    again = f"`wfqueue execute --continue {execution.exec_id}{repo_option}`"
     if execution.status == "stopped":
         return (f"The gate after wave {execution.stopped_wave} is red: fix the integration branch `{execution.branch}` "
-                f"(or the plan), then run `wfqueue execute --continue {execution.exec_id}`.")
+                f"(or the plan), then run {again}.")
     if execution.status in ("running", "interrupted"):
-        return f"Finish it with `wfqueue execute --continue {execution.exec_id}`."
+        return f"Finish it with {again}."
     return (f"Review and merge the integration branch into yours: `git diff HEAD...{execution.branch}`, then "
             f"`git merge {execution.branch}`.")

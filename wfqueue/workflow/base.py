@@ -26,7 +26,15 @@ from wfqueue.fsio import atomic_write_json
 from wfqueue.keys import SessionMeta, SessionStatus
 from wfqueue.metering import budget_meta, check_budget_priced, session_report, usage_line
 from wfqueue.providers import check_provider_spec
-from wfqueue.runtime import Reporter, Runtime, broker_runtime, nothing_to_wait_for, resumable, wait_for
+from wfqueue.runtime import (
+    Reporter,
+    Runtime,
+    broker_runtime,
+    nothing_to_wait_for,
+    resumable,
+    resume_command,
+    wait_for,
+)
 from wfqueue.sessions import SessionIds
 from wfqueue.settings import Settings
 from wfqueue.state import CoordinatorLease, SessionState, SessionStore
@@ -104,6 +112,9 @@ def new_session_folder(root: Path, ids: SessionIds, text: str, taken: set[str] |
 class WorkflowCoordinator(Generic[UI]):
     """The shared steps; subclasses drive their own phases between them."""
 
+    # Whether Ctrl-C (or SIGTERM) while a session is held says how to finish it (an execution says so itself).
+    RESUME_HINT_ON_STOP: ClassVar[bool] = True
+
     def __init__(self, settings: Settings, ui: UI, worker_env: dict[str, str] | None = None) -> None:
         self.settings = settings
         self.ui = ui
@@ -142,11 +153,17 @@ class WorkflowCoordinator(Generic[UI]):
         """The session's state, held by this coordinator alone (``fresh``: a new session), with a lost
         broker turned into a resumable error; ``meta`` is written first (workers read the budget there)."""
         state = SessionState(runtime.client, session_id, runtime.settings.state_ttl_s)
-        with resumable(runtime.settings, session_id), CoordinatorLease(state, fresh=fresh):
+        with resumable(runtime.settings, session_id, runtime.repo), CoordinatorLease(state, fresh=fresh):
             if meta is not None:
                 state.set_meta(**meta.fields())
-            with self._session_files(runtime, state):
-                yield state
+            try:
+                with self._session_files(runtime, state):
+                    yield state
+            except KeyboardInterrupt:  # wfqueue.cli.main.Terminated (SIGTERM) is one too
+                if self.RESUME_HINT_ON_STOP:
+                    self.ui.info(f"stopped: what is done is kept; finish the plan with "
+                                 f"{resume_command(session_id, runtime.repo)}")
+                raise
 
     @contextmanager
     def _session_files(self, runtime: Runtime, state: SessionState) -> Iterator[None]:
