@@ -121,9 +121,10 @@ def wanted(argv: Sequence[str], environ: Mapping[str, str]) -> bool:
 
 
 def up_announced(argv: Sequence[str], cwd: Path | None = None) -> bool:
-    """Whether a live `wfqueue up` announces itself in the command's repository: ``--repo``, else the folder
-    or the nearest parent with ``.git``, as the command finds it. Its file is trusted while its process lives
-    (up_cluster.running_up also asks its Redis, too slow a question for here)."""
+    """Whether a live `wfqueue up` announces itself in the command's repository: ``--repo``, else the nearest
+    folder from the cwd up to its git top level that holds ``.workflow``, else that top level, as the command
+    finds it (sessions.project_of). Its file is trusted while its process lives (up_cluster.running_up also
+    asks its Redis, too slow a question for here)."""
     repo = _repo_option(argv)
     if repo is not None:
         folders = [Path(repo)]
@@ -134,8 +135,8 @@ def up_announced(argv: Sequence[str], cwd: Path | None = None) -> bool:
         try:
             pid = int(json.loads((folder / UP_ANNOUNCEMENT).read_text(encoding="utf-8"))["pid"])
         except (OSError, ValueError, KeyError, TypeError):
-            if repo is None and (folder / ".git").exists():
-                return False
+            if repo is None and ((folder / UP_ANNOUNCEMENT.parts[0]).is_dir() or (folder / ".git").exists()):
+                return False  # the command's repository, and no `wfqueue up` there
             continue
         return process_exists(pid)
     return False

@@ -17,7 +17,7 @@ from tests.conftest import PROJECT
 from wfqueue import prestart
 from wfqueue.cli.main import app
 from wfqueue.prestart import COMMANDS, UP_ANNOUNCEMENT, StandbyOrders, up_announced, wanted
-from wfqueue.sessions import queue_dir
+from wfqueue.sessions import project_of, queue_dir
 from wfqueue.settings import Settings
 from wfqueue.up_cluster import UP_FILE
 
@@ -112,6 +112,10 @@ def test_a_repository_served_by_wfqueue_up_gets_no_standby(tmp_path: Path) -> No
     assert up_announced(["lite-plan", "x", f"--repo={repo}"], tmp_path)
     assert up_announced(["resume", "CPLAN-x"], repo / "src" / "deep")  # found from a folder inside it
     assert not up_announced(["resume", "CPLAN-x"], tmp_path)  # outside the repository
+    # A project planned in a subfolder is the command's repository there, as sessions.project_of decides.
+    (repo / "src" / ".workflow").mkdir(parents=True)
+    assert not up_announced(["resume", "CPLAN-x"], repo / "src" / "deep")
+    assert project_of(repo / "src" / "deep", repo) == repo / "src"
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     announcement.write_text(json.dumps({"pid": dead.pid, "broker_url": "redis://x", "workers": 4}))
