@@ -19,6 +19,7 @@ from wfqueue.lite.models import VerifiedExploration
 from wfqueue.lite.steps import run_assessment, run_exploration, run_planning, run_synthesis
 from wfqueue.payloads import ExploreAngle, LiteAssess, LitePlan, LiteSynthesize
 from wfqueue.settings import Settings
+from wfqueue.transport.workspace import shown_session_dir
 from wfqueue.usage import PriceTable
 from workers.context import StateFactory, metered_provider
 from workers.header import Attempt, Finished, run_header
@@ -72,7 +73,8 @@ def register(app: Celery, settings: Settings) -> None:
 
     @payload_task(app, settings, LiteSynthesize, callback=True, retry_on=(OSError,))
     def synthesize(task: Task[Any, Any], p: LiteSynthesize) -> dict[str, Any]:
-        questions, failed = run_synthesis(states.session(p.session_id), Path(p.session_dir), p.requirement)
+        questions, failed = run_synthesis(states.session(p.session_id), Path(p.session_dir), p.requirement,
+                                          shown_session_dir(p.transport, p.session_dir))
         return {"questions": [q.model_dump() for q in questions], "failed": failed}
 
     @payload_task(app, settings, LitePlan, retry_on=(TransientProviderError,))

@@ -12,6 +12,7 @@ from celery import Celery, Task
 from wfqueue.errors import TransientProviderError
 from wfqueue.payloads import SessionConflicts, SessionContext, SessionGenerate
 from wfqueue.settings import Settings
+from wfqueue.transport.workspace import shown_session_dir
 from wfqueue.usage import PriceTable
 from wfqueue.workflow_session.steps import run_conflict_detection, run_context_phase, run_generation
 from workers.context import StateFactory, metered_provider
@@ -24,7 +25,8 @@ def register(app: Celery, settings: Settings) -> None:
 
     @payload_task(app, settings, SessionContext, callback=True, retry_on=(OSError,))
     def context(task: Task[Any, Any], p: SessionContext) -> dict[str, Any]:
-        return {"risk_level": run_context_phase(states.session(p.session_id), Path(p.session_dir), p.repo)}
+        return {"risk_level": run_context_phase(states.session(p.session_id), Path(p.session_dir), p.repo,
+                                                shown_session_dir(p.transport, p.session_dir))}
 
     @payload_task(app, settings, SessionConflicts, retry_on=(TransientProviderError,))
     def conflicts(task: Task[Any, Any], p: SessionConflicts) -> list[dict[str, Any]]:

@@ -52,6 +52,14 @@ def start_plan(requirement: str, repo: Path, provider: str, env: dict[str, str])
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
 
 
+def manifest_paths(folder: Path) -> list[Path]:
+    """The files explorations-manifest.json in ``folder`` names, each checked to exist."""
+    entries = json.loads((folder / "explorations-manifest.json").read_text())["explorations"]
+    paths = sorted(Path(e["path"]) for e in entries)
+    assert paths and all(p.is_file() for p in paths), paths
+    return paths
+
+
 def execution_plan(repo: Path) -> Path:
     """A two-task lite plan in the repository (the .workflow folder is ignored, so the tree stays clean)."""
     tasks = [{"id": f"TASK-00{n}", "title": title, "description": f"{title}.", "type": "feature", "depends_on": [],
@@ -129,6 +137,8 @@ def test_plans_and_an_execution_complete_on_hosts_that_cannot_see_the_repository
         assert lite.code == 0, lite.stderr
         assert lite.json()["status"] == "completed" and lite.json()["tasks"] > 0
         assert (session_dir(lite) / "tasks.jsonl").is_file() and list(session_dir(lite).glob("exploration-*.md"))
+        # What the workers wrote names the files where they are for the user, not in a worker's copy.
+        assert {p.parent for p in manifest_paths(session_dir(lite))} == {session_dir(lite)}
         snapshot = json.loads((session_dir(lite) / "repo-pin.json").read_text())
         assert snapshot["snapshot"] and snapshot["head"] == git(repo, "rev-parse", "HEAD")
         assert git(repo, "status", "--porcelain") == status_before and git(repo, "stash", "list") == ""
@@ -140,6 +150,8 @@ def test_plans_and_an_execution_complete_on_hosts_that_cannot_see_the_repository
                       timeout=240)
         assert wfs.code == 0, wfs.stderr
         assert list((session_dir(wfs) / ".task").glob("IMPL-*.json"))
+        process = session_dir(wfs) / ".process"
+        assert {p.parent for p in manifest_paths(process)} == {process}
 
         execution = run_cli("execute", str(execution_plan(repo)), "-y", "--json", timeout=240,
                             env={**env, "WFQUEUE_EXECUTOR_COMMAND": EXECUTOR_COMMAND})

@@ -92,14 +92,16 @@ def explorations_for(state: SessionStore, angles: list[str]) -> tuple[list[Verif
     return done, failed
 
 
-def run_synthesis(state: SessionStore, session_dir: Path,
-                  requirement: str) -> tuple[list[MergedQuestion], dict[str, str]]:
+def run_synthesis(state: SessionStore, session_dir: Path, requirement: str,
+                  shown_dir: Path | None = None) -> tuple[list[MergedQuestion], dict[str, str]]:
+    """The manifest and the notes in ``session_dir``; the manifest names the files in ``shown_dir`` (the
+    folder as the user sees it, when this is a worker's copy)."""
     assessment = Assessment.model_validate_json(state.recall(keys.ASSESSMENT) or "")
     explorations, failed = explorations_for(state, assessment.angles)
     timestamp = state.remember_once(keys.SYNTHESIZED_AT, now_iso())
     atomic_write_json(session_dir / MANIFEST_FILE, manifest(state.session_id, requirement, timestamp,
-                                                            assessment.complexity, explorations, str(session_dir),
-                                                            failed))
+                                                            assessment.complexity, explorations,
+                                                            str(shown_dir or session_dir), failed))
     questions = merge_questions(explorations)
     atomic_write_text(session_dir / NOTES_FILE, render_notes(requirement, timestamp, assessment, explorations,
                                                              core_files(explorations), questions, failed))

@@ -35,8 +35,8 @@ from wfqueue.transport.models import RepoPin, Transport
 from wfqueue.transport.repo import pin_repository, publish
 from wfqueue.transport.session_files import SessionFiles, hydrate, mirrored
 
-__all__ = ["CoordinatorFiles", "local_session_root", "rebuild_from_redis", "shares_disk", "task_commits_name",
-           "task_workspace"]
+__all__ = ["CoordinatorFiles", "local_session_root", "rebuild_from_redis", "shares_disk", "shown_session_dir",
+           "task_commits_name", "task_workspace"]
 
 P = TypeVar("P", bound=TaskPayload)
 
@@ -73,6 +73,12 @@ def prune_session_copies(folder: Path, older_than: float) -> list[str]:
         except OSError:
             continue  # another pool process removed it, or it is busy: the next task tries again
     return removed
+
+
+def shown_session_dir(transport: Transport | None, session_dir: str) -> Path:
+    """The session folder where its user finds it, for paths a task writes into files people read: the
+    coordinator's (``transport.session_root``) when this worker works in a copy, else ``session_dir``."""
+    return Path(transport.session_root if transport is not None else session_dir)
 
 
 def _mapped(value: str, transport: Transport, local_root: Path) -> str:

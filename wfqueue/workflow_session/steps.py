@@ -77,8 +77,10 @@ def save_context(folder: Path, context: ContextPackage) -> None:
     atomic_write_json(folder / PROCESS_DIR / CONTEXT_FILE, context.model_dump(mode="json", by_alias=True))
 
 
-def run_context_phase(state: SessionStore, folder: Path, repo: str) -> str:
-    """Phase 2 after its explorations: the context package and Context Findings. Returns the risk level."""
+def run_context_phase(state: SessionStore, folder: Path, repo: str, shown_folder: Path | None = None) -> str:
+    """Phase 2 after its explorations: the context package and Context Findings. Returns the risk level.
+    The explorations manifest names the files in ``shown_folder`` (the session folder as the user sees it,
+    when ``folder`` is a worker's copy)."""
     session = load_session(folder)
     assert session.structured is not None, "phase 1 always records the structured input"
     assessment = Assessment.model_validate_json(state.recall(keys.ASSESSMENT) or "")
@@ -90,7 +92,7 @@ def run_context_phase(state: SessionStore, folder: Path, repo: str) -> str:
     timestamp = state.remember_once(keys.CONTEXT_AT, now_iso())
     atomic_write_json(process / "explorations-manifest.json",
                       manifest(session.session_id, session.description, timestamp, assessment.complexity,
-                               explorations, str(process), failed))
+                               explorations, str((shown_folder or folder) / PROCESS_DIR), failed))
     index = cached_index(Path(repo))
     texts = {f.path: (Path(repo) / f.path).read_text(encoding="utf-8", errors="replace")
              for f in index.files if posixpath.basename(f.path) in _MANIFESTS}
