@@ -27,6 +27,7 @@ import redis
 
 from wfqueue import prestart
 from wfqueue.errors import WorkerStartError
+from wfqueue.redis_owner import RedisOwnership
 from wfqueue.settings import WorkerPool
 from wfqueue.state import redis_client
 from wfqueue.task_names import ALL_QUEUES
@@ -115,22 +116,6 @@ def socket_path_fits(path: Path) -> bool:
     return size <= SOCKET_PATH_LIMIT and not any(c in URL_SYNTAX or ord(c) < 32 or ord(c) == 127 for c in text)
 
 
-def _is_live_redis(pid: int) -> bool:
-    """Whether ``pid`` is a running (not zombie) redis-server."""
-    proc = Path("/proc") / str(pid)
-    if proc.is_dir():
-        try:
-            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            return state != "Z" and b"redis-server" in (proc / "cmdline").read_bytes()
-        except (OSError, IndexError):
-            return False
-    try:  # no /proc (macOS): the best we can do is ask whether the pid exists
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    return True
-
-
 class EmbeddedRedis:
     """A redis-server child process with append-only persistence under ``data_dir``."""
 
@@ -144,6 +129,7 @@ class EmbeddedRedis:
         self.proc: subprocess.Popen[bytes] | None = None
         self._socket_dir: str | None = None
         self.socket_path = ""
+        self._owner = RedisOwnership(data_dir)
 
     @property
     def url(self) -> str:
@@ -155,22 +141,15 @@ class EmbeddedRedis:
         auth = f":{self.password}@" if self.password else ""
         return f"redis://{auth}{host}:{self.port}/0"
 
-    def _refuse_if_running(self) -> None:
-        pid_file = self.data_dir / "redis.pid"
-        try:
-            pid = int(pid_file.read_text().strip())
-        except (OSError, ValueError):
-            return  # no pid file: nothing runs here
-        if not _is_live_redis(pid):
-            return  # a stale file from a crash (or the pid now belongs to another program)
-        raise WorkerStartError(
-            f"an embedded Redis (pid {pid}) already runs on {self.data_dir}",
-            hint="wait for the other wfqueue command on this repository to finish, or stop that process",
-        )
-
     def start(self) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._refuse_if_running()
+        self._owner.acquire()  # one command's Redis per folder; a dead command's left-over one is stopped
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> None:
         socket_path = self.data_dir / "redis.sock"
         if not socket_path_fits(socket_path):  # the repository's path is long or odd: a private folder in /tmp
             self._socket_dir = tempfile.mkdtemp(prefix="wfq-")
@@ -213,6 +192,7 @@ class EmbeddedRedis:
         if self._socket_dir:
             shutil.rmtree(self._socket_dir, ignore_errors=True)
             self._socket_dir = None
+        self._owner.release()  # last: the folder is free once this Redis is gone
 
 
 class LocalWorkers:

@@ -117,11 +117,12 @@ def test_timed_out_agent_is_a_failure_record_not_a_broken_chord(sample_repo: Pat
 
 
 @pytest.mark.parametrize(("sig", "code", "said"), [(signal.SIGINT, 130, "interrupted"),
-                                                   (signal.SIGTERM, 143, "terminated")])
+                                                   (signal.SIGTERM, 143, "terminated"),
+                                                   (signal.SIGHUP, 129, "hung up")])
 def test_ctrl_c_or_sigterm_leaves_no_process_behind(sig: signal.Signals, code: int, said: str, sample_repo: Path,
                                                    tmp_path: Path) -> None:
-    """SIGTERM (kill, a service manager, a container stop) unwinds like Ctrl-C: embedded Redis and the
-    local workers are stopped, not orphaned."""
+    """SIGTERM (kill, a service manager, a container stop) and SIGHUP (the terminal closed) unwind like
+    Ctrl-C: embedded Redis and the local workers are stopped, not orphaned."""
     provider = write_script(tmp_path / "script.json", hang={f"plan_area:{a}": 60 for a in AREAS})
     proc = subprocess.Popen(
         [sys.executable, "-m", "wfqueue.cli.main", "collab-plan", REQUIREMENT, "--repo", str(sample_repo),

@@ -1,7 +1,7 @@
 """Entry point: builds the Typer app and turns wfqueue errors into exit codes.
 
 Exit codes: 0 complete, 1 partial or failed plan, 2 bad input, 3 infrastructure,
-130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
+130 interrupted (Ctrl-C), 143 terminated (SIGTERM), 129 hung up (SIGHUP: the terminal closed).
 """
 
 from __future__ import annotations
@@ -62,43 +62,47 @@ execute_cmd.register(app)
 
 
 INTERRUPTED_EXIT = 130  # Ctrl-C
-TERMINATED_EXIT = 143  # SIGTERM
+# SIGTERM, SIGHUP: 128 + the signal, what a shell reports for a process the signal ended, and what it said.
+STOP_SIGNALS = {signal.SIGTERM: (143, "terminated"), signal.SIGHUP: (129, "hung up")}
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM (``kill``, a service manager, a container stop), handled like Ctrl-C: the command
-    unwinds, so an embedded Redis and its local workers are stopped on the way out, not orphaned."""
+    """SIGTERM (``kill``, a service manager, a container stop) or SIGHUP (the terminal closed), handled like
+    Ctrl-C: the command unwinds, so an embedded Redis and its local workers are stopped on the way out, not
+    orphaned."""
 
 
 @dataclass
 class Signals:
-    terminated: bool = False
+    received: signal.Signals | None = None
 
 
 @contextmanager
 def sigterm_unwinds() -> Iterator[Signals]:
-    """Raise :class:`Terminated` on SIGTERM while a command runs (main thread only; restored after).
+    """Raise :class:`Terminated` on SIGTERM or SIGHUP while a command runs (main thread only; restored after).
     Commands that run a Celery worker or beat install their own handler, which replaces this one."""
     seen = Signals()
     if threading.current_thread() is not threading.main_thread():
         yield seen
         return
 
-    def on_sigterm(_signum: int, _frame: FrameType | None) -> None:
-        seen.terminated = True
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        seen.received = signal.Signals(signum)
         raise Terminated()
 
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
     try:
         yield seen
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _stopped(err: Console, signals: Signals) -> int:
-    if signals.terminated:
-        err.print("terminated")
-        return TERMINATED_EXIT
+    if signals.received is not None:
+        code, said = STOP_SIGNALS[signals.received]
+        err.print(said)
+        return code
     err.print("interrupted")
     return INTERRUPTED_EXIT
 

@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
         root = resolve_repo(repo)
         out = Console(highlight=False, soft_wrap=True)
         stop = threading.Event()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGHUP: its terminal was closed
             signal.signal(sig, lambda *_: stop.set())
         with EmbeddedCluster(queue_dir(root), concurrency=settings.worker_slots(workers),
                              redis_port=settings.embedded_redis_port, start_timeout_s=settings.embedded_start_timeout_s,

@@ -1,0 +1,112 @@
+"""One embedded Redis per repository at a time, owned by the command that runs it.
+
+The command that starts a repository's embedded Redis (a plan command, or `wfqueue up`) holds an exclusive
+``flock`` on ``.workflow/.queue/redis/redis.lock`` until it has stopped that Redis. Two commands starting at
+the same moment used to read the pid file, both find nothing, and start two servers on one socket and one
+append-only file, which then broke each other. The kernel drops the lock when its holder dies, however it
+dies, so a lock that can be taken means no live command owns the folder: a Redis still running there (its
+pid file, its current directory this folder) was left by a command that was killed before it could stop
+it, and is stopped before a new one starts.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import time
+from pathlib import Path
+
+from wfqueue.errors import WorkerStartError
+
+LOCK_FILE = "redis.lock"
+PID_FILE = "redis.pid"
+ORPHAN_GRACE_S = 5.0  # a left-over Redis gets this long to write its append-only file after SIGTERM
+ORPHAN_POLL_S = 0.05
+
+
+class RedisOwnership:
+    """The lock on one embedded Redis folder, held from ``acquire`` to ``release``."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        """Take the folder, or raise WorkerStartError when another live command has it; stop a Redis a dead
+        command left running there."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise WorkerStartError(
+                f"another wfqueue command runs the embedded Redis in {self.data_dir} (a plan, or `wfqueue up`)",
+                hint="wait for it to finish, or run `wfqueue up` in this repository so that several commands "
+                     "share one Redis and its workers") from None
+        self._fd = fd
+        try:
+            stop_left_over(self.data_dir)
+        except BaseException:
+            self.release()
+            raise
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing drops the flock
+            self._fd = None
+
+
+def stop_left_over(data_dir: Path) -> None:
+    """Stop the Redis a killed command left running in ``data_dir``, if its pid file names one. A pid that
+    is not that Redis (another program's now, or no /proc to tell) is left alone; one that cannot be told
+    apart is refused, so nothing is started beside it."""
+    try:
+        pid = int((data_dir / PID_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return
+    if pid <= 0:
+        return
+    match _redis_of(pid, data_dir):
+        case "no":
+            return
+        case "unknown":
+            raise WorkerStartError(f"an embedded Redis (pid {pid}) may still run on {data_dir}",
+                                   hint=f"stop process {pid} if it is a redis-server, then run the command again")
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + ORPHAN_GRACE_S
+    while time.monotonic() < deadline and _redis_of(pid, data_dir) == "yes":
+        time.sleep(ORPHAN_POLL_S)
+    if _redis_of(pid, data_dir) == "yes":
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _redis_of(pid: int, data_dir: Path) -> str:
+    """"yes" when ``pid`` is a running redis-server working in ``data_dir`` (Redis moves into its ``--dir``, and
+    rewrites its command line, so the folder is read from its current directory), "no" when it is not,
+    "unknown" without /proc (another system) for a pid that exists."""
+    proc = Path("/proc") / str(pid)
+    if not Path("/proc/self").is_dir():
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return "no"
+        except PermissionError:
+            return "unknown"
+        return "unknown"
+    try:
+        state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        program = (proc / "cmdline").read_bytes().split(b"\0", 1)[0]
+        folder = Path(os.readlink(proc / "cwd"))
+    except (OSError, IndexError):
+        return "no"
+    if state == "Z" or b"redis-server" not in program:
+        return "no"
+    return "yes" if folder == data_dir.resolve() else "no"
