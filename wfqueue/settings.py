@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,10 +20,11 @@ from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     TomlConfigSettingsSource,
 )
 
-from wfqueue.config_file import config_file
+from wfqueue.config_file import DEFAULT_CONFIG_FILE, config_file
 from wfqueue.errors import ConfigError
 from wfqueue.usage import DEFAULT_PRICE_TABLE, PriceTable
 
@@ -33,6 +35,7 @@ THREAD_SLOTS_DEFAULT = MAX_AGENTS_LIMIT
 
 ProviderName = Literal["auto", "offline", "anthropic"]
 WorkerPool = Literal["prefork", "threads"]
+REDIS_SCHEMES = ("redis", "rediss", "redis+socket", "unix")  # what Celery, kombu and redis-py all read
 CELERY_POOLS = ("prefork", "threads", "solo")  # what `wfqueue worker --pool` accepts (solo: one slot, no pool)
 WorkerPoolName = Literal["auto", "prefork", "threads"]
 
@@ -263,6 +266,18 @@ class Settings(BaseSettings):
         # `WFQUEUE_BROKER_URL=` (an env file's empty line) means no URL: embedded Redis, not a URL "".
         return None if isinstance(value, str) and not value.strip() else value
 
+    @field_validator("broker_url", "result_backend_url")
+    @classmethod
+    def _redis_url(cls, value: SecretStr | None) -> SecretStr | None:
+        # Checked here, not when the first connection fails: a typo is then a traceback from deep in redis-py.
+        if value is not None:
+            scheme, found, _ = value.get_secret_value().partition("://")
+            if not found or scheme.lower() not in REDIS_SCHEMES:
+                shown = f"this one starts {scheme}://" if found else "this one has no scheme"
+                raise ValueError(f"must be a Redis URL starting {', '.join(s + '://' for s in REDIS_SCHEMES)}; "
+                                 f"{shown}")
+        return value
+
     @field_validator("agent_time_limit_s")
     @classmethod
     def _hard_above_soft(cls, value: int, info: Any) -> int:
@@ -349,7 +364,13 @@ def mask_url(url: str) -> str:
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Build the settings at an entry point; bad values become a ConfigError."""
+    """Build the settings at an entry point; bad values, and a settings file that is missing or cannot be
+    read, become a ConfigError naming the setting or the file."""
+    toml_file = config_file()
+    shown_file = toml_file or DEFAULT_CONFIG_FILE
+    if toml_file is not None and not toml_file.is_file():  # only WFQUEUE_CONFIG_FILE can name one that is not
+        raise ConfigError(f"WFQUEUE_CONFIG_FILE names {toml_file}, which is not a file",
+                          hint="point it at your settings file, or unset it to use config/wfqueue.toml")
     try:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
@@ -358,5 +379,11 @@ def load_settings(**overrides: Any) -> Settings:
         )
         raise ConfigError(
             f"invalid configuration: {problems}",
-            hint="fix the WFQUEUE_* environment variable or config/wfqueue.toml entry named above",
+            hint=f"fix the WFQUEUE_* environment variable or {shown_file} entry named above",
         ) from None
+    except SettingsError as exc:  # a value that is not JSON where JSON is expected (price_table)
+        raise ConfigError(f"invalid configuration: {exc}",
+                          hint="price_table is JSON in the environment, a table in the settings file") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as exc:
+        raise ConfigError(f"the settings file {shown_file} cannot be read: {exc}",
+                          hint="fix its TOML (UTF-8), or point WFQUEUE_CONFIG_FILE at another file") from None

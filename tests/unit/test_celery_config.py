@@ -43,9 +43,15 @@ def test_the_unacked_scan_keeps_pace_with_a_short_visibility_timeout(visibility_
     assert options == {"unacked_restore_interval": interval_s, "unacked_restore_throttle": 1}
 
 
-def test_unsupported_broker_scheme_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match="unsupported broker URL scheme"):
-        create_app(load_settings(broker_url="amqp://guest:guest@localhost//"))
+@pytest.mark.parametrize(("url", "said"), [("amqp://guest:s3cret@localhost//", "this one starts amqp://"),
+                                           ("http://localhost:6379/0", "this one starts http://"),
+                                           ("not-a-url", "this one has no scheme")])
+def test_a_broker_url_that_is_not_redis_is_a_config_error_naming_the_setting(url: str, said: str) -> None:
+    """Refused when the settings are built, not as a traceback from the first connection; no password shown."""
+    for name in ("broker_url", "result_backend_url"):
+        with pytest.raises(ConfigError, match=f"{name}: .*must be a Redis URL") as caught:
+            load_settings(**{name: url})
+        assert said in caught.value.message and "s3cret" not in str(caught.value)
 
 
 def draft(areas: list[str]) -> UnderstandingDraft:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -96,6 +97,29 @@ def test_requirement_text_file_and_refusals(tmp_path: Path) -> None:
     latin.write_bytes("caf\xe9".encode("latin-1"))
     with pytest.raises(InvalidRequirementError, match="not UTF-8"):
         read_requirement(str(latin), 1000)
+
+
+@pytest.mark.parametrize(("content", "said"), [
+    (None, "which is not a file"),  # WFQUEUE_CONFIG_FILE names a file that is not there
+    (b"max_agents = [\n", "cannot be read: Invalid value"),  # a TOML syntax error
+    (b'model = "caf\xe9"\n', "cannot be read: 'utf-8' codec"),  # not UTF-8
+    (b"max_agents = 0\n", "max_agents: Input should be greater than or equal to 2"),
+])
+def test_a_bad_settings_file_is_a_config_error_naming_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                content: bytes | None, said: str) -> None:
+    config = tmp_path / "team.toml"
+    if content is not None:
+        config.write_bytes(content)
+    monkeypatch.setenv("WFQUEUE_CONFIG_FILE", str(config))
+    with pytest.raises(ConfigError, match=re.escape(said)) as caught:
+        load_settings()
+    assert str(config) in f"{caught.value.message} {caught.value.hint}"
+
+
+def test_a_price_table_that_is_not_json_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WFQUEUE_PRICE_TABLE", "notjson")
+    with pytest.raises(ConfigError, match="price_table"):
+        load_settings()
 
 
 def test_settings_from_env_and_toml_with_secrets_masked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
