@@ -10,7 +10,10 @@ Worker nodes do without Celery's command line altogether (workers.serve, wfqueue
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
+
+from wfqueue import lifeline
 
 MODULE = "wfqueue.celery_command"
 
@@ -22,6 +25,8 @@ def celery_argv(app_module: str, *args: str) -> list[str]:
 
 def main(argv: list[str]) -> None:
     app_module, *args = argv
+    # Started by `wfqueue up`: end with it. Flower keeps nothing worth a clean stop, and is slow to take SIGTERM.
+    lifeline.hold(signal.SIGKILL if "flower" in args else signal.SIGTERM)
     importlib.import_module(app_module)  # the app wfqueue installed, before Celery puts the folder on the path
     from celery.__main__ import main as celery
 

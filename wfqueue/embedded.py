@@ -27,6 +27,7 @@ import redis
 
 from wfqueue import prestart
 from wfqueue.errors import WorkerStartError
+from wfqueue.lifeline import for_child
 from wfqueue.redis_owner import RedisOwnership
 from wfqueue.settings import WorkerPool
 from wfqueue.state import redis_client
@@ -257,7 +258,7 @@ class LocalWorkers:
                 self.proc = standby
                 return
         with self.stderr_path.open("wb") as stderr:  # the child keeps its own descriptor
-            self.proc = subprocess.Popen(self.command(), env=env, stdin=subprocess.DEVNULL,
+            self.proc = subprocess.Popen(self.command(), env={**env, **for_child()}, stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
 
     def start_output(self) -> str:

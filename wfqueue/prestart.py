@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from wfqueue.config_file import config_file
+from wfqueue.lifeline import for_child
 from wfqueue.pids import process_exists
 
 STANDBY_FLAG = "--standby"
@@ -168,7 +169,7 @@ def begin(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> None
         return  # the command itself then says what is wrong, as it would without a standby
     try:
         _standby.proc = subprocess.Popen(
-            [sys.executable, *WORKER_MODULE, STANDBY_FLAG], stdin=subprocess.PIPE,
+            [sys.executable, *WORKER_MODULE, STANDBY_FLAG], stdin=subprocess.PIPE, env={**os.environ, **for_child()},
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     except OSError:
         return  # the worker is started the usual way

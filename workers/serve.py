@@ -18,6 +18,7 @@ import gc
 import os
 import sys
 
+from wfqueue import lifeline
 from wfqueue.prestart import STANDBY_FLAG, WORKER_MODULE, StandbyOrders, early_setting
 
 
@@ -95,5 +96,6 @@ def _collect_from_now_on() -> None:
 
 
 if __name__ == "__main__":
+    lifeline.hold()  # a plan command's (or `wfqueue up`'s) node ends with it, however it ends
     gc.disable()
     sys.exit(standby() if sys.argv[1:] == [STANDBY_FLAG] else main())

@@ -9,13 +9,14 @@ after 35 s with a lost broker, or both did after 60 s. A Redis left by a command
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from support import processes_mentioning, wait_until, wfqueue_env
+from support import processes_mentioning, run_cli, wait_until, wfqueue_env
 
 from wfqueue.embedded import EmbeddedRedis, redis_server_binary
 from wfqueue.errors import WorkerStartError
@@ -75,3 +76,49 @@ def test_a_redis_left_by_a_killed_command_is_stopped_by_the_next_one(tmp_path: P
         if left.poll() is None:
             left.kill()
             left.wait()
+
+
+def helpers_of(marker: str) -> list[str]:
+    """The command lines of the processes whose environment holds ``marker`` (up's worker node, beat and Flower
+    inherit its settings), Redis left out: a killed command's Redis is the next command's to stop."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker.encode() in (entry / "environ").read_bytes():
+                args = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                if "redis-server" not in args and (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                    found.append(args)
+        except (OSError, IndexError):
+            continue
+    return found
+
+
+def test_a_killed_wfqueue_up_takes_its_helpers_with_it_and_the_next_plan_completes(sample_repo: Path,
+                                                                                   tmp_path: Path) -> None:
+    """SIGKILL gives `wfqueue up` no chance to stop anything: its worker node, beat and Flower end with it (the
+    kernel's parent-death signal, wfqueue/lifeline.py), and the next command stops the Redis it left."""
+    schedule = tmp_path / "beat-schedule-of-this-test"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = wfqueue_env(WFQUEUE_FLOWER_BASIC_AUTH="ops:secret", WFQUEUE_FLOWER_PORT=str(port),
+                      WFQUEUE_BEAT_SCHEDULE_FILE=str(schedule))
+    queue = queue_dir(sample_repo)
+    up = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "up", "--repo", str(sample_repo),
+                           "--workers", "2"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          stdin=subprocess.DEVNULL, text=True)
+    try:
+        wait_until(lambda: (queue / "up.json").is_file() or up.poll() is not None, 60, "wfqueue up announcing itself")
+        assert up.poll() is None, up.communicate()[1]
+        wait_until(lambda: len([p for p in helpers_of(str(schedule)) if "celery_command" in p]) == 2, 30,
+                   "beat and Flower running")
+        assert any("workers.serve" in p for p in helpers_of(str(schedule)))
+    finally:
+        up.kill()
+        up.wait()
+    wait_until(lambda: helpers_of(str(schedule)) == [], 30, "up's worker, beat and Flower ending with it")
+
+    plan = run_cli("lite-plan", "Add response caching", "--repo", str(sample_repo), "-y", "--json", env=wfqueue_env())
+    assert plan.code == 0, plan.stderr
+    assert plan.json()["status"] == "completed"
+    assert processes_mentioning(str(queue)) == []  # the left-over Redis was stopped, and the plan's own too

@@ -17,6 +17,7 @@ from wfqueue.cli.beat_cmd import beat_argv
 from wfqueue.cli.flower_cmd import flower_command
 from wfqueue.embedded import EmbeddedCluster, stop_process_group
 from wfqueue.errors import ConfigError, WorkerStartError
+from wfqueue.lifeline import for_child
 from wfqueue.sessions import queue_dir, resolve_repo
 from wfqueue.settings import load_settings
 from wfqueue.up_cluster import UpCluster, announced
@@ -52,12 +53,12 @@ def register(app: typer.Typer) -> None:
                 cluster.start_workers(celery_app)
             finally:
                 release_result_subscriptions(celery_app)
-            env = {**os.environ, "WFQUEUE_BROKER_URL": url}
+            env = {**os.environ, "WFQUEUE_BROKER_URL": url, **for_child()}  # they end with up, even if it is killed
             log = open(queue_dir(root) / "beat-flower.log", "ab")  # noqa: SIM115 - closed below
             children = [
                 subprocess.Popen(beat_argv(live, "INFO"), env=env, stdout=log, stderr=log, start_new_session=True),
-                subprocess.Popen(flower_argv, env={**flower_env, "WFQUEUE_BROKER_URL": url}, stdout=log, stderr=log,
-                                 start_new_session=True),
+                subprocess.Popen(flower_argv, env={**flower_env, "WFQUEUE_BROKER_URL": url, **for_child()},
+                                 stdout=log, stderr=log, start_new_session=True),
             ]
             try:
                 # Plan commands in this repository find it there and use this cluster (wfqueue.up_cluster).
