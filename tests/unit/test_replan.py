@@ -252,6 +252,33 @@ def test_restore_refuses_a_folder_that_is_not_a_backup_of_that_session(tmp_path:
     assert tree(folder) == snapshot and (other / ".task/IMPL-2.json").exists()
 
 
+@pytest.mark.parametrize(("damage", "said"), [
+    (lambda f: (f / "plan.json").write_text("{{{"), "plan.json cannot be read"),
+    (lambda f: ((f / ".task/IMPL-2.json").unlink(), (f / ".task/IMPL-2.json").mkdir()),
+     ".task/IMPL-2.json is not a file"),
+])
+def test_a_hand_damaged_session_is_refused_by_name_with_nothing_changed(tmp_path: Path, damage: Any,
+                                                                        said: str) -> None:
+    folder = three_tasks(tmp_path)
+    damage(folder)
+    snapshot = tree(folder)
+    code, _, error, _ = cli("replan", "add a task for metrics", "--repo", str(tmp_path), "-y")
+    assert code == 2 and said in error and "nothing was changed" in error and "Traceback" not in error, error
+    assert tree(folder) == snapshot
+
+
+def test_restore_refuses_a_manifest_that_is_not_utf8(tmp_path: Path) -> None:
+    folder = three_tasks(tmp_path)
+    code, out, _, _ = cli("replan", "add a task for metrics", "--repo", str(tmp_path), "-y", "--json")
+    assert code == 0
+    backup = Path(json.loads(out)["backup"])
+    (backup / MANIFEST).write_bytes(b"\xff\xfe not a manifest")
+    snapshot = tree(folder)
+    code, _, error, _ = cli("replan", "--restore", str(backup), "--session", "WFS-test-session")
+    assert code == 2 and "is not UTF-8 text" in error and "nothing was restored" in error, error
+    assert tree(folder) == snapshot
+
+
 def test_delete_moves_the_task_into_the_backup(tmp_path: Path) -> None:
     folder = three_tasks(tmp_path)
     original = (folder / ".task/IMPL-3.json").read_bytes()

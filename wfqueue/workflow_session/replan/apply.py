@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from filelock import Timeout
 from pydantic import BaseModel, Field, ValidationError
@@ -135,6 +135,9 @@ def load_snapshot(folder: Path) -> SessionSnapshot:
     task_files: dict[str, str] = {}
     for path in _task_files(folder):
         rel = f"{TASK_DIR}/{path.name}"
+        if rel not in files:  # a folder (or something else) by a task file's name
+            raise ReplanRefusedError(f"{rel} is not a file; nothing was changed",
+                                     hint="remove it, or put the task's JSON file back in its place")
         try:
             data = json.loads(files[rel].decode("utf-8-sig"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -151,15 +154,30 @@ def load_snapshot(folder: Path) -> SessionSnapshot:
         tasks[tid] = data
         task_files[tid] = rel
     process = folder / PROCESS_DIR
-    plan = json.loads(files[PLAN_FILE]) if PLAN_FILE in files else None
-    context = (ContextPackage.model_validate_json((process / CONTEXT_FILE).read_text(encoding="utf-8"))
-               if (process / CONTEXT_FILE).is_file() else None)
-    notes = (PlanningNotes.model_validate_json((process / NOTES_JSON).read_text(encoding="utf-8"))
-             if (process / NOTES_JSON).is_file() else None)
+    plan = _readable(PLAN_FILE, lambda: json.loads(files[PLAN_FILE].decode("utf-8-sig"))) \
+        if PLAN_FILE in files else None
+    context = _readable(f"{PROCESS_DIR}/{CONTEXT_FILE}", lambda: ContextPackage.model_validate_json(
+        (process / CONTEXT_FILE).read_text(encoding="utf-8"))) if (process / CONTEXT_FILE).is_file() else None
+    notes = _readable(f"{PROCESS_DIR}/{NOTES_JSON}", lambda: PlanningNotes.model_validate_json(
+        (process / NOTES_JSON).read_text(encoding="utf-8"))) if (process / NOTES_JSON).is_file() else None
     goal = session.structured.goal if session.structured else session.description
     return SessionSnapshot(session=session, tasks=tasks, task_files=task_files, files=files, plan=plan,
                            context=context, constraints=notes.consolidated if notes else [],
                            topic=_topic(files.get(TODO_FILE), goal))
+
+
+T = TypeVar("T")
+
+
+def _readable(rel: str, read: Callable[[], T]) -> T:
+    """``read()``, with a damaged file (not UTF-8, not JSON, not the shape this version writes) refused by
+    name: pydantic's ValidationError and JSONDecodeError are both ValueErrors."""
+    try:
+        return read()
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ReplanRefusedError(f"{rel} cannot be read ({str(exc).splitlines()[0]}); nothing was changed",
+                                 hint="restore the session from a backup (wfqueue replan --restore), or plan it "
+                                      "again") from None
 
 
 def validate_session(folder: Path) -> list[str]:

@@ -110,7 +110,10 @@ def read_backup(folder: Path, backup: Path) -> Manifest:
     if not (backup / MANIFEST).is_file():
         raise NotABackupError(f"{backup} is not a replan backup of {session_id} (no {MANIFEST})",
                               hint=f"backups of {session_id} are under {backup_root(folder)}")
-    manifest = parse_manifest((backup / MANIFEST).read_text(encoding="utf-8"))
+    try:
+        manifest = parse_manifest((backup / MANIFEST).read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:  # edited by hand, or damaged: not a manifest this version wrote
+        raise NotABackupError(f"{backup / MANIFEST} is not UTF-8 text ({exc})", hint="nothing was restored") from None
     if manifest.session_id != session_id:
         raise NotABackupError(f"{backup} is a backup of {manifest.session_id}, not of {session_id}",
                               hint=f"pass --session {manifest.session_id}")
