@@ -15,19 +15,19 @@ from celery.app import backends
 from kombu import Queue
 
 from wfqueue.errors import ConfigError
-from wfqueue.settings import Settings
+from wfqueue.settings import REDIS_SCHEMES, Settings
 from wfqueue.task_names import ALL_QUEUES, QUEUE_CONTROL, ROUTES
 
-_SCHEMES = ("redis", "rediss", "redis+socket", "unix")
 # The longest pause between two scans for unacknowledged messages whose visibility timeout has passed.
 MAX_UNACKED_SCAN_INTERVAL_S = 30
+UNACKED_LOCK_MIN_S = 5  # the unacknowledged-message scan's lock (see unacked_scan_options)
 
 
 def broker_url(settings: Settings) -> str:
     if settings.broker_url is None:
         raise ConfigError("no broker URL: embedded mode sets one when it starts Redis")
     url = settings.broker_url.get_secret_value()
-    if urlsplit(url).scheme not in _SCHEMES:
+    if urlsplit(url).scheme not in REDIS_SCHEMES:
         raise ConfigError(
             f"unsupported broker URL scheme in {url.split('://', 1)[0]}://...",
             hint="use redis://, rediss:// or redis+socket:///path/to/redis.sock",
@@ -104,9 +104,15 @@ def unacked_scan_options(visibility_timeout_s: int) -> dict[str, int]:
     kombu scans only every ``interval x throttle`` seconds (10 x 10 by default),
     so a dead worker's tasks would wait up to ~100 s past the visibility timeout.
     One scan is a single sorted-set range query, cheap enough to run every few
-    seconds; a quarter of the visibility timeout keeps the delay proportional."""
+    seconds; a quarter of the visibility timeout keeps the delay proportional.
+
+    A scan holds a Redis lock that expires after 300 s by default: a worker killed during its scan (SIGKILL,
+    the out-of-memory killer) kept every other worker from restoring anything for five minutes, its own tasks
+    included. The scan takes milliseconds, so the lock expires after a few scan intervals instead; two
+    overlapping scans at worst deliver a message twice, which every task tolerates (it is idempotent)."""
     interval = max(1, min(MAX_UNACKED_SCAN_INTERVAL_S, visibility_timeout_s // 4))
-    return {"unacked_restore_interval": interval, "unacked_restore_throttle": 1}
+    return {"unacked_restore_interval": interval, "unacked_restore_throttle": 1,
+            "unacked_mutex_expire": max(UNACKED_LOCK_MIN_S, 3 * interval)}
 
 
 def release_result_subscriptions(app: Celery) -> None:

@@ -101,8 +101,10 @@ def test_a_plan_runs_on_the_standby_started_before_the_command_loaded(sample_rep
     agent_pids = {json.loads(plan.read_text())["_metadata"]["pid"] for plan in folder.glob("agents/*/plan.json")}
     assert len(agent_pids) >= 2
     assert {watch.seen[pid][0] for pid in agent_pids} == {standby}, "the agents ran in the standby's pool"
-    # The command SIGKILLs the pool's process group on its way out; the kernel ends them a moment later.
-    wait_until(lambda: not [pid for pid in watch.seen if alive(pid)], 30, "every worker process ended")
+    # The command SIGKILLs the pool's process group on its way out; the kernel ends them a moment later. Only
+    # this command's: the watch also saw the workers of tests running beside this one.
+    ours = {standby, *watch.children_of(standby)}
+    wait_until(lambda: not [pid for pid in ours if alive(pid)], 30, "every worker process of the command ended")
 
 
 def test_a_command_that_needs_no_worker_ends_its_standby(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from pathlib import Path
 
 import pytest
 from celery.app import backends
@@ -11,6 +12,7 @@ from celery.app import backends
 from wfqueue.celery_app import create_app, unacked_scan_options
 from wfqueue.collab.assemble import allocate
 from wfqueue.collab.models import ProposedArea, Understanding, UnderstandingDraft, task_id
+from wfqueue.embedded import EmbeddedRedis
 from wfqueue.errors import ConfigError
 from wfqueue.settings import load_settings
 from wfqueue.task_names import COLLAB_FINALIZE, COLLAB_PLAN_AREA, COLLAB_UNDERSTAND
@@ -37,10 +39,25 @@ def test_app_is_json_only_late_ack_and_routes_by_task_name() -> None:
     assert {q.name for q in conf.task_queues} == {"explore", "plan", "control", "execute"}
 
 
-@pytest.mark.parametrize(("visibility_s", "interval_s"), [(1, 1), (4, 1), (20, 5), (3600, 30)])
-def test_the_unacked_scan_keeps_pace_with_a_short_visibility_timeout(visibility_s: int, interval_s: int) -> None:
+@pytest.mark.parametrize(("visibility_s", "interval_s", "lock_s"), [(1, 1, 5), (4, 1, 5), (20, 5, 15), (3600, 30, 90)])
+def test_the_unacked_scan_keeps_pace_with_a_short_visibility_timeout(visibility_s: int, interval_s: int,
+                                                                     lock_s: int) -> None:
+    """The scan's lock, too: a worker killed while it scanned no longer holds every restore back 300 s."""
     options = unacked_scan_options(visibility_s)
-    assert options == {"unacked_restore_interval": interval_s, "unacked_restore_throttle": 1}
+    assert options == {"unacked_restore_interval": interval_s, "unacked_restore_throttle": 1,
+                       "unacked_mutex_expire": lock_s}
+
+
+def test_the_broker_channel_takes_the_scan_lock_expiry(tmp_path: Path) -> None:
+    """kombu reads the option from the transport options (a name it did not know would be ignored silently)."""
+    redis = EmbeddedRedis(tmp_path / "redis")
+    redis.start()
+    try:
+        app = create_app(load_settings(broker_url=redis.url, visibility_timeout_s=4))
+        with app.connection_for_write() as connection:
+            assert connection.default_channel.unacked_mutex_expire == 5
+    finally:
+        redis.stop()
 
 
 @pytest.mark.parametrize(("url", "said"), [("amqp://guest:s3cret@localhost//", "this one starts amqp://"),
