@@ -185,3 +185,18 @@ def test_unreachable_broker_exits_3_with_masked_url(capsys: pytest.CaptureFixtur
     assert run.seconds < 10
     assert "redis://:***@127.0.0.1:1/0" in run.stderr and "hunter2" not in run.stderr
     assert not (sample_repo / ".workflow").exists()
+
+
+@pytest.mark.parametrize("command", ["collab-plan", "lite-plan"])
+def test_a_repository_with_nothing_to_plan_is_refused_and_leaves_no_session(command: str, tmp_path: Path) -> None:
+    """Bad input writes nothing: a session refused by its first step (no source code to plan against) leaves no
+    empty folder that `wfqueue status` would list as a plan in progress."""
+    repo = tmp_path / "docs-only"
+    repo.mkdir()
+    (repo / "README.md").write_text("# Notes, and no code\n", encoding="utf-8")
+    run = run_cli(command, "Add per-user rate limiting", "--repo", str(repo), "-y", "--json")
+    assert run.code == 2 and "has no source code to plan against" in run.stderr, run.stderr
+    sessions = [p for p in (repo / ".workflow").glob("*/*") if p.parent.name not in (".queue", ".cache")]
+    assert sessions == []
+    status = run_cli("status", "--repo", str(repo))
+    assert "no sessions" in status.stdout + status.stderr, status.stdout

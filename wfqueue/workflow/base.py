@@ -11,6 +11,7 @@ with ``self.transport``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -204,23 +205,31 @@ class WorkflowCoordinator(Generic[UI]):
     def fresh_session(self, runtime: Runtime, request: NewSessionRequest, kind: str, root: Path,
                       ids: SessionIds) -> Iterator[tuple[SessionState, Path]]:
         """A new session folder under ``root`` and its state, held, with the meta written (kind, repo,
-        folder, requirement, provider, budget; status planning)."""
+        folder, requirement, provider, budget; status planning). Input refused before anything was written in
+        the folder (the first step found nothing to plan) leaves no empty session behind."""
         taken: set[str] = set()
-        with ExitStack() as stack:
-            while True:
-                session_dir = new_session_folder(root, ids, request.requirement, taken)
-                meta = SessionMeta(kind=kind, repo=str(request.repo), session_dir=str(session_dir),
-                                   requirement=request.requirement, provider=request.provider,
-                                   status=SessionStatus.PLANNING, budget=budget_meta(request.budget))
-                try:
-                    state = stack.enter_context(self.hold(runtime, session_dir.name, fresh=True, meta=meta))
-                    break
-                except SessionIdTakenError:
-                    # Another repository's live session on this broker has the id: the next one (-2, -3...).
-                    session_dir.rmdir()  # made just now, still empty
-                    taken.add(session_dir.name)
-            self.ui.info(f"session {state.session_id}")
-            yield state, session_dir
+        session_dir: Path | None = None
+        try:
+            with ExitStack() as stack:
+                while True:
+                    session_dir = new_session_folder(root, ids, request.requirement, taken)
+                    meta = SessionMeta(kind=kind, repo=str(request.repo), session_dir=str(session_dir),
+                                       requirement=request.requirement, provider=request.provider,
+                                       status=SessionStatus.PLANNING, budget=budget_meta(request.budget))
+                    try:
+                        state = stack.enter_context(self.hold(runtime, session_dir.name, fresh=True, meta=meta))
+                        break
+                    except SessionIdTakenError:
+                        # Another repository's live session on this broker has the id: the next one (-2, -3...).
+                        session_dir.rmdir()  # made just now, still empty
+                        taken.add(session_dir.name)
+                self.ui.info(f"session {state.session_id}")
+                yield state, session_dir
+        except BadInputError:
+            if session_dir is not None:
+                with contextlib.suppress(OSError):  # only an empty folder goes: a session holding work stays
+                    session_dir.rmdir()
+            raise
 
     def wait_with_progress(self, result: AsyncResult[Any], what: str, settings: Settings, state: SessionStore,
                            watched: list[str], settled: Callable[[], Any] | None = None) -> Any:
