@@ -346,6 +346,13 @@ def test_missing_session_or_task_lists_what_exists(tmp_path: Path) -> None:
     assert tree(folder) == snapshot
 
 
+def test_a_session_whose_file_cannot_be_read_is_named_not_called_missing(tmp_path: Path) -> None:
+    folder = three_tasks(tmp_path)
+    (folder / "workflow-session.json").write_text("{not json", encoding="utf-8")
+    code, _, error, _ = cli("replan", "add a task for metrics", "--repo", str(tmp_path), "-y")
+    assert code == 2 and "workflow-session.json cannot be read in WFS-test-session" in error, error
+
+
 def test_a_cycle_in_the_request_is_refused_before_anything_is_written(tmp_path: Path) -> None:
     folder = three_tasks(tmp_path)
     snapshot = tree(folder)

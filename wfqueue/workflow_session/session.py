@@ -53,8 +53,15 @@ def find_session(repo: Path, session_id: str | None) -> Path:
     existing = sorted(p.name for p in root.iterdir() if (p / SESSION_FILE).is_file()) if root.is_dir() else []
     listing = ", ".join(existing) or "none"
     if session_id is None:
-        candidates = [s for s in list_sessions(repo) if s.status != "archived"]
+        readable = list_sessions(repo)
+        candidates = [s for s in readable if s.status != "archived"]
+        damaged = sorted(set(existing) - {s.session_id for s in readable})
         if not candidates:
+            if damaged:  # a session is there, but its workflow-session.json cannot be read
+                raise SessionNotFoundError(
+                    f"no usable workflow session under {root}: {SESSION_FILE} cannot be read in "
+                    f"{', '.join(damaged)}",
+                    hint="fix that file (`wfqueue sessions` lists every session and its state)")
             raise SessionNotFoundError(f"no workflow session under {root}",
                                        hint='create one with `wfqueue plan "..."`')
         newest = max(candidates, key=lambda s: (s.updated_at or s.created_at, s.session_id))
