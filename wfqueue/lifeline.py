@@ -22,7 +22,9 @@ PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def for_child() -> dict[str, str]:
-    """The environment entry that makes a child started now by this process hold its lifeline to it."""
+    """The environment entry that makes a child started now by this process hold its lifeline to it. The kernel
+    signals when the *thread* that started the child ends: start helpers from one that lives as long as they
+    should (a command's main thread)."""
     return {PARENT_VARIABLE: str(os.getpid())}
 
 
