@@ -349,6 +349,8 @@ class EmbeddedCluster:
             if stoppable is not None and stoppable.proc is not None:
                 stop_process_group(stoppable.proc, signal.SIGKILL, STOP_GRACE_S)
                 stoppable.proc = None
+        if self.workers is not None:
+            self.workers.stop()  # the log's link folder, if it has one
         self.redis.stop()  # the socket directory
 
     def __enter__(self) -> EmbeddedCluster:

@@ -45,6 +45,10 @@ class RedisOwnership:
                 f"another wfqueue command runs the embedded Redis in {self.data_dir} (a plan, or `wfqueue up`)",
                 hint="wait for it to finish, or run `wfqueue up` in this repository so that several commands "
                      "share one Redis and its workers") from None
+        except OSError:  # a file system without locks (some network mounts): a running Redis is only refused
+            os.close(fd)
+            stop_left_over(self.data_dir, may_stop=False)
+            return
         self._fd = fd
         try:
             stop_left_over(self.data_dir)
@@ -58,22 +62,24 @@ class RedisOwnership:
             self._fd = None
 
 
-def stop_left_over(data_dir: Path) -> None:
-    """Stop the Redis a killed command left running in ``data_dir``, if its pid file names one. A pid that
-    is not that Redis (another program's now, or no /proc to tell) is left alone; one that cannot be told
-    apart is refused, so nothing is started beside it."""
+def stop_left_over(data_dir: Path, may_stop: bool = True) -> None:
+    """Stop the Redis a killed command left running in ``data_dir``, if its pid file names one. A pid that is
+    not that Redis (another program's now) is left alone. One that cannot be told apart (no /proc), whose
+    parent is still a wfqueue process (an older version's command, which takes no lock), or that the caller
+    may not stop, is refused, so nothing is started beside it."""
     try:
         pid = int((data_dir / PID_FILE).read_text().strip())
     except (OSError, ValueError):
         return
     if pid <= 0:
         return
-    match _redis_of(pid, data_dir):
-        case "no":
-            return
-        case "unknown":
-            raise WorkerStartError(f"an embedded Redis (pid {pid}) may still run on {data_dir}",
-                                   hint=f"stop process {pid} if it is a redis-server, then run the command again")
+    found = _redis_of(pid, data_dir)
+    if found == "no":
+        return
+    if found == "unknown" or not may_stop or _parent_is_wfqueue(pid):
+        raise WorkerStartError(f"an embedded Redis (pid {pid}) already runs on {data_dir}",
+                               hint="wait for the other wfqueue command on this repository to finish, or stop "
+                                    f"process {pid} if no command runs there")
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
@@ -86,6 +92,17 @@ def stop_left_over(data_dir: Path) -> None:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def _parent_is_wfqueue(pid: int) -> bool:
+    """Whether ``pid``'s parent is alive and runs wfqueue: then the Redis has an owner, not a dead one."""
+    try:
+        parent = int((Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        args = (Path("/proc") / str(parent) / "cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError, IndexError):
+        return False
+    # `wfqueue ...` (the entry point's script) or `python -m wfqueue[.cli.main] ...`
+    return parent > 1 and any(a in (b"wfqueue", b"wfqueue.cli.main") or a.endswith(b"/wfqueue") for a in args)
 
 
 def _redis_of(pid: int, data_dir: Path) -> str:

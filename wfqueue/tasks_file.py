@@ -317,7 +317,7 @@ def load_task_dir(folder: Path) -> tuple[list[LoadedTask], list[TaskProblem]]:
 
 
 def default_repo(path: Path) -> Path:
-    """X for a path under ``X/.workflow/``; else the git top level of the cwd, else the cwd."""
+    """X for a path under ``X/.workflow/``; else what ``resolve_repo(None)`` finds from the cwd."""
     for parent in path.resolve().parents:
         if parent.name == WORKFLOW_DIR:
             return parent.parent

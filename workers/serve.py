@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import signal
 import sys
 
 from wfqueue import lifeline
@@ -96,6 +97,9 @@ def _collect_from_now_on() -> None:
 
 
 if __name__ == "__main__":
-    lifeline.hold()  # a plan command's (or `wfqueue up`'s) node ends with it, however it ends
+    # A plan command's (or `wfqueue up`'s) node ends with it, however it ends, and at once: SIGTERM would be a
+    # warm shutdown, its tasks running on beside the next command's Redis. Unacknowledged, they are delivered
+    # again; prefork children die with the node (Celery gives them SIGKILL as their parent-death signal).
+    lifeline.hold(signal.SIGKILL)
     gc.disable()
     sys.exit(standby() if sys.argv[1:] == [STANDBY_FLAG] else main())

@@ -9,6 +9,8 @@ after 35 s with a lost broker, or both did after 60 s. A Redis left by a command
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -16,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import processes_mentioning, run_cli, wait_until, wfqueue_env
+from support import processes_mentioning, run_cli, wait_until, wfqueue_env, write_script
 
 from wfqueue.embedded import EmbeddedRedis, redis_server_binary
 from wfqueue.errors import WorkerStartError
@@ -122,3 +124,45 @@ def test_a_killed_wfqueue_up_takes_its_helpers_with_it_and_the_next_plan_complet
     assert plan.code == 0, plan.stderr
     assert plan.json()["status"] == "completed"
     assert processes_mentioning(str(queue)) == []  # the left-over Redis was stopped, and the plan's own too
+
+
+def test_a_redis_whose_wfqueue_parent_still_runs_is_refused_not_stopped(tmp_path: Path) -> None:
+    """A command of an older version takes no lock: its Redis has a live owner and is not a left-over."""
+    folder = tmp_path / "repo" / ".workflow" / ".queue" / "redis"
+    folder.mkdir(parents=True)
+    command = [redis_server_binary(), "--port", "0", "--unixsocket", str(folder / "redis.sock"), "--dir", str(folder),
+               "--pidfile", str(folder / "redis.pid")]
+    serve = f"import subprocess, time; subprocess.Popen({command!r}, stdout=subprocess.DEVNULL); time.sleep(120)"
+    owner = subprocess.Popen([sys.executable, "-c", serve, "wfqueue.cli.main"], start_new_session=True)
+    try:
+        wait_until(lambda: (folder / "redis.pid").is_file(), 30, "the owned Redis's pid file")
+        pid = int((folder / "redis.pid").read_text())
+        second = EmbeddedRedis(folder)
+        try:
+            with pytest.raises(WorkerStartError, match=f"an embedded Redis \\(pid {pid}\\) already runs"):
+                second.start()
+        finally:
+            second.stop()  # had it started (the test failing), its Redis would outlive the test
+        assert Path(f"/proc/{pid}").is_dir(), "the Redis of a live command was stopped"
+    finally:
+        os.killpg(owner.pid, signal.SIGKILL)
+        owner.wait()
+
+
+def test_under_nohup_a_hangup_does_not_stop_the_plan(sample_repo: Path, tmp_path: Path) -> None:
+    """SIGHUP stops a command like SIGTERM, except where it is ignored on purpose (`nohup`)."""
+    provider = write_script(tmp_path / "script.json", latency_s=1.0)
+    ignored = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # what nohup does before it runs the command
+    try:
+        plan = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "collab-plan", "Add per-user rate limiting",
+                                 "--repo", str(sample_repo), "--max-agents", "2", "-y", "--provider", provider,
+                                 "--json"], env=wfqueue_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, stdin=subprocess.DEVNULL)
+    finally:
+        signal.signal(signal.SIGHUP, ignored)
+    log = queue_dir(sample_repo) / "worker.log"
+    wait_until(lambda: log.is_file() and "plan_area" in log.read_text(errors="replace"), 60, "agents running")
+    plan.send_signal(signal.SIGHUP)
+    out, err = plan.communicate(timeout=120)
+    assert plan.returncode == 0, err
+    assert json.loads(out)["status"] == "completed"

@@ -6,6 +6,7 @@ Exit codes: 0 complete, 1 partial or failed plan, 2 bad input, 3 infrastructure,
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import threading
@@ -90,7 +91,9 @@ def sigterm_unwinds() -> Iterator[Signals]:
         seen.received = signal.Signals(signum)
         raise Terminated()
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
+    # Under `nohup` SIGHUP is ignored on purpose: the command is meant to outlive its terminal.
+    wanted = [sig for sig in STOP_SIGNALS if sig != signal.SIGHUP or signal.getsignal(sig) is not signal.SIG_IGN]
+    previous = {sig: signal.signal(sig, on_signal) for sig in wanted}
     try:
         yield seen
     finally:
@@ -101,7 +104,8 @@ def sigterm_unwinds() -> Iterator[Signals]:
 def _stopped(err: Console, signals: Signals) -> int:
     if signals.received is not None:
         code, said = STOP_SIGNALS[signals.received]
-        err.print(said)
+        with contextlib.suppress(OSError):  # after a hangup the terminal is gone (EIO)
+            err.print(said)
         return code
     err.print("interrupted")
     return INTERRUPTED_EXIT

@@ -41,7 +41,8 @@ def register(app: typer.Typer) -> None:
         out = Console(highlight=False, soft_wrap=True)
         stop = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGHUP: its terminal was closed
-            signal.signal(sig, lambda *_: stop.set())
+            if sig != signal.SIGHUP or signal.getsignal(sig) is not signal.SIG_IGN:  # not under `nohup`
+                signal.signal(sig, lambda *_: stop.set())
         with EmbeddedCluster(queue_dir(root), concurrency=settings.worker_slots(workers),
                              redis_port=settings.embedded_redis_port, start_timeout_s=settings.embedded_start_timeout_s,
                              pool=settings.effective_worker_pool()) as cluster:

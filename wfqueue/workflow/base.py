@@ -162,8 +162,9 @@ class WorkflowCoordinator(Generic[UI]):
                     yield state
             except KeyboardInterrupt:  # wfqueue.cli.main.Terminated (SIGTERM) is one too
                 if self.RESUME_HINT_ON_STOP:
-                    self.ui.info(f"stopped: what is done is kept; finish the plan with "
-                                 f"{resume_command(session_id, runtime.repo)}")
+                    with contextlib.suppress(OSError):  # after a hangup the terminal is gone (EIO)
+                        self.ui.info(f"stopped: what is done is kept; finish the plan with "
+                                     f"{resume_command(session_id, runtime.repo)}")
                 raise
 
     @contextmanager
