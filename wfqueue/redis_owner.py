@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from wfqueue.errors import WorkerStartError
+from wfqueue.pids import process_exists
 
 LOCK_FILE = "redis.lock"
 PID_FILE = "redis.pid"
@@ -97,7 +98,7 @@ def stop_left_over(data_dir: Path, may_stop: bool = True) -> None:
 def _parent_is_wfqueue(pid: int) -> bool:
     """Whether ``pid``'s parent is alive and runs wfqueue: then the Redis has an owner, not a dead one."""
     try:
-        parent = int((Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        parent = int(_stat(pid)[1])
         args = (Path("/proc") / str(parent) / "cmdline").read_bytes().split(b"\0")
     except (OSError, ValueError, IndexError):
         return False
@@ -109,17 +110,11 @@ def _redis_of(pid: int, data_dir: Path) -> str:
     """"yes" when ``pid`` is a running redis-server working in ``data_dir`` (Redis moves into its ``--dir``, and
     rewrites its command line, so the folder is read from its current directory), "no" when it is not,
     "unknown" without /proc (another system) for a pid that exists."""
-    proc = Path("/proc") / str(pid)
     if not Path("/proc/self").is_dir():
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return "no"
-        except PermissionError:
-            return "unknown"
-        return "unknown"
+        return "unknown" if process_exists(pid) else "no"
+    proc = Path("/proc") / str(pid)
     try:
-        state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        state = _stat(pid)[0]
         program = (proc / "cmdline").read_bytes().split(b"\0", 1)[0]
         folder = Path(os.readlink(proc / "cwd"))
     except (OSError, IndexError):
@@ -127,3 +122,9 @@ def _redis_of(pid: int, data_dir: Path) -> str:
     if state == "Z" or b"redis-server" not in program:
         return "no"
     return "yes" if folder == data_dir.resolve() else "no"
+
+
+def _stat(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after the command name (state, parent pid, ...): the name, in parentheses,
+    may itself hold spaces and parentheses."""
+    return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()

@@ -36,6 +36,7 @@ from wfqueue.cli import (
     verify_cmd,
     worker,
 )
+from wfqueue.cli.stop_signals import to_handle
 from wfqueue.errors import WfqueueError
 from wfqueue.runtime import stop_deferred
 
@@ -91,9 +92,7 @@ def sigterm_unwinds() -> Iterator[Signals]:
         seen.received = signal.Signals(signum)
         raise Terminated()
 
-    # Under `nohup` SIGHUP is ignored on purpose: the command is meant to outlive its terminal.
-    wanted = [sig for sig in STOP_SIGNALS if sig != signal.SIGHUP or signal.getsignal(sig) is not signal.SIG_IGN]
-    previous = {sig: signal.signal(sig, on_signal) for sig in wanted}
+    previous = {sig: signal.signal(sig, on_signal) for sig in to_handle(STOP_SIGNALS)}
     try:
         yield seen
     finally:

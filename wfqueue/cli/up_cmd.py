@@ -15,6 +15,7 @@ from rich.console import Console
 from wfqueue.celery_app import create_app, release_result_subscriptions
 from wfqueue.cli.beat_cmd import beat_argv
 from wfqueue.cli.flower_cmd import flower_command
+from wfqueue.cli.stop_signals import to_handle
 from wfqueue.embedded import EmbeddedCluster, stop_process_group
 from wfqueue.errors import ConfigError, WorkerStartError
 from wfqueue.lifeline import for_child
@@ -40,9 +41,8 @@ def register(app: typer.Typer) -> None:
         root = resolve_repo(repo)
         out = Console(highlight=False, soft_wrap=True)
         stop = threading.Event()
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGHUP: its terminal was closed
-            if sig != signal.SIGHUP or signal.getsignal(sig) is not signal.SIG_IGN:  # not under `nohup`
-                signal.signal(sig, lambda *_: stop.set())
+        for sig in to_handle((signal.SIGINT, signal.SIGTERM, signal.SIGHUP)):  # SIGHUP: its terminal was closed
+            signal.signal(sig, lambda *_: stop.set())
         with EmbeddedCluster(queue_dir(root), concurrency=settings.worker_slots(workers),
                              redis_port=settings.embedded_redis_port, start_timeout_s=settings.embedded_start_timeout_s,
                              pool=settings.effective_worker_pool()) as cluster:
