@@ -40,7 +40,7 @@ def test_a_worker_killed_mid_task_leaves_one_merged_commit_per_task(tmp_path: Pa
             # The executor program of TASK-001, sleeping inside the task's worktree: its parent is the
             # worker's pool process that runs the task.
             return [int(line.split(":")[0]) for line in processes_mentioning(str(EXECUTOR_PROGRAM))
-                    if "TASK-001" in os.readlink(f"/proc/{line.split(':')[0]}/cwd")]
+                    if "TASK-001" in _cwd(int(line.split(":")[0]))]
 
         agent = wait_until(running_agent, 120, "TASK-001's executor running")[0]
         pool_process = _parent(agent)
@@ -64,3 +64,12 @@ def test_a_worker_killed_mid_task_leaves_one_merged_commit_per_task(tmp_path: Pa
     assert snapshot(repo) == before
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     assert processes_mentioning(str(repo / ".workflow" / ".queue")) == []
+
+
+def _cwd(pid: int) -> str:
+    """The folder ``pid`` runs in; "" once it has ended (another test's executor may end between the listing and
+    this read)."""
+    try:
+        return os.readlink(f"/proc/{pid}/cwd")
+    except FileNotFoundError:
+        return ""
