@@ -15,9 +15,12 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from execute_support import EXECUTOR_COMMAND, git, make_repo, snapshot
 from support import processes_mentioning, run_cli, wait_until, wfqueue_env, write_script
 
 from wfqueue.embedded import EmbeddedRedis, redis_server_binary
@@ -126,9 +129,10 @@ def test_a_killed_wfqueue_up_takes_its_helpers_with_it_and_the_next_plan_complet
     assert processes_mentioning(str(queue)) == []  # the left-over Redis was stopped, and the plan's own too
 
 
-def test_a_redis_whose_wfqueue_parent_still_runs_is_refused_not_stopped(tmp_path: Path) -> None:
-    """A command of an older version takes no lock: its Redis has a live owner and is not a left-over."""
-    folder = tmp_path / "repo" / ".workflow" / ".queue" / "redis"
+@contextmanager
+def redis_of_a_live_command(folder: Path) -> Iterator[int]:
+    """A Redis in ``folder`` whose parent is a live command (named wfqueue.cli.main) that took no lock, as a
+    command of an older version runs it; yields the Redis's pid."""
     folder.mkdir(parents=True)
     command = [redis_server_binary(), "--port", "0", "--unixsocket", str(folder / "redis.sock"), "--dir", str(folder),
                "--pidfile", str(folder / "redis.pid")]
@@ -136,7 +140,16 @@ def test_a_redis_whose_wfqueue_parent_still_runs_is_refused_not_stopped(tmp_path
     owner = subprocess.Popen([sys.executable, "-c", serve, "wfqueue.cli.main"], start_new_session=True)
     try:
         wait_until(lambda: (folder / "redis.pid").is_file(), 30, "the owned Redis's pid file")
-        pid = int((folder / "redis.pid").read_text())
+        yield int((folder / "redis.pid").read_text())
+    finally:
+        os.killpg(owner.pid, signal.SIGKILL)
+        owner.wait()
+
+
+def test_a_redis_whose_wfqueue_parent_still_runs_is_refused_not_stopped(tmp_path: Path) -> None:
+    """A command of an older version takes no lock: its Redis has a live owner and is not a left-over."""
+    folder = tmp_path / "repo" / ".workflow" / ".queue" / "redis"
+    with redis_of_a_live_command(folder) as pid:
         second = EmbeddedRedis(folder)
         try:
             with pytest.raises(WorkerStartError, match=f"an embedded Redis \\(pid {pid}\\) already runs"):
@@ -144,9 +157,28 @@ def test_a_redis_whose_wfqueue_parent_still_runs_is_refused_not_stopped(tmp_path
         finally:
             second.stop()  # had it started (the test failing), its Redis would outlive the test
         assert Path(f"/proc/{pid}").is_dir(), "the Redis of a live command was stopped"
-    finally:
-        os.killpg(owner.pid, signal.SIGKILL)
-        owner.wait()
+
+
+def test_an_execution_refused_the_redis_leaves_no_branch_and_no_folder(tmp_path: Path) -> None:
+    """Refused at start (another command runs the repository's Redis): the user's repository is as it was, and
+    no execution is left for `--continue` or `status` to find."""
+    repo = make_repo(tmp_path)
+    tasks = {"id": "TASK-001", "title": "Add sub", "description": "Add sub.", "type": "feature", "depends_on": [],
+             "files": [{"path": "calc/ops.py", "action": "modify"}],
+             "convergence": {"criteria": ["sub works"], "verification": "python -m pytest -q tests",
+                             "definition_of_done": "sub is done"}}
+    plan = repo / ".workflow" / ".lite-plan" / "calc-2026-01-01" / "tasks.jsonl"
+    plan.parent.mkdir(parents=True)
+    plan.write_text(json.dumps(tasks) + "\n", encoding="utf-8")
+    before = snapshot(repo)
+    with redis_of_a_live_command(queue_dir(repo) / "redis"):
+        done = run_cli("execute", str(plan), "-y", "--repo", str(repo),
+                       env=wfqueue_env(WFQUEUE_EXECUTOR_COMMAND=EXECUTOR_COMMAND))
+    assert done.code == 3, done.stderr
+    assert "already runs" in done.stderr, done.stderr
+    assert git(repo, "branch", "--list", "wfqueue/*") == ""
+    assert not (repo / ".workflow" / ".execution").exists() or not any((repo / ".workflow" / ".execution").iterdir())
+    assert snapshot(repo) == before
 
 
 def test_under_nohup_a_hangup_does_not_stop_the_plan(sample_repo: Path, tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,12 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
 
     def start(self, plan: ExecutablePlan, schedule: Schedule, executor: ExecutorName) -> ExecutionOutcome:
         """A new execution of ``plan`` (validated, its repository checked clean) on a new integration branch."""
+        widest = max(len(w.task_ids) for w in schedule.waves)
+        return self._run(plan, lambda: self._begin(plan, schedule, executor),
+                         slots=min(widest, schedule.parallel or widest), fresh=True)
+
+    def _begin(self, plan: ExecutablePlan, schedule: Schedule, executor: ExecutorName) -> Execution:
+        """The new execution's folder, integration branch and first records."""
         repo = Path(plan.repo)
         exec_dir = new_session_folder(execution_root(repo), EXEC_IDS, plan_slug(plan.session_id))
         exec_id = exec_dir.name
@@ -122,7 +129,7 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
         records.save(execution)
         self.event(execution, f"execution {exec_id} of {plan.session_id} started on branch {branch} at {base[:12]} "
                                f"({len(plan.tasks)} tasks, {len(schedule.waves)} waves, executor {executor})")
-        return self._run(plan, execution, fresh=True)
+        return execution
 
     def resume(self, request: ResumeRequest) -> ExecutionOutcome:
         """Go on with an execution (``--continue``): completed tasks are never run again; failed, rejected and
@@ -135,41 +142,51 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
         if sorted(t.id for t in plan.tasks) != sorted(execution.tasks):
             raise BadInputError(f"the plan {execution.source} no longer has the tasks {execution.exec_id} runs",
                                 hint="restore the plan's task ids, or start a new execution of it")
-        return self._run(plan, execution, fresh=False)
+        widest = max(len(w) for w in execution.waves)
+        return self._run(plan, lambda: execution, slots=min(widest, execution.parallel or widest), fresh=False)
 
     # -- one run of the coordinator ---------------------------------------------------------------------
 
-    def _run(self, plan: ExecutablePlan, execution: Execution, *, fresh: bool) -> ExecutionOutcome:
-        repo = Path(execution.repo)
-        workers = max(len(w) for w in execution.waves)
-        meta = SessionMeta(kind=SessionKind.EXECUTE, repo=execution.repo, session_dir=execution.exec_dir,
-                           requirement=plan.context.requirement or plan.session_id, status=SessionStatus.ACTIVE)
+    def _run(self, plan: ExecutablePlan, begin: Callable[[], Execution], *, slots: int,
+             fresh: bool) -> ExecutionOutcome:
+        """Hold a runtime with ``slots`` worker slots and drive the execution ``begin`` makes or loads.
+
+        A new execution's folder and branch are made once the runtime is up: a command refused a broker
+        (another command holds the repository's embedded Redis) leaves nothing behind."""
+        execution: Execution | None = None
         held = False  # only the coordinator holding the lease may clean up and write the records
         try:
-            with (self.runtime(repo, min(workers, execution.parallel or workers)) as runtime,
-                  self.hold(runtime, execution.exec_id, fresh=fresh, meta=meta) as state):
-                held = True
-                if not fresh:
-                    execution.status = "running"
-                    self.event(execution, f"execution {execution.exec_id} continued")
-                    self._reopen(execution)
-                self._drive(runtime, state, plan, execution)
-                execution.status = final_status(execution)
-                execution.finished_at = time.time()
-                # The meta speaks SessionStatus (beat reads it); a stopped execution waits on a person, not a worker.
-                state.set_meta(status=SessionStatus.COMPLETED if execution.status == "completed"
-                               else SessionStatus.PARTIAL)
+            with self.runtime(Path(plan.repo), slots) as runtime:
+                execution = begin()
+                meta = SessionMeta(kind=SessionKind.EXECUTE, repo=execution.repo, session_dir=execution.exec_dir,
+                                   requirement=plan.context.requirement or plan.session_id,
+                                   status=SessionStatus.ACTIVE)
+                with self.hold(runtime, execution.exec_id, fresh=fresh, meta=meta) as state:
+                    held = True
+                    if not fresh:
+                        execution.status = "running"
+                        self.event(execution, f"execution {execution.exec_id} continued")
+                        self._reopen(execution)
+                    self._drive(runtime, state, plan, execution)
+                    execution.status = final_status(execution)
+                    execution.finished_at = time.time()
+                    # The meta speaks SessionStatus (beat reads it); a stopped execution waits on a person, not
+                    # a worker.
+                    state.set_meta(status=SessionStatus.COMPLETED if execution.status == "completed"
+                                   else SessionStatus.PARTIAL)
         except BaseException:
-            execution.status = "interrupted"
+            if execution is not None:
+                execution.status = "interrupted"
             raise
         finally:
             # Here no task of this execution runs in embedded mode: on a clean end each sent task has returned
             # (the cluster's stop may be deferred until the result is printed), and on an error the embedded
             # workers were stopped on the way out. What is left of a task's worktree is no one's.
-            if held:
-                for path in leftover_worktrees(repo, execution.exec_id):
+            if held and execution is not None:
+                for path in leftover_worktrees(Path(execution.repo), execution.exec_id):
                     self.event(execution, f"a task worktree holding uncommitted work is kept: {path}")
                 self._finish(plan, execution)
+        assert execution is not None  # begin() ran, or the runtime's error went up
         return outcome(execution)
 
     def _reopen(self, execution: Execution) -> None:
