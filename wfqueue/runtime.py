@@ -38,6 +38,7 @@ from wfqueue.errors import (
     WfqueueError,
     WorkerStartError,
 )
+from wfqueue.node_keeper import NodeKeeper
 from wfqueue.sessions import queue_dir, repo_option
 from wfqueue.settings import Settings, mask_url
 from wfqueue.state import BROKER_AWAY, connect
@@ -68,6 +69,9 @@ class Runtime:
     # Blocks until the embedded worker node consumes, or raises WorkerStartError if it exited. A no-op once it
     # has answered, and where there is no embedded node. Sending needs no worker: the task waits in Redis.
     workers_ready: Callable[[], None] = nothing_to_wait_for
+    # Called while a command waits (every poll interval): replaces an embedded worker node that died
+    # (wfqueue.node_keeper). A no-op where there is no embedded node.
+    workers_alive: Callable[[], None] = nothing_to_wait_for
 
 
 class _ReadyOnce:
@@ -158,6 +162,7 @@ def broker_runtime(settings: Settings, repo: Path, concurrency: int, ui: Reporte
         app = create_app(settings)
         stack.callback(release_result_subscriptions, app)  # runs before the cluster stops
         ready: Callable[[], None] = nothing_to_wait_for
+        alive: Callable[[], None] = nothing_to_wait_for
         if cluster is not None:
             drop_leftover_messages(app)  # this command's own Redis: an earlier one's unsent work is resume's to send
             ui.info(f"starting a local worker with {cluster.concurrency} {cluster.pool} slot(s)")
@@ -165,7 +170,8 @@ def broker_runtime(settings: Settings, repo: Path, concurrency: int, ui: Reporte
             # The command prepares its session and sends its first task while the node starts; its first wait
             # waits for the node (WorkflowCoordinator.wait).
             ready = _ReadyOnce(cluster, app, ui, started)
-        yield Runtime(settings=settings, app=app, client=client, repo=repo, workers_ready=ready)
+            alive = NodeKeeper(cluster, app, ui).check
+        yield Runtime(settings=settings, app=app, client=client, repo=repo, workers_ready=ready, workers_alive=alive)
 
 
 def resume_command(session_id: str, repo: Path) -> str:
@@ -196,9 +202,10 @@ def resumable(settings: Settings, session_id: str, repo: Path) -> Iterator[None]
 
 
 def wait_for(result: AsyncResult[Any], what: str, settings: Settings, tick: Callable[[], None] | None = None,
-             settled: Callable[[], Any] | None = None) -> Any:
+             settled: Callable[[], Any] | None = None, watch: Callable[[], None] = nothing_to_wait_for) -> Any:
     """Poll ``result`` until it is ready (every RESULT_CHECK_S); raise with the worker's error if it failed.
 
+    ``watch`` looks after the workers (``Runtime.workers_alive``) every poll_interval_s.
     ``settled`` may end the wait early with a value of its own: the watchdog can
     finalise a plan whose chord will never fire, and the coordinator must notice.
     A broker that goes away is waited for up to ``broker_outage_grace_s`` (a Redis
@@ -211,6 +218,7 @@ def wait_for(result: AsyncResult[Any], what: str, settings: Settings, tick: Call
             if result.ready():
                 break
             if time.monotonic() >= next_look:
+                watch()
                 if settled is not None and (value := settled()) is not None:
                     return value
                 if tick is not None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -110,6 +112,67 @@ def test_up_serves_plans_flower_and_beat_until_interrupted(sample_repo: Path, tm
         assert with_environment(str(tmp_path / "beat")) == [], "beat or Flower outlived `wfqueue up`"
     finally:
         if proc.poll() is None:  # a failed check: up stops its children on SIGINT; SIGKILL would orphan them
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def child_running(parent: int, marker: str) -> int | None:
+    """The pid of ``parent``'s child whose command line holds ``marker``."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == parent and marker in command:
+            return int(entry.name)
+    return None
+
+
+def test_up_replaces_a_killed_worker_node_and_stops_when_its_redis_dies(sample_repo: Path, tmp_path: Path) -> None:
+    """Nothing but `wfqueue up` watches its node and its Redis: a node killed by the out-of-memory killer left
+    plan commands waiting an hour, and a dead Redis left up running with nothing behind it."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = wfqueue_env(WFQUEUE_FLOWER_BASIC_AUTH=CREDENTIALS, WFQUEUE_BEAT_SCHEDULE_FILE=str(tmp_path / "beat"))
+    proc = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "up", "--repo", str(sample_repo), "--workers",
+                             "2", "--flower-port", str(port)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")),  # type: ignore[union-attr]
+                              daemon=True)
+    reader.start()
+    marker = str(sample_repo / ".workflow" / ".queue")
+    try:
+        wait_until(lambda: any(line.startswith("Ctrl-C") for line in lines), 90, "up running")
+        node = child_running(proc.pid, "workers.serve")
+        assert node is not None
+        os.kill(node, signal.SIGKILL)
+        wait_until(lambda: any("started a new one" in line for line in lines), 30, "a new node")
+        assert "the local worker node exited (killed by SIGKILL)" in "".join(lines)
+        run = run_cli("lite-plan", "Add per-user rate limiting to the API", "--repo", str(sample_repo), "-y",
+                      "--json", env=wfqueue_env(), timeout=120)
+        assert run.code == 0, run.stderr
+        assert "using the `wfqueue up` of this repository" in run.stderr, run.stderr
+
+        redis_server = child_running(proc.pid, "redis-server")
+        assert redis_server is not None
+        os.kill(redis_server, signal.SIGKILL)
+        assert proc.wait(timeout=60) == 3
+        err = proc.stderr.read()  # type: ignore[union-attr]
+        assert "the embedded Redis exited (killed by SIGKILL)" in err, err
+        wait_until(lambda: processes_mentioning(marker) == [], 30, "up's workers, beat and Flower gone")
+        assert with_environment(str(tmp_path / "beat")) == [], "beat or Flower outlived `wfqueue up`"
+        assert not (sample_repo / ".workflow" / ".queue" / "up.json").exists(), "up's announcement outlived it"
+    finally:
+        if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
             try:
                 proc.wait(timeout=60)

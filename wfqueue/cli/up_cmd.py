@@ -19,9 +19,20 @@ from wfqueue.cli.stop_signals import to_handle
 from wfqueue.embedded import EmbeddedCluster, stop_process_group
 from wfqueue.errors import ConfigError, WorkerStartError
 from wfqueue.lifeline import for_child
+from wfqueue.node_keeper import NodeKeeper, exit_described
 from wfqueue.sessions import queue_dir, resolve_repo
 from wfqueue.settings import load_settings
 from wfqueue.up_cluster import UpCluster, announced
+
+
+class Reporter:
+    """What the node keeper reports, on up's console."""
+
+    def __init__(self, out: Console) -> None:
+        self.out = out
+
+    def info(self, message: str) -> None:
+        self.out.print(message, markup=False)
 
 
 def register(app: typer.Typer) -> None:
@@ -54,6 +65,7 @@ def register(app: typer.Typer) -> None:
                 cluster.start_workers(celery_app)
             finally:
                 release_result_subscriptions(celery_app)
+            keeper = NodeKeeper(cluster, celery_app, Reporter(out))
             env = {**os.environ, "WFQUEUE_BROKER_URL": url, **for_child()}  # they end with up, even if it is killed
             log = open(queue_dir(root) / "beat-flower.log", "ab")  # noqa: SIM115 - closed below
             children = [
@@ -70,6 +82,13 @@ def register(app: typer.Typer) -> None:
                     out.print(f"logs:    {queue_dir(root)}")
                     out.print("Ctrl-C stops Redis, the workers, beat and Flower.")
                     while not stop.wait(0.5):
+                        redis_exit = cluster.redis.proc.poll() if cluster.redis.proc is not None else None
+                        if redis_exit is not None:
+                            raise WorkerStartError(
+                                f"the embedded Redis exited ({exit_described(redis_exit)})",
+                                hint=f"see {queue_dir(root) / 'redis' / 'redis.log'}; run `wfqueue up` again: what "
+                                     "was queued is kept in its append-only file")
+                        keeper.check()  # a worker node that died is replaced
                         for child in children:
                             if child.poll() is not None:
                                 argv = cast("list[str]", child.args)  # started from the argv lists above

@@ -123,6 +123,7 @@ class WorkflowCoordinator(Generic[UI]):
         self.prices = PriceTable(settings.price_table)
         self.files: CoordinatorFiles | None = None  # the held session's files (``hold``)
         self.workers_ready: Callable[[], None] = nothing_to_wait_for  # the held runtime's (``runtime``)
+        self.workers_alive: Callable[[], None] = nothing_to_wait_for  # the same
 
     @property
     def transport(self) -> Transport | None:
@@ -143,10 +144,12 @@ class WorkflowCoordinator(Generic[UI]):
         with broker_runtime(self.settings, repo, workers or self.settings.max_agents, self.ui,
                             self.worker_env) as runtime:
             self.workers_ready = runtime.workers_ready
+            self.workers_alive = runtime.workers_alive
             try:
                 yield runtime
             finally:
                 self.workers_ready = nothing_to_wait_for
+                self.workers_alive = nothing_to_wait_for
 
     @contextmanager
     def hold(self, runtime: Runtime, session_id: str, *, fresh: bool,
@@ -194,7 +197,7 @@ class WorkflowCoordinator(Generic[UI]):
         """Wait for one task; the files it wrote are in the session folder when this returns."""
         try:
             self.workers_ready()
-            return wait_for(result, what, settings)
+            return wait_for(result, what, settings, watch=self.workers_alive)
         finally:
             self.pull()
 
@@ -238,7 +241,7 @@ class WorkflowCoordinator(Generic[UI]):
         try:
             self.workers_ready()
             return wait_for(result, what, settings, tick=lambda: self.ui.progress(state.agents(watched)),
-                            settled=settled)
+                            settled=settled, watch=self.workers_alive)
         finally:
             self.ui.done()
             self.pull()

@@ -1,0 +1,53 @@
+"""The embedded worker node of a plan command dies mid-plan: it is replaced and the plan completes.
+
+Before wfqueue.node_keeper, a node killed by the out-of-memory killer (here: SIGKILL) left the command waiting
+for tasks nobody ran: they stayed unacknowledged until the visibility timeout, an hour by default, and the
+command waited as long.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from faults_support import check_collab_session, children, group_members
+from support import FOUR_AREAS, wait_until, wfqueue_env, write_script
+
+from wfqueue.sessions import queue_dir
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_killed_embedded_node_is_replaced_and_the_plan_completes(sample_repo: Path, tmp_path: Path) -> None:
+    provider = write_script(tmp_path / "script.json", latency_s=2.0)
+    plan = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "collab-plan", FOUR_AREAS, "--repo",
+                             str(sample_repo), "--max-agents", "4", "--workers", "2", "-y", "--provider", provider,
+                             "--json"], env=wfqueue_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, stdin=subprocess.DEVNULL)
+    log = queue_dir(sample_repo) / "worker.log"
+    try:
+        wait_until(lambda: log.is_file() and "plan_area" in log.read_text(errors="replace"), 90, "agents running")
+        nodes = [pid for pid in children(plan.pid)
+                 if b"workers.serve" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        assert len(nodes) == 1, nodes
+        pool = children(nodes[0])
+        os.kill(nodes[0], signal.SIGKILL)
+        out, err = plan.communicate(timeout=180)  # not the visibility timeout (an hour)
+    finally:
+        if plan.poll() is None:
+            plan.kill()
+            plan.wait()
+    assert plan.returncode == 0, err
+    assert "the local worker node exited (killed by SIGKILL); started a new one" in err, err
+    assert "task(s) it had taken are queued again" in err, err
+    result = json.loads(out)
+    assert result["status"] == "completed", result
+    check = check_collab_session(Path(result["session_dir"]))
+    assert len(check.areas) == 4 and check.sections_lost == [] and check.duplicate_tasks == [], check
+    assert group_members(nodes[0]) == [] and not [p for p in pool if Path(f"/proc/{p}").exists()], \
+        "the killed node's pool children outlived it"

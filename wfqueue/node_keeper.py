@@ -1,0 +1,101 @@
+"""A local worker node that dies is replaced, and the tasks it held go back on their queues at once.
+
+The embedded node of a plan command, and the node of `wfqueue up`, are this machine's only consumers of their
+Redis. When one dies without a shutdown (the out-of-memory killer, a crash in a native library, a person's
+`kill -9`), nothing else would notice: the tasks it had taken stay unacknowledged until the visibility timeout
+(an hour by default), and a waiting command waits that long. ``NodeKeeper.check`` looks at the node's process
+while a command waits (every poll interval) and while `wfqueue up` runs; on an exit it ends what is left of the
+node (pool children), sends its deliveries back to their queues, and starts a new node. Every task is
+idempotent, so running one again leaves the same files and pays for no model turn twice.
+
+A node that keeps dying (a task that crashes it each time) is not restarted forever: past ``max_restarts`` the
+check raises WorkerStartError, exit 3, naming the worker's log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from typing import Any, Protocol
+
+from celery import Celery
+
+from wfqueue.embedded import EmbeddedCluster
+from wfqueue.errors import WorkerStartError
+
+# Replacements of a dead node before the command gives up (each death is reported; a node that dies at every
+# task is a crash to look at, not to retry).
+MAX_NODE_RESTARTS = 3
+# How long other nodes (workers of other machines joined to `wfqueue up`) get to answer the ping that decides
+# whether the dead node's deliveries can be told apart from theirs.
+OTHER_NODES_PING_S = 0.5
+
+
+class Reporter(Protocol):
+    def info(self, message: str) -> None: ...
+
+
+def exit_described(code: int) -> str:
+    """A process's exit code as a person reads it: "killed by SIGKILL" for -9."""
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-code).name}"
+        return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def requeue_unacknowledged(app: Celery) -> int:
+    """Put every delivery that no node has acknowledged back on its queue; return how many.
+
+    Only for a broker whose other consumers are known to be gone: a live node's running task would be
+    delivered a second time."""
+    with app.connection_for_write() as connection:
+        channel: Any = connection.default_channel  # kombu's Redis channel, which keeps the unacknowledged deliveries
+        tags = channel.client.zrange(channel.unacked_index_key, 0, -1)
+        for tag in tags:
+            channel.qos.restore_by_tag(tag, channel.client)
+    return len(tags)
+
+
+def other_nodes(app: Celery, dead: str) -> list[str]:
+    """The worker nodes other than ``dead`` that answer a ping now."""
+    replies = app.control.ping(timeout=OTHER_NODES_PING_S) or []
+    return sorted(name for reply in replies for name in reply if name != dead)
+
+
+class NodeKeeper:
+    """Replaces ``cluster``'s worker node when it has died (see the module's docstring)."""
+
+    def __init__(self, cluster: EmbeddedCluster, app: Celery, ui: Reporter,
+                 max_restarts: int = MAX_NODE_RESTARTS) -> None:
+        self.cluster, self.app, self.ui = cluster, app, ui
+        self.max_restarts = max_restarts
+        self.restarts = 0
+
+    def check(self) -> None:
+        """Return at once while the node runs; replace it if it has exited."""
+        workers = self.cluster.workers
+        if workers is None or workers.proc is None:
+            return
+        code = workers.proc.poll()
+        if code is None:
+            return
+        with contextlib.suppress(ProcessLookupError):  # its prefork children, had any outlived it
+            os.killpg(workers.proc.pid, signal.SIGKILL)
+        log = workers.log_path
+        workers.proc = None
+        workers.stop()  # what else it holds (the log's link folder)
+        how = exit_described(code)
+        if self.restarts >= self.max_restarts:
+            raise WorkerStartError(f"the local worker node exited ({how}), {self.restarts + 1} times in all",
+                                   hint=f"see {log} for what it was doing")
+        self.restarts += 1
+        others = other_nodes(self.app, workers.hostname)
+        if others:
+            back = (f"its tasks are delivered again after the visibility timeout (WFQUEUE_VISIBILITY_TIMEOUT_S): "
+                    f"{len(others)} other node(s) hold deliveries too")
+        else:
+            back = f"{requeue_unacknowledged(self.app)} task(s) it had taken are queued again"
+        self.cluster.launch_workers()
+        self.ui.info(f"the local worker node exited ({how}); started a new one; {back} (see {log})")
