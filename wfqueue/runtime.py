@@ -42,7 +42,7 @@ from wfqueue.node_keeper import NodeKeeper
 from wfqueue.sessions import queue_dir, repo_option
 from wfqueue.settings import Settings, mask_url
 from wfqueue.state import BROKER_AWAY, connect
-from wfqueue.up_cluster import running_up
+from wfqueue.up_cluster import UpCluster, running_up
 
 # Pause between attempts to reach a broker that went away mid-plan.
 OUTAGE_RETRY_INTERVAL_S = 0.5
@@ -72,6 +72,7 @@ class Runtime:
     # Called while a command waits (every poll interval): replaces an embedded worker node that died
     # (wfqueue.node_keeper). A no-op where there is no embedded node.
     workers_alive: Callable[[], None] = nothing_to_wait_for
+    up: UpCluster | None = None  # the `wfqueue up` whose cluster this command uses
 
 
 class _ReadyOnce:
@@ -171,7 +172,8 @@ def broker_runtime(settings: Settings, repo: Path, concurrency: int, ui: Reporte
             # waits for the node (WorkflowCoordinator.wait).
             ready = _ReadyOnce(cluster, app, ui, started)
             alive = NodeKeeper(cluster, app, ui).check
-        yield Runtime(settings=settings, app=app, client=client, repo=repo, workers_ready=ready, workers_alive=alive)
+        yield Runtime(settings=settings, app=app, client=client, repo=repo, workers_ready=ready, workers_alive=alive,
+                      up=up)
 
 
 def resume_command(session_id: str, repo: Path) -> str:

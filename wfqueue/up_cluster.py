@@ -18,6 +18,7 @@ from pathlib import Path
 import redis
 from pydantic import BaseModel, ValidationError
 
+from wfqueue.errors import ConfigError
 from wfqueue.fsio import atomic_write_text, dumps_json
 from wfqueue.pids import process_exists
 from wfqueue.sessions import queue_dir
@@ -28,12 +29,31 @@ UP_FILE = "up.json"
 PROBE_TIMEOUT_S = 1.0
 
 
+class UpWorkerSettings(BaseModel):
+    """What up's workers were started with that a command's own settings cannot tell: its workers read their
+    settings once, from up's environment, not from the command's."""
+
+    executor_command: str | None = None
+    anthropic_key: bool = False  # whether they have one (never the key)
+
+
 class UpCluster(BaseModel):
     """What `wfqueue up` writes about itself."""
 
     pid: int
     broker_url: str
     workers: int
+    worker_settings: UpWorkerSettings | None = None  # None: an up of an older version, which did not say
+
+    def named(self) -> str:
+        return f"the `wfqueue up` of this repository (pid {self.pid})"
+
+    def refuse_without_key(self) -> None:
+        """Refuse a plan for the Anthropic provider on workers that have no API key, before anything is sent."""
+        if self.worker_settings is not None and not self.worker_settings.anthropic_key:
+            raise ConfigError(f"the anthropic provider needs an API key, and the workers of {self.named()} have none",
+                              hint="its workers read their settings when it started: stop it, set ANTHROPIC_API_KEY "
+                                   "where it runs and start it again, or use --provider offline")
 
 
 @contextmanager

@@ -161,6 +161,12 @@ def test_up_replaces_a_killed_worker_node_and_stops_when_its_redis_dies(sample_r
                       "--json", env=wfqueue_env(), timeout=120)
         assert run.code == 0, run.stderr
         assert "using the `wfqueue up` of this repository" in run.stderr, run.stderr
+        # Up's workers started without an API key: a key in this shell would not reach them.
+        keyed = run_cli("lite-plan", "Add response caching", "--repo", str(sample_repo), "-y", "--provider",
+                        "anthropic", env=wfqueue_env(ANTHROPIC_API_KEY="sk-only-here"), timeout=120)
+        assert keyed.code == 2, keyed.stderr
+        assert f"the workers of the `wfqueue up` of this repository (pid {proc.pid}) have none" in keyed.stderr
+        assert not list((sample_repo / ".workflow" / ".lite-plan").glob("add-response-caching*"))
 
         redis_server = child_running(proc.pid, "redis-server")
         assert redis_server is not None

@@ -5,6 +5,7 @@ leave the repository exactly as it was."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -12,7 +13,10 @@ import pytest
 from wfs_factory import make_session, task
 
 from wfqueue.cli.main import main
+from wfqueue.execute.executors import choose_executor
 from wfqueue.fsio import atomic_write_json
+from wfqueue.settings import load_settings
+from wfqueue.up_cluster import UpCluster, UpWorkerSettings, announced
 
 SESSION = "WFS-test-session"
 GIT = ["git", "-c", "user.name=wfqueue test", "-c", "user.email=test@example.invalid", "-c", "init.defaultBranch=main"]
@@ -170,6 +174,30 @@ def test_without_an_executor_execution_is_refused_and_says_how_to_configure_one(
     assert "--executor claude needs an Anthropic API key" in capsys.readouterr().err
     assert main(["execute", SESSION, "--repo", str(sample_repo), "--executor", "codex"]) == 2
     assert "unknown executor" in capsys.readouterr().err
+
+
+def test_beside_wfqueue_up_the_executor_its_workers_started_with_decides(
+        sample_repo: Path, redis_url: str, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Up's workers run the tasks with up's settings: an executor set only in this shell would fail every task."""
+    committed(sample_repo)
+    plan_session(sample_repo)
+
+    def outside_queue() -> dict[str, tuple[int, bytes]]:  # up.json is written in .workflow/.queue
+        return {k: v for k, v in snapshot(sample_repo).items() if not k.startswith(".workflow/.queue")}
+
+    before = outside_queue()
+    up = UpCluster(pid=os.getpid(), broker_url=redis_url, workers=2, worker_settings=UpWorkerSettings())
+    monkeypatch.setenv("WFQUEUE_EXECUTOR_COMMAND", "agent-cli {prompt_file}")
+    with announced(sample_repo, up):
+        assert main(["execute", SESSION, "--repo", str(sample_repo), "-y"]) == 2
+        err = capsys.readouterr().err
+        assert "no executor is configured" in err and f"the workers of the `wfqueue up` of this repository " \
+                                                      f"(pid {os.getpid()})" in " ".join(err.split()), err
+        assert outside_queue() == before
+    up_with_key = up.model_copy(update={"worker_settings": UpWorkerSettings(anthropic_key=True)})
+    assert choose_executor(load_settings(), None, up_with_key) == "claude"
+    assert choose_executor(load_settings(), None, up.model_copy(update={"worker_settings": None})) == "command"
 
 
 @pytest.mark.parametrize(("variable", "value", "executor"), [

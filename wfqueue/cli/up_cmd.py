@@ -22,7 +22,7 @@ from wfqueue.lifeline import for_child
 from wfqueue.node_keeper import NodeKeeper, exit_described
 from wfqueue.sessions import queue_dir, resolve_repo
 from wfqueue.settings import load_settings
-from wfqueue.up_cluster import UpCluster, announced
+from wfqueue.up_cluster import UpCluster, UpWorkerSettings, announced
 
 
 class Reporter:
@@ -75,7 +75,11 @@ def register(app: typer.Typer) -> None:
             ]
             try:
                 # Plan commands in this repository find it there and use this cluster (wfqueue.up_cluster).
-                with announced(root, UpCluster(pid=os.getpid(), broker_url=url, workers=cluster.concurrency)):
+                key = settings.anthropic_api_key
+                on_workers = UpWorkerSettings(executor_command=settings.executor_command,
+                                              anthropic_key=key is not None and bool(key.get_secret_value()))
+                with announced(root, UpCluster(pid=os.getpid(), broker_url=url, workers=cluster.concurrency,
+                                               worker_settings=on_workers)):
                     out.print(f"broker:  {url} (plan commands in {root} use it; elsewhere, export "
                               "WFQUEUE_BROKER_URL with WFQUEUE_SHARED_DISK=true)")
                     out.print(f"flower:  http://{settings.flower_address}:{port or settings.flower_port}/")

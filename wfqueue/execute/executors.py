@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from wfqueue.errors import ExecutorNotConfiguredError
 from wfqueue.settings import Settings
+from wfqueue.up_cluster import UpCluster
 
 ExecutorName = Literal["claude", "command"]
 
@@ -41,15 +42,24 @@ class Executor(Protocol):
         ...
 
 
-def choose_executor(settings: Settings, requested: ExecutorName | None) -> ExecutorName:
-    has_command = bool(settings.executor_command and settings.executor_command.strip())
-    has_key = settings.anthropic_api_key is not None and bool(settings.anthropic_api_key.get_secret_value())
+def choose_executor(settings: Settings, requested: ExecutorName | None, up: UpCluster | None = None) -> ExecutorName:
+    """The executor, from ``requested`` or what is configured. Where a `wfqueue up` serves the repository
+    (``up``), its workers run the tasks with the settings they started with: those decide."""
+    if up is not None and up.worker_settings is not None:
+        command, has_key = up.worker_settings.executor_command, up.worker_settings.anthropic_key
+        where = (f"; the tasks run on the workers of {up.named()}, which read their settings when it started: "
+                 "set it where up runs and start up again")
+    else:
+        command, has_key, where = settings.executor_command, settings.anthropic_api_key is not None and bool(
+            settings.anthropic_api_key.get_secret_value()), ""
+    has_command = bool(command and command.strip())
     if requested == "command" and not has_command:
         raise ExecutorNotConfiguredError("--executor command needs an executor command, and none is configured",
-                                         hint=f"{COMMAND_HOW}; {DRY_RUN}")
+                                         hint=f"{COMMAND_HOW}{where}; {DRY_RUN}")
     if requested == "claude" and not has_key:
         raise ExecutorNotConfiguredError("--executor claude needs an Anthropic API key, and none is configured",
-                                         hint=f"{CLAUDE_HOW}, or use --executor command: {COMMAND_HOW}; {DRY_RUN}")
+                                         hint=f"{CLAUDE_HOW}{where}, or use --executor command: {COMMAND_HOW}; "
+                                              f"{DRY_RUN}")
     if requested is not None:
         return requested
     if has_command:
@@ -57,4 +67,5 @@ def choose_executor(settings: Settings, requested: ExecutorName | None) -> Execu
     if has_key:
         return "claude"
     raise ExecutorNotConfiguredError("no executor is configured to run the tasks",
-                                     hint=f"either {COMMAND_HOW}, or {CLAUDE_HOW} for --executor claude; {DRY_RUN}")
+                                     hint=f"either {COMMAND_HOW}, or {CLAUDE_HOW} for --executor claude{where}; "
+                                          f"{DRY_RUN}")

@@ -211,6 +211,8 @@ class WorkflowCoordinator(Generic[UI]):
         """A new session folder under ``root`` and its state, held, with the meta written (kind, repo,
         folder, requirement, provider, budget; status planning). Input refused before anything was written in
         the folder (the first step found nothing to plan) leaves no empty session behind."""
+        if runtime.up is not None and request.provider == "anthropic":
+            runtime.up.refuse_without_key()  # its workers would refuse each task, naming a key this shell has
         taken: set[str] = set()
         session_dir: Path | None = None
         try:
