@@ -16,6 +16,10 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 PARENT_VARIABLE = "_WFQUEUE_PARENT_PID"  # not WFQUEUE_*: not a setting
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
@@ -42,3 +46,25 @@ def hold(on_parent_death: signal.Signals = signal.SIGTERM) -> None:
         return  # refused (a sandbox): the command still stops its helpers when it can
     if str(os.getppid()) != named:  # the parent died before the request: no signal will come
         os.kill(os.getpid(), on_parent_death)
+
+
+def dies_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` for a command we run (a coding agent, a test command), or None (not Linux): in the child,
+    before it starts, it asks to be killed when the thread that started it ends, so a worker or command killed
+    outright leaves no agent editing a worktree and no test run going on beside the next one. Where it is
+    refused, the caller still stops the command's process group on every path it survives.
+
+    The call is resolved here, in the parent: the child of a process with threads must not import anything."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+    def request() -> None:
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+
+    return request

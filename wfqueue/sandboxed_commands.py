@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ from pydantic import BaseModel
 
 from wfqueue.embedded import stop_process_group
 from wfqueue.errors import BadInputError, UnsafeCommandError
+from wfqueue.lifeline import dies_with_parent
 
 # Tools a verification command may start with (ARTIFACTS §9).
 KNOWN_TOOLS = ("pytest", "python -m pytest", "python3 -m pytest", "npm", "npx", "jest", "tsc", "eslint", "go test",
@@ -108,7 +110,7 @@ def run_command(argv: list[str], repo: Path, timeout_s: float = DEFAULT_COMMAND_
     started = time.monotonic()
     try:
         proc = subprocess.Popen(argv, cwd=repo, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=dies_with_parent())
     except FileNotFoundError:
         return CommandResult(argv=argv, exit_code=127, timed_out=False, seconds=round(time.monotonic() - started, 3),
                              output=f"{argv[0]}: not found on PATH")
@@ -119,6 +121,9 @@ def run_command(argv: list[str], repo: Path, timeout_s: float = DEFAULT_COMMAND_
         timed_out = True
         stop_process_group(proc, grace_s=_KILL_GRACE_S)  # the command and every child it started
         out, _ = proc.communicate()
+    except BaseException:  # Ctrl-C, SIGTERM, a task's time limit: its own session would keep it running
+        stop_process_group(proc, signal.SIGKILL, grace_s=_KILL_GRACE_S)
+        raise
     return CommandResult(argv=argv, exit_code=None if timed_out else proc.returncode, timed_out=timed_out,
                          seconds=round(time.monotonic() - started, 3),
                          output=out.decode("utf-8", "replace")[-OUTPUT_LIMIT:])

@@ -194,3 +194,20 @@ def test_replan_add_refuse_restore_on_a_real_plan(capsys: pytest.CaptureFixture[
     missing_task = run_cli_in_process(capsys, monkeypatch, "replan", "IMPL-99", "rename to nothing", "--repo",
                                       str(sample_repo), "-y")
     assert missing_task.code == 2 and "IMPL-1" in missing_task.stdout + missing_task.stderr
+
+
+def test_resume_finishes_a_session_with_the_provider_it_was_planned_with(sample_repo: Path, tmp_path: Path) -> None:
+    """`resume --help`: --provider is "used only if the session did not record one". A session planned with one
+    provider must not be finished by another (an offline plan by a paid model, or the reverse) unasked."""
+    script = tmp_path / "script.json"
+    provider = write_script(script, fail={"generate_tasks": "the model gave up"})
+    first = run_cli("plan", QUIET, "--repo", str(sample_repo), "-y", "--provider", provider, "--json")
+    assert first.code == 1 and "the model gave up" in first.stderr, first.stderr
+    (folder,) = (sample_repo / ".workflow" / "active").iterdir()
+    assert f"`wfqueue resume {folder.name} --repo {sample_repo}` goes on at the tasks phase" in first.stderr
+    again = run_cli("resume", folder.name, "--repo", str(sample_repo), "--json")
+    assert again.code == 1 and "the model gave up" in again.stderr, again.stderr  # the scripted provider again
+    write_script(script)  # the recorded provider now answers every step
+    done = run_cli("resume", folder.name, "--repo", str(sample_repo), "--json")
+    assert done.code == 0, done.stderr
+    assert done.json()["status"] == "completed" and done.json()["tasks"] >= 1

@@ -9,22 +9,19 @@ prompt file, in the execution folder (never the worktree: whatever lands there i
 
 from __future__ import annotations
 
-import ctypes
 import re
 import shlex
-import signal
 import subprocess
-import sys
 from pathlib import Path
 
 from wfqueue.embedded import stop_process_group
 from wfqueue.errors import ExecutorNotConfiguredError
 from wfqueue.execute.executors import COMMAND_HOW, ExecutorName, ExecutorResult
+from wfqueue.lifeline import dies_with_parent
 
 PROMPT_PLACEHOLDER = "{prompt_file}"
 OUTPUT_LIMIT = 20_000  # characters of output handed back (the log file keeps all of it)
 _KILL_GRACE_S = 5.0
-_PR_SET_PDEATHSIG = 1
 
 
 def split_command(command: str | None) -> list[str]:
@@ -37,16 +34,6 @@ def split_command(command: str | None) -> list[str]:
     if not argv:
         raise ExecutorNotConfiguredError("no executor command is configured", hint=COMMAND_HOW)
     return argv
-
-
-def _die_with_parent() -> None:
-    """In the child, before the agent starts (Linux): killed when the worker process running it dies, so a worker
-    killed mid-task leaves no agent editing a worktree that the redelivered task uses again."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):  # not Linux: the process group is still stopped on every normal path
-        pass
 
 
 def _file_name(step: str) -> str:
@@ -75,7 +62,7 @@ class CommandExecutor:
             try:
                 proc = subprocess.Popen(argv, cwd=worktree, stdin=subprocess.PIPE, stdout=output,
                                         stderr=subprocess.STDOUT, start_new_session=True,
-                                        preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+                                        preexec_fn=dies_with_parent())
             except OSError as exc:  # not found, not executable
                 return ExecutorResult(ok=False, error=f"the executor command {argv[0]!r} could not start: {exc}")
             timed_out = False

@@ -46,6 +46,7 @@ from wfqueue.execute.merge import (
     open_integration,
     run_gate,
     task_branch,
+    used_exec_ids,
 )
 from wfqueue.execute.model import ExecutablePlan, TaskRun
 from wfqueue.execute.records import Execution, GateRun, TaskRecord
@@ -115,7 +116,10 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
     def _begin(self, plan: ExecutablePlan, schedule: Schedule, executor: ExecutorName) -> Execution:
         """The new execution's folder, integration branch and first records."""
         repo = Path(plan.repo)
-        exec_dir = new_session_folder(execution_root(repo), EXEC_IDS, plan_slug(plan.session_id))
+        # An id with no branch yet: `.workflow/` is ignored by git, so a cleaned checkout may have lost the folder
+        # of an execution whose branch is still there, and the new one would build on its merges.
+        exec_dir = new_session_folder(execution_root(repo), EXEC_IDS, plan_slug(plan.session_id),
+                                      taken=used_exec_ids(repo))
         exec_id = exec_dir.name
         base = head_of(repo)
         branch = integration_branch(exec_id)
@@ -222,8 +226,11 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
         step = _Step(self, runtime, state, plan, execution, worktree, prefix)
         try:
             for index, wave in enumerate(execution.waves, start=1):
-                merged = step.wave(index, wave)
-                if (merged or execution.stopped_wave == index) and not step.gate(index, wave):
+                if step.wave(index, wave) and index in execution.gated_waves:
+                    execution.gated_waves.remove(index)  # a task run again was merged: gated again
+                ungated = index not in execution.gated_waves and any(
+                    execution.tasks[t].state == "completed" for t in wave)
+                if ungated and not step.gate(index, wave):
                     return
         finally:
             if close_integration(repo, worktree):
@@ -345,6 +352,8 @@ class _Step:
         done = [self.plan.task(t) for t in e.in_state("completed")]
         commands = gate_commands(done, self.c.settings.execute_test_command)
         if not commands:
+            e.gated_waves.append(index)
+            self._save()
             return True
         workdir = self.worktree / self.prefix if self.prefix else self.worktree
         self.c.event(e, f"gate after wave {index}: {'; '.join(commands)}")
@@ -353,6 +362,7 @@ class _Step:
                                failed_command=result.failed_command, output=result.output, at=time.time()))
         if result.passed:
             e.stopped_wave = None
+            e.gated_waves.append(index)
             self._save()
             self.c.event(e, f"gate after wave {index} passed")
             return True

@@ -24,6 +24,22 @@ def task_branch(exec_id: str, task_id: str) -> str:
     return f"wfqueue/tasks/{exec_id}/{task_id}"
 
 
+# The refs an execution's branches live under (integration_branch, task_branch): a branch of the user's with
+# one of these names would keep git from making any branch below it.
+BRANCH_FOLDERS = ("wfqueue", "wfqueue/tasks")
+
+
+def used_exec_ids(repo: Path) -> set[str]:
+    """The execution ids that already have a branch (integration or task): a new execution takes another, so
+    it never builds on an old execution's merges (its folder may be gone: `.workflow/` is ignored)."""
+    listed = git(repo, "for-each-ref", "--format=%(refname)", "refs/heads/wfqueue/").stdout.split()
+    ids = set()
+    for ref in listed:
+        parts = ref.removeprefix("refs/heads/wfqueue/").split("/")
+        ids.add(parts[1] if parts[0] == "tasks" and len(parts) > 1 else parts[0])
+    return ids
+
+
 def head_of(repo: Path, ref: str = "HEAD") -> str:
     return git(repo, "rev-parse", "--verify", f"{ref}^{{commit}}").stdout.strip()
 

@@ -74,6 +74,9 @@ class Execution(BaseModel):
     gates: list[GateRun] = Field(default_factory=list)
     status: ExecutionStatus = "running"
     stopped_wave: int | None = None  # the wave whose gate was red
+    # Waves whose merges a green gate has checked. A wave with merges that is not here is gated before the next
+    # wave runs, also on --continue after the command stopped between the wave's last merge and its gate.
+    gated_waves: list[int] = Field(default_factory=list)
     started_at: float = Field(default_factory=time.time)
     finished_at: float | None = None
 

@@ -4,7 +4,8 @@ uncommitted change would silently be left out of every task's worktree: refuse i
 For the same reason every file the plan modifies or deletes must be tracked by git (not ignored).
 
 Only reads: ``git rev-parse``, ``git status`` and ``git ls-files``. Changes under ``.workflow/`` (the plans
-themselves, the queue's files) do not count: planning writes them.
+themselves, the queue's files) do not count: planning writes them. A branch named ``wfqueue`` (or
+``wfqueue/tasks``) is refused too: git could make none of the execution's branches below it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import subprocess
 from pathlib import Path
 
 from wfqueue.errors import UnsafeRepositoryError
+from wfqueue.execute.merge import BRANCH_FOLDERS
 from wfqueue.gitcmd import run_git
 from wfqueue.sessions import WORKFLOW_DIR
 
@@ -84,7 +86,8 @@ def _listing(paths: list[str], separator: str) -> str:
 
 def check_clean_repository(repo: Path, existing_files: list[str] | None = None) -> None:
     """Refuse (exit 2) unless ``repo`` is a git repository with a commit and a clean working tree in which git
-    tracks ``existing_files`` (the files the plan modifies or deletes: a task's worktree starts at HEAD)."""
+    tracks ``existing_files`` (the files the plan modifies or deletes: a task's worktree starts at HEAD), and
+    can hold the execution's branches."""
     dirty = dirty_files(repo)
     if dirty:
         lines = _listing(dirty, "\n  ")
@@ -103,3 +106,8 @@ def check_clean_repository(repo: Path, existing_files: list[str] | None = None) 
             hint="commit them (or stop ignoring them): execution works from HEAD, where they are not",
             dirty=missing,
         )
+    for name in BRANCH_FOLDERS:  # git cannot hold a branch `wfqueue` beside the branch `wfqueue/EXEC-...`
+        if _git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{name}").returncode == 0:
+            raise UnsafeRepositoryError(
+                f"the branch {name} keeps git from making the execution's branches below it ({name}/...)",
+                hint=f"rename it (`git branch -m {name} NEW-NAME`), then run the command again")

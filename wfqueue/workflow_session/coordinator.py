@@ -16,12 +16,12 @@ from celery import Celery
 from pydantic import BaseModel, Field
 
 from wfqueue import keys
-from wfqueue.errors import BadInputError, BudgetExhaustedError
+from wfqueue.errors import BadInputError, BudgetExhaustedError, ProviderError
 from wfqueue.keys import AgentState, SessionKind, SessionMeta, SessionStatus
 from wfqueue.lite.models import Assessment
-from wfqueue.metering import budget_meta, usage_line, write_usage_file
+from wfqueue.metering import budget_meta, check_budget_priced, usage_line, write_usage_file
 from wfqueue.payloads import ExploreAngle, LiteAssess, SessionConflicts, SessionContext, SessionGenerate, fan_out
-from wfqueue.runtime import Runtime
+from wfqueue.runtime import Runtime, resume_command
 from wfqueue.session_summary import workflow_status
 from wfqueue.sessions import SessionIds
 from wfqueue.settings import Settings
@@ -57,6 +57,7 @@ class PlanRequest(BaseModel):
     session: str | None = None
     workers: int | None = Field(default=None, ge=1, le=64)
     budget: Budget | None = None  # None: a continued session keeps the budget it had
+    keep_provider: bool = False  # resume: the provider the session recorded wins over ``provider``
 
 
 class WfsResult(PlanOutcome):
@@ -113,13 +114,19 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
     def resume(self, request: ResumeRequest) -> WfsResult:
         """Continue at the first phase not done, with the recommended choices."""
         return self.run(PlanRequest(repo=request.repo, provider=request.provider, yes=True,
-                                    session=request.session_dir.name, budget=request.budget))
+                                    session=request.session_dir.name, budget=request.budget, keep_provider=True))
 
     def _phases(self, runtime: Runtime, folder: Path, request: PlanRequest, fresh: bool) -> WfsResult:
         app, settings = runtime.app, runtime.settings
         session = load_session(folder)
+        provider = request.provider
+        if request.keep_provider and not fresh:  # a session planned offline is not finished by a paid model
+            recorded = SessionState(runtime.client, session.session_id, settings.state_ttl_s).meta().get("provider")
+            provider = str(recorded or provider)
+            if request.budget is not None:
+                check_budget_priced(request.budget, provider, self.settings)
         meta = SessionMeta(kind=SessionKind.WORKFLOW, repo=str(request.repo), session_dir=str(folder),
-                           provider=request.provider, status=SessionStatus.PLANNING,
+                           provider=provider, status=SessionStatus.PLANNING,
                            # workers read it before every LLM step (wfqueue.metering); None keeps the one set
                            **({"budget": budget_meta(request.budget)} if request.budget is not None else {}))
         with self.hold(runtime, session.session_id, fresh=fresh, meta=meta) as state:
@@ -129,7 +136,7 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
             else:
                 self.ui.info(f"session {session.session_id}")
             common = _Phase(session_id=session.session_id, session_dir=folder, repo=request.repo,
-                            provider=request.provider, transport=self.transport)
+                            provider=provider, transport=self.transport)
             failed: dict[str, str] = {}
             conflicts = 0
             stopped: str | None = None
@@ -153,10 +160,13 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
                     save_session(folder, session)
                     stopped = f"{phase} phase stopped: {exc.message}"
                     break
-                except BaseException:
+                except BaseException as exc:
                     session = load_session(folder)
                     session.phases[phase] = "failed"
                     save_session(folder, session)
+                    if isinstance(exc, ProviderError):  # the model's failure: the phases done so far are kept
+                        goes_on = f"{resume_command(session.session_id, request.repo)} goes on at the {phase} phase"
+                        exc.hint = f"{exc.hint}; {goes_on}" if exc.hint else goes_on
                     raise
                 session = load_session(folder)
                 if session.phases.get(phase) == "running":

@@ -1,0 +1,90 @@
+"""`wfqueue execute` where an earlier run left something behind: a wave merged but not gated when the command
+stopped, an old execution's branch whose folder is gone, a branch of the user's in the execution's way."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import run_cli, wait_until
+from test_execute_run import SUB, SUB_TEST, env_for, lite_plan, lite_task, project
+
+from tests.execute_support import git, snapshot
+
+pytestmark = pytest.mark.integration
+
+# Passes in a task's worktree (the task's own check) and fails, slowly, in the integration worktree (the gate).
+RED_IN_THE_GATE = ("import os\nimport pathlib\nimport time\n\n\ndef test_gate():\n"
+                   "    if os.path.basename(os.getcwd()) == 'integration':\n"
+                   "        pathlib.Path(os.environ['GATE_MARK']).write_text(str(os.getpid()))\n"
+                   "        time.sleep(4)\n        assert False\n")
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_wave_merged_before_the_command_stopped_is_gated_on_continue(tmp_path: Path) -> None:
+    repo = project(tmp_path)
+    tasks_file = lite_plan(repo, [lite_task(1, "Add sub", ["calc/ops.py"],
+                                            ["tests/test_sub.py", "tests/test_gate.py"])])
+    mark = tmp_path / "gate-started"
+    env = {**env_for(tmp_path, {"TASK-001": {"calc/ops.py": SUB, "tests/test_sub.py": SUB_TEST,
+                                             "tests/test_gate.py": RED_IN_THE_GATE}}), "GATE_MARK": str(mark)}
+    proc = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "execute", str(tasks_file), "-y"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    wait_until(mark.is_file, 120, "the gate running")
+    gate_pid = int(wait_until(lambda: mark.read_text(), 10, "the gate's pid"))
+    proc.send_signal(signal.SIGINT)  # the wave is merged; its gate has not answered
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert not alive(gate_pid), "the gate's test run outlived the command"
+    exec_id = next((repo / ".workflow" / ".execution").iterdir()).name
+
+    mark.unlink()
+    again = run_cli("execute", "--continue", exec_id, "--repo", str(repo), "--json", env=env, timeout=180)
+    assert again.code == 1, again.stderr
+    assert again.json()["status"] == "stopped"
+    assert "gate after wave 1 is red" in again.stderr, again.stderr
+
+
+def test_a_new_execution_never_builds_on_an_old_executions_branch(tmp_path: Path) -> None:
+    repo = project(tmp_path)
+    tasks = [lite_task(1, "Rename the package", ["calc/text.py"])]
+    env = env_for(tmp_path, {"TASK-001": {"calc/text.py": "NAME = 'calculator'\n"}})
+    first = run_cli("execute", str(lite_plan(repo, tasks)), "-y", "--json", env=env, timeout=180)
+    assert first.code == 0, first.stderr
+    # `git clean -fdX` (or rm -rf .workflow): the execution's folder is gone, its branch is not.
+    git(repo, "clean", "-qfdX")
+    (repo / "calc" / "extra.py").write_text("EXTRA = 2\n", encoding="utf-8")
+    git(repo, "commit", "-qam", "work of mine after the first execution")
+    second = run_cli("execute", str(lite_plan(repo, tasks)), "-y", "--json", env=env, timeout=180)
+    assert second.code == 0, second.stderr
+    assert second.json()["exec_id"] != first.json()["exec_id"]
+    new_branch = second.json()["branch"]
+    assert subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", "main", new_branch]).returncode == 0
+    assert git(repo, "show", f"{new_branch}:calc/extra.py") == "EXTRA = 2"
+    assert git(repo, "rev-parse", first.json()["branch"]) != git(repo, "rev-parse", new_branch)
+
+
+@pytest.mark.parametrize("name", ["wfqueue", "wfqueue/tasks"])
+def test_a_branch_of_the_users_in_the_executions_way_is_refused_before_anything(tmp_path: Path, name: str) -> None:
+    repo = project(tmp_path)
+    git(repo, "branch", name)
+    tasks_file = lite_plan(repo, [lite_task(1, "Rename the package", ["calc/text.py"])])
+    env = env_for(tmp_path, {"TASK-001": {"calc/text.py": "NAME = 'calculator'\n"}})
+    before = snapshot(repo)
+    refused = run_cli("execute", str(tasks_file), "-y", env=env)
+    assert refused.code == 2, refused.stderr
+    assert f"the branch {name} keeps git from making the execution's branches" in refused.stderr
+    assert f"git branch -m {name}" in refused.stderr
+    assert not (repo / ".workflow" / ".execution").exists()
+    assert snapshot(repo) == before
+    assert os.listdir(repo / ".workflow") == [".lite-plan"]
