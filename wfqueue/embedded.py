@@ -307,7 +307,9 @@ class EmbeddedCluster:
     def __init__(self, queue_dir: Path, concurrency: int, redis_port: int = 0, start_timeout_s: float = 60.0,
                  worker_env: dict[str, str] | None = None, pool: WorkerPool = "prefork",
                  use_standby: bool = False) -> None:
-        self.redis = EmbeddedRedis(queue_dir / "redis", port=redis_port, start_timeout_s=start_timeout_s)
+        # The unix socket is private (mode 700); a TCP port on 127.0.0.1 is open to every local user: a password.
+        self.redis = EmbeddedRedis(queue_dir / "redis", port=redis_port, start_timeout_s=start_timeout_s,
+                                   password=secrets.token_urlsafe(24) if redis_port else None)
         self.queue_dir = queue_dir
         self.concurrency = concurrency
         self.pool = pool

@@ -18,7 +18,7 @@ from wfqueue.metering import UsageReport, read_usage_file, session_report
 from wfqueue.settings import Settings
 from wfqueue.state import SessionState, connect
 from wfqueue.usage import PriceTable
-from wfqueue.workflow_session.session import load_session
+from wfqueue.workflow_session.session import load_session, task_files
 
 
 class StepStatus(BaseModel):
@@ -71,7 +71,7 @@ def read_workflow_session(folder: Path) -> SessionSummary:
         return SessionSummary(kind="workflow", session_id=folder.name, session_dir=str(folder), status="unreadable",
                               tasks=0, steps=[], usage=read_usage_file(folder))
     steps = [StepStatus(name=phase, state=state) for phase, state in session.phases.items()]
-    tasks = len(list((folder / ".task").glob("IMPL-*.json")))
+    tasks = len(task_files(folder))
     return SessionSummary(kind="workflow", session_id=session.session_id, session_dir=str(folder),
                           status=session.status, tasks=tasks, steps=steps, usage=read_usage_file(folder))
 

@@ -255,6 +255,8 @@ class Settings(BaseSettings):
                                               "executor runs (tests, builds) may take before it is killed.")
     execute_parallel: int = Field(default=4, ge=1, description="Default --parallel: tasks of one execution in "
                                   "flight at once.")
+    execute_check_timeout_s: float = Field(default=600.0, gt=0, description="Seconds one check may run before it "
+                                           "is stopped: a task's verification command, or one gate command.")
     execute_test_command: str | None = Field(
         default=None, description="Gate command run on the integration branch after each wave (default: the "
         "plan's verification commands).",

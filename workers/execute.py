@@ -20,7 +20,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from wfqueue.errors import TransientProviderError, WfqueueError
 from wfqueue.execute.command_executor import CommandExecutor
 from wfqueue.execute.executors import Executor
-from wfqueue.execute.run_task import EXECUTOR_RUNS, VERIFICATION_TIMEOUT_S, record_failure, run_task
+from wfqueue.execute.run_task import EXECUTOR_RUNS, record_failure, run_task
 from wfqueue.payloads import ExecuteTask
 from wfqueue.settings import Settings
 from wfqueue.state import SessionStore
@@ -39,7 +39,7 @@ def time_limits(settings: Settings) -> tuple[int, int]:
     while the first still runs it, in the same worktree. Raise ``visibility_timeout_s`` for long executors."""
     visibility = settings.visibility_timeout_s
     margin = max(1, min(_MARGIN_S, visibility // 10))
-    wanted = int(EXECUTOR_RUNS * (settings.executor_timeout_s + VERIFICATION_TIMEOUT_S)) + margin
+    wanted = int(EXECUTOR_RUNS * (settings.executor_timeout_s + settings.execute_check_timeout_s)) + margin
     hard = max(2, min(wanted + margin, visibility - margin))
     return max(1, hard - margin), hard
 
@@ -71,7 +71,7 @@ def register(app: Celery, settings: Settings) -> None:
             return record_failure(payload, state, exc.message + hint, worker=worker, started_at=started,
                                   remember=False).model_dump(mode="json")
         try:
-            run = run_task(payload, executor, state, worker=worker)
+            run = run_task(payload, executor, state, worker=worker, check_timeout_s=settings.execute_check_timeout_s)
         except TransientProviderError as exc:
             if may_retry(self):
                 raise retry_later(self, exc, settings) from None

@@ -3,6 +3,7 @@ stopped, an old execution's branch whose folder is gone, a branch of the user's 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -13,7 +14,7 @@ import pytest
 from support import run_cli, wait_until
 from test_execute_run import SUB, SUB_TEST, env_for, lite_plan, lite_task, project
 
-from tests.execute_support import git, snapshot
+from tests.execute_support import git, log_entries, snapshot, write_edits
 
 pytestmark = pytest.mark.integration
 
@@ -88,3 +89,53 @@ def test_a_branch_of_the_users_in_the_executions_way_is_refused_before_anything(
     assert not (repo / ".workflow" / ".execution").exists()
     assert snapshot(repo) == before
     assert os.listdir(repo / ".workflow") == [".lite-plan"]
+
+
+def test_continue_without_its_integration_branch_is_refused_before_anything_changes(tmp_path: Path) -> None:
+    repo = project(tmp_path)
+    tasks_file = lite_plan(repo, [lite_task(1, "Rename the package", ["calc/text.py"]),
+                                  lite_task(2, "Raise the extra", ["calc/extra.py"])])
+    env = env_for(tmp_path, {"TASK-001": {"calc/text.py": "NAME = 'calculator'\n"},
+                             "TASK-002": {"calc/extra.py": "EXTRA = 3\n", "notes.txt": "not its file\n"}})
+    run = run_cli("execute", str(tasks_file), "-y", "--json", env=env, timeout=180)
+    assert run.code == 1 and run.json()["status"] == "partial", run.stderr
+    exec_id, branch = run.json()["exec_id"], run.json()["branch"]
+    record = repo / ".workflow" / ".execution" / exec_id / "execution.json"
+    before = record.read_bytes()
+
+    # "Fix the integration branch": checked out in a checkout of the user's, where git allows no second worktree.
+    fixing = tmp_path / "fixing"
+    git(repo, "worktree", "add", "-q", str(fixing), branch)
+    refused = run_cli("execute", "--continue", exec_id, "--repo", str(repo), env=env)
+    assert refused.code == 2, refused.stderr
+    assert f"{branch} is checked out in {fixing}" in " ".join(refused.stderr.split()), refused.stderr
+    assert record.read_bytes() == before, "the refused continue reopened tasks"
+
+    git(repo, "worktree", "remove", str(fixing))
+    git(repo, "branch", "-D", branch)
+    gone = run_cli("execute", "--continue", exec_id, "--repo", str(repo), env=env)
+    assert gone.code == 2 and f"{branch} is gone" in gone.stderr, gone.stderr
+    assert record.read_bytes() == before
+
+
+def test_continue_runs_the_tasks_in_the_waves_of_the_plan_as_it_is_now(tmp_path: Path) -> None:
+    """The stop hints say to fix the plan: a dependency added since is honoured (TASK-002 ran beside TASK-001)."""
+    repo = project(tmp_path)
+    tasks = [lite_task(1, "Rename the package", ["calc/text.py"]), lite_task(2, "Raise the extra", ["calc/extra.py"])]
+    tasks_file = lite_plan(repo, tasks)
+    env = env_for(tmp_path, {"TASK-001": {"edits": {"calc/text.py": "NAME = 'calculator'\n"}, "exit": 3},
+                             "TASK-002": {"calc/extra.py": "EXTRA = 3\n", "notes.txt": "not its file\n"}})
+    run = run_cli("execute", str(tasks_file), "-y", "--json", env=env, timeout=180)
+    assert run.code == 1 and run.json()["status"] == "partial", run.stderr
+    exec_id = run.json()["exec_id"]
+
+    tasks[1]["depends_on"] = ["TASK-001"]
+    tasks_file.write_text("".join(json.dumps(t) + "\n" for t in tasks), encoding="utf-8")
+    write_edits(Path(env["WFQUEUE_TEST_EDITS"]), {"TASK-001": {"calc/text.py": "NAME = 'calculator'\n"},
+                                                  "TASK-002": {"calc/extra.py": "EXTRA = 3\n"}})
+    again = run_cli("execute", "--continue", exec_id, "--repo", str(repo), "--json", env=env, timeout=180)
+    assert again.code == 0, again.stderr
+    assert "the tasks not completed run in new waves: TASK-001 | TASK-002" in again.stderr, again.stderr
+    assert "wave 2: TASK-002 sent" in again.stderr
+    runs = [r for r in log_entries(tmp_path / "executor.log")][-2:]
+    assert [r["task"] for r in runs] == ["TASK-001", "TASK-002"] and runs[1]["start"] >= runs[0]["end"]

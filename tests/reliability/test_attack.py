@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import pickle
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+import redis
 from kombu import Connection, Producer
 from support import wfqueue_env
 
-from wfqueue.embedded import EmbeddedRedis, stop_process_group
+from wfqueue.embedded import EmbeddedCluster, EmbeddedRedis, stop_process_group
 from wfqueue.state import redis_client
 
 pytestmark = pytest.mark.integration
@@ -63,3 +65,23 @@ def test_a_pickled_message_is_refused_and_never_executed(tmp_path: Path) -> None
     finally:
         stop_process_group(worker, grace_s=20)
         redis.stop()
+
+
+def test_an_embedded_redis_on_a_tcp_port_takes_no_command_without_its_password(tmp_path: Path) -> None:
+    """Its unix socket is private to its user; 127.0.0.1 is open to every local user, who could send tasks."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cluster = EmbeddedCluster(tmp_path / "queue", concurrency=1, redis_port=port)
+    url = cluster.start_redis()
+    try:
+        stranger = redis.Redis(host="127.0.0.1", port=port, socket_timeout=5)
+        with pytest.raises(redis.AuthenticationError):
+            stranger.ping()
+        stranger.close()
+        assert redis_client(url, 5.0).ping()  # the command's own URL carries the password
+        assert redis_client(cluster.redis.tcp_url("127.0.0.1"), 5.0).ping()
+        assert cluster.redis.password and cluster.redis.password not in (tmp_path / "queue" / "redis" / "redis.log"
+                                                                          ).read_text(errors="replace")
+    finally:
+        cluster.stop()

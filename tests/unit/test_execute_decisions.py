@@ -44,6 +44,11 @@ def test_a_commit_may_touch_its_files_and_new_tests_and_delete_only_what_the_pla
     assert disallowed_changes(t, [("M", "README.md"), ("D", "calc/ops.py"), ("A", "calc/extra.py"),
                                   ("M", "tests/test_ops.py")]) == [
         "README.md (changed)", "calc/ops.py (deleted)", "calc/extra.py (added)", "tests/test_ops.py (changed)"]
+    # A conftest.py configures every test below it (it can skip them all): not a new test file, unless named.
+    assert disallowed_changes(t, [("A", "conftest.py"), ("A", "tests/conftest.py")]) == [
+        "conftest.py (added)", "tests/conftest.py (added)"]
+    named = task(files=TaskFiles(create=["tests/conftest.py"]))
+    assert disallowed_changes(named, [("A", "tests/conftest.py")]) == []
 
 
 def test_a_task_waits_on_no_failed_dependency() -> None:
@@ -116,7 +121,12 @@ def test_how_an_execution_ends_and_what_the_user_is_told() -> None:
     assert stopped.status == "stopped"
     assert "wfqueue execute --continue EXEC-demo-2026-01-01" in merge_hint(stopped)
     partial.status = "partial"
-    assert "git merge wfqueue/EXEC-demo-2026-01-01" in merge_hint(partial)
+    hint = merge_hint(partial)
+    assert "1 task(s) did not complete" in hint and "wfqueue execute --continue EXEC-demo-2026-01-01" in hint
+    assert "git merge wfqueue/EXEC-demo-2026-01-01" in hint
+    nothing = execution(T1="failed")
+    nothing.status = "partial"
+    assert "nothing was merged" in merge_hint(nothing) and "git merge" not in merge_hint(nothing)
     assert partial.counts() == {"completed": ["T1"], "failed": [], "skipped": [], "blocked": ["T2"]}
 
 

@@ -449,6 +449,13 @@ def test_sessions_lists_id_status_tasks_created_and_last_replan(tmp_path: Path) 
     assert rows["WFS-broken"]["status"] == "damaged"
 
 
+def test_the_sessions_table_keeps_long_ids_whole_when_piped(tmp_path: Path) -> None:
+    long_id = "WFS-add-a-subtract-operation-to-calc-ops-with-tests-and-docs"
+    make_session(tmp_path, "Subtract", [task(1, "One", ["src/one.py"])], session_id=long_id)
+    code, out, _, _ = cli("sessions", "--repo", str(tmp_path))  # not a terminal: 80 columns
+    assert code == 0 and long_id in out, out
+
+
 def test_chosen_modules_limit_a_session_wide_change(tmp_path: Path) -> None:
     folder = make_session(tmp_path, "Auth and users", [
         task(1, "Login", ["src/auth/login.py"]), task(2, "Profile", ["src/user/profile.py"]),
@@ -463,3 +470,26 @@ def test_chosen_modules_limit_a_session_wide_change(tmp_path: Path) -> None:
     with pytest.raises(WfqueueError, match="IMPL-2 is outside the chosen modules"):
         run_replan(tmp_path, "remove IMPL-2", ui, interactive=True)
     assert tree(folder) == snapshot
+
+
+@pytest.mark.parametrize("recorded", ["failed", "running", "pending", None])
+def test_a_session_still_being_planned_is_refused_unless_it_records_no_phases(tmp_path: Path,
+                                                                             recorded: str | None) -> None:
+    """`wfqueue resume` generates the tasks of a session whose tasks phase is not done afresh: a task a replan
+    added before would be replaced. A session written by another tool records no phases at all."""
+    folder = three_tasks(tmp_path)
+    session = read(folder, "workflow-session.json")
+    if recorded is None:
+        del session["phases"]
+    else:
+        session["phases"]["tasks"] = recorded
+    atomic_write_text(folder / "workflow-session.json", json.dumps(session))
+    before = tree(folder)
+    code, _, err, _ = cli("replan", "add a task for audit logging", "--repo", str(tmp_path), "-y")
+    if recorded is None:
+        assert code == 0, err
+        return
+    assert code == 2, err
+    assert f"WFS-test-session is still being planned (its tasks phase is {recorded})" in err
+    assert "wfqueue resume WFS-test-session" in err
+    assert tree(folder) == before

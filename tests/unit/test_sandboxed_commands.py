@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from wfqueue.errors import UnsafeCommandError
+from wfqueue.execute.merge import run_gate
 from wfqueue.sandboxed_commands import parse_command, refusal, run_command
 
 
@@ -97,3 +99,29 @@ def test_a_command_is_stopped_at_its_timeout_with_its_children(tmp_path: Path) -
 def test_a_missing_program_is_exit_127(tmp_path: Path) -> None:
     result = run_command(["no-such-tool-xyz", "--version"], tmp_path, timeout_s=5)
     assert result.exit_code == 127 and "not found" in result.output
+
+
+def test_a_command_interrupted_by_ctrl_c_is_stopped_with_its_children(tmp_path: Path) -> None:
+    """Its session of its own keeps the terminal's Ctrl-C from reaching it: the runner stops it on the way out."""
+    (tmp_path / "slow.py").write_text("import os, time\nopen('pid', 'w').write(str(os.getpid()))\ntime.sleep(60)\n")
+
+    def interrupt(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 1.5)
+        with pytest.raises(KeyboardInterrupt):
+            run_command([sys.executable, "slow.py"], tmp_path, timeout_s=60)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert not alive(int((tmp_path / "pid").read_text())), "the command outlived the interrupt"
+
+
+def test_a_gate_stopped_at_its_time_limit_says_so(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_slow.py").write_text("import time\n\n\ndef test_slow():\n    time.sleep(30)\n")
+    result = run_gate(tmp_path, ["python -m pytest -q tests"], timeout_s=2)
+    assert not result.passed and result.timed_out
+    assert "stopped: it ran for 2s, WFQUEUE_EXECUTE_CHECK_TIMEOUT_S" in result.output

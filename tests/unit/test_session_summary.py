@@ -11,6 +11,7 @@ from tests.wfs_factory import make_session, task
 from wfqueue.cli.main import main
 from wfqueue.lite.synthesis import manifest
 from wfqueue.session_summary import read_lite_session, read_workflow_session
+from wfqueue.workflow_session.session import task_files
 
 LITE_ID = "add-rate-limiting-2026-11-22"
 
@@ -73,3 +74,27 @@ def test_status_finds_every_kind_of_session_and_lists_them_all_when_one_is_missi
     assert main(["status", "CPLAN-nope", "--repo", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "no session CPLAN-nope" in err and LITE_ID in err and "WFS-test-session" in err
+
+
+def test_a_stray_file_beside_the_task_files_is_no_task(tmp_path: Path) -> None:
+    """A file manager's `IMPL-1 copy.json` is not a task: it is not counted, and `plan --session` does not fail
+    sorting it (it raised ValueError on `int('1 copy')`)."""
+    folder = make_session(tmp_path, "Add rate limiting", [task(1, "Config", ["src/config.py"]),
+                                                         task(2, "Limiter", ["src/limiter.py"], [1])])
+    (folder / ".task" / "IMPL-1 copy.json").write_text((folder / ".task" / "IMPL-1.json").read_text())
+    (folder / ".task" / "IMPL-10.json").write_text((folder / ".task" / "IMPL-2.json").read_text()
+                                                   .replace('"IMPL-2"', '"IMPL-10"'))
+    assert [p.name for p in task_files(folder)] == ["IMPL-1.json", "IMPL-2.json", "IMPL-10.json"]
+    assert read_workflow_session(folder).tasks == 3
+
+
+@pytest.mark.parametrize("damage", [b"{not json", b"[]", b'{"session_id": 3}', b"\xff\xfe"])
+def test_plan_and_resume_of_a_damaged_session_record_name_the_file(tmp_path: Path, damage: bytes,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    folder = make_session(tmp_path, "Add rate limiting", [task(1, "Config", ["src/config.py"])])
+    (folder / "workflow-session.json").write_bytes(damage)
+    for args in (["plan", "--session", folder.name, "-y"], ["resume", folder.name]):
+        assert main([*args, "--repo", str(tmp_path)]) == 2
+        err = capsys.readouterr().err
+        assert f"{folder / 'workflow-session.json'} is not a valid session record" in " ".join(err.split()), err
+        assert not (tmp_path / ".workflow" / ".queue").exists(), "a Redis was started for a session it refuses"

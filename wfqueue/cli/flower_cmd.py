@@ -18,25 +18,34 @@ from wfqueue.errors import ConfigError
 from wfqueue.settings import Settings, load_settings
 
 
+def flower_auth(settings: Settings) -> dict[str, str]:
+    """Flower's authentication variables for these settings, or ConfigError (checked before anything starts)."""
+    if settings.flower_basic_auth is not None:
+        credentials = settings.flower_basic_auth.get_secret_value()
+        user, _, password = credentials.partition(":")
+        if not user or not password:
+            raise ConfigError("WFQUEUE_FLOWER_BASIC_AUTH must look like user:password, both not empty")
+        if "," in credentials:  # Flower reads a comma as the start of a second user:password pair
+            raise ConfigError("WFQUEUE_FLOWER_BASIC_AUTH holds a comma, which Flower takes as a second "
+                              "user:password pair: the password would not be the one you chose",
+                              hint="choose a password without a comma")
+        return {"FLOWER_BASIC_AUTH": credentials}
+    if settings.flower_unauthenticated_api:
+        return {"FLOWER_UNAUTHENTICATED_API": "true"}
+    raise ConfigError(
+        "refusing to start Flower without credentials: its API can revoke tasks and shut workers down",
+        hint="set WFQUEUE_FLOWER_BASIC_AUTH=user:password (or WFQUEUE_FLOWER_UNAUTHENTICATED_API=true on a trusted "
+             "network)",
+    )
+
+
 def flower_command(settings: Settings, port: int, address: str) -> tuple[list[str], dict[str, str]]:
     """The argv and environment that start Flower for these settings."""
     if settings.broker_url is None:
         raise ConfigError("WFQUEUE_BROKER_URL is not set: Flower watches a shared broker",
                           hint="export WFQUEUE_BROKER_URL=redis://..., or use `wfqueue up` for everything at once")
     env = {k: v for k, v in os.environ.items() if k not in ("FLOWER_BASIC_AUTH", "FLOWER_UNAUTHENTICATED_API")}
-    if settings.flower_basic_auth is not None:
-        credentials = settings.flower_basic_auth.get_secret_value()
-        if ":" not in credentials:
-            raise ConfigError("WFQUEUE_FLOWER_BASIC_AUTH must look like user:password")
-        env["FLOWER_BASIC_AUTH"] = credentials
-    elif settings.flower_unauthenticated_api:
-        env["FLOWER_UNAUTHENTICATED_API"] = "true"
-    else:
-        raise ConfigError(
-            "refusing to start Flower without credentials: its API can revoke tasks and shut workers down",
-            hint="set WFQUEUE_FLOWER_BASIC_AUTH=user:password (or WFQUEUE_FLOWER_UNAUTHENTICATED_API=true on a trusted "
-                 "network)",
-        )
+    env.update(flower_auth(settings))
     argv = celery_argv("workers.app", "flower", f"--port={port}", f"--address={address}")
     return argv, env
 

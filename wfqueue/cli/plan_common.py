@@ -14,6 +14,7 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
 from wfqueue.metering import BUDGET_HELP, parse_budget_option
 from wfqueue.providers import check_provider_spec
@@ -67,3 +68,11 @@ def finish(result: PlanOutcome, as_json: bool, describe: Callable[[Console], Non
 def stopped_or(out: Console, result: PlanOutcome, otherwise: str) -> None:
     """Why planning stopped early (a spent budget), or ``otherwise`` (where the plan is)."""
     out.print(f"[red]{escape(result.stopped)}[/]" if result.stopped else otherwise)
+
+
+def keep_whole(table: Table, *headers: str) -> None:
+    """Never wrap or shorten these columns (ids, states): a piped command is 80 columns wide, and an id cut to
+    `CPLAN-add-s…` cannot be copied into the next command. The other columns fold instead."""
+    for column in table.columns:
+        if column.header in headers:
+            column.no_wrap, column.overflow = True, "ignore"

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.prompt import Prompt
 from rich.table import Table
 
-from wfqueue.cli.plan_common import REPO_DEFAULT
+from wfqueue.cli.plan_common import REPO_DEFAULT, keep_whole
 from wfqueue.cli.progress import ask_choice
 from wfqueue.errors import BadInputError
 from wfqueue.sessions import read_requirement, resolve_repo
@@ -155,6 +155,7 @@ def register(app: typer.Typer) -> None:
             out.print(f"no workflow sessions under {root}/.workflow/active")
             return
         table = Table("session", "status", "tasks", "created", "last replan")
+        keep_whole(table, "session")
         for r in rows:
             table.add_row(r.session_id, r.status if not r.error else f"{r.status}: {r.error}", str(r.tasks),
                           r.created_at or "-", r.last_replan or "-")

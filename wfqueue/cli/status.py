@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from wfqueue.cli.plan_common import REPO_DEFAULT
+from wfqueue.cli.plan_common import REPO_DEFAULT, keep_whole
 from wfqueue.collab.coordinator import COLLAB
 from wfqueue.collab.inspect import SessionStatus, read_session
 from wfqueue.execute.decisions import merge_hint
@@ -69,9 +69,7 @@ def _print_execution(out: Console, execution: Execution) -> None:
     # Ids and states never wrap or shorten (a piped status is 80 columns wide); titles fold, and each
     # task's detail (a reason, rejected files, the merge) follows the table in full.
     table = Table("wave", "task", "title", "state", "attempt", "time (s)", "worker")
-    for name in ("wave", "task", "state", "attempt", "time (s)"):
-        column = next(c for c in table.columns if c.header == name)
-        column.no_wrap, column.overflow = True, "ignore"
+    keep_whole(table, "wave", "task", "state", "attempt", "time (s)")
     rows = task_rows(execution)
     for row in rows:
         table.add_row(str(row.wave), row.task_id, escape(row.title), row.state, row.attempt, row.seconds,
@@ -106,6 +104,7 @@ def register(app: typer.Typer) -> None:
                                        for r in rows], ensure_ascii=False))
                 return
             table = Table("session", "status", "agents", "tasks", "conflicts", "tokens", "est. cost", title=str(folder))
+            keep_whole(table, "session", "status")
             for r in rows:
                 table.add_row(r.session_id, r.status, str(len(r.agents)), str(r.tasks), str(r.conflicts),
                               *_row_usage(r.usage))

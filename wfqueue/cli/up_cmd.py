@@ -14,15 +14,15 @@ from rich.console import Console
 
 from wfqueue.celery_app import create_app, release_result_subscriptions
 from wfqueue.cli.beat_cmd import beat_argv
-from wfqueue.cli.flower_cmd import flower_command
+from wfqueue.cli.flower_cmd import flower_auth, flower_command
 from wfqueue.cli.stop_signals import to_handle
 from wfqueue.embedded import EmbeddedCluster, stop_process_group
 from wfqueue.errors import ConfigError, WorkerStartError
 from wfqueue.lifeline import for_child
 from wfqueue.node_keeper import NodeKeeper, exit_described
 from wfqueue.sessions import queue_dir, resolve_repo
-from wfqueue.settings import load_settings
-from wfqueue.up_cluster import UpCluster, UpWorkerSettings, announced
+from wfqueue.settings import load_settings, mask_url
+from wfqueue.up_cluster import UP_FILE, UpCluster, UpWorkerSettings, announced
 
 
 class Reporter:
@@ -50,6 +50,7 @@ def register(app: typer.Typer) -> None:
             raise ConfigError("`wfqueue up` runs its own embedded broker, but WFQUEUE_BROKER_URL is set",
                               hint="unset it, or start `wfqueue worker`, `wfqueue beat` and `wfqueue flower` instead")
         root = resolve_repo(repo)
+        flower_auth(settings)  # refused before a Redis is started for nothing
         out = Console(highlight=False, soft_wrap=True)
         stop = threading.Event()
         for sig in to_handle((signal.SIGINT, signal.SIGTERM, signal.SIGHUP)):  # SIGHUP: its terminal was closed
@@ -80,8 +81,11 @@ def register(app: typer.Typer) -> None:
                                               anthropic_key=key is not None and bool(key.get_secret_value()))
                 with announced(root, UpCluster(pid=os.getpid(), broker_url=url, workers=cluster.concurrency,
                                                worker_settings=on_workers)):
-                    out.print(f"broker:  {url} (plan commands in {root} use it; elsewhere, export "
+                    out.print(f"broker:  {mask_url(url)} (plan commands in {root} use it; elsewhere, export "
                               "WFQUEUE_BROKER_URL with WFQUEUE_SHARED_DISK=true)")
+                    if cluster.redis.password:
+                        out.print(f"tcp:     {mask_url(cluster.redis.tcp_url('127.0.0.1'))} (its password: "
+                                  f"broker_url in {queue_dir(root) / UP_FILE}, readable by you only)")
                     out.print(f"flower:  http://{settings.flower_address}:{port or settings.flower_port}/")
                     out.print(f"logs:    {queue_dir(root)}")
                     out.print("Ctrl-C stops Redis, the workers, beat and Flower.")

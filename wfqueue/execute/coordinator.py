@@ -24,11 +24,13 @@ from celery.result import AsyncResult
 from wfqueue import keys
 from wfqueue.errors import BadInputError, ProviderError
 from wfqueue.execute import records
+from wfqueue.execute.continuing import check_continuable, reschedule
 from wfqueue.execute.decisions import (
     conflict_outcome,
     disallowed_changes,
     final_status,
     merge_hint,
+    needs_gate,
     reopened,
     skip_reason,
 )
@@ -142,10 +144,14 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
         if execution.status == "completed":
             self.ui.info(f"{execution.exec_id} is already completed")
             return outcome(execution)
+        check_continuable(execution)
         plan = load_plan(execution.source, execution.repo)
         if sorted(t.id for t in plan.tasks) != sorted(execution.tasks):
             raise BadInputError(f"the plan {execution.source} no longer has the tasks {execution.exec_id} runs",
                                 hint="restore the plan's task ids, or start a new execution of it")
+        if reschedule(execution, plan):
+            self.event(execution, "the plan's dependencies or files changed since the last run: the tasks not "
+                                  f"completed run in new waves: {' | '.join(', '.join(w) for w in execution.waves)}")
         widest = max(len(w) for w in execution.waves)
         return self._run(plan, lambda: execution, slots=min(widest, execution.parallel or widest), fresh=False)
 
@@ -228,9 +234,7 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
             for index, wave in enumerate(execution.waves, start=1):
                 if step.wave(index, wave) and index in execution.gated_waves:
                     execution.gated_waves.remove(index)  # a task run again was merged: gated again
-                ungated = index not in execution.gated_waves and any(
-                    execution.tasks[t].state == "completed" for t in wave)
-                if ungated and not step.gate(index, wave):
+                if needs_gate(execution, index, head_of(worktree)) and not step.gate(index, wave):
                     return
         finally:
             if close_integration(repo, worktree):
@@ -357,8 +361,9 @@ class _Step:
             return True
         workdir = self.worktree / self.prefix if self.prefix else self.worktree
         self.c.event(e, f"gate after wave {index}: {'; '.join(commands)}")
-        result = run_gate(workdir, commands)
-        e.gates.append(GateRun(wave=index, passed=result.passed, commands=commands,
+        head = head_of(self.worktree)
+        result = run_gate(workdir, commands, self.c.settings.execute_check_timeout_s)
+        e.gates.append(GateRun(wave=index, passed=result.passed, commands=commands, head=head,
                                failed_command=result.failed_command, output=result.output, at=time.time()))
         if result.passed:
             e.stopped_wave = None
@@ -368,8 +373,10 @@ class _Step:
             return True
         e.stopped_wave = index
         self._save()
-        self.c.event(e, f"gate after wave {index} is red (`{result.failed_command}`); wave {index} ran "
-                         f"{', '.join(wave)}; stopped before the next wave")
+        why = (f"`{result.failed_command}` did not finish within {self.c.settings.execute_check_timeout_s:g}s "
+               "(WFQUEUE_EXECUTE_CHECK_TIMEOUT_S)" if result.timed_out else f"`{result.failed_command}`")
+        self.c.event(e, f"gate after wave {index} is red ({why}); wave {index} ran {', '.join(wave)}; stopped before "
+                        "the next wave")
         return False
 
 

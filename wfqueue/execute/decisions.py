@@ -4,6 +4,8 @@ the user is told to do next."""
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
+
 from wfqueue.analysis.files import is_test_path
 from wfqueue.execute.model import ExecTask
 from wfqueue.execute.records import Execution, ExecutionStatus, TaskRecord, TaskState
@@ -57,11 +59,27 @@ def disallowed_changes(task: ExecTask, changes: list[tuple[str, str]]) -> list[s
         if status.startswith("D"):
             if path not in task.files.delete:
                 bad.append(f"{path} (deleted)")
-        elif path in named or (status.startswith("A") and is_test_path(path)):
+        elif path in named or (status.startswith("A") and is_test_path(path) and not _test_configuration(path)):
             continue
         else:
             bad.append(f"{path} ({'added' if status.startswith('A') else 'changed'})")
     return bad
+
+
+def _test_configuration(path: str) -> bool:
+    """A pytest ``conftest.py`` sits among the tests but configures every test below it: one added unasked could
+    skip them all and turn the gate green. Only a task that names it may add it."""
+    return PurePosixPath(path).name == "conftest.py"
+
+
+def needs_gate(execution: Execution, index: int, head: str) -> bool:
+    """Whether wave ``index`` is gated now, the integration branch at ``head``: it has merged tasks no green gate
+    has checked yet. A gate after an earlier wave that passed on this very head has checked them (a continued
+    execution whose waves were made again)."""
+    wave = execution.waves[index - 1]
+    if index in execution.gated_waves or not any(execution.tasks[t].state == "completed" for t in wave):
+        return False
+    return next((g.head for g in reversed(execution.gates) if g.passed), None) != head
 
 
 def final_status(execution: Execution) -> ExecutionStatus:
@@ -79,5 +97,11 @@ def merge_hint(execution: Execution, repo_option: str = "") -> str:
                 f"(or the plan), then run {again}.")
     if execution.status in ("running", "interrupted"):
         return f"Finish it with {again}."
-    return (f"Review and merge the integration branch into yours: `git diff HEAD...{execution.branch}`, then "
-            f"`git merge {execution.branch}`.")
+    review = (f"`git diff HEAD...{execution.branch}`, then `git merge {execution.branch}`")
+    if execution.status == "partial":
+        missed = len(execution.tasks) - len(execution.in_state("completed"))
+        done = (f"review what completed on the integration branch ({review})" if execution.in_state("completed")
+                else "nothing was merged")
+        return (f"{missed} task(s) did not complete (see execution.md for why): fix the cause, then {again} runs "
+                f"them again; or {done}.")
+    return f"Review and merge the integration branch into yours: {review}."

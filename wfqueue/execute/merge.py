@@ -46,7 +46,7 @@ def head_of(repo: Path, ref: str = "HEAD") -> str:
 
 def create_branch(repo: Path, branch: str, start: str) -> None:
     """``branch`` at ``start`` unless it exists (a continued execution keeps its merges)."""
-    if git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False).returncode != 0:
+    if not branch_exists(repo, branch):
         git(repo, "branch", branch, start)
 
 
@@ -63,6 +63,23 @@ def open_integration(repo: Path, exec_id: str) -> Path:
     prepare_worktree(repo, path, branch, head_of(repo, f"refs/heads/{branch}"))
     abort_merge(path)  # a coordinator killed mid-merge left one
     return path
+
+
+def branch_exists(repo: Path, branch: str) -> bool:
+    return git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False).returncode == 0
+
+
+def checked_out_elsewhere(repo: Path, exec_id: str) -> Path | None:
+    """The worktree other than the execution's own where its integration branch is checked out (git lets a
+    branch be checked out in one place only), or None."""
+    branch, ours = integration_branch(exec_id), integration_path(repo, exec_id)
+    worktree: Path | None = None
+    for line in git(repo, "worktree", "list", "--porcelain").stdout.splitlines():
+        if line.startswith("worktree "):
+            worktree = Path(line.removeprefix("worktree "))
+        elif line == f"branch refs/heads/{branch}" and worktree is not None and worktree.resolve() != ours:
+            return worktree
+    return None
 
 
 def close_integration(repo: Path, path: Path) -> bool:
@@ -118,6 +135,7 @@ def merge_task(worktree: Path, commit: str, task_id: str, exec_id: str, title: s
 class GateResult(BaseModel):
     passed: bool
     failed_command: str | None = None
+    timed_out: bool = False  # the failed command was stopped at the time limit
     output: str = ""
 
 
@@ -125,7 +143,11 @@ def run_gate(workdir: Path, commands: list[str], timeout_s: float = DEFAULT_COMM
     """Each gate command through the sandboxed runner inside the integration worktree; the first red one stops."""
     for command in commands:
         result = run_command(parse_command(command), workdir, timeout_s)
-        if result.timed_out or result.exit_code != 0:
+        if result.timed_out:
+            stopped = f"[stopped: it ran for {timeout_s:g}s, WFQUEUE_EXECUTE_CHECK_TIMEOUT_S]"
+            return GateResult(passed=False, failed_command=command, timed_out=True,
+                              output=f"{result.output[-4000:]}\n{stopped}")
+        if result.exit_code != 0:
             return GateResult(passed=False, failed_command=command, output=result.output[-4000:])
     return GateResult(passed=True)
 

@@ -55,6 +55,7 @@ class GateRun(BaseModel):
     failed_command: str | None = None
     output: str = ""  # the failing command's output tail
     at: float
+    head: str | None = None  # the integration branch's commit it checked
 
 
 class Execution(BaseModel):

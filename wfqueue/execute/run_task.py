@@ -42,7 +42,6 @@ from wfqueue.state import SessionStore
 # Executor runs per attempt: the first, and one more that sees the failing verification's output.
 EXECUTOR_RUNS = 2
 LOG_DIR = "logs"
-VERIFICATION_TIMEOUT_S = DEFAULT_COMMAND_TIMEOUT_S
 VERIFICATION_OUTPUT_KEPT = 4_000  # characters of its tail in the result (the log keeps all of it)
 
 
@@ -99,15 +98,17 @@ def record_failure(payload: ExecuteTask, state: SessionStore, error: str, *, wor
     return _record(state, run, remember)
 
 
-def run_task(payload: ExecuteTask, executor: Executor, state: SessionStore, *, worker: str = "") -> TaskRun:
+def run_task(payload: ExecuteTask, executor: Executor, state: SessionStore, *, worker: str = "",
+             check_timeout_s: float = DEFAULT_COMMAND_TIMEOUT_S) -> TaskRun:
     """Run one attempt of one task and return how it ended (see the module docstring). ``state``: the
-    execution's session state (session id = the exec id)."""
+    execution's session state (session id = the exec id); ``check_timeout_s``: how long its verification
+    command may run (Settings.execute_check_timeout_s)."""
     known = state.recall(task_run_key(payload.task.id, payload.attempt))
     if known is not None:
         return TaskRun.model_validate_json(known)
     started = time.time()
     try:
-        return _run(payload, executor, state, worker, started)
+        return _run(payload, executor, state, worker, started, check_timeout_s)
     except TransientProviderError:
         raise  # the worker retries the task later; the worktree and a durable executor's turns are kept
     except InfrastructureError as exc:  # git could not work here: not remembered, a redelivery may succeed
@@ -116,7 +117,8 @@ def run_task(payload: ExecuteTask, executor: Executor, state: SessionStore, *, w
         return record_failure(payload, state, exc.message, worker=worker, started_at=started)
 
 
-def _run(payload: ExecuteTask, executor: Executor, state: SessionStore, worker: str, started: float) -> TaskRun:
+def _run(payload: ExecuteTask, executor: Executor, state: SessionStore, worker: str, started: float,
+         check_timeout_s: float) -> TaskRun:
     task, repo, attempt = payload.task, Path(payload.repo), payload.attempt
     runnable = verification_refusal(task) is None
     path = worktree_path(repo, payload.exec_id, task.id, attempt)
@@ -155,7 +157,7 @@ def _run(payload: ExecuteTask, executor: Executor, state: SessionStore, worker: 
             break
         if not runnable:
             break
-        checked = run_command(parse_command(task.verification), workdir, VERIFICATION_TIMEOUT_S)
+        checked = run_command(parse_command(task.verification), workdir, check_timeout_s)
         summary = _verification_summary(task.verification.strip(), checked)
         log.section(f"verification after run {number}: {summary}", checked.output)
         passed = checked.exit_code == 0 and not checked.timed_out

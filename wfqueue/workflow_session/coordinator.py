@@ -39,7 +39,9 @@ from wfqueue.workflow_session.session import (
     find_session,
     load_session,
     now_iso,
+    read_session,
     save_session,
+    task_files,
 )
 from wfqueue.workflow_session.session_conflicts import resolve
 from wfqueue.workflow_session.steps import RESOLUTION_FILE, apply_resolution, load_context, save_notes
@@ -105,6 +107,8 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
         if request.session is None and not request.requirement:
             raise BadInputError("nothing to plan", hint='give a requirement, or --session WFS-x to continue one')
         folder = find_session(request.repo, request.session) if request.session else None
+        if folder is not None:
+            read_session(folder)  # a damaged record is refused before Redis and workers start
         with self.runtime(request.repo, request.workers) as runtime:
             fresh = folder is None
             if folder is None:
@@ -118,7 +122,7 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
 
     def _phases(self, runtime: Runtime, folder: Path, request: PlanRequest, fresh: bool) -> WfsResult:
         app, settings = runtime.app, runtime.settings
-        session = load_session(folder)
+        session = read_session(folder)
         provider = request.provider
         if request.keep_provider and not fresh:  # a session planned offline is not finished by a paid model
             recorded = SessionState(runtime.client, session.session_id, settings.state_ttl_s).meta().get("provider")
@@ -181,8 +185,7 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
                                  tasks=0, conflicts=conflicts, resumed_from=resumed_from, failed_angles=failed,
                                  usage=usage_line(report), stopped=stopped)
             session.status = "active"
-            session.progress.current_tasks = sorted((p.stem for p in (folder / ".task").glob("IMPL-*.json")),
-                                                    key=lambda i: int(i.split("-")[1].split(".")[0]))
+            session.progress.current_tasks = [p.stem for p in task_files(folder)]
             save_session(folder, session)
             state.set_meta(status=SessionStatus.ACTIVE)
             resolution = folder / PROCESS_DIR / RESOLUTION_FILE

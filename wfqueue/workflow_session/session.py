@@ -8,10 +8,11 @@ touched; a missing session or task is reported with the list of what exists.
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
-from wfqueue.errors import SessionNotFoundError
+from wfqueue.errors import BadInputError, SessionNotFoundError
 from wfqueue.fsio import atomic_write_json
 from wfqueue.sessions import WORKFLOW_DIR, check_session_id
 from wfqueue.unified_task import UnifiedTask
@@ -25,6 +26,7 @@ NOTES_FILE = "planning-notes.md"
 IMPL_PLAN_FILE = "IMPL_PLAN.md"
 TODO_FILE = "TODO_LIST.md"
 PLAN_FILE = "plan.json"
+TASK_FILE = re.compile(r"^IMPL-\d+(?:\.\d+)?\.json$")  # a task's file, named by its id
 
 
 def active_root(repo: Path) -> Path:
@@ -88,10 +90,26 @@ def task_number(task_id: str) -> tuple[int, ...]:
     return tuple(int(part) for part in task_id.split("-", 1)[1].split("."))
 
 
+def task_files(folder: Path) -> list[Path]:
+    """``.task/IMPL-N.json`` / ``IMPL-N.M.json`` in id order. Other files there (``IMPL-1 copy.json`` left by a
+    file manager) are not tasks of the plan: never counted, read, sorted or removed as one."""
+    paths = [p for p in (folder / TASK_DIR).glob("IMPL-*.json") if TASK_FILE.match(p.name)]
+    return sorted(paths, key=lambda p: task_number(p.stem))
+
+
+def read_session(folder: Path) -> WorkflowSession:
+    """``load_session`` for a command: a damaged record is bad input naming the file (exit 2), not a traceback."""
+    try:
+        return load_session(folder)
+    except (OSError, ValueError) as exc:  # pydantic's ValidationError and UnicodeDecodeError are ValueErrors
+        raise BadInputError(f"{folder / SESSION_FILE} is not a valid session record: {str(exc).splitlines()[0]}",
+                            hint="put it back from a backup (.process/backup/*/workflow-session.json) or plan "
+                                 "again") from None
+
+
 def load_tasks(folder: Path) -> list[UnifiedTask]:
-    """The session's tasks in id order (``.task/IMPL-*.json``)."""
-    tasks = [UnifiedTask.model_validate_json(p.read_text(encoding="utf-8"))
-             for p in (folder / TASK_DIR).glob("IMPL-*.json")]
+    """The session's tasks in id order."""
+    tasks = [UnifiedTask.model_validate_json(p.read_text(encoding="utf-8")) for p in task_files(folder)]
     return sorted(tasks, key=lambda t: task_number(t.id))
 
 

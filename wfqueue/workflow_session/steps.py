@@ -50,6 +50,7 @@ from wfqueue.workflow_session.session import (
     TASK_DIR,
     TODO_FILE,
     load_session,
+    task_files,
     task_path,
 )
 from wfqueue.workflow_session.session_conflicts import ConflictList
@@ -213,7 +214,7 @@ def run_generation(state: SessionStore, provider: Provider, folder: Path, repo: 
                             metadata=metadata)
     (folder / TASK_DIR).mkdir(parents=True, exist_ok=True)
     keep = {f"{t.id}.json" for t in draft.tasks}
-    for stale in (folder / TASK_DIR).glob("IMPL-*.json"):
+    for stale in task_files(folder):
         if stale.name not in keep:  # left by an earlier, interrupted generation
             remove(stale)  # through fsio: a copy of the folder on another machine loses it too
     for task in draft.tasks:

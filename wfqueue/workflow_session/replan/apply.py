@@ -19,7 +19,6 @@ the file-lock pitfalls), which is all a user command needs.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,6 +37,7 @@ from wfqueue.errors import (
     TaskNotFoundError,
 )
 from wfqueue.fsio import atomic_write_text, lock_for, remove
+from wfqueue.sessions import repo_option
 from wfqueue.tasks_file import is_legacy, legacy_to_unified
 from wfqueue.unified_task import UnifiedTask
 from wfqueue.workflow_session.models import ContextPackage, ReplanEntry
@@ -70,13 +70,13 @@ from wfqueue.workflow_session.session import (
     active_root,
     find_session,
     load_session,
-    task_number,
+    read_session,
+    task_files,
 )
 
 CONTEXT_FILE = "context-package.json"
 NOTES_JSON = "planning-notes.json"
 MAX_ADJUST_ROUNDS = 5
-TASK_FILE = re.compile(r"^IMPL-\d+(?:\.\d+)?\.json$")
 Writer = Callable[[Path, str], object]
 
 
@@ -110,14 +110,8 @@ class RestoreResult(BaseModel):
 # -- reading ------------------------------------------------------------------------------
 
 
-def _task_files(folder: Path) -> list[Path]:
-    """``.task/IMPL-N.json`` / ``IMPL-N.M.json`` in id order (other files are not tasks of the plan)."""
-    paths = [p for p in (folder / TASK_DIR).glob("IMPL-*.json") if TASK_FILE.match(p.name)]
-    return sorted(paths, key=lambda p: task_number(p.stem))
-
-
 def _current_bytes(folder: Path) -> dict[str, bytes]:
-    rels = [SESSION_FILE, PLAN_FILE, IMPL_PLAN_FILE, TODO_FILE] + [f"{TASK_DIR}/{p.name}" for p in _task_files(folder)]
+    rels = [SESSION_FILE, PLAN_FILE, IMPL_PLAN_FILE, TODO_FILE] + [f"{TASK_DIR}/{p.name}" for p in task_files(folder)]
     return {rel: (folder / rel).read_bytes() for rel in rels if (folder / rel).is_file()}
 
 
@@ -129,11 +123,11 @@ def _topic(todo: bytes | None, fallback: str) -> str:
 
 def load_snapshot(folder: Path) -> SessionSnapshot:
     """Read the session once; a task file that is not JSON stops the replan (exit 2)."""
-    session = load_session(folder)
+    session = read_session(folder)
     files = _current_bytes(folder)
     tasks: dict[str, dict[str, Any]] = {}
-    task_files: dict[str, str] = {}
-    for path in _task_files(folder):
+    file_of: dict[str, str] = {}
+    for path in task_files(folder):
         rel = f"{TASK_DIR}/{path.name}"
         if rel not in files:  # a folder (or something else) by a task file's name
             raise ReplanRefusedError(f"{rel} is not a file; nothing was changed",
@@ -149,10 +143,10 @@ def load_snapshot(folder: Path) -> SessionSnapshot:
             data = legacy_to_unified(data)  # the 6-field layout is read, mapped, and written unified
         tid = str(data.get("id") or path.stem)
         if tid in tasks:
-            raise ReplanRefusedError(f"{rel} and {task_files[tid]} both hold {tid}; nothing was changed",
+            raise ReplanRefusedError(f"{rel} and {file_of[tid]} both hold {tid}; nothing was changed",
                                      hint="give each task its own id and file")
         tasks[tid] = data
-        task_files[tid] = rel
+        file_of[tid] = rel
     process = folder / PROCESS_DIR
     plan = _readable(PLAN_FILE, lambda: json.loads(files[PLAN_FILE].decode("utf-8-sig"))) \
         if PLAN_FILE in files else None
@@ -161,7 +155,7 @@ def load_snapshot(folder: Path) -> SessionSnapshot:
     notes = _readable(f"{PROCESS_DIR}/{NOTES_JSON}", lambda: PlanningNotes.model_validate_json(
         (process / NOTES_JSON).read_text(encoding="utf-8"))) if (process / NOTES_JSON).is_file() else None
     goal = session.structured.goal if session.structured else session.description
-    return SessionSnapshot(session=session, tasks=tasks, task_files=task_files, files=files, plan=plan,
+    return SessionSnapshot(session=session, tasks=tasks, task_files=file_of, files=files, plan=plan,
                            context=context, constraints=notes.consolidated if notes else [],
                            topic=_topic(files.get(TODO_FILE), goal))
 
@@ -185,7 +179,7 @@ def validate_session(folder: Path) -> list[str]:
     task named after its id, at most 10, every dependency known, no cycle; plan.json in sync."""
     problems: list[str] = []
     items: list[tuple[str, Any]] = []
-    for path in _task_files(folder):
+    for path in task_files(folder):
         rel = f"{TASK_DIR}/{path.name}"
         try:
             items.append((rel, json.loads(path.read_text(encoding="utf-8"))))
@@ -217,6 +211,17 @@ def _locked(folder: Path, timeout_s: float) -> Any:
     return lock_for(folder / PROCESS_DIR / "replan", timeout_s)
 
 
+def _refuse_unfinished(snap: SessionSnapshot, repo: Path) -> None:
+    """A session whose task generation has not finished: `wfqueue resume` generates its tasks afresh, which would
+    replace what a replan wrote. A session from another tool records no phases and is taken as finished."""
+    session = snap.session
+    state = session.phases.get("tasks")
+    if "phases" in session.model_fields_set and state not in ("done", "skipped"):
+        raise ReplanRefusedError(
+            f"{session.session_id} is still being planned (its tasks phase is {state}); nothing was changed",
+            hint=f"finish it first with `wfqueue resume {session.session_id}{repo_option(repo)}`, then replan it")
+
+
 def run_replan(repo: Path, text: str | None, ui: ReplanUI, *, task_id: str | None = None,
                session_id: str | None = None, interactive: bool = False, tools: Sequence[str] = DEFAULT_TOOLS,
                lock_timeout_s: float = 60.0, now: datetime | None = None,
@@ -226,6 +231,7 @@ def run_replan(repo: Path, text: str | None, ui: ReplanUI, *, task_id: str | Non
     apply. ``write`` is the file writer (tests pass one that fails)."""
     folder = find_session(repo, session_id)
     snap = load_snapshot(folder)
+    _refuse_unfinished(snap, repo)
     if task_id is not None:
         _refuse_unknown_task(snap, task_id)
     if not (text or "").strip() and interactive:
@@ -362,7 +368,7 @@ def session_rows(repo: Path) -> list[SessionRow]:
     for folder in sorted(root.iterdir()) if root.is_dir() else []:
         if not (folder / SESSION_FILE).is_file():
             continue
-        count = len(_task_files(folder))
+        count = len(task_files(folder))
         try:
             s = load_session(folder)
         except (OSError, ValueError) as exc:

@@ -14,7 +14,7 @@ from typing import Literal, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
-from wfqueue.errors import BadInputError, SessionNotFoundError
+from wfqueue.errors import SessionNotFoundError
 from wfqueue.fsio import atomic_write_json, atomic_write_text
 from wfqueue.sessions import WORKFLOW_DIR
 from wfqueue.tasks_file import default_repo, load_task_dir
@@ -28,8 +28,8 @@ from wfqueue.workflow_session.session import (
     SESSION_FILE,
     TASK_DIR,
     TODO_FILE,
-    load_session,
     now_iso,
+    read_session,
     task_number,
 )
 from wfqueue.workflow_session.verify.checks import DIMENSIONS, VerifyInput, compute_coverage, goal_of, run_checks
@@ -215,11 +215,7 @@ def load_input(folder: Path) -> VerifyInput:
     """Read every artifact of the session; problems become findings, not exceptions."""
     if not (folder / SESSION_FILE).is_file():
         raise SessionNotFoundError(f"{folder} holds no {SESSION_FILE}", hint="pass a WFS-* session folder")
-    try:
-        session = load_session(folder)
-    except (ValueError, OSError) as exc:
-        raise BadInputError(f"{folder / SESSION_FILE} is not a valid session record: {str(exc).splitlines()[0]}",
-                            hint="restore workflow-session.json or re-plan") from exc
+    session = read_session(folder)
     errors: dict[str, str] = {}
     loaded, problems = load_task_dir(folder / TASK_DIR) if (folder / TASK_DIR).is_dir() else ([], [])
     problems = [p for p in problems if p.code != "empty"]  # "no tasks" is reported by dimension B

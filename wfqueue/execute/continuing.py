@@ -1,0 +1,44 @@
+"""What ``wfqueue execute --continue`` checks and redoes before it goes on with an execution.
+
+The integration branch must still be there and not be checked out anywhere else (git lets a branch be checked
+out in one place only; a person fixing a red gate may have checked it out). The plan may have changed since the
+last run (the stop hints say to fix it): its waves are made again from its current dependencies and files, so a
+task never runs before a dependency added since.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from wfqueue.errors import BadInputError
+from wfqueue.execute.merge import branch_exists, checked_out_elsewhere
+from wfqueue.execute.model import ExecutablePlan
+from wfqueue.execute.records import Execution
+from wfqueue.execute.schedule import build_schedule
+
+
+def check_continuable(execution: Execution) -> None:
+    """Refuse (exit 2, nothing changed) an execution whose integration branch is gone or checked out elsewhere."""
+    repo = Path(execution.repo)
+    if not branch_exists(repo, execution.branch):
+        raise BadInputError(f"{execution.exec_id} cannot go on: its integration branch {execution.branch} is gone",
+                            hint=f"execute the plan again: `wfqueue execute {execution.source}`")
+    elsewhere = checked_out_elsewhere(repo, execution.exec_id)
+    if elsewhere is not None:
+        raise BadInputError(f"{execution.exec_id} cannot go on: its integration branch {execution.branch} is "
+                            f"checked out in {elsewhere}",
+                            hint="switch that checkout to another branch (`git switch -`), then continue")
+
+
+def reschedule(execution: Execution, plan: ExecutablePlan) -> bool:
+    """Make the execution's waves again from ``plan`` when they differ from the recorded ones; True if they did.
+    Completed tasks keep their merges wherever their new wave is."""
+    schedule = build_schedule(plan.tasks, execution.parallel)
+    waves = [wave.task_ids for wave in schedule.waves]
+    if waves == execution.waves:
+        return False
+    execution.waves = waves
+    execution.gated_waves = []  # numbers of the old waves; a gate runs again only on a head not yet gated green
+    for task_id, record in execution.tasks.items():
+        record.wave = schedule.wave_of(task_id)
+    return True
