@@ -31,6 +31,7 @@ from beat.timing import (
     should_purge_session,
 )
 from wfqueue.fsio import locked_update
+from wfqueue.redis_owner import owned_now
 from wfqueue.sessions import WORKFLOW_DIR, queue_dir
 from wfqueue.settings import Settings
 from wfqueue.workflow_session.session import SESSION_FILE, active_root, load_session, save_session
@@ -89,6 +90,8 @@ def embedded_logs(repo: Path) -> list[Path]:
 def purge_files(repos: list[Path], settings: Settings, now: float) -> list[str]:
     removed = []
     for repo in repos:
+        if owned_now(queue_dir(repo) / "redis"):
+            continue  # a plan or `wfqueue up` runs there: its processes write to these logs now
         for path in embedded_logs(repo):
             try:
                 if should_purge_file(path.stat().st_mtime, now, settings.embedded_data_max_age_days):

@@ -63,6 +63,24 @@ class RedisOwnership:
             self._fd = None
 
 
+def owned_now(data_dir: Path) -> bool:
+    """Whether a live command holds ``data_dir``'s lock: its Redis and workers run and write their logs. A
+    shared lock is tried, and dropped at once; no lock file (or none to take) reads as not owned."""
+    try:
+        fd = os.open(data_dir / LOCK_FILE, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # closing drops a lock taken here
+    return False
+
+
 def stop_left_over(data_dir: Path, may_stop: bool = True) -> None:
     """Stop the Redis a killed command left running in ``data_dir``, if its pid file names one. A pid that is
     not that Redis (another program's now) is left alone. One that cannot be told apart (no /proc), whose

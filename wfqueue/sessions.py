@@ -126,7 +126,7 @@ def check_session_id(session_id: str) -> str:
         raise InvalidSessionIdError(
             f"invalid session id {shown!r}: use letters, digits, '.', '_' and '-' only, at most 80 characters, "
             "starting with a letter or digit",
-            hint="list sessions with `wfqueue status`",
+            hint="`wfqueue status` lists the collaborative plans, `wfqueue sessions` the workflow sessions",
         )
     return session_id
 

@@ -29,6 +29,7 @@ from wfqueue.collab.recovery import enqueue_missing
 from wfqueue.collab.steps import run_area, run_understanding
 from wfqueue.embedded import EmbeddedRedis, stop_process_group
 from wfqueue.providers import make_provider
+from wfqueue.redis_owner import RedisOwnership
 from wfqueue.sessions import planning_root
 from wfqueue.settings import load_settings
 from wfqueue.state import SessionState, redis_client
@@ -224,6 +225,13 @@ def test_purge_locks_and_archive_act_once_on_real_redis_and_files(broker: str, s
         (queue / name).write_text("log\n")
     os.utime(queue / "worker.log", (old, old))
     os.utime(queue / "redis" / "redis.log", (old, old))
+    # While a command (a plan, `wfqueue up`) owns the repository's Redis its processes write these logs: kept.
+    owner = RedisOwnership(queue / "redis")
+    owner.acquire()
+    try:
+        assert purge_files([sample_repo], settings, now) == []
+    finally:
+        owner.release()
     assert sorted(Path(p).name for p in purge_files([sample_repo], settings, now)) == ["redis.log", "worker.log"]
     assert [p.name for p in queue.glob("*.log")] == ["beat-flower.log"]
 

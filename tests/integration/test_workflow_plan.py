@@ -211,3 +211,12 @@ def test_resume_finishes_a_session_with_the_provider_it_was_planned_with(sample_
     done = run_cli("resume", folder.name, "--repo", str(sample_repo), "--json")
     assert done.code == 0, done.stderr
     assert done.json()["status"] == "completed" and done.json()["tasks"] >= 1
+
+
+def test_a_plan_with_a_failed_angle_stays_partial_when_resumed(sample_repo: Path, tmp_path: Path) -> None:
+    provider = write_script(tmp_path / "script.json", fail={"explore:architecture": "the angle gave up"})
+    first = run_cli("plan", RISKY, "--repo", str(sample_repo), "-y", "--provider", provider, "--json")
+    assert first.code == 1 and first.json()["status"] == "partial", first.stderr
+    again = run_cli("resume", session_dir(first).name, "--repo", str(sample_repo), "--json")
+    assert again.code == 1, again.stderr  # it said "completed", exit 0, with the angle never explored
+    assert again.json()["status"] == "partial"

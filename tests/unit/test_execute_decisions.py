@@ -171,3 +171,10 @@ def test_states_are_written_back_into_a_workflow_session(sample_repo: Path) -> N
     assert "- [x] **IMPL-1**" in todo and "- [ ] **IMPL-2**" in todo
     # The plan still loads, with the same tasks.
     assert [t.id for t in load_plan(str(folder), str(sample_repo)).tasks] == ["IMPL-1", "IMPL-2"]
+    session = json.loads((folder / "workflow-session.json").read_text())
+    assert session["status"] == "active"  # partial: not done
+    # Every task merged: the session is completed, which beat's maintenance archives after a while.
+    done = execution(**{"IMPL-1": "completed", "IMPL-2": "completed"})
+    done.status = "completed"
+    write_back(plan, done)
+    assert json.loads((folder / "workflow-session.json").read_text())["status"] == "completed"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +16,15 @@ from typer.testing import CliRunner
 from tests.wfs_factory import make_session, task
 from wfqueue.cli.replan_cmd import register
 from wfqueue.errors import (
+    InfrastructureError,
     OutsideSelectionError,
     ReplanCancelledError,
     ReplanRolledBackError,
     UnrecognisedRequestError,
     WfqueueError,
 )
-from wfqueue.fsio import atomic_write_text
+from wfqueue.fsio import atomic_write_bytes, atomic_write_text
+from wfqueue.workflow_session.replan import backup as backup_module
 from wfqueue.workflow_session.replan.apply import run_replan
 from wfqueue.workflow_session.replan.backup import MANIFEST, Manifest, parse_manifest, render_manifest
 from wfqueue.workflow_session.replan.intent import (
@@ -188,6 +192,9 @@ def test_adding_a_task_backs_up_then_updates_tasks_todo_plan_and_session(tmp_pat
     assert code == 0
     summary = json.loads(out)
     assert (summary["added"], summary["updated"], summary["deleted"]) == (["IMPL-4"], [], [])
+    # The command it names works from any folder (here: not the repository).
+    refine = f'wfqueue replan IMPL-4 "criterion: ..." --session WFS-test-session --repo {tmp_path}'
+    assert refine in summary["warnings"][0]
     new = read(folder, ".task/IMPL-4.json")
     assert (new["title"], new["depends_on"]) == ("Audit logging", ["IMPL-3"])
     assert "- [ ] **IMPL-4**: Audit logging → [📋](./.task/IMPL-4.json)" in (folder / "TODO_LIST.md").read_text()
@@ -248,7 +255,7 @@ def test_restore_refuses_a_folder_that_is_not_a_backup_of_that_session(tmp_path:
     assert code == 0
     snapshot = tree(folder)
     code, _, error, _ = cli("replan", "--restore", json.loads(out)["backup"], "--session", "WFS-test-session")
-    assert code == 2 and "backup of WFS-other, not of WFS-test-session" in error
+    assert code == 2 and "is kept in the session WFS-other, not in WFS-test-session" in error
     assert tree(folder) == snapshot and (other / ".task/IMPL-2.json").exists()
 
 
@@ -256,6 +263,13 @@ def test_restore_refuses_a_folder_that_is_not_a_backup_of_that_session(tmp_path:
     (lambda f: (f / "plan.json").write_text("{{{"), "plan.json cannot be read"),
     (lambda f: ((f / ".task/IMPL-2.json").unlink(), (f / ".task/IMPL-2.json").mkdir()),
      ".task/IMPL-2.json is not a file"),
+    # Ids that are not IMPL-N broke the renumbering with a ValueError or IndexError traceback.
+    (lambda f: (f / ".task/IMPL-3.json").write_text((f / ".task/IMPL-3.json").read_text()
+                                                    .replace('"IMPL-3"', '"IMPL-3b"')),
+     ".task/IMPL-3.json holds the id 'IMPL-3b', not an IMPL-N id"),
+    (lambda f: (f / ".task/IMPL-3.json").write_text((f / ".task/IMPL-3.json").read_text()
+                                                    .replace('"IMPL-3"', '"setup"')),
+     ".task/IMPL-3.json holds the id 'setup'"),
 ])
 def test_a_hand_damaged_session_is_refused_by_name_with_nothing_changed(tmp_path: Path, damage: Any,
                                                                         said: str) -> None:
@@ -343,6 +357,10 @@ def test_missing_session_or_task_lists_what_exists(tmp_path: Path) -> None:
     assert code == 2 and "Task IMPL-9 not found" in error and "available tasks: IMPL-1, IMPL-2, IMPL-3" in error
     code, _, error, _ = cli("replan", "remove IMPL-7", "--repo", str(tmp_path), "-y", "--session", "WFS-test-session")
     assert code == 2 and "IMPL-7 not found" in error and "IMPL-1, IMPL-2, IMPL-3" in error
+    # The tasks named before it in the same request are still the session's.
+    code, _, error, _ = cli("replan", "remove IMPL-1, IMPL-2, IMPL-7", "--repo", str(tmp_path), "-y", "--session",
+                            "WFS-test-session")
+    assert code == 2 and "IMPL-7 not found" in error and "the session's tasks: IMPL-1, IMPL-2, IMPL-3" in error
     assert tree(folder) == snapshot
 
 
@@ -493,3 +511,64 @@ def test_a_session_still_being_planned_is_refused_unless_it_records_no_phases(tm
     assert f"WFS-test-session is still being planned (its tasks phase is {recorded})" in err
     assert "wfqueue resume WFS-test-session" in err
     assert tree(folder) == before
+
+
+def test_a_copied_session_is_a_session_of_its_own(tmp_path: Path) -> None:
+    """`cp -r WFS-x WFS-try`: a replan of the copy names the copy in its rollback command (it named the original,
+    and following it overwrote the original), and the original's backups are not restored into the copy."""
+    original = three_tasks(tmp_path)
+    code, out, err, _ = cli("replan", "add a task for metrics", "--repo", str(tmp_path), "-y", "--json")
+    assert code == 0, err
+    copy = original.parent / "WFS-try"
+    shutil.copytree(original, copy)
+    before = tree(original)
+    code, out, err, _ = cli("replan", "remove IMPL-3", "--repo", str(tmp_path), "--session", "WFS-try", "-y",
+                            "--json")
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["session_id"] == "WFS-try" and summary["rollback"].endswith("--session WFS-try")
+    assert tree(original) == before
+    restored = cli(*shlex.split(summary["rollback"])[1:], "--repo", str(tmp_path))
+    assert restored[0] == 0, restored[2]
+    assert (copy / ".task" / "IMPL-3.json").is_file() and tree(original) == before
+    copied_backup = next((copy / ".process" / "backup").iterdir())  # made in the original, copied with it
+    refused = cli("replan", "--restore", str(copied_backup), "--session", original.name, "--repo", str(tmp_path))
+    assert refused[0] == 2 and "is kept in the session WFS-try" in refused[2], refused[2]
+    assert tree(original) == before
+
+
+def test_a_renamed_session_folder_is_found_by_its_new_name(tmp_path: Path) -> None:
+    folder = three_tasks(tmp_path)
+    folder.rename(folder.parent / "WFS-renamed")
+    code, out, err, _ = cli("replan", "add a task for metrics", "--repo", str(tmp_path), "-y", "--json")
+    assert code == 0, err
+    assert json.loads(out)["session_id"] == "WFS-renamed"
+
+
+def test_a_backup_the_disk_refuses_changes_nothing_and_leaves_no_half_backup(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = three_tasks(tmp_path)
+    before = tree(folder)
+    written: list[Path] = []
+
+    def full_disk(path: Path, data: bytes) -> bool:
+        if written:
+            raise InfrastructureError(f"cannot write {path}: no space left on the device ({path.parent})")
+        written.append(path)
+        return atomic_write_bytes(path, data)
+
+    monkeypatch.setattr(backup_module, "atomic_write_bytes", full_disk)
+    code, _, err, _ = cli("replan", "add a task for metrics", "--repo", str(tmp_path), "-y")
+    assert code == 3, err
+    assert "no space left on the device" in err and "nothing was changed" in err and "run the replan again" in err
+    assert tree(folder, skip_backups=True) == before  # the lock file aside, every byte as it was
+    assert not (folder / ".process" / "backup").exists() or not any((folder / ".process" / "backup").iterdir())
+
+
+def test_a_lite_plan_named_as_a_workflow_session_is_told_apart(tmp_path: Path) -> None:
+    three_tasks(tmp_path)
+    lite = tmp_path / ".workflow" / ".lite-plan" / "add-sub-2026-11-26"
+    lite.mkdir(parents=True)
+    code, _, error, _ = cli("replan", "use codex", "--repo", str(tmp_path), "--session", lite.name, "-y")
+    assert code == 2 and f"{lite.name} is not a workflow session: it is in {lite.parent}" in error, error
+    assert f"wfqueue validate {lite}" in " ".join(error.split())

@@ -17,7 +17,7 @@ from typing import Any
 from wfqueue.execute.model import ExecTask, ExecutablePlan
 from wfqueue.execute.records import Execution, TaskRecord, iso
 from wfqueue.fsio import atomic_write_text, dumps_json
-from wfqueue.workflow_session.session import TASK_DIR, TODO_FILE
+from wfqueue.workflow_session.session import TASK_DIR, TODO_FILE, load_session, save_session
 
 # Execution's task states as the unified task's ``status`` names them (running is in_progress).
 STATUS = {"pending": "pending", "running": "in_progress", "conflict": "conflict", "completed": "completed",
@@ -96,6 +96,17 @@ def _todo(path: Path, completed: set[str]) -> None:
         atomic_write_text(path, ticked)
 
 
+def _complete_session(folder: Path) -> None:
+    """Every task of a workflow session merged: the session is ``completed``, which beat's maintenance archives
+    once it has been idle WFQUEUE_ARCHIVE_AFTER_DAYS (nothing else marks a session completed)."""
+    try:
+        session = load_session(folder)
+    except (OSError, ValueError):  # unreadable: left alone, as every other plan file here
+        return
+    if session.status != "completed":
+        save_session(folder, session.model_copy(update={"status": "completed"}))
+
+
 def write_back(plan: ExecutablePlan, execution: Execution) -> None:
     fields = {t.id: runtime_fields(t, execution.tasks[t.id], execution) for t in plan.tasks if t.id in execution.tasks}
     source = Path(plan.source)
@@ -106,6 +117,8 @@ def write_back(plan: ExecutablePlan, execution: Execution) -> None:
         todo = source.parent / TODO_FILE
         if todo.is_file():
             _todo(todo, {t for t, r in execution.tasks.items() if r.state == "completed"})
+        if execution.status == "completed":
+            _complete_session(source.parent)
     elif plan.kind == "collab":
         plans = [source] if source.is_file() else sorted(source.glob("*/plan.json"))
         for path in plans:

@@ -44,7 +44,13 @@ from wfqueue.workflow_session.session import (
     task_files,
 )
 from wfqueue.workflow_session.session_conflicts import resolve
-from wfqueue.workflow_session.steps import RESOLUTION_FILE, apply_resolution, load_context, save_notes
+from wfqueue.workflow_session.steps import (
+    RESOLUTION_FILE,
+    apply_resolution,
+    load_context,
+    recorded_failed_angles,
+    save_notes,
+)
 from wfqueue.workflow_session.structure import as_text, structure_input
 
 WFS_IDS = SessionIds(prefix="WFS-", slug_length=50, dated=False)  # WFS-{slug}
@@ -184,6 +190,8 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
                 return WfsResult(session_id=session.session_id, session_dir=str(folder), status=SessionStatus.FAILED,
                                  tasks=0, conflicts=conflicts, resumed_from=resumed_from, failed_angles=failed,
                                  usage=usage_line(report), stopped=stopped)
+            if not failed and session.phases.get("context") == "done":
+                failed = recorded_failed_angles(folder)  # explored by an earlier run: the plan is still partial
             session.status = "active"
             session.progress.current_tasks = [p.stem for p in task_files(folder)]
             save_session(folder, session)

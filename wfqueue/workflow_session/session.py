@@ -71,13 +71,24 @@ def find_session(repo: Path, session_id: str | None) -> Path:
     check_session_id(session_id)
     folder = (root / session_id).resolve()
     if folder.parent != root.resolve() or not (folder / SESSION_FILE).is_file():
+        elsewhere = [p for p in sorted((repo / WORKFLOW_DIR).glob(f"*/{session_id}")) if p.parent != root]
+        if elsewhere:  # a lite plan, a collaborative plan or an execution of that name
+            raise SessionNotFoundError(
+                f"{session_id} is not a workflow session: it is in {elsewhere[0].parent}",
+                hint=f"this command works on workflow sessions ({listing}); `wfqueue validate {elsewhere[0]}` checks "
+                     f"the tasks of any plan, `wfqueue status {session_id}` shows it")
         raise SessionNotFoundError(f"session {session_id} not found under {root}",
                                    hint=f"available sessions: {listing}")
     return folder
 
 
 def load_session(folder: Path) -> WorkflowSession:
-    return WorkflowSession.model_validate_json((folder / SESSION_FILE).read_text(encoding="utf-8"))
+    """The session record of ``folder``. The folder names the session: a copied or renamed folder is a session of
+    its own (its record says so at its next write), never the one it was copied from."""
+    session = WorkflowSession.model_validate_json((folder / SESSION_FILE).read_text(encoding="utf-8"))
+    if session.session_id != folder.name:
+        session = session.model_copy(update={"session_id": folder.name})
+    return session
 
 
 def save_session(folder: Path, session: WorkflowSession) -> None:

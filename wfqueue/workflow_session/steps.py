@@ -7,6 +7,7 @@ that runs twice (redelivery, or a resumed plan) writes the same bytes.
 
 from __future__ import annotations
 
+import json
 import posixpath
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,19 @@ def save_context(folder: Path, context: ContextPackage) -> None:
     atomic_write_json(folder / PROCESS_DIR / CONTEXT_FILE, context.model_dump(mode="json", by_alias=True))
 
 
+EXPLORATIONS_MANIFEST = "explorations-manifest.json"
+
+
+def recorded_failed_angles(folder: Path) -> dict[str, str]:
+    """The exploration angles the context phase could not explore, as its manifest recorded them ({angle: why});
+    empty when it has none or cannot be read."""
+    try:
+        recorded = json.loads((folder / PROCESS_DIR / EXPLORATIONS_MANIFEST).read_text(encoding="utf-8"))
+        return {str(f["angle"]): str(f.get("error", "")) for f in recorded.get("failed_angles") or []}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return {}
+
+
 def run_context_phase(state: SessionStore, folder: Path, repo: str, shown_folder: Path | None = None) -> str:
     """Phase 2 after its explorations: the context package and Context Findings. Returns the risk level.
     The explorations manifest names the files in ``shown_folder`` (the session folder as the user sees it,
@@ -91,7 +105,7 @@ def run_context_phase(state: SessionStore, folder: Path, repo: str, shown_folder
         atomic_write_json(process / f"exploration-{exploration.findings.angle}.json",
                           exploration.model_dump(mode="json"))
     timestamp = state.remember_once(keys.CONTEXT_AT, now_iso())
-    atomic_write_json(process / "explorations-manifest.json",
+    atomic_write_json(process / EXPLORATIONS_MANIFEST,
                       manifest(session.session_id, session.description, timestamp, assessment.complexity,
                                explorations, str((shown_folder or folder) / PROCESS_DIR), failed))
     index = cached_index(Path(repo))

@@ -66,6 +66,7 @@ from wfqueue.workflow_session.session import (
     PROCESS_DIR,
     SESSION_FILE,
     TASK_DIR,
+    TASK_FILE,
     TODO_FILE,
     active_root,
     find_session,
@@ -142,6 +143,9 @@ def load_snapshot(folder: Path) -> SessionSnapshot:
         if is_legacy(data):
             data = legacy_to_unified(data)  # the 6-field layout is read, mapped, and written unified
         tid = str(data.get("id") or path.stem)
+        if not TASK_FILE.match(f"{tid}.json"):  # hand-edited: the plan's order and renumbering need IMPL-N ids
+            raise ReplanRefusedError(f"{rel} holds the id {tid!r}, not an IMPL-N id; nothing was changed",
+                                     hint=f"give it the id {path.stem}, as its file name says")
         if tid in tasks:
             raise ReplanRefusedError(f"{rel} and {file_of[tid]} both hold {tid}; nothing was changed",
                                      hint="give each task its own id and file")
@@ -249,7 +253,7 @@ def run_replan(repo: Path, text: str | None, ui: ReplanUI, *, task_id: str | Non
     tasks = [t for t in (_as_unified(d) for d in snap.tasks.values()) if t is not None]
     for round_ in range(1, MAX_ADJUST_ROUNDS + 1):
         selections = clarify(ui, request, tasks) if interactive else SAFE_DEFAULTS
-        draft = plan_changes(snap, request, selections, when)
+        draft = plan_changes(snap, request, selections, when, repo_option(repo))
         impact = draft.impact
         backup = new_backup_dir(folder, stamp)
         entry = ReplanEntry(timestamp=when, reason=request.text, scope=impact.scope, added=impact.added,
@@ -301,7 +305,12 @@ def _apply(folder: Path, snap: SessionSnapshot, impact: Impact, artifacts: dict[
             if _current_bytes(folder) != snap.files or backup.exists():
                 raise SessionBusyError(f"{snap.session.session_id} changed while the replan was prepared; "
                                        "nothing was written", hint="run the replan again")
-            write_backup(folder, backup, manifest)  # backup first, always
+            try:
+                write_backup(folder, backup, manifest)  # backup first, always; a failed one is removed
+            except InfrastructureError as exc:  # a full or read-only disk
+                raise InfrastructureError(f"{exc.message}: the backup could not be written; nothing was changed",
+                                          hint="free some space there (or make it writable), then run the replan "
+                                               "again") from None
             try:
                 for rel, text in artifacts.items():
                     if text is None:
@@ -309,10 +318,12 @@ def _apply(folder: Path, snap: SessionSnapshot, impact: Impact, artifacts: dict[
                     else:
                         write(folder / rel, text)
                 problems = validate_session(folder)
-            except OSError as exc:
+            except (OSError, InfrastructureError) as exc:  # fsio names a full or read-only disk
                 _roll_back(folder, backup, manifest)
                 raise InfrastructureError(f"writing the replan failed ({exc}); the backup was restored, "
-                                          "nothing changed", hint=f"backup kept at {backup}") from exc
+                                          "nothing changed", hint=f"backup kept at {backup}; free some space "
+                                                                  "there (or make it writable), then run the replan "
+                                                                  "again") from exc
             except BaseException:  # Ctrl-C or a bug half-way: never leave a half-applied plan
                 _roll_back(folder, backup, manifest)
                 raise

@@ -97,16 +97,34 @@ def parse_manifest(text: str) -> Manifest:
 
 
 def write_backup(folder: Path, backup: Path, manifest: Manifest) -> None:
-    """Copy every file of the manifest into ``backup``; the manifest goes in last."""
+    """Copy every file of the manifest into ``backup``; the manifest goes in last. Through fsio: a full disk is
+    an error that says so (exit 3), and a backup that could not be finished is removed, not left half made."""
     backup.mkdir(parents=True, exist_ok=False)
-    for rel in manifest.files:
-        shutil.copyfile(folder / rel, backup / Path(rel).name)
-    atomic_write_text(backup / MANIFEST, render_manifest(manifest, backup))
+    try:
+        for rel in manifest.files:
+            atomic_write_bytes(backup / Path(rel).name, (folder / rel).read_bytes())
+        atomic_write_text(backup / MANIFEST, render_manifest(manifest, backup))
+    except BaseException:
+        shutil.rmtree(backup, ignore_errors=True)
+        raise
+
+
+def _session_keeping(backup: Path) -> Path | None:
+    """The session folder whose backup folder holds ``backup`` (``SESSION/.process/backup/NAME``), or None."""
+    resolved = backup.resolve()
+    parent = resolved.parent
+    if parent.name == BACKUP_DIR and parent.parent.name == PROCESS_DIR:
+        return parent.parent.parent
+    return None
 
 
 def read_backup(folder: Path, backup: Path) -> Manifest:
     """The manifest of a complete backup of this session folder, or NotABackupError (exit 2)."""
     session_id = folder.name
+    kept_in = _session_keeping(backup)
+    if kept_in is not None and kept_in != folder.resolve():  # a copied folder's backups are copies: not this one's
+        raise NotABackupError(f"{backup} is kept in the session {kept_in.name}, not in {session_id}",
+                              hint=f"restore it there: --session {kept_in.name}")
     if not (backup / MANIFEST).is_file():
         raise NotABackupError(f"{backup} is not a replan backup of {session_id} (no {MANIFEST})",
                               hint=f"backups of {session_id} are under {backup_root(folder)}")

@@ -179,9 +179,11 @@ def _edit_dependencies(task: dict[str, Any], op: EditDependencies, warnings: lis
     task["depends_on"] = deps
 
 
-def plan_changes(snap: SessionSnapshot, request: ChangeRequest, selections: Selections, when: str) -> ReplanDraft:
+def plan_changes(snap: SessionSnapshot, request: ChangeRequest, selections: Selections, when: str,
+                 repo_option: str = "") -> ReplanDraft:
     """The task set after the replan, and its impact. Raises only for ids that do not exist
-    and answers the request exceeds; every other defect is listed in ``impact.problems``."""
+    and answers the request exceeds; every other defect is listed in ``impact.problems``. ``repo_option``
+    (wfqueue.sessions.repo_option) goes into the commands the warnings name."""
     check_selections(request, selections)
     sid = snap.session.session_id
     before = snap.tasks
@@ -197,7 +199,8 @@ def plan_changes(snap: SessionSnapshot, request: ChangeRequest, selections: Sele
     def require(tid: str) -> dict[str, Any]:
         if tid not in after:
             where = "deleted by this request" if tid in deleted else f"not found in session {sid}"
-            raise TaskNotFoundError(f"Task {tid} {where}", hint=f"available tasks: {', '.join(after) or 'none'}")
+            known = sorted({*before, *added}, key=task_number)  # not narrowed by this request's own deletions
+            raise TaskNotFoundError(f"Task {tid} {where}", hint=f"the session's tasks: {', '.join(known) or 'none'}")
         explicit.append(tid)
         return after[tid]
 
@@ -214,7 +217,8 @@ def plan_changes(snap: SessionSnapshot, request: ChangeRequest, selections: Sele
             next_number += 1
             after[tid] = _new_task(tid, op, sid, _verification(before), request.text, when)
             added.append(tid)
-            warnings.append(f"{tid} has a placeholder criterion; refine it: wfqueue replan {tid} \"criterion: ...\"")
+            warnings.append(f"{tid} has a placeholder criterion; refine it: wfqueue replan {tid} \"criterion: ...\" "
+                            f"--session {sid}{repo_option}")
         elif isinstance(op, EditDependencies):
             _edit_dependencies(require(op.task_id or ""), op, warnings)
         elif isinstance(op, UpdateTask):
