@@ -98,7 +98,8 @@ def agent_snapshots(state: SessionState, areas: list[str]) -> list[AgentSnapshot
             continue
         agents.append(AgentSnapshot(area=area, state=str(record.get("state") or "unknown"),
                                     started_at=_float(record.get("started_at")),
-                                    finished_at=_float(record.get("finished_at"))))
+                                    finished_at=_float(record.get("finished_at")),
+                                    alive_at=_float(record.get("alive_at"))))
     return agents
 
 

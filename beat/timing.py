@@ -34,6 +34,7 @@ class AgentSnapshot(BaseModel):
     state: str = Field(description="queued | running | done | failed; anything else counts as not finished")
     started_at: float | None = None
     finished_at: float | None = None
+    alive_at: float | None = None  # the last heartbeat of a running agent (workers/header.heartbeat)
 
 
 class SessionSnapshot(BaseModel):
@@ -61,8 +62,8 @@ def unfinished_areas(snapshot: SessionSnapshot) -> list[str]:
 
 
 def last_progress(snapshot: SessionSnapshot) -> float | None:
-    """The latest sign of work: an agent starting or finishing, or its record changing."""
-    times = [t for a in snapshot.agents for t in (a.started_at, a.finished_at) if t is not None]
+    """The latest sign of work: an agent starting, beating while it runs, or finishing, or its record changing."""
+    times = [t for a in snapshot.agents for t in (a.started_at, a.finished_at, a.alive_at) if t is not None]
     if snapshot.observed_since is not None:
         times.append(snapshot.observed_since)
     return max(times) if times else None

@@ -31,7 +31,7 @@ from wfqueue.lifeline import for_child
 from wfqueue.redis_owner import RedisOwnership
 from wfqueue.settings import WorkerPool
 from wfqueue.state import redis_client
-from wfqueue.task_names import ALL_QUEUES
+from wfqueue.task_names import ALL_QUEUES, QUEUE_CONTROL
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -200,7 +200,8 @@ class LocalWorkers:
     """One Celery worker node with ``concurrency`` slots: processes (prefork) or threads."""
 
     def __init__(self, broker_url: str, concurrency: int, log_dir: Path, env: dict[str, str] | None = None,
-                 start_timeout_s: float = 60.0, pool: WorkerPool = "prefork", use_standby: bool = False) -> None:
+                 start_timeout_s: float = 60.0, pool: WorkerPool = "prefork", use_standby: bool = False,
+                 queues: tuple[str, ...] = ALL_QUEUES, name: str = "worker") -> None:
         self.broker_url = broker_url
         self.use_standby = use_standby  # Settings.prestart_worker
         self.concurrency = concurrency
@@ -208,7 +209,10 @@ class LocalWorkers:
         self.log_dir = log_dir
         self.extra_env = env or {}
         self.start_timeout_s = start_timeout_s
-        self.hostname = f"wfq-{secrets.token_hex(3)}@{os.uname().nodename}"
+        self.queues = queues
+        self.name = name  # of its log files: {name}.log, {name}.stderr
+        prefix = "wfq" if name == "worker" else f"wfq-{name.removeprefix('worker-')}"
+        self.hostname = f"{prefix}-{secrets.token_hex(3)}@{os.uname().nodename}"
         self.proc: subprocess.Popen[bytes] | None = None
         self._log_start = 0  # the log is appended to: an error quotes only what this start wrote
         self._started_at = 0.0  # start_timeout_s counts from here, however late the wait begins
@@ -216,16 +220,16 @@ class LocalWorkers:
 
     @property
     def log_path(self) -> Path:
-        return self.log_dir / "worker.log"
+        return self.log_dir / f"{self.name}.log"
 
     @property
     def stderr_path(self) -> Path:
         """What the worker writes before its log is set up: a bad option, an import error."""
-        return self.log_dir / "worker.stderr"
+        return self.log_dir / f"{self.name}.stderr"
 
     def options(self) -> list[str]:
         """``workers.serve``'s options for this node."""
-        return ["--queues", ",".join(ALL_QUEUES), "--concurrency", str(self.concurrency), "--pool", self.pool,
+        return ["--queues", ",".join(self.queues), "--concurrency", str(self.concurrency), "--pool", self.pool,
                 "--hostname", self.hostname, "--loglevel", "INFO", "--logfile", self._celery_logfile()]
 
     def _celery_logfile(self) -> str:
@@ -306,7 +310,7 @@ class EmbeddedCluster:
 
     def __init__(self, queue_dir: Path, concurrency: int, redis_port: int = 0, start_timeout_s: float = 60.0,
                  worker_env: dict[str, str] | None = None, pool: WorkerPool = "prefork",
-                 use_standby: bool = False) -> None:
+                 use_standby: bool = False, control_slots: int = 0) -> None:
         # The unix socket is private (mode 700); a TCP port on 127.0.0.1 is open to every local user: a password.
         self.redis = EmbeddedRedis(queue_dir / "redis", port=redis_port, start_timeout_s=start_timeout_s,
                                    password=secrets.token_urlsafe(24) if redis_port else None)
@@ -317,6 +321,11 @@ class EmbeddedCluster:
         self.worker_env = worker_env
         self.use_standby = use_standby
         self.workers: LocalWorkers | None = None
+        # A node of its own for the control queue (chord callbacks, beat's maintenance), where several plans share
+        # the cluster (`wfqueue up`): agents filling every slot of the main node kept the watchdog, which exists
+        # for exactly that case, from running. 0: the main node consumes the control queue too.
+        self.control_slots = control_slots
+        self.control: LocalWorkers | None = None
 
     def start_redis(self) -> str:
         self.redis.start()
@@ -324,21 +333,34 @@ class EmbeddedCluster:
 
     def launch_workers(self) -> LocalWorkers:
         """Start the worker node without waiting for it (``LocalWorkers.wait_ready`` does)."""
+        queues = tuple(q for q in ALL_QUEUES if q != QUEUE_CONTROL) if self.control_slots else ALL_QUEUES
         self.workers = LocalWorkers(self.redis.url, self.concurrency, self.queue_dir, env=self.worker_env,
-                                    start_timeout_s=self.start_timeout_s, pool=self.pool, use_standby=self.use_standby)
+                                    start_timeout_s=self.start_timeout_s, pool=self.pool, use_standby=self.use_standby,
+                                    queues=queues)
         self.workers.start()
         return self.workers
 
+    def launch_control(self) -> LocalWorkers:
+        """Start the control queue's own node (``control_slots`` threads), without waiting for it."""
+        self.control = LocalWorkers(self.redis.url, self.control_slots, self.queue_dir, env=self.worker_env,
+                                    start_timeout_s=self.start_timeout_s, pool="threads", queues=(QUEUE_CONTROL,),
+                                    name="worker-control")
+        self.control.start()
+        return self.control
+
     def start_workers(self, app: Celery) -> None:
-        """Start the worker node and wait until it consumes."""
-        self.launch_workers().wait_ready(app)
+        """Start the worker node (and the control queue's, if it has one) and wait until they consume."""
+        nodes = [self.launch_workers(), *([self.launch_control()] if self.control_slots else [])]
+        for node in nodes:
+            node.wait_ready(app)
 
     def stop(self) -> None:
         """Warm shutdown of the workers, then Redis; interrupted (a second Ctrl-C), kill both at once."""
         try:
             try:
-                if self.workers is not None:
-                    self.workers.stop()
+                for node in (self.control, self.workers):
+                    if node is not None:
+                        node.stop()
             finally:
                 self.redis.stop()
         except BaseException:
@@ -347,12 +369,13 @@ class EmbeddedCluster:
 
     def kill(self) -> None:
         """SIGKILL the workers' and Redis's process groups: nothing is left behind, nothing waits."""
-        for stoppable in (self.workers, self.redis):
+        for stoppable in (self.control, self.workers, self.redis):
             if stoppable is not None and stoppable.proc is not None:
                 stop_process_group(stoppable.proc, signal.SIGKILL, STOP_GRACE_S)
                 stoppable.proc = None
-        if self.workers is not None:
-            self.workers.stop()  # the log's link folder, if it has one
+        for node in (self.control, self.workers):
+            if node is not None:
+                node.stop()  # the log's link folder, if it has one
         self.redis.stop()  # the socket directory
 
     def __enter__(self) -> EmbeddedCluster:

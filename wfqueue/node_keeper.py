@@ -15,13 +15,14 @@ check raises WorkerStartError, exit 3, naming the worker's log.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 from typing import Any, Protocol
 
 from celery import Celery
 
-from wfqueue.embedded import EmbeddedCluster
+from wfqueue.embedded import EmbeddedCluster, LocalWorkers
 from wfqueue.errors import WorkerStartError
 
 # Replacements of a dead node before the command gives up (each death is reported; a node that dies at every
@@ -45,37 +46,51 @@ def exit_described(code: int) -> str:
     return f"exit code {code}"
 
 
-def requeue_unacknowledged(app: Celery) -> int:
-    """Put every delivery that no node has acknowledged back on its queue; return how many.
+def requeue_unacknowledged(app: Celery, queues: tuple[str, ...]) -> int:
+    """Put every delivery from ``queues`` that no node has acknowledged back on its queue; return how many.
 
-    Only for a broker whose other consumers are known to be gone: a live node's running task would be
-    delivered a second time."""
+    Only for queues whose other consumers are known to be gone: a live node's running task would be delivered
+    a second time."""
     with app.connection_for_write() as connection:
         channel: Any = connection.default_channel  # kombu's Redis channel, which keeps the unacknowledged deliveries
-        tags = channel.client.zrange(channel.unacked_index_key, 0, -1)
-        for tag in tags:
-            channel.qos.restore_by_tag(tag, channel.client)
-    return len(tags)
+        client = channel.client
+        count = 0
+        for tag in client.zrange(channel.unacked_index_key, 0, -1):
+            delivery = client.hget(channel.unacked_key, tag)
+            try:
+                _, exchange, routing_key = json.loads(delivery) if delivery else (None, None, None)
+            except (ValueError, TypeError):
+                continue  # not a delivery kombu wrote: the visibility timeout is its judge
+            if not exchange and routing_key in queues:  # sent by queue name (Celery's direct route)
+                channel.qos.restore_by_tag(tag, client)
+                count += 1
+    return count
 
 
-def other_nodes(app: Celery, dead: str) -> list[str]:
-    """The worker nodes other than ``dead`` that answer a ping now."""
+def other_nodes(app: Celery, ours: set[str]) -> list[str]:
+    """The worker nodes that answer a ping now and are not ``ours`` (workers of other machines joined to a
+    `wfqueue up`)."""
     replies = app.control.ping(timeout=OTHER_NODES_PING_S) or []
-    return sorted(name for reply in replies for name in reply if name != dead)
+    return sorted(name for reply in replies for name in reply if name not in ours)
 
 
 class NodeKeeper:
-    """Replaces ``cluster``'s worker node when it has died (see the module's docstring)."""
+    """Replaces one local worker node of ``cluster`` when it has died (see the module's docstring): its main node,
+    or with ``control`` its control queue's own node."""
 
-    def __init__(self, cluster: EmbeddedCluster, app: Celery, ui: Reporter,
+    def __init__(self, cluster: EmbeddedCluster, app: Celery, ui: Reporter, *, control: bool = False,
                  max_restarts: int = MAX_NODE_RESTARTS) -> None:
         self.cluster, self.app, self.ui = cluster, app, ui
+        self.control = control
         self.max_restarts = max_restarts
         self.restarts = 0
 
+    def _node(self) -> LocalWorkers | None:
+        return self.cluster.control if self.control else self.cluster.workers
+
     def check(self) -> None:
         """Return at once while the node runs; replace it if it has exited."""
-        workers = self.cluster.workers
+        workers = self._node()
         if workers is None or workers.proc is None:
             return
         code = workers.proc.poll()
@@ -91,11 +106,15 @@ class NodeKeeper:
             raise WorkerStartError(f"the local worker node exited ({how}), {self.restarts + 1} times in all",
                                    hint=f"see {log} for what it was doing")
         self.restarts += 1
-        others = other_nodes(self.app, workers.hostname)
+        ours = {n.hostname for n in (self.cluster.workers, self.cluster.control) if n is not None}
+        others = other_nodes(self.app, ours)
         if others:
             back = (f"its tasks are delivered again after the visibility timeout (WFQUEUE_VISIBILITY_TIMEOUT_S): "
-                    f"{len(others)} other node(s) hold deliveries too")
+                    f"{len(others)} node(s) of other machines take tasks here too")
         else:
-            back = f"{requeue_unacknowledged(self.app)} task(s) it had taken are queued again"
-        self.cluster.launch_workers()
+            back = f"{requeue_unacknowledged(self.app, workers.queues)} task(s) it had taken are queued again"
+        if self.control:
+            self.cluster.launch_control()
+        else:
+            self.cluster.launch_workers()
         self.ui.info(f"the local worker node exited ({how}); started a new one; {back} (see {log})")

@@ -228,6 +228,10 @@ class Settings(BaseSettings):
     watchdog_grace_s: float = Field(
         default=600.0, gt=0, description="After the re-enqueue, seconds to wait before finalising as partial."
     )
+    agent_heartbeat_s: float = Field(
+        default=30.0, gt=0, description="Seconds between a running agent's signs of life in its record, up to its "
+        "time limit: the watchdog takes them as progress, so a long agent is not re-enqueued beside itself.",
+    )
     beat_schedule_file: str | None = Field(
         default=None, description="Where beat keeps its schedule state (default: a private temp folder per broker)."
     )

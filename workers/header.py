@@ -17,8 +17,10 @@ retries.
 from __future__ import annotations
 
 import os
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, Literal, TypeVar
 
 from celery import Task
@@ -93,6 +95,31 @@ def judge(exc: BaseException, *, retries_left: bool, soft_time_limit_s: int) -> 
     return Verdict(action="retry" if retries_left else "fail", reason=describe(exc))
 
 
+@contextmanager
+def heartbeat(state: SessionStore, agent: str, every_s: float, for_at_most_s: float) -> Iterator[None]:
+    """While the block runs, write ``alive_at`` into the agent's record every ``every_s`` seconds, for at most
+    ``for_at_most_s`` (its time limit: past it the agent counts as hung, and beat's watchdog may act). The
+    watchdog takes these as progress: an agent that waits long on a model is alive, and re-enqueuing it would
+    run it twice; a worker that died stops beating."""
+    stop = threading.Event()
+    until = time.monotonic() + for_at_most_s
+
+    def beat() -> None:
+        while not stop.wait(every_s) and time.monotonic() < until:
+            try:
+                state.set_agent(agent, alive_at=time.time())
+            except Exception:  # noqa: BLE001 - a missed beat is no failure; the agent's own writes tell
+                continue
+
+    thread = threading.Thread(target=beat, name=f"heartbeat-{agent}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
 def run_header(task: Task[Any, Any], state: SessionStore, settings: Settings, agent: str,
                step: Callable[[Attempt], T], outcome: Callable[[Finished, T | None], M],
                done_fields: Callable[[T], dict[str, Any]] = lambda _: {}) -> M:
@@ -106,7 +133,8 @@ def run_header(task: Task[Any, Any], state: SessionStore, settings: Settings, ag
     state.set_agent(agent, state=AgentState.RUNNING, worker=attempt.worker, pid=attempt.pid,
                     started_at=time.time(), attempts=attempt.attempts, error=None)
     try:
-        result = step(attempt)
+        with heartbeat(state, agent, settings.agent_heartbeat_s, settings.agent_time_limit_s):
+            result = step(attempt)
     except Exception as exc:  # judged below: a header task never breaks its chord
         verdict = judge(exc, retries_left=may_retry(task), soft_time_limit_s=settings.agent_soft_time_limit_s)
         if verdict.action == "raise":

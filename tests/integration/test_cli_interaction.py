@@ -6,13 +6,14 @@ import os
 import pty
 import re
 import select
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from support import FOUR_AREAS, processes_mentioning, run_cli, wfqueue_env
+from support import FOUR_AREAS, processes_mentioning, run_cli, wait_until, wfqueue_env
 
 from wfqueue.collab.note import parse_note
 from wfqueue.task_names import COLLAB_UNDERSTAND
@@ -113,3 +114,24 @@ def test_worker_start_failure_exits_3_and_stops_redis(sample_repo: Path, tmp_pat
     assert resumed.json()["status"] == "completed"
     log = (sample_repo / ".workflow" / ".queue" / "worker.log").read_text(encoding="utf-8")
     assert len(re.findall(rf"{re.escape(COLLAB_UNDERSTAND)}\[[0-9a-f-]+\] succeeded", log)) == 1, log
+
+
+def test_ctrl_c_while_the_command_loads_is_a_quiet_exit_130(sample_repo: Path) -> None:
+    """The `wfqueue` command loads its modules for a second or so after starting its standby worker: a Ctrl-C
+    then printed a KeyboardInterrupt traceback."""
+    proc = subprocess.Popen([sys.executable, "-m", "wfqueue", "lite-plan", "Add caching", "--repo", str(sample_repo),
+                             "-y"], env=wfqueue_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+
+    def standby_started() -> bool:
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+        return any(b"--standby" in Path(f"/proc/{c}/cmdline").read_bytes()
+                   for c in children.read_text().split() if Path(f"/proc/{c}").exists())
+
+    wait_until(standby_started, 30, "the standby worker")  # the command line is loading now
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "interrupted" in err, err
+    assert not (sample_repo / ".workflow" / ".lite-plan").exists() or not any(
+        (sample_repo / ".workflow" / ".lite-plan").iterdir())

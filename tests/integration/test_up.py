@@ -66,6 +66,7 @@ def test_up_serves_plans_flower_and_beat_until_interrupted(sample_repo: Path, tm
                             stderr=subprocess.PIPE, text=True, cwd=project)
     marker = str(sample_repo / ".workflow" / ".queue")
     worker_log = sample_repo / ".workflow" / ".queue" / "worker.log"
+    control_log = sample_repo / ".workflow" / ".queue" / "worker-control.log"
     base = f"http://127.0.0.1:{port}"
     try:
         lines = []
@@ -100,9 +101,9 @@ def test_up_serves_plans_flower_and_beat_until_interrupted(sample_repo: Path, tm
         # With credentials, Flower lists the plan's tasks: it watches up's broker.
         wait_until(lambda: {"wfqueue.collab.understand", "wfqueue.collab.plan_area"} <= plan_tasks_in_flower(), 60,
                    "Flower lists the plan's tasks")
-        # Beat schedules the watchdog (every second here) and up's workers run it.
-        wait_until(lambda: re.search(rf"{re.escape(BEAT_WATCHDOG)}\[[0-9a-f-]+\] succeeded", worker_log.read_text()),
-                   60, "a watchdog pass sent by beat succeeds")
+        # Beat schedules the watchdog (every second here) and up's control node runs it.
+        wait_until(lambda: watchdog_ran(control_log), 60, "a watchdog pass sent by beat succeeds")
+        assert not watchdog_ran(worker_log), "maintenance ran on the agents' node"
         assert processes_mentioning(marker), "up's processes should be running"
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
@@ -118,6 +119,11 @@ def test_up_serves_plans_flower_and_beat_until_interrupted(sample_repo: Path, tm
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def watchdog_ran(log: Path) -> bool:
+    return log.is_file() and re.search(rf"{re.escape(BEAT_WATCHDOG)}\[[0-9a-f-]+\] succeeded",
+                                       log.read_text(errors="replace")) is not None
 
 
 def child_running(parent: int, marker: str) -> int | None:
@@ -141,10 +147,12 @@ def test_up_replaces_a_killed_worker_node_and_stops_when_its_redis_dies(sample_r
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    env = wfqueue_env(WFQUEUE_FLOWER_BASIC_AUTH=CREDENTIALS, WFQUEUE_BEAT_SCHEDULE_FILE=str(tmp_path / "beat"))
+    env = wfqueue_env(WFQUEUE_FLOWER_BASIC_AUTH=CREDENTIALS, WFQUEUE_BEAT_SCHEDULE_FILE=str(tmp_path / "beat"),
+                      WFQUEUE_WATCHDOG_INTERVAL_S="1")
     proc = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "up", "--repo", str(sample_repo), "--workers",
                              "2", "--flower-port", str(port)], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
+    control_log = sample_repo / ".workflow" / ".queue" / "worker-control.log"
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")),  # type: ignore[union-attr]
                               daemon=True)
@@ -152,6 +160,31 @@ def test_up_replaces_a_killed_worker_node_and_stops_when_its_redis_dies(sample_r
     marker = str(sample_repo / ".workflow" / ".queue")
     try:
         wait_until(lambda: any(line.startswith("Ctrl-C") for line in lines), 90, "up running")
+        # `wfqueue status` of a plan up runs reads the agents' live records in up's Redis (it read files only:
+        # every running agent showed as pending, with no worker).
+        script = tmp_path / "slow.json"
+        script.write_text(json.dumps({"latency_s": 3.0}), encoding="utf-8")
+        plan = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "collab-plan", "Add per-user rate "
+                                 "limiting to the API", "--repo", str(sample_repo), "--max-agents", "2", "-y",
+                                 "--provider", f"scripted:{script}", "--json"], env=wfqueue_env(),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        planning = sample_repo / ".workflow" / ".planning"
+
+        def a_running_agent() -> dict | None:
+            sessions = list(planning.glob("CPLAN-*")) if planning.is_dir() else []
+            if not sessions:
+                return None
+            shown = run_cli("status", sessions[0].name, "--repo", str(sample_repo), "--json", env=wfqueue_env())
+            agents = json.loads(shown.stdout).get("agents", []) if shown.code == 0 else []
+            return next((a for a in agents if a["state"] == "running"), None)
+
+        running = wait_until(a_running_agent, 60, "an agent shown running")
+        assert running["worker"] and isinstance(running["pid"], int), running
+        # Both agents fill both slots of the main node; the watchdog runs beside them on the control node.
+        control_log.write_text("")
+        wait_until(lambda: watchdog_ran(control_log), 30, "a watchdog pass while the agents run")
+        assert plan.poll() is None, "the plan ended before the watchdog could be seen running beside it"
+        assert plan.wait(timeout=120) == 0, plan.stderr.read()  # type: ignore[union-attr]
         node = child_running(proc.pid, "workers.serve")
         assert node is not None
         os.kill(node, signal.SIGKILL)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -30,7 +33,9 @@ from beat.timing import (
 )
 from wfqueue.cli.beat_cmd import beat_argv
 from wfqueue.errors import ConfigError
+from wfqueue.memory_state import MemorySessionState
 from wfqueue.settings import load_settings
+from workers.header import heartbeat
 
 T0 = 1_700_000_000.0
 DEADLINE, GRACE = 900.0, 600.0
@@ -66,6 +71,39 @@ def test_a_recent_start_or_finish_is_progress() -> None:
     assert last_progress(session) == T0 + 700
     assert act(session, T0 + 700 + DEADLINE - 1) == "wait"
     assert act(session, T0 + 700 + DEADLINE) == "reenqueue"
+
+
+def test_a_running_agents_heartbeat_is_progress_and_a_silent_one_is_not() -> None:
+    """An agent waiting long on a model beats; re-enqueuing it ran it twice, and finalising it left a plan
+    `partial` whose agent then wrote its files anyway."""
+    alive = AgentSnapshot(area="api", state="running", started_at=T0, alive_at=T0 + 2000)
+    assert act(snap(alive), T0 + 2000 + DEADLINE - 1) == "wait"
+    assert act(snap(alive), T0 + 2000 + DEADLINE) == "reenqueue"  # its worker died: the beats stopped
+
+
+def test_the_heartbeat_writes_while_the_agent_runs_and_stops_at_its_time_limit() -> None:
+    state = MemorySessionState()
+    with heartbeat(state, "api", every_s=0.01, for_at_most_s=60):
+        first = wait_for_value(lambda: state.agent("api").get("alive_at"))
+        wait_for_value(lambda: state.agent("api").get("alive_at") != first)
+    assert not beating("api")  # the block's end stops it
+    with heartbeat(state, "limited", every_s=0.01, for_at_most_s=0):
+        wait_for_value(lambda: not beating("limited"))  # past its time limit it stops by itself...
+    assert "alive_at" not in state.agent("limited")  # ...having vouched for nothing
+
+
+def beating(agent: str) -> bool:
+    return any(t.name == f"heartbeat-{agent}" for t in threading.enumerate())
+
+
+def wait_for_value(read: Callable[[], object], timeout_s: float = 5.0) -> object:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = read()
+        if value:
+            return value
+        time.sleep(0.005)
+    raise AssertionError("no heartbeat")
 
 
 def test_after_the_reenqueue_the_grace_runs_from_it_then_finalize() -> None:

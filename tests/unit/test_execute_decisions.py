@@ -14,7 +14,6 @@ from wfs_factory import task as wfs_task
 
 from tests.execute_support import task
 from wfqueue.cli.main import main
-from wfqueue.execute.coordinator import execution_root, plan_slug
 from wfqueue.execute.decisions import (
     conflict_outcome,
     disallowed_changes,
@@ -25,6 +24,7 @@ from wfqueue.execute.decisions import (
 )
 from wfqueue.execute.load import load_plan
 from wfqueue.execute.model import TaskFiles
+from wfqueue.execute.outcome import execution_root, plan_slug
 from wfqueue.execute.records import Execution, TaskRecord, render_report, save
 from wfqueue.execute.writeback import runtime_fields, write_back
 

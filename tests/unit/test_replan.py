@@ -572,3 +572,37 @@ def test_a_lite_plan_named_as_a_workflow_session_is_told_apart(tmp_path: Path) -
     code, _, error, _ = cli("replan", "use codex", "--repo", str(tmp_path), "--session", lite.name, "-y")
     assert code == 2 and f"{lite.name} is not a workflow session: it is in {lite.parent}" in error, error
     assert f"wfqueue validate {lite}" in " ".join(error.split())
+
+
+def test_a_replan_that_leaves_a_plan_execute_would_refuse_changes_nothing(tmp_path: Path) -> None:
+    """`validate` and `execute` refuse a plan with no task, or a task that modifies a file the repository does not
+    have: a replan making one was accepted (exit 0)."""
+    folder = three_tasks(tmp_path)
+    for name in ("config.py", "limiter.py", "client.py"):
+        (tmp_path / "src").mkdir(exist_ok=True)
+        (tmp_path / "src" / name).write_text("")
+    before = tree(folder)
+    code, _, err, _ = cli("replan", "remove IMPL-1, IMPL-2, IMPL-3", "--repo", str(tmp_path), "-y")
+    assert code == 2 and "a plan needs at least one task" in err, err
+    code, _, err, _ = cli("replan", "IMPL-2", "files: src/nowhere.py", "--repo", str(tmp_path), "-y")
+    assert code == 2 and "src/nowhere.py" in err, err
+    assert tree(folder, skip_backups=True) == before
+    # A problem the plan had already (a file removed since it was planned) does not block other changes.
+    (tmp_path / "src" / "client.py").unlink()
+    code, _, err, _ = cli("replan", "add a task for metrics", "--repo", str(tmp_path), "-y")
+    assert code == 0, err
+
+
+def test_backups_are_restored_last_replan_first(tmp_path: Path) -> None:
+    """Restoring the first of two replans' backups kept the second's new task beside the first's plan.json."""
+    folder = three_tasks(tmp_path)
+    before = tree(folder, skip_backups=True)
+    first = json.loads(cli("replan", "add a task for metrics", "--repo", str(tmp_path), "-y", "--json")[1])
+    second = json.loads(cli("replan", "add a task for audit logging", "--repo", str(tmp_path), "-y", "--json")[1])
+    after_both = tree(folder, skip_backups=True)
+    code, _, err, _ = cli("replan", "--restore", first["backup"], "--repo", str(tmp_path))
+    assert code == 2 and "is not the backup of WFS-test-session's last replan" in err, err
+    assert Path(second["backup"]).name in err and tree(folder, skip_backups=True) == after_both
+    assert cli("replan", "--restore", second["backup"], "--repo", str(tmp_path))[0] == 0
+    assert cli("replan", "--restore", first["backup"], "--repo", str(tmp_path))[0] == 0
+    assert tree(folder, skip_backups=True) == before

@@ -98,3 +98,14 @@ def test_plan_and_resume_of_a_damaged_session_record_name_the_file(tmp_path: Pat
         err = capsys.readouterr().err
         assert f"{folder / 'workflow-session.json'} is not a valid session record" in " ".join(err.split()), err
         assert not (tmp_path / ".workflow" / ".queue").exists(), "a Redis was started for a session it refuses"
+
+
+def test_plan_with_a_new_requirement_and_an_existing_session_is_refused(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """`plan "new text" --session WFS-x` continued WFS-x's own plan and dropped the new text without a word."""
+    folder = make_session(tmp_path, "Add rate limiting", [task(1, "Config", ["src/config.py"])])
+    before = (folder / "workflow-session.json").read_bytes()
+    assert main(["plan", "Add audit logging", "--session", folder.name, "--repo", str(tmp_path), "-y"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"--session {folder.name} continues that session's plan of its own requirement" in err, err
+    assert (folder / "workflow-session.json").read_bytes() == before

@@ -17,8 +17,11 @@ def main() -> None:
     # Loading the command line creates long-lived objects and no garbage worth a collection (see
     # workers.serve._collect_from_now_on); frozen afterwards, they are not scanned again.
     gc.disable()
-    from wfqueue.cli.main import main as run
-
+    try:
+        from wfqueue.cli.main import main as run
+    except KeyboardInterrupt:  # Ctrl-C while the command line loads (a second or so): nothing has started yet
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
     gc.freeze()
     gc.enable()
     sys.exit(run())

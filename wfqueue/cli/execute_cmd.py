@@ -19,11 +19,12 @@ from rich.markup import escape
 from wfqueue.cli.plan_common import finish
 from wfqueue.cli.progress import TerminalUI
 from wfqueue.errors import BadInputError
-from wfqueue.execute.coordinator import EXECUTE, ExecuteCoordinator, ExecutionOutcome
+from wfqueue.execute.coordinator import EXECUTE, ExecuteCoordinator
 from wfqueue.execute.executors import ExecutorName, choose_executor
 from wfqueue.execute.gate import gate_commands, verification_refusal
 from wfqueue.execute.load import load_plan
 from wfqueue.execute.model import ExecutablePlan
+from wfqueue.execute.outcome import ExecutionOutcome
 from wfqueue.execute.safety import check_clean_repository
 from wfqueue.execute.schedule import Schedule, build_schedule
 from wfqueue.runtime import stop_after_output

@@ -22,8 +22,9 @@ from wfqueue.errors import BadInputError
 from wfqueue.sessions import read_requirement, resolve_repo
 from wfqueue.settings import load_settings
 from wfqueue.tasks_file import default_repo
-from wfqueue.workflow_session.replan.apply import ReplanSummary, restore, run_replan, session_rows
+from wfqueue.workflow_session.replan.apply import ReplanSummary, run_replan
 from wfqueue.workflow_session.replan.intent import task_id_argument
+from wfqueue.workflow_session.replan.restore import restore, session_rows
 from wfqueue.workflow_session.replan.select import Decision, Question
 
 

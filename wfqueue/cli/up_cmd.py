@@ -24,6 +24,10 @@ from wfqueue.sessions import queue_dir, resolve_repo
 from wfqueue.settings import load_settings, mask_url
 from wfqueue.up_cluster import UP_FILE, UpCluster, UpWorkerSettings, announced
 
+# Threads of the control queue's own node: chord callbacks of the plans up runs, and beat's maintenance, which
+# must run while agents fill every slot of the main node (the watchdog exists for that case).
+CONTROL_SLOTS = 2
+
 
 class Reporter:
     """What the node keeper reports, on up's console."""
@@ -57,7 +61,7 @@ def register(app: typer.Typer) -> None:
             signal.signal(sig, lambda *_: stop.set())
         with EmbeddedCluster(queue_dir(root), concurrency=settings.worker_slots(workers),
                              redis_port=settings.embedded_redis_port, start_timeout_s=settings.embedded_start_timeout_s,
-                             pool=settings.effective_worker_pool()) as cluster:
+                             pool=settings.effective_worker_pool(), control_slots=CONTROL_SLOTS) as cluster:
             url = cluster.start_redis()
             live = settings.model_copy(update={"broker_url": SecretStr(url)})
             flower_argv, flower_env = flower_command(live, port or settings.flower_port, settings.flower_address)
@@ -66,7 +70,7 @@ def register(app: typer.Typer) -> None:
                 cluster.start_workers(celery_app)
             finally:
                 release_result_subscriptions(celery_app)
-            keeper = NodeKeeper(cluster, celery_app, Reporter(out))
+            keepers = [NodeKeeper(cluster, celery_app, Reporter(out), control=control) for control in (False, True)]
             env = {**os.environ, "WFQUEUE_BROKER_URL": url, **for_child()}  # they end with up, even if it is killed
             log = open(queue_dir(root) / "beat-flower.log", "ab")  # noqa: SIM115 - closed below
             children = [
@@ -96,7 +100,8 @@ def register(app: typer.Typer) -> None:
                                 f"the embedded Redis exited ({exit_described(redis_exit)})",
                                 hint=f"see {queue_dir(root) / 'redis' / 'redis.log'}; run `wfqueue up` again: what "
                                      "was queued is kept in its append-only file")
-                        keeper.check()  # a worker node that died is replaced
+                        for keeper in keepers:
+                            keeper.check()  # a worker node that died is replaced
                         for child in children:
                             if child.poll() is not None:
                                 argv = cast("list[str]", child.args)  # started from the argv lists above

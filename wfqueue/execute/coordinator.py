@@ -12,7 +12,6 @@ also runs the failed, rejected and blocked tasks again, each as a new attempt, t
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,6 +50,7 @@ from wfqueue.execute.merge import (
     used_exec_ids,
 )
 from wfqueue.execute.model import ExecutablePlan, TaskRun
+from wfqueue.execute.outcome import EXEC_IDS, ExecutionOutcome, execution_root, outcome, plan_slug
 from wfqueue.execute.records import Execution, GateRun, TaskRecord
 from wfqueue.execute.schedule import Schedule
 from wfqueue.execute.worktree import repo_prefix
@@ -59,51 +59,13 @@ from wfqueue.fsio import atomic_write_text
 from wfqueue.keys import AgentState, SessionKind, SessionMeta, SessionStatus
 from wfqueue.payloads import ExecuteTask
 from wfqueue.runtime import Runtime
-from wfqueue.sessions import WORKFLOW_DIR, SessionIds, repo_option
+from wfqueue.sessions import repo_option
 from wfqueue.settings import Settings
 from wfqueue.state import SessionState, SessionStore
 from wfqueue.transport.repo import receive_commits
 from wfqueue.transport.workspace import task_commits_name
 from wfqueue.workflow.base import PlanOutcome, ResumeRequest, WorkflowCoordinator, WorkflowUI, new_session_folder
 from wfqueue.workflow.kind import WorkflowKind
-
-EXECUTION_DIR = ".execution"
-EXEC_IDS = SessionIds(prefix="EXEC-", slug_length=40, dated=True)  # EXEC-{slug}-{date}
-
-
-def execution_root(repo: Path) -> Path:
-    return repo / WORKFLOW_DIR / EXECUTION_DIR
-
-
-def plan_slug(session_id: str) -> str:
-    """The plan's id without its own prefix and date, which the exec id adds again."""
-    return re.sub(r"^(?:WFS|CPLAN)-|-\d{4}-\d{2}-\d{2}(?:-\d+)?$", "", session_id) or session_id
-
-
-class ExecutionOutcome(PlanOutcome):
-    """How an execution ended (``session_id`` is the exec id, ``tasks`` the number completed)."""
-
-    branch: str
-    task_states: dict[str, list[str]]
-    total: int  # tasks in the plan (those after a red gate are in no state list yet)
-    hint: str
-
-    @property
-    def exit_code(self) -> int:
-        return 0 if self.status == "completed" else 1
-
-    def execute_json(self) -> dict[str, Any]:
-        """The one object `wfqueue execute --json` prints."""
-        return {"exec_id": self.session_id, "exec_dir": self.session_dir, "status": self.status,
-                "branch": self.branch, "tasks": self.task_states}
-
-
-def outcome(execution: Execution) -> ExecutionOutcome:
-    counts = execution.counts()
-    return ExecutionOutcome(session_id=execution.exec_id, session_dir=execution.exec_dir, status=execution.status,
-                            tasks=len(counts["completed"]), conflicts=len(counts["blocked"]), branch=execution.branch,
-                            task_states=counts, total=len(execution.tasks),
-                            hint=merge_hint(execution, repo_option(Path(execution.repo))))
 
 
 class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):

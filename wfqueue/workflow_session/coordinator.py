@@ -114,7 +114,13 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
             raise BadInputError("nothing to plan", hint='give a requirement, or --session WFS-x to continue one')
         folder = find_session(request.repo, request.session) if request.session else None
         if folder is not None:
-            read_session(folder)  # a damaged record is refused before Redis and workers start
+            recorded = read_session(folder)  # a damaged record is refused before Redis and workers start
+            if request.requirement and as_text(structure_input(request.requirement)) != recorded.description:
+                raise BadInputError(
+                    f"--session {folder.name} continues that session's plan of its own requirement; the text given "
+                    "here would be ignored",
+                    hint="leave the text out to continue it, leave --session out to plan the text in a new session, "
+                         f"or change the session's plan with `wfqueue replan --session {folder.name} \"...\"`")
         with self.runtime(request.repo, request.workers) as runtime:
             fresh = folder is None
             if folder is None:

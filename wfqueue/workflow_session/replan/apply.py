@@ -45,7 +45,6 @@ from wfqueue.workflow_session.render import PlanningNotes
 from wfqueue.workflow_session.replan.backup import (
     Manifest,
     new_backup_dir,
-    read_backup,
     restore_command,
     restore_files,
     write_backup,
@@ -68,7 +67,6 @@ from wfqueue.workflow_session.session import (
     TASK_DIR,
     TASK_FILE,
     TODO_FILE,
-    active_root,
     find_session,
     load_session,
     read_session,
@@ -99,13 +97,6 @@ class ReplanSummary(BaseModel):
     rollback: str | None = None
     warnings: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
-
-
-class RestoreResult(BaseModel):
-    session_id: str
-    backup: str
-    restored: list[str]
-    removed: list[str]
 
 
 # -- reading ------------------------------------------------------------------------------
@@ -178,9 +169,10 @@ def _readable(rel: str, read: Callable[[], T]) -> T:
                                       "again") from None
 
 
-def validate_session(folder: Path) -> list[str]:
+def validate_session(folder: Path, repo: Path | None = None) -> list[str]:
     """Consistency of what is on disk (ARTIFACTS §8): every task file JSON and a valid unified
-    task named after its id, at most 10, every dependency known, no cycle; plan.json in sync."""
+    task named after its id, at least one and at most 10, every dependency known, no cycle; plan.json in sync;
+    with ``repo``, every file a task modifies exists there."""
     problems: list[str] = []
     items: list[tuple[str, Any]] = []
     for path in task_files(folder):
@@ -189,7 +181,8 @@ def validate_session(folder: Path) -> list[str]:
             items.append((rel, json.loads(path.read_text(encoding="utf-8"))))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             problems.append(f"{rel}: invalid JSON ({exc})")
-    problems += check_task_set(items)
+    root = repo.resolve() if repo is not None else None
+    problems += check_task_set(items, (lambda rel: (root / rel).exists()) if root is not None else None)
     try:
         load_session(folder)
     except (OSError, ValueError) as exc:
@@ -211,7 +204,7 @@ def _refuse_unknown_task(snap: SessionSnapshot, task_id: str) -> None:
                                 hint=f"available tasks: {', '.join(snap.tasks) or 'none'}")
 
 
-def _locked(folder: Path, timeout_s: float) -> Any:
+def locked(folder: Path, timeout_s: float) -> Any:
     return lock_for(folder / PROCESS_DIR / "replan", timeout_s)
 
 
@@ -280,7 +273,7 @@ def run_replan(repo: Path, text: str | None, ui: ReplanUI, *, task_id: str | Non
     if not impact.changed:
         ui.info("nothing to change: the session already matches the request")
         return summary
-    _apply(folder, snap, impact, artifacts, backup, when, write, lock_timeout_s)
+    _apply(folder, repo, snap, impact, artifacts, backup, when, write, lock_timeout_s)
     return summary.model_copy(update={
         "status": "applied", "added": impact.added, "updated": impact.updated, "deleted": impact.deleted,
         "files": list(artifacts), "backup": str(backup), "rollback": restore_command(backup, snap.session.session_id)})
@@ -293,18 +286,21 @@ def _as_unified(data: dict[str, Any]) -> UnifiedTask | None:
         return None  # reported by the consistency check of the draft
 
 
-def _apply(folder: Path, snap: SessionSnapshot, impact: Impact, artifacts: dict[str, str | None], backup: Path,
-           when: str, write: Writer, lock_timeout_s: float) -> None:
+def _apply(folder: Path, repo: Path, snap: SessionSnapshot, impact: Impact, artifacts: dict[str, str | None],
+           backup: Path, when: str, write: Writer, lock_timeout_s: float) -> None:
     manifest = Manifest(session_id=snap.session.session_id, timestamp=when, reason=impact.reason, scope=impact.scope,
                         mode=f"task {impact.task_id}" if impact.task_id else "session",
                         files=[rel for rel in artifacts if rel in snap.files],
                         deleted=[rel for rel, text in artifacts.items() if text is None],
                         created=[rel for rel in artifacts if rel not in snap.files])
     try:
-        with _locked(folder, lock_timeout_s):
+        with locked(folder, lock_timeout_s):
             if _current_bytes(folder) != snap.files or backup.exists():
                 raise SessionBusyError(f"{snap.session.session_id} changed while the replan was prepared; "
                                        "nothing was written", hint="run the replan again")
+            # Only what this replan breaks rolls it back: a problem the plan had before is not its doing, and
+            # refusing every replan would leave no way to fix it.
+            known = set(validate_session(folder, repo))
             try:
                 write_backup(folder, backup, manifest)  # backup first, always; a failed one is removed
             except InfrastructureError as exc:  # a full or read-only disk
@@ -317,7 +313,7 @@ def _apply(folder: Path, snap: SessionSnapshot, impact: Impact, artifacts: dict[
                         remove(folder / rel)  # its bytes are in the backup: a move, not a deletion
                     else:
                         write(folder / rel, text)
-                problems = validate_session(folder)
+                problems = [p for p in validate_session(folder, repo) if p not in known]
             except (OSError, InfrastructureError) as exc:  # fsio names a full or read-only disk
                 _roll_back(folder, backup, manifest)
                 raise InfrastructureError(f"writing the replan failed ({exc}); the backup was restored, "
@@ -344,48 +340,3 @@ def _roll_back(folder: Path, backup: Path, manifest: Manifest) -> None:
     except OSError as exc:
         raise InfrastructureError(f"rolling back the replan failed ({exc})",
                                   hint=f"run: {restore_command(backup, manifest.session_id)}") from exc
-
-
-# -- restore and listing -------------------------------------------------------------------
-
-
-def restore(repo: Path, backup: Path, session_id: str | None = None, lock_timeout_s: float = 60.0) -> RestoreResult:
-    """Put a replan backup back, byte for byte; files the replan created are removed."""
-    folder = find_session(repo, session_id)
-    backup = backup if backup.is_absolute() else Path.cwd() / backup
-    manifest = read_backup(folder, backup)
-    try:
-        with _locked(folder, lock_timeout_s):
-            restored, removed = restore_files(folder, backup, manifest)
-    except Timeout:
-        raise SessionBusyError(f"a replan of {folder.name} holds its lock", hint="wait for it to finish") from None
-    return RestoreResult(session_id=folder.name, backup=str(backup), restored=restored, removed=removed)
-
-
-class SessionRow(BaseModel):
-    session_id: str
-    status: str
-    tasks: int
-    created_at: str | None = None
-    last_replan: str | None = None
-    replans: int = 0
-    error: str | None = None
-
-
-def session_rows(repo: Path) -> list[SessionRow]:
-    """Every workflow session under ``.workflow/active``, damaged ones included (marked)."""
-    root = active_root(repo)
-    rows = []
-    for folder in sorted(root.iterdir()) if root.is_dir() else []:
-        if not (folder / SESSION_FILE).is_file():
-            continue
-        count = len(task_files(folder))
-        try:
-            s = load_session(folder)
-        except (OSError, ValueError) as exc:
-            rows.append(SessionRow(session_id=folder.name, status="damaged", tasks=count,
-                                   error=f"{SESSION_FILE}: {str(exc).splitlines()[0]}"))
-            continue
-        rows.append(SessionRow(session_id=s.session_id, status=s.status, tasks=count, created_at=s.created_at,
-                               last_replan=s.progress.last_replan, replans=len(s.replan_history)))
-    return rows

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -106,9 +107,11 @@ def dependents_of(graph: dict[str, list[str]], task_id: str) -> list[str]:
     return sorted(found, key=task_number)
 
 
-def check_task_set(items: list[tuple[str, Any]]) -> list[str]:
+def check_task_set(items: list[tuple[str, Any]], existing: Callable[[str], bool] | None = None) -> list[str]:
     """Problems of a whole task set given as (``.task/IMPL-n.json``, decoded JSON) pairs:
-    schema, id matching its file name, duplicates, unknown or self dependencies, cycles, count."""
+    schema, id matching its file name, duplicates, unknown or self dependencies, cycles, count; with
+    ``existing`` (is this repository path a file?) also files to modify that do not exist, as `wfqueue
+    validate` and `wfqueue execute` check them."""
     loaded = []
     problems: list[str] = []
     for location, data in items:
@@ -119,7 +122,9 @@ def check_task_set(items: list[tuple[str, Any]]) -> list[str]:
             expected = location.rsplit("/", 1)[-1].removesuffix(".json")
             if task.task.id != expected:
                 problems.append(f"{location}: holds id {task.task.id}; a task file is named after its id")
-    problems += [str(p) for p in check_plan(loaded, None)]
+    problems += [str(p) for p in check_plan(loaded, None, existing)]
+    if not items:
+        problems.append("a plan needs at least one task; this would leave none")
     if len(items) > MAX_TASKS:
         problems.append(f"Replan would create {len(items)} tasks (limit: {MAX_TASKS}); consider combining tasks, "
                         "splitting the session, or removing tasks")

@@ -1,0 +1,88 @@
+"""`wfqueue replan --restore` and `wfqueue sessions`: a replan undone from its backup, and every session listed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from filelock import Timeout
+from pydantic import BaseModel
+
+from wfqueue.errors import ReplanRefusedError, SessionBusyError
+from wfqueue.sessions import repo_option
+from wfqueue.workflow_session.replan.apply import locked
+from wfqueue.workflow_session.replan.backup import read_backup, restore_command, restore_files
+from wfqueue.workflow_session.session import (
+    SESSION_FILE,
+    active_root,
+    find_session,
+    load_session,
+    read_session,
+    task_files,
+)
+
+
+class RestoreResult(BaseModel):
+    session_id: str
+    backup: str
+    restored: list[str]
+    removed: list[str]
+
+
+def _refuse_out_of_order(folder: Path, backup: Path, repo: Path) -> None:
+    """Backups undo replans last first: restoring an older one over a later replan would keep that replan's new
+    task files beside the older plan.json (a session `verify` blocks). The session's history says which replan
+    is the last one still applied."""
+    history = read_session(folder).replan_history
+    last = history[-1].backup if history else None
+    try:
+        this = backup.resolve().relative_to(folder.resolve()).as_posix()
+    except ValueError:
+        return  # kept elsewhere (read_backup checked its manifest): nothing to order it by
+    if last is not None and this != last:
+        raise ReplanRefusedError(
+            f"{backup.name} is not the backup of {folder.name}'s last replan ({Path(last).name}); nothing was "
+            "restored", hint=f"undo the last replan first: {restore_command(folder / last, folder.name)}"
+            f"{repo_option(repo)}, then this one")
+
+
+def restore(repo: Path, backup: Path, session_id: str | None = None, lock_timeout_s: float = 60.0) -> RestoreResult:
+    """Put a replan backup back, byte for byte; files the replan created are removed."""
+    folder = find_session(repo, session_id)
+    backup = backup if backup.is_absolute() else Path.cwd() / backup
+    manifest = read_backup(folder, backup)
+    _refuse_out_of_order(folder, backup, repo)
+    try:
+        with locked(folder, lock_timeout_s):
+            restored, removed = restore_files(folder, backup, manifest)
+    except Timeout:
+        raise SessionBusyError(f"a replan of {folder.name} holds its lock", hint="wait for it to finish") from None
+    return RestoreResult(session_id=folder.name, backup=str(backup), restored=restored, removed=removed)
+
+
+class SessionRow(BaseModel):
+    session_id: str
+    status: str
+    tasks: int
+    created_at: str | None = None
+    last_replan: str | None = None
+    replans: int = 0
+    error: str | None = None
+
+
+def session_rows(repo: Path) -> list[SessionRow]:
+    """Every workflow session under ``.workflow/active``, damaged ones included (marked)."""
+    root = active_root(repo)
+    rows = []
+    for folder in sorted(root.iterdir()) if root.is_dir() else []:
+        if not (folder / SESSION_FILE).is_file():
+            continue
+        count = len(task_files(folder))
+        try:
+            s = load_session(folder)
+        except (OSError, ValueError) as exc:
+            rows.append(SessionRow(session_id=folder.name, status="damaged", tasks=count,
+                                   error=f"{SESSION_FILE}: {str(exc).splitlines()[0]}"))
+            continue
+        rows.append(SessionRow(session_id=s.session_id, status=s.status, tasks=count, created_at=s.created_at,
+                               last_replan=s.progress.last_replan, replans=len(s.replan_history)))
+    return rows
