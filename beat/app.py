@@ -1,9 +1,9 @@
 """The beat entry point: ``celery -A beat.app beat`` (or ``wfqueue beat``).
 
 Builds the settings and the shared Celery app, installs the maintenance
-schedule, and refuses to run next to another beat on the same broker: on
-``beat_init`` it takes ``wfq:beat:lock`` (SET NX EX, refreshed by a thread) or
-exits naming the holder. The tasks themselves run on workers
+schedule, and refuses to run next to another beat on the same broker: before
+its scheduler opens the schedule file it takes ``wfq:beat:lock`` (SET NX EX,
+refreshed by a thread) or exits naming the holder. The tasks themselves run on workers
 (``beat.tasks.register``); beat only sends them, by name, to ``control``.
 
 The schedule file (when each entry last ran) goes to
@@ -25,7 +25,7 @@ from typing import Any, NoReturn
 
 import redis
 from celery import Celery
-from celery.signals import beat_init
+from celery.beat import PersistentScheduler
 
 from beat.lock import SingleInstanceLock
 from beat.names import BEAT_LOCK_KEY
@@ -52,9 +52,23 @@ def schedule_file(settings: Settings) -> Path:
     return folder / f"celerybeat-schedule-{digest}"
 
 
+class SingleScheduler(PersistentScheduler):
+    """Celery's file-backed scheduler that takes the one-beat-per-broker lock before it opens its schedule file.
+
+    Taken on ``beat_init`` instead, a second beat was refused only after Celery had opened the file, and wrote
+    it on its way out: the running beat's entries, read back as never run. The banner's lazy scheduler opens
+    nothing and takes nothing."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if not kwargs.get("lazy"):
+            hold_beat_lock(settings)
+        super().__init__(*args, **kwargs)
+
+
 def build_app(settings: Settings) -> Celery:
     celery_app = create_app(settings)
     celery_app.conf.beat_schedule = beat_schedule(settings)
+    celery_app.conf.beat_scheduler = f"{__name__}:SingleScheduler"
     celery_app.conf.beat_schedule_filename = str(schedule_file(settings))
     return celery_app
 
@@ -88,10 +102,14 @@ def take_beat_lock(settings: Settings) -> SingleInstanceLock:
     return lock
 
 
+_held: list[SingleInstanceLock] = []  # this process's lock, once taken
+
+
+def hold_beat_lock(settings: Settings) -> None:
+    """Take the lock once per process (Celery may build the scheduler more than once)."""
+    if not _held:
+        _held.append(take_beat_lock(settings))
+
+
 settings = load_settings()
 app = build_app(settings)
-
-
-@beat_init.connect
-def _single_instance(sender: Any = None, **_: Any) -> None:
-    take_beat_lock(settings)

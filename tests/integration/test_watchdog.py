@@ -169,8 +169,14 @@ def test_one_beat_per_broker_and_it_sends_the_watchdog_to_control(broker: str, t
             time.sleep(0.1)
         holder = client.get(BEAT_LOCK_KEY)
         assert holder is not None and f"pid {first.pid}" in holder
-        second = start_beat(broker, tmp_path / "two" / "schedule", tmp_path / "two.log", workdir)
+        wait_until(lambda: "Sending due task" in (tmp_path / "one.log").read_text(), 30, "the first beat ticking")
+        schedule = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in (tmp_path / "one").glob("schedule*")}
+        # The same schedule file, as two beats of one broker have by default: the refused one must not write it
+        # (it did, on its way out: the running beat's entries, read back as never run).
+        second = start_beat(broker, tmp_path / "one" / "schedule", tmp_path / "two.log", workdir)
         assert second.wait(timeout=30) == 3
+        assert {p.name: (p.stat().st_mtime_ns, p.read_bytes())
+                for p in (tmp_path / "one").glob("schedule*")} == schedule
         refusal = (tmp_path / "two.log").read_text()
         assert "another beat already schedules" in refusal and f"pid {first.pid}" in refusal
         # The first one runs on: the watchdog reaches the control queue (no worker consumes it here).
