@@ -160,6 +160,8 @@ def test_up_replaces_a_killed_worker_node_and_stops_when_its_redis_dies(sample_r
     marker = str(sample_repo / ".workflow" / ".queue")
     try:
         wait_until(lambda: any(line.startswith("Ctrl-C") for line in lines), 90, "up running")
+        again = run_cli("up", "--repo", str(sample_repo), "--flower-port", str(port), env=env, timeout=60)
+        assert again.code == 3 and f"(pid {proc.pid}) already runs" in again.stderr, again.stderr
         # `wfqueue status` of a plan up runs reads the agents' live records in up's Redis (it read files only:
         # every running agent showed as pending, with no worker).
         script = tmp_path / "slow.json"
@@ -218,3 +220,18 @@ def test_up_replaces_a_killed_worker_node_and_stops_when_its_redis_dies(sample_r
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def test_up_whose_flower_port_is_taken_says_so_and_leaves_nothing_running(sample_repo: Path, tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = wfqueue_env(WFQUEUE_FLOWER_BASIC_AUTH=CREDENTIALS, WFQUEUE_BEAT_SCHEDULE_FILE=str(tmp_path / "beat"))
+        run = run_cli("up", "--repo", str(sample_repo), "--workers", "1", "--flower-port", str(port), env=env,
+                      timeout=120)
+    assert run.code == 3, run.stderr
+    assert "Flower exited at start" in run.stderr and f"port {port}" in run.stderr, run.stderr
+    assert "Ctrl-C stops" not in run.stdout, "the banner said everything was up"
+    assert processes_mentioning(str(sample_repo / ".workflow" / ".queue")) == []
+    assert not (sample_repo / ".workflow" / ".queue" / "up.json").exists()

@@ -6,6 +6,9 @@ import os
 import signal
 import subprocess
 import threading
+import time
+import urllib.request
+from pathlib import Path
 from typing import cast
 
 import typer
@@ -22,11 +25,35 @@ from wfqueue.lifeline import for_child
 from wfqueue.node_keeper import NodeKeeper, exit_described
 from wfqueue.sessions import queue_dir, resolve_repo
 from wfqueue.settings import load_settings, mask_url
-from wfqueue.up_cluster import UP_FILE, UpCluster, UpWorkerSettings, announced
+from wfqueue.up_cluster import UP_FILE, UpCluster, UpWorkerSettings, announced, running_up
 
 # Threads of the control queue's own node: chord callbacks of the plans up runs, and beat's maintenance, which
 # must run while agents fill every slot of the main node (the watchdog exists for that case).
 CONTROL_SLOTS = 2
+
+
+FLOWER_START_TIMEOUT_S = 30.0  # from its start to answering its health check
+FLOWER_POLL_S = 0.1
+
+
+def wait_for_flower(flower: subprocess.Popen[bytes], address: str, port: int, log: Path) -> None:
+    """Until Flower answers its health check, so that the banner after it is true; its exit (a port in use) or
+    its silence is an error naming its log."""
+    host = "127.0.0.1" if address in ("", "0.0.0.0") else address  # listening everywhere: ask here
+    url = f"http://{host}:{port}/healthcheck"
+    deadline = time.monotonic() + FLOWER_START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if flower.poll() is not None:
+            raise WorkerStartError(f"Flower exited at start (code {flower.returncode})",
+                                   hint=f"see {log}; another program may listen on port {port} (--flower-port)")
+        try:
+            with urllib.request.urlopen(url, timeout=1) as answer:
+                if answer.status == 200:
+                    return
+        except OSError:  # not listening yet
+            pass
+        time.sleep(FLOWER_POLL_S)
+    raise WorkerStartError(f"Flower did not answer on {url} within {FLOWER_START_TIMEOUT_S:.0f}s", hint=f"see {log}")
 
 
 class Reporter:
@@ -55,6 +82,11 @@ def register(app: typer.Typer) -> None:
                               hint="unset it, or start `wfqueue worker`, `wfqueue beat` and `wfqueue flower` instead")
         root = resolve_repo(repo)
         flower_auth(settings)  # refused before a Redis is started for nothing
+        running = running_up(root)
+        if running is not None:
+            raise WorkerStartError(f"{running.named()} already runs (broker {mask_url(running.broker_url)})",
+                                   hint="plan commands there use it as it is; to start it again, stop it first "
+                                        "(Ctrl-C in its terminal)")
         out = Console(highlight=False, soft_wrap=True)
         stop = threading.Event()
         for sig in to_handle((signal.SIGINT, signal.SIGTERM, signal.SIGHUP)):  # SIGHUP: its terminal was closed
@@ -79,6 +111,8 @@ def register(app: typer.Typer) -> None:
                                  stdout=log, stderr=log, start_new_session=True),
             ]
             try:
+                wait_for_flower(children[1], settings.flower_address, port or settings.flower_port,
+                                queue_dir(root) / "beat-flower.log")
                 # Plan commands in this repository find it there and use this cluster (wfqueue.up_cluster).
                 key = settings.anthropic_api_key
                 on_workers = UpWorkerSettings(executor_command=settings.executor_command,
