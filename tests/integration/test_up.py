@@ -38,6 +38,17 @@ def with_environment(value: str) -> list[int]:
     return found
 
 
+def stop_if_running(proc: subprocess.Popen[str]) -> None:
+    """After a failed check: up stops its children on SIGINT (SIGKILL would orphan them)."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def flower_get(url: str) -> tuple[int, bytes]:
     request = urllib.request.Request(url)
     request.add_header("Authorization", "Basic " + base64.b64encode(CREDENTIALS.encode()).decode())
@@ -112,13 +123,7 @@ def test_up_serves_plans_flower_and_beat_until_interrupted(sample_repo: Path, tm
         assert not (sample_repo / ".workflow" / ".queue" / "up.json").exists(), "up's announcement outlived it"
         assert with_environment(str(tmp_path / "beat")) == [], "beat or Flower outlived `wfqueue up`"
     finally:
-        if proc.poll() is None:  # a failed check: up stops its children on SIGINT; SIGKILL would orphan them
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_if_running(proc)
 
 
 def watchdog_ran(log: Path) -> bool:
@@ -213,13 +218,7 @@ def test_up_replaces_a_killed_worker_node_and_stops_when_its_redis_dies(sample_r
         assert with_environment(str(tmp_path / "beat")) == [], "beat or Flower outlived `wfqueue up`"
         assert not (sample_repo / ".workflow" / ".queue" / "up.json").exists(), "up's announcement outlived it"
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_if_running(proc)
 
 
 def test_up_whose_flower_port_is_taken_says_so_and_leaves_nothing_running(sample_repo: Path, tmp_path: Path) -> None:
