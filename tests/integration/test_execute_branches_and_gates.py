@@ -139,3 +139,21 @@ def test_continue_runs_the_tasks_in_the_waves_of_the_plan_as_it_is_now(tmp_path:
     assert "wave 2: TASK-002 sent" in again.stderr
     runs = [r for r in log_entries(tmp_path / "executor.log")][-2:]
     assert [r["task"] for r in runs] == ["TASK-001", "TASK-002"] and runs[1]["start"] >= runs[0]["end"]
+
+
+def test_a_test_file_two_tasks_add_unasked_is_a_conflict_run_again_not_a_rejection(tmp_path: Path) -> None:
+    """Both add tests/test_shared.py without naming it: the second conflicts and runs again on the new head, where
+    its test file is now a change to one the first task added in this execution. It is still its new test file."""
+    repo = project(tmp_path)
+    tasks_file = lite_plan(repo, [lite_task(1, "Rename the package", ["calc/text.py"]),
+                                  lite_task(2, "Raise the extra", ["calc/extra.py"])])
+    env = env_for(tmp_path, {
+        "TASK-001": {"edits": {"calc/text.py": "NAME = 'calculator'\n",
+                               "tests/test_shared.py": "def test_one():\n    assert True\n"}, "sleep": 0.2},
+        "TASK-002": {"edits": {"calc/extra.py": "EXTRA = 3\n",
+                               "tests/test_shared.py": "def test_two():\n    assert 1 + 1 == 2\n"}, "sleep": 1.5}})
+    run = run_cli("execute", str(tasks_file), "-y", "--json", env=env, timeout=180)
+    assert run.code == 0, run.stderr
+    assert "TASK-002 conflict in tests/test_shared.py: running it again" in run.stderr, run.stderr
+    assert "rejected" not in run.stderr
+    assert "test_two" in git(repo, "show", f"{run.json()['branch']}:tests/test_shared.py")

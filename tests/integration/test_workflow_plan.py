@@ -220,3 +220,16 @@ def test_a_plan_with_a_failed_angle_stays_partial_when_resumed(sample_repo: Path
     again = run_cli("resume", session_dir(first).name, "--repo", str(sample_repo), "--json")
     assert again.code == 1, again.stderr  # it said "completed", exit 0, with the angle never explored
     assert again.json()["status"] == "partial"
+
+
+def test_continuing_a_finished_session_keeps_its_status(sample_repo: Path) -> None:
+    """An executed session is `completed` (and archived after a while): `plan --session` set it back to active."""
+    first = run_cli("plan", QUIET, "--repo", str(sample_repo), "-y", "--json")
+    assert first.code == 0, first.stderr
+    record = session_dir(first) / "workflow-session.json"
+    data = json.loads(record.read_text())
+    data["status"] = "completed"
+    record.write_text(json.dumps(data))
+    again = run_cli("plan", "--session", session_dir(first).name, "--repo", str(sample_repo), "-y", "--json")
+    assert again.code == 0, again.stderr
+    assert json.loads(record.read_text())["status"] == "completed"

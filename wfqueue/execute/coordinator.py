@@ -21,6 +21,7 @@ from typing import Any
 from celery.result import AsyncResult
 
 from wfqueue import keys
+from wfqueue.analysis.files import is_test_path
 from wfqueue.errors import BadInputError, ProviderError
 from wfqueue.execute import records
 from wfqueue.execute.continuing import check_continuable, reschedule
@@ -45,6 +46,7 @@ from wfqueue.execute.merge import (
     leftover_worktrees,
     merge_task,
     open_integration,
+    present_at,
     run_gate,
     task_branch,
     used_exec_ids,
@@ -287,7 +289,10 @@ class _Step:
             receive_commits(self.runtime.client, task_commits_name(e.exec_id, record.id, record.attempt),
                             Path(e.repo), f"refs/heads/{run.branch}")
         task = self.plan.task(record.id)
-        bad = disallowed_changes(task, commit_changes(Path(e.repo), run.commit, self.prefix))
+        changes = commit_changes(Path(e.repo), run.commit, self.prefix)
+        changed_tests = [path for status, path in changes if status.startswith("M") and is_test_path(path)]
+        born = set(changed_tests) - present_at(Path(e.repo), e.base, changed_tests, self.prefix)
+        bad = disallowed_changes(task, changes, born)
         if bad:
             record.state, record.rejected_files = "rejected", bad
             record.reason = "its commit changes files the task does not name"

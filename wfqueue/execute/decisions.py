@@ -4,6 +4,7 @@ the user is told to do next."""
 
 from __future__ import annotations
 
+from collections.abc import Container
 from pathlib import PurePosixPath
 
 from wfqueue.analysis.files import is_test_path
@@ -50,16 +51,20 @@ def reopened(execution: Execution) -> dict[str, TaskRecord]:
     return again
 
 
-def disallowed_changes(task: ExecTask, changes: list[tuple[str, str]]) -> list[str]:
+def disallowed_changes(task: ExecTask, changes: list[tuple[str, str]],
+                       born: Container[str] = frozenset()) -> list[str]:
     """The ``(status, path)`` changes of a task's commit (git's A, M, D...) it may not make: only the files the
-    task names, new test files, and deleting what the plan says to delete. Each as ``path (what it did)``."""
+    task names, new test files, and deleting what the plan says to delete. Each as ``path (what it did)``.
+    ``born``: test files that are new in this execution (not at its base), which another task added first: a
+    task run again after a conflict over one writes it as a change, and that is still its new test file."""
     named = set(task.files.modify) | set(task.files.create) | set(task.files.delete)
     bad: list[str] = []
     for status, path in changes:
         if status.startswith("D"):
             if path not in task.files.delete:
                 bad.append(f"{path} (deleted)")
-        elif path in named or (status.startswith("A") and is_test_path(path) and not _test_configuration(path)):
+        elif path in named or (is_test_path(path) and not _test_configuration(path)
+                               and (status.startswith("A") or path in born)):
             continue
         else:
             bad.append(f"{path} ({'added' if status.startswith('A') else 'changed'})")

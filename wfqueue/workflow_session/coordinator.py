@@ -198,7 +198,8 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
                                  usage=usage_line(report), stopped=stopped)
             if not failed and session.phases.get("context") == "done":
                 failed = recorded_failed_angles(folder)  # explored by an earlier run: the plan is still partial
-            session.status = "active"
+            if session.status == "planning":  # a completed (executed) or paused session keeps its status
+                session.status = "active"
             session.progress.current_tasks = [p.stem for p in task_files(folder)]
             save_session(folder, session)
             state.set_meta(status=SessionStatus.ACTIVE)
