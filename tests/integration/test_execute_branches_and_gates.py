@@ -157,3 +157,17 @@ def test_a_test_file_two_tasks_add_unasked_is_a_conflict_run_again_not_a_rejecti
     assert "TASK-002 conflict in tests/test_shared.py: running it again" in run.stderr, run.stderr
     assert "rejected" not in run.stderr
     assert "test_two" in git(repo, "show", f"{run.json()['branch']}:tests/test_shared.py")
+
+
+def test_an_agent_writing_into_the_users_checkout_is_reported(tmp_path: Path) -> None:
+    """The command executor has no sandbox: an agent may write outside its worktree. wfqueue cannot stop it, but
+    says so instead of letting "your working tree is never touched" stand unchecked."""
+    repo = project(tmp_path)
+    tasks_file = lite_plan(repo, [lite_task(1, "Rename the package", ["calc/text.py"])])
+    env = env_for(tmp_path, {"TASK-001": {"calc/text.py": "NAME = 'calculator'\n",
+                                          str(repo / "calc" / "extra.py"): "EXTRA = 'written by the agent'\n"}})
+    run = run_cli("execute", str(tasks_file), "-y", "--json", env=env, timeout=180)
+    assert run.code == 0, run.stderr
+    assert "your checkout changed while the execution ran" in run.stderr and "calc/extra.py" in run.stderr
+    report = (Path(run.json()["exec_dir"]) / "execution.md").read_text()
+    assert "## Your checkout changed while it ran" in report and "calc/extra.py" in report

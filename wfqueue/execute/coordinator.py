@@ -22,7 +22,7 @@ from celery.result import AsyncResult
 
 from wfqueue import keys
 from wfqueue.analysis.files import is_test_path
-from wfqueue.errors import BadInputError, ProviderError
+from wfqueue.errors import BadInputError, ProviderError, WfqueueError
 from wfqueue.execute import records
 from wfqueue.execute.continuing import check_continuable, reschedule
 from wfqueue.execute.decisions import (
@@ -54,6 +54,7 @@ from wfqueue.execute.merge import (
 from wfqueue.execute.model import ExecutablePlan, TaskRun
 from wfqueue.execute.outcome import EXEC_IDS, ExecutionOutcome, execution_root, outcome, plan_slug
 from wfqueue.execute.records import Execution, GateRun, TaskRecord
+from wfqueue.execute.safety import checkout_changes, checkout_state
 from wfqueue.execute.schedule import Schedule
 from wfqueue.execute.worktree import repo_prefix
 from wfqueue.execute.writeback import write_back
@@ -191,6 +192,7 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
 
     def _drive(self, runtime: Runtime, state: SessionState, plan: ExecutablePlan, execution: Execution) -> None:
         repo = Path(execution.repo)
+        checkout = checkout_state(repo)
         worktree = open_integration(repo, execution.exec_id)
         prefix = repo_prefix(repo)
         step = _Step(self, runtime, state, plan, execution, worktree, prefix)
@@ -203,6 +205,14 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
         finally:
             if close_integration(repo, worktree):
                 self.event(execution, f"the integration worktree holds uncommitted work and is kept: {worktree}")
+            try:
+                changed = checkout_changes(checkout, checkout_state(repo))
+            except WfqueueError:  # git failing now: the outcome matters more than this report
+                changed = []
+            if changed:
+                execution.checkout_changes = [*execution.checkout_changes, *changed]
+                self.event(execution, "your checkout changed while the execution ran (not by wfqueue: by you, or "
+                                      f"by an agent writing outside its worktree): {'; '.join(changed)}")
 
 
 @dataclass

@@ -78,6 +78,9 @@ class Execution(BaseModel):
     # Waves whose merges a green gate has checked. A wave with merges that is not here is gated before the next
     # wave runs, also on --continue after the command stopped between the wave's last merge and its gate.
     gated_waves: list[int] = Field(default_factory=list)
+    # Changes to the user's checkout while the execution ran: by the user, or by an agent writing outside its
+    # worktree (the command executor has no sandbox). Execution never makes them; it reports them.
+    checkout_changes: list[str] = Field(default_factory=list)
     started_at: float = Field(default_factory=time.time)
     finished_at: float | None = None
 
@@ -144,6 +147,10 @@ def render_report(execution: Execution, merge_hint: str) -> str:
         lines += ["", "## Timeline", ""]
         lines += [f"- {iso(r.started_at)} -> {iso(r.finished_at)} {r.id} (attempt {r.attempt}, {r.state}"
                   + (f", {r.worker}" if r.worker else "") + ")" for r in timed]
+    if e.checkout_changes:
+        lines += ["", "## Your checkout changed while it ran", "",
+                  "Not by wfqueue: by you, or by an agent writing outside its worktree. Check these:", ""]
+        lines += [f"- {_cell(change)}" for change in e.checkout_changes]
     counts = e.counts()
     lines += ["", "## Summary", "",
               f"{done} of {total} task(s) completed ({rate}); failed {len(counts['failed'])}, "

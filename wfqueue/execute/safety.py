@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import NamedTuple
 
 from wfqueue.errors import UnsafeRepositoryError
 from wfqueue.execute.merge import BRANCH_FOLDERS
@@ -111,3 +112,28 @@ def check_clean_repository(repo: Path, existing_files: list[str] | None = None) 
             raise UnsafeRepositoryError(
                 f"the branch {name} keeps git from making the execution's branches below it ({name}/...)",
                 hint=f"rename it (`git branch -m {name} NEW-NAME`), then run the command again")
+
+
+class CheckoutState(NamedTuple):
+    """What an execution must leave alone in the user's checkout: its HEAD, its branch and its changed files."""
+
+    head: str
+    branch: str
+    changed: frozenset[str]
+
+
+def checkout_state(repo: Path) -> CheckoutState:
+    branch = _git(repo, "symbolic-ref", "--quiet", "HEAD").stdout.strip() or "(detached)"
+    return CheckoutState(head=_git(repo, "rev-parse", "HEAD").stdout.strip(), branch=branch,
+                         changed=frozenset(dirty_files(repo)))
+
+
+def checkout_changes(before: CheckoutState, after: CheckoutState) -> list[str]:
+    """What changed between two looks at the user's checkout, as a person reads it. Pure."""
+    changes = []
+    if after.branch != before.branch:
+        changes.append(f"the checked-out branch went from {before.branch} to {after.branch}")
+    if after.head != before.head:
+        changes.append(f"HEAD moved from {before.head[:12]} to {after.head[:12]}")
+    changes += [f"{entry} (now changed)" for entry in sorted(after.changed - before.changed)]
+    return changes
