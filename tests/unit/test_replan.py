@@ -2,29 +2,22 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-import shlex
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
-from typer.testing import CliRunner
 
+from tests.replan_support import cli, read, three_tasks, tree
 from tests.wfs_factory import make_session, task
-from wfqueue.cli.replan_cmd import register
 from wfqueue.errors import (
-    InfrastructureError,
     OutsideSelectionError,
     ReplanCancelledError,
     ReplanRolledBackError,
     UnrecognisedRequestError,
     WfqueueError,
 )
-from wfqueue.fsio import atomic_write_bytes, atomic_write_text
-from wfqueue.workflow_session.replan import backup as backup_module
+from wfqueue.fsio import atomic_write_text
 from wfqueue.workflow_session.replan.apply import run_replan
 from wfqueue.workflow_session.replan.backup import MANIFEST, Manifest, parse_manifest, render_manifest
 from wfqueue.workflow_session.replan.intent import (
@@ -38,43 +31,6 @@ from wfqueue.workflow_session.replan.intent import (
 from wfqueue.workflow_session.replan.select import Decision, Question
 
 # -- helpers ----------------------------------------------------------------------------------
-
-
-def three_tasks(repo: Path, **kwargs: Any) -> Path:
-    """IMPL-1 <- IMPL-2 <- IMPL-3 (each depends on the one before)."""
-    return make_session(repo, "Add rate limiting", [
-        task(1, "Config", ["src/config.py"]),
-        task(2, "Limiter", ["src/limiter.py"], [1]),
-        task(3, "Client", ["src/client.py"], [2]),
-    ], **kwargs)
-
-
-def tree(folder: Path, skip_backups: bool = False) -> dict[str, str]:
-    """sha256 of every file under ``folder`` (optionally without backups and lock files)."""
-    out = {}
-    for path in sorted(folder.rglob("*")):
-        rel = path.relative_to(folder).as_posix()
-        if path.is_file() and not (skip_backups and (rel.startswith(".process/backup/") or rel.endswith(".lock"))):
-            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return out
-
-
-def cli(*args: str) -> tuple[int, str, str, BaseException | None]:
-    """Run the replan commands like wfqueue.cli.main does: WfqueueError -> its exit code."""
-    app = typer.Typer()
-    register(app)
-    result = CliRunner().invoke(app, list(args), standalone_mode=False)
-    exc = result.exception
-    if isinstance(exc, WfqueueError):
-        return exc.exit_code, result.stdout, str(exc), exc
-    if exc is not None and not isinstance(exc, SystemExit):
-        raise exc
-    code = result.return_value if isinstance(result.return_value, int) else result.exit_code
-    return code, result.stdout, result.stderr, None
-
-
-def read(folder: Path, rel: str) -> Any:
-    return json.loads((folder / rel).read_text(encoding="utf-8"))
 
 
 class FakeUI:
@@ -488,121 +444,3 @@ def test_chosen_modules_limit_a_session_wide_change(tmp_path: Path) -> None:
     with pytest.raises(WfqueueError, match="IMPL-2 is outside the chosen modules"):
         run_replan(tmp_path, "remove IMPL-2", ui, interactive=True)
     assert tree(folder) == snapshot
-
-
-@pytest.mark.parametrize("recorded", ["failed", "running", "pending", None])
-def test_a_session_still_being_planned_is_refused_unless_it_records_no_phases(tmp_path: Path,
-                                                                             recorded: str | None) -> None:
-    """`wfqueue resume` generates the tasks of a session whose tasks phase is not done afresh: a task a replan
-    added before would be replaced. A session written by another tool records no phases at all."""
-    folder = three_tasks(tmp_path)
-    session = read(folder, "workflow-session.json")
-    if recorded is None:
-        del session["phases"]
-    else:
-        session["phases"]["tasks"] = recorded
-    atomic_write_text(folder / "workflow-session.json", json.dumps(session))
-    before = tree(folder)
-    code, _, err, _ = cli("replan", "add a task for audit logging", "--repo", str(tmp_path), "-y")
-    if recorded is None:
-        assert code == 0, err
-        return
-    assert code == 2, err
-    assert f"WFS-test-session is still being planned (its tasks phase is {recorded})" in err
-    assert "wfqueue resume WFS-test-session" in err
-    assert tree(folder) == before
-
-
-def test_a_copied_session_is_a_session_of_its_own(tmp_path: Path) -> None:
-    """`cp -r WFS-x WFS-try`: a replan of the copy names the copy in its rollback command (it named the original,
-    and following it overwrote the original), and the original's backups are not restored into the copy."""
-    original = three_tasks(tmp_path)
-    code, out, err, _ = cli("replan", "add a task for metrics", "--repo", str(tmp_path), "-y", "--json")
-    assert code == 0, err
-    copy = original.parent / "WFS-try"
-    shutil.copytree(original, copy)
-    before = tree(original)
-    code, out, err, _ = cli("replan", "remove IMPL-3", "--repo", str(tmp_path), "--session", "WFS-try", "-y",
-                            "--json")
-    assert code == 0, err
-    summary = json.loads(out)
-    assert summary["session_id"] == "WFS-try" and summary["rollback"].endswith("--session WFS-try")
-    assert tree(original) == before
-    restored = cli(*shlex.split(summary["rollback"])[1:], "--repo", str(tmp_path))
-    assert restored[0] == 0, restored[2]
-    assert (copy / ".task" / "IMPL-3.json").is_file() and tree(original) == before
-    copied_backup = next((copy / ".process" / "backup").iterdir())  # made in the original, copied with it
-    refused = cli("replan", "--restore", str(copied_backup), "--session", original.name, "--repo", str(tmp_path))
-    assert refused[0] == 2 and "is kept in the session WFS-try" in refused[2], refused[2]
-    assert tree(original) == before
-
-
-def test_a_renamed_session_folder_is_found_by_its_new_name(tmp_path: Path) -> None:
-    folder = three_tasks(tmp_path)
-    folder.rename(folder.parent / "WFS-renamed")
-    code, out, err, _ = cli("replan", "add a task for metrics", "--repo", str(tmp_path), "-y", "--json")
-    assert code == 0, err
-    assert json.loads(out)["session_id"] == "WFS-renamed"
-
-
-def test_a_backup_the_disk_refuses_changes_nothing_and_leaves_no_half_backup(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    folder = three_tasks(tmp_path)
-    before = tree(folder)
-    written: list[Path] = []
-
-    def full_disk(path: Path, data: bytes) -> bool:
-        if written:
-            raise InfrastructureError(f"cannot write {path}: no space left on the device ({path.parent})")
-        written.append(path)
-        return atomic_write_bytes(path, data)
-
-    monkeypatch.setattr(backup_module, "atomic_write_bytes", full_disk)
-    code, _, err, _ = cli("replan", "add a task for metrics", "--repo", str(tmp_path), "-y")
-    assert code == 3, err
-    assert "no space left on the device" in err and "nothing was changed" in err and "run the replan again" in err
-    assert tree(folder, skip_backups=True) == before  # the lock file aside, every byte as it was
-    assert not (folder / ".process" / "backup").exists() or not any((folder / ".process" / "backup").iterdir())
-
-
-def test_a_lite_plan_named_as_a_workflow_session_is_told_apart(tmp_path: Path) -> None:
-    three_tasks(tmp_path)
-    lite = tmp_path / ".workflow" / ".lite-plan" / "add-sub-2026-11-26"
-    lite.mkdir(parents=True)
-    code, _, error, _ = cli("replan", "use codex", "--repo", str(tmp_path), "--session", lite.name, "-y")
-    assert code == 2 and f"{lite.name} is not a workflow session: it is in {lite.parent}" in error, error
-    assert f"wfqueue validate {lite}" in " ".join(error.split())
-
-
-def test_a_replan_that_leaves_a_plan_execute_would_refuse_changes_nothing(tmp_path: Path) -> None:
-    """`validate` and `execute` refuse a plan with no task, or a task that modifies a file the repository does not
-    have: a replan making one was accepted (exit 0)."""
-    folder = three_tasks(tmp_path)
-    for name in ("config.py", "limiter.py", "client.py"):
-        (tmp_path / "src").mkdir(exist_ok=True)
-        (tmp_path / "src" / name).write_text("")
-    before = tree(folder)
-    code, _, err, _ = cli("replan", "remove IMPL-1, IMPL-2, IMPL-3", "--repo", str(tmp_path), "-y")
-    assert code == 2 and "a plan needs at least one task" in err, err
-    code, _, err, _ = cli("replan", "IMPL-2", "files: src/nowhere.py", "--repo", str(tmp_path), "-y")
-    assert code == 2 and "src/nowhere.py" in err, err
-    assert tree(folder, skip_backups=True) == before
-    # A problem the plan had already (a file removed since it was planned) does not block other changes.
-    (tmp_path / "src" / "client.py").unlink()
-    code, _, err, _ = cli("replan", "add a task for metrics", "--repo", str(tmp_path), "-y")
-    assert code == 0, err
-
-
-def test_backups_are_restored_last_replan_first(tmp_path: Path) -> None:
-    """Restoring the first of two replans' backups kept the second's new task beside the first's plan.json."""
-    folder = three_tasks(tmp_path)
-    before = tree(folder, skip_backups=True)
-    first = json.loads(cli("replan", "add a task for metrics", "--repo", str(tmp_path), "-y", "--json")[1])
-    second = json.loads(cli("replan", "add a task for audit logging", "--repo", str(tmp_path), "-y", "--json")[1])
-    after_both = tree(folder, skip_backups=True)
-    code, _, err, _ = cli("replan", "--restore", first["backup"], "--repo", str(tmp_path))
-    assert code == 2 and "is not the backup of WFS-test-session's last replan" in err, err
-    assert Path(second["backup"]).name in err and tree(folder, skip_backups=True) == after_both
-    assert cli("replan", "--restore", second["backup"], "--repo", str(tmp_path))[0] == 0
-    assert cli("replan", "--restore", first["backup"], "--repo", str(tmp_path))[0] == 0
-    assert tree(folder, skip_backups=True) == before

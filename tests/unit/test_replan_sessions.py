@@ -1,0 +1,134 @@
+"""`wfqueue replan` and `--restore` on sessions that are not as planned: copied, renamed or still being planned,
+a disk that refuses the backup, backups restored out of order, results `execute` would refuse."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.replan_support import cli, read, three_tasks, tree
+from wfqueue.errors import InfrastructureError
+from wfqueue.fsio import atomic_write_bytes, atomic_write_text
+from wfqueue.workflow_session.replan import backup as backup_module
+
+
+@pytest.mark.parametrize("recorded", ["failed", "running", "pending", None])
+def test_a_session_still_being_planned_is_refused_unless_it_records_no_phases(tmp_path: Path,
+                                                                             recorded: str | None) -> None:
+    """`wfqueue resume` generates the tasks of a session whose tasks phase is not done afresh: a task a replan
+    added before would be replaced. A session written by another tool records no phases at all."""
+    folder = three_tasks(tmp_path)
+    session = read(folder, "workflow-session.json")
+    if recorded is None:
+        del session["phases"]
+    else:
+        session["phases"]["tasks"] = recorded
+    atomic_write_text(folder / "workflow-session.json", json.dumps(session))
+    before = tree(folder)
+    code, _, err, _ = cli("replan", "add a task for audit logging", "--repo", str(tmp_path), "-y")
+    if recorded is None:
+        assert code == 0, err
+        return
+    assert code == 2, err
+    assert f"WFS-test-session is still being planned (its tasks phase is {recorded})" in err
+    assert "wfqueue resume WFS-test-session" in err
+    assert tree(folder) == before
+
+
+def test_a_copied_session_is_a_session_of_its_own(tmp_path: Path) -> None:
+    """`cp -r WFS-x WFS-try`: a replan of the copy names the copy in its rollback command (it named the original,
+    and following it overwrote the original), and the original's backups are not restored into the copy."""
+    original = three_tasks(tmp_path)
+    code, out, err, _ = cli("replan", "add a task for metrics", "--repo", str(tmp_path), "-y", "--json")
+    assert code == 0, err
+    copy = original.parent / "WFS-try"
+    shutil.copytree(original, copy)
+    before = tree(original)
+    code, out, err, _ = cli("replan", "remove IMPL-3", "--repo", str(tmp_path), "--session", "WFS-try", "-y",
+                            "--json")
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["session_id"] == "WFS-try" and summary["rollback"].endswith("--session WFS-try")
+    assert tree(original) == before
+    restored = cli(*shlex.split(summary["rollback"])[1:], "--repo", str(tmp_path))
+    assert restored[0] == 0, restored[2]
+    assert (copy / ".task" / "IMPL-3.json").is_file() and tree(original) == before
+    copied_backup = next((copy / ".process" / "backup").iterdir())  # made in the original, copied with it
+    refused = cli("replan", "--restore", str(copied_backup), "--session", original.name, "--repo", str(tmp_path))
+    assert refused[0] == 2 and "is kept in the session WFS-try" in refused[2], refused[2]
+    assert tree(original) == before
+
+
+def test_a_renamed_session_folder_is_found_by_its_new_name(tmp_path: Path) -> None:
+    folder = three_tasks(tmp_path)
+    folder.rename(folder.parent / "WFS-renamed")
+    code, out, err, _ = cli("replan", "add a task for metrics", "--repo", str(tmp_path), "-y", "--json")
+    assert code == 0, err
+    assert json.loads(out)["session_id"] == "WFS-renamed"
+
+
+def test_a_backup_the_disk_refuses_changes_nothing_and_leaves_no_half_backup(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = three_tasks(tmp_path)
+    before = tree(folder)
+    written: list[Path] = []
+
+    def full_disk(path: Path, data: bytes) -> bool:
+        if written:
+            raise InfrastructureError(f"cannot write {path}: no space left on the device ({path.parent})")
+        written.append(path)
+        return atomic_write_bytes(path, data)
+
+    monkeypatch.setattr(backup_module, "atomic_write_bytes", full_disk)
+    code, _, err, _ = cli("replan", "add a task for metrics", "--repo", str(tmp_path), "-y")
+    assert code == 3, err
+    assert "no space left on the device" in err and "nothing was changed" in err and "run the replan again" in err
+    assert tree(folder, skip_backups=True) == before  # the lock file aside, every byte as it was
+    assert not (folder / ".process" / "backup").exists() or not any((folder / ".process" / "backup").iterdir())
+
+
+def test_a_lite_plan_named_as_a_workflow_session_is_told_apart(tmp_path: Path) -> None:
+    three_tasks(tmp_path)
+    lite = tmp_path / ".workflow" / ".lite-plan" / "add-sub-2026-11-26"
+    lite.mkdir(parents=True)
+    code, _, error, _ = cli("replan", "use codex", "--repo", str(tmp_path), "--session", lite.name, "-y")
+    assert code == 2 and f"{lite.name} is not a workflow session: it is in {lite.parent}" in error, error
+    assert f"wfqueue validate {lite}" in " ".join(error.split())
+
+
+def test_a_replan_that_leaves_a_plan_execute_would_refuse_changes_nothing(tmp_path: Path) -> None:
+    """`validate` and `execute` refuse a plan with no task, or a task that modifies a file the repository does not
+    have: a replan making one was accepted (exit 0)."""
+    folder = three_tasks(tmp_path)
+    for name in ("config.py", "limiter.py", "client.py"):
+        (tmp_path / "src").mkdir(exist_ok=True)
+        (tmp_path / "src" / name).write_text("")
+    before = tree(folder)
+    code, _, err, _ = cli("replan", "remove IMPL-1, IMPL-2, IMPL-3", "--repo", str(tmp_path), "-y")
+    assert code == 2 and "a plan needs at least one task" in err, err
+    code, _, err, _ = cli("replan", "IMPL-2", "files: src/nowhere.py", "--repo", str(tmp_path), "-y")
+    assert code == 2 and "src/nowhere.py" in err, err
+    assert tree(folder, skip_backups=True) == before
+    # A problem the plan had already (a file removed since it was planned) does not block other changes.
+    (tmp_path / "src" / "client.py").unlink()
+    code, _, err, _ = cli("replan", "add a task for metrics", "--repo", str(tmp_path), "-y")
+    assert code == 0, err
+
+
+def test_backups_are_restored_last_replan_first(tmp_path: Path) -> None:
+    """Restoring the first of two replans' backups kept the second's new task beside the first's plan.json."""
+    folder = three_tasks(tmp_path)
+    before = tree(folder, skip_backups=True)
+    first = json.loads(cli("replan", "add a task for metrics", "--repo", str(tmp_path), "-y", "--json")[1])
+    second = json.loads(cli("replan", "add a task for audit logging", "--repo", str(tmp_path), "-y", "--json")[1])
+    after_both = tree(folder, skip_backups=True)
+    code, _, err, _ = cli("replan", "--restore", first["backup"], "--repo", str(tmp_path))
+    assert code == 2 and "is not the backup of WFS-test-session's last replan" in err, err
+    assert Path(second["backup"]).name in err and tree(folder, skip_backups=True) == after_both
+    assert cli("replan", "--restore", second["backup"], "--repo", str(tmp_path))[0] == 0
+    assert cli("replan", "--restore", first["backup"], "--repo", str(tmp_path))[0] == 0
+    assert tree(folder, skip_backups=True) == before
