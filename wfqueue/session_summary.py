@@ -37,6 +37,14 @@ class SessionSummary(BaseModel):
     usage: UsageReport | None = None
 
 
+def nobody_runs(summary: SessionSummary, resume: str) -> SessionSummary:
+    """``summary`` when no command runs its session (it was killed): a step still marked running was interrupted,
+    and ``resume`` says how to finish it. Pure."""
+    steps = [step.model_copy(update={"state": "interrupted", "detail": step.detail or f"finish it: {resume}"})
+             if step.state == "running" else step for step in summary.steps]
+    return summary.model_copy(update={"steps": steps})
+
+
 def read_lite_session(folder: Path) -> SessionSummary:
     """Angles from the exploration manifest, tasks from tasks.jsonl."""
     steps: list[StepStatus] = []

@@ -11,6 +11,8 @@ import pytest
 from wfqueue.cli.main import main
 from wfqueue.execute import records
 from wfqueue.execute.records import Execution, GateRun, TaskRecord
+from wfqueue.redis_owner import RedisOwnership
+from wfqueue.sessions import queue_dir
 
 EXEC_ID = "EXEC-calc-work-2026-01-01"
 
@@ -108,7 +110,16 @@ def test_a_running_execution_shows_tasks_not_sent_yet_as_queued(
         done("TASK-001", 1, state="running", finished_at=None, merge=None),
         done("TASK-002", 2, state="pending", attempt=0, worker="", started_at=None, finished_at=None, merge=None),
     ], [])
-    out = status_table(tmp_path, capsys, monkeypatch)
+    owner = RedisOwnership(queue_dir(tmp_path) / "redis")  # the command running it holds the repository's Redis
+    owner.acquire()
+    try:
+        out = status_table(tmp_path, capsys, monkeypatch)
+    finally:
+        owner.release()
     assert cells(out, "TASK-001")[3:6] == ["running", "1", "-"]
     assert cells(out, "TASK-002")[3] == "queued"
     assert f"wfqueue execute --continue {EXEC_ID}" in out
+    # Killed outright, that command could not mark the execution: with nobody holding the Redis it shows as
+    # interrupted, its unsent task as not started.
+    out = status_table(tmp_path, capsys, monkeypatch)
+    assert "interrupted" in out and cells(out, "TASK-002")[3] == "not started"

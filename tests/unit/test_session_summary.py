@@ -109,3 +109,17 @@ def test_plan_with_a_new_requirement_and_an_existing_session_is_refused(tmp_path
     err = " ".join(capsys.readouterr().err.split())
     assert f"--session {folder.name} continues that session's plan of its own requirement" in err, err
     assert (folder / "workflow-session.json").read_bytes() == before
+
+
+def test_a_phase_left_running_by_a_killed_command_shows_as_interrupted(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """A command killed outright cannot mark its phase: with no command holding the repository's Redis, `status`
+    says it was interrupted and how to finish it, instead of `running` forever."""
+    folder = make_session(tmp_path, "Add rate limiting", [task(1, "Config", ["src/config.py"])])
+    record = json.loads((folder / "workflow-session.json").read_text())
+    record["phases"]["tasks"] = "running"
+    (folder / "workflow-session.json").write_text(json.dumps(record))
+    assert main(["status", folder.name, "--repo", str(tmp_path), "--json"]) in (0, None)
+    steps = {s["name"]: s for s in json.loads(capsys.readouterr().out)["steps"]}
+    assert steps["tasks"]["state"] == "interrupted"
+    assert f"wfqueue resume {folder.name}" in steps["tasks"]["detail"]

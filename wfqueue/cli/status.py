@@ -20,8 +20,10 @@ from wfqueue.execute.decisions import merge_hint
 from wfqueue.execute.records import Execution
 from wfqueue.execute.status_view import gate_lines, headline, task_rows
 from wfqueue.metering import UsageReport, usage_line
-from wfqueue.session_summary import SessionSummary
-from wfqueue.sessions import repo_option, resolve_repo
+from wfqueue.redis_owner import owned_now
+from wfqueue.runtime import resume_command
+from wfqueue.session_summary import SessionSummary, nobody_runs
+from wfqueue.sessions import queue_dir, repo_option, resolve_repo
 from wfqueue.settings import load_settings
 from wfqueue.transport.workspace import rebuild_from_redis
 from wfqueue.up_cluster import running_up
@@ -118,6 +120,14 @@ def register(app: typer.Typer) -> None:
         kind, folder = locate(root, session)
         rebuild_from_redis(settings, folder.name, folder)  # workers on other machines stored files there
         current = kind.read_status(folder, settings)
+        if settings.embedded and up is None and not owned_now(queue_dir(root) / "redis"):
+            # No command holds the repository's Redis: what its files say is running was interrupted (a command
+            # killed outright could not say so itself).
+            resume = resume_command(folder.name, root)
+            if isinstance(current, SessionSummary):
+                current = nobody_runs(current, resume)
+            elif isinstance(current, Execution) and current.status == "running":
+                current = current.model_copy(update={"status": "interrupted"})
         if as_json:
             typer.echo(json.dumps(current.model_dump(mode="json", exclude=NO_CALLS_LIST), ensure_ascii=False))
         elif isinstance(current, SessionSummary):
