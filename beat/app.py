@@ -78,7 +78,7 @@ def _refuse(message: str) -> NoReturn:
         log.critical(message)
     else:
         print(f"error: {message}", file=sys.stderr, flush=True)
-    # SystemExit is not an Exception: Celery's signal dispatch lets it through and beat stops before its first tick.
+    # SystemExit is not an Exception: it leaves Celery's beat service before the scheduler opens its file.
     raise SystemExit(EXIT_LOCK_HELD)
 
 
@@ -92,8 +92,7 @@ def take_beat_lock(settings: Settings) -> SingleInstanceLock:
         if other is not None:
             _refuse(f"another beat already schedules on {mask_url(url)}: {other} holds {BEAT_LOCK_KEY} "
                     f"(expires {lock.seconds_left()} s after that beat stops); run only one `wfqueue beat` per broker")
-    except redis.RedisError as exc:
-        # Celery logs and ignores a signal handler's exception: running on without the lock is not an option.
+    except redis.RedisError as exc:  # running on without the lock is not an option
         _refuse(f"cannot take {BEAT_LOCK_KEY} on {mask_url(url)}: {exc}")
     log.info("beat: holding %s as %s", BEAT_LOCK_KEY, lock.holder)
     atexit.register(lock.release)

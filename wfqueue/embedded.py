@@ -158,9 +158,12 @@ class EmbeddedRedis:
         self.socket_path = str(socket_path)
         log = self.data_dir / "redis.log"
         config = self.data_dir / "redis-auth.conf"
-        # The password goes into a private config file: on the command line `ps` would show it.
-        config.write_text(f"requirepass {self.password}\n" if self.password else "", encoding="utf-8")
-        config.chmod(0o600)
+        # The password goes into a private config file: on the command line `ps` would show it. Made private
+        # before it holds anything (written and then chmod-ed, it was readable by others for a moment).
+        config.unlink(missing_ok=True)
+        descriptor = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+            out.write(f"requirepass {self.password}\n" if self.password else "")
         command = [
             redis_server_binary(), str(config),
             "--port", str(self.port), "--bind", *self.bind,

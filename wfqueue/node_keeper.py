@@ -8,8 +8,8 @@ while a command waits (every poll interval) and while `wfqueue up` runs; on an e
 node (pool children), sends its deliveries back to their queues, and starts a new node. Every task is
 idempotent, so running one again leaves the same files and pays for no model turn twice.
 
-A node that keeps dying (a task that crashes it each time) is not restarted forever: past ``max_restarts`` the
-check raises WorkerStartError, exit 3, naming the worker's log.
+A node that keeps dying (a task that crashes it each time) is not restarted forever: past ``max_restarts`` deaths
+within ``window_s`` the check raises WorkerStartError, exit 3, naming the worker's log.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 import signal
+import time
 from typing import Any, Protocol
 
 from celery import Celery
@@ -25,12 +26,14 @@ from celery import Celery
 from wfqueue.embedded import EmbeddedCluster, LocalWorkers
 from wfqueue.errors import WorkerStartError
 
-# Replacements of a dead node before the command gives up (each death is reported; a node that dies at every
-# task is a crash to look at, not to retry).
+# Replacements of a dead node within RESTART_WINDOW_S before the command gives up (each death is reported; a
+# node that dies at every task is a crash to look at, not to retry; deaths days apart under `wfqueue up` are not).
 MAX_NODE_RESTARTS = 3
+RESTART_WINDOW_S = 600.0
 # How long other nodes (workers of other machines joined to `wfqueue up`) get to answer the ping that decides
-# whether the dead node's deliveries can be told apart from theirs.
-OTHER_NODES_PING_S = 0.5
+# whether the dead node's deliveries can be told apart from theirs. A node of the solo pool answers only between
+# tasks: such workers must not join `wfqueue up` (docs/OPERATIONS.md).
+OTHER_NODES_PING_S = 2.0
 
 
 class Reporter(Protocol):
@@ -79,11 +82,16 @@ class NodeKeeper:
     or with ``control`` its control queue's own node."""
 
     def __init__(self, cluster: EmbeddedCluster, app: Celery, ui: Reporter, *, control: bool = False,
-                 max_restarts: int = MAX_NODE_RESTARTS) -> None:
+                 max_restarts: int = MAX_NODE_RESTARTS, window_s: float = RESTART_WINDOW_S) -> None:
         self.cluster, self.app, self.ui = cluster, app, ui
         self.control = control
         self.max_restarts = max_restarts
-        self.restarts = 0
+        self.window_s = window_s
+        self.deaths: list[float] = []  # monotonic times of the deaths within the window
+
+    @property
+    def what(self) -> str:
+        return "the control node" if self.control else "the local worker node"
 
     def _node(self) -> LocalWorkers | None:
         return self.cluster.control if self.control else self.cluster.workers
@@ -98,23 +106,31 @@ class NodeKeeper:
             return
         with contextlib.suppress(ProcessLookupError):  # its prefork children, had any outlived it
             os.killpg(workers.proc.pid, signal.SIGKILL)
-        log = workers.log_path
-        workers.proc = None
-        workers.stop()  # what else it holds (the log's link folder)
-        how = exit_described(code)
-        if self.restarts >= self.max_restarts:
-            raise WorkerStartError(f"the local worker node exited ({how}), {self.restarts + 1} times in all",
+        log, how, now = workers.log_path, exit_described(code), time.monotonic()
+        self.deaths = [t for t in self.deaths if now - t < self.window_s] + [now]
+        if len(self.deaths) > self.max_restarts:
+            times = f"{len(self.deaths)} time{'s' if len(self.deaths) != 1 else ''}"
+            raise WorkerStartError(f"{self.what} exited ({how}), {times} within {self.window_s / 60:.0f} minutes",
                                    hint=f"see {log} for what it was doing")
-        self.restarts += 1
+        try:
+            back = self._requeue(workers)
+        except Exception as exc:  # noqa: BLE001 - the broker did not answer: the new node matters more
+            back = (f"its tasks come back after the visibility timeout (WFQUEUE_VISIBILITY_TIMEOUT_S): the broker "
+                    f"did not answer ({type(exc).__name__})")
+        finally:  # replaced whatever happened above: a node marked gone is never looked at again
+            workers.proc = None
+            workers.stop()  # what else it holds (the log's link folder)
+            if self.control:
+                self.cluster.launch_control()
+            else:
+                self.cluster.launch_workers()
+        self.ui.info(f"{self.what} exited ({how}); started a new one; {back} (see {log})")
+
+    def _requeue(self, dead: LocalWorkers) -> str:
+        """Its deliveries back on their queues, unless nodes of other machines share them (a ping tells)."""
         ours = {n.hostname for n in (self.cluster.workers, self.cluster.control) if n is not None}
         others = other_nodes(self.app, ours)
         if others:
-            back = (f"its tasks are delivered again after the visibility timeout (WFQUEUE_VISIBILITY_TIMEOUT_S): "
+            return (f"its tasks are delivered again after the visibility timeout (WFQUEUE_VISIBILITY_TIMEOUT_S): "
                     f"{len(others)} node(s) of other machines take tasks here too")
-        else:
-            back = f"{requeue_unacknowledged(self.app, workers.queues)} task(s) it had taken are queued again"
-        if self.control:
-            self.cluster.launch_control()
-        else:
-            self.cluster.launch_workers()
-        self.ui.info(f"the local worker node exited ({how}); started a new one; {back} (see {log})")
+        return f"{requeue_unacknowledged(self.app, dead.queues)} task(s) it had taken are queued again"

@@ -24,6 +24,21 @@ LOCK_FILE = "redis.lock"
 PID_FILE = "redis.pid"
 ORPHAN_GRACE_S = 5.0  # a left-over Redis gets this long to write its append-only file after SIGTERM
 ORPHAN_POLL_S = 0.05
+PROBE_WAIT_S = 0.25  # how long a held lock is tried again before the folder counts as another command's
+
+
+def _lock_soon(fd: int) -> None:
+    """The exclusive lock, or BlockingIOError when a command holds it. Beat's log purge looks whether a
+    repository is in use by taking a shared lock for an instant (``owned_now``): a moment later it is free."""
+    deadline = time.monotonic() + PROBE_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(ORPHAN_POLL_S)
 
 
 class RedisOwnership:
@@ -39,7 +54,7 @@ class RedisOwnership:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _lock_soon(fd)
         except BlockingIOError:
             os.close(fd)
             raise WorkerStartError(

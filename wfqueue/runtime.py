@@ -145,7 +145,7 @@ def broker_runtime(settings: Settings, repo: Path, concurrency: int, ui: Reporte
         started = time.monotonic()
         up = running_up(repo) if settings.embedded else None
         if up is not None:
-            ui.info(f"using the `wfqueue up` of this repository (pid {up.pid}, {up.workers} worker process(es))")
+            ui.info(f"using {up.named()} ({up.workers} worker process(es))")
             settings = settings.model_copy(update={"broker_url": SecretStr(up.broker_url)})
         elif settings.embedded:
             cluster = EmbeddedCluster(queue_dir(repo), concurrency=concurrency, redis_port=settings.embedded_redis_port,

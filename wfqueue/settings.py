@@ -230,7 +230,8 @@ class Settings(BaseSettings):
     )
     agent_heartbeat_s: float = Field(
         default=30.0, gt=0, description="Seconds between a running agent's signs of life in its record, up to its "
-        "time limit: the watchdog takes them as progress, so a long agent is not re-enqueued beside itself.",
+        "time limit (at most a third of watchdog_deadline_s): the watchdog takes them as progress, so a long agent "
+        "is not re-enqueued beside itself.",
     )
     beat_schedule_file: str | None = Field(
         default=None, description="Where beat keeps its schedule state (default: a private temp folder per broker)."
@@ -323,6 +324,11 @@ class Settings(BaseSettings):
         if self.provider == "auto":
             return "anthropic" if self.anthropic_api_key else "offline"
         return self.provider
+
+    def heartbeat_every_s(self) -> float:
+        """How often a running agent beats: agent_heartbeat_s, at most a third of the watchdog's deadline (a
+        deadline set short, as in tests, must not see a live agent as stalled between two beats)."""
+        return min(self.agent_heartbeat_s, self.watchdog_deadline_s / 3)
 
     def effective_worker_pool(self) -> WorkerPool:
         """The pool workers run tasks in: threads where tasks wait on a remote model, processes where the

@@ -243,7 +243,8 @@ def repo_relative(path: str) -> str | None:
     return None if normal == ".." or normal.startswith("../") else normal
 
 
-def _on_disk(root: Path) -> Callable[[str], bool]:
+def on_disk(root: Path) -> Callable[[str], bool]:
+    """Whether a path relative to ``root`` exists there (``check_plan``'s ``existing``)."""
     return lambda rel: (root / rel).exists()
 
 
@@ -252,7 +253,7 @@ def check_plan(
 ) -> list[TaskProblem]:
     """Ids, dependencies, cycles and files[] paths across all tasks of one plan."""
     if existing is None and repo is not None:
-        existing = _on_disk(repo.resolve())
+        existing = on_disk(repo.resolve())
     problems: list[TaskProblem] = []
 
     def add(loaded: LoadedTask, code: ProblemCode, message: str) -> None:

@@ -133,7 +133,7 @@ def run_header(task: Task[Any, Any], state: SessionStore, settings: Settings, ag
     state.set_agent(agent, state=AgentState.RUNNING, worker=attempt.worker, pid=attempt.pid,
                     started_at=time.time(), attempts=attempt.attempts, error=None)
     try:
-        with heartbeat(state, agent, settings.agent_heartbeat_s, settings.agent_time_limit_s):
+        with heartbeat(state, agent, settings.heartbeat_every_s(), settings.agent_time_limit_s):
             result = step(attempt)
     except Exception as exc:  # judged below: a header task never breaks its chord
         verdict = judge(exc, retries_left=may_retry(task), soft_time_limit_s=settings.agent_soft_time_limit_s)

@@ -171,3 +171,17 @@ def test_an_agent_writing_into_the_users_checkout_is_reported(tmp_path: Path) ->
     assert "your checkout changed while the execution ran" in run.stderr and "calc/extra.py" in run.stderr
     report = (Path(run.json()["exec_dir"]) / "execution.md").read_text()
     assert "## Your checkout changed while it ran" in report and "calc/extra.py" in report
+
+
+def test_a_later_task_may_not_rewrite_the_tests_an_earlier_one_added(tmp_path: Path) -> None:
+    """Only a task's own new test files are free to write: a later task emptying a dependency's tests could turn
+    the gate green."""
+    repo = project(tmp_path)
+    tasks_file = lite_plan(repo, [lite_task(1, "Add sub", ["calc/ops.py"], ["tests/test_sub.py"]),
+                                  lite_task(2, "Raise the extra", ["calc/extra.py"], depends=[1])])
+    env = env_for(tmp_path, {"TASK-001": {"calc/ops.py": SUB, "tests/test_sub.py": SUB_TEST},
+                             "TASK-002": {"calc/extra.py": "EXTRA = 3\n",
+                                          "tests/test_sub.py": "def test_sub():\n    pass\n"}})
+    run = run_cli("execute", str(tasks_file), "-y", "--json", env=env, timeout=180)
+    assert run.code == 1, run.stderr
+    assert "TASK-002 rejected, not merged: it changes tests/test_sub.py (changed)" in run.stderr, run.stderr

@@ -192,7 +192,7 @@ def test_up_replaces_a_killed_worker_node_and_stops_when_its_redis_dies(sample_r
         wait_until(lambda: watchdog_ran(control_log), 30, "a watchdog pass while the agents run")
         assert plan.poll() is None, "the plan ended before the watchdog could be seen running beside it"
         assert plan.wait(timeout=120) == 0, plan.stderr.read()  # type: ignore[union-attr]
-        node = child_running(proc.pid, "workers.serve")
+        node = child_running(proc.pid, "/worker.log")  # the agents' node, not the control node
         assert node is not None
         os.kill(node, signal.SIGKILL)
         wait_until(lambda: any("started a new one" in line for line in lines), 30, "a new node")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -205,8 +206,12 @@ def test_resume_finishes_a_session_with_the_provider_it_was_planned_with(sample_
     assert first.code == 1 and "the model gave up" in first.stderr, first.stderr
     (folder,) = (sample_repo / ".workflow" / "active").iterdir()
     assert f"`wfqueue resume {folder.name} --repo {sample_repo}` goes on at the tasks phase" in first.stderr
+    assert json.loads((folder / "workflow-session.json").read_text())["provider"] == provider
+    shutil.rmtree(sample_repo / ".workflow" / ".queue")  # Redis's record of it gone (expired, purged): the file says
     again = run_cli("resume", folder.name, "--repo", str(sample_repo), "--json")
     assert again.code == 1 and "the model gave up" in again.stderr, again.stderr  # the scripted provider again
+    # Task generation reads the context from Redis: gone, it is gathered again (it was a ValidationError).
+    assert "no longer in Redis: gathering it again" in again.stderr
     write_script(script)  # the recorded provider now answers every step
     done = run_cli("resume", folder.name, "--repo", str(sample_repo), "--json")
     assert done.code == 0, done.stderr

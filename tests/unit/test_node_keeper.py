@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -39,11 +40,19 @@ def cluster_with_node(tmp_path: Path, code: int) -> EmbeddedCluster:
 
 def test_a_node_that_keeps_dying_ends_the_command_naming_its_log(tmp_path: Path) -> None:
     cluster = cluster_with_node(tmp_path, 3)
-    keeper = NodeKeeper(cluster, Celery("unused"), Notes(), max_restarts=2)
-    keeper.restarts = 2  # replaced twice already
-    with pytest.raises(WorkerStartError, match=r"exited \(exit code 3\), 3 times in all") as raised:
+    keeper = NodeKeeper(cluster, Celery("unused"), Notes(), max_restarts=2, window_s=600)
+    keeper.deaths = [time.monotonic() - 60, time.monotonic() - 30]  # replaced twice in the last minute
+    with pytest.raises(WorkerStartError, match=r"exited \(exit code 3\), 3 times within 10 minutes") as raised:
         keeper.check()
     assert str(tmp_path / "queue" / "worker.log") in (raised.value.hint or "")
+
+
+def test_deaths_long_ago_do_not_count(tmp_path: Path) -> None:
+    """Under a `wfqueue up` that runs for weeks, deaths days apart are no crash loop."""
+    keeper = NodeKeeper(cluster_with_node(tmp_path, 3), Celery("unused"), Notes(), max_restarts=0, window_s=600)
+    keeper.deaths = [time.monotonic() - 5000] * 5
+    with pytest.raises(WorkerStartError, match=r"1 time within"):  # only this one is recent
+        keeper.check()
 
 
 def test_a_running_node_is_left_alone(tmp_path: Path) -> None:

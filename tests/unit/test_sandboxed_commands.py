@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -103,19 +104,19 @@ def test_a_missing_program_is_exit_127(tmp_path: Path) -> None:
 
 def test_a_command_interrupted_by_ctrl_c_is_stopped_with_its_children(tmp_path: Path) -> None:
     """Its session of its own keeps the terminal's Ctrl-C from reaching it: the runner stops it on the way out."""
-    (tmp_path / "slow.py").write_text("import os, time\nopen('pid', 'w').write(str(os.getpid()))\ntime.sleep(60)\n")
+    (tmp_path / "slow.py").write_text("import os, time\nopen('pid.tmp', 'w').write(str(os.getpid()))\n"
+                                      "os.rename('pid.tmp', 'pid')\ntime.sleep(60)\n")
+    main_thread = threading.get_ident()
 
-    def interrupt(*_: object) -> None:
-        raise KeyboardInterrupt
+    def ctrl_c_once_it_runs() -> None:  # the terminal's Ctrl-C, once the command has started
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "pid").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        signal.pthread_kill(main_thread, signal.SIGINT)
 
-    previous = signal.signal(signal.SIGALRM, interrupt)
-    try:
-        signal.setitimer(signal.ITIMER_REAL, 1.5)
-        with pytest.raises(KeyboardInterrupt):
-            run_command([sys.executable, "slow.py"], tmp_path, timeout_s=60)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+    threading.Thread(target=ctrl_c_once_it_runs, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        run_command([sys.executable, "slow.py"], tmp_path, timeout_s=60)
     assert not alive(int((tmp_path / "pid").read_text())), "the command outlived the interrupt"
 
 

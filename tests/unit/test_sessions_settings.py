@@ -145,6 +145,12 @@ def test_invalid_settings_name_the_setting(monkeypatch: pytest.MonkeyPatch) -> N
         load_settings()
 
 
+def test_an_agent_beats_well_within_the_watchdogs_deadline() -> None:
+    assert load_settings().heartbeat_every_s() == 30.0
+    # A deadline set short (tests do): beats three times as often, or a live agent would look stalled.
+    assert load_settings(watchdog_deadline_s=6.0).heartbeat_every_s() == 2.0
+
+
 def test_mask_url_keeps_urls_without_password() -> None:
     assert mask_url("redis+socket:///tmp/r.sock") == "redis+socket:///tmp/r.sock"
     assert mask_url("rediss://user:p%40ss@h:1/2") == "rediss://user:***@h:1/2"

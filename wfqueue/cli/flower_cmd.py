@@ -22,13 +22,14 @@ def flower_auth(settings: Settings) -> dict[str, str]:
     """Flower's authentication variables for these settings, or ConfigError (checked before anything starts)."""
     if settings.flower_basic_auth is not None:
         credentials = settings.flower_basic_auth.get_secret_value()
-        user, _, password = credentials.partition(":")
-        if not user or not password:
-            raise ConfigError("WFQUEUE_FLOWER_BASIC_AUTH must look like user:password, both not empty")
-        if "," in credentials:  # Flower reads a comma as the start of a second user:password pair
-            raise ConfigError("WFQUEUE_FLOWER_BASIC_AUTH holds a comma, which Flower takes as a second "
-                              "user:password pair: the password would not be the one you chose",
-                              hint="choose a password without a comma")
+        # Flower splits the value on commas into user:password pairs: a comma in a password would make a pair of
+        # its own, and the password Flower checks would not be the one chosen.
+        for pair in credentials.split(","):
+            user, _, password = pair.partition(":")
+            if not user or not password:
+                raise ConfigError(f"WFQUEUE_FLOWER_BASIC_AUTH: {pair!r} is not user:password with both set",
+                                  hint="give user:password, or several separated by commas (so a password "
+                                       "cannot hold a comma)")
         return {"FLOWER_BASIC_AUTH": credentials}
     if settings.flower_unauthenticated_api:
         return {"FLOWER_UNAUTHENTICATED_API": "true"}

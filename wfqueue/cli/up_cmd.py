@@ -36,24 +36,45 @@ FLOWER_START_TIMEOUT_S = 30.0  # from its start to answering its health check
 FLOWER_POLL_S = 0.1
 
 
-def wait_for_flower(flower: subprocess.Popen[bytes], address: str, port: int, log: Path) -> None:
+def wait_for_flower(flower: subprocess.Popen[bytes], address: str, port: int, log: Path,
+                    stop: threading.Event) -> None:
     """Until Flower answers its health check, so that the banner after it is true; its exit (a port in use) or
-    its silence is an error naming its log."""
+    its silence is an error naming its log. Ctrl-C (``stop``) ends the wait at once."""
     host = "127.0.0.1" if address in ("", "0.0.0.0") else address  # listening everywhere: ask here
     url = f"http://{host}:{port}/healthcheck"
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never through an http_proxy
     deadline = time.monotonic() + FLOWER_START_TIMEOUT_S
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not stop.is_set():
         if flower.poll() is not None:
             raise WorkerStartError(f"Flower exited at start (code {flower.returncode})",
                                    hint=f"see {log}; another program may listen on port {port} (--flower-port)")
         try:
-            with urllib.request.urlopen(url, timeout=1) as answer:
+            with direct.open(url, timeout=1) as answer:
                 if answer.status == 200:
                     return
         except OSError:  # not listening yet
             pass
-        time.sleep(FLOWER_POLL_S)
+        stop.wait(FLOWER_POLL_S)
+    if stop.is_set():
+        return  # up's loop sees the stop and unwinds
     raise WorkerStartError(f"Flower did not answer on {url} within {FLOWER_START_TIMEOUT_S:.0f}s", hint=f"see {log}")
+
+
+def watch(cluster: EmbeddedCluster, keepers: list[NodeKeeper], children: list[subprocess.Popen[bytes]],
+          queue: Path) -> None:
+    """One look at everything up runs: a dead worker node is replaced; a dead Redis, beat or Flower ends up."""
+    redis_exit = cluster.redis.proc.poll() if cluster.redis.proc is not None else None
+    if redis_exit is not None:
+        raise WorkerStartError(f"the embedded Redis exited ({exit_described(redis_exit)})",
+                               hint=f"see {queue / 'redis' / 'redis.log'}; run `wfqueue up` again: what was queued "
+                                    "is kept in its append-only file")
+    for keeper in keepers:
+        keeper.check()
+    for child in children:
+        if child.poll() is not None:
+            argv = cast("list[str]", child.args)  # started from the argv lists above
+            raise WorkerStartError(f"{' '.join(argv[4:6])} exited (code {child.returncode})",
+                                   hint=f"see {queue / 'beat-flower.log'}")
 
 
 class Reporter:
@@ -112,35 +133,24 @@ def register(app: typer.Typer) -> None:
             ]
             try:
                 wait_for_flower(children[1], settings.flower_address, port or settings.flower_port,
-                                queue_dir(root) / "beat-flower.log")
+                                queue_dir(root) / "beat-flower.log", stop)
                 # Plan commands in this repository find it there and use this cluster (wfqueue.up_cluster).
                 key = settings.anthropic_api_key
                 on_workers = UpWorkerSettings(executor_command=settings.executor_command,
                                               anthropic_key=key is not None and bool(key.get_secret_value()))
-                with announced(root, UpCluster(pid=os.getpid(), broker_url=url, workers=cluster.concurrency,
-                                               worker_settings=on_workers)):
-                    out.print(f"broker:  {mask_url(url)} (plan commands in {root} use it; elsewhere, export "
-                              "WFQUEUE_BROKER_URL with WFQUEUE_SHARED_DISK=true)")
-                    if cluster.redis.password:
-                        out.print(f"tcp:     {mask_url(cluster.redis.tcp_url('127.0.0.1'))} (its password: "
-                                  f"broker_url in {queue_dir(root) / UP_FILE}, readable by you only)")
-                    out.print(f"flower:  http://{settings.flower_address}:{port or settings.flower_port}/")
-                    out.print(f"logs:    {queue_dir(root)}")
-                    out.print("Ctrl-C stops Redis, the workers, beat and Flower.")
-                    while not stop.wait(0.5):
-                        redis_exit = cluster.redis.proc.poll() if cluster.redis.proc is not None else None
-                        if redis_exit is not None:
-                            raise WorkerStartError(
-                                f"the embedded Redis exited ({exit_described(redis_exit)})",
-                                hint=f"see {queue_dir(root) / 'redis' / 'redis.log'}; run `wfqueue up` again: what "
-                                     "was queued is kept in its append-only file")
-                        for keeper in keepers:
-                            keeper.check()  # a worker node that died is replaced
-                        for child in children:
-                            if child.poll() is not None:
-                                argv = cast("list[str]", child.args)  # started from the argv lists above
-                                raise WorkerStartError(f"{' '.join(argv[4:6])} exited (code {child.returncode})",
-                                                       hint=f"see {queue_dir(root) / 'beat-flower.log'}")
+                if not stop.is_set():  # Ctrl-C while Flower started: no banner, straight to the stop
+                    with announced(root, UpCluster(pid=os.getpid(), broker_url=url, workers=cluster.concurrency,
+                                                   worker_settings=on_workers)):
+                        out.print(f"broker:  {mask_url(url)} (plan commands in {root} use it; elsewhere, export "
+                                  "WFQUEUE_BROKER_URL with WFQUEUE_SHARED_DISK=true)")
+                        if cluster.redis.password:
+                            out.print(f"tcp:     {mask_url(cluster.redis.tcp_url('127.0.0.1'))} (its password: "
+                                      f"broker_url in {queue_dir(root) / UP_FILE}, readable by you only)")
+                        out.print(f"flower:  http://{settings.flower_address}:{port or settings.flower_port}/")
+                        out.print(f"logs:    {queue_dir(root)}")
+                        out.print("Ctrl-C stops Redis, the workers, beat and Flower.")
+                        while not stop.wait(0.5):
+                            watch(cluster, keepers, children, queue_dir(root))
             finally:
                 for child in children:
                     stop_process_group(child)

@@ -46,7 +46,6 @@ from wfqueue.execute.merge import (
     leftover_worktrees,
     merge_task,
     open_integration,
-    present_at,
     run_gate,
     task_branch,
     used_exec_ids,
@@ -114,11 +113,17 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
         if sorted(t.id for t in plan.tasks) != sorted(execution.tasks):
             raise BadInputError(f"the plan {execution.source} no longer has the tasks {execution.exec_id} runs",
                                 hint="restore the plan's task ids, or start a new execution of it")
-        if reschedule(execution, plan):
-            self.event(execution, "the plan's dependencies or files changed since the last run: the tasks not "
-                                  f"completed run in new waves: {' | '.join(', '.join(w) for w in execution.waves)}")
+        rescheduled = reschedule(execution, plan)
+
+        def begin() -> Execution:  # said once the runtime is up: a refused continue writes nothing
+            if rescheduled:
+                waves = " | ".join(", ".join(wave) for wave in execution.waves)
+                self.event(execution, "the plan's dependencies or files changed since the last run: the tasks not "
+                                      f"completed run in new waves: {waves}")
+            return execution
+
         widest = max(len(w) for w in execution.waves)
-        return self._run(plan, lambda: execution, slots=min(widest, execution.parallel or widest), fresh=False)
+        return self._run(plan, begin, slots=min(widest, execution.parallel or widest), fresh=False)
 
     # -- one run of the coordinator ---------------------------------------------------------------------
 
@@ -284,8 +289,9 @@ class _Step:
             return TaskRun(task_id=task_id, attempt=record.attempt, status="failed", branch="",
                            base=record.base or "", error=exc.message, started_at=now, finished_at=now)
 
-    def _settle(self, record: TaskRecord, run: TaskRun) -> bool:
-        """Record ``run`` and merge its commit; a conflict is run again once. True when merged."""
+    def _settle(self, record: TaskRecord, run: TaskRun, own_tests: frozenset[str] = frozenset()) -> bool:
+        """Record ``run`` and merge its commit; a conflict is run again once. True when merged. ``own_tests``: the
+        test files the attempt before this one added (a run after a conflict may write them again)."""
         e = self.execution
         record.worker, record.log = run.worker, run.log
         record.started_at, record.finished_at = run.started_at or None, run.finished_at or None
@@ -300,9 +306,7 @@ class _Step:
                             Path(e.repo), f"refs/heads/{run.branch}")
         task = self.plan.task(record.id)
         changes = commit_changes(Path(e.repo), run.commit, self.prefix)
-        changed_tests = [path for status, path in changes if status.startswith("M") and is_test_path(path)]
-        born = set(changed_tests) - present_at(Path(e.repo), e.base, changed_tests, self.prefix)
-        bad = disallowed_changes(task, changes, born)
+        bad = disallowed_changes(task, changes, own_tests)
         if bad:
             record.state, record.rejected_files = "rejected", bad
             record.reason = "its commit changes files the task does not name"
@@ -325,7 +329,9 @@ class _Step:
         self.c.event(e, f"{record.id} conflict in {', '.join(merge.conflicts) or 'unknown files'}: running it "
                          f"again on {record.base[:12]}")
         result = self._send(record, _feedback(record))
-        return self._settle(record, self._wait(record.id, result, [record.id]))
+        # Its new test files conflicted with another task's: on the new head the next run changes them instead.
+        added = frozenset(path for status, path in changes if status.startswith("A") and is_test_path(path))
+        return self._settle(record, self._wait(record.id, result, [record.id]), added)
 
     def gate(self, index: int, wave: list[str]) -> bool:
         """The gate after wave ``index``; red stops the execution before the next wave."""

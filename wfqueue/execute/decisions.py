@@ -55,8 +55,9 @@ def disallowed_changes(task: ExecTask, changes: list[tuple[str, str]],
                        born: Container[str] = frozenset()) -> list[str]:
     """The ``(status, path)`` changes of a task's commit (git's A, M, D...) it may not make: only the files the
     task names, new test files, and deleting what the plan says to delete. Each as ``path (what it did)``.
-    ``born``: test files that are new in this execution (not at its base), which another task added first: a
-    task run again after a conflict over one writes it as a change, and that is still its new test file."""
+    ``born``: test files the task's previous attempt added, whose merge conflicted with another task's same new
+    file: its run on the new head writes them as a change, and they are still its new test files. Test files
+    other tasks added stay theirs: changing them is refused like any file the task does not name."""
     named = set(task.files.modify) | set(task.files.create) | set(task.files.delete)
     bad: list[str] = []
     for status, path in changes:

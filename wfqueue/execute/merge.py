@@ -104,14 +104,6 @@ def commit_changes(repo: Path, commit: str, prefix: str = "") -> list[tuple[str,
     return [(status, path[len(prefix):] if path.startswith(prefix) else f"../{path}") for status, path in pairs]
 
 
-def present_at(repo: Path, commit: str, paths: list[str], prefix: str = "") -> set[str]:
-    """Those of ``paths`` (relative to ``prefix``) that exist in ``commit``."""
-    if not paths:
-        return set()
-    listed = git(repo, "ls-tree", "-r", "--name-only", "-z", commit, "--", *(prefix + p for p in paths)).stdout
-    return {path[len(prefix):] for path in listed.split("\0") if path}
-
-
 def is_merged(worktree: Path, commit: str) -> bool:
     """Whether ``commit`` is already in the integration branch (a continued execution merged it before)."""
     return git(worktree, "merge-base", "--is-ancestor", commit, "HEAD", check=False).returncode == 0

@@ -157,6 +157,10 @@ class WorkflowCoordinator(Generic[UI]):
         """The session's state, held by this coordinator alone (``fresh``: a new session), with a lost
         broker turned into a resumable error; ``meta`` is written first (workers read the budget there)."""
         state = SessionState(runtime.client, session_id, runtime.settings.state_ttl_s)
+        if runtime.up is not None:  # its workers would refuse every task, naming a key this shell may have
+            provider = meta.provider if meta is not None and meta.provider else state.meta().get("provider")
+            if provider == "anthropic":
+                runtime.up.refuse_without_key()
         with resumable(runtime.settings, session_id, runtime.repo), CoordinatorLease(state, fresh=fresh):
             if meta is not None:
                 state.set_meta(**meta.fields())
@@ -211,8 +215,6 @@ class WorkflowCoordinator(Generic[UI]):
         """A new session folder under ``root`` and its state, held, with the meta written (kind, repo,
         folder, requirement, provider, budget; status planning). Input refused before anything was written in
         the folder (the first step found nothing to plan) leaves no empty session behind."""
-        if runtime.up is not None and request.provider == "anthropic":
-            runtime.up.refuse_without_key()  # its workers would refuse each task, naming a key this shell has
         taken: set[str] = set()
         session_dir: Path | None = None
         try:

@@ -137,15 +137,23 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
         session = read_session(folder)
         provider = request.provider
         if request.keep_provider and not fresh:  # a session planned offline is not finished by a paid model
-            recorded = SessionState(runtime.client, session.session_id, settings.state_ttl_s).meta().get("provider")
+            recorded = (session.provider or
+                        SessionState(runtime.client, session.session_id, settings.state_ttl_s).meta().get("provider"))
             provider = str(recorded or provider)
             if request.budget is not None:
                 check_budget_priced(request.budget, provider, self.settings)
+        session.provider = provider  # saved with the first phase's state, under the session's lease
         meta = SessionMeta(kind=SessionKind.WORKFLOW, repo=str(request.repo), session_dir=str(folder),
                            provider=provider, status=SessionStatus.PLANNING,
                            # workers read it before every LLM step (wfqueue.metering); None keeps the one set
                            **({"budget": budget_meta(request.budget)} if request.budget is not None else {}))
         with self.hold(runtime, session.session_id, fresh=fresh, meta=meta) as state:
+            if (session.phases.get("context") == "done" and session.phases.get("tasks") not in ("done", "skipped")
+                    and state.recall(keys.ASSESSMENT) is None):
+                # Task generation reads the context from Redis, which keeps it WFQUEUE_STATE_TTL_S: a session
+                # finished a week later (or whose Redis data was removed) gathers it again instead of failing.
+                self.ui.info(f"the context {session.session_id} gathered is no longer in Redis: gathering it again")
+                session.phases["context"] = "pending"
             resumed_from = None if fresh else session.next_phase()
             if resumed_from:
                 self.ui.info(f"continuing {session.session_id} at phase {resumed_from}")

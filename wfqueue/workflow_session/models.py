@@ -65,6 +65,7 @@ class WorkflowSession(_Open):
     replan_history: list[ReplanEntry] = Field(default_factory=list)
     structured: StructuredInput | None = None
     repo: str | None = None
+    provider: str | None = None  # what planned it: `wfqueue resume` finishes it with the same one
     phases: dict[str, PhaseState] = Field(default_factory=_all_pending)
     phases_done_at: dict[str, str] = Field(default_factory=dict)
 

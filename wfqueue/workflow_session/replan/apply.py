@@ -38,7 +38,7 @@ from wfqueue.errors import (
 )
 from wfqueue.fsio import atomic_write_text, lock_for, remove
 from wfqueue.sessions import repo_option
-from wfqueue.tasks_file import is_legacy, legacy_to_unified
+from wfqueue.tasks_file import is_legacy, legacy_to_unified, on_disk
 from wfqueue.unified_task import UnifiedTask
 from wfqueue.workflow_session.models import ContextPackage, ReplanEntry
 from wfqueue.workflow_session.render import PlanningNotes
@@ -181,8 +181,7 @@ def validate_session(folder: Path, repo: Path | None = None) -> list[str]:
             items.append((rel, json.loads(path.read_text(encoding="utf-8"))))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             problems.append(f"{rel}: invalid JSON ({exc})")
-    root = repo.resolve() if repo is not None else None
-    problems += check_task_set(items, (lambda rel: (root / rel).exists()) if root is not None else None)
+    problems += check_task_set(items, on_disk(repo.resolve()) if repo is not None else None)
     try:
         load_session(folder)
     except (OSError, ValueError) as exc:
