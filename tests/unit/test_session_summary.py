@@ -11,7 +11,6 @@ from tests.wfs_factory import make_session, task
 from wfqueue.cli.main import main
 from wfqueue.lite.synthesis import manifest
 from wfqueue.session_summary import read_lite_session, read_workflow_session
-from wfqueue.workflow_session.coordinator import WfsResult
 from wfqueue.workflow_session.session import task_files
 
 LITE_ID = "add-rate-limiting-2026-11-22"
@@ -124,11 +123,3 @@ def test_a_phase_left_running_by_a_killed_command_shows_as_interrupted(tmp_path:
     steps = {s["name"]: s for s in json.loads(capsys.readouterr().out)["steps"]}
     assert steps["tasks"]["state"] == "interrupted"
     assert f"wfqueue resume {folder.name}" in steps["tasks"]["detail"]
-
-
-def test_a_plan_its_verification_blocks_exits_1() -> None:
-    """`wfqueue plan -y && wfqueue execute` must not run a plan whose verification says BLOCK_EXECUTION."""
-    done = WfsResult(session_id="WFS-x", session_dir="/x", status="completed", tasks=3, conflicts=0)
-    assert done.exit_code == 0
-    assert done.model_copy(update={"gate": "PROCEED_WITH_FIXES"}).exit_code == 0
-    assert done.model_copy(update={"gate": "BLOCK_EXECUTION"}).exit_code == 1

@@ -55,7 +55,6 @@ from wfqueue.workflow_session.structure import as_text, structure_input
 
 WFS_IDS = SessionIds(prefix="WFS-", slug_length=50, dated=False)  # WFS-{slug}
 GateChoice = Literal["verify", "status", "stop"]
-BLOCKED = "BLOCK_EXECUTION"  # the verification's quality gate that says not to execute
 
 
 class PlanRequest(BaseModel):
@@ -73,11 +72,6 @@ class WfsResult(PlanOutcome):
     resumed_from: str | None = None
     failed_angles: dict[str, str] = Field(default_factory=dict)
     gate: str | None = None
-
-    @property
-    def exit_code(self) -> int:
-        """1 also for a plan its verification blocks: `wfqueue plan -y && wfqueue execute` must not run it."""
-        return 1 if self.gate == BLOCKED else super().exit_code
 
 
 class WfsUI(WorkflowUI, Protocol):
