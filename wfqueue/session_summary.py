@@ -18,7 +18,7 @@ from wfqueue.metering import UsageReport, read_usage_file, session_report
 from wfqueue.settings import Settings
 from wfqueue.state import SessionState, connect
 from wfqueue.usage import PriceTable
-from wfqueue.workflow_session.session import load_session, task_files
+from wfqueue.workflow_session.session import load_session, recorded_failed_angles, task_files
 
 
 class StepStatus(BaseModel):
@@ -78,7 +78,11 @@ def read_workflow_session(folder: Path) -> SessionSummary:
     except (OSError, ValueError, ValidationError):
         return SessionSummary(kind="workflow", session_id=folder.name, session_dir=str(folder), status="unreadable",
                               tasks=0, steps=[], usage=read_usage_file(folder))
-    steps = [StepStatus(name=phase, state=state) for phase, state in session.phases.items()]
+    skipped = recorded_failed_angles(folder)
+    steps = [StepStatus(name=phase, state=state,
+                        detail="; ".join(f"angle {a} failed: {why}" for a, why in skipped.items())
+                        if phase == "context" else "")
+             for phase, state in session.phases.items()]
     tasks = len(task_files(folder))
     return SessionSummary(kind="workflow", session_id=session.session_id, session_dir=str(folder),
                           status=session.status, tasks=tasks, steps=steps, usage=read_usage_file(folder))

@@ -212,8 +212,8 @@ def test_resume_finishes_a_session_with_the_provider_it_was_planned_with(sample_
     assert again.code == 1 and "the model gave up" in again.stderr, again.stderr  # the scripted provider again
     # Task generation reads the context from Redis: gone, it is gathered again (it was a ValidationError).
     assert "no longer in Redis: gathering it again" in again.stderr
-    write_script(script)  # the recorded provider now answers every step
-    done = run_cli("resume", folder.name, "--repo", str(sample_repo), "--json")
+    # A provider that keeps failing does not lock the session in: --provider chooses another.
+    done = run_cli("resume", folder.name, "--repo", str(sample_repo), "--provider", "offline", "--json")
     assert done.code == 0, done.stderr
     assert done.json()["status"] == "completed" and done.json()["tasks"] >= 1
 
@@ -225,6 +225,11 @@ def test_a_plan_with_a_failed_angle_stays_partial_when_resumed(sample_repo: Path
     again = run_cli("resume", session_dir(first).name, "--repo", str(sample_repo), "--json")
     assert again.code == 1, again.stderr  # it said "completed", exit 0, with the angle never explored
     assert again.json()["status"] == "partial"
+    shown = run_cli("resume", session_dir(first).name, "--repo", str(sample_repo))
+    assert "skipped angle: architecture: the angle gave up" in shown.stdout, shown.stdout
+    status = run_cli("status", session_dir(first).name, "--repo", str(sample_repo), "--json")
+    context = next(s for s in status.json()["steps"] if s["name"] == "context")
+    assert "angle architecture failed: the angle gave up" in context["detail"]
 
 
 def test_continuing_a_finished_session_keeps_its_status(sample_repo: Path) -> None:

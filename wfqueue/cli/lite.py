@@ -33,8 +33,7 @@ def register(app: typer.Typer) -> None:
         def describe(out: Console) -> None:
             out.print(f"[bold]{result.status}[/]: {result.tasks} tasks ({result.complexity}; "
                       f"angles: {', '.join(result.angles) or 'none'})")
-            for angle, reason in result.failed_angles.items():
-                out.print(f"[red]skipped angle[/]: {angle}: {reason}")
+            common.failed_angles(out, result.failed_angles)
             common.stopped_or(out, result, f"tasks:   {result.session_dir}/tasks.jsonl")
             out.print(f"plan:    {result.session_dir}/plan.md")
 

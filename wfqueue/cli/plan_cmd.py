@@ -51,6 +51,7 @@ def register(app: typer.Typer) -> None:
         def describe(out: Console) -> None:
             out.print(f"[bold]{result.status}[/]: {result.tasks} tasks, {result.conflicts} conflicts resolved"
                       + (f", gate {gate}" if gate else ""))
+            common.failed_angles(out, result.failed_angles)
             common.stopped_or(out, result, f"plan:    {result.session_dir}/IMPL_PLAN.md")
             out.print(f"session: {result.session_dir}")
 

@@ -65,6 +65,12 @@ def finish(result: PlanOutcome, as_json: bool, describe: Callable[[Console], Non
     raise typer.Exit(result.exit_code)
 
 
+def failed_angles(out: Console, failed: dict[str, str]) -> None:
+    """The exploration angles a plan went without: its findings are missing from the plan (partial)."""
+    for angle, reason in failed.items():
+        out.print(f"[red]skipped angle[/]: {escape(angle)}: {escape(reason)}")
+
+
 def stopped_or(out: Console, result: PlanOutcome, otherwise: str) -> None:
     """Why planning stopped early (a spent budget), or ``otherwise`` (where the plan is)."""
     out.print(f"[red]{escape(result.stopped)}[/]" if result.stopped else otherwise)

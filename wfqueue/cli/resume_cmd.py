@@ -19,22 +19,26 @@ def register(app: typer.Typer) -> None:
     def resume(
         session: str = typer.Argument(..., help="A CPLAN-*, lite-plan or WFS-* session id."),
         repo: str | None = typer.Option(None, "--repo", help=f"Repository ({common.REPO_DEFAULT})."),
-        provider: str | None = typer.Option(None, "--provider", help="Used only if the session did not record one."),
+        provider: str | None = typer.Option(None, "--provider",
+                                            help="Finish with this provider (default: the one the session was "
+                                                 "planned with)."),
         budget: str | None = typer.Option(None, "--budget", help=common.budget_help("Replaces the session's budget.")),
         as_json: bool = typer.Option(False, "--json", help=common.JSON_HELP),
     ) -> None:
-        """Re-enqueue only the work an interrupted session is missing, then common.finish it."""
+        """Re-enqueue only the work an interrupted session is missing, then finish it."""
         settings = load_settings()
         root = resolve_repo(repo)
         kind, folder = locate(root, session)
         settings, spec, spending_cap = common.plan_setup(provider, budget, settings)
         result = kind.resume(settings, TerminalUI(),
-                             ResumeRequest(session_dir=folder, repo=root, provider=spec, budget=spending_cap))
+                             ResumeRequest(session_dir=folder, repo=root, provider=spec, budget=spending_cap,
+                                           provider_chosen=provider is not None))
 
         def describe(out: Console) -> None:
             out.print(f"[bold]{result.status}[/]: {result.tasks} tasks, {result.conflicts} conflicts"
                       f" — {result.session_dir}")
             for area, reason in getattr(result, "failures", {}).items():  # collab plans name each failed agent
                 out.print(f"[red]failed area[/]: {area}: {escape(reason)}")
+            common.failed_angles(out, getattr(result, "failed_angles", {}))  # lite plans and workflow sessions
 
         common.finish(result, as_json, describe)

@@ -150,7 +150,13 @@ def register(app: typer.Typer) -> None:
                         out.print(f"logs:    {queue_dir(root)}")
                         out.print("Ctrl-C stops Redis, the workers, beat and Flower.")
                         while not stop.wait(0.5):
-                            watch(cluster, keepers, children, queue_dir(root))
+                            try:
+                                watch(cluster, keepers, children, queue_dir(root))
+                            except WorkerStartError:
+                                # Its Redis, beat or Flower is gone: no warm shutdown that would only keep the
+                                # repository's lock (and plan commands out) for seconds more.
+                                cluster.kill()
+                                raise
             finally:
                 for child in children:
                     stop_process_group(child)

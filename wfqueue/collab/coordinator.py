@@ -126,7 +126,7 @@ class CollabCoordinator(WorkflowCoordinator[CoordinatorUI]):
         session_dir, repo = request.session_dir, request.repo
         with self.runtime(repo) as runtime, self.hold(runtime, session_dir.name, fresh=False) as state:
             meta = state.meta()
-            provider = str(meta.get("provider") or request.provider)
+            provider = request.provider_for(str(meta["provider"]) if meta.get("provider") else None)
             if request.budget is not None:
                 check_budget_priced(request.budget, provider, self.settings)
                 state.set_meta(budget=budget_meta(request.budget))

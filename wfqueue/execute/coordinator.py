@@ -21,7 +21,6 @@ from typing import Any
 from celery.result import AsyncResult
 
 from wfqueue import keys
-from wfqueue.analysis.files import is_test_path
 from wfqueue.errors import BadInputError, ProviderError, WfqueueError
 from wfqueue.execute import records
 from wfqueue.execute.continuing import check_continuable, reschedule
@@ -118,8 +117,8 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
         def begin() -> Execution:  # said once the runtime is up: a refused continue writes nothing
             if rescheduled:
                 waves = " | ".join(", ".join(wave) for wave in execution.waves)
-                self.event(execution, "the plan's dependencies or files changed since the last run: the tasks not "
-                                      f"completed run in new waves: {waves}")
+                self.event(execution, "the plan's dependencies or files changed since the last run: its waves are "
+                                      f"now {waves} (completed tasks are not run again)")
             return execution
 
         widest = max(len(w) for w in execution.waves)
@@ -289,9 +288,8 @@ class _Step:
             return TaskRun(task_id=task_id, attempt=record.attempt, status="failed", branch="",
                            base=record.base or "", error=exc.message, started_at=now, finished_at=now)
 
-    def _settle(self, record: TaskRecord, run: TaskRun, own_tests: frozenset[str] = frozenset()) -> bool:
-        """Record ``run`` and merge its commit; a conflict is run again once. True when merged. ``own_tests``: the
-        test files the attempt before this one added (a run after a conflict may write them again)."""
+    def _settle(self, record: TaskRecord, run: TaskRun) -> bool:
+        """Record ``run`` and merge its commit; a conflict is run again once. True when merged."""
         e = self.execution
         record.worker, record.log = run.worker, run.log
         record.started_at, record.finished_at = run.started_at or None, run.finished_at or None
@@ -305,8 +303,7 @@ class _Step:
             receive_commits(self.runtime.client, task_commits_name(e.exec_id, record.id, record.attempt),
                             Path(e.repo), f"refs/heads/{run.branch}")
         task = self.plan.task(record.id)
-        changes = commit_changes(Path(e.repo), run.commit, self.prefix)
-        bad = disallowed_changes(task, changes, own_tests)
+        bad = disallowed_changes(task, commit_changes(Path(e.repo), run.commit, self.prefix))
         if bad:
             record.state, record.rejected_files = "rejected", bad
             record.reason = "its commit changes files the task does not name"
@@ -329,9 +326,7 @@ class _Step:
         self.c.event(e, f"{record.id} conflict in {', '.join(merge.conflicts) or 'unknown files'}: running it "
                          f"again on {record.base[:12]}")
         result = self._send(record, _feedback(record))
-        # Its new test files conflicted with another task's: on the new head the next run changes them instead.
-        added = frozenset(path for status, path in changes if status.startswith("A") and is_test_path(path))
-        return self._settle(record, self._wait(record.id, result, [record.id]), added)
+        return self._settle(record, self._wait(record.id, result, [record.id]))
 
     def gate(self, index: int, wave: list[str]) -> bool:
         """The gate after wave ``index``; red stops the execution before the next wave."""

@@ -4,7 +4,6 @@ the user is told to do next."""
 
 from __future__ import annotations
 
-from collections.abc import Container
 from pathlib import PurePosixPath
 
 from wfqueue.analysis.files import is_test_path
@@ -51,21 +50,18 @@ def reopened(execution: Execution) -> dict[str, TaskRecord]:
     return again
 
 
-def disallowed_changes(task: ExecTask, changes: list[tuple[str, str]],
-                       born: Container[str] = frozenset()) -> list[str]:
+def disallowed_changes(task: ExecTask, changes: list[tuple[str, str]]) -> list[str]:
     """The ``(status, path)`` changes of a task's commit (git's A, M, D...) it may not make: only the files the
-    task names, new test files, and deleting what the plan says to delete. Each as ``path (what it did)``.
-    ``born``: test files the task's previous attempt added, whose merge conflicted with another task's same new
-    file: its run on the new head writes them as a change, and they are still its new test files. Test files
-    other tasks added stay theirs: changing them is refused like any file the task does not name."""
+    task names, new test files, and deleting what the plan says to delete. Each as ``path (what it did)``. A test
+    file another task added first is that task's: two tasks that add one unasked end with the second rejected,
+    never with the first's tests replaced (a plan that names the file for both lets them share it)."""
     named = set(task.files.modify) | set(task.files.create) | set(task.files.delete)
     bad: list[str] = []
     for status, path in changes:
         if status.startswith("D"):
             if path not in task.files.delete:
                 bad.append(f"{path} (deleted)")
-        elif path in named or (is_test_path(path) and not _test_configuration(path)
-                               and (status.startswith("A") or path in born)):
+        elif path in named or (status.startswith("A") and is_test_path(path) and not _test_configuration(path)):
             continue
         else:
             bad.append(f"{path} ({'added' if status.startswith('A') else 'changed'})")

@@ -39,7 +39,7 @@ class ExecutionOutcome(PlanOutcome):
     def execute_json(self) -> dict[str, Any]:
         """The one object `wfqueue execute --json` prints."""
         return {"exec_id": self.session_id, "exec_dir": self.session_dir, "status": self.status,
-                "branch": self.branch, "tasks": self.task_states}
+                "branch": self.branch, "tasks": self.task_states, "hint": self.hint}
 
 
 def outcome(execution: Execution) -> ExecutionOutcome:

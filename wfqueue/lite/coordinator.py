@@ -171,7 +171,7 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
         with self.runtime(request.repo) as runtime, self.hold(runtime, session_dir.name, fresh=False) as state:
             app, settings = runtime.app, runtime.settings
             meta = state.meta()
-            provider = str(meta.get("provider") or request.provider)
+            provider = request.provider_for(str(meta["provider"]) if meta.get("provider") else None)
             if request.budget is not None:
                 check_budget_priced(request.budget, provider, self.settings)
                 state.set_meta(budget=budget_meta(request.budget))

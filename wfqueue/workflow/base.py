@@ -81,8 +81,14 @@ class ResumeRequest(BaseModel):
 
     session_dir: Path
     repo: Path
-    provider: str  # used only when the session recorded none
+    provider: str  # used when the session recorded none, or when chosen (--provider)
+    provider_chosen: bool = False
     budget: Budget | None = None  # replaces the session's budget; None keeps it
+
+    def provider_for(self, recorded: str | None) -> str:
+        """The provider that finishes the session: the one it was planned with, unless ``--provider`` chose one
+        (a provider that keeps failing must not lock a session in)."""
+        return self.provider if self.provider_chosen or not recorded else recorded
 
 
 class NewSessionRequest(Protocol):

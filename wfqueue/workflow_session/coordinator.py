@@ -40,6 +40,7 @@ from wfqueue.workflow_session.session import (
     load_session,
     now_iso,
     read_session,
+    recorded_failed_angles,
     save_session,
     task_files,
 )
@@ -48,7 +49,6 @@ from wfqueue.workflow_session.steps import (
     RESOLUTION_FILE,
     apply_resolution,
     load_context,
-    recorded_failed_angles,
     save_notes,
 )
 from wfqueue.workflow_session.structure import as_text, structure_input
@@ -130,7 +130,8 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
     def resume(self, request: ResumeRequest) -> WfsResult:
         """Continue at the first phase not done, with the recommended choices."""
         return self.run(PlanRequest(repo=request.repo, provider=request.provider, yes=True,
-                                    session=request.session_dir.name, budget=request.budget, keep_provider=True))
+                                    session=request.session_dir.name, budget=request.budget,
+                                    keep_provider=not request.provider_chosen))
 
     def _phases(self, runtime: Runtime, folder: Path, request: PlanRequest, fresh: bool) -> WfsResult:
         app, settings = runtime.app, runtime.settings

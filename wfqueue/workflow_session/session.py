@@ -26,6 +26,7 @@ NOTES_FILE = "planning-notes.md"
 IMPL_PLAN_FILE = "IMPL_PLAN.md"
 TODO_FILE = "TODO_LIST.md"
 PLAN_FILE = "plan.json"
+EXPLORATIONS_MANIFEST = "explorations-manifest.json"  # in PROCESS_DIR
 TASK_FILE = re.compile(r"^IMPL-\d+(?:\.\d+)?\.json$")  # a task's file, named by its id
 
 
@@ -130,3 +131,13 @@ def task_path(folder: Path, task_id: str) -> Path:
 
 def read_json(path: Path) -> object:
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def recorded_failed_angles(folder: Path) -> dict[str, str]:
+    """The exploration angles the context phase could not explore, as its manifest recorded them ({angle: why});
+    empty when it has none or cannot be read."""
+    try:
+        recorded = json.loads((folder / PROCESS_DIR / EXPLORATIONS_MANIFEST).read_text(encoding="utf-8"))
+        return {str(f["angle"]): str(f.get("error", "")) for f in recorded.get("failed_angles") or []}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return {}

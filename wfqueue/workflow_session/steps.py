@@ -7,7 +7,6 @@ that runs twice (redelivery, or a resumed plan) writes the same bytes.
 
 from __future__ import annotations
 
-import json
 import posixpath
 from pathlib import Path
 from typing import Any
@@ -44,6 +43,7 @@ from wfqueue.workflow_session.render import (
     render_todo,
 )
 from wfqueue.workflow_session.session import (
+    EXPLORATIONS_MANIFEST,
     IMPL_PLAN_FILE,
     NOTES_FILE,
     PLAN_FILE,
@@ -77,19 +77,6 @@ def load_context(folder: Path) -> ContextPackage:
 
 def save_context(folder: Path, context: ContextPackage) -> None:
     atomic_write_json(folder / PROCESS_DIR / CONTEXT_FILE, context.model_dump(mode="json", by_alias=True))
-
-
-EXPLORATIONS_MANIFEST = "explorations-manifest.json"
-
-
-def recorded_failed_angles(folder: Path) -> dict[str, str]:
-    """The exploration angles the context phase could not explore, as its manifest recorded them ({angle: why});
-    empty when it has none or cannot be read."""
-    try:
-        recorded = json.loads((folder / PROCESS_DIR / EXPLORATIONS_MANIFEST).read_text(encoding="utf-8"))
-        return {str(f["angle"]): str(f.get("error", "")) for f in recorded.get("failed_angles") or []}
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return {}
 
 
 def run_context_phase(state: SessionStore, folder: Path, repo: str, shown_folder: Path | None = None) -> str:

@@ -315,7 +315,8 @@ def _apply(folder: Path, repo: Path, snap: SessionSnapshot, impact: Impact, arti
                 problems = [p for p in validate_session(folder, repo) if p not in known]
             except (OSError, InfrastructureError) as exc:  # fsio names a full or read-only disk
                 _roll_back(folder, backup, manifest)
-                raise InfrastructureError(f"writing the replan failed ({exc}); the backup was restored, "
+                why = exc.message if isinstance(exc, InfrastructureError) else str(exc)  # not its hint: ours says
+                raise InfrastructureError(f"writing the replan failed ({why}); the backup was restored, "
                                           "nothing changed", hint=f"backup kept at {backup}; free some space "
                                                                   "there (or make it writable), then run the replan "
                                                                   "again") from exc
