@@ -177,7 +177,8 @@ def check_session_budget(state: SessionStore, prices: PriceTable) -> None:
 
 
 class MeteredProvider:
-    """A provider bound to a session: its budget is checked before each step, its turns and their
+    """A provider bound to a session: its budget is checked before each step (and each model call where the
+    provider allows), its turns and their
     usage are saved in the session's journal, its transcripts are kept in ``transcript_dir``.
 
     Providers without a ``usage`` list (offline, scripted) make no LLM calls: they are neither
@@ -193,8 +194,11 @@ class MeteredProvider:
         self.model: str | None = inner.model
         if self.calls_llm:
             self.journal = SessionJournal(state)
-            # A provider with a ``usage`` list calls a model, and saves its turns in ``journal``.
+            # A provider with a ``usage`` list calls a model, and saves its turns in ``journal``; one that can
+            # (the Anthropic provider) checks the budget before each of its calls, not only before each step.
             inner.journal = self.journal  # type: ignore[attr-defined]  # not part of the Provider protocol
+            if hasattr(inner, "before_call"):
+                inner.before_call = self.check_budget
 
     @property
     def calls_llm(self) -> bool:

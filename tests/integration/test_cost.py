@@ -18,7 +18,7 @@ import pytest
 from support import run_cli, run_cli_in_process, session_dir
 from test_anthropic_e2e import COLLAB_REQUIREMENT, LITE_REQUIREMENT, WFS_REQUIREMENT, FakeModel, cli, step_kind
 
-from tests.fake_anthropic import FakeAnthropic, Reply
+from tests.fake_anthropic import Always, FakeAnthropic, Reply
 from wfqueue.usage import DEFAULT_PRICE_TABLE, PriceTable, Usage, cost
 
 pytestmark = pytest.mark.integration
@@ -29,8 +29,8 @@ MODEL = "claude-sonnet-4-6"  # the settings' default model: priced by the defaul
 class MeteredFake(FakeAnthropic):
     """The fake server, also keeping the usage it reported for each answered request (in answer order)."""
 
-    def __init__(self, responder: Any) -> None:
-        super().__init__(responder)
+    def __init__(self, responder: Any, faults: Any = None) -> None:
+        super().__init__(responder, faults=faults)
         self.reported: list[tuple[str, dict[str, int]]] = []
 
     def _usage(self, body: dict[str, Any], content: list[dict[str, Any]], reply: Reply) -> dict[str, Any]:
@@ -173,6 +173,23 @@ def test_a_token_budget_stops_new_llm_work_and_a_plan_with_no_task_is_failed(sam
     phases = read_json(session_dir(workflow) / "workflow-session.json")["phases"]
     assert "failed" in phases.values() and phases["context"] == "done"
     assert read_json(session_dir(workflow) / "usage.json")["budget_exhausted"] is True
+
+
+def test_a_step_that_keeps_calling_tools_stops_at_its_next_call_once_the_budget_is_spent(sample_repo: Path) -> None:
+    """The budget was checked when a step began: agents of a model that never stops calling tools ran all their
+    turns (25 calls, 71k tokens against a 3k budget) and the plan ended `completed`."""
+    with MeteredFake(FakeModel(), faults=Always("tools_every_turn")) as fake:
+        run = cli(fake, "collab-plan", COLLAB_REQUIREMENT, "--repo", str(sample_repo), "--max-agents", "2",
+                  "--budget", "3k")
+    assert run.code == 1, run.stderr
+    # Every agent request offered tools, which this model always calls: left alone, each agent runs 12 turns.
+    assert all(r.get("tools") for r in fake.requests if step_kind(r) == "plan_area")
+    agent_calls = [kind for kind, _ in fake.reported if kind != "understand"]
+    # Each agent makes at most the calls that began before the budget was seen spent: not its 12 turns.
+    assert 0 < len(agent_calls) <= 4, Counter(agent_calls)
+    usage = read_json(session_dir(run) / "usage.json")
+    assert usage["budget_exhausted"] is True
+    assert usage["total"]["calls"] == len(fake.reported)
 
 
 def test_a_bad_budget_is_refused_before_anything_is_written(capsys: pytest.CaptureFixture[str],

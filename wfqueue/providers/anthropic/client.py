@@ -172,6 +172,9 @@ class AnthropicProvider:
                                   hint="set ANTHROPIC_API_KEY, or use --provider offline")
         self._client = client
         self._limiter = limiter
+        # Called before every model call (a metered provider checks the session's budget there): a step of many
+        # tool turns must not run past a spent budget because the budget was fine when the step began.
+        self.before_call: Callable[[], None] = lambda: None
 
     # -- the protocol -------------------------------------------------------------------
 
@@ -195,6 +198,7 @@ class AnthropicProvider:
         deadline = time.monotonic() + self.step_time_s if self.step_time_s else None
         while not transcript.finished:
             transcript, request, kind, forced = self._next_request(step, transcript, with_tools)
+            self.before_call()
             resent_before = caller.resent
             response = caller.call(step.label, request, deadline)
             call = self._record(step, kind, response, resent=caller.resent - resent_before)
