@@ -71,7 +71,9 @@ TRANSCRIPT_DIR = "transcripts"  # in the session folder: one JSON-lines transcri
 NO_CALLS = "no LLM calls"
 BUDGET_HELP = ("Stop new LLM work once the plan has spent this much: dollars ($2.50, 2.5usd) or tokens "
                "(200k, 1.5m, 150000); the plan then ends partial.")
-BUDGET_HINT = "plan again with a larger --budget (a workflow session continues with `wfqueue plan --session`)"
+# Resuming pays for nothing twice: finished steps and saved turns are kept; planning again starts over.
+BUDGET_HINT = ("finish it with `wfqueue resume SESSION --budget LARGER` (an execution: `wfqueue execute --continue "
+               "EXEC-ID --budget LARGER`): what is done is kept and not paid again")
 
 
 # -- pure: budgets and reports ---------------------------------------------------------------

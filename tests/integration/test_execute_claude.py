@@ -191,6 +191,10 @@ def test_claude_executes_a_plan_on_a_bad_day_then_continue_with_a_better_model(
     assert git(repo, "show", f"{branch}:calc/text.py") == "NAME = 'calc'"
     assert len(task_commits(repo, branch, "TASK-001")) == 1
     assert snapshot(repo) == before
+    # What the model calls cost is kept as for a plan: usage.json, the report, --json (it was in transcripts only).
+    answered = len([c for c in fake.calls if c.status == 200 and c.complete])
+    assert json.loads((exec_dir / "usage.json").read_text())["total"]["calls"] == answered
+    assert result["usage"] and "model usage:" in (exec_dir / "execution.md").read_text()
     sent_for_one = len(requests_of(fake, "TASK-001"))
 
     again = run_cli("execute", "--continue", exec_id, "--repo", str(repo), "--json", env=env_for(fake, BETTER),
@@ -215,3 +219,22 @@ def test_claude_executes_a_plan_on_a_bad_day_then_continue_with_a_better_model(
     assert snapshot(repo) == before
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     assert processes_mentioning(str(repo / ".workflow" / ".queue")) == []
+
+
+def test_a_budget_stops_the_claude_executor_at_its_next_call(tmp_path: Path, fake: FakeAnthropic) -> None:
+    """`execute` had no --budget: a model that never stops calling tools ran to the turn cap on every task."""
+    repo = project(tmp_path)
+    tasks_file = lite_plan(repo, [lite_task(2, "Rename the package", ["calc/text.py"])])
+    refused = run_cli("execute", str(tasks_file), "--executor", "command", "--budget", "1k", "-y",
+                      env={**env_for(fake, STUBBORN), "WFQUEUE_EXECUTOR_COMMAND": "agent-cli {prompt_file}"})
+    assert refused.code == 2 and "--budget caps the claude executor's model calls" in refused.stderr
+    run = run_cli("execute", str(tasks_file), "--executor", "claude", "--budget", "1k", "-y", "--json",
+                  env=env_for(fake, STUBBORN), timeout=240)
+    assert run.code == 1, run.stderr
+    result = run.json()
+    assert result["tasks"]["failed"] == ["TASK-002"]
+    assert 1 <= len(requests_of(fake, "TASK-002")) < MAX_TURNS  # stopped once the budget was seen spent
+    status = run_cli("status", result["exec_id"], "--repo", str(repo), "--json", env=env_for(fake, STUBBORN)).json()
+    assert "budget exhausted" in status["tasks"]["TASK-002"]["reason"]
+    usage = json.loads((Path(result["exec_dir"]) / "usage.json").read_text())
+    assert usage["budget_exhausted"] is True and usage["budget"] == {"dollars": None, "tokens": 1000}

@@ -27,6 +27,7 @@ from wfqueue.execute.model import ExecutablePlan
 from wfqueue.execute.outcome import ExecutionOutcome
 from wfqueue.execute.safety import check_clean_repository
 from wfqueue.execute.schedule import Schedule, build_schedule
+from wfqueue.metering import parse_budget_option
 from wfqueue.runtime import stop_after_output
 from wfqueue.sandboxed_commands import parse_command
 from wfqueue.sessions import resolve_repo
@@ -144,6 +145,10 @@ def register(app: typer.Typer) -> None:
         repo: str | None = typer.Option(None, "--repo",
                                         help="Repository the plan changes (default: the one holding the plan)."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout and nothing else there."),
+        budget: str | None = typer.Option(None, "--budget",
+                                          help="The claude executor's spending cap: $2.50 (estimated cost) or 200k "
+                                               "(tokens); no model call starts once it is spent. With --continue it "
+                                               "replaces the execution's."),
     ) -> None:
         """Run a plan's tasks in dependency waves on workers, each in its own worktree, merged one at a time into
         the integration branch wfqueue/EXEC-ID, with the gate after each wave. Exit 0 all completed, 1 some
@@ -161,8 +166,10 @@ def register(app: typer.Typer) -> None:
                 raise BadInputError(f"--continue {resume_id}: that is a {kind.label} session, not an execution",
                                     hint=f"run `wfqueue execute {resume_id}` to execute its plan")
             stop_after_output()  # `finish` stops the embedded cluster once the outcome is out
+            spending_cap = parse_budget_option(budget, "anthropic", settings)
             _finish(ExecuteCoordinator(settings, ui).resume(ResumeRequest(session_dir=folder, repo=root,
-                                                                          provider="offline")), as_json)
+                                                                          provider="offline", budget=spending_cap)),
+                    as_json)
             return
         if target is None:
             raise BadInputError("missing SESSION_OR_PLAN", hint="pass a plan to execute, or --continue EXEC-ID")
@@ -179,8 +186,12 @@ def register(app: typer.Typer) -> None:
         for command in gate:  # a configured test command the sandbox refuses: refused now, not after a wave
             parse_command(command)
         chosen = choose_executor(settings, requested, running_up(Path(plan.repo)) if settings.embedded else None)
+        if budget is not None and chosen != "claude":
+            raise BadInputError("--budget caps the claude executor's model calls; the command executor's agent "
+                                "spends its own", hint="drop --budget, or use --executor claude")
+        spending_cap = parse_budget_option(budget, "anthropic", settings)
         if not _confirm(ui, plan, schedule, gate, yes):
             ui.info("not started; nothing was written")
             raise typer.Exit(1)
         stop_after_output()
-        _finish(ExecuteCoordinator(settings, ui).start(plan, schedule, chosen), as_json)
+        _finish(ExecuteCoordinator(settings, ui).start(plan, schedule, chosen, spending_cap), as_json)

@@ -31,6 +31,7 @@ from wfqueue.execute.decisions import (
     merge_hint,
     needs_gate,
     reopened,
+    retry_feedback,
     skip_reason,
 )
 from wfqueue.execute.executors import ExecutorName
@@ -58,6 +59,7 @@ from wfqueue.execute.worktree import repo_prefix
 from wfqueue.execute.writeback import write_back
 from wfqueue.fsio import atomic_write_text
 from wfqueue.keys import AgentState, SessionKind, SessionMeta, SessionStatus
+from wfqueue.metering import budget_meta, usage_line, write_usage_file
 from wfqueue.payloads import ExecuteTask
 from wfqueue.runtime import Runtime
 from wfqueue.sessions import repo_option
@@ -65,6 +67,7 @@ from wfqueue.settings import Settings
 from wfqueue.state import SessionState, SessionStore
 from wfqueue.transport.repo import receive_commits
 from wfqueue.transport.workspace import task_commits_name
+from wfqueue.usage import Budget
 from wfqueue.workflow.base import PlanOutcome, ResumeRequest, WorkflowCoordinator, WorkflowUI, new_session_folder
 from wfqueue.workflow.kind import WorkflowKind
 
@@ -72,11 +75,13 @@ from wfqueue.workflow.kind import WorkflowKind
 class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
     RESUME_HINT_ON_STOP = False  # its report names `wfqueue execute --continue` (merge_hint)
 
-    def start(self, plan: ExecutablePlan, schedule: Schedule, executor: ExecutorName) -> ExecutionOutcome:
-        """A new execution of ``plan`` (validated, its repository checked clean) on a new integration branch."""
+    def start(self, plan: ExecutablePlan, schedule: Schedule, executor: ExecutorName,
+              budget: Budget | None = None) -> ExecutionOutcome:
+        """A new execution of ``plan`` (validated, its repository checked clean) on a new integration branch;
+        ``budget`` stops the claude executor's model calls once spent."""
         widest = max(len(w.task_ids) for w in schedule.waves)
         return self._run(plan, lambda: self._begin(plan, schedule, executor),
-                         slots=min(widest, schedule.parallel or widest), fresh=True)
+                         slots=min(widest, schedule.parallel or widest), fresh=True, budget=budget)
 
     def _begin(self, plan: ExecutablePlan, schedule: Schedule, executor: ExecutorName) -> Execution:
         """The new execution's folder, integration branch and first records."""
@@ -122,12 +127,13 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
             return execution
 
         widest = max(len(w) for w in execution.waves)
-        return self._run(plan, begin, slots=min(widest, execution.parallel or widest), fresh=False)
+        return self._run(plan, begin, slots=min(widest, execution.parallel or widest), fresh=False,
+                         budget=request.budget)
 
     # -- one run of the coordinator ---------------------------------------------------------------------
 
-    def _run(self, plan: ExecutablePlan, begin: Callable[[], Execution], *, slots: int,
-             fresh: bool) -> ExecutionOutcome:
+    def _run(self, plan: ExecutablePlan, begin: Callable[[], Execution], *, slots: int, fresh: bool,
+             budget: Budget | None = None) -> ExecutionOutcome:
         """Hold a runtime with ``slots`` worker slots and drive the execution ``begin`` makes or loads.
 
         A new execution's folder and branch are made once the runtime is up: a command refused a broker
@@ -137,9 +143,11 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
         try:
             with self.runtime(Path(plan.repo), slots) as runtime:
                 execution = begin()
+                # The claude executor reads the budget there before every call; None keeps a continued one's.
                 meta = SessionMeta(kind=SessionKind.EXECUTE, repo=execution.repo, session_dir=execution.exec_dir,
                                    requirement=plan.context.requirement or plan.session_id,
-                                   status=SessionStatus.ACTIVE)
+                                   status=SessionStatus.ACTIVE,
+                                   **({"budget": budget_meta(budget)} if budget is not None else {}))
                 with self.hold(runtime, execution.exec_id, fresh=fresh, meta=meta) as state:
                     held = True
                     if not fresh:
@@ -147,6 +155,9 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
                         self.event(execution, f"execution {execution.exec_id} continued")
                         self._reopen(execution)
                     self._drive(runtime, state, plan, execution)
+                    # What the executor's model calls cost (a red gate too returns here; a lost broker does not).
+                    report = write_usage_file(state, self.prices, Path(execution.exec_dir))
+                    execution.usage = usage_line(report) if report.total.calls else None
                     execution.status = final_status(execution)
                     execution.finished_at = time.time()
                     # The meta speaks SessionStatus (beat reads it); a stopped execution waits on a person, not
@@ -266,7 +277,7 @@ class _Step:
             if record.state == "pending":  # else sent before this coordinator stopped: same attempt, same base
                 record.state, record.attempt, record.base = "running", record.attempt + 1, head
             self._save()
-            sent[task_id] = self._send(record, _feedback(record))
+            sent[task_id] = self._send(record, retry_feedback(record))
             self.c.event(e, f"wave {index}: {task_id} sent (attempt {record.attempt})")
         merged = False
         for task_id, result in sent.items():
@@ -325,7 +336,7 @@ class _Step:
         self._save()
         self.c.event(e, f"{record.id} conflict in {', '.join(merge.conflicts) or 'unknown files'}: running it "
                          f"again on {record.base[:12]}")
-        result = self._send(record, _feedback(record))
+        result = self._send(record, retry_feedback(record))
         return self._settle(record, self._wait(record.id, result, [record.id]))
 
     def gate(self, index: int, wave: list[str]) -> bool:
@@ -356,14 +367,6 @@ class _Step:
         self.c.event(e, f"gate after wave {index} is red ({why}); wave {index} ran {', '.join(wave)}; stopped before "
                         "the next wave")
         return False
-
-
-def _feedback(record: TaskRecord) -> str:
-    """What the run after a conflicting merge is told (a task run again on ``--continue`` starts afresh)."""
-    if record.state != "conflict" or not record.reason:
-        return ""
-    return (f"A previous attempt of this task was not merged: {record.reason} with changes other tasks made to "
-            "the integration branch. Make the change again on top of the current code.")
 
 
 # -- the workflow kind ----------------------------------------------------------------------------------

@@ -84,6 +84,14 @@ def needs_gate(execution: Execution, index: int, head: str) -> bool:
     return next((g.head for g in reversed(execution.gates) if g.passed), None) != head
 
 
+def retry_feedback(record: TaskRecord) -> str:
+    """What the run after a conflicting merge is told (a task run again on ``--continue`` starts afresh)."""
+    if record.state != "conflict" or not record.reason:
+        return ""
+    return (f"A previous attempt of this task was not merged: {record.reason} with changes other tasks made to "
+            "the integration branch. Make the change again on top of the current code.")
+
+
 def final_status(execution: Execution) -> ExecutionStatus:
     if execution.stopped_wave is not None:
         return "stopped"

@@ -39,7 +39,7 @@ class ExecutionOutcome(PlanOutcome):
     def execute_json(self) -> dict[str, Any]:
         """The one object `wfqueue execute --json` prints."""
         return {"exec_id": self.session_id, "exec_dir": self.session_dir, "status": self.status,
-                "branch": self.branch, "tasks": self.task_states, "hint": self.hint}
+                "branch": self.branch, "tasks": self.task_states, "hint": self.hint, "usage": self.usage}
 
 
 def outcome(execution: Execution) -> ExecutionOutcome:
@@ -47,4 +47,4 @@ def outcome(execution: Execution) -> ExecutionOutcome:
     return ExecutionOutcome(session_id=execution.exec_id, session_dir=execution.exec_dir, status=execution.status,
                             tasks=len(counts["completed"]), conflicts=len(counts["blocked"]), branch=execution.branch,
                             task_states=counts, total=len(execution.tasks),
-                            hint=merge_hint(execution, repo_option(Path(execution.repo))))
+                            hint=merge_hint(execution, repo_option(Path(execution.repo))), usage=execution.usage)

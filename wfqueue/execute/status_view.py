@@ -57,7 +57,8 @@ def headline(execution: Execution) -> list[str]:
             f"{done} of {total} task(s) completed in {len(e.waves)} wave(s)",
             f"integration branch: {e.branch} (started at {e.base[:12]}); executor {e.executor}, "
             f"at most {e.parallel or 'any number of'} task(s) at once",
-            f"started {iso(e.started_at)}, finished {iso(e.finished_at)}"]
+            f"started {iso(e.started_at)}, finished {iso(e.finished_at)}",
+            *([f"model usage: {e.usage}"] if e.usage else [])]
 
 
 def gate_lines(execution: Execution) -> list[str]:

@@ -188,7 +188,8 @@ def render_stopped_plan(session_id: str, requirement: str, created: str, assessm
         "",
         f"> ⚠️ **Planning stopped**: {_cell(reason)}",
         "",
-        "The assessment and any finished explorations are in this folder; plan again with a larger `--budget`.",
+        "The assessment and any finished explorations are kept: `wfqueue resume` this session with a larger "
+        "`--budget` finishes it without paying for them again.",
         "",
     ]
     return "\n".join(out)
