@@ -153,9 +153,25 @@ def session_report(state: SessionStore, prices: PriceTable) -> UsageReport:
     return build_report(state.session_id, state.usage(), prices, session_budget(state.meta()))
 
 
+def merged_calls(kept: Iterable[Mapping[str, Any]], recorded: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The calls of a usage.json written before and those Redis holds now, each once, in the order they were
+    made. Redis forgets a session after WFQUEUE_STATE_TTL_S (or with its data): the calls paid for before must
+    stay on the bill. Pure."""
+    def key(call: Mapping[str, Any]) -> tuple[Any, ...]:
+        return call.get("step"), call.get("kind"), call.get("recorded_at")
+
+    now = [dict(c) for c in recorded]  # every one of them, also two alike
+    known = {key(c) for c in now}
+    # Only a kept call that says when it was made can be told apart from Redis's own.
+    gone = [dict(c) for c in kept if c.get("recorded_at") is not None and key(c) not in known]
+    return sorted(gone + now, key=lambda c: float(c.get("recorded_at") or 0.0))
+
+
 def write_usage_file(state: SessionStore, prices: PriceTable, folder: Path) -> UsageReport:
-    """usage.json in ``folder`` from what Redis recorded; returns the report."""
-    report = session_report(state, prices)
+    """usage.json in ``folder``: what Redis recorded, with the calls an earlier usage.json kept; the report."""
+    earlier = read_usage_file(folder)
+    calls = merged_calls(earlier.calls if earlier is not None else [], state.usage())
+    report = build_report(state.session_id, calls, prices, session_budget(state.meta()))
     atomic_write_json(folder / USAGE_FILE, report.model_dump(mode="json"))
     return report
 

@@ -151,6 +151,21 @@ def test_usage_is_appended_in_order_with_the_session_ttl(state: SessionState) ->
     assert state.usage() == []
 
 
+def test_usage_json_keeps_the_calls_redis_has_forgotten(state: SessionState, tmp_path: Path) -> None:
+    """Redis forgets a session after its TTL (or with its data): a resume then wrote usage.json from the new
+    calls alone, and the ones paid for before vanished from the bill."""
+    first, second = {**entry("understand", 10), "recorded_at": 1.0}, {**entry("plan_area:a", 20), "recorded_at": 2.0}
+    state.record_usage([first, second])
+    assert write_usage_file(state, PRICES, tmp_path).total.calls == 2
+    state.reset()  # the session's state is gone
+    third = {**entry("plan_area:b", 30), "recorded_at": 3.0}
+    state.record_usage([third])
+    report = write_usage_file(state, PRICES, tmp_path)
+    assert [c["input_tokens"] for c in report.calls] == [10, 20, 30]
+    assert report.total.calls == 3
+    assert write_usage_file(state, PRICES, tmp_path).total.calls == 3  # written again: each call once
+
+
 def test_every_call_of_a_step_is_recorded_also_when_the_step_fails(state: SessionState, fake: FakeAnthropic,
                                                                    sample_repo: Path) -> None:
     provider = MeteredProvider(anthropic(fake), state, PRICES)
