@@ -58,11 +58,15 @@ def read_lite_session(folder: Path) -> SessionSummary:
             steps.append(StepStatus(name=str(failure.get("angle")), state="failed", detail=str(failure.get("error"))))
     tasks_file = folder / TASKS_FILE
     tasks = 0
-    if tasks_file.is_file():
+    plan_md = folder / "plan.md"
+    said = plan_md.read_text(encoding="utf-8", errors="replace") if plan_md.is_file() else ""
+    if "**Status**: cancelled" in said:  # the user said no to the plan (lite/coordinator.CANCELLED_NOTE)
+        status = "cancelled"
+    elif tasks_file.is_file():
         # One task per line; `wfqueue validate` is where a malformed line is reported.
         tasks = sum(1 for line in tasks_file.read_text(encoding="utf-8").split("\n") if line.strip())
         status = "partial" if any(s.state == "failed" for s in steps) else "completed"
-    elif (folder / "plan.md").is_file():
+    elif plan_md.is_file():
         # plan.md without tasks.jsonl: the plan ended before any task was planned (a spent budget).
         status = "failed"
     else:

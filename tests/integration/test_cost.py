@@ -192,6 +192,18 @@ def test_a_step_that_keeps_calling_tools_stops_at_its_next_call_once_the_budget_
     assert usage["total"]["calls"] == len(fake.reported)
 
 
+def test_a_plan_whose_first_step_fails_still_shows_what_its_calls_cost(sample_repo: Path) -> None:
+    """The understanding's answer and its repair both unusable: two calls paid, and no usage.json, no usage in
+    `status` (only the final step wrote it)."""
+    with MeteredFake(FakeModel(), faults=Always("text_no_json")) as fake:
+        run = cli(fake, "collab-plan", COLLAB_REQUIREMENT, "--repo", str(sample_repo), "--max-agents", "2")
+    assert run.code == 1, run.stderr
+    (folder,) = (sample_repo / ".workflow" / ".planning").iterdir()
+    usage = read_json(folder / "usage.json")
+    assert usage["total"]["calls"] == len(fake.reported) >= 2
+    assert status_json(sample_repo, folder.name)["usage"]["total"]["calls"] == len(fake.reported)
+
+
 def test_a_bad_budget_is_refused_before_anything_is_written(capsys: pytest.CaptureFixture[str],
                                                             monkeypatch: pytest.MonkeyPatch, sample_repo: Path) -> None:
     # collab-plan through a CLI process, the others through the same entry point in-process (nothing starts)

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import wfqueue_env
+from support import run_cli, wfqueue_env
 from test_cli_interaction import read_until
 
 pytestmark = pytest.mark.integration
@@ -92,3 +92,9 @@ def test_cancel_marks_the_plan_cancelled(sample_repo: Path) -> None:
     ])
     assert code == 0, transcript
     assert '"status": "cancelled"' in transcript
+    # Later, from its files: still cancelled (it read as completed), and nothing to resume.
+    (session,) = (sample_repo / ".workflow" / ".lite-plan").iterdir()
+    shown = run_cli("status", session.name, "--repo", str(sample_repo), "--json")
+    assert shown.json()["status"] == "cancelled", shown.stdout
+    resumed = run_cli("resume", session.name, "--repo", str(sample_repo))
+    assert resumed.code == 2 and "was cancelled when its plan was shown" in resumed.stderr, resumed.stderr

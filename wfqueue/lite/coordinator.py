@@ -41,6 +41,7 @@ LITE_DIR = ".lite-plan"
 LITE_IDS = SessionIds(slug_length=40, dated=True)  # {slug}-{date}
 MODIFY_ROUNDS = 3
 PlanDecision = Literal["allow", "modify", "cancel"]
+CANCELLED_NOTE = "cancelled: the plan was not accepted (tasks.jsonl is kept for reference)"
 
 
 class LiteRequest(BaseModel):
@@ -138,6 +139,9 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
         if not request.yes:
             draft, status = self._confirm(state, plan.session_dir, request.requirement, assessment, draft, failed,
                                           status)
+            if status == SessionStatus.CANCELLED:  # what `status` and `resume` read later, from the files
+                write_plan_md(state, plan.session_dir, request.requirement, assessment, draft, failed,
+                              prices=self.prices, status=CANCELLED_NOTE)
         state.set_meta(status=status)
         return self._result(state, plan, assessment, draft, failed, status)
 
@@ -168,6 +172,11 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
     def resume(self, request: ResumeRequest) -> LiteResult:
         """Finish an interrupted lite plan: missing angles, the synthesis, then planning (no questions)."""
         session_dir = request.session_dir
+        plan_md = session_dir / PLAN_FILE
+        said = plan_md.read_text(encoding="utf-8", errors="replace") if plan_md.is_file() else ""
+        if f"**Status**: {CANCELLED_NOTE}" in said:
+            raise BadInputError(f"{session_dir.name} was cancelled when its plan was shown: there is nothing to "
+                                "finish", hint="plan the requirement again with `wfqueue lite-plan`")
         with self.runtime(request.repo) as runtime, self.hold(runtime, session_dir.name, fresh=False) as state:
             app, settings = runtime.app, runtime.settings
             meta = state.meta()

@@ -145,9 +145,11 @@ def _plan_header(session_id: str, requirement: str, created: str, assessment: As
 
 
 def render_plan(session_id: str, requirement: str, created: str, assessment: Assessment, understanding: str,
-                tasks: list[UnifiedTask], tasks_path: str, failed: dict[str, str], *, usage: str | None = None) -> str:
-    """plan.md; ``usage`` is the session's usage line (wfqueue.metering.usage_line), when known."""
-    out = _plan_header(session_id, requirement, created, assessment, failed, usage)
+                tasks: list[UnifiedTask], tasks_path: str, failed: dict[str, str], *, usage: str | None = None,
+                status: str | None = None) -> str:
+    """plan.md; ``usage`` is the session's usage line (wfqueue.metering.usage_line), when known; ``status`` is
+    said only when it is not the plan's own (a plan the user cancelled)."""
+    out = _plan_header(session_id, requirement, created, assessment, failed, usage, status)
     out += ["", "## Understanding", "", understanding.strip(), "", "## Task Overview", "",
             "| # | ID | Title | Type | Priority | Effort | Dependencies |",
             "|---|-----|-------|------|----------|--------|--------------|"]

@@ -176,11 +176,13 @@ def run_planning(state: SessionStore, provider: Provider, session_dir: Path, rep
 
 
 def write_plan_md(state: SessionStore, session_dir: Path, requirement: str, assessment: Assessment,
-                  draft: LitePlanDraft, failed: dict[str, str], *, prices: PriceTable | None = None) -> None:
+                  draft: LitePlanDraft, failed: dict[str, str], *, prices: PriceTable | None = None,
+                  status: str | None = None) -> None:
     """plan.md; with ``prices`` also usage.json and the usage line. The planning step's own calls are
     already recorded here: the metered provider records them before it hands the answer back."""
     created = state.remember_once(keys.CREATED_AT, now_iso())
     usage = usage_line(write_usage_file(state, prices, session_dir)) if prices is not None else None
     atomic_write_text(session_dir / PLAN_FILE, render_plan(state.session_id, requirement, created, assessment,
                                                            draft.understanding, draft.tasks,
-                                                           str(session_dir / TASKS_FILE), failed, usage=usage))
+                                                           str(session_dir / TASKS_FILE), failed, usage=usage,
+                                                           status=status))

@@ -22,10 +22,10 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 from celery.result import AsyncResult
 from pydantic import BaseModel
 
-from wfqueue.errors import BadInputError, SessionIdTakenError
+from wfqueue.errors import BadInputError, SessionIdTakenError, WfqueueError
 from wfqueue.fsio import atomic_write_json
 from wfqueue.keys import SessionMeta, SessionStatus
-from wfqueue.metering import budget_meta, check_budget_priced, session_report, usage_line
+from wfqueue.metering import budget_meta, check_budget_priced, session_report, usage_line, write_usage_file
 from wfqueue.providers import check_provider_spec
 from wfqueue.runtime import (
     Reporter,
@@ -174,11 +174,24 @@ class WorkflowCoordinator(Generic[UI]):
                 with self._session_files(runtime, state):
                     yield state
             except KeyboardInterrupt:  # wfqueue.cli.main.Terminated (SIGTERM) is one too
+                self._bill(state)
                 if self.RESUME_HINT_ON_STOP:
                     with contextlib.suppress(OSError):  # after a hangup the terminal is gone (EIO)
                         self.ui.info(f"stopped: what is done is kept; finish the plan with "
                                      f"{resume_command(session_id, runtime.repo)}")
                 raise
+            except WfqueueError:
+                self._bill(state)
+                raise
+
+    def _bill(self, state: SessionState) -> None:
+        """A session that ends early (its first step failing, Ctrl-C) still shows what its model calls cost: its
+        usage.json is written where the last step would have written it. Nothing when no call was made (a
+        refused session's empty folder is removed); best effort: the error that ended it matters more."""
+        with contextlib.suppress(Exception):
+            folder = state.session_meta().session_dir
+            if folder is not None and state.usage() and Path(folder).is_dir():
+                write_usage_file(state, self.prices, Path(folder))
 
     @contextmanager
     def _session_files(self, runtime: Runtime, state: SessionState) -> Iterator[None]:
