@@ -35,6 +35,7 @@ from wfqueue.errors import (
     BrokerUnreachableError,
     InfrastructureError,
     ProviderError,
+    TransientProviderError,
     WfqueueError,
     WorkerStartError,
 )
@@ -196,6 +197,8 @@ def resumable(settings: Settings, session_id: str, repo: Path) -> Iterator[None]
         yield
     except WorkerStartError as exc:  # the session and its first task were already sent (Runtime.workers_ready)
         raise WorkerStartError(exc.message, hint=f"{exc.hint}; once a worker starts, {resume}") from None
+    except TransientProviderError as exc:  # its retries are spent: nothing is "retried later" once we stop
+        raise ProviderError(exc.message, hint=f"the API kept failing through every retry; later, {resume}") from None
     except BrokerUnreachableError as exc:
         raise BrokerUnreachableError(exc.message, hint=hint) from None
     except BROKER_AWAY as exc:

@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from wfqueue import runtime
-from wfqueue.errors import BrokerUnreachableError, ProviderError
+from wfqueue.errors import BrokerUnreachableError, ProviderError, TransientProviderError
 from wfqueue.runtime import resumable, wait_for
 from wfqueue.sessions import resolve_repo
 from wfqueue.settings import load_settings
@@ -75,3 +75,13 @@ def test_a_task_that_lost_the_broker_is_resumable_and_other_failures_are_not() -
     with pytest.raises(ProviderError, match="the plan failed: ValueError: bad answer"), \
             resumable(settings, "CPLAN-y", here):
         wait_for(FlakyResult(0, error=ValueError("bad answer")), "the plan", settings)  # type: ignore[arg-type]
+
+
+def test_an_api_failing_through_every_retry_says_how_to_finish_the_plan_later(tmp_path: Path) -> None:
+    """The worker's hint ("the task is retried later") is untrue once the command has stopped waiting."""
+    settings = load_settings()
+    with pytest.raises(ProviderError) as caught, resumable(settings, "CPLAN-z", tmp_path):
+        raise TransientProviderError("the Anthropic API answered 500", retry_after=30.0,
+                                     hint="the task is retried later and resumes at its last completed turn")
+    assert not isinstance(caught.value, TransientProviderError)
+    assert "retried later" not in caught.value.hint and "wfqueue resume CPLAN-z" in caught.value.hint
