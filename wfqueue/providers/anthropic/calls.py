@@ -205,8 +205,14 @@ class Caller:
                      if w is not None]
             return CallFailure(f"the Anthropic API answered {status}: {detail}", status=status,
                                retry_after_s=max(waits) if waits else None)
-        hint = ("check ANTHROPIC_API_KEY" if status in (401, 403)
-                else "check WFQUEUE_MODEL and the anthropic settings")
+        if status in (401, 403):
+            hint = "check ANTHROPIC_API_KEY"
+        elif "prompt is too long" in detail or status == 413:
+            # The requirement (or what the step read of the repository) does not fit the model's context window.
+            hint = ("shorten the requirement (or split it into several plans); WFQUEUE_REQUIREMENT_MAX_BYTES refuses "
+                    "long ones before any call")
+        else:
+            hint = "check WFQUEUE_MODEL and the anthropic settings"
         raise ProviderError(f"{label}: the Anthropic API refused the request ({status}): {detail}", hint=hint)
 
     def _observe(self, headers: Mapping[str, str], status: int) -> None:
