@@ -73,6 +73,7 @@ FINALIZED_AT = "finalized_at"
 ASSESSMENT = "assessment"
 SYNTHESIZED_AT = "synthesized_at"
 LITE_PLAN = "lite_plan"
+CLARIFICATIONS = "clarifications"  # JSON list of the ClarificationAnswers the user gave a lite plan
 CONTEXT_AT = "context_at"
 SESSION_CONFLICTS = "session_conflicts"
 WFS_PLAN = "wfs_plan"

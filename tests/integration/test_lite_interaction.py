@@ -10,17 +10,18 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import run_cli, wfqueue_env
+from support import run_cli, wfqueue_env, write_script
 from test_cli_interaction import read_until
 
 pytestmark = pytest.mark.integration
 REQUIREMENT = "Add per-user rate limiting to the API"
 
 
-def drive(repo: Path, answers: list[tuple[str, str]], env: dict[str, str] | None = None) -> tuple[int, str]:
+def drive(repo: Path, answers: list[tuple[str, str]], env: dict[str, str] | None = None,
+          extra: tuple[str, ...] = ()) -> tuple[int, str]:
     master, slave = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "wfqueue.cli.main", "lite-plan", REQUIREMENT, "--repo", str(repo), "--json"],
+        [sys.executable, "-m", "wfqueue.cli.main", "lite-plan", REQUIREMENT, "--repo", str(repo), "--json", *extra],
         stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env or wfqueue_env(),
     )
     os.close(slave)
@@ -52,6 +53,21 @@ def test_clarification_answers_feed_the_plan(sample_repo: Path) -> None:
     analysis = json.loads((session(sample_repo) / "requirement-analysis.json").read_text())
     assert [a["answer"] for a in analysis["clarifications"]] == ["a new module"]
     assert "a new module" in (session(sample_repo) / "tasks.jsonl").read_text()
+
+
+def test_clarification_answers_survive_a_stop_and_feed_the_resumed_plan(sample_repo: Path, tmp_path: Path) -> None:
+    """The planning step failed after the user answered (a spent budget, Ctrl-C, an API down): `resume` planned
+    without the answers, and asked nothing."""
+    script = tmp_path / "script.json"
+    provider = write_script(script, fail={"lite_plan": "the model gave up"})
+    code, transcript = drive(sample_repo, [("clarification round 1/1", ""), ("?", "a new module"), ("?", ""),
+                                           ("?", "")], extra=("--provider", provider))
+    assert code == 1 and "the model gave up" in transcript, transcript
+    write_script(script)  # answers every step now
+    resumed = run_cli("resume", session(sample_repo).name, "--repo", str(sample_repo), "--json")
+    assert resumed.code == 0, resumed.stderr
+    analysis = json.loads((session(sample_repo) / "requirement-analysis.json").read_text())
+    assert [a["answer"] for a in analysis["clarifications"]] == ["a new module"]
 
 
 def test_modify_applies_a_valid_edit_and_refuses_a_broken_one(sample_repo: Path, tmp_path: Path) -> None:

@@ -130,6 +130,8 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
         if assessment.needs_exploration:
             questions, failed = self._explore(app, settings, state, plan, assessment)
         answers = self._clarify(questions, request.yes)
+        # Kept with the session: a plan stopped by its budget or Ctrl-C and resumed is planned with them.
+        state.store(keys.CLARIFICATIONS, json.dumps([a.model_dump(mode="json") for a in answers]))
         try:
             self.wait(plan.plan(answers).send(app), "planning", settings)
         except BudgetExhaustedError as exc:
@@ -197,8 +199,10 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
                 pending = assessment.model_copy(update={"angles": missing}) if missing else assessment
                 _, failed = self._explore(app, settings, state, plan, pending, angles_for_synthesis=assessment.angles)
             if state.recall(keys.LITE_PLAN) is None or not (session_dir / TASKS_FILE).is_file():
+                given = [ClarificationAnswer.model_validate(a)
+                         for a in json.loads(state.recall(keys.CLARIFICATIONS) or "[]")]
                 try:
-                    self.wait(plan.plan([]).send(app), "planning", settings)
+                    self.wait(plan.plan(given).send(app), "planning", settings)
                 except BudgetExhaustedError as exc:
                     return self._stopped(state, plan, assessment, failed, exc)
             draft = LitePlanDraft.model_validate_json(state.recall(keys.LITE_PLAN) or "")
