@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ValidationError
 
+from wfqueue.lite.render import says_cancelled
 from wfqueue.lite.steps import MANIFEST_FILE, TASKS_FILE
 from wfqueue.metering import UsageReport, read_usage_file, session_report
 from wfqueue.settings import Settings
@@ -60,7 +61,7 @@ def read_lite_session(folder: Path) -> SessionSummary:
     tasks = 0
     plan_md = folder / "plan.md"
     said = plan_md.read_text(encoding="utf-8", errors="replace") if plan_md.is_file() else ""
-    if "**Status**: cancelled" in said:  # the user said no to the plan (lite/coordinator.CANCELLED_NOTE)
+    if says_cancelled(said):  # the user said no to the plan
         status = "cancelled"
     elif tasks_file.is_file():
         # One task per line; `wfqueue validate` is where a malformed line is reported.

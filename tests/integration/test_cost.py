@@ -10,12 +10,13 @@ a bad `--budget` is refused with exit 2 before anything is written.
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support import run_cli, run_cli_in_process, session_dir
+from support import run_cli, run_cli_in_process, session_dir, wfqueue_env
 from test_anthropic_e2e import COLLAB_REQUIREMENT, LITE_REQUIREMENT, WFS_REQUIREMENT, FakeModel, cli, step_kind
 
 from tests.fake_anthropic import Always, FakeAnthropic, Reply
@@ -190,6 +191,24 @@ def test_a_step_that_keeps_calling_tools_stops_at_its_next_call_once_the_budget_
     usage = read_json(session_dir(run) / "usage.json")
     assert usage["budget_exhausted"] is True
     assert usage["total"]["calls"] == len(fake.reported)
+
+
+def test_a_session_redis_forgot_still_counts_what_was_paid_before(sample_repo: Path) -> None:
+    """Past the state's TTL (or with its data removed) Redis forgets a session: its resume counted the budget from
+    zero, and paid again up to the whole budget."""
+    with MeteredFake(FakeModel()) as fake:
+        first = cli(fake, "lite-plan", LITE_REQUIREMENT, "--repo", str(sample_repo), "--budget", "1k")
+        assert first.code == 1, first.stderr
+        paid = len(fake.reported)
+        shutil.rmtree(sample_repo / ".workflow" / ".queue")  # Redis's record of the session gone
+        env = wfqueue_env(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=fake.base_url,
+                          NO_PROXY="127.0.0.1,localhost")
+        again = run_cli("resume", session_dir(first).name, "--repo", str(sample_repo), "--budget", "1k", "--json",
+                        env=env, timeout=240)
+    assert len(fake.reported) == paid, "the resume paid for calls a spent budget forbids"
+    assert again.code == 1 and "budget exhausted" in again.stdout + again.stderr
+    usage = read_json(session_dir(first) / "usage.json")
+    assert usage["total"]["calls"] == paid and usage["budget_exhausted"] is True
 
 
 def test_a_plan_whose_first_step_fails_still_shows_what_its_calls_cost(sample_repo: Path) -> None:

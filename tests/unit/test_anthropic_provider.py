@@ -383,7 +383,8 @@ def test_a_prompt_too_long_for_the_model_says_to_shorten_the_requirement(fake: F
     fake.reply(error(400, message="prompt is too long: 310232 tokens > 200000 maximum"))
     with pytest.raises(ProviderError) as caught:
         provider_for(fake).run(assess_step(sample_repo))
-    assert "shorten the requirement" in caught.value.hint and "WFQUEUE_MODEL" not in caught.value.hint
+    assert "context window: shorten the requirement" in caught.value.hint
+    assert "WFQUEUE_MODEL" not in caught.value.hint
 
 
 def test_sdk_retries_stay_configurable(fake: FakeAnthropic, sample_repo: Path) -> None:

@@ -19,6 +19,7 @@ from rich.markup import escape
 from wfqueue.cli.plan_common import finish
 from wfqueue.cli.progress import TerminalUI
 from wfqueue.errors import BadInputError
+from wfqueue.execute import records
 from wfqueue.execute.coordinator import EXECUTE, ExecuteCoordinator
 from wfqueue.execute.executors import ExecutorName, choose_executor
 from wfqueue.execute.gate import gate_commands, verification_refusal
@@ -167,6 +168,9 @@ def register(app: typer.Typer) -> None:
                                     hint=f"run `wfqueue execute {resume_id}` to execute its plan")
             stop_after_output()  # `finish` stops the embedded cluster once the outcome is out
             spending_cap = parse_budget_option(budget, "anthropic", settings)
+            if spending_cap is not None and records.load(folder).executor != "claude":
+                raise BadInputError("--budget caps the claude executor's model calls; this execution runs the "
+                                    "command executor", hint="drop --budget")
             _finish(ExecuteCoordinator(settings, ui).resume(ResumeRequest(session_dir=folder, repo=root,
                                                                           provider="offline", budget=spending_cap)),
                     as_json)

@@ -153,9 +153,11 @@ def register(app: typer.Typer) -> None:
                             try:
                                 watch(cluster, keepers, children, queue_dir(root))
                             except WorkerStartError:
-                                # Its Redis, beat or Flower is gone: no warm shutdown that would only keep the
-                                # repository's lock (and plan commands out) for seconds more.
-                                cluster.kill()
+                                if cluster.redis.proc is None or cluster.redis.proc.poll() is not None:
+                                    # Its Redis is gone: no warm shutdown that would only keep the repository's
+                                    # lock (and plan commands out) for seconds more. Else the warm stop below
+                                    # lets Redis write what the agents saved last.
+                                    cluster.kill()
                                 raise
             finally:
                 for child in children:

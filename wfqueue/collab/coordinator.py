@@ -124,7 +124,8 @@ class CollabCoordinator(WorkflowCoordinator[CoordinatorUI]):
     def resume(self, request: ResumeRequest) -> PlanResult:
         """Finish an interrupted plan: only areas without a result run again, then the callback."""
         session_dir, repo = request.session_dir, request.repo
-        with self.runtime(repo) as runtime, self.hold(runtime, session_dir.name, fresh=False) as state:
+        with (self.runtime(repo) as runtime,
+              self.hold(runtime, session_dir.name, fresh=False, meta=request.chosen_meta()) as state):
             meta = state.meta()
             provider = request.provider_for(str(meta["provider"]) if meta.get("provider") else None)
             if request.budget is not None:

@@ -12,6 +12,7 @@ also runs the failed, rejected and blocked tasks again, each as a new attempt, t
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -156,8 +157,10 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
                         self._reopen(execution)
                     self._drive(runtime, state, plan, execution)
                     # What the executor's model calls cost (a red gate too returns here; a lost broker does not).
-                    report = write_usage_file(state, self.prices, Path(execution.exec_dir))
-                    execution.usage = usage_line(report) if report.total.calls else None
+                    # Best effort: a bill that cannot be written must not turn a finished execution into a failure.
+                    with contextlib.suppress(WfqueueError, OSError):
+                        report = write_usage_file(state, self.prices, Path(execution.exec_dir))
+                        execution.usage = usage_line(report) if report.total.calls else None
                     execution.status = final_status(execution)
                     execution.finished_at = time.time()
                     # The meta speaks SessionStatus (beat reads it); a stopped execution waits on a person, not

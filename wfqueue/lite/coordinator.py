@@ -22,7 +22,7 @@ from wfqueue.errors import BadInputError, BudgetExhaustedError
 from wfqueue.fsio import atomic_write_text
 from wfqueue.keys import AgentState, SessionKind, SessionStatus
 from wfqueue.lite.models import Assessment, ClarificationAnswer, LitePlanDraft
-from wfqueue.lite.render import render_stopped_plan
+from wfqueue.lite.render import CANCELLED_NOTE, render_stopped_plan, says_cancelled
 from wfqueue.lite.steps import PLAN_FILE, TASKS_FILE, write_plan_md
 from wfqueue.lite.synthesis import MergedQuestion, rounds
 from wfqueue.metering import budget_meta, check_budget_priced, usage_line, write_usage_file
@@ -41,7 +41,6 @@ LITE_DIR = ".lite-plan"
 LITE_IDS = SessionIds(slug_length=40, dated=True)  # {slug}-{date}
 MODIFY_ROUNDS = 3
 PlanDecision = Literal["allow", "modify", "cancel"]
-CANCELLED_NOTE = "cancelled: the plan was not accepted (tasks.jsonl is kept for reference)"
 
 
 class LiteRequest(BaseModel):
@@ -175,11 +174,11 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
         """Finish an interrupted lite plan: missing angles, the synthesis, then planning (no questions)."""
         session_dir = request.session_dir
         plan_md = session_dir / PLAN_FILE
-        said = plan_md.read_text(encoding="utf-8", errors="replace") if plan_md.is_file() else ""
-        if f"**Status**: {CANCELLED_NOTE}" in said:
+        if plan_md.is_file() and says_cancelled(plan_md.read_text(encoding="utf-8", errors="replace")):
             raise BadInputError(f"{session_dir.name} was cancelled when its plan was shown: there is nothing to "
                                 "finish", hint="plan the requirement again with `wfqueue lite-plan`")
-        with self.runtime(request.repo) as runtime, self.hold(runtime, session_dir.name, fresh=False) as state:
+        with (self.runtime(request.repo) as runtime,
+              self.hold(runtime, session_dir.name, fresh=False, meta=request.chosen_meta()) as state):
             app, settings = runtime.app, runtime.settings
             meta = state.meta()
             provider = request.provider_for(str(meta["provider"]) if meta.get("provider") else None)

@@ -195,3 +195,13 @@ def render_stopped_plan(session_id: str, requirement: str, created: str, assessm
         "",
     ]
     return "\n".join(out)
+
+
+CANCELLED_NOTE = "cancelled: the plan was not accepted (tasks.jsonl is kept for reference)"
+
+
+def says_cancelled(plan_md: str) -> bool:
+    """Whether a plan.md says, in its header, that the user cancelled the plan (text below the header, a task
+    title quoting the words, does not count)."""
+    header = plan_md.split("\n## ", 1)[0]
+    return f"**Status**: {CANCELLED_NOTE}" in header.splitlines()

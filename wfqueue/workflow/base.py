@@ -25,7 +25,14 @@ from pydantic import BaseModel
 from wfqueue.errors import BadInputError, SessionIdTakenError, WfqueueError
 from wfqueue.fsio import atomic_write_json
 from wfqueue.keys import SessionMeta, SessionStatus
-from wfqueue.metering import budget_meta, check_budget_priced, session_report, usage_line, write_usage_file
+from wfqueue.metering import (
+    budget_meta,
+    check_budget_priced,
+    read_usage_file,
+    session_report,
+    usage_line,
+    write_usage_file,
+)
 from wfqueue.providers import check_provider_spec
 from wfqueue.runtime import (
     Reporter,
@@ -84,6 +91,14 @@ class ResumeRequest(BaseModel):
     provider: str  # used when the session recorded none, or when chosen (--provider)
     provider_chosen: bool = False
     budget: Budget | None = None  # replaces the session's budget; None keeps it
+
+    def chosen_meta(self) -> SessionMeta:
+        """What a resume writes into the session's meta before anything: where the session lives (Redis may have
+        forgotten it: its bill is read back from there), and a provider chosen with --provider, so that the
+        checks made there, and every later resume, see it."""
+        if self.provider_chosen:
+            return SessionMeta(session_dir=str(self.session_dir), provider=self.provider)
+        return SessionMeta(session_dir=str(self.session_dir))
 
     def provider_for(self, recorded: str | None) -> str:
         """The provider that finishes the session: the one it was planned with, unless ``--provider`` chose one
@@ -170,6 +185,8 @@ class WorkflowCoordinator(Generic[UI]):
         with resumable(runtime.settings, session_id, runtime.repo), CoordinatorLease(state, fresh=fresh):
             if meta is not None:
                 state.set_meta(**meta.fields())
+            if not fresh:
+                self._recall_the_bill(state)
             try:
                 with self._session_files(runtime, state):
                     yield state
@@ -183,6 +200,16 @@ class WorkflowCoordinator(Generic[UI]):
             except WfqueueError:
                 self._bill(state)
                 raise
+
+    def _recall_the_bill(self, state: SessionState) -> None:
+        """A session Redis has forgotten (older than WFQUEUE_STATE_TTL_S, or its data removed) gets back the calls
+        its usage.json kept: its budget, usage line and status count what was paid before, not from zero."""
+        folder = state.session_meta().session_dir
+        if folder is None or state.usage():
+            return
+        kept = read_usage_file(Path(folder))
+        if kept is not None and kept.calls:
+            state.record_usage(kept.calls)
 
     def _bill(self, state: SessionState) -> None:
         """A session that ends early (its first step failing, Ctrl-C) still shows what its model calls cost: its

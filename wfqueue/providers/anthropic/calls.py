@@ -208,9 +208,10 @@ class Caller:
         if status in (401, 403):
             hint = "check ANTHROPIC_API_KEY"
         elif "prompt is too long" in detail or status == 413:
-            # The requirement (or what the step read of the repository) does not fit the model's context window.
-            hint = ("shorten the requirement (or split it into several plans); WFQUEUE_REQUIREMENT_MAX_BYTES refuses "
-                    "long ones before any call")
+            # The conversation outgrew the model's context window: a long requirement, or a long tool loop.
+            hint = ("the conversation does not fit the model's context window: shorten the requirement (or split "
+                    "the plan or the task); a long tool loop ends sooner with a lower "
+                    "WFQUEUE_ANTHROPIC_MAX_STEP_TOKENS")
         else:
             hint = "check WFQUEUE_MODEL and the anthropic settings"
         raise ProviderError(f"{label}: the Anthropic API refused the request ({status}): {detail}", hint=hint)
