@@ -194,7 +194,7 @@ class TransientProviderError(ProviderError):
 
 
 class BudgetExhaustedError(ProviderError):
-    """The session's budget is spent: the step did not call the provider.
+    """The session's budget is spent: the call it was checked before was not made.
 
     A ProviderError, so an agent or angle turns it into a failure record like any other
     provider failure, and never a retry (it is not transient)."""

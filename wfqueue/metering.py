@@ -10,14 +10,17 @@ resumed records only the calls it actually makes; one whose worker died
 mid-call records the calls it completed. After the step, succeeded or failed,
 its transcript is exported to the session folder for audit.
 
-Budgets are checked per step, not per request: agents running at the same time
-all see the spend before any of them finished, so a plan can overshoot its
-budget by the steps already running when it was reached. What the budget
-guarantees is that no step *starts* once it is spent.
+The budget is checked before each step and, with the Anthropic provider, before
+each of its model calls: a step of many tool turns stops at its next call once
+the budget is spent. Agents running at the same time all see the spend only when
+a call ends, so a plan can overshoot its budget by the calls already under way.
 
-The final step of a plan also writes the totals to ``usage.json`` in the session
-folder: embedded Redis is gone after the command, and `wfqueue status` still
-shows tokens and cost from the file. The pure accounting is wfqueue.usage.
+The final step of a plan writes the totals to ``usage.json`` in the session
+folder (so does a session that ends early, and an execution): embedded Redis is
+gone after the command, and `wfqueue status` still shows tokens and cost from the
+file. The file keeps the calls Redis has forgotten (its TTL), and a resume puts
+them back into Redis before anything is spent. The pure accounting is
+wfqueue.usage.
 """
 
 from __future__ import annotations
