@@ -32,6 +32,7 @@ def alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.long
 def test_a_wave_merged_before_the_command_stopped_is_gated_on_continue(tmp_path: Path) -> None:
     repo = project(tmp_path)
     tasks_file = lite_plan(repo, [lite_task(1, "Add sub", ["calc/ops.py"],

@@ -146,6 +146,7 @@ def child_running(parent: int, marker: str) -> int | None:
     return None
 
 
+@pytest.mark.long
 def test_up_replaces_a_killed_worker_node_and_stops_when_its_redis_dies(sample_repo: Path, tmp_path: Path) -> None:
     """Nothing but `wfqueue up` watches its node and its Redis: a node killed by the out-of-memory killer left
     plan commands waiting an hour, and a dead Redis left up running with nothing behind it."""
