@@ -13,6 +13,7 @@ Only the standard library: a standby worker calls ``hold`` before it loads anyth
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
@@ -48,6 +49,7 @@ def hold(on_parent_death: signal.Signals = signal.SIGTERM) -> None:
         os.kill(os.getpid(), on_parent_death)
 
 
+@functools.cache  # one ctypes lookup per process, not one per command started
 def dies_with_parent() -> Callable[[], None] | None:
     """A ``preexec_fn`` for a command we run (a coding agent, a test command), or None (not Linux): in the child,
     before it starts, it asks to be killed when the thread that started it ends, so a worker or command killed

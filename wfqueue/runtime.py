@@ -43,7 +43,7 @@ from wfqueue.node_keeper import NodeKeeper
 from wfqueue.sessions import queue_dir, repo_option
 from wfqueue.settings import Settings, mask_url
 from wfqueue.state import BROKER_AWAY, connect
-from wfqueue.up_cluster import UpCluster, running_up
+from wfqueue.up_cluster import UpCluster, serving_up
 
 # Pause between attempts to reach a broker that went away mid-plan.
 OUTAGE_RETRY_INTERVAL_S = 0.5
@@ -144,10 +144,10 @@ def broker_runtime(settings: Settings, repo: Path, concurrency: int, ui: Reporte
     with ExitStack() as stack:
         cluster: EmbeddedCluster | None = None
         started = time.monotonic()
-        up = running_up(repo) if settings.embedded else None
+        up = serving_up(settings, repo)
         if up is not None:
             ui.info(f"using {up.named()} ({up.workers} worker process(es))")
-            settings = settings.model_copy(update={"broker_url": SecretStr(up.broker_url)})
+            settings = up.broker_settings(settings)
         elif settings.embedded:
             cluster = EmbeddedCluster(queue_dir(repo), concurrency=concurrency, redis_port=settings.embedded_redis_port,
                                       start_timeout_s=settings.embedded_start_timeout_s, worker_env=worker_env,

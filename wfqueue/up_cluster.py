@@ -16,12 +16,13 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import redis
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, SecretStr, ValidationError
 
 from wfqueue.errors import ConfigError
 from wfqueue.fsio import atomic_write_text, dumps_json
 from wfqueue.pids import process_exists
 from wfqueue.sessions import queue_dir
+from wfqueue.settings import Settings
 from wfqueue.state import redis_client
 
 UP_FILE = "up.json"
@@ -44,6 +45,10 @@ class UpCluster(BaseModel):
     broker_url: str
     workers: int
     worker_settings: UpWorkerSettings | None = None  # None: an up of an older version, which did not say
+
+    def broker_settings(self, settings: Settings) -> Settings:
+        """``settings`` pointed at up's broker."""
+        return settings.model_copy(update={"broker_url": SecretStr(self.broker_url)})
 
     def named(self) -> str:
         return f"the `wfqueue up` of this repository (pid {self.pid})"
@@ -68,6 +73,11 @@ def announced(repo: Path, cluster: UpCluster) -> Iterator[None]:
         with suppress(OSError, ValueError):
             if json.loads(path.read_text(encoding="utf-8")).get("pid") == cluster.pid:
                 path.unlink()
+
+
+def serving_up(settings: Settings, repo: Path) -> UpCluster | None:
+    """The `wfqueue up` a command with these settings uses for ``repo``: only in embedded mode (no broker URL)."""
+    return running_up(repo) if settings.embedded else None
 
 
 def running_up(repo: Path) -> UpCluster | None:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -35,6 +33,7 @@ from wfqueue.cli.beat_cmd import beat_argv
 from wfqueue.errors import ConfigError
 from wfqueue.memory_state import MemorySessionState
 from wfqueue.settings import load_settings
+from wfqueue.state import wait_until
 from workers.header import heartbeat
 
 T0 = 1_700_000_000.0
@@ -84,26 +83,18 @@ def test_a_running_agents_heartbeat_is_progress_and_a_silent_one_is_not() -> Non
 def test_the_heartbeat_writes_while_the_agent_runs_and_stops_at_its_time_limit() -> None:
     state = MemorySessionState()
     with heartbeat(state, "api", every_s=0.01, for_at_most_s=60):
-        first = wait_for_value(lambda: state.agent("api").get("alive_at"))
-        wait_for_value(lambda: state.agent("api").get("alive_at") != first)
+        assert wait_until(lambda: state.agent("api").get("alive_at"), 5, interval_s=0.005)
+        first = state.agent("api")["alive_at"]
+        assert wait_until(lambda: state.agent("api").get("alive_at") != first, 5, interval_s=0.005)
     assert not beating("api")  # the block's end stops it
     with heartbeat(state, "limited", every_s=0.01, for_at_most_s=0):
-        wait_for_value(lambda: not beating("limited"))  # past its time limit it stops by itself...
+        # past its time limit it stops by itself...
+        assert wait_until(lambda: not beating("limited"), 5, interval_s=0.005)
     assert "alive_at" not in state.agent("limited")  # ...having vouched for nothing
 
 
 def beating(agent: str) -> bool:
     return any(t.name == f"heartbeat-{agent}" for t in threading.enumerate())
-
-
-def wait_for_value(read: Callable[[], object], timeout_s: float = 5.0) -> object:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = read()
-        if value:
-            return value
-        time.sleep(0.005)
-    raise AssertionError("no heartbeat")
 
 
 def test_after_the_reenqueue_the_grace_runs_from_it_then_finalize() -> None:

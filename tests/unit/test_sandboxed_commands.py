@@ -13,6 +13,7 @@ import pytest
 from wfqueue.errors import UnsafeCommandError
 from wfqueue.execute.merge import run_gate
 from wfqueue.sandboxed_commands import parse_command, refusal, run_command
+from wfqueue.state import wait_until
 
 
 @pytest.mark.parametrize("command", [
@@ -109,9 +110,7 @@ def test_a_command_interrupted_by_ctrl_c_is_stopped_with_its_children(tmp_path: 
     main_thread = threading.get_ident()
 
     def ctrl_c_once_it_runs() -> None:  # the terminal's Ctrl-C, once the command has started
-        deadline = time.monotonic() + 30
-        while not (tmp_path / "pid").exists() and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until((tmp_path / "pid").exists, 30, interval_s=0.01)
         signal.pthread_kill(main_thread, signal.SIGINT)
 
     threading.Thread(target=ctrl_c_once_it_runs, daemon=True).start()

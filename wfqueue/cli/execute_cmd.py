@@ -33,7 +33,7 @@ from wfqueue.runtime import stop_after_output
 from wfqueue.sandboxed_commands import parse_command
 from wfqueue.sessions import resolve_repo
 from wfqueue.settings import load_settings
-from wfqueue.up_cluster import running_up
+from wfqueue.up_cluster import serving_up
 from wfqueue.workflow.base import ResumeRequest
 from wfqueue.workflow.registry import locate
 
@@ -189,7 +189,7 @@ def register(app: typer.Typer) -> None:
         check_clean_repository(Path(plan.repo), [f for t in plan.tasks for f in t.files.modify + t.files.delete])
         for command in gate:  # a configured test command the sandbox refuses: refused now, not after a wave
             parse_command(command)
-        chosen = choose_executor(settings, requested, running_up(Path(plan.repo)) if settings.embedded else None)
+        chosen = choose_executor(settings, requested, serving_up(settings, Path(plan.repo)))
         if budget is not None and chosen != "claude":
             raise BadInputError("--budget caps the claude executor's model calls; the command executor's agent "
                                 "spends its own", hint="drop --budget, or use --executor claude")

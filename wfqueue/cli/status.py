@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from pydantic import SecretStr
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -26,7 +25,7 @@ from wfqueue.session_summary import SessionSummary, nobody_runs
 from wfqueue.sessions import queue_dir, repo_option, resolve_repo
 from wfqueue.settings import load_settings
 from wfqueue.transport.workspace import rebuild_from_redis
-from wfqueue.up_cluster import running_up
+from wfqueue.up_cluster import serving_up
 from wfqueue.workflow.registry import locate
 
 # The raw calls stay in usage.json; status shows the totals.
@@ -98,9 +97,9 @@ def register(app: typer.Typer) -> None:
         """Show sessions, or one session's agents: state, worker, tasks, errors."""
         settings = load_settings()
         root = resolve_repo(repo)
-        up = running_up(root) if settings.embedded else None
+        up = serving_up(settings, root)
         if up is not None:  # its Redis holds the live agent records of the plans it runs
-            settings = settings.model_copy(update={"broker_url": SecretStr(up.broker_url)})
+            settings = up.broker_settings(settings)
         out = Console(highlight=False)
         if session is None:
             # The listing shows collaborative plans (`wfqueue status SESSION` reads any kind).

@@ -55,7 +55,7 @@ from wfqueue.execute.model import ExecutablePlan, TaskRun
 from wfqueue.execute.outcome import EXEC_IDS, ExecutionOutcome, execution_root, outcome, plan_slug
 from wfqueue.execute.records import Execution, GateRun, TaskRecord
 from wfqueue.execute.safety import checkout_changes, checkout_state
-from wfqueue.execute.schedule import Schedule
+from wfqueue.execute.schedule import Schedule, slots_needed
 from wfqueue.execute.worktree import repo_prefix
 from wfqueue.execute.writeback import write_back
 from wfqueue.fsio import atomic_write_text
@@ -80,9 +80,9 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
               budget: Budget | None = None) -> ExecutionOutcome:
         """A new execution of ``plan`` (validated, its repository checked clean) on a new integration branch;
         ``budget`` stops the claude executor's model calls once spent."""
-        widest = max(len(w.task_ids) for w in schedule.waves)
         return self._run(plan, lambda: self._begin(plan, schedule, executor),
-                         slots=min(widest, schedule.parallel or widest), fresh=True, budget=budget)
+                         slots=slots_needed([w.task_ids for w in schedule.waves], schedule.parallel), fresh=True,
+                         budget=budget)
 
     def _begin(self, plan: ExecutablePlan, schedule: Schedule, executor: ExecutorName) -> Execution:
         """The new execution's folder, integration branch and first records."""
@@ -127,8 +127,7 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
                                       f"now {waves} (completed tasks are not run again)")
             return execution
 
-        widest = max(len(w) for w in execution.waves)
-        return self._run(plan, begin, slots=min(widest, execution.parallel or widest), fresh=False,
+        return self._run(plan, begin, slots=slots_needed(execution.waves, execution.parallel), fresh=False,
                          budget=request.budget)
 
     # -- one run of the coordinator ---------------------------------------------------------------------

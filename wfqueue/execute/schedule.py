@@ -158,3 +158,8 @@ def build_schedule(tasks: list[ExecTask], parallel: int | None = None) -> Schedu
     return Schedule(parallel=parallel, waves=waves, file_waits=list(waits.values()),
                     critical_path=critical_path(tasks), span=span)
 
+
+def slots_needed(waves: list[list[str]], parallel: int | None) -> int:
+    """Worker slots an execution needs: its widest wave, at most ``parallel``. Pure."""
+    widest = max(len(wave) for wave in waves)
+    return min(widest, parallel or widest)

@@ -143,8 +143,7 @@ class WorkflowCoordinator(Generic[UI]):
         self.worker_env = worker_env  # extra environment for embedded workers (tests, benchmarks)
         self.prices = PriceTable(settings.price_table)
         self.files: CoordinatorFiles | None = None  # the held session's files (``hold``)
-        self.workers_ready: Callable[[], None] = nothing_to_wait_for  # the held runtime's (``runtime``)
-        self.workers_alive: Callable[[], None] = nothing_to_wait_for  # the same
+        self._runtime: Runtime | None = None  # the one ``runtime`` holds: its workers are waited for and kept
 
     @property
     def transport(self) -> Transport | None:
@@ -164,13 +163,11 @@ class WorkflowCoordinator(Generic[UI]):
         WFQUEUE_MAX_AGENTS: as many as agents may run at once), waited for by the first ``wait``."""
         with broker_runtime(self.settings, repo, workers or self.settings.max_agents, self.ui,
                             self.worker_env) as runtime:
-            self.workers_ready = runtime.workers_ready
-            self.workers_alive = runtime.workers_alive
+            self._runtime = runtime
             try:
                 yield runtime
             finally:
-                self.workers_ready = nothing_to_wait_for
-                self.workers_alive = nothing_to_wait_for
+                self._runtime = None
 
     @contextmanager
     def hold(self, runtime: Runtime, session_id: str, *, fresh: bool,
@@ -243,11 +240,18 @@ class WorkflowCoordinator(Generic[UI]):
         finally:
             self.files = None
 
+    def _workers_up(self) -> Callable[[], None]:
+        """Wait for the held runtime's embedded node (its first wait only); what looks after the node while a
+        result is waited for (a no-op without one)."""
+        if self._runtime is None:
+            return nothing_to_wait_for
+        self._runtime.workers_ready()
+        return self._runtime.workers_alive
+
     def wait(self, result: AsyncResult[Any], what: str, settings: Settings) -> Any:
         """Wait for one task; the files it wrote are in the session folder when this returns."""
         try:
-            self.workers_ready()
-            return wait_for(result, what, settings, watch=self.workers_alive)
+            return wait_for(result, what, settings, watch=self._workers_up())
         finally:
             self.pull()
 
@@ -289,9 +293,9 @@ class WorkflowCoordinator(Generic[UI]):
                            watched: list[str], settled: Callable[[], Any] | None = None) -> Any:
         """Wait for a fan-out, drawing the agent records of ``watched`` while it runs."""
         try:
-            self.workers_ready()
+            watch = self._workers_up()
             return wait_for(result, what, settings, tick=lambda: self.ui.progress(state.agents(watched)),
-                            settled=settled, watch=self.workers_alive)
+                            settled=settled, watch=watch)
         finally:
             self.ui.done()
             self.pull()
