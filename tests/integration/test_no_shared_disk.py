@@ -32,7 +32,9 @@ from wfqueue.state import redis_client
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]
 
-VISIBILITY_S = 4  # a killed host's tasks go to the survivor this long after it died
+# A killed host's tasks go to the survivor this long after it died. An execute task's hard time limit sits one
+# second under it (workers/execute.py), and must fit a git bundle each way through Redis on a loaded machine.
+VISIBILITY_S = 10
 CONFIG_V2 = "# rate limits per user\nRATE_LIMIT_PER_MINUTE = 60\n"
 
 
