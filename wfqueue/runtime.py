@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 import redis
 from celery import Celery
+from celery.exceptions import TimeLimitExceeded
 from celery.result import AsyncResult
 from pydantic import SecretStr
 
@@ -206,6 +207,10 @@ def resumable(settings: Settings, session_id: str, repo: Path) -> Iterator[None]
                                      f"{type(exc).__name__}: {exc}", hint=hint) from None
 
 
+TIME_LIMIT_HINT = ("an execution's task is limited to just under WFQUEUE_VISIBILITY_TIMEOUT_S, a plan's agent to "
+                   "WFQUEUE_AGENT_TIME_LIMIT_S: raise the one that applies on the workers, then run it again")
+
+
 def wait_for(result: AsyncResult[Any], what: str, settings: Settings, tick: Callable[[], None] | None = None,
              settled: Callable[[], Any] | None = None, watch: Callable[[], None] = nothing_to_wait_for) -> Any:
     """Poll ``result`` until it is ready (every RESULT_CHECK_S); raise with the worker's error if it failed.
@@ -248,6 +253,10 @@ def wait_for(result: AsyncResult[Any], what: str, settings: Settings, tick: Call
         error = result.result
         if isinstance(error, WfqueueError):  # a worker's own error keeps its message, hint and exit code
             raise error
+        if isinstance(error, TimeLimitExceeded):
+            # The worker killed the task's process: nothing of the task ran to its end, so say which limit did it.
+            raise ProviderError(f"{what} failed: its worker killed it at its hard time limit ({error.args[0]}s)",
+                                hint=TIME_LIMIT_HINT)
         described = f"{type(error).__name__}: {error}"
         if any(name in described for name in ("ConnectionError", "OperationalError")):
             # A task that could not reach the broker (a retry it could not publish): resumable.

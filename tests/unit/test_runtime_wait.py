@@ -85,3 +85,13 @@ def test_an_api_failing_through_every_retry_says_how_to_finish_the_plan_later(tm
                                      hint="the task is retried later and resumes at its last completed turn")
     assert not isinstance(caught.value, TransientProviderError)
     assert "retried later" not in caught.value.hint and "wfqueue resume CPLAN-z" in caught.value.hint
+
+
+def test_a_task_killed_at_its_hard_time_limit_names_the_limit_and_the_setting_to_raise() -> None:
+    from celery.exceptions import TimeLimitExceeded
+
+    settings = load_settings(broker_url=URL)
+    with pytest.raises(ProviderError) as caught:
+        wait_for(FlakyResult(0, error=TimeLimitExceeded(3)), "task TASK-001", settings)  # type: ignore[arg-type]
+    assert caught.value.message == "task TASK-001 failed: its worker killed it at its hard time limit (3s)"
+    assert "WFQUEUE_VISIBILITY_TIMEOUT_S" in caught.value.hint and "WFQUEUE_AGENT_TIME_LIMIT_S" in caught.value.hint

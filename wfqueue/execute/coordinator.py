@@ -299,7 +299,8 @@ class _Step:
         except ProviderError as exc:  # the task itself raised (it returns a failed TaskRun otherwise)
             now = time.time()
             return TaskRun(task_id=task_id, attempt=record.attempt, status="failed", branch="",
-                           base=record.base or "", error=exc.message, started_at=now, finished_at=now)
+                           base=record.base or "", error=f"{exc.message} ({exc.hint})" if exc.hint else exc.message,
+                           started_at=now, finished_at=now)
 
     def _settle(self, record: TaskRecord, run: TaskRun) -> bool:
         """Record ``run`` and merge its commit; a conflict is run again once. True when merged."""
