@@ -256,3 +256,35 @@ def test_continue_needs_a_known_execution_and_no_plan(sample_repo: Path, capsys:
     assert main(["execute", "--continue", SESSION, "--repo", str(sample_repo)]) == 2
     err = capsys.readouterr().err
     assert "that is a workflow session, not an execution" in err and f"wfqueue execute {SESSION}" in err
+
+
+def test_a_session_its_verification_blocks_is_refused_until_reverified_or_forced(
+        sample_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """PLAN_VERIFICATION.md says "do not execute"; `execute` holds to it unless told --force."""
+    committed(sample_repo)
+    folder = make_session(sample_repo, "Add per-user rate limiting with quotas, audit trails and billing exports", [
+        task(1, "Tidy the storage module", ["notes_api/storage/db.py"])])
+    assert main(["verify", "--session", SESSION, "--repo", str(sample_repo)]) == 1
+    capsys.readouterr()
+    before = snapshot(sample_repo)
+    assert main(["execute", SESSION, "--repo", str(sample_repo), "-y"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{SESSION}: its verification says BLOCK_EXECUTION - C1 IMPL_PLAN.md, workflow-session.json: tasks " \
+           "cover" in err, err
+    assert f"`wfqueue verify --session {SESSION} --repo {sample_repo}` again" in err and "--force" in err
+    assert snapshot(sample_repo) == before and not (sample_repo / ".workflow" / ".execution").exists()
+
+    assert main(["execute", SESSION, "--repo", str(sample_repo), "--dry-run"]) in (0, None)
+    assert "verification: BLOCK_EXECUTION; execute refuses the plan without --force" in capsys.readouterr().out
+    # Forced, the verdict no longer stops it: what stops it now is the next check (no executor configured).
+    assert main(["execute", SESSION, "--repo", str(sample_repo), "-y", "--force"]) == 2
+    assert "no executor is configured" in capsys.readouterr().err
+
+    # Tasks edited after the verification: its verdict may be out of date, and the hint says to verify again.
+    impl = folder / ".task" / "IMPL-1.json"
+    os.utime(impl, ns=(impl.stat().st_atime_ns, impl.stat().st_mtime_ns + 10**9 * 60))
+    assert main(["execute", SESSION, "--repo", str(sample_repo), "-y"]) == 2
+    assert "its tasks changed after that verification" in " ".join(capsys.readouterr().err.split())
+    assert main(["execute", SESSION, "--repo", str(sample_repo), "--dry-run", "--json"]) in (0, None)
+    verdict = json.loads(capsys.readouterr().out)["verification"]
+    assert verdict["quality_gate"] == "BLOCK_EXECUTION" and verdict["stale"] and verdict["critical"]

@@ -24,14 +24,15 @@ from wfqueue.execute.coordinator import EXECUTE, ExecuteCoordinator
 from wfqueue.execute.executors import ExecutorName, choose_executor
 from wfqueue.execute.gate import gate_commands, verification_refusal
 from wfqueue.execute.load import load_plan
-from wfqueue.execute.model import ExecutablePlan
+from wfqueue.execute.model import ExecutablePlan, PlanVerdict
 from wfqueue.execute.outcome import ExecutionOutcome
 from wfqueue.execute.safety import check_clean_repository
 from wfqueue.execute.schedule import Schedule, build_schedule
+from wfqueue.execute.validate import refuse_blocked
 from wfqueue.metering import parse_budget_option
 from wfqueue.runtime import stop_after_output
 from wfqueue.sandboxed_commands import parse_command
-from wfqueue.sessions import resolve_repo
+from wfqueue.sessions import repo_option, resolve_repo
 from wfqueue.settings import load_settings
 from wfqueue.up_cluster import serving_up
 from wfqueue.workflow.base import ResumeRequest
@@ -58,11 +59,19 @@ def dry_run_payload(plan: ExecutablePlan, schedule: Schedule, gate: list[str]) -
                           "estimated": schedule.critical_path.estimated},
         "span": schedule.span,
         "gate_commands": gate,
+        "verification": plan.verdict.model_dump() if plan.verdict is not None else None,
         "tasks": [{"id": t.id, "title": t.title, "type": t.type, "wave": schedule.wave_of(t.id),
                    "depends_on": t.depends_on, "files": t.files.model_dump(), "verification": t.verification,
                    "verification_runs": verification_refusal(t) is None}
                   for t in plan.tasks],
     }
+
+
+def verdict_line(verdict: PlanVerdict) -> str:
+    line = f"verification: {verdict.quality_gate}"
+    if verdict.stale:
+        line += " (the tasks changed after it: run `wfqueue verify` again)"
+    return line + ("; execute refuses the plan without --force" if verdict.blocks else "")
 
 
 def _title(text: str) -> str:
@@ -92,6 +101,8 @@ def render_schedule(plan: ExecutablePlan, schedule: Schedule, gate: list[str]) -
     else:
         lines.append("gate after each wave: none (no task has a runnable verification command; "
                      "set WFQUEUE_EXECUTE_TEST_COMMAND)")
+    if plan.verdict is not None:
+        lines.append(verdict_line(plan.verdict))
     lines.append("dry run: nothing was written")
     return "\n".join(lines)
 
@@ -150,6 +161,8 @@ def register(app: typer.Typer) -> None:
                                           help="The claude executor's spending cap: $2.50 (estimated cost) or 200k "
                                                "(tokens); no model call starts once it is spent. With --continue it "
                                                "replaces the execution's."),
+        force: bool = typer.Option(False, "--force",
+                                   help="Execute a workflow session whose verification says BLOCK_EXECUTION."),
     ) -> None:
         """Run a plan's tasks in dependency waves on workers, each in its own worktree, merged one at a time into
         the integration branch wfqueue/EXEC-ID, with the gate after each wave. Exit 0 all completed, 1 some
@@ -186,6 +199,8 @@ def register(app: typer.Typer) -> None:
             else:
                 typer.echo(render_schedule(plan, schedule, gate))
             return
+        if not force:
+            refuse_blocked(plan, repo_option(Path(plan.repo)))
         check_clean_repository(Path(plan.repo), [f for t in plan.tasks for f in t.files.modify + t.files.delete])
         for command in gate:  # a configured test command the sandbox refuses: refused now, not after a wave
             parse_command(command)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from wfqueue.collab.steps import NOTE_FILE
 from wfqueue.errors import BadInputError
-from wfqueue.execute.model import ExecutablePlan, PlanKind, exec_task
+from wfqueue.execute.model import ExecutablePlan, PlanKind, PlanVerdict, exec_task
 from wfqueue.execute.plan_context import AGENT_PLAN_FILE, AGENTS_DIR, agent_plan_files, read_context
 from wfqueue.execute.validate import refuse_problems
 from wfqueue.lite.steps import TASKS_FILE
@@ -28,7 +28,7 @@ from wfqueue.tasks_file import (
     load_task_dir,
     validate_path,
 )
-from wfqueue.workflow_session.session import TASK_DIR
+from wfqueue.workflow_session.session import PROCESS_DIR, TASK_DIR
 
 TARGET_HINT = ("pass a session id (CPLAN-..., WFS-..., a lite plan's id) or the path of a session folder, "
                "a tasks.jsonl, a .task/ folder or an agent's plan.json")
@@ -116,6 +116,27 @@ def _collab_tasks(source: PlanSource) -> tuple[list[LoadedTask], list[TaskProble
     return tasks, problems
 
 
+def read_verdict(source: PlanSource) -> PlanVerdict | None:
+    """A workflow session's last verification, if it has one that can be read (a damaged findings file counts
+    as none: `wfqueue verify` writes it again)."""
+    if source.kind != "workflow":
+        return None
+    # Imported here: only workflow sessions carry a verification.
+    from wfqueue.workflow_session.verify.run import FINDINGS_FILE, VerificationReport
+
+    findings = source.folder / PROCESS_DIR / FINDINGS_FILE
+    try:
+        report = VerificationReport.model_validate_json(findings.read_bytes())
+        verified_at = findings.stat().st_mtime_ns
+    except (OSError, ValueError):
+        return None
+    task_times = [p.stat().st_mtime_ns for p in (source.folder / TASK_DIR).glob("*.json") if p.is_file()]
+    return PlanVerdict(quality_gate=report.quality_gate,
+                       critical=[f"{f.id} {', '.join(f.location)}: {f.summary}" for f in report.findings
+                                 if f.severity == "CRITICAL"],
+                       stale=any(t > verified_at for t in task_times))
+
+
 def load_plan(target: str, repo: str | None = None) -> ExecutablePlan:
     """The plan ``target`` names, every task checked; a plan with any problem is refused (exit 2)."""
     source, root = resolve_source(target, repo)
@@ -128,4 +149,5 @@ def load_plan(target: str, repo: str | None = None) -> ExecutablePlan:
     return ExecutablePlan(
         kind=source.kind, session_id=source.folder.name, source=str(source.tasks_at), repo=str(root),
         tasks=[exec_task(t.task, t.location) for t in tasks], context=read_context(source.kind, source.folder, root),
+        verdict=read_verdict(source),
     )

@@ -57,6 +57,20 @@ class PlanContext(BaseModel):
     documents: list[str] = Field(default_factory=list)
 
 
+class PlanVerdict(BaseModel):
+    """A workflow session's last `wfqueue verify`, as execution weighs it."""
+
+    quality_gate: str
+    # "C1 task:IMPL-2: summary" for every CRITICAL finding: what blocks the plan.
+    critical: list[str] = Field(default_factory=list)
+    # A task file changed after the verification: its verdict may no longer hold.
+    stale: bool = False
+
+    @property
+    def blocks(self) -> bool:
+        return self.quality_gate == "BLOCK_EXECUTION"
+
+
 class ExecutablePlan(BaseModel):
     kind: PlanKind
     session_id: str
@@ -65,6 +79,7 @@ class ExecutablePlan(BaseModel):
     repo: str
     tasks: list[ExecTask]
     context: PlanContext = Field(default_factory=PlanContext)
+    verdict: PlanVerdict | None = None  # workflow sessions that were verified only
 
     def task(self, task_id: str) -> ExecTask:
         return next(t for t in self.tasks if t.id == task_id)

@@ -48,7 +48,8 @@ NEXT_STEPS: dict[str, str] = {
                             "(`wfqueue replan`) and watch the affected tasks.",
     "PROCEED_WITH_FIXES": "Fix the HIGH findings first (`wfqueue replan`), then run `wfqueue verify` again.",
     "BLOCK_EXECUTION": "Do not execute: resolve every CRITICAL finding (`wfqueue replan` or re-plan), "
-                       "then run `wfqueue verify` again.",
+                       "then run `wfqueue verify` again. Until then `wfqueue execute` refuses the plan "
+                       "(`--force` overrides).",
 }
 
 
