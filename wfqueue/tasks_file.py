@@ -22,7 +22,7 @@ from wfqueue.unified_task import UnifiedTask
 
 ProblemCode = Literal[
     "invalid_json", "schema", "duplicate_id", "unknown_dependency", "self_dependency",
-    "dependency_cycle", "missing_file", "not_an_object", "empty",
+    "dependency_cycle", "missing_file", "not_an_object", "empty", "stray_copy",
 ]
 PATH_HINT = "pass a tasks.jsonl file, a .task/ folder, or a session folder that contains one"
 # The 6-field layout has no verification or definition of done; these defaults
@@ -309,6 +309,12 @@ def load_task_dir(folder: Path) -> tuple[list[LoadedTask], list[TaskProblem]]:
             problems.append(_invalid_json(location, exc, with_line=True))
             continue
         task, found = load_object(data, location)
+        if task is not None and file.stem != task.task.id and (folder / f"{task.task.id}.json").is_file():
+            # "IMPL-1 copy.json" beside IMPL-1.json: a file manager's copy, not a second task with that id.
+            message = (f"holds task {task.task.id}, whose own file is {folder.name}/{task.task.id}.json: "
+                       f"a copy? move it out of {folder.name}/")
+            problems.append(TaskProblem(location=location, task_id=task.task.id, code="stray_copy", message=message))
+            continue
         tasks.extend([task] if task else [])
         problems.extend(found)
     if not files:

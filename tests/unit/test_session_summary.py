@@ -88,6 +88,30 @@ def test_a_stray_file_beside_the_task_files_is_no_task(tmp_path: Path) -> None:
     assert read_workflow_session(folder).tasks == 3
 
 
+def test_validate_verify_and_execute_name_the_stray_copy_not_the_task_it_copies(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """They blamed IMPL-1.json for a duplicate id "first used at IMPL-1 copy.json", and verify counted the copy
+    as a task missing from every document."""
+    folder = make_session(tmp_path, "Add rate limiting", [task(1, "Config", ["src/config.py"]),
+                                                         task(2, "Limiter", ["src/limiter.py"], [1])])
+    (tmp_path / "src").mkdir()
+    for name in ("config.py", "limiter.py"):
+        (tmp_path / "src" / name).write_text("", encoding="utf-8")
+    (folder / ".task" / "IMPL-1 copy.json").write_text((folder / ".task" / "IMPL-1.json").read_text())
+    said = ".task/IMPL-1 copy.json: holds task IMPL-1, whose own file is .task/IMPL-1.json: a copy? move it out " \
+           "of .task/"
+    assert main(["validate", str(folder / ".task")]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert said.replace(".json: holds", ".json IMPL-1 holds") in out and "1 problem in 2 tasks" in out, out
+    assert main(["execute", folder.name, "--repo", str(tmp_path), "--dry-run"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert said in err and "duplicate" not in err, err
+    assert main(["verify", "--session", folder.name, "--repo", str(tmp_path), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    consistency = [(f["severity"], f["location"]) for f in report["findings"] if f["dimension"] == "C"]
+    assert consistency == [("CRITICAL", [".task/IMPL-1 copy.json"])], report["findings"]
+
+
 @pytest.mark.parametrize("damage", [b"{not json", b"[]", b'{"session_id": 3}', b"\xff\xfe"])
 def test_plan_and_resume_of_a_damaged_session_record_name_the_file(tmp_path: Path, damage: bytes,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:

@@ -227,7 +227,9 @@ def load_input(folder: Path) -> VerifyInput:
     return VerifyInput(
         session=session, tasks=tasks, task_locations={lt.task.id: lt.location for lt in loaded},
         load_problems=problems,
-        broken_ids=sorted({p.location.rsplit("/", 1)[-1].removesuffix(".json") for p in problems}),
+        # Tasks whose file cannot be used; a stray copy of a task is not a task of its own.
+        broken_ids=sorted({p.location.rsplit("/", 1)[-1].removesuffix(".json") for p in problems
+                           if p.code != "stray_copy"}),
         overview=_read_model(folder, PLAN_FILE, PlanOverview, errors),
         context=_read_model(process, "context-package.json", ContextPackage, errors),
         resolution=_read_model(process, "conflict-resolution.json", ConflictResolution, errors, optional=True),
