@@ -54,6 +54,7 @@ class QuietUI:
     def confirm_split(self, analysis):  # type: ignore[no-untyped-def]
         return "start"
     def progress(self, agents) -> None: ...  # type: ignore[no-untyped-def]
+    def note(self, what: str, text: str) -> None: ...
     def done(self) -> None: ...
 
 

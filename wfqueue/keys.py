@@ -69,6 +69,7 @@ ANALYSIS = "analysis"  # RequirementAnalysis JSON
 TEMPLATE = "template"  # the plan-note.md template
 FINAL = "final"  # the finalize task's result JSON
 FINALIZED_AT = "finalized_at"
+STEP_NOTE = "step_note"  # what the running single step waits for (wfqueue.agent_notes); absent: nothing
 # lite and workflow sessions
 ASSESSMENT = "assessment"
 SYNTHESIZED_AT = "synthesized_at"

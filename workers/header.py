@@ -27,6 +27,7 @@ from celery import Task
 from celery.exceptions import Retry, SoftTimeLimitExceeded
 from pydantic import BaseModel, ConfigDict
 
+from wfqueue import agent_notes
 from wfqueue.errors import ProviderError, TransientProviderError, WfqueueError
 from wfqueue.keys import AgentState
 from wfqueue.settings import Settings
@@ -131,18 +132,19 @@ def run_header(task: Task[Any, Any], state: SessionStore, settings: Settings, ag
     attempt = Attempt(agent=agent, worker=task.request.hostname or "unknown", pid=os.getpid(),
                       attempts=state.count_attempt(agent))
     state.set_agent(agent, state=AgentState.RUNNING, worker=attempt.worker, pid=attempt.pid,
-                    started_at=time.time(), attempts=attempt.attempts, error=None)
+                    started_at=time.time(), attempts=attempt.attempts, error=None, note=None)
     try:
-        with heartbeat(state, agent, settings.heartbeat_every_s(), settings.agent_time_limit_s):
+        with heartbeat(state, agent, settings.heartbeat_every_s(), settings.agent_time_limit_s), \
+                agent_notes.noting(lambda text: state.set_agent(agent, note=text)):
             result = step(attempt)
     except Exception as exc:  # judged below: a header task never breaks its chord
         verdict = judge(exc, retries_left=may_retry(task), soft_time_limit_s=settings.agent_soft_time_limit_s)
         if verdict.action == "raise":
             raise
         if verdict.action == "retry":
-            state.set_agent(agent, state=AgentState.QUEUED, error=f"retrying: {verdict.reason}")
+            state.set_agent(agent, state=AgentState.QUEUED, error=f"retrying: {verdict.reason}", note=None)
             raise retry_later(task, exc, settings) from None
-        state.set_agent(agent, state=AgentState.FAILED, error=verdict.reason, finished_at=time.time())
+        state.set_agent(agent, state=AgentState.FAILED, error=verdict.reason, finished_at=time.time(), note=None)
         return outcome(Finished(**attempt.model_dump(), status="failed", error=verdict.reason), None)
-    state.set_agent(agent, state=AgentState.DONE, finished_at=time.time(), **done_fields(result))
+    state.set_agent(agent, state=AgentState.DONE, finished_at=time.time(), note=None, **done_fields(result))
     return outcome(Finished(**attempt.model_dump(), status="done"), result)

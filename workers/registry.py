@@ -15,11 +15,13 @@ alone (``TaskPayload.send_alone``, with no results) does the same work.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from celery import Celery, Task
 
+from wfqueue import agent_notes, keys
 from wfqueue.errors import InfrastructureError
 from wfqueue.payloads import TaskPayload
 from wfqueue.settings import Settings
@@ -33,6 +35,34 @@ P = TypeVar("P", bound=TaskPayload)
 R = TypeVar("R")
 if TYPE_CHECKING:  # celery's Task takes type parameters only in its stubs
     Body: TypeAlias = Callable[[Task[Any, Any], P], R]  # body(task, payload)
+
+
+@contextmanager
+def step_notes(states: StateFactory, payload: TaskPayload) -> Iterator[None]:
+    """Within the block, what a session's step waits for goes to the session's step note, which the command
+    waiting for the step shows; a note left when the step ends is taken away. A chord header's agents write
+    their own records instead (workers.header)."""
+    session_id = getattr(payload, "session_id", None)
+    if session_id is None:  # an execution's task: its agent record (wfqueue.execute.run_task)
+        yield
+        return
+    written = False
+
+    def write(text: str | None) -> None:
+        nonlocal written
+        state = states.session(session_id)
+        if text is None:
+            state.forget(keys.STEP_NOTE)
+        else:
+            state.store(keys.STEP_NOTE, text)
+            written = True
+
+    with agent_notes.noting(write):
+        try:
+            yield
+        finally:
+            if written:
+                agent_notes.note(None)
 
 
 def payload_task(app: Celery, settings: Settings, model: type[P], *, callback: bool = False,
@@ -61,7 +91,8 @@ def payload_task(app: Celery, settings: Settings, model: type[P], *, callback: b
                 )
             payload = model.decode(kwargs)
             try:
-                with task_workspace(payload, settings, states.client) as local:
+                with task_workspace(payload, settings, states.client) as local, \
+                        step_notes(states, payload):
                     return body(self, local)
             except retry_on as exc:
                 raise retry_later(self, exc, settings) from None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.fake_anthropic import FakeAnthropic, allow_loopback_only, answer, breakpoint_tokens, error, tool_call
+from wfqueue import agent_notes
 from wfqueue.collab.models import AreaDraft, RequirementAnalysis
 from wfqueue.errors import ConfigError, ProviderError, TransientProviderError
 from wfqueue.lite.models import AngleFindings, Assessment
@@ -342,6 +344,19 @@ def test_overload_and_server_errors_are_sent_again_after_the_wait(
 
     assert len(fake.requests) == 2 and len(slept) == 1  # the call was sent again, the step was not re-run
     assert slept[0] >= least_wait  # never sooner than the server asked
+
+
+def test_a_wait_before_sending_again_is_told_to_the_agents_watcher_then_taken_back(
+        fake: FakeAnthropic, sample_repo: Path) -> None:
+    """The command shows why an agent stands still: the API refused its call and it sends again later."""
+    fake.fail(529, retry_after="7")
+    fake.reply(answer(ASSESSMENT))
+    notes: list[str | None] = []
+    with agent_notes.noting(notes.append):
+        assert provider_for(fake, sleep=lambda _: None).run(assess_step(sample_repo)).complexity == "Medium"
+    assert len(notes) == 2 and notes[1] is None, notes
+    waited = re.search(r"sending again in (\d+)s", str(notes[0]))
+    assert "529" in str(notes[0]) and waited and 7 <= int(waited[1]) <= 9, notes  # retry-after, plus its jitter
 
 
 def test_a_step_past_its_resend_budget_leaves_the_retry_to_its_task(fake: FakeAnthropic, sample_repo: Path) -> None:

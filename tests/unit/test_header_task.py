@@ -11,6 +11,7 @@ from celery import Celery, Task
 from celery.exceptions import Retry, SoftTimeLimitExceeded
 from pydantic import BaseModel
 
+from wfqueue import agent_notes
 from wfqueue.errors import BudgetExhaustedError, PlanNoteError, ProviderError, TransientProviderError
 from wfqueue.keys import AgentState
 from wfqueue.memory_state import MemorySessionState
@@ -137,3 +138,22 @@ def test_collab_and_lite_outcomes_keep_the_agent_and_who_ran_it() -> None:
     assert angle_outcome(failed, None).model_dump() == {
         "angle": "auth", "status": "failed", "error": "boom", "verified": 0, "checks": 0, "worker": "w1@host",
         "pid": 12, "attempts": 3}
+
+
+def test_what_an_agent_waits_for_is_in_its_record_while_it_waits_and_gone_when_it_ends() -> None:
+    header = Header([])
+    during: list[str | None] = []
+
+    def waiting_step(attempt: Attempt) -> int:
+        agent_notes.note("the Anthropic API answered 529: overloaded; sending again in 4s (7 re-sends left)")
+        during.append(header.record.get("note"))
+        return 42
+
+    @header.task.app.task(bind=True, shared=False, name="waiting-agent")
+    def waiting_agent(task: Task[Any, Any]) -> dict[str, Any]:
+        return run_header(task, header.state, SETTINGS, "api", waiting_step, outcome).model_dump()
+
+    assert waiting_agent.apply().get()["status"] == "done"
+    assert during == ["the Anthropic API answered 529: overloaded; sending again in 4s (7 re-sends left)"]
+    assert header.record["state"] == AgentState.DONE and header.record["note"] is None
+    agent_notes.note("outside any agent: goes nowhere")  # no writer set: nothing happens, nothing raised

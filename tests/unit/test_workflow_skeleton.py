@@ -119,12 +119,16 @@ class _UI:
     def __init__(self) -> None:
         self.seen: list[dict[str, dict[str, Any]]] = []
         self.closed = 0
+        self.notes: list[tuple[str, str]] = []
 
     def info(self, message: str) -> None:
         pass
 
     def progress(self, agents: dict[str, dict[str, Any]]) -> None:
         self.seen.append(agents)
+
+    def note(self, what: str, text: str) -> None:
+        self.notes.append((what, text))
 
     def done(self) -> None:
         self.closed += 1
@@ -143,3 +147,28 @@ def test_the_wait_draws_agent_progress_and_always_closes_the_view() -> None:
         coordinator.wait_with_progress(_Result(1, RuntimeError("boom")), "the plan", settings, state,  # type: ignore[arg-type]
                                        ["api"])
     assert ui.closed == 2
+
+
+class _NotedResult(_Result):
+    """A step whose worker says, while it runs, that it waits to send a call again; then it is done."""
+
+    def __init__(self, state: MemorySessionState) -> None:
+        super().__init__(6)
+        self.state = state
+
+    def ready(self) -> bool:
+        if self.polls == 5:
+            self.state.store(keys.STEP_NOTE, "the Anthropic API answered 529: overloaded; sending again in 4s")
+        if self.polls == 2:
+            self.state.forget(keys.STEP_NOTE)
+        return super().ready()
+
+
+def test_the_wait_for_one_step_shows_what_its_worker_says_it_waits_for_once() -> None:
+    settings = load_settings(poll_interval_s=0.001)
+    state = MemorySessionState()
+    ui = _UI()
+    coordinator = WorkflowCoordinator(settings, ui)
+    assert coordinator.wait(_NotedResult(state), "the assessment", settings, state) == {  # type: ignore[arg-type]
+        "status": "completed"}
+    assert ui.notes == [("the assessment", "the Anthropic API answered 529: overloaded; sending again in 4s")]

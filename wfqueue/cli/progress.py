@@ -16,6 +16,7 @@ from typing import Any, Literal, TypeVar
 
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.prompt import IntPrompt, Prompt
 from rich.table import Table
 
@@ -46,11 +47,15 @@ class TerminalUI:
         self.console = Console(stderr=True, highlight=False, soft_wrap=True)
         self.quiet = quiet
         self.live: Live | None = None
-        self.seen: dict[str, str] = {}
+        self.seen: dict[str, tuple[str, str | None]] = {}
 
     def info(self, message: str) -> None:
         if not self.quiet:
             self.console.print(f"[dim]wfqueue:[/] {message}")
+
+    def note(self, what: str, text: str) -> None:
+        """What a step waits for (a model call sent again later), as its worker says it."""
+        self.info(f"{what}: {escape(text)}")
 
     def interactive(self, what: str) -> bool:
         """Whether a person can answer a question; if not, says that ``what`` happens without one."""
@@ -80,7 +85,8 @@ class TerminalUI:
             state = record.get("state", AgentState.QUEUED)
             started, finished = record.get("started_at"), record.get("finished_at")
             elapsed = f"{(finished or now) - started:.1f}s" if started else ""
-            table.add_row(area, f"[{_STYLE.get(state, '')}]{state}[/]", str(record.get("worker") or ""),
+            note = f" [dim]{escape(record['note'])}[/]" if record.get("note") else ""
+            table.add_row(area, f"[{_STYLE.get(state, '')}]{state}[/]{note}", str(record.get("worker") or ""),
                           str(record.get("attempts") or ""), elapsed)
         return table
 
@@ -94,12 +100,17 @@ class TerminalUI:
             else:
                 self.live.update(self._table(agents))
             return
-        for area, record in agents.items():  # no terminal: one line per state change
-            state = record.get("state", AgentState.QUEUED)
-            if self.seen.get(area) != state:
-                self.seen[area] = state
-                detail = f" ({record['error']})" if state == AgentState.FAILED and record.get("error") else ""
-                self.console.print(f"wfqueue: agent {area}: {state}{detail}")
+        for area, record in agents.items():  # no terminal: one line per change of state or of note
+            state, note = record.get("state", AgentState.QUEUED), record.get("note")
+            before = self.seen.get(area)
+            self.seen[area] = (state, note)
+            if before == (state, note) or (before is not None and before[0] == state and note is None):
+                continue  # unchanged, or only a wait that ended: the next state says more
+            error = record.get("error") or ""
+            shown = error if state == AgentState.FAILED or (state == AgentState.QUEUED and
+                                                             error.startswith("retrying")) else note
+            self.console.print(f"wfqueue: agent {area}: {state}" + (f" ({shown})" if shown else ""),
+                               markup=False)
 
     def done(self) -> None:
         if self.live is not None:

@@ -56,10 +56,10 @@ def _print_agents(out: Console, current: SessionStatus) -> None:
     out.print(f"[bold]{current.session_id}[/]: {current.status}, {current.tasks} tasks,"
               f" {current.conflicts} conflicts")
     out.print(f"usage: {escape(usage_line(current.usage))}")
-    table = Table("agent", "state", "tasks", "worker", "pid", "error")
+    table = Table("agent", "state", "tasks", "worker", "pid", "error or wait")
     for agent in current.agents:
         table.add_row(agent.focus_area, agent.state, str(agent.tasks), agent.worker or "", str(agent.pid or ""),
-                      agent.error or "")
+                      escape(agent.error or agent.note or ""))
     out.print(table)
 
 

@@ -103,7 +103,7 @@ class CollabCoordinator(WorkflowCoordinator[CoordinatorUI]):
         result = CollabUnderstand(session_id=state.session_id, session_dir=str(session_dir), repo=str(request.repo),
                                   requirement=request.requirement, max_agents=max_agents,
                                   provider=request.provider, transport=self.transport).send(app)
-        self.wait(result, "the understanding step", settings)
+        self.wait(result, "the understanding step", settings, state)
         stored = state.recall(keys.ANALYSIS)
         if stored is None:
             raise InfrastructureError("the understanding step finished but stored no analysis")

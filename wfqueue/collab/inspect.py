@@ -30,6 +30,7 @@ class AgentStatus(BaseModel):
     worker: str | None = None
     pid: int | None = None
     error: str | None = None
+    note: str | None = None  # what a running agent waits for (wfqueue.agent_notes)
 
 
 class SessionStatus(BaseModel):
@@ -80,7 +81,7 @@ def read_session(session_dir: Path, live: dict[str, dict[str, Any]] | None = Non
                                       error=record.get("error") or failure))
         else:
             agents.append(AgentStatus(focus_area=sub.focus_area, state=record.get("state", "pending"),
-                                      worker=record.get("worker"), pid=record.get("pid")))
+                                      worker=record.get("worker"), pid=record.get("pid"), note=record.get("note")))
     conflicts_file = session_dir / CONFLICTS_FILE
     report = json.loads(conflicts_file.read_text(encoding="utf-8")) if conflicts_file.is_file() else {}
     return SessionStatus(

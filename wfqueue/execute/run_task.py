@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from wfqueue import agent_notes
 from wfqueue.errors import InfrastructureError, TransientProviderError, WfqueueError
 from wfqueue.execute.executors import Executor
 from wfqueue.execute.gate import verification_refusal
@@ -76,7 +77,7 @@ def _record(state: SessionStore, run: TaskRun, remember: bool = True) -> TaskRun
                                                              run.model_dump_json()))
     fields: dict[str, Any] = {"finished_at": run.finished_at, "error": run.error, "commit": run.commit}
     done = run.status == "committed"
-    state.set_agent(run.task_id, state=AgentState.DONE if done else AgentState.FAILED, **fields)
+    state.set_agent(run.task_id, state=AgentState.DONE if done else AgentState.FAILED, note=None, **fields)
     return run
 
 
@@ -137,7 +138,7 @@ def _run(payload: ExecuteTask, executor: Executor, state: SessionStore, worker: 
             "log": log_name if (Path(payload.exec_dir) / log_name).exists() else None}))
 
     state.set_agent(task.id, state=AgentState.RUNNING, worker=worker, started_at=started, attempt=attempt,
-                    executor=payload.executor, error=None, finished_at=None, commit=None)
+                    executor=payload.executor, error=None, finished_at=None, commit=None, note=None)
     prepare_worktree(repo, path, payload.branch, payload.base)
     log_name = _log_name(task.id, attempt)
     log = _Log(Path(payload.exec_dir), log_name)
@@ -146,7 +147,8 @@ def _run(payload: ExecuteTask, executor: Executor, state: SessionStore, worker: 
     error: str | None = None
     for number in range(1, EXECUTOR_RUNS + 1):
         step = f"{task.id}#{attempt}" if number == 1 else f"{task.id}#{attempt}.{number}"
-        result = executor.run(prompt, workdir, step)
+        with agent_notes.noting(lambda text: state.set_agent(task.id, note=text)):
+            result = executor.run(prompt, workdir, step)
         log.section(f"executor run {number} ({step})", result.output + (f"\n{result.error}" if result.error else ""))
         take_back_commits(path, payload.branch, payload.base)
         if not result.ok:

@@ -121,7 +121,7 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
 
     def _plan(self, app: Celery, settings: Settings, state: SessionState, plan: _Plan,
               request: LiteRequest) -> LiteResult:
-        assessed = self.wait(plan.assess(request.explore).send(app), "the assessment", settings)
+        assessed = self.wait(plan.assess(request.explore).send(app), "the assessment", settings, state)
         assessment = Assessment.model_validate(assessed)
         self.ui.show_assessment(assessment)
         questions: list[MergedQuestion] = []
@@ -132,7 +132,7 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
         # Kept with the session: a plan stopped by its budget or Ctrl-C and resumed is planned with them.
         state.store(keys.CLARIFICATIONS, json.dumps([a.model_dump(mode="json") for a in answers]))
         try:
-            self.wait(plan.plan(answers).send(app), "planning", settings)
+            self.wait(plan.plan(answers).send(app), "planning", settings, state)
         except BudgetExhaustedError as exc:
             return self._stopped(state, plan, assessment, failed, exc)
         draft = LitePlanDraft.model_validate_json(state.recall(keys.LITE_PLAN) or "")
@@ -189,7 +189,7 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
                          requirement=str(meta.get("requirement") or _recorded_requirement(session_dir)),
                          provider=provider, transport=self.transport)
             if state.recall(keys.ASSESSMENT) is None:
-                self.wait(plan.assess(False).send(app), "the assessment", settings)
+                self.wait(plan.assess(False).send(app), "the assessment", settings, state)
             assessment = Assessment.model_validate_json(state.recall(keys.ASSESSMENT) or "")
             failed: dict[str, str] = {}
             if assessment.needs_exploration:
@@ -201,7 +201,7 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
                 given = [ClarificationAnswer.model_validate(a)
                          for a in json.loads(state.recall(keys.CLARIFICATIONS) or "[]")]
                 try:
-                    self.wait(plan.plan(given).send(app), "planning", settings)
+                    self.wait(plan.plan(given).send(app), "planning", settings, state)
                 except BudgetExhaustedError as exc:
                     return self._stopped(state, plan, assessment, failed, exc)
             draft = LitePlanDraft.model_validate_json(state.recall(keys.LITE_PLAN) or "")

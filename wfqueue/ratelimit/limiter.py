@@ -27,6 +27,7 @@ from typing import Any, Self
 
 import redis
 
+from wfqueue import agent_notes
 from wfqueue.errors import TransientProviderError
 from wfqueue.keys import ratelimit_prefix
 from wfqueue.per_process import PerProcess
@@ -35,6 +36,8 @@ from wfqueue.ratelimit.window import MIN_SLEEP_S, POLL_S, US, Event, Limits, Sna
 from wfqueue.settings import Settings
 from wfqueue.state import redis_client, text_map
 from wfqueue.usage import Usage
+
+NOTED_WAIT_S = 2.0  # a permit wait at least this long is shown beside the agent in the command's progress
 
 __all__ = ["LEARNED_TTL_S", "Permit", "RateLimiter", "limiter_from_settings"]
 
@@ -186,10 +189,13 @@ class RateLimiter:
         deadline = started + self.max_wait_s
         permit_id = uuid.uuid4().hex
         est_in, est_out = max(0, int(estimated_input_tokens)), max(0, int(estimated_output_tokens))
+        noted = False  # whether the agent's watcher was told of this wait (once: a note costs a Redis write)
         while True:
             limits, relaxes_at = self._limits_now()
             granted, snapshot = self._try(permit_id, est_in, est_out, limits)
             if granted:
+                if noted:
+                    agent_notes.note(None)
                 return Permit(self, permit_id, snapshot.now, self._clock() - started, est_in, est_out)
             decision = decide(snapshot, limits, est_in, est_out, self.poll_s)
             if relaxes_at is not None:  # a hold after a 429 ends then: the wait is no longer than that
@@ -202,6 +208,10 @@ class RateLimiter:
                     retry_after=decision.floor_s or None,
                     hint="the task is retried later; WFQUEUE_RATE_LIMIT_MAX_WAIT_S sets how long a worker waits",
                 )
+            if not noted and decision.wait_s >= NOTED_WAIT_S:
+                noted = True
+                agent_notes.note(f"waiting for the shared rate limit ({self.scope}): {decision.reason or 'a limit'}, "
+                                 f"about {decision.wait_s:.0f}s")
             self._sleep(min(max(decision.sleep_s, MIN_SLEEP_S), max(remaining, MIN_SLEEP_S)))
 
     def observe(self, headers: Mapping[str, str], status: int) -> None:

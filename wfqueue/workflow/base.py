@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 from wfqueue.errors import BadInputError, SessionIdTakenError, WfqueueError
 from wfqueue.fsio import atomic_write_json
-from wfqueue.keys import SessionMeta, SessionStatus
+from wfqueue.keys import STEP_NOTE, SessionMeta, SessionStatus
 from wfqueue.metering import (
     budget_meta,
     check_budget_priced,
@@ -56,6 +56,8 @@ class WorkflowUI(Reporter, Protocol):
     Each workflow's protocol extends this with its own questions."""
 
     def progress(self, agents: dict[str, dict[str, Any]]) -> None: ...
+
+    def note(self, what: str, text: str) -> None: ...
 
     def done(self) -> None: ...
 
@@ -248,10 +250,22 @@ class WorkflowCoordinator(Generic[UI]):
         self._runtime.workers_ready()
         return self._runtime.workers_alive
 
-    def wait(self, result: AsyncResult[Any], what: str, settings: Settings) -> Any:
-        """Wait for one task; the files it wrote are in the session folder when this returns."""
+    def wait(self, result: AsyncResult[Any], what: str, settings: Settings, state: SessionStore | None = None) -> Any:
+        """Wait for one task; the files it wrote are in the session folder when this returns. With the session's
+        ``state``, what the step says it waits for (a refused model call sent again later) is shown as it
+        changes."""
+        shown: list[str | None] = [None]
+
+        def tick() -> None:
+            if state is None:
+                return
+            note = state.recall(STEP_NOTE)
+            if note is not None and note != shown[0]:
+                self.ui.note(what, note)
+            shown[0] = note
+
         try:
-            return wait_for(result, what, settings, watch=self._workers_up())
+            return wait_for(result, what, settings, tick=tick, watch=self._workers_up())
         finally:
             self.pull()
 

@@ -174,9 +174,10 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
                     if phase == "context":
                         failed = self._context(app, settings, state, folder, session, common)
                     elif phase == "conflicts":
-                        conflicts = self._conflicts(app, settings, folder, session, common, request.yes)
+                        conflicts = self._conflicts(app, settings, state, folder, session, common, request.yes)
                     elif phase == "tasks":
-                        self.wait(SessionGenerate(**common.fields()).send(app), "task generation", settings)
+                        self.wait(SessionGenerate(**common.fields()).send(app), "task generation", settings,
+                                  state)
                 except BudgetExhaustedError as exc:
                     # It stops here with no task generated, so failed (partial would claim some of it was
                     # planned); `plan --session` with a larger --budget continues at this phase.
@@ -227,7 +228,7 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
         assess = LiteAssess(session_id=common.session_id, session_dir=str(folder), repo=str(common.repo),
                             requirement=session.description, force_explore=True, provider=common.provider,
                             transport=common.transport)
-        assessment = Assessment.model_validate(self.wait(assess.send(app), "the assessment", settings))
+        assessment = Assessment.model_validate(self.wait(assess.send(app), "the assessment", settings, state))
         self.ui.info(f"complexity {assessment.complexity}; exploring {', '.join(assessment.angles)} in parallel")
         for angle in assessment.angles:
             if state.recall(keys.exploration_key(angle)) is None:
@@ -249,9 +250,9 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
             save_session(folder, latest)
         return failed
 
-    def _conflicts(self, app: Celery, settings: Settings, folder: Path, session: WorkflowSession,
-                   common: _Phase, yes: bool) -> int:
-        found = self.wait(SessionConflicts(**common.fields()).send(app), "conflict detection", settings)
+    def _conflicts(self, app: Celery, settings: Settings, state: SessionState, folder: Path,
+                   session: WorkflowSession, common: _Phase, yes: bool) -> int:
+        found = self.wait(SessionConflicts(**common.fields()).send(app), "conflict detection", settings, state)
         conflicts = [SessionConflict.model_validate(c) for c in found]
         choices = {c.id: (c.recommended if yes else self.ui.choose_strategy(c)) for c in conflicts}
         resolution = resolve(session.session_id, now_iso(), conflicts, choices)

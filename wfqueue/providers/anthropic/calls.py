@@ -32,6 +32,7 @@ from typing import Any
 import anthropic
 import httpx2
 
+from wfqueue import agent_notes
 from wfqueue.errors import ProviderError, TransientProviderError
 from wfqueue.providers.anthropic import warmup
 from wfqueue.ratelimit import RateLimiter, estimate_tokens, parse_rate_headers
@@ -110,6 +111,8 @@ class Caller:
             attempt += 1
             outcome = self._send_once(label, request)
             if not isinstance(outcome, CallFailure):
+                if attempt > 1:
+                    agent_notes.note(None)  # the wait shown beside the agent is over
                 return outcome
             wait = retry_delay(attempt, self.policy.backoff_s, self.policy.backoff_max_s, self._draw(),
                                outcome.retry_after_s)
@@ -125,6 +128,8 @@ class Caller:
             self.resent += 1
             log.info("%s: %s; sending again in %.1fs (%d re-sends left)", label, outcome.message, wait,
                      self.retries_left)
+            agent_notes.note(f"{outcome.message[:160]}; sending again in {wait:.0f}s "
+                             f"({self.retries_left} re-sends left)")
             self._sleep(wait)
 
     # -- one send ----------------------------------------------------------------------------
