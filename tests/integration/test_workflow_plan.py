@@ -208,10 +208,23 @@ def test_resume_finishes_a_session_with_the_provider_it_was_planned_with(sample_
     assert f"`wfqueue resume {folder.name} --repo {sample_repo}` goes on at the tasks phase" in first.stderr
     assert json.loads((folder / "workflow-session.json").read_text())["provider"] == provider
     shutil.rmtree(sample_repo / ".workflow" / ".queue")  # Redis's record of it gone (expired, purged): the file says
+    # An assessment or an exploration asked again would fail: the resume must not pay for them twice.
+    angles = [p.stem.removeprefix("exploration-") for p in (folder / ".process").glob("exploration-*.json")]
+    assert angles, "the first run explored nothing"
+    write_script(script, fail={"generate_tasks": "the model gave up", "assess": "the assessment was paid twice",
+                               **{f"explore:{a}": "an exploration was paid twice" for a in angles}})
     again = run_cli("resume", folder.name, "--repo", str(sample_repo), "--json")
     assert again.code == 1 and "the model gave up" in again.stderr, again.stderr  # the scripted provider again
-    # Task generation reads the context from Redis: gone, it is gathered again (it was a ValidationError).
-    assert "no longer in Redis: gathering it again" in again.stderr
+    # Task generation reads the context from Redis: gone, it is put back from the session's files (it was a
+    # ValidationError, then a second paid gathering).
+    assert "no longer in Redis: put back from .process/" in again.stderr and "paid twice" not in again.stderr
+    for name in (".process/assessment.json", ".process/context-package.json"):
+        assert (folder / name).is_file(), name
+    (folder / ".process" / "assessment.json").unlink()  # a session gathered before that file was kept
+    shutil.rmtree(sample_repo / ".workflow" / ".queue")
+    write_script(script, fail={"generate_tasks": "the model gave up"})
+    again = run_cli("resume", folder.name, "--repo", str(sample_repo), "--json")
+    assert again.code == 1 and "no longer in Redis: gathering it again" in again.stderr, again.stderr
     # A provider that keeps failing does not lock the session in: --provider chooses another.
     done = run_cli("resume", folder.name, "--repo", str(sample_repo), "--provider", "offline", "--json")
     assert done.code == 0, done.stderr

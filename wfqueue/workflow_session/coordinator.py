@@ -49,6 +49,7 @@ from wfqueue.workflow_session.steps import (
     RESOLUTION_FILE,
     apply_resolution,
     load_context,
+    recall_context,
     save_notes,
 )
 from wfqueue.workflow_session.structure import as_text, structure_input
@@ -152,9 +153,15 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
             if (session.phases.get("context") == "done" and session.phases.get("tasks") not in ("done", "skipped")
                     and state.recall(keys.ASSESSMENT) is None):
                 # Task generation reads the context from Redis, which keeps it WFQUEUE_STATE_TTL_S: a session
-                # finished a week later (or whose Redis data was removed) gathers it again instead of failing.
-                self.ui.info(f"the context {session.session_id} gathered is no longer in Redis: gathering it again")
-                session.phases["context"] = "pending"
+                # finished a week later (or whose Redis data was removed) has it put back from its files, or
+                # gathers it again when they do not hold it.
+                if recall_context(state, folder):
+                    self.ui.info(f"the context {session.session_id} gathered is no longer in Redis: put back "
+                                 f"from {PROCESS_DIR}/")
+                else:
+                    self.ui.info(f"the context {session.session_id} gathered is no longer in Redis: gathering it "
+                                 "again")
+                    session.phases["context"] = "pending"
             resumed_from = None if fresh else session.next_phase()
             if resumed_from:
                 self.ui.info(f"continuing {session.session_id} at phase {resumed_from}")

@@ -16,7 +16,7 @@ from wfqueue.analysis.index_cache import cached_index
 from wfqueue.collab.steps import now_iso
 from wfqueue.errors import ProviderError
 from wfqueue.fsio import atomic_write_json, atomic_write_text, remove
-from wfqueue.lite.models import Assessment
+from wfqueue.lite.models import Assessment, VerifiedExploration
 from wfqueue.lite.steps import assessment_repairs, explorations_for, recalled_repairs, with_repairs
 from wfqueue.lite.synthesis import manifest
 from wfqueue.metering import usage_line, write_usage_file
@@ -57,6 +57,7 @@ from wfqueue.workflow_session.session import (
 from wfqueue.workflow_session.session_conflicts import ConflictList
 
 CONTEXT_FILE = "context-package.json"
+ASSESSMENT_FILE = "assessment.json"  # the assessment as Redis kept it (repairs included), to recall it from
 RESOLUTION_FILE = "conflict-resolution.json"
 NOTES_STATE = "planning-notes.json"
 _MANIFESTS = ("pyproject.toml", "requirements.txt")
@@ -79,6 +80,30 @@ def save_context(folder: Path, context: ContextPackage) -> None:
     atomic_write_json(folder / PROCESS_DIR / CONTEXT_FILE, context.model_dump(mode="json", by_alias=True))
 
 
+def recall_context(state: SessionStore, folder: Path) -> bool:
+    """Put a gathered context back into Redis from the session's files (after Redis forgot it, when the state
+    outlived ``WFQUEUE_STATE_TTL_S`` or was removed), so that task generation pays for no exploration twice.
+    False when the files do not hold it (a session gathered before they were written): gather it again."""
+    process = folder / PROCESS_DIR
+    try:
+        recorded = (process / ASSESSMENT_FILE).read_text(encoding="utf-8")
+        assessment = Assessment.model_validate_json(recorded)
+        timestamp = load_context(folder).metadata.get("timestamp")
+        found: dict[str, str] = {}
+        for angle in assessment.angles if assessment.needs_exploration else []:
+            path = process / f"exploration-{angle}.json"
+            if path.is_file():  # absent: the angle had failed, and stays failed
+                found[angle] = VerifiedExploration.model_validate_json(path.read_bytes()).model_dump_json()
+    except (OSError, ValueError):
+        return False
+    state.remember_once(keys.ASSESSMENT, recorded)
+    for angle, exploration in found.items():
+        state.remember_once(keys.exploration_key(angle), exploration)
+    if isinstance(timestamp, str):
+        state.remember_once(keys.CONTEXT_AT, timestamp)
+    return True
+
+
 def run_context_phase(state: SessionStore, folder: Path, repo: str, shown_folder: Path | None = None) -> str:
     """Phase 2 after its explorations: the context package and Context Findings. Returns the risk level.
     The explorations manifest names the files in ``shown_folder`` (the session folder as the user sees it,
@@ -91,6 +116,7 @@ def run_context_phase(state: SessionStore, folder: Path, repo: str, shown_folder
     for exploration in explorations:
         atomic_write_json(process / f"exploration-{exploration.findings.angle}.json",
                           exploration.model_dump(mode="json"))
+    atomic_write_text(process / ASSESSMENT_FILE, state.recall(keys.ASSESSMENT) or "")
     timestamp = state.remember_once(keys.CONTEXT_AT, now_iso())
     atomic_write_json(process / EXPLORATIONS_MANIFEST,
                       manifest(session.session_id, session.description, timestamp, assessment.complexity,
