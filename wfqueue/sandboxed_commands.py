@@ -11,12 +11,16 @@ no shell, inside the repository, in its own process group, killed at the timeout
 
 from __future__ import annotations
 
+import os
 import re
+import select
 import shlex
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
+from typing import IO
 
 from pydantic import BaseModel
 
@@ -104,26 +108,65 @@ def refusal(command: str) -> UnsafeCommandError | None:
 
 def run_command(argv: list[str], repo: Path, timeout_s: float = DEFAULT_COMMAND_TIMEOUT_S) -> CommandResult:
     """Run ``argv`` (from :func:`parse_command`) inside ``repo``: no shell, no input, killed with its
-    children at ``timeout_s``."""
+    children at ``timeout_s``.
+
+    The result comes when the command itself exits: what it started and left running in its process group (a
+    test's server fixture never stopped) is killed then, and a process that left the group still holds
+    nothing the result waits for. Output goes to a file, not a pipe, so that an inherited copy of the pipe
+    cannot keep the runner waiting, and only its tail is read back (a test printing gigabytes costs disk
+    until the command ends, not memory)."""
     if not repo.is_dir():
         raise BadInputError(f"cannot run {shlex.join(argv)}: {repo} is not a directory")
     started = time.monotonic()
+    with tempfile.TemporaryFile() as output:
+        try:
+            proc = subprocess.Popen(argv, cwd=repo, stdin=subprocess.DEVNULL, stdout=output,
+                                    stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=dies_with_parent())
+        except FileNotFoundError:
+            return CommandResult(argv=argv, exit_code=127, timed_out=False,
+                                 seconds=round(time.monotonic() - started, 3), output=f"{argv[0]}: not found on PATH")
+        try:
+            exited = _exited_within(proc, timeout_s)
+            if exited:
+                _kill_leftovers(proc)
+                proc.wait()
+            else:
+                stop_process_group(proc, grace_s=_KILL_GRACE_S)  # the command and every child it started
+        except BaseException:  # Ctrl-C, SIGTERM, a task's time limit: its own session would keep it running
+            stop_process_group(proc, signal.SIGKILL, grace_s=_KILL_GRACE_S)
+            raise
+        return CommandResult(argv=argv, exit_code=proc.returncode if exited else None, timed_out=not exited,
+                             seconds=round(time.monotonic() - started, 3), output=_tail(output))
+
+
+def _exited_within(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
+    """Whether the command exited within ``timeout_s``, left unreaped: while it is a zombie its process group id
+    cannot be taken by a new process, so its leftovers can still be killed by that id."""
     try:
-        proc = subprocess.Popen(argv, cwd=repo, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=dies_with_parent())
-    except FileNotFoundError:
-        return CommandResult(argv=argv, exit_code=127, timed_out=False, seconds=round(time.monotonic() - started, 3),
-                             output=f"{argv[0]}: not found on PATH")
-    timed_out = False
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # no pidfd (not Linux, or an old kernel): wait and reap
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
     try:
-        out, _ = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        stop_process_group(proc, grace_s=_KILL_GRACE_S)  # the command and every child it started
-        out, _ = proc.communicate()
-    except BaseException:  # Ctrl-C, SIGTERM, a task's time limit: its own session would keep it running
-        stop_process_group(proc, signal.SIGKILL, grace_s=_KILL_GRACE_S)
-        raise
-    return CommandResult(argv=argv, exit_code=None if timed_out else proc.returncode, timed_out=timed_out,
-                         seconds=round(time.monotonic() - started, 3),
-                         output=out.decode("utf-8", "replace")[-OUTPUT_LIMIT:])
+        ready, _, _ = select.select([pidfd], [], [], max(0.0, timeout_s))
+        return bool(ready)
+    finally:
+        os.close(pidfd)
+
+
+def _kill_leftovers(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL what the command left running in its process group (its id is the command's pid)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _tail(output: IO[bytes]) -> str:
+    """The last OUTPUT_LIMIT characters written to ``output``, read from its end only."""
+    size = output.seek(0, os.SEEK_END)
+    output.seek(max(0, size - 4 * OUTPUT_LIMIT))  # a character is at most four bytes in UTF-8
+    return output.read().decode("utf-8", "replace")[-OUTPUT_LIMIT:]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import resource
 import signal
 import sys
 import threading
@@ -12,7 +14,7 @@ import pytest
 
 from wfqueue.errors import UnsafeCommandError
 from wfqueue.execute.merge import run_gate
-from wfqueue.sandboxed_commands import parse_command, refusal, run_command
+from wfqueue.sandboxed_commands import OUTPUT_LIMIT, parse_command, refusal, run_command
 from wfqueue.state import wait_until
 
 
@@ -96,6 +98,34 @@ def test_a_command_is_stopped_at_its_timeout_with_its_children(tmp_path: Path) -
     while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert not alive(pid) and not child.exists(), "the command's child outlived the timeout"
+
+
+def test_a_command_that_leaves_children_running_ends_when_it_exits_and_its_group_is_killed(tmp_path: Path) -> None:
+    """A test that starts a server and never stops it passed; the runner waited for the server (it held the
+    output pipe) past the timeout, and then called the passing test timed out. A child that left the group (a
+    daemon, in a session of its own) held it with no limit at all."""
+    (tmp_path / "leaves.py").write_text(
+        "import subprocess, sys\n"
+        "kept = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "gone = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], start_new_session=True)\n"
+        "open('pids', 'w').write(f'{kept.pid} {gone.pid}')\n"
+        "print('1 passed')\n")
+    started = time.monotonic()
+    result = run_command([sys.executable, "leaves.py"], tmp_path, timeout_s=30)
+    assert time.monotonic() - started < 15, "the runner waited for the command's children"
+    assert result.exit_code == 0 and not result.timed_out and "1 passed" in result.output
+    kept, gone = map(int, (tmp_path / "pids").read_text().split())
+    assert wait_until(lambda: not alive(kept), 10), "the child left in the command's group outlived it"
+    os.kill(gone, signal.SIGKILL)  # out of the group's reach: this test's own to end
+
+
+def test_only_the_tail_of_a_huge_output_is_kept_in_memory(tmp_path: Path) -> None:
+    (tmp_path / "loud.py").write_text("import sys\nfor n in range(600_000):\n    print('x' * 99)\nprint('the end')\n")
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    result = run_command([sys.executable, "loud.py"], tmp_path, timeout_s=60)  # 60 MB of output
+    assert result.exit_code == 0 and result.output.endswith("the end\n") and len(result.output) == OUTPUT_LIMIT
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before) / 1024
+    assert grown_mb < 20, f"the runner's peak memory grew by {grown_mb:.0f} MB for 60 MB of output"
 
 
 def test_a_missing_program_is_exit_127(tmp_path: Path) -> None:
