@@ -64,12 +64,20 @@ def starts_with_known_tool(command: str) -> bool:
     return any(re.match(rf"{re.escape(tool)}(?![\w-])", text) for tool in KNOWN_TOOLS)
 
 
+def _path_values(argument: str) -> list[str]:
+    """Everywhere a path can sit in one argument: the argument itself, the value after its first ``=``
+    (``--rootdir=/x``, ``cache_dir=/x``), the value glued to a short option (``-C/x``), and each item of a
+    comma or colon list in those."""
+    values = [argument]
+    if argument.startswith("-") and not argument.startswith("--") and len(argument) > 2:
+        values.append(argument[2:])
+    values += [v.split("=", 1)[1] for v in list(values) if "=" in v]
+    return [item for v in values for item in re.split(r"[,:]", v)] + values
+
+
 def _escapes_repository(argument: str) -> bool:
     """An argument that names a path outside the repository: absolute, home-relative, or climbing out."""
-    value = argument.split("=", 1)[1] if argument.startswith("-") and "=" in argument else argument
-    if value.startswith(("/", "~")):
-        return True
-    return ".." in Path(value).parts
+    return any(value.startswith(("/", "~")) or ".." in Path(value).parts for value in _path_values(argument))
 
 
 def parse_command(command: str) -> list[str]:

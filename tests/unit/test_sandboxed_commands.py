@@ -46,6 +46,13 @@ def test_a_single_known_tool_inside_the_repository_is_accepted(command: str) -> 
     ("pytest ../other-repo/tests", "outside the repository: ../other-repo/tests"),
     ("pytest --rootdir=/", "outside the repository: --rootdir=/"),
     ("make -C ~/elsewhere", "outside the repository: ~/elsewhere"),
+    # Paths glued to a short option, after a key=, or in a list: they reached a Makefile and a cache outside.
+    ("make -C/tmp/elsewhere", "outside the repository: -C/tmp/elsewhere"),
+    ("make -f../Makefile", "outside the repository: -f../Makefile"),
+    ("python -m pytest -o cache_dir=/tmp/cache", "outside the repository: cache_dir=/tmp/cache"),
+    ("pytest -ocache_dir=/tmp/cache", "outside the repository: -ocache_dir=/tmp/cache"),
+    ("pytest --cov=src,/etc", "outside the repository: --cov=src,/etc"),
+    ("npx jest --roots=src:../other", "outside the repository: --roots=src:../other"),
     ("pytest 'unclosed", "cannot be split into arguments"),
     ("  ", "empty"),
 ])
