@@ -174,3 +174,27 @@ def test_a_later_task_may_not_rewrite_the_tests_an_earlier_one_added(tmp_path: P
     run = run_cli("execute", str(tasks_file), "-y", "--json", env=env, timeout=180)
     assert run.code == 1, run.stderr
     assert "TASK-002 rejected, not merged: it changes tests/test_sub.py (changed)" in run.stderr, run.stderr
+
+
+def test_the_repositorys_git_hooks_do_not_fail_the_executions_own_commits_checkouts_and_merges(
+        tmp_path: Path) -> None:
+    """A prepare-commit-msg hook that wants a ticket in the branch name failed every task (`--no-verify` does not
+    skip it); a post-checkout hook for a tool the worker lacks (git-lfs) ended the execution with exit 3 and left
+    its integration worktree behind; a hook failing merges made every task "conflict in unknown files"."""
+    repo = project(tmp_path)
+    hooks = repo / ".git" / "hooks"
+    for name in ("prepare-commit-msg", "post-checkout", "pre-merge-commit", "post-merge"):
+        (hooks / name).write_text(f"#!/bin/sh\necho '{name}: refused by the team policy' >&2\nexit 1\n")
+        (hooks / name).chmod(0o755)
+    tasks_file = lite_plan(repo, [lite_task(1, "Add sub", ["calc/ops.py"], ["tests/test_sub.py"]),
+                                  lite_task(2, "Rename", ["calc/text.py"])])
+    env = env_for(tmp_path, {"TASK-001": {"calc/ops.py": SUB, "tests/test_sub.py": SUB_TEST},
+                             "TASK-002": {"calc/text.py": "NAME = 'calculator'\n"}})
+    run = run_cli("execute", str(tasks_file), "-y", "--json", env=env, timeout=180)
+    assert run.code == 0, run.stderr
+    outcome = run.json()
+    assert outcome["status"] == "completed" and outcome["tasks"]["completed"] == ["TASK-001", "TASK-002"], outcome
+    assert "def sub" in git(repo, "show", f"{outcome['branch']}:calc/ops.py")
+    assert "refused by the team policy" not in run.stderr
+    worktrees = git(repo, "worktree", "list", "--porcelain")
+    assert worktrees.count("worktree ") == 1, worktrees  # the user's checkout only

@@ -330,6 +330,11 @@ class _Step:
             self._save()
             self.c.event(e, f"{record.id} merged into {e.branch} ({(merge.commit or '')[:12]})")
             return True
+        if not merge.conflicts:  # git failed for another reason: running the task again would not change it
+            record.state, record.reason = "failed", f"its merge failed: {merge.error or 'git gave no reason'}"
+            self._not_merged(record)
+            self.c.event(e, f"{record.id} failed: {record.reason}")
+            return False
         record.state, record.reason = conflict_outcome(record, merge.conflicts)
         if record.state == "blocked":
             self._not_merged(record)
@@ -337,7 +342,7 @@ class _Step:
             return False
         record.attempt, record.base = record.attempt + 1, head_of(self.worktree)
         self._save()
-        self.c.event(e, f"{record.id} conflict in {', '.join(merge.conflicts) or 'unknown files'}: running it "
+        self.c.event(e, f"{record.id} conflict in {', '.join(merge.conflicts)}: running it "
                          f"again on {record.base[:12]}")
         result = self._send(record, retry_feedback(record))
         return self._settle(record, self._wait(record.id, result, [record.id]))

@@ -14,6 +14,7 @@ uncommitted work (see :func:`finish_worktree`) is never reset by a later attempt
 from __future__ import annotations
 
 import fcntl
+import os
 import posixpath
 import re
 import shutil
@@ -39,9 +40,17 @@ COMMIT_TYPES = {"feature": "feat", "enhancement": "feat", "fix": "fix", "bugfix"
                 "testing": "test", "test-gen": "test", "test-fix": "test", "docs": "docs"}
 
 
+# The repository's hooks do not run for wfqueue's own git commands (worktree add, checkout, commit, merge): a
+# prepare-commit-msg hook that wants a ticket in the branch name failed every task, and a post-checkout hook for a
+# tool the worker lacks (git-lfs) failed the execution. The task's verification and the gate are the checks. Set
+# through the environment (git 2.31+), so git's messages quote the command as it was written.
+NO_HOOKS = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.hooksPath", "GIT_CONFIG_VALUE_0": os.devnull}
+
+
 def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """Git for execution's worktrees and branches (wfqueue.gitcmd): its failures are InfrastructureErrors."""
-    return run_git(cwd, *args, check=check, timeout_s=GIT_TIMEOUT_S,
+    """Git for execution's worktrees and branches (wfqueue.gitcmd), hooks off: its failures are
+    InfrastructureErrors."""
+    return run_git(cwd, *args, check=check, timeout_s=GIT_TIMEOUT_S, env=NO_HOOKS,
                    needed_for="execution works on git branches",
                    install_hint="install git on every worker that consumes the execute queue",
                    failure_hint="check the repository with `git status` and `git worktree list`")
@@ -202,8 +211,8 @@ def identity_options(worktree: Path) -> list[str]:
 def commit_all(worktree: Path, message: str) -> str | None:
     """Commit every change in the worktree (byproducts left out); the new commit, or None when nothing changed.
 
-    Hooks are skipped and signing is off: a worker cannot answer a passphrase prompt, and the task's own
-    verification and the gate are the checks a change passes."""
+    Hooks are skipped (:data:`NO_HOOKS`) and signing is off: a worker cannot answer a passphrase prompt, and the
+    task's own verification and the gate are the checks a change passes."""
     git(worktree, "add", "--all", "--", ".", *_EXCLUDE_BYPRODUCTS)
     if git(worktree, "diff", "--cached", "--quiet", check=False).returncode == 0:
         return None
