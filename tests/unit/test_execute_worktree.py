@@ -110,3 +110,24 @@ def test_a_worktree_removed_by_hand_is_made_again(tmp_path: Path) -> None:
     subprocess.run(["rm", "-rf", str(path)], check=True)
     assert prepare_worktree(repo, path, BRANCH, base) == path
     assert git(path, "rev-parse", "HEAD") == base
+
+
+def test_a_worktree_git_never_finished_adding_is_made_again_and_can_be_removed(tmp_path: Path) -> None:
+    """A Ctrl-C inside `git worktree add` leaves the worktree locked ("initializing"), half checked out, with the
+    task's branch on it: the same attempt reused it, could not remove it, and every later attempt failed because
+    the branch was checked out there. Every run of the execution ended with exit 3."""
+    repo = make_repo(tmp_path)
+    path, base = _worktree(repo)
+    git(repo, "worktree", "lock", "--reason", "initializing", str(path))
+    (path / "calc" / "ops.py").unlink()  # the checkout it never finished
+    assert prepare_worktree(repo, path, BRANCH, base) == path  # the same attempt, sent again
+    assert (path / "calc" / "ops.py").is_file() and changed_paths(path) == []
+    assert "locked" not in git(repo, "worktree", "list", "--porcelain")
+    assert finish_worktree(repo, path) is False and not path.exists()
+
+    path, _ = _worktree(repo)  # half-made again, and found at the end of the run: removed all the same
+    git(repo, "worktree", "lock", str(path))
+    (path / "calc" / "ops.py").unlink()
+    assert finish_worktree(repo, path) is False and not path.exists()
+    other, _ = _worktree(repo, attempt=2)  # the next attempt takes the branch: no worktree holds it any more
+    assert git(other, "symbolic-ref", "HEAD") == f"refs/heads/{BRANCH}"

@@ -44,6 +44,7 @@ from wfqueue.execute.merge import (
     create_branch,
     head_of,
     integration_branch,
+    integration_path,
     leftover_worktrees,
     merge_task,
     open_integration,
@@ -175,7 +176,12 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
             # (the cluster's stop may be deferred until the result is printed), and on an error the embedded
             # workers were stopped on the way out. What is left of a task's worktree is no one's.
             if held and execution is not None:
-                for path in leftover_worktrees(Path(execution.repo), execution.exec_id):
+                try:
+                    kept = leftover_worktrees(Path(execution.repo), execution.exec_id)
+                except WfqueueError as exc:  # the outcome is still recorded and told: it says what to do next
+                    kept = []
+                    self.event(execution, f"the task worktrees could not all be removed: {exc.message}")
+                for path in kept:
                     self.event(execution, f"a task worktree holding uncommitted work is kept: {path}")
                 self._finish(plan, execution)
         assert execution is not None  # begin() ran, or the runtime's error went up
@@ -210,7 +216,12 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
     def _drive(self, runtime: Runtime, state: SessionState, plan: ExecutablePlan, execution: Execution) -> None:
         repo = Path(execution.repo)
         checkout = checkout_state(repo)
-        worktree = open_integration(repo, execution.exec_id)
+        try:
+            worktree = open_integration(repo, execution.exec_id)
+        except WfqueueError:  # git failed half-way: what it made is no one's
+            with contextlib.suppress(WfqueueError, OSError):
+                close_integration(repo, integration_path(repo, execution.exec_id))
+            raise
         prefix = repo_prefix(repo)
         step = _Step(self, runtime, state, plan, execution, worktree, prefix)
         try:

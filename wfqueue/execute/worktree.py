@@ -88,10 +88,30 @@ def worktrees_locked(repo: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def _worktree_entry(repo: Path, path: Path) -> list[str] | None:
+    """The lines `git worktree list --porcelain` gives for the worktree at ``path``, or None when git does not
+    know it."""
+    for block in git(repo, "worktree", "list", "--porcelain").stdout.split("\n\n"):
+        lines = block.splitlines()
+        if lines and lines[0].startswith("worktree ") and Path(lines[0][len("worktree "):]).resolve() == path:
+            return lines
+    return None
+
+
 def _registered(repo: Path, path: Path) -> bool:
-    listing = git(repo, "worktree", "list", "--porcelain").stdout
-    return any(Path(line[len("worktree "):]).resolve() == path for line in listing.splitlines()
-               if line.startswith("worktree "))
+    return _worktree_entry(repo, path) is not None
+
+
+def _half_made(repo: Path, path: Path) -> bool:
+    """A worktree `git worktree add` never finished (killed by a Ctrl-C): git locks a new worktree (reason
+    "initializing", in the user's language) until its checkout is done. Its files are partial, no executor ever
+    ran in it, and while it stands its branch cannot be checked out elsewhere and it cannot be removed. wfqueue
+    never locks its worktrees itself, so any lock on one is that."""
+    return any(line == "locked" or line.startswith("locked ") for line in _worktree_entry(repo, path) or [])
+
+
+def _discard(repo: Path, path: Path) -> None:
+    git(repo, "worktree", "remove", "--force", "--force", str(path))  # twice: a locked one too
 
 
 def prepare_worktree(repo: Path, path: Path, branch: str, base: str) -> Path:
@@ -108,6 +128,8 @@ def prepare_worktree(repo: Path, path: Path, branch: str, base: str) -> Path:
 
 
 def _prepare(repo: Path, path: Path, branch: str, base: str, base_commit: str) -> Path:
+    if _half_made(repo, path):
+        _discard(repo, path)
     if path.exists() and _registered(repo, path):
         head = git(path, "rev-parse", "HEAD", check=False).stdout.strip()
         on = git(path, "symbolic-ref", "--quiet", "HEAD", check=False).stdout.strip()
@@ -257,10 +279,10 @@ def _finish(repo: Path, path: Path) -> bool:
     if not _registered(repo, path):
         shutil.rmtree(path)
         return False
-    if changed_paths(path):
+    if not _half_made(repo, path) and changed_paths(path):  # a half-made one holds no one's work
         git(path, "checkout", "--quiet", "--detach")
         return True
-    git(repo, "worktree", "remove", "--force", str(path))
+    _discard(repo, path)
     for parent in (path.parent, path.parent.parent):  # the task's and the execution's folders, once empty
         try:
             parent.rmdir()
