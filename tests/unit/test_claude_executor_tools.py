@@ -53,3 +53,13 @@ def test_bad_calls_are_error_results(tools: CodingTools, name: str, arguments: o
     text, is_error = tools.run(name, arguments)
     assert is_error and says in text
     assert sorted(p.name for p in tools.root.iterdir()) == ["crlf.txt"]
+
+
+def test_a_file_too_big_to_read_back_is_not_written(tmp_path: Path) -> None:
+    """write_file took 999 kB while read_file refused anything above its 512 kB: the model lost sight of its own
+    file for the rest of the task."""
+    tools = CodingTools(tmp_path, max_file_bytes=512 * 1024)
+    text, is_error = tools.run("write_file", {"path": "big.txt", "content": "x" * (600 * 1024)})
+    assert is_error and not (tmp_path / "big.txt").exists(), text
+    assert not tools.run("write_file", {"path": "ok.txt", "content": "x" * (500 * 1024)})[1]
+    assert not tools.run("read_file", {"path": "ok.txt"})[1]

@@ -104,12 +104,15 @@ CODING_TOOL_DEFINITIONS: list[dict[str, Any]] = [
 class CodingTools:
     """The seven tools over one worktree."""
 
-    def __init__(self, worktree: str | Path, *, command_timeout_s: float = 300.0, max_write_bytes: int = 1_000_000,
+    def __init__(self, worktree: str | Path, *, command_timeout_s: float = 300.0, max_write_bytes: int | None = None,
                  **read_caps: int) -> None:
         self.repo = RepoTools(worktree, **read_caps)
         self.root = self.repo.root
         self.command_timeout_s = command_timeout_s
-        self.max_write_bytes = max_write_bytes
+        # No larger than what read_file reads back (max_file_bytes): a file the model wrote and could not read
+        # again would be out of its reach for the rest of the task.
+        self.max_write_bytes = max_write_bytes if max_write_bytes is not None else \
+            read_caps.get("max_file_bytes", 1_000_000)
 
     # -- confinement for writes ------------------------------------------------------------
 
