@@ -238,3 +238,10 @@ def test_a_budget_stops_the_claude_executor_at_its_next_call(tmp_path: Path, fak
     assert "budget exhausted" in status["tasks"]["TASK-002"]["reason"]
     usage = json.loads((Path(result["exec_dir"]) / "usage.json").read_text())
     assert usage["budget_exhausted"] is True and usage["budget"] == {"dollars": None, "tokens": 1000}
+    # Its hint, and a --continue without a larger budget (it ran again, failed at its first call on the spent
+    # cap, and used up an attempt), both say to give a larger one.
+    assert f"wfqueue execute --continue {result['exec_id']} --repo {repo} --budget LARGER" in result["hint"]
+    sent = len(fake.requests)
+    again = run_cli("execute", "--continue", result["exec_id"], "--repo", str(repo), env=env_for(fake, STUBBORN))
+    assert again.code == 2 and "its budget stopped TASK-002, and is spent" in again.stderr, again.stderr
+    assert "--budget LARGER" in again.stderr and len(fake.requests) == sent

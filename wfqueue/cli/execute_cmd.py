@@ -21,6 +21,7 @@ from wfqueue.cli.progress import TerminalUI
 from wfqueue.errors import BadInputError
 from wfqueue.execute import records
 from wfqueue.execute.coordinator import EXECUTE, ExecuteCoordinator
+from wfqueue.execute.decisions import stopped_by_budget
 from wfqueue.execute.executors import ExecutorName, choose_executor
 from wfqueue.execute.gate import gate_commands, verification_refusal
 from wfqueue.execute.load import load_plan
@@ -181,9 +182,15 @@ def register(app: typer.Typer) -> None:
                                     hint=f"run `wfqueue execute {resume_id}` to execute its plan")
             stop_after_output()  # `finish` stops the embedded cluster once the outcome is out
             spending_cap = parse_budget_option(budget, "anthropic", settings)
-            if spending_cap is not None and records.load(folder).executor != "claude":
+            recorded = records.load(folder)
+            if spending_cap is not None and recorded.executor != "claude":
                 raise BadInputError("--budget caps the claude executor's model calls; this execution runs the "
                                     "command executor", hint="drop --budget")
+            stopped = stopped_by_budget(recorded)
+            if spending_cap is None and stopped:  # its spent cap would stop them at their first call again
+                raise BadInputError(f"{resume_id}: its budget stopped {', '.join(stopped)}, and is spent",
+                                    hint=f"give it a larger one: `wfqueue execute --continue {resume_id}"
+                                         f"{repo_option(root)} --budget LARGER` (dollars, $5, or tokens, 500k)")
             _finish(ExecuteCoordinator(settings, ui).resume(ResumeRequest(session_dir=folder, repo=root,
                                                                           provider="offline", budget=spending_cap)),
                     as_json)

@@ -98,10 +98,18 @@ def final_status(execution: Execution) -> ExecutionStatus:
     return "completed" if all(t.state == "completed" for t in execution.tasks.values()) else "partial"
 
 
+def stopped_by_budget(execution: Execution) -> list[str]:
+    """The tasks that failed because the execution's ``--budget`` was spent (their executor made no call
+    after). Pure."""
+    return [task_id for task_id, record in execution.tasks.items()
+            if record.state == "failed" and "budget exhausted" in (record.reason or "")]
+
+
 def merge_hint(execution: Execution, repo_option: str = "") -> str:
     """What the user does next, as the report and the terminal say it; ``repo_option`` (" --repo PATH", see
     wfqueue.sessions.repo_option) goes into the command it names."""
-    again = f"`wfqueue execute --continue {execution.exec_id}{repo_option}`"
+    larger = " --budget LARGER" if stopped_by_budget(execution) else ""  # the same cap would stop them again
+    again = f"`wfqueue execute --continue {execution.exec_id}{repo_option}{larger}`"
     if execution.status == "stopped":
         return (f"The gate after wave {execution.stopped_wave} is red: fix the integration branch `{execution.branch}` "
                 f"(or the plan), then run {again}.")
