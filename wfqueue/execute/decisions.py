@@ -68,10 +68,16 @@ def disallowed_changes(task: ExecTask, changes: list[tuple[str, str]]) -> list[s
     return bad
 
 
+# Files that sit among the tests but configure how every test below them runs (or whether it runs): one added
+# unasked could skip them all and turn the gate green. Only a task that names one may add it.
+TEST_CONFIGURATION = frozenset({"conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml",
+                                "package.json", ".babelrc", "tsconfig.json"})
+TEST_CONFIGURATION_PREFIXES = ("jest.config.", "vitest.config.", "karma.conf.", ".mocharc", "babel.config.")
+
+
 def _test_configuration(path: str) -> bool:
-    """A pytest ``conftest.py`` sits among the tests but configures every test below it: one added unasked could
-    skip them all and turn the gate green. Only a task that names it may add it."""
-    return PurePosixPath(path).name == "conftest.py"
+    name = PurePosixPath(path).name
+    return name in TEST_CONFIGURATION or name.startswith(TEST_CONFIGURATION_PREFIXES)
 
 
 def needs_gate(execution: Execution, index: int, head: str) -> bool:
