@@ -2,7 +2,8 @@
 
 ``wfqueue execute`` starts one (:meth:`ExecuteCoordinator.start`); ``--continue`` and ``wfqueue resume`` go on
 with one (:meth:`ExecuteCoordinator.resume`). The shared steps (runtime, lease, meta, waiting with progress)
-are :mod:`wfqueue.workflow.base`; git is :mod:`wfqueue.execute.merge`, decisions are
+are :mod:`wfqueue.workflow.base`; the waves (send, wait, merge, gate) are :mod:`wfqueue.execute.waves`; git is
+:mod:`wfqueue.execute.merge`, decisions are
 :mod:`wfqueue.execute.decisions`, the records :mod:`wfqueue.execute.records`. Every change of a task's state
 is saved in ``execution.json`` before the next step, so a coordinator killed at any point can be continued:
 a completed task is never sent again, and a task in flight is sent again with the same attempt and base,
@@ -15,60 +16,44 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from celery.result import AsyncResult
-
-from wfqueue import keys
-from wfqueue.errors import BadInputError, ProviderError, WfqueueError
+from wfqueue.errors import BadInputError, WfqueueError
 from wfqueue.execute import records
 from wfqueue.execute.continuing import check_continuable, reschedule
 from wfqueue.execute.decisions import (
-    conflict_outcome,
-    disallowed_changes,
     final_status,
     merge_hint,
     needs_gate,
     reopened,
-    retry_feedback,
-    skip_reason,
 )
 from wfqueue.execute.executors import ExecutorName
-from wfqueue.execute.gate import gate_commands
 from wfqueue.execute.load import load_plan
 from wfqueue.execute.merge import (
     close_integration,
-    commit_changes,
     create_branch,
     head_of,
     integration_branch,
     integration_path,
     leftover_worktrees,
-    merge_task,
     open_integration,
-    run_gate,
-    task_branch,
     used_exec_ids,
 )
-from wfqueue.execute.model import ExecutablePlan, TaskRun
+from wfqueue.execute.model import ExecutablePlan
 from wfqueue.execute.outcome import EXEC_IDS, ExecutionOutcome, execution_root, outcome, plan_slug
-from wfqueue.execute.records import Execution, GateRun, TaskRecord
+from wfqueue.execute.records import Execution, TaskRecord
 from wfqueue.execute.safety import checkout_changes, checkout_state
 from wfqueue.execute.schedule import Schedule, slots_needed
+from wfqueue.execute.waves import WaveRunner
 from wfqueue.execute.worktree import repo_prefix
 from wfqueue.execute.writeback import write_back
 from wfqueue.fsio import atomic_write_text
-from wfqueue.keys import AgentState, SessionKind, SessionMeta, SessionStatus
+from wfqueue.keys import SessionKind, SessionMeta, SessionStatus
 from wfqueue.metering import budget_meta, usage_line, write_usage_file
-from wfqueue.payloads import ExecuteTask
 from wfqueue.runtime import Runtime
 from wfqueue.sessions import repo_option
 from wfqueue.settings import Settings
 from wfqueue.state import SessionState, SessionStore
-from wfqueue.transport.repo import receive_commits
-from wfqueue.transport.workspace import task_commits_name
 from wfqueue.usage import Budget
 from wfqueue.workflow.base import PlanOutcome, ResumeRequest, WorkflowCoordinator, WorkflowUI, new_session_folder
 from wfqueue.workflow.kind import WorkflowKind
@@ -223,7 +208,7 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
                 close_integration(repo, integration_path(repo, execution.exec_id))
             raise
         prefix = repo_prefix(repo)
-        step = _Step(self, runtime, state, plan, execution, worktree, prefix)
+        step = WaveRunner(self, runtime, state, plan, execution, worktree, prefix)
         try:
             for index, wave in enumerate(execution.waves, start=1):
                 if step.wave(index, wave) and index in execution.gated_waves:
@@ -241,151 +226,6 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
                 execution.checkout_changes = [*execution.checkout_changes, *changed]
                 self.event(execution, "your checkout changed while the execution ran (not by wfqueue: by you, or "
                                       f"by an agent writing outside its worktree): {'; '.join(changed)}")
-
-
-@dataclass
-class _Step:
-    """One wave's work inside a held runtime: sending, waiting, merging, the gate."""
-
-    c: ExecuteCoordinator
-    runtime: Runtime
-    state: SessionState
-    plan: ExecutablePlan
-    execution: Execution
-    worktree: Path
-    prefix: str
-
-    def _save(self) -> None:
-        records.save(self.execution)
-        self.state.store(keys.EXECUTION, self.execution.model_dump_json())
-
-    def _send(self, record: TaskRecord, feedback: str = "") -> AsyncResult[Any]:
-        e = self.execution
-        base = record.base or e.base
-        if self.c.files is not None:  # workers that share no disk read the task's base from a bundle in Redis
-            self.c.files.publish_commit(Path(e.repo), base)
-        payload = ExecuteTask(exec_id=e.exec_id, exec_dir=e.exec_dir, repo=e.repo, task=self.plan.task(record.id),
-                              context=self.plan.context, base=base, branch=task_branch(e.exec_id, record.id),
-                              attempt=record.attempt, executor=e.executor, retry_feedback=feedback,
-                              prefix=self.prefix, transport=self.c.transport)
-        self.state.set_agent(record.id, state=AgentState.QUEUED, attempt=record.attempt)
-        return payload.send(self.runtime.app)
-
-    def wave(self, index: int, wave: list[str]) -> bool:
-        """Run the wave's unfinished tasks and merge them; True when anything was merged."""
-        e = self.execution
-        todo = [t for t in wave if e.tasks[t].state not in records.FINAL_STATES]
-        if not todo:
-            return False
-        head = head_of(self.worktree)
-        sent: dict[str, AsyncResult[Any]] = {}
-        for task_id in todo:
-            record = e.tasks[task_id]
-            reason = skip_reason(self.plan.task(task_id), e)
-            if reason is not None:
-                record.state, record.reason = "skipped", reason
-                self._save()
-                self.c.event(e, f"{task_id} skipped: {reason}")
-                continue
-            if record.state == "pending":  # else sent before this coordinator stopped: same attempt, same base
-                record.state, record.attempt, record.base = "running", record.attempt + 1, head
-            self._save()
-            sent[task_id] = self._send(record, retry_feedback(record))
-            self.c.event(e, f"wave {index}: {task_id} sent (attempt {record.attempt})")
-        merged = False
-        for task_id, result in sent.items():
-            merged = self._settle(e.tasks[task_id], self._wait(task_id, result, list(sent))) or merged
-        return merged
-
-    def _not_merged(self, record: TaskRecord) -> None:
-        """The worker reported the task done; its agent record now says why it was not merged after all."""
-        self._save()
-        self.state.set_agent(record.id, state=AgentState.FAILED, error=f"{record.state}: {record.reason}")
-
-    def _wait(self, task_id: str, result: AsyncResult[Any], wave: list[str]) -> TaskRun:
-        record = self.execution.tasks[task_id]
-        try:
-            answer = self.c.wait_with_progress(result, f"task {task_id}", self.runtime.settings, self.state, wave)
-            return TaskRun.model_validate(answer)
-        except ProviderError as exc:  # the task itself raised (it returns a failed TaskRun otherwise)
-            now = time.time()
-            return TaskRun(task_id=task_id, attempt=record.attempt, status="failed", branch="",
-                           base=record.base or "", error=f"{exc.message} ({exc.hint})" if exc.hint else exc.message,
-                           started_at=now, finished_at=now)
-
-    def _settle(self, record: TaskRecord, run: TaskRun) -> bool:
-        """Record ``run`` and merge its commit; a conflict is run again once. True when merged."""
-        e = self.execution
-        record.worker, record.log = run.worker, run.log
-        record.started_at, record.finished_at = run.started_at or None, run.finished_at or None
-        record.commit, record.files_changed = run.commit, run.files_changed
-        if run.status == "failed" or run.commit is None:
-            record.state, record.reason = "failed", run.error or "the task failed"
-            self._save()
-            self.c.event(e, f"{record.id} failed: {record.reason}")
-            return False
-        if self.c.transport is not None:  # the commit was made on a worker's disk: bring it here first
-            receive_commits(self.runtime.client, task_commits_name(e.exec_id, record.id, record.attempt),
-                            Path(e.repo), f"refs/heads/{run.branch}")
-        task = self.plan.task(record.id)
-        bad = disallowed_changes(task, commit_changes(Path(e.repo), run.commit, self.prefix))
-        if bad:
-            record.state, record.rejected_files = "rejected", bad
-            record.reason = "its commit changes files the task does not name"
-            self._not_merged(record)
-            self.c.event(e, f"{record.id} rejected, not merged: it changes {', '.join(bad)}")
-            return False
-        merge = merge_task(self.worktree, run.commit, record.id, e.exec_id, task.title)
-        if merge.merged:
-            record.state, record.merge, record.reason = "completed", merge.commit, None
-            self._save()
-            self.c.event(e, f"{record.id} merged into {e.branch} ({(merge.commit or '')[:12]})")
-            return True
-        if not merge.conflicts:  # git failed for another reason: running the task again would not change it
-            record.state, record.reason = "failed", f"its merge failed: {merge.error or 'git gave no reason'}"
-            self._not_merged(record)
-            self.c.event(e, f"{record.id} failed: {record.reason}")
-            return False
-        record.state, record.reason = conflict_outcome(record, merge.conflicts)
-        if record.state == "blocked":
-            self._not_merged(record)
-            self.c.event(e, f"{record.id} blocked: {record.reason}")
-            return False
-        record.attempt, record.base = record.attempt + 1, head_of(self.worktree)
-        self._save()
-        self.c.event(e, f"{record.id} conflict in {', '.join(merge.conflicts)}: running it "
-                         f"again on {record.base[:12]}")
-        result = self._send(record, retry_feedback(record))
-        return self._settle(record, self._wait(record.id, result, [record.id]))
-
-    def gate(self, index: int, wave: list[str]) -> bool:
-        """The gate after wave ``index``; red stops the execution before the next wave."""
-        e = self.execution
-        done = [self.plan.task(t) for t in e.in_state("completed")]
-        commands = gate_commands(done, self.c.settings.execute_test_command)
-        if not commands:
-            e.gated_waves.append(index)
-            self._save()
-            return True
-        workdir = self.worktree / self.prefix if self.prefix else self.worktree
-        self.c.event(e, f"gate after wave {index}: {'; '.join(commands)}")
-        head = head_of(self.worktree)
-        result = run_gate(workdir, commands, self.c.settings.execute_check_timeout_s)
-        e.gates.append(GateRun(wave=index, passed=result.passed, commands=commands, head=head,
-                               failed_command=result.failed_command, output=result.output, at=time.time()))
-        if result.passed:
-            e.stopped_wave = None
-            e.gated_waves.append(index)
-            self._save()
-            self.c.event(e, f"gate after wave {index} passed")
-            return True
-        e.stopped_wave = index
-        self._save()
-        why = (f"`{result.failed_command}` did not finish within {self.c.settings.execute_check_timeout_s:g}s "
-               "(WFQUEUE_EXECUTE_CHECK_TIMEOUT_S)" if result.timed_out else f"`{result.failed_command}`")
-        self.c.event(e, f"gate after wave {index} is red ({why}); wave {index} ran {', '.join(wave)}; stopped before "
-                        "the next wave")
-        return False
 
 
 # -- the workflow kind ----------------------------------------------------------------------------------

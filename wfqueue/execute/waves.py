@@ -1,0 +1,193 @@
+"""The waves of an execution, run inside its coordinator's held runtime: each wave's tasks sent to the workers,
+waited for, checked and merged into the integration branch one at a time (a conflict runs its task once more on
+the new head), then the gate. Every change of a task's state is saved before the next step
+(:mod:`wfqueue.execute.records`); the decisions themselves are :mod:`wfqueue.execute.decisions`."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from celery.result import AsyncResult
+
+from wfqueue import keys
+from wfqueue.errors import ProviderError
+from wfqueue.execute import records
+from wfqueue.execute.decisions import conflict_outcome, disallowed_changes, retry_feedback, skip_reason
+from wfqueue.execute.gate import gate_commands
+from wfqueue.execute.merge import commit_changes, head_of, merge_task, run_gate, task_branch
+from wfqueue.execute.model import ExecutablePlan, TaskRun
+from wfqueue.execute.records import Execution, GateRun, TaskRecord
+from wfqueue.keys import AgentState
+from wfqueue.payloads import ExecuteTask
+from wfqueue.runtime import Runtime
+from wfqueue.settings import Settings
+from wfqueue.state import SessionState, SessionStore
+from wfqueue.transport.models import Transport
+from wfqueue.transport.repo import receive_commits
+from wfqueue.transport.workspace import CoordinatorFiles, task_commits_name
+
+
+class Driver(Protocol):
+    """What the waves need of their coordinator (wfqueue.execute.coordinator)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def files(self) -> CoordinatorFiles | None: ...
+
+    @property
+    def transport(self) -> Transport | None: ...
+
+    def event(self, execution: Execution, text: str) -> None: ...
+
+    def wait_with_progress(self, result: AsyncResult[Any], what: str, settings: Settings, state: SessionStore,
+                           watched: list[str]) -> Any: ...
+
+
+@dataclass
+class WaveRunner:
+    """One wave's work inside a held runtime: sending, waiting, merging, the gate."""
+
+    c: Driver
+    runtime: Runtime
+    state: SessionState
+    plan: ExecutablePlan
+    execution: Execution
+    worktree: Path
+    prefix: str
+
+    def _save(self) -> None:
+        records.save(self.execution)
+        self.state.store(keys.EXECUTION, self.execution.model_dump_json())
+
+    def _send(self, record: TaskRecord, feedback: str = "") -> AsyncResult[Any]:
+        e = self.execution
+        base = record.base or e.base
+        if self.c.files is not None:  # workers that share no disk read the task's base from a bundle in Redis
+            self.c.files.publish_commit(Path(e.repo), base)
+        payload = ExecuteTask(exec_id=e.exec_id, exec_dir=e.exec_dir, repo=e.repo, task=self.plan.task(record.id),
+                              context=self.plan.context, base=base, branch=task_branch(e.exec_id, record.id),
+                              attempt=record.attempt, executor=e.executor, retry_feedback=feedback,
+                              prefix=self.prefix, transport=self.c.transport)
+        self.state.set_agent(record.id, state=AgentState.QUEUED, attempt=record.attempt)
+        return payload.send(self.runtime.app)
+
+    def wave(self, index: int, wave: list[str]) -> bool:
+        """Run the wave's unfinished tasks and merge them; True when anything was merged."""
+        e = self.execution
+        todo = [t for t in wave if e.tasks[t].state not in records.FINAL_STATES]
+        if not todo:
+            return False
+        head = head_of(self.worktree)
+        sent: dict[str, AsyncResult[Any]] = {}
+        for task_id in todo:
+            record = e.tasks[task_id]
+            reason = skip_reason(self.plan.task(task_id), e)
+            if reason is not None:
+                record.state, record.reason = "skipped", reason
+                self._save()
+                self.c.event(e, f"{task_id} skipped: {reason}")
+                continue
+            if record.state == "pending":  # else sent before this coordinator stopped: same attempt, same base
+                record.state, record.attempt, record.base = "running", record.attempt + 1, head
+            self._save()
+            sent[task_id] = self._send(record, retry_feedback(record))
+            self.c.event(e, f"wave {index}: {task_id} sent (attempt {record.attempt})")
+        merged = False
+        for task_id, result in sent.items():
+            merged = self._settle(e.tasks[task_id], self._wait(task_id, result, list(sent))) or merged
+        return merged
+
+    def _not_merged(self, record: TaskRecord) -> None:
+        """The worker reported the task done; its agent record now says why it was not merged after all."""
+        self._save()
+        self.state.set_agent(record.id, state=AgentState.FAILED, error=f"{record.state}: {record.reason}")
+
+    def _wait(self, task_id: str, result: AsyncResult[Any], wave: list[str]) -> TaskRun:
+        record = self.execution.tasks[task_id]
+        try:
+            answer = self.c.wait_with_progress(result, f"task {task_id}", self.runtime.settings, self.state, wave)
+            return TaskRun.model_validate(answer)
+        except ProviderError as exc:  # the task itself raised (it returns a failed TaskRun otherwise)
+            now = time.time()
+            return TaskRun(task_id=task_id, attempt=record.attempt, status="failed", branch="",
+                           base=record.base or "", error=f"{exc.message} ({exc.hint})" if exc.hint else exc.message,
+                           started_at=now, finished_at=now)
+
+    def _settle(self, record: TaskRecord, run: TaskRun) -> bool:
+        """Record ``run`` and merge its commit; a conflict is run again once. True when merged."""
+        e = self.execution
+        record.worker, record.log = run.worker, run.log
+        record.started_at, record.finished_at = run.started_at or None, run.finished_at or None
+        record.commit, record.files_changed = run.commit, run.files_changed
+        if run.status == "failed" or run.commit is None:
+            record.state, record.reason = "failed", run.error or "the task failed"
+            self._save()
+            self.c.event(e, f"{record.id} failed: {record.reason}")
+            return False
+        if self.c.transport is not None:  # the commit was made on a worker's disk: bring it here first
+            receive_commits(self.runtime.client, task_commits_name(e.exec_id, record.id, record.attempt),
+                            Path(e.repo), f"refs/heads/{run.branch}")
+        task = self.plan.task(record.id)
+        bad = disallowed_changes(task, commit_changes(Path(e.repo), run.commit, self.prefix))
+        if bad:
+            record.state, record.rejected_files = "rejected", bad
+            record.reason = "its commit changes files the task does not name"
+            self._not_merged(record)
+            self.c.event(e, f"{record.id} rejected, not merged: it changes {', '.join(bad)}")
+            return False
+        merge = merge_task(self.worktree, run.commit, record.id, e.exec_id, task.title)
+        if merge.merged:
+            record.state, record.merge, record.reason = "completed", merge.commit, None
+            self._save()
+            self.c.event(e, f"{record.id} merged into {e.branch} ({(merge.commit or '')[:12]})")
+            return True
+        if not merge.conflicts:  # git failed for another reason: running the task again would not change it
+            record.state, record.reason = "failed", f"its merge failed: {merge.error or 'git gave no reason'}"
+            self._not_merged(record)
+            self.c.event(e, f"{record.id} failed: {record.reason}")
+            return False
+        record.state, record.reason = conflict_outcome(record, merge.conflicts)
+        if record.state == "blocked":
+            self._not_merged(record)
+            self.c.event(e, f"{record.id} blocked: {record.reason}")
+            return False
+        record.attempt, record.base = record.attempt + 1, head_of(self.worktree)
+        self._save()
+        self.c.event(e, f"{record.id} conflict in {', '.join(merge.conflicts)}: running it "
+                         f"again on {record.base[:12]}")
+        result = self._send(record, retry_feedback(record))
+        return self._settle(record, self._wait(record.id, result, [record.id]))
+
+    def gate(self, index: int, wave: list[str]) -> bool:
+        """The gate after wave ``index``; red stops the execution before the next wave."""
+        e = self.execution
+        done = [self.plan.task(t) for t in e.in_state("completed")]
+        commands = gate_commands(done, self.c.settings.execute_test_command)
+        if not commands:
+            e.gated_waves.append(index)
+            self._save()
+            return True
+        workdir = self.worktree / self.prefix if self.prefix else self.worktree
+        self.c.event(e, f"gate after wave {index}: {'; '.join(commands)}")
+        head = head_of(self.worktree)
+        result = run_gate(workdir, commands, self.c.settings.execute_check_timeout_s)
+        e.gates.append(GateRun(wave=index, passed=result.passed, commands=commands, head=head,
+                               failed_command=result.failed_command, output=result.output, at=time.time()))
+        if result.passed:
+            e.stopped_wave = None
+            e.gated_waves.append(index)
+            self._save()
+            self.c.event(e, f"gate after wave {index} passed")
+            return True
+        e.stopped_wave = index
+        self._save()
+        why = (f"`{result.failed_command}` did not finish within {self.c.settings.execute_check_timeout_s:g}s "
+               "(WFQUEUE_EXECUTE_CHECK_TIMEOUT_S)" if result.timed_out else f"`{result.failed_command}`")
+        self.c.event(e, f"gate after wave {index} is red ({why}); wave {index} ran {', '.join(wave)}; stopped before "
+                        "the next wave")
+        return False
