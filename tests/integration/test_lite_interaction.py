@@ -114,3 +114,20 @@ def test_cancel_marks_the_plan_cancelled(sample_repo: Path) -> None:
     assert shown.json()["status"] == "cancelled", shown.stdout
     resumed = run_cli("resume", session.name, "--repo", str(sample_repo))
     assert resumed.code == 2 and "was cancelled when its plan was shown" in resumed.stderr, resumed.stderr
+
+
+def test_brackets_in_the_users_text_and_paths_are_printed_as_written(sample_repo: Path, tmp_path: Path) -> None:
+    """Text was printed as rich markup: `[/notes]` in a requirement crashed the command (MarkupError) before the
+    plan was accepted, `[v2]` vanished from a printed path, and `[id]` from a Next.js route in a table."""
+    requirement = "Fix the [/notes] handler returning deleted notes"
+    run = run_cli("lite-plan", requirement, "--repo", str(sample_repo))  # no terminal: accepted as planned
+    assert run.code == 0, run.stderr
+    assert "MarkupError" not in run.stderr and "[/notes]" in " ".join(run.stderr.split())
+    missing = run_cli("lite-plan", "notes[/draft].md", "--repo", str(sample_repo))  # a requirement file, missing
+    assert missing.code == 2 and "notes[/draft].md" in missing.stderr, missing.stderr
+    moved = tmp_path / "proj[v2]"
+    sample_repo.rename(moved)
+    again = run_cli("lite-plan", "Add per-user rate limiting to the API", "--repo", str(moved), "-y")
+    assert again.code == 0, again.stderr
+    shown = next(line for line in again.stdout.splitlines() if line.startswith("plan:"))
+    assert Path(shown.split(None, 1)[1]).is_file(), shown

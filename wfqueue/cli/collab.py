@@ -42,12 +42,12 @@ def register(app: typer.Typer) -> None:
 
         def describe(out: Console) -> None:
             if result.status == "cancelled":
-                out.print(f"cancelled; nothing was planned. Session folder: {result.session_dir}")
+                out.print(f"cancelled; nothing was planned. Session folder: {escape(result.session_dir)}")
                 return
             out.print(f"[bold]{result.status}[/]: {result.tasks} tasks, {result.conflicts} conflicts")
             for area in result.failed_areas:
                 out.print(f"[red]failed area[/]: {area}: {escape(result.failures.get(area, 'see plan.md'))}")
-            out.print(f"plan:    {result.session_dir}/plan.md")
-            out.print(f"session: {result.session_dir}")
+            out.print(f"plan:    {escape(result.session_dir)}/plan.md")
+            out.print(f"session: {escape(result.session_dir)}")
 
         common.finish(result, as_json, describe, json_extra=("failures",))

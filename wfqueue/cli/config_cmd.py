@@ -6,6 +6,7 @@ import json
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from wfqueue.settings import load_settings
@@ -21,5 +22,5 @@ def register(app: typer.Typer) -> None:
             return
         table = Table("setting", "value", title="wfqueue settings (env prefix WFQUEUE_)")
         for name, value in shown.items():
-            table.add_row(name, "-" if value is None else str(value))
+            table.add_row(name, "-" if value is None else escape(str(value)))
         Console().print(table)

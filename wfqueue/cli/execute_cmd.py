@@ -128,7 +128,7 @@ def _confirm(ui: TerminalUI, plan: ExecutablePlan, schedule: Schedule, gate: lis
 
 def _describe(out: Console, result: ExecutionOutcome) -> None:
     out.print(f"[bold]{result.status}[/]: {result.tasks} of {result.total} task(s) "
-              f"merged into {result.branch} — {result.session_dir}")
+              f"merged into {escape(result.branch)} — {escape(result.session_dir)}")
     for state in ("failed", "skipped", "blocked"):
         if result.task_states[state]:
             out.print(f"{state}: {', '.join(result.task_states[state])}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from wfqueue.cli import plan_common as common
 from wfqueue.cli.progress import TerminalUI
@@ -32,9 +33,9 @@ def register(app: typer.Typer) -> None:
 
         def describe(out: Console) -> None:
             out.print(f"[bold]{result.status}[/]: {result.tasks} tasks ({result.complexity}; "
-                      f"angles: {', '.join(result.angles) or 'none'})")
+                      f"angles: {escape(', '.join(result.angles) or 'none')})")
             common.failed_angles(out, result.failed_angles)
-            common.stopped_or(out, result, f"tasks:   {result.session_dir}/tasks.jsonl")
-            out.print(f"plan:    {result.session_dir}/plan.md")
+            common.stopped_or(out, result, f"tasks:   {escape(result.session_dir)}/tasks.jsonl")
+            out.print(f"plan:    {escape(result.session_dir)}/plan.md")
 
         common.finish(result, as_json, describe)

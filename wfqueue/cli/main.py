@@ -19,6 +19,7 @@ import click
 import typer
 import typer._click.exceptions as typer_click_exceptions
 from rich.console import Console
+from rich.markup import escape
 
 from wfqueue.cli import (
     beat_cmd,
@@ -116,9 +117,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             code = app(args=argv, standalone_mode=False)
         except WfqueueError as exc:
-            err.print(f"[bold red]error:[/] {exc.message}", highlight=False, markup=True, soft_wrap=True)
+            # Messages quote what the user gave (a requirement, a path): never read as markup.
+            err.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False, markup=True, soft_wrap=True)
             if exc.hint:
-                err.print(f"[dim]hint:[/] {exc.hint}", highlight=False, soft_wrap=True)
+                err.print(f"[dim]hint:[/] {escape(exc.hint)}", highlight=False, soft_wrap=True)
             return exc.exit_code
         except (KeyboardInterrupt, click.exceptions.Abort, typer.Abort):
             return _stopped(err, signals)

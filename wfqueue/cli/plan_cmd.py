@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from wfqueue.cli import plan_common as common
 from wfqueue.cli.progress import TerminalUI
@@ -52,7 +53,7 @@ def register(app: typer.Typer) -> None:
             out.print(f"[bold]{result.status}[/]: {result.tasks} tasks, {result.conflicts} conflicts resolved"
                       + (f", gate {gate}" if gate else ""))
             common.failed_angles(out, result.failed_angles)
-            common.stopped_or(out, result, f"plan:    {result.session_dir}/IMPL_PLAN.md")
-            out.print(f"session: {result.session_dir}")
+            common.stopped_or(out, result, f"plan:    {escape(result.session_dir)}/IMPL_PLAN.md")
+            out.print(f"session: {escape(result.session_dir)}")
 
         common.finish(result, as_json, describe)

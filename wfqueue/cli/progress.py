@@ -51,17 +51,17 @@ class TerminalUI:
 
     def info(self, message: str) -> None:
         if not self.quiet:
-            self.console.print(f"[dim]wfqueue:[/] {message}")
+            self.console.print(f"[dim]wfqueue:[/] {escape(message)}")
 
     def note(self, what: str, text: str) -> None:
         """What a step waits for (a model call sent again later), as its worker says it."""
-        self.info(f"{what}: {escape(text)}")
+        self.info(f"{what}: {text}")
 
     def interactive(self, what: str) -> bool:
         """Whether a person can answer a question; if not, says that ``what`` happens without one."""
         if sys.stdin.isatty():
             return True
-        self.console.print(f"stdin is not a terminal: {what} (-y skips this check)")
+        self.console.print(f"stdin is not a terminal: {escape(what)} (-y skips this check)")
         return False
 
     def confirm_split(self, analysis: RequirementAnalysis) -> SplitDecision:
@@ -70,7 +70,7 @@ class TerminalUI:
         table = Table("#", "area", "task ids", "description", title=f"{len(analysis.sub_domains)} sub-domains")
         for n, sub in enumerate(analysis.sub_domains, start=1):
             first, last = sub.task_id_range
-            table.add_row(str(n), sub.focus_area, f"TASK-{first:03d}..{last:03d}", sub.description)
+            table.add_row(str(n), escape(sub.focus_area), f"TASK-{first:03d}..{last:03d}", escape(sub.description))
         self.console.print(table)
         choice: Literal["start", "adjust", "cancel"] = ask_choice(self.console, "start, adjust or cancel",
                                                                  ("start", "adjust", "cancel"), "start")
@@ -86,8 +86,8 @@ class TerminalUI:
             started, finished = record.get("started_at"), record.get("finished_at")
             elapsed = f"{(finished or now) - started:.1f}s" if started else ""
             note = f" [dim]{escape(record['note'])}[/]" if record.get("note") else ""
-            table.add_row(area, f"[{_STYLE.get(state, '')}]{state}[/]{note}", str(record.get("worker") or ""),
-                          str(record.get("attempts") or ""), elapsed)
+            table.add_row(escape(area), f"[{_STYLE.get(state, '')}]{state}[/]{note}",
+                          escape(str(record.get("worker") or "")), str(record.get("attempts") or ""), elapsed)
         return table
 
     def progress(self, agents: dict[str, dict[str, Any]]) -> None:
@@ -122,11 +122,12 @@ class TerminalUI:
     def show_assessment(self, assessment: Assessment) -> None:
         table = Table("dimension", "assessment", title=f"complexity: {assessment.complexity}")
         for name in ("scope", "depth", "risk", "dependencies"):
-            table.add_row(name, getattr(assessment, name))
+            table.add_row(name, escape(str(getattr(assessment, name))))
         self.console.print(table)
         if assessment.needs_exploration:
-            self.console.print(f"exploring {len(assessment.angles)} angle(s) in parallel ({assessment.preset} preset): "
-                               f"{', '.join(assessment.angles)} — because {'; '.join(assessment.exploration_reasons)}")
+            self.console.print(escape(f"exploring {len(assessment.angles)} angle(s) in parallel ({assessment.preset} "
+                                      f"preset): {', '.join(assessment.angles)} — because "
+                                      f"{'; '.join(assessment.exploration_reasons)}"))
         else:
             self.console.print("no exploration needed: planning straight from the repository index")
 
@@ -137,14 +138,17 @@ class TerminalUI:
         answers = []
         for question in batch:
             options = f" (options: {' / '.join(question.options)})" if question.options else ""
-            answers.append(Prompt.ask(f"[{', '.join(question.angles)}] {question.question}{options}",
+            # Prompt reads its text as markup: the angles' brackets and the model's words are escaped.
+            answers.append(Prompt.ask(escape(f"[{', '.join(question.angles)}] {question.question}{options}"),
                                       default="", console=self.console))
         return answers
 
     def confirm_plan(self, tasks_path: Path, draft: LitePlanDraft) -> PlanDecision:
-        table = Table("id", "title", "type", "effort", "depends on", title=f"{len(draft.tasks)} tasks: {tasks_path}")
+        table = Table("id", "title", "type", "effort", "depends on",
+                      title=escape(f"{len(draft.tasks)} tasks: {tasks_path}"))
         for task in draft.tasks:
-            table.add_row(task.id, task.title, task.type or "-", task.effort or "-", ", ".join(task.depends_on) or "-")
+            table.add_row(escape(task.id), escape(task.title), escape(task.type or "-"), escape(task.effort or "-"),
+                          escape(", ".join(task.depends_on) or "-"))
         self.console.print(table)
         if not self.interactive("accepting the plan"):
             return "allow"
@@ -152,21 +156,22 @@ class TerminalUI:
 
     def edit_tasks(self, tasks_path: Path, problems: list[str]) -> None:
         for problem in problems:
-            self.console.print(f"[red]problem[/]: {problem}")
+            self.console.print(f"[red]problem[/]: {escape(problem)}")
         editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
         if editor:
             subprocess.run([*shlex.split(editor), str(tasks_path)], check=False)
             return
-        Prompt.ask(f"edit {tasks_path}, then press Enter", default="", console=self.console)
+        Prompt.ask(escape(f"edit {tasks_path}, then press Enter"), default="", console=self.console)
 
     # -- workflow plan ----------------------------------------------------------------------
 
     def choose_strategy(self, conflict: SessionConflict) -> int:
         table = Table("#", "strategy", "approach", "complexity", "risk",
-                      title=f"{conflict.id} [{conflict.category}, {conflict.severity}] {conflict.title}")
+                      title=escape(f"{conflict.id} [{conflict.category}, {conflict.severity}] {conflict.title}"))
         for n, strategy in enumerate(conflict.strategies, start=1):
             mark = " (recommended)" if n - 1 == conflict.recommended else ""
-            table.add_row(str(n), strategy.name + mark, strategy.approach, strategy.complexity, strategy.risk)
+            table.add_row(str(n), escape(strategy.name + mark), escape(strategy.approach), escape(strategy.complexity),
+                          escape(strategy.risk))
         self.console.print(table)
         if not self.interactive(f"taking the recommended strategy for {conflict.id}"):
             return conflict.recommended

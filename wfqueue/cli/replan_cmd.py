@@ -13,6 +13,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.prompt import Prompt
 from rich.table import Table
 
@@ -37,10 +38,10 @@ class TerminalReplanUI:
 
     def info(self, message: str) -> None:
         if not self.quiet:
-            self.console.print(f"[dim]wfqueue:[/] {message}", markup=True)
+            self.console.print(f"[dim]wfqueue:[/] {escape(message)}", markup=True)
 
     def ask(self, question: Question) -> list[str]:
-        self.console.print(f"[bold]{question.text}[/]", markup=True)
+        self.console.print(f"[bold]{escape(question.text)}[/]", markup=True)
         for n, option in enumerate(question.options, start=1):
             self.console.print(f"  {n}. {option.label}", markup=False)
         default = ",".join(str(n) for n, o in enumerate(question.options, start=1) if o.value in question.default)
@@ -153,11 +154,11 @@ def register(app: typer.Typer) -> None:
             return
         out = Console(highlight=False)
         if not rows:
-            out.print(f"no workflow sessions under {root}/.workflow/active")
+            out.print(escape(f"no workflow sessions under {root}/.workflow/active"))
             return
         table = Table("session", "status", "tasks", "created", "last replan")
         keep_whole(table, "session")
         for r in rows:
-            table.add_row(r.session_id, r.status if not r.error else f"{r.status}: {r.error}", str(r.tasks),
+            table.add_row(r.session_id, escape(r.status if not r.error else f"{r.status}: {r.error}"), str(r.tasks),
                           r.created_at or "-", r.last_replan or "-")
         out.print(table)

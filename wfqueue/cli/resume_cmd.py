@@ -36,7 +36,7 @@ def register(app: typer.Typer) -> None:
 
         def describe(out: Console) -> None:
             out.print(f"[bold]{result.status}[/]: {result.tasks} tasks, {result.conflicts} conflicts"
-                      f" — {result.session_dir}")
+                      f" — {escape(result.session_dir)}")
             for area, reason in getattr(result, "failures", {}).items():  # collab plans name each failed agent
                 out.print(f"[red]failed area[/]: {area}: {escape(reason)}")
             common.failed_angles(out, getattr(result, "failed_angles", {}))  # lite plans and workflow sessions

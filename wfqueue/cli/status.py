@@ -47,7 +47,7 @@ def _print_summary(out: Console, summary: SessionSummary, label: str) -> None:
     out.print(f"usage: {escape(usage_line(summary.usage))}")
     table = Table("angle" if summary.kind == "lite" else "phase", "state", "detail")
     for step in summary.steps:
-        table.add_row(step.name, step.state, escape(step.detail))
+        table.add_row(escape(step.name), step.state, escape(step.detail))
     out.print(table)
 
 
@@ -58,8 +58,8 @@ def _print_agents(out: Console, current: SessionStatus) -> None:
     out.print(f"usage: {escape(usage_line(current.usage))}")
     table = Table("agent", "state", "tasks", "worker", "pid", "error or wait")
     for agent in current.agents:
-        table.add_row(agent.focus_area, agent.state, str(agent.tasks), agent.worker or "", str(agent.pid or ""),
-                      escape(agent.error or agent.note or ""))
+        table.add_row(escape(agent.focus_area), agent.state, str(agent.tasks), escape(agent.worker or ""),
+                      str(agent.pid or ""), escape(agent.error or agent.note or ""))
     out.print(table)
 
 
@@ -109,12 +109,13 @@ def register(app: typer.Typer) -> None:
                 typer.echo(json.dumps([r.model_dump(mode="json", exclude={"agents": True, **NO_CALLS_LIST})
                                        for r in rows], ensure_ascii=False))
                 return
-            table = Table("session", "status", "agents", "tasks", "conflicts", "tokens", "est. cost", title=str(folder))
+            table = Table("session", "status", "agents", "tasks", "conflicts", "tokens", "est. cost",
+                          title=escape(str(folder)))
             keep_whole(table, "session", "status")
             for r in rows:
                 table.add_row(r.session_id, r.status, str(len(r.agents)), str(r.tasks), str(r.conflicts),
                               *_row_usage(r.usage))
-            out.print(table if rows else f"no sessions under {folder}")
+            out.print(table if rows else escape(f"no sessions under {folder}"))
             return
         kind, folder = locate(root, session)
         rebuild_from_redis(settings, folder.name, folder)  # workers on other machines stored files there

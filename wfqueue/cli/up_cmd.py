@@ -14,6 +14,7 @@ from typing import cast
 import typer
 from pydantic import SecretStr
 from rich.console import Console
+from rich.markup import escape
 
 from wfqueue.celery_app import create_app, release_result_subscriptions
 from wfqueue.cli.beat_cmd import beat_argv
@@ -141,13 +142,14 @@ def register(app: typer.Typer) -> None:
                 if not stop.is_set():  # Ctrl-C while Flower started: no banner, straight to the stop
                     with announced(root, UpCluster(pid=os.getpid(), broker_url=url, workers=cluster.concurrency,
                                                    worker_settings=on_workers)):
-                        out.print(f"broker:  {mask_url(url)} (plan commands in {root} use it; elsewhere, export "
-                                  "WFQUEUE_BROKER_URL with WFQUEUE_SHARED_DISK=true)")
+                        out.print(escape(f"broker:  {mask_url(url)} (plan commands in {root} use it; elsewhere, "
+                                         "export WFQUEUE_BROKER_URL with WFQUEUE_SHARED_DISK=true)"))
                         if cluster.redis.password:
-                            out.print(f"tcp:     {mask_url(cluster.redis.tcp_url('127.0.0.1'))} (its password: "
-                                      f"broker_url in {queue_dir(root) / UP_FILE}, readable by you only)")
+                            out.print(escape(f"tcp:     {mask_url(cluster.redis.tcp_url('127.0.0.1'))} (its "
+                                             f"password: broker_url in {queue_dir(root) / UP_FILE}, readable by "
+                                             "you only)"))
                         out.print(f"flower:  http://{settings.flower_address}:{port or settings.flower_port}/")
-                        out.print(f"logs:    {queue_dir(root)}")
+                        out.print(escape(f"logs:    {queue_dir(root)}"))
                         out.print("Ctrl-C stops Redis, the workers, beat and Flower.")
                         while not stop.wait(0.5):
                             try:
