@@ -311,6 +311,29 @@ def wait_until(predicate: Any, timeout_s: float, interval_s: float = 0.1) -> boo
 RELEASE_IF_OWNER = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
 
 
+def holder_is_dead(holder: str) -> bool:
+    """A coordinator claim left by a crashed coordinator on this host (same hostname, pid gone)."""
+    host, _, rest = holder.partition(":")
+    pid = rest.partition(":")[0]
+    return host == socket.gethostname() and pid.isdigit() and not process_exists(int(pid))
+
+
+def taken_by_another(state: SessionState, session_dir: str | None) -> str | None:
+    """Why a new session in ``session_dir`` may not take ``state``'s id on this broker (ids are unique per
+    repository only), or None. Taken: a live coordinator holds it, or, with none left, it is another folder's
+    session (another repository's, on a shared broker), whose agents may still run and write there and whose
+    resume and status read it, until WFQUEUE_STATE_TTL_S forgets it."""
+    holder = maybe_text(state.client.get(state._key(keys.COORDINATOR)))
+    if holder and not holder_is_dead(holder):
+        return f"the session id {state.session_id} is in use on this broker by {holder}; nothing of that " \
+               "session was touched"
+    recorded = state.session_meta().session_dir
+    if recorded is not None and session_dir is not None and recorded != session_dir:
+        return f"the session id {state.session_id} belongs on this broker to {recorded}; nothing of that " \
+               "session was touched"
+    return None
+
+
 class CoordinatorLease:
     """One coordinator per session: a claim in Redis, kept alive while the coordinator runs.
 
@@ -318,34 +341,29 @@ class CoordinatorLease:
     is refused with the holder's name. A coordinator that dies stops refreshing,
     so its claim expires after ``ttl_s`` and the session can be resumed."""
 
-    def __init__(self, state: SessionState, ttl_s: float = 30.0, fresh: bool = False) -> None:
+    def __init__(self, state: SessionState, ttl_s: float = 30.0, fresh: bool = False,
+                 session_dir: str | None = None) -> None:
         self.state = state
         self.ttl_s = ttl_s
         self.fresh = fresh  # a new session: forget what Redis holds under its id, then claim it
+        self.session_dir = session_dir  # a new session's folder: Redis's state of another folder is not its
         self.key = state._key(keys.COORDINATOR)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def _holder_is_dead(self, holder: str) -> bool:
-        """A claim left by a crashed coordinator on this host (same hostname, pid gone)."""
-        host, _, rest = holder.partition(":")
-        pid = rest.partition(":")[0]
-        return host == socket.gethostname() and pid.isdigit() and not process_exists(int(pid))
 
     def __enter__(self) -> CoordinatorLease:
         if self.fresh:
             # Ids are unique per repository only: on a shared broker another repository's live session may
             # have this id. Its keys must not be reset; the caller picks another id.
-            holder = maybe_text(self.state.client.get(self.key))
-            if holder and not self._holder_is_dead(holder):
-                raise SessionIdTakenError(f"the session id {self.state.session_id} is in use on this broker by "
-                                          f"{holder}; nothing of that session was touched",
-                                          hint="run the command again once that plan has finished")
+            taken = taken_by_another(self.state, self.session_dir)
+            if taken is not None:
+                raise SessionIdTakenError(taken, hint="run the command again once that plan has finished")
             self.state.reset()  # before the claim: reset deletes every key of the session
         claimed = self.state.client.set(self.key, self.owner, nx=True, px=int(self.ttl_s * 1000))
         holder = "" if claimed else (maybe_text(self.state.client.get(self.key)) or "")
-        if not claimed and holder and self._holder_is_dead(holder):
+        if not claimed and holder and holder_is_dead(holder):
             self.state.client.eval(RELEASE_IF_OWNER, 1, self.key, holder)
             claimed = self.state.client.set(self.key, self.owner, nx=True, px=int(self.ttl_s * 1000))
         if not claimed:

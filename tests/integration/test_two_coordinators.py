@@ -16,6 +16,7 @@ import pytest
 from support import run_cli, wfqueue_env, write_script
 
 from wfqueue.embedded import EmbeddedRedis
+from wfqueue.state import redis_client
 
 pytestmark = pytest.mark.integration
 
@@ -57,6 +58,16 @@ def test_a_second_coordinator_is_refused_and_another_repository_gets_the_next_id
         assert first.returncode == 0, err
         result = json.loads(out)
         assert result["session_id"] == session and result["status"] == "completed", out
+        # Once no coordinator holds them, the ids are still those sessions' on this broker (their agents may run
+        # on, their resume and status read them): a third repository gets the next id again, not a reset one.
+        third_repo = tmp_path / "third" / sample_repo.name
+        shutil.copytree(sample_repo, third_repo, ignore=shutil.ignore_patterns(".workflow"))
+        third = run_cli("collab-plan", "Add per-user rate limiting to the API", "--repo", str(third_repo),
+                        "--max-agents", "4", "-y", "--provider", write_script(tmp_path / "quick.json"), "--json",
+                        env=env)
+        assert third.code == 0 and third.json()["session_id"] == f"{session}-3", third.stdout + third.stderr
+        meta = redis_client(redis.url, 5).hget(f"wfq:{session}:meta", "session_dir")
+        assert meta is not None and json.loads(meta) == str(planning / session), meta
     finally:
         for proc in (first, worker):
             if proc.poll() is None:

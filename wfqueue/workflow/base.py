@@ -181,7 +181,8 @@ class WorkflowCoordinator(Generic[UI]):
             provider = meta.provider if meta is not None and meta.provider else state.meta().get("provider")
             if provider == "anthropic":
                 runtime.up.refuse_without_key()
-        with resumable(runtime.settings, session_id, runtime.repo), CoordinatorLease(state, fresh=fresh):
+        lease = CoordinatorLease(state, fresh=fresh, session_dir=meta.session_dir if meta is not None else None)
+        with resumable(runtime.settings, session_id, runtime.repo), lease:
             if meta is not None:
                 state.set_meta(**meta.fields())
             if not fresh:

@@ -1,0 +1,30 @@
+"""Session ids are unique per repository only: on a broker several repositories share, a new session must never
+take over another folder's session that has the same id."""
+
+from __future__ import annotations
+
+import pytest
+
+from wfqueue.errors import SessionIdTakenError
+from wfqueue.state import CoordinatorLease, SessionState, redis_client
+
+SID = "CPLAN-add-per-user-rate-limiting-to-2026-11-26"
+
+
+def test_a_new_session_does_not_reset_another_repositorys_session_of_the_same_id(redis_url: str) -> None:
+    """ALPHA's coordinator was stopped while its agents still ran; the same requirement planned in BETA took the
+    id, reset ALPHA's keys, and ALPHA's agents then wrote their plans into BETA's session."""
+    client = redis_client(redis_url, 5)
+    alpha = SessionState(client, SID, 600)
+    alpha.reset()
+    alpha.set_meta(session_dir=f"/src/alpha/.workflow/.planning/{SID}", status="planning")
+    alpha.set_agent("gen0", state="running")
+    with pytest.raises(SessionIdTakenError, match="belongs on this broker to /src/alpha/"):
+        with CoordinatorLease(SessionState(client, SID, 600), fresh=True,
+                              session_dir=f"/src/beta/.workflow/.planning/{SID}"):
+            pass
+    assert alpha.agent("gen0") == {"state": "running"}, "ALPHA's state was touched"
+    # The same folder's own session (its folder removed and planned again) is its to reset.
+    with CoordinatorLease(SessionState(client, SID, 600), fresh=True,
+                          session_dir=f"/src/alpha/.workflow/.planning/{SID}"):
+        assert alpha.agent("gen0") == {}
