@@ -19,10 +19,10 @@ def test_a_new_session_does_not_reset_another_repositorys_session_of_the_same_id
     alpha.reset()
     alpha.set_meta(session_dir=f"/src/alpha/.workflow/.planning/{SID}", status="planning")
     alpha.set_agent("gen0", state="running")
-    with pytest.raises(SessionIdTakenError, match="belongs on this broker to /src/alpha/"):
-        with CoordinatorLease(SessionState(client, SID, 600), fresh=True,
-                              session_dir=f"/src/beta/.workflow/.planning/{SID}"):
-            pass
+    beta = CoordinatorLease(SessionState(client, SID, 600), fresh=True,
+                            session_dir=f"/src/beta/.workflow/.planning/{SID}")
+    with pytest.raises(SessionIdTakenError, match="belongs on this broker to /src/alpha/"), beta:
+        pass
     assert alpha.agent("gen0") == {"state": "running"}, "ALPHA's state was touched"
     # The same folder's own session (its folder removed and planned again) is its to reset.
     with CoordinatorLease(SessionState(client, SID, 600), fresh=True,
