@@ -124,6 +124,8 @@ def test_plans_and_an_execution_complete_on_hosts_that_cannot_see_the_repository
         check = check_collab_session(folder)
         assert not check.sections_lost and not check.problems and check.tasks > 0, check
         assert all((folder / name).is_file() for name in ("plan.md", "conflicts.json", "requirement-analysis.json"))
+        # plan.md names the note where the user finds it, not in the worker's cache
+        assert f"`{folder}/plan-note.md`" in (folder / "plan.md").read_text(encoding="utf-8")
         pin = json.loads((folder / "repo-pin.json").read_text())
         assert pin["commit"] == pin["head"] == git(repo, "rev-parse", "HEAD") and not pin["snapshot"]
         planned_on = {json.loads(p.read_text())["_metadata"]["worker"].split("@")[0]
@@ -141,6 +143,7 @@ def test_plans_and_an_execution_complete_on_hosts_that_cannot_see_the_repository
         assert (session_dir(lite) / "tasks.jsonl").is_file() and list(session_dir(lite).glob("exploration-*.md"))
         # What the workers wrote names the files where they are for the user, not in a worker's copy.
         assert {p.parent for p in manifest_paths(session_dir(lite))} == {session_dir(lite)}
+        assert f"wfqueue validate {session_dir(lite)}/tasks.jsonl" in (session_dir(lite) / "plan.md").read_text()
         snapshot = json.loads((session_dir(lite) / "repo-pin.json").read_text())
         assert snapshot["snapshot"] and snapshot["head"] == git(repo, "rev-parse", "HEAD")
         assert git(repo, "status", "--porcelain") == status_before and git(repo, "stash", "list") == ""

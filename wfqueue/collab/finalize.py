@@ -181,7 +181,9 @@ def finalize_session(state: SessionStore, settings: Settings, session_dir: Path)
         problems=final.problems,
         usage=usage,
     )
-    atomic_write_text(session_dir / SUMMARY_FILE, render_plan_md(summary, str(session_dir)))
+    # The folder as the user finds it (the meta's), not this worker's copy: the same bytes whichever worker writes.
+    shown = state.session_meta().session_dir or str(session_dir)
+    atomic_write_text(session_dir / SUMMARY_FILE, render_plan_md(summary, shown))
     result = FinalResult(
         session_id=analysis.session_id,
         status=final.status,

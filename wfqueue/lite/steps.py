@@ -182,7 +182,10 @@ def write_plan_md(state: SessionStore, session_dir: Path, requirement: str, asse
     already recorded here: the metered provider records them before it hands the answer back."""
     created = state.remember_once(keys.CREATED_AT, now_iso())
     usage = usage_line(write_usage_file(state, prices, session_dir)) if prices is not None else None
+    # The folder as the user finds it (the meta's, the coordinator's), not this worker's copy of it: the
+    # command plan.md names works there, and the file's bytes do not depend on which worker wrote them.
+    shown = Path(state.session_meta().session_dir or session_dir)
     atomic_write_text(session_dir / PLAN_FILE, render_plan(state.session_id, requirement, created, assessment,
                                                            draft.understanding, draft.tasks,
-                                                           str(session_dir / TASKS_FILE), failed, usage=usage,
+                                                           str(shown / TASKS_FILE), failed, usage=usage,
                                                            status=status))
