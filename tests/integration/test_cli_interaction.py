@@ -69,6 +69,15 @@ def test_cancel_at_the_split_plans_nothing(sample_repo: Path) -> None:
     assert "4 sub-domains" in transcript
     assert not list((sample_repo / ".workflow" / ".planning").glob("*/agents/*/plan.json"))
     assert processes_mentioning(str(sample_repo / ".workflow" / ".queue")) == []
+    # Later, from its files: cancelled (it read as planning), nothing to resume (resume planned it all) and
+    # nothing to execute.
+    (session,) = (sample_repo / ".workflow" / ".planning").iterdir()
+    shown = run_cli("status", session.name, "--repo", str(sample_repo), "--json")
+    assert shown.json()["status"] == "cancelled", shown.stdout
+    resumed = run_cli("resume", session.name, "--repo", str(sample_repo))
+    assert resumed.code == 2 and "was cancelled when its split was shown" in resumed.stderr, resumed.stderr
+    executed = run_cli("execute", session.name, "--repo", str(sample_repo), "--dry-run")
+    assert executed.code == 2 and "was cancelled when its plan was shown" in executed.stderr, executed.stderr
 
 
 def test_adjust_resplits_before_planning(sample_repo: Path) -> None:
@@ -79,6 +88,8 @@ def test_adjust_resplits_before_planning(sample_repo: Path) -> None:
     assert code == 0, transcript
     assert "2 sub-domains" in transcript
     folder = next((sample_repo / ".workflow" / ".planning").iterdir())
+    # The first split's agent folders are gone with it: only the two planned areas have one.
+    assert len(list((folder / "agents").iterdir())) == 2, list((folder / "agents").iterdir())
     note = parse_note((folder / "plan-note.md").read_text())
     assert len(note.front_matter["sub_domains"]) == 2
     assert note.front_matter["status"] == "completed"

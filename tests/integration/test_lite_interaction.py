@@ -114,6 +114,8 @@ def test_cancel_marks_the_plan_cancelled(sample_repo: Path) -> None:
     assert shown.json()["status"] == "cancelled", shown.stdout
     resumed = run_cli("resume", session.name, "--repo", str(sample_repo))
     assert resumed.code == 2 and "was cancelled when its plan was shown" in resumed.stderr, resumed.stderr
+    executed = run_cli("execute", session.name, "--repo", str(sample_repo), "--dry-run")  # it has a tasks.jsonl
+    assert executed.code == 2 and "its tasks were never accepted" in executed.stderr, executed.stderr
 
 
 def test_brackets_in_the_users_text_and_paths_are_printed_as_written(sample_repo: Path, tmp_path: Path) -> None:

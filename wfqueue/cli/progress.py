@@ -26,6 +26,7 @@ from wfqueue.keys import AgentState
 from wfqueue.lite.coordinator import PlanDecision
 from wfqueue.lite.models import Assessment, LitePlanDraft
 from wfqueue.lite.synthesis import MergedQuestion
+from wfqueue.settings import MAX_AGENTS_LIMIT
 from wfqueue.workflow_session.coordinator import GateChoice
 from wfqueue.workflow_session.models import SessionConflict
 
@@ -75,7 +76,12 @@ class TerminalUI:
         choice: Literal["start", "adjust", "cancel"] = ask_choice(self.console, "start, adjust or cancel",
                                                                  ("start", "adjust", "cancel"), "start")
         if choice == "adjust":
-            return IntPrompt.ask("split into how many sub-domains (2-100)", console=self.console, default=2)
+            while True:  # asked again until it is in range: a silently changed number is not what was asked for
+                wanted = IntPrompt.ask(f"split into how many sub-domains (2-{MAX_AGENTS_LIMIT})", console=self.console,
+                                       default=2)
+                if 2 <= wanted <= MAX_AGENTS_LIMIT:
+                    return wanted
+                self.console.print(f"[prompt.invalid]between 2 and {MAX_AGENTS_LIMIT}, please")
         return choice
 
     def _table(self, agents: dict[str, dict[str, Any]]) -> Table:

@@ -7,6 +7,7 @@ confirmation and the area chord, and declares the collab ``WorkflowKind``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -25,7 +26,7 @@ from wfqueue.collab.recovery import (
     missing_work,
     reseed_from_disk,
 )
-from wfqueue.collab.steps import failure_reason
+from wfqueue.collab.steps import agent_dir, failure_reason, is_cancelled, mark_cancelled
 from wfqueue.errors import BadInputError, InfrastructureError
 from wfqueue.keys import SessionKind, SessionStatus
 from wfqueue.metering import budget_meta, check_budget_priced
@@ -71,6 +72,7 @@ class CollabCoordinator(WorkflowCoordinator[CoordinatorUI]):
             analysis = self._confirmed_split(runtime.app, runtime.settings, state, session_dir, request)
             if analysis is None:
                 state.set_meta(status=SessionStatus.CANCELLED)
+                mark_cancelled(session_dir, runtime.settings.lock_timeout_s)
                 return PlanResult(session_id=state.session_id, session_dir=str(session_dir),
                                   status=SessionStatus.CANCELLED, tasks=0, conflicts=0)
             final = self._run_agents(runtime.app, runtime.settings, state, session_dir, analysis, request.provider)
@@ -90,6 +92,9 @@ class CollabCoordinator(WorkflowCoordinator[CoordinatorUI]):
             max_agents = max(2, min(int(decision), MAX_AGENTS_LIMIT))
             for name in (*keys.UNDERSTANDING_KEYS, keys.TEMPLATE):
                 state.forget(name)
+            for sub in analysis.sub_domains:  # the folders of the split given up, while still empty
+                with contextlib.suppress(OSError):
+                    agent_dir(session_dir, sub.focus_area).rmdir()
 
     def _result(self, state: SessionState, session_dir: Path, final: dict[str, Any]) -> PlanResult:
         failures = {area: failure_reason(state, area) for area in final["failed_areas"]}
@@ -124,6 +129,9 @@ class CollabCoordinator(WorkflowCoordinator[CoordinatorUI]):
     def resume(self, request: ResumeRequest) -> PlanResult:
         """Finish an interrupted plan: only areas without a result run again, then the callback."""
         session_dir, repo = request.session_dir, request.repo
+        if is_cancelled(session_dir):
+            raise BadInputError(f"{session_dir.name} was cancelled when its split was shown: there is nothing to "
+                                "finish", hint="plan the requirement again with `wfqueue collab-plan`")
         with (self.runtime(repo) as runtime,
               self.hold(runtime, session_dir.name, fresh=False, meta=request.chosen_meta()) as state):
             meta = state.meta()

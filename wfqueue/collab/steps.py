@@ -211,3 +211,25 @@ def failure_reason(state: SessionStore, focus_area: str) -> str:
 
 def dumps(data: object) -> str:
     return json.dumps(data, ensure_ascii=False, sort_keys=True)
+
+
+CANCELLED = "cancelled"  # plan-note.md's status once the user said no to the split
+
+
+def mark_cancelled(session_dir: Path, lock_timeout_s: float) -> None:
+    """The user cancelled at the split: plan-note.md's status says so, for `status` and `resume` to read after
+    Redis has forgotten the session (the note is the session's record on disk)."""
+    def update(current: str | None) -> str:
+        note = parse_note(current or "")
+        return render_note(note.model_copy(update={"front_matter": {**note.front_matter, "status": CANCELLED}}))
+
+    locked_update(session_dir / NOTE_FILE, update, lock_timeout_s)
+
+
+def is_cancelled(session_dir: Path) -> bool:
+    """Whether plan-note.md says the user cancelled the plan at its split."""
+    try:
+        text = (session_dir / NOTE_FILE).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return parse_note(text).front_matter.get("status") == CANCELLED

@@ -12,12 +12,13 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from wfqueue.collab.steps import NOTE_FILE
+from wfqueue.collab.steps import NOTE_FILE, is_cancelled
 from wfqueue.errors import BadInputError
 from wfqueue.execute.model import ExecutablePlan, PlanKind, PlanVerdict, exec_task
 from wfqueue.execute.plan_context import AGENT_PLAN_FILE, AGENTS_DIR, agent_plan_files, read_context
 from wfqueue.execute.validate import refuse_problems
-from wfqueue.lite.steps import TASKS_FILE
+from wfqueue.lite.render import says_cancelled
+from wfqueue.lite.steps import PLAN_FILE, TASKS_FILE
 from wfqueue.sessions import resolve_repo
 from wfqueue.tasks_file import (
     LoadedTask,
@@ -137,9 +138,23 @@ def read_verdict(source: PlanSource) -> PlanVerdict | None:
                        stale=any(t > verified_at for t in task_times))
 
 
+def refuse_cancelled(source: PlanSource) -> None:
+    """A plan the user cancelled when it was shown (lite: its plan.md says so; collab: its note) is not run: it
+    has tasks on disk, but nobody accepted them."""
+    if source.kind == "lite":
+        plan_md = source.folder / PLAN_FILE
+        cancelled = plan_md.is_file() and says_cancelled(plan_md.read_text(encoding="utf-8", errors="replace"))
+    else:
+        cancelled = source.kind == "collab" and is_cancelled(source.folder)
+    if cancelled:
+        raise BadInputError(f"{source.folder.name} was cancelled when its plan was shown: its tasks were never "
+                            "accepted", hint="plan the requirement again, then execute the new plan")
+
+
 def load_plan(target: str, repo: str | None = None) -> ExecutablePlan:
     """The plan ``target`` names, every task checked; a plan with any problem is refused (exit 2)."""
     source, root = resolve_source(target, repo)
+    refuse_cancelled(source)
     if source.kind == "collab":
         tasks, problems = _collab_tasks(source)
         problems = problems + check_plan(tasks, root)
