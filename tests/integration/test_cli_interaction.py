@@ -27,6 +27,14 @@ def test_without_a_terminal_and_without_yes_the_plan_starts_and_says_so(sample_r
     assert run.code == 0, run.stderr
     assert "stdin is not a terminal: starting the plan without confirmation" in run.stderr
     assert "plan:" in run.stdout and "plan.md" in run.stdout
+    # validate checks the plan execute would run: the session folder, one agent's folder or plan.json, the id.
+    # It read conflicts.json, requirement-analysis.json and usage.json as tasks (12 problems, exit 2).
+    (session,) = (sample_repo / ".workflow" / ".planning").iterdir()
+    area = next((session / "agents").iterdir())
+    for target in (str(session), str(area), str(area / "plan.json"), session.name):
+        checked = run_cli("validate", target, "--repo", str(sample_repo), "--json")
+        assert checked.code == 0 and checked.json()["problems"] == [] and checked.json()["tasks"] > 0, \
+            (target, checked.stdout, checked.stderr)
 
 
 def read_until(stream, needle: str, timeout: float = 60) -> str:

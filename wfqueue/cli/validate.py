@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import typer
-
-from wfqueue.tasks_file import validate_path
 
 
 def _plural(count: int, word: str) -> str:
@@ -24,13 +21,17 @@ def summary(tasks: int, problems: int) -> str:
 def register(app: typer.Typer) -> None:
     @app.command("validate")
     def validate(
-        path: str = typer.Argument(..., help="tasks.jsonl, a .task/ folder, or a session folder holding one."),
+        path: str = typer.Argument(..., help="A plan as `wfqueue execute` takes it: a session id or folder, a "
+                                             "tasks.jsonl, a .task/ folder, or an agent's plan.json."),
         repo: str | None = typer.Option(None, "--repo",
                                         help="Repository files[] paths are relative to (default: from PATH)."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout and nothing else there."),
     ) -> None:
         """Check tasks: schema, ids, dependencies, cycles, and that files to modify exist. Exit 2 on problems."""
-        tasks, problems = validate_path(Path(path), Path(repo) if repo is not None else None)
+        # Imported on use: the execute package is larger than this command needs to start.
+        from wfqueue.execute.load import read_plan, resolve_source
+
+        tasks, problems = read_plan(*resolve_source(path, repo))
         if as_json:
             payload = {"path": path, "tasks": len(tasks), "problems": [p.model_dump() for p in problems]}
             typer.echo(json.dumps(payload, ensure_ascii=False))

@@ -50,7 +50,10 @@ def _source_of_path(path: Path) -> PlanSource:
             return PlanSource("lite", path.parent, path)
         if path.name == AGENT_PLAN_FILE and path.parent.parent.name == AGENTS_DIR:
             return PlanSource("collab", path.parent.parent.parent, path)
-        raise BadInputError(f"{path}: not a plan this command reads", hint=TARGET_HINT)
+        raise BadInputError(f"{path}: unsupported file type, not a plan", hint=f"{TARGET_HINT} (for one "
+                                                                               ".task/*.json, its folder)")
+    if (path / AGENT_PLAN_FILE).is_file() and path.parent.name == AGENTS_DIR:  # one agent's folder
+        return PlanSource("collab", path.parent.parent, path / AGENT_PLAN_FILE)
     if (path / AGENTS_DIR).is_dir() or (path / NOTE_FILE).is_file():
         return PlanSource("collab", path, path / AGENTS_DIR)
     if (path / TASKS_FILE).is_file():
@@ -151,15 +154,19 @@ def refuse_cancelled(source: PlanSource) -> None:
                             "accepted", hint="plan the requirement again, then execute the new plan")
 
 
+def read_plan(source: PlanSource, root: Path) -> tuple[list[LoadedTask], list[TaskProblem]]:
+    """Every task of the plan at ``source`` and every problem with them (``wfqueue validate``'s findings)."""
+    if source.kind == "collab":
+        tasks, problems = _collab_tasks(source)
+        return tasks, problems + check_plan(tasks, root)
+    return validate_path(source.tasks_at, root)
+
+
 def load_plan(target: str, repo: str | None = None) -> ExecutablePlan:
     """The plan ``target`` names, every task checked; a plan with any problem is refused (exit 2)."""
     source, root = resolve_source(target, repo)
     refuse_cancelled(source)
-    if source.kind == "collab":
-        tasks, problems = _collab_tasks(source)
-        problems = problems + check_plan(tasks, root)
-    else:
-        tasks, problems = validate_path(source.tasks_at, root)
+    tasks, problems = read_plan(source, root)
     refuse_problems(problems)
     return ExecutablePlan(
         kind=source.kind, session_id=source.folder.name, source=str(source.tasks_at), repo=str(root),
