@@ -82,18 +82,21 @@ def test_modify_applies_a_valid_edit_and_refuses_a_broken_one(sample_repo: Path,
         "lines = path.read_text().splitlines()\n"
         "if n == 0:\n"
         "    path.write_text('\\n'.join(lines[:-1]) + '\\n')   # drop the last task\n"
-        "else:\n"
+        "elif n == 1:\n"
         "    path.write_text(lines[0][:-5] + '\\n')            # truncated JSON\n"
+        "else:\n"
+        "    path.unlink()                                     # deleted: the command ended, the plan lost\n"
     )
     env = wfqueue_env(EDITOR=f"{sys.executable} {editor}")
     code, transcript = drive(sample_repo, [
         ("clarification round", ""), ("?", ""), ("?", ""), ("?", ""),
         ("allow, modify or cancel", "modify"),
         ("allow, modify or cancel", "modify"),
+        ("allow, modify or cancel", "modify"),
         ("allow, modify or cancel", "allow"),
     ], env=env)
     assert code == 0, transcript
-    assert "edit not applied, tasks.jsonl restored" in transcript
+    assert transcript.count("edit not applied, tasks.jsonl restored") == 2, transcript
     folder = session(sample_repo)
     tasks = [json.loads(line) for line in (folder / "tasks.jsonl").read_text().splitlines()]
     assert json.loads(transcript.splitlines()[0])["tasks"] == len(tasks) == 4

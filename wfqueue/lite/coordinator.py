@@ -251,11 +251,15 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
                 break
             before = tasks_path.read_text(encoding="utf-8")
             self.ui.edit_tasks(tasks_path, [])
-            loaded, found = validate_path(tasks_path, Path(str(state.session_meta().repo)))
-            if found:
+            try:
+                loaded, found = validate_path(tasks_path, Path(str(state.session_meta().repo)))
+                problems = [str(p) for p in found]
+            except BadInputError as exc:  # the editor deleted the file, or saved it in another encoding
+                loaded, problems = [], [exc.message]
+            if problems:
                 # An edit that does not validate is not kept: the plan stays whole.
                 atomic_write_text(tasks_path, before)
-                self.ui.info("edit not applied, tasks.jsonl restored: " + "; ".join(str(p) for p in found[:5]))
+                self.ui.info("edit not applied, tasks.jsonl restored: " + "; ".join(problems[:5]))
                 continue
             draft = draft.model_copy(update={"tasks": [item.task for item in loaded]})
             write_plan_md(state, session_dir, requirement, assessment, draft, failed, prices=self.prices)
