@@ -65,7 +65,7 @@ def read_lite_session(folder: Path) -> SessionSummary:
         status = "cancelled"
     elif tasks_file.is_file():
         # One task per line; `wfqueue validate` is where a malformed line is reported.
-        tasks = sum(1 for line in tasks_file.read_text(encoding="utf-8").split("\n") if line.strip())
+        tasks = sum(1 for line in tasks_file.read_text(encoding="utf-8", errors="replace").split("\n") if line.strip())
         status = "partial" if any(s.state == "failed" for s in steps) else "completed"
     elif plan_md.is_file():
         # plan.md without tasks.jsonl: the plan ended before any task was planned (a spent budget).

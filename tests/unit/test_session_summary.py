@@ -147,3 +147,11 @@ def test_a_phase_left_running_by_a_killed_command_shows_as_interrupted(tmp_path:
     steps = {s["name"]: s for s in json.loads(capsys.readouterr().out)["steps"]}
     assert steps["tasks"]["state"] == "interrupted"
     assert f"wfqueue resume {folder.name}" in steps["tasks"]["detail"]
+
+
+def test_status_of_a_lite_plan_whose_tasks_file_an_editor_saved_in_another_encoding(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = lite_session(tmp_path)
+    (folder / "tasks.jsonl").write_bytes("{\"id\": \"TASK-001\"}\n".encode("utf-16"))  # was a UnicodeDecodeError
+    assert main(["status", LITE_ID, "--repo", str(tmp_path), "--json"]) in (0, None)
+    assert json.loads(capsys.readouterr().out)["session_id"] == LITE_ID
