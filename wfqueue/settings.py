@@ -15,7 +15,8 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -26,6 +27,7 @@ from pydantic_settings import (
 
 from wfqueue.config_file import DEFAULT_CONFIG_FILE, config_file
 from wfqueue.errors import ConfigError
+from wfqueue.settings_checks import ENV_PREFIX, allowed_range, upper_bound, warn_unknown_env
 from wfqueue.usage import DEFAULT_PRICE_TABLE, PriceTable
 
 MAX_AGENTS_LIMIT = 100
@@ -40,10 +42,13 @@ CELERY_POOLS = ("prefork", "threads", "solo")  # what `wfqueue worker --pool` ac
 WorkerPoolName = Literal["auto", "prefork", "threads"]
 
 
+
 class Settings(BaseSettings):
     """Effective configuration of one wfqueue process."""
 
-    model_config = SettingsConfigDict(env_prefix="WFQUEUE_", extra="forbid", populate_by_name=True)
+    # allow_inf_nan: no float setting means "forever" or "undefined"; inf and nan crash what reads them.
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", populate_by_name=True,
+                                      allow_inf_nan=False)
 
     # -- broker ------------------------------------------------------------------
     broker_url: SecretStr | None = Field(
@@ -267,11 +272,27 @@ class Settings(BaseSettings):
         "plan's verification commands).",
     )
 
-    @field_validator("broker_url", "result_backend_url", mode="before")
+    @field_validator("*", mode="before")
     @classmethod
-    def _blank_is_unset(cls, value: Any) -> Any:
-        # `WFQUEUE_BROKER_URL=` (an env file's empty line) means no URL: embedded Redis, not a URL "".
-        return None if isinstance(value, str) and not value.strip() else value
+    def _blank_is_unset(cls, value: Any, info: ValidationInfo) -> Any:
+        # `WFQUEUE_BROKER_URL=` (an env file's empty line) means unset for every setting that may be unset: no URL
+        # is embedded Redis, not a URL ""; no WFQUEUE_WORKER_CACHE_DIR is the default cache, not Path("") (the
+        # current directory, whose files the cache would then manage).
+        blank = isinstance(value, str) and not value.strip()
+        return None if blank and info.field_name and cls.model_fields[info.field_name].default is None else value
+
+    @field_validator("*")
+    @classmethod
+    def _within_bounds(cls, value: Any, info: ValidationInfo) -> Any:
+        # Every number, not a list of fields: a setting added later is bounded by its name's kind too.
+        if isinstance(value, bool) or not isinstance(value, int | float) or not info.field_name:
+            return value
+        limit, unit = upper_bound(info.field_name)
+        if value > limit:
+            allowed = allowed_range(cls.model_fields[info.field_name].metadata, limit, not isinstance(value, float))
+            raise PydanticCustomError("setting_too_large", "{value} is too large: allowed {allowed}{unit}",
+                                      {"value": value, "allowed": allowed, "unit": unit})
+        return value
 
     @field_validator("broker_url", "result_backend_url")
     @classmethod
@@ -375,9 +396,20 @@ def mask_url(url: str) -> str:
     return f"{match.group('scheme')}{match.group('user')}:***@{url[match.end():]}"
 
 
+def _problem(error: Any) -> str:
+    """One validation error as `setting: what is wrong`, with the allowed range where the value was not finite."""
+    where = ".".join(str(part) for part in error["loc"]) or "settings"
+    if error["type"] == "finite_number" and where in Settings.model_fields:
+        limit, unit = upper_bound(where)
+        allowed = allowed_range(Settings.model_fields[where].metadata, limit, whole=False)
+        return f"{where}: {error['input']} is not a finite number: allowed {allowed}{unit}"
+    return f"{where}: {error['msg']}"
+
+
 def load_settings(**overrides: Any) -> Settings:
     """Build the settings at an entry point; bad values, and a settings file that is missing or cannot be
     read, become a ConfigError naming the setting or the file."""
+    warn_unknown_env(os.environ, Settings.model_fields)
     toml_file = config_file()
     shown_file = toml_file or DEFAULT_CONFIG_FILE
     if toml_file is not None and not toml_file.is_file():  # only WFQUEUE_CONFIG_FILE can name one that is not
@@ -386,9 +418,7 @@ def load_settings(**overrides: Any) -> Settings:
     try:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'settings'}: {err['msg']}" for err in exc.errors()
-        )
+        problems = "; ".join(_problem(err) for err in exc.errors())
         raise ConfigError(
             f"invalid configuration: {problems}",
             hint=f"fix the WFQUEUE_* environment variable or {shown_file} entry named above",

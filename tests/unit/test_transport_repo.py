@@ -22,6 +22,7 @@ from wfqueue.settings import Settings
 from wfqueue.state import redis_client
 from wfqueue.transport import repo as transport_repo
 from wfqueue.transport.checkouts import (
+    TMP_DIR,
     CheckoutUse,
     cache_dir,
     checked_out,
@@ -348,7 +349,7 @@ def test_two_processes_materialising_one_commit_build_one_checkout(
         repo: Path, client: redis.Redis, redis_url: str, tmp_path: Path) -> None:
     commit = pin_repository(repo).commit
     publish(client, repo, commit, worker_settings(tmp_path))
-    (tmp_path / "worker" / "tmp" / "half-built").mkdir(parents=True)  # what a worker killed mid-build leaves
+    (tmp_path / "worker" / TMP_DIR / "half-built").mkdir(parents=True)  # what a worker killed mid-build leaves
     script = ("import sys; from pathlib import Path; from wfqueue.settings import Settings; "
               "from wfqueue.state import redis_client; from wfqueue.transport.checkouts import materialise; "
               "print(materialise(redis_client(sys.argv[1], 5.0), sys.argv[2], "
@@ -361,7 +362,7 @@ def test_two_processes_materialising_one_commit_build_one_checkout(
     assert [worker.returncode for worker in workers] == [0, 0], outputs
     assert {out.strip() for out, _ in outputs} == {str((tmp_path / "worker" / "checkouts" / commit).resolve())}
     assert [p.name for p in (tmp_path / "worker" / "checkouts").iterdir()] == [commit]
-    assert list((tmp_path / "worker" / "tmp").iterdir()) == []
+    assert list((tmp_path / "worker" / TMP_DIR).iterdir()) == []
     assert folder_listing(tmp_path / "worker" / "checkouts" / commit) == tree_listing(repo, commit)
 
 

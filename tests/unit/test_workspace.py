@@ -18,7 +18,13 @@ from wfqueue.payloads import CollabPlanArea, LiteAssess
 from wfqueue.settings import Settings
 from wfqueue.state import redis_client
 from wfqueue.transport.models import Transport
-from wfqueue.transport.workspace import CoordinatorFiles, prune_session_copies, shares_disk, task_workspace
+from wfqueue.transport.workspace import (
+    COPY_MARKER,
+    CoordinatorFiles,
+    prune_session_copies,
+    shares_disk,
+    task_workspace,
+)
 from wfqueue.up_cluster import UpCluster, announced, running_up
 
 
@@ -65,13 +71,18 @@ def test_a_folder_that_is_not_a_git_repository_cannot_travel(tmp_path: Path) -> 
 
 
 def test_session_copies_unused_past_their_state_lifetime_are_pruned(tmp_path: Path) -> None:
-    old, fresh = tmp_path / "S-old", tmp_path / "S-fresh"
-    for folder in (old, fresh):
+    """Only the copies a worker made: a cache dir set to $HOME by mistake must not lose ~/sessions/*."""
+    old, fresh, users = tmp_path / "S-old", tmp_path / "S-fresh", tmp_path / "my-notes-2026-01-01"
+    for folder in (old, fresh, users):
         (folder / "agents").mkdir(parents=True)
         (folder / "agents" / "plan.json").write_text("{}", encoding="utf-8")
-    os.utime(old, (time.time() - 3600, time.time() - 3600))
+        if folder is not users:
+            (folder / COPY_MARKER).touch()
+        os.utime(folder, (time.time() - 3600, time.time() - 3600))
+    os.utime(fresh)
     assert prune_session_copies(tmp_path, time.time() - 60) == ["S-old"]
     assert not old.exists() and (fresh / "agents" / "plan.json").is_file()
+    assert (users / "agents" / "plan.json").is_file()
 
 
 def test_plan_commands_find_a_running_up_and_ignore_a_dead_one(tmp_path: Path) -> None:

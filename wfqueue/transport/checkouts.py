@@ -6,21 +6,25 @@ Layout of the cache (:func:`cache_dir`)::
     checkouts/<commit>/       the files of one commit, shared by every task (and pool process) that reads it,
                               and a ``.git`` of its own at that commit that borrows git/'s objects
     checkout-locks/<commit>   shared flock while a task reads the checkout; its mtime is the last use
-    tmp/                      checkouts being built, bundles being downloaded, checkouts being removed
-    cache.lock                exclusive flock held while git/, checkouts/ or tmp/ change
+    wfqueue-tmp/              checkouts being built, bundles being downloaded, checkouts being removed
+    cache.lock                exclusive flock held while git/, checkouts/ or wfqueue-tmp/ change
 
 Why one bare repository: objects arrive once (a thin bundle of the next commit adds only what changed), so a
 50 MB repository is not copied per commit, and execution's task worktrees (:func:`repository_for`) come from it
-too. Why checkouts are plain files, not git worktrees: a checkout is built in ``tmp/`` (``read-tree`` and
-``checkout-index`` into a temporary index) and renamed into ``checkouts/`` only when complete; a worktree
+too. Why checkouts are plain files, not git worktrees: a checkout is built in ``wfqueue-tmp/`` (``read-tree``
+and ``checkout-index`` into a temporary index) and renamed into ``checkouts/`` only when complete; a worktree
 records its own path in the repository and cannot be renamed atomically. So a worker killed mid-way leaves
-only something under ``tmp/``, which the next build clears; a folder under ``checkouts/`` is always whole.
+only something under ``wfqueue-tmp/``, which the next build clears; a folder under ``checkouts/`` is always whole.
 Agents read the files; the planner also reads the commit's history there (wfqueue.analysis.history), which
 its ``.git`` gives without copying an object (a checkout made before it had one gets it on its next use).
 
-Least recently used checkouts beyond ``checkout_cache_max`` are removed (renamed into ``tmp/`` first, so a
+Least recently used checkouts beyond ``checkout_cache_max`` are removed (renamed into ``wfqueue-tmp/`` first, so a
 reader never sees half a folder), except those a task holds open through :func:`checked_out`. Objects stay in
 ``git/``: a later thin bundle may build on them.
+
+The cache removes only what it made: its scratch folder has a name no other program uses (a cache dir set to
+``$HOME`` or ``/`` by mistake must not empty the user's ``tmp/``, as the ``tmp/`` of versions before it did), and
+eviction looks only at folders named by a full commit id. A ``tmp/`` left by those versions is left alone.
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ from wfqueue.transport.repo import MAX_CHAIN, REPUBLISH_HINT, BundleMeta, downlo
 GIT_DIR = "git"
 CHECKOUTS_DIR = "checkouts"
 USE_DIR = "checkout-locks"
-TMP_DIR = "tmp"
+TMP_DIR = "wfqueue-tmp"  # cleared on each build: a name only wfqueue uses, so it is never someone else's folder
 CACHE_LOCK = "cache.lock"
 RECEIVED_REF_PREFIX = "refs/wfqueue/commits/"  # keeps every received commit from `git gc` in the cache
 
@@ -103,9 +107,14 @@ def _touch(root: Path, commit: str) -> None:
     os.utime(path, ns=(now, now))
 
 
+def _is_commit_name(name: str) -> bool:
+    """A full hexadecimal object name (SHA-1 or SHA-256): what names a checkout's folder and refs."""
+    return len(name) in (40, 64) and all(c in "0123456789abcdef" for c in name)
+
+
 def _check_commit_name(commit: str) -> None:
     # The commit names folders and refs: only a full hexadecimal object name may.
-    if not (len(commit) in (40, 64) and all(c in "0123456789abcdef" for c in commit)):
+    if not _is_commit_name(commit):
         raise InfrastructureError(f"{commit!r} is not a full commit id; a worker materialises pinned commits only",
                                   hint="the coordinator sends the full id of the commit it pinned: update wfqueue "
                                        "on the coordinator and the workers to the same version")
@@ -219,7 +228,7 @@ def _missing_chain(client: redis.Redis, git_dir: Path, commit: str,
 
 
 def _build(root: Path, git_dir: Path, commit: str, final: Path) -> None:
-    """Write the files of ``commit`` in a folder under ``tmp/``, then rename it to ``final``."""
+    """Write the files of ``commit`` in a folder under ``wfqueue-tmp/``, then rename it to ``final``."""
     scratch = Path(tempfile.mkdtemp(prefix=f"{commit[:12]}-", dir=root / TMP_DIR))
     tree = scratch / "tree"
     tree.mkdir()
@@ -253,6 +262,8 @@ def _evict(root: Path, keep_max: int, built: str) -> None:
     checkouts = root / CHECKOUTS_DIR
     uses: list[CheckoutUse] = []
     for entry in checkouts.iterdir():
+        if not (_is_commit_name(entry.name) and entry.is_dir() and not entry.is_symlink()):
+            continue  # not a checkout this cache built: never removed (a cache dir set to a folder in use)
         stamp = _use_file(root, entry.name)
         last_used = (stamp if stamp.exists() else entry).stat().st_mtime_ns
         uses.append(CheckoutUse(commit=entry.name, last_used_ns=last_used))

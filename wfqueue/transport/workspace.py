@@ -61,13 +61,19 @@ def task_commits_name(exec_id: str, task_id: str, attempt: int) -> str:
     return f"{exec_id}/{task_id}#{attempt}"
 
 
+# In each session copy a worker makes: only folders holding it are removed as unused copies. A cache dir set to a
+# folder in use ($HOME) by mistake must not lose the user's own `sessions/` folders.
+COPY_MARKER = ".wfqueue-session-copy"
+
+
 def prune_session_copies(folder: Path, older_than: float) -> list[str]:
     """Remove a worker's copies of sessions not used since ``older_than`` (epoch seconds): their state in
     Redis has expired by then, so nothing can need them. Returns the removed session ids."""
     removed = []
     for copy in folder.iterdir():
         try:
-            if copy.is_dir() and copy.stat().st_mtime < older_than:
+            if (copy.is_dir() and not copy.is_symlink() and (copy / COPY_MARKER).is_file()
+                    and copy.stat().st_mtime < older_than):
                 shutil.rmtree(copy)
                 removed.append(copy.name)
         except OSError:
@@ -104,6 +110,7 @@ def task_workspace(payload: P, settings: Settings, connect: Callable[[], redis.R
     files = SessionFiles(client, transport.session_id, settings.state_ttl_s)
     root = local_session_root(settings, transport.session_id)
     root.mkdir(parents=True, exist_ok=True)
+    (root / COPY_MARKER).touch()
     os.utime(root)  # in use now: pruning goes by this time
     prune_session_copies(root.parent, time.time() - settings.state_ttl_s)
     # Every file but the transcripts: no step reads another step's, and with many agents they are most of it.

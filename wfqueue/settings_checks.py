@@ -1,0 +1,74 @@
+"""The checks every setting gets from its kind, beside its own field's limits (wfqueue.settings): an upper bound
+read from its name, and a warning for a ``WFQUEUE_*`` environment variable that names no setting."""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from annotated_types import Ge, Gt
+
+# Upper bounds every setting of a kind obeys (the kind read from its name), beside its own limits: a value past
+# them is a typo or a way to say "never", and it would crash or hang far from its cause (Redis refuses an expiry
+# beyond 64-bit milliseconds, a socket timeout of 1e23 s overflows, a pool of 1e23 slots never starts).
+MAX_DURATION_S = 10 * 365 * 86_400  # seconds: every *_s setting, 10 years
+MAX_DURATION_DAYS = 10 * 365  # days: every *_days setting, 10 years
+MAX_SLOTS = 10_000  # pool slots, tasks or calls in flight at once: every *concurrency and *_parallel setting
+MAX_BYTES = 1 << 40  # bytes: every *_bytes setting, 1 TiB
+MAX_COUNT = 1_000_000_000  # any other count (retries, turns, tokens, requests or tokens per minute)
+ENV_PREFIX = "WFQUEUE_"
+# WFQUEUE_* variables that are wfqueue's but not settings (the TOML file's path; docker-compose.yml's own; the
+# reliability report of the tests): no "unknown setting" warning for them.
+ENV_NOT_SETTINGS = frozenset({"WFQUEUE_CONFIG_FILE", "WFQUEUE_WORKER_QUEUES", "WFQUEUE_RELIABILITY_REPORT"})
+ENV_TEST_PREFIX = "WFQUEUE_TEST_"  # the test suite's own variables
+
+
+def upper_bound(name: str) -> tuple[int, str]:
+    """The largest value of setting ``name`` and its unit, by the kind its name says."""
+    if name.endswith("_s"):
+        return MAX_DURATION_S, " seconds (10 years)"
+    if name.endswith("_days"):
+        return MAX_DURATION_DAYS, " days (10 years)"
+    if name.endswith(("concurrency", "_parallel")):
+        return MAX_SLOTS, " at once"
+    if name.endswith("_bytes"):
+        return MAX_BYTES, " bytes (1 TiB)"
+    return MAX_COUNT, ""
+
+
+def allowed_range(metadata: list[Any], limit: int, whole: bool) -> str:
+    """``1 to 315360000``: the field's own lower bound and ``limit``, to say in full what a setting accepts."""
+    for bound in metadata:
+        if isinstance(bound, Ge):
+            return f"{bound.ge} to {limit}"
+        if isinstance(bound, Gt):
+            low: Any = bound.gt  # a number here: Field(gt=...) of a number field
+            return f"{low + 1} to {limit}" if whole else f"above {low} up to {limit}"
+    return f"at most {limit}"
+
+
+_warned_env: set[str] = set()  # names already warned about: once per process, however many entry points load
+
+
+def warn_unknown_env(environ: Mapping[str, str], settings: Iterable[str]) -> list[str]:
+    """Warn on stderr (never stdout: `--json` stays clean) about each ``WFQUEUE_*`` variable that names no
+    setting, with the closest one: a misspelt name would be ignored without a word, where the TOML file refuses
+    an unknown key. Not an error: other tools may set WFQUEUE_* variables of their own. ``settings``: the
+    settings' names. Returns the lines."""
+    known = {ENV_PREFIX + name.upper() for name in settings} | ENV_NOT_SETTINGS
+    lines = []
+    for name in sorted(environ):
+        upper = name.upper()  # settings are read whatever the case
+        if not upper.startswith(ENV_PREFIX) or upper.startswith(ENV_TEST_PREFIX) or upper in known | _warned_env:
+            continue
+        _warned_env.add(upper)
+        # Matched without the prefix every name shares, which would make any name look close to every setting.
+        close = difflib.get_close_matches(upper.removeprefix(ENV_PREFIX), [k.removeprefix(ENV_PREFIX) for k in
+                                                                            sorted(known)], n=1)
+        lines.append(f"warning: {name} is not a wfqueue setting and is ignored"
+                     + (f" (did you mean {ENV_PREFIX}{close[0]}?)" if close else ""))
+    for line in lines:
+        print(line, file=sys.stderr)
+    return lines
