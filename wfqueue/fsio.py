@@ -120,15 +120,28 @@ def mirror_of(path: Path) -> tuple[MirrorSink, str] | None:
     return None if best is None else (best.sink, real.relative_to(best.root).as_posix())
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, mirror: bool = True) -> bool:
+def _process_umask() -> int:
+    mask = os.umask(0o022)  # the only way to read it is to set it: put straight back, at import
+    os.umask(mask)
+    return mask
+
+
+# The file mode a new file gets from open(): what the user's umask allows, as for every other program. The
+# temporary file an atomic write renames is made private (mkstemp), and would leave every artifact 0600.
+_NEW_FILE_MODE = 0o666 & ~_process_umask()
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, mirror: bool = True, mode: int | None = None) -> bool:
     """Write ``data`` to ``path`` atomically; returns False when the file already held it.
 
     Skipping identical content keeps redelivered tasks from touching mtimes. On
     failure the old file (if any) is intact and the temporary file removed, when
     the folder still allows it. Under a mirrored folder the content also goes to
     its sink, even when the file already held it (the sink may not have it yet);
-    ``mirror=False`` writes the disk only (a folder being filled from its sink)."""
-    changed = _write_bytes(path, data)
+    ``mirror=False`` writes the disk only (a folder being filled from its sink). ``mode``: the file's
+    permissions from the start (0o600 for a secret); by default those of the file it replaces, else what the
+    umask gives a new file."""
+    changed = _write_bytes(path, data, mode)
     target = mirror_of(path) if mirror else None
     if target is not None:
         sink, rel = target
@@ -136,16 +149,22 @@ def atomic_write_bytes(path: Path, data: bytes, *, mirror: bool = True) -> bool:
     return changed
 
 
-def _write_bytes(path: Path, data: bytes) -> bool:
+def _write_bytes(path: Path, data: bytes, mode: int | None = None) -> bool:
     try:
-        if path.read_bytes() == data:
+        if path.read_bytes() == data and (mode is None or path.stat().st_mode & 0o777 == mode):
             return False
     except FileNotFoundError:
         pass
     with unwritable_is_infrastructure(path):
         path.parent.mkdir(parents=True, exist_ok=True)
+        if mode is None:
+            try:
+                mode = path.stat().st_mode & 0o7777
+            except FileNotFoundError:
+                mode = _NEW_FILE_MODE
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         try:
+            os.fchmod(fd, mode)
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
                 handle.flush()
@@ -160,9 +179,9 @@ def _write_bytes(path: Path, data: bytes) -> bool:
     return True
 
 
-def atomic_write_text(path: Path, text: str) -> bool:
+def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> bool:
     """UTF-8 text through :func:`atomic_write_bytes`."""
-    return atomic_write_bytes(path, text.encode("utf-8"))
+    return atomic_write_bytes(path, text.encode("utf-8"), mode=mode)
 
 
 def dumps_json(data: Any) -> str:

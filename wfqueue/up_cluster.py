@@ -65,8 +65,8 @@ class UpCluster(BaseModel):
 def announced(repo: Path, cluster: UpCluster) -> Iterator[None]:
     """Name ``cluster`` in ``repo`` while the block runs; the file is removed on the way out (if still ours)."""
     path = queue_dir(repo) / UP_FILE
-    atomic_write_text(path, dumps_json(cluster.model_dump()))
-    path.chmod(0o600)  # the broker URL carries the password of a Redis that listens on TCP
+    # Private from the start: the broker URL carries the password of a Redis that listens on TCP.
+    atomic_write_text(path, dumps_json(cluster.model_dump()), mode=0o600)
     try:
         yield
     finally:

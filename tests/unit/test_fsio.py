@@ -99,3 +99,26 @@ def test_a_thread_waiting_past_the_timeout_gets_the_lock_error(tmp_path: Path) -
         release.set()
         holder.join()
     assert target.read_text() == "held"
+
+
+def test_a_written_file_gets_the_permissions_the_umask_gives_or_keeps_its_own(tmp_path: Path) -> None:
+    """Every artifact was 0600 (the temporary file's mode from mkstemp): plan.md and tasks.jsonl in a shared
+    repository could not be read by the rest of the team."""
+    assert fsio._NEW_FILE_MODE == 0o666 & ~current_umask()
+    new = tmp_path / "plan.md"
+    atomic_write_text(new, "# plan\n")
+    assert new.stat().st_mode & 0o777 == fsio._NEW_FILE_MODE
+    kept = tmp_path / "notes.md"
+    kept.write_text("old\n")
+    kept.chmod(0o640)
+    atomic_write_text(kept, "new\n")
+    assert kept.stat().st_mode & 0o777 == 0o640  # the user's choice stays
+    secret = tmp_path / "up.json"
+    atomic_write_text(secret, "{}\n", mode=0o600)
+    assert secret.stat().st_mode & 0o777 == 0o600
+
+
+def current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
