@@ -104,7 +104,7 @@ def test_a_thread_waiting_past_the_timeout_gets_the_lock_error(tmp_path: Path) -
 def test_a_written_file_gets_the_permissions_the_umask_gives_or_keeps_its_own(tmp_path: Path) -> None:
     """Every artifact was 0600 (the temporary file's mode from mkstemp): plan.md and tasks.jsonl in a shared
     repository could not be read by the rest of the team."""
-    assert fsio._NEW_FILE_MODE == 0o666 & ~current_umask()
+    assert 0o666 & ~current_umask() == fsio._NEW_FILE_MODE
     new = tmp_path / "plan.md"
     atomic_write_text(new, "# plan\n")
     assert new.stat().st_mode & 0o777 == fsio._NEW_FILE_MODE
