@@ -149,6 +149,12 @@ def test_ctrl_c_or_sigterm_leaves_no_process_behind(sig: signal.Signals, code: i
     session = next((sample_repo / ".workflow" / ".planning").iterdir()).name
     assert hint.endswith(f"finish the plan with `wfqueue resume {session} --repo {sample_repo}`"), stderr
     assert processes_mentioning(marker) == []
+    # Later, with nothing running: status says the plan and its agents were interrupted, and how to finish it
+    # (it said planning, every agent pending, and no hint).
+    shown = run_cli("status", session, "--repo", str(sample_repo), "--json")
+    assert shown.json()["status"] == "interrupted", shown.stdout
+    assert {a["state"] for a in shown.json()["agents"]} == {"interrupted"}
+    assert f"wfqueue resume {session}" in shown.json()["hint"]
 
 
 def test_bad_input_exits_2_and_writes_nothing(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,

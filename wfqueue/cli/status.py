@@ -15,6 +15,7 @@ from rich.table import Table
 from wfqueue.cli.plan_common import REPO_DEFAULT, keep_whole
 from wfqueue.collab.coordinator import COLLAB
 from wfqueue.collab.inspect import SessionStatus, read_session
+from wfqueue.collab.inspect import nobody_runs as collab_nobody_runs
 from wfqueue.execute.decisions import merge_hint
 from wfqueue.execute.records import Execution
 from wfqueue.execute.status_view import gate_lines, headline, task_rows
@@ -61,6 +62,8 @@ def _print_agents(out: Console, current: SessionStatus) -> None:
         table.add_row(escape(agent.focus_area), agent.state, str(agent.tasks), escape(agent.worker or ""),
                       str(agent.pid or ""), escape(agent.error or agent.note or ""))
     out.print(table)
+    if current.hint:
+        out.print(escape(current.hint))
 
 
 def _print_execution(out: Console, execution: Execution) -> None:
@@ -126,6 +129,8 @@ def register(app: typer.Typer) -> None:
             resume = resume_command(folder.name, root)
             if isinstance(current, SessionSummary):
                 current = nobody_runs(current, resume)
+            elif isinstance(current, SessionStatus):
+                current = collab_nobody_runs(current, resume)
             elif isinstance(current, Execution) and current.status == "running":
                 current = current.model_copy(update={"status": "interrupted"})
         if as_json:

@@ -44,6 +44,22 @@ class SessionStatus(BaseModel):
     # Tokens and estimated cost: live from Redis when a shared broker is configured, else the
     # usage.json the callback wrote; None for a session that recorded none (older, or still running).
     usage: UsageReport | None = None
+    hint: str | None = None  # what to do next, when the status alone does not say it
+
+
+UNFINISHED = ("understanding", "planning")
+UNFINISHED_AGENT = ("pending", "queued", "running")
+
+
+def nobody_runs(status: SessionStatus, resume: str) -> SessionStatus:
+    """``status`` when no command runs its session (it was killed, or stopped by Ctrl-C): a plan the note
+    still calls planning was interrupted, and so were its agents without a result; ``resume`` finishes it.
+    Pure."""
+    if status.status not in UNFINISHED:
+        return status
+    agents = [a.model_copy(update={"state": "interrupted"}) if a.state in UNFINISHED_AGENT else a
+              for a in status.agents]
+    return status.model_copy(update={"status": "interrupted", "agents": agents, "hint": f"finish it: {resume}"})
 
 
 def _failure_marker(body: str) -> str | None:
