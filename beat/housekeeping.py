@@ -109,8 +109,15 @@ def purge_files(repos: list[Path], settings: Settings, now: float) -> list[str]:
 
 
 def lock_files(repo: Path) -> list[Path]:
-    root = repo / WORKFLOW_DIR
-    return sorted(p for p in root.rglob("*.lock") if p.is_file() and not p.is_symlink()) if root.is_dir() else []
+    """The session folders' lock files (filelock's). Not those under ``.workflow/.queue/``: the embedded Redis's
+    owner lock there is a plain flock, held for as long as its command runs and never touched meanwhile, so it
+    always looks stale; unlinked while held, the next command would lock a new file and a second owner would
+    stop the first one's Redis."""
+    root, runtime = repo / WORKFLOW_DIR, queue_dir(repo)
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.rglob("*.lock")
+                  if p.is_file() and not p.is_symlink() and not p.is_relative_to(runtime))
 
 
 def remove_stale_locks(client: redis.Redis, repos: list[Path], settings: Settings, now: float) -> dict[str, Any]:

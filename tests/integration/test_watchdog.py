@@ -249,10 +249,19 @@ def test_purge_locks_and_archive_act_once_on_real_redis_and_files(broker: str, s
         path.write_text("")
     for path in (free, held):
         os.utime(path, (now - 2 * settings.stale_lock_age_s,) * 2)
-    with FileLock(str(held)):
-        result = remove_stale_locks(client, [sample_repo], settings, now)
+    # The embedded Redis's owner lock is a plain flock its command holds without touching the file: it looks as
+    # old as the command, and unlinked, a second command would take a new file and think itself the owner.
+    owner = RedisOwnership(queue / "redis")
+    owner.acquire()
+    redis_lock = next((queue / "redis").glob("*.lock"))
+    os.utime(redis_lock, (now - 2 * settings.stale_lock_age_s,) * 2)
+    try:
+        with FileLock(str(held)):
+            result = remove_stale_locks(client, [sample_repo], settings, now)
+    finally:
+        owner.release()
     assert result == {"removed": [str(free)], "held": [str(held)]}
-    assert not free.exists() and held.exists() and fresh.exists()
+    assert not free.exists() and held.exists() and fresh.exists() and redis_lock.exists()
 
     # Archive: a completed session idle past archive_after_days moves, with one manifest entry.
     active = sample_repo / ".workflow" / "active"
