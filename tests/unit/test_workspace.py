@@ -101,3 +101,23 @@ def test_plan_commands_find_a_running_up_and_ignore_a_dead_one(tmp_path: Path) -
         redis.stop()
     with announced(tmp_path, UpCluster(pid=os.getpid(), broker_url=redis.url, workers=2)):
         assert running_up(tmp_path) is None  # its Redis does not answer
+
+
+def test_a_worker_cache_that_cannot_be_written_is_an_infrastructure_error_naming_it(tmp_path: Path) -> None:
+    """A read-only or full cache ended the step with a bare OSError (exit 1, hint: the worker log). Here a file
+    stands where the cache's folder must be (a read-only folder would not stop a root test run)."""
+    redis = EmbeddedRedis(tmp_path / "redis")
+    redis.start()
+    (tmp_path / "not-a-folder").write_text("", encoding="utf-8")
+    cache = tmp_path / "not-a-folder" / "cache"
+    try:
+        transport = Transport(commit="0" * 40, session_id="S-1", session_root="/r/.workflow/.planning/S-1")
+        payload = LiteAssess(session_id="S-1", session_dir="/r/.workflow/.planning/S-1", repo="/r", requirement="x",
+                             force_explore=False, provider="offline", transport=transport)
+        with pytest.raises(InfrastructureError) as refused, \
+                task_workspace(payload, Settings(worker_cache_dir=cache), lambda: redis_client(redis.url, 5)):
+            pass
+        assert str(cache) in refused.value.message and "WFQUEUE_WORKER_CACHE_DIR" in refused.value.hint
+        assert refused.value.exit_code == 3
+    finally:
+        redis.stop()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -108,26 +109,43 @@ def task_workspace(payload: P, settings: Settings, connect: Callable[[], redis.R
         return
     client = connect()
     files = SessionFiles(client, transport.session_id, settings.state_ttl_s)
-    root = local_session_root(settings, transport.session_id)
-    root.mkdir(parents=True, exist_ok=True)
-    (root / COPY_MARKER).touch()
-    os.utime(root)  # in use now: pruning goes by this time
-    prune_session_copies(root.parent, time.time() - settings.state_ttl_s)
-    # Every file but the transcripts: no step reads another step's, and with many agents they are most of it.
-    hydrate(files, root, only=lambda rel: not rel.startswith(f"{TRANSCRIPT_DIR}/"))
-    fields = type(payload).model_fields
-    update = {name: _mapped(getattr(payload, name), transport, root) for name in SESSION_PATH_FIELDS if name in fields}
     with ExitStack() as stack:
-        if "repo" in fields:
-            if isinstance(payload, ExecuteTask):
-                # It makes its own worktree at its base: the cache's repository, which holds the base's objects.
-                update["repo"] = str(repository_for(client, payload.base, settings, repo_url=transport.repo_url))
-            else:  # a checkout of the pinned commit, kept from eviction while the task reads it
-                local = stack.enter_context(checked_out(client, transport.commit, settings,
-                                                        repo_url=transport.repo_url))
-                update["repo"] = str(local.joinpath(*PurePosixPath(transport.prefix).parts))
+        with cache_failures(settings):
+            root = local_session_root(settings, transport.session_id)
+            root.mkdir(parents=True, exist_ok=True)
+            (root / COPY_MARKER).touch()
+            os.utime(root)  # in use now: pruning goes by this time
+            prune_session_copies(root.parent, time.time() - settings.state_ttl_s)
+            # Every file but the transcripts: no step reads another step's, and with many agents they are most
+            # of it.
+            hydrate(files, root, only=lambda rel: not rel.startswith(f"{TRANSCRIPT_DIR}/"))
+            fields = type(payload).model_fields
+            update = {name: _mapped(getattr(payload, name), transport, root) for name in SESSION_PATH_FIELDS
+                      if name in fields}
+            if "repo" in fields:
+                if isinstance(payload, ExecuteTask):
+                    # It makes its own worktree at its base: the cache's repository, which holds the base's objects.
+                    update["repo"] = str(repository_for(client, payload.base, settings, repo_url=transport.repo_url))
+                else:  # a checkout of the pinned commit, kept from eviction while the task reads it
+                    local = stack.enter_context(checked_out(client, transport.commit, settings,
+                                                            repo_url=transport.repo_url))
+                    update["repo"] = str(local.joinpath(*PurePosixPath(transport.prefix).parts))
         stack.enter_context(mirrored(root, files))
         yield payload.model_copy(update=update)
+
+
+@contextmanager
+def cache_failures(settings: Settings) -> Iterator[None]:
+    """The worker's cache refusing a write (read-only, full, no permission) as what it is: an infrastructure
+    error naming the worker, the folder and the setting (exit 3), not an OSError of the step it stopped."""
+    try:
+        yield
+    except OSError as exc:
+        raise InfrastructureError(
+            f"worker {socket.gethostname()}: its cache {cache_dir(settings)} cannot be used: "
+            f"{exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else ""),
+            hint="free space there, or set WFQUEUE_WORKER_CACHE_DIR on that worker to a writable folder, then "
+                 "resume the session") from None
 
 
 class CoordinatorFiles:
