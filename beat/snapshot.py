@@ -99,7 +99,8 @@ def agent_snapshots(state: SessionState, areas: list[str]) -> list[AgentSnapshot
         agents.append(AgentSnapshot(area=area, state=str(record.get("state") or "unknown"),
                                     started_at=_float(record.get("started_at")),
                                     finished_at=_float(record.get("finished_at")),
-                                    alive_at=_float(record.get("alive_at"))))
+                                    alive_at=_float(record.get("alive_at")),
+                                    beat_every_s=_float(record.get("beat_every_s"))))
     return agents
 
 

@@ -35,6 +35,8 @@ class AgentSnapshot(BaseModel):
     started_at: float | None = None
     finished_at: float | None = None
     alive_at: float | None = None  # the last heartbeat of a running agent (workers/header.heartbeat)
+    # How often that agent's worker beats: its own settings', which may differ from the watchdog's worker's.
+    beat_every_s: float | None = None
 
 
 class SessionSnapshot(BaseModel):
@@ -89,6 +91,11 @@ def watchdog_action(snapshot: SessionSnapshot, now: float, deadline_s: float, gr
         return "done"
     if not snapshot.agents:
         return "wait"
+    # An agent beating less often than this worker's deadline expects (its worker has settings of its own) is
+    # not stalled before it has missed beats: three of them, as heartbeat_every_s allows for.
+    slowest = max((a.beat_every_s or 0.0 for a in snapshot.agents if a.state not in TERMINAL_AGENT_STATES),
+                  default=0.0)
+    deadline_s, grace_s = max(deadline_s, 3 * slowest), max(grace_s, 3 * slowest)
     last = last_progress(snapshot)
     if last is None:
         return "wait"  # nothing to measure from yet: the task records ``observed_since`` first

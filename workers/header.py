@@ -132,7 +132,8 @@ def run_header(task: Task[Any, Any], state: SessionStore, settings: Settings, ag
     attempt = Attempt(agent=agent, worker=task.request.hostname or "unknown", pid=os.getpid(),
                       attempts=state.count_attempt(agent))
     state.set_agent(agent, state=AgentState.RUNNING, worker=attempt.worker, pid=attempt.pid,
-                    started_at=time.time(), attempts=attempt.attempts, error=None, note=None)
+                    started_at=time.time(), attempts=attempt.attempts, error=None, note=None,
+                    beat_every_s=settings.heartbeat_every_s())
     try:
         with heartbeat(state, agent, settings.heartbeat_every_s(), settings.agent_time_limit_s), \
                 agent_notes.noting(lambda text: state.set_agent(agent, note=text)):

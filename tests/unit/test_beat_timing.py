@@ -80,6 +80,16 @@ def test_a_running_agents_heartbeat_is_progress_and_a_silent_one_is_not() -> Non
     assert act(snap(alive), T0 + 2000 + DEADLINE) == "reenqueue"  # its worker died: the beats stopped
 
 
+def test_an_agent_whose_worker_beats_less_often_than_the_deadline_expects_is_given_three_beats() -> None:
+    """The watchdog's worker had a 12 s deadline, the agents' workers beat every 30 s (their own settings): all
+    four live agents were re-enqueued, then the plan finalised failed while they finished."""
+    alive = AgentSnapshot(area="api", state="running", started_at=T0, alive_at=T0, beat_every_s=30.0)
+    assert watchdog_action(snap(alive), T0 + 89, 12.0, 12.0) == "wait"
+    assert watchdog_action(snap(alive), T0 + 90, 12.0, 12.0) == "reenqueue"  # three beats missed: its worker died
+    done = alive.model_copy(update={"state": "done", "finished_at": T0})  # a finished agent beats no more
+    assert watchdog_action(snap(done, queued("storage")), T0 + 12, 12.0, 12.0) == "reenqueue"
+
+
 def test_the_heartbeat_writes_while_the_agent_runs_and_stops_at_its_time_limit() -> None:
     state = MemorySessionState()
     with heartbeat(state, "api", every_s=0.01, for_at_most_s=60):
