@@ -140,6 +140,9 @@ def read_requirement(value: str, max_bytes: int) -> str:
     looks_like_path = candidate is not None and candidate.suffix.lower() in {".md", ".txt", ".markdown"} and (
         not any(ch.isspace() for ch in value.strip()) or candidate.is_file())
     if looks_like_path and candidate is not None:
+        if candidate.is_dir():
+            raise InvalidRequirementError(f"requirement file {value} is a folder",
+                                          hint="name the .md or .txt file inside it")
         if not candidate.is_file():
             raise InvalidRequirementError(
                 f"requirement file {value} does not exist", hint="check the path, or quote the requirement as text"

@@ -84,6 +84,9 @@ def test_requirement_text_file_and_refusals(tmp_path: Path) -> None:
         read_requirement("   ", 1000)
     with pytest.raises(InvalidRequirementError, match="does not exist"):
         read_requirement(str(tmp_path / "nope.md"), 1000)
+    (tmp_path / "specs.md").mkdir()  # it said "does not exist"
+    with pytest.raises(InvalidRequirementError, match="is a folder"):
+        read_requirement(str(tmp_path / "specs.md"), 1000)
     assert read_requirement("Document the limits in README.md", 1000) == "Document the limits in README.md"
     big = tmp_path / "big.md"
     big.write_bytes(b"a" * 5_000_000)
