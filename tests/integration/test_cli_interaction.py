@@ -88,6 +88,15 @@ def test_cancel_at_the_split_plans_nothing(sample_repo: Path) -> None:
     assert executed.code == 2 and "was cancelled when its plan was shown" in executed.stderr, executed.stderr
 
 
+def test_ctrl_d_at_a_question_stops_like_ctrl_c_and_says_how_to_finish(sample_repo: Path) -> None:
+    """End of input at the split question printed `interrupted` and exit 130, without the resume that Ctrl-C
+    names."""
+    code, transcript = interactive(sample_repo, [("start, adjust or cancel", "\x04")])
+    assert code == 130, transcript
+    session = next((sample_repo / ".workflow" / ".planning").iterdir()).name
+    assert f"finish the plan with `wfqueue resume {session}" in transcript, transcript
+
+
 def test_adjust_resplits_before_planning(sample_repo: Path) -> None:
     code, transcript = interactive(
         sample_repo,

@@ -72,6 +72,24 @@ def test_ctrl_c_during_the_shutdown_kills_what_is_left(sample_repo: Path, marker
     assert processes_mentioning(marker) == []
 
 
+def test_ctrl_c_during_the_shutdown_after_the_result_keeps_the_results_exit_code(
+        sample_repo: Path, marker: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A completed plan printed its result, then a Ctrl-C while Redis and the workers stopped made it exit 130:
+    a script saw a failure for a plan that had finished."""
+    stop_after_output()
+    with broker_runtime(load_settings(), sample_repo, 1, QuietUI()):
+        pass
+
+    def interrupted(self: LocalWorkers, grace_s: float = 0.0) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(LocalWorkers, "stop", interrupted)
+    with pytest.raises(typer.Exit) as ended:
+        finish(outcome(), True, lambda out: None)
+    assert ended.value.exit_code == 0 and '"status": "completed"' in capsys.readouterr().out
+    assert processes_mentioning(marker) == []  # the interrupt still killed what was left
+
+
 def test_without_the_request_the_runtime_stops_the_cluster_on_exit(sample_repo: Path, marker: str) -> None:
     with broker_runtime(load_settings(), sample_repo, 1, QuietUI()):
         pass

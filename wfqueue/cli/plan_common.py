@@ -50,6 +50,7 @@ def finish(result: PlanOutcome, as_json: bool, describe: Callable[[Console], Non
     """Print the outcome: the `--json` object on stdout (``json_object`` when the command prints its own
     fields), or ``describe`` and the usage line; exit with the outcome's code (0, or 1 for partial and
     failed). An embedded cluster is stopped after the output is flushed, before the exit."""
+    printed = False
     try:
         if as_json:
             typer.echo(result.json_line(*json_extra) if json_object is None
@@ -60,8 +61,15 @@ def finish(result: PlanOutcome, as_json: bool, describe: Callable[[Console], Non
             if result.usage:
                 out.print(f"usage:   {escape(result.usage)}")
         sys.stdout.flush()  # a pipe buffers: the result must not wait for the shutdown
+        printed = True
     finally:
-        stop_deferred()
+        try:
+            stop_deferred()
+        except KeyboardInterrupt:  # Ctrl-C (or SIGTERM) while Redis and the workers stop: they were killed
+            if not printed:
+                raise
+    # The outcome is out: a Ctrl-C during the shutdown only hurried it, and must not turn a completed plan
+    # into exit 130 for the script that reads the result.
     raise typer.Exit(result.exit_code)
 
 

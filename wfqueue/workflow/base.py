@@ -190,7 +190,7 @@ class WorkflowCoordinator(Generic[UI]):
             try:
                 with self._session_files(runtime, state):
                     yield state
-            except KeyboardInterrupt:  # wfqueue.cli.main.Terminated (SIGTERM) is one too
+            except (KeyboardInterrupt, EOFError):  # Terminated (SIGTERM) is one too; EOF: Ctrl-D at a question
                 self._bill(state)
                 if self.RESUME_HINT_ON_STOP:
                     with contextlib.suppress(OSError):  # after a hangup the terminal is gone (EIO)
