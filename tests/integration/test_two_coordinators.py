@@ -68,6 +68,14 @@ def test_a_second_coordinator_is_refused_and_another_repository_gets_the_next_id
         assert third.code == 0 and third.json()["session_id"] == f"{session}-3", third.stdout + third.stderr
         meta = redis_client(redis.url, 5).hget(f"wfq:{session}:meta", "session_dir")
         assert meta is not None and json.loads(meta) == str(planning / session), meta
+        # Workflow sessions (ids without a date) too: the second repository's was refused with exit 2.
+        ids = []
+        for repo in (sample_repo, other_repo):
+            wfs = run_cli("plan", "Build JWT auth with refresh tokens", "--repo", str(repo), "-y", "--json",
+                          "--provider", write_script(tmp_path / "quick.json"), env=env)
+            assert wfs.code in (0, 1) and wfs.json()["status"] in ("completed", "partial"), wfs.stdout + wfs.stderr
+            ids.append(wfs.json()["session_id"])
+        assert ids[1] == f"{ids[0]}-2", ids
     finally:
         for proc in (first, worker):
             if proc.poll() is None:

@@ -53,7 +53,7 @@ from wfqueue.metering import budget_meta, usage_line, write_usage_file
 from wfqueue.runtime import Runtime
 from wfqueue.sessions import repo_option
 from wfqueue.settings import Settings
-from wfqueue.state import SessionState, SessionStore, taken_by_another
+from wfqueue.state import SessionState, SessionStore
 from wfqueue.usage import Budget
 from wfqueue.workflow.base import PlanOutcome, ResumeRequest, WorkflowCoordinator, WorkflowUI, new_session_folder
 from wfqueue.workflow.kind import WorkflowKind
@@ -75,15 +75,9 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
         repo = Path(plan.repo)
         # An id with no branch yet: `.workflow/` is ignored by git, so a cleaned checkout may have lost the folder
         # of an execution whose branch is still there, and the new one would build on its merges.
-        taken = used_exec_ids(repo)
-        while True:
-            exec_dir = new_session_folder(execution_root(repo), EXEC_IDS, plan_slug(plan.session_id), taken=taken)
-            runtime, ttl_s = self._runtime, self.settings.state_ttl_s
-            same_id = None if runtime is None else SessionState(runtime.client, exec_dir.name, ttl_s)
-            if same_id is None or taken_by_another(same_id, str(exec_dir)) is None:
-                break
-            exec_dir.rmdir()  # the id is another folder's execution on this broker: the next one
-            taken.add(exec_dir.name)
+        exec_dir = self.free_folder(lambda taken: new_session_folder(execution_root(repo), EXEC_IDS,
+                                                                     plan_slug(plan.session_id), taken=taken),
+                                    used_exec_ids(repo))
         exec_id = exec_dir.name
         base = head_of(repo)
         branch = integration_branch(exec_id)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
@@ -45,7 +46,7 @@ from wfqueue.runtime import (
 )
 from wfqueue.sessions import SessionIds
 from wfqueue.settings import Settings
-from wfqueue.state import CoordinatorLease, SessionState, SessionStore
+from wfqueue.state import CoordinatorLease, SessionState, SessionStore, taken_by_another
 from wfqueue.transport.models import Transport
 from wfqueue.transport.workspace import PIN_FILE, CoordinatorFiles
 from wfqueue.usage import Budget, PriceTable
@@ -250,6 +251,20 @@ class WorkflowCoordinator(Generic[UI]):
             return nothing_to_wait_for
         self._runtime.workers_ready()
         return self._runtime.workers_alive
+
+    def free_folder(self, make: Callable[[set[str]], Path], taken: set[str] | None = None) -> Path:
+        """A new session folder, ``make(taken)``, whose id no other folder's session holds on the held runtime's
+        broker (ids are unique per repository only: another repository's session of the same words may live
+        there, its agents still writing); a taken id's folder, just made, is removed and the next id tried."""
+        taken = set(taken or ())
+        while True:
+            folder = make(taken)
+            runtime = self._runtime
+            if runtime is None or taken_by_another(SessionState(runtime.client, folder.name,
+                                                                runtime.settings.state_ttl_s), str(folder)) is None:
+                return folder
+            shutil.rmtree(folder)
+            taken.add(folder.name)
 
     def wait(self, result: AsyncResult[Any], what: str, settings: Settings, state: SessionStore | None = None) -> Any:
         """Wait for one task; the files it wrote are in the session folder when this returns. With the session's

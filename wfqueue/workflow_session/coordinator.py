@@ -80,10 +80,11 @@ class WfsUI(WorkflowUI, Protocol):
     def gate(self) -> GateChoice: ...
 
 
-def create_session(repo: Path, requirement: str) -> Path:
-    """Phase 1 for a new session: workflow-session.json and the User Intent of planning-notes.md."""
+def create_session(repo: Path, requirement: str, taken: set[str] | None = None) -> Path:
+    """Phase 1 for a new session: workflow-session.json and the User Intent of planning-notes.md; ``taken``:
+    ids in use on the broker besides the folders here."""
     structured = structure_input(requirement)
-    folder = new_session_folder(active_root(repo), WFS_IDS, structured.goal)
+    folder = new_session_folder(active_root(repo), WFS_IDS, structured.goal, taken)
     (folder / PROCESS_DIR).mkdir()
     now = now_iso()
     session = WorkflowSession(session_id=folder.name, project=repo.name, description=as_text(structured),
@@ -125,7 +126,7 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
         with self.runtime(request.repo, request.workers) as runtime:
             fresh = folder is None
             if folder is None:
-                folder = create_session(request.repo, request.requirement or "")
+                folder = self.free_folder(lambda taken: create_session(request.repo, request.requirement or "", taken))
             return self._phases(runtime, folder, request, fresh)
 
     def resume(self, request: ResumeRequest) -> WfsResult:
