@@ -255,7 +255,8 @@ def wait_for(result: AsyncResult[Any], what: str, settings: Settings, tick: Call
             raise error
         if isinstance(error, TimeLimitExceeded):
             # The worker killed the task's process: nothing of the task ran to its end, so say which limit did it.
-            raise ProviderError(f"{what} failed: its worker killed it at its hard time limit ({error.args[0]}s)",
+            limit = f" ({error.args[0]}s)" if error.args else ""
+            raise ProviderError(f"{what} failed: its worker killed it at its hard time limit{limit}",
                                 hint=TIME_LIMIT_HINT)
         described = f"{type(error).__name__}: {error}"
         if any(name in described for name in ("ConnectionError", "OperationalError")):

@@ -65,14 +65,13 @@ def starts_with_known_tool(command: str) -> bool:
 
 
 def _path_values(argument: str) -> list[str]:
-    """Everywhere a path can sit in one argument: the argument itself, the value after its first ``=``
-    (``--rootdir=/x``, ``cache_dir=/x``), the value glued to a short option (``-C/x``), and each item of a
-    comma or colon list in those."""
-    values = [argument]
+    """Everywhere a path can sit in one argument: the argument itself, the value glued to a short option
+    (``-C/x``), and every piece between ``=``, ``,`` and ``:`` (``--rootdir=/x``, ``-o cache_dir=/x``,
+    ``--override-ini=cache_dir=/x``, ``--cov=src,/etc``, ``--roots=src:../x``)."""
+    values = [argument, *re.split(r"[=,:]", argument)]
     if argument.startswith("-") and not argument.startswith("--") and len(argument) > 2:
-        values.append(argument[2:])
-    values += [v.split("=", 1)[1] for v in list(values) if "=" in v]
-    return [item for v in values for item in re.split(r"[,:]", v)] + values
+        values += [argument[2:], *re.split(r"[=,:]", argument[2:])]
+    return values
 
 
 def _escapes_repository(argument: str) -> bool:
@@ -135,11 +134,11 @@ def run_command(argv: list[str], repo: Path, timeout_s: float = DEFAULT_COMMAND_
                                  seconds=round(time.monotonic() - started, 3), output=f"{argv[0]}: not found on PATH")
         try:
             exited = _exited_within(proc, timeout_s)
-            if exited:
-                _kill_leftovers(proc)
-                proc.wait()
-            else:
-                stop_process_group(proc, grace_s=_KILL_GRACE_S)  # the command and every child it started
+            if not exited:  # the command and every child it started: asked to stop, then killed
+                _signal_group(proc, signal.SIGTERM)
+                _exited_within(proc, _KILL_GRACE_S)
+            _kill_leftovers(proc)  # the command is not reaped yet: its group id is still its own
+            proc.wait()
         except BaseException:  # Ctrl-C, SIGTERM, a task's time limit: its own session would keep it running
             stop_process_group(proc, signal.SIGKILL, grace_s=_KILL_GRACE_S)
             raise
@@ -159,18 +158,23 @@ def _exited_within(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
             return False
         return True
     try:
-        ready, _, _ = select.select([pidfd], [], [], max(0.0, timeout_s))
-        return bool(ready)
+        waiting = select.poll()  # not select(): a descriptor above 1023 is common in a busy worker
+        waiting.register(pidfd, select.POLLIN)
+        return bool(waiting.poll(max(0, int(timeout_s * 1000))))
     finally:
         os.close(pidfd)
 
 
-def _kill_leftovers(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL what the command left running in its process group (its id is the command's pid)."""
+def _signal_group(proc: subprocess.Popen[bytes], signum: signal.Signals) -> None:
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(proc.pid, signum)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _kill_leftovers(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL what the command left running in its process group (its id is the command's pid)."""
+    _signal_group(proc, signal.SIGKILL)
 
 
 def _tail(output: IO[bytes]) -> str:

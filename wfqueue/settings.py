@@ -42,7 +42,6 @@ CELERY_POOLS = ("prefork", "threads", "solo")  # what `wfqueue worker --pool` ac
 WorkerPoolName = Literal["auto", "prefork", "threads"]
 
 
-
 class Settings(BaseSettings):
     """Effective configuration of one wfqueue process."""
 

@@ -15,6 +15,7 @@ import socket
 import threading
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
@@ -352,15 +353,25 @@ class CoordinatorLease:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-
     def __enter__(self) -> CoordinatorLease:
         if self.fresh:
             # Ids are unique per repository only: on a shared broker another repository's live session may
             # have this id. Its keys must not be reset; the caller picks another id.
             taken = taken_by_another(self.state, self.session_dir)
             if taken is not None:
-                raise SessionIdTakenError(taken, hint="run the command again once that plan has finished")
+                raise SessionIdTakenError(taken, hint="run the command again: it takes the next id")
             self.state.reset()  # before the claim: reset deletes every key of the session
+        else:
+            # Going on with a session whose id another folder's session holds here (a copy of the repository, or
+            # another one that planned the same words): it would write into that session's state.
+            recorded = self.state.session_meta().session_dir
+            if recorded is not None and self.session_dir is not None and recorded != self.session_dir \
+                    and Path(recorded).is_dir():
+                raise SessionIdTakenError(
+                    f"the session id {self.state.session_id} belongs on this broker to {recorded}; "
+                    f"{self.session_dir} cannot go on under it without taking that session over",
+                    hint="plan the requirement again here (it takes another id), or go on with the session where "
+                         "it lives")
         claimed = self.state.client.set(self.key, self.owner, nx=True, px=int(self.ttl_s * 1000))
         holder = "" if claimed else (maybe_text(self.state.client.get(self.key)) or "")
         if not claimed and holder and holder_is_dead(holder):

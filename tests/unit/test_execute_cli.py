@@ -224,6 +224,7 @@ def test_on_a_terminal_the_schedule_is_confirmed_first_and_declining_changes_not
     err = capsys.readouterr().err
     assert asked == ["start these tasks?"]
     assert "WFS-test-session (workflow plan, 4 tasks): 2 waves" in err and "not started; nothing was written" in err
+    assert "[notes_api/storage/db.py]" in err  # each task's files, in brackets: they were read as rich markup
     assert git(sample_repo, "rev-parse", "HEAD") == head and git(sample_repo, "branch", "-a") == branches
     assert snapshot(sample_repo) == before
     assert not (sample_repo / ".workflow" / ".execution").exists()
@@ -280,9 +281,16 @@ def test_a_session_its_verification_blocks_is_refused_until_reverified_or_forced
     assert main(["execute", SESSION, "--repo", str(sample_repo), "-y", "--force"]) == 2
     assert "no executor is configured" in capsys.readouterr().err
 
-    # Tasks edited after the verification: its verdict may be out of date, and the hint says to verify again.
+    # What an execution writes back into a task (its status, result, commit) is no change of the plan: still
+    # refused as verified, with no word of a change (the files' times said there was one).
     impl = folder / ".task" / "IMPL-1.json"
-    os.utime(impl, ns=(impl.stat().st_atime_ns, impl.stat().st_mtime_ns + 10**9 * 60))
+    written_back = json.loads(impl.read_text())
+    impl.write_text(json.dumps({**written_back, "status": "failed", "executed_at": "2026-11-26T09:00:00+00:00",
+                                "result": {"success": False}, "attempts": 1}))
+    assert main(["execute", SESSION, "--repo", str(sample_repo), "-y"]) == 2
+    assert "changed after" not in capsys.readouterr().err
+    # Tasks edited after the verification: its verdict may be out of date, and the hint says to verify again.
+    impl.write_text(json.dumps({**written_back, "title": "Tidy the storage module and its indexes"}))
     assert main(["execute", SESSION, "--repo", str(sample_repo), "-y"]) == 2
     assert "its tasks changed after that verification" in " ".join(capsys.readouterr().err.split())
     assert main(["execute", SESSION, "--repo", str(sample_repo), "--dry-run", "--json"]) in (0, None)

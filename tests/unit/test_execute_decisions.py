@@ -49,9 +49,10 @@ def test_a_commit_may_touch_its_files_and_new_tests_and_delete_only_what_the_pla
         "conftest.py (added)", "tests/conftest.py (added)"]
     # So do pytest.ini, setup.cfg, a jest config... under tests/ (tests/pytest.ini could set addopts to skip
     # every test); a fixture file among the tests is still a test file.
-    assert disallowed_changes(t, [("A", "tests/pytest.ini"), ("A", "tests/setup.cfg"),
+    assert disallowed_changes(t, [("A", "tests/pytest.ini"), ("A", "tests/setup.cfg"), ("A", "tests/.pytest.toml"),
                                   ("A", "tests/jest.config.js"), ("A", "tests/fixtures/users.json")]) == [
-        "tests/pytest.ini (added)", "tests/setup.cfg (added)", "tests/jest.config.js (added)"]
+        "tests/pytest.ini (added)", "tests/setup.cfg (added)", "tests/.pytest.toml (added)",
+        "tests/jest.config.js (added)"]
     named = task(files=TaskFiles(create=["tests/conftest.py"]))
     assert disallowed_changes(named, [("A", "tests/conftest.py")]) == []
 

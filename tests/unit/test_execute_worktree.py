@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -17,6 +18,9 @@ from wfqueue.execute.worktree import (
     finish_worktree,
     prepare_worktree,
     worktree_path,
+)
+from wfqueue.execute.worktree import (
+    git as wt_git,
 )
 
 BRANCH = f"wfqueue/{EXEC_ID}/T1"
@@ -125,9 +129,27 @@ def test_a_worktree_git_never_finished_adding_is_made_again_and_can_be_removed(t
     assert "locked" not in git(repo, "worktree", "list", "--porcelain")
     assert finish_worktree(repo, path) is False and not path.exists()
 
-    path, _ = _worktree(repo)  # half-made again, and found at the end of the run: removed all the same
-    git(repo, "worktree", "lock", str(path))
+    path, _ = _worktree(repo)  # half-made again (killed inside our own add), found at the end of the run
+    git(repo, "worktree", "lock", "--reason", "wfqueue-adding", str(path))
     (path / "calc" / "ops.py").unlink()
     assert finish_worktree(repo, path) is False and not path.exists()
     other, _ = _worktree(repo, attempt=2)  # the next attempt takes the branch: no worktree holds it any more
     assert git(other, "symbolic-ref", "HEAD") == f"refs/heads/{BRANCH}"
+    assert "locked" not in git(repo, "worktree", "list", "--porcelain")  # a finished add leaves no lock
+
+    # A user's own lock on a worktree holding work (what `git worktree lock` is for) is respected: kept whole.
+    (other / "calc" / "ops.py").write_text(SUB, encoding="utf-8")
+    git(repo, "worktree", "lock", "--reason", "keeping this", str(other))
+    assert finish_worktree(repo, other) is True and (other / "calc" / "ops.py").read_text() == SUB
+
+
+def test_git_configuration_from_the_environment_is_kept_beside_the_hooks_being_off(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hooks were turned off by replacing GIT_CONFIG_COUNT and its keys: a container's safe.directory given that
+    way was lost, and every worktree add failed on the ownership check."""
+    repo = make_repo(tmp_path)
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "user.name")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "Container Identity")
+    assert wt_git(repo, "config", "user.name").stdout.strip() == "Container Identity"
+    assert wt_git(repo, "config", "core.hooksPath").stdout.strip() == os.devnull

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import errno
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -103,22 +105,15 @@ def test_a_thread_waiting_past_the_timeout_gets_the_lock_error(tmp_path: Path) -
 
 def test_a_written_file_gets_the_permissions_the_umask_gives_or_keeps_its_own(tmp_path: Path) -> None:
     """Every artifact was 0600 (the temporary file's mode from mkstemp): plan.md and tasks.jsonl in a shared
-    repository could not be read by the rest of the team."""
-    assert 0o666 & ~current_umask() == fsio._NEW_FILE_MODE
-    new = tmp_path / "plan.md"
-    atomic_write_text(new, "# plan\n")
-    assert new.stat().st_mode & 0o777 == fsio._NEW_FILE_MODE
+    repository could not be read by the rest of the team. Written by a process whose umask is 022."""
     kept = tmp_path / "notes.md"
     kept.write_text("old\n")
     kept.chmod(0o640)
-    atomic_write_text(kept, "new\n")
-    assert kept.stat().st_mode & 0o777 == 0o640  # the user's choice stays
-    secret = tmp_path / "up.json"
-    atomic_write_text(secret, "{}\n", mode=0o600)
-    assert secret.stat().st_mode & 0o777 == 0o600
-
-
-def current_umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+    probe = ("import os, sys; os.umask(0o022); from pathlib import Path; from wfqueue.fsio import atomic_write_text; "
+             "root = Path(sys.argv[1]); atomic_write_text(root / 'plan.md', '# plan'); "
+             "atomic_write_text(root / 'notes.md', 'new'); atomic_write_text(root / 'up.json', '{}', mode=0o600)")
+    done = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert done.returncode == 0, done.stderr
+    modes = {name: (tmp_path / name).stat().st_mode & 0o777 for name in ("plan.md", "notes.md", "up.json")}
+    assert modes == {"plan.md": 0o644, "notes.md": 0o640, "up.json": 0o600}  # the user's choice stays

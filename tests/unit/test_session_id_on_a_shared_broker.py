@@ -3,6 +3,8 @@ take over another folder's session that has the same id."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from wfqueue.errors import SessionIdTakenError
@@ -28,3 +30,24 @@ def test_a_new_session_does_not_reset_another_repositorys_session_of_the_same_id
     with CoordinatorLease(SessionState(client, SID, 600), fresh=True,
                           session_dir=f"/src/alpha/.workflow/.planning/{SID}"):
         assert alpha.agent("gen0") == {}
+
+
+def test_going_on_with_a_session_another_folder_holds_is_refused_unless_that_folder_is_gone(
+        redis_url: str, tmp_path: Path) -> None:
+    """`plan --session` (or resume) of the same id in another repository took the session over: it rewrote its
+    meta, and wrote into its state."""
+    client = redis_client(redis_url, 5)
+    alpha, beta = tmp_path / "alpha" / SID, tmp_path / "beta" / SID
+    for folder in (alpha, beta):
+        folder.mkdir(parents=True)
+    state = SessionState(client, SID, 600)
+    state.reset()
+    state.set_meta(session_dir=str(alpha))
+    with pytest.raises(SessionIdTakenError, match=f"belongs on this broker to {alpha}"), \
+            CoordinatorLease(SessionState(client, SID, 600), session_dir=str(beta)):
+        pass
+    with CoordinatorLease(SessionState(client, SID, 600), session_dir=str(alpha)):  # its own folder: goes on
+        pass
+    alpha.rmdir()  # the repository moved: the session goes on where it is now
+    with CoordinatorLease(SessionState(client, SID, 600), session_dir=str(beta)):
+        pass

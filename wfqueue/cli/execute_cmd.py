@@ -122,7 +122,8 @@ def _confirm(ui: TerminalUI, plan: ExecutablePlan, schedule: Schedule, gate: lis
     do), saying that -y skips the question."""
     if yes or not ui.interactive("starting the execution without confirmation"):
         return True
-    ui.console.print(render_schedule(plan, schedule, gate).rsplit("\n", 1)[0])
+    # Plain text: each task's files are listed in brackets, and titles are the model's.
+    ui.console.print(render_schedule(plan, schedule, gate).rsplit("\n", 1)[0], markup=False)
     return typer.confirm("start these tasks?", default=True, err=True)
 
 
@@ -131,7 +132,7 @@ def _describe(out: Console, result: ExecutionOutcome) -> None:
               f"merged into {escape(result.branch)} — {escape(result.session_dir)}")
     for state in ("failed", "skipped", "blocked"):
         if result.task_states[state]:
-            out.print(f"{state}: {', '.join(result.task_states[state])}")
+            out.print(escape(f"{state}: {', '.join(result.task_states[state])}"))
     out.print(escape(result.hint))
 
 

@@ -57,7 +57,7 @@ class TerminalReplanUI:
         return chosen
 
     def ask_text(self, prompt: str) -> str:
-        return Prompt.ask(prompt, default="", console=self.console)
+        return Prompt.ask(escape(prompt), default="", console=self.console)
 
     def show_impact(self, text: str) -> None:
         self.console.print(text, markup=False)
@@ -159,6 +159,6 @@ def register(app: typer.Typer) -> None:
         table = Table("session", "status", "tasks", "created", "last replan")
         keep_whole(table, "session")
         for r in rows:
-            table.add_row(r.session_id, escape(r.status if not r.error else f"{r.status}: {r.error}"), str(r.tasks),
-                          r.created_at or "-", r.last_replan or "-")
+            status = r.status if not r.error else f"{r.status}: {r.error}"
+            table.add_row(escape(r.session_id), escape(status), str(r.tasks), r.created_at or "-", r.last_replan or "-")
         out.print(table)

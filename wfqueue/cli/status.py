@@ -78,12 +78,12 @@ def _print_execution(out: Console, execution: Execution) -> None:
     keep_whole(table, "wave", "task", "state", "attempt", "time (s)")
     rows = task_rows(execution)
     for row in rows:
-        table.add_row(str(row.wave), row.task_id, escape(row.title), row.state, row.attempt, row.seconds,
+        table.add_row(str(row.wave), escape(row.task_id), escape(row.title), row.state, row.attempt, row.seconds,
                       escape(row.worker))
     out.print(table)
     for row in rows:
         if row.detail:
-            out.print(f"{row.task_id}: {escape(row.detail)}", soft_wrap=True)
+            out.print(escape(f"{row.task_id}: {row.detail}"), soft_wrap=True)
     for line in gate_lines(execution):
         out.print(escape(line))
     hint = merge_hint(execution, repo_option(Path(execution.repo)))
@@ -116,7 +116,7 @@ def register(app: typer.Typer) -> None:
                           title=escape(str(folder)))
             keep_whole(table, "session", "status")
             for r in rows:
-                table.add_row(r.session_id, r.status, str(len(r.agents)), str(r.tasks), str(r.conflicts),
+                table.add_row(escape(r.session_id), r.status, str(len(r.agents)), str(r.tasks), str(r.conflicts),
                               *_row_usage(r.usage))
             out.print(table if rows else escape(f"no sessions under {folder}"))
             return

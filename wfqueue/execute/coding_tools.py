@@ -111,8 +111,7 @@ class CodingTools:
         self.command_timeout_s = command_timeout_s
         # No larger than what read_file reads back (max_file_bytes): a file the model wrote and could not read
         # again would be out of its reach for the rest of the task.
-        self.max_write_bytes = max_write_bytes if max_write_bytes is not None else \
-            read_caps.get("max_file_bytes", 1_000_000)
+        self.max_write_bytes = max_write_bytes if max_write_bytes is not None else self.repo.max_file_bytes
 
     # -- confinement for writes ------------------------------------------------------------
 

@@ -30,7 +30,7 @@ def skip_reason(task: ExecTask, execution: Execution) -> str | None:
 def conflict_outcome(record: TaskRecord, files: list[str]) -> tuple[TaskState, str]:
     """What a task whose merge conflicted in ``files`` becomes, with the reason: ``conflict`` (it runs once more
     on the integration branch's new head), or ``blocked`` when that run was already its second chance."""
-    listed = ", ".join(files) or "unknown files"
+    listed = ", ".join(files)
     if record.state == "conflict":
         return "blocked", f"its merge conflicts again ({listed})"
     return "conflict", f"its merge conflicted in {listed}"
@@ -70,8 +70,8 @@ def disallowed_changes(task: ExecTask, changes: list[tuple[str, str]]) -> list[s
 
 # Files that sit among the tests but configure how every test below them runs (or whether it runs): one added
 # unasked could skip them all and turn the gate green. Only a task that names one may add it.
-TEST_CONFIGURATION = frozenset({"conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml",
-                                "package.json", ".babelrc", "tsconfig.json"})
+TEST_CONFIGURATION = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini",
+                                "setup.cfg", "pyproject.toml", "package.json", ".babelrc", "tsconfig.json"})
 TEST_CONFIGURATION_PREFIXES = ("jest.config.", "vitest.config.", "karma.conf.", ".mocharc", "babel.config.")
 
 

@@ -126,7 +126,7 @@ def read_verdict(source: PlanSource) -> PlanVerdict | None:
     if source.kind != "workflow":
         return None
     # Imported here: only workflow sessions carry a verification.
-    from wfqueue.workflow_session.verify.run import FINDINGS_FILE, VerificationReport
+    from wfqueue.workflow_session.verify.run import FINDINGS_FILE, VerificationReport, tasks_digest
 
     findings = source.folder / PROCESS_DIR / FINDINGS_FILE
     try:
@@ -134,11 +134,15 @@ def read_verdict(source: PlanSource) -> PlanVerdict | None:
         verified_at = findings.stat().st_mtime_ns
     except (OSError, ValueError):
         return None
-    task_times = [p.stat().st_mtime_ns for p in (source.folder / TASK_DIR).glob("*.json") if p.is_file()]
+    task_dir = source.folder / TASK_DIR
+    if report.tasks_digest is not None:  # what execution writes back into the tasks does not count
+        stale = report.tasks_digest != tasks_digest(task_dir)
+    else:  # a verification from before the digest: the files' times tell
+        stale = any(p.stat().st_mtime_ns > verified_at for p in task_dir.glob("*.json") if p.is_file())
     return PlanVerdict(quality_gate=report.quality_gate,
                        critical=[f"{f.id} {', '.join(f.location)}: {f.summary}" for f in report.findings
                                  if f.severity == "CRITICAL"],
-                       stale=any(t > verified_at for t in task_times))
+                       stale=stale)
 
 
 def refuse_cancelled(source: PlanSource) -> None:

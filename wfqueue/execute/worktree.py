@@ -19,7 +19,7 @@ import posixpath
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -40,17 +40,31 @@ COMMIT_TYPES = {"feature": "feat", "enhancement": "feat", "fix": "fix", "bugfix"
                 "testing": "test", "test-gen": "test", "test-fix": "test", "docs": "docs"}
 
 
-# The repository's hooks do not run for wfqueue's own git commands (worktree add, checkout, commit, merge): a
-# prepare-commit-msg hook that wants a ticket in the branch name failed every task, and a post-checkout hook for a
-# tool the worker lacks (git-lfs) failed the execution. The task's verification and the gate are the checks. Set
-# through the environment (git 2.31+), so git's messages quote the command as it was written.
-NO_HOOKS = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.hooksPath", "GIT_CONFIG_VALUE_0": os.devnull}
+# Why a worktree is locked while `git worktree add` makes it (`--lock --reason`, unlocked once made): a worktree
+# still locked with it was never finished (the command was killed). Git's own reason for that case is
+# "initializing" (in English unless translated), which older wfqueue versions left.
+ADDING_REASON = "wfqueue-adding"
+HALF_MADE_REASONS = (ADDING_REASON, "initializing")
+
+
+def no_hooks_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The repository's hooks do not run for wfqueue's own git commands (worktree add, checkout, commit, merge): a
+    prepare-commit-msg hook that wants a ticket in the branch name failed every task, and a post-checkout hook for
+    a tool the worker lacks (git-lfs) failed the execution. The task's verification and the gate are the checks.
+    Added to the configuration the environment already gives git (git 2.31+: GIT_CONFIG_COUNT), never replacing
+    it (a container's safe.directory), so git's messages quote each command as it was written."""
+    try:
+        count = max(0, int(environ.get("GIT_CONFIG_COUNT", "0")))
+    except ValueError:
+        count = 0
+    return {"GIT_CONFIG_COUNT": str(count + 1), f"GIT_CONFIG_KEY_{count}": "core.hooksPath",
+            f"GIT_CONFIG_VALUE_{count}": os.devnull}
 
 
 def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     """Git for execution's worktrees and branches (wfqueue.gitcmd), hooks off: its failures are
     InfrastructureErrors."""
-    return run_git(cwd, *args, check=check, timeout_s=GIT_TIMEOUT_S, env=NO_HOOKS,
+    return run_git(cwd, *args, check=check, timeout_s=GIT_TIMEOUT_S, env=no_hooks_env(os.environ),
                    needed_for="execution works on git branches",
                    install_hint="install git on every worker that consumes the execute queue",
                    failure_hint="check the repository with `git status` and `git worktree list`")
@@ -102,12 +116,18 @@ def _registered(repo: Path, path: Path) -> bool:
     return _worktree_entry(repo, path) is not None
 
 
+def _locks(repo: Path, path: Path) -> list[str]:
+    """The lock reasons of the worktree at ``path`` ("" for a lock without one): none when it is not locked."""
+    return [line.removeprefix("locked").strip() for line in _worktree_entry(repo, path) or []
+            if line == "locked" or line.startswith("locked ")]
+
+
 def _half_made(repo: Path, path: Path) -> bool:
-    """A worktree `git worktree add` never finished (killed by a Ctrl-C): git locks a new worktree (reason
-    "initializing", in the user's language) until its checkout is done. Its files are partial, no executor ever
-    ran in it, and while it stands its branch cannot be checked out elsewhere and it cannot be removed. wfqueue
-    never locks its worktrees itself, so any lock on one is that."""
-    return any(line == "locked" or line.startswith("locked ") for line in _worktree_entry(repo, path) or [])
+    """A worktree `git worktree add` never finished (killed by a Ctrl-C): still locked with the reason it was
+    added under. Its files are partial, no executor ever ran in it, and while it stands its branch cannot be
+    checked out elsewhere and it cannot be removed. A lock of anyone else's (a user keeping a worktree that
+    holds work) is not that, and is respected."""
+    return any(reason in HALF_MADE_REASONS for reason in _locks(repo, path))
 
 
 def _discard(repo: Path, path: Path) -> None:
@@ -145,7 +165,9 @@ def _prepare(repo: Path, path: Path, branch: str, base: str, base_commit: str) -
         shutil.rmtree(path)
     git(repo, "worktree", "prune")  # forget worktrees whose folders are gone, so the branch can be checked out
     path.parent.mkdir(parents=True, exist_ok=True)
-    git(repo, "worktree", "add", "--quiet", "--force", "-B", branch, str(path), base)
+    git(repo, "worktree", "add", "--quiet", "--force", "--lock", "--reason", ADDING_REASON, "-B", branch, str(path),
+        base)
+    git(repo, "worktree", "unlock", str(path))
     return path
 
 
@@ -279,10 +301,13 @@ def _finish(repo: Path, path: Path) -> bool:
     if not _registered(repo, path):
         shutil.rmtree(path)
         return False
-    if not _half_made(repo, path) and changed_paths(path):  # a half-made one holds no one's work
+    if _half_made(repo, path):  # it holds no one's work
+        _discard(repo, path)
+        return False
+    if changed_paths(path) or _locks(repo, path):  # uncommitted work, or locked by someone: kept as it is
         git(path, "checkout", "--quiet", "--detach")
         return True
-    _discard(repo, path)
+    git(repo, "worktree", "remove", "--force", str(path))
     for parent in (path.parent, path.parent.parent):  # the task's and the execution's folders, once empty
         try:
             parent.rmdir()

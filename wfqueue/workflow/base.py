@@ -271,6 +271,8 @@ class WorkflowCoordinator(Generic[UI]):
         ``state``, what the step says it waits for (a refused model call sent again later) is shown as it
         changes."""
         shown: list[str | None] = [None]
+        if state is not None:  # one left by an earlier step its worker killed outright would show as this one's
+            state.forget(STEP_NOTE)
 
         def tick() -> None:
             if state is None:

@@ -8,9 +8,10 @@ No other session file is touched.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -72,6 +73,8 @@ class VerificationReport(BaseModel):
     task_count: int = 0
     skipped_tiers: list[int] = Field(default_factory=list, description="tiers not reported (tier-1 CRITICAL)")
     omitted: int = Field(default=0, description="findings dropped by the per-tier and total limits")
+    tasks_digest: str | None = Field(default=None, description="the .task/ files verified, less what execution "
+                                                               "writes back into them (tasks_digest)")
 
 
 # -- pure core ----------------------------------------------------------------------------------
@@ -255,10 +258,29 @@ def _order(task_id: str) -> tuple[int, ...]:
         return (1 << 30,)  # odd ids (not IMPL-N) after the numbered ones
 
 
+# What `wfqueue execute` writes back into a task file (wfqueue.execute.writeback): not part of the plan verified.
+RUNTIME_FIELDS = frozenset({"status", "executed_at", "result", "commit", "branch", "attempts", "executor"})
+
+
+def tasks_digest(task_dir: Path) -> str:
+    """A digest of the plan in ``task_dir``: every ``*.json`` file's name and content, less the fields execution
+    writes back. Whether the tasks changed since a verification, whatever their files' times say."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in task_dir.glob("*.json") if p.is_file()):
+        try:
+            data: Any = json.loads(path.read_text(encoding="utf-8-sig"))
+        except (OSError, ValueError):
+            data = path.read_bytes().hex()  # unreadable as JSON: its bytes are what it is
+        if isinstance(data, dict):
+            data = {k: v for k, v in data.items() if k not in RUNTIME_FIELDS}
+        digest.update(path.name.encode("utf-8") + b"\0" + json.dumps(data, sort_keys=True).encode("utf-8") + b"\0")
+    return digest.hexdigest()
+
+
 def verify_session(folder: Path) -> VerificationReport:
     """Verify the session in ``folder``; writes only the two verification files under .process/."""
     inp = load_input(folder)
-    report = build_report(inp, now_iso())
+    report = build_report(inp, now_iso()).model_copy(update={"tasks_digest": tasks_digest(folder / TASK_DIR)})
     atomic_write_text(folder / PROCESS_DIR / REPORT_FILE, render_report(report, goal_of(inp)))
     atomic_write_json(folder / PROCESS_DIR / FINDINGS_FILE, report.model_dump(mode="json"))
     return report
