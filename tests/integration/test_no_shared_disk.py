@@ -184,6 +184,9 @@ def test_plans_and_an_execution_complete_on_hosts_that_cannot_see_the_repository
         session = wait_until(lambda: next((p.name for p in planning.iterdir() if p.name not in before), None), 60,
                              "the killed coordinator's session folder")
         wait_until(lambda: running_agents(client, session), 60, "an agent running for the killed coordinator")
+        # Killed once every agent's message is out (the chord's id is recorded after its header was sent): killed
+        # half-way through the sending, the rest of the plan would wait for beat's watchdog, which is not here.
+        wait_until(lambda: client.hget(f"wfq:{session}:meta", "chord_id"), 60, "the killed coordinator's agents sent")
         lost.kill()
         lost.wait(timeout=30)
         wait_until(lambda: client.exists(f"wfq:{session}:{keys.FINALIZED_AT}"), 120, "the workers finishing the plan")
