@@ -154,7 +154,8 @@ def test_a_standby_the_settings_overrule_is_ended_as_the_runtime_starts(redis_ur
     nothing.write_text("")
     prestart.begin(["execute", "plan.json"], {"WFQUEUE_CONFIG_FILE": str(nothing)})
     try:
-        [standby] = standbys_of(os.getpid())
+        # Until its exec the child still shows this process's command line: waited for, not sampled once.
+        [standby] = wait_until(lambda: standbys_of(os.getpid()), 60, "the standby worker started")
         with broker_runtime(load_settings(broker_url=redis_url), sample_repo, 1, QuietUI()) as runtime:
             assert runtime.client.ping()
             assert not alive(standby), "the standby was kept while the command used another broker"
