@@ -3,33 +3,22 @@ $HOME) keeps the user's files, and a cache made by an earlier version keeps work
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 
+from tests.unit.test_transport_repo import commit_files
+from tests.unit.test_transport_repo import sh as git
 from wfqueue.settings import Settings, load_settings
 from wfqueue.state import redis_client
 from wfqueue.transport.checkouts import CHECKOUTS_DIR, materialise
 from wfqueue.transport.repo import pin_repository, publish
 
-IDENTITY = {"GIT_AUTHOR_NAME": "Dev", "GIT_AUTHOR_EMAIL": "dev@example.com",
-            "GIT_COMMITTER_NAME": "Dev", "GIT_COMMITTER_EMAIL": "dev@example.com"}
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True,
-                          env={**os.environ, **IDENTITY}).stdout
-
 
 def commit_file(repo: Path, name: str, text: str) -> str:
-    (repo / name).write_text(text, encoding="utf-8")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", f"write {name}")
-    return git(repo, "rev-parse", "HEAD").strip()
+    return commit_files(repo, {name: text}, f"write {name}")
 
 
 @pytest.fixture
