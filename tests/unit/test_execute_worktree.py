@@ -129,8 +129,8 @@ def test_a_worktree_git_never_finished_adding_is_made_again_and_can_be_removed(t
     assert "locked" not in git(repo, "worktree", "list", "--porcelain")
     assert finish_worktree(repo, path) is False and not path.exists()
 
-    path, _ = _worktree(repo)  # half-made again (killed inside our own add), found at the end of the run
-    git(repo, "worktree", "lock", "--reason", "wfqueue-adding", str(path))
+    path, _ = _worktree(repo)  # half-made again, found at the end of the run
+    git(repo, "worktree", "lock", "--reason", "initializing", str(path))
     (path / "calc" / "ops.py").unlink()
     assert finish_worktree(repo, path) is False and not path.exists()
     other, _ = _worktree(repo, attempt=2)  # the next attempt takes the branch: no worktree holds it any more

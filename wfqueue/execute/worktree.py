@@ -40,11 +40,10 @@ COMMIT_TYPES = {"feature": "feat", "enhancement": "feat", "fix": "fix", "bugfix"
                 "testing": "test", "test-gen": "test", "test-fix": "test", "docs": "docs"}
 
 
-# Why a worktree is locked while `git worktree add` makes it (`--lock --reason`, unlocked once made): a worktree
-# still locked with it was never finished (the command was killed). Git's own reason for that case is
-# "initializing" (in English unless translated), which older wfqueue versions left.
-ADDING_REASON = "wfqueue-adding"
-HALF_MADE_REASONS = (ADDING_REASON, "initializing")
+# The lock `git worktree add` holds on a new worktree until its checkout is done: one still there was never
+# finished (the command was killed). Git writes the reason in the user's language unless told otherwise, so
+# execution's git runs untranslated (LANGUAGE below).
+HALF_MADE_REASON = "initializing"
 
 
 def no_hooks_env(environ: Mapping[str, str]) -> dict[str, str]:
@@ -52,13 +51,14 @@ def no_hooks_env(environ: Mapping[str, str]) -> dict[str, str]:
     prepare-commit-msg hook that wants a ticket in the branch name failed every task, and a post-checkout hook for
     a tool the worker lacks (git-lfs) failed the execution. The task's verification and the gate are the checks.
     Added to the configuration the environment already gives git (git 2.31+: GIT_CONFIG_COUNT), never replacing
-    it (a container's safe.directory), so git's messages quote each command as it was written."""
+    it (a container's safe.directory), so git's messages quote each command as it was written. Git speaks
+    English here (no catalog is named "en"): its lock reason is then one wfqueue can recognise."""
     try:
         count = max(0, int(environ.get("GIT_CONFIG_COUNT", "0")))
     except ValueError:
         count = 0
     return {"GIT_CONFIG_COUNT": str(count + 1), f"GIT_CONFIG_KEY_{count}": "core.hooksPath",
-            f"GIT_CONFIG_VALUE_{count}": os.devnull}
+            f"GIT_CONFIG_VALUE_{count}": os.devnull, "LANGUAGE": "en"}
 
 
 def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -123,11 +123,11 @@ def _locks(repo: Path, path: Path) -> list[str]:
 
 
 def _half_made(repo: Path, path: Path) -> bool:
-    """A worktree `git worktree add` never finished (killed by a Ctrl-C): still locked with the reason it was
-    added under. Its files are partial, no executor ever ran in it, and while it stands its branch cannot be
-    checked out elsewhere and it cannot be removed. A lock of anyone else's (a user keeping a worktree that
+    """A worktree `git worktree add` never finished (killed by a Ctrl-C): still locked with git's reason for a
+    worktree being made. Its files are partial, no executor ever ran in it, and while it stands its branch cannot
+    be checked out elsewhere and it cannot be removed. A lock of anyone else's (a user keeping a worktree that
     holds work) is not that, and is respected."""
-    return any(reason in HALF_MADE_REASONS for reason in _locks(repo, path))
+    return HALF_MADE_REASON in _locks(repo, path)
 
 
 def _discard(repo: Path, path: Path) -> None:
@@ -165,9 +165,7 @@ def _prepare(repo: Path, path: Path, branch: str, base: str, base_commit: str) -
         shutil.rmtree(path)
     git(repo, "worktree", "prune")  # forget worktrees whose folders are gone, so the branch can be checked out
     path.parent.mkdir(parents=True, exist_ok=True)
-    git(repo, "worktree", "add", "--quiet", "--force", "--lock", "--reason", ADDING_REASON, "-B", branch, str(path),
-        base)
-    git(repo, "worktree", "unlock", str(path))
+    git(repo, "worktree", "add", "--quiet", "--force", "-B", branch, str(path), base)
     return path
 
 
