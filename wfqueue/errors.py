@@ -20,7 +20,7 @@ The tree (exit code in brackets)::
     │   │   UnrecognisedRequestError, ReplanRefusedError
     │   └── execute: PlanRejectedError (with every problem), UnsafeRepositoryError (the dirty
     │       files), ExecutorNotConfiguredError
-    ├── InfrastructureError [3]: BrokerUnreachableError, WorkerStartError
+    ├── InfrastructureError [3]: BrokerUnreachableError (BrokerCredentialsError), WorkerStartError
     ├── SessionBusyError [2]: another coordinator drives the session
     ├── ProviderError [1]: no usable answer
     │   ├── TransientProviderError: worth retrying (retry_after)
@@ -158,6 +158,10 @@ class InfrastructureError(WfqueueError):
 
 class BrokerUnreachableError(InfrastructureError):
     """The Redis broker did not answer within the connect timeout."""
+
+
+class BrokerCredentialsError(BrokerUnreachableError):
+    """The Redis broker answered and refused the credentials: waiting will not change that."""
 
 
 class WorkerStartError(InfrastructureError):

@@ -26,7 +26,7 @@ from redis.client import NEVER_DECODE
 from redis.retry import Retry
 
 from wfqueue import keys
-from wfqueue.errors import BrokerUnreachableError, SessionBusyError, SessionIdTakenError
+from wfqueue.errors import BrokerCredentialsError, BrokerUnreachableError, SessionBusyError, SessionIdTakenError
 from wfqueue.keys import SessionMeta
 from wfqueue.pids import process_exists
 from wfqueue.settings import Settings, mask_url
@@ -93,7 +93,7 @@ def connect(settings: Settings) -> redis.Redis:
     try:
         probe.ping()
     except redis.AuthenticationError as exc:  # a subclass of ConnectionError: test it first
-        raise BrokerUnreachableError(
+        raise BrokerCredentialsError(
             f"the broker at {mask_url(url)} refused the credentials: {exc}",
             hint="put the right password in WFQUEUE_BROKER_URL (redis://:PASSWORD@host:6379/0)",
         ) from None

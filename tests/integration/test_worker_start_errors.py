@@ -76,3 +76,18 @@ def test_a_worker_refusing_its_options_says_which(tmp_path: Path) -> None:
     assert "no-such-pool" in message and "--pool" in message, message
     assert "[earlier]" not in message, "only what this start wrote is quoted"
     assert os.fspath(workers.stderr_path) in caught.value.hint
+
+
+def test_a_standalone_worker_whose_broker_refuses_its_password_stops_at_once(tmp_path: Path) -> None:
+    """It retried every ten seconds, a hundred times, for a password that stays wrong; an unreachable broker is
+    still waited for (a worker may start before its Redis)."""
+    redis = EmbeddedRedis(tmp_path / "broker", password="right-password")
+    redis.start()
+    try:
+        wrong = redis.url.replace(":right-password@", ":wrong-password@")
+        assert wrong != redis.url
+        run = run_cli("worker", "--concurrency", "1", env=wfqueue_env(WFQUEUE_BROKER_URL=wrong), timeout=60)
+        assert run.code == 3, run.stderr
+        assert "refused the credentials" in run.stderr and "wrong-password" not in run.stderr, run.stderr
+    finally:
+        redis.stop()
