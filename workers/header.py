@@ -131,11 +131,11 @@ def run_header(task: Task[Any, Any], state: SessionStore, settings: Settings, ag
     """
     attempt = Attempt(agent=agent, worker=task.request.hostname or "unknown", pid=os.getpid(),
                       attempts=state.count_attempt(agent))
+    every_s = settings.heartbeat_every_s()  # recorded: the watchdog, on a worker of its own, waits for its beats
     state.set_agent(agent, state=AgentState.RUNNING, worker=attempt.worker, pid=attempt.pid,
-                    started_at=time.time(), attempts=attempt.attempts, error=None, note=None,
-                    beat_every_s=settings.heartbeat_every_s())
+                    started_at=time.time(), attempts=attempt.attempts, error=None, note=None, beat_every_s=every_s)
     try:
-        with heartbeat(state, agent, settings.heartbeat_every_s(), settings.agent_time_limit_s), \
+        with heartbeat(state, agent, every_s, settings.agent_time_limit_s), \
                 agent_notes.noting(lambda text: state.set_agent(agent, note=text)):
             result = step(attempt)
     except Exception as exc:  # judged below: a header task never breaks its chord
