@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ValidationError
 
-from wfqueue.lite.render import says_cancelled
+from wfqueue.lite.render import says_awaiting, says_cancelled
 from wfqueue.lite.steps import MANIFEST_FILE, TASKS_FILE
 from wfqueue.metering import UsageReport, read_usage_file, session_report
 from wfqueue.settings import Settings
@@ -36,14 +36,25 @@ class SessionSummary(BaseModel):
     tasks: int
     steps: list[StepStatus]
     usage: UsageReport | None = None
+    hint: str = ""  # what to do next, when the session waits for someone
+
+
+# A lite plan shown to the user, who has not allowed, modified or cancelled it yet.
+AWAITING_ACCEPTANCE = "awaiting acceptance"
+# Statuses of a session that goes on only while its command runs.
+_UNDER_WAY = ("planning", AWAITING_ACCEPTANCE)
 
 
 def nobody_runs(summary: SessionSummary, resume: str) -> SessionSummary:
-    """``summary`` when no command runs its session (it was killed): a step still marked running was interrupted,
-    and ``resume`` says how to finish it. Pure."""
+    """``summary`` when no command runs its session (it was killed, or stopped at a question): a session or step
+    still under way was interrupted, and ``resume`` says how to finish it. Pure."""
     steps = [step.model_copy(update={"state": "interrupted", "detail": step.detail or f"finish it: {resume}"})
              if step.state == "running" else step for step in summary.steps]
-    return summary.model_copy(update={"steps": steps})
+    if summary.status not in _UNDER_WAY:
+        return summary.model_copy(update={"steps": steps})
+    said = "stopped before the plan was accepted" if summary.status == AWAITING_ACCEPTANCE else "stopped"
+    return summary.model_copy(update={"steps": steps, "status": "interrupted",
+                                      "hint": f"{said}: finish it with {resume}"})
 
 
 def read_lite_session(folder: Path) -> SessionSummary:
@@ -66,7 +77,10 @@ def read_lite_session(folder: Path) -> SessionSummary:
     elif tasks_file.is_file():
         # One task per line; `wfqueue validate` is where a malformed line is reported.
         tasks = sum(1 for line in tasks_file.read_text(encoding="utf-8", errors="replace").split("\n") if line.strip())
-        status = "partial" if any(s.state == "failed" for s in steps) else "completed"
+        if says_awaiting(said):
+            status = AWAITING_ACCEPTANCE
+        else:
+            status = "partial" if any(s.state == "failed" for s in steps) else "completed"
     elif plan_md.is_file():
         # plan.md without tasks.jsonl: the plan ended before any task was planned (a spent budget).
         status = "failed"

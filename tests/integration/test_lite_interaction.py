@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,10 +19,13 @@ REQUIREMENT = "Add per-user rate limiting to the API"
 
 
 def drive(repo: Path, answers: list[tuple[str, str]], env: dict[str, str] | None = None,
-          extra: tuple[str, ...] = ()) -> tuple[int, str]:
+          extra: tuple[str, ...] = (), command: tuple[str, ...] = ("lite-plan", REQUIREMENT),
+          interrupt_at: str | None = None) -> tuple[int, str]:
+    """``command`` at a terminal, each prompt answered in turn; with ``interrupt_at``, Ctrl-C (SIGINT) once that
+    text is shown."""
     master, slave = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "wfqueue.cli.main", "lite-plan", REQUIREMENT, "--repo", str(repo), "--json", *extra],
+        [sys.executable, "-m", "wfqueue.cli.main", *command, "--repo", str(repo), "--json", *extra],
         stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env or wfqueue_env(),
     )
     os.close(slave)
@@ -31,6 +35,10 @@ def drive(repo: Path, answers: list[tuple[str, str]], env: dict[str, str] | None
             transcript += read_until(proc.stderr, prompt)
             assert prompt in transcript, transcript
             os.write(master, answer.encode() + b"\n")
+        if interrupt_at is not None:
+            transcript += read_until(proc.stderr, interrupt_at)
+            assert interrupt_at in transcript, transcript
+            proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
     finally:
         os.close(master)
@@ -119,6 +127,24 @@ def test_cancel_marks_the_plan_cancelled(sample_repo: Path) -> None:
     assert resumed.code == 2 and "was cancelled when its plan was shown" in resumed.stderr, resumed.stderr
     executed = run_cli("execute", session.name, "--repo", str(sample_repo), "--dry-run")  # it has a tasks.jsonl
     assert executed.code == 2 and "its tasks were never accepted" in executed.stderr, executed.stderr
+
+
+def test_a_plan_stopped_at_its_acceptance_question_is_not_taken_as_accepted(sample_repo: Path) -> None:
+    """Ctrl-C at "allow, modify or cancel" left a plan that `status` called completed and `execute` ran, though
+    nobody had accepted it; `resume` finished it without asking."""
+    clarified = [("clarification round", ""), ("?", ""), ("?", ""), ("?", "")]
+    code, transcript = drive(sample_repo, clarified, interrupt_at="allow, modify or cancel")
+    assert code == 130, transcript
+    (folder,) = (sample_repo / ".workflow" / ".lite-plan").iterdir()
+    shown = run_cli("status", folder.name, "--repo", str(sample_repo), "--json")
+    assert shown.json()["status"] == "interrupted", shown.stdout
+    assert f"wfqueue resume {folder.name}" in shown.json()["hint"], shown.stdout
+    executed = run_cli("execute", folder.name, "--repo", str(sample_repo), "--dry-run")
+    assert executed.code == 2 and "is not accepted yet" in executed.stderr, executed.stderr
+    # The resume asks the question again, and the answer counts.
+    code, transcript = drive(sample_repo, [("allow, modify or cancel", "cancel")], command=("resume", folder.name))
+    assert code == 0 and '"status": "cancelled"' in transcript, transcript
+    assert run_cli("status", folder.name, "--repo", str(sample_repo), "--json").json()["status"] == "cancelled"
 
 
 def test_brackets_in_the_users_text_and_paths_are_printed_as_written(sample_repo: Path, tmp_path: Path) -> None:

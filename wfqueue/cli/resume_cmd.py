@@ -24,6 +24,8 @@ def register(app: typer.Typer) -> None:
                                                  "planned with)."),
         budget: str | None = typer.Option(None, "--budget", help=common.budget_help("Replaces the session's budget.")),
         as_json: bool = typer.Option(False, "--json", help=common.JSON_HELP),
+        yes: bool = typer.Option(False, "--yes", "-y",
+                                 help="Accept a lite plan stopped at its allow/modify/cancel question without asking."),
     ) -> None:
         """Re-enqueue only the work an interrupted session is missing, then finish it."""
         settings = load_settings()
@@ -32,7 +34,7 @@ def register(app: typer.Typer) -> None:
         settings, spec, spending_cap = common.plan_setup(provider, budget, settings)
         result = kind.resume(settings, TerminalUI(),
                              ResumeRequest(session_dir=folder, repo=root, provider=spec, budget=spending_cap,
-                                           provider_chosen=provider is not None))
+                                           provider_chosen=provider is not None, yes=yes))
 
         def describe(out: Console) -> None:
             out.print(f"[bold]{result.status}[/]: {result.tasks} tasks, {result.conflicts} conflicts"

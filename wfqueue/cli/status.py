@@ -50,6 +50,8 @@ def _print_summary(out: Console, summary: SessionSummary, label: str) -> None:
     for step in summary.steps:
         table.add_row(escape(step.name), step.state, escape(step.detail))
     out.print(table)
+    if summary.hint:
+        out.print(escape(summary.hint))
 
 
 def _print_agents(out: Console, current: SessionStatus) -> None:

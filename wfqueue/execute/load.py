@@ -17,9 +17,9 @@ from wfqueue.errors import BadInputError
 from wfqueue.execute.model import ExecutablePlan, PlanKind, PlanVerdict, exec_task
 from wfqueue.execute.plan_context import AGENT_PLAN_FILE, AGENTS_DIR, agent_plan_files, read_context
 from wfqueue.execute.validate import refuse_problems
-from wfqueue.lite.render import says_cancelled
+from wfqueue.lite.render import says_awaiting, says_cancelled
 from wfqueue.lite.steps import PLAN_FILE, TASKS_FILE
-from wfqueue.sessions import resolve_repo
+from wfqueue.sessions import repo_option, resolve_repo
 from wfqueue.tasks_file import (
     LoadedTask,
     TaskProblem,
@@ -145,12 +145,17 @@ def read_verdict(source: PlanSource) -> PlanVerdict | None:
                        stale=stale)
 
 
-def refuse_cancelled(source: PlanSource) -> None:
-    """A plan the user cancelled when it was shown (lite: its plan.md says so; collab: its note) is not run: it
-    has tasks on disk, but nobody accepted them."""
+def refuse_cancelled(source: PlanSource, root: Path) -> None:
+    """A plan the user cancelled when it was shown, or was shown and not accepted yet (lite: its plan.md says so;
+    collab: its note), is not run: it has tasks on disk, but nobody accepted them."""
     if source.kind == "lite":
         plan_md = source.folder / PLAN_FILE
-        cancelled = plan_md.is_file() and says_cancelled(plan_md.read_text(encoding="utf-8", errors="replace"))
+        said = plan_md.read_text(encoding="utf-8", errors="replace") if plan_md.is_file() else ""
+        if says_awaiting(said):
+            raise BadInputError(f"{source.folder.name} was shown for acceptance and is not accepted yet",
+                                hint=f"answer its question (allow, modify or cancel), or, if its command stopped, run "
+                                     f"`wfqueue resume {source.folder.name}{repo_option(root)}`; then execute it")
+        cancelled = says_cancelled(said)
     else:
         cancelled = source.kind == "collab" and is_cancelled(source.folder)
     if cancelled:
@@ -169,7 +174,7 @@ def read_plan(source: PlanSource, root: Path) -> tuple[list[LoadedTask], list[Ta
 def load_plan(target: str, repo: str | None = None) -> ExecutablePlan:
     """The plan ``target`` names, every task checked; a plan with any problem is refused (exit 2)."""
     source, root = resolve_source(target, repo)
-    refuse_cancelled(source)
+    refuse_cancelled(source, root)
     tasks, problems = read_plan(source, root)
     refuse_problems(problems)
     return ExecutablePlan(

@@ -22,7 +22,7 @@ from wfqueue.errors import BadInputError, BudgetExhaustedError
 from wfqueue.fsio import atomic_write_text
 from wfqueue.keys import AgentState, SessionKind, SessionStatus
 from wfqueue.lite.models import Assessment, ClarificationAnswer, LitePlanDraft
-from wfqueue.lite.render import CANCELLED_NOTE, render_stopped_plan, says_cancelled
+from wfqueue.lite.render import AWAITING_NOTE, CANCELLED_NOTE, render_stopped_plan, says_awaiting, says_cancelled
 from wfqueue.lite.steps import PLAN_FILE, TASKS_FILE, write_plan_md
 from wfqueue.lite.synthesis import MergedQuestion, rounds
 from wfqueue.metering import budget_meta, check_budget_priced, usage_line, write_usage_file
@@ -138,11 +138,7 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
         draft = LitePlanDraft.model_validate_json(state.recall(keys.LITE_PLAN) or "")
         status: str = SessionStatus.PARTIAL if failed else SessionStatus.COMPLETED
         if not request.yes:
-            draft, status = self._confirm(state, plan.session_dir, request.requirement, assessment, draft, failed,
-                                          status)
-            if status == SessionStatus.CANCELLED:  # what `status` and `resume` read later, from the files
-                write_plan_md(state, plan.session_dir, request.requirement, assessment, draft, failed,
-                              prices=self.prices, status=CANCELLED_NOTE)
+            draft, status = self._confirm(state, plan, assessment, draft, failed, status)
         state.set_meta(status=status)
         return self._result(state, plan, assessment, draft, failed, status)
 
@@ -205,7 +201,13 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
                 except BudgetExhaustedError as exc:
                     return self._stopped(state, plan, assessment, failed, exc)
             draft = LitePlanDraft.model_validate_json(state.recall(keys.LITE_PLAN) or "")
-            status = SessionStatus.PARTIAL if failed else SessionStatus.COMPLETED
+            status: str = SessionStatus.PARTIAL if failed else SessionStatus.COMPLETED
+            if plan_md.is_file() and says_awaiting(plan_md.read_text(encoding="utf-8", errors="replace")):
+                # Stopped at "allow, modify or cancel": nobody accepted the plan, so the question comes again.
+                if request.yes:
+                    write_plan_md(state, session_dir, plan.requirement, assessment, draft, failed, prices=self.prices)
+                else:
+                    draft, status = self._confirm(state, plan, assessment, draft, failed, status)
             state.set_meta(status=status)
             return self._result(state, plan, assessment, draft, failed, status)
 
@@ -237,17 +239,28 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
                         for q, a in zip(batch, replies, strict=False) if a.strip()]
         return answers
 
-    def _confirm(self, state: SessionState, session_dir: Path, requirement: str, assessment: Assessment,
-                 draft: LitePlanDraft, failed: dict[str, str], status: str) -> tuple[LitePlanDraft, str]:
-        """Allow / Modify (the user edits tasks.jsonl; at most three rounds) / Cancel."""
+    def _confirm(self, state: SessionState, plan: _Plan, assessment: Assessment, draft: LitePlanDraft,
+                 failed: dict[str, str], status: str) -> tuple[LitePlanDraft, str]:
+        """Allow / Modify (the user edits tasks.jsonl; at most three rounds) / Cancel. plan.md says which, and
+        while the question is open, that the plan awaits acceptance (what `status`, `resume` and `execute` read
+        if the command stops there)."""
+        session_dir, requirement = plan.session_dir, plan.requirement
         tasks_path = session_dir / TASKS_FILE
+
+        def write_plan(draft: LitePlanDraft, note: str | None) -> None:
+            write_plan_md(state, session_dir, requirement, assessment, draft, failed, prices=self.prices, status=note)
+
+        write_plan(draft, AWAITING_NOTE)
         for round_number in range(MODIFY_ROUNDS + 1):
             decision = self.ui.confirm_plan(tasks_path, draft)
             if decision == "allow":
+                write_plan(draft, None)
                 return draft, status
             if decision == "cancel":
-                return draft, SessionStatus.CANCELLED
+                break
             if round_number == MODIFY_ROUNDS:
+                self.ui.info(f"the plan still needs changes after {MODIFY_ROUNDS} rounds: for a change this size, "
+                             "use `wfqueue plan` (a full workflow session)")
                 break
             before = tasks_path.read_text(encoding="utf-8")
             self.ui.edit_tasks(tasks_path, [])
@@ -262,9 +275,8 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
                 self.ui.info("edit not applied, tasks.jsonl restored: " + "; ".join(problems[:5]))
                 continue
             draft = draft.model_copy(update={"tasks": [item.task for item in loaded]})
-            write_plan_md(state, session_dir, requirement, assessment, draft, failed, prices=self.prices)
-        self.ui.info(f"the plan still needs changes after {MODIFY_ROUNDS} rounds: for a change this size, "
-                     "use `wfqueue plan` (a full workflow session)")
+            write_plan(draft, AWAITING_NOTE)
+        write_plan(draft, CANCELLED_NOTE)
         return draft, SessionStatus.CANCELLED
 
 

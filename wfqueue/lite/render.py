@@ -198,10 +198,23 @@ def render_stopped_plan(session_id: str, requirement: str, created: str, assessm
 
 
 CANCELLED_NOTE = "cancelled: the plan was not accepted (tasks.jsonl is kept for reference)"
+# Written before the user is asked to allow, modify or cancel the plan, and replaced by the answer: a command
+# stopped at that question (Ctrl-C, a closed terminal) leaves a plan nobody accepted, and its plan.md says so.
+AWAITING_NOTE = "awaiting acceptance: shown to the user, not accepted yet (`wfqueue resume` asks again)"
+
+
+def _says(plan_md: str, note: str) -> bool:
+    """Whether a plan.md's header gives ``note`` as its status (text below the header, a task title quoting
+    the words, does not count)."""
+    header = plan_md.split("\n## ", 1)[0]
+    return f"**Status**: {note}" in header.splitlines()
 
 
 def says_cancelled(plan_md: str) -> bool:
-    """Whether a plan.md says, in its header, that the user cancelled the plan (text below the header, a task
-    title quoting the words, does not count)."""
-    header = plan_md.split("\n## ", 1)[0]
-    return f"**Status**: {CANCELLED_NOTE}" in header.splitlines()
+    """Whether a plan.md says that the user cancelled the plan."""
+    return _says(plan_md, CANCELLED_NOTE)
+
+
+def says_awaiting(plan_md: str) -> bool:
+    """Whether a plan.md says that its plan was shown to the user and not accepted yet."""
+    return _says(plan_md, AWAITING_NOTE)
