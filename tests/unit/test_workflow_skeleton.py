@@ -71,9 +71,13 @@ def test_every_outcome_shares_exit_codes_and_the_json_fields() -> None:
                 LiteResult(status="completed", complexity="Low", angles=[], **common),
                 WfsResult(status="failed", **common)]
     assert [o.exit_code for o in outcomes] == [1, 0, 1]
-    assert list(json.loads(outcomes[0].json_line("failures"))) == [
+    assert list(json.loads(outcomes[0].json_line())) == [
         "session_id", "session_dir", "status", "tasks", "conflicts", "failures"]
-    assert json.loads(outcomes[1].json_line()) == {**common, "status": "completed"}
+    # Each kind's own fields, whichever command prints its outcome (`plan`, `lite-plan` or `resume`): `plan --json`
+    # left out the verification's gate, and every lite or workflow outcome its skipped angles.
+    assert json.loads(outcomes[1].json_line()) == {**common, "status": "completed", "complexity": "Low",
+                                                   "angles": [], "failed_angles": {}}
+    assert json.loads(outcomes[2].json_line()) == {**common, "status": "failed", "failed_angles": {}, "gate": None}
 
 
 def test_lite_missing_work_follows_what_redis_holds(tmp_path: Path) -> None:

@@ -50,4 +50,4 @@ def register(app: typer.Typer) -> None:
             out.print(f"plan:    {escape(result.session_dir)}/plan.md")
             out.print(f"session: {escape(result.session_dir)}")
 
-        common.finish(result, as_json, describe, json_extra=("failures",))
+        common.finish(result, as_json, describe)

@@ -46,14 +46,14 @@ def plan_setup(provider: str | None, budget: str | None,
 
 
 def finish(result: PlanOutcome, as_json: bool, describe: Callable[[Console], None],
-           json_extra: tuple[str, ...] = (), json_object: dict[str, Any] | None = None) -> None:
+           json_object: dict[str, Any] | None = None) -> None:
     """Print the outcome: the `--json` object on stdout (``json_object`` when the command prints its own
     fields), or ``describe`` and the usage line; exit with the outcome's code (0, or 1 for partial and
     failed). An embedded cluster is stopped after the output is flushed, before the exit."""
     printed = False
     try:
         if as_json:
-            typer.echo(result.json_line(*json_extra) if json_object is None
+            typer.echo(result.json_line() if json_object is None
                        else json.dumps(json_object, ensure_ascii=False))
         else:
             out = Console(highlight=False, soft_wrap=True)

@@ -53,6 +53,8 @@ class CollabRequest(BaseModel):
 
 
 class PlanResult(PlanOutcome):
+    JSON_FIELDS = PlanOutcome.JSON_FIELDS | {"failures"}
+
     failed_areas: list[str] = Field(default_factory=list)
     failures: dict[str, str] = Field(default_factory=dict)  # area -> why (plan.md says the same)
 

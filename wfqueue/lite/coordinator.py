@@ -54,6 +54,8 @@ class LiteRequest(BaseModel):
 
 
 class LiteResult(PlanOutcome):
+    JSON_FIELDS = PlanOutcome.JSON_FIELDS | {"complexity", "angles", "failed_angles"}
+
     complexity: str
     angles: list[str]
     failed_angles: dict[str, str] = Field(default_factory=dict)

@@ -66,7 +66,8 @@ class WorkflowUI(Reporter, Protocol):
 class PlanOutcome(BaseModel):
     """What a plan ended with. Workflows add their own fields in a subclass."""
 
-    # What `--json` prints (a workflow's command may add fields of its own).
+    # What `--json` prints; a workflow's outcome adds its own fields (a failed area, a skipped angle, the gate), so
+    # that `plan`, `resume` and every other command that prints one tell a script the same.
     JSON_FIELDS: ClassVar[frozenset[str]] = frozenset({"session_id", "session_dir", "status", "tasks", "conflicts"})
 
     session_id: str
@@ -81,9 +82,9 @@ class PlanOutcome(BaseModel):
     def exit_code(self) -> int:
         return 1 if self.status in (SessionStatus.PARTIAL, SessionStatus.FAILED) else 0
 
-    def json_line(self, *extra: str) -> str:
-        """The one JSON object `--json` prints: JSON_FIELDS and ``extra``, in field order."""
-        return json.dumps(self.model_dump(include=set(self.JSON_FIELDS) | set(extra)), ensure_ascii=False)
+    def json_line(self) -> str:
+        """The one JSON object `--json` prints: JSON_FIELDS, in field order."""
+        return json.dumps(self.model_dump(include=set(self.JSON_FIELDS)), ensure_ascii=False)
 
 
 class ResumeRequest(BaseModel):

@@ -70,6 +70,8 @@ class PlanRequest(BaseModel):
 
 
 class WfsResult(PlanOutcome):
+    JSON_FIELDS = PlanOutcome.JSON_FIELDS | {"failed_angles", "gate"}
+
     resumed_from: str | None = None
     failed_angles: dict[str, str] = Field(default_factory=dict)
     gate: str | None = None
