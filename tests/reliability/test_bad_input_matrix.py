@@ -235,6 +235,29 @@ def test_other_bad_arguments_are_refused(run_cases: Runner, sample_repo: Path, w
     check_matrix("arguments", results)
 
 
+def test_the_anthropic_provider_without_credentials_is_refused_before_anything_is_written(
+        run_cases: Runner, monkeypatch: pytest.MonkeyPatch, sample_repo: Path, wfs_repo: Path) -> None:
+    """`plan --provider anthropic` with no key started Redis and workers, wrote a WFS session, then failed in the
+    worker (exit 2): the session's every resume failed the same way. `resume --provider anthropic` recorded the
+    provider in the session before failing, so every later plain resume failed too."""
+    for name in ("ANTHROPIC_API_KEY", "WFQUEUE_ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    repo, wfs = str(sample_repo), str(wfs_repo)
+    before = snapshot(wfs_repo / ".workflow")
+    (session,) = (wfs_repo / ".workflow" / "active").iterdir()
+    cases = [Case((*args, "--provider", "anthropic"), r"no Anthropic credentials", in_process=True) for args in (
+        ("plan", "Add caching to note lookups", "--repo", repo, "-y"),
+        ("collab-plan", "Add caching to note lookups", "--repo", repo, "-y"),
+        ("lite-plan", "Add caching to note lookups", "--repo", repo, "-y"),
+        ("resume", session.name, "--repo", wfs),
+        ("plan", "--session", session.name, "--repo", wfs, "-y"),
+    )]
+    results = run_cases(cases)
+    assert not (sample_repo / ".workflow").exists()  # no session, no embedded Redis
+    assert snapshot(wfs_repo / ".workflow") == before
+    check_matrix("credentials", results)
+
+
 def test_usage_errors_exit_2_without_a_traceback(run_cases: Runner, sample_repo: Path) -> None:
     """Typer vendors its own click (typer._click): main() must catch its usage errors too."""
     results = run_cases([

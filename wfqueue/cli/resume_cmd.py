@@ -10,7 +10,7 @@ from wfqueue.cli import plan_common as common
 from wfqueue.cli.progress import TerminalUI
 from wfqueue.sessions import resolve_repo
 from wfqueue.settings import load_settings
-from wfqueue.workflow.base import ResumeRequest
+from wfqueue.workflow.base import ResumeRequest, check_credentials
 from wfqueue.workflow.registry import locate
 
 
@@ -32,6 +32,8 @@ def register(app: typer.Typer) -> None:
         root = resolve_repo(repo)
         kind, folder = locate(root, session)
         settings, spec, spending_cap = common.plan_setup(provider, budget, settings)
+        if provider is not None:  # refused before the session records it: every later resume would use it
+            check_credentials(settings, spec, root)
         result = kind.resume(settings, TerminalUI(),
                              ResumeRequest(session_dir=folder, repo=root, provider=spec, budget=spending_cap,
                                            provider_chosen=provider is not None, yes=yes))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -23,7 +24,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 from celery.result import AsyncResult
 from pydantic import BaseModel
 
-from wfqueue.errors import BadInputError, SessionIdTakenError, WfqueueError
+from wfqueue.errors import BadInputError, ConfigError, SessionIdTakenError, WfqueueError
 from wfqueue.fsio import atomic_write_json
 from wfqueue.keys import STEP_NOTE, SessionMeta, SessionStatus
 from wfqueue.metering import (
@@ -49,6 +50,7 @@ from wfqueue.settings import Settings
 from wfqueue.state import CoordinatorLease, SessionState, SessionStore, taken_by_another
 from wfqueue.transport.models import Transport
 from wfqueue.transport.workspace import PIN_FILE, CoordinatorFiles
+from wfqueue.up_cluster import serving_up
 from wfqueue.usage import Budget, PriceTable
 
 
@@ -85,6 +87,25 @@ class PlanOutcome(BaseModel):
     def json_line(self) -> str:
         """The one JSON object `--json` prints: JSON_FIELDS, in field order."""
         return json.dumps(self.model_dump(include=set(self.JSON_FIELDS)), ensure_ascii=False)
+
+
+def check_credentials(settings: Settings, provider: str, repo: Path) -> None:
+    """Refuse the anthropic provider where the workers that would call it are known to have no credentials:
+    this machine's own (embedded mode, which pass on this environment), or those of the `wfqueue up` serving
+    ``repo``. Before anything starts or is written: a session made first would be left half-planned, its every
+    resume failing the same way. Workers behind a broker URL read their own settings and are not second-guessed."""
+    if provider != "anthropic":
+        return
+    up = serving_up(settings, repo)
+    if up is not None:
+        up.refuse_without_key()
+        return
+    key = settings.anthropic_api_key
+    # The SDK's other credential, which it reads from the environment itself.
+    if settings.embedded and not (key is not None and key.get_secret_value()) and not os.environ.get(
+            "ANTHROPIC_AUTH_TOKEN"):
+        raise ConfigError("no Anthropic credentials: the anthropic provider needs an API key",
+                          hint="set ANTHROPIC_API_KEY, or use --provider offline")
 
 
 class ResumeRequest(BaseModel):
@@ -155,12 +176,14 @@ class WorkflowCoordinator(Generic[UI]):
         """What every payload of the held session carries (None: workers share this disk)."""
         return self.files.transport if self.files is not None else None
 
-    def check(self, provider: str, budget: Budget | None, repo: Path | None = None) -> None:
-        """Refuse an unknown provider, a budget it cannot price, or a missing repository, before any work."""
+    def check(self, provider: str, budget: Budget | None, repo: Path) -> None:
+        """Refuse an unknown provider, a budget it cannot price, a missing repository, or a model the workers
+        cannot call, before any work."""
         check_provider_spec(provider)
         check_budget_priced(budget, provider, self.settings)
-        if repo is not None and not repo.is_dir():
+        if not repo.is_dir():
             raise BadInputError(f"--repo {repo} is not a directory")
+        check_credentials(self.settings, provider, repo)
 
     @contextmanager
     def runtime(self, repo: Path, workers: int | None = None) -> Iterator[Runtime]:

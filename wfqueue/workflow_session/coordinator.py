@@ -28,7 +28,14 @@ from wfqueue.settings import Settings
 from wfqueue.state import SessionState, SessionStore
 from wfqueue.transport.models import Transport
 from wfqueue.usage import Budget
-from wfqueue.workflow.base import PlanOutcome, ResumeRequest, WorkflowCoordinator, WorkflowUI, new_session_folder
+from wfqueue.workflow.base import (
+    PlanOutcome,
+    ResumeRequest,
+    WorkflowCoordinator,
+    WorkflowUI,
+    check_credentials,
+    new_session_folder,
+)
 from wfqueue.workflow.kind import WorkflowKind
 from wfqueue.workflow_session.models import PHASES, ConflictResolution, SessionConflict, WorkflowSession
 from wfqueue.workflow_session.render import PlanningNotes
@@ -113,12 +120,14 @@ class _Phase(BaseModel):
 
 class WfsCoordinator(WorkflowCoordinator[WfsUI]):
     def run(self, request: PlanRequest) -> WfsResult:
-        self.check(request.provider, request.budget)
+        self.check(request.provider, request.budget, request.repo)
         if request.session is None and not request.requirement:
             raise BadInputError("nothing to plan", hint='give a requirement, or --session WFS-x to continue one')
         folder = find_session(request.repo, request.session) if request.session else None
         if folder is not None:
             recorded = read_session(folder)  # a damaged record is refused before Redis and workers start
+            if request.keep_provider and recorded.provider:  # the provider that will finish it
+                check_credentials(self.settings, recorded.provider, request.repo)
             if request.requirement and as_text(structure_input(request.requirement)) != recorded.description:
                 raise BadInputError(
                     f"--session {folder.name} continues that session's plan of its own requirement; the text given "
