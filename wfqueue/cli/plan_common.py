@@ -84,6 +84,23 @@ def stopped_or(out: Console, result: PlanOutcome, otherwise: str) -> None:
     out.print(f"[red]{escape(result.stopped)}[/]" if result.stopped else otherwise)
 
 
+# The widest line a piped table is given (an error text in a cell folds within it).
+MAX_PIPED_WIDTH = 400
+
+
+def print_table(out: Console, table: Table) -> None:
+    """``table`` on ``out``; where no person reads it (a pipe, a file, a CI log: rich assumes 80 columns there)
+    one line per row, as wide as its cells, instead of squeezing columns to `…` or nothing. A terminal keeps
+    its width: there the person can widen it."""
+    if not out.is_terminal:
+        needed = out.measure(table, options=out.options.update(width=MAX_PIPED_WIDTH)).maximum
+        if needed > out.width:
+            # A console of its own: rich clamps a print's width to the console's.
+            Console(file=out.file, width=min(needed, MAX_PIPED_WIDTH), highlight=False).print(table, crop=False)
+            return
+    out.print(table)
+
+
 def keep_whole(table: Table, *headers: str) -> None:
     """Never wrap or shorten these columns (ids, states): a piped command is 80 columns wide, and an id cut to
     `CPLAN-add-s…` cannot be copied into the next command. The other columns fold instead."""

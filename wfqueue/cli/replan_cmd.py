@@ -17,7 +17,7 @@ from rich.markup import escape
 from rich.prompt import Prompt
 from rich.table import Table
 
-from wfqueue.cli.plan_common import REPO_DEFAULT, keep_whole
+from wfqueue.cli.plan_common import REPO_DEFAULT, keep_whole, print_table
 from wfqueue.cli.progress import ask_choice
 from wfqueue.errors import BadInputError
 from wfqueue.sessions import read_requirement, resolve_repo
@@ -157,8 +157,8 @@ def register(app: typer.Typer) -> None:
             out.print(escape(f"no workflow sessions under {root}/.workflow/active"))
             return
         table = Table("session", "status", "tasks", "created", "last replan")
-        keep_whole(table, "session")
+        keep_whole(table, "session", "status")
         for r in rows:
             status = r.status if not r.error else f"{r.status}: {r.error}"
             table.add_row(escape(r.session_id), escape(status), str(r.tasks), r.created_at or "-", r.last_replan or "-")
-        out.print(table)
+        print_table(out, table)

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from wfqueue.cli.plan_common import REPO_DEFAULT, keep_whole
+from wfqueue.cli.plan_common import REPO_DEFAULT, keep_whole, print_table
 from wfqueue.collab.coordinator import COLLAB
 from wfqueue.collab.inspect import SessionStatus, read_session
 from wfqueue.collab.inspect import nobody_runs as collab_nobody_runs
@@ -49,7 +49,7 @@ def _print_summary(out: Console, summary: SessionSummary, label: str) -> None:
     table = Table("angle" if summary.kind == "lite" else "phase", "state", "detail")
     for step in summary.steps:
         table.add_row(escape(step.name), step.state, escape(step.detail))
-    out.print(table)
+    print_table(out, table)
     if summary.hint:
         out.print(escape(summary.hint))
 
@@ -63,7 +63,7 @@ def _print_agents(out: Console, current: SessionStatus) -> None:
     for agent in current.agents:
         table.add_row(escape(agent.focus_area), agent.state, str(agent.tasks), escape(agent.worker or ""),
                       str(agent.pid or ""), escape(agent.error or agent.note or ""))
-    out.print(table)
+    print_table(out, table)
     if current.hint:
         out.print(escape(current.hint))
 
@@ -82,7 +82,7 @@ def _print_execution(out: Console, execution: Execution) -> None:
     for row in rows:
         table.add_row(str(row.wave), escape(row.task_id), escape(row.title), row.state, row.attempt, row.seconds,
                       escape(row.worker))
-    out.print(table)
+    print_table(out, table)
     for row in rows:
         if row.detail:
             out.print(escape(f"{row.task_id}: {row.detail}"), soft_wrap=True)
@@ -120,7 +120,10 @@ def register(app: typer.Typer) -> None:
             for r in rows:
                 table.add_row(escape(r.session_id), r.status, str(len(r.agents)), str(r.tasks), str(r.conflicts),
                               *_row_usage(r.usage))
-            out.print(table if rows else escape(f"no sessions under {folder}"))
+            if rows:
+                print_table(out, table)
+            else:
+                out.print(escape(f"no sessions under {folder}"))
             return
         kind, folder = locate(root, session)
         rebuild_from_redis(settings, folder.name, folder)  # workers on other machines stored files there
