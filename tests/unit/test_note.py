@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 from wfqueue.collab.assemble import AreaArtifacts, allocate
@@ -251,3 +252,26 @@ def test_a_plan_where_no_agent_planned_anything_is_failed_not_partial() -> None:
     pool = render_task_pool([NoteTask(id="TASK-001", title="Add token bucket", area="api")])
     partial = build_final_note(text, text, analysis, {"任务池 - Api": pool}, {"auth": "timed out"}, ["api"])
     assert partial.status == "partial"
+
+
+def test_pipes_in_titles_descriptions_and_conflicts_stay_inside_their_plan_md_cells() -> None:
+    """A requirement such as `tag:a|tag:b` put a raw `|` into plan.md's tables: every such row had a cell too many."""
+    from wfqueue.collab.models import Conflict
+    from wfqueue.collab.summary import PlanSummaryInput, render_plan_md
+
+    analysis = analysis_for(["api", "auth"])
+    analysis.sub_domains[0].description = "Parse OR filters like tag:a|tag:b"
+    tasks = [NoteTask(id="TASK-001", title="Support tag:a|tag:b filters", area="api"),
+             NoteTask(id="TASK-101", title="Check a|b tokens", area="auth")]
+    conflicts = [Conflict(id="C-1", type="file_conflict", severity="medium", tasks_involved=["TASK-001", "TASK-101"],
+                          agents_involved=["api", "auth"], description="both edit search.py (a|b parsing)",
+                          suggested_resolution="sequence them")]
+    plan_md = render_plan_md(PlanSummaryInput(analysis=analysis, created_at="t", requirement_body="", tasks=tasks,
+                                              conflicts=conflicts, outcomes=[], status="conflicts_detected"), "/s")
+    tables: dict[int, list[str]] = {}
+    for number, block in enumerate(plan_md.split("\n\n")):
+        tables[number] = [line for line in block.splitlines() if line.startswith("|")]
+    for rows in (r for r in tables.values() if r):
+        columns = {len(re.split(r"(?<!\\)\|", row)) for row in rows}
+        assert len(columns) == 1, rows  # every row of a table has as many cells as its header
+    assert "tag:a\\|tag:b" in plan_md and "(a\\|b parsing)" in plan_md

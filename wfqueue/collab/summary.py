@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from wfqueue.collab.models import AgentOutcome, Conflict, NoteTask, RequirementAnalysis
+from wfqueue.markdown import table_cell
 from wfqueue.metering import UsageReport, describe_budget, describe_spent
 from wfqueue.usage import Totals
 
@@ -119,8 +120,8 @@ def render_plan_md(data: PlanSummaryInput, session_dir: str) -> str:
     out += ["## Sub-Domain Split", "", "| Area | Description | Task ids | Effort |", "|---|---|---|---|"]
     for sub in analysis.sub_domains:
         first, last = sub.task_id_range
-        out.append(f"| {sub.focus_area} | {sub.description} | TASK-{first:03d} .. TASK-{last:03d}"
-                   f" | {sub.estimated_effort} |")
+        out.append(f"| {table_cell(sub.focus_area)} | {table_cell(sub.description)} | TASK-{first:03d} .. "
+                   f"TASK-{last:03d} | {table_cell(sub.estimated_effort)} |")
     out += ["", "## Task Graph", "", mermaid_flowchart(analysis, data.tasks, data.conflicts), ""]
     out += ["## Task Overview", ""]
     for sub in analysis.sub_domains:
@@ -133,7 +134,8 @@ def render_plan_md(data: PlanSummaryInput, session_dir: str) -> str:
         out += ["| Id | Title | Complexity | Depends on | Risk |", "|---|---|---|---|---|"]
         for t in own:
             depends = ", ".join(t.depends_on) or "-"
-            out.append(f"| {t.id} | {t.title} | {t.complexity} | {depends} | {t.conflict_risk} |")
+            out.append(f"| {t.id} | {table_cell(t.title)} | {table_cell(t.complexity)} | {table_cell(depends)} "
+                       f"| {table_cell(t.conflict_risk)} |")
         out.append("")
     out += ["## Conflict Report", ""]
     if not data.conflicts:
@@ -141,7 +143,8 @@ def render_plan_md(data: PlanSummaryInput, session_dir: str) -> str:
     else:
         out += ["| Id | Type | Severity | Tasks | Description |", "|---|---|---|---|---|"]
         for c in data.conflicts:
-            out.append(f"| {c.id} | {c.type} | {c.severity} | {', '.join(c.tasks_involved)} | {c.description} |")
+            out.append(f"| {c.id} | {c.type} | {c.severity} | {table_cell(', '.join(c.tasks_involved))} "
+                       f"| {table_cell(c.description)} |")
         out += ["", "Details and resolution options: `conflicts.json` and the conflict markers section of "
                 "`plan-note.md`.", ""]
     if analysis.repairs:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from wfqueue.execute.model import PlanKind
 from wfqueue.fsio import atomic_write_text
+from wfqueue.markdown import table_cell as _cell
 
 STATE_FILE = "execution.json"
 REPORT_FILE = "execution.md"
@@ -112,10 +113,6 @@ def append_event(exec_dir: Path, text: str, at: float | None = None) -> None:
     header = "" if path.exists() else "# Execution events\n\n"
     with path.open("a", encoding="utf-8") as events:
         events.write(f"{header}- {iso(at or time.time())} {' '.join(text.split())}\n")
-
-
-def _cell(text: str | None) -> str:
-    return " ".join((text or "").split()).replace("|", "\\|")
 
 
 def render_report(execution: Execution, merge_hint: str) -> str:

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from wfqueue.lite.models import Assessment, VerifiedExploration
 from wfqueue.lite.synthesis import CoreFile, MergedQuestion
+from wfqueue.markdown import table_cell as _cell
 from wfqueue.unified_task import UnifiedTask
-
-
-def _cell(text: str) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
 
 
 def _mark(exploration: VerifiedExploration, kind: str, subject: str) -> tuple[str, str]:
