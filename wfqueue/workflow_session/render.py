@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel, Field
 
 from wfqueue.unified_task import UnifiedTask
@@ -35,6 +37,20 @@ def execution_strategy(tasks: list[UnifiedTask]) -> str:
         return "Parallel"
     path = critical_path(tasks)
     return "Sequential" if len(path) == len(tasks) else "Phased"
+
+
+# The counts wfqueue's own planners write into plan.json's summary and approach
+# (wfqueue.providers.offline): "{goal}: 2 task(s), ...", "Parallel execution over 3 file(s); ...".
+_TASK_COUNT = re.compile(r"\b\d+ task\(s\)")
+_STRATEGY_OVER_FILES = re.compile(r"\b(?:Parallel|Sequential|Phased) execution over \d+ file\(s\)")
+
+
+def recount(text: str, tasks: list[UnifiedTask]) -> str:
+    """``text`` with the task count, strategy and file count of those phrases taken from ``tasks``, so a summary
+    written at planning time agrees with the plan after a replan; other prose is left as it is."""
+    files = len({f.path for t in tasks for f in t.files})
+    text = _TASK_COUNT.sub(f"{len(tasks)} task(s)", text)
+    return _STRATEGY_OVER_FILES.sub(f"{execution_strategy(tasks)} execution over {files} file(s)", text)
 
 
 def waves(tasks: list[UnifiedTask]) -> list[list[str]]:

@@ -5,8 +5,9 @@ Order of work, and why:
 1. read the session once (:func:`load_snapshot`) and parse the request (pure);
 2. clarify (questions, or the safe defaults), work out the new task set and its
    impact in memory and show it; a plan with problems (11 tasks, a cycle, an
-   unknown dependency, an invalid task) is refused here, before any file is
-   touched, so the session stays byte-identical;
+   unknown dependency, an invalid task, a file to modify that the repository
+   lacks) is refused here, before any file is touched, so the session stays
+   byte-identical;
 3. under the session's replan lock: check nothing changed since step 1, write
    the backup (manifest last), write the new files (session record last);
 4. validate what is on disk; on any failure, or an exception while writing,
@@ -245,7 +246,7 @@ def run_replan(repo: Path, text: str | None, ui: ReplanUI, *, task_id: str | Non
     tasks = [t for t in (_as_unified(d) for d in snap.tasks.values()) if t is not None]
     for round_ in range(1, MAX_ADJUST_ROUNDS + 1):
         selections = clarify(ui, request, tasks) if interactive else SAFE_DEFAULTS
-        draft = plan_changes(snap, request, selections, when, repo_option(repo))
+        draft = plan_changes(snap, request, selections, when, repo_option(repo), on_disk(repo.resolve()))
         impact = draft.impact
         backup = new_backup_dir(folder, stamp)
         entry = ReplanEntry(timestamp=when, reason=request.text, scope=impact.scope, added=impact.added,

@@ -20,13 +20,21 @@ from pydantic import BaseModel, Field
 
 from wfqueue.errors import TaskNotFoundError
 from wfqueue.fsio import dumps_json
-from wfqueue.tasks_file import LEGACY_VERIFICATION, check_plan, load_object
+from wfqueue.tasks_file import LEGACY_VERIFICATION, check_plan, load_object, repo_relative
 from wfqueue.unified_task import UnifiedTask
 from wfqueue.workflow_session.models import MAX_TASKS, ContextPackage, PlanOverview, ReplanEntry, WorkflowSession
-from wfqueue.workflow_session.render import render_impl_plan, render_todo
+from wfqueue.workflow_session.render import execution_strategy, recount, render_impl_plan, render_todo
 from wfqueue.workflow_session.replan.intent import AddTask, ChangeRequest, DeleteTasks, EditDependencies, UpdateTask
 from wfqueue.workflow_session.replan.select import Scope, Selections, check_selections, effective_scope, in_modules
-from wfqueue.workflow_session.session import IMPL_PLAN_FILE, PLAN_FILE, SESSION_FILE, TASK_DIR, TODO_FILE, task_number
+from wfqueue.workflow_session.session import (
+    IMPL_PLAN_FILE,
+    PLAN_FILE,
+    SESSION_FILE,
+    TASK_DIR,
+    TASK_FILE,
+    TODO_FILE,
+    task_number,
+)
 
 REPLAN_TOOL = "wfqueue-replan"
 
@@ -149,7 +157,22 @@ def _new_task(tid: str, op: AddTask, session_id: str, verification: str, reason:
     }
 
 
-def _edit_field(task: dict[str, Any], op: UpdateTask, when: str) -> None:
+def _edit_files(task: dict[str, Any], value: str, existing: Callable[[str], bool] | None) -> None:
+    """``files: a.py, new.py``: a path the task names keeps its entry (and action); a new one is created when
+    the repository lacks it (a task cannot modify what is not there). One outside the repository is refused."""
+    paths = [p for p in (part.strip().strip("`") for part in value.replace("、", ",").replace("，", ",")
+                         .split(",")) if p]
+    kept = {f.get("path"): f for f in task.get("files") or [] if isinstance(f, dict)}
+
+    def action(path: str) -> str:
+        rel = repo_relative(path)
+        return "create" if rel is not None and existing is not None and not existing(rel) else "modify"
+
+    task["focus_paths"] = paths
+    task["files"] = [kept.get(p) or {"path": p, "action": action(p)} for p in paths]
+
+
+def _edit_field(task: dict[str, Any], op: UpdateTask, when: str, existing: Callable[[str], bool] | None) -> None:
     if op.field in ("title", "description"):
         task[op.field] = op.value
     elif op.field == "criterion":
@@ -161,11 +184,7 @@ def _edit_field(task: dict[str, Any], op: UpdateTask, when: str) -> None:
     elif op.field == "step":
         task["implementation"] = [*(task.get("implementation") or []), op.value]
     elif op.field == "files":
-        paths = [p for p in (part.strip().strip("`") for part in op.value.replace("、", ",").replace("，", ",")
-                             .split(",")) if p]
-        kept = {f.get("path"): f for f in task.get("files") or [] if isinstance(f, dict)}
-        task["focus_paths"] = paths
-        task["files"] = [kept.get(p) or {"path": p, "action": "modify"} for p in paths]
+        _edit_files(task, op.value, existing)
     else:  # free text of task mode: added to the description, dated, so the history stays readable
         task["description"] = f"{task.get('description', '').rstrip()}\n\nReplan {when[:10]}: {op.value}"
 
@@ -184,11 +203,33 @@ def _edit_dependencies(task: dict[str, Any], op: EditDependencies, warnings: lis
     task["depends_on"] = deps
 
 
+def _next_number(snap: SessionSnapshot) -> int:
+    """The number of the next new task: above every id the session has held, so an id a replan deleted is
+    never given to a different task (replan_history and backups would name two tasks by one id)."""
+    history = [tid for entry in snap.session.replan_history for tid in [*entry.added, *entry.deleted]]
+    used = [task_number(t)[0] for t in [*snap.tasks, *history] if TASK_FILE.match(f"{t}.json")]
+    return max(used, default=0) + 1
+
+
+def _problems(snap: SessionSnapshot, items: list[tuple[str, Any]], existing: Callable[[str], bool] | None
+              ) -> list[str]:
+    """Every problem of the draft but a missing file the session had before: a file removed since planning is
+    not this replan's doing (the check after writing forgives it too), and refusing it would block every replan."""
+    problems = check_task_set(items, existing)
+    if existing is None:
+        return problems
+    before = [(snap.task_files[t], d) for t, d in snap.tasks.items()]
+    known = set(check_task_set(before, existing)) - set(check_task_set(before))
+    return [p for p in problems if p not in known]
+
+
 def plan_changes(snap: SessionSnapshot, request: ChangeRequest, selections: Selections, when: str,
-                 repo_option: str = "") -> ReplanDraft:
+                 repo_option: str = "", existing: Callable[[str], bool] | None = None) -> ReplanDraft:
     """The task set after the replan, and its impact. Raises only for ids that do not exist
     and answers the request exceeds; every other defect is listed in ``impact.problems``. ``repo_option``
-    (wfqueue.sessions.repo_option) goes into the commands the warnings name."""
+    (wfqueue.sessions.repo_option) goes into the commands the warnings name. ``existing`` (is this repository
+    path there? wfqueue.tasks_file.on_disk) picks a new file's action and finds files to modify that are missing,
+    so that the whole check after writing is also made before it."""
     check_selections(request, selections)
     sid = snap.session.session_id
     before = snap.tasks
@@ -199,7 +240,7 @@ def plan_changes(snap: SessionSnapshot, request: ChangeRequest, selections: Sele
     deleted: list[str] = []
     problems: list[str] = []
     explicit: list[str] = []  # tasks an operation names (not those a session-wide intent reaches)
-    next_number = max((task_number(t)[0] for t in before), default=0) + 1  # never reuse a deleted id
+    next_number = _next_number(snap)
 
     def require(tid: str) -> dict[str, Any]:
         if tid not in after:
@@ -227,7 +268,7 @@ def plan_changes(snap: SessionSnapshot, request: ChangeRequest, selections: Sele
         elif isinstance(op, EditDependencies):
             _edit_dependencies(require(op.task_id or ""), op, warnings)
         elif isinstance(op, UpdateTask):
-            _edit_field(require(request.task_id or ""), op, when)
+            _edit_field(require(request.task_id or ""), op, when, existing)
     for tid in [*deleted]:
         orphans = [t for t, task in after.items() if tid in (task.get("depends_on") or [])]
         for orphan in orphans:
@@ -289,7 +330,7 @@ def plan_changes(snap: SessionSnapshot, request: ChangeRequest, selections: Sele
                     dependents={k: v for k, v in dependents.items() if v}, source_files=touched,
                     task_count_before=len(before), task_count_after=len(after),
                     execution_config=request.intent.model_dump() if request.intent else None,
-                    warnings=warnings, notes=notes, problems=problems + check_task_set(items))
+                    warnings=warnings, notes=notes, problems=problems + _problems(snap, items, existing))
     if impact.scope != selections.scope:
         impact.notes.append(f"scope {impact.scope}: the request itself adds or deletes tasks")
     return ReplanDraft(tasks=after, impact=impact)
@@ -306,7 +347,7 @@ def render_artifacts(snap: SessionSnapshot, draft: ReplanDraft, entry: ReplanEnt
         out[snap.task_files[tid]] = None
     unified = [UnifiedTask.model_validate(t) for t in draft.tasks.values()]
     if snap.plan is not None:
-        plan = {**snap.plan, "task_ids": ids, "task_count": len(ids)}
+        plan = {**snap.plan, "task_ids": ids, "task_count": len(ids), **_recounted(snap.plan, unified)}
         out[PLAN_FILE] = dumps_json(plan)
         if snap.context is not None:
             out[IMPL_PLAN_FILE] = render_impl_plan(snap.session, PlanOverview.model_validate(plan), unified,
@@ -320,6 +361,16 @@ def render_artifacts(snap: SessionSnapshot, draft: ReplanDraft, entry: ReplanEnt
     out[SESSION_FILE] = dumps_json(session.model_dump(mode="json", exclude_none=True))
     return {rel: text for rel, text in out.items()
             if text is None or snap.files.get(rel) != text.encode("utf-8")}
+
+
+def _recounted(plan: dict[str, Any], tasks: list[UnifiedTask]) -> dict[str, Any]:
+    """plan.json's fields that describe the task set, made to agree with it: IMPL_PLAN.md shows the summary
+    and approach beside the counts it derives from the tasks themselves."""
+    out: dict[str, Any] = {key: recount(plan[key], tasks) for key in ("summary", "approach")
+                           if isinstance(plan.get(key), str)}
+    if plan.get("recommended_execution") is not None:
+        out["recommended_execution"] = execution_strategy(tasks)
+    return out
 
 
 def _bullets(values: list[str]) -> str:

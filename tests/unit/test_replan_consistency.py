@@ -1,0 +1,81 @@
+"""What a replan leaves agrees with the repository (new files are created), with the session's history (ids are
+never reused) and with itself (IMPL_PLAN.md and plan.json count the tasks the replan left)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.replan_support import cli, read, three_tasks, tree
+from wfqueue.fsio import atomic_write_json
+from wfqueue.workflow_session.replan.apply import validate_session
+
+
+def _with_sources(repo: Path, *names: str) -> None:
+    (repo / "src").mkdir(exist_ok=True)
+    for name in names:
+        (repo / "src" / name).write_text("", encoding="utf-8")
+
+
+def test_a_file_the_repository_lacks_is_created_and_a_kept_file_keeps_its_action(tmp_path: Path) -> None:
+    """`files: a.py, new.py` wrote new.py as "modify": the check after writing failed, the replan was rolled back
+    (exit 2) and its backup left behind, with no request able to say "create"."""
+    folder = three_tasks(tmp_path)
+    _with_sources(tmp_path, "config.py", "limiter.py", "client.py")
+    kept = read(folder, ".task/IMPL-2.json")["files"][0]
+    code, _, err, _ = cli("replan", "IMPL-2", "files: src/limiter.py, src/config.py, src/limiter_redis.py",
+                          "--repo", str(tmp_path), "-y")
+    assert code == 0, err
+    files = read(folder, ".task/IMPL-2.json")["files"]
+    assert files[0] == kept  # the task's own entry, action and all
+    assert [(f["path"], f["action"]) for f in files] == [
+        ("src/limiter.py", "modify"), ("src/config.py", "modify"), ("src/limiter_redis.py", "create")]
+    assert validate_session(folder, tmp_path) == []  # what `wfqueue validate` and `execute` check
+
+
+def test_a_replan_the_check_after_writing_would_undo_is_refused_before_writing(tmp_path: Path) -> None:
+    """A task repaired by a replan (here: its missing criterion) that modifies a file the repository lacks: the
+    file check ran only after writing, so the replan was rolled back and left a backup for a change never made."""
+    folder = three_tasks(tmp_path)
+    _with_sources(tmp_path, "config.py", "client.py")  # src/limiter.py, which IMPL-2 modifies, is gone
+    broken = read(folder, ".task/IMPL-2.json")
+    broken["convergence"]["criteria"] = []
+    atomic_write_json(folder / ".task/IMPL-2.json", broken)
+    before = tree(folder)
+    code, _, err, _ = cli("replan", "IMPL-2", "criterion: requests above the limit get HTTP 429",
+                          "--repo", str(tmp_path), "-y")
+    assert code == 2 and "replan refused, nothing was changed" in err, err
+    assert "file src/limiter.py does not exist but is to be modified" in err
+    assert tree(folder) == before  # no backup folder, no lock file: nothing was written
+
+
+def test_an_id_a_replan_deleted_is_never_given_to_another_task(tmp_path: Path) -> None:
+    folder = three_tasks(tmp_path)
+    assert cli("replan", "remove IMPL-3", "--repo", str(tmp_path), "-y")[0] == 0
+    code, out, err, _ = cli("replan", "add a task for audit logging", "--repo", str(tmp_path), "-y", "--json")
+    assert code == 0, err
+    assert json.loads(out)["added"] == ["IMPL-4"]
+    assert not (folder / ".task/IMPL-3.json").exists()
+    history = read(folder, "workflow-session.json")["replan_history"]
+    assert [(h["deleted"], h["added"]) for h in history] == [(["IMPL-3"], []), ([], ["IMPL-4"])]
+    assert read(folder, "plan.json")["task_ids"] == ["IMPL-1", "IMPL-2", "IMPL-4"]
+
+
+def test_impl_plan_summary_and_strategy_count_the_tasks_after_the_replan(tmp_path: Path) -> None:
+    """IMPL_PLAN.md said `task_count: 2` in its front matter and "3 task(s)", "over 3 file(s)" below it."""
+    folder = three_tasks(tmp_path)
+    plan = read(folder, "plan.json")
+    atomic_write_json(folder / "plan.json", {  # as wfqueue's planner words them
+        **plan, "summary": "Add rate limiting: 3 task(s), Medium complexity",
+        "approach": "Sequential execution over 3 file(s); scope: the files named by the tasks"})
+    code, _, err, _ = cli("replan", "remove IMPL-3; IMPL-2 depends on nothing", "--repo", str(tmp_path), "-y")
+    assert code == 0, err
+    text = (folder / "IMPL_PLAN.md").read_text(encoding="utf-8")
+    assert "task_count: 2" in text and "execution_strategy: Parallel" in text and "**Execution**: Parallel" in text
+    assert "Add rate limiting: 2 task(s), Medium complexity" in text
+    assert "Parallel execution over 2 file(s); scope: the files named by the tasks" in text
+    assert "3 task(s)" not in text and "3 file(s)" not in text
+    plan = read(folder, "plan.json")
+    assert (plan["summary"], plan["recommended_execution"]) == (
+        "Add rate limiting: 2 task(s), Medium complexity", "Parallel")
+    assert plan["approach"].startswith("Parallel execution over 2 file(s);")
