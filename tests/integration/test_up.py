@@ -14,6 +14,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
@@ -222,16 +223,33 @@ def test_up_replaces_a_killed_worker_node_and_stops_when_its_redis_dies(sample_r
         stop_if_running(proc)
 
 
+class _HealthyElsewhere(BaseHTTPRequestHandler):
+    """Another program on the port that answers every request with 200: another up's Flower."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"OK")
+
+    def log_message(self, *_: object) -> None: ...
+
+
 def test_up_whose_flower_port_is_taken_says_so_and_leaves_nothing_running(sample_repo: Path, tmp_path: Path) -> None:
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
+    """The port held by another up's Flower (every up starts its Flower on the same default port): that Flower
+    answered the new up's health check, so its banner named the other repository's Flower, and its up.json sent
+    plan commands to it for a second before it failed with only 'flower exited (code 1)'."""
+    other = HTTPServer(("127.0.0.1", 0), _HealthyElsewhere)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    port = other.server_address[1]
+    try:
         env = wfqueue_env(WFQUEUE_FLOWER_BASIC_AUTH=CREDENTIALS, WFQUEUE_BEAT_SCHEDULE_FILE=str(tmp_path / "beat"))
         run = run_cli("up", "--repo", str(sample_repo), "--workers", "1", "--flower-port", str(port), env=env,
                       timeout=120)
-    assert run.code == 3, run.stderr
-    assert "Flower exited at start" in run.stderr and f"port {port}" in run.stderr, run.stderr
-    assert "Ctrl-C stops" not in run.stdout, "the banner said everything was up"
+    finally:
+        other.shutdown()
+        other.server_close()
+    assert run.code == 2, run.stderr
+    assert f"Flower's port {port} is in use" in run.stderr and "--flower-port" in run.stderr, run.stderr
+    assert "flower:" not in run.stdout and "Ctrl-C stops" not in run.stdout, "the banner said everything was up"
     assert processes_mentioning(str(sample_repo / ".workflow" / ".queue")) == []
     assert not (sample_repo / ".workflow" / ".queue" / "up.json").exists()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -35,6 +37,22 @@ CONTROL_SLOTS = 2
 
 FLOWER_START_TIMEOUT_S = 30.0  # from its start to answering its health check
 FLOWER_POLL_S = 0.1
+
+
+def refuse_a_taken_port(address: str, port: int) -> None:
+    """Refuse a Flower port another program listens on, before anything starts. Found later, its health check
+    would be answered by that program (another `wfqueue up`'s Flower, on the default port every up shares), and
+    the banner would name a Flower that is not this one."""
+    with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Flower binds: a closing socket is no owner
+        try:
+            probe.bind((address or "0.0.0.0", port))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                return  # an address this machine lacks: Flower's own start reports it, with its log
+            raise ConfigError(f"Flower's port {port} is in use: another program listens on {address}:{port} "
+                              "(another `wfqueue up`, whose Flower every up starts on the same default port?)",
+                              hint="choose a free port with --flower-port (or WFQUEUE_FLOWER_PORT)") from None
 
 
 def wait_for_flower(flower: subprocess.Popen[bytes], address: str, port: int, log: Path,
@@ -109,6 +127,7 @@ def register(app: typer.Typer) -> None:
             raise WorkerStartError(f"{running.named()} already runs (broker {mask_url(running.broker_url)})",
                                    hint="plan commands there use it as it is; to start it again, stop it first "
                                         "(Ctrl-C in its terminal)")
+        refuse_a_taken_port(settings.flower_address, port or settings.flower_port)
         out = Console(highlight=False, soft_wrap=True)
         stop = threading.Event()
         for sig in to_handle((signal.SIGINT, signal.SIGTERM, signal.SIGHUP)):  # SIGHUP: its terminal was closed
