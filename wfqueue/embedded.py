@@ -57,12 +57,16 @@ def redis_server_binary() -> str:
 
 
 def stop_process_group(proc: subprocess.Popen[bytes], first: signal.Signals = signal.SIGTERM,
-                       grace_s: float = 5.0) -> None:
-    """Signal the child's whole process group; SIGKILL what is left after the grace period."""
+                       grace_s: float = 5.0, *, leader_only: bool = False) -> None:
+    """Signal the child's whole process group (with ``leader_only``, the child alone: it stops the rest its own
+    way); SIGKILL what is left of the group after the grace period."""
     if proc.poll() is not None:
         return
     try:
-        os.killpg(proc.pid, first)
+        if leader_only:
+            proc.send_signal(first)
+        else:
+            os.killpg(proc.pid, first)
     except ProcessLookupError:
         return
     try:
@@ -300,8 +304,10 @@ class LocalWorkers:
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         if self.proc is not None:
-            # SIGTERM is Celery's warm shutdown: running tasks finish, unacked ones stay queued.
-            stop_process_group(self.proc, signal.SIGTERM, grace_s)
+            # SIGTERM to the node alone is Celery's warm shutdown: it takes nothing more, and a running task gets
+            # the grace period to finish (then it is killed, and delivered again later). Sent to the group, it
+            # reached the prefork pool's processes too, and every running agent died at once, its work lost.
+            stop_process_group(self.proc, signal.SIGTERM, grace_s, leader_only=True)
             self.proc = None
         if self._alias_dir is not None:
             shutil.rmtree(self._alias_dir, ignore_errors=True)

@@ -1,0 +1,46 @@
+"""A plan's workers are stopped warm: an agent running when its command is stopped gets the grace period to
+finish, instead of dying at once.
+
+The stop sent SIGTERM to the worker node's whole process group, so the prefork pool's processes got it too and
+every running agent died mid-step (`WorkerLostError`, "exited with 'signal 15'"), its work thrown away, though
+the code meant Celery's warm shutdown. The same stop ends `wfqueue up` (Ctrl-C) and an embedded plan command.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import FOUR_AREAS, run_cli, wait_until, wfqueue_env, write_script
+
+from wfqueue.sessions import queue_dir
+
+pytestmark = pytest.mark.integration
+
+
+def test_agents_running_when_the_plan_is_stopped_finish_within_the_grace_period(sample_repo: Path,
+                                                                                tmp_path: Path) -> None:
+    provider = write_script(tmp_path / "script.json", latency_s=1.0)
+    plan = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "collab-plan", FOUR_AREAS, "--repo",
+                             str(sample_repo), "--max-agents", "2", "--workers", "2", "-y", "--provider", provider,
+                             "--json"], env=wfqueue_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+    log = queue_dir(sample_repo) / "worker.log"
+    try:
+        wait_until(lambda: log.is_file() and "plan_area" in log.read_text(errors="replace"), 90, "agents running")
+        plan.send_signal(signal.SIGINT)
+        _, err = plan.communicate(timeout=120)
+    finally:
+        if plan.poll() is None:
+            plan.kill()
+            plan.wait()
+    assert plan.returncode == 130, err
+    worker_log = log.read_text(errors="replace")
+    assert "signal 15" not in worker_log and "WorkerLostError" not in worker_log, worker_log[-2000:]
+    (session,) = (sample_repo / ".workflow" / ".planning").iterdir()
+    shown = run_cli("status", session.name, "--repo", str(sample_repo), "--json", env=wfqueue_env())
+    agents = shown.json()["agents"]
+    assert agents and all(a["state"] == "done" and a["tasks"] > 0 for a in agents), agents
