@@ -131,6 +131,12 @@ def check_session_id(session_id: str) -> str:
     return session_id
 
 
+def has_words(text: str) -> bool:
+    """Whether ``text`` holds a word: a letter or digit of any script. Emoji and punctuation alone ("🚀🚀🚀 !!!")
+    say nothing to plan from, and were planned into tasks of the planner's own invention."""
+    return any(ch.isalnum() for ch in text)
+
+
 def read_requirement(value: str, max_bytes: int) -> str:
     """The requirement as text: the value itself, or the content of a .md/.txt file it names."""
     if "\x00" in value:
@@ -170,4 +176,7 @@ def read_requirement(value: str, max_bytes: int) -> str:
             )
     if not text.strip():
         raise InvalidRequirementError("the requirement is empty", hint='describe the change, e.g. "Add OAuth login"')
+    if not has_words(text):
+        raise InvalidRequirementError(f"the requirement has no words ({text.strip()[:60]!r})",
+                                      hint='describe the change in words, e.g. "Add OAuth login"')
     return text.strip()

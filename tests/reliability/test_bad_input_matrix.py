@@ -194,6 +194,8 @@ def test_empty_huge_binary_and_unreadable_requirements_are_refused(run_cases: Ru
         str(latin1): r"error: requirement file .*latin1\.md is not UTF-8",
         str(tmp_path / "missing.md"): r"error: requirement file .*missing\.md does not exist",
         "Add rate\x00limiting": r"error: the requirement contains a NUL byte",
+        # No word to plan from: it was planned into tasks of the planner's own invention.
+        "🚀🚀🚀 !!!": r"error: the requirement has no words",
     }
     repo, wfs = str(sample_repo), str(wfs_repo)
     before = snapshot(wfs_repo / ".workflow")

@@ -66,7 +66,7 @@ def test_clean_session_proceeds_with_green_coverage_and_writes_both_files(repo: 
     assert report.findings == []
     assert report.quality_gate == "PROCEED"
     assert (report.coverage.percent, report.coverage.colour) == (100.0, "GREEN")
-    assert report.coverage.terms == ["retry", "timeout", "http", "client"]
+    assert report.coverage.terms == ["retry", "timeout", "HTTP", "client"]  # as the goal wrote them
     data = json.loads((folder / ".process" / FINDINGS_FILE).read_text())
     assert data["session_id"] == "WFS-test-session" and data["quality_gate"] == "PROCEED"
     assert data["coverage"]["percent"] == 100.0 and data["coverage"]["colour"] == "GREEN"
@@ -245,10 +245,50 @@ def test_low_coverage_is_red(repo: Path) -> None:
     goal = "Add retry, caching, logging, metrics and tracing to the HTTP client"
     report = verify_session(make_session(repo, goal, [task(1, "Add retry to the HTTP client", ["client.py"])]))
     assert report.coverage.colour == "RED" and report.coverage.percent == pytest.approx(42.9)
-    assert report.coverage.missing == ["cach", "log", "metric", "trac"]
+    assert report.coverage.missing == ["caching", "logging", "metrics", "tracing"]
     [gap] = dims(report, "B")
     assert gap.severity == "CRITICAL" and "42.9 %" in gap.summary
     assert report.quality_gate == "BLOCK_EXECUTION"
+
+
+def test_coverage_shows_the_goals_words_not_their_stems(repo: Path) -> None:
+    # Matching is by stem ("caching" meets "cache"), but the user is shown the words the goal wrote, everywhere.
+    goal = "Add rate limiting and response caching to the login API"
+    folder = make_session(repo, goal, [task(1, "Refactor helpers", ["client.py"]),
+                                       task(2, "Cache the login API responses", ["client.py"], [1])])
+    report = verify_session(folder)
+    words = ["rate", "limiting"]
+    assert report.coverage.terms == ["rate", "limiting", "response", "caching", "login", "API"]
+    assert report.coverage.missing == words
+    data = json.loads((folder / ".process" / FINDINGS_FILE).read_text())
+    assert data["coverage"]["missing"] == words
+    [gap] = dims(report, "B")
+    assert gap.summary.endswith("not addressed: rate, limiting")
+    md = (folder / ".process" / REPORT_FILE).read_text()
+    assert "missing: rate, limiting\n" in md and "rat," not in md
+    code, out = run("--repo", repo)
+    assert code == 1 and "missing: rate, limiting\n" in out and "rat," not in out
+
+
+def test_two_terms_of_one_word_show_that_word_once(repo: Path) -> None:
+    report = verify_session(make_session(repo, "Wrap the client in a RateLimiter", [task(1, "Wrap the client",
+                                                                                       ["client.py"])]))
+    assert report.coverage.missing == ["RateLimiter"]  # its terms "rate" and "limit" are both missing
+
+
+@pytest.mark.parametrize("goal", ["为登录接口添加限流", "Do it all"])  # not split by tokenize; only stopwords
+def test_coverage_of_a_goal_without_key_words_is_not_measured_rather_than_green(repo: Path, goal: str) -> None:
+    folder = make_session(repo, goal, clean_tasks())
+    report = verify_session(folder)
+    assert report.coverage.colour == "UNMEASURED" and report.coverage.percent != 100.0
+    [gap] = dims(report, "B")
+    assert gap.severity == "MEDIUM" and "cannot be measured" in gap.summary
+    assert report.quality_gate == "PROCEED_WITH_CAUTION"
+    md = (folder / ".process" / REPORT_FILE).read_text()
+    assert "| Requirements coverage | not measured (the goal has no key word to match) |" in md
+    assert "100.0 %" not in md and "GREEN" not in md
+    code, out = run("--repo", repo)
+    assert code == 0 and "coverage: not measured" in out and "GREEN" not in out
 
 
 @pytest.mark.parametrize(("percent", "colour"), [(100, "GREEN"), (90, "GREEN"), (89.9, "YELLOW"), (75, "YELLOW"),
@@ -469,6 +509,38 @@ def test_cli_prints_task_text_verbatim(repo: Path) -> None:
     edit_json(folder / ".process" / "planning-notes.json", lambda d: d.update(deferred=["Retry [/] budget [bold]"]))
     code, out = run("--repo", repo)
     assert code == 0 and "[/]" in out and "[bold]" in out  # printed as text, not parsed as rich markup
+
+
+def interrupt(folder: Path) -> None:
+    """Leave ``folder`` as a Ctrl-C during the context phase of `wfqueue plan` does: only the session and notes."""
+    edit_json(folder / "workflow-session.json", lambda d: d.update(
+        status="planning", phases={"session": "done", "context": "running", "conflicts": "pending",
+                                   "tasks": "pending"}))
+    for name in ("plan.json", "IMPL_PLAN.md", "TODO_LIST.md", ".process/context-package.json"):
+        (folder / name).unlink()
+    for path in (folder / ".task").iterdir():
+        path.unlink()
+
+
+def test_a_session_still_being_planned_is_refused_with_the_resume_command(repo: Path, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = make_session(repo, GOAL, clean_tasks(), session_id="WFS-half")
+    interrupt(folder)
+    before = sorted(p.name for p in folder.rglob("*"))
+    with pytest.raises(BadInputError) as caught:
+        verify_session(folder)
+    assert caught.value.exit_code == 2 and "WFS-half is still being planned" in caught.value.message
+    monkeypatch.chdir(tmp_path)  # elsewhere: the command must name the repository
+    code, message = run("--repo", repo)
+    assert code == 2 and f"`wfqueue resume WFS-half --repo {repo}`" in message
+    assert "replan" not in message and "no usable task" not in message
+    assert sorted(p.name for p in folder.rglob("*")) == before  # no PLAN_VERIFICATION.md, no findings file
+
+
+def test_a_session_from_another_tool_records_no_phases_and_is_verified(repo: Path) -> None:
+    folder = make_session(repo, GOAL, clean_tasks())
+    edit_json(folder / "workflow-session.json", lambda d: d.pop("phases"))
+    assert verify_session(folder).quality_gate == "PROCEED"
 
 
 def test_cli_without_any_session_exits_2(repo: Path) -> None:

@@ -45,7 +45,7 @@ def register(app: typer.Typer) -> None:
 
             report = verify_session(Path(result.session_dir))
             gate = report.quality_gate
-            ui.info(f"verification: {gate} (coverage {report.coverage.percent:.0f}%); "
+            ui.info(f"verification: {gate} (coverage {report.coverage.describe()}); "
                     f"report: {result.session_dir}/.process/PLAN_VERIFICATION.md")
         result = result.model_copy(update={"gate": gate})
 

@@ -1,7 +1,8 @@
 """`wfqueue verify`: check a workflow session's plan and print its quality gate.
 
 Exit codes: 0 PROCEED / PROCEED_WITH_CAUTION, 1 PROCEED_WITH_FIXES / BLOCK_EXECUTION,
-2 bad input (unknown session, bad --repo: raised as BadInputError, mapped by main()).
+2 bad input (unknown session, bad --repo, a session still being planned: raised as BadInputError, mapped by
+main()).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from wfqueue.workflow_session.verify.run import FINDINGS_FILE, REPORT_FILE, Veri
 
 GATE_STYLE = {"PROCEED": "green", "PROCEED_WITH_CAUTION": "yellow", "PROCEED_WITH_FIXES": "red",
               "BLOCK_EXECUTION": "bold red"}
-COLOUR_STYLE = {"GREEN": "green", "YELLOW": "yellow", "RED": "red"}
+COLOUR_STYLE = {"GREEN": "green", "YELLOW": "yellow", "RED": "red", "UNMEASURED": "yellow"}
 SEVERITY_STYLE = {"CRITICAL": "bold red", "HIGH": "red", "MEDIUM": "yellow", "LOW": "dim"}
 
 
@@ -35,7 +36,7 @@ def _print(report: VerificationReport, report_path: str) -> None:
     # Summaries quote task titles and notes: escape them so "[x]" or "[/]" is text, not rich markup.
     out.print(f"[bold]{escape(report.session_id)}[/]: quality gate "
               f"[{GATE_STYLE[report.quality_gate]}]{report.quality_gate}[/]")
-    out.print(f"coverage: [{COLOUR_STYLE[cov.colour]}]{cov.percent:.1f} % ({cov.colour})[/]"
+    out.print(f"coverage: [{COLOUR_STYLE[cov.colour]}]{cov.describe()}[/]"
               + (f", missing: {escape(', '.join(cov.missing))}" if cov.missing else ""))
     out.print(", ".join(f"{n} {s.lower()}" for s, n in report.counts.items())
               + (f"; tiers {', '.join(map(str, report.skipped_tiers))} skipped" if report.skipped_tiers else "")

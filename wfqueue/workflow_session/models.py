@@ -72,6 +72,12 @@ class WorkflowSession(_Open):
     def next_phase(self) -> str | None:
         return next((p for p in PHASES if self.phases.get(p) not in ("done", "skipped")), None)
 
+    def tasks_unfinished(self) -> str | None:
+        """The state of the tasks phase while it has not finished (an interrupted `wfqueue plan`: no plan yet to
+        verify or replan), else None. A session another tool wrote records no phases and counts as finished."""
+        state = self.phases.get("tasks")
+        return str(state) if "phases" in self.model_fields_set and state not in ("done", "skipped") else None
+
 
 # -- context package (.process/context-package.json) ---------------------------------------
 

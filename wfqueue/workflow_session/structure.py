@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from wfqueue.errors import InvalidRequirementError
+from wfqueue.sessions import has_words
 from wfqueue.workflow_session.models import StructuredInput
 
 _LABEL = re.compile(r"^\s*(GOAL|SCOPE|CONTEXT|REQUIREMENTS|CONSTRAINTS)\s*[:：]\s*(.*)$", re.I)
@@ -72,6 +74,12 @@ def _sentence(text: str) -> StructuredInput:
 
 
 def structure_input(text: str) -> StructuredInput:
+    """GOAL / SCOPE / CONTEXT of ``text``; InvalidRequirementError when it has no word (before any session exists:
+    the coordinator structures the requirement before it creates the session folder)."""
+    if not has_words(text):
+        what = "is empty" if not text.strip() else f"has no words ({text.strip()[:60]!r})"
+        raise InvalidRequirementError(f"the requirement {what}",
+                                      hint='describe the change in words, e.g. "Add OAuth login"')
     labelled = _labelled(text)
     if labelled is not None:
         return labelled

@@ -212,8 +212,8 @@ def _refuse_unfinished(snap: SessionSnapshot, repo: Path) -> None:
     """A session whose task generation has not finished: `wfqueue resume` generates its tasks afresh, which would
     replace what a replan wrote. A session from another tool records no phases and is taken as finished."""
     session = snap.session
-    state = session.phases.get("tasks")
-    if "phases" in session.model_fields_set and state not in ("done", "skipped"):
+    state = session.tasks_unfinished()
+    if state is not None:
         raise ReplanRefusedError(
             f"{session.session_id} is still being planned (its tasks phase is {state}); nothing was changed",
             hint=f"finish it first with `wfqueue resume {session.session_id}{repo_option(repo)}`, then replan it")

@@ -7,7 +7,8 @@ fixed, documented rules so two runs on the same session always agree:
 - A intent: a goal exists; the notes' GOAL and plan.json's summary match it; every task
   carries a key term of the goal or touches a file the context package names.
 - B coverage: share of the goal's key terms (``tokenize``) found in some task's title,
-  description or criteria; < 50 % CRITICAL, < 75 % HIGH, < 90 % MEDIUM.
+  description or criteria; < 50 % CRITICAL, < 75 % HIGH, < 90 % MEDIUM. A goal with no
+  key term cannot be measured: MEDIUM, never 100 %.
 - C consistency: task files load, ids are unique and match file names, at most MAX_TASKS,
   files to modify/delete exist, and plan.json / IMPL_PLAN.md / TODO_LIST.md name exactly
   the tasks of .task/.
@@ -53,6 +54,7 @@ from wfqueue.workflow_session.verify.rules import (
     DIMENSIONS,
     MANY_TASKS_PER_FILE,
     MAX_FILES_PER_TASK,
+    UNMEASURED,
     Coverage,
     auto_runnable,
     changes,
@@ -74,7 +76,7 @@ from wfqueue.workflow_session.verify.rules import (
 
 __all__ = [
     "CHECKS", "CONTROL_ARTIFACTS", "DIMENSIONS", "KNOWN_TOOLS", "MANY_TASKS_PER_FILE", "MAX_FILES_PER_TASK",
-    "Coverage", "VerifyInput", "auto_runnable", "changes", "check_consistency", "check_constraints",
+    "UNMEASURED", "Coverage", "VerifyInput", "auto_runnable", "changes", "check_consistency", "check_constraints",
     "check_coverage", "check_dependencies", "check_duplication", "check_feasibility", "check_intent",
     "check_n_plus_one", "check_specification", "check_synthesis", "compute_coverage", "coverage_colour",
     "critical_files", "finding", "forbidden_paths", "goal_of", "is_testable", "key_terms", "run_checks",
@@ -148,11 +150,18 @@ def check_coverage(inp: VerifyInput) -> list[Finding]:
     if not inp.tasks:
         return [finding("B", "CRITICAL", [".task/"], "the plan has no usable task", "re-plan the session")]
     cov = compute_coverage(inp)
+    if cov.colour == UNMEASURED:
+        if not goal_of(inp).strip():
+            return []  # no goal at all: dimension A's CRITICAL says so
+        return [finding("B", "MEDIUM", ["workflow-session.json"],
+                        f"coverage cannot be measured: the goal ({goal_of(inp)!r}) has no key word verify can match "
+                        "(words in Latin letters, other than common ones such as 'add' or 'the')",
+                        "check by hand that the tasks cover every part of the goal")]
     if cov.colour == "GREEN":
         return []
     severity = "CRITICAL" if cov.percent < 50 else "HIGH" if cov.colour == "RED" else "MEDIUM"
     return [finding("B", severity, ["IMPL_PLAN.md", "workflow-session.json"],
-                    f"tasks cover {cov.percent:.1f} % of the goal's key terms ({cov.colour}); "
+                    f"tasks cover {cov.percent:.1f} % of the goal's key words ({cov.colour}); "
                     f"not addressed: {', '.join(cov.missing)}",
                     "add or extend tasks for the missing parts of the goal (wfqueue replan)")]
 

@@ -59,14 +59,21 @@ _OBSERVABLE = re.compile(r"\b(pass(es)?|returns?|raises?|exits?|prints?|contains
                          r"implements?|responds?|logs?|rejects?|accepts?|fails?|succeeds?|shows?|displays?|emits?|"
                          r"writes?|reads?|creates?|deletes?|covers?|keeps?|stores?|sends?|retries|times? out|"
                          r"validates?|calls?|uses?|provides?|reports?|lists?|blocks?|limits?)\b", re.I)
+# A word as written: letters and digits of any script (tokenize then splits it into its terms).
+_WORD_RUN = re.compile(r"[^\W_]+")
 _ANCHOR = re.compile(r"\d|`[^`]+`|[\w-]+/[\w.-]+|\b\w+\.[A-Za-z]{1,5}\b|\b[a-z]+_[a-z_]+\b|\b[a-z]+[A-Z]\w*\b")
 
 
+# No key term to look for (a goal of stopwords, or in a script tokenize does not split): coverage cannot be measured,
+# and must not read as 100 % GREEN.
+UNMEASURED = "UNMEASURED"
+
+
 class Coverage(BaseModel):
-    percent: float
+    percent: float  # 0.0 when UNMEASURED
     colour: str
-    terms: list[str]
-    missing: list[str]
+    terms: list[str]  # the goal's key words, as the goal wrote them
+    missing: list[str]  # those no task addresses, as written
 
 
 def finding(dim: str, severity: str, location: list[str], summary: str, recommendation: str) -> Finding:
@@ -82,7 +89,20 @@ def goal_of(inp: VerifyInput) -> str:
 
 
 def key_terms(text: str) -> list[str]:
+    """Stems, for matching: "caching" and "cache" meet as "cach". Never shown to the user (see term_words)."""
     return list(dict.fromkeys(tokenize(text)))
+
+
+def term_words(text: str) -> dict[str, str]:
+    """Each key term of ``text`` -> the word of ``text`` it came from, as written ("cach" -> "caching").
+
+    A word is a run of letters and digits, so an identifier such as "RateLimiter" is shown whole for both of
+    its terms; each term keeps the first word that gave it."""
+    words: dict[str, str] = {}
+    for word in _WORD_RUN.findall(text):
+        for term in tokenize(word):
+            words.setdefault(term, word)
+    return words
 
 
 def task_text(t: UnifiedTask) -> str:
@@ -104,11 +124,22 @@ def coverage_colour(percent: float) -> str:
 
 
 def compute_coverage(inp: VerifyInput) -> Coverage:
-    terms = key_terms(goal_of(inp))
+    """Share of the goal's key terms some task mentions. Matched by stem, reported as the goal's words."""
+    goal = goal_of(inp)
+    terms = key_terms(goal)
+    if not terms:
+        return Coverage(percent=0.0, colour=UNMEASURED, terms=[], missing=[])
     planned = set(tokenize(" ".join(task_text(t) for t in inp.tasks)))
     missing = [term for term in terms if term not in planned]
-    percent = 100.0 if not terms else 100.0 * (len(terms) - len(missing)) / len(terms)
-    return Coverage(percent=round(percent, 1), colour=coverage_colour(percent), terms=terms, missing=missing)
+    percent = 100.0 * (len(terms) - len(missing)) / len(terms)
+    words = term_words(goal)
+
+    def shown(stems: list[str]) -> list[str]:
+        # Two terms of one word ("RateLimiter") show it once.
+        return list(dict.fromkeys(words.get(stem, stem) for stem in stems))
+
+    return Coverage(percent=round(percent, 1), colour=coverage_colour(percent), terms=shown(terms),
+                    missing=shown(missing))
 
 
 def is_under(path: str, names: Iterable[str]) -> bool:

@@ -3,7 +3,7 @@
 ``verify_session`` loads the session (the only reads), runs the checks of
 ``verify_checks`` (pure), limits and numbers the findings, and writes exactly two
 files: ``.process/PLAN_VERIFICATION.md`` and ``.process/verification-findings.json``.
-No other session file is touched.
+No other session file is touched. A session still being planned is refused before anything is written.
 """
 
 from __future__ import annotations
@@ -15,12 +15,19 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
-from wfqueue.errors import SessionNotFoundError
+from wfqueue.errors import BadInputError, SessionNotFoundError
 from wfqueue.fsio import atomic_write_json, atomic_write_text
-from wfqueue.sessions import WORKFLOW_DIR
+from wfqueue.sessions import WORKFLOW_DIR, repo_option
 from wfqueue.tasks_file import default_repo, load_task_dir
 from wfqueue.unified_task import UnifiedTask
-from wfqueue.workflow_session.models import ConflictResolution, ContextPackage, Finding, PlanOverview, QualityGate
+from wfqueue.workflow_session.models import (
+    ConflictResolution,
+    ContextPackage,
+    Finding,
+    PlanOverview,
+    QualityGate,
+    WorkflowSession,
+)
 from wfqueue.workflow_session.render import PlanningNotes
 from wfqueue.workflow_session.session import (
     IMPL_PLAN_FILE,
@@ -33,7 +40,14 @@ from wfqueue.workflow_session.session import (
     read_session,
     task_number,
 )
-from wfqueue.workflow_session.verify.checks import DIMENSIONS, VerifyInput, compute_coverage, goal_of, run_checks
+from wfqueue.workflow_session.verify.checks import (
+    DIMENSIONS,
+    UNMEASURED,
+    VerifyInput,
+    compute_coverage,
+    goal_of,
+    run_checks,
+)
 
 M = TypeVar("M", bound=BaseModel)
 REPORT_FILE = "PLAN_VERIFICATION.md"
@@ -55,10 +69,17 @@ NEXT_STEPS: dict[str, str] = {
 
 
 class CoverageSummary(BaseModel):
-    percent: float
-    colour: Literal["GREEN", "YELLOW", "RED"]
-    terms: list[str] = Field(default_factory=list, description="the goal's key terms")
-    missing: list[str] = Field(default_factory=list, description="key terms no task addresses")
+    percent: float = Field(description="0.0 when UNMEASURED")
+    colour: Literal["GREEN", "YELLOW", "RED", "UNMEASURED"] = Field(
+        description="UNMEASURED: the goal has no key word to look for, so coverage cannot be measured")
+    terms: list[str] = Field(default_factory=list, description="the goal's key words, as the goal wrote them")
+    missing: list[str] = Field(default_factory=list, description="key words no task addresses, as written")
+
+    def describe(self) -> str:
+        """What the CLI and PLAN_VERIFICATION.md show: '83.3 % (YELLOW)', or why there is no percentage."""
+        if self.colour == UNMEASURED:
+            return "not measured (the goal has no key word to match)"
+        return f"{self.percent:.1f} % ({self.colour})"
 
 
 class VerificationReport(BaseModel):
@@ -151,7 +172,7 @@ def render_report(report: VerificationReport, goal: str) -> str:
              f"- **Quality gate**: **{report.quality_gate}**", "",
              "## Executive Summary", "", "| Metric | Value |", "|---|---|",
              f"| Quality gate | {report.quality_gate} |",
-             f"| Requirements coverage | {cov.percent:.1f} % ({cov.colour}) |",
+             f"| Requirements coverage | {cov.describe()} |",
              f"| Tasks | {report.task_count} |",
              *[f"| {s.title()} findings | {report.counts[s]} |" for s in SEVERITIES],
              f"| Skipped tiers | {', '.join(map(str, report.skipped_tiers)) or '-'} |",
@@ -171,8 +192,8 @@ def render_report(report: VerificationReport, goal: str) -> str:
         if tier in report.skipped_tiers:
             lines.append("- Skipped: tier-1 CRITICAL findings must be resolved first.")
         elif dim == "B":
-            lines.append(f"- Coverage of the goal's key terms: {cov.percent:.1f} % ({cov.colour}); "
-                         f"missing: {', '.join(cov.missing) or 'none'}")
+            missing = "" if cov.colour == UNMEASURED else f"; missing: {_cell(', '.join(cov.missing)) or 'none'}"
+            lines.append(f"- Coverage of the goal's key words: {cov.describe()}{missing}")
         lines += [f"- [{f.id}] {_cell(f.summary)}" for f in mine]
         if not mine and tier not in report.skipped_tiers:
             lines.append("- No findings.")
@@ -216,17 +237,19 @@ def _read_model(folder: Path, name: str, model: type[M], errors: dict[str, str],
 
 
 def load_input(folder: Path) -> VerifyInput:
-    """Read every artifact of the session; problems become findings, not exceptions."""
+    """Read every artifact of the session; problems become findings, not exceptions, except a session that is
+    missing or still being planned (BadInputError: there is no plan to judge)."""
     if not (folder / SESSION_FILE).is_file():
         raise SessionNotFoundError(f"{folder} holds no {SESSION_FILE}", hint="pass a WFS-* session folder")
     session = read_session(folder)
+    repo = _repo_of(folder, session.repo)
+    _refuse_unfinished(session, repo)
     errors: dict[str, str] = {}
     loaded, problems = load_task_dir(folder / TASK_DIR) if (folder / TASK_DIR).is_dir() else ([], [])
     problems = [p for p in problems if p.code != "empty"]  # "no tasks" is reported by dimension B
     tasks: list[UnifiedTask] = [lt.task for lt in loaded]
     tasks.sort(key=lambda t: _order(t.id))
     process = folder / PROCESS_DIR
-    repo = _repo_of(folder, session.repo)
     return VerifyInput(
         session=session, tasks=tasks, task_locations={lt.task.id: lt.location for lt in loaded},
         load_problems=problems,
@@ -241,6 +264,20 @@ def load_input(folder: Path) -> VerifyInput:
         artifact_errors=errors,
         exists=lambda rel: (repo / rel).exists(), is_dir=lambda rel: (repo / rel).is_dir(),
     )
+
+
+def _refuse_unfinished(session: WorkflowSession, repo: Path) -> None:
+    """A session whose task generation has not finished (an interrupted `wfqueue plan`) has no plan yet: judging
+    its missing files would send the user to `wfqueue replan`, which refuses it too. `wfqueue resume` finishes it.
+    A session from another tool records no phases and is taken as finished (as replan does)."""
+    state = session.tasks_unfinished()
+    if state is not None:
+        option = repo_option(repo)
+        raise BadInputError(
+            f"{session.session_id} is still being planned (its tasks phase is {state}), so it has no plan to "
+            "verify yet; nothing was written",
+            hint=f"finish it first with `wfqueue resume {session.session_id}{option}`, then run "
+                 f"`wfqueue verify --session {session.session_id}{option}`")
 
 
 def _repo_of(folder: Path, recorded: str | None) -> Path:
