@@ -6,14 +6,11 @@ import re
 
 from pydantic import BaseModel, Field
 
+from wfqueue.markdown import table_cell as _one
 from wfqueue.unified_task import UnifiedTask
 from wfqueue.workflow_session.models import ContextPackage, PlanOverview, WorkflowSession
 
 SUMMARY_DIR = ".summaries"
-
-
-def _one(text: str) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
 
 
 def critical_path(tasks: list[UnifiedTask]) -> list[str]:

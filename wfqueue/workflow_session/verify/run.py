@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from wfqueue.errors import BadInputError, SessionNotFoundError
 from wfqueue.fsio import atomic_write_json, atomic_write_text
+from wfqueue.markdown import table_cell as _cell
 from wfqueue.sessions import WORKFLOW_DIR, repo_option
 from wfqueue.tasks_file import default_repo, load_task_dir
 from wfqueue.unified_task import UnifiedTask
@@ -158,10 +159,6 @@ def build_report(inp: VerifyInput, timestamp: str) -> VerificationReport:
         task_count=len(inp.tasks) + len(set(inp.broken_ids) - {t.id for t in inp.tasks}),
         skipped_tiers=skipped, omitted=omitted,
     )
-
-
-def _cell(text: str) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
 
 
 def render_report(report: VerificationReport, goal: str) -> str:
