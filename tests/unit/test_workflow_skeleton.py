@@ -45,9 +45,8 @@ def test_a_session_id_is_found_under_its_kinds_folder(tmp_path: Path) -> None:
     assert locate(tmp_path, collab.name) == (COLLAB, collab)
     assert locate(tmp_path, lite.name) == (LITE, lite)
     assert locate(tmp_path, "WFS-x") == (WORKFLOW, WORKFLOW.root(tmp_path) / "WFS-x")
-    (WORKFLOW.root(tmp_path) / "WFS-empty").mkdir()  # no workflow-session.json: not a session
     with pytest.raises(SessionNotFoundError) as info:
-        locate(tmp_path, "WFS-empty")
+        locate(tmp_path, "WFS-nope")
     assert "CPLAN-x-2026-11-23" in info.value.hint and "WFS-x" in info.value.hint
     with pytest.raises(InvalidSessionIdError):
         locate(tmp_path, "../CPLAN-x-2026-11-23")
@@ -176,3 +175,16 @@ def test_the_wait_for_one_step_shows_what_its_worker_says_it_waits_for_once() ->
     assert coordinator.wait(_NotedResult(state), "the assessment", settings, state) == {  # type: ignore[arg-type]
         "status": "completed"}
     assert ui.notes == [("the assessment", "the Anthropic API answered 529: overloaded; sending again in 4s")]
+
+
+def test_a_folder_that_lost_its_session_record_is_named_as_such_and_never_listed_as_a_session(tmp_path: Path) -> None:
+    """`status WFS-x` of a folder whose workflow-session.json was gone answered "no session WFS-x ... existing
+    sessions: WFS-x"."""
+    make_session(tmp_path, "Add rate limiting", [], session_id="WFS-kept")
+    (make_session(tmp_path, "Add caching", [], session_id="WFS-lost") / "workflow-session.json").unlink()
+    with pytest.raises(SessionNotFoundError) as lost:
+        locate(tmp_path, "WFS-lost")
+    assert "holds no workflow-session.json" in lost.value.message, lost.value
+    with pytest.raises(SessionNotFoundError) as unknown:
+        locate(tmp_path, "WFS-nope")
+    assert "WFS-kept" in str(unknown.value.hint) and "WFS-lost" not in str(unknown.value.hint)

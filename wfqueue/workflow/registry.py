@@ -32,6 +32,14 @@ def locate(repo: Path, session_id: str) -> tuple[WorkflowKind, Path]:
         folder = kind.folder(repo, session_id)
         if folder is not None:
             return kind, folder
-    known = sorted(p.name for kind in KINDS if (root := kind.root(repo)).is_dir() for p in root.iterdir())
+    for kind in KINDS:
+        lacking = kind.root(repo) / session_id
+        if lacking.is_dir() and kind.marker is not None:  # a session folder that lost its record
+            raise SessionNotFoundError(f"{lacking} is not a readable session: it holds no {kind.marker}",
+                                       hint=f"put {kind.marker} back (from a backup or version control), or move the "
+                                            "folder away")
+    # Only folders that are sessions: a listed id must be one the next command accepts.
+    known = sorted(p.name for kind in KINDS if (root := kind.root(repo)).is_dir() for p in root.iterdir()
+                   if kind.folder(repo, p.name) is not None)
     raise SessionNotFoundError(f"no session {session_id} under {repo / WORKFLOW_DIR}",
                                hint=f"existing sessions: {', '.join(known[-12:]) or 'none'}")
