@@ -43,6 +43,13 @@ def test_two_writers_of_one_file_never_share_a_wave_even_when_dependencies_allow
     assert (wait.task_id, wait.after, wait.file) == ("B", "A", "api/handlers.py")
 
 
+def test_a_task_held_back_twice_waits_for_the_writer_of_the_wave_before_its_own() -> None:
+    """The dry run said "C waits for A", though A ended in wave 1 and C ran in wave 3, after B."""
+    schedule = build_schedule([task(name, writes=("config.py",)) for name in "ABC"])
+    assert waves(schedule) == [["A"], ["B"], ["C"]]
+    assert [(w.task_id, w.after) for w in schedule.file_waits] == [("B", "A"), ("C", "B")]
+
+
 def test_a_created_file_counts_as_written() -> None:
     schedule = build_schedule([task("A", creates=("new.py",)), task("B", writes=("new.py",))])
     assert waves(schedule) == [["A"], ["B"]]

@@ -147,7 +147,8 @@ def build_schedule(tasks: list[ExecTask], parallel: int | None = None) -> Schedu
                 break
             clash = next((f for f in task.files.written() if f in writer), None)
             if clash is not None:
-                waits.setdefault(task.id, FileWait(task_id=task.id, after=writer[clash], file=clash))
+                # The latest writer that held it back: the one whose wave comes just before its own.
+                waits[task.id] = FileWait(task_id=task.id, after=writer[clash], file=clash)
                 continue
             members.append(task)
             writer.update(dict.fromkeys(task.files.written(), task.id))
