@@ -156,6 +156,9 @@ class LitePlan(_Session):
     requirement: str
     answers: list[ClarificationAnswer] = Field(default_factory=list)
     provider: str
+    # The plan is shown to the user before it counts: its plan.md says so from its first byte, so a command
+    # stopped before the question (or while the step still ran on a worker) leaves a plan nobody accepted.
+    awaiting_acceptance: bool = False
 
 
 class SessionContext(_Session):

@@ -340,6 +340,12 @@ class Settings(BaseSettings):
     def embedded(self) -> bool:
         return self.broker_url is None
 
+    def has_anthropic_credentials(self) -> bool:
+        """An API key, or the SDK's other credential, ANTHROPIC_AUTH_TOKEN, which the SDK reads from the
+        environment itself (so workers started with this environment have it too)."""
+        key = self.anthropic_api_key
+        return bool(key is not None and key.get_secret_value()) or bool(os.environ.get("ANTHROPIC_AUTH_TOKEN"))
+
     def effective_provider(self) -> Literal["offline", "anthropic"]:
         if self.provider == "auto":
             return "anthropic" if self.anthropic_api_key else "offline"

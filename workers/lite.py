@@ -81,5 +81,5 @@ def register(app: Celery, settings: Settings) -> None:
     def plan(task: Task[Any, Any], p: LitePlan) -> dict[str, Any]:
         state = states.session(p.session_id)
         draft = run_planning(state, metered_provider(p.provider, settings, state, p.session_dir), Path(p.session_dir),
-                             p.repo, p.requirement, p.answers, prices=prices)
+                             p.repo, p.requirement, p.answers, prices=prices, awaiting=p.awaiting_acceptance)
         return {"tasks": len(draft.tasks)}

@@ -13,6 +13,7 @@ from wfqueue import keys
 from wfqueue.collab.finalize import finalize_session
 from wfqueue.collab.steps import ANALYSIS_FILE, NOTE_FILE, run_area, run_understanding
 from wfqueue.keys import AgentState, SessionKind, SessionMeta, SessionStatus
+from wfqueue.lite.render import says_awaiting
 from wfqueue.lite.steps import TASKS_FILE, run_assessment, run_exploration, run_planning, run_synthesis
 from wfqueue.memory_state import MemorySessionState
 from wfqueue.providers import make_provider
@@ -111,6 +112,11 @@ def test_a_lite_plan_runs_in_process_and_a_second_run_reuses_every_answer(sample
     assert again.asked == []
     assert state.recall(keys.ASSESSMENT) == stored
     assert snapshot(session_dir) == written
+    # A plan the user is to be shown says so from the planning step on: a command stopped before its question
+    # (or while a worker still planned) leaves a plan that reads as not accepted, never as completed.
+    assert not says_awaiting((session_dir / "plan.md").read_text(encoding="utf-8"))
+    run_planning(state, again, session_dir, str(sample_repo), REQUIREMENT, [], awaiting=True)
+    assert says_awaiting((session_dir / "plan.md").read_text(encoding="utf-8")) and again.asked == []
 
 
 # -- the same answers as Redis -------------------------------------------------------------------------

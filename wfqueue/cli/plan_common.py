@@ -90,8 +90,8 @@ MAX_PIPED_WIDTH = 400
 
 def print_table(out: Console, table: Table) -> None:
     """``table`` on ``out``; where no person reads it (a pipe, a file, a CI log: rich assumes 80 columns there)
-    one line per row, as wide as its cells, instead of squeezing columns to `…` or nothing. A terminal keeps
-    its width: there the person can widen it."""
+    as wide as its cells need, up to MAX_PIPED_WIDTH, instead of squeezing columns to `…` or nothing. A
+    terminal keeps its width: there the person can widen it."""
     if not out.is_terminal:
         needed = out.measure(table, options=out.options.update(width=MAX_PIPED_WIDTH)).maximum
         if needed > out.width:
@@ -102,7 +102,7 @@ def print_table(out: Console, table: Table) -> None:
 
 
 def keep_whole(table: Table, *headers: str) -> None:
-    """Never wrap or shorten these columns (ids, states): a piped command is 80 columns wide, and an id cut to
+    """Never wrap or shorten these columns (ids, states): a terminal may be 80 columns wide, and an id cut to
     `CPLAN-add-s…` cannot be copied into the next command. The other columns fold instead."""
     for column in table.columns:
         if column.header in headers:

@@ -155,9 +155,8 @@ def register(app: typer.Typer) -> None:
                 wait_for_flower(children[1], settings.flower_address, port or settings.flower_port,
                                 queue_dir(root) / "beat-flower.log", stop)
                 # Plan commands in this repository find it there and use this cluster (wfqueue.up_cluster).
-                key = settings.anthropic_api_key
                 on_workers = UpWorkerSettings(executor_command=settings.executor_command,
-                                              anthropic_key=key is not None and bool(key.get_secret_value()))
+                                              anthropic_key=settings.has_anthropic_credentials())
                 if not stop.is_set():  # Ctrl-C while Flower started: no banner, straight to the stop
                     with announced(root, UpCluster(pid=os.getpid(), broker_url=url, workers=cluster.concurrency,
                                                    worker_settings=on_workers)):

@@ -50,8 +50,7 @@ def choose_executor(settings: Settings, requested: ExecutorName | None, up: UpCl
         where = (f"; the tasks run on the workers of {up.named()}, which read their settings when it started: "
                  "set it where up runs and start up again")
     else:
-        command, has_key, where = settings.executor_command, settings.anthropic_api_key is not None and bool(
-            settings.anthropic_api_key.get_secret_value()), ""
+        command, has_key, where = settings.executor_command, settings.has_anthropic_credentials(), ""
     has_command = bool(command and command.strip())
     if requested == "command" and not has_command:
         raise ExecutorNotConfiguredError("--executor command needs an executor command, and none is configured",

@@ -145,7 +145,7 @@ def read_verdict(source: PlanSource) -> PlanVerdict | None:
                        stale=stale)
 
 
-def refuse_cancelled(source: PlanSource, root: Path) -> None:
+def refuse_unaccepted(source: PlanSource, root: Path) -> None:
     """A plan the user cancelled when it was shown, or was shown and not accepted yet (lite: its plan.md says so;
     collab: its note), is not run: it has tasks on disk, but nobody accepted them."""
     if source.kind == "lite":
@@ -174,7 +174,7 @@ def read_plan(source: PlanSource, root: Path) -> tuple[list[LoadedTask], list[Ta
 def load_plan(target: str, repo: str | None = None) -> ExecutablePlan:
     """The plan ``target`` names, every task checked; a plan with any problem is refused (exit 2)."""
     source, root = resolve_source(target, repo)
-    refuse_cancelled(source, root)
+    refuse_unaccepted(source, root)
     tasks, problems = read_plan(source, root)
     refuse_problems(problems)
     return ExecutablePlan(

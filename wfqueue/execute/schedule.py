@@ -147,7 +147,7 @@ def build_schedule(tasks: list[ExecTask], parallel: int | None = None) -> Schedu
                 break
             clash = next((f for f in task.files.written() if f in writer), None)
             if clash is not None:
-                # The latest writer that held it back: the one whose wave comes just before its own.
+                # The latest writer that held it back (not the first: the task may be held back again).
                 waits[task.id] = FileWait(task_id=task.id, after=writer[clash], file=clash)
                 continue
             members.append(task)

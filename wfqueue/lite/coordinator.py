@@ -100,10 +100,10 @@ class _Plan(BaseModel):
                           requirement=self.requirement, force_explore=force_explore, provider=self.provider,
                           transport=self.transport)
 
-    def plan(self, answers: list[ClarificationAnswer]) -> LitePlan:
+    def plan(self, answers: list[ClarificationAnswer], awaiting: bool) -> LitePlan:
         return LitePlan(session_id=self.session_id, session_dir=str(self.session_dir), repo=str(self.repo),
                         requirement=self.requirement, answers=answers, provider=self.provider,
-                        transport=self.transport)
+                        transport=self.transport, awaiting_acceptance=awaiting)
 
     def explore(self, angle: str) -> ExploreAngle:
         return ExploreAngle(session_id=self.session_id, session_dir=str(self.session_dir),
@@ -134,7 +134,7 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
         # Kept with the session: a plan stopped by its budget or Ctrl-C and resumed is planned with them.
         state.store(keys.CLARIFICATIONS, json.dumps([a.model_dump(mode="json") for a in answers]))
         try:
-            self.wait(plan.plan(answers).send(app), "planning", settings, state)
+            self.wait(plan.plan(answers, awaiting=not request.yes).send(app), "planning", settings, state)
         except BudgetExhaustedError as exc:
             return self._stopped(state, plan, assessment, failed, exc)
         draft = LitePlanDraft.model_validate_json(state.recall(keys.LITE_PLAN) or "")
@@ -195,17 +195,21 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
                 self.ui.info(f"resuming {state.session_id}: re-exploring {', '.join(missing) or 'nothing'}")
                 pending = assessment.model_copy(update={"angles": missing}) if missing else assessment
                 _, failed = self._explore(app, settings, state, plan, pending, angles_for_synthesis=assessment.angles)
+            # Read before planning again: a plan shown and not accepted is asked about whatever happens below.
+            awaiting = plan_md.is_file() and says_awaiting(plan_md.read_text(encoding="utf-8", errors="replace"))
             if state.recall(keys.LITE_PLAN) is None or not (session_dir / TASKS_FILE).is_file():
                 given = [ClarificationAnswer.model_validate(a)
                          for a in json.loads(state.recall(keys.CLARIFICATIONS) or "[]")]
                 try:
-                    self.wait(plan.plan(given).send(app), "planning", settings, state)
+                    self.wait(plan.plan(given, awaiting=awaiting).send(app), "planning", settings, state)
                 except BudgetExhaustedError as exc:
                     return self._stopped(state, plan, assessment, failed, exc)
             draft = LitePlanDraft.model_validate_json(state.recall(keys.LITE_PLAN) or "")
             status: str = SessionStatus.PARTIAL if failed else SessionStatus.COMPLETED
-            if plan_md.is_file() and says_awaiting(plan_md.read_text(encoding="utf-8", errors="replace")):
-                # Stopped at "allow, modify or cancel": nobody accepted the plan, so the question comes again.
+            if awaiting:
+                # Stopped at "allow, modify or cancel" (or before it): nobody accepted the plan, so the question
+                # comes again, about tasks.jsonl as the user may have edited it.
+                draft = _as_edited(draft, session_dir / TASKS_FILE, request.repo)
                 if request.yes:
                     write_plan_md(state, session_dir, plan.requirement, assessment, draft, failed, prices=self.prices)
                 else:
@@ -280,6 +284,16 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
             write_plan(draft, AWAITING_NOTE)
         write_plan(draft, CANCELLED_NOTE)
         return draft, SessionStatus.CANCELLED
+
+
+def _as_edited(draft: LitePlanDraft, tasks_path: Path, repo: Path) -> LitePlanDraft:
+    """``draft`` with the tasks of ``tasks_path`` when they validate: a Modify round's edit is kept there (only an
+    edit that validates is), not in the draft Redis remembers."""
+    try:
+        loaded, problems = validate_path(tasks_path, repo)
+    except BadInputError:
+        return draft
+    return draft if problems else draft.model_copy(update={"tasks": [item.task for item in loaded]})
 
 
 def _recorded_requirement(session_dir: Path) -> str:

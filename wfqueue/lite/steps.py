@@ -22,7 +22,7 @@ from wfqueue.fsio import atomic_write_json, atomic_write_text
 from wfqueue.lite.angle_repair import repair_assessment
 from wfqueue.lite.finding_checks import verify_findings
 from wfqueue.lite.models import AngleFindings, Assessment, ClarificationAnswer, LitePlanDraft, VerifiedExploration
-from wfqueue.lite.render import render_exploration, render_notes, render_plan
+from wfqueue.lite.render import AWAITING_NOTE, render_exploration, render_notes, render_plan
 from wfqueue.lite.synthesis import MergedQuestion, core_files, manifest, merge_questions
 from wfqueue.metering import usage_line, write_usage_file
 from wfqueue.providers import AssessStep, ExploreAngleStep, LitePlanStep, Provider
@@ -131,9 +131,11 @@ def recalled_repairs(cached: str) -> list[Repair]:
 
 
 def run_planning(state: SessionStore, provider: Provider, session_dir: Path, repo: str, requirement: str,
-                 answers: list[ClarificationAnswer], *, prices: PriceTable | None = None) -> LitePlanDraft:
+                 answers: list[ClarificationAnswer], *, prices: PriceTable | None = None,
+                 awaiting: bool = False) -> LitePlanDraft:
     """Plan from what was verified; write requirement-analysis.json, tasks.jsonl, plan.md (and, with
-    ``prices``, usage.json and a usage line: this is the plan's last LLM step)."""
+    ``prices``, usage.json and a usage line: this is the plan's last LLM step). ``awaiting``: plan.md says the
+    plan awaits the user's acceptance."""
     assessment = Assessment.model_validate_json(state.recall(keys.ASSESSMENT) or "")
     explorations, failed = explorations_for(state, assessment.angles if assessment.needs_exploration else [])
     if not assessment.needs_exploration:
@@ -171,7 +173,8 @@ def run_planning(state: SessionStore, provider: Provider, session_dir: Path, rep
         "repairs": [r.model_dump() for r in repairs],
     })
     atomic_write_text(session_dir / TASKS_FILE, text)
-    write_plan_md(state, session_dir, requirement, assessment, draft, failed, prices=prices)
+    write_plan_md(state, session_dir, requirement, assessment, draft, failed, prices=prices,
+                  status=AWAITING_NOTE if awaiting else None)
     return draft
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -100,10 +99,7 @@ def check_credentials(settings: Settings, provider: str, repo: Path) -> None:
     if up is not None:
         up.refuse_without_key()
         return
-    key = settings.anthropic_api_key
-    # The SDK's other credential, which it reads from the environment itself.
-    if settings.embedded and not (key is not None and key.get_secret_value()) and not os.environ.get(
-            "ANTHROPIC_AUTH_TOKEN"):
+    if settings.embedded and not settings.has_anthropic_credentials():
         raise ConfigError("no Anthropic credentials: the anthropic provider needs an API key",
                           hint="set ANTHROPIC_API_KEY, or use --provider offline")
 
@@ -176,14 +172,15 @@ class WorkflowCoordinator(Generic[UI]):
         """What every payload of the held session carries (None: workers share this disk)."""
         return self.files.transport if self.files is not None else None
 
-    def check(self, provider: str, budget: Budget | None, repo: Path) -> None:
-        """Refuse an unknown provider, a budget it cannot price, a missing repository, or a model the workers
-        cannot call, before any work."""
+    def check(self, provider: str, budget: Budget | None, repo: Path, *, credentials: bool = True) -> None:
+        """Refuse an unknown provider, a budget it cannot price, a missing repository, or (``credentials``: the
+        caller knows ``provider`` is the one that will run) a model the workers cannot call, before any work."""
         check_provider_spec(provider)
         check_budget_priced(budget, provider, self.settings)
         if not repo.is_dir():
             raise BadInputError(f"--repo {repo} is not a directory")
-        check_credentials(self.settings, provider, repo)
+        if credentials:
+            check_credentials(self.settings, provider, repo)
 
     @contextmanager
     def runtime(self, repo: Path, workers: int | None = None) -> Iterator[Runtime]:

@@ -120,14 +120,16 @@ class _Phase(BaseModel):
 
 class WfsCoordinator(WorkflowCoordinator[WfsUI]):
     def run(self, request: PlanRequest) -> WfsResult:
-        self.check(request.provider, request.budget, request.repo)
+        # A continued session keeps the provider it recorded (checked below), whatever the default is now.
+        self.check(request.provider, request.budget, request.repo,
+                   credentials=not (request.keep_provider and request.session))
         if request.session is None and not request.requirement:
             raise BadInputError("nothing to plan", hint='give a requirement, or --session WFS-x to continue one')
         folder = find_session(request.repo, request.session) if request.session else None
         if folder is not None:
             recorded = read_session(folder)  # a damaged record is refused before Redis and workers start
-            if request.keep_provider and recorded.provider:  # the provider that will finish it
-                check_credentials(self.settings, recorded.provider, request.repo)
+            if request.keep_provider:  # the provider that will finish it
+                check_credentials(self.settings, recorded.provider or request.provider, request.repo)
             if request.requirement and as_text(structure_input(request.requirement)) != recorded.description:
                 raise BadInputError(
                     f"--session {folder.name} continues that session's plan of its own requirement; the text given "
