@@ -109,7 +109,8 @@ _deferral = _Deferral()
 
 def stop_after_output() -> None:
     """Let the next ``broker_runtime`` (this process, embedded mode) leave its Redis and workers running
-    when its block ends cleanly, until ``stop_deferred``. An error or Ctrl-C still stops them at once;
+    when its block ends cleanly, until ``stop_deferred``. An error or Ctrl-C still stops them then (a warm stop:
+    a running task gets the grace period);
     whatever is left is stopped at interpreter exit, so nothing outlives the command."""
     _deferral.requested = True
     if not _deferral.registered:

@@ -22,7 +22,7 @@ from wfqueue.execute.status_view import gate_lines, headline, task_rows
 from wfqueue.metering import UsageReport, usage_line
 from wfqueue.redis_owner import owned_now
 from wfqueue.runtime import resume_command
-from wfqueue.session_summary import SessionSummary, nobody_runs
+from wfqueue.session_summary import AWAITING_ACCEPTANCE, SessionSummary, nobody_runs
 from wfqueue.sessions import queue_dir, repo_option, resolve_repo
 from wfqueue.settings import load_settings
 from wfqueue.transport.workspace import rebuild_from_redis
@@ -128,10 +128,14 @@ def register(app: typer.Typer) -> None:
         kind, folder = locate(root, session)
         rebuild_from_redis(settings, folder.name, folder)  # workers on other machines stored files there
         current = kind.read_status(folder, settings)
+        resume = resume_command(folder.name, root)
+        if isinstance(current, SessionSummary) and current.status == AWAITING_ACCEPTANCE:
+            # Whether its command still asks is known only in embedded mode (below): say both.
+            current = current.model_copy(update={"hint": "answer its question (allow, modify or cancel) where its "
+                                                          f"command runs; if that command stopped: {resume}"})
         if settings.embedded and up is None and not owned_now(queue_dir(root) / "redis"):
             # No command holds the repository's Redis: what its files say is running was interrupted (a command
             # killed outright could not say so itself).
-            resume = resume_command(folder.name, root)
             if isinstance(current, SessionSummary):
                 current = nobody_runs(current, resume)
             elif isinstance(current, SessionStatus):
