@@ -75,6 +75,9 @@ ASSESSMENT = "assessment"
 SYNTHESIZED_AT = "synthesized_at"
 LITE_PLAN = "lite_plan"
 CLARIFICATIONS = "clarifications"  # JSON list of the ClarificationAnswers the user gave a lite plan
+# "1" when a lite plan is to be shown to the user before it counts (no -y): a plan stopped before its plan.md says
+# so (planning interrupted) is asked about by its resume.
+AWAITS_ACCEPTANCE = "awaits_acceptance"
 CONTEXT_AT = "context_at"
 SESSION_CONFLICTS = "session_conflicts"
 WFS_PLAN = "wfs_plan"

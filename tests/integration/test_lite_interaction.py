@@ -147,6 +147,30 @@ def test_a_plan_stopped_at_its_acceptance_question_is_not_taken_as_accepted(samp
     assert run_cli("status", folder.name, "--repo", str(sample_repo), "--json").json()["status"] == "cancelled"
 
 
+def test_a_plan_stopped_while_it_was_planned_is_asked_about_by_its_resume(sample_repo: Path, tmp_path: Path) -> None:
+    """Ctrl-C as planning began (the step takes longer than the workers' stop grace, so no plan.md is written):
+    the resume planned it and took it as accepted, though the user, who gave no -y, had never seen it."""
+    provider = write_script(tmp_path / "slow.json", latency_s=8.0)
+    proc = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "lite-plan", REQUIREMENT, "--repo",
+                             str(sample_repo), "--provider", provider], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=wfqueue_env())
+    try:
+        seen = read_until(proc.stderr, "left unanswered", timeout=90)  # no terminal: planning starts now
+        assert "left unanswered" in seen, seen
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    (folder,) = (sample_repo / ".workflow" / ".lite-plan").iterdir()
+    assert not (folder / "plan.md").exists()  # the step was stopped before it wrote anything
+    assert run_cli("status", folder.name, "--repo", str(sample_repo), "--json").json()["status"] == "interrupted"
+    code, transcript = drive(sample_repo, [("allow, modify or cancel", "cancel")], command=("resume", folder.name))
+    assert code == 0 and '"status": "cancelled"' in transcript, transcript
+
+
 def test_brackets_in_the_users_text_and_paths_are_printed_as_written(sample_repo: Path, tmp_path: Path) -> None:
     """Text was printed as rich markup: `[/notes]` in a requirement crashed the command (MarkupError) before the
     plan was accepted, `[v2]` vanished from a printed path, and `[id]` from a Next.js route in a table."""

@@ -123,6 +123,8 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
 
     def _plan(self, app: Celery, settings: Settings, state: SessionState, plan: _Plan,
               request: LiteRequest) -> LiteResult:
+        if not request.yes:  # first: a plan stopped at any step is asked about by its resume, as meant
+            state.store(keys.AWAITS_ACCEPTANCE, "1")
         assessed = self.wait(plan.assess(request.explore).send(app), "the assessment", settings, state)
         assessment = Assessment.model_validate(assessed)
         self.ui.show_assessment(assessment)
@@ -195,8 +197,10 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
                 self.ui.info(f"resuming {state.session_id}: re-exploring {', '.join(missing) or 'nothing'}")
                 pending = assessment.model_copy(update={"angles": missing}) if missing else assessment
                 _, failed = self._explore(app, settings, state, plan, pending, angles_for_synthesis=assessment.angles)
-            # Read before planning again: a plan shown and not accepted is asked about whatever happens below.
-            awaiting = plan_md.is_file() and says_awaiting(plan_md.read_text(encoding="utf-8", errors="replace"))
+            # Read before planning again: a plan shown and not accepted is asked about whatever happens below, and
+            # so is one whose planning was stopped before its plan.md said anything, if it was to be shown.
+            awaiting = (says_awaiting(plan_md.read_text(encoding="utf-8", errors="replace")) if plan_md.is_file()
+                        else state.recall(keys.AWAITS_ACCEPTANCE) == "1")
             if state.recall(keys.LITE_PLAN) is None or not (session_dir / TASKS_FILE).is_file():
                 given = [ClarificationAnswer.model_validate(a)
                          for a in json.loads(state.recall(keys.CLARIFICATIONS) or "[]")]
