@@ -26,7 +26,13 @@ from redis.client import NEVER_DECODE
 from redis.retry import Retry
 
 from wfqueue import keys
-from wfqueue.errors import BrokerCredentialsError, BrokerUnreachableError, SessionBusyError, SessionIdTakenError
+from wfqueue.errors import (
+    BrokerCredentialsError,
+    BrokerUnreachableError,
+    SessionBusyError,
+    SessionIdTakenError,
+    WfqueueError,
+)
 from wfqueue.keys import SessionMeta
 from wfqueue.pids import process_exists
 from wfqueue.settings import Settings, mask_url
@@ -317,6 +323,17 @@ def holder_is_dead(holder: str) -> bool:
     host, _, rest = holder.partition(":")
     pid = rest.partition(":")[0]
     return host == socket.gethostname() and pid.isdigit() and not process_exists(int(pid))
+
+
+def coordinator_gone(settings: Settings, session_id: str) -> bool:
+    """Whether no live coordinator holds ``session_id`` on the configured broker: its claim expired, or its holder
+    on this host died. False when the broker cannot be asked (nothing is claimed that is not known)."""
+    try:
+        state = SessionState(connect(settings), session_id, settings.state_ttl_s)
+        holder = maybe_text(state.client.get(state._key(keys.COORDINATOR)))
+    except (WfqueueError, redis.RedisError):
+        return False
+    return not holder or holder_is_dead(holder)
 
 
 def taken_by_another(state: SessionState, session_dir: str | None) -> str | None:

@@ -162,3 +162,19 @@ def test_validate_catches_planted_defects_with_line_numbers(cluster: Cluster, sa
     assert {"dependency_cycle", "missing_file", "invalid_json"} <= set(codes)
     assert codes["invalid_json"]["location"] == f"tasks.jsonl:{len(broken)}"
     assert codes["missing_file"]["location"] == "tasks.jsonl:3"
+
+
+def test_a_plan_stopped_at_its_question_reads_interrupted_on_a_shared_broker(cluster: Cluster,
+                                                                              sample_repo: Path) -> None:
+    """On a shared broker (or beside `wfqueue up`) status could not tell a stopped command from a waiting one:
+    a plan whose command was Ctrl-C'd at its question read `awaiting acceptance` (a collab plan stopped at its
+    split, `planning`) for ever. The command's claim on the session, gone with it, tells."""
+    from test_lite_interaction import drive
+
+    clarified = [("clarification round", ""), ("?", ""), ("?", ""), ("?", "")]
+    code, transcript = drive(sample_repo, clarified, env=cluster.env, interrupt_at="allow, modify or cancel")
+    assert code == 130, transcript
+    (folder,) = (sample_repo / ".workflow" / ".lite-plan").iterdir()
+    shown = run_cli("status", folder.name, "--repo", str(sample_repo), "--json", env=cluster.env)
+    assert shown.json()["status"] == "interrupted", shown.stdout
+    assert f"wfqueue resume {folder.name}" in shown.json()["hint"], shown.stdout

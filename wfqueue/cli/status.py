@@ -8,13 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from pydantic import BaseModel
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from wfqueue.cli.plan_common import REPO_DEFAULT, keep_whole, print_table
 from wfqueue.collab.coordinator import COLLAB
-from wfqueue.collab.inspect import SessionStatus, read_session
+from wfqueue.collab.inspect import UNFINISHED_AGENT, SessionStatus, read_session
 from wfqueue.collab.inspect import nobody_runs as collab_nobody_runs
 from wfqueue.execute.decisions import merge_hint
 from wfqueue.execute.records import Execution
@@ -25,6 +26,7 @@ from wfqueue.runtime import resume_command
 from wfqueue.session_summary import AWAITING_ACCEPTANCE, SessionSummary, nobody_runs
 from wfqueue.sessions import queue_dir, repo_option, resolve_repo
 from wfqueue.settings import load_settings
+from wfqueue.state import coordinator_gone
 from wfqueue.transport.workspace import rebuild_from_redis
 from wfqueue.up_cluster import serving_up
 from wfqueue.workflow.registry import locate
@@ -40,6 +42,17 @@ def _row_usage(usage: UsageReport | None) -> tuple[str, str]:
         return "0", "no LLM calls"
     cost = f"~${usage.total.cost_usd:.2f}" + ("+" if usage.total.unpriced_calls else "")
     return f"{usage.total.usage.total:,}", cost
+
+
+def _nobody_runs(current: BaseModel, resume: str) -> BaseModel:
+    """``current`` when no command runs its session: what was under way was interrupted; ``resume`` finishes it."""
+    if isinstance(current, SessionSummary):
+        return nobody_runs(current, resume)
+    if isinstance(current, SessionStatus):
+        return collab_nobody_runs(current, resume)
+    if isinstance(current, Execution) and current.status == "running":
+        return current.model_copy(update={"status": "interrupted"})
+    return current
 
 
 def _print_summary(out: Console, summary: SessionSummary, label: str) -> None:
@@ -133,15 +146,20 @@ def register(app: typer.Typer) -> None:
             # Whether its command still asks is known only in embedded mode (below): say both.
             current = current.model_copy(update={"hint": "answer its question (allow, modify or cancel) where its "
                                                           f"command runs; if that command stopped: {resume}"})
-        if settings.embedded and up is None and not owned_now(queue_dir(root) / "redis"):
+        if settings.embedded and up is None:
             # No command holds the repository's Redis: what its files say is running was interrupted (a command
             # killed outright could not say so itself).
-            if isinstance(current, SessionSummary):
-                current = nobody_runs(current, resume)
-            elif isinstance(current, SessionStatus):
-                current = collab_nobody_runs(current, resume)
-            elif isinstance(current, Execution) and current.status == "running":
-                current = current.model_copy(update={"status": "interrupted"})
+            nobody = not owned_now(queue_dir(root) / "redis")
+        else:
+            # A shared broker's (or up's) workers go on without the command: only what waits on the command
+            # itself (its next steps, a question) was interrupted; a collab plan whose agents still run or wait
+            # for a worker finishes on its own (its callback runs on the workers).
+            agents_go_on = isinstance(current, SessionStatus) and any(a.state in UNFINISHED_AGENT
+                                                                       for a in current.agents)
+            nobody = (isinstance(current, SessionSummary | SessionStatus) and not agents_go_on
+                      and coordinator_gone(settings, folder.name))
+        if nobody:
+            current = _nobody_runs(current, resume)
         if as_json:
             typer.echo(json.dumps(current.model_dump(mode="json", exclude=NO_CALLS_LIST), ensure_ascii=False))
         elif isinstance(current, SessionSummary):
