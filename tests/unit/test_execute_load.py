@@ -57,6 +57,8 @@ def test_a_collab_session_loads_every_agents_tasks(planned: tuple[Path, dict[str
     by_id = load_plan(folder.name, str(repo))
     by_path = load_plan(str(folder))
     assert by_id == by_path
+    # What an execution records as its source, and reads again on --continue or resume: it was "holds no plan".
+    assert load_plan(by_id.source, by_id.repo) == by_id
     assert by_id.kind == "collab" and by_id.session_id == folder.name and by_id.repo == str(repo.resolve())
     assert sorted(t.id for t in by_id.tasks) == sorted(expected) and len(expected) >= 2
     for loaded in by_id.tasks:
