@@ -188,3 +188,25 @@ def test_a_folder_that_lost_its_session_record_is_named_as_such_and_never_listed
     with pytest.raises(SessionNotFoundError) as unknown:
         locate(tmp_path, "WFS-nope")
     assert "WFS-kept" in str(unknown.value.hint) and "WFS-lost" not in str(unknown.value.hint)
+
+
+def test_a_stop_before_the_session_is_held_leaves_no_folder_that_could_never_be_resumed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM a second into a plan left an empty session folder that Redis knew nothing of: `status` called it
+    interrupted and named a resume, which refused it ("Redis does not know its requirement")."""
+    from types import SimpleNamespace
+
+    class StoppedWhileClaiming:
+        def __enter__(self) -> None:
+            raise KeyboardInterrupt
+
+        def __exit__(self, *_: object) -> None: ...
+
+    coordinator = WorkflowCoordinator(load_settings(), object())  # type: ignore[type-var]
+    monkeypatch.setattr(coordinator, "hold", lambda *_, **__: StoppedWhileClaiming())
+    request = SimpleNamespace(requirement="Add OAuth login", repo=tmp_path, provider="offline", budget=None)
+    root = COLLAB.root(tmp_path)
+    with pytest.raises(KeyboardInterrupt), coordinator.fresh_session(object(), request, SessionKind.COLLAB,  # type: ignore[arg-type]
+                                                                    root, COLLAB_IDS):
+        pass
+    assert root.is_dir() and list(root.iterdir()) == []

@@ -318,9 +318,11 @@ class WorkflowCoordinator(Generic[UI]):
                       ids: SessionIds) -> Iterator[tuple[SessionState, Path]]:
         """A new session folder under ``root`` and its state, held, with the meta written (kind, repo,
         folder, requirement, provider, budget; status planning). Input refused before anything was written in
-        the folder (the first step found nothing to plan) leaves no empty session behind."""
+        the folder (the first step found nothing to plan), or a stop (Ctrl-C, SIGTERM) before the session was
+        held, leaves no empty session behind: one that Redis knows nothing of could never be resumed."""
         taken: set[str] = set()
         session_dir: Path | None = None
+        held = False
         try:
             with ExitStack() as stack:
                 while True:
@@ -330,6 +332,7 @@ class WorkflowCoordinator(Generic[UI]):
                                        status=SessionStatus.PLANNING, budget=budget_meta(request.budget))
                     try:
                         state = stack.enter_context(self.hold(runtime, session_dir.name, fresh=True, meta=meta))
+                        held = True
                         break
                     except SessionIdTakenError:
                         # Another repository's live session on this broker has the id: the next one (-2, -3...).
@@ -340,6 +343,11 @@ class WorkflowCoordinator(Generic[UI]):
         except BadInputError:
             if session_dir is not None:
                 with contextlib.suppress(OSError):  # only an empty folder goes: a session holding work stays
+                    session_dir.rmdir()
+            raise
+        except (KeyboardInterrupt, EOFError):
+            if session_dir is not None and not held:
+                with contextlib.suppress(OSError):
                     session_dir.rmdir()
             raise
 
