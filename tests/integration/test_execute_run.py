@@ -224,10 +224,12 @@ def test_a_killed_coordinator_resumes_without_a_duplicate_commit(tmp_path: Path)
     for line in processes_mentioning(str(repo / ".workflow" / ".queue")):
         os.kill(int(line.split(":")[0]), signal.SIGKILL)
 
-    # `wfqueue resume` goes on with an execution as `wfqueue execute --continue` does.
+    # `wfqueue resume` goes on with an execution as `wfqueue execute --continue` does, and says what it says (it
+    # printed a plan's "N tasks, 0 conflicts", its --json a plan's fields).
     again = run_cli("resume", exec_id, "--repo", str(repo), "--json", env=env, timeout=300)
     assert again.code == 1, again.stderr
-    assert again.json()["status"] == "partial" and again.json()["tasks"] == 2  # completed; TASK-003 was rejected
+    assert again.json()["exec_id"] == exec_id and again.json()["status"] == "partial"
+    assert again.json()["tasks"]["completed"] == ["TASK-001", "TASK-002"]  # TASK-003 was rejected
     assert "TASK-003 rejected, not merged: it changes notes.txt (added)" in again.stderr
     branch = f"wfqueue/{exec_id}"
     assert task_commits(repo, branch, "TASK-003") == []

@@ -136,7 +136,7 @@ def _describe(out: Console, result: ExecutionOutcome) -> None:
     out.print(escape(result.hint))
 
 
-def _finish(result: ExecutionOutcome, as_json: bool) -> None:
+def finish_execution(result: ExecutionOutcome, as_json: bool) -> None:
     finish(result, as_json, lambda out: _describe(out, result), json_object=result.execute_json())
 
 
@@ -192,7 +192,7 @@ def register(app: typer.Typer) -> None:
                 raise BadInputError(f"{resume_id}: its budget stopped {', '.join(stopped)}, and is spent",
                                     hint=f"give it a larger one: `wfqueue execute --continue {resume_id}"
                                          f"{repo_option(root)} --budget LARGER` (dollars, $5, or tokens, 500k)")
-            _finish(ExecuteCoordinator(settings, ui).resume(ResumeRequest(session_dir=folder, repo=root,
+            finish_execution(ExecuteCoordinator(settings, ui).resume(ResumeRequest(session_dir=folder, repo=root,
                                                                           provider="offline", budget=spending_cap)),
                     as_json)
             return
@@ -221,4 +221,4 @@ def register(app: typer.Typer) -> None:
             ui.info("not started; nothing was written")
             raise typer.Exit(1)
         stop_after_output()
-        _finish(ExecuteCoordinator(settings, ui).start(plan, schedule, chosen, spending_cap), as_json)
+        finish_execution(ExecuteCoordinator(settings, ui).start(plan, schedule, chosen, spending_cap), as_json)

@@ -7,7 +7,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from wfqueue.cli import plan_common as common
+from wfqueue.cli.execute_cmd import finish_execution
 from wfqueue.cli.progress import TerminalUI
+from wfqueue.execute.outcome import ExecutionOutcome
 from wfqueue.sessions import resolve_repo
 from wfqueue.settings import load_settings
 from wfqueue.workflow.base import ResumeRequest, check_credentials
@@ -17,7 +19,7 @@ from wfqueue.workflow.registry import locate
 def register(app: typer.Typer) -> None:
     @app.command("resume")
     def resume(
-        session: str = typer.Argument(..., help="A CPLAN-*, lite-plan or WFS-* session id."),
+        session: str = typer.Argument(..., help="A CPLAN-*, lite-plan or WFS-* session id, or an EXEC-* id."),
         repo: str | None = typer.Option(None, "--repo", help=f"Repository ({common.REPO_DEFAULT})."),
         provider: str | None = typer.Option(None, "--provider",
                                             help="Finish with this provider (default: the one the session was "
@@ -37,6 +39,9 @@ def register(app: typer.Typer) -> None:
         result = kind.resume(settings, TerminalUI(),
                              ResumeRequest(session_dir=folder, repo=root, provider=spec, budget=spending_cap,
                                            provider_chosen=provider is not None, yes=yes))
+        if isinstance(result, ExecutionOutcome):  # an execution says what an execution says, as `execute` does
+            finish_execution(result, as_json)
+            return
 
         def describe(out: Console) -> None:
             out.print(f"[bold]{result.status}[/]: {result.tasks} tasks, {result.conflicts} conflicts"

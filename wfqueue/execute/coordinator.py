@@ -90,7 +90,7 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
                               critical_path=schedule.critical_path.task_ids, tasks=tasks)
         records.save(execution)
         self.event(execution, f"execution {exec_id} of {plan.session_id} started on branch {branch} at {base[:12]} "
-                               f"({len(plan.tasks)} tasks, {len(schedule.waves)} waves, executor {executor})")
+                               f"({len(plan.tasks)} task(s), {len(schedule.waves)} wave(s), executor {executor})")
         return execution
 
     def resume(self, request: ResumeRequest) -> ExecutionOutcome:
