@@ -36,7 +36,7 @@ RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml
 
 # 2. The project itself: a regular (not editable) install, dependencies already
 #    there. One COPY per package of [tool.setuptools.packages.find] include,
-#    plus README.md (pyproject's readme); tests/test_compose.py checks the list.
+#    plus README.md (pyproject's readme); tests/unit/test_compose.py checks the list.
 COPY README.md ./
 COPY wfqueue ./wfqueue
 COPY workers ./workers
@@ -45,8 +45,9 @@ RUN pip install --no-deps . \
     && cd / && rm -rf /src
 
 USER wfqueue
-# The shared repository volume (docker-compose.yml mounts WFQUEUE_REPO here);
-# plans are written to its .workflow/.
+# A working folder of the image's own: no compose service mounts a repository
+# (workers get it from the broker, docs/OPERATIONS.md); a plan run in a
+# container writes to the .workflow/ of the repository it is given.
 WORKDIR /workspace
 
 CMD ["wfqueue", "worker"]
