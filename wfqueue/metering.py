@@ -109,9 +109,24 @@ def describe_budget(budget: Budget) -> str:
     return _dollars(budget.dollars) if budget.dollars is not None else budget.describe()
 
 
+# How a step stopped by its session's budget says so, in failure records, plan.md and the outcome.
+BUDGET_SPENT = "budget exhausted"
+
+
 def budget_message(spent: Totals, budget: Budget) -> str:
     """``budget exhausted: 1,234 tokens of 1,000 tokens``: the failure record of a stopped step."""
-    return f"budget exhausted: {describe_spent(spent, budget)} of {describe_budget(budget)}"
+    return f"{BUDGET_SPENT}: {describe_spent(spent, budget)} of {describe_budget(budget)}"
+
+
+def says_budget_spent(reason: str | None) -> bool:
+    """Whether a failure's ``reason`` is a spent budget (prefixed or not by its step: "plan_area:api: ...")."""
+    return BUDGET_SPENT in (reason or "")
+
+
+def budget_resume_hint(session_id: str, repo_option: str = "") -> str:
+    """What to run when a plan's budget was spent: the same cap would stop it again."""
+    return (f"the budget was spent: finish it with `wfqueue resume {session_id}{repo_option} --budget LARGER` "
+            "(what is done is kept and not paid again)")
 
 
 class UsageReport(BaseModel):

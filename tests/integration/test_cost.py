@@ -136,6 +136,10 @@ def test_a_token_budget_stops_new_llm_work_and_a_plan_with_no_task_is_failed(sam
         after_lite = Counter(k for k, _ in fake.reported)
         workflow = cli(fake, "plan", WFS_REQUIREMENT, "--repo", str(sample_repo), "--budget", "1000")
         after_workflow = Counter(k for k, _ in fake.reported)
+        wfs_status = status_json(sample_repo, session_dir(workflow).name)
+        stopped_record = read_json(session_dir(workflow) / "workflow-session.json")
+        stopped_usage = read_json(session_dir(workflow) / "usage.json")
+        resumed = cli(fake, "resume", session_dir(workflow).name, "--repo", str(sample_repo), "--budget", "10m")
 
     # collab: the understanding alone spends more than 1k tokens; no agent calls the model.
     assert collab.code == 1, collab.stderr
@@ -171,9 +175,14 @@ def test_a_token_budget_stops_new_llm_work_and_a_plan_with_no_task_is_failed(sam
     assert workflow.json()["status"] == "failed"
     workflow_calls = after_workflow - after_lite
     assert workflow_calls["assess"] == 1 and workflow_calls["generate_tasks"] == 0
-    phases = read_json(session_dir(workflow) / "workflow-session.json")["phases"]
-    assert "failed" in phases.values() and phases["context"] == "done"
-    assert read_json(session_dir(workflow) / "usage.json")["budget_exhausted"] is True
+    assert "failed" in stopped_record["phases"].values() and stopped_record["status"] == "failed"
+    assert stopped_usage["budget_exhausted"] is True
+    # The session says failed, with the way on: it read "interrupted", naming a resume that stopped at the same
+    # cap; and a context phase whose angles the budget stopped was recorded done, so no resume explored them.
+    assert wfs_status["status"] == "failed" and "--budget LARGER" in wfs_status["hint"], wfs_status
+    assert resumed.code == 0, resumed.stderr
+    assert resumed.json()["status"] == "completed" and resumed.json()["failed_angles"] == {}, resumed.stdout
+    assert read_json(session_dir(workflow) / "workflow-session.json")["status"] == "active"
 
 
 def test_a_step_that_keeps_calling_tools_stops_at_its_next_call_once_the_budget_is_spent(sample_repo: Path) -> None:

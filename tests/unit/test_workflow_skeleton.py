@@ -210,3 +210,16 @@ def test_a_stop_before_the_session_is_held_leaves_no_folder_that_could_never_be_
                                                                     root, COLLAB_IDS):
         pass
     assert root.is_dir() and list(root.iterdir()) == []
+
+
+def test_an_outcome_whose_budget_stopped_any_part_says_so() -> None:
+    """No plan command said how to go on once its budget was spent: a resume without a larger --budget stopped at
+    the same cap. The command now prints the resume with --budget LARGER when this holds."""
+    common: dict[str, Any] = {"session_id": "s", "session_dir": "/s", "tasks": 0, "conflicts": 0}
+    spent = "budget exhausted: 4,271 tokens of 4,000 tokens"
+    assert PlanResult(status="failed", failures={"api": f"plan_area:api: {spent}"}, **common).budget_spent()
+    assert LiteResult(status="failed", complexity="Low", angles=[], stopped=f"planning stopped: {spent}",
+                      **common).budget_spent()
+    assert WfsResult(status="partial", failed_angles={"security": spent}, **common).budget_spent()
+    assert not WfsResult(status="partial", failed_angles={"security": "the API answered 529"}, **common).budget_spent()
+    assert not PlanResult(status="completed", **common).budget_spent()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -16,10 +17,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from wfqueue.metering import BUDGET_HELP, parse_budget_option
+from wfqueue.metering import BUDGET_HELP, budget_resume_hint, parse_budget_option
 from wfqueue.providers import check_provider_spec
 from wfqueue.runtime import stop_after_output, stop_deferred
+from wfqueue.sessions import repo_option
 from wfqueue.settings import Settings, load_settings
+from wfqueue.tasks_file import default_repo
 from wfqueue.usage import Budget
 from wfqueue.workflow.base import PlanOutcome
 
@@ -60,6 +63,9 @@ def finish(result: PlanOutcome, as_json: bool, describe: Callable[[Console], Non
             describe(out)
             if result.usage:
                 out.print(f"usage:   {escape(result.usage)}")
+            if result.budget_spent():  # a resume without a larger --budget would stop at the same cap
+                folder = Path(result.session_dir)
+                out.print(escape(budget_resume_hint(result.session_id, repo_option(default_repo(folder)))))
         sys.stdout.flush()  # a pipe buffers: the result must not wait for the shutdown
         printed = True
     finally:

@@ -20,7 +20,7 @@ from wfqueue.collab.inspect import nobody_runs as collab_nobody_runs
 from wfqueue.execute.decisions import merge_hint
 from wfqueue.execute.records import Execution
 from wfqueue.execute.status_view import gate_lines, headline, task_rows
-from wfqueue.metering import UsageReport, usage_line
+from wfqueue.metering import UsageReport, budget_resume_hint, usage_line
 from wfqueue.redis_owner import owned_now
 from wfqueue.runtime import resume_command
 from wfqueue.session_summary import AWAITING_ACCEPTANCE, SessionSummary, nobody_runs
@@ -142,7 +142,11 @@ def register(app: typer.Typer) -> None:
         rebuild_from_redis(settings, folder.name, folder)  # workers on other machines stored files there
         current = kind.read_status(folder, settings)
         resume = resume_command(folder.name, root)
-        if isinstance(current, SessionSummary) and current.status == AWAITING_ACCEPTANCE:
+        if (isinstance(current, SessionSummary | SessionStatus) and current.status in ("failed", "partial")
+                and current.usage is not None and current.usage.budget_exhausted):
+            # A resume without a larger budget would stop at the same cap.
+            current = current.model_copy(update={"hint": budget_resume_hint(folder.name, repo_option(root))})
+        elif isinstance(current, SessionSummary) and current.status == AWAITING_ACCEPTANCE:
             # Whether its command still asks is known only in embedded mode (below): say both.
             current = current.model_copy(update={"hint": "answer its question (allow, modify or cancel) where its "
                                                           f"command runs; if that command stopped: {resume}"})

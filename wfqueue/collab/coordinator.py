@@ -55,6 +55,9 @@ class CollabRequest(BaseModel):
 class PlanResult(PlanOutcome):
     JSON_FIELDS = PlanOutcome.JSON_FIELDS | {"failures"}
 
+    def failure_reasons(self) -> list[str]:
+        return [*super().failure_reasons(), *self.failures.values()]
+
     failed_areas: list[str] = Field(default_factory=list)
     failures: dict[str, str] = Field(default_factory=dict)  # area -> why (plan.md says the same)
 

@@ -9,6 +9,7 @@ from pathlib import PurePosixPath
 from wfqueue.analysis.files import is_test_path
 from wfqueue.execute.model import ExecTask
 from wfqueue.execute.records import Execution, ExecutionStatus, TaskRecord, TaskState
+from wfqueue.metering import says_budget_spent
 
 # A task whose dependency ended like this never runs.
 UNMET = frozenset({"failed", "skipped", "blocked", "rejected"})
@@ -108,7 +109,7 @@ def stopped_by_budget(execution: Execution) -> list[str]:
     """The tasks that failed because the execution's ``--budget`` was spent (their executor made no call
     after). Pure."""
     return [task_id for task_id, record in execution.tasks.items()
-            if record.state == "failed" and "budget exhausted" in (record.reason or "")]
+            if record.state == "failed" and says_budget_spent(record.reason)]
 
 
 def merge_hint(execution: Execution, repo_option: str = "") -> str:

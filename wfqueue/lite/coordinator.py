@@ -56,6 +56,9 @@ class LiteRequest(BaseModel):
 class LiteResult(PlanOutcome):
     JSON_FIELDS = PlanOutcome.JSON_FIELDS | {"complexity", "angles", "failed_angles"}
 
+    def failure_reasons(self) -> list[str]:
+        return [*super().failure_reasons(), *self.failed_angles.values()]
+
     complexity: str
     angles: list[str]
     failed_angles: dict[str, str] = Field(default_factory=dict)

@@ -30,6 +30,7 @@ from wfqueue.metering import (
     budget_meta,
     check_budget_priced,
     read_usage_file,
+    says_budget_spent,
     session_report,
     usage_line,
     write_usage_file,
@@ -78,6 +79,14 @@ class PlanOutcome(BaseModel):
     conflicts: int
     usage: str | None = None  # wfqueue.metering.usage_line
     stopped: str | None = None  # why planning stopped early (a spent budget)
+
+    def failure_reasons(self) -> list[str]:
+        """Why the plan, or parts of it, stopped: workflows add their failed areas or angles."""
+        return [self.stopped] if self.stopped else []
+
+    def budget_spent(self) -> bool:
+        """Whether its budget stopped any of it: a resume needs a larger one."""
+        return any(says_budget_spent(reason) for reason in self.failure_reasons())
 
     @property
     def exit_code(self) -> int:

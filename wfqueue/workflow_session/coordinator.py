@@ -19,7 +19,14 @@ from wfqueue import keys
 from wfqueue.errors import BadInputError, BudgetExhaustedError, ProviderError
 from wfqueue.keys import AgentState, SessionKind, SessionMeta, SessionStatus
 from wfqueue.lite.models import Assessment
-from wfqueue.metering import budget_meta, check_budget_priced, usage_line, write_usage_file
+from wfqueue.metering import (
+    BUDGET_HINT,
+    budget_meta,
+    check_budget_priced,
+    says_budget_spent,
+    usage_line,
+    write_usage_file,
+)
 from wfqueue.payloads import ExploreAngle, LiteAssess, SessionConflicts, SessionContext, SessionGenerate, fan_out
 from wfqueue.runtime import Runtime, resume_command
 from wfqueue.session_summary import workflow_status
@@ -78,6 +85,9 @@ class PlanRequest(BaseModel):
 
 class WfsResult(PlanOutcome):
     JSON_FIELDS = PlanOutcome.JSON_FIELDS | {"failed_angles", "gate"}
+
+    def failure_reasons(self) -> list[str]:
+        return [*super().failure_reasons(), *self.failed_angles.values()]
 
     resumed_from: str | None = None
     failed_angles: dict[str, str] = Field(default_factory=dict)
@@ -201,9 +211,11 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
                                   state)
                 except BudgetExhaustedError as exc:
                     # It stops here with no task generated, so failed (partial would claim some of it was
-                    # planned); `plan --session` with a larger --budget continues at this phase.
+                    # planned); `plan --session` with a larger --budget continues at this phase. The file says
+                    # failed too: `status` reads it there, and a session left "planning" reads as interrupted.
                     session = load_session(folder)
                     session.phases[phase] = "failed"
+                    session.status = "failed"
                     save_session(folder, session)
                     stopped = f"{phase} phase stopped: {exc.message}"
                     break
@@ -229,7 +241,7 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
                                  usage=usage_line(report), stopped=stopped)
             if not failed and session.phases.get("context") == "done":
                 failed = recorded_failed_angles(folder)  # explored by an earlier run: the plan is still partial
-            if session.status == "planning":  # a completed (executed) or paused session keeps its status
+            if session.status in ("planning", "failed"):  # a completed (executed) or paused one keeps its status
                 session.status = "active"
             session.progress.current_tasks = [p.stem for p in task_files(folder)]
             save_session(folder, session)
@@ -264,6 +276,11 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
                                           assessment.angles)
         failed = {a: str(state.agent(a).get("error")) for a in assessment.angles
                   if state.recall(keys.exploration_key(a)) is None}
+        spent = next((reason for reason in failed.values() if says_budget_spent(reason)), None)
+        if spent is not None:
+            # The phase stops unfinished, not done without those angles: a resume with a larger budget explores
+            # them (the others' explorations are kept and not paid again).
+            raise BudgetExhaustedError(spent, hint=BUDGET_HINT)
         self.ui.info(f"conflict risk: {outcome['risk_level']}")
         if outcome["risk_level"] not in ("medium", "high"):
             latest = load_session(folder)

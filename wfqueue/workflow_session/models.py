@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from wfqueue.unified_task import UnifiedTask
 
-SessionStatus = Literal["planning", "active", "paused", "completed", "archived"]
+SessionStatus = Literal["planning", "active", "paused", "completed", "archived", "failed"]
 PhaseState = Literal["pending", "running", "done", "skipped", "failed"]
 RiskLevel = Literal["none", "low", "medium", "high", "resolved"]
 PHASES = ("session", "context", "conflicts", "tasks")
