@@ -359,6 +359,22 @@ def test_a_wait_before_sending_again_is_told_to_the_agents_watcher_then_taken_ba
     assert "529" in str(notes[0]) and waited and 7 <= int(waited[1]) <= 9, notes  # retry-after, plus its jitter
 
 
+def test_the_wait_note_says_what_the_api_said_whole_or_cut_at_a_word(fake: FakeAnthropic, sample_repo: Path) -> None:
+    """The note beside an agent quoted the SDK's "Error code: 429 - {'type': 'error', ...}" cut at 160 characters,
+    mid-word and inside a parenthesis it never closed."""
+    reason = "Number of requests has exceeded your rate limit " + "for this organization and model " * 6
+    fake.failures.append(error(429, retry_after="3", message=reason.strip()))
+    fake.reply(answer(ASSESSMENT))
+    notes: list[str | None] = []
+    with agent_notes.noting(notes.append):
+        provider_for(fake, sleep=lambda _: None).run(assess_step(sample_repo))
+    said = str(notes[0])
+    assert said.startswith("the Anthropic API answered 429: ") and "Number of requests has exceeded" in said, said
+    assert "Error code" not in said and "{" not in said, said
+    shown = said.split("; sending again in")[0]
+    assert shown.endswith("…") and shown[:-1].split()[-1] in reason.split(), said  # a whole word before the cut
+
+
 def test_a_step_past_its_resend_budget_leaves_the_retry_to_its_task(fake: FakeAnthropic, sample_repo: Path) -> None:
     fake.fail(529, times=3, retry_after="4")
     slept: list[float] = []

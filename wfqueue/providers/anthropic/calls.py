@@ -128,7 +128,7 @@ class Caller:
             self.resent += 1
             log.info("%s: %s; sending again in %.1fs (%d re-sends left)", label, outcome.message, wait,
                      self.retries_left)
-            agent_notes.note(f"{outcome.message[:160]}; sending again in {wait:.0f}s "
+            agent_notes.note(f"{_shortened(outcome.message, NOTE_REASON_CHARS)}; sending again in {wait:.0f}s "
                              f"({self.retries_left} re-sends left)")
             self._sleep(wait)
 
@@ -204,7 +204,7 @@ class Caller:
     @staticmethod
     def _status_failure(label: str, exc: anthropic.APIStatusError) -> CallFailure:
         status, headers = exc.status_code, exc.response.headers
-        detail = str(exc)[:300]
+        detail = _api_detail(exc)
         if status in TRANSIENT_STATUS or status >= 500:
             waits = [w for w in (retry_after_seconds(headers), parse_rate_headers(headers).wait_s(time.time()))
                      if w is not None]
@@ -224,3 +224,30 @@ class Caller:
     def _observe(self, headers: Mapping[str, str], status: int) -> None:
         if self.limiter is not None:
             self.limiter.observe(headers, status)
+
+
+# How much of a failure's reason the note beside an agent shows (a status table's cell, a progress line).
+NOTE_REASON_CHARS = 160
+
+
+def _api_detail(exc: anthropic.APIStatusError) -> str:
+    """What the API said, as a person reads it: its error type and message ("rate_limit_error: Number of requests
+    has exceeded your rate limit"), not the SDK's "Error code: 429 - {'type': 'error', ...}"."""
+    body: dict[str, Any] = exc.body if isinstance(exc.body, dict) else {}
+    nested = body.get("error")
+    error: dict[str, Any] = nested if isinstance(nested, dict) else body
+    kind, message = error.get("type"), error.get("message")
+    if isinstance(message, str) and message.strip():
+        return _shortened(f"{kind}: {message}" if isinstance(kind, str) and kind else message, 300)
+    return _shortened(str(exc), 300)
+
+
+def _shortened(text: str, limit: int) -> str:
+    """``text`` on one line, cut at a word before ``limit`` characters with "…" (a cut mid-word, or inside a
+    parenthesis it then never closes, reads as garbled)."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat[:limit - 1].rsplit(" ", 1)[0].rstrip(" ,;:([{")
+    return f"{cut}…"
+
