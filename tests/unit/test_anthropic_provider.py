@@ -315,6 +315,17 @@ def test_invalid_twice_fails_clearly(fake: FakeAnthropic, sample_repo: Path) -> 
     assert "assess" in message and "Assessment" in message and "after one repair round" in message
     assert "complexity" in message
     assert len(fake.requests) == 2
+    # A wrong shape twice needs another model; a larger output limit would not help it.
+    assert "WFQUEUE_MODEL" in str(caught.value.hint) and "MAX_TOKENS" not in str(caught.value.hint)
+
+
+def test_an_answer_cut_at_the_output_limit_twice_says_to_raise_the_limit(fake: FakeAnthropic,
+                                                                        sample_repo: Path) -> None:
+    fake.reply(answer('{"complexity": "Med', stop_reason="max_tokens"),
+               answer('{"complexity": "Medium", "sco', stop_reason="max_tokens"))
+    with pytest.raises(ProviderError) as caught:
+        provider_for(fake, max_tokens=50).run(assess_step(sample_repo))
+    assert "WFQUEUE_ANTHROPIC_MAX_TOKENS" in str(caught.value.hint), caught.value.hint
 
 
 def test_repair_inside_the_tool_loop_forces_the_answer(fake: FakeAnthropic, sample_repo: Path) -> None:

@@ -196,19 +196,23 @@ class AnthropicProvider:
                                     pending=messages[-1])
         caller = Caller(self._client, self.retry_policy, self._limiter, sleep=self._sleep)
         deadline = time.monotonic() + self.step_time_s if self.step_time_s else None
+        last_stop: str | None = None  # why the model's last answer ended
         while not transcript.finished:
             transcript, request, kind, forced = self._next_request(step, transcript, with_tools)
             self.before_call()
             resent_before = caller.resent
             response = caller.call(step.label, request, deadline)
+            last_stop = getattr(response, "stop_reason", None)
             call = self._record(step, kind, response, resent=caller.resent - resent_before)
             transcript = self._advance(step, transcript, response, repo, with_tools=with_tools, forced=forced)
             transcript.calls.append(call)
             self.journal.save(transcript, call)
         if transcript.phase == "failed":
+            # A larger output limit helps only an answer the limit cut; prose or a wrong shape needs another model.
+            remedy = ("raise WFQUEUE_ANTHROPIC_MAX_TOKENS: the answer was cut at the output limit"
+                      if last_stop == "max_tokens" else "set WFQUEUE_MODEL to another model")
             raise ProviderError(transcript.error or f"{step.label}: failed",
-                                hint="run the plan again; if this step keeps failing, raise "
-                                     "WFQUEUE_ANTHROPIC_MAX_TOKENS or use another model")
+                                hint=f"run the plan again; if this step keeps failing, {remedy}")
         assert transcript.answer is not None
         return step.output_model.model_validate_json(transcript.answer)
 
