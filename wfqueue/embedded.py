@@ -363,13 +363,18 @@ class EmbeddedCluster:
         for node in nodes:
             node.wait_ready(app)
 
+    def stop_workers(self) -> None:
+        """Warm shutdown of the worker nodes, Redis left running: what their running tasks finish within the grace
+        period (a model call's usage, an agent's result) is in Redis for whoever reads it next."""
+        for node in (self.control, self.workers):
+            if node is not None:
+                node.stop()
+
     def stop(self) -> None:
         """Warm shutdown of the workers, then Redis; interrupted (a second Ctrl-C), kill both at once."""
         try:
             try:
-                for node in (self.control, self.workers):
-                    if node is not None:
-                        node.stop()
+                self.stop_workers()
             finally:
                 self.redis.stop()
         except BaseException:

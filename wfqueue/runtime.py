@@ -74,6 +74,9 @@ class Runtime:
     # Called while a command waits (every poll interval): replaces an embedded worker node that died
     # (wfqueue.node_keeper). A no-op where there is no embedded node.
     workers_alive: Callable[[], None] = nothing_to_wait_for
+    # Stops the embedded worker nodes (warm) and leaves Redis running: a stopped command bills what they finished
+    # before its Redis goes. A no-op where the workers are not this command's.
+    stop_workers: Callable[[], None] = nothing_to_wait_for
     up: UpCluster | None = None  # the `wfqueue up` whose cluster this command uses
 
 
@@ -167,7 +170,9 @@ def broker_runtime(settings: Settings, repo: Path, concurrency: int, ui: Reporte
         stack.callback(release_result_subscriptions, app)  # runs before the cluster stops
         ready: Callable[[], None] = nothing_to_wait_for
         alive: Callable[[], None] = nothing_to_wait_for
+        stop_workers: Callable[[], None] = nothing_to_wait_for
         if cluster is not None:
+            stop_workers = cluster.stop_workers
             drop_leftover_messages(app)  # this command's own Redis: an earlier one's unsent work is resume's to send
             ui.info(f"starting a local worker with {cluster.concurrency} {cluster.pool} slot(s)")
             cluster.launch_workers()
@@ -176,7 +181,7 @@ def broker_runtime(settings: Settings, repo: Path, concurrency: int, ui: Reporte
             ready = _ReadyOnce(cluster, app, ui, started)
             alive = NodeKeeper(cluster, app, ui).check
         yield Runtime(settings=settings, app=app, client=client, repo=repo, workers_ready=ready, workers_alive=alive,
-                      up=up)
+                      stop_workers=stop_workers, up=up)
 
 
 def resume_command(session_id: str, repo: Path) -> str:

@@ -259,3 +259,42 @@ def test_offline_plans_make_no_llm_calls(sample_repo: Path) -> None:
     assert usage["calls"] == [] and usage["summary"] == "no LLM calls" and usage["budget_exhausted"] is False
     assert "- **Total**: no LLM calls" in (folder / "plan.md").read_text()
     assert status_json(sample_repo, folder.name)["usage"]["summary"] == "no LLM calls"
+
+
+def test_a_plan_stopped_by_ctrl_c_bills_every_call_its_workers_were_answered(sample_repo: Path) -> None:
+    """usage.json was written when Ctrl-C came, before the workers' warm stop let their running calls finish: it
+    counted 1 call of the 5 the server had answered (a resume rewrote it right)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from support import wait_until
+
+    model = FakeModel()
+
+    def slow_agents(body: dict[str, Any]) -> Any:
+        if step_kind(body) != "understand":
+            time.sleep(1.0)  # agents mid-call when the command is stopped; within the workers' 5 s stop grace
+        return model(body)
+
+    with MeteredFake(slow_agents) as fake:
+        env = wfqueue_env(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=fake.base_url, NO_PROXY="127.0.0.1")
+        plan = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "collab-plan", COLLAB_REQUIREMENT,
+                                 "--repo", str(sample_repo), "--max-agents", "2", "--provider", "anthropic", "-y",
+                                 "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                stdin=subprocess.DEVNULL)
+        try:
+            wait_until(lambda: any(r.get("system") and step_kind(r) != "understand" for r in fake.requests), 90,
+                       "an agent's first call")
+            plan.send_signal(signal.SIGINT)
+            _, err = plan.communicate(timeout=120)
+        finally:
+            if plan.poll() is None:
+                plan.kill()
+                plan.wait()
+        answered = len(fake.reported)
+    assert plan.returncode == 130, err
+    (folder,) = (sample_repo / ".workflow" / ".planning").iterdir()
+    usage = read_json(folder / "usage.json")
+    assert usage["total"]["calls"] == answered and answered >= 2, (usage["total"], answered)

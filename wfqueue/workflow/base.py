@@ -223,6 +223,9 @@ class WorkflowCoordinator(Generic[UI]):
                 with self._session_files(runtime, state):
                     yield state
             except (KeyboardInterrupt, EOFError):  # Terminated (SIGTERM) is one too; EOF: Ctrl-D at a question
+                # Its own workers first: the calls their running steps finish within the stop's grace are paid
+                # for, and the bill must count them (it read 1 call of 5 the server had answered).
+                runtime.stop_workers()
                 self._bill(state)
                 if self.RESUME_HINT_ON_STOP:
                     with contextlib.suppress(OSError):  # after a hangup the terminal is gone (EIO)
