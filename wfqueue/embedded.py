@@ -41,6 +41,7 @@ SOCKET_PATH_LIMIT = 100  # bytes: unix socket paths must stay below ~107 (and re
 # kombu and redis-py would each connect to some other path than the one Redis listens on.
 URL_SYNTAX = frozenset("#?%;")
 STOP_GRACE_S = 5.0
+SOCKET_RECORD = "socket-path"  # in an embedded Redis's folder: the unix socket it listens on
 READY_POLL_S = 0.01  # how often a starting Redis is pinged, and the worker log read for its ready line
 READY_PING_EVERY_S = 2.0  # the fallback ping
 
@@ -160,6 +161,8 @@ class EmbeddedRedis:
             self._socket_dir = tempfile.mkdtemp(prefix="wfq-")
             socket_path = Path(self._socket_dir) / "redis.sock"
         self.socket_path = str(socket_path)
+        # Where it listens, for `wfqueue status` in another terminal (the agents' live records are there).
+        (self.data_dir / SOCKET_RECORD).write_text(self.socket_path, encoding="utf-8")
         log = self.data_dir / "redis.log"
         config = self.data_dir / "redis-auth.conf"
         # The password goes into a private config file: on the command line `ps` would show it. Made private

@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ValidationError
 
+from wfqueue import keys
 from wfqueue.lite.render import says_awaiting, says_cancelled
 from wfqueue.lite.steps import MANIFEST_FILE, TASKS_FILE
 from wfqueue.metering import UsageReport, read_usage_file, session_report
@@ -107,19 +108,38 @@ def read_workflow_session(folder: Path) -> SessionSummary:
                           status=session.status, tasks=tasks, steps=steps, usage=read_usage_file(folder))
 
 
-def with_live_usage(summary: SessionSummary, settings: Settings) -> SessionSummary:
-    """Live totals while the session runs on a shared broker; else what usage.json recorded."""
+def with_live_records(summary: SessionSummary, settings: Settings, angles: list[str] | None = None
+                      ) -> SessionSummary:
+    """Live totals while the session runs on a broker (shared, `wfqueue up`'s, or the embedded one a command holds),
+    and the live record of each of ``angles`` its files do not yet tell (an angle still exploring, or waiting on
+    the API); else what the files recorded."""
     if settings.broker_url is None:
         return summary
     state = SessionState(connect(settings), summary.session_id, settings.state_ttl_s)
     if not state.meta():
         return summary
-    return summary.model_copy(update={"usage": session_report(state, PriceTable(settings.price_table))})
+    told = {step.name for step in summary.steps}
+    live = [StepStatus(name=angle, state=str(record.get("state", "queued")),
+                       detail=str(record.get("note") or record.get("error") or ""))
+            for angle, record in state.agents([a for a in angles or [] if a not in told]).items() if record]
+    return summary.model_copy(update={"usage": session_report(state, PriceTable(settings.price_table)),
+                                      "steps": [*summary.steps, *live]})
+
+
+def _assessed_angles(settings: Settings, session_id: str) -> list[str]:
+    """The angles a lite plan's assessment chose, as Redis holds it (none before the assessment, or offline)."""
+    if settings.broker_url is None:
+        return []
+    stored = SessionState(connect(settings), session_id, settings.state_ttl_s).recall(keys.ASSESSMENT)
+    try:
+        return list(json.loads(stored).get("angles") or []) if stored else []
+    except (ValueError, AttributeError):
+        return []
 
 
 def lite_status(folder: Path, settings: Settings) -> SessionSummary:
-    return with_live_usage(read_lite_session(folder), settings)
+    return with_live_records(read_lite_session(folder), settings, _assessed_angles(settings, folder.name))
 
 
 def workflow_status(folder: Path, settings: Settings) -> SessionSummary:
-    return with_live_usage(read_workflow_session(folder), settings)
+    return with_live_records(read_workflow_session(folder), settings)

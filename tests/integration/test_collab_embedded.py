@@ -206,3 +206,33 @@ def test_a_repository_with_nothing_to_plan_is_refused_and_leaves_no_session(comm
     assert sessions == []
     status = run_cli("status", "--repo", str(repo))
     assert "no sessions" in status.stdout + status.stderr, status.stdout
+
+
+def test_status_during_an_embedded_plan_shows_its_agents_live(sample_repo: Path, tmp_path: Path) -> None:
+    """`wfqueue status SESSION` in another terminal read only the files while an embedded plan ran: its running
+    agents were `pending`, with no worker, no wait and no usage."""
+    from support import wait_until, write_script
+
+    provider = write_script(tmp_path / "slow.json", latency_s=3.0)
+    plan = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "collab-plan", REQUIREMENT, "--repo",
+                             str(sample_repo), "--max-agents", "2", "-y", "--provider", provider, "--json"],
+                            env=wfqueue_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+    try:
+        planning = sample_repo / ".workflow" / ".planning"
+
+        def running_agents() -> list[dict[str, object]]:
+            folders = list(planning.iterdir()) if planning.is_dir() else []
+            if not folders:
+                return []
+            shown = run_cli("status", folders[0].name, "--repo", str(sample_repo), "--json")
+            return [a for a in shown.json().get("agents", []) if a["state"] == "running"] if shown.code == 0 else []
+
+        agents = wait_until(running_agents, 90, "an agent shown running while the plan runs")
+        assert all(a["worker"] for a in agents), agents
+        _, err = plan.communicate(timeout=180)
+    finally:
+        if plan.poll() is None:
+            plan.kill()
+            plan.wait()
+    assert plan.returncode == 0, err

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from pydantic import BaseModel
+from pydantic import BaseModel, SecretStr
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -17,6 +17,8 @@ from wfqueue.cli.plan_common import REPO_DEFAULT, keep_whole, print_table
 from wfqueue.collab.coordinator import COLLAB
 from wfqueue.collab.inspect import UNFINISHED_AGENT, SessionStatus, read_session
 from wfqueue.collab.inspect import nobody_runs as collab_nobody_runs
+from wfqueue.embedded import SOCKET_RECORD
+from wfqueue.errors import WfqueueError
 from wfqueue.execute.decisions import merge_hint
 from wfqueue.execute.records import Execution
 from wfqueue.execute.status_view import gate_lines, headline, task_rows
@@ -25,8 +27,8 @@ from wfqueue.redis_owner import owned_now
 from wfqueue.runtime import resume_command
 from wfqueue.session_summary import AWAITING_ACCEPTANCE, SessionSummary, nobody_runs
 from wfqueue.sessions import queue_dir, repo_option, resolve_repo
-from wfqueue.settings import load_settings
-from wfqueue.state import coordinator_gone
+from wfqueue.settings import Settings, load_settings
+from wfqueue.state import connect, coordinator_gone
 from wfqueue.transport.workspace import rebuild_from_redis
 from wfqueue.up_cluster import serving_up
 from wfqueue.workflow.registry import locate
@@ -42,6 +44,25 @@ def _row_usage(usage: UsageReport | None) -> tuple[str, str]:
         return "0", "no LLM calls"
     cost = f"~${usage.total.cost_usd:.2f}" + ("+" if usage.total.unpriced_calls else "")
     return f"{usage.total.usage.total:,}", cost
+
+
+def held_redis(settings: Settings, root: Path) -> Settings:
+    """``settings`` pointed at the embedded Redis a command of ``root`` holds now, where its agents' live records
+    are (their states, waits, usage so far); as they are when it cannot be reached (its socket elsewhere, a
+    password, a command stopping): the files then tell what they can."""
+    record = queue_dir(root) / "redis" / SOCKET_RECORD
+    try:
+        socket = Path(record.read_text(encoding="utf-8"))
+    except OSError:
+        return settings
+    if not socket.exists():
+        return settings
+    live = settings.model_copy(update={"broker_url": SecretStr(f"redis+socket://{socket}")})
+    try:
+        connect(live).close()
+    except WfqueueError:
+        return settings
+    return live
 
 
 def _nobody_runs(current: BaseModel, resume: str) -> BaseModel:
@@ -140,7 +161,9 @@ def register(app: typer.Typer) -> None:
             return
         kind, folder = locate(root, session)
         rebuild_from_redis(settings, folder.name, folder)  # workers on other machines stored files there
-        current = kind.read_status(folder, settings)
+        embedded_here = settings.embedded and up is None
+        held = embedded_here and owned_now(queue_dir(root) / "redis")
+        current = kind.read_status(folder, held_redis(settings, root) if held else settings)
         resume = resume_command(folder.name, root)
         if (isinstance(current, SessionSummary | SessionStatus) and current.status in ("failed", "partial")
                 and current.usage is not None and current.usage.budget_exhausted):
@@ -150,10 +173,10 @@ def register(app: typer.Typer) -> None:
             # Whether its command still asks is known only in embedded mode (below): say both.
             current = current.model_copy(update={"hint": "answer its question (allow, modify or cancel) where its "
                                                           f"command runs; if that command stopped: {resume}"})
-        if settings.embedded and up is None:
+        if embedded_here:
             # No command holds the repository's Redis: what its files say is running was interrupted (a command
             # killed outright could not say so itself).
-            nobody = not owned_now(queue_dir(root) / "redis")
+            nobody = not held
         else:
             # A shared broker's (or up's) workers go on without the command: only what waits on the command
             # itself (its next steps, a question) was interrupted; a collab plan whose agents still run or wait
