@@ -108,6 +108,20 @@ def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = No
     return CliRun(done.returncode, done.stdout, done.stderr, time.monotonic() - started)
 
 
+@contextlib.contextmanager
+def cli_process(*args: str, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[str]]:
+    """The CLI started in a subprocess (no terminal on stdin, output piped) for a test that acts while it runs;
+    killed and reaped if it still runs when the block ends (a failed wait must not leave it behind)."""
+    proc = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", *args], env=env or wfqueue_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def run_cli_in_process(capture: pytest.CaptureFixture[str], patch: pytest.MonkeyPatch, *args: str,
                        env: dict[str, str] | None = None) -> CliRun:
     """The CLI's entry point, ``wfqueue.cli.main.main(args)``, in this process with ``env`` (WFQUEUE_*,

@@ -211,14 +211,11 @@ def test_a_repository_with_nothing_to_plan_is_refused_and_leaves_no_session(comm
 def test_status_during_an_embedded_plan_shows_its_agents_live(sample_repo: Path, tmp_path: Path) -> None:
     """`wfqueue status SESSION` in another terminal read only the files while an embedded plan ran: its running
     agents were `pending`, with no worker, no wait and no usage."""
-    from support import wait_until, write_script
+    from support import cli_process, wait_until
 
     provider = write_script(tmp_path / "slow.json", latency_s=3.0)
-    plan = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "collab-plan", REQUIREMENT, "--repo",
-                             str(sample_repo), "--max-agents", "2", "-y", "--provider", provider, "--json"],
-                            env=wfqueue_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            stdin=subprocess.DEVNULL)
-    try:
+    with cli_process("collab-plan", REQUIREMENT, "--repo", str(sample_repo), "--max-agents", "2", "-y",
+                     "--provider", provider, "--json") as plan:
         planning = sample_repo / ".workflow" / ".planning"
 
         def running_agents() -> list[dict[str, object]]:
@@ -231,8 +228,4 @@ def test_status_during_an_embedded_plan_shows_its_agents_live(sample_repo: Path,
         agents = wait_until(running_agents, 90, "an agent shown running while the plan runs")
         assert all(a["worker"] for a in agents), agents
         _, err = plan.communicate(timeout=180)
-    finally:
-        if plan.poll() is None:
-            plan.kill()
-            plan.wait()
     assert plan.returncode == 0, err

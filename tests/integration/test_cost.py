@@ -265,11 +265,9 @@ def test_a_plan_stopped_by_ctrl_c_bills_every_call_its_workers_were_answered(sam
     """usage.json was written when Ctrl-C came, before the workers' warm stop let their running calls finish: it
     counted 1 call of the 5 the server had answered (a resume rewrote it right)."""
     import signal
-    import subprocess
-    import sys
     import time
 
-    from support import wait_until
+    from support import cli_process, wait_until
 
     model = FakeModel()
 
@@ -280,19 +278,12 @@ def test_a_plan_stopped_by_ctrl_c_bills_every_call_its_workers_were_answered(sam
 
     with MeteredFake(slow_agents) as fake:
         env = wfqueue_env(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=fake.base_url, NO_PROXY="127.0.0.1")
-        plan = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "collab-plan", COLLAB_REQUIREMENT,
-                                 "--repo", str(sample_repo), "--max-agents", "2", "--provider", "anthropic", "-y",
-                                 "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                stdin=subprocess.DEVNULL)
-        try:
+        with cli_process("collab-plan", COLLAB_REQUIREMENT, "--repo", str(sample_repo), "--max-agents", "2",
+                         "--provider", "anthropic", "-y", "--json", env=env) as plan:
             wait_until(lambda: any(r.get("system") and step_kind(r) != "understand" for r in fake.requests), 90,
                        "an agent's first call")
             plan.send_signal(signal.SIGINT)
             _, err = plan.communicate(timeout=120)
-        finally:
-            if plan.poll() is None:
-                plan.kill()
-                plan.wait()
         answered = len(fake.reported)
     assert plan.returncode == 130, err
     (folder,) = (sample_repo / ".workflow" / ".planning").iterdir()

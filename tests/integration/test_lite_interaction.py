@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import run_cli, wfqueue_env, write_script
+from support import cli_process, run_cli, wfqueue_env, write_script
 from test_cli_interaction import read_until
 
 pytestmark = pytest.mark.integration
@@ -151,18 +151,11 @@ def test_a_plan_stopped_while_it_was_planned_is_asked_about_by_its_resume(sample
     """Ctrl-C as planning began (the step takes longer than the workers' stop grace, so no plan.md is written):
     the resume planned it and took it as accepted, though the user, who gave no -y, had never seen it."""
     provider = write_script(tmp_path / "slow.json", latency_s=8.0)
-    proc = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "lite-plan", REQUIREMENT, "--repo",
-                             str(sample_repo), "--provider", provider], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=wfqueue_env())
-    try:
+    with cli_process("lite-plan", REQUIREMENT, "--repo", str(sample_repo), "--provider", provider) as proc:
         seen = read_until(proc.stderr, "left unanswered", timeout=90)  # no terminal: planning starts now
         assert "left unanswered" in seen, seen
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == 130, err
     (folder,) = (sample_repo / ".workflow" / ".lite-plan").iterdir()
     assert not (folder / "plan.md").exists()  # the step was stopped before it wrote anything

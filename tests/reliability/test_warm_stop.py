@@ -9,12 +9,10 @@ the code meant Celery's warm shutdown. The same stop ends `wfqueue up` (Ctrl-C) 
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from support import FOUR_AREAS, run_cli, wait_until, wfqueue_env, write_script
+from support import FOUR_AREAS, cli_process, run_cli, wait_until, wfqueue_env, write_script
 
 from wfqueue.sessions import queue_dir
 
@@ -24,19 +22,12 @@ pytestmark = pytest.mark.integration
 def test_agents_running_when_the_plan_is_stopped_finish_within_the_grace_period(sample_repo: Path,
                                                                                 tmp_path: Path) -> None:
     provider = write_script(tmp_path / "script.json", latency_s=1.0)
-    plan = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "collab-plan", FOUR_AREAS, "--repo",
-                             str(sample_repo), "--max-agents", "2", "--workers", "2", "-y", "--provider", provider,
-                             "--json"], env=wfqueue_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            stdin=subprocess.DEVNULL)
     log = queue_dir(sample_repo) / "worker.log"
-    try:
+    with cli_process("collab-plan", FOUR_AREAS, "--repo", str(sample_repo), "--max-agents", "2", "--workers", "2",
+                     "-y", "--provider", provider, "--json") as plan:
         wait_until(lambda: log.is_file() and "plan_area" in log.read_text(errors="replace"), 90, "agents running")
         plan.send_signal(signal.SIGINT)
         _, err = plan.communicate(timeout=120)
-    finally:
-        if plan.poll() is None:
-            plan.kill()
-            plan.wait()
     assert plan.returncode == 130, err
     worker_log = log.read_text(errors="replace")
     assert "signal 15" not in worker_log and "WorkerLostError" not in worker_log, worker_log[-2000:]
