@@ -289,3 +289,19 @@ def test_a_plan_stopped_by_ctrl_c_bills_every_call_its_workers_were_answered(sam
     (folder,) = (sample_repo / ".workflow" / ".planning").iterdir()
     usage = read_json(folder / "usage.json")
     assert usage["total"]["calls"] == answered and answered >= 2, (usage["total"], answered)
+
+
+def test_a_lite_plan_its_budget_stopped_is_shown_for_acceptance_by_its_resume(sample_repo: Path) -> None:
+    """A lite plan run without -y that its budget stopped before planning has a plan.md saying why, without the
+    awaiting-acceptance mark: `resume --budget LARGER` planned it and took it as accepted, never shown."""
+    from test_lite_interaction import drive
+
+    with MeteredFake(FakeModel()) as fake:
+        env = wfqueue_env(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=fake.base_url, NO_PROXY="127.0.0.1")
+        stopped = run_cli("lite-plan", LITE_REQUIREMENT, "--repo", str(sample_repo), "--provider", "anthropic",
+                          "--budget", "1k", "--json", env=env)
+        assert stopped.code == 1 and stopped.json()["status"] == "failed", stopped.stderr
+        folder = session_dir(stopped)
+        code, transcript = drive(sample_repo, [("allow, modify or cancel", "cancel")], env=env,
+                                 command=("resume", folder.name), extra=("--budget", "10m"))
+    assert code == 0 and '"status": "cancelled"' in transcript, transcript

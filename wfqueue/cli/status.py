@@ -163,7 +163,12 @@ def register(app: typer.Typer) -> None:
         rebuild_from_redis(settings, folder.name, folder)  # workers on other machines stored files there
         embedded_here = settings.embedded and up is None
         held = embedded_here and owned_now(queue_dir(root) / "redis")
-        current = kind.read_status(folder, held_redis(settings, root) if held else settings)
+        live = held_redis(settings, root) if held else settings
+        try:
+            current = kind.read_status(folder, live)
+        except WfqueueError:  # the command holding it stopped its Redis since: the files tell what they can
+            live = settings
+            current = kind.read_status(folder, settings)
         resume = resume_command(folder.name, root)
         if (isinstance(current, SessionSummary | SessionStatus) and current.status in ("failed", "partial")
                 and current.usage is not None and current.usage.budget_exhausted):
@@ -175,8 +180,10 @@ def register(app: typer.Typer) -> None:
                                                           f"command runs; if that command stopped: {resume}"})
         if embedded_here:
             # No command holds the repository's Redis: what its files say is running was interrupted (a command
-            # killed outright could not say so itself).
-            nobody = not held
+            # killed outright could not say so itself). One that does may be another session's: this one's
+            # own claim tells (its agents run on that command's workers only while it waits for them).
+            nobody = not held or (live is not settings and isinstance(current, SessionSummary | SessionStatus)
+                                  and coordinator_gone(live, folder.name))
         else:
             # A shared broker's (or up's) workers go on without the command: only what waits on the command
             # itself (its next steps, a question) was interrupted; a collab plan whose agents still run or wait

@@ -62,7 +62,7 @@ def _source_of_path(path: Path) -> PlanSource:
         return PlanSource("workflow", path, path / TASK_DIR)
     if path.name == TASK_DIR:
         return PlanSource("workflow", path.parent, path)
-    if path.name == AGENTS_DIR:  # a collab session's agents/: what an execution records as its plan's source
+    if path.name == AGENTS_DIR and (path.parent / NOTE_FILE).is_file():  # what an execution records as its source
         return PlanSource("collab", path.parent, path)
     raise BadInputError(f"{path}: holds no plan (no agents/, tasks.jsonl or .task/ folder)", hint=TARGET_HINT)
 

@@ -201,9 +201,11 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
                 pending = assessment.model_copy(update={"angles": missing}) if missing else assessment
                 _, failed = self._explore(app, settings, state, plan, pending, angles_for_synthesis=assessment.angles)
             # Read before planning again: a plan shown and not accepted is asked about whatever happens below, and
-            # so is one whose planning was stopped before its plan.md said anything, if it was to be shown.
-            awaiting = (says_awaiting(plan_md.read_text(encoding="utf-8", errors="replace")) if plan_md.is_file()
-                        else state.recall(keys.AWAITS_ACCEPTANCE) == "1")
+            # so is one never planned (stopped before, or by its budget: that plan.md says only why), if it was to
+            # be shown.
+            shown = plan_md.is_file() and says_awaiting(plan_md.read_text(encoding="utf-8", errors="replace"))
+            never_planned = not (session_dir / TASKS_FILE).is_file()
+            awaiting = shown or (never_planned and state.recall(keys.AWAITS_ACCEPTANCE) == "1")
             if state.recall(keys.LITE_PLAN) is None or not (session_dir / TASKS_FILE).is_file():
                 given = [ClarificationAnswer.model_validate(a)
                          for a in json.loads(state.recall(keys.CLARIFICATIONS) or "[]")]

@@ -175,6 +175,7 @@ class WorkflowCoordinator(Generic[UI]):
         self.prices = PriceTable(settings.price_table)
         self.files: CoordinatorFiles | None = None  # the held session's files (``hold``)
         self._runtime: Runtime | None = None  # the one ``runtime`` holds: its workers are waited for and kept
+        self._held: str | None = None  # the session ``hold`` has written to Redis (its meta, its claim)
 
     @property
     def transport(self) -> Transport | None:
@@ -217,6 +218,7 @@ class WorkflowCoordinator(Generic[UI]):
         with resumable(runtime.settings, session_id, runtime.repo), lease:
             if meta is not None:
                 state.set_meta(**meta.fields())
+            self._held = session_id  # from here on Redis knows the session: a stop leaves it to resume
             if not fresh:
                 self._recall_the_bill(state)
             try:
@@ -224,13 +226,16 @@ class WorkflowCoordinator(Generic[UI]):
                     yield state
             except (KeyboardInterrupt, EOFError):  # Terminated (SIGTERM) is one too; EOF: Ctrl-D at a question
                 # Its own workers first: the calls their running steps finish within the stop's grace are paid
-                # for, and the bill must count them (it read 1 call of 5 the server had answered).
-                runtime.stop_workers()
-                self._bill(state)
-                if self.RESUME_HINT_ON_STOP:
-                    with contextlib.suppress(OSError):  # after a hangup the terminal is gone (EIO)
-                        self.ui.info(f"stopped: what is done is kept; finish the plan with "
-                                     f"{resume_command(session_id, runtime.repo)}")
+                # for, and the bill must count them (it read 1 call of 5 the server had answered). A second
+                # Ctrl-C during that stop still leaves the bill and the hint.
+                try:
+                    runtime.stop_workers()
+                finally:
+                    self._bill(state)
+                    if self.RESUME_HINT_ON_STOP:
+                        with contextlib.suppress(OSError):  # after a hangup the terminal is gone (EIO)
+                            self.ui.info(f"stopped: what is done is kept; finish the plan with "
+                                         f"{resume_command(session_id, runtime.repo)}")
                 raise
             except WfqueueError:
                 self._bill(state)
@@ -334,7 +339,6 @@ class WorkflowCoordinator(Generic[UI]):
         held, leaves no empty session behind: one that Redis knows nothing of could never be resumed."""
         taken: set[str] = set()
         session_dir: Path | None = None
-        held = False
         try:
             with ExitStack() as stack:
                 while True:
@@ -344,7 +348,6 @@ class WorkflowCoordinator(Generic[UI]):
                                        status=SessionStatus.PLANNING, budget=budget_meta(request.budget))
                     try:
                         state = stack.enter_context(self.hold(runtime, session_dir.name, fresh=True, meta=meta))
-                        held = True
                         break
                     except SessionIdTakenError:
                         # Another repository's live session on this broker has the id: the next one (-2, -3...).
@@ -358,7 +361,7 @@ class WorkflowCoordinator(Generic[UI]):
                     session_dir.rmdir()
             raise
         except (KeyboardInterrupt, EOFError):
-            if session_dir is not None and not held:
+            if session_dir is not None and self._held != session_dir.name:
                 with contextlib.suppress(OSError):
                     session_dir.rmdir()
             raise

@@ -215,7 +215,8 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
                     # failed too: `status` reads it there, and a session left "planning" reads as interrupted.
                     session = load_session(folder)
                     session.phases[phase] = "failed"
-                    session.status = "failed"
+                    if session.status == "planning":  # a completed or paused session keeps its status
+                        session.status = "failed"
                     save_session(folder, session)
                     stopped = f"{phase} phase stopped: {exc.message}"
                     break

@@ -243,11 +243,12 @@ def _api_detail(exc: anthropic.APIStatusError) -> str:
 
 
 def _shortened(text: str, limit: int) -> str:
-    """``text`` on one line, cut at a word before ``limit`` characters with "…" (a cut mid-word, or inside a
-    parenthesis it then never closes, reads as garbled)."""
+    """``text`` on one line, at most ``limit`` characters: cut after its last whole word that fits, with "…"
+    (a cut mid-word reads as garbled)."""
     flat = " ".join(text.split())
     if len(flat) <= limit:
         return flat
-    cut = flat[:limit - 1].rsplit(" ", 1)[0].rstrip(" ,;:([{")
-    return f"{cut}…"
-
+    cut = flat[:limit - 1]
+    if flat[limit - 1] != " ":  # the cut falls inside a word: drop its part
+        cut = cut.rsplit(" ", 1)[0]
+    return f"{cut.rstrip(' ,;:([{')}…"

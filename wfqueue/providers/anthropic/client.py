@@ -210,7 +210,7 @@ class AnthropicProvider:
         if transcript.phase == "failed":
             # A larger output limit helps only an answer the limit cut; prose or a wrong shape needs another model.
             remedy = ("raise WFQUEUE_ANTHROPIC_MAX_TOKENS: the answer was cut at the output limit"
-                      if last_stop == "max_tokens" else "set WFQUEUE_MODEL to another model")
+                      if last_stop in ("max_tokens", None) else "set WFQUEUE_MODEL to another model")
             raise ProviderError(transcript.error or f"{step.label}: failed",
                                 hint=f"run the plan again; if this step keeps failing, {remedy}")
         assert transcript.answer is not None
