@@ -108,29 +108,27 @@ def read_workflow_session(folder: Path) -> SessionSummary:
                           status=session.status, tasks=tasks, steps=steps, usage=read_usage_file(folder))
 
 
-def with_live_records(summary: SessionSummary, settings: Settings, angles: list[str] | None = None
-                      ) -> SessionSummary:
+def with_live_records(summary: SessionSummary, settings: Settings, *, angles: bool = False) -> SessionSummary:
     """Live totals while the session runs on a broker (shared, `wfqueue up`'s, or the embedded one a command holds),
-    and the live record of each of ``angles`` its files do not yet tell (an angle still exploring, or waiting on
-    the API); else what the files recorded."""
+    and, with ``angles``, the live record of each angle its assessment chose that its files do not yet tell (one
+    still exploring, or waiting on the API); else what the files recorded."""
     if settings.broker_url is None:
         return summary
     state = SessionState(connect(settings), summary.session_id, settings.state_ttl_s)
     if not state.meta():
         return summary
     told = {step.name for step in summary.steps}
+    pending = [a for a in (_assessed_angles(state) if angles else []) if a not in told]
     live = [StepStatus(name=angle, state=str(record.get("state", "queued")),
                        detail=str(record.get("note") or record.get("error") or ""))
-            for angle, record in state.agents([a for a in angles or [] if a not in told]).items() if record]
+            for angle, record in state.agents(pending).items() if record]
     return summary.model_copy(update={"usage": session_report(state, PriceTable(settings.price_table)),
                                       "steps": [*summary.steps, *live]})
 
 
-def _assessed_angles(settings: Settings, session_id: str) -> list[str]:
-    """The angles a lite plan's assessment chose, as Redis holds it (none before the assessment, or offline)."""
-    if settings.broker_url is None:
-        return []
-    stored = SessionState(connect(settings), session_id, settings.state_ttl_s).recall(keys.ASSESSMENT)
+def _assessed_angles(state: SessionState) -> list[str]:
+    """The angles a lite plan's assessment chose, as Redis holds it (none before the assessment)."""
+    stored = state.recall(keys.ASSESSMENT)
     try:
         return list(json.loads(stored).get("angles") or []) if stored else []
     except (ValueError, AttributeError):
@@ -138,7 +136,7 @@ def _assessed_angles(settings: Settings, session_id: str) -> list[str]:
 
 
 def lite_status(folder: Path, settings: Settings) -> SessionSummary:
-    return with_live_records(read_lite_session(folder), settings, _assessed_angles(settings, folder.name))
+    return with_live_records(read_lite_session(folder), settings, angles=True)
 
 
 def workflow_status(folder: Path, settings: Settings) -> SessionSummary:

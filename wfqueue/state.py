@@ -325,15 +325,19 @@ def holder_is_dead(holder: str) -> bool:
     return host == socket.gethostname() and pid.isdigit() and not process_exists(int(pid))
 
 
+def live_holder(state: SessionState) -> str | None:
+    """The coordinator that claims ``state``'s session now, unless its claim expired or it died on this host."""
+    holder = maybe_text(state.client.get(state._key(keys.COORDINATOR)))
+    return holder if holder and not holder_is_dead(holder) else None
+
+
 def coordinator_gone(settings: Settings, session_id: str) -> bool:
     """Whether no live coordinator holds ``session_id`` on the configured broker: its claim expired, or its holder
     on this host died. False when the broker cannot be asked (nothing is claimed that is not known)."""
     try:
-        state = SessionState(connect(settings), session_id, settings.state_ttl_s)
-        holder = maybe_text(state.client.get(state._key(keys.COORDINATOR)))
+        return live_holder(SessionState(connect(settings), session_id, settings.state_ttl_s)) is None
     except (WfqueueError, redis.RedisError):
         return False
-    return not holder or holder_is_dead(holder)
 
 
 def taken_by_another(state: SessionState, session_dir: str | None) -> str | None:
@@ -341,8 +345,8 @@ def taken_by_another(state: SessionState, session_dir: str | None) -> str | None
     repository only), or None. Taken: a live coordinator holds it, or, with none left, it is another folder's
     session (another repository's, on a shared broker), whose agents may still run and write there and whose
     resume and status read it, until WFQUEUE_STATE_TTL_S forgets it."""
-    holder = maybe_text(state.client.get(state._key(keys.COORDINATOR)))
-    if holder and not holder_is_dead(holder):
+    holder = live_holder(state)
+    if holder is not None:
         return f"the session id {state.session_id} is in use on this broker by {holder}; nothing of that " \
                "session was touched"
     recorded = state.session_meta().session_dir

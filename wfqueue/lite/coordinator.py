@@ -33,6 +33,7 @@ from wfqueue.settings import Settings
 from wfqueue.state import SessionState, SessionStore
 from wfqueue.tasks_file import validate_path
 from wfqueue.transport.models import Transport
+from wfqueue.unified_task import UnifiedTask
 from wfqueue.usage import Budget
 from wfqueue.workflow.base import PlanOutcome, ResumeRequest, WorkflowCoordinator, WorkflowUI
 from wfqueue.workflow.kind import WorkflowKind
@@ -206,7 +207,7 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
             shown = plan_md.is_file() and says_awaiting(plan_md.read_text(encoding="utf-8", errors="replace"))
             never_planned = not (session_dir / TASKS_FILE).is_file()
             awaiting = shown or (never_planned and state.recall(keys.AWAITS_ACCEPTANCE) == "1")
-            if state.recall(keys.LITE_PLAN) is None or not (session_dir / TASKS_FILE).is_file():
+            if state.recall(keys.LITE_PLAN) is None or never_planned:
                 given = [ClarificationAnswer.model_validate(a)
                          for a in json.loads(state.recall(keys.CLARIFICATIONS) or "[]")]
                 try:
@@ -279,30 +280,32 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
                 break
             before = tasks_path.read_text(encoding="utf-8")
             self.ui.edit_tasks(tasks_path, [])
-            try:
-                loaded, found = validate_path(tasks_path, Path(str(state.session_meta().repo)))
-                problems = [str(p) for p in found]
-            except BadInputError as exc:  # the editor deleted the file, or saved it in another encoding
-                loaded, problems = [], [exc.message]
+            edited, problems = _read_edit(tasks_path, Path(str(state.session_meta().repo)))
             if problems:
                 # An edit that does not validate is not kept: the plan stays whole.
                 atomic_write_text(tasks_path, before)
                 self.ui.info("edit not applied, tasks.jsonl restored: " + "; ".join(problems[:5]))
                 continue
-            draft = draft.model_copy(update={"tasks": [item.task for item in loaded]})
+            draft = draft.model_copy(update={"tasks": edited})
             write_plan(draft, AWAITING_NOTE)
         write_plan(draft, CANCELLED_NOTE)
         return draft, SessionStatus.CANCELLED
 
 
+def _read_edit(tasks_path: Path, repo: Path) -> tuple[list[UnifiedTask], list[str]]:
+    """The tasks of ``tasks_path`` as the user left them, or the problems that keep them from counting."""
+    try:
+        loaded, found = validate_path(tasks_path, repo)
+    except BadInputError as exc:  # the editor deleted the file, or saved it in another encoding
+        return [], [exc.message]
+    return [item.task for item in loaded], [str(p) for p in found]
+
+
 def _as_edited(draft: LitePlanDraft, tasks_path: Path, repo: Path) -> LitePlanDraft:
     """``draft`` with the tasks of ``tasks_path`` when they validate: a Modify round's edit is kept there (only an
     edit that validates is), not in the draft Redis remembers."""
-    try:
-        loaded, problems = validate_path(tasks_path, repo)
-    except BadInputError:
-        return draft
-    return draft if problems else draft.model_copy(update={"tasks": [item.task for item in loaded]})
+    edited, problems = _read_edit(tasks_path, repo)
+    return draft if problems else draft.model_copy(update={"tasks": edited})
 
 
 def _recorded_requirement(session_dir: Path) -> str:

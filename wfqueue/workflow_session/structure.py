@@ -74,8 +74,8 @@ def _sentence(text: str) -> StructuredInput:
 
 
 def structure_input(text: str) -> StructuredInput:
-    """GOAL / SCOPE / CONTEXT of ``text``; InvalidRequirementError when it has no word (before any session exists:
-    the coordinator structures the requirement before it creates the session folder)."""
+    """GOAL / SCOPE / CONTEXT of ``text``; InvalidRequirementError when it has no word. The commands refuse such
+    a requirement before anything starts (wfqueue.sessions.read_requirement); this is for any other caller."""
     if not has_words(text):
         what = "is empty" if not text.strip() else f"has no words ({text.strip()[:60]!r})"
         raise InvalidRequirementError(f"the requirement {what}",
