@@ -8,6 +8,17 @@ from __future__ import annotations
 
 import gc
 import sys
+from typing import NoReturn
+
+
+def exit_process(code: int) -> NoReturn:
+    """``sys.exit(code)`` that keeps ``code`` after a Ctrl-C the command caught (exit 130, not death by SIGINT).
+
+    CPython (3.11 at least) marks a KeyboardInterrupt raised in code compiled from a string as unhandled even
+    when it is caught, and then ends the interpreter by SIGINT instead of with the exit code. Imports hit this
+    often: dataclasses and namedtuple build their methods with ``exec``. Running any string clears the mark."""
+    exec("")  # clears the mark described above; runs nothing
+    sys.exit(code)
 
 
 def main() -> None:
@@ -21,7 +32,7 @@ def main() -> None:
         from wfqueue.cli.main import main as run
     except KeyboardInterrupt:  # Ctrl-C while the command line loads (a second or so): nothing has started yet
         print("interrupted", file=sys.stderr)
-        sys.exit(130)
+        exit_process(130)
     gc.freeze()
     gc.enable()
-    sys.exit(run())
+    exit_process(run())

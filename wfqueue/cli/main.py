@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,6 +36,7 @@ from wfqueue.cli import (
     verify_cmd,
     worker,
 )
+from wfqueue.cli.entry import exit_process
 from wfqueue.cli.stop_signals import to_handle
 from wfqueue.errors import WfqueueError
 from wfqueue.runtime import stop_deferred
@@ -142,4 +142,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    exit_process(main())
