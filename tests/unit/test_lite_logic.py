@@ -77,7 +77,7 @@ def test_questions_of_the_same_intent_are_merged_and_asked_four_at_a_time() -> N
     assert [len(batch) for batch in rounds(many)] == [4, 4, 1]
 
 
-def test_offline_plan_uses_only_verified_files_and_keeps_tasks_independent(sample_repo: Path) -> None:
+def test_offline_plan_uses_only_verified_files_and_its_test_waits_for_the_changes(sample_repo: Path) -> None:
     index = build_index(sample_repo)
     requirement = "Add a RateLimiter middleware that limits API requests per user"
     findings = [exploration("patterns", [("notes_api/api/middleware.py", "high", True),
@@ -93,6 +93,10 @@ def test_offline_plan_uses_only_verified_files_and_keeps_tasks_independent(sampl
     assert "notes_api/api/middleware.py" in paths
     created = [t for t in draft.tasks if any(f.action == "create" for f in t.files)]
     assert len(created) == 1
-    dependents = [t for t in draft.tasks if t.depends_on]
-    assert all(t.depends_on == [created[0].id] for t in dependents), "only the new module is a real dependency"
+    *changes, test = draft.tasks
+    dependents = [t for t in changes if t.depends_on]
+    assert dependents and all(t.depends_on == [created[0].id] for t in dependents), \
+        "among the changes, only the new module is a real dependency"
+    # The test is written against the changed code: it waits for every change.
+    assert test.title.startswith("Test:") and test.depends_on == [t.id for t in changes]
     assert 2 <= len(draft.tasks) <= 7

@@ -31,16 +31,38 @@ def _family(language: str) -> str:
     return _FAMILIES.get(language, language)
 
 
-def _subject_stem(path: str) -> str:
-    """Name a test would use for this source; a package's init names its dir."""
+def subject_stem(path: str) -> str:
+    """Name a test would use for this source; a package's init names its dir.
+
+    A private module's test drops its underscore: ``_decoders.py`` is tested in ``test_decoders.py``
+    (a dunder module such as ``__main__`` keeps its name)."""
     stem = posixpath.splitext(posixpath.basename(path))[0]
     directory = posixpath.basename(posixpath.dirname(path))
     if stem in _PACKAGE_FILES and directory:
         return directory.lower()
+    if not (stem.startswith("__") and stem.endswith("__")):
+        stem = stem.lstrip("_") or stem
     return stem.lower()
 
 
-def _tested_stem(path: str) -> str | None:
+def is_test_module(path: str) -> bool:
+    """Whether a file under a test folder holds tests, not their support: Python's test runners collect only
+    ``test_*.py``, ``*_test.py`` (and a Django app's ``tests.py``), so ``fixtures.py`` or a test package's
+    ``__init__.py`` is no place for a new test. Other languages' test folders are taken as they are."""
+    if language_for(path) != "python":
+        return True
+    stem = posixpath.splitext(posixpath.basename(path))[0]
+    return tested_stem(path) is not None or stem in ("test", "tests")
+
+
+def closeness(source: str, test: str) -> int:
+    """Shared meaningful directory names; a shared directory counts extra."""
+    source_dir, test_dir = posixpath.dirname(source), posixpath.dirname(test)
+    shared = (set(source_dir.split("/")) & set(test_dir.split("/"))) - _NEUTRAL_DIRS - {""}
+    return len(shared) + (1 if source_dir == test_dir else 0)
+
+
+def tested_stem(path: str) -> str | None:
     """Source stem a test file is named after, or None when it isn't."""
     name = posixpath.basename(path)
     for marker in (".test.", ".spec."):
@@ -55,13 +77,6 @@ def _tested_stem(path: str) -> str | None:
     return None
 
 
-def _closeness(source: str, test: str) -> int:
-    """Shared meaningful directory names; a shared directory counts extra."""
-    source_dir, test_dir = posixpath.dirname(source), posixpath.dirname(test)
-    shared = (set(source_dir.split("/")) & set(test_dir.split("/"))) - _NEUTRAL_DIRS - {""}
-    return len(shared) + (1 if source_dir == test_dir else 0)
-
-
 def map_tests(files: list[SourceFile], imports: dict[str, list[str]]) -> dict[str, list[str]]:
     """Source path -> sorted test paths covering it (sources without tests omitted)."""
     sources = {f.path: f for f in files if not f.is_test and f.language not in _DATA_LANGUAGES}
@@ -73,16 +88,16 @@ def map_tests(files: list[SourceFile], imports: dict[str, list[str]]) -> dict[st
                 mapping.setdefault(target, set()).add(test.path)
     by_stem: dict[tuple[str, str], list[str]] = {}
     for path, source in sorted(sources.items()):
-        by_stem.setdefault((_family(source.language), _subject_stem(path)), []).append(path)
+        by_stem.setdefault((_family(source.language), subject_stem(path)), []).append(path)
     for test in tests:
-        subject = _tested_stem(test.path)
+        subject = tested_stem(test.path)
         candidates = by_stem.get((_family(test.language), subject or ""), [])
         imported = set(imports.get(test.path, []))
         if not candidates or imported & set(candidates):
             continue  # the import already says which same-named source it is
-        best = max(_closeness(c, test.path) for c in candidates)
+        best = max(closeness(c, test.path) for c in candidates)
         for candidate in candidates:
-            if _closeness(candidate, test.path) == best:
+            if closeness(candidate, test.path) == best:
                 mapping.setdefault(candidate, set()).add(test.path)
     return {path: sorted(found) for path, found in sorted(mapping.items())}
 

@@ -22,6 +22,7 @@ from wfqueue.providers.offline.changes import (
     file_entries,
     import_order,
     new_module_path,
+    plan_needs,
     requirement_short,
     symbols_to_change,
     task_title,
@@ -45,11 +46,12 @@ def planned_ids(index: RepoIndex, analysis: RequirementAnalysis) -> dict[str, st
 
 
 def planned_needs(index: RepoIndex, analysis: RequirementAnalysis) -> dict[str, list[str]]:
-    """file path -> the planned files its task waits for: the ones it imports that come earlier in
-    one import order over the whole plan, so an import cycle orders its files instead of
+    """file path -> the planned files its task waits for: the ones it imports (or, for a test file,
+    tests) that come earlier in one order over the whole plan, so an import cycle orders its files instead of
     becoming a dependency cycle."""
-    files = [p for sub in analysis.sub_domains for p in sub.focus_paths]
-    return earlier_needs(dependency_order(list(dict.fromkeys(files)), index.imports), index.imports)
+    files = list(dict.fromkeys(p for sub in analysis.sub_domains for p in sub.focus_paths))
+    needs = plan_needs(index, files)
+    return earlier_needs(dependency_order(files, needs), needs)
 
 
 def _task_for_file(

@@ -10,9 +10,11 @@ from __future__ import annotations
 import posixpath
 import re
 
-from wfqueue.analysis import RepoIndex, fan_in, rank_symbols, test_command_for
+from wfqueue.analysis import RepoIndex, fan_in, rank_files, rank_symbols, test_command_for
+from wfqueue.analysis.files import language_for
 from wfqueue.analysis.localize import named_identifiers
 from wfqueue.analysis.symbols import Symbol
+from wfqueue.analysis.testmap import closeness, is_test_module, subject_stem, tested_stem
 from wfqueue.unified_task import TaskFile
 
 _VERB_TYPES = {
@@ -49,6 +51,14 @@ def dependency_order(nodes: list[str], needs: dict[str, list[str]]) -> list[str]
         done.append(pick)
         remaining.remove(pick)
     return done
+
+
+def plan_needs(index: RepoIndex, files: list[str]) -> dict[str, list[str]]:
+    """For each planned file, what it needs changed first: what it imports, and for a test file the planned
+    modules it tests (a test of a private module may import only its package)."""
+    return {f: list(dict.fromkeys([*index.imports.get(f, []),
+                                   *(g for g in files if g != f and f in index.tests_for.get(g, []))]))
+            for f in files}
 
 
 def import_order(index: RepoIndex, files: list[str]) -> list[str]:
@@ -156,6 +166,39 @@ def covering_tests(index: RepoIndex, paths: list[str]) -> list[str]:
         # conftest.py is shared set-up, not a test of the module: running it alone proves nothing
         found += [t for t in own if t not in found and posixpath.basename(t) != "conftest.py"]
     return found
+
+
+def where_tests_go(index: RepoIndex, paths: list[str], requirement: str) -> tuple[str, bool]:
+    """Where the tests of a change to ``paths`` (most relevant first) go, and whether that file exists.
+
+    An existing test file that covers the change: the one named after a changed module first
+    (``tests/test_decoders.py`` for ``httpx/_decoders.py``, found by its name even when it imports only the
+    package), then the one whose text best matches the requirement, never a test folder's support file
+    (``fixtures.py``, ``__init__.py``). Without one, a new file named after the first module, in the test
+    folder nearest to it."""
+    code = [p for p in paths if _is_code(index, p)]
+    subjects = [subject_stem(p) for p in code]
+    tests = [f for f in index.files if f.is_test and is_test_module(f.path)]
+    named = [t.path for t in tests if tested_stem(t.path) in subjects]
+    covering = [t for t in covering_tests(index, code) if is_test_module(t)]
+    candidates = list(dict.fromkeys(named + covering))
+    if candidates:
+        scores = dict(rank_files(index, requirement, include_tests=True))
+
+        def preference(test: str) -> tuple[int, float, int]:
+            subject = tested_stem(test)
+            named_after = subjects.index(subject) if subject in subjects else len(subjects)
+            return named_after, -scores.get(test, 0.0), candidates.index(test)
+
+        return min(candidates, key=preference), True
+    first = code[0] if code else (paths[0] if paths else "change.py")
+    stem, extension = subject_stem(first), posixpath.splitext(first)[1] or ".py"
+    python = extension == ".py"
+    nearest = max((t.path for t in tests if (language_for(t.path) == "python") == python),
+                  key=lambda t: (closeness(first, t), t.count("/") == 1, t), default=None)
+    folder = posixpath.dirname(nearest) if nearest else ("tests" if python else "test")
+    name = f"test_{stem}.py" if python else f"{stem}.test{extension}"
+    return posixpath.join(folder, name), False
 
 
 def verification_for(index: RepoIndex, tests: list[str]) -> str:

@@ -5,12 +5,11 @@ the head of a field-weighted BM25 ranking sized by its scores), so a one-file
 fix is planned as that change and its test. Changes are grouped by package (one
 task per group, at most as many as the assessed complexity allows); a module is
 created only for a new component the requirement names, and is the only thing
-other tasks wait for, so the task graph is acyclic by construction.
+the changes wait for; the test task comes last and waits for the changes, so the
+task graph is acyclic by construction.
 """
 
 from __future__ import annotations
-
-import posixpath
 
 from wfqueue.analysis import RepoIndex
 from wfqueue.lite.models import Assessment, ClarificationAnswer, LitePlanDraft, VerifiedExploration
@@ -26,6 +25,7 @@ from wfqueue.providers.offline.changes import (
     task_title,
     task_type,
     verification_for,
+    where_tests_go,
 )
 from wfqueue.providers.offline.understand import cluster_files, relevant_files
 from wfqueue.unified_task import Convergence, TaskFile, TaskSource, TaskTest, UnifiedTask
@@ -94,16 +94,14 @@ def plan_tasks(index: RepoIndex, requirement: str, session_id: str, assessment: 
         tasks.append(_task(len(tasks) + 1, title, description, files, index, requirement,
                            session_id, depends, "high" if group is groups[0] else "medium", notes))
     covered = [p for t in tasks for p in t.focus_paths]
-    stem = posixpath.splitext(posixpath.basename(covered[0]))[0] if covered else "change"
-    tests = covering_tests(index, [p for p in covered if any(f.path == p for f in index.files)])
-    extension = posixpath.splitext(covered[0])[1] if covered else ".py"
-    test_file = tests[0] if tests else (f"tests/test_{stem}.py" if extension in ("", ".py")
-                                        else f"test/{stem}.test{extension}")
-    action = "modify" if tests else "create"
+    test_file, exists = where_tests_go(index, covered, requirement)
+    # Written against the changed code, in a worktree that has it: a test of a change not made yet can neither
+    # be run by its author nor pass the gate before the change is merged.
     tasks.append(_task(len(tasks) + 1, f"Test: {change_phrase(requirement)} ({test_file})",
                        f"Cover the change with tests in {test_file}: a case that fails before it and passes after.",
-                       [TaskFile(path=test_file, action=action, changes=[f"tests for: {short}"], conflict_risk="low")],
-                       index, requirement, session_id, [], "medium", notes))
+                       [TaskFile(path=test_file, action="modify" if exists else "create",
+                                 changes=[f"tests for: {short}"], conflict_risk="low")],
+                       index, requirement, session_id, [t.id for t in tasks], "medium", notes))
     understanding = (
         f"{short}. Complexity {assessment.complexity} ({assessment.scope}; {assessment.depth}; {assessment.risk}). "
         f"Planned from the repository index"

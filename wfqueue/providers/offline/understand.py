@@ -18,7 +18,7 @@ from collections import defaultdict
 from wfqueue.analysis import RepoIndex, fan_in, novel_terms, rank_symbols
 from wfqueue.analysis.localize import MOST_FILES, candidates, focus, localize
 from wfqueue.collab.models import ProposedArea, Understanding, UnderstandingDraft
-from wfqueue.providers.offline.changes import dependency_order, earlier_needs
+from wfqueue.providers.offline.changes import dependency_order, earlier_needs, plan_needs, where_tests_go
 from wfqueue.settings import MAX_AGENTS_LIMIT
 
 
@@ -110,9 +110,9 @@ def understand(index: RepoIndex, requirement: str, max_agents: int) -> Understan
     clusters = cluster_files(index, ranked, max(1, min(max_agents, CODE_AREAS[complexity])))
     tests = sorted({t for f, _ in ranked for t in index.tests_for.get(f, [])})
     if len(clusters) < 2:
-        # A single relevant module: its tests become the second, independent area.
-        stem = posixpath.splitext(posixpath.basename(clusters[0][0]))[0] if clusters else "change"
-        clusters.append(tests or [f"tests/test_{stem}.py"])
+        # A single relevant module: its test file becomes the second area (one file: every test importing a
+        # widely used module is not the change's test).
+        clusters.append([where_tests_go(index, clusters[0] if clusters else [], requirement)[0]])
     taken: set[str] = set()
     names: list[str] = []
     lead_dirs = [posixpath.dirname(files[0]) for files in clusters]
@@ -124,7 +124,8 @@ def understand(index: RepoIndex, requirement: str, max_agents: int) -> Understan
         taken.add(name)
         names.append(name)
     owner = {f: names[i] for i, files in enumerate(clusters) for f in files}
-    uses = {name: sorted({owner[g] for f in files for g in index.imports.get(f, []) if owner.get(g, name) != name})
+    needs_of = plan_needs(index, list(owner))
+    uses = {name: sorted({owner[g] for f in files for g in needs_of[f] if owner.get(g, name) != name})
             for name, files in zip(names, clusters, strict=True)}
     # Areas whose modules import each other are ordered, not made to wait on each other.
     needs = earlier_needs(dependency_order(names, uses), uses)

@@ -1,0 +1,104 @@
+"""Which test file an offline plan's test task writes in, and when it runs.
+
+On real projects plans created `tests/test__decoders.py` beside the `tests/test_decoders.py` that already
+tested `_decoders.py`, put "tests" in `tests/fixtures.py` or a test package's `__init__.py`, picked the
+alphabetically first of twenty tests importing a CLI module, and let a collab plan's test area change every
+one of them; the test task ran beside the change it tests, in a worktree without it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from wfqueue.analysis import build_index
+from wfqueue.collab.assemble import allocate
+from wfqueue.providers.offline.area import plan_area
+from wfqueue.providers.offline.assess import assess, signals
+from wfqueue.providers.offline.changes import where_tests_go
+from wfqueue.providers.offline.lite_plan import plan_tasks
+from wfqueue.providers.offline.understand import understand
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    return root
+
+
+DECODER = ("class LineDecoder:\n    '''Split decoded text into lines.'''\n\n"
+           "    def decode(self, text):\n        '''Lines of a chunk; a carriage return ends a line.'''\n"
+           "        return text.splitlines()\n")
+# A package whose tests import only the package (`import web`), as httpx's do, plus test support files.
+PACKAGE = {
+    "web/__init__.py": "from web._decoders import LineDecoder\nfrom web._client import Client\n",
+    "web/_decoders.py": DECODER,
+    "web/_client.py": "from web._decoders import LineDecoder\n\nclass Client:\n    def get(self, url):\n"
+                      "        return LineDecoder().decode(url)\n",
+    "tests/__init__.py": "",
+    "tests/fixtures.py": "from web._decoders import LineDecoder\n\nDECODER = LineDecoder()\n",
+    "tests/test_client.py": "import web\n\ndef test_get():\n    assert web.Client().get('a')\n",
+    "tests/test_decoders.py": "import web\n\ndef test_lines():\n    assert web.LineDecoder().decode('a\\nb')\n",
+}
+FIX = ("Fix LineDecoder.decode in web/_decoders.py: a chunk that ends with a lone carriage return followed by "
+       "a chunk starting with a newline yields an extra empty line")
+
+
+def lite(repo: Path, requirement: str):  # type: ignore[no-untyped-def]
+    index = build_index(repo)
+    return plan_tasks(index, requirement, "s", assess(requirement, signals(index, requirement), False), [], [])
+
+
+def test_a_private_modules_existing_test_file_is_extended_not_a_new_one_created(tmp_path: Path) -> None:
+    draft = lite(write(tmp_path, PACKAGE), FIX)
+    *changes, test = draft.tasks
+    assert {f.path for t in changes for f in t.files} == {"web/_decoders.py"}
+    assert [(f.path, f.action) for f in test.files] == [("tests/test_decoders.py", "modify")]
+    assert test.depends_on == [t.id for t in changes]  # written once the change is there
+
+
+def test_a_test_folders_support_files_are_never_the_test_file(tmp_path: Path) -> None:
+    files = {k: v for k, v in PACKAGE.items() if k != "tests/test_decoders.py"}
+    index = build_index(write(tmp_path, files))
+    # fixtures.py imports the module, so it "covers" it; it is still no place for a test, nor __init__.py.
+    assert "tests/fixtures.py" in index.tests_for["web/_decoders.py"]
+    assert where_tests_go(index, ["web/_decoders.py"], FIX) == ("tests/test_decoders.py", False)
+
+
+def test_of_many_tests_importing_a_module_the_one_about_the_change_is_chosen(tmp_path: Path) -> None:
+    cli = ("def _human_readable_size(size):\n    return f'{size:.2f}MB'\n\n"
+           "def logs_list(rows):\n    return [_human_readable_size(r) for r in rows]\n\n"
+           "def aliases_list(names):\n    return sorted(names)\n")
+    files = {"tool/__init__.py": "", "tool/cli.py": cli}
+    for name in ("aliases", "embed", "keys", "plugins"):
+        files[f"tests/test_{name}.py"] = f"from tool.cli import aliases_list\n\ndef test_{name}():\n    assert 1\n"
+    files["tests/test_logs.py"] = ("from tool.cli import logs_list\n\ndef test_size():\n"
+                                  "    # the human readable size of each logged response\n"
+                                  "    assert logs_list([1.5]) == ['1.50MB']\n")
+    repo = write(tmp_path, files)
+    requirement = 'Change _human_readable_size in tool/cli.py to print one decimal and a space, e.g. "1.5 MB"'
+    *_, test = lite(repo, requirement).tasks
+    assert [f.path for f in test.files] == ["tests/test_logs.py"]
+    # A collab plan's test area is that one file, waiting for the change: not every test importing cli.py.
+    index = build_index(repo)
+    analysis = allocate(understand(index, requirement, 4), "CPLAN-t", requirement, 4)
+    code, tests = analysis.sub_domains
+    assert code.focus_paths == ["tool/cli.py"] and tests.focus_paths == ["tests/test_logs.py"]
+    [test_task] = plan_area(index, analysis, tests.focus_area).tasks
+    [change_task] = plan_area(index, analysis, code.focus_area).tasks
+    assert test_task.depends_on == [change_task.id]
+
+
+def test_a_new_test_file_is_named_after_the_module_in_its_nearest_test_folder(tmp_path: Path) -> None:
+    index = build_index(write(tmp_path, {
+        "proj/__init__.py": "",
+        "proj/bin/__init__.py": "",
+        "proj/bin/purge.py": "def purge(queues):\n    '''Purge every message of the queues.'''\n    return 0\n",
+        "proj/bin/_parse.py": "def parse(argv):\n    return argv\n",
+        "proj/app.py": "def app():\n    return 1\n",
+        "t/unit/bin/test_base.py": "def test_base():\n    assert 1\n",
+        "t/unit/test_app.py": "from proj.app import app\n\ndef test_app():\n    assert app()\n",
+    }))
+    assert where_tests_go(index, ["proj/bin/purge.py"], "Add a --dry-run option to the purge command") == \
+        ("t/unit/bin/test_purge.py", False)
+    # A private module's new test drops the underscore, as the existing ones do.
+    assert where_tests_go(index, ["proj/bin/_parse.py"], "Parse --queues") == ("t/unit/bin/test_parse.py", False)
