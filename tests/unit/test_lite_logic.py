@@ -41,6 +41,10 @@ def test_exploration_decision_and_its_reasons() -> None:
     assert forced.needs_exploration and forced.exploration_reasons == ["--explore given"]
     named = assess("Rename the helper in app/x.py", quiet_repo(), False)
     assert named.exploration_reasons == ["names files: app/x.py", "modifies existing code"]
+    # No verb from the list, but a change across several widely used modules: explored all the same.
+    wide = quiet_repo(relevant=["a.py", "b.py", "c.py", "d.py", "e.py", "f.py"], max_fan_in=9, internal_edges=5)
+    retry = assess("Retry failed HTTP requests with exponential backoff", wide, False)
+    assert retry.complexity == "High" and retry.needs_exploration and retry.exploration_reasons == ["High complexity"]
 
 
 def exploration(angle: str, files: list[tuple[str, str, bool]], questions: list[str]) -> VerifiedExploration:

@@ -102,3 +102,17 @@ def test_a_new_test_file_is_named_after_the_module_in_its_nearest_test_folder(tm
         ("t/unit/bin/test_purge.py", False)
     # A private module's new test drops the underscore, as the existing ones do.
     assert where_tests_go(index, ["proj/bin/_parse.py"], "Parse --queues") == ("t/unit/bin/test_parse.py", False)
+
+
+def test_the_test_already_using_the_named_function_beats_the_one_named_after_its_module(tmp_path: Path) -> None:
+    index = build_index(write(tmp_path, {
+        "tool/__init__.py": "",
+        "tool/helpers.py": "def parse_schedule(value):\n    return value\n\ndef read_config(path):\n    return {}\n",
+        "tests/test_helpers.py": ("from tool.helpers import read_config\n\ndef test_read():\n"
+                                  "    assert read_config('x') == {}\n"),
+        "tests/test_cli.py": "from tool.helpers import parse_schedule\n\ndef test_schedule_at():\n"
+                             "    assert parse_schedule('2025-01-01T10:00:00')\n",
+    }))
+    requirement = "Fix parse_schedule in tool/helpers.py: values with a timezone offset are rejected"
+    assert where_tests_go(index, ["tool/helpers.py"], requirement) == ("tests/test_cli.py", True)
+    assert where_tests_go(index, ["tool/helpers.py"], "Read the config from TOML") == ("tests/test_helpers.py", True)

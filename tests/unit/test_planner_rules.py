@@ -190,6 +190,12 @@ def test_lite_plan_md_reads_in_english(sample_repo: Path) -> None:
     text = render_plan("s", requirement, "now", assessment, draft.understanding, draft.tasks, "tasks.jsonl", {})
     assert not re.search(r"[\u4e00-\u9fff]", text)
     assert "## Task Overview" in text and "- **Acceptance criteria**:" in text
+    # A file changed at several symbols is listed once ("`x.py` (modify), `x.py` (modify)" before).
+    several = [t for t in draft.tasks if len(t.files) > len({f.path for f in t.files})]
+    assert several, "the plan should change some file at more than one symbol"
+    for line in (ln for ln in text.splitlines() if ln.startswith("- **Files**: ")):
+        listed = line.removeprefix("- **Files**: ").split(", ")
+        assert len(listed) == len(set(listed)), line
 
 
 def test_pascal_case_names_and_module_names_point_at_their_files(tmp_path: Path) -> None:

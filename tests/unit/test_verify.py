@@ -218,6 +218,18 @@ def test_task_without_verification_is_medium(repo: Path) -> None:
     assert report.quality_gate == "PROCEED_WITH_CAUTION"
 
 
+def test_a_file_changed_at_several_symbols_counts_once(repo: Path) -> None:
+    """files[] holds one entry per symbol changed: four symbols of client.py are one file, not four."""
+    tasks = clean_tasks()
+    tasks[0]["effort"] = "small"
+    tasks[0]["files"] = [{"path": "client.py", "action": "modify", "target": name, "conflict_risk": "low"}
+                         for name in ("Client.get", "Client.post", "Client.send", "retry")]
+    assert verify_session(make_session(repo, GOAL, tasks)).findings == []
+    tasks[0]["files"] += [{"path": p, "action": "modify", "conflict_risk": "low"} for p in ("a.py", "b.py", "c.py")]
+    [h] = dims(verify_session(make_session(repo, GOAL, tasks, session_id="WFS-four-files")), "H")
+    assert h.summary == "IMPL-1 changes 4 files (effort small)"
+
+
 def test_vague_criteria_and_glob_focus(repo: Path) -> None:
     tasks = clean_tasks()
     tasks[0]["convergence"]["criteria"] = ["retry works properly"]

@@ -80,7 +80,9 @@ def named_identifiers(requirement: str) -> list[str]:
     found: list[str] = []
     for quoted, bare in _IDENTIFIER.findall(requirement):
         name = (quoted or bare).strip("().,:;")
-        if name and not re.search(r"\.(py|js|ts|md)$", name) and name not in found:
+        if all(len(part) <= 1 for part in name.split(".")):
+            continue  # an abbreviation (e.g., i.e.), not a dotted name
+        if not re.search(r"\.(py|js|ts|md)$", name) and name not in found:
             found.append(name)
     return found
 

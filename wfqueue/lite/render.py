@@ -158,7 +158,8 @@ def render_plan(session_id: str, requirement: str, created: str, assessment: Ass
         out += [
             f"### {t.id}: {t.title}",
             f"- **Scope**: {_cell(t.scope or t.description)}",
-            "- **Files**: " + (", ".join(f"`{f.path}` ({f.action})" for f in t.files) or "-"),
+            # files[] has an entry per symbol changed: each file is listed once.
+            "- **Files**: " + (", ".join(dict.fromkeys(f"`{f.path}` ({f.action})" for f in t.files)) or "-"),
             "- **Acceptance criteria**:",
             *[f"  - {_cell(c)}" for c in t.convergence.criteria],
             f"- **Verification**: `{t.convergence.verification}`",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import posixpath
 import re
 
-from wfqueue.analysis import RepoIndex, fan_in, rank_files, rank_symbols, test_command_for
+from wfqueue.analysis import RepoIndex, fan_in, rank_files, rank_symbols, test_command_for, tokenize
 from wfqueue.analysis.files import language_for
 from wfqueue.analysis.localize import named_identifiers
 from wfqueue.analysis.symbols import Symbol
@@ -24,9 +24,34 @@ _VERB_TYPES = {
 }
 
 
+# "fix(scope): ", "[area] feat: ", "GOAL: ": a prefix that says how the requirement is filed, not what it asks.
+_CONVENTIONAL = re.compile(r"^\s*(?:\[[^\]]*\]\s*)?(?:[a-z]+(?:\([^)]*\))?!?:\s*)?", re.IGNORECASE)
+# Where a sentence ends: after . ! ? or 。 and a space, or at a line's end.
+_SENTENCE_END = re.compile(r"(?<=[.!?。])\s+|\n")
+# Abbreviations whose full stop ends no sentence ("jitter, e.g. Retry(max=3)").
+_ABBREVIATION = re.compile(r"(?:^|[\s(])(?:e\.g|i\.e|etc|vs|cf|approx|incl|resp)\.$", re.IGNORECASE)
+
+
+def _first_sentence(text: str) -> str:
+    text = text.strip()
+    for end in _SENTENCE_END.finditer(text):
+        if "\n" in end.group(0) or not _ABBREVIATION.search(text[: end.start()]):
+            return text[: end.start()]
+    return text
+
+
 def requirement_short(requirement: str, limit: int = 80) -> str:
-    first = re.split(r"(?<=[.!?。])\s+|\n", requirement.strip(), maxsplit=1)[0].rstrip(".。")
+    first = _first_sentence(requirement).rstrip(".。")
     return first if len(first) <= limit else first[: limit - 3].rstrip() + "..."
+
+
+def requirement_brief(requirement: str, limit: int = 300) -> str:
+    """What a task is for: the requirement's first line, whole up to ``limit`` characters (cut at a word).
+
+    Titles say it shorter (``change_phrase``); a description keeps what follows the first sentence or the
+    80th character (the value to accept, the case to handle), which the task is there to do."""
+    first = " ".join(_CONVENTIONAL.sub("", requirement.strip().split("\n", 1)[0]).split()).rstrip(".。")
+    return first if len(first) <= limit else first[:limit].rsplit(" ", 1)[0].rstrip(",;:-") + "..."
 
 
 def task_type(requirement: str) -> str:
@@ -171,9 +196,10 @@ def covering_tests(index: RepoIndex, paths: list[str]) -> list[str]:
 def where_tests_go(index: RepoIndex, paths: list[str], requirement: str) -> tuple[str, bool]:
     """Where the tests of a change to ``paths`` (most relevant first) go, and whether that file exists.
 
-    An existing test file that covers the change: the one named after a changed module first
+    An existing test file that covers the change: one using an identifier the requirement names first
+    (where ``parse_schedule`` is already tested), then the one named after a changed module
     (``tests/test_decoders.py`` for ``httpx/_decoders.py``, found by its name even when it imports only the
-    package), then the one whose text best matches the requirement, never a test folder's support file
+    package), then the one whose text best matches the requirement; never a test folder's support file
     (``fixtures.py``, ``__init__.py``). Without one, a new file named after the first module, in the test
     folder nearest to it."""
     code = [p for p in paths if _is_code(index, p)]
@@ -184,11 +210,14 @@ def where_tests_go(index: RepoIndex, paths: list[str], requirement: str) -> tupl
     candidates = list(dict.fromkeys(named + covering))
     if candidates:
         scores = dict(rank_files(index, requirement, include_tests=True))
+        identifiers = [set(tokenize(name)) for name in named_identifiers(requirement)]
 
-        def preference(test: str) -> tuple[int, float, int]:
+        def preference(test: str) -> tuple[bool, int, float, int]:
+            words = set(index.doc_tokens.get(test, []))
+            uses_named = any(terms and terms <= words for terms in identifiers)
             subject = tested_stem(test)
             named_after = subjects.index(subject) if subject in subjects else len(subjects)
-            return named_after, -scores.get(test, 0.0), candidates.index(test)
+            return not uses_named, named_after, -scores.get(test, 0.0), candidates.index(test)
 
         return min(candidates, key=preference), True
     first = code[0] if code else (paths[0] if paths else "change.py")
@@ -205,8 +234,6 @@ def verification_for(index: RepoIndex, tests: list[str]) -> str:
     """A command that runs ``tests`` (the whole suite's command when there are none)."""
     return test_command_for(index, tests) if tests else index.test_command
 
-
-_CONVENTIONAL = re.compile(r"^\s*(?:\[[^\]]*\]\s*)?(?:[a-z]+(?:\([^)]*\))?!?:\s*)?", re.IGNORECASE)
 
 def change_phrase(requirement: str, limit: int = 72) -> str:
     """What the change does, as a title would say it: first line, no "fix(scope):" prefix, capitalised, short."""

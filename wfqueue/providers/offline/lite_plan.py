@@ -21,6 +21,7 @@ from wfqueue.providers.offline.changes import (
     file_entries,
     import_order,
     new_module_path,
+    requirement_brief,
     requirement_short,
     task_title,
     task_type,
@@ -67,7 +68,7 @@ def _task(number: int, title: str, description: str, files: list[TaskFile], inde
 
 def plan_tasks(index: RepoIndex, requirement: str, session_id: str, assessment: Assessment,
                explorations: list[VerifiedExploration], answers: list[ClarificationAnswer]) -> LitePlanDraft:
-    short = requirement_short(requirement)
+    short, brief = requirement_short(requirement), requirement_brief(requirement)
     candidates = relevant_files(index, requirement)
     groups = cluster_files(index, candidates, max_agents=CHANGE_TASKS[assessment.complexity])
     created = new_module_path(index, [p for g in groups for p in g], requirement)
@@ -88,7 +89,7 @@ def plan_tasks(index: RepoIndex, requirement: str, session_id: str, assessment: 
         depends = [tasks[0].id] if uses_new else []
         targets = [f.target for f in files if f.target]
         where = ", ".join(ordered) if len(ordered) > 1 else ordered[0]
-        description = (f"Change {where} ({', '.join(targets) or 'module level'}) for: {short}."
+        description = (f"Change {where} ({', '.join(targets) or 'module level'}) for: {brief}."
                        + (f" Wire in {created}." if uses_new else ""))
         title = task_title(requirement, where, targets[0] if targets and len(ordered) == 1 else "")
         tasks.append(_task(len(tasks) + 1, title, description, files, index, requirement,

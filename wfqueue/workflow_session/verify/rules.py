@@ -89,8 +89,11 @@ def goal_of(inp: VerifyInput) -> str:
 
 
 def key_terms(text: str) -> list[str]:
-    """Stems, for matching: "caching" and "cache" meet as "cach". Never shown to the user (see term_words)."""
-    return list(dict.fromkeys(tokenize(text)))
+    """Stems, for matching: "caching" and "cache" meet as "cach". Never shown to the user (see term_words).
+
+    Numbers are examples, not goals: the pieces of "2025-01-01T10:00:00+02:00" or "[10, 30]" (terms with more
+    digits than letters) are left out."""
+    return list(dict.fromkeys(t for t in tokenize(text) if sum(c.isdigit() for c in t) <= sum(c.isalpha() for c in t)))
 
 
 def term_words(text: str) -> dict[str, str]:
@@ -259,7 +262,7 @@ def check_feasibility(inp: VerifyInput) -> list[Finding]:
                                           or _PLACEHOLDER.match(v)):
             out.append(finding("H", "LOW", where, f"execution will not run {t.id}'s verification {v!r}",
                                f"start it with one of {', '.join(KNOWN_TOOLS)}, or prefix manual steps with 'manual:'"))
-        files = len(t.files)
+        files = len({path for path, _ in changes(t)})  # files[] holds one entry per symbol changed in a file
         if files > MAX_FILES_PER_TASK or (t.effort == "small" and files > 3):
             out.append(finding("H", "LOW", where, f"{t.id} changes {files} files (effort {t.effort or '-'})",
                                "split the task or raise its effort"))

@@ -1,0 +1,56 @@
+"""What an offline plan's tasks say about the requirement, and what verify counts as its goal.
+
+A correct one-task fix was blocked by verify (BLOCK_EXECUTION, 47 % coverage): the tasks said the
+requirement only up to its 80th character ("...rejects ISO 8601..."), and the goal's key words counted
+"2025", "01T10" and "02" from its example timestamp. "e.g." ended the first sentence, and became a
+criterion: grep -n "g"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from wfqueue.analysis import build_index
+from wfqueue.analysis.localize import named_identifiers
+from wfqueue.providers.offline.assess import assess, signals
+from wfqueue.providers.offline.changes import change_phrase, requirement_brief, requirement_short
+from wfqueue.providers.offline.lite_plan import plan_tasks
+from wfqueue.workflow_session.verify.rules import key_terms, term_words
+
+LONG_FIX = ("Fix the token expiry check in notes_api/auth/tokens.py: tokens issued with a timezone offset such "
+            "as 2025-01-01T10:00:00+02:00 expire early; accept them and convert to UTC")
+JITTER = ("Add optional random jitter to Retry intervals, e.g. Retry(max=3, interval=[10, 30], jitter=0.2), "
+          "so jobs spread")
+
+
+def test_a_change_tasks_description_keeps_the_requirement_past_its_first_80_characters(sample_repo: Path) -> None:
+    index = build_index(sample_repo)
+    draft = plan_tasks(index, LONG_FIX, "s", assess(LONG_FIX, signals(index, LONG_FIX), False), [], [])
+    change = draft.tasks[0]
+    assert "accept them and convert to UTC" in change.description
+    assert len(change.title) < 120  # the title stays short
+    # Every key word of the goal is in the plan's task text, so verify's coverage can find it.
+    planned = " ".join(f"{t.title} {t.description} {' '.join(t.convergence.criteria)}" for t in draft.tasks)
+    assert set(key_terms(LONG_FIX)) <= set(key_terms(planned))
+
+
+def test_numbers_in_a_goal_are_not_key_words() -> None:
+    words = term_words(LONG_FIX)
+    shown = {words[t] for t in key_terms(LONG_FIX)}
+    assert {"timezone", "offset", "UTC", "expiry"} <= shown
+    assert not shown & {"2025", "01", "01T10", "00", "02"}
+
+
+def test_e_g_neither_ends_the_first_sentence_nor_names_an_identifier() -> None:
+    assert requirement_short(JITTER, limit=400) == JITTER
+    assert change_phrase(JITTER).startswith("Add optional random jitter to Retry intervals, e.g. Retry(max=3")
+    assert named_identifiers(JITTER) == []
+    assert named_identifiers("Call Queue.enqueue, i.e. the public API") == ["Queue.enqueue"]
+    # A real sentence end still ends it.
+    assert requirement_short("Fix the parser. It drops the last line.") == "Fix the parser"
+
+
+def test_a_brief_is_the_first_line_whole_and_cut_at_a_word_when_long() -> None:
+    assert requirement_brief("GOAL: Fix the parser\nSCOPE: parser.py") == "Fix the parser"
+    long = "Fix " + "the very long parser " * 30
+    brief = requirement_brief(long)
+    assert brief.endswith("...") and len(brief) <= 303 and brief[:-3].split()[-1] in {"the", "very", "long", "parser"}
