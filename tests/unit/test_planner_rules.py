@@ -121,6 +121,22 @@ def test_a_new_module_only_for_a_named_component_beside_its_relative(sample_repo
         assert new_module_path(index, ["notes_api/api/middleware.py"], loose) is None, loose
 
 
+def test_a_missing_file_the_requirement_names_is_created_by_that_name(sample_repo: Path) -> None:
+    """It was created under a name made up from the requirement's words (rq/exponential_backoff.py for "an
+    exponential backoff helper in rq/backoff.py")."""
+    index = build_index(sample_repo)
+    requirement = "Add an exponential backoff helper in notes_api/storage/backoff.py and use it when saving notes"
+    draft = plan_tasks(index, requirement, "s", assess(requirement, signals(index, requirement), False), [], [])
+    created = [(f.path, t.id) for t in draft.tasks for f in t.files if f.action == "create"]
+    assert [path for path, _ in created if not path.startswith("tests/")] == ["notes_api/storage/backoff.py"]
+    assert any(created[0][1] in t.depends_on for t in draft.tasks)  # used by a change that waits for it
+    _, _, tasks = collab_plan(sample_repo, requirement)
+    assert any(f.path == "notes_api/storage/backoff.py" and f.action == "create" for t in tasks for f in t.files)
+    # Only in a folder the repository has; an existing file is changed, not created.
+    assert new_module_path(index, ["notes_api/server.py"], "Add scripts/tools/x.py for the release") is None
+    assert new_module_path(index, ["notes_api/server.py"], "Fix notes_api/server.py") is None
+
+
 def test_task_count_follows_complexity(sample_repo: Path) -> None:
     index = build_index(sample_repo)
     fix = "Fix the token expiry check in notes_api/auth/tokens.py"

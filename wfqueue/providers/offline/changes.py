@@ -136,10 +136,29 @@ def _styled(words: list[str], like: str) -> str:
     return words[0] + "".join(w.capitalize() for w in words[1:])
 
 
+# A source file's path as a requirement writes it ("rq/backoff.py", "./src/retry.ts"): a folder and a name.
+_NAMED_PATH = re.compile(r"(?<![\w/.-])(?:\./)?((?:[\w.-]+/)+[\w-]+\.(?:py|js|ts|tsx|jsx|go|rs|java|rb))\b")
+
+
+def named_new_path(index: RepoIndex, requirement: str) -> str | None:
+    """A file the requirement names that the repository lacks, in a folder it has: the module it asks for
+    ("an exponential backoff helper in rq/backoff.py"), by the name it gave."""
+    existing = {f.path for f in index.files}
+    folders = {posixpath.dirname(path) for path in existing}
+    for match in _NAMED_PATH.finditer(requirement):
+        path = match.group(1)
+        if path not in existing and posixpath.dirname(path) in folders:
+            return path
+    return None
+
+
 def new_module_path(index: RepoIndex, focus_paths: list[str], requirement: str) -> str | None:
-    """Where the new component the requirement names would go: named after it, beside its
-    closest relative among ``focus_paths`` (the file whose path shares most of its words,
-    the most relevant one on a tie); None when the requirement names no new component."""
+    """Where the new component the requirement names would go: the missing file it names, else named after
+    the component, beside its closest relative among ``focus_paths`` (the file whose path shares most of its
+    words, the most relevant one on a tie); None when the requirement names no new component."""
+    named = named_new_path(index, requirement)
+    if named is not None:
+        return named
     component = named_component(index, requirement)
     code = [p for p in focus_paths if _is_code(index, p)]
     if component is None or not code:
