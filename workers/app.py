@@ -14,7 +14,7 @@ import wfqueue.providers.scripted  # noqa: F401
 from beat import tasks as beat_tasks
 from wfqueue.celery_app import create_app
 from wfqueue.settings import load_settings
-from workers import collab, execute, lite, workflow_session
+from workers import collab, execute, lite, task_events, workflow_session
 from workers.context import StateFactory, broker_patient_task
 from workers.preload import SDK_MODULES
 
@@ -30,3 +30,4 @@ lite.register(app, settings)
 workflow_session.register(app, settings)
 execute.register(app, settings)
 beat_tasks.register(app, settings)
+task_events.register(app)

@@ -25,6 +25,7 @@ TASK_MODULES = (
     "workers.context",
     "workers.execute",
     "workers.lite",
+    "workers.task_events",
     "workers.workflow_session",
 )
 # What a node loads between ``app.Worker(...)`` and its ``ready.`` line: the worker's bootsteps, both pools

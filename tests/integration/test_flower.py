@@ -44,6 +44,16 @@ def start(args: list[str], env: dict[str, str]) -> subprocess.Popen:
                             stderr=subprocess.DEVNULL, start_new_session=True)
 
 
+def wait_for_flower(base: str) -> None:
+    def healthy() -> bool:
+        try:
+            return get(f"{base}/healthcheck")[0] == 200
+        except OSError:
+            return False
+
+    wait_until(healthy, 60, "Flower")
+
+
 def test_flower_lists_the_plans_tasks_with_credentials_and_refuses_without(sample_repo: Path, tmp_path: Path) -> None:
     redis = EmbeddedRedis(tmp_path / "broker")
     redis.start()
@@ -55,16 +65,7 @@ def test_flower_lists_the_plans_tasks_with_credentials_and_refuses_without(sampl
              start(["flower", "--port", str(port)], env)]
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if get(f"{base}/healthcheck")[0] == 200:
-                    break
-            except OSError:
-                pass
-            time.sleep(0.3)
-        else:
-            pytest.fail("Flower did not come up")
+        wait_for_flower(base)
         assert get(f"{base}/api/tasks")[0] == 401
         assert get(f"{base}/api/tasks", "admin:wrong")[0] == 401
         run = run_cli("collab-plan", FOUR_AREAS, "--repo", str(sample_repo),
@@ -103,6 +104,50 @@ def test_flower_lists_the_plans_tasks_with_credentials_and_refuses_without(sampl
         assert [t["kwargs"] for t in shown] == [f"exec_id={exec_id} task=TASK-001 attempt=1 executor=command"]
         status, metrics = get(f"{base}/metrics")
         assert status == 200 and b"flower_events_total" in metrics
+    finally:
+        for proc in procs:
+            stop_process_group(proc, grace_s=20)
+        redis.stop()
+
+
+def test_flower_sees_every_task_of_a_threads_node_start_and_succeed(sample_repo: Path, tmp_path: Path) -> None:
+    """A threads-pool node (the default for remote-model agents) lost most of its tasks' started or succeeded
+    events (Celery's event buffer is not thread-safe): Flower showed tasks that had succeeded as RECEIVED or
+    STARTED for ever, or SUCCESS with no start time."""
+    redis = EmbeddedRedis(tmp_path / "broker")
+    redis.start()
+    port = free_port()
+    env = wfqueue_env(WFQUEUE_BROKER_URL=redis.url, WFQUEUE_FLOWER_BASIC_AUTH=CREDENTIALS)
+    procs = [start(["worker", "--hostname", "threads-test@%h", "--concurrency", "4", "--pool", "threads"], env),
+             start(["flower", "--port", str(port)], env)]
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_flower(base)
+        sessions = []
+        for n in range(3):
+            run = run_cli("collab-plan", f"{FOUR_AREAS} (round {n})", "--repo", str(sample_repo), "--max-agents", "4",
+                          "-y", "--json", env=env)
+            assert run.code == 0, run.stderr
+            sessions.append(session_dir(run).name)
+
+        def plans_tasks() -> list[dict]:
+            status, body = get(f"{base}/api/tasks?limit=500", CREDENTIALS)
+            assert status == 200
+            return [t for t in json.loads(body).values()
+                    if any(s in str(t.get("kwargs", "")) + str(t.get("args", "")) for s in sessions)]
+
+        def all_seen_through() -> list[dict] | None:
+            tasks = plans_tasks()
+            done = tasks and all(t["state"] == "SUCCESS" and t.get("started") for t in tasks)
+            return tasks if done else None
+
+        try:
+            tasks = wait_until(all_seen_through, 30, "every task shown started and succeeded", interval_s=0.5)
+        except AssertionError:
+            stuck = [(t["name"], t["state"], t.get("started")) for t in plans_tasks()
+                     if t["state"] != "SUCCESS" or not t.get("started")]
+            pytest.fail(f"{len(stuck)} task(s) shown unfinished or never started: {stuck}")
+        assert sum(t["name"] == "wfqueue.collab.plan_area" for t in tasks) >= 3 * 2  # each plan's agents are there
     finally:
         for proc in procs:
             stop_process_group(proc, grace_s=20)
