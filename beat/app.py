@@ -91,7 +91,8 @@ def take_beat_lock(settings: Settings) -> SingleInstanceLock:
         other = lock.acquire()
         if other is not None:
             _refuse(f"another beat already schedules on {mask_url(url)}: {other} holds {BEAT_LOCK_KEY} "
-                    f"(expires {lock.seconds_left()} s after that beat stops); run only one `wfqueue beat` per broker")
+                    f"(if that beat is gone, the lock expires in {lock.seconds_left()} s); "
+                    "run only one `wfqueue beat` per broker")
     except redis.RedisError as exc:  # running on without the lock is not an option
         _refuse(f"cannot take {BEAT_LOCK_KEY} on {mask_url(url)}: {exc}")
     log.info("beat: holding %s as %s", BEAT_LOCK_KEY, lock.holder)

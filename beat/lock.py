@@ -4,12 +4,17 @@ A Redis key taken with ``SET NX EX`` whose value names the holder (host, pid,
 start time, a random token), kept alive by a small thread. Refresh and release
 compare the value first (in a Lua script, atomically), so a beat that lost the
 key to another one after a pause never extends or deletes the other's lock.
+
+A holder that died on this host without releasing the key (killed, or its Redis killed under it, with the
+key kept in the append-only file) is taken over at once instead of after its TTL: `wfqueue up`'s hint after
+its Redis died says to run it again, and its new beat found the dead one's lock.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import secrets
 import socket
 import threading
@@ -18,16 +23,28 @@ from datetime import UTC, datetime
 
 import redis
 
+from wfqueue.pids import process_exists
 from wfqueue.state import RELEASE_IF_OWNER
 
 log = logging.getLogger("wfqueue.beat")
 
 _REFRESH = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('expire', KEYS[1], ARGV[2]) end return 0"
+# Replace the value ARGV[1] (a dead holder's) with ARGV[2] for ARGV[3] seconds; 0 if the key holds anything else.
+_TAKE_OVER = ("if redis.call('get', KEYS[1]) == ARGV[1] then "
+              "return redis.call('set', KEYS[1], ARGV[2], 'EX', ARGV[3]) and 1 end return 0")
+_HOLDER = re.compile(r"^beat on (?P<host>\S+) pid (?P<pid>\d+) since ")
 
 
 def holder_description() -> str:
     started = datetime.now(UTC).isoformat(timespec="seconds")
     return f"beat on {socket.gethostname()} pid {os.getpid()} since {started} [{secrets.token_hex(4)}]"
+
+
+def holder_died(holder: str) -> bool:
+    """Whether ``holder`` (a lock's value) names a beat of this host whose process is gone."""
+    found = _HOLDER.match(holder)
+    return (found is not None and found["host"] == socket.gethostname()
+            and not process_exists(int(found["pid"])))
 
 
 class SingleInstanceLock:
@@ -46,6 +63,9 @@ class SingleInstanceLock:
         other = self.client.get(self.key)
         if other is None:  # expired between the two calls: one more try
             return None if self.client.set(self.key, self.holder, nx=True, ex=self.ttl_s) else "unknown"
+        if holder_died(str(other)) and self.client.eval(_TAKE_OVER, 1, self.key, str(other), self.holder, self.ttl_s):
+            log.warning("beat: took %s over from %s, which is no longer running", self.key, other)
+            return None
         return str(other)
 
     def seconds_left(self) -> int:

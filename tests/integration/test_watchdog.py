@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import socket
 import subprocess
 import sys
 import time
@@ -343,3 +344,22 @@ def test_beat_lock_refresh_and_release_only_by_its_holder(broker: str) -> None:
     assert lost == [True]
     mine.release()
     assert client.get(BEAT_LOCK_KEY) == "beat B"
+
+
+def test_a_beat_that_died_on_this_host_leaves_its_lock_to_the_next_one(broker: str) -> None:
+    """`wfqueue up` whose Redis was killed says to run it again; the new up's beat found the dead beat's lock,
+    kept in the append-only file, and exited 3 for the rest of its TTL."""
+    client = redis_client(broker, 5.0)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    started = "2026-01-01T00:00:00+00:00 [0badbeef]"
+    dead = f"beat on {socket.gethostname()} pid {gone.pid} since {started}"
+    client.set(BEAT_LOCK_KEY, dead, ex=30)
+    new = SingleInstanceLock(client, BEAT_LOCK_KEY, 30)
+    assert new.acquire() is None and client.get(BEAT_LOCK_KEY) == new.holder
+    # A beat still running here, or one on another host (its process cannot be seen from here), keeps its lock.
+    for alive in (f"beat on {socket.gethostname()} pid {os.getpid()} since {started}",
+                  f"beat on elsewhere.example pid {gone.pid} since {started}"):
+        client.set(BEAT_LOCK_KEY, alive, ex=30)
+        assert SingleInstanceLock(client, BEAT_LOCK_KEY, 30).acquire() == alive
+    client.delete(BEAT_LOCK_KEY)
