@@ -99,8 +99,8 @@ def assess(requirement: str, repo: RepoSignals, force_explore: bool) -> Assessme
         reasons.append("modifies existing code")
     if architectural:
         reasons.append("needs architecture context")
-    if complexity != "Low" and not reasons:  # however it is worded, a change across several modules is explored
-        reasons.append(f"{complexity} complexity")
+    if complexity == "High" and not reasons:  # however it is worded, a change across many modules is explored
+        reasons.append("High complexity")
     return Assessment(
         complexity=complexity,
         scope=f"{scope}: {len(repo.relevant)} relevant module(s)" + (f", names {mentioned[0]}" if single_file else ""),
