@@ -68,7 +68,9 @@ def register(app: Celery, settings: Settings) -> None:
             executor = executor_for(payload, settings, state)
         except WfqueueError as exc:  # not remembered: a worker configured for it may take the task again
             hint = f" ({exc.hint})" if exc.hint else ""
-            return record_failure(payload, state, exc.message + hint, worker=worker, started_at=started,
+            # Named: on a shared broker the coordinator cannot see which machine lacks the configuration.
+            return record_failure(payload, state, f"on worker {worker}: {exc.message}{hint}", worker=worker,
+                                  started_at=started,
                                   remember=False).model_dump(mode="json")
         try:
             run = run_task(payload, executor, state, worker=worker, check_timeout_s=settings.execute_check_timeout_s)

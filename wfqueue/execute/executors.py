@@ -44,7 +44,12 @@ class Executor(Protocol):
 
 def choose_executor(settings: Settings, requested: ExecutorName | None, up: UpCluster | None = None) -> ExecutorName:
     """The executor, from ``requested`` or what is configured. Where a `wfqueue up` serves the repository
-    (``up``), its workers run the tasks with the settings they started with: those decide."""
+    (``up``), its workers run the tasks with the settings they started with: those decide. Workers behind a
+    broker URL read their own settings, which this machine cannot see: an executor asked for by name is not
+    second-guessed there (a worker without it fails the task saying so)."""
+    shared_broker = up is None and not settings.embedded
+    if requested is not None and shared_broker:
+        return requested
     if up is not None and up.worker_settings is not None:
         command, has_key = up.worker_settings.executor_command, up.worker_settings.anthropic_key
         where = (f"; the tasks run on the workers of {up.named()}, which read their settings when it started: "
@@ -65,6 +70,9 @@ def choose_executor(settings: Settings, requested: ExecutorName | None, up: UpCl
         return "command"
     if has_key:
         return "claude"
+    if shared_broker:
+        where += ("; the workers behind WFQUEUE_BROKER_URL read their own settings: if theirs name one, pass "
+                  "--executor command or --executor claude")
     raise ExecutorNotConfiguredError("no executor is configured to run the tasks",
                                      hint=f"either {COMMAND_HOW}, or {CLAUDE_HOW} for --executor claude{where}; "
                                           f"{DRY_RUN}")

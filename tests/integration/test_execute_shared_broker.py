@@ -1,0 +1,60 @@
+"""`execute` on a shared broker: the workers' executor configuration decides, not the coordinator's.
+
+The coordinator checked its own environment, which the workers never read: with the executor command set on
+the workers only, `execute --executor command` was refused (exit 2); with it set on the coordinator only, every
+task failed with "no executor command is configured", naming no worker."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import run_cli, wait_until
+from test_execute_run import SUB, env_for, lite_plan, lite_task, project
+
+from wfqueue.embedded import EmbeddedRedis, stop_process_group
+
+pytestmark = pytest.mark.integration
+
+
+def start_worker(name: str, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "worker", "--hostname", f"{name}@%h",
+                             "--concurrency", "1"], env=env, stdout=subprocess.DEVNULL, stderr=log.open("wb"),
+                            start_new_session=True)
+    wait_until(lambda: " ready." in log.read_text(errors="replace") or proc.poll() is not None, 60, f"{name} ready")
+    assert proc.poll() is None, log.read_text(errors="replace")
+    return proc
+
+
+def test_the_workers_executor_configuration_decides_on_a_shared_broker(tmp_path: Path) -> None:
+    redis = EmbeddedRedis(tmp_path / "broker")
+    redis.start()
+    configured = {**env_for(tmp_path, {"TASK-001": {"calc/ops.py": SUB}}), "WFQUEUE_BROKER_URL": redis.url}
+    bare = {k: v for k, v in configured.items() if k != "WFQUEUE_EXECUTOR_COMMAND"}
+    repo = project(tmp_path)
+    tasks_file = lite_plan(repo, [lite_task(1, "Add sub", ["calc/ops.py"])])
+    worker = start_worker("with-agent", configured, tmp_path / "with-agent.log")
+    try:
+        # The executor is configured where the tasks run: asked for by name, the execution completes.
+        done = run_cli("execute", str(tasks_file), "--executor", "command", "-y", "--json", env=bare)
+        assert done.code == 0, done.stderr
+        assert done.json()["status"] == "completed"
+        # Without a name, this machine cannot tell: the refusal says to name it.
+        refused = run_cli("execute", str(tasks_file), "-y", env=bare)
+        assert refused.code == 2 and "pass --executor command or --executor claude" in " ".join(refused.stderr.split())
+    finally:
+        stop_process_group(worker, grace_s=20)
+    worker = start_worker("without-agent", bare, tmp_path / "without-agent.log")
+    try:
+        # Configured here only: the task fails on the worker, which says it is the one lacking it.
+        other_plan = lite_plan(project(tmp_path / "second"), [lite_task(1, "Add sub", ["calc/ops.py"])])
+        failed = run_cli("execute", str(other_plan), "-y", "--json", env=configured)
+        assert failed.code == 1, failed.stderr
+        shown = json.dumps(failed.json()) + failed.stderr
+        assert "on worker without-agent@" in shown and "no executor command is configured" in shown, shown
+    finally:
+        stop_process_group(worker, grace_s=20)
+        redis.stop()
