@@ -16,7 +16,7 @@ from wfqueue.collab.conflicts import detect_conflicts
 from wfqueue.collab.models import PlanMetadata
 from wfqueue.collab.note_blocks import parse_task_pool
 from wfqueue.collab.summary import mermaid_flowchart
-from wfqueue.errors import BadInputError
+from wfqueue.errors import BadInputError, InfrastructureError
 from wfqueue.providers.base import PlanAreaStep, UnderstandStep
 from wfqueue.providers.offline.area import plan_area
 from wfqueue.providers.offline.provider import OfflineProvider
@@ -132,6 +132,11 @@ def test_provider_steps_and_repository_without_code(sample_repo: Path, tmp_path:
     with pytest.raises(BadInputError, match="no source code"):
         OfflineProvider().run(UnderstandStep(session_id="s", repo=str(tmp_path / "empty"), requirement="x",
                                              max_agents=2))
+    # A repository this worker cannot see at all is no bad input: the worker does not share the coordinator's disk.
+    with pytest.raises(InfrastructureError, match="cannot see the repository") as unseen:
+        OfflineProvider().run(UnderstandStep(session_id="s", repo=str(tmp_path / "elsewhere"), requirement="x",
+                                             max_agents=2))
+    assert unseen.value.hint and "WFQUEUE_SHARED_DISK=false" in unseen.value.hint
 
 
 def test_mermaid_groups_by_area_with_edges_and_highlights(sample_repo: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from pathlib import Path
 
@@ -9,7 +10,7 @@ from pydantic import BaseModel
 
 from wfqueue.analysis import CODE_LANGUAGES, RepoIndex
 from wfqueue.analysis.index_cache import cached_index
-from wfqueue.errors import BadInputError, ProviderError
+from wfqueue.errors import BadInputError, InfrastructureError, ProviderError
 from wfqueue.providers.base import (
     AssessStep,
     DetectConflictsStep,
@@ -45,6 +46,12 @@ class OfflineProvider:
         # Held per provider instance for all of a task's steps; across tasks and processes the index
         # of an unchanged repository is read from the cache (``wfqueue.analysis.index_cache``).
         if self._index is None or self._index[0] != repo:
+            if not Path(repo).is_dir():
+                # Not the user's input at fault: this worker does not see the coordinator's disk.
+                raise InfrastructureError(
+                    f"the worker on {socket.gethostname()} cannot see the repository {repo}",
+                    hint="run the workers where the repository is mounted at that path, or plan with "
+                         "WFQUEUE_SHARED_DISK=false so that the repository travels to them through Redis")
             index = cached_index(Path(repo), max_bytes=self._max_file_bytes)
             if not any(f.language in CODE_LANGUAGES for f in index.files):
                 raise BadInputError(
