@@ -132,7 +132,9 @@ def test_how_an_execution_ends_and_what_the_user_is_told() -> None:
     assert "git merge wfqueue/EXEC-demo-2026-01-01" in hint
     nothing = execution(T1="failed")
     nothing.status = "partial"
-    assert "nothing was merged" in merge_hint(nothing) and "git merge" not in merge_hint(nothing)
+    assert "git merge" not in merge_hint(nothing)
+    # Said as a fact, not as an alternative to running the tasks again ("...runs them again; or nothing was merged").
+    assert merge_hint(nothing).endswith("runs them again. Nothing was merged: your branch has nothing to review yet.")
     assert partial.counts() == {"completed": ["T1"], "failed": [], "skipped": [], "blocked": ["T2"]}
 
 
