@@ -14,6 +14,8 @@ from wfqueue.analysis.localize import named_identifiers
 from wfqueue.providers.offline.assess import assess, signals
 from wfqueue.providers.offline.changes import change_phrase, requirement_brief, requirement_short
 from wfqueue.providers.offline.lite_plan import plan_tasks
+from wfqueue.workflow_session.models import ConflictDetection, ContextPackage, RiskFactors
+from wfqueue.workflow_session.session_conflicts import detect_session_conflicts
 from wfqueue.workflow_session.verify.rules import key_terms, term_words
 
 LONG_FIX = ("Fix the token expiry check in notes_api/auth/tokens.py: tokens issued with a timezone offset such "
@@ -54,3 +56,17 @@ def test_a_brief_is_the_first_line_whole_and_cut_at_a_word_when_long() -> None:
     long = "Fix " + "the very long parser " * 30
     brief = requirement_brief(long)
     assert brief.endswith("...") and len(brief) <= 303 and brief[:-3].split()[-1] in {"the", "very", "long", "parser"}
+
+
+def test_the_recommended_overlap_constraint_does_not_forbid_a_module_the_plan_creates() -> None:
+    """Every task carried "extend rq/job.py instead of adding parallel modules", the one creating the module
+    the requirement asked for (rq/backoff.py) included."""
+    context = ContextPackage(
+        metadata={}, project_context={}, assets={"source_code": [{"path": "rq/job.py"}]}, dependencies={},
+        conflict_detection=ConflictDetection(risk_level="medium", risk_factors=RiskFactors(
+            existing_implementations=["rq/job.py: Retry, Job.retry"])),
+        exploration_results={}, prioritized_context={})
+    [overlap] = detect_session_conflicts(context)
+    constraint = " ".join(overlap.strategies[overlap.recommended].modifications)
+    assert "rq/job.py" in constraint and "reuse" in constraint
+    assert "instead of adding" not in constraint and "module" not in constraint

@@ -44,7 +44,9 @@ def detect_session_conflicts(context: ContextPackage) -> list[SessionConflict]:
             "strategies": [
                 _strategy("Extend the existing code", "add to the existing modules and reuse their types", "Low", "Low",
                           ["one implementation", "existing tests keep guarding it"], ["the modules grow"],
-                          [f"extend {', '.join(existing[:3])} instead of adding parallel modules"]),
+                          # Not "instead of adding modules": a module the requirement asks for is created all the
+                          # same, and every task carries this constraint, its creation included.
+                          [f"reuse and extend {', '.join(existing[:3])}; do not reimplement what they already do"]),
                 _strategy("New module, migrate callers", "write a new module and move callers over", "High", "Medium",
                           ["clean design"], ["two implementations until migration ends"],
                           ["create a new module and migrate every caller in the same plan"]),
