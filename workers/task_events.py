@@ -1,39 +1,64 @@
-"""Task events a threads-pool node sends are published when they happen, not buffered.
+"""A node's event dispatcher whose task-event buffer is safe to use from many threads.
 
 Celery buffers a node's task events (received, started, succeeded) when the node runs an event loop, and
-publishes the buffer from the loop's thread. Its buffer is not safe across threads (celery/celery#10434, in
-the 5.6 series wfqueue pins): with the threads pool, the agents' threads append their started and succeeded
-events while the loop publishes and empties the same list, and the events appended in between are lost. In
-Flower a task that succeeded then stays RECEIVED or STARTED for ever, or shows no start. On a threads node
-(the default for remote-model agents), six collab plans lost the started or succeeded event of 31 of their
-36 tasks; none with this step (tests/integration/test_flower.py).
+the loop publishes the buffer. Its buffer is not safe across threads (celery/celery#10434, in the 5.6 series
+wfqueue pins): with the threads pool, the agents' threads append their started and succeeded events while
+the loop publishes and empties the same list, and the events appended in between are lost. In Flower a task
+that succeeded then stays RECEIVED or STARTED for ever, or shows no start. On a threads node (the default
+for remote-model agents) six collab plans lost the started or succeeded event of 31 of their 36 tasks.
 
-Without the buffer each event is published at once, under the dispatcher's own lock. That costs one Redis
-write per event, next to an agent's model calls nothing. Prefork nodes keep the buffer: their events come from
-the loop's thread alone.
+Here appending, flushing and closing take one lock, and a flush publishes lists it has taken out of the
+buffer, so nothing appended meanwhile is cleared unsent, and a batch that fails to publish is kept whole for
+the next flush (the same list Celery re-buffered was emptied after it: celery/celery#10417). Events are still
+sent in batches by the loop, as before; prefork nodes, whose events all come from the loop's thread, lose
+nothing either way.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import defaultdict
 from typing import Any
 
-from celery import Celery, bootsteps
-from celery.concurrency.thread import TaskPool as ThreadsPool
+from celery import Celery
+from celery.events.dispatcher import EventDispatcher
+
+DISPATCHER = "workers.task_events:ThreadSafeEventDispatcher"
 
 
-class PublishTaskEventsAtOnce(bootsteps.StartStopStep):
-    """Runs after the consumer's Events step, each time it (re)creates the node's event dispatcher."""
+class ThreadSafeEventDispatcher(EventDispatcher):
+    # What EventDispatcher sets up and uses, left out of its type stubs.
+    _group_buffer: defaultdict[str, list[Any]]
+    mutex: threading.Lock
+    producer: Any
+    _publish: Any
 
-    requires = ("celery.worker.consumer.events:Events",)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Reentrant: a send that fills the buffer flushes it from inside the lock.
+        self._buffer_lock = threading.RLock()
+        super().__init__(*args, **kwargs)
 
-    def start(self, c: Any) -> None:
-        dispatcher = c.event_dispatcher
-        if dispatcher is not None and isinstance(c.pool, ThreadsPool):
-            dispatcher.buffer_group = frozenset()
-            dispatcher.on_send_buffered = None
-            # After a reconnection agents were already running: what they buffered meanwhile goes out now.
-            dispatcher.flush(errors=False)
+    def send(self, *args: Any, **kwargs: Any) -> Any:
+        with self._buffer_lock:
+            return super().send(*args, **kwargs)
+
+    def flush(self, errors: bool = True, groups: bool = True) -> None:
+        with self._buffer_lock:
+            taken: dict[str, list[Any]] = {}
+            if groups:
+                taken, self._group_buffer = self._group_buffer, defaultdict(list)
+            super().flush(errors=errors, groups=False)
+            with self.mutex:
+                for group, events in taken.items():
+                    if events:
+                        self._publish(events, self.producer, f"{group}.multi")
+
+    def close(self) -> None:
+        # Celery's close releases the publishing lock whoever holds it: wait for a flush in another thread.
+        with self._buffer_lock:
+            super().close()
 
 
 def register(app: Celery) -> None:
-    app.steps["consumer"].add(PublishTaskEventsAtOnce)
+    """Every event dispatcher of ``app``'s nodes is the thread-safe one (before the first is made)."""
+    app.events.dispatcher_cls = DISPATCHER
