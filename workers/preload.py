@@ -40,6 +40,7 @@ NODE_MODULES = (
     "celery.concurrency.thread",
     "celery.concurrency.prefork",
     "celery.events.dispatcher",
+    "celery.app.events",
     "celery.events.receiver",
     "celery.backends.redis",
     "kombu.transport.redis",

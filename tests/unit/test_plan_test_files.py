@@ -116,3 +116,49 @@ def test_the_test_already_using_the_named_function_beats_the_one_named_after_its
     requirement = "Fix parse_schedule in tool/helpers.py: values with a timezone offset are rejected"
     assert where_tests_go(index, ["tool/helpers.py"], requirement) == ("tests/test_cli.py", True)
     assert where_tests_go(index, ["tool/helpers.py"], "Read the config from TOML") == ("tests/test_helpers.py", True)
+
+
+def test_another_apps_or_languages_test_of_the_same_name_is_not_taken(tmp_path: Path) -> None:
+    index = build_index(write(tmp_path, {
+        "polls/__init__.py": "", "polls/models.py": "class Question:\n    votes = 0\n",
+        "polls/tests/__init__.py": "",
+        "polls/tests/test_views.py": "from polls.models import Question\n\ndef test_vote():\n    assert Question\n",
+        "blog/__init__.py": "", "blog/tests/__init__.py": "",
+        "blog/tests/test_models.py": "def test_post():\n    assert True\n",
+        "web/__init__.py": "", "web/client.py": "def fetch(url):\n    return url\n",
+        "tests/test_api.py": "from web.client import fetch\n\ndef test_fetch():\n    assert fetch('x')\n",
+        "frontend/__tests__/client.test.ts": "import { fetch } from '../client'\n",
+        "frontend/client.ts": "export function fetch(url: string) { return url }\n",
+    }))
+    assert where_tests_go(index, ["polls/models.py"], "Count votes per question") == \
+        ("polls/tests/test_views.py", True)
+    assert where_tests_go(index, ["web/client.py"], "Retry fetch on errors") == ("tests/test_api.py", True)
+
+
+def test_new_test_files_are_named_as_their_language_names_them(tmp_path: Path) -> None:
+    index = build_index(write(tmp_path, {
+        "pkg/foo/bar.go": "package foo\n\nfunc Bar() int { return 1 }\n",
+        "src/components/UserCard.tsx": "export function UserCard() { return null }\n",
+        "src/__tests__/App.test.tsx": "import { App } from '../App'\n",
+        "src/App.tsx": "export function App() { return null }\n",
+        "test/helpers/setup.js": "module.exports = {}\n",
+        "lib/format.js": "module.exports = function format(x) { return x }\n",
+    }))
+    assert where_tests_go(index, ["pkg/foo/bar.go"], "Bar returns two") == ("pkg/foo/bar_test.go", False)
+    assert where_tests_go(index, ["src/components/UserCard.tsx"], "Show the user's avatar") == \
+        ("src/__tests__/UserCard.test.tsx", False)
+    # A test tree's set-up file is neither a test to extend nor where new tests go.
+    assert where_tests_go(index, ["lib/format.js"], "Format dates") == ("test/format.test.js", False)
+
+
+def test_a_collab_plans_new_test_file_waits_for_the_change(tmp_path: Path) -> None:
+    repo = write(tmp_path, {"tool/__init__.py": "", "tool/cli.py": "def main(argv):\n    return 0\n",
+                            "tests/test_other.py": "def test_other():\n    assert True\n"})
+    index = build_index(repo)
+    requirement = "Add a --verbose option to main in tool/cli.py"
+    analysis = allocate(understand(index, requirement, 4), "CPLAN-n", requirement, 4)
+    code, tests = analysis.sub_domains
+    assert tests.focus_paths == ["tests/test_cli.py"]
+    [test_task] = plan_area(index, analysis, tests.focus_area).tasks
+    [change_task] = plan_area(index, analysis, code.focus_area).tasks
+    assert test_task.files[0].action == "create" and test_task.depends_on == [change_task.id]

@@ -132,9 +132,14 @@ def test_a_missing_file_the_requirement_names_is_created_by_that_name(sample_rep
     assert any(created[0][1] in t.depends_on for t in draft.tasks)  # used by a change that waits for it
     _, _, tasks = collab_plan(sample_repo, requirement)
     assert any(f.path == "notes_api/storage/backoff.py" and f.action == "create" for t in tasks for f in t.files)
-    # Only in a folder the repository has; an existing file is changed, not created.
-    assert new_module_path(index, ["notes_api/server.py"], "Add scripts/tools/x.py for the release") is None
-    assert new_module_path(index, ["notes_api/server.py"], "Fix notes_api/server.py") is None
+    # Only in a folder the repository has; an existing file is changed, not created; a test file is the test
+    # task's to place; a path given as an example is no file to make.
+    focus = ["notes_api/server.py"]
+    assert new_module_path(index, focus, "Add scripts/tools/x.py for the release") is None
+    assert new_module_path(index, focus, "Fix notes_api/server.py") is None
+    assert new_module_path(index, focus, "Fix the retry in notes_api/server.py; add a regression test in "
+                                         "tests/test_retry.py") is None
+    assert new_module_path(index, focus, "Accept config paths like notes_api/settings.py in the server") is None
 
 
 def test_task_count_follows_complexity(sample_repo: Path) -> None:

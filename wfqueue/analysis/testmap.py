@@ -45,14 +45,26 @@ def subject_stem(path: str) -> str:
     return stem.lower()
 
 
+# Files and folders of a test tree that hold its set-up, not tests.
+_SUPPORT_STEMS: frozenset[str] = frozenset(
+    {"conftest", "setup", "helper", "helpers", "fixture", "fixtures", "util", "utils", "mock", "mocks", "support"}
+)
+_SUPPORT_DIRS: frozenset[str] = frozenset(
+    {"helpers", "fixtures", "__fixtures__", "mocks", "__mocks__", "support", "utils", "testdata"}
+)
+
+
 def is_test_module(path: str) -> bool:
-    """Whether a file under a test folder holds tests, not their support: Python's test runners collect only
-    ``test_*.py``, ``*_test.py`` (and a Django app's ``tests.py``), so ``fixtures.py`` or a test package's
-    ``__init__.py`` is no place for a new test. Other languages' test folders are taken as they are."""
-    if language_for(path) != "python":
-        return True
+    """Whether a file of a test tree holds tests, not their set-up. Python's runners collect only ``test_*.py``
+    and ``*_test.py``, so ``fixtures.py`` or a test package's ``__init__.py`` is no place for a test; elsewhere
+    a file named as a test (``x.test.ts``, ``x_test.go``), or any file of a test folder that is not set-up
+    (``test/helpers/setup.js`` is not a test; mocha's ``test/chalk.js`` is)."""
     stem = posixpath.splitext(posixpath.basename(path))[0]
-    return tested_stem(path) is not None or stem in ("test", "tests")
+    if language_for(path) == "python":
+        return tested_stem(path) is not None or stem in ("test", "tests")
+    if tested_stem(path) is not None:
+        return True
+    return stem.lower() not in _SUPPORT_STEMS and not _SUPPORT_DIRS.intersection(path.split("/")[:-1])
 
 
 def closeness(source: str, test: str) -> int:

@@ -114,7 +114,8 @@ def _create_task(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDomain
         description=f"{path} does not exist yet: add it for {short}"
         + (f" and use it from {', '.join(u for u in users if u != path)}." if len(users) > 1 or users[0] != path
            else "."),
-        depends_on=[],
+        # A new module waits for nothing; a new test file, for the changes it tests.
+        depends_on=sorted({ids[g] for g in planned_needs(index, analysis).get(path, []) if g in ids and g != path}),
         convergence=Convergence(
             criteria=[f"`test -f {path}` succeeds",
                       f"`grep -rln \"{posixpath.splitext(posixpath.basename(path))[0]}\" {' '.join(users)}` lists "

@@ -11,7 +11,7 @@ import posixpath
 import re
 
 from wfqueue.analysis import RepoIndex, fan_in, rank_files, rank_symbols, test_command_for, tokenize
-from wfqueue.analysis.files import language_for
+from wfqueue.analysis.files import is_test_path, language_for
 from wfqueue.analysis.localize import named_identifiers
 from wfqueue.analysis.symbols import Symbol
 from wfqueue.analysis.testmap import closeness, is_test_module, subject_stem, tested_stem
@@ -80,9 +80,15 @@ def dependency_order(nodes: list[str], needs: dict[str, list[str]]) -> list[str]
 
 def plan_needs(index: RepoIndex, files: list[str]) -> dict[str, list[str]]:
     """For each planned file, what it needs changed first: what it imports, and for a test file the planned
-    modules it tests (a test of a private module may import only its package)."""
-    return {f: list(dict.fromkeys([*index.imports.get(f, []),
-                                   *(g for g in files if g != f and f in index.tests_for.get(g, []))]))
+    modules it tests (a test of a private module may import only its package; a test file still to be created
+    imports nothing yet: it is named after its module)."""
+
+    def tests(test: str, source: str) -> bool:
+        return test in index.tests_for.get(source, []) or (
+            is_test_path(test) and tested_stem(test) == subject_stem(source)
+            and not any(f.path == test for f in index.files))
+
+    return {f: list(dict.fromkeys([*index.imports.get(f, []), *(g for g in files if g != f and tests(f, g))]))
             for f in files}
 
 
@@ -140,14 +146,20 @@ def _styled(words: list[str], like: str) -> str:
 _NAMED_PATH = re.compile(r"(?<![\w/.-])(?:\./)?((?:[\w.-]+/)+[\w-]+\.(?:py|js|ts|tsx|jsx|go|rs|java|rb))\b")
 
 
+# Words before a path that make it an example, not a file to make ("paths like app/settings.py").
+_EXAMPLE_CUE = re.compile(r"(?:\blike|such as|e\.g\.|for example|for instance)\s*[`'\"(]?\s*$", re.IGNORECASE)
+
+
 def named_new_path(index: RepoIndex, requirement: str) -> str | None:
-    """A file the requirement names that the repository lacks, in a folder it has: the module it asks for
-    ("an exponential backoff helper in rq/backoff.py"), by the name it gave."""
+    """A source file the requirement names that the repository lacks, in a folder it has: the module it asks
+    for ("an exponential backoff helper in rq/backoff.py"), by the name it gave. Not a test file (the test
+    task places those) nor a path given as an example."""
     existing = {f.path for f in index.files}
     folders = {posixpath.dirname(path) for path in existing}
     for match in _NAMED_PATH.finditer(requirement):
         path = match.group(1)
-        if path not in existing and posixpath.dirname(path) in folders:
+        if (path not in existing and posixpath.dirname(path) in folders and not is_test_path(path)
+                and not _EXAMPLE_CUE.search(requirement[: match.start()])):
             return path
     return None
 
@@ -207,8 +219,9 @@ def covering_tests(index: RepoIndex, paths: list[str]) -> list[str]:
     found: list[str] = []
     for path in paths:
         own = [path] if any(f.path == path and f.is_test for f in index.files) else index.tests_for.get(path, [])
-        # conftest.py is shared set-up, not a test of the module: running it alone proves nothing
-        found += [t for t in own if t not in found and posixpath.basename(t) != "conftest.py"]
+        # conftest.py, fixtures.py, a test package's __init__.py: set-up, not a test of the module; pytest run on
+        # one alone collects nothing and fails
+        found += [t for t in own if t not in found and is_test_module(t)]
     return found
 
 
@@ -216,37 +229,61 @@ def where_tests_go(index: RepoIndex, paths: list[str], requirement: str) -> tupl
     """Where the tests of a change to ``paths`` (most relevant first) go, and whether that file exists.
 
     An existing test file that covers the change: one using an identifier the requirement names first
-    (where ``parse_schedule`` is already tested), then the one named after a changed module
-    (``tests/test_decoders.py`` for ``httpx/_decoders.py``, found by its name even when it imports only the
-    package), then the one whose text best matches the requirement; never a test folder's support file
+    (where ``parse_schedule`` is already tested), then one importing a changed module, then the one named
+    after it (``tests/test_decoders.py`` for ``httpx/_decoders.py``, found by its name even when it imports
+    only the package), then the one whose text best matches the requirement; never a test folder's support file
     (``fixtures.py``, ``__init__.py``). Without one, a new file named after the first module, in the test
     folder nearest to it."""
     code = [p for p in paths if _is_code(index, p)]
     subjects = [subject_stem(p) for p in code]
-    tests = [f for f in index.files if f.is_test and is_test_module(f.path)]
-    named = [t.path for t in tests if tested_stem(t.path) in subjects]
-    covering = [t for t in covering_tests(index, code) if is_test_module(t)]
-    candidates = list(dict.fromkeys(named + covering))
+    # Covering: importing a changed module, or named after it in the nearest folder of its language
+    # (analysis.testmap), so another app's test_models.py or a frontend's client.test.ts is never taken.
+    candidates = covering_tests(index, code)
     if candidates:
         scores = dict(rank_files(index, requirement, include_tests=True))
-        identifiers = [set(tokenize(name)) for name in named_identifiers(requirement)]
+        defined = {s.name.lower() for p in code for s in index.symbols.get(p, [])}
+        # Identifiers the requirement names that the changed code defines, as their terms run in order.
+        wanted = [tokenize(name) for name in named_identifiers(requirement)
+                  if name.rsplit(".", 1)[-1].lower() in defined]
 
-        def preference(test: str) -> tuple[bool, int, float, int]:
-            words = set(index.doc_tokens.get(test, []))
-            uses_named = any(terms and terms <= words for terms in identifiers)
+        def preference(test: str) -> tuple[bool, bool, int, float, int]:
+            words = index.doc_tokens.get(test, [])
+            uses_named = any(terms and _runs_in(terms, words) for terms in wanted)
+            # Importing a changed module is evidence; a name alone may be another app's (blog/tests/test_models.py
+            # for polls/models.py), yet decides where nothing imports the module itself (httpx's tests).
+            imports_it = any(source in index.imports.get(test, []) for source in code)
             subject = tested_stem(test)
             named_after = subjects.index(subject) if subject in subjects else len(subjects)
-            return not uses_named, named_after, -scores.get(test, 0.0), candidates.index(test)
+            return not uses_named, not imports_it, named_after, -scores.get(test, 0.0), candidates.index(test)
 
         return min(candidates, key=preference), True
-    first = code[0] if code else (paths[0] if paths else "change.py")
-    stem, extension = subject_stem(first), posixpath.splitext(first)[1] or ".py"
-    python = extension == ".py"
-    nearest = max((t.path for t in tests if (language_for(t.path) == "python") == python),
-                  key=lambda t: (closeness(first, t), t.count("/") == 1, t), default=None)
-    folder = posixpath.dirname(nearest) if nearest else ("tests" if python else "test")
-    name = f"test_{stem}.py" if python else f"{stem}.test{extension}"
-    return posixpath.join(folder, name), False
+    return _new_test_file(index, code[0] if code else (paths[0] if paths else "change.py")), False
+
+
+def _new_test_file(index: RepoIndex, source: str) -> str:
+    """A test file for ``source`` named as its language names them, where its language keeps them: Go beside
+    the source (``x_test.go``), others in the test folder nearest to it."""
+    name, extension = posixpath.splitext(posixpath.basename(source))
+    extension = extension or ".py"
+    language = language_for(source if posixpath.splitext(source)[1] else source + ".py")
+    if language == "go":
+        return posixpath.join(posixpath.dirname(source), f"{name}_test.go")
+    if language == "python":
+        new_name = f"test_{subject_stem(source)}.py"
+    elif language == "java":
+        new_name = f"{name}Test.java"
+    else:  # JavaScript, TypeScript and the rest: the module's own name, its case kept (UserCard.test.tsx)
+        new_name = f"{name}.test{extension}"
+    tests = [f.path for f in index.files if f.is_test and is_test_module(f.path) and language_for(f.path) == language]
+    nearest = max(tests, key=lambda t: (closeness(source, t), t.count("/") == 1, t), default=None)
+    folder = posixpath.dirname(nearest) if nearest else ("tests" if language == "python" else "test")
+    return posixpath.join(folder, new_name)
+
+
+def _runs_in(terms: list[str], words: list[str]) -> bool:
+    """Whether ``terms`` occur one after the other somewhere in ``words``."""
+    width = len(terms)
+    return any(words[i:i + width] == terms for i in range(len(words) - width + 1))
 
 
 def verification_for(index: RepoIndex, tests: list[str]) -> str:
