@@ -88,7 +88,7 @@ def take_beat_lock(settings: Settings) -> SingleInstanceLock:
     client = redis_client(url, settings.broker_connect_timeout_s)
     lock = SingleInstanceLock(client, BEAT_LOCK_KEY, LOCK_TTL_S)
     try:
-        other = lock.acquire()
+        other = lock.acquire(take_over_dead=True)
         if other is not None:
             _refuse(f"another beat already schedules on {mask_url(url)}: {other} holds {BEAT_LOCK_KEY} "
                     f"(if that beat is gone, the lock expires in {lock.seconds_left()} s); "

@@ -5,9 +5,11 @@ start time, a random token), kept alive by a small thread. Refresh and release
 compare the value first (in a Lua script, atomically), so a beat that lost the
 key to another one after a pause never extends or deletes the other's lock.
 
-A holder that died on this host without releasing the key (killed, or its Redis killed under it, with the
-key kept in the append-only file) is taken over at once instead of after its TTL: `wfqueue up`'s hint after
-its Redis died says to run it again, and its new beat found the dead one's lock.
+A beat starting finds the key held by a beat that died without releasing it (killed, or its Redis killed
+under it, with the key kept in the append-only file): when that beat ran on this host, in this pid namespace
+(containers sharing a host name have their own), and its process is gone, the key is taken over at once
+instead of after its TTL. `wfqueue up`'s hint after its Redis died says to run it again, and its new beat
+found the dead one's lock. Only at start: a running beat that cannot refresh its key never takes another's.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from datetime import UTC, datetime
 
 import redis
 
-from wfqueue.pids import process_exists
+from wfqueue.pids import pid_namespace, process_exists
 from wfqueue.state import RELEASE_IF_OWNER
 
 log = logging.getLogger("wfqueue.beat")
@@ -32,18 +34,19 @@ _REFRESH = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('exp
 # Replace the value ARGV[1] (a dead holder's) with ARGV[2] for ARGV[3] seconds; 0 if the key holds anything else.
 _TAKE_OVER = ("if redis.call('get', KEYS[1]) == ARGV[1] then "
               "return redis.call('set', KEYS[1], ARGV[2], 'EX', ARGV[3]) and 1 end return 0")
-_HOLDER = re.compile(r"^beat on (?P<host>\S+) pid (?P<pid>\d+) since ")
+_HOLDER = re.compile(r"^beat on (?P<host>\S+) pid (?P<pid>\d+) ns (?P<ns>\S+) since ")
 
 
 def holder_description() -> str:
     started = datetime.now(UTC).isoformat(timespec="seconds")
-    return f"beat on {socket.gethostname()} pid {os.getpid()} since {started} [{secrets.token_hex(4)}]"
+    return (f"beat on {socket.gethostname()} pid {os.getpid()} ns {pid_namespace()} since {started} "
+            f"[{secrets.token_hex(4)}]")
 
 
 def holder_died(holder: str) -> bool:
-    """Whether ``holder`` (a lock's value) names a beat of this host whose process is gone."""
+    """Whether ``holder`` (a lock's value) names a beat of this host and pid namespace whose process is gone."""
     found = _HOLDER.match(holder)
-    return (found is not None and found["host"] == socket.gethostname()
+    return (found is not None and found["host"] == socket.gethostname() and found["ns"] == pid_namespace()
             and not process_exists(int(found["pid"])))
 
 
@@ -56,16 +59,19 @@ class SingleInstanceLock:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def acquire(self) -> str | None:
-        """None when taken; otherwise who holds it (for the refusal message)."""
+    def acquire(self, take_over_dead: bool = False) -> str | None:
+        """None when taken; otherwise who holds it (for the refusal message). With ``take_over_dead`` (a beat
+        starting), a holder that :func:`holder_died` is replaced."""
         if self.client.set(self.key, self.holder, nx=True, ex=self.ttl_s):
             return None
         other = self.client.get(self.key)
         if other is None:  # expired between the two calls: one more try
             return None if self.client.set(self.key, self.holder, nx=True, ex=self.ttl_s) else "unknown"
-        if holder_died(str(other)) and self.client.eval(_TAKE_OVER, 1, self.key, str(other), self.holder, self.ttl_s):
-            log.warning("beat: took %s over from %s, which is no longer running", self.key, other)
-            return None
+        if take_over_dead and holder_died(str(other)):
+            if self.client.eval(_TAKE_OVER, 1, self.key, str(other), self.holder, self.ttl_s):
+                log.warning("beat: took %s over from %s, which is no longer running", self.key, other)
+                return None
+            other = self.client.get(self.key) or "unknown"  # another beat took it first: name that one
         return str(other)
 
     def seconds_left(self) -> int:

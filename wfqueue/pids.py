@@ -16,3 +16,12 @@ def process_exists(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def pid_namespace() -> str:
+    """This process's pid namespace ("-" where the system has none to read): two containers sharing a host
+    name (host networking) still have their own, so a pid is only comparable within one."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "-"
