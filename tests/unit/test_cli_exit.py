@@ -31,8 +31,3 @@ def test_a_caught_ctrl_c_raised_in_generated_code_exits_130_not_by_signal(tmp_pa
     assert done.returncode == 130, done.stderr
     assert done.stderr == "interrupted\n"
 
-
-def test_the_exit_code_is_kept_when_nothing_was_interrupted() -> None:
-    done = subprocess.run([sys.executable, "-c", "from wfqueue.cli.entry import exit_process; exit_process(3)"],
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode == 3, done.stderr

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from wfqueue.analysis import build_index
 from wfqueue.collab.assemble import allocate
+from wfqueue.lite.models import LitePlanDraft
 from wfqueue.providers.offline.area import plan_area
 from wfqueue.providers.offline.assess import assess, signals
 from wfqueue.providers.offline.changes import where_tests_go
@@ -43,7 +44,7 @@ FIX = ("Fix LineDecoder.decode in web/_decoders.py: a chunk that ends with a lon
        "a chunk starting with a newline yields an extra empty line")
 
 
-def lite(repo: Path, requirement: str):  # type: ignore[no-untyped-def]
+def lite(repo: Path, requirement: str) -> LitePlanDraft:
     index = build_index(repo)
     return plan_tasks(index, requirement, "s", assess(requirement, signals(index, requirement), False), [], [])
 

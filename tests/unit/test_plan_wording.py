@@ -9,13 +9,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.wfs_factory import make_session, task
 from wfqueue.analysis import build_index
 from wfqueue.analysis.localize import named_identifiers
 from wfqueue.providers.offline.assess import assess, signals
 from wfqueue.providers.offline.changes import change_phrase, requirement_brief, requirement_short
 from wfqueue.providers.offline.lite_plan import plan_tasks
-from wfqueue.workflow_session.models import ConflictDetection, ContextPackage, RiskFactors
+from wfqueue.unified_task import UnifiedTask
+from wfqueue.workflow_session.models import ConflictDetection, ContextPackage, PlanOverview, RiskFactors
+from wfqueue.workflow_session.render import render_impl_plan
+from wfqueue.workflow_session.session import PLAN_FILE, PROCESS_DIR, load_session
 from wfqueue.workflow_session.session_conflicts import detect_session_conflicts
+from wfqueue.workflow_session.structure import structure_input
 from wfqueue.workflow_session.verify.rules import key_terms, term_words
 
 LONG_FIX = ("Fix the token expiry check in notes_api/auth/tokens.py: tokens issued with a timezone offset such "
@@ -70,3 +75,23 @@ def test_the_recommended_overlap_constraint_does_not_forbid_a_module_the_plan_cr
     constraint = " ".join(overlap.strategies[overlap.recommended].modifications)
     assert "rq/job.py" in constraint and "reuse" in constraint
     assert "instead of adding" not in constraint and "module" not in constraint
+
+
+def test_a_brief_skips_headings_and_bare_labels_and_a_workflow_goal_keeps_its_e_g() -> None:
+    assert requirement_brief("GOAL:\nFix the parser. It drops lines.") == "Fix the parser. It drops lines"
+    assert requirement_brief("## Summary\n\nFix the parser") == "Fix the parser"
+    assert structure_input(f"# Retries\n\n{JITTER}. Keep the API.").goal == "Retries"
+    assert structure_input(f"{JITTER}. Keep the API.").goal.startswith("Add optional random jitter to Retry "
+                                                                     "intervals, e.g. Retry(max=3")
+
+
+def test_impl_plan_lists_a_file_changed_at_several_symbols_once(sample_repo: Path) -> None:
+    entry = task(1, "Limit the API", ["notes_api/app.py"])
+    entry["files"] = [{"path": "notes_api/app.py", "action": "modify", "target": name, "conflict_risk": "low"}
+                      for name in ("create_app", "Router.add", "Router.dispatch", "handle")]
+    folder = make_session(sample_repo, "Limit the API", [entry])
+    overview = PlanOverview.model_validate_json((folder / PLAN_FILE).read_text())
+    context = ContextPackage.model_validate_json((folder / PROCESS_DIR / "context-package.json").read_text())
+    text = render_impl_plan(load_session(folder), overview, [UnifiedTask.model_validate(entry)], context, [])
+    row = next(line for line in text.splitlines() if line.startswith("| IMPL-1 |"))
+    assert row.endswith("| `notes_api/app.py` |"), row

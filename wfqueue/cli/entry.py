@@ -15,8 +15,10 @@ def exit_process(code: int) -> NoReturn:
     """``sys.exit(code)`` that keeps ``code`` after a Ctrl-C the command caught (exit 130, not death by SIGINT).
 
     CPython (3.11 at least) marks a KeyboardInterrupt raised in code compiled from a string as unhandled even
-    when it is caught, and then ends the interpreter by SIGINT instead of with the exit code. Imports hit this
-    often: dataclasses and namedtuple build their methods with ``exec``. Running any string clears the mark."""
+    when it is caught, and an interpreter started with ``-m`` (``python -m wfqueue``, as tests and the
+    standby's users run it) then ends by SIGINT instead of with the exit code. Imports hit this often:
+    dataclasses and namedtuple build their methods with ``exec``. Running any string resets the mark (a CPython
+    detail: ``run_eval_code_obj`` clears it before each run)."""
     exec("")  # clears the mark described above; runs nothing
     sys.exit(code)
 

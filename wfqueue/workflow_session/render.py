@@ -115,7 +115,8 @@ def render_impl_plan(session: WorkflowSession, overview: PlanOverview, tasks: li
     lines += ["## 5. Task Breakdown", "", "| Task | Title | Type | Effort | Depends on | Files |",
               "|---|---|---|---|---|---|"]
     for t in tasks:
-        files = ", ".join(f"`{f.path}`" for f in t.files[:3]) + (" ..." if len(t.files) > 3 else "")
+        paths = list(dict.fromkeys(f.path for f in t.files))  # files[] has an entry per symbol changed
+        files = ", ".join(f"`{p}`" for p in paths[:3]) + (" ..." if len(paths) > 3 else "")
         lines.append(f"| {t.id} | {_one(t.title)} | {t.type or '-'} | {t.effort or '-'} "
                      f"| {', '.join(t.depends_on) or '-'} | {files or '-'} |")
     lines += ["", "## 6. Phased Plan", ""]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from wfqueue.errors import InvalidRequirementError
+from wfqueue.sentences import first_sentence
 from wfqueue.sessions import has_words
 from wfqueue.workflow_session.models import StructuredInput
 
@@ -47,14 +48,14 @@ def _markdown(text: str) -> StructuredInput:
     heading = next((re.sub(r"^#+\s*", "", line) for line in lines if line.startswith("#")), None)
     prose = [line for line in lines if line.strip() and not line.startswith("#") and not _BULLET.match(line)]
     bullets = [m.group(1) for line in lines if (m := _BULLET.match(line))]
-    first_sentence = re.split(r"(?<=[.!?。])\s+", " ".join(prose).strip(), maxsplit=1)[0] if prose else ""
-    goal = heading or first_sentence or bullets[0]
+    opening = first_sentence(" ".join(prose))
+    goal = heading or opening or bullets[0]
     constraints = [b for b in bullets + prose if _CONSTRAINT.search(b)]
     scope_items = [b for b in bullets if b not in constraints]
     return StructuredInput(
         goal=goal,
         scope="; ".join(scope_items) or goal,
-        context=" ".join(p for p in prose if p not in constraints and p != first_sentence)[:600]
+        context=" ".join(p for p in prose if p not in constraints and p != opening)[:600]
         or "existing code of the repository",
         constraints=constraints,
     )

@@ -15,6 +15,7 @@ from wfqueue.analysis.files import is_test_path, language_for
 from wfqueue.analysis.localize import named_identifiers
 from wfqueue.analysis.symbols import Symbol
 from wfqueue.analysis.testmap import closeness, is_test_module, subject_stem, tested_stem
+from wfqueue.sentences import first_sentence
 from wfqueue.unified_task import TaskFile
 
 _VERB_TYPES = {
@@ -26,31 +27,20 @@ _VERB_TYPES = {
 
 # "fix(scope): ", "[area] feat: ", "GOAL: ": a prefix that says how the requirement is filed, not what it asks.
 _CONVENTIONAL = re.compile(r"^\s*(?:\[[^\]]*\]\s*)?(?:[a-z]+(?:\([^)]*\))?!?:\s*)?", re.IGNORECASE)
-# Where a sentence ends: after . ! ? or 。 and a space, or at a line's end.
-_SENTENCE_END = re.compile(r"(?<=[.!?。])\s+|\n")
-# Abbreviations whose full stop ends no sentence ("jitter, e.g. Retry(max=3)").
-_ABBREVIATION = re.compile(r"(?:^|[\s(])(?:e\.g|i\.e|etc|vs|cf|approx|incl|resp)\.$", re.IGNORECASE)
-
-
-def _first_sentence(text: str) -> str:
-    text = text.strip()
-    for end in _SENTENCE_END.finditer(text):
-        if "\n" in end.group(0) or not _ABBREVIATION.search(text[: end.start()]):
-            return text[: end.start()]
-    return text
-
-
 def requirement_short(requirement: str, limit: int = 80) -> str:
-    first = _first_sentence(requirement).rstrip(".。")
+    first = first_sentence(requirement).rstrip(".。")
     return first if len(first) <= limit else first[: limit - 3].rstrip() + "..."
 
 
 def requirement_brief(requirement: str, limit: int = 300) -> str:
-    """What a task is for: the requirement's first line, whole up to ``limit`` characters (cut at a word).
+    """What a task is for: the requirement's first line that says something (not a Markdown heading, not a bare
+    "GOAL:"), whole up to ``limit`` characters (cut at a word).
 
     Titles say it shorter (``change_phrase``); a description keeps what follows the first sentence or the
     80th character (the value to accept, the case to handle), which the task is there to do."""
-    first = " ".join(_CONVENTIONAL.sub("", requirement.strip().split("\n", 1)[0]).split()).rstrip(".。")
+    lines = (" ".join(_CONVENTIONAL.sub("", line).split()).rstrip(".。") for line in requirement.splitlines()
+             if not line.lstrip().startswith("#"))
+    first = next((line for line in lines if line), "") or requirement_short(requirement)
     return first if len(first) <= limit else first[:limit].rsplit(" ", 1)[0].rstrip(",;:-") + "..."
 
 

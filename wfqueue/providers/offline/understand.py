@@ -19,6 +19,7 @@ from wfqueue.analysis import RepoIndex, fan_in, novel_terms, rank_symbols
 from wfqueue.analysis.localize import MOST_FILES, candidates, focus, localize
 from wfqueue.collab.models import ProposedArea, Understanding, UnderstandingDraft
 from wfqueue.providers.offline.changes import dependency_order, earlier_needs, plan_needs, where_tests_go
+from wfqueue.sentences import sentences
 from wfqueue.settings import MAX_AGENTS_LIMIT
 
 
@@ -163,7 +164,7 @@ def understand(index: RepoIndex, requirement: str, max_agents: int) -> Understan
     return UnderstandingDraft(
         complexity=complexity,
         understanding=Understanding(
-            objectives=[s.strip() for s in re.split(r"(?<=[.!?。])\s+", requirement) if s.strip()][:5],
+            objectives=sentences(requirement)[:5],
             key_points=key_points,
             constraints=constraints,
             split_strategy=f"By package, ranked by relevance and merged along imports ({strategy})",
