@@ -218,36 +218,35 @@ def covering_tests(index: RepoIndex, paths: list[str]) -> list[str]:
 def where_tests_go(index: RepoIndex, paths: list[str], requirement: str) -> tuple[str, bool]:
     """Where the tests of a change to ``paths`` (most relevant first) go, and whether that file exists.
 
-    An existing test file that covers the change: one using an identifier the requirement names first
-    (where ``parse_schedule`` is already tested), then one importing a changed module, then the one named
-    after it (``tests/test_decoders.py`` for ``httpx/_decoders.py``, found by its name even when it imports
-    only the package), then the one whose text best matches the requirement; never a test folder's support file
-    (``fixtures.py``, ``__init__.py``). Without one, a new file named after the first module, in the test
-    folder nearest to it."""
+    A test file of the most relevant module: one using an identifier the requirement names first (where
+    ``parse_schedule`` is already tested), then one importing the module, then one named after it
+    (``tests/test_decoders.py`` for ``httpx/_decoders.py``, found by its name even when it imports only the
+    package), then the one whose text best matches the requirement; never a test folder's support file
+    (``fixtures.py``, ``__init__.py``). Without one, a new file named after that module, where its language
+    keeps tests: the other planned files are ranked lower, and their tests are not this change's."""
     code = [p for p in paths if _is_code(index, p)]
-    subjects = [subject_stem(p) for p in code]
-    # Covering: importing a changed module, or named after it in the nearest folder of its language
+    if not code:
+        return _new_test_file(index, paths[0] if paths else "change.py"), False
+    main = code[0]
+    # Covering: importing the module, or named after it in the nearest folder of its language
     # (analysis.testmap), so another app's test_models.py or a frontend's client.test.ts is never taken.
-    candidates = covering_tests(index, code)
-    if candidates:
-        scores = dict(rank_files(index, requirement, include_tests=True))
-        defined = {s.name.lower() for p in code for s in index.symbols.get(p, [])}
-        # Identifiers the requirement names that the changed code defines, as their terms run in order.
-        wanted = [tokenize(name) for name in named_identifiers(requirement)
-                  if name.rsplit(".", 1)[-1].lower() in defined]
+    candidates = covering_tests(index, [main])
+    if not candidates:
+        return _new_test_file(index, main), False
+    scores = dict(rank_files(index, requirement, include_tests=True))
+    defined = {s.name.lower() for s in index.symbols.get(main, [])}
+    # Identifiers the requirement names that the module defines, as their terms run in order.
+    wanted = [tokenize(name) for name in named_identifiers(requirement) if name.rsplit(".", 1)[-1].lower() in defined]
 
-        def preference(test: str) -> tuple[bool, bool, int, float, int]:
-            words = index.doc_tokens.get(test, [])
-            uses_named = any(terms and _runs_in(terms, words) for terms in wanted)
-            # Importing a changed module is evidence; a name alone may be another app's (blog/tests/test_models.py
-            # for polls/models.py), yet decides where nothing imports the module itself (httpx's tests).
-            imports_it = any(source in index.imports.get(test, []) for source in code)
-            subject = tested_stem(test)
-            named_after = subjects.index(subject) if subject in subjects else len(subjects)
-            return not uses_named, not imports_it, named_after, -scores.get(test, 0.0), candidates.index(test)
+    def preference(test: str) -> tuple[bool, bool, bool, float, int]:
+        words = index.doc_tokens.get(test, [])
+        uses_named = any(terms and _runs_in(terms, words) for terms in wanted)
+        # Importing is evidence; a name decides where no test imports the module itself (httpx's tests).
+        imports_it = main in index.imports.get(test, [])
+        named_after = tested_stem(test) == subject_stem(main)
+        return not uses_named, not imports_it, not named_after, -scores.get(test, 0.0), candidates.index(test)
 
-        return min(candidates, key=preference), True
-    return _new_test_file(index, code[0] if code else (paths[0] if paths else "change.py")), False
+    return min(candidates, key=preference), True
 
 
 def _new_test_file(index: RepoIndex, source: str) -> str:

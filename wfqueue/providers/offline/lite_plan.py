@@ -94,7 +94,9 @@ def plan_tasks(index: RepoIndex, requirement: str, session_id: str, assessment: 
         title = task_title(requirement, where, targets[0] if targets and len(ordered) == 1 else "")
         tasks.append(_task(len(tasks) + 1, title, description, files, index, requirement,
                            session_id, depends, "high" if group is groups[0] else "medium", notes))
-    covered = [p for t in tasks for p in t.focus_paths]
+    planned = {p for t in tasks for p in t.focus_paths}
+    # Best first, as the localizer ranked them (a task lists its files in import order).
+    covered = [p for p, _ in candidates if p in planned] + sorted(planned - {p for p, _ in candidates})
     test_file, exists = where_tests_go(index, covered, requirement)
     # Written against the changed code, in a worktree that has it: a test of a change not made yet can neither
     # be run by its author nor pass the gate before the change is merged.

@@ -113,7 +113,7 @@ def understand(index: RepoIndex, requirement: str, max_agents: int) -> Understan
     if len(clusters) < 2:
         # A single relevant module: its test file becomes the second area (one file: every test importing a
         # widely used module is not the change's test).
-        clusters.append([where_tests_go(index, clusters[0] if clusters else [], requirement)[0]])
+        clusters.append([where_tests_go(index, [p for p, _ in ranked], requirement)[0]])
     taken: set[str] = set()
     names: list[str] = []
     lead_dirs = [posixpath.dirname(files[0]) for files in clusters]
