@@ -95,7 +95,7 @@ class Settings(BaseSettings):
         "to load beside the command's own code (read from the environment or the TOML file before the rest).",
     )
     embedded_redis_port: int = Field(
-        default=0, ge=0, le=65535, description="Also listen on this TCP port (0: unix socket only)."
+        default=0, ge=0, le=65535, description="Also listen on this TCP port of 127.0.0.1 (0: unix socket only)."
     )
     worker_concurrency: int | None = Field(
         default=None, ge=1, description="Pool slots of `wfqueue worker` (default: one per CPU with the prefork "
