@@ -90,9 +90,10 @@ def tested_stem(path: str) -> str | None:
 
 
 def map_tests(files: list[SourceFile], imports: dict[str, list[str]]) -> dict[str, list[str]]:
-    """Source path -> sorted test paths covering it (sources without tests omitted)."""
+    """Source path -> sorted test paths covering it (sources without tests omitted). A test tree's set-up files
+    (conftest.py, fixtures, a test package's __init__.py) cover nothing: importing a module is not testing it."""
     sources = {f.path: f for f in files if not f.is_test and f.language not in _DATA_LANGUAGES}
-    tests = [f for f in files if f.is_test and f.language not in _DATA_LANGUAGES]
+    tests = [f for f in files if f.is_test and f.language not in _DATA_LANGUAGES and is_test_module(f.path)]
     mapping: dict[str, set[str]] = {}
     for test in tests:
         for target in imports.get(test.path, []):

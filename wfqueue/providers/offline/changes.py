@@ -27,6 +27,8 @@ _VERB_TYPES = {
 
 # "fix(scope): ", "[area] feat: ", "GOAL: ": a prefix that says how the requirement is filed, not what it asks.
 _CONVENTIONAL = re.compile(r"^\s*(?:\[[^\]]*\]\s*)?(?:[a-z]+(?:\([^)]*\))?!?:\s*)?", re.IGNORECASE)
+
+
 def requirement_short(requirement: str, limit: int = 80) -> str:
     first = first_sentence(requirement).rstrip(".。")
     return first if len(first) <= limit else first[: limit - 3].rstrip() + "..."
@@ -134,8 +136,6 @@ def _styled(words: list[str], like: str) -> str:
 
 # A source file's path as a requirement writes it ("rq/backoff.py", "./src/retry.ts"): a folder and a name.
 _NAMED_PATH = re.compile(r"(?<![\w/.-])(?:\./)?((?:[\w.-]+/)+[\w-]+\.(?:py|js|ts|tsx|jsx|go|rs|java|rb))\b")
-
-
 # Words before a path that make it an example, not a file to make ("paths like app/settings.py").
 _EXAMPLE_CUE = re.compile(r"(?:\blike|such as|e\.g\.|for example|for instance)\s*[`'\"(]?\s*$", re.IGNORECASE)
 
@@ -253,8 +253,7 @@ def _new_test_file(index: RepoIndex, source: str) -> str:
     """A test file for ``source`` named as its language names them, where its language keeps them: Go beside
     the source (``x_test.go``), others in the test folder nearest to it."""
     name, extension = posixpath.splitext(posixpath.basename(source))
-    extension = extension or ".py"
-    language = language_for(source if posixpath.splitext(source)[1] else source + ".py")
+    language = language_for(source) if extension else "python"
     if language == "go":
         return posixpath.join(posixpath.dirname(source), f"{name}_test.go")
     if language == "python":
