@@ -14,7 +14,7 @@ from wfqueue.collab.assemble import allocate
 from wfqueue.lite.models import LitePlanDraft
 from wfqueue.providers.offline.area import plan_area
 from wfqueue.providers.offline.assess import assess, signals
-from wfqueue.providers.offline.changes import where_tests_go
+from wfqueue.providers.offline.changes import new_module_path, where_tests_go
 from wfqueue.providers.offline.lite_plan import plan_tasks
 from wfqueue.providers.offline.understand import understand
 
@@ -165,3 +165,45 @@ def test_a_collab_plans_new_test_file_waits_for_the_change(tmp_path: Path) -> No
     [test_task] = plan_area(index, analysis, tests.focus_area).tasks
     [change_task] = plan_area(index, analysis, code.focus_area).tasks
     assert test_task.files[0].action == "create" and test_task.depends_on == [change_task.id]
+    # Planned as tests, not as a new module "used by" itself.
+    assert test_task.title.startswith("Test: ") and test_task.type == "testing"
+    assert test_task.convergence.verification == "python -m pytest -q tests/test_cli.py"
+    assert not any("grep" in c for c in test_task.convergence.criteria)
+
+
+def test_a_test_file_the_requirement_names_is_the_test_tasks_file(tmp_path: Path) -> None:
+    files = {"lib/response.js": "function sendStatus(code) { return code }\nmodule.exports = { sendStatus }\n",
+             "test/res.sendStatus.js": "const app = require('..')\n",
+             "go.mod": "module example.com/cli\n", "command.go": "package cli\n\nfunc Run() {}\n",
+             "command_test.go": "package cli\n"}
+    index = build_index(write(tmp_path, files))
+    named = "Add tests in test/res.sendStatus.js checking that sendStatus(204) sends no body"
+    assert where_tests_go(index, ["lib/response.js"], named) == ("test/res.sendStatus.js", True)
+    new = "Cover Run's flag ordering in a new `ordering_test.go`"
+    assert where_tests_go(index, ["command.go"], new) == ("ordering_test.go", False)
+
+
+def test_a_new_file_at_the_root_is_created_when_the_requirement_says_it_is_a_file(tmp_path: Path) -> None:
+    index = build_index(write(tmp_path, {"go.mod": "module example.com/cli\n",
+                                         "completions.go": "package cli\n\nfunc GenBashCompletion() {}\n",
+                                         "index.js": "module.exports = {}\n"}))
+    assert new_module_path(index, ["completions.go"], "Add nushell support in a new file nushell_completions.go "
+                                                      "beside the bash completions") == "nushell_completions.go"
+    # A bare name in prose is no file to make.
+    assert new_module_path(index, ["index.js"], "Make the exports work in every node.js version") is None
+
+
+def test_a_new_js_test_is_marked_as_its_folders_tests_are_and_a_utils_test_is_a_test(tmp_path: Path) -> None:
+    ky = build_index(write(tmp_path / "ky", {
+        "source/merge.ts": "export function mergeHeaders(a: object, b: object) { return a }\n",
+        "test/retry.ts": "import test from 'ava'\n", "test/headers.ts": "import test from 'ava'\n",
+    }))
+    # ky names its tests by topic, without a mark: not test/merge.test.ts.
+    assert where_tests_go(ky, ["source/merge.ts"], "Fix mergeHeaders") == ("test/merge.ts", False)
+    express = build_index(write(tmp_path / "express", {
+        "lib/utils.js": "exports.compileETag = function compileETag(v) { return v }\n",
+        "test/utils.js": "var utils = require('../lib/utils')\ndescribe('utils.compileETag()', function () {})\n",
+        "test/support/utils.js": "module.exports = {}\n",
+    }))
+    # express's test/utils.js tests lib/utils.js; a support folder's utils.js is set-up.
+    assert where_tests_go(express, ["lib/utils.js"], "Fix compileETag for weak tags") == ("test/utils.js", True)

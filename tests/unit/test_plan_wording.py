@@ -13,7 +13,7 @@ from tests.wfs_factory import make_session, task
 from wfqueue.analysis import build_index
 from wfqueue.analysis.localize import named_identifiers
 from wfqueue.providers.offline.assess import assess, signals
-from wfqueue.providers.offline.changes import change_phrase, requirement_brief, requirement_short
+from wfqueue.providers.offline.changes import change_phrase, criteria_for, requirement_brief, requirement_short
 from wfqueue.providers.offline.lite_plan import plan_tasks
 from wfqueue.unified_task import UnifiedTask
 from wfqueue.workflow_session.models import ConflictDetection, ContextPackage, PlanOverview, RiskFactors
@@ -95,3 +95,10 @@ def test_impl_plan_lists_a_file_changed_at_several_symbols_once(sample_repo: Pat
     text = render_impl_plan(load_session(folder), overview, [UnifiedTask.model_validate(entry)], context, [])
     row = next(line for line in text.splitlines() if line.startswith("| IMPL-1 |"))
     assert row.endswith("| `notes_api/app.py` |"), row
+
+
+def test_a_file_name_is_not_an_identifier_to_grep_for() -> None:
+    """"Add tests in args_test.go for MatchAll" gave the criterion `grep -n "args_test" args.go`."""
+    criteria = " ".join(criteria_for("Add tests in args_test.go for MatchAll", ["args.go"], ["args_test.go"],
+                                     "go test ."))
+    assert '"MatchAll"' in criteria and '"args_test"' not in criteria

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import posixpath
 
-from wfqueue.analysis import RepoIndex, fan_in, importers_of, rank_files, tokenize
+from wfqueue.analysis import RepoIndex, fan_in, importers_of, rank_files, test_command_for, tokenize
+from wfqueue.analysis.files import is_test_path
 from wfqueue.collab.models import AreaDraft, Evidence, EvidenceFile, RequirementAnalysis, SubDomain, task_id
 from wfqueue.providers.offline.changes import (
     change_phrase,
@@ -104,8 +105,43 @@ def _task_for_file(
     )
 
 
+def _new_test_task(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDomain, path: str,
+                   ids: dict[str, str]) -> UnifiedTask:
+    """A test file to create: written once the changes it tests are in (its dependencies)."""
+    requirement = analysis.original_requirement
+    tested = [g for g in planned_needs(index, analysis).get(path, []) if g in ids and g != path]
+    run = test_command_for(index, [path]) or index.test_command
+    return UnifiedTask(
+        id=ids[path],
+        title=f"Test: {change_phrase(requirement)} ({path})",
+        description=f"Create {path}: tests for {requirement_short(requirement)}"
+        + (f", covering {', '.join(tested)}" if tested else "") + ": a case that fails before the change and "
+        "passes after.",
+        depends_on=sorted({ids[g] for g in tested}),
+        convergence=Convergence(
+            criteria=[f"`test -f {path}` succeeds"] + ([f"`{run}` passes"] if run else [])
+            + ["a test in it fails without the change and passes with it"],
+            verification=run or f"manual: run the tests in {path}",
+            definition_of_done=f"{path} is created and its tests pass with the change",
+        ),
+        type="testing",
+        priority="medium",
+        effort="small",
+        scope=f"new tests {path}",
+        focus_paths=[path],
+        files=[TaskFile(path=path, action="create", changes=[f"tests for: {requirement_short(requirement)}"],
+                        conflict_risk="low")],
+        implementation=[f"Write tests in {path} for: {requirement_short(requirement)}"],
+        test=TaskTest(commands=[run] if run else [], unit=[path]),
+        meta=TaskMeta(agent=sub.focus_area, module=path),
+        source=TaskSource(tool="wfqueue-collab", session_id=analysis.session_id, original_id=ids[path]),
+    )
+
+
 def _create_task(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDomain, path: str,
                  ids: dict[str, str]) -> UnifiedTask:
+    if is_test_path(path):
+        return _new_test_task(index, analysis, sub, path, ids)
     short = requirement_short(analysis.original_requirement)
     users = sub.focus_paths[:2]
     return UnifiedTask(
@@ -114,8 +150,7 @@ def _create_task(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDomain
         description=f"{path} does not exist yet: add it for {short}"
         + (f" and use it from {', '.join(u for u in users if u != path)}." if len(users) > 1 or users[0] != path
            else "."),
-        # A new module waits for nothing; a new test file, for the changes it tests.
-        depends_on=sorted({ids[g] for g in planned_needs(index, analysis).get(path, []) if g in ids and g != path}),
+        depends_on=[],  # a new module waits for nothing
         convergence=Convergence(
             criteria=[f"`test -f {path}` succeeds",
                       f"`grep -rln \"{posixpath.splitext(posixpath.basename(path))[0]}\" {' '.join(users)}` lists "

@@ -134,24 +134,37 @@ def _styled(words: list[str], like: str) -> str:
     return words[0] + "".join(w.capitalize() for w in words[1:])
 
 
-# A source file's path as a requirement writes it ("rq/backoff.py", "./src/retry.ts"): a folder and a name.
-_NAMED_PATH = re.compile(r"(?<![\w/.-])(?:\./)?((?:[\w.-]+/)+[\w-]+\.(?:py|js|ts|tsx|jsx|go|rs|java|rb))\b")
+# A source file's path as a requirement writes it ("rq/backoff.py", "./src/retry.ts", "nushell_completions.go").
+_NAMED_PATH = re.compile(r"(?<![\w/.-])(?:\./)?((?:[\w.-]+/)*[\w-][\w.-]*\.(?:py|js|ts|tsx|jsx|go|rs|java|rb))\b")
 # Words before a path that make it an example, not a file to make ("paths like app/settings.py").
 _EXAMPLE_CUE = re.compile(r"(?:\blike|such as|e\.g\.|for example|for instance)\s*[`'\"(]?\s*$", re.IGNORECASE)
+# A bare file name ("node.js" is prose) names a file to make only after words that say so: "a new file x.go".
+_FILE_CUE = re.compile(r"\b(?:file|module|called|named|create|creates|add|adds)\s*[`'\"]?\s*$", re.IGNORECASE)
+
+
+def _named_paths(index: RepoIndex, requirement: str) -> list[tuple[str, bool]]:
+    """Code files the requirement names, as (path, exists), in a folder the repository has; not those given as
+    an example, nor a bare name that is no test's unless the words before it say it is a file."""
+    existing = {f.path for f in index.files}
+    folders = {posixpath.dirname(path) for path in existing}
+    found: list[tuple[str, bool]] = []
+    for match in _NAMED_PATH.finditer(requirement):
+        path, before = match.group(1), requirement[: match.start()]
+        if posixpath.dirname(path) not in folders or _EXAMPLE_CUE.search(before):
+            continue
+        if "/" not in path and path not in existing and not (is_test_path(path) or _FILE_CUE.search(before)):
+            continue  # "node.js" in prose; a test's name (x_test.go, test_x.py) is a file whatever precedes it
+        if path not in (p for p, _ in found):
+            found.append((path, path in existing))
+    return found
 
 
 def named_new_path(index: RepoIndex, requirement: str) -> str | None:
     """A source file the requirement names that the repository lacks, in a folder it has: the module it asks
     for ("an exponential backoff helper in rq/backoff.py"), by the name it gave. Not a test file (the test
     task places those) nor a path given as an example."""
-    existing = {f.path for f in index.files}
-    folders = {posixpath.dirname(path) for path in existing}
-    for match in _NAMED_PATH.finditer(requirement):
-        path = match.group(1)
-        if (path not in existing and posixpath.dirname(path) in folders and not is_test_path(path)
-                and not _EXAMPLE_CUE.search(requirement[: match.start()])):
-            return path
-    return None
+    return next((path for path, exists in _named_paths(index, requirement) if not exists and not is_test_path(path)),
+                None)
 
 
 def new_module_path(index: RepoIndex, focus_paths: list[str], requirement: str) -> str | None:
@@ -218,12 +231,16 @@ def covering_tests(index: RepoIndex, paths: list[str]) -> list[str]:
 def where_tests_go(index: RepoIndex, paths: list[str], requirement: str) -> tuple[str, bool]:
     """Where the tests of a change to ``paths`` (most relevant first) go, and whether that file exists.
 
-    A test file of the most relevant module: one using an identifier the requirement names first (where
+    A test file the requirement names, existing or not. Else a test file of the most relevant module: one using
+    an identifier the requirement names first (where
     ``parse_schedule`` is already tested), then one importing the module, then one named after it
     (``tests/test_decoders.py`` for ``httpx/_decoders.py``, found by its name even when it imports only the
     package), then the one whose text best matches the requirement; never a test folder's support file
     (``fixtures.py``, ``__init__.py``). Without one, a new file named after that module, where its language
     keeps tests: the other planned files are ranked lower, and their tests are not this change's."""
+    named = [(path, exists) for path, exists in _named_paths(index, requirement) if is_test_path(path)]
+    if named:  # "add tests in test/res.sendStatus.js": where the requirement says
+        return named[0]
     code = [p for p in paths if _is_code(index, p)]
     if not code:
         return _new_test_file(index, paths[0] if paths else "change.py"), False
@@ -256,16 +273,19 @@ def _new_test_file(index: RepoIndex, source: str) -> str:
     language = language_for(source) if extension else "python"
     if language == "go":
         return posixpath.join(posixpath.dirname(source), f"{name}_test.go")
-    if language == "python":
-        new_name = f"test_{subject_stem(source)}.py"
-    elif language == "java":
-        new_name = f"{name}Test.java"
-    else:  # JavaScript, TypeScript and the rest: the module's own name, its case kept (UserCard.test.tsx)
-        new_name = f"{name}.test{extension}"
     tests = [f.path for f in index.files if f.is_test and is_test_module(f.path) and language_for(f.path) == language]
     nearest = max(tests, key=lambda t: (closeness(source, t), t.count("/") == 1, t), default=None)
     folder = posixpath.dirname(nearest) if nearest else ("tests" if language == "python" else "test")
-    return posixpath.join(folder, new_name)
+    if language == "python":
+        return posixpath.join(folder, f"test_{subject_stem(source)}.py")
+    if language == "java":
+        return posixpath.join(folder, f"{name}Test.java")
+    # JavaScript, TypeScript and the rest: the module's own name, its case kept, marked as the folder's tests are
+    # (UserCard.test.tsx beside App.test.tsx; ky's test/retry.ts has no mark, so neither has test/merge.ts).
+    siblings = [posixpath.basename(t) for t in tests if posixpath.dirname(t) == folder]
+    mark = next((m for m in (".test.", ".spec.") if siblings and sum(m in n for n in siblings) * 2 >= len(siblings)),
+                "." if siblings else ".test.")
+    return posixpath.join(folder, f"{name}{mark}{extension.lstrip('.')}")
 
 
 def _runs_in(terms: list[str], words: list[str]) -> bool:
@@ -292,13 +312,20 @@ def task_title(requirement: str, path: str, target: str = "") -> str:
     return f"{change_phrase(requirement)} in {f'{target} ({path})' if target else path}"
 
 
+# A file's name as a requirement writes it, its stem captured: "args_test.go" -> args_test.
+_FILE_NAME = re.compile(r"([\w-]+)\.(?:py|pyi|js|mjs|cjs|ts|tsx|jsx|go|rs|java|kt|rb|php|c|h|cpp|cs|swift|md|rst|txt|"
+                        r"json|ya?ml|toml|ini|cfg|html|css|sh)\b", re.IGNORECASE)
+
+
 def criteria_for(requirement: str, paths: list[str], tests: list[str], verification: str) -> list[str]:
     """Acceptance criteria a reviewer checks with a command: the files changed, the tests pass,
     and the names the requirement writes out appear where they belong."""
     criteria = [f"`git status --short -- {' '.join(paths[:3])}` lists {'each file' if len(paths) > 1 else 'the file'}"]
     if verification:
         criteria.append(f"`{verification}` passes")
-    names = [n.rsplit(".", 1)[-1] for n in named_identifiers(requirement)][:1]
+    # A file's name ("args_test.go", read as args_test) is no identifier to find in the code.
+    files = {m.group(1) for m in _FILE_NAME.finditer(requirement)}
+    names = [n.rsplit(".", 1)[-1] for n in named_identifiers(requirement) if n.split(".")[0] not in files][:1]
     for name in names:
         criteria.append(f"`grep -n \"{name}\" {' '.join(paths[:3])}` finds it")
     where = " ".join(tests[:2]) if tests else "the test suite"
