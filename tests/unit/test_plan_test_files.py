@@ -207,3 +207,19 @@ def test_a_new_js_test_is_marked_as_its_folders_tests_are_and_a_utils_test_is_a_
     }))
     # express's test/utils.js tests lib/utils.js; a support folder's utils.js is set-up.
     assert where_tests_go(express, ["lib/utils.js"], "Fix compileETag for weak tags") == ("test/utils.js", True)
+
+
+def test_where_tests_load_only_the_entry_point_the_one_about_the_change_is_extended(tmp_path: Path) -> None:
+    """express's tests `require('..')`: no test imports lib/response.js, and a new test/response.test.js was
+    created beside the forty test/res.*.js files."""
+    index = build_index(write(tmp_path, {
+        "index.js": "module.exports = require('./lib/express')\n",
+        "lib/express.js": "var res = require('./response')\nmodule.exports = function () { return res }\n",
+        "lib/response.js": "function json(obj) { return JSON.stringify(obj) }\nmodule.exports = { json }\n",
+        "test/res.json.js": "var express = require('..')\ndescribe('res.json(obj)', function () {\n"
+                            "  it('should respond with json and escape unicode', function () {})\n})\n",
+        "test/app.listen.js": "var express = require('..')\ndescribe('app.listen()', function () {})\n",
+    }))
+    assert index.tests_for.get("lib/response.js") is None  # nothing imports it directly
+    assert where_tests_go(index, ["lib/response.js"], "Escape unicode in res.json output") == \
+        ("test/res.json.js", True)

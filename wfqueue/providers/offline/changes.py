@@ -231,8 +231,9 @@ def covering_tests(index: RepoIndex, paths: list[str]) -> list[str]:
 def where_tests_go(index: RepoIndex, paths: list[str], requirement: str) -> tuple[str, bool]:
     """Where the tests of a change to ``paths`` (most relevant first) go, and whether that file exists.
 
-    A test file the requirement names, existing or not. Else a test file of the most relevant module: one using
-    an identifier the requirement names first (where
+    A test file the requirement names, existing or not. Else a test file of the most relevant module (or,
+    outside Python, where no test imports it, one reaching it through the package's entry point): one using an
+    identifier the requirement names first (where
     ``parse_schedule`` is already tested), then one importing the module, then one named after it
     (``tests/test_decoders.py`` for ``httpx/_decoders.py``, found by its name even when it imports only the
     package), then the one whose text best matches the requirement; never a test folder's support file
@@ -247,7 +248,10 @@ def where_tests_go(index: RepoIndex, paths: list[str], requirement: str) -> tupl
     main = code[0]
     # Covering: importing the module, or named after it in the nearest folder of its language
     # (analysis.testmap), so another app's test_models.py or a frontend's client.test.ts is never taken.
-    candidates = covering_tests(index, [main])
+    # Python projects name tests after modules (a new tests/test_x.py is the convention); JS/TS ones often load
+    # only the package's entry point and name tests by topic (express's test/res.json.js).
+    candidates = covering_tests(index, [main]) or ([] if language_for(main) == "python"
+                                                   else _tests_through_entry(index, main))
     if not candidates:
         return _new_test_file(index, main), False
     scores = dict(rank_files(index, requirement, include_tests=True))
@@ -264,6 +268,29 @@ def where_tests_go(index: RepoIndex, paths: list[str], requirement: str) -> tupl
         return not uses_named, not imports_it, not named_after, -scores.get(test, 0.0), candidates.index(test)
 
     return min(candidates, key=preference), True
+
+
+# How many imports deep a test may reach a module through its package's entry point (express's tests
+# require('..'): index.js -> lib/express.js -> lib/response.js).
+ENTRY_DEPTH = 3
+
+
+def _tests_through_entry(index: RepoIndex, source: str) -> list[str]:
+    """Test files of ``source``'s language that reach it through the modules they import, within
+    :data:`ENTRY_DEPTH` imports: where a project's tests load only its entry point, these are its tests."""
+    language = language_for(source)
+    found: list[str] = []
+    for test in (f.path for f in index.files if f.is_test and is_test_module(f.path)):
+        if language_for(test) != language:
+            continue
+        seen, frontier = {test}, [test]
+        for _ in range(ENTRY_DEPTH):
+            frontier = [g for f in frontier for g in index.imports.get(f, []) if g not in seen]
+            seen.update(frontier)
+            if source in seen:
+                found.append(test)
+                break
+    return found
 
 
 def _new_test_file(index: RepoIndex, source: str) -> str:
