@@ -14,8 +14,11 @@ from typer.testing import CliRunner
 from tests.wfs_factory import make_session, task
 from wfqueue.cli.verify_cmd import register
 from wfqueue.errors import BadInputError, SessionNotFoundError, WfqueueError
-from wfqueue.fsio import atomic_write_json
-from wfqueue.workflow_session.models import Finding
+from wfqueue.fsio import atomic_write_json, atomic_write_text
+from wfqueue.unified_task import UnifiedTask
+from wfqueue.workflow_session.models import ContextPackage, Finding, PlanOverview
+from wfqueue.workflow_session.render import render_impl_plan
+from wfqueue.workflow_session.session import IMPL_PLAN_FILE, PLAN_FILE, PROCESS_DIR, SESSION_FILE, load_session
 from wfqueue.workflow_session.verify.checks import coverage_colour, finding, forbidden_paths, is_testable
 from wfqueue.workflow_session.verify.run import (
     FINDINGS_FILE,
@@ -571,3 +574,18 @@ def test_a_verification_command_carrying_a_second_command_is_a_high_finding(repo
     assert "needs a shell (';')" in refused["task:IMPL-2"].summary
     assert "outside the repository: ../../elsewhere" in refused["task:IMPL-3"].summary
     assert report.quality_gate == "PROCEED_WITH_FIXES"
+
+
+def test_the_users_constraints_are_stated_in_the_plan_it_generates(repo: Path) -> None:
+    """Every plan of a requirement with a "must not" sentence got the MEDIUM finding "user constraint not stated
+    in the plan": IMPL_PLAN.md listed only the chosen strategies' constraints."""
+    folder = make_session(repo, GOAL, clean_tasks())
+    edit_json(folder / SESSION_FILE, lambda data: data["structured"].update(
+        constraints=["The client must not retry a POST"]))
+    context = ContextPackage.model_validate_json((folder / PROCESS_DIR / "context-package.json").read_text())
+    plan = render_impl_plan(load_session(folder), PlanOverview.model_validate_json((folder / PLAN_FILE).read_text()),
+                            [UnifiedTask.model_validate(t) for t in clean_tasks()], context, [])
+    atomic_write_text(folder / IMPL_PLAN_FILE, plan)
+    report = verify_session(folder)
+    assert not [f for f in report.findings if "user constraint not stated" in f.summary], report.findings
+    assert "- The client must not retry a POST" in plan

@@ -110,8 +110,10 @@ def render_impl_plan(session: WorkflowSession, overview: PlanOverview, tasks: li
         lines.append("- `.process/conflict-resolution.json` (strategies chosen for detected conflicts)")
     lines += ["", "## 4. Implementation Strategy", "", f"**Execution**: {strategy}",
               f"**Critical path**: {' → '.join(path) if path else '-'}", "", _one(overview.approach), ""]
-    if constraints:
-        lines += ["Constraints every task follows:", *[f"- {_one(c)}" for c in constraints], ""]
+    # The user's own constraints first (verify looks for each of them here), then the chosen strategies'.
+    stated = list(dict.fromkeys([*(structured.constraints if structured else []), *constraints]))
+    if stated:
+        lines += ["Constraints every task follows:", *[f"- {_one(c)}" for c in stated], ""]
     lines += ["## 5. Task Breakdown", "", "| Task | Title | Type | Effort | Depends on | Files |",
               "|---|---|---|---|---|---|"]
     for t in tasks:
