@@ -7,9 +7,10 @@ the loop publishes and empties the same list, and the events appended in between
 that succeeded then stays RECEIVED or STARTED for ever, or shows no start. On a threads node (the default
 for remote-model agents) six collab plans lost the started or succeeded event of 31 of their 36 tasks.
 
-Here appending, flushing and closing take one lock, and a flush publishes lists it has taken out of the
-buffer, so nothing appended meanwhile is cleared unsent, and a batch that fails to publish is kept whole for
-the next flush (the same list Celery re-buffered was emptied after it: celery/celery#10417). Events are still
+Here appending, flushing and closing take one lock, and a flush publishes what it has taken out of both
+buffers, so nothing appended meanwhile is cleared unsent, and a batch that fails to publish, however often,
+is kept whole for the next flush (Celery emptied the list it had just re-buffered, celery/celery#10417, and
+clears its re-buffered batches after a second failure). Events are still
 sent in batches by the loop, as before; prefork nodes, whose events all come from the loop's thread, lose
 nothing either way.
 """
@@ -17,7 +18,7 @@ nothing either way.
 from __future__ import annotations
 
 import threading
-from collections import defaultdict
+from collections import defaultdict, deque
 from typing import Any
 
 from celery import Celery
@@ -29,6 +30,7 @@ DISPATCHER = "workers.task_events:ThreadSafeEventDispatcher"
 class ThreadSafeEventDispatcher(EventDispatcher):
     # What EventDispatcher sets up and uses, left out of its type stubs.
     _group_buffer: defaultdict[str, list[Any]]
+    _outbound_buffer: deque[Any]
     mutex: threading.Lock
     producer: Any
     _publish: Any
@@ -43,12 +45,18 @@ class ThreadSafeEventDispatcher(EventDispatcher):
             return super().send(*args, **kwargs)
 
     def flush(self, errors: bool = True, groups: bool = True) -> None:
+        # Both buffers are taken out before publishing: what fails is buffered again by _publish into the fresh
+        # outbound buffer, for the next flush (Celery's own flush clears that buffer after a second failure).
         with self._buffer_lock:
+            outbound: list[Any] = []
+            if errors:
+                outbound, self._outbound_buffer = list(self._outbound_buffer), deque()
             taken: dict[str, list[Any]] = {}
             if groups:
                 taken, self._group_buffer = self._group_buffer, defaultdict(list)
-            super().flush(errors=errors, groups=False)
             with self.mutex:
+                for event, routing_key, _ in outbound:
+                    self._publish(event, self.producer, routing_key)
                 for group, events in taken.items():
                     if events:
                         self._publish(events, self.producer, f"{group}.multi")

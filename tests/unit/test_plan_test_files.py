@@ -62,7 +62,6 @@ def test_a_test_folders_support_files_are_never_the_test_file(tmp_path: Path) ->
     index = build_index(write(tmp_path, files))
     # fixtures.py imports the module: set-up, not a test of it (it was the plan's "test file", and "Existing
     # tests that must keep passing" listed it with conftest.py and __init__.py).
-    assert (tmp_path / "tests" / "fixtures.py").is_file()
     assert "tests/fixtures.py" not in index.tests_for.get("web/_decoders.py", [])
     assert where_tests_go(index, ["web/_decoders.py"], FIX) == ("tests/test_decoders.py", False)
 
@@ -189,8 +188,49 @@ def test_a_new_file_at_the_root_is_created_when_the_requirement_says_it_is_a_fil
                                          "index.js": "module.exports = {}\n"}))
     assert new_module_path(index, ["completions.go"], "Add nushell support in a new file nushell_completions.go "
                                                       "beside the bash completions") == "nushell_completions.go"
-    # A bare name in prose is no file to make.
-    assert new_module_path(index, ["index.js"], "Make the exports work in every node.js version") is None
+    # A bare name in prose is no file to make, even after "add" or "create".
+    for prose in ("Make the exports work in every node.js version", "Add Next.js support to the router",
+                  "Create Vue.js bindings"):
+        assert new_module_path(index, ["index.js"], prose) is None, prose
+
+
+def test_bare_names_are_found_where_they_are_or_placed_where_they_belong(tmp_path: Path) -> None:
+    index = build_index(write(tmp_path, {
+        "setup.py": "from setuptools import setup\n", "rq/__init__.py": "",
+        "rq/worker.py": "class Worker:\n    def retry(self, delay):\n        return delay\n",
+        "tests/__init__.py": "", "tests/conftest.py": "import pytest\n",
+        "tests/test_worker.py": "from rq.worker import Worker\n\ndef test_retry():\n    assert Worker()\n",
+        "pkg/__init__.py": "", "pkg/client.py": "def fetch(url, timeout=None):\n    return url\n",
+    }))
+    # An existing test named without its folder is that file, not a second one at the root.
+    fix = "Fix Worker.retry for a zero delay; extend test_worker.py with a case for it"
+    assert where_tests_go(index, ["rq/worker.py"], fix) == ("tests/test_worker.py", True)
+    # A new bare module goes beside the code it belongs to, not at the root.
+    assert new_module_path(index, ["rq/worker.py"], "Create a module called backoff.py for Worker.retry") == \
+        "rq/backoff.py"
+    # A named set-up file is no place for the tests.
+    conftest = "Fix fetch in pkg/client.py: it ignores the timeout the client fixture in tests/conftest.py sets"
+    assert where_tests_go(index, ["pkg/client.py"], conftest)[0] != "tests/conftest.py"
+
+
+def test_a_created_test_name_that_exists_is_changed_not_created(tmp_path: Path) -> None:
+    index = build_index(write(tmp_path, {
+        "source/index.ts": "export * from './utils/merge'\n",
+        "source/utils/merge.ts": "export function mergeHeaders(a: object) { return a }\n",
+        "test/merge.ts": "import test from 'ava'\nimport ky from 'ky'\n",  # the package by name: not resolved
+        "test/retry.ts": "import test from 'ava'\n",
+    }))
+    path, exists = where_tests_go(index, ["source/utils/merge.ts"], "Fix mergeHeaders dropping undefined values")
+    assert path == "test/merge.ts" and exists
+
+
+def test_a_helper_named_util_is_no_test_but_a_modules_own_utils_test_is(tmp_path: Path) -> None:
+    index = build_index(write(tmp_path, {
+        "lib/server.js": "exports.listen = function listen(host) { return host }\n",
+        "test/util.js": "var server = require('../lib/server')\nexports.start = function () { return server }\n",
+        "test/listen.test.js": "var util = require('./util')\ndescribe('listen', function () {})\n",
+    }))
+    assert where_tests_go(index, ["lib/server.js"], "Fix listen() ignoring the host option")[0] != "test/util.js"
 
 
 def test_a_new_js_test_is_marked_as_its_folders_tests_are_and_a_utils_test_is_a_test(tmp_path: Path) -> None:

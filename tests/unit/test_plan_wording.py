@@ -102,3 +102,10 @@ def test_a_file_name_is_not_an_identifier_to_grep_for() -> None:
     criteria = " ".join(criteria_for("Add tests in args_test.go for MatchAll", ["args.go"], ["args_test.go"],
                                      "go test ."))
     assert '"MatchAll"' in criteria and '"args_test"' not in criteria
+
+
+def test_names_that_are_also_written_as_code_stay_in_the_criteria() -> None:
+    """Filtering file names dropped response.json() and a `retry` also named in retry.py."""
+    for requirement, name in (("Make response.json() raise a clear error on an empty body", "json"),
+                              ("Add a `retry` function in retry.py and use it in the client", "retry")):
+        assert f'"{name}"' in " ".join(criteria_for(requirement, ["client.py"], [], "")), requirement

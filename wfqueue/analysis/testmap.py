@@ -47,7 +47,7 @@ def subject_stem(path: str) -> str:
 
 # Files and folders of a test tree that hold its set-up, not tests.
 _SUPPORT_STEMS: frozenset[str] = frozenset(
-    {"conftest", "setup", "helper", "helpers", "fixture", "fixtures", "mock", "mocks", "support"}
+    {"conftest", "setup", "helper", "helpers", "fixture", "fixtures", "util", "utils", "mock", "mocks", "support"}
 )
 _SUPPORT_DIRS: frozenset[str] = frozenset(
     {"helpers", "fixtures", "__fixtures__", "mocks", "__mocks__", "support", "utils", "testdata"}

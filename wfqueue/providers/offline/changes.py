@@ -138,22 +138,30 @@ def _styled(words: list[str], like: str) -> str:
 _NAMED_PATH = re.compile(r"(?<![\w/.-])(?:\./)?((?:[\w.-]+/)*[\w-][\w.-]*\.(?:py|js|ts|tsx|jsx|go|rs|java|rb))\b")
 # Words before a path that make it an example, not a file to make ("paths like app/settings.py").
 _EXAMPLE_CUE = re.compile(r"(?:\blike|such as|e\.g\.|for example|for instance)\s*[`'\"(]?\s*$", re.IGNORECASE)
-# A bare file name ("node.js" is prose) names a file to make only after words that say so: "a new file x.go".
-_FILE_CUE = re.compile(r"\b(?:file|module|called|named|create|creates|add|adds)\s*[`'\"]?\s*$", re.IGNORECASE)
+# A bare file name ("Next.js" is prose) names a file to make only after words that say so: "a new file x.go".
+_FILE_CUE = re.compile(r"\b(?:file|module|called|named)\s*:?\s*[`'\"]?\s*$", re.IGNORECASE)
 
 
 def _named_paths(index: RepoIndex, requirement: str) -> list[tuple[str, bool]]:
-    """Code files the requirement names, as (path, exists), in a folder the repository has; not those given as
-    an example, nor a bare name that is no test's unless the words before it say it is a file."""
+    """Code files the requirement names, as (path, exists): a bare name is an existing file of that name when
+    exactly one has it ("extend test_worker.py" is tests/test_worker.py), else a new one only if it is a test's
+    name or the words before it say it is a file; a path, in a folder the repository has; none given as an
+    example. A bare new name has no folder yet: its caller places it."""
     existing = {f.path for f in index.files}
     folders = {posixpath.dirname(path) for path in existing}
     found: list[tuple[str, bool]] = []
     for match in _NAMED_PATH.finditer(requirement):
         path, before = match.group(1), requirement[: match.start()]
-        if posixpath.dirname(path) not in folders or _EXAMPLE_CUE.search(before):
+        if _EXAMPLE_CUE.search(before):
             continue
-        if "/" not in path and path not in existing and not (is_test_path(path) or _FILE_CUE.search(before)):
-            continue  # "node.js" in prose; a test's name (x_test.go, test_x.py) is a file whatever precedes it
+        if "/" not in path and path not in existing:
+            same_name = [p for p in existing if posixpath.basename(p) == path]
+            if len(same_name) == 1:
+                path = same_name[0]
+            elif same_name or not (is_test_path(path) or _FILE_CUE.search(before)):
+                continue  # ambiguous, or "Next.js" in prose
+        elif posixpath.dirname(path) not in folders:
+            continue
         if path not in (p for p, _ in found):
             found.append((path, path in existing))
     return found
@@ -173,7 +181,12 @@ def new_module_path(index: RepoIndex, focus_paths: list[str], requirement: str) 
     words, the most relevant one on a tie); None when the requirement names no new component."""
     named = named_new_path(index, requirement)
     if named is not None:
-        return named
+        if "/" in named:
+            return named
+        # A bare name goes beside the most relevant code file of its language (rq/backoff.py for "backoff.py").
+        extension = posixpath.splitext(named)[1]
+        relative = next((p for p in focus_paths if p.endswith(extension) and _is_code(index, p)), None)
+        return posixpath.join(posixpath.dirname(relative), named) if relative else named
     component = named_component(index, requirement)
     code = [p for p in focus_paths if _is_code(index, p)]
     if component is None or not code:
@@ -239,21 +252,29 @@ def where_tests_go(index: RepoIndex, paths: list[str], requirement: str) -> tupl
     package), then the one whose text best matches the requirement; never a test folder's support file
     (``fixtures.py``, ``__init__.py``). Without one, a new file named after that module, where its language
     keeps tests: the other planned files are ranked lower, and their tests are not this change's."""
-    named = [(path, exists) for path, exists in _named_paths(index, requirement) if is_test_path(path)]
-    if named:  # "add tests in test/res.sendStatus.js": where the requirement says
-        return named[0]
     code = [p for p in paths if _is_code(index, p)]
-    if not code:
-        return _new_test_file(index, paths[0] if paths else "change.py"), False
-    main = code[0]
+    main = code[0] if code else None
+    # "Add tests in test/res.sendStatus.js": where the requirement says (a set-up file is no test's place).
+    named = [(path, exists) for path, exists in _named_paths(index, requirement)
+             if is_test_path(path) and is_test_module(path)]
+    if named:
+        path, exists = named[0]
+        if "/" not in path and not exists and main is not None and language_for(main) != "go":
+            path = posixpath.join(posixpath.dirname(_new_test_file(index, main)), path)  # the tests' folder
+        return path, exists or any(f.path == path for f in index.files)
+    if main is None:
+        return _created_test(index, paths[0] if paths else "change.py")
     # Covering: importing the module, or named after it in the nearest folder of its language
-    # (analysis.testmap), so another app's test_models.py or a frontend's client.test.ts is never taken.
+    # (analysis.testmap), so another app's test_models.py or a frontend's client.test.ts is never taken; and a
+    # file named after the module and importing it, whatever its name says elsewhere (express's test/utils.js).
     # Python projects name tests after modules (a new tests/test_x.py is the convention); JS/TS ones often load
     # only the package's entry point and name tests by topic (express's test/res.json.js).
-    candidates = covering_tests(index, [main]) or ([] if language_for(main) == "python"
-                                                   else _tests_through_entry(index, main))
+    own_name = [f.path for f in index.files if f.is_test and main in index.imports.get(f.path, [])
+                and posixpath.splitext(posixpath.basename(f.path))[0].lower() == subject_stem(main)]
+    candidates = list(dict.fromkeys(covering_tests(index, [main]) + own_name)) or (
+        [] if language_for(main) == "python" else _tests_through_entry(index, main))
     if not candidates:
-        return _new_test_file(index, main), False
+        return _created_test(index, main)
     scores = dict(rank_files(index, requirement, include_tests=True))
     defined = {s.name.lower() for s in index.symbols.get(main, [])}
     # Identifiers the requirement names that the module defines, as their terms run in order.
@@ -291,6 +312,13 @@ def _tests_through_entry(index: RepoIndex, source: str) -> list[str]:
                 found.append(test)
                 break
     return found
+
+
+def _created_test(index: RepoIndex, source: str) -> tuple[str, bool]:
+    """A test file for ``source`` where none covers it, and whether that name is taken (ky's test/merge.ts may
+    exist and test something else through the entry point: it is then changed, not created over)."""
+    path = _new_test_file(index, source)
+    return path, any(f.path == path for f in index.files)
 
 
 def _new_test_file(index: RepoIndex, source: str) -> str:
@@ -339,9 +367,15 @@ def task_title(requirement: str, path: str, target: str = "") -> str:
     return f"{change_phrase(requirement)} in {f'{target} ({path})' if target else path}"
 
 
-# A file's name as a requirement writes it, its stem captured: "args_test.go" -> args_test.
-_FILE_NAME = re.compile(r"([\w-]+)\.(?:py|pyi|js|mjs|cjs|ts|tsx|jsx|go|rs|java|kt|rb|php|c|h|cpp|cs|swift|md|rst|txt|"
-                        r"json|ya?ml|toml|ini|cfg|html|css|sh)\b", re.IGNORECASE)
+# A file extension right after a name (not a call): "args_test" in "args_test.go" is that file's name.
+_EXTENSION = re.compile(r"\.(?:py|pyi|js|mjs|cjs|ts|tsx|jsx|go|rs|java|kt|rb|php|c|h|cpp|cs|swift|md|rst|txt|json|"
+                        r"ya?ml|toml|ini|cfg|html|css|sh)\b(?!\()", re.IGNORECASE)
+
+
+def _only_a_file_name(name: str, requirement: str) -> bool:
+    """Whether every mention of ``name`` in ``requirement`` is a file's name (followed by an extension)."""
+    mentions = list(re.finditer(rf"(?<![\w.]){re.escape(name)}(?!\w)", requirement))
+    return bool(mentions) and all(_EXTENSION.match(requirement, m.end()) for m in mentions)
 
 
 def criteria_for(requirement: str, paths: list[str], tests: list[str], verification: str) -> list[str]:
@@ -350,9 +384,10 @@ def criteria_for(requirement: str, paths: list[str], tests: list[str], verificat
     criteria = [f"`git status --short -- {' '.join(paths[:3])}` lists {'each file' if len(paths) > 1 else 'the file'}"]
     if verification:
         criteria.append(f"`{verification}` passes")
-    # A file's name ("args_test.go", read as args_test) is no identifier to find in the code.
-    files = {m.group(1) for m in _FILE_NAME.finditer(requirement)}
-    names = [n.rsplit(".", 1)[-1] for n in named_identifiers(requirement) if n.split(".")[0] not in files][:1]
+    # A file's name ("args_test.go", read as args_test) is no identifier to find in the code; a name also
+    # written on its own (`retry` ... retry.py) or a call (response.json()) still is.
+    names = [n.rsplit(".", 1)[-1] for n in named_identifiers(requirement)
+             if not _only_a_file_name(n, requirement)][:1]
     for name in names:
         criteria.append(f"`grep -n \"{name}\" {' '.join(paths[:3])}` finds it")
     where = " ".join(tests[:2]) if tests else "the test suite"
