@@ -246,12 +246,12 @@ def where_tests_go(index: RepoIndex, paths: list[str], requirement: str) -> tupl
 
     A test file the requirement names, existing or not. Else a test file of the most relevant module (or,
     outside Python, where no test imports it, one reaching it through the package's entry point): one using an
-    identifier the requirement names first (where
-    ``parse_schedule`` is already tested), then one importing the module, then one named after it
-    (``tests/test_decoders.py`` for ``httpx/_decoders.py``, found by its name even when it imports only the
-    package), then the one whose text best matches the requirement; never a test folder's support file
-    (``fixtures.py``, ``__init__.py``). Without one, a new file named after that module, where its language
-    keeps tests: the other planned files are ranked lower, and their tests are not this change's."""
+    identifier the requirement names first (where ``parse_schedule`` is already tested), then one importing
+    the module, then one named after it (``tests/test_decoders.py`` for ``httpx/_decoders.py``, found by its
+    name even when it imports only the package), then the one whose text best matches the requirement; never a
+    test folder's support file (``fixtures.py``, ``__init__.py``). Without one, a new file named after that
+    module, where its language keeps tests: the other planned files are ranked lower, and their tests are not
+    this change's."""
     code = [p for p in paths if _is_code(index, p)]
     main = code[0] if code else None
     # "Add tests in test/res.sendStatus.js": where the requirement says (a set-up file is no test's place).
