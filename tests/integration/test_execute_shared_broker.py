@@ -36,25 +36,28 @@ def test_the_workers_executor_configuration_decides_on_a_shared_broker(tmp_path:
     bare = {k: v for k, v in configured.items() if k != "WFQUEUE_EXECUTOR_COMMAND"}
     repo = project(tmp_path)
     tasks_file = lite_plan(repo, [lite_task(1, "Add sub", ["calc/ops.py"])])
-    worker = start_worker("with-agent", configured, tmp_path / "with-agent.log")
     try:
-        # The executor is configured where the tasks run: asked for by name, the execution completes.
-        done = run_cli("execute", str(tasks_file), "--executor", "command", "-y", "--json", env=bare)
-        assert done.code == 0, done.stderr
-        assert done.json()["status"] == "completed"
-        # Without a name, this machine cannot tell: the refusal says to name it.
-        refused = run_cli("execute", str(tasks_file), "-y", env=bare)
-        assert refused.code == 2 and "pass --executor command or --executor claude" in " ".join(refused.stderr.split())
+        worker = start_worker("with-agent", configured, tmp_path / "with-agent.log")
+        try:
+            # The executor is configured where the tasks run: asked for by name, the execution completes.
+            done = run_cli("execute", str(tasks_file), "--executor", "command", "-y", "--json", env=bare)
+            assert done.code == 0, done.stderr
+            assert done.json()["status"] == "completed"
+            # Without a name, this machine cannot tell: the refusal says to name it.
+            refused = run_cli("execute", str(tasks_file), "-y", env=bare)
+            assert refused.code == 2
+            assert "pass --executor command or --executor claude" in " ".join(refused.stderr.split())
+        finally:
+            stop_process_group(worker, grace_s=20)
+        worker = start_worker("without-agent", bare, tmp_path / "without-agent.log")
+        try:
+            # Configured here only: the task fails on the worker, which says it is the one lacking it.
+            other_plan = lite_plan(project(tmp_path / "second"), [lite_task(1, "Add sub", ["calc/ops.py"])])
+            failed = run_cli("execute", str(other_plan), "-y", "--json", env=configured)
+            assert failed.code == 1, failed.stderr
+            shown = json.dumps(failed.json()) + failed.stderr
+            assert "on worker without-agent@" in shown and "no executor command is configured" in shown, shown
+        finally:
+            stop_process_group(worker, grace_s=20)
     finally:
-        stop_process_group(worker, grace_s=20)
-    worker = start_worker("without-agent", bare, tmp_path / "without-agent.log")
-    try:
-        # Configured here only: the task fails on the worker, which says it is the one lacking it.
-        other_plan = lite_plan(project(tmp_path / "second"), [lite_task(1, "Add sub", ["calc/ops.py"])])
-        failed = run_cli("execute", str(other_plan), "-y", "--json", env=configured)
-        assert failed.code == 1, failed.stderr
-        shown = json.dumps(failed.json()) + failed.stderr
-        assert "on worker without-agent@" in shown and "no executor command is configured" in shown, shown
-    finally:
-        stop_process_group(worker, grace_s=20)
         redis.stop()
