@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 
 import redis
 
-from wfqueue.pids import pid_namespace, process_exists
+from wfqueue.pids import died_here, pid_namespace
 from wfqueue.state import RELEASE_IF_OWNER
 
 log = logging.getLogger("wfqueue.beat")
@@ -46,8 +46,7 @@ def holder_description() -> str:
 def holder_died(holder: str) -> bool:
     """Whether ``holder`` (a lock's value) names a beat of this host and pid namespace whose process is gone."""
     found = _HOLDER.match(holder)
-    return (found is not None and found["host"] == socket.gethostname() and found["ns"] == pid_namespace()
-            and not process_exists(int(found["pid"])))
+    return found is not None and died_here(found["host"], int(found["pid"]), found["ns"])
 
 
 class SingleInstanceLock:

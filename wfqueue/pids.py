@@ -25,3 +25,12 @@ def pid_namespace() -> str:
         return str(os.stat("/proc/self/ns/pid").st_ino)
     except OSError:
         return "-"
+
+
+def died_here(host: str, pid: int, namespace: str | None = None) -> bool:
+    """Whether a process that recorded itself as ``pid`` on ``host`` (in pid ``namespace``, when it recorded one)
+    ran here and is gone. A process of another host, or of another pid namespace, is not ours to judge."""
+    import socket  # here, not at the top: the entry point imports this module before anything else (prestart)
+
+    here = host == socket.gethostname() and (namespace is None or namespace == pid_namespace())
+    return here and not process_exists(pid)

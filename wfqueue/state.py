@@ -34,7 +34,7 @@ from wfqueue.errors import (
     WfqueueError,
 )
 from wfqueue.keys import SessionMeta
-from wfqueue.pids import process_exists
+from wfqueue.pids import died_here
 from wfqueue.settings import Settings, mask_url
 
 # A broker that is away (restarting, a network blip), as opposed to one that answered with an error:
@@ -322,7 +322,7 @@ def holder_is_dead(holder: str) -> bool:
     """A coordinator claim left by a crashed coordinator on this host (same hostname, pid gone)."""
     host, _, rest = holder.partition(":")
     pid = rest.partition(":")[0]
-    return host == socket.gethostname() and pid.isdigit() and not process_exists(int(pid))
+    return pid.isdigit() and died_here(host, int(pid))
 
 
 def live_holder(state: SessionState) -> str | None:
