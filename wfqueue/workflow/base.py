@@ -356,14 +356,11 @@ class WorkflowCoordinator(Generic[UI]):
                 self.ui.info(f"session {state.session_id}")
                 yield state, session_dir
         except BadInputError:
-            if session_dir is not None:
-                with contextlib.suppress(OSError):  # only an empty folder goes: a session holding work stays
-                    session_dir.rmdir()
+            _remove_if_empty(session_dir)
             raise
         except (KeyboardInterrupt, EOFError):
             if session_dir is not None and self._held != session_dir.name:
-                with contextlib.suppress(OSError):
-                    session_dir.rmdir()
+                _remove_if_empty(session_dir)
             raise
 
     def wait_with_progress(self, result: AsyncResult[Any], what: str, settings: Settings, state: SessionStore,
@@ -379,3 +376,10 @@ class WorkflowCoordinator(Generic[UI]):
 
     def usage(self, state: SessionStore) -> str:
         return usage_line(session_report(state, self.prices))
+
+
+def _remove_if_empty(folder: Path | None) -> None:
+    """Remove a session folder this command made, if nothing was written in it: one holding work stays."""
+    if folder is not None:
+        with contextlib.suppress(OSError):
+            folder.rmdir()

@@ -43,7 +43,12 @@ def requirement_brief(requirement: str, limit: int = 300) -> str:
     lines = (" ".join(_CONVENTIONAL.sub("", line).split()).rstrip(".。") for line in requirement.splitlines()
              if not line.lstrip().startswith("#"))
     first = next((line for line in lines if line), "") or requirement_short(requirement)
-    return first if len(first) <= limit else first[:limit].rsplit(" ", 1)[0].rstrip(",;:-") + "..."
+    return _cut_at_word(first, limit)
+
+
+def _cut_at_word(text: str, limit: int) -> str:
+    """``text`` whole when it fits in ``limit`` characters, else cut after a word, with "..."."""
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0].rstrip(",;:-") + "..."
 
 
 def task_type(requirement: str) -> str:
@@ -357,8 +362,7 @@ def verification_for(index: RepoIndex, tests: list[str]) -> str:
 def change_phrase(requirement: str, limit: int = 72) -> str:
     """What the change does, as a title would say it: first line, no "fix(scope):" prefix, capitalised, short."""
     phrase = _CONVENTIONAL.sub("", requirement_short(requirement, limit=400)).strip() or requirement_short(requirement)
-    if len(phrase) > limit:
-        phrase = phrase[:limit].rsplit(" ", 1)[0].rstrip(",;:-") + "..."
+    phrase = _cut_at_word(phrase, limit)
     return phrase[:1].upper() + phrase[1:]
 
 
