@@ -26,6 +26,8 @@ from wfqueue.analysis import (
     test_command_for,
     tokenize,
 )
+from wfqueue.analysis.testmap import command_for_tests, where_tests_live
+from wfqueue.sandboxed_commands import refusal
 
 
 def write(root: Path, files: dict[str, str | bytes]) -> Path:
@@ -387,6 +389,65 @@ def test_regex_symbols(language: str, source: str, expected: list[tuple[str, str
     assert summary(regex_symbols(source.lstrip("\n"), language)) == expected
 
 
+COMMONJS_SOURCE = """
+var res = module.exports = Object.create(http.ServerResponse.prototype);
+res.json = function json(obj) {
+  return this.send(JSON.stringify(obj));
+};
+exports.parse = (text) => {
+  return text.trim();
+};
+Router.prototype.route = function route(path) {
+  return new Route(path);
+};
+exports.VERSION = version;
+module.exports.prototype = function () {};
+module.exports = function createApplication(options) {
+  return new Application(options);
+};
+module.exports = (options) => new Application(options);
+"""
+
+EXPORTED_OBJECT_SOURCE = """
+const proto = module.exports = {
+  inspect() {
+    return this.toJSON();
+  },
+  get socket() {
+    return this.req.socket;
+  },
+  onerror: function (err) {
+    if (err) throw err;
+  },
+  plugins: [
+    compose(a, b),
+  ],
+  redirect: async (url) => {
+    return url;
+  },
+};
+function helper() {}
+"""
+
+
+def test_javascript_api_declared_by_assignment() -> None:
+    """express, mocha and koa declare most of their API by assigning functions, not with `function x`:
+    a planner blind to it sees a response module with no `json` and a router with no `route`."""
+    assert summary(regex_symbols(COMMONJS_SOURCE.lstrip("\n"), "javascript")) == [
+        ("res.json", "method", 2, 4),
+        ("parse", "function", 5, 7),
+        ("Router.route", "method", 8, 10),
+        ("createApplication", "function", 13, 15),
+    ]
+    assert summary(regex_symbols(EXPORTED_OBJECT_SOURCE.lstrip("\n"), "javascript")) == [
+        ("inspect", "function", 2, 4),
+        ("socket", "function", 5, 7),
+        ("onerror", "function", 8, 10),
+        ("redirect", "function", 14, 16),
+        ("helper", "function", 18, 18),
+    ]
+
+
 def test_index_symbols_cover_broken_python(app_index: RepoIndex) -> None:
     assert [s.qualname for s in app_index.symbols["app/broken.py"]] == ["Half", "Half.ok", "broken"]
     assert app_index.symbols["README.md"] == []
@@ -539,6 +600,12 @@ def test_tests_for_name_match_defers_to_the_imported_namesake(tmp_path: Path) ->
         ({"package.json": '{"scripts": {"test": "echo \\"Error: no test specified\\" && exit 1"}}'}, ""),
         ({"go.mod": "module x\n", "x.go": "package x\n"}, "go test ./..."),
         ({"Cargo.toml": "[package]\n", "src/lib.rs": ""}, "cargo test"),
+        ({"pom.xml": "<project/>", "src/main/java/a/A.java": "", "src/test/java/a/ATest.java": ""}, "mvn -q test"),
+        ({"pom.xml": "<project/>", "mvnw": "#!/bin/sh\n", "src/test/java/a/ATest.java": ""}, "./mvnw -q test"),
+        ({"build.gradle.kts": "", "gradlew": "#!/bin/sh\n", "src/test/kotlin/a/ATest.kt": ""}, "./gradlew test"),
+        ({"Gemfile": "", "Rakefile": "", "lib/a.rb": "", "test/a_test.rb": ""}, "bundle exec rake test"),
+        ({"Gemfile": "", "lib/a.rb": "", "spec/a_spec.rb": "", "spec/spec_helper.rb": ""}, "bundle exec rspec"),
+        ({"lib/a.rb": "", "test/a_test.rb": ""}, ""),  # minitest with no Rakefile: no command that would run
         ({"notes.md": "hi"}, ""),
     ],
 )
@@ -554,6 +621,39 @@ def test_test_command_for(app_index: RepoIndex) -> None:
     )
     assert test_command_for(app_index, []) == "python -m pytest -q"
     assert test_command_for(app_index, ["pkg/limit_test.go"]) == "go test ./pkg"
+
+
+@pytest.mark.parametrize(
+    ("tests", "layout"),
+    [
+        (["src/test/java/a/ATest.java", "src/test/java/a/b/BTest.java", "build/test/x.java"], "src/test/java/"),
+        (["spec/a_spec.rb", "spec/models/b_spec.rb", "test/c_test.rb"], "spec/"),
+        (["pkg/a_test.go", "cmd/b_test.go"], "beside the source"),
+        (["tests/test_a.py"], "tests/"),
+        ([], "none"),
+    ],
+)
+def test_where_tests_live(tests: list[str], layout: str) -> None:
+    """The context package tells a planner where this project keeps its tests, not a fixed "tests/"."""
+    assert where_tests_live(tests) == layout
+
+
+@pytest.mark.parametrize(
+    ("suite", "tests", "command"),
+    [
+        ("mvn -q test", ["src/test/java/a/NameAllocatorTest.java", "src/test/java/a/TypeNameTest.java"],
+         "mvn -q test -Dtest=NameAllocatorTest,TypeNameTest -Dsurefire.failIfNoSpecifiedTests=false"),
+        ("./gradlew test", ["src/test/kotlin/a/ATest.kt"], "./gradlew test --tests ATest"),
+        ("bundle exec rake test", ["test/helpers_test.rb"], "bundle exec rake test TEST=test/helpers_test.rb"),
+        ("bundle exec rake test", ["test/a_test.rb", "test/b_test.rb"], "bundle exec rake test"),
+        ("rspec", ["spec/a_spec.rb", "spec/b_spec.rb"], "rspec spec/a_spec.rb spec/b_spec.rb"),
+    ],
+)
+def test_java_and_ruby_tests_run_alone(suite: str, tests: list[str], command: str) -> None:
+    """A Java or Ruby task's verification runs its own tests with the project's runner, and is a command
+    execution will run (a known tool), not "manual"."""
+    assert command_for_tests(tests, suite) == command
+    assert refusal(command) is None
 
 
 # --- ranking ---------------------------------------------------------------

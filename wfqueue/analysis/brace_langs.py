@@ -1,7 +1,8 @@
 """Regex symbol extraction for curly-brace languages: JS/TS, Go, Rust, Java.
 
 Each language supplies a *classifier* that looks at one cleaned line in a
-context ("top" level, a "namespace" body, or a type's "members") and reports
+context ("top" level, a "namespace" body, a type's "members", or the "object" literal a
+JavaScript module exports) and reports
 the declarations that line starts.  A shared driver tracks brace depth so that
 nested code (function bodies, closures) is never mistaken for declarations,
 and so that every symbol gets an end line from its matching brace.
@@ -17,7 +18,8 @@ from wfqueue.analysis.scan import BraceMap, clean_code, declaration_extent
 from wfqueue.analysis.symbol_model import Symbol
 
 # What a declaration's body holds: "members" (methods of a type), "namespace"
-# (more top-level-like declarations) or None (nothing we extract).
+# (more top-level-like declarations), "object" (an exported JS object literal's
+# entries) or None (nothing we extract).
 BodyKind = str | None
 
 
@@ -73,6 +75,48 @@ _JS_MEMBER: list[tuple[re.Pattern[str], str, BodyKind]] = [
 ]
 
 
+# CommonJS and prototype code declares its API by assignment: `exports.parse = function`,
+# `Router.prototype.route = function`, `res.json = function json(obj)` (express's response object).
+_JS_ASSIGNED = re.compile(
+    rf"^\s*((?:{_NAME}\.)+)({_NAME})\s*=\s*(?:async\s+)?"
+    rf"(?:function\b|(?:\([^)]*\)|{_NAME})\s*(?::[^=]*)?=>)"
+)
+_JS_EXPORTS = frozenset({"exports", "module.exports"})
+_JS_NAMED_FUNCTION = re.compile(rf"\s*=\s*(?:async\s+)?function\b\s*\*?\s*({_NAME})")
+# A module whose API is one object literal: `module.exports = {`, `const proto = module.exports = {` (koa),
+# `export default {`. Its functions are the literal's methods and function-valued properties.
+_JS_EXPORTED_OBJECT = re.compile(
+    rf"^\s*(?:(?:const|let|var)\s+{_NAME}\s*=\s*)?(?:(?:module\.)?exports\s*=\s*)+\{{|^\s*export\s+default\s+\{{"
+)
+# Only lines that are plainly functions: a literal's other entries may spread a call over several lines
+# (`plugins: [\n  foo(),`), which a looser rule would take for a method.
+_JS_OBJECT_MEMBER: list[tuple[re.Pattern[str], str, BodyKind]] = [
+    (re.compile(rf"^\s*(?:async\s+)?(?:[gs]et\s+)?\*?\s*({_NAME})\s*\([^)]*\)\s*\{{"), "function", None),
+    (
+        re.compile(
+            rf"^\s*({_NAME})\s*:\s*(?:async\s+)?(?:function\b|(?:\([^)]*\)|{_NAME})\s*(?::[^=]*)?=>)"
+        ),
+        "function",
+        None,
+    ),
+]
+
+
+def _js_assigned(line: str) -> list[Decl]:
+    """A function assigned to a property at the top level, named as the code calls it."""
+    match = _JS_ASSIGNED.match(line)
+    if match is None or match.group(2) == "prototype":  # `Foo.prototype = function`: no member named
+        return []
+    owner, name = match.group(1).rstrip("."), match.group(2)
+    if f"{owner}.{name}" == "module.exports":  # the module is one function: named by its own name, if any
+        named = _JS_NAMED_FUNCTION.match(line, match.end(2))
+        return [Decl(named.group(1), "function", named.start(1))] if named else []
+    if owner in _JS_EXPORTS:
+        return [Decl(name, "function", match.start(2))]
+    owner = owner.removesuffix(".prototype").rsplit(".", 1)[-1]
+    return [Decl(name, "method", match.start(2), None, f"{owner}.{name}")]
+
+
 def _first_match(line: str, rules: list[tuple[re.Pattern[str], str, BodyKind]]) -> list[Decl]:
     """The first rule that matches wins: rules are ordered most specific first."""
     for pattern, kind, body in rules:
@@ -86,7 +130,11 @@ def _js_classify(line: str, context: str, owner: str) -> list[Decl]:
     if context == "members":
         found = _first_match(line, _JS_MEMBER)
         return [d for d in found if d.name not in _JS_KEYWORDS]
-    return _first_match(line, _JS_TOP)
+    if context == "object":
+        return [d for d in _first_match(line, _JS_OBJECT_MEMBER) if d.name not in _JS_KEYWORDS]
+    if context == "top" and _JS_EXPORTED_OBJECT.match(line):
+        return [Decl("", "container", line.index("{"), "object")]
+    return _first_match(line, _JS_TOP) or (_js_assigned(line) if context == "top" else [])
 
 
 _GO_METHOD = re.compile(rf"^func\s*\(\s*(?:{_NAME}\s+)?\*?\s*({_NAME})(?:\[[^\]]*\])?\s*\)\s*({_NAME})")
