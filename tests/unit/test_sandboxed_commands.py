@@ -25,10 +25,15 @@ from wfqueue.state import wait_until
     "make check",
     "go test ./...",
     "pytest --rootdir=. tests",
+    "mvn -q test -Dtest=NameAllocatorTest -Dsurefire.failIfNoSpecifiedTests=false",
+    "./gradlew test --tests TypeNameTest",
+    "bundle exec rake test TEST=test/helpers_test.rb",
+    "bundle exec rspec spec/protection_spec.rb",
 ])
 def test_a_single_known_tool_inside_the_repository_is_accepted(command: str) -> None:
     argv = parse_command(command)
-    assert argv[0] in ("pytest", "python", "npm", "make", "go") and refusal(command) is None
+    assert argv[0] in ("pytest", "python", "npm", "make", "go", "mvn", "./gradlew", "bundle")
+    assert refusal(command) is None
 
 
 @pytest.mark.parametrize(("command", "why"), [
@@ -41,6 +46,7 @@ def test_a_single_known_tool_inside_the_repository_is_accepted(command: str) -> 
     ("pytest\nrm -rf ~", "needs a shell (a line break)"),
     ("rm -rf /", "does not start with a known test or build tool"),
     ("bash -c 'pytest'", "does not start with a known test or build tool"),
+    ("bundle exec ruby -e 'system(1)'", "does not start with a known test or build tool"),
     ("pytestx tests", "does not start with a known test or build tool"),
     ("pytest /etc", "outside the repository: /etc"),
     ("pytest ../other-repo/tests", "outside the repository: ../other-repo/tests"),

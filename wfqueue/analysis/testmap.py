@@ -18,7 +18,7 @@ _DATA_LANGUAGES: frozenset[str] = frozenset(
     {"markdown", "rst", "text", "json", "yaml", "toml", "ini", "html", "css"}
 )
 # Languages whose tests may exercise each other's files (a .test.ts for a .js).
-_FAMILIES: dict[str, str] = {"typescript": "javascript"}
+_FAMILIES: dict[str, str] = {"typescript": "javascript", "kotlin": "java"}
 # Directory names that say nothing about which source a test is for.
 _NEUTRAL_DIRS: frozenset[str] = frozenset(
     {"tests", "test", "__tests__", "src", "spec", "unit", "integration"}
@@ -115,6 +115,34 @@ def map_tests(files: list[SourceFile], imports: dict[str, list[str]]) -> dict[st
     return {path: sorted(found) for path, found in sorted(mapping.items())}
 
 
+# Folders a test tree is rooted at, and the language folders a JVM build nests under it (src/test/java/).
+_TEST_ROOTS: frozenset[str] = frozenset({"tests", "test", "__tests__", "spec"})
+_JVM_SOURCE_DIRS: frozenset[str] = frozenset({"java", "kotlin", "scala", "groovy"})
+
+
+def where_tests_live(test_paths: list[str]) -> str:
+    """Where most of the tests live: their folder ("tests/", "src/test/java/", "spec/"), "beside the source"
+    (Go's ``x_test.go``, a ``x.test.ts`` next to its module), or "none"."""
+    places: dict[str, int] = {}
+    for path in test_paths:
+        parts = path.split("/")
+        place = "beside the source"
+        for depth, part in enumerate(parts[:-1]):
+            if part in _TEST_ROOTS:
+                end = depth + 2 if parts[depth + 1] in _JVM_SOURCE_DIRS and depth + 2 < len(parts) else depth + 1
+                place = "/".join(parts[:end]) + "/"
+                break
+        places[place] = places.get(place, 0) + 1
+    return min(places, key=lambda place: (-places[place], place)) if places else "none"
+
+
+def suite_runner(suite_command: str) -> str:
+    """The tool a suite command runs the tests with: pytest, npm, go, cargo, mvn, gradle, rake, rspec."""
+    if "pytest" in suite_command:
+        return "pytest"
+    return suite_command.removeprefix("bundle exec ").removeprefix("./").split(" ", 1)[0].removesuffix("w")
+
+
 def _npm_has_tests(package_json: str) -> bool:
     try:
         scripts = json.loads(package_json).get("scripts") or {}
@@ -125,15 +153,34 @@ def _npm_has_tests(package_json: str) -> bool:
     return isinstance(test, str) and bool(test.strip()) and _NPM_DEFAULT_TEST not in test
 
 
+def _jvm_suite(paths: set[str]) -> str:
+    """Maven's or Gradle's test task, through the project's own wrapper when it has one."""
+    if "pom.xml" in paths:
+        return "./mvnw -q test" if "mvnw" in paths else "mvn -q test"
+    if paths & {"build.gradle", "build.gradle.kts", "settings.gradle", "settings.gradle.kts"}:
+        return "./gradlew test" if "gradlew" in paths else "gradle test"
+    return ""
+
+
+def _ruby_suite(paths: set[str], ruby_tests: list[str]) -> str:
+    """RSpec where the specs outnumber the minitest files, else the Rakefile's test task; through Bundler when
+    there is a Gemfile, as the project's own gems (and their versions) are what its tests run on."""
+    bundle = "bundle exec " if "Gemfile" in paths else ""
+    specs = sum(path.endswith("_spec.rb") for path in ruby_tests)
+    if specs * 2 > len(ruby_tests) or ".rspec" in paths:
+        return f"{bundle}rspec"
+    return f"{bundle}rake test" if "Rakefile" in paths else ""
+
+
 def detect_test_command(files: list[SourceFile], texts: dict[str, str]) -> str:
     """The repository's whole-suite test command, "" when none is evident.
 
     When several ecosystems qualify, the one with the most test files wins
-    (ties: python, npm, go, cargo), so a Python project that ships a small
+    (ties: python, npm, go, cargo, JVM, ruby), so a Python project that ships a small
     JS frontend still gets pytest.
     """
     paths = {f.path for f in files}
-    counts = {"python": 0, "javascript": 0, "go": 0, "rust": 0}
+    counts = {"python": 0, "javascript": 0, "go": 0, "rust": 0, "java": 0, "ruby": 0}
     for f in files:
         if f.is_test and _family(f.language) in counts:
             counts[_family(f.language)] += 1
@@ -146,6 +193,11 @@ def detect_test_command(files: list[SourceFile], texts: dict[str, str]) -> str:
         candidates.append((counts["go"], 2, "go test ./..."))
     if "Cargo.toml" in paths:
         candidates.append((counts["rust"], 3, "cargo test"))
+    if jvm := _jvm_suite(paths):
+        candidates.append((counts["java"], 4, jvm))
+    ruby_tests = [f.path for f in files if f.is_test and f.language == "ruby"]
+    if ruby := _ruby_suite(paths, ruby_tests):
+        candidates.append((counts["ruby"], 5, ruby))
     if not candidates:
         return ""
     return min(candidates, key=lambda c: (-c[0], c[1]))[2]
@@ -158,6 +210,7 @@ def command_for_tests(test_paths: list[str], suite_command: str) -> str:
         return suite_command
     families = {_family(language_for(p)) for p in paths}
     quoted = " ".join(shlex.quote(p) for p in paths)
+    tool = suite_command.split(" ", 1)[0]
     if families == {"python"}:
         return f"python -m pytest -q {quoted}"
     if families == {"go"}:
@@ -169,4 +222,14 @@ def command_for_tests(test_paths: list[str], suite_command: str) -> str:
     if families == {"rust"} and all(p.startswith("tests/") and p.count("/") == 1 for p in paths):
         targets = " ".join(f"--test {shlex.quote(posixpath.splitext(p[6:])[0])}" for p in paths)
         return f"cargo test {targets}"
+    classes = [posixpath.splitext(posixpath.basename(p))[0] for p in paths]
+    if families == {"java"} and tool in ("mvn", "./mvnw"):
+        # Surefire takes simple class names; in a multi-module build the modules without them must not fail.
+        return f"{suite_command} -Dtest={','.join(classes)} -Dsurefire.failIfNoSpecifiedTests=false"
+    if families == {"java"} and tool in ("gradle", "./gradlew"):
+        return suite_command + "".join(f" --tests {name}" for name in classes)
+    if families == {"ruby"} and suite_command.endswith("rspec"):
+        return f"{suite_command} {quoted}"
+    if families == {"ruby"} and suite_command.endswith("rake test") and len(paths) == 1:
+        return f"{suite_command} TEST={quoted}"  # Rake's test task runs the one file TEST names
     return suite_command

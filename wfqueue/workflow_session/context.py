@@ -11,6 +11,7 @@ import posixpath
 import re
 
 from wfqueue.analysis import RepoIndex, fan_in, importers_of, rank_symbols, tokenize
+from wfqueue.analysis.testmap import suite_runner, where_tests_live
 from wfqueue.lite.models import Assessment, VerifiedExploration
 from wfqueue.lite.synthesis import core_files, merge_questions
 from wfqueue.providers.offline.changes import import_order
@@ -104,11 +105,12 @@ def build_context_package(index: RepoIndex, session_id: str, timestamp: str, str
                   "session_id": session_id},
         project_context={
             "architecture_patterns": patterns[:10],
-            "coding_conventions": {"test_command": index.test_command, "test_layout": "tests/" if tests else "none"},
+            "coding_conventions": {"test_command": index.test_command,
+                                   "test_layout": where_tests_live([f.path for f in index.files if f.is_test])},
             "tech_stack": {"language": max(index.languages, key=lambda k: index.languages[k])
                                        if index.languages else "",
                            "frameworks": [], "libraries": [d["package"] for d in external_dependencies(manifest_texts)],
-                           "testing": ["pytest"] if "pytest" in index.test_command else []},
+                           "testing": [suite_runner(index.test_command)] if index.test_command else []},
         },
         assets={
             "documentation": sorted(f.path for f in index.files if f.language == "markdown")[:10],
