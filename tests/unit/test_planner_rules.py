@@ -8,14 +8,20 @@ import re
 import shlex
 from pathlib import Path
 
-from wfqueue.analysis import build_index
+from wfqueue.analysis import build_index, rank_symbols
 from wfqueue.analysis.localize import MOST_FILES, RELATIVE_CUT, focus, localize, named_identifiers
 from wfqueue.analysis.roles import file_role, plannable
 from wfqueue.collab.assemble import allocate
 from wfqueue.lite.render import render_plan
 from wfqueue.providers.offline.area import plan_area
 from wfqueue.providers.offline.assess import assess, signals
-from wfqueue.providers.offline.changes import dependency_order, earlier_needs, named_component, new_module_path
+from wfqueue.providers.offline.changes import (
+    dependency_order,
+    earlier_needs,
+    named_component,
+    new_module_path,
+    symbols_to_change,
+)
 from wfqueue.providers.offline.lite_plan import plan_tasks
 from wfqueue.providers.offline.understand import understand
 
@@ -234,6 +240,51 @@ def test_pascal_case_names_and_module_names_point_at_their_files(tmp_path: Path)
     assert localize(index, "Allow StaticFiles to follow symlinks")[0][0] == "web/files.py"
     # validate.URL names the module validate.py, not the file that mentions URLs most
     assert localize(index, "Allow custom schemes to be checked by validate.URL")[0][0] == "web/validate.py"
+
+
+JAVA_ALLOCATOR = """package a;
+
+public final class NameAllocator {
+  public NameAllocator() {
+    this(new LinkedHashSet<>());
+  }
+
+  private NameAllocator(LinkedHashSet<String> names) {
+    this.names = names;
+  }
+
+  public String newName(String suggestion) {
+    return newName(suggestion, UUID.randomUUID());
+  }
+
+  public String newName(String suggestion, Object tag) {
+    return toJavaIdentifier(suggestion);
+  }
+
+  public static String toJavaIdentifier(String suggestion) {
+    return suggestion;
+  }
+}
+"""
+
+
+def test_a_task_changes_the_member_the_requirement_names_once(tmp_path: Path) -> None:
+    """javapoet's "Fix NameAllocator.newName ..." planned the class's two constructors (same words, earlier
+    lines) and not newName; overloads were listed once per signature."""
+    assert named_identifiers("Fix Error::root_cause; test IndifferentHash#dig (see #12)") == [
+        "Error.root_cause", "IndifferentHash.dig"]
+    repo = write(tmp_path / "poet", {"src/main/java/a/NameAllocator.java": JAVA_ALLOCATOR,
+                                     "src/test/java/a/NameAllocatorTest.java": "class NameAllocatorTest {}\n"})
+    index = build_index(repo)
+    path = "src/main/java/a/NameAllocator.java"
+    requirement = "Fix NameAllocator.newName so a suggestion that is a Java keyword still yields a valid name"
+    targets = [s.qualname for s in symbols_to_change(index, path, requirement)]
+    assert targets[0] == "NameAllocator.newName"
+    assert len(targets) == len(set(targets))  # the constructors and newName's overloads once each
+    ranked = [s.qualname for s in rank_symbols(index, path, "name allocator", limit=5)]
+    assert ranked[0] == "NameAllocator.NameAllocator" and len(ranked) == len(set(ranked)) == 4
+    # a bare class name is the class, not its constructor
+    assert [s.qualname for s in symbols_to_change(index, path, "Make NameAllocator thread-safe")][0] == "NameAllocator"
 
 
 def test_named_identifiers_and_the_best_files_companions_rank_up(tmp_path: Path, sample_repo: Path) -> None:

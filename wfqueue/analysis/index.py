@@ -144,7 +144,11 @@ def rank_symbols(index: RepoIndex, path: str, query: str, limit: int = 3) -> lis
         if score > 0:
             scored.append((-score, symbol.line, symbol))
     scored.sort(key=lambda item: (item[0], item[1], item[2].qualname))
-    return [symbol for _, _, symbol in scored[: max(limit, 0)]]
+    # Overloads (Java's constructors, a method per signature) are one symbol to change: the best of them.
+    best: dict[str, Symbol] = {}
+    for _, _, symbol in scored:
+        best.setdefault(symbol.qualname, symbol)
+    return list(best.values())[: max(limit, 0)]
 
 
 def importers_of(index: RepoIndex, path: str) -> list[str]:

@@ -69,6 +69,10 @@ _IDENTIFIER = re.compile(r"`([^`\s]{3,})`|\b([A-Za-z_][A-Za-z0-9]*(?:\.[A-Za-z_]
                          r"|[A-Za-z]+_[A-Za-z0-9_]+|[a-z]+[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*)\b")
 
 
+# `Type::member` and `Type#member` between two names (not "#123", an issue number).
+_MEMBER_SEPARATOR = re.compile(r"(?<=[A-Za-z0-9_])(?:::|#)(?=[A-Za-z_])")
+
+
 def candidates(index: RepoIndex, requirement: str) -> set[str]:
     """Code files a plan may change: product source, and support files the requirement names."""
     return {f.path for f in index.files
@@ -76,9 +80,10 @@ def candidates(index: RepoIndex, requirement: str) -> set[str]:
 
 
 def named_identifiers(requirement: str) -> list[str]:
-    """Identifiers the requirement writes out (`quoted`, dotted, snake_case or camelCase), in order."""
+    """Identifiers the requirement writes out (`quoted`, dotted, snake_case or camelCase), in order. Rust's and
+    C++'s ``Error::root_cause`` and Ruby's ``IndifferentHash#dig`` are dotted names too."""
     found: list[str] = []
-    for quoted, bare in _IDENTIFIER.findall(requirement):
+    for quoted, bare in _IDENTIFIER.findall(_MEMBER_SEPARATOR.sub(".", requirement)):
         name = (quoted or bare).strip("().,:;")
         if all(len(part) <= 1 for part in name.split(".")):
             continue  # an abbreviation (e.g., i.e.), not a dotted name

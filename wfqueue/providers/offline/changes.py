@@ -140,6 +140,7 @@ def _styled(words: list[str], like: str) -> str:
 
 
 # A source file's path as a requirement writes it ("rq/backoff.py", "./src/retry.ts", "nushell_completions.go").
+MAX_NAMED_SYMBOLS = 5  # symbols of one file a task changes because the requirement names them
 _NAMED_PATH = re.compile(r"(?<![\w/.-])(?:\./)?((?:[\w.-]+/)*[\w-][\w.-]*\.(?:py|js|ts|tsx|jsx|go|rs|java|rb))\b")
 # Words before a path that make it an example, not a file to make ("paths like app/settings.py").
 _EXAMPLE_CUE = re.compile(r"(?:\blike|such as|e\.g\.|for example|for instance)\s*[`'\"(]?\s*$", re.IGNORECASE)
@@ -204,11 +205,28 @@ def new_module_path(index: RepoIndex, focus_paths: list[str], requirement: str) 
     return None if any(f.path == path for f in index.files) else path
 
 
+def named_symbols(symbols: list[Symbol], requirement: str) -> list[Symbol]:
+    """The symbols the requirement names (`NameAllocator.newName`, `Error::root_cause`, `content_type`), in the
+    order it names them; the first of overloads."""
+    found: dict[str, Symbol] = {}
+    for name in named_identifiers(requirement):
+        for symbol in symbols:
+            if symbol.qualname == name or symbol.qualname.endswith("." + name) if "." in name else (
+                    symbol.name == name and not symbol.qualname.endswith(f"{name}.{name}")):  # not its constructor
+                found.setdefault(symbol.qualname, symbol)
+    return list(found.values())[:MAX_NAMED_SYMBOLS]
+
+
 def symbols_to_change(index: RepoIndex, path: str, requirement: str) -> list[Symbol]:
-    ranked = rank_symbols(index, path, requirement, limit=3)
-    if ranked:
-        return ranked
-    public = [s for s in index.symbols.get(path, []) if s.kind in ("class", "function") and not s.name.startswith("_")]
+    """What a task changes in ``path``: the symbols the requirement names first (a constructor sharing the
+    class's words does not push `NameAllocator.newName` out), then those matching its words best."""
+    symbols = index.symbols.get(path, [])
+    named = named_symbols(symbols, requirement)
+    taken = {s.qualname for s in named}
+    chosen = named + [s for s in rank_symbols(index, path, requirement, limit=3) if s.qualname not in taken]
+    if chosen:
+        return chosen[: max(3, len(named))]
+    public = [s for s in symbols if s.kind in ("class", "function") and not s.name.startswith("_")]
     return public[:2]
 
 
