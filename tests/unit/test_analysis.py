@@ -647,6 +647,8 @@ def test_where_tests_live(tests: list[str], layout: str) -> None:
         ("bundle exec rake test", ["test/helpers_test.rb"], "bundle exec rake test TEST=test/helpers_test.rb"),
         ("bundle exec rake test", ["test/a_test.rb", "test/b_test.rb"], "bundle exec rake test"),
         ("rspec", ["spec/a_spec.rb", "spec/b_spec.rb"], "rspec spec/a_spec.rb spec/b_spec.rb"),
+        # a sub-project's specs in a minitest repository (sinatra's rack-protection) run with RSpec
+        ("bundle exec rake test", ["sub/spec/a_spec.rb"], "bundle exec rspec sub/spec/a_spec.rb"),
     ],
 )
 def test_java_and_ruby_tests_run_alone(suite: str, tests: list[str], command: str) -> None:

@@ -95,9 +95,11 @@ def test_offline_plan_uses_only_verified_files_and_its_test_waits_for_the_change
     paths = {f.path for t in draft.tasks for f in t.files}
     assert "notes_api/api/phantom.py" not in paths
     assert "notes_api/api/middleware.py" in paths
-    created = [t for t in draft.tasks if any(f.action == "create" for f in t.files)]
-    assert len(created) == 1
     *changes, test = draft.tasks
+    created = [t for t in changes if any(f.action == "create" for f in t.files)]
+    assert len(created) == 1
+    # the new module gets a test file of its own, not a neighbour's
+    assert [(f.path, f.action) for f in test.files] == [("tests/test_rate_limiter.py", "create")]
     dependents = [t for t in changes if t.depends_on]
     assert dependents and all(t.depends_on == [created[0].id] for t in dependents), \
         "among the changes, only the new module is a real dependency"

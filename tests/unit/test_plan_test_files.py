@@ -263,3 +263,57 @@ def test_where_tests_load_only_the_entry_point_the_one_about_the_change_is_exten
     assert index.tests_for.get("lib/response.js") is None  # nothing imports it directly
     assert where_tests_go(index, ["lib/response.js"], "Escape unicode in res.json output") == \
         ("test/res.json.js", True)
+
+
+def test_rust_and_ruby_tests_are_named_and_placed_as_the_project_does(tmp_path: Path) -> None:
+    """anyhow's plans created tests/error.rs beside tests/test_context.rs; sinatra's named tests after
+    lib/sinatra/test_helpers.rb, a library module whose name starts with "test_"."""
+    anyhow = build_index(write(tmp_path / "anyhow", {
+        "src/error.rs": "pub struct Error;\n\nimpl Error {\n    pub fn root_cause(&self) -> &Error { self }\n}\n",
+        "tests/test_context.rs": "#[test]\nfn context() {}\n", "tests/test_fmt.rs": "#[test]\nfn fmt() {}\n",
+    }))
+    assert where_tests_go(anyhow, ["src/error.rs"], "Make errors print nicer") == ("tests/test_error.rs", False)
+    contrib = build_index(write(tmp_path / "contrib", {
+        "lib/sinatra/cookies.rb": "module Sinatra\n  module Cookies\n  end\nend\n",
+        "lib/sinatra/test_helpers.rb": "module Sinatra\n  module TestHelpers\n  end\nend\n",
+        "spec/cookies_spec.rb": "describe Sinatra::Cookies do\nend\n",
+        "spec/spec_helper.rb": "require 'rspec'\n",
+    }))
+    assert where_tests_go(contrib, ["lib/sinatra/cookies.rb"], "Add a thing",
+                          new_module="lib/sinatra/request_id.rb") == ("spec/request_id_spec.rb", False)
+
+
+def test_a_ruby_test_using_the_named_helper_beats_the_one_named_after_its_file(tmp_path: Path) -> None:
+    """sinatra tests content_type in test/helpers_test.rb; base_test.rb is only named after base.rb."""
+    index = build_index(write(tmp_path, {
+        "lib/sinatra/base.rb": "module Sinatra\n  module Helpers\n    def content_type(type)\n      type\n"
+                               "    end\n  end\nend\n",
+        "test/base_test.rb": "require_relative 'test_helper'\nclass BaseTest < Minitest::Test\nend\n",
+        "test/helpers_test.rb": "require_relative 'test_helper'\nclass HelpersTest < Minitest::Test\n"
+                                "  it 'sets the content_type' do\n    content_type :json\n  end\nend\n",
+        "Rakefile": "task :test\n", "Gemfile": "gem 'rake'\n",
+    }))
+    requirement = "Fix the content_type helper so it does not append a second charset"
+    assert where_tests_go(index, ["lib/sinatra/base.rb"], requirement) == ("test/helpers_test.rb", True)
+    assert index.test_command == "bundle exec rake test"
+
+
+def test_a_new_module_gets_its_own_test_unless_code_moves_into_it(tmp_path: Path) -> None:
+    index = build_index(write(tmp_path, {
+        "rq/job.py": "def retry(job):\n    '''Retry a job after a delay.'''\n    return job\n",
+        "tests/test_job.py": "from rq.job import retry\n\ndef test_retry():\n    assert retry(1)\n",
+    }))
+    add = "Add an exponential backoff helper in rq/backoff.py and use it when a job is retried"
+    assert new_module_path(index, ["rq/job.py"], add) == "rq/backoff.py"
+    assert where_tests_go(index, ["rq/job.py"], add, new_module="rq/backoff.py") == ("tests/test_backoff.py", False)
+    move = "Move the retry delay computation out of rq/job.py into a new file rq/backoff.py"
+    assert where_tests_go(index, ["rq/job.py"], move, new_module="rq/backoff.py") == ("tests/test_job.py", True)
+
+
+def test_a_path_in_a_named_sub_project_is_created_there(tmp_path: Path) -> None:
+    index = build_index(write(tmp_path, {
+        "lib/sinatra/base.rb": "module Sinatra\nend\n",
+        "sinatra-contrib/lib/sinatra/cookies.rb": "module Sinatra\nend\n",
+    }))
+    requirement = "Add a Sinatra::RequestId extension to sinatra-contrib in lib/sinatra/request_id.rb"
+    assert new_module_path(index, ["lib/sinatra/base.rb"], requirement) == "sinatra-contrib/lib/sinatra/request_id.rb"

@@ -284,7 +284,7 @@ def test_a_task_changes_the_member_the_requirement_names_once(tmp_path: Path) ->
     ranked = [s.qualname for s in rank_symbols(index, path, "name allocator", limit=5)]
     assert ranked[0] == "NameAllocator.NameAllocator" and len(ranked) == len(set(ranked)) == 4
     # a bare class name is the class, not its constructor
-    assert [s.qualname for s in symbols_to_change(index, path, "Make NameAllocator thread-safe")][0] == "NameAllocator"
+    assert symbols_to_change(index, path, "Make NameAllocator thread-safe")[0].qualname == "NameAllocator"
 
 
 def test_named_identifiers_and_the_best_files_companions_rank_up(tmp_path: Path, sample_repo: Path) -> None:

@@ -21,7 +21,7 @@ _DATA_LANGUAGES: frozenset[str] = frozenset(
 _FAMILIES: dict[str, str] = {"typescript": "javascript", "kotlin": "java"}
 # Directory names that say nothing about which source a test is for.
 _NEUTRAL_DIRS: frozenset[str] = frozenset(
-    {"tests", "test", "__tests__", "src", "spec", "unit", "integration"}
+    {"tests", "test", "__tests__", "src", "lib", "spec", "unit", "integration"}
 )
 _PACKAGE_FILES: tuple[str, ...] = ("__init__", "index", "mod", "lib")
 _NPM_DEFAULT_TEST = "no test specified"
@@ -228,8 +228,9 @@ def command_for_tests(test_paths: list[str], suite_command: str) -> str:
         return f"{suite_command} -Dtest={','.join(classes)} -Dsurefire.failIfNoSpecifiedTests=false"
     if families == {"java"} and tool in ("gradle", "./gradlew"):
         return suite_command + "".join(f" --tests {name}" for name in classes)
-    if families == {"ruby"} and suite_command.endswith("rspec"):
-        return f"{suite_command} {quoted}"
+    bundle = "bundle exec " if suite_command.startswith("bundle exec ") else ""
+    if families == {"ruby"} and all(p.endswith("_spec.rb") for p in paths):
+        return f"{bundle}rspec {quoted}"  # specs run with RSpec whatever the suite's own task is
     if families == {"ruby"} and suite_command.endswith("rake test") and len(paths) == 1:
         return f"{suite_command} TEST={quoted}"  # Rake's test task runs the one file TEST names
     return suite_command

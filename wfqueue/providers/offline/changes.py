@@ -103,10 +103,11 @@ def earlier_needs(order: list[str], needs: dict[str, list[str]]) -> dict[str, li
 
 _KINDS = ("module", "class", "component", "backend", "plugin", "command", "adapter", "middleware", "handler",
           "provider", "serializer", "driver", "transport", "helper", "extension", "service", "package", "store")
-# "add a RateLimiter class", "a new `retry` module", "new redis backend": one or two words before the kind.
+# "add a RateLimiter class", "a new `retry` module", "new redis backend": one or two words before the kind,
+# the last part of a qualified name ("a Rack::Protection::PermissionsPolicy middleware").
 _COMPONENT = re.compile(
     r"\b(?:new\s+|(?:add|adds|added|adding|create|creates|introduce|introduces)\s+(?:an?\s+|the\s+)?(?:new\s+)?)"
-    r"`?([A-Za-z][\w-]*(?:\s+[A-Za-z][\w-]*)?)`?\s+(" + "|".join(_KINDS) + r")\b",
+    r"`?(?:[A-Za-z]\w*(?:::|\.))*([A-Za-z][\w-]*(?:\s+[A-Za-z][\w-]*)?)`?\s+(" + "|".join(_KINDS) + r")\b",
     re.IGNORECASE,
 )
 _FILLER = {"a", "an", "the", "new", "own", "separate", "dedicated", "small", "simple"}
@@ -139,8 +140,13 @@ def _styled(words: list[str], like: str) -> str:
     return words[0] + "".join(w.capitalize() for w in words[1:])
 
 
-# A source file's path as a requirement writes it ("rq/backoff.py", "./src/retry.ts", "nushell_completions.go").
+# A change that moves code into a new module ("Move the retry delay computation into a new file ...").
+_MOVE = re.compile(r"\b(?:move[sd]?|moving|rename[sd]?|renaming|extract(?:s|ed|ing)?|split(?:s|ting)?\s+out|"
+                   r"relocate[sd]?)\b", re.IGNORECASE)
+# Folders that hold a project's tests (and nothing else).
+TEST_FOLDERS = frozenset({"tests", "test", "__tests__", "spec", "specs"})
 MAX_NAMED_SYMBOLS = 5  # symbols of one file a task changes because the requirement names them
+# A source file's path as a requirement writes it ("rq/backoff.py", "./src/retry.ts", "nushell_completions.go").
 _NAMED_PATH = re.compile(r"(?<![\w/.-])(?:\./)?((?:[\w.-]+/)*[\w-][\w.-]*\.(?:py|js|ts|tsx|jsx|go|rs|java|rb))\b")
 # Words before a path that make it an example, not a file to make ("paths like app/settings.py").
 _EXAMPLE_CUE = re.compile(r"(?:\blike|such as|e\.g\.|for example|for instance)\s*[`'\"(]?\s*$", re.IGNORECASE)
@@ -155,11 +161,16 @@ def _named_paths(index: RepoIndex, requirement: str) -> list[tuple[str, bool]]:
     example. A bare new name has no folder yet: its caller places it."""
     existing = {f.path for f in index.files}
     folders = {posixpath.dirname(path) for path in existing}
+    # A sub-project the requirement names: "to sinatra-contrib in lib/sinatra/request_id.rb" is a path in it.
+    projects = [top for top in sorted({path.split("/", 1)[0] for path in existing if "/" in path})
+                if re.search(rf"(?<![\w/.-]){re.escape(top)}(?![\w/-])", requirement)]
     found: list[tuple[str, bool]] = []
     for match in _NAMED_PATH.finditer(requirement):
         path, before = match.group(1), requirement[: match.start()]
         if _EXAMPLE_CUE.search(before):
             continue
+        if "/" in path and path not in existing:
+            path = next((f"{top}/{path}" for top in projects if posixpath.dirname(f"{top}/{path}") in folders), path)
         if "/" not in path and path not in existing:
             same_name = [p for p in existing if posixpath.basename(p) == path]
             if len(same_name) == 1:
@@ -264,7 +275,8 @@ def covering_tests(index: RepoIndex, paths: list[str]) -> list[str]:
     return found
 
 
-def where_tests_go(index: RepoIndex, paths: list[str], requirement: str) -> tuple[str, bool]:
+def where_tests_go(index: RepoIndex, paths: list[str], requirement: str,
+                   new_module: str | None = None) -> tuple[str, bool]:
     """Where the tests of a change to ``paths`` (most relevant first) go, and whether that file exists.
 
     A test file the requirement names, existing or not. Else a test file of the most relevant module (or,
@@ -274,7 +286,7 @@ def where_tests_go(index: RepoIndex, paths: list[str], requirement: str) -> tupl
     name even when it imports only the package), then the one whose text best matches the requirement; never a
     test folder's support file (``fixtures.py``, ``__init__.py``). Without one, a new file named after that
     module, where its language keeps tests: the other planned files are ranked lower, and their tests are not
-    this change's."""
+    this change's. A module the change creates (``new_module``) gets a test file of its own."""
     code = [p for p in paths if _is_code(index, p)]
     main = code[0] if code else None
     # "Add tests in test/res.sendStatus.js": where the requirement says (a set-up file is no test's place).
@@ -285,6 +297,8 @@ def where_tests_go(index: RepoIndex, paths: list[str], requirement: str) -> tupl
         if "/" not in path and not exists and main is not None and language_for(main) != "go":
             path = posixpath.join(posixpath.dirname(_new_test_file(index, main)), path)  # the tests' folder
         return path, exists or any(f.path == path for f in index.files)
+    if new_module is not None and not _MOVE.search(requirement):  # moved code keeps the tests it has
+        return _created_test(index, new_module)
     if main is None:
         return _created_test(index, paths[0] if paths else "change.py")
     # Covering: importing the module, or named after it in the nearest folder of its language
@@ -294,14 +308,21 @@ def where_tests_go(index: RepoIndex, paths: list[str], requirement: str) -> tupl
     # only the package's entry point and name tests by topic (express's test/res.json.js).
     own_name = [f.path for f in index.files if f.is_test and main in index.imports.get(f.path, [])
                 and posixpath.splitext(posixpath.basename(f.path))[0].lower() == subject_stem(main)]
-    candidates = list(dict.fromkeys(covering_tests(index, [main]) + own_name)) or (
+    defined = {s.name.lower() for s in index.symbols.get(main, [])}
+    # Identifiers the requirement names that the module defines, as their terms run in order.
+    wanted = [tokenize(name) for name in named_identifiers(requirement) if name.rsplit(".", 1)[-1].lower() in defined]
+    # Outside Python a test need not load the module by a path the index resolves (Ruby's `require 'sinatra'`):
+    # one of its language using the identifier is where it is tested (sinatra's helpers_test.rb for content_type,
+    # not base_test.rb, named after base.rb).
+    using_named = [] if language_for(main) == "python" or not wanted else [
+        f.path for f in index.files if f.is_test and is_test_module(f.path)
+        and language_for(f.path) == language_for(main)
+        and any(terms and _runs_in(terms, index.doc_tokens.get(f.path, [])) for terms in wanted)]
+    candidates = list(dict.fromkeys(covering_tests(index, [main]) + own_name + using_named)) or (
         [] if language_for(main) == "python" else _tests_through_entry(index, main))
     if not candidates:
         return _created_test(index, main)
     scores = dict(rank_files(index, requirement, include_tests=True))
-    defined = {s.name.lower() for s in index.symbols.get(main, [])}
-    # Identifiers the requirement names that the module defines, as their terms run in order.
-    wanted = [tokenize(name) for name in named_identifiers(requirement) if name.rsplit(".", 1)[-1].lower() in defined]
 
     def preference(test: str) -> tuple[bool, bool, bool, float, int]:
         words = index.doc_tokens.get(test, [])
@@ -346,24 +367,44 @@ def _created_test(index: RepoIndex, source: str) -> tuple[str, bool]:
 
 def _new_test_file(index: RepoIndex, source: str) -> str:
     """A test file for ``source`` named as its language names them, where its language keeps them: Go beside
-    the source (``x_test.go``), others in the test folder nearest to it."""
+    the source (``x_test.go``), others in the test folder nearest to it, named as the tests already there are."""
     name, extension = posixpath.splitext(posixpath.basename(source))
     language = language_for(source) if extension else "python"
     if language == "go":
         return posixpath.join(posixpath.dirname(source), f"{name}_test.go")
     tests = [f.path for f in index.files if f.is_test and is_test_module(f.path) and language_for(f.path) == language]
-    nearest = max(tests, key=lambda t: (closeness(source, t), t.count("/") == 1, t), default=None)
+    # A test folder's files first: sinatra-contrib's lib/sinatra/test_helpers.rb is named like a test but is a
+    # library module, and its folder no place for tests.
+    in_test_folders = [t for t in tests if set(t.split("/")[:-1]) & TEST_FOLDERS]
+    nearest = max(in_test_folders or tests, key=lambda t: (closeness(source, t), t.count("/") == 1, t), default=None)
     folder = posixpath.dirname(nearest) if nearest else ("tests" if language == "python" else "test")
     if language == "python":
         return posixpath.join(folder, f"test_{subject_stem(source)}.py")
     if language == "java":
         return posixpath.join(folder, f"{name}Test.java")
-    # JavaScript, TypeScript and the rest: the module's own name, its case kept, marked as the folder's tests are
-    # (UserCard.test.tsx beside App.test.tsx; ky's test/retry.ts has no mark, so neither has test/merge.ts).
     siblings = [posixpath.basename(t) for t in tests if posixpath.dirname(t) == folder]
+    return posixpath.join(folder, _named_like(siblings, name, extension, language))
+
+
+def _named_like(siblings: list[str], name: str, extension: str, language: str) -> str:
+    """A test file name for module ``name`` following most of ``siblings``: ``test_x.rs`` beside anyhow's
+    test_context.rs, ``x_test.rb`` or ``x_spec.rb`` in Ruby, ``x.test.ts`` (its case kept: UserCard.test.tsx)
+    where the folder marks its tests, plain ``x.ts`` where it does not (ky's test/retry.ts)."""
+    stems = [sibling.split(".", 1)[0] for sibling in siblings]
+    majority = len(siblings) / 2
+    lower = subject_stem(name + extension) if language in ("ruby", "rust") else name
+    if siblings and sum(stem.startswith("test_") for stem in stems) > majority:
+        return f"test_{lower}{extension}"
+    for suffix in ("_test", "_spec"):
+        if siblings and sum(stem.endswith(suffix) for stem in stems) > majority:
+            return f"{lower}{suffix}{extension}"
+    if language == "ruby":  # minitest's naming, or RSpec's in a spec folder
+        return f"{lower}_test{extension}"
+    if language == "rust":  # any name is an integration test of tests/
+        return f"{lower}{extension}"
     mark = next((m for m in (".test.", ".spec.") if siblings and sum(m in n for n in siblings) * 2 >= len(siblings)),
                 "." if siblings else ".test.")
-    return posixpath.join(folder, f"{name}{mark}{extension.lstrip('.')}")
+    return f"{name}{mark}{extension.lstrip('.')}"
 
 
 def _runs_in(terms: list[str], words: list[str]) -> bool:

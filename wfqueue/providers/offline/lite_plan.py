@@ -97,7 +97,7 @@ def plan_tasks(index: RepoIndex, requirement: str, session_id: str, assessment: 
     planned = {p for t in tasks for p in t.focus_paths}
     # Best first, as the localizer ranked them (a task lists its files in import order).
     covered = [p for p, _ in candidates if p in planned] + sorted(planned - {p for p, _ in candidates})
-    test_file, exists = where_tests_go(index, covered, requirement)
+    test_file, exists = where_tests_go(index, covered, requirement, new_module=created)
     # Written against the changed code, in a worktree that has it: a test of a change not made yet can neither
     # be run by its author nor pass the gate before the change is merged.
     tasks.append(_task(len(tasks) + 1, f"Test: {change_phrase(requirement)} ({test_file})",
