@@ -15,7 +15,6 @@ from wfqueue.collab.models import AreaDraft, Evidence, EvidenceFile, Requirement
 from wfqueue.providers.offline.changes import (
     change_phrase,
     conflict_risk,
-    covering_tests,
     criteria_for,
     dependency_order,
     earlier_needs,
@@ -30,6 +29,7 @@ from wfqueue.providers.offline.changes import (
     task_type,
     verification_for,
 )
+from wfqueue.providers.offline.tests_placement import covering_tests
 from wfqueue.unified_task import Convergence, TaskFile, TaskMeta, TaskSource, TaskTest, UnifiedTask
 
 

@@ -15,7 +15,6 @@ from wfqueue.analysis import RepoIndex
 from wfqueue.lite.models import Assessment, ClarificationAnswer, LitePlanDraft, VerifiedExploration
 from wfqueue.providers.offline.changes import (
     change_phrase,
-    covering_tests,
     criteria_for,
     effort_of,
     file_entries,
@@ -26,8 +25,8 @@ from wfqueue.providers.offline.changes import (
     task_title,
     task_type,
     verification_for,
-    where_tests_go,
 )
+from wfqueue.providers.offline.tests_placement import covering_tests, where_tests_go
 from wfqueue.providers.offline.understand import cluster_files, relevant_files
 from wfqueue.unified_task import Convergence, TaskFile, TaskSource, TaskTest, UnifiedTask
 

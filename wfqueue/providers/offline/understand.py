@@ -18,7 +18,8 @@ from collections import defaultdict
 from wfqueue.analysis import RepoIndex, fan_in, novel_terms, rank_symbols
 from wfqueue.analysis.localize import MOST_FILES, candidates, focus, localize
 from wfqueue.collab.models import ProposedArea, Understanding, UnderstandingDraft
-from wfqueue.providers.offline.changes import dependency_order, earlier_needs, plan_needs, where_tests_go
+from wfqueue.providers.offline.changes import dependency_order, earlier_needs, plan_needs
+from wfqueue.providers.offline.tests_placement import where_tests_go
 from wfqueue.sentences import sentences
 from wfqueue.settings import MAX_AGENTS_LIMIT
 

@@ -1,0 +1,172 @@
+"""Where a plan's tests go: the test file a change's test task extends or creates. Pure.
+
+A test file the requirement names; else the test of the most relevant module that uses what the requirement
+names, imports the module, or is named after it (never a test folder's set-up file); else a new file named
+and placed as the project's own tests are. A module the change creates gets a test of its own.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+
+from wfqueue.analysis import RepoIndex, rank_files, tokenize
+from wfqueue.analysis.files import is_test_path, language_for
+from wfqueue.analysis.localize import named_identifiers
+from wfqueue.analysis.testmap import closeness, is_test_module, subject_stem, tested_stem
+from wfqueue.providers.offline.changes import is_code, named_paths
+
+# A change that moves code into a new module ("Move the retry delay computation into a new file ...").
+_MOVE = re.compile(r"\b(?:move[sd]?|moving|rename[sd]?|renaming|extract(?:s|ed|ing)?|split(?:s|ting)?\s+out|"
+                   r"relocate[sd]?)\b", re.IGNORECASE)
+# Folders that hold a project's tests (and nothing else).
+TEST_FOLDERS = frozenset({"tests", "test", "__tests__", "spec", "specs"})
+
+
+def covering_tests(index: RepoIndex, paths: list[str]) -> list[str]:
+    """Test files that cover any of ``paths`` (a test file covers itself)."""
+    found: list[str] = []
+    for path in paths:
+        own = [path] if any(f.path == path and f.is_test for f in index.files) else index.tests_for.get(path, [])
+        # conftest.py, fixtures.py, a test package's __init__.py: set-up, not a test of the module; pytest run on
+        # one alone collects nothing and fails
+        found += [t for t in own if t not in found and is_test_module(t)]
+    return found
+
+
+def where_tests_go(index: RepoIndex, paths: list[str], requirement: str,
+                   new_module: str | None = None) -> tuple[str, bool]:
+    """Where the tests of a change to ``paths`` (most relevant first) go, and whether that file exists.
+
+    A test file the requirement names, existing or not. Else a test file of the most relevant module (or,
+    outside Python, where no test imports it, one reaching it through the package's entry point): one using an
+    identifier the requirement names first (where ``parse_schedule`` is already tested), then one importing
+    the module, then one named after it (``tests/test_decoders.py`` for ``httpx/_decoders.py``, found by its
+    name even when it imports only the package), then the one whose text best matches the requirement; never a
+    test folder's support file (``fixtures.py``, ``__init__.py``). Without one, a new file named after that
+    module, where its language keeps tests: the other planned files are ranked lower, and their tests are not
+    this change's. A module the change creates (``new_module``) gets a test file of its own."""
+    code = [p for p in paths if is_code(index, p)]
+    main = code[0] if code else None
+    # "Add tests in test/res.sendStatus.js": where the requirement says (a set-up file is no test's place).
+    named = [(path, exists) for path, exists in named_paths(index, requirement)
+             if is_test_path(path) and is_test_module(path)]
+    if named:
+        path, exists = named[0]
+        if "/" not in path and not exists and main is not None and language_for(main) != "go":
+            path = posixpath.join(posixpath.dirname(_new_test_file(index, main)), path)  # the tests' folder
+        return path, exists or any(f.path == path for f in index.files)
+    if new_module is not None and not _MOVE.search(requirement):  # moved code keeps the tests it has
+        return _created_test(index, new_module)
+    if main is None:
+        return _created_test(index, paths[0] if paths else "change.py")
+    # Covering: importing the module, or named after it in the nearest folder of its language
+    # (analysis.testmap), so another app's test_models.py or a frontend's client.test.ts is never taken; and a
+    # file named after the module and importing it, whatever its name says elsewhere (express's test/utils.js).
+    # Python projects name tests after modules (a new tests/test_x.py is the convention); JS/TS ones often load
+    # only the package's entry point and name tests by topic (express's test/res.json.js).
+    own_name = [f.path for f in index.files if f.is_test and main in index.imports.get(f.path, [])
+                and posixpath.splitext(posixpath.basename(f.path))[0].lower() == subject_stem(main)]
+    defined = {s.name.lower() for s in index.symbols.get(main, [])}
+    # Identifiers the requirement names that the module defines, as their terms run in order.
+    wanted = [tokenize(name) for name in named_identifiers(requirement) if name.rsplit(".", 1)[-1].lower() in defined]
+    # Outside Python a test need not load the module by a path the index resolves (Ruby's `require 'sinatra'`):
+    # one of its language using the identifier is where it is tested (sinatra's helpers_test.rb for content_type,
+    # not base_test.rb, named after base.rb).
+    using_named = [] if language_for(main) == "python" or not wanted else [
+        f.path for f in index.files if f.is_test and is_test_module(f.path)
+        and language_for(f.path) == language_for(main)
+        and any(terms and _runs_in(terms, index.doc_tokens.get(f.path, [])) for terms in wanted)]
+    candidates = list(dict.fromkeys(covering_tests(index, [main]) + own_name + using_named)) or (
+        [] if language_for(main) == "python" else _tests_through_entry(index, main))
+    if not candidates:
+        return _created_test(index, main)
+    scores = dict(rank_files(index, requirement, include_tests=True))
+
+    def preference(test: str) -> tuple[bool, bool, bool, float, int]:
+        words = index.doc_tokens.get(test, [])
+        uses_named = any(terms and _runs_in(terms, words) for terms in wanted)
+        # Importing is evidence; a name decides where no test imports the module itself (httpx's tests).
+        imports_it = main in index.imports.get(test, [])
+        named_after = tested_stem(test) == subject_stem(main)
+        return not uses_named, not imports_it, not named_after, -scores.get(test, 0.0), candidates.index(test)
+
+    return min(candidates, key=preference), True
+
+
+# How many imports deep a test may reach a module through its package's entry point (express's tests
+# require('..'): index.js -> lib/express.js -> lib/response.js).
+ENTRY_DEPTH = 3
+
+
+def _tests_through_entry(index: RepoIndex, source: str) -> list[str]:
+    """Test files of ``source``'s language that reach it through the modules they import, within
+    :data:`ENTRY_DEPTH` imports: where a project's tests load only its entry point, these are its tests."""
+    language = language_for(source)
+    found: list[str] = []
+    for test in (f.path for f in index.files if f.is_test and is_test_module(f.path)):
+        if language_for(test) != language:
+            continue
+        seen, frontier = {test}, [test]
+        for _ in range(ENTRY_DEPTH):
+            frontier = [g for f in frontier for g in index.imports.get(f, []) if g not in seen]
+            seen.update(frontier)
+            if source in seen:
+                found.append(test)
+                break
+    return found
+
+
+def _created_test(index: RepoIndex, source: str) -> tuple[str, bool]:
+    """A test file for ``source`` where none covers it, and whether that name is taken (ky's test/merge.ts may
+    exist and test something else through the entry point: it is then changed, not created over)."""
+    path = _new_test_file(index, source)
+    return path, any(f.path == path for f in index.files)
+
+
+def _new_test_file(index: RepoIndex, source: str) -> str:
+    """A test file for ``source`` named as its language names them, where its language keeps them: Go beside
+    the source (``x_test.go``), others in the test folder nearest to it, named as the tests already there are."""
+    name, extension = posixpath.splitext(posixpath.basename(source))
+    language = language_for(source) if extension else "python"
+    if language == "go":
+        return posixpath.join(posixpath.dirname(source), f"{name}_test.go")
+    tests = [f.path for f in index.files if f.is_test and is_test_module(f.path) and language_for(f.path) == language]
+    # A test folder's files first: sinatra-contrib's lib/sinatra/test_helpers.rb is named like a test but is a
+    # library module, and its folder no place for tests.
+    in_test_folders = [t for t in tests if set(t.split("/")[:-1]) & TEST_FOLDERS]
+    nearest = max(in_test_folders or tests, key=lambda t: (closeness(source, t), t.count("/") == 1, t), default=None)
+    folder = posixpath.dirname(nearest) if nearest else ("tests" if language == "python" else "test")
+    if language == "python":
+        return posixpath.join(folder, f"test_{subject_stem(source)}.py")
+    if language == "java":
+        return posixpath.join(folder, f"{name}Test.java")
+    siblings = [posixpath.basename(t) for t in tests if posixpath.dirname(t) == folder]
+    return posixpath.join(folder, _named_like(siblings, name, extension, language))
+
+
+def _named_like(siblings: list[str], name: str, extension: str, language: str) -> str:
+    """A test file name for module ``name`` following most of ``siblings``: ``test_x.rs`` beside anyhow's
+    test_context.rs, ``x_test.rb`` or ``x_spec.rb`` in Ruby, ``x.test.ts`` (its case kept: UserCard.test.tsx)
+    where the folder marks its tests, plain ``x.ts`` where it does not (ky's test/retry.ts)."""
+    stems = [sibling.split(".", 1)[0] for sibling in siblings]
+    majority = len(siblings) / 2
+    lower = subject_stem(name + extension) if language in ("ruby", "rust") else name
+    if siblings and sum(stem.startswith("test_") for stem in stems) > majority:
+        return f"test_{lower}{extension}"
+    for suffix in ("_test", "_spec"):
+        if siblings and sum(stem.endswith(suffix) for stem in stems) > majority:
+            return f"{lower}{suffix}{extension}"
+    if language == "ruby":  # minitest's naming, or RSpec's in a spec folder
+        return f"{lower}_test{extension}"
+    if language == "rust":  # any name is an integration test of tests/
+        return f"{lower}{extension}"
+    mark = next((m for m in (".test.", ".spec.") if siblings and sum(m in n for n in siblings) * 2 >= len(siblings)),
+                "." if siblings else ".test.")
+    return f"{name}{mark}{extension.lstrip('.')}"
+
+
+def _runs_in(terms: list[str], words: list[str]) -> bool:
+    """Whether ``terms`` occur one after the other somewhere in ``words``."""
+    width = len(terms)
+    return any(words[i:i + width] == terms for i in range(len(words) - width + 1))
