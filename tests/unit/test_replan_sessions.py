@@ -14,6 +14,7 @@ from tests.replan_support import cli, read, three_tasks, tree
 from wfqueue.errors import InfrastructureError
 from wfqueue.fsio import atomic_write_bytes, atomic_write_text
 from wfqueue.workflow_session.replan import backup as backup_module
+from wfqueue.workflow_session.session import find_session
 
 
 @pytest.mark.parametrize("recorded", ["failed", "running", "pending", None])
@@ -132,3 +133,23 @@ def test_backups_are_restored_last_replan_first(tmp_path: Path) -> None:
     assert cli("replan", "--restore", second["backup"], "--repo", str(tmp_path))[0] == 0
     assert cli("replan", "--restore", first["backup"], "--repo", str(tmp_path))[0] == 0
     assert tree(folder, skip_backups=True) == before
+
+
+def test_without_session_the_active_session_is_taken_not_the_one_executed_last(tmp_path: Path) -> None:
+    """A session execute has completed is written to last (its tasks' results); `replan` and `verify` without
+    --session took it over the session still waiting to be executed."""
+    waiting = three_tasks(tmp_path)
+    executed = waiting.parent / "WFS-executed"
+    shutil.copytree(waiting, executed)
+    record = read(executed, "workflow-session.json")
+    record.update(session_id="WFS-executed", status="completed", updated_at="2999-01-01T00:00:00+00:00")
+    atomic_write_text(executed / "workflow-session.json", json.dumps(record))
+    before = tree(executed)
+    code, out, err, _ = cli("replan", "remove IMPL-3", "--repo", str(tmp_path), "-y", "--json")
+    assert code == 0, err
+    assert json.loads(out)["session_id"] == waiting.name
+    assert tree(executed) == before
+    assert find_session(tmp_path, None) == waiting
+    record.update(status="active")  # once it is the only active one, the newest active session is taken
+    atomic_write_text(executed / "workflow-session.json", json.dumps(record))
+    assert find_session(tmp_path, None) == executed

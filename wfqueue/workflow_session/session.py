@@ -38,6 +38,10 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+# Which session a command without --session works on: the lowest rank, then the newest.
+_DEFAULT_RANK = {"active": 0, "planning": 1, "paused": 1, "failed": 1, "completed": 2}
+
+
 def list_sessions(repo: Path) -> list[WorkflowSession]:
     root = active_root(repo)
     sessions = []
@@ -67,8 +71,11 @@ def find_session(repo: Path, session_id: str | None) -> Path:
                     hint="fix that file (`wfqueue sessions` lists every session and its state)")
             raise SessionNotFoundError(f"no workflow session under {root}",
                                        hint='create one with `wfqueue plan "..."`')
-        newest = max(candidates, key=lambda s: (s.updated_at or s.created_at, s.session_id))
-        return root / newest.session_id
+        # The active session: one ready for verify, replan or execute before an unfinished one, and a session
+        # already executed (completed) last, however recently its execution wrote to it.
+        chosen = max(candidates, key=lambda s: (-_DEFAULT_RANK.get(s.status, 1), s.updated_at or s.created_at,
+                                                s.session_id))
+        return root / chosen.session_id
     check_session_id(session_id)
     folder = (root / session_id).resolve()
     if folder.parent != root.resolve() or not (folder / SESSION_FILE).is_file():
