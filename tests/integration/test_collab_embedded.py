@@ -155,6 +155,9 @@ def test_ctrl_c_or_sigterm_leaves_no_process_behind(sig: signal.Signals, code: i
     assert shown.json()["status"] == "interrupted", shown.stdout
     assert {a["state"] for a in shown.json()["agents"]} == {"interrupted"}
     assert f"wfqueue resume {session}" in shown.json()["hint"]
+    # and so does the listing of the repository's plans (it said planning)
+    listed = run_cli("status", "--repo", str(sample_repo), "--json").json()
+    assert [(row["session_id"], row["status"]) for row in listed] == [(session, "interrupted")], listed
 
 
 def test_bad_input_exits_2_and_writes_nothing(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import typer
 from pydantic import BaseModel, SecretStr
@@ -65,6 +65,9 @@ def held_redis(settings: Settings, root: Path) -> Settings:
     return live
 
 
+Shown = TypeVar("Shown", bound=BaseModel)  # a session's or execution's record, as status shows it
+
+
 def _nobody_runs(current: BaseModel, resume: str) -> BaseModel:
     """``current`` when no command runs its session: what was under way was interrupted; ``resume`` finishes it."""
     if isinstance(current, SessionSummary):
@@ -74,6 +77,26 @@ def _nobody_runs(current: BaseModel, resume: str) -> BaseModel:
     if isinstance(current, Execution) and current.status == "running":
         return current.model_copy(update={"status": "interrupted"})
     return current
+
+
+def _as_it_stands(current: Shown, session_id: str, settings: Settings, live: Settings, *, embedded_here: bool,
+                  held: bool, resume: str) -> Shown:
+    """``current`` as it stands now: what its files say is under way was interrupted when no command runs it."""
+    if embedded_here:
+        # No command holds the repository's Redis: what its files say is running was interrupted (a command
+        # killed outright could not say so itself). One that does may be another session's: this one's
+        # own claim tells (its agents run on that command's workers only while it waits for them).
+        nobody = not held or (live is not settings and isinstance(current, SessionSummary | SessionStatus)
+                              and coordinator_gone(live, session_id))
+    else:
+        # A shared broker's (or up's) workers go on without the command: only what waits on the command
+        # itself (its next steps, a question) was interrupted; a collab plan whose agents still run or wait
+        # for a worker finishes on its own (its callback runs on the workers).
+        agents_go_on = isinstance(current, SessionStatus) and any(a.state in UNFINISHED_AGENT
+                                                                   for a in current.agents)
+        nobody = (isinstance(current, SessionSummary | SessionStatus) and not agents_go_on
+                  and coordinator_gone(settings, session_id))
+    return cast(Shown, _nobody_runs(current, resume)) if nobody else current  # the same kind of record
 
 
 def _print_summary(out: Console, summary: SessionSummary, label: str) -> None:
@@ -140,10 +163,16 @@ def register(app: typer.Typer) -> None:
         if up is not None:  # its Redis holds the live agent records of the plans it runs
             settings = up.broker_settings(settings)
         out = Console(highlight=False)
+        embedded_here = settings.embedded and up is None
+        held = embedded_here and owned_now(queue_dir(root) / "redis")
         if session is None:
-            # The listing shows collaborative plans (`wfqueue status SESSION` reads any kind).
+            # The listing shows collaborative plans (`wfqueue status SESSION` reads any kind), each as it stands:
+            # one whose command was stopped is interrupted, not still planning.
             folder = COLLAB.root(root)
-            rows = [read_session(p) for p in sorted(folder.iterdir()) if p.is_dir()] if folder.is_dir() else []
+            live = held_redis(settings, root) if held else settings
+            rows = [_as_it_stands(read_session(p), p.name, settings, live, embedded_here=embedded_here, held=held,
+                                  resume=resume_command(p.name, root))
+                    for p in sorted(folder.iterdir()) if p.is_dir()] if folder.is_dir() else []
             if as_json:
                 typer.echo(json.dumps([r.model_dump(mode="json", exclude={"agents": True, **NO_CALLS_LIST})
                                        for r in rows], ensure_ascii=False))
@@ -161,8 +190,6 @@ def register(app: typer.Typer) -> None:
             return
         kind, folder = locate(root, session)
         rebuild_from_redis(settings, folder.name, folder)  # workers on other machines stored files there
-        embedded_here = settings.embedded and up is None
-        held = embedded_here and owned_now(queue_dir(root) / "redis")
         live = held_redis(settings, root) if held else settings
         try:
             current = kind.read_status(folder, live)
@@ -178,22 +205,8 @@ def register(app: typer.Typer) -> None:
             # Whether its command still asks is known only in embedded mode (below): say both.
             current = current.model_copy(update={"hint": "answer its question (allow, modify or cancel) where its "
                                                           f"command runs; if that command stopped: {resume}"})
-        if embedded_here:
-            # No command holds the repository's Redis: what its files say is running was interrupted (a command
-            # killed outright could not say so itself). One that does may be another session's: this one's
-            # own claim tells (its agents run on that command's workers only while it waits for them).
-            nobody = not held or (live is not settings and isinstance(current, SessionSummary | SessionStatus)
-                                  and coordinator_gone(live, folder.name))
-        else:
-            # A shared broker's (or up's) workers go on without the command: only what waits on the command
-            # itself (its next steps, a question) was interrupted; a collab plan whose agents still run or wait
-            # for a worker finishes on its own (its callback runs on the workers).
-            agents_go_on = isinstance(current, SessionStatus) and any(a.state in UNFINISHED_AGENT
-                                                                       for a in current.agents)
-            nobody = (isinstance(current, SessionSummary | SessionStatus) and not agents_go_on
-                      and coordinator_gone(settings, folder.name))
-        if nobody:
-            current = _nobody_runs(current, resume)
+        current = _as_it_stands(current, folder.name, settings, live, embedded_here=embedded_here, held=held,
+                                resume=resume)
         if as_json:
             typer.echo(json.dumps(current.model_dump(mode="json", exclude=NO_CALLS_LIST), ensure_ascii=False))
         elif isinstance(current, SessionSummary):
