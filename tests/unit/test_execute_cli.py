@@ -162,6 +162,25 @@ def test_a_file_the_plan_changes_must_be_tracked_by_git(sample_repo: Path, capsy
     assert "git does not track 1 file the plan changes (ignored, or never added): notes_api/config.py" in err
 
 
+def test_a_copy_inside_another_checkout_that_ignores_it_is_told_to_become_a_repository(
+        sample_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make demo` plans a copy under .demo/, which wfqueue's own checkout ignores: execute said "commit them (or
+    stop ignoring them)", which meant committing the copy into wfqueue."""
+    monkeypatch.setenv("WFQUEUE_EXECUTOR_COMMAND", "claude -p")
+    outer = tmp_path / "project"
+    outer.mkdir()
+    (outer / ".gitignore").write_text(".demo/\n", encoding="utf-8")
+    committed(outer)
+    copy = outer / ".demo" / "sample-api"
+    copy.parent.mkdir()
+    sample_repo.rename(copy)
+    plan_session(copy)
+    assert main(["execute", SESSION, "--repo", str(copy)]) == 2
+    err = capsys.readouterr().err
+    assert f"{copy} is not a git repository of its own: it lies inside {outer}, whose git ignores it" in err
+    assert "git init" in err and "commit them (or stop ignoring them)" not in err
+
+
 def test_without_an_executor_execution_is_refused_and_says_how_to_configure_one(
         sample_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     committed(sample_repo)
