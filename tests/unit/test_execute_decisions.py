@@ -27,6 +27,7 @@ from wfqueue.execute.model import TaskFiles
 from wfqueue.execute.outcome import execution_root, plan_slug
 from wfqueue.execute.records import Execution, TaskRecord, render_report, save
 from wfqueue.execute.writeback import runtime_fields, write_back
+from wfqueue.workflow_session.verify.run import verify_session
 
 
 def execution(**states: str) -> Execution:
@@ -176,7 +177,14 @@ def test_states_are_written_back_into_a_workflow_session(sample_repo: Path) -> N
     assert first["execution"]["branch"] == e.branch and first["title"] == "Store counts"
     assert second["status"] == "skipped" and second["result"]["error"] == "depends on IMPL-1, which is failed"
     todo = (folder / "TODO_LIST.md").read_text()
-    assert "- [x] **IMPL-1**" in todo and "- [ ] **IMPL-2**" in todo
+    # ARTIFACTS §5: a done task's line links its summary, which says what was merged and what it was held to
+    assert "- [x] **IMPL-1**: Store counts → [✅](./.summaries/IMPL-1-summary.md)" in todo
+    assert "- [ ] **IMPL-2**: Limit → [📋](./.task/IMPL-2.json)" in todo
+    summary = (folder / ".summaries" / "IMPL-1-summary.md").read_text()
+    assert summary.startswith("# IMPL-1: Store counts") and f"merged into {e.branch}" in summary
+    assert not (folder / ".summaries" / "IMPL-2-summary.md").exists()
+    # verify reads the ticked line as the planner's own: no TODO_LIST.md finding
+    assert not [f for f in verify_session(folder).findings if any("TODO_LIST" in at for at in f.location)]
     # The plan still loads, with the same tasks.
     assert [t.id for t in load_plan(str(folder), str(sample_repo)).tasks] == ["IMPL-1", "IMPL-2"]
     session = json.loads((folder / "workflow-session.json").read_text())

@@ -217,6 +217,7 @@ def test_lite_plan_md_reads_in_english(sample_repo: Path) -> None:
     text = render_plan("s", requirement, "now", assessment, draft.understanding, draft.tasks, "tasks.jsonl", {})
     assert not re.search(r"[\u4e00-\u9fff]", text)
     assert "## Task Overview" in text and "- **Acceptance criteria**:" in text
+    assert "wfqueue execute s --dry-run" in text  # how to carry the plan out, not only how to check it
     # A file changed at several symbols is listed once ("`x.py` (modify), `x.py` (modify)" before).
     several = [t for t in draft.tasks if len(t.files) > len({f.path for f in t.files})]
     assert several, "the plan should change some file at more than one symbol"

@@ -162,6 +162,9 @@ def render_plan_md(data: PlanSummaryInput, session_dir: str) -> str:
         "2. Each agent's detailed tasks (unified task format) are in `agents/{area}/plan.json`.",
         "3. Run tasks in dependency order: a task starts once every task it depends on is done;",
         "   tasks with no dependencies between them can run in parallel.",
+        f"   `wfqueue execute {analysis.session_id} --dry-run` shows that schedule;",
+        f"   `wfqueue execute {analysis.session_id}` runs it with coding agents, each task in a git worktree of its",
+        "   own, merged one at a time behind the test gate, on a branch of its own.",
         "",
     ]
     return "\n".join(out)

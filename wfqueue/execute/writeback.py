@@ -2,7 +2,8 @@
 
 A lite plan's ``tasks.jsonl`` gets ``_execution`` on each executed task; a ``.task/*.json`` file (workflow
 sessions, agent plans kept as task files) and a collaborative agent's ``plan.json`` task get top-level
-``status`` / ``executed_at`` / ``result``; TODO_LIST.md gets ``- [x]`` for a completed task. Every other field is
+``status`` / ``executed_at`` / ``result``; TODO_LIST.md gets ``- [x]`` and a link to the task's
+``.summaries/IMPL-N-summary.md`` for a completed task. Every other field is
 written back as it was read. :func:`runtime_fields` is pure; a plan file that cannot be read is left alone
 (the execution's own records still hold every state).
 """
@@ -17,6 +18,7 @@ from typing import Any
 from wfqueue.execute.model import ExecTask, ExecutablePlan
 from wfqueue.execute.records import Execution, TaskRecord, iso
 from wfqueue.fsio import atomic_write_text, dumps_json
+from wfqueue.workflow_session.render import SUMMARY_DIR
 from wfqueue.workflow_session.session import TASK_DIR, TODO_FILE, load_session, save_session
 
 # Execution's task states as the unified task's ``status`` names them (running is in_progress).
@@ -87,13 +89,41 @@ def _agent_plan(path: Path, fields: dict[str, dict[str, Any]]) -> None:
     atomic_write_text(path, dumps_json(data))
 
 
+# A TODO_LIST.md task line: its box, its id, its title, and the link to its task file (docs/ARTIFACTS.md §5).
+_TODO_LINE = re.compile(r"^(\s*)- \[[ x]\] \*\*([^*]+)\*\*(.*?)(?:\s*→\s*\[[^\]]*\]\([^)]*\))?[ \t]*$", re.MULTILINE)
+
+
 def _todo(path: Path, completed: set[str]) -> None:
+    """A completed task's line is ticked and links to its summary, as a session planned with it done shows it."""
     text = path.read_text(encoding="utf-8")
-    ticked = re.sub(r"^(\s*)- \[ \] \*\*([^*]+)\*\*",
-                    lambda m: f"{m.group(1)}- [x] **{m.group(2)}**" if m.group(2) in completed else m.group(0),
-                    text, flags=re.MULTILINE)
+    ticked = _TODO_LINE.sub(lambda m: f"{m.group(1)}- [x] **{m.group(2)}**{m.group(3)} → "
+                            f"[✅](./{SUMMARY_DIR}/{m.group(2)}-summary.md)" if m.group(2) in completed else m.group(0),
+                            text)
     if ticked != text:
         atomic_write_text(path, ticked)
+
+
+def summary_md(task: ExecTask, values: dict[str, Any]) -> str:
+    """``.summaries/IMPL-N-summary.md``: what a completed task did, where it is, and what it was held to. Pure."""
+    result = values["result"]
+    lines = [f"# {task.id}: {task.title}", "",
+             f"- **Status**: {values['status']}",
+             f"- **Executed at**: {values['executed_at'] or '-'}",
+             f"- **Commit**: `{values['commit'] or '-'}` ({result['summary']})",
+             f"- **Executor**: {values['executor']}, attempt {values['attempts']}",
+             "", "## Files modified", ""]
+    lines += [f"- `{path}`" for path in result["files_modified"]] or ["- none"]
+    lines += ["", "## Acceptance criteria", ""]
+    lines += [f"- [{'x' if met else ' '}] {criterion}"
+              for criterion, met in zip(task.criteria, result["convergence_verified"], strict=False)] or ["- none"]
+    lines += ["", f"**Verification**: `{task.verification}`", ""]
+    return "\n".join(lines)
+
+
+def _summaries(folder: Path, plan: ExecutablePlan, fields: dict[str, dict[str, Any]], completed: set[str]) -> None:
+    for task in plan.tasks:
+        if task.id in completed and task.id in fields:
+            atomic_write_text(folder / SUMMARY_DIR / f"{task.id}-summary.md", summary_md(task, fields[task.id]))
 
 
 def _complete_session(folder: Path) -> None:
@@ -114,9 +144,11 @@ def write_back(plan: ExecutablePlan, execution: Execution) -> None:
         _lite(source, fields)
     elif plan.kind == "workflow" and source.is_dir():
         _task_dir(source, fields)
+        completed = {t for t, r in execution.tasks.items() if r.state == "completed"}
+        _summaries(source.parent, plan, fields, completed)
         todo = source.parent / TODO_FILE
         if todo.is_file():
-            _todo(todo, {t for t, r in execution.tasks.items() if r.state == "completed"})
+            _todo(todo, completed)
         if execution.status == "completed":
             _complete_session(source.parent)
     elif plan.kind == "collab":

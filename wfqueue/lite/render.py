@@ -169,10 +169,14 @@ def render_plan(session_id: str, requirement: str, created: str, assessment: Ass
     out += [
         "## How to Execute",
         "",
-        "Run the tasks in dependency order; tasks without dependencies between them can run in parallel.",
+        "Run the tasks in dependency order; tasks without dependencies between them can run in parallel. "
+        "`wfqueue execute` does it with coding agents, each task in a git worktree of its own, merged one at a "
+        "time behind the test gate, on a branch of its own:",
         "",
         "```bash",
         f"wfqueue validate {tasks_path}",
+        f"wfqueue execute {session_id} --dry-run",
+        f"wfqueue execute {session_id}",
         "```",
         "",
     ]
