@@ -14,6 +14,7 @@ also runs the failed, rejected and blocked tasks again, each as a new attempt, t
 from __future__ import annotations
 
 import contextlib
+import shlex
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -168,7 +169,8 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
                     kept = []
                     self.event(execution, f"the task worktrees could not all be removed: {exc.message}")
                 for path in kept:
-                    self.event(execution, f"a task worktree holding uncommitted work is kept: {path}")
+                    self.event(execution, f"a task worktree holding uncommitted work is kept: {path} (once you no "
+                                          f"longer need it: git worktree remove --force {shlex.quote(str(path))})")
                 self._finish(plan, execution)
         assert execution is not None  # begin() ran, or the runtime's error went up
         return outcome(execution)
