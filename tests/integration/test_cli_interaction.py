@@ -85,7 +85,8 @@ def test_cancel_at_the_split_plans_nothing(sample_repo: Path) -> None:
     resumed = run_cli("resume", session.name, "--repo", str(sample_repo))
     assert resumed.code == 2 and "was cancelled when its split was shown" in resumed.stderr, resumed.stderr
     executed = run_cli("execute", session.name, "--repo", str(sample_repo), "--dry-run")
-    assert executed.code == 2 and "was cancelled when its plan was shown" in executed.stderr, executed.stderr
+    assert executed.code == 2, executed.stderr
+    assert "was cancelled when its split into areas was shown: no agent planned" in executed.stderr, executed.stderr
 
 
 def test_ctrl_d_at_a_question_stops_like_ctrl_c_and_says_how_to_finish(sample_repo: Path) -> None:

@@ -161,8 +161,12 @@ def refuse_unaccepted(source: PlanSource, root: Path) -> None:
     else:
         cancelled = source.kind == "collab" and is_cancelled(source.folder)
     if cancelled:
-        raise BadInputError(f"{source.folder.name} was cancelled when its plan was shown: its tasks were never "
-                            "accepted", hint="plan the requirement again, then execute the new plan")
+        # A lite plan is cancelled once its tasks are shown; a collaborative one when its split is, before any
+        # agent planned.
+        what = "its plan was shown: its tasks were never accepted" if source.kind == "lite" else (
+            "its split into areas was shown: no agent planned its tasks")
+        raise BadInputError(f"{source.folder.name} was cancelled when {what}",
+                            hint="plan the requirement again, then execute the new plan")
 
 
 def read_plan(source: PlanSource, root: Path) -> tuple[list[LoadedTask], list[TaskProblem]]:
