@@ -18,7 +18,7 @@ from wfqueue.lite.models import (
     Pattern,
     RelevantFile,
 )
-from wfqueue.providers.offline.explore import angle_names, explore_angle
+from wfqueue.providers.offline.explore import angle_names, explore_angle, lacks_tests
 
 REQUIREMENT = "Add per-user rate limiting to the API"
 PRESET_ANGLES = [
@@ -425,3 +425,24 @@ def test_a_repository_without_code(tmp_path: Path) -> None:
     assert findings.relevant_files == [] and findings.patterns == [] and findings.integration_points == []
     assert findings.clarification_needs[-1].options == ["please name the modules", "start a new module"]
     assert verify_findings(tmp_path, findings) == []
+
+
+def test_no_tests_is_said_only_of_code_the_index_can_tell_about(tmp_path: Path) -> None:
+    """anyhow, javapoet and sinatra plans asked "src/lib.rs has no tests", "Rakefile has no tests" and
+    "spec/okjson.rb has no tests" (a test helper): a crate's tests use the crate, not a file the index maps."""
+    files = {
+        "Cargo.toml": "[package]\n", "src/lib.rs": "pub fn root_cause() {}\n",
+        "tests/test_chain.rs": "#[test]\nfn a() {}\n",
+        "lib/app.rb": "def app\nend\n", "spec/okjson.rb": "def okjson\nend\n", "Rakefile": "task :test\n",
+        "spec/app_spec.rb": "require 'app'\ndescribe 'app' do\nend\n",
+        "pkg/used.py": "def used():\n    return 1\n", "pkg/lonely.py": "def lonely():\n    return 2\n",
+        "tests/test_used.py": "from pkg.used import used\n\ndef test_used():\n    assert used()\n",
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text, encoding="utf-8")
+    index = build_index(tmp_path)
+    assert index.tests_for.get("pkg/used.py") == ["tests/test_used.py"]
+    assert lacks_tests(index, "pkg/lonely.py")  # Python's tests map to modules: this one has none
+    for path in ("src/lib.rs", "Rakefile", "spec/okjson.rb", "pkg/used.py"):
+        assert not lacks_tests(index, path), path

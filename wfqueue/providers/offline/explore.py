@@ -20,13 +20,16 @@ files is ``wfqueue.providers.offline.explore_files``; constructs and integration
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Callable
 
 from wfqueue.analysis import RepoIndex, importers_of, novel_terms
+from wfqueue.analysis.files import language_for
 from wfqueue.lite.angles import angle_names
 from wfqueue.lite.models import AngleFindings, Clarification, Dependency
 from wfqueue.providers.offline.explore_files import AngleScope, relevant_files, structure
 from wfqueue.providers.offline.explore_points import ProbeResults, integration_points, patterns, probe_results
+from wfqueue.providers.offline.tests_placement import TEST_FOLDERS
 
 __all__ = ["angle_names", "explore_angle"]
 
@@ -85,7 +88,7 @@ def constraints(scope: AngleScope, results: ProbeResults) -> list[str]:
         users = importers_of(scope.index, path)
         names = ", ".join(users[:3]) + (f" and {len(users) - 3} more" if len(users) > 3 else "")
         found.append(f"{path} is imported by {len(users)} modules ({names}): keep its interface compatible")
-    untested = [p for p in code if not scope.index.tests_for.get(p)]
+    untested = [p for p in code if lacks_tests(scope.index, p)]
     if untested:
         found.append(f"No test covers {', '.join(untested[:4])}")
     key = scope.key
@@ -115,6 +118,22 @@ def constraints(scope: AngleScope, results: ProbeResults) -> list[str]:
     return found[:MAX_CONSTRAINTS]
 
 
+# Files of a project's build, never its tests' subject ("Rakefile has no tests: should this change add them?").
+BUILD_FILES = frozenset({"Rakefile", "Gemfile", "setup.py", "build.rs", "noxfile.py", "Makefile"})
+
+
+def lacks_tests(index: RepoIndex, path: str) -> bool:
+    """Whether ``path`` is product code no test covers, as far as the index can tell: where no test of its
+    language maps to any file (a Rust crate's tests/ use the crate, Ruby's `require` it), the index cannot
+    tell; a test folder's helper (spec/okjson.rb) and a build file are no code to test."""
+    if index.tests_for.get(path) or posixpath.basename(path) in BUILD_FILES or path.endswith(".gemspec"):
+        return False
+    if set(path.split("/")[:-1]) & TEST_FOLDERS:
+        return False
+    language = language_for(path)
+    return any(language_for(source) == language for source in index.tests_for)
+
+
 def clarifications(scope: AngleScope) -> list[Clarification]:
     """Questions the code cannot answer: a close call between modules, new words, missing tests, no match."""
     found: list[Clarification] = []
@@ -142,7 +161,7 @@ def clarifications(scope: AngleScope) -> list[Clarification]:
                 context="requirement words absent from every indexed file",
             )
         )
-    untested = [p for p, s in code if s > 0 and not scope.index.tests_for.get(p)]
+    untested = [p for p, s in code if s > 0 and lacks_tests(scope.index, p)]
     if untested:
         found.append(
             Clarification(
