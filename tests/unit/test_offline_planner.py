@@ -156,3 +156,9 @@ def test_mermaid_groups_by_area_with_edges_and_highlights(sample_repo: Path) -> 
             assert f"T{dep[5:]} --> T{task.id[5:]}" in chart
     highlighted = chart.splitlines()[-2]
     assert highlighted.startswith("    class ") and f"T{tasks[1].id[5:]}" in highlighted
+    # Titles start alike (the change) and end with their file: each node reads differently (they read
+    # "TASK-00N: Add a Rack::Protection::PermissionsPolicy middleware that..." alike).
+    labels = [line.split('["', 1)[1].split(": ", 1)[1].removesuffix('"]') for line in chart.splitlines()
+              if '["TASK-' in line]
+    assert len(labels) == len(tasks) and len(set(labels)) == len(labels), labels
+    assert all(len(label) <= 60 for label in labels)

@@ -28,9 +28,14 @@ def _node(task_id: str) -> str:
 
 
 def _label(text: str) -> str:
+    """A node's text, at most 60 characters. A long one keeps its start and its end: task titles of a plan
+    start alike (the change) and end with where (its file), which tells its nodes apart."""
     text = " ".join(text.split())
-    text = text[:57] + "..." if len(text) > 60 else text
+    text = text[:LABEL_HEAD] + "..." + text[-(LABEL_MAX - LABEL_HEAD - 3):] if len(text) > LABEL_MAX else text
     return text.replace('"', "#quot;").replace("[", "(").replace("]", ")")
+
+
+LABEL_MAX, LABEL_HEAD = 60, 24  # characters of a node's text, and of them its start
 
 
 def mermaid_flowchart(analysis: RequirementAnalysis, tasks: list[NoteTask], conflicts: list[Conflict]) -> str:
