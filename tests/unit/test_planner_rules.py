@@ -206,7 +206,14 @@ def test_titles_say_the_change_and_where_and_criteria_are_commands(sample_repo: 
         for criterion in task.convergence.criteria:
             command = re.search(r"`([^`]+)`", criterion)
             assert command and shlex.split(command.group(1)), criterion  # every criterion names a command
-    assert any('grep -n "verify_token" notes_api/auth/tokens.py' in c for c in change.convergence.criteria)
+    # verify_token is in tokens.py and its test already: grep finding it there says nothing about the change
+    # (javapoet's `grep -n "newName"` passed before any edit); a test that fails without the change does.
+    assert not any("grep" in c for c in change.convergence.criteria), change.convergence.criteria
+    assert any(c.endswith("runs a test that fails without the change and passes with it")
+               for c in change.convergence.criteria)
+    new_name = "Add a `purge_expired` function to notes_api/auth/tokens.py"
+    added = plan_tasks(index, new_name, "s", assess(new_name, signals(index, new_name), False), [], []).tasks[0]
+    assert any('grep -n "purge_expired" notes_api/auth/tokens.py' in c for c in added.convergence.criteria)
 
 
 def test_lite_plan_md_reads_in_english(sample_repo: Path) -> None:

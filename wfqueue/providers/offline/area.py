@@ -28,6 +28,7 @@ from wfqueue.providers.offline.changes import (
     task_title,
     task_type,
     verification_for,
+    written_in,
 )
 from wfqueue.providers.offline.tests_placement import covering_tests
 from wfqueue.unified_task import Convergence, TaskFile, TaskMeta, TaskSource, TaskTest, UnifiedTask
@@ -70,7 +71,8 @@ def _task_for_file(
         depends = sorted(set(depends) | {ids[created]})
     where = ", ".join(f"{s.qualname} (line {s.line})" for s in symbols) or "module level"
     verification = verification_for(index, tests)
-    criteria = criteria_for(requirement, [path], tests, verification if tests else index.test_command)
+    criteria = criteria_for(requirement, [path], tests, verification if tests else index.test_command,
+                            written_in(index, [path], requirement))
     importer_tests = [t for t in covering_tests(index, importers) if t not in tests]
     if importer_tests and len(criteria) < 5:
         criteria.append(f"`{verification_for(index, importer_tests)}` passes: the modules importing {path} "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import posixpath
 import re
 
-from wfqueue.analysis import RepoIndex, fan_in, rank_symbols, test_command_for
+from wfqueue.analysis import RepoIndex, fan_in, rank_symbols, test_command_for, tokenize
 from wfqueue.analysis.files import is_test_path
 from wfqueue.analysis.localize import named_identifiers
 from wfqueue.analysis.symbols import Symbol
@@ -248,6 +248,18 @@ def effort_of(index: RepoIndex, path: str) -> tuple[str, str]:
     return ("medium", "Medium") if lines > 100 else ("small", "Low")
 
 
+def written_in(index: RepoIndex, paths: list[str], requirement: str) -> frozenset[str]:
+    """The names the requirement writes out that ``paths`` already contain (as their words run)."""
+    return frozenset(name.rsplit(".", 1)[-1] for name in named_identifiers(requirement)
+                     if any(runs_in(tokenize(name.rsplit(".", 1)[-1]), index.doc_tokens.get(p, [])) for p in paths))
+
+
+def runs_in(terms: list[str], words: list[str]) -> bool:
+    """Whether ``terms`` occur one after the other somewhere in ``words``."""
+    width = len(terms)
+    return any(words[i:i + width] == terms for i in range(len(words) - width + 1))
+
+
 def file_entries(index: RepoIndex, path: str, requirement: str) -> list[TaskFile]:
     """One ``files[]`` entry per symbol to change (the module itself when none stands out)."""
     risk = conflict_risk(index, path)
@@ -287,21 +299,25 @@ def _only_a_file_name(name: str, requirement: str) -> bool:
     return bool(mentions) and all(_EXTENSION.match(requirement, m.end()) for m in mentions)
 
 
-def criteria_for(requirement: str, paths: list[str], tests: list[str], verification: str) -> list[str]:
+def criteria_for(requirement: str, paths: list[str], tests: list[str], verification: str,
+                 present: frozenset[str] = frozenset()) -> list[str]:
     """Acceptance criteria a reviewer checks with a command: the files changed, the tests pass,
-    and the names the requirement writes out appear where they belong."""
+    and the names the requirement writes out appear where they belong. A name ``paths`` already contain
+    (``present``) is no criterion: `grep -n "newName"` finds it before any change."""
     criteria = [f"`git status --short -- {' '.join(paths[:3])}` lists {'each file' if len(paths) > 1 else 'the file'}"]
     if verification:
         criteria.append(f"`{verification}` passes")
     # A file's name ("args_test.go", read as args_test) is no identifier to find in the code; a name also
     # written on its own (`retry` ... retry.py) or a call (response.json()) still is.
     names = [n.rsplit(".", 1)[-1] for n in named_identifiers(requirement)
-             if not _only_a_file_name(n, requirement)][:1]
+             if not _only_a_file_name(n, requirement) and n.rsplit(".", 1)[-1] not in present][:1]
     for name in names:
         criteria.append(f"`grep -n \"{name}\" {' '.join(paths[:3])}` finds it")
     where = " ".join(tests[:2]) if tests else "the test suite"
     if names:
         criteria.append(f"`grep -rn \"{names[0]}\" {where if tests else '.'}` finds a test using it")
+    elif verification:
+        criteria.append(f"`{verification}` runs a test that fails without the change and passes with it")
     else:
         criteria.append(f"a test in {where} fails without the change and passes with it")
     return criteria  # at most four: a task has room for five

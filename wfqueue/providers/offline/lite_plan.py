@@ -25,6 +25,7 @@ from wfqueue.providers.offline.changes import (
     task_title,
     task_type,
     verification_for,
+    written_in,
 )
 from wfqueue.providers.offline.tests_placement import covering_tests, where_tests_go
 from wfqueue.providers.offline.understand import cluster_files, relevant_files
@@ -56,7 +57,7 @@ def _task(number: int, title: str, description: str, files: list[TaskFile], inde
         focus_paths=paths,
         files=files,
         convergence=Convergence(
-            criteria=criteria_for(requirement, paths, tests, verification),
+            criteria=criteria_for(requirement, paths, tests, verification, written_in(index, existing, requirement)),
             verification=verification or "manual: exercise the changed code paths",
             definition_of_done=f"{', '.join(paths[:3])} changed as described and the suite passes",
         ),

@@ -14,7 +14,7 @@ from wfqueue.analysis import RepoIndex, rank_files, tokenize
 from wfqueue.analysis.files import is_test_path, language_for
 from wfqueue.analysis.localize import named_identifiers
 from wfqueue.analysis.testmap import closeness, is_test_module, subject_stem, tested_stem
-from wfqueue.providers.offline.changes import is_code, named_paths
+from wfqueue.providers.offline.changes import is_code, named_paths, runs_in
 
 # A change that moves code into a new module ("Move the retry delay computation into a new file ...").
 _MOVE = re.compile(r"\b(?:move[sd]?|moving|rename[sd]?|renaming|extract(?:s|ed|ing)?|split(?:s|ting)?\s+out|"
@@ -76,7 +76,7 @@ def where_tests_go(index: RepoIndex, paths: list[str], requirement: str,
     using_named = [] if language_for(main) == "python" or not wanted else [
         f.path for f in index.files if f.is_test and is_test_module(f.path)
         and language_for(f.path) == language_for(main)
-        and any(terms and _runs_in(terms, index.doc_tokens.get(f.path, [])) for terms in wanted)]
+        and any(terms and runs_in(terms, index.doc_tokens.get(f.path, [])) for terms in wanted)]
     candidates = list(dict.fromkeys(covering_tests(index, [main]) + own_name + using_named)) or (
         [] if language_for(main) == "python" else _tests_through_entry(index, main))
     if not candidates:
@@ -85,7 +85,7 @@ def where_tests_go(index: RepoIndex, paths: list[str], requirement: str,
 
     def preference(test: str) -> tuple[bool, bool, bool, float, int]:
         words = index.doc_tokens.get(test, [])
-        uses_named = any(terms and _runs_in(terms, words) for terms in wanted)
+        uses_named = any(terms and runs_in(terms, words) for terms in wanted)
         # Importing is evidence; a name decides where no test imports the module itself (httpx's tests).
         imports_it = main in index.imports.get(test, [])
         named_after = tested_stem(test) == subject_stem(main)
@@ -164,9 +164,3 @@ def _named_like(siblings: list[str], name: str, extension: str, language: str) -
     mark = next((m for m in (".test.", ".spec.") if siblings and sum(m in n for n in siblings) * 2 >= len(siblings)),
                 "." if siblings else ".test.")
     return f"{name}{mark}{extension.lstrip('.')}"
-
-
-def _runs_in(terms: list[str], words: list[str]) -> bool:
-    """Whether ``terms`` occur one after the other somewhere in ``words``."""
-    width = len(terms)
-    return any(words[i:i + width] == terms for i in range(len(words) - width + 1))
