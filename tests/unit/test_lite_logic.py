@@ -9,7 +9,9 @@ from wfqueue.lite.models import AngleFindings, Check, Clarification, RelevantFil
 from wfqueue.lite.synthesis import core_files, merge_questions, rounds
 from wfqueue.providers.offline.assess import RepoSignals, assess, select_preset
 from wfqueue.providers.offline.lite_plan import plan_tasks
+from wfqueue.providers.offline.understand import relevant_files
 from wfqueue.tasks_file import check_plan, dump_jsonl, parse_jsonl
+from wfqueue.workflow_session.context import touched_files
 
 
 def quiet_repo(**overrides: object) -> RepoSignals:
@@ -106,3 +108,17 @@ def test_offline_plan_uses_only_verified_files_and_its_test_waits_for_the_change
     # The test is written against the changed code: it waits for every change.
     assert test.title.startswith("Test:") and test.depends_on == [t.id for t in changes]
     assert 2 <= len(draft.tasks) <= 7
+
+
+def test_a_verified_finding_the_ranking_leaves_out_is_context_not_a_critical_file(sample_repo: Path) -> None:
+    """Every verified, highly relevant finding was critical (1.0): an angle reading a module the change does
+    not concern made verify ask every plan to change it (13 of 14 workflow plans of real projects got "no task
+    touches the critical file(s)")."""
+    index = build_index(sample_repo)
+    requirement = "Reject expired tokens in verify_token"
+    best = relevant_files(index, requirement, max_agents=5)[0][0]
+    found = [exploration("security", [(best, "high", True), ("notes_api/server.py", "high", True)], [])]
+    scores = dict(touched_files(index, requirement, found))
+    assert scores[best] == 1.0  # as central as the ranking makes it: critical
+    assert "notes_api/server.py" not in dict(relevant_files(index, requirement, max_agents=5))
+    assert scores["notes_api/server.py"] == 0.5  # outside the ranking: context ("medium"), not critical

@@ -23,6 +23,7 @@ _API_WORDS = re.compile(r"\b(api|endpoint|route|interface|signature|protocol|con
 _ARCH_WORDS = re.compile(r"\b(architect\w*|restructur\w*|refactor\w*|modular\w*|layer\w*|migrat\w*|redesign\w*)\b",
                          re.I)
 _DATA_WORDS = re.compile(r"\b(model|schema|database|table|column|migration|storage|persist\w*)\b", re.I)
+OUTSIDE_THE_RANKING = 0.5  # how central a verified finding the localizer does not rank is: "medium"
 _CONFIG_NAMES = ("pyproject.toml", "setup.cfg", "setup.py", "requirements.txt", "package.json", "go.mod", "Cargo.toml")
 _DEPENDENCY = re.compile(r"""^\s*["']?([A-Za-z0-9_.\-\[\]]+)\s*((?:[<>=!~]=?|@)\s*[^"',;\s]+)?""")
 
@@ -60,16 +61,18 @@ def external_dependencies(manifest_texts: dict[str, str]) -> list[dict[str, str]
 
 def touched_files(index: RepoIndex, requirement: str,
                   explorations: list[VerifiedExploration]) -> list[tuple[str, float]]:
-    """Existing code files the change will touch: the verified, highly relevant findings of the
-    explorations (files an angle only mentions are context, not changes), else the ranking."""
+    """Existing code files the change will touch, with how central each is (1.0 the most): the verified, highly
+    relevant findings of the explorations (files an angle only mentions are context, not changes), else the
+    ranking. A finding is as central as the ranking makes it; one the ranking leaves out is context (0.5), not
+    a critical file: an angle reading sinatra-contrib's respond_with.rb for a content_type fix made it one,
+    and verify then asked every plan to change it."""
     code = {f.path for f in index.files if not f.is_test}
-    verified = [(c.path, 1.0) for c in core_files(explorations, limit=40)
-                if c.verified and c.path in code and c.relevance == "high"]
-    if verified:
-        return verified
     ranked = relevant_files(index, requirement, max_agents=5)
     best = max((s for _, s in ranked), default=1.0) or 1.0
-    return [(p, round(s / best, 2)) for p, s in ranked]
+    share = {p: round(s / best, 2) for p, s in ranked}
+    verified = [(c.path, share.get(c.path, OUTSIDE_THE_RANKING)) for c in core_files(explorations, limit=40)
+                if c.verified and c.path in code and c.relevance == "high"]
+    return verified or list(share.items())
 
 
 def build_context_package(index: RepoIndex, session_id: str, timestamp: str, structured: StructuredInput,
