@@ -18,6 +18,7 @@ from wfqueue.providers.offline.assess import assess, signals
 from wfqueue.providers.offline.changes import (
     dependency_order,
     earlier_needs,
+    effort_of,
     named_component,
     new_module_path,
     symbols_to_change,
@@ -311,3 +312,12 @@ def test_named_identifiers_and_the_best_files_companions_rank_up(tmp_path: Path,
     # the companion and the imported module outrank an equally worded file the best one never uses
     assert ranked.index("ui/_progress_impl.py") < ranked.index("a/progress_impl.py")  # same words, other folder
     assert ranked.index("ui/format.py") < ranked.index("ui/colors.py")
+
+
+def test_effort_is_the_size_of_what_changes_not_of_its_file(tmp_path: Path) -> None:
+    """anyhow's and javapoet's one-method fixes were "large": their files are long."""
+    filler = "".join(f"def helper_{n}(value):\n    return value + {n}\n\n\n" for n in range(120))
+    repo = write(tmp_path / "big", {"pkg/big.py": "def parse_schedule(text):\n    return text\n\n\n" + filler})
+    index = build_index(repo)
+    assert effort_of(index, "pkg/big.py") == ("large", "High")  # the file: 480 lines
+    assert effort_of(index, "pkg/big.py", "Fix parse_schedule for offsets")[0] == "small"

@@ -65,7 +65,7 @@ def _task_for_file(
     tests = covering_tests(index, [path])
     importers = importers_of(index, path)
     risk = conflict_risk(index, path)
-    effort, _ = effort_of(index, path)
+    effort, _ = effort_of(index, path, requirement)
     depends = sorted({ids[g] for g in planned_needs(index, analysis).get(path, []) if g in ids and ids[g] != ids[path]})
     if created and created != path and path in sub.focus_paths[:2]:
         depends = sorted(set(depends) | {ids[created]})

@@ -241,8 +241,12 @@ def conflict_risk(index: RepoIndex, path: str) -> str:
     return "high" if count >= 3 else ("medium" if count >= 1 else "low")
 
 
-def effort_of(index: RepoIndex, path: str) -> tuple[str, str]:
-    lines = next((f.line_count for f in index.files if f.path == path), 0)
+def effort_of(index: RepoIndex, path: str, requirement: str = "") -> tuple[str, str]:
+    """How large changing ``path`` is: the lines of the symbols the requirement touches there (a one-method fix
+    in a 1000-line module is small), else of the whole file."""
+    symbols = symbols_to_change(index, path, requirement) if requirement else []
+    lines = sum(s.end_line - s.line + 1 for s in symbols) if symbols else next(
+        (f.line_count for f in index.files if f.path == path), 0)
     if lines > 300:
         return "large", "High"
     return ("medium", "Medium") if lines > 100 else ("small", "Low")

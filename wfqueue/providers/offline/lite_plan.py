@@ -42,7 +42,7 @@ def _task(number: int, title: str, description: str, files: list[TaskFile], inde
     existing = [p for p in paths if any(f.path == p for f in index.files)]
     tests = covering_tests(index, existing)
     verification = verification_for(index, tests)
-    efforts = [effort_of(index, p)[0] for p in existing] or ["medium"]
+    efforts = [effort_of(index, p, requirement)[0] for p in existing] or ["medium"]
     effort = max(efforts, key=["small", "medium", "large"].index)
     tid = f"TASK-{number:03d}"
     return UnifiedTask(
