@@ -102,6 +102,7 @@ def test_offline_plan_uses_only_verified_files_and_its_test_waits_for_the_change
     assert len(created) == 1
     # the new module gets a test file of its own, not a neighbour's
     assert [(f.path, f.action) for f in test.files] == [("tests/test_rate_limiter.py", "create")]
+    assert test.convergence.verification == "python -m pytest -q tests/test_rate_limiter.py"  # not the suite
     dependents = [t for t in changes if t.depends_on]
     assert dependents and all(t.depends_on == [created[0].id] for t in dependents), \
         "among the changes, only the new module is a real dependency"

@@ -12,6 +12,7 @@ task graph is acyclic by construction.
 from __future__ import annotations
 
 from wfqueue.analysis import RepoIndex
+from wfqueue.analysis.files import is_test_path
 from wfqueue.lite.models import Assessment, ClarificationAnswer, LitePlanDraft, VerifiedExploration
 from wfqueue.providers.offline.changes import (
     change_phrase,
@@ -40,7 +41,9 @@ def _task(number: int, title: str, description: str, files: list[TaskFile], inde
           session_id: str, depends: list[str], priority: str, notes: list[str]) -> UnifiedTask:
     paths = list(dict.fromkeys(f.path for f in files))
     existing = [p for p in paths if any(f.path == p for f in index.files)]
-    tests = covering_tests(index, existing)
+    # A test file the task creates is there when its verification runs: that file, not the whole suite.
+    created_tests = [f.path for f in files if f.action == "create" and is_test_path(f.path)]
+    tests = covering_tests(index, existing) + [p for p in created_tests if p not in existing]
     verification = verification_for(index, tests)
     efforts = [effort_of(index, p, requirement)[0] for p in existing] or ["medium"]
     effort = max(efforts, key=["small", "medium", "large"].index)
