@@ -309,6 +309,8 @@ def test_a_new_module_gets_its_own_test_unless_code_moves_into_it(tmp_path: Path
     assert where_tests_go(index, ["rq/job.py"], add, new_module="rq/backoff.py") == ("tests/test_backoff.py", False)
     move = "Move the retry delay computation out of rq/job.py into a new file rq/backoff.py"
     assert where_tests_go(index, ["rq/job.py"], move, new_module="rq/backoff.py") == ("tests/test_job.py", True)
+    command = "Add an extract command that retries jobs, in rq/backoff.py"  # "extract" is not the change here
+    assert where_tests_go(index, ["rq/job.py"], command, new_module="rq/backoff.py") == ("tests/test_backoff.py", False)
 
 
 def test_a_path_in_a_named_sub_project_is_created_there(tmp_path: Path) -> None:
@@ -318,3 +320,24 @@ def test_a_path_in_a_named_sub_project_is_created_there(tmp_path: Path) -> None:
     }))
     requirement = "Add a Sinatra::RequestId extension to sinatra-contrib in lib/sinatra/request_id.rb"
     assert new_module_path(index, ["lib/sinatra/base.rb"], requirement) == "sinatra-contrib/lib/sinatra/request_id.rb"
+
+
+def test_tests_kept_beside_the_source_stay_there_and_a_fitting_path_is_not_moved(tmp_path: Path) -> None:
+    """Review of the first version: a lone e2e/tests/ folder drew every new component test away from the
+    `.test.tsx` files beside the components; a named path whose folder exists was moved into a top folder the
+    requirement merely mentions."""
+    index = build_index(write(tmp_path / "web", {
+        "src/components/Button.tsx": "export function Button() { return null }\n",
+        "src/components/Button.test.tsx": "import { Button } from './Button'\n",
+        "src/components/Card.test.tsx": "import { Card } from './Card'\n",
+        "src/components/UserCard.tsx": "export function UserCard() { return null }\n",
+        "e2e/tests/login.spec.ts": "test('login', () => {})\n",
+    }))
+    assert where_tests_go(index, ["src/components/UserCard.tsx"], "Show the avatar") == \
+        ("src/components/UserCard.test.tsx", False)
+    repo = build_index(write(tmp_path / "pkg", {
+        "mypkg/job.py": "def run():\n    return 1\n",
+        "tests/mypkg/test_job.py": "from mypkg.job import run\n",
+    }))
+    requirement = "Add an exponential backoff helper in mypkg/backoff.py and cover it with tests"
+    assert new_module_path(repo, ["mypkg/job.py"], requirement) == "mypkg/backoff.py"

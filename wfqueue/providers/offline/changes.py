@@ -140,6 +140,8 @@ def _styled(words: list[str], like: str) -> str:
     return words[0] + "".join(w.capitalize() for w in words[1:])
 
 
+SUB_PROJECT_REACH = 40  # characters before a path in which a sub-project's name places the path in it
+TEST_FOLDERS = frozenset({"tests", "test", "__tests__", "spec", "specs"})  # folders holding tests only
 MAX_NAMED_SYMBOLS = 5  # symbols of one file a task changes because the requirement names them
 # A source file's path as a requirement writes it ("rq/backoff.py", "./src/retry.ts", "nushell_completions.go").
 _NAMED_PATH = re.compile(r"(?<![\w/.-])(?:\./)?((?:[\w.-]+/)*[\w-][\w.-]*\.(?:py|js|ts|tsx|jsx|go|rs|java|rb))\b")
@@ -156,14 +158,16 @@ def named_paths(index: RepoIndex, requirement: str) -> list[tuple[str, bool]]:
     example. A bare new name has no folder yet: its caller places it."""
     existing = {f.path for f in index.files}
     folders = {posixpath.dirname(path) for path in existing}
-    # A sub-project the requirement names: "to sinatra-contrib in lib/sinatra/request_id.rb" is a path in it.
-    projects = [top for top in sorted({path.split("/", 1)[0] for path in existing if "/" in path})
-                if re.search(rf"(?<![\w/.-]){re.escape(top)}(?![\w/-])", requirement)]
+    tops = sorted({path.split("/", 1)[0] for path in existing if "/" in path} - TEST_FOLDERS)
     found: list[tuple[str, bool]] = []
     for match in _NAMED_PATH.finditer(requirement):
         path, before = match.group(1), requirement[: match.start()]
         if _EXAMPLE_CUE.search(before):
             continue
+        # A sub-project named just before the path: "to sinatra-contrib in lib/sinatra/request_id.rb" is a path
+        # in it (lib/sinatra/ is also core's); a folder named anywhere else ("... with tests") is not.
+        near = before[-SUB_PROJECT_REACH:]
+        projects = [top for top in tops if re.search(rf"(?<![\w/.-]){re.escape(top)}(?![\w/-])", near)]
         if "/" in path and path not in existing:
             path = next((f"{top}/{path}" for top in projects if posixpath.dirname(f"{top}/{path}") in folders), path)
         if "/" not in path and path not in existing:

@@ -14,13 +14,12 @@ from wfqueue.analysis import RepoIndex, rank_files, tokenize
 from wfqueue.analysis.files import is_test_path, language_for
 from wfqueue.analysis.localize import named_identifiers
 from wfqueue.analysis.testmap import closeness, is_test_module, subject_stem, tested_stem
-from wfqueue.providers.offline.changes import is_code, named_paths, runs_in
+from wfqueue.providers.offline.changes import TEST_FOLDERS, is_code, named_paths, runs_in
 
-# A change that moves code into a new module ("Move the retry delay computation into a new file ...").
-_MOVE = re.compile(r"\b(?:move[sd]?|moving|rename[sd]?|renaming|extract(?:s|ed|ing)?|split(?:s|ting)?\s+out|"
-                   r"relocate[sd]?)\b", re.IGNORECASE)
-# Folders that hold a project's tests (and nothing else).
-TEST_FOLDERS = frozenset({"tests", "test", "__tests__", "spec", "specs"})
+# A change that moves code into a new module, said by its first word ("Move the retry delay computation into a
+# new file ...", "refactor: extract ..."); not "Add an extract command".
+_MOVE = re.compile(r"^\W*(?:[a-z]+(?:\([^)]*\))?!?:\s*)?(?:please\s+)?(?:move|rename|extract|relocate|split\s+out)\b",
+                   re.IGNORECASE)
 
 
 def covering_tests(index: RepoIndex, paths: list[str]) -> list[str]:
@@ -131,16 +130,17 @@ def _new_test_file(index: RepoIndex, source: str) -> str:
     language = language_for(source) if extension else "python"
     if language == "go":
         return posixpath.join(posixpath.dirname(source), f"{name}_test.go")
-    tests = [f.path for f in index.files if f.is_test and is_test_module(f.path) and language_for(f.path) == language]
-    # A test folder's files first: sinatra-contrib's lib/sinatra/test_helpers.rb is named like a test but is a
-    # library module, and its folder no place for tests.
-    in_test_folders = [t for t in tests if set(t.split("/")[:-1]) & TEST_FOLDERS]
-    nearest = max(in_test_folders or tests, key=lambda t: (closeness(source, t), t.count("/") == 1, t), default=None)
+    # Outside Python a `test_` name out of a test folder is no test: sinatra-contrib's lib/sinatra/test_helpers.rb
+    # is a library module, and its folder no place for tests.
+    tests = [f.path for f in index.files if f.is_test and is_test_module(f.path) and language_for(f.path) == language
+             and (language == "python" or set(f.path.split("/")[:-1]) & TEST_FOLDERS
+                  or not posixpath.basename(f.path).startswith("test_"))]
+    nearest = max(tests, key=lambda t: (closeness(source, t), t.count("/") == 1, t), default=None)
     folder = posixpath.dirname(nearest) if nearest else ("tests" if language == "python" else "test")
     if language == "python":
         return posixpath.join(folder, f"test_{subject_stem(source)}.py")
-    if language == "java":
-        return posixpath.join(folder, f"{name}Test.java")
+    if language in ("java", "kotlin"):
+        return posixpath.join(folder, f"{name}Test{extension}")
     siblings = [posixpath.basename(t) for t in tests if posixpath.dirname(t) == folder]
     return posixpath.join(folder, _named_like(siblings, name, extension, language))
 

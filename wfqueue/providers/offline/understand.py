@@ -18,7 +18,7 @@ from collections import defaultdict
 from wfqueue.analysis import RepoIndex, fan_in, novel_terms, rank_symbols
 from wfqueue.analysis.localize import MOST_FILES, candidates, focus, localize
 from wfqueue.collab.models import ProposedArea, Understanding, UnderstandingDraft
-from wfqueue.providers.offline.changes import dependency_order, earlier_needs, plan_needs
+from wfqueue.providers.offline.changes import dependency_order, earlier_needs, new_module_path, plan_needs
 from wfqueue.providers.offline.tests_placement import where_tests_go
 from wfqueue.sentences import sentences
 from wfqueue.settings import MAX_AGENTS_LIMIT
@@ -114,7 +114,8 @@ def understand(index: RepoIndex, requirement: str, max_agents: int) -> Understan
     if len(clusters) < 2:
         # A single relevant module: its test file becomes the second area (one file: every test importing a
         # widely used module is not the change's test).
-        clusters.append([where_tests_go(index, [p for p, _ in ranked], requirement)[0]])
+        paths = [p for p, _ in ranked]
+        clusters.append([where_tests_go(index, paths, requirement, new_module_path(index, paths, requirement))[0]])
     taken: set[str] = set()
     names: list[str] = []
     lead_dirs = [posixpath.dirname(files[0]) for files in clusters]
