@@ -604,8 +604,15 @@ def test_tests_for_name_match_defers_to_the_imported_namesake(tmp_path: Path) ->
         ({"pom.xml": "<project/>", "mvnw": "#!/bin/sh\n", "src/test/java/a/ATest.java": ""}, "./mvnw -q test"),
         ({"build.gradle.kts": "", "gradlew": "#!/bin/sh\n", "src/test/kotlin/a/ATest.kt": ""}, "./gradlew test"),
         ({"Gemfile": "", "Rakefile": "", "lib/a.rb": "", "test/a_test.rb": ""}, "bundle exec rake test"),
-        ({"Gemfile": "", "lib/a.rb": "", "spec/a_spec.rb": "", "spec/spec_helper.rb": ""}, "bundle exec rspec"),
+        ({"Gemfile": "gem 'rspec'\n", "lib/a.rb": "", "spec/a_spec.rb": "", "spec/spec_helper.rb": ""},
+         "bundle exec rspec"),
+        # specs written for minitest (Sequel's): the Rakefile's task, not RSpec, which the project lacks
+        ({"Gemfile": "gem 'minitest'\n", "Rakefile": "", "spec/a_spec.rb": "", "spec/b_spec.rb": ""},
+         "bundle exec rake test"),
         ({"lib/a.rb": "", "test/a_test.rb": ""}, ""),  # minitest with no Rakefile: no command that would run
+        # a build file alone is no test suite
+        ({"Rakefile": "task :deploy\n", "app/main.py": ""}, ""),
+        ({"pom.xml": "<project/>", "app/main.py": "", "tests/test_main.py": ""}, "python -m pytest -q"),
         ({"notes.md": "hi"}, ""),
     ],
 )
@@ -644,11 +651,14 @@ def test_where_tests_live(tests: list[str], layout: str) -> None:
         ("mvn -q test", ["src/test/java/a/NameAllocatorTest.java", "src/test/java/a/TypeNameTest.java"],
          "mvn -q test -Dtest=NameAllocatorTest,TypeNameTest -Dsurefire.failIfNoSpecifiedTests=false"),
         ("./gradlew test", ["src/test/kotlin/a/ATest.kt"], "./gradlew test --tests ATest"),
+        # a sub-project's tests run in that sub-project: elsewhere the filter matches nothing and fails
+        ("./gradlew test", ["core/src/test/java/a/ATest.java"], "./gradlew :core:test --tests ATest"),
         ("bundle exec rake test", ["test/helpers_test.rb"], "bundle exec rake test TEST=test/helpers_test.rb"),
         ("bundle exec rake test", ["test/a_test.rb", "test/b_test.rb"], "bundle exec rake test"),
         ("rspec", ["spec/a_spec.rb", "spec/b_spec.rb"], "rspec spec/a_spec.rb spec/b_spec.rb"),
-        # a sub-project's specs in a minitest repository (sinatra's rack-protection) run with RSpec
-        ("bundle exec rake test", ["sub/spec/a_spec.rb"], "bundle exec rspec sub/spec/a_spec.rb"),
+        # a sub-project's specs (sinatra's rack-protection/spec/) need their own folder and Gemfile: the suite
+        ("bundle exec rake test", ["sub/spec/a_spec.rb"], "bundle exec rake test"),
+        ("bundle exec rspec", ["sub/spec/a_spec.rb"], "bundle exec rspec"),
     ],
 )
 def test_java_and_ruby_tests_run_alone(suite: str, tests: list[str], command: str) -> None:

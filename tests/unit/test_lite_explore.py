@@ -446,3 +446,5 @@ def test_no_tests_is_said_only_of_code_the_index_can_tell_about(tmp_path: Path) 
     assert lacks_tests(index, "pkg/lonely.py")  # Python's tests map to modules: this one has none
     for path in ("src/lib.rs", "Rakefile", "spec/okjson.rb", "pkg/used.py"):
         assert not lacks_tests(index, path), path
+    (tmp_path / "tool.go").write_text("package tool\n\nfunc Run() {}\n", encoding="utf-8")
+    assert lacks_tests(build_index(tmp_path), "tool.go")  # no Go test at all: nothing covers it

@@ -162,12 +162,15 @@ def _jvm_suite(paths: set[str]) -> str:
     return ""
 
 
-def _ruby_suite(paths: set[str], ruby_tests: list[str]) -> str:
-    """RSpec where the specs outnumber the minitest files, else the Rakefile's test task; through Bundler when
-    there is a Gemfile, as the project's own gems (and their versions) are what its tests run on."""
+def _ruby_suite(paths: set[str], ruby_tests: list[str], gems: str) -> str:
+    """RSpec where the project declares it (``gems``: its Gemfile and gemspec) and its specs outnumber its
+    minitest files, else the Rakefile's test task (minitest, specs written for minitest included); through
+    Bundler when there is a Gemfile, as the project's own gems (and their versions) are what its tests run on."""
+    if not ruby_tests:
+        return ""
     bundle = "bundle exec " if "Gemfile" in paths else ""
     specs = sum(path.endswith("_spec.rb") for path in ruby_tests)
-    if specs * 2 > len(ruby_tests) or ".rspec" in paths:
+    if (".rspec" in paths or "rspec" in gems) and (specs * 2 > len(ruby_tests) or "Rakefile" not in paths):
         return f"{bundle}rspec"
     return f"{bundle}rake test" if "Rakefile" in paths else ""
 
@@ -193,10 +196,12 @@ def detect_test_command(files: list[SourceFile], texts: dict[str, str]) -> str:
         candidates.append((counts["go"], 2, "go test ./..."))
     if "Cargo.toml" in paths:
         candidates.append((counts["rust"], 3, "cargo test"))
-    if jvm := _jvm_suite(paths):
+    # A build file alone (a deploy Rakefile, a pom.xml beside a Python project) is no test suite.
+    if counts["java"] and (jvm := _jvm_suite(paths)):
         candidates.append((counts["java"], 4, jvm))
     ruby_tests = [f.path for f in files if f.is_test and f.language == "ruby"]
-    if ruby := _ruby_suite(paths, ruby_tests):
+    gems = "".join(text for path, text in texts.items() if path == "Gemfile" or path.endswith(".gemspec"))
+    if ruby := _ruby_suite(paths, ruby_tests, gems):
         candidates.append((counts["ruby"], 5, ruby))
     if not candidates:
         return ""
@@ -227,10 +232,16 @@ def command_for_tests(test_paths: list[str], suite_command: str) -> str:
         # Surefire takes simple class names; in a multi-module build the modules without them must not fail.
         return f"{suite_command} -Dtest={','.join(classes)} -Dsurefire.failIfNoSpecifiedTests=false"
     if families == {"java"} and tool in ("gradle", "./gradlew"):
-        return suite_command + "".join(f" --tests {name}" for name in classes)
-    bundle = "bundle exec " if suite_command.startswith("bundle exec ") else ""
-    if families == {"ruby"} and all(p.endswith("_spec.rb") for p in paths):
-        return f"{bundle}rspec {quoted}"  # specs run with RSpec whatever the suite's own task is
-    if families == {"ruby"} and suite_command.endswith("rake test") and len(paths) == 1:
+        # In a multi-project build a filter no test of a sub-project matches fails that sub-project: run the
+        # test task of the one project holding them (core/src/test/... -> :core:test).
+        modules = {p.split("/src/test/", 1)[0] if "/src/test/" in p else "" for p in paths}
+        task = f":{modules.pop().replace('/', ':')}:test" if len(modules) == 1 and "" not in modules else "test"
+        return f"{tool} {task}" + "".join(f" --tests {name}" for name in classes)
+    # Ruby runs a file from the root only in the root's own test folders: a sub-project's specs (sinatra's
+    # rack-protection/spec/) load their helper from their own folder, through their own Gemfile.
+    if families == {"ruby"} and suite_command.endswith("rspec") and all(p.startswith("spec/") for p in paths):
+        return f"{suite_command} {quoted}"
+    if (families == {"ruby"} and suite_command.endswith("rake test") and len(paths) == 1
+            and paths[0].startswith("test/")):
         return f"{suite_command} TEST={quoted}"  # Rake's test task runs the one file TEST names
     return suite_command

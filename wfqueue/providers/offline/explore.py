@@ -123,14 +123,17 @@ BUILD_FILES = frozenset({"Rakefile", "Gemfile", "setup.py", "build.rs", "noxfile
 
 
 def lacks_tests(index: RepoIndex, path: str) -> bool:
-    """Whether ``path`` is product code no test covers, as far as the index can tell: where no test of its
-    language maps to any file (a Rust crate's tests/ use the crate, Ruby's `require` it), the index cannot
-    tell; a test folder's helper (spec/okjson.rb) and a build file are no code to test."""
+    """Whether ``path`` is product code no test covers, as far as the index can tell: where its language has
+    tests but none maps to a file (a Rust crate's tests/ use the crate, Ruby's `require` it), the index cannot
+    tell; where it has none, nothing covers it; a test folder's helper (spec/okjson.rb) and a build file are
+    no code to test."""
     if index.tests_for.get(path) or posixpath.basename(path) in BUILD_FILES or path.endswith(".gemspec"):
         return False
     if set(path.split("/")[:-1]) & TEST_FOLDERS:
         return False
     language = language_for(path)
+    if not any(f.is_test and language_for(f.path) == language for f in index.files):
+        return True  # no test of its language at all: nothing covers it
     return any(language_for(source) == language for source in index.tests_for)
 
 
