@@ -289,9 +289,11 @@ def test_a_ruby_test_using_the_named_helper_beats_the_one_named_after_its_file(t
     index = build_index(write(tmp_path, {
         "lib/sinatra/base.rb": "module Sinatra\n  module Helpers\n    def content_type(type)\n      type\n"
                                "    end\n  end\nend\n",
-        "test/base_test.rb": "require_relative 'test_helper'\nclass BaseTest < Minitest::Test\nend\n",
+        "test/base_test.rb": "require_relative 'test_helper'\nclass BaseTest < Minitest::Test\n"
+                             "  it('sets Content-Type') { assert_equal 'text/html', response['Content-Type'] }\nend\n",
         "test/helpers_test.rb": "require_relative 'test_helper'\nclass HelpersTest < Minitest::Test\n"
-                                "  it 'sets the content_type' do\n    content_type :json\n  end\nend\n",
+                                "  it 'sets the content_type' do\n    content_type :json\n"
+                                "    content_type 'text/plain'\n  end\nend\n",
         "Rakefile": "task :test\n", "Gemfile": "gem 'rake'\n",
     }))
     requirement = "Fix the content_type helper so it does not append a second charset"

@@ -262,6 +262,12 @@ def written_in(index: RepoIndex, paths: list[str], requirement: str) -> frozense
                      if any(runs_in(tokenize(name.rsplit(".", 1)[-1]), index.doc_tokens.get(p, [])) for p in paths))
 
 
+def uses_of(terms: list[str], words: list[str]) -> int:
+    """How many times ``terms`` occur one after the other in ``words``."""
+    width = len(terms)
+    return sum(words[i:i + width] == terms for i in range(len(words) - width + 1))
+
+
 def runs_in(terms: list[str], words: list[str]) -> bool:
     """Whether ``terms`` occur one after the other somewhere in ``words``."""
     width = len(terms)

@@ -14,7 +14,7 @@ from wfqueue.analysis import RepoIndex, rank_files, tokenize
 from wfqueue.analysis.files import is_test_path, language_for
 from wfqueue.analysis.localize import named_identifiers
 from wfqueue.analysis.testmap import closeness, is_test_module, subject_stem, tested_stem
-from wfqueue.providers.offline.changes import TEST_FOLDERS, is_code, named_paths, runs_in
+from wfqueue.providers.offline.changes import TEST_FOLDERS, is_code, named_paths, runs_in, uses_of
 
 # A change that moves code into a new module, said by its first word ("Move the retry delay computation into a
 # new file ...", "refactor: extract ..."); not "Add an extract command".
@@ -82,13 +82,18 @@ def where_tests_go(index: RepoIndex, paths: list[str], requirement: str,
         return _created_test(index, main)
     scores = dict(rank_files(index, requirement, include_tests=True))
 
-    def preference(test: str) -> tuple[bool, bool, bool, float, int]:
+    python = language_for(main) == "python"
+
+    def preference(test: str) -> tuple[bool, int, bool, bool, float, int]:
         words = index.doc_tokens.get(test, [])
-        uses_named = any(terms and runs_in(terms, words) for terms in wanted)
+        uses = sum(uses_of(terms, words) for terms in wanted if terms)
         # Importing is evidence; a name decides where no test imports the module itself (httpx's tests).
         imports_it = main in index.imports.get(test, [])
         named_after = tested_stem(test) == subject_stem(main)
-        return not uses_named, not imports_it, not named_after, -scores.get(test, 0.0), candidates.index(test)
+        # Outside Python, where imports say little, the test using the name most is where it is tested
+        # (sinatra's helpers_test.rb, not base_test.rb, which says "Content-Type" once).
+        return (not uses, 0 if python else -uses, not imports_it, not named_after, -scores.get(test, 0.0),
+                candidates.index(test))
 
     return min(candidates, key=preference), True
 
