@@ -425,6 +425,10 @@ const proto = module.exports = {
   redirect: async (url) => {
     return url;
   },
+  isAbsolute: (p) => p[0] === '/',
+  join(a, b) {
+    return a + b;
+  },
 };
 function helper() {}
 """
@@ -444,7 +448,9 @@ def test_javascript_api_declared_by_assignment() -> None:
         ("socket", "function", 5, 7),
         ("onerror", "function", 8, 10),
         ("redirect", "function", 14, 16),
-        ("helper", "function", 18, 18),
+        # a one-line arrow has no extent the scanner can tell (its comma reads as "goes on"): left out
+        ("join", "function", 18, 20),
+        ("helper", "function", 22, 22),
     ]
 
 

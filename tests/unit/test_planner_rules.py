@@ -280,7 +280,7 @@ public final class NameAllocator {
 def test_a_task_changes_the_member_the_requirement_names_once(tmp_path: Path) -> None:
     """javapoet's "Fix NameAllocator.newName ..." planned the class's two constructors (same words, earlier
     lines) and not newName; overloads were listed once per signature."""
-    assert named_identifiers("Fix Error::root_cause; test IndifferentHash#dig (see #12)") == [
+    assert named_identifiers("Fix Error::root_cause; test IndifferentHash#dig (see #12, README.md#usage)") == [
         "Error.root_cause", "IndifferentHash.dig"]
     repo = write(tmp_path / "poet", {"src/main/java/a/NameAllocator.java": JAVA_ALLOCATOR,
                                      "src/test/java/a/NameAllocatorTest.java": "class NameAllocatorTest {}\n"})
@@ -321,3 +321,5 @@ def test_effort_is_the_size_of_what_changes_not_of_its_file(tmp_path: Path) -> N
     index = build_index(repo)
     assert effort_of(index, "pkg/big.py") == ("large", "High")  # the file: 480 lines
     assert effort_of(index, "pkg/big.py", "Fix parse_schedule for offsets")[0] == "small"
+    # nothing in it matches the requirement: the whole file, not two functions picked for the task's targets
+    assert effort_of(index, "pkg/big.py", "Make the output prettier")[0] == "large"

@@ -92,9 +92,11 @@ _JS_EXPORTED_OBJECT = re.compile(
 # (`plugins: [\n  foo(),`), which a looser rule would take for a method.
 _JS_OBJECT_MEMBER: list[tuple[re.Pattern[str], str, BodyKind]] = [
     (re.compile(rf"^\s*(?:async\s+)?(?:[gs]et\s+)?\*?\s*({_NAME})\s*\([^)]*\)\s*\{{"), "function", None),
+    # An arrow with a block body only: `isAbsolute: (p) => p[0] === '/',` ends at its comma, which the extent
+    # scanner reads as a line that goes on.
     (
         re.compile(
-            rf"^\s*({_NAME})\s*:\s*(?:async\s+)?(?:function\b|(?:\([^)]*\)|{_NAME})\s*(?::[^=]*)?=>)"
+            rf"^\s*({_NAME})\s*:\s*(?:async\s+)?(?:function\b|(?:\([^)]*\)|{_NAME})\s*(?::[^=]*)?=>\s*\{{)"
         ),
         "function",
         None,

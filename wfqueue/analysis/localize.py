@@ -69,8 +69,9 @@ _IDENTIFIER = re.compile(r"`([^`\s]{3,})`|\b([A-Za-z_][A-Za-z0-9]*(?:\.[A-Za-z_]
                          r"|[A-Za-z]+_[A-Za-z0-9_]+|[a-z]+[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*)\b")
 
 
-# `Type::member` and `Type#member` between two names (not "#123", an issue number).
-_MEMBER_SEPARATOR = re.compile(r"(?<=[A-Za-z0-9_])(?:::|#)(?=[A-Za-z_])")
+# `Type::member` between two names, and Ruby's `Type#member` after a capitalised name (not "#123", an issue
+# number, nor a document's anchor, README.md#usage).
+_MEMBER_SEPARATOR = re.compile(r"(?<=[A-Za-z0-9_])::(?=[A-Za-z_])|(?<![\w.#/-])([A-Z]\w*)#(?=[a-z_])")
 
 
 def candidates(index: RepoIndex, requirement: str) -> set[str]:
@@ -83,7 +84,8 @@ def named_identifiers(requirement: str) -> list[str]:
     """Identifiers the requirement writes out (`quoted`, dotted, snake_case or camelCase), in order. Rust's and
     C++'s ``Error::root_cause`` and Ruby's ``IndifferentHash#dig`` are dotted names too."""
     found: list[str] = []
-    for quoted, bare in _IDENTIFIER.findall(_MEMBER_SEPARATOR.sub(".", requirement)):
+    dotted = _MEMBER_SEPARATOR.sub(lambda m: f"{m.group(1)}." if m.group(1) else ".", requirement)
+    for quoted, bare in _IDENTIFIER.findall(dotted):
         name = (quoted or bare).strip("().,:;")
         if all(len(part) <= 1 for part in name.split(".")):
             continue  # an abbreviation (e.g., i.e.), not a dotted name

@@ -248,8 +248,10 @@ def conflict_risk(index: RepoIndex, path: str) -> str:
 def effort_of(index: RepoIndex, path: str, requirement: str = "") -> tuple[str, str]:
     """How large changing ``path`` is: the lines of the symbols the requirement touches there (a one-method fix
     in a 1000-line module is small), else of the whole file."""
-    symbols = symbols_to_change(index, path, requirement) if requirement else []
-    lines = sum(s.end_line - s.line + 1 for s in symbols) if symbols else next(
+    symbols = (named_symbols(index.symbols.get(path, []), requirement)
+               + rank_symbols(index, path, requirement, limit=3)) if requirement else []
+    # The lines they span once each (a class and its method overlap); none matching: the whole file.
+    lines = len({n for s in symbols for n in range(s.line, s.end_line + 1)}) if symbols else next(
         (f.line_count for f in index.files if f.path == path), 0)
     if lines > 300:
         return "large", "High"
