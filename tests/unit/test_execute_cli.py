@@ -181,6 +181,19 @@ def test_a_copy_inside_another_checkout_that_ignores_it_is_told_to_become_a_repo
     assert "git init" in err and "commit them (or stop ignoring them)" not in err
 
 
+def test_an_allow_list_gitignore_at_the_root_is_not_taken_for_another_checkout(
+        sample_repo: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`git check-ignore .` answers yes at a repository's own root when its .gitignore starts with `*`."""
+    monkeypatch.setenv("WFQUEUE_EXECUTOR_COMMAND", "claude -p")
+    (sample_repo / ".gitignore").write_text("*\n!*/\n!*.py\n!.gitignore\n", encoding="utf-8")
+    committed(sample_repo)
+    plan_session(sample_repo, [task(1, "Document the limits", ["README.md"])])
+    assert main(["execute", SESSION, "--repo", str(sample_repo)]) == 2
+    err = capsys.readouterr().err
+    assert "git does not track 1 file the plan changes (ignored, or never added): README.md" in err
+    assert "not a git repository of its own" not in err
+
+
 def test_without_an_executor_execution_is_refused_and_says_how_to_configure_one(
         sample_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     committed(sample_repo)

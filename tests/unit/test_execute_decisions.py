@@ -183,6 +183,13 @@ def test_states_are_written_back_into_a_workflow_session(sample_repo: Path) -> N
     summary = (folder / ".summaries" / "IMPL-1-summary.md").read_text()
     assert summary.startswith("# IMPL-1: Store counts") and f"merged into {e.branch}" in summary
     assert not (folder / ".summaries" / "IMPL-2-summary.md").exists()
+    # a link the user added to a line stays; ticking again (a --continue) changes nothing
+    todo_file = folder / "TODO_LIST.md"
+    todo_file.write_text(todo.replace("(./.summaries/IMPL-1-summary.md)",
+                                      "(./.summaries/IMPL-1-summary.md) → [PR #4](x)"))
+    write_back(plan, e)
+    assert "**IMPL-1**: Store counts → [✅](./.summaries/IMPL-1-summary.md) → [PR #4](x)" in todo_file.read_text()
+    todo = todo_file.read_text()
     # verify reads the ticked line as the planner's own: no TODO_LIST.md finding
     assert not [f for f in verify_session(folder).findings if any("TODO_LIST" in at for at in f.location)]
     # The plan still loads, with the same tasks.

@@ -150,6 +150,6 @@ def test_without_session_the_active_session_is_taken_not_the_one_executed_last(t
     assert json.loads(out)["session_id"] == waiting.name
     assert tree(executed) == before
     assert find_session(tmp_path, None) == waiting
-    record.update(status="active")  # once it is the only active one, the newest active session is taken
+    record.update(status="failed")  # not carried out yet: the newest such session is taken, whatever its state
     atomic_write_text(executed / "workflow-session.json", json.dumps(record))
     assert find_session(tmp_path, None) == executed

@@ -82,6 +82,8 @@ def _nobody_runs(current: BaseModel, resume: str) -> BaseModel:
 def _as_it_stands(current: Shown, session_id: str, settings: Settings, live: Settings, *, embedded_here: bool,
                   held: bool, resume: str) -> Shown:
     """``current`` as it stands now: what its files say is under way was interrupted when no command runs it."""
+    if _nobody_runs(current, resume) == current:
+        return current  # nothing under way (finished, cancelled): no broker to ask, for each row of a listing
     if embedded_here:
         # No command holds the repository's Redis: what its files say is running was interrupted (a command
         # killed outright could not say so itself). One that does may be another session's: this one's

@@ -100,10 +100,10 @@ def check_clean_repository(repo: Path, existing_files: list[str] | None = None) 
             dirty=dirty,
         )
     missing = untracked(repo, list(dict.fromkeys(existing_files or [])))
-    if missing and _git(repo, "check-ignore", "-q", ".").returncode == 0:
+    top = _git(repo, "rev-parse", "--show-toplevel").stdout.strip() if missing else ""
+    if missing and Path(top).resolve() != repo.resolve() and _git(repo, "check-ignore", "-q", ".").returncode == 0:
         # A folder inside another project's checkout that ignores it (a copy under .demo/, a vendored tree):
         # committing there would put it in that other project.
-        top = _git(repo, "rev-parse", "--show-toplevel").stdout.strip()
         raise UnsafeRepositoryError(
             f"{repo} is not a git repository of its own: it lies inside {top}, whose git ignores it",
             hint=f"make it one (`git init`, `git add -A` and `git commit` in {repo}), then run the command again",

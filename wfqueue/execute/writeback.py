@@ -89,16 +89,27 @@ def _agent_plan(path: Path, fields: dict[str, dict[str, Any]]) -> None:
     atomic_write_text(path, dumps_json(data))
 
 
-# A TODO_LIST.md task line: its box, its id, its title, and the link to its task file (docs/ARTIFACTS.md §5).
-_TODO_LINE = re.compile(r"^(\s*)- \[[ x]\] \*\*([^*]+)\*\*(.*?)(?:\s*→\s*\[[^\]]*\]\([^)]*\))?[ \t]*$", re.MULTILINE)
+# A TODO_LIST.md task line: its box, its id, and the rest (title and links, docs/ARTIFACTS.md §5).
+_TODO_LINE = re.compile(r"^(\s*)- \[[ x]\] \*\*([^*]+)\*\*(.*)$", re.MULTILINE)
+
+
+def _ticked(match: re.Match[str], completed: set[str]) -> str:
+    """A completed task's line, ticked, its task-file link now its summary's; what else it says (a link the
+    user added) kept."""
+    indent, task_id, rest = match.groups()
+    if task_id not in completed:
+        return match.group(0)
+    summary = f"[✅](./{SUMMARY_DIR}/{task_id}-summary.md)"
+    if summary not in rest:
+        linked = rest.replace(f"[📋](./{TASK_DIR}/{task_id}.json)", summary)
+        rest = linked if linked != rest else f"{rest.rstrip()} → {summary}"
+    return f"{indent}- [x] **{task_id}**{rest}"
 
 
 def _todo(path: Path, completed: set[str]) -> None:
     """A completed task's line is ticked and links to its summary, as a session planned with it done shows it."""
     text = path.read_text(encoding="utf-8")
-    ticked = _TODO_LINE.sub(lambda m: f"{m.group(1)}- [x] **{m.group(2)}**{m.group(3)} → "
-                            f"[✅](./{SUMMARY_DIR}/{m.group(2)}-summary.md)" if m.group(2) in completed else m.group(0),
-                            text)
+    ticked = _TODO_LINE.sub(lambda m: _ticked(m, completed), text)
     if ticked != text:
         atomic_write_text(path, ticked)
 

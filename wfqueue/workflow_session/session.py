@@ -38,10 +38,6 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-# Which session a command without --session works on: the lowest rank, then the newest.
-_DEFAULT_RANK = {"active": 0, "planning": 1, "paused": 1, "failed": 1, "completed": 2}
-
-
 def list_sessions(repo: Path) -> list[WorkflowSession]:
     root = active_root(repo)
     sessions = []
@@ -71,9 +67,9 @@ def find_session(repo: Path, session_id: str | None) -> Path:
                     hint="fix that file (`wfqueue sessions` lists every session and its state)")
             raise SessionNotFoundError(f"no workflow session under {root}",
                                        hint='create one with `wfqueue plan "..."`')
-        # The active session: one ready for verify, replan or execute before an unfinished one, and a session
-        # already executed (completed) last, however recently its execution wrote to it.
-        chosen = max(candidates, key=lambda s: (-_DEFAULT_RANK.get(s.status, 1), s.updated_at or s.created_at,
+        # The newest session not carried out yet; one execute completed only when every session is, however
+        # recently its execution wrote to it.
+        chosen = max(candidates, key=lambda s: (s.status != "completed", s.updated_at or s.created_at,
                                                 s.session_id))
         return root / chosen.session_id
     check_session_id(session_id)
