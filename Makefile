@@ -19,7 +19,8 @@ demo: $(STAMP)
 	rm -rf $(DEMO_REPO) && mkdir -p .demo && cp -R examples/sample-api $(DEMO_REPO)
 	@# A repository of its own (this one ignores .demo/), so that `wfqueue execute` can run the plan from its HEAD.
 	cd $(DEMO_REPO) && git init -q && git add -A && \
-		git -c user.name=wfqueue -c user.email=demo@wfqueue.invalid commit -q -m "sample-api, as examples/ has it"
+		git -c user.name=wfqueue -c user.email=demo@wfqueue.invalid -c commit.gpgsign=false commit -q \
+		-m "sample-api, as examples/ has it"
 	$(BIN)/wfqueue collab-plan "$(DEMO_REQUIREMENT)" --repo $(DEMO_REPO) --max-agents 4 -y
 	@# The repository copy holds exactly one plan: the glob names it whatever its date.
 	$(BIN)/wfqueue execute $(DEMO_REPO)/.workflow/.planning/CPLAN-* --dry-run
