@@ -656,7 +656,7 @@ def test_where_tests_live(tests: list[str], layout: str) -> None:
     [
         ("mvn -q test", ["src/test/java/a/NameAllocatorTest.java", "src/test/java/a/TypeNameTest.java"],
          "mvn -q test -Dtest=NameAllocatorTest,TypeNameTest -Dsurefire.failIfNoSpecifiedTests=false"),
-        ("./gradlew test", ["src/test/kotlin/a/ATest.kt"], "./gradlew test --tests ATest"),
+        ("./gradlew test", ["src/test/kotlin/a/ATest.kt"], "./gradlew :test --tests ATest"),
         # a sub-project's tests run in that sub-project: elsewhere the filter matches nothing and fails
         ("./gradlew test", ["core/src/test/java/a/ATest.java"], "./gradlew :core:test --tests ATest"),
         ("bundle exec rake test", ["test/helpers_test.rb"], "bundle exec rake test TEST=test/helpers_test.rb"),

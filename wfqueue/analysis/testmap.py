@@ -233,9 +233,10 @@ def command_for_tests(test_paths: list[str], suite_command: str) -> str:
         return f"{suite_command} -Dtest={','.join(classes)} -Dsurefire.failIfNoSpecifiedTests=false"
     if families == {"java"} and tool in ("gradle", "./gradlew"):
         # In a multi-project build a filter no test of a sub-project matches fails that sub-project: run the
-        # test task of the one project holding them (core/src/test/... -> :core:test).
+        # test task of the one project holding them (core/src/test/... -> :core:test, src/test/... -> :test).
         modules = {p.split("/src/test/", 1)[0] if "/src/test/" in p else "" for p in paths}
-        task = f":{modules.pop().replace('/', ':')}:test" if len(modules) == 1 and "" not in modules else "test"
+        module = modules.pop() if len(modules) == 1 else None
+        task = "test" if module is None else f":{module.replace('/', ':')}:test" if module else ":test"
         return f"{tool} {task}" + "".join(f" --tests {name}" for name in classes)
     # Ruby runs a file from the root only in the root's own test folders: a sub-project's specs (sinatra's
     # rack-protection/spec/) load their helper from their own folder, through their own Gemfile.
