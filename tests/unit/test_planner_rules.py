@@ -128,6 +128,14 @@ def test_a_new_module_only_for_a_named_component_beside_its_relative(sample_repo
         assert new_module_path(index, ["notes_api/api/middleware.py"], loose) is None, loose
 
 
+def test_a_component_placed_in_existing_code_gets_no_module_of_its_own(sample_repo: Path) -> None:
+    """sinatra: "Add a redirect_permanent helper that sends a 308 redirect, next to the existing redirect helper"
+    planned sinatra-contrib/lib/sinatra/redirect_permanent.rb, which nobody asked for."""
+    index = build_index(sample_repo)
+    assert named_component(index, "Add a RateLimiter middleware that limits requests") is not None
+    assert named_component(index, "Add a rate_limit helper next to the existing token helpers") is None
+
+
 def test_a_missing_file_the_requirement_names_is_created_by_that_name(sample_repo: Path) -> None:
     """It was created under a name made up from the requirement's words (rq/exponential_backoff.py for "an
     exponential backoff helper in rq/backoff.py")."""

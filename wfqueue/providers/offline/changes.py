@@ -111,13 +111,17 @@ _COMPONENT = re.compile(
     re.IGNORECASE,
 )
 _FILLER = {"a", "an", "the", "new", "own", "separate", "dedicated", "small", "simple"}
+_IN_EXISTING = re.compile(r"\b(?:next to|beside|alongside|inside|within)\s+(?:the\s+)?existing\b", re.IGNORECASE)
 
 
 def named_component(index: RepoIndex, requirement: str) -> tuple[list[str], str] | None:
     """The new component the requirement names, as (its words, its kind), when the code lacks it.
 
     Only a component the requirement asks for by name gets a module: loose new words in a
-    fix ("mistake", "budget") never do."""
+    fix ("mistake", "budget") never do; nor one it places in existing code ("a redirect_permanent helper ...,
+    next to the existing redirect helper": a method beside a method)."""
+    if _IN_EXISTING.search(requirement):
+        return None
     existing = {re.sub(r"[^a-z0-9]", "", s.name.lower()) for symbols in index.symbols.values() for s in symbols}
     existing |= {re.sub(r"[^a-z0-9]", "", posixpath.basename(f.path).split(".", 1)[0].lower()) for f in index.files}
     for match in _COMPONENT.finditer(requirement):
