@@ -7,11 +7,13 @@ from pathlib import Path
 from wfqueue.analysis import build_index
 from wfqueue.lite.models import AngleFindings, Check, Clarification, RelevantFile, VerifiedExploration
 from wfqueue.lite.synthesis import core_files, merge_questions, rounds
-from wfqueue.providers.offline.assess import RepoSignals, assess, select_preset
+from wfqueue.providers.offline.assess import RepoSignals, assess, select_preset, signals
 from wfqueue.providers.offline.lite_plan import plan_tasks
 from wfqueue.providers.offline.understand import relevant_files
 from wfqueue.tasks_file import check_plan, dump_jsonl, parse_jsonl
-from wfqueue.workflow_session.context import touched_files
+from wfqueue.workflow_session.context import planned_test, touched_files
+from wfqueue.workflow_session.models import StructuredInput
+from wfqueue.workflow_session.structure import as_text
 
 
 def quiet_repo(**overrides: object) -> RepoSignals:
@@ -123,3 +125,25 @@ def test_a_verified_finding_the_ranking_leaves_out_is_context_not_a_critical_fil
     assert scores[best] == 1.0  # as central as the ranking makes it: critical
     assert "notes_api/server.py" not in dict(relevant_files(index, requirement, max_agents=5))
     assert scores["notes_api/server.py"] == 0.5  # outside the ranking: context ("medium"), not critical
+
+
+def test_the_context_package_names_the_test_the_plan_will_change(tmp_path: Path) -> None:
+    """sinatra's content_type is tested in helpers_test.rb, which tests no file the context touched: verify
+    found the plan changing a test "the gathered context never examined" (PROCEED_WITH_CAUTION)."""
+    files = {
+        "lib/app/base.rb": "module App\n  module Helpers\n    def content_type(type)\n      type\n    end\n"
+                           "  end\nend\n",
+        "test/base_test.rb": "class BaseTest\n  # sets Content-Type\nend\n",
+        "test/helpers_test.rb": "class HelpersTest\n  def test_it\n    content_type :json\n    content_type :xml\n"
+                                "  end\nend\n",
+        "Rakefile": "task :test\n", "Gemfile": "gem 'rake'\n",
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text, encoding="utf-8")
+    index = build_index(tmp_path)
+    structured = StructuredInput(goal="Fix the content_type helper so it does not add a second charset",
+                                 scope="lib/app/base.rb", context="")
+    draft = plan_tasks(index, as_text(structured), "s", assess(as_text(structured), signals(index, "x"), False),
+                       [], [])
+    assert planned_test(index, structured) == draft.tasks[-1].files[0].path == "test/helpers_test.rb"

@@ -392,6 +392,11 @@ def test_files_outside_the_gathered_context_and_parallel_over_dependencies(repo:
     report = verify_session(folder)
     assert sorted((f.severity, f.location[0]) for f in dims(report, "E")) == [("MEDIUM", "plan.json"),
                                                                               ("MEDIUM", "task:IMPL-3")]
+    # a file changed at two symbols is named once ("changes Rakefile, Rakefile")
+    edit_json(folder / ".task" / "IMPL-3.json", lambda d: d.update(files=[*d["files"], *d["files"]]))
+    (outside,) = [f.summary for f in dims(verify_session(folder), "E") if f.location[0] == "task:IMPL-3"]
+    changed = outside.split(" changes ", 1)[1].split(", which", 1)[0].split(", ")
+    assert len(changed) == len(set(changed)), outside
 
 
 def test_not_a_session_is_bad_input(repo: Path) -> None:

@@ -14,9 +14,11 @@ from wfqueue.analysis import RepoIndex, fan_in, importers_of, rank_symbols, toke
 from wfqueue.analysis.testmap import suite_runner, where_tests_live
 from wfqueue.lite.models import Assessment, VerifiedExploration
 from wfqueue.lite.synthesis import core_files, merge_questions
-from wfqueue.providers.offline.changes import import_order
+from wfqueue.providers.offline.changes import import_order, new_module_path
+from wfqueue.providers.offline.tests_placement import where_tests_go
 from wfqueue.providers.offline.understand import relevant_files
 from wfqueue.workflow_session.models import ConflictDetection, ContextPackage, RiskFactors, StructuredInput
+from wfqueue.workflow_session.structure import as_text
 
 _LEVELS = ["none", "low", "medium", "high"]
 _API_WORDS = re.compile(r"\b(api|endpoint|route|interface|signature|protocol|contract|rest|graphql)\b", re.I)
@@ -75,6 +77,16 @@ def touched_files(index: RepoIndex, requirement: str,
     return verified or list(share.items())
 
 
+def planned_test(index: RepoIndex, structured: StructuredInput) -> str:
+    """Where the offline planner puts the change's tests, read as it reads the session's input: context, so
+    that verify does not find the plan changing a test "the gathered context never examined" (the test using
+    the name the requirement gives may test another file: sinatra's helpers_test.rb for base.rb's
+    content_type)."""
+    text = as_text(structured)
+    ranked = [p for p, _ in relevant_files(index, text)]
+    return where_tests_go(index, ranked, text, new_module_path(index, ranked, text))[0]
+
+
 def build_context_package(index: RepoIndex, session_id: str, timestamp: str, structured: StructuredInput,
                           assessment: Assessment, explorations: list[VerifiedExploration],
                           manifest_texts: dict[str, str]) -> ContextPackage:
@@ -92,7 +104,7 @@ def build_context_package(index: RepoIndex, session_id: str, timestamp: str, str
     )
     level = risk_level(len(paths), factors)
     affected = sorted({posixpath.dirname(p) or "." for p in paths})
-    tests = sorted({t for p in paths for t in index.tests_for.get(p, [])})
+    tests = sorted({t for p in paths for t in index.tests_for.get(p, [])} | {planned_test(index, structured)})
     inside = set(paths)
     internal = [{"from": p, "to": q, "type": "import"} for p in paths for q in index.imports.get(p, []) if q in inside]
     patterns = sorted({p.description for e in explorations for p in e.findings.patterns

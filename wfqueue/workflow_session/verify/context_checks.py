@@ -69,7 +69,9 @@ def check_synthesis(inp: VerifyInput) -> list[Finding]:
                                "run conflict resolution before executing"))
         known = context_paths(ctx, inp.notes)
         for t in inp.tasks:
-            outside = [p for p, a in changes(t) if a != "create" and inp.exists(p) and not is_under(p, known)]
+            # Once each: a task changes a file at several symbols.
+            outside = list(dict.fromkeys(p for p, a in changes(t)
+                                         if a != "create" and inp.exists(p) and not is_under(p, known)))
             if outside:
                 out.append(finding("E", "MEDIUM", [f"task:{t.id}"], f"{t.id} changes {', '.join(outside)}, which the "
                                    "gathered context never examined", "re-gather context for these files"))
