@@ -275,3 +275,5 @@ def test_pipes_in_titles_descriptions_and_conflicts_stay_inside_their_plan_md_ce
         columns = {len(re.split(r"(?<!\\)\|", row)) for row in rows}
         assert len(columns) == 1, rows  # every row of a table has as many cells as its header
     assert "tag:a\\|tag:b" in plan_md and "(a\\|b parsing)" in plan_md
+    # how to carry the plan out, not only how to read it
+    assert f"`wfqueue execute {analysis.session_id} --dry-run`" in plan_md
