@@ -662,9 +662,7 @@ def test_where_tests_live(tests: list[str], layout: str) -> None:
         ("bundle exec rake test", ["test/helpers_test.rb"], "bundle exec rake test TEST=test/helpers_test.rb"),
         ("bundle exec rake test", ["test/a_test.rb", "test/b_test.rb"], "bundle exec rake test"),
         ("rspec", ["spec/a_spec.rb", "spec/b_spec.rb"], "rspec spec/a_spec.rb spec/b_spec.rb"),
-        # a sub-project's specs (sinatra's rack-protection/spec/) need their own folder and Gemfile: the suite
-        ("bundle exec rake test", ["sub/spec/a_spec.rb"], "bundle exec rake test"),
-        ("bundle exec rspec", ["sub/spec/a_spec.rb"], "bundle exec rspec"),
+        ("./gradlew test", ["app/src/androidTest/java/a/ATest.java"], "./gradlew test --tests ATest"),
     ],
 )
 def test_java_and_ruby_tests_run_alone(suite: str, tests: list[str], command: str) -> None:
@@ -672,6 +670,16 @@ def test_java_and_ruby_tests_run_alone(suite: str, tests: list[str], command: st
     execution will run (a known tool), not "manual"."""
     assert command_for_tests(tests, suite) == command
     assert refusal(command) is None
+
+
+def test_a_ruby_sub_projects_tests_are_run_there_by_hand() -> None:
+    """sinatra's rack-protection/spec/ loads its helper from its own folder through its own Gemfile, and the root's
+    `rake test` does not run it: from the root no command runs that spec, so the step says where to run it."""
+    for suite in ("bundle exec rake test", "bundle exec rspec"):
+        assert command_for_tests(["rack-protection/spec/lib/x_spec.rb"], suite) == \
+            "manual: cd rack-protection && bundle exec rspec spec/lib/x_spec.rb"
+    assert command_for_tests(["contrib/test/x_test.rb"], "bundle exec rake test") == \
+        "manual: cd contrib && bundle exec rake test TEST=test/x_test.rb"
 
 
 # --- ranking ---------------------------------------------------------------

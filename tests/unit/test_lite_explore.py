@@ -448,3 +448,7 @@ def test_no_tests_is_said_only_of_code_the_index_can_tell_about(tmp_path: Path) 
         assert not lacks_tests(index, path), path
     (tmp_path / "tool.go").write_text("package tool\n\nfunc Run() {}\n", encoding="utf-8")
     assert lacks_tests(build_index(tmp_path), "tool.go")  # no Go test at all: nothing covers it
+    crate = tmp_path / "crate"
+    (crate / "src").mkdir(parents=True)
+    (crate / "src" / "lib.rs").write_text("pub fn a() {}\n\n#[cfg(test)]\nmod tests {\n}\n", encoding="utf-8")
+    assert not lacks_tests(build_index(crate), "src/lib.rs")  # Rust keeps tests in the source too

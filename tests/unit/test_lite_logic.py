@@ -11,7 +11,7 @@ from wfqueue.providers.offline.assess import RepoSignals, assess, select_preset,
 from wfqueue.providers.offline.lite_plan import plan_tasks
 from wfqueue.providers.offline.understand import relevant_files
 from wfqueue.tasks_file import check_plan, dump_jsonl, parse_jsonl
-from wfqueue.workflow_session.context import planned_test, touched_files
+from wfqueue.workflow_session.context import build_context_package, planned_test, touched_files
 from wfqueue.workflow_session.models import StructuredInput
 from wfqueue.workflow_session.structure import as_text
 
@@ -147,3 +147,6 @@ def test_the_context_package_names_the_test_the_plan_will_change(tmp_path: Path)
     draft = plan_tasks(index, as_text(structured), "s", assess(as_text(structured), signals(index, "x"), False),
                        [], [])
     assert planned_test(index, structured) == draft.tasks[-1].files[0].path == "test/helpers_test.rb"
+    assessment = assess(as_text(structured), signals(index, "x"), False)
+    package = build_context_package(index, "WFS-x", "t", structured, assessment, [], {})
+    assert "test/helpers_test.rb" in package.assets["tests"]

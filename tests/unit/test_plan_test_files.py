@@ -313,6 +313,9 @@ def test_a_new_module_gets_its_own_test_unless_code_moves_into_it(tmp_path: Path
     assert where_tests_go(index, ["rq/job.py"], move, new_module="rq/backoff.py") == ("tests/test_job.py", True)
     command = "Add an extract command that retries jobs, in rq/backoff.py"  # "extract" is not the change here
     assert where_tests_go(index, ["rq/job.py"], command, new_module="rq/backoff.py") == ("tests/test_backoff.py", False)
+    for moving in ("refactor: extract the delay into rq/backoff.py", "GOAL: Move the delay into rq/backoff.py",
+                   "Refactor rq/job.py: move the delay computation into rq/backoff.py"):
+        assert where_tests_go(index, ["rq/job.py"], moving, new_module="rq/backoff.py") == ("tests/test_job.py", True)
 
 
 def test_a_path_in_a_named_sub_project_is_created_there(tmp_path: Path) -> None:
@@ -320,8 +323,18 @@ def test_a_path_in_a_named_sub_project_is_created_there(tmp_path: Path) -> None:
         "lib/sinatra/base.rb": "module Sinatra\nend\n",
         "sinatra-contrib/lib/sinatra/cookies.rb": "module Sinatra\nend\n",
     }))
-    requirement = "Add a Sinatra::RequestId extension to sinatra-contrib in lib/sinatra/request_id.rb"
-    assert new_module_path(index, ["lib/sinatra/base.rb"], requirement) == "sinatra-contrib/lib/sinatra/request_id.rb"
+    for requirement in ("Add a Sinatra::RequestId extension to sinatra-contrib in lib/sinatra/request_id.rb",
+                        "Add lib/sinatra/request_id.rb to sinatra-contrib",
+                        "In sinatra-contrib, add an extension that tags every request with an id, in "
+                        "lib/sinatra/request_id.rb"):
+        assert new_module_path(index, ["lib/sinatra/base.rb"], requirement) == \
+            "sinatra-contrib/lib/sinatra/request_id.rb", requirement
+    # named in another sentence, the sub-project does not move the path
+    elsewhere = "Document it in sinatra-contrib. Add lib/sinatra/request_id.rb for request ids"
+    assert new_module_path(index, ["lib/sinatra/base.rb"], elsewhere) == "lib/sinatra/request_id.rb"
+    # a crate without tests gets them in tests/, where cargo finds them
+    crate = build_index(write(tmp_path / "crate", {"src/lib.rs": "pub fn a() {}\n"}))
+    assert where_tests_go(crate, ["src/lib.rs"], "Fix a") == ("tests/lib.rs", False)
 
 
 def test_tests_kept_beside_the_source_stay_there_and_a_fitting_path_is_not_moved(tmp_path: Path) -> None:

@@ -134,6 +134,9 @@ def test_a_component_placed_in_existing_code_gets_no_module_of_its_own(sample_re
     index = build_index(sample_repo)
     assert named_component(index, "Add a RateLimiter middleware that limits requests") is not None
     assert named_component(index, "Add a rate_limit helper next to the existing token helpers") is None
+    # the placement must be said of the component, not elsewhere in the requirement
+    assert named_component(index, "Add a RedisSessionInterface backend; keep it working within existing "
+                                  "deployments") is not None
 
 
 def test_a_missing_file_the_requirement_names_is_created_by_that_name(sample_repo: Path) -> None:
@@ -331,3 +334,8 @@ def test_effort_is_the_size_of_what_changes_not_of_its_file(tmp_path: Path) -> N
     assert effort_of(index, "pkg/big.py", "Fix parse_schedule for offsets")[0] == "small"
     # nothing in it matches the requirement: the whole file, not two functions picked for the task's targets
     assert effort_of(index, "pkg/big.py", "Make the output prettier")[0] == "large"
+    # a method of a large class: the method, not the class holding it
+    body = "".join(f"    def helper_{n}(self):\n        return {n}\n\n" for n in range(160))
+    flask = build_index(write(tmp_path / "flask", {"app.py": "class Flask:\n    def make_response(self, rv):\n"
+                                                               "        return rv\n\n" + body}))
+    assert effort_of(flask, "app.py", "Fix Flask.make_response for tuple returns")[0] == "small"

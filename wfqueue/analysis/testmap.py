@@ -27,8 +27,12 @@ _PACKAGE_FILES: tuple[str, ...] = ("__init__", "index", "mod", "lib")
 _NPM_DEFAULT_TEST = "no test specified"
 
 
-def _family(language: str) -> str:
+def language_family(language: str) -> str:
+    """The language whose tests also cover ``language``'s files (TypeScript's JavaScript, Kotlin's Java)."""
     return _FAMILIES.get(language, language)
+
+
+_family = language_family
 
 
 def subject_stem(path: str) -> str:
@@ -234,15 +238,24 @@ def command_for_tests(test_paths: list[str], suite_command: str) -> str:
     if families == {"java"} and tool in ("gradle", "./gradlew"):
         # In a multi-project build a filter no test of a sub-project matches fails that sub-project: run the
         # test task of the one project holding them (core/src/test/... -> :core:test, src/test/... -> :test).
-        modules = {p.split("/src/test/", 1)[0] if "/src/test/" in p else "" for p in paths}
-        module = modules.pop() if len(modules) == 1 else None
+        modules = {"" if p.startswith("src/test/") else p.split("/src/test/", 1)[0] if "/src/test/" in p else None
+                   for p in paths}
+        module = modules.pop() if len(modules) == 1 else None  # None: not the `test` source set, or several
         task = "test" if module is None else f":{module.replace('/', ':')}:test" if module else ":test"
         return f"{tool} {task}" + "".join(f" --tests {name}" for name in classes)
     # Ruby runs a file from the root only in the root's own test folders: a sub-project's specs (sinatra's
-    # rack-protection/spec/) load their helper from their own folder, through their own Gemfile.
+    # rack-protection/spec/) load their helper from their own folder, through their own Gemfile, and the root's
+    # suite does not run them. Without a shell that can only be said, as a manual step.
     if families == {"ruby"} and suite_command.endswith("rspec") and all(p.startswith("spec/") for p in paths):
         return f"{suite_command} {quoted}"
     if (families == {"ruby"} and suite_command.endswith("rake test") and len(paths) == 1
             and paths[0].startswith("test/")):
         return f"{suite_command} TEST={quoted}"  # Rake's test task runs the one file TEST names
+    tops = {p.split("/", 1)[0] if "/" in p else "" for p in paths}
+    if families == {"ruby"} and len(tops) == 1 and not tops & {"", "spec", "test"}:
+        top = tops.pop()
+        inner = [shlex.quote(p.split("/", 1)[1]) for p in paths]
+        run = (f"rspec {' '.join(inner)}" if all(p.endswith("_spec.rb") for p in paths)
+               else f"rake test TEST={inner[0]}" if len(inner) == 1 else "rake test")
+        return f"manual: cd {shlex.quote(top)} && bundle exec {run}"
     return suite_command

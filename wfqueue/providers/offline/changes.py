@@ -111,7 +111,8 @@ _COMPONENT = re.compile(
     re.IGNORECASE,
 )
 _FILLER = {"a", "an", "the", "new", "own", "separate", "dedicated", "small", "simple"}
-_IN_EXISTING = re.compile(r"\b(?:next to|beside|alongside|inside|within)\s+(?:the\s+)?existing\b", re.IGNORECASE)
+# Words after a component that place it in code that exists ("... next to the existing redirect helper").
+_IN_EXISTING = re.compile(r"\b(?:next to|beside|alongside|inside|into|in)\s+(?:the\s+)?existing\b", re.IGNORECASE)
 
 
 def named_component(index: RepoIndex, requirement: str) -> tuple[list[str], str] | None:
@@ -120,14 +121,13 @@ def named_component(index: RepoIndex, requirement: str) -> tuple[list[str], str]
     Only a component the requirement asks for by name gets a module: loose new words in a
     fix ("mistake", "budget") never do; nor one it places in existing code ("a redirect_permanent helper ...,
     next to the existing redirect helper": a method beside a method)."""
-    if _IN_EXISTING.search(requirement):
-        return None
     existing = {re.sub(r"[^a-z0-9]", "", s.name.lower()) for symbols in index.symbols.values() for s in symbols}
     existing |= {re.sub(r"[^a-z0-9]", "", posixpath.basename(f.path).split(".", 1)[0].lower()) for f in index.files}
     for match in _COMPONENT.finditer(requirement):
         words = [w.lower() for w in re.findall(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])", match.group(1))
                  if w.lower() not in _FILLER]
-        if words and "".join(words) not in existing:
+        clause = re.split(r"[.;\n]", requirement[match.end():], maxsplit=1)[0]
+        if words and "".join(words) not in existing and not _IN_EXISTING.search(clause):
             return words, match.group(2).lower()
     return None
 
@@ -144,7 +144,6 @@ def _styled(words: list[str], like: str) -> str:
     return words[0] + "".join(w.capitalize() for w in words[1:])
 
 
-SUB_PROJECT_REACH = 40  # characters before a path in which a sub-project's name places the path in it
 TEST_FOLDERS = frozenset({"tests", "test", "__tests__", "spec", "specs"})  # folders holding tests only
 MAX_NAMED_SYMBOLS = 5  # symbols of one file a task changes because the requirement names them
 # A source file's path as a requirement writes it ("rq/backoff.py", "./src/retry.ts", "nushell_completions.go").
@@ -168,10 +167,10 @@ def named_paths(index: RepoIndex, requirement: str) -> list[tuple[str, bool]]:
         path, before = match.group(1), requirement[: match.start()]
         if _EXAMPLE_CUE.search(before):
             continue
-        # A sub-project named just before the path: "to sinatra-contrib in lib/sinatra/request_id.rb" is a path
-        # in it (lib/sinatra/ is also core's); a folder named anywhere else ("... with tests") is not.
-        near = before[-SUB_PROJECT_REACH:]
-        projects = [top for top in tops if re.search(rf"(?<![\w/.-]){re.escape(top)}(?![\w/-])", near)]
+        # A sub-project named in the path's sentence: "to sinatra-contrib in lib/sinatra/request_id.rb" is a path
+        # in it (lib/sinatra/ is also core's); a folder named in another sentence is not.
+        sentence = re.split(r"[.;\n]\s", before)[-1] + re.split(r"[.;\n]\s", requirement[match.end():])[0]
+        projects = [top for top in tops if re.search(rf"(?<![\w/.-]){re.escape(top)}(?![\w/-])", sentence)]
         if "/" in path and path not in existing:
             path = next((f"{top}/{path}" for top in projects if posixpath.dirname(f"{top}/{path}") in folders), path)
         if "/" not in path and path not in existing:
@@ -252,10 +251,15 @@ def conflict_risk(index: RepoIndex, path: str) -> str:
 def effort_of(index: RepoIndex, path: str, requirement: str = "") -> tuple[str, str]:
     """How large changing ``path`` is: the lines of the symbols the requirement touches there (a one-method fix
     in a 1000-line module is small), else of the whole file."""
-    symbols = (named_symbols(index.symbols.get(path, []), requirement)
-               + rank_symbols(index, path, requirement, limit=3)) if requirement else []
-    # The lines they span once each (a class and its method overlap); none matching: the whole file.
-    lines = len({n for s in symbols for n in range(s.line, s.end_line + 1)}) if symbols else next(
+    named = named_symbols(index.symbols.get(path, []), requirement) if requirement else []
+    taken = {s.qualname for s in named}
+    chosen = (named + [s for s in rank_symbols(index, path, requirement, limit=3) if s.qualname not in taken]
+              if requirement else [])[: max(3, len(named))]
+    # What they span, once each: a class holding a chosen method is where the change is, not its size (flask's
+    # 1500-line Flask class for a make_response fix).
+    inner = [s for s in chosen if not any(o is not s and s.line <= o.line and o.end_line <= s.end_line
+                                         for o in chosen)]
+    lines = len({n for s in inner for n in range(s.line, s.end_line + 1)}) if inner else next(
         (f.line_count for f in index.files if f.path == path), 0)
     if lines > 300:
         return "large", "High"

@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 from wfqueue.analysis import RepoIndex, importers_of, novel_terms
 from wfqueue.analysis.files import language_for
+from wfqueue.analysis.testmap import language_family
 from wfqueue.lite.angles import angle_names
 from wfqueue.lite.models import AngleFindings, Clarification, Dependency
 from wfqueue.providers.offline.changes import TEST_FOLDERS
@@ -131,10 +132,12 @@ def lacks_tests(index: RepoIndex, path: str) -> bool:
         return False
     if set(path.split("/")[:-1]) & TEST_FOLDERS:
         return False
-    language = language_for(path)
-    if not any(f.is_test and language_for(f.path) == language for f in index.files):
-        return True  # no test of its language at all: nothing covers it
-    return any(language_for(source) == language for source in index.tests_for)
+    family = language_family(language_for(path))
+    if not any(f.is_test and language_family(f.language) == family for f in index.files):
+        # No test of its language at all: nothing covers it, unless tests live in the source (Rust's
+        # `#[cfg(test)] mod tests`).
+        return family != "rust"
+    return any(language_family(language_for(source)) == family for source in index.tests_for)
 
 
 def clarifications(scope: AngleScope) -> list[Clarification]:

@@ -16,10 +16,11 @@ from wfqueue.analysis.localize import named_identifiers
 from wfqueue.analysis.testmap import closeness, is_test_module, subject_stem, tested_stem
 from wfqueue.providers.offline.changes import TEST_FOLDERS, is_code, named_paths, runs_in, uses_of
 
-# A change that moves code into a new module, said by its first word ("Move the retry delay computation into a
-# new file ...", "refactor: extract ..."); not "Add an extract command".
-_MOVE = re.compile(r"^\W*(?:[a-z]+(?:\([^)]*\))?!?:\s*)?(?:please\s+)?(?:move|rename|extract|relocate|split\s+out)\b",
-                   re.IGNORECASE)
+# A change that moves code into a new module, said by the verb starting a clause ("Move the retry delay
+# computation into a new file ...", "refactor: extract ...", "GOAL: Rename ...", "Refactor job.py: move ..."); not
+# "Add an extract command".
+_MOVE = re.compile(r"(?:^|[:;.]\s)\W*(?:please\s+)?(?:mov(?:e|es|ing)|renam(?:e|es|ing)|extract(?:s|ing)?|relocate|"
+                   r"split(?:s|ting)?\s+out)\b", re.IGNORECASE | re.MULTILINE)
 
 
 def covering_tests(index: RepoIndex, paths: list[str]) -> list[str]:
@@ -141,7 +142,7 @@ def _new_test_file(index: RepoIndex, source: str) -> str:
              and (language == "python" or set(f.path.split("/")[:-1]) & TEST_FOLDERS
                   or not posixpath.basename(f.path).startswith("test_"))]
     nearest = max(tests, key=lambda t: (closeness(source, t), t.count("/") == 1, t), default=None)
-    folder = posixpath.dirname(nearest) if nearest else ("tests" if language == "python" else "test")
+    folder = posixpath.dirname(nearest) if nearest else ("tests" if language in ("python", "rust") else "test")
     if language == "python":
         return posixpath.join(folder, f"test_{subject_stem(source)}.py")
     if language in ("java", "kotlin"):
