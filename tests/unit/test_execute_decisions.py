@@ -189,6 +189,11 @@ def test_states_are_written_back_into_a_workflow_session(sample_repo: Path) -> N
                                       "(./.summaries/IMPL-1-summary.md) → [PR #4](x)"))
     write_back(plan, e)
     assert "**IMPL-1**: Store counts → [✅](./.summaries/IMPL-1-summary.md) → [PR #4](x)" in todo_file.read_text()
+    # a box the user ticked by hand, with a capital X, still gets its summary's link
+    todo_file.write_text(todo.replace("- [x] **IMPL-1**: Store counts → [✅](./.summaries/IMPL-1-summary.md)",
+                                      "- [X] **IMPL-1**: Store counts → [📋](./.task/IMPL-1.json)"))
+    write_back(plan, e)
+    assert "- [x] **IMPL-1**: Store counts → [✅](./.summaries/IMPL-1-summary.md)" in todo_file.read_text()
     todo = todo_file.read_text()
     # verify reads the ticked line as the planner's own: no TODO_LIST.md finding
     assert not [f for f in verify_session(folder).findings if any("TODO_LIST" in at for at in f.location)]

@@ -90,7 +90,7 @@ def _agent_plan(path: Path, fields: dict[str, dict[str, Any]]) -> None:
 
 
 # A TODO_LIST.md task line: its box, its id, and the rest (title and links, docs/ARTIFACTS.md §5).
-_TODO_LINE = re.compile(r"^(\s*)- \[[ x]\] \*\*([^*]+)\*\*(.*)$", re.MULTILINE)
+_TODO_LINE = re.compile(r"^(\s*)- \[[ xX]\] \*\*([^*]+)\*\*(.*)$", re.MULTILINE)
 
 
 def _ticked(match: re.Match[str], completed: set[str]) -> str:
