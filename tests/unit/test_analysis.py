@@ -330,65 +330,8 @@ end
 """
 
 
-@pytest.mark.parametrize(
-    ("language", "source", "expected"),
-    [
-        (
-            "javascript",
-            JS_SOURCE,
-            [
-                ("MAX_USERS", "constant", 2, 2),
-                ("handle", "function", 3, 6),
-                ("RateLimiter", "class", 7, 14),
-                ("RateLimiter.create", "method", 8, 10),
-                ("RateLimiter.acquire", "method", 11, 13),
-                ("mw", "function", 15, 15),
-            ],
-        ),
-        (
-            "go",
-            GO_SOURCE,
-            [
-                ("Limiter", "class", 3, 5),
-                ("Limiter.Allow", "method", 7, 12),
-                ("New", "function", 14, 16),
-            ],
-        ),
-        (
-            "rust",
-            RUST_SOURCE,
-            [
-                ("Limiter", "class", 1, 3),
-                ("Limiter.fmt", "method", 6, 9),
-                ("make", "function", 12, 17),
-            ],
-        ),
-        (
-            "java",
-            JAVA_SOURCE,
-            [
-                ("RateLimiter", "class", 1, 12),
-                ("RateLimiter.MAX_RATE", "constant", 2, 2),
-                ("RateLimiter.RateLimiter", "method", 4, 6),
-                ("RateLimiter.acquire", "method", 8, 11),
-            ],
-        ),
-        (
-            "ruby",
-            RUBY_SOURCE,
-            [
-                ("Api", "class", 1, 11),
-                ("Api.RateLimiter", "class", 2, 10),
-                ("Api.RateLimiter.initialize", "method", 3, 5),
-                ("Api.RateLimiter.allowed?", "method", 7, 9),
-            ],
-        ),
-    ],
-)
-def test_regex_symbols(language: str, source: str, expected: list[tuple[str, str, int, int]]) -> None:
-    assert summary(regex_symbols(source.lstrip("\n"), language)) == expected
-
-
+# express, mocha and koa declare most of their API by assigning functions, not with `function x`: a planner
+# blind to it sees a response module with no `json` and a router with no `route`.
 COMMONJS_SOURCE = """
 var res = module.exports = Object.create(http.ServerResponse.prototype);
 res.json = function json(obj) {
@@ -434,24 +377,86 @@ function helper() {}
 """
 
 
-def test_javascript_api_declared_by_assignment() -> None:
-    """express, mocha and koa declare most of their API by assigning functions, not with `function x`:
-    a planner blind to it sees a response module with no `json` and a router with no `route`."""
-    assert summary(regex_symbols(COMMONJS_SOURCE.lstrip("\n"), "javascript")) == [
-        ("res.json", "method", 2, 4),
-        ("parse", "function", 5, 7),
-        ("Router.route", "method", 8, 10),
-        ("createApplication", "function", 13, 15),
-    ]
-    assert summary(regex_symbols(EXPORTED_OBJECT_SOURCE.lstrip("\n"), "javascript")) == [
-        ("inspect", "function", 2, 4),
-        ("socket", "function", 5, 7),
-        ("onerror", "function", 8, 10),
-        ("redirect", "function", 14, 16),
-        # a one-line arrow has no extent the scanner can tell (its comma reads as "goes on"): left out
-        ("join", "function", 18, 20),
-        ("helper", "function", 22, 22),
-    ]
+@pytest.mark.parametrize(
+    ("language", "source", "expected"),
+    [
+        (
+            "javascript",
+            JS_SOURCE,
+            [
+                ("MAX_USERS", "constant", 2, 2),
+                ("handle", "function", 3, 6),
+                ("RateLimiter", "class", 7, 14),
+                ("RateLimiter.create", "method", 8, 10),
+                ("RateLimiter.acquire", "method", 11, 13),
+                ("mw", "function", 15, 15),
+            ],
+        ),
+        (
+            "javascript",
+            COMMONJS_SOURCE,
+            [
+                ("res.json", "method", 2, 4),
+                ("parse", "function", 5, 7),
+                ("Router.route", "method", 8, 10),
+                ("createApplication", "function", 13, 15),
+            ],
+        ),
+        (
+            "javascript",
+            EXPORTED_OBJECT_SOURCE,
+            [
+                ("inspect", "function", 2, 4),
+                ("socket", "function", 5, 7),
+                ("onerror", "function", 8, 10),
+                ("redirect", "function", 14, 16),
+                # a one-line arrow has no extent the scanner can tell (its comma reads as "goes on"): left out
+                ("join", "function", 18, 20),
+                ("helper", "function", 22, 22),
+            ],
+        ),
+        (
+            "go",
+            GO_SOURCE,
+            [
+                ("Limiter", "class", 3, 5),
+                ("Limiter.Allow", "method", 7, 12),
+                ("New", "function", 14, 16),
+            ],
+        ),
+        (
+            "rust",
+            RUST_SOURCE,
+            [
+                ("Limiter", "class", 1, 3),
+                ("Limiter.fmt", "method", 6, 9),
+                ("make", "function", 12, 17),
+            ],
+        ),
+        (
+            "java",
+            JAVA_SOURCE,
+            [
+                ("RateLimiter", "class", 1, 12),
+                ("RateLimiter.MAX_RATE", "constant", 2, 2),
+                ("RateLimiter.RateLimiter", "method", 4, 6),
+                ("RateLimiter.acquire", "method", 8, 11),
+            ],
+        ),
+        (
+            "ruby",
+            RUBY_SOURCE,
+            [
+                ("Api", "class", 1, 11),
+                ("Api.RateLimiter", "class", 2, 10),
+                ("Api.RateLimiter.initialize", "method", 3, 5),
+                ("Api.RateLimiter.allowed?", "method", 7, 9),
+            ],
+        ),
+    ],
+)
+def test_regex_symbols(language: str, source: str, expected: list[tuple[str, str, int, int]]) -> None:
+    assert summary(regex_symbols(source.lstrip("\n"), language)) == expected
 
 
 def test_index_symbols_cover_broken_python(app_index: RepoIndex) -> None:
