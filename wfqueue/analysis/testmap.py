@@ -32,8 +32,6 @@ def language_family(language: str) -> str:
     return _FAMILIES.get(language, language)
 
 
-_family = language_family
-
 
 def subject_stem(path: str) -> str:
     """Name a test would use for this source; a package's init names its dir.
@@ -105,10 +103,10 @@ def map_tests(files: list[SourceFile], imports: dict[str, list[str]]) -> dict[st
                 mapping.setdefault(target, set()).add(test.path)
     by_stem: dict[tuple[str, str], list[str]] = {}
     for path, source in sorted(sources.items()):
-        by_stem.setdefault((_family(source.language), subject_stem(path)), []).append(path)
+        by_stem.setdefault((language_family(source.language), subject_stem(path)), []).append(path)
     for test in tests:
         subject = tested_stem(test.path)
-        candidates = by_stem.get((_family(test.language), subject or ""), [])
+        candidates = by_stem.get((language_family(test.language), subject or ""), [])
         imported = set(imports.get(test.path, []))
         if not candidates or imported & set(candidates):
             continue  # the import already says which same-named source it is
@@ -189,8 +187,8 @@ def detect_test_command(files: list[SourceFile], texts: dict[str, str]) -> str:
     paths = {f.path for f in files}
     counts = {"python": 0, "javascript": 0, "go": 0, "rust": 0, "java": 0, "ruby": 0}
     for f in files:
-        if f.is_test and _family(f.language) in counts:
-            counts[_family(f.language)] += 1
+        if f.is_test and language_family(f.language) in counts:
+            counts[language_family(f.language)] += 1
     candidates: list[tuple[int, int, str]] = []
     if counts["python"] or "pytest.ini" in paths or "conftest.py" in paths:
         candidates.append((counts["python"], 0, "python -m pytest -q"))
@@ -217,7 +215,7 @@ def command_for_tests(test_paths: list[str], suite_command: str) -> str:
     paths = sorted(set(test_paths))
     if not paths:
         return suite_command
-    families = {_family(language_for(p)) for p in paths}
+    families = {language_family(language_for(p)) for p in paths}
     quoted = " ".join(shlex.quote(p) for p in paths)
     tool = suite_command.split(" ", 1)[0]
     if families == {"python"}:

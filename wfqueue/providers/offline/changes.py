@@ -230,17 +230,19 @@ def named_symbols(symbols: list[Symbol], requirement: str) -> list[Symbol]:
     return list(found.values())[:MAX_NAMED_SYMBOLS]
 
 
-def symbols_to_change(index: RepoIndex, path: str, requirement: str) -> list[Symbol]:
-    """What a task changes in ``path``: the symbols the requirement names first (a constructor sharing the
+def matching_symbols(index: RepoIndex, path: str, requirement: str) -> list[Symbol]:
+    """The symbols of ``path`` the requirement touches: those it names first (a constructor sharing the
     class's words does not push `NameAllocator.newName` out), then those matching its words best."""
-    symbols = index.symbols.get(path, [])
-    named = named_symbols(symbols, requirement)
+    named = named_symbols(index.symbols.get(path, []), requirement)
     taken = {s.qualname for s in named}
     chosen = named + [s for s in rank_symbols(index, path, requirement, limit=3) if s.qualname not in taken]
-    if chosen:
-        return chosen[: max(3, len(named))]
-    public = [s for s in symbols if s.kind in ("class", "function") and not s.name.startswith("_")]
-    return public[:2]
+    return chosen[: max(3, len(named))]
+
+
+def symbols_to_change(index: RepoIndex, path: str, requirement: str) -> list[Symbol]:
+    """What a task changes in ``path``: the symbols the requirement touches, else its first public ones."""
+    public = [s for s in index.symbols.get(path, []) if s.kind in ("class", "function") and not s.name.startswith("_")]
+    return matching_symbols(index, path, requirement) or public[:2]
 
 
 def conflict_risk(index: RepoIndex, path: str) -> str:
@@ -251,10 +253,7 @@ def conflict_risk(index: RepoIndex, path: str) -> str:
 def effort_of(index: RepoIndex, path: str, requirement: str = "") -> tuple[str, str]:
     """How large changing ``path`` is: the lines of the symbols the requirement touches there (a one-method fix
     in a 1000-line module is small), else of the whole file."""
-    named = named_symbols(index.symbols.get(path, []), requirement) if requirement else []
-    taken = {s.qualname for s in named}
-    chosen = (named + [s for s in rank_symbols(index, path, requirement, limit=3) if s.qualname not in taken]
-              if requirement else [])[: max(3, len(named))]
+    chosen = matching_symbols(index, path, requirement)
     # What they span, once each: a class holding a chosen method is where the change is, not its size (flask's
     # 1500-line Flask class for a make_response fix).
     inner = [s for s in chosen if not any(o is not s and s.line <= o.line and o.end_line <= s.end_line
@@ -280,8 +279,7 @@ def uses_of(terms: list[str], words: list[str]) -> int:
 
 def runs_in(terms: list[str], words: list[str]) -> bool:
     """Whether ``terms`` occur one after the other somewhere in ``words``."""
-    width = len(terms)
-    return any(words[i:i + width] == terms for i in range(len(words) - width + 1))
+    return uses_of(terms, words) > 0
 
 
 def file_entries(index: RepoIndex, path: str, requirement: str) -> list[TaskFile]:
