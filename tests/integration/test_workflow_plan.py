@@ -159,6 +159,10 @@ def test_verify_reports_a_planted_cycle_and_missing_sessions(capsys: pytest.Capt
     assert changed <= {".process/PLAN_VERIFICATION.md", ".process/verification-findings.json"}, "verify wrote elsewhere"
     missing = run_cli_in_process(capsys, monkeypatch, "verify", "--session", "WFS-nope", "--repo", str(sample_repo))
     assert missing.code == 2 and folder.name in missing.stderr
+    # `plan -y` verifies too: the same gate gives the same exit code, so `plan -y && wfqueue execute` stops here.
+    again = run_cli("plan", "--session", folder.name, "--repo", str(sample_repo), "-y")
+    assert again.code == 1, again.stdout + again.stderr
+    assert "gate PROCEED_WITH_FIXES" in again.stdout and "next:    Fix the HIGH findings first" in again.stdout
 
 
 def test_replan_add_refuse_restore_on_a_real_plan(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,

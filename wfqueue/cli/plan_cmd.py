@@ -12,6 +12,7 @@ from wfqueue.cli import plan_common as common
 from wfqueue.cli.progress import TerminalUI
 from wfqueue.sessions import read_requirement, resolve_repo
 from wfqueue.workflow_session.coordinator import PlanRequest, WfsCoordinator
+from wfqueue.workflow_session.models import GATES_READY
 
 
 def register(app: typer.Typer) -> None:
@@ -38,15 +39,18 @@ def register(app: typer.Typer) -> None:
         # A plan stopped by its budget has no tasks to verify yet.
         choice = "stop" if result.stopped else "verify" if yes else ui.gate()
         gate = None
+        next_step = ""
         if choice == "verify":
-            from wfqueue.workflow_session.verify.run import (
-                verify_session,  # the verify command's module; loaded only when used
+            from wfqueue.workflow_session.verify.run import (  # the verify command's module; loaded only when used
+                NEXT_STEPS,
+                verify_session,
             )
 
             report = verify_session(Path(result.session_dir))
             gate = report.quality_gate
             ui.info(f"verification: {gate} (coverage {report.coverage.describe()}); "
                     f"report: {result.session_dir}/.process/PLAN_VERIFICATION.md")
+            next_step = NEXT_STEPS[gate]
         result = result.model_copy(update={"gate": gate})
 
         def describe(out: Console) -> None:
@@ -55,5 +59,7 @@ def register(app: typer.Typer) -> None:
             common.failed_angles(out, result.failed_angles)
             common.stopped_or(out, result, f"plan:    {escape(result.session_dir)}/IMPL_PLAN.md")
             out.print(f"session: {escape(result.session_dir)}")
+            if gate and gate not in GATES_READY:  # it exits 1 for that: say what the gate asks for
+                out.print(f"next:    {escape(next_step)}")
 
         common.finish(result, as_json, describe)

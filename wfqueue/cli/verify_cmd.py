@@ -16,6 +16,7 @@ from rich.table import Table
 
 from wfqueue.cli.plan_common import REPO_DEFAULT
 from wfqueue.sessions import resolve_repo
+from wfqueue.workflow_session.models import GATES_READY
 from wfqueue.workflow_session.session import PROCESS_DIR, find_session
 from wfqueue.workflow_session.verify.run import FINDINGS_FILE, REPORT_FILE, VerificationReport, verify_session
 
@@ -27,7 +28,7 @@ SEVERITY_STYLE = {"CRITICAL": "bold red", "HIGH": "red", "MEDIUM": "yellow", "LO
 
 def exit_code_for(report: VerificationReport) -> int:
     """0 when execution may start, 1 when findings must be fixed first."""
-    return 0 if report.quality_gate in ("PROCEED", "PROCEED_WITH_CAUTION") else 1
+    return 0 if report.quality_gate in GATES_READY else 1
 
 
 def _print(report: VerificationReport, report_path: str) -> None:

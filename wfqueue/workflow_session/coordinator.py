@@ -44,7 +44,7 @@ from wfqueue.workflow.base import (
     new_session_folder,
 )
 from wfqueue.workflow.kind import WorkflowKind
-from wfqueue.workflow_session.models import PHASES, ConflictResolution, SessionConflict, WorkflowSession
+from wfqueue.workflow_session.models import GATES_READY, PHASES, ConflictResolution, SessionConflict, WorkflowSession
 from wfqueue.workflow_session.render import PlanningNotes
 from wfqueue.workflow_session.session import (
     PROCESS_DIR,
@@ -92,6 +92,12 @@ class WfsResult(PlanOutcome):
     resumed_from: str | None = None
     failed_angles: dict[str, str] = Field(default_factory=dict)
     gate: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """As the plan ended, and 1 when its verification asks for fixes first: `plan -y && wfqueue execute`
+        must not go on with a plan `wfqueue verify` would exit 1 for."""
+        return max(super().exit_code, 0 if self.gate is None or self.gate in GATES_READY else 1)
 
 
 class WfsUI(WorkflowUI, Protocol):

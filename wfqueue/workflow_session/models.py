@@ -196,6 +196,8 @@ class PlanOverview(_Open):
 
 Severity = Literal["CRITICAL", "HIGH", "MEDIUM", "LOW"]
 QualityGate = Literal["PROCEED", "PROCEED_WITH_CAUTION", "PROCEED_WITH_FIXES", "BLOCK_EXECUTION"]
+# The gates under which execution may start as the plan stands: `verify`, and `plan` when it verified, exit 0.
+GATES_READY: frozenset[str] = frozenset({"PROCEED", "PROCEED_WITH_CAUTION"})
 
 
 class Finding(_Open):
