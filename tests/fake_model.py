@@ -208,17 +208,20 @@ class FakeModel:
     def generate_tasks(self, body: dict[str, Any]) -> Reply:
         files = code_files(body)
         constraints = json.loads(between(first_user_text(body), "planning_constraints"))
+        goal = json.loads(between(first_user_text(body), "structured_input"))["goal"]
+        # As the prompt asks: each critical file is changed by a task.
+        critical = [f for f in json.loads(between(first_user_text(body), "critical_files")) if f in files]
         note = f" Constraints: {'; '.join(constraints)}." if constraints else ""
         if not self.wrong:
-            tasks = [unified("IMPL-1", "storage", [modify(files[-1])]),
+            tasks = [unified("IMPL-1", "storage", [modify(f) for f in dict.fromkeys([files[-1], *critical])]),
                      unified("IMPL-2", "auth", [modify(files[0])], ["IMPL-1"])]
         else:  # out-of-order, duplicated ids; unknown dependency; a ghost file; a cycle between two tasks
             tasks = [unified("IMPL-4", "storage", [modify(files[-1]), modify(GHOST)], ["IMPL-7"]),
                      unified("IMPL-4", "auth", [modify(files[0])], ["IMPL-12"]),
                      unified("IMPL-7", "wire in", [modify(files[1])], ["IMPL-4", "IMPL-7"])]
-        for t in tasks:
-            t["description"] += note
-        return answer({"summary": "two packages", "approach": "storage first", "tasks": tasks,
+        for t in tasks:  # as a model does, each task says which part of the goal it carries out
+            t["description"] = f"{t['title']}: the {t['title']} part of: {goal}.{note}"
+        return answer({"summary": f"{goal}, in two packages", "approach": "storage first", "tasks": tasks,
                        "design_decisions": [{"decision": "extend in place", "rationale": "r", "tradeoff": "t"}]})
 
 

@@ -134,8 +134,11 @@ def check_lite(repo: Path, run: Any) -> tuple[Path, dict[str, Any]]:
 
 
 def check_workflow(repo: Path, run: Any, *, cycle: bool = False) -> tuple[Path, dict[str, Any]]:
-    assert run.code == 0, run.stderr
+    """A plan whose answer had a dependency cycle is complete, and `plan -y` exits 1 for it as `verify` would."""
+    assert run.code == (1 if cycle else 0), run.stderr
     payload = run.json()
+    assert payload["status"] == "completed"
+    assert payload["gate"] in (("PROCEED_WITH_FIXES",) if cycle else ("PROCEED", "PROCEED_WITH_CAUTION"))
     folder = session_dir(run)
     session = json.loads((folder / "workflow-session.json").read_text())
     assert session["phases"] == {"session": "done", "context": "done", "conflicts": "done", "tasks": "done"}

@@ -104,7 +104,7 @@ class ExploreAngleStep(Step):
 
 
 class LitePlanStep(Step):
-    """Turn verified explorations and clarification answers into 2-7 unified tasks."""
+    """Turn verified explorations and clarification answers into 2-7 unified tasks (one for tests of one file)."""
 
     name: ClassVar[str] = "lite_plan"
     output_model: ClassVar[type[BaseModel]] = LitePlanDraft
@@ -133,6 +133,9 @@ class GenerateTasksStep(Step):
     assessment: Assessment
     explorations: list[VerifiedExploration]
     constraints: list[str]
+    # The context package's critical files: `wfqueue verify` holds a plan that touches none of them at
+    # PROCEED_WITH_FIXES, so the planner is told which they are.
+    critical_files: list[str] = Field(default_factory=list)
 
 
 @runtime_checkable

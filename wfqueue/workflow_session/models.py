@@ -124,6 +124,12 @@ class ContextPackage(_Open):
         insights = self.exploration_results.get("aggregated_insights")
         return insights if isinstance(insights, dict) else {}
 
+    def critical_files(self) -> list[str]:
+        """The insights' critical files, once each: paths, or ``{"path": ...}`` objects as other tools write them."""
+        raw = self.aggregated_insights().get("critical_files", [])
+        found = [e.get("path", "") if isinstance(e, dict) else str(e) for e in raw] if isinstance(raw, list) else []
+        return list(dict.fromkeys(p for p in found if p))
+
 
 # -- conflict resolution (.process/conflict-resolution.json) --------------------------------
 

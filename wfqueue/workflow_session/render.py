@@ -99,7 +99,7 @@ def render_impl_plan(session: WorkflowSession, overview: PlanOverview, tasks: li
         "## 2. Context Analysis",
         "",
     ]
-    critical = context.aggregated_insights().get("critical_files", [])
+    critical = context.critical_files()
     lines += [f"- Critical file: `{f}`" for f in critical[:10]] or ["- No critical files identified."]
     lines += [f"- Conflict risk: {risk}" + (f" ({_one(context.conflict_detection.mitigation_strategy)})"
                                              if context.conflict_detection.mitigation_strategy else "")]

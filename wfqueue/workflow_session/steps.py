@@ -210,7 +210,8 @@ def run_generation(state: SessionStore, provider: Provider, folder: Path, repo: 
         answer = provider.run(GenerateTasksStep(session_id=session.session_id, repo=repo,
                                                 requirement=session.description, structured=session.structured,
                                                 assessment=assessment, explorations=explorations,
-                                                constraints=planning_constraints(folder)))
+                                                constraints=planning_constraints(folder),
+                                                critical_files=load_context(folder).critical_files()))
         assert isinstance(answer, WfsPlanDraft)
         fixed, repairs = repair_wfs_draft(answer, repo, session.session_id)
         cached = state.remember_once(keys.WFS_PLAN, with_repairs(fixed, repairs))

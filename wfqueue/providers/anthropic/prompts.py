@@ -86,7 +86,8 @@ constraints, clarification_needs [{question, options, context}] for decisions on
 Every path, line, snippet and regular expression is verified against the files afterwards: report only what \
 you have seen.""",
     "lite_plan": f"""Step: turn the assessment, the verified explorations and the user's answers into a \
-plan of 2 to 7 tasks. Findings marked unverified may be wrong: rely on verified ones.
+plan of 2 to 7 tasks (one is enough when the requirement asks only for tests in one file). \
+Findings marked unverified may be wrong: rely on verified ones.
 Answer: understanding (your synthesis, a few paragraphs) and tasks. Task ids are TASK-001, TASK-002, ... \
 in order. {TASK_RULES}""",
     "detect_conflicts": """Step: find conflicts between the planned change and the existing code, from the \
@@ -98,7 +99,8 @@ modifications: constraints the plan must follow if this strategy is chosen}; rec
 recommended strategy. Report real conflicts only.""",
     "generate_tasks": f"""Step: generate the implementation tasks of a workflow session from the structured \
 input, the assessment, the verified explorations and the planning constraints in the message. Every \
-planning constraint must be respected by the tasks it concerns.
+planning constraint must be respected by the tasks it concerns. Each critical file (the code the gathered \
+context ranks most relevant) is changed by a task, or the summary says why it needs no change.
 Answer: summary, approach, design_decisions and 1 to 10 tasks with ids IMPL-1, IMPL-2, ... in order. \
 {TASK_RULES}""",
 }
@@ -174,6 +176,7 @@ def task_message(step: Step, *, tools: bool) -> str:
             "<assessment>", _json(step.assessment), "</assessment>",
             "<explorations>", _explorations(step.explorations), "</explorations>",
             "<planning_constraints>", _json(step.constraints), "</planning_constraints>",
+            "<critical_files>", _json(step.critical_files), "</critical_files>",
             "Generate the tasks.",
         ])
     else:

@@ -30,16 +30,26 @@ from wfqueue.providers.offline.changes import (
     verification_for,
     written_in,
 )
+from wfqueue.providers.offline.tests_only import asks_only_for_tests, tests_task_description, unchanged_criterion
 from wfqueue.providers.offline.tests_placement import covering_tests
+from wfqueue.providers.offline.understand import tests_to_write_for
 from wfqueue.unified_task import Convergence, TaskFile, TaskMeta, TaskSource, TaskTest, UnifiedTask
+
+
+def _created(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDomain) -> str | None:
+    """The module the first area creates for a component the code lacks (never for a tests-only plan)."""
+    first = analysis.sub_domains.index(sub) == 0
+    requirement = analysis.original_requirement
+    return new_module_path(index, sub.focus_paths, requirement) if first and not asks_only_for_tests(requirement) \
+        else None
 
 
 def planned_ids(index: RepoIndex, analysis: RequirementAnalysis) -> dict[str, str]:
     """file path -> the task id that changes it, identical in every agent."""
     ids: dict[str, str] = {}
-    for position, sub in enumerate(analysis.sub_domains):
+    for sub in analysis.sub_domains:
         number = sub.task_id_range[0]
-        created = new_module_path(index, sub.focus_paths, analysis.original_requirement) if position == 0 else None
+        created = _created(index, analysis, sub)
         for path in ([created] if created else []) + import_order(index, sub.focus_paths):
             if path not in ids:
                 ids[path] = task_id(number)
@@ -140,6 +150,39 @@ def _new_test_task(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDoma
     )
 
 
+def _tests_only_task(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDomain, path: str,
+                     ids: dict[str, str]) -> UnifiedTask:
+    """A requirement asking only for tests: ``path`` is a test file to extend or create for code that stays as
+    it is (tests_only); it waits for no other task."""
+    requirement = analysis.original_requirement
+    exists = any(f.path == path for f in index.files)
+    code = tests_to_write_for(index, requirement).get(path, (exists, []))[1]
+    run = test_command_for(index, [path]) or index.test_command
+    return UnifiedTask(
+        id=ids[path],
+        title=f"{change_phrase(requirement)} ({path})",
+        description=tests_task_description(index, requirement, path, exists, code),
+        depends_on=[],
+        convergence=Convergence(
+            criteria=[f"`git status --short -- {path}` lists the file"] + ([f"`{run}` passes"] if run else [])
+            + unchanged_criterion(code),
+            verification=run or f"manual: run the tests in {path}",
+            definition_of_done=f"{path} holds the tests asked for and they pass",
+        ),
+        type="testing",
+        priority="high" if path == sub.focus_paths[0] else "medium",
+        effort="small" if exists else "medium",
+        scope=", ".join([path, *code]),
+        focus_paths=[path, *code],
+        files=[TaskFile(path=path, action="modify" if exists else "create",
+                        changes=[f"tests for: {requirement_short(requirement)}"], conflict_risk="low")],
+        implementation=[*(f"Read {p}" for p in code), f"Write tests in {path} for: {requirement_short(requirement)}"],
+        test=TaskTest(commands=[run] if run else [], unit=[path]),
+        meta=TaskMeta(agent=sub.focus_area, module=path),
+        source=TaskSource(tool="wfqueue-collab", session_id=analysis.session_id, original_id=ids[path]),
+    )
+
+
 def _create_task(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDomain, path: str,
                  ids: dict[str, str]) -> UnifiedTask:
     if is_test_path(path):
@@ -210,9 +253,9 @@ def _evidence(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDomain) -
 
 def plan_area(index: RepoIndex, analysis: RequirementAnalysis, focus_area: str) -> AreaDraft:
     sub = analysis.area(focus_area)
-    position = analysis.sub_domains.index(sub)
     ids = planned_ids(index, analysis)
-    created = new_module_path(index, sub.focus_paths, analysis.original_requirement) if position == 0 else None
+    created = _created(index, analysis, sub)
+    tests_only = asks_only_for_tests(analysis.original_requirement)
     tasks: list[UnifiedTask] = []
     if created:
         tasks.append(_create_task(index, analysis, sub, created, ids))
@@ -220,7 +263,9 @@ def plan_area(index: RepoIndex, analysis: RequirementAnalysis, focus_area: str) 
         if path not in ids or any(t.id == ids[path] for t in tasks):
             continue
         exists = any(f.path == path for f in index.files)
-        tasks.append(_task_for_file(index, analysis, sub, path, ids, created) if exists
+        # A code file in a tests-only plan's area was put there by hand (an adjusted split): planned as asked.
+        tasks.append(_tests_only_task(index, analysis, sub, path, ids) if tests_only and is_test_path(path)
+                     else _task_for_file(index, analysis, sub, path, ids, created) if exists
                      else _create_task(index, analysis, sub, path, ids))
     order = " → ".join(t.id for t in tasks)
     short = requirement_short(analysis.original_requirement)

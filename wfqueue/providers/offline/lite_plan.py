@@ -6,7 +6,9 @@ fix is planned as that change and its test. Changes are grouped by package (one
 task per group, at most as many as the assessed complexity allows); a module is
 created only for a new component the requirement names, and is the only thing
 the changes wait for; the test task comes last and waits for the changes, so the
-task graph is acyclic by construction.
+task graph is acyclic by construction. A requirement asking only for tests
+("Add tests for ...") changes no code: one task per test file, each naming the
+code it covers (one task when one test file covers it all).
 """
 
 from __future__ import annotations
@@ -28,8 +30,13 @@ from wfqueue.providers.offline.changes import (
     verification_for,
     written_in,
 )
+from wfqueue.providers.offline.tests_only import (
+    asks_only_for_tests,
+    tests_task_description,
+    unchanged_criterion,
+)
 from wfqueue.providers.offline.tests_placement import covering_tests, where_tests_go
-from wfqueue.providers.offline.understand import cluster_files, relevant_files
+from wfqueue.providers.offline.understand import cluster_files, relevant_files, tests_to_write_for
 from wfqueue.unified_task import Convergence, TaskFile, TaskSource, TaskTest, UnifiedTask
 
 MAX_TASKS = 7
@@ -69,13 +76,42 @@ def _task(number: int, title: str, description: str, files: list[TaskFile], inde
     )
 
 
+def _tests_only_tasks(index: RepoIndex, requirement: str, session_id: str, notes: list[str]) -> list[UnifiedTask]:
+    """Tests of code that stays as it is: one task per test file, for the code it covers; none waits for
+    another, and none changes the code (which its focus paths name, to be read)."""
+    tasks: list[UnifiedTask] = []
+    for number, (test_file, (exists, code)) in enumerate(
+            list(tests_to_write_for(index, requirement).items())[:MAX_TASKS], start=1):
+        entry = TaskFile(path=test_file, action="modify" if exists else "create",
+                         changes=[f"tests for: {requirement_short(requirement)}"], conflict_risk="low")
+        task = _task(number, f"{change_phrase(requirement)} ({test_file})",
+                     tests_task_description(index, requirement, test_file, exists, code),
+                     [entry], index, requirement, session_id, [], "high" if number == 1 else "medium", notes)
+        # The test is the change: "a test fails without the change" has no change to fail without, and the
+        # test file's own grep already finds the name a test uses.
+        criteria = [c for c in task.convergence.criteria
+                    if "fails without the change" not in c and "finds a test using it" not in c]
+        tasks.append(task.model_copy(update={
+            "type": "testing", "effort": "small" if exists else "medium",
+            "focus_paths": [test_file, *code], "scope": ", ".join([test_file, *code]),
+            "convergence": task.convergence.model_copy(
+                update={"criteria": (criteria + unchanged_criterion(code))[:5]})}))
+    return tasks
+
+
 def plan_tasks(index: RepoIndex, requirement: str, session_id: str, assessment: Assessment,
                explorations: list[VerifiedExploration], answers: list[ClarificationAnswer]) -> LitePlanDraft:
     short, brief = requirement_short(requirement), requirement_brief(requirement)
+    notes = [f"Clarified: {a.question} → {a.answer}." for a in answers]
+    if asks_only_for_tests(requirement):
+        written = _tests_only_tasks(index, requirement, session_id, notes)
+        return LitePlanDraft(tasks=written, understanding=(
+            f"{short}. Complexity {assessment.complexity} ({assessment.scope}; {assessment.depth}; "
+            f"{assessment.risk}). The requirement asks for tests only: {len(written)} task(s), one per test file, "
+            "each covering the code it tests, which does not change." + (" " + " ".join(notes) if notes else "")))
     candidates = relevant_files(index, requirement)
     groups = cluster_files(index, candidates, max_agents=CHANGE_TASKS[assessment.complexity])
     created = new_module_path(index, [p for g in groups for p in g], requirement)
-    notes = [f"Clarified: {a.question} → {a.answer}." for a in answers]
     tasks: list[UnifiedTask] = []
     if created:
         tasks.append(_task(1, f"Create {created} for: {change_phrase(requirement)}",

@@ -14,11 +14,13 @@ from __future__ import annotations
 import posixpath
 import re
 from collections import defaultdict
+from collections.abc import Callable
 
 from wfqueue.analysis import RepoIndex, fan_in, novel_terms, rank_symbols
 from wfqueue.analysis.localize import MOST_FILES, candidates, focus, localize
 from wfqueue.collab.models import ProposedArea, Understanding, UnderstandingDraft
 from wfqueue.providers.offline.changes import dependency_order, earlier_needs, new_module_path, plan_needs
+from wfqueue.providers.offline.tests_only import asks_only_for_tests, tests_to_write
 from wfqueue.providers.offline.tests_placement import where_tests_go
 from wfqueue.sentences import sentences
 from wfqueue.settings import MAX_AGENTS_LIMIT
@@ -106,16 +108,9 @@ def _effort(files: list[str], index: RepoIndex) -> str:
     return "small" if lines < 150 else ("medium" if lines < 600 else "large")
 
 
-def understand(index: RepoIndex, requirement: str, max_agents: int) -> UnderstandingDraft:
-    ranked = relevant_files(index, requirement, max_agents)
-    complexity = _complexity(len(ranked))
-    clusters = cluster_files(index, ranked, max(1, min(max_agents, CODE_AREAS[complexity])))
-    tests = sorted({t for f, _ in ranked for t in index.tests_for.get(f, [])})
-    if len(clusters) < 2:
-        # A single relevant module: its test file becomes the second area (one file: every test importing a
-        # widely used module is not the change's test).
-        paths = [p for p, _ in ranked]
-        clusters.append([where_tests_go(index, paths, requirement, new_module_path(index, paths, requirement))[0]])
+def _proposed_areas(index: RepoIndex, clusters: list[list[str]],
+                    describe: Callable[[list[str]], str]) -> list[ProposedArea]:
+    """One area per cluster, named after its package (or module), ordered along the imports between them."""
     taken: set[str] = set()
     names: list[str] = []
     lead_dirs = [posixpath.dirname(files[0]) for files in clusters]
@@ -132,18 +127,58 @@ def understand(index: RepoIndex, requirement: str, max_agents: int) -> Understan
             for name, files in zip(names, clusters, strict=True)}
     # Areas whose modules import each other are ordered, not made to wait on each other.
     needs = earlier_needs(dependency_order(names, uses), uses)
-    areas = []
-    for name, files in zip(names, clusters, strict=True):
-        depends = needs[name]
-        areas.append(
-            ProposedArea(
-                focus_area=name,
-                description=f"Changes in {_describe(files, index, requirement)}",
-                focus_paths=files,
-                estimated_effort=_effort(files, index),
-                dependencies=depends,
-            )
-        )
+    return [ProposedArea(focus_area=name, description=describe(files), focus_paths=files,
+                         estimated_effort=_effort(files, index), dependencies=needs[name])
+            for name, files in zip(names, clusters, strict=True)]
+
+
+def tests_to_write_for(index: RepoIndex, requirement: str) -> dict[str, tuple[bool, list[str]]]:
+    """The test files a tests-only requirement writes (tests_only.tests_to_write), from the localizer's files at
+    their usual number whatever the agent count: every agent of the plan derives the same."""
+    return tests_to_write(index, requirement, [p for p, _ in relevant_files(index, requirement)])
+
+
+def _tests_only(index: RepoIndex, requirement: str, max_agents: int) -> UnderstandingDraft:
+    """A requirement asking only for tests: areas of test files (tests_only), the code they cover unchanged."""
+    writes = tests_to_write_for(index, requirement)
+    code = [p for _, covered in writes.values() for p in covered]
+    complexity = _complexity(len(writes))
+    clusters = cluster_files(index, [(t, float(len(writes) - n)) for n, t in enumerate(writes)],
+                             max(1, min(max_agents, CODE_AREAS[complexity])))
+
+    def describe(files: list[str]) -> str:
+        covered = [p for t in files for p in writes[t][1]]
+        return f"Tests in {', '.join(files[:4])}" + (
+            f" for {_describe(covered, index, requirement)}" if covered else "")
+
+    areas = _proposed_areas(index, clusters, describe)
+    strategy = "; ".join(f"{a.focus_area}: {', '.join(a.focus_paths[:3])}" for a in areas)
+    return UnderstandingDraft(
+        complexity=complexity,
+        understanding=Understanding(
+            objectives=sentences(requirement)[:5],
+            key_points=[f"Tests only: {', '.join(writes)} for {', '.join(code) or 'the code named'}"],
+            constraints=[f"The code under test does not change: {', '.join(code)}"] if code else [],
+            split_strategy=f"By test file, grouped by folder ({strategy})",
+            clarifications=[],
+        ),
+        sub_domains=areas,
+    )
+
+
+def understand(index: RepoIndex, requirement: str, max_agents: int) -> UnderstandingDraft:
+    if asks_only_for_tests(requirement):
+        return _tests_only(index, requirement, max_agents)
+    ranked = relevant_files(index, requirement, max_agents)
+    complexity = _complexity(len(ranked))
+    clusters = cluster_files(index, ranked, max(1, min(max_agents, CODE_AREAS[complexity])))
+    tests = sorted({t for f, _ in ranked for t in index.tests_for.get(f, [])})
+    if len(clusters) < 2:
+        # A single relevant module: its test file becomes the second area (one file: every test importing a
+        # widely used module is not the change's test).
+        paths = [p for p, _ in ranked]
+        clusters.append([where_tests_go(index, paths, requirement, new_module_path(index, paths, requirement))[0]])
+    areas = _proposed_areas(index, clusters, lambda files: f"Changes in {_describe(files, index, requirement)}")
     shared = sorted((p for p, _ in ranked if fan_in(index, p) >= 3), key=lambda p: -fan_in(index, p))
     novel = novel_terms(index, requirement)
     top = [f"{p} ({', '.join(s.qualname for s in rank_symbols(index, p, requirement, limit=2)) or 'module'})"

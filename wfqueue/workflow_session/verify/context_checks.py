@@ -41,8 +41,7 @@ def context_paths(ctx: ContextPackage | None, notes: PlanningNotes | None) -> li
 
 def critical_files(ctx: ContextPackage | None, notes: PlanningNotes | None) -> list[str]:
     """The exploration's critical files (context package insights, then planning notes), once each."""
-    raw = ctx.aggregated_insights().get("critical_files", []) if ctx else []
-    found = [e.get("path", "") if isinstance(e, dict) else str(e) for e in raw]
+    found = ctx.critical_files() if ctx else []
     found += notes.critical_files if notes else []
     return list(dict.fromkeys(p for p in found if p))
 
