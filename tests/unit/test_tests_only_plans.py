@@ -19,8 +19,8 @@ from wfqueue.lite.models import LitePlanDraft
 from wfqueue.providers.offline.area import plan_area
 from wfqueue.providers.offline.assess import assess, signals
 from wfqueue.providers.offline.generate import generate_tasks
+from wfqueue.providers.offline.intent import intent_of
 from wfqueue.providers.offline.lite_plan import plan_tasks
-from wfqueue.providers.offline.tests_only import asks_only_for_tests
 from wfqueue.providers.offline.understand import understand
 from wfqueue.workflow_session.models import StructuredInput
 
@@ -49,7 +49,7 @@ def lite(index: RepoIndex, requirement: str) -> LitePlanDraft:
     "CONSTRAINTS: Keep the public API; update callers in the same change",  # a session's constraint, not a change
 ])
 def test_requirements_asking_only_for_tests(requirement: str) -> None:
-    assert asks_only_for_tests(requirement)
+    assert intent_of(requirement) == "tests"
 
 
 @pytest.mark.parametrize("requirement", [
@@ -62,7 +62,7 @@ def test_requirements_asking_only_for_tests(requirement: str) -> None:
     "Add caching to the router with tests",
 ])
 def test_requirements_asking_for_a_change_too(requirement: str) -> None:
-    assert not asks_only_for_tests(requirement)
+    assert intent_of(requirement) == "change"
 
 
 def test_a_lite_plan_for_tests_changes_only_test_files_and_names_the_code_to_read(index: RepoIndex) -> None:

@@ -15,8 +15,9 @@ from wfqueue.analysis.testmap import suite_runner, where_tests_live
 from wfqueue.lite.models import Assessment, VerifiedExploration
 from wfqueue.lite.synthesis import core_files, merge_questions
 from wfqueue.providers.offline.changes import import_order, new_module_path
+from wfqueue.providers.offline.intent import intent_of
 from wfqueue.providers.offline.tests_placement import where_tests_go
-from wfqueue.providers.offline.understand import relevant_files
+from wfqueue.providers.offline.understand import described_code, relevant_files, tests_to_write_for
 from wfqueue.workflow_session.models import ConflictDetection, ContextPackage, RiskFactors, StructuredInput
 from wfqueue.workflow_session.structure import as_text
 
@@ -77,6 +78,16 @@ def touched_files(index: RepoIndex, requirement: str,
     return verified or list(share.items())
 
 
+def _code_read_only(index: RepoIndex, structured: StructuredInput) -> list[str] | None:
+    """The code a session asking only for tests or documents is about (read, not changed), as the offline
+    planner finds it; None when the session changes code."""
+    text = as_text(structured)
+    intent = intent_of(text)
+    if intent == "tests":
+        return list(dict.fromkeys(p for _, code in tests_to_write_for(index, text).values() for p in code))
+    return described_code(index, text) if intent == "docs" else None
+
+
 def planned_test(index: RepoIndex, structured: StructuredInput) -> str:
     """Where the offline planner puts the change's tests, read as it reads the session's input: context, so
     that verify does not find the plan changing a test "the gathered context never examined" (the test using
@@ -91,18 +102,24 @@ def build_context_package(index: RepoIndex, session_id: str, timestamp: str, str
                           assessment: Assessment, explorations: list[VerifiedExploration],
                           manifest_texts: dict[str, str]) -> ContextPackage:
     requirement = f"{structured.goal}. {structured.scope}"
-    touched = touched_files(index, requirement, explorations)
+    # Tests or documents only (intent_of): the code they are about is what the plan reads, and it does not
+    # change, so nothing can break: no conflict to resolve.
+    reads_only = _code_read_only(index, structured)
+    touched = [(p, 1.0) for p in reads_only] if reads_only is not None \
+        else touched_files(index, requirement, explorations)
     paths = [p for p, _ in touched]
     text = f"{structured.goal} {structured.scope}"
+    changes = reads_only is None
     factors = RiskFactors(
         existing_implementations=[f"{p}: {', '.join(s.qualname for s in rank_symbols(index, p, requirement, 2))}"
                                   for p in paths if rank_symbols(index, p, requirement, 1)][:10],
-        api_changes=bool(_API_WORDS.search(text)),
-        architecture_changes=bool(_ARCH_WORDS.search(text)),
-        data_model_changes=bool(_DATA_WORDS.search(text)),
-        breaking_changes=[f"{p} is imported by {fan_in(index, p)} modules" for p in paths if fan_in(index, p) >= 3],
+        api_changes=changes and bool(_API_WORDS.search(text)),
+        architecture_changes=changes and bool(_ARCH_WORDS.search(text)),
+        data_model_changes=changes and bool(_DATA_WORDS.search(text)),
+        breaking_changes=[f"{p} is imported by {fan_in(index, p)} modules" for p in paths
+                          if changes and fan_in(index, p) >= 3],
     )
-    level = risk_level(len(paths), factors)
+    level = risk_level(len(paths), factors) if changes else "low" if paths else "none"
     affected = sorted({posixpath.dirname(p) or "." for p in paths})
     tests = sorted({t for p in paths for t in index.tests_for.get(p, [])} | {planned_test(index, structured)})
     inside = set(paths)

@@ -27,20 +27,23 @@ from wfqueue.providers.offline.changes import (
     symbols_to_change,
     task_title,
     task_type,
+    unchanged_criterion,
     verification_for,
     written_in,
 )
-from wfqueue.providers.offline.tests_only import asks_only_for_tests, tests_task_description, unchanged_criterion
+from wfqueue.providers.offline.docs_only import docs_criteria, docs_task_description, is_document
+from wfqueue.providers.offline.intent import intent_of
+from wfqueue.providers.offline.tests_only import tests_task_description
 from wfqueue.providers.offline.tests_placement import covering_tests
-from wfqueue.providers.offline.understand import tests_to_write_for
+from wfqueue.providers.offline.understand import described_code, tests_to_write_for
 from wfqueue.unified_task import Convergence, TaskFile, TaskMeta, TaskSource, TaskTest, UnifiedTask
 
 
 def _created(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDomain) -> str | None:
-    """The module the first area creates for a component the code lacks (never for a tests-only plan)."""
+    """The module the first area creates for a component the code lacks (only when the code is to change)."""
     first = analysis.sub_domains.index(sub) == 0
     requirement = analysis.original_requirement
-    return new_module_path(index, sub.focus_paths, requirement) if first and not asks_only_for_tests(requirement) \
+    return new_module_path(index, sub.focus_paths, requirement) if first and intent_of(requirement) == "change" \
         else None
 
 
@@ -183,6 +186,38 @@ def _tests_only_task(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDo
     )
 
 
+def _docs_task(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDomain, path: str,
+               ids: dict[str, str]) -> UnifiedTask:
+    """A requirement asking only for documentation: ``path`` is a document to extend or create about code that
+    stays as it is (docs_only); it waits for no other task."""
+    requirement = analysis.original_requirement
+    exists = any(f.path == path for f in index.files)
+    code = described_code(index, requirement)
+    run = index.test_command
+    return UnifiedTask(
+        id=ids[path],
+        title=f"{change_phrase(requirement)} ({path})",
+        description=docs_task_description(index, requirement, path, exists, code),
+        depends_on=[],
+        convergence=Convergence(
+            criteria=docs_criteria(index, requirement, path, code, run),
+            verification=run or f"manual: read {path} beside {', '.join(code) or 'the code'}",
+            definition_of_done=f"{path} says what the requirement asks and the suite passes",
+        ),
+        type="docs",
+        priority="high" if path == sub.focus_paths[0] else "medium",
+        effort="small",
+        scope=", ".join([path, *code]),
+        focus_paths=[path, *code],
+        files=[TaskFile(path=path, action="modify" if exists else "create",
+                        changes=[f"document: {requirement_short(requirement)}"], conflict_risk="low")],
+        implementation=[*(f"Read {p}" for p in code), f"Write in {path}: {requirement_short(requirement)}"],
+        test=TaskTest(commands=[run] if run else []),
+        meta=TaskMeta(agent=sub.focus_area, module=path),
+        source=TaskSource(tool="wfqueue-collab", session_id=analysis.session_id, original_id=ids[path]),
+    )
+
+
 def _create_task(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDomain, path: str,
                  ids: dict[str, str]) -> UnifiedTask:
     if is_test_path(path):
@@ -255,7 +290,7 @@ def plan_area(index: RepoIndex, analysis: RequirementAnalysis, focus_area: str) 
     sub = analysis.area(focus_area)
     ids = planned_ids(index, analysis)
     created = _created(index, analysis, sub)
-    tests_only = asks_only_for_tests(analysis.original_requirement)
+    intent = intent_of(analysis.original_requirement)
     tasks: list[UnifiedTask] = []
     if created:
         tasks.append(_create_task(index, analysis, sub, created, ids))
@@ -263,8 +298,10 @@ def plan_area(index: RepoIndex, analysis: RequirementAnalysis, focus_area: str) 
         if path not in ids or any(t.id == ids[path] for t in tasks):
             continue
         exists = any(f.path == path for f in index.files)
-        # A code file in a tests-only plan's area was put there by hand (an adjusted split): planned as asked.
-        tasks.append(_tests_only_task(index, analysis, sub, path, ids) if tests_only and is_test_path(path)
+        # A code file in a tests-only or documentation plan's area was put there by hand (an adjusted split): it is
+        # planned as a change.
+        tasks.append(_tests_only_task(index, analysis, sub, path, ids) if intent == "tests" and is_test_path(path)
+                     else _docs_task(index, analysis, sub, path, ids) if intent == "docs" and is_document(path)
                      else _task_for_file(index, analysis, sub, path, ids, created) if exists
                      else _create_task(index, analysis, sub, path, ids))
     order = " → ".join(t.id for t in tasks)

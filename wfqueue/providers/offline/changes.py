@@ -245,6 +245,36 @@ def symbols_to_change(index: RepoIndex, path: str, requirement: str) -> list[Sym
     return matching_symbols(index, path, requirement) or public[:2]
 
 
+def named_code(index: RepoIndex, requirement: str, ranked: list[str]) -> list[str]:
+    """The code files a requirement asking for tests or documentation is about, in ``ranked`` order (the
+    localizer's): the files it names; else those defining an identifier it names (``verify_token``); else those
+    its words name (router.py for "the router"); else the files of a folder it names ("the auth package"); else
+    the best ranked. The localizer also ranks the modules using that code, which are not what is asked about."""
+    code = [p for p in ranked if is_code(index, p)]
+    # A test file named says where the tests go, not what they test ("in tests/test_handlers.py for the router").
+    words = set(tokenize(" ".join(w for w in requirement.split() if not is_test_path(w.strip("`'\",.;:()")))))
+    identifiers = {name.lower() for name in named_identifiers(requirement)}
+
+    def defines_named(path: str) -> bool:
+        return any(s.qualname.lower() in identifiers or s.name.lower() in identifiers
+                   for s in index.symbols.get(path, []))
+
+    def named_by(name: str) -> bool:
+        terms = set(tokenize(name))
+        return bool(terms) and terms <= words
+
+    def package_file(path: str) -> bool:  # named after its folder (subject_stem): the folder's tier decides
+        return posixpath.basename(path).split(".")[0] in ("__init__", "index", "mod", "lib", "main")
+
+    tiers = [
+        [p for p in code if p in requirement],
+        [p for p in code if defines_named(p)],
+        [p for p in code if not package_file(p) and named_by(subject_stem(p))],
+        [p for p in code if index.symbols.get(p) and named_by(posixpath.basename(posixpath.dirname(p)))],
+    ]
+    return next((tier for tier in tiers if tier), code[:1])
+
+
 def conflict_risk(index: RepoIndex, path: str) -> str:
     count = fan_in(index, path)
     return "high" if count >= 3 else ("medium" if count >= 1 else "low")
@@ -343,3 +373,8 @@ def criteria_for(requirement: str, paths: list[str], tests: list[str], verificat
     else:
         criteria.append(f"a test in {where} fails without the change and passes with it")
     return criteria  # at most four: a task has room for five
+
+
+def unchanged_criterion(code: list[str], what: str = "the code under test") -> list[str]:
+    """The acceptance criterion that ``code`` (``what`` it is to the task) did not change; none without code."""
+    return [f"`git status --short -- {' '.join(code[:3])}` lists nothing: {what} is unchanged"] if code else []

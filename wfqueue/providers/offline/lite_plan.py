@@ -22,19 +22,19 @@ from wfqueue.providers.offline.changes import (
     effort_of,
     file_entries,
     import_order,
+    named_code,
     new_module_path,
     requirement_brief,
     requirement_short,
     task_title,
     task_type,
+    unchanged_criterion,
     verification_for,
     written_in,
 )
-from wfqueue.providers.offline.tests_only import (
-    asks_only_for_tests,
-    tests_task_description,
-    unchanged_criterion,
-)
+from wfqueue.providers.offline.docs_only import docs_criteria, docs_task_description, documents_to_write
+from wfqueue.providers.offline.intent import intent_of
+from wfqueue.providers.offline.tests_only import tests_task_description
 from wfqueue.providers.offline.tests_placement import covering_tests, where_tests_go
 from wfqueue.providers.offline.understand import cluster_files, relevant_files, tests_to_write_for
 from wfqueue.unified_task import Convergence, TaskFile, TaskSource, TaskTest, UnifiedTask
@@ -89,8 +89,7 @@ def _tests_only_tasks(index: RepoIndex, requirement: str, session_id: str, notes
                      [entry], index, requirement, session_id, [], "high" if number == 1 else "medium", notes)
         # The test is the change: "a test fails without the change" has no change to fail without, and the
         # test file's own grep already finds the name a test uses.
-        criteria = [c for c in task.convergence.criteria
-                    if "fails without the change" not in c and "finds a test using it" not in c]
+        criteria = [c for c in task.convergence.criteria if not any(t in c for t in _TEST_CRITERIA)]
         tasks.append(task.model_copy(update={
             "type": "testing", "effort": "small" if exists else "medium",
             "focus_paths": [test_file, *code], "scope": ", ".join([test_file, *code]),
@@ -99,16 +98,45 @@ def _tests_only_tasks(index: RepoIndex, requirement: str, session_id: str, notes
     return tasks
 
 
+def _docs_only_tasks(index: RepoIndex, requirement: str, session_id: str, notes: list[str]) -> list[UnifiedTask]:
+    """Documents about code that stays as it is: one task per document, naming the code to read first; the
+    suite still passing is the verification (a stray edit to the code can break it)."""
+    code = named_code(index, requirement, [p for p, _ in relevant_files(index, requirement)])[:3]
+    tasks: list[UnifiedTask] = []
+    for number, (document, exists) in enumerate(documents_to_write(index, requirement)[:MAX_TASKS], start=1):
+        entry = TaskFile(path=document, action="modify" if exists else "create",
+                         changes=[f"document: {requirement_short(requirement)}"], conflict_risk="low")
+        task = _task(number, f"{change_phrase(requirement)} ({document})",
+                     docs_task_description(index, requirement, document, exists, code),
+                     [entry], index, requirement, session_id, [], "high" if number == 1 else "medium", notes)
+        verification = index.test_command
+        tasks.append(task.model_copy(update={
+            "type": "docs", "effort": "small", "focus_paths": [document, *code], "scope": ", ".join([document, *code]),
+            "convergence": Convergence(
+                criteria=docs_criteria(index, requirement, document, code, verification),
+                verification=verification or f"manual: read {document} beside {', '.join(code) or 'the code'}",
+                definition_of_done=f"{document} says what the requirement asks and the suite passes"),
+            "test": TaskTest(commands=[verification] if verification else [])}))
+    return tasks
+
+
+# Criteria that need a test of a change: no test task is planned for documentation in the code.
+_TEST_CRITERIA = ("fails without the change", "finds a test using it")
+
+
 def plan_tasks(index: RepoIndex, requirement: str, session_id: str, assessment: Assessment,
                explorations: list[VerifiedExploration], answers: list[ClarificationAnswer]) -> LitePlanDraft:
     short, brief = requirement_short(requirement), requirement_brief(requirement)
     notes = [f"Clarified: {a.question} → {a.answer}." for a in answers]
-    if asks_only_for_tests(requirement):
-        written = _tests_only_tasks(index, requirement, session_id, notes)
+    intent = intent_of(requirement)
+    if intent in ("tests", "docs"):
+        tests = intent == "tests"
+        written = (_tests_only_tasks if tests else _docs_only_tasks)(index, requirement, session_id, notes)
         return LitePlanDraft(tasks=written, understanding=(
             f"{short}. Complexity {assessment.complexity} ({assessment.scope}; {assessment.depth}; "
-            f"{assessment.risk}). The requirement asks for tests only: {len(written)} task(s), one per test file, "
-            "each covering the code it tests, which does not change." + (" " + " ".join(notes) if notes else "")))
+            f"{assessment.risk}). The requirement asks for {'tests' if tests else 'documentation'} only: "
+            f"{len(written)} task(s), one per {'test file' if tests else 'document'}, each naming the code it "
+            f"{'tests' if tests else 'describes'}, which does not change." + (" " + " ".join(notes) if notes else "")))
     candidates = relevant_files(index, requirement)
     groups = cluster_files(index, candidates, max_agents=CHANGE_TASKS[assessment.complexity])
     created = new_module_path(index, [p for g in groups for p in g], requirement)
@@ -133,6 +161,14 @@ def plan_tasks(index: RepoIndex, requirement: str, session_id: str, assessment: 
         title = task_title(requirement, where, targets[0] if targets and len(ordered) == 1 else "")
         tasks.append(_task(len(tasks) + 1, title, description, files, index, requirement,
                            session_id, depends, "high" if group is groups[0] else "medium", notes))
+    if intent == "docstrings":
+        # Documentation in the code: the suite still passing shows nothing else changed; no test is written.
+        return LitePlanDraft(tasks=[t.model_copy(update={"type": "docs", "convergence": t.convergence.model_copy(
+            update={"criteria": [c for c in t.convergence.criteria if not any(m in c for m in _TEST_CRITERIA)]})})
+            for t in tasks], understanding=(
+            f"{short}. Complexity {assessment.complexity} ({assessment.scope}; {assessment.depth}; "
+            f"{assessment.risk}). Documentation in the code: {len(tasks)} task(s), grouped by package, and no test "
+            "task (the suite shows the code still works)." + (" " + " ".join(notes) if notes else "")))
     planned = {p for t in tasks for p in t.focus_paths}
     # Best first, as the localizer ranked them (a task lists its files in import order).
     covered = [p for p, _ in candidates if p in planned] + sorted(planned - {p for p, _ in candidates})

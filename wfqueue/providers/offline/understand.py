@@ -19,8 +19,10 @@ from collections.abc import Callable
 from wfqueue.analysis import RepoIndex, fan_in, novel_terms, rank_symbols
 from wfqueue.analysis.localize import MOST_FILES, candidates, focus, localize
 from wfqueue.collab.models import ProposedArea, Understanding, UnderstandingDraft
-from wfqueue.providers.offline.changes import dependency_order, earlier_needs, new_module_path, plan_needs
-from wfqueue.providers.offline.tests_only import asks_only_for_tests, tests_to_write
+from wfqueue.providers.offline.changes import dependency_order, earlier_needs, named_code, new_module_path, plan_needs
+from wfqueue.providers.offline.docs_only import documents_to_write
+from wfqueue.providers.offline.intent import intent_of
+from wfqueue.providers.offline.tests_only import tests_to_write
 from wfqueue.providers.offline.tests_placement import where_tests_go
 from wfqueue.sentences import sentences
 from wfqueue.settings import MAX_AGENTS_LIMIT
@@ -138,6 +140,35 @@ def tests_to_write_for(index: RepoIndex, requirement: str) -> dict[str, tuple[bo
     return tests_to_write(index, requirement, [p for p, _ in relevant_files(index, requirement)])
 
 
+def described_code(index: RepoIndex, requirement: str) -> list[str]:
+    """The code a documentation requirement describes (changes.named_code), three files at most, the same for
+    every agent."""
+    return named_code(index, requirement, [p for p, _ in relevant_files(index, requirement)])[:3]
+
+
+def _docs_only(index: RepoIndex, requirement: str, max_agents: int) -> UnderstandingDraft:
+    """A requirement asking only for documentation: areas of documents (docs_only), the code they describe
+    unchanged."""
+    documents = [path for path, _ in documents_to_write(index, requirement)]
+    code = described_code(index, requirement)
+    clusters = cluster_files(index, [(d, float(len(documents) - n)) for n, d in enumerate(documents)],
+                             max(1, min(max_agents, len(documents))))
+    about = f" about {_describe(code, index, requirement)}" if code else ""
+    areas = _proposed_areas(index, clusters, lambda files: f"Documentation in {', '.join(files[:4])}{about}")
+    return UnderstandingDraft(
+        complexity=_complexity(len(documents)),
+        understanding=Understanding(
+            objectives=sentences(requirement)[:5],
+            key_points=[f"Documentation only: {', '.join(documents)}" + (f" about {', '.join(code)}" if code else "")],
+            constraints=[f"The code the documents describe does not change: {', '.join(code)}"] if code else [],
+            split_strategy="By document, grouped by folder ("
+                           + "; ".join(f"{a.focus_area}: {', '.join(a.focus_paths[:3])}" for a in areas) + ")",
+            clarifications=[],
+        ),
+        sub_domains=areas,
+    )
+
+
 def _tests_only(index: RepoIndex, requirement: str, max_agents: int) -> UnderstandingDraft:
     """A requirement asking only for tests: areas of test files (tests_only), the code they cover unchanged."""
     writes = tests_to_write_for(index, requirement)
@@ -167,15 +198,18 @@ def _tests_only(index: RepoIndex, requirement: str, max_agents: int) -> Understa
 
 
 def understand(index: RepoIndex, requirement: str, max_agents: int) -> UnderstandingDraft:
-    if asks_only_for_tests(requirement):
+    intent = intent_of(requirement)
+    if intent == "tests":
         return _tests_only(index, requirement, max_agents)
+    if intent == "docs":
+        return _docs_only(index, requirement, max_agents)
     ranked = relevant_files(index, requirement, max_agents)
     complexity = _complexity(len(ranked))
     clusters = cluster_files(index, ranked, max(1, min(max_agents, CODE_AREAS[complexity])))
     tests = sorted({t for f, _ in ranked for t in index.tests_for.get(f, [])})
-    if len(clusters) < 2:
+    if len(clusters) < 2 and intent == "change":
         # A single relevant module: its test file becomes the second area (one file: every test importing a
-        # widely used module is not the change's test).
+        # widely used module is not the change's test). Docstrings get no test.
         paths = [p for p, _ in ranked]
         clusters.append([where_tests_go(index, paths, requirement, new_module_path(index, paths, requirement))[0]])
     areas = _proposed_areas(index, clusters, lambda files: f"Changes in {_describe(files, index, requirement)}")

@@ -1,0 +1,126 @@
+"""A requirement asking only for documentation is planned as documents about code that stays as it is.
+
+Plans of "Document the token expiry settings in README.md" changed notes_api/config.py, cache.py, tokens.py
+and middleware.py, wrote a test, and never touched README.md (the localizer ranks code); a workflow session for
+it resolved "conflicts" about signatures nobody was changing. "Add docstrings to tokens.py" got a test task
+asking for a case that fails without the change."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SAMPLE_REPO
+from wfqueue.analysis import RepoIndex, build_index
+from wfqueue.collab.assemble import allocate
+from wfqueue.lite.models import Assessment, LitePlanDraft
+from wfqueue.providers.offline.area import plan_area
+from wfqueue.providers.offline.assess import assess, signals
+from wfqueue.providers.offline.docs_only import documents_to_write
+from wfqueue.providers.offline.intent import intent_of
+from wfqueue.providers.offline.lite_plan import plan_tasks
+from wfqueue.providers.offline.understand import understand
+from wfqueue.workflow_session.context import build_context_package
+from wfqueue.workflow_session.models import StructuredInput
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> RepoIndex:
+    repo = tmp_path_factory.mktemp("docs-only") / "sample-api"
+    shutil.copytree(SAMPLE_REPO, repo, ignore=shutil.ignore_patterns("__pycache__", ".workflow"))
+    return build_index(repo)
+
+
+def lite(index: RepoIndex, requirement: str) -> LitePlanDraft:
+    return plan_tasks(index, requirement, "s", assess(requirement, signals(index, requirement), False), [], [])
+
+
+@pytest.mark.parametrize(("requirement", "intent"), [
+    ("Document the token expiry settings in README.md", "docs"),
+    ("Update the README to explain how to run the server", "docs"),
+    ("Write a deployment guide in docs/deploy.md", "docs"),
+    ("Add a changelog entry for the retry fix", "docs"),
+    ("Explain the cache.py settings in the docs", "docs"),
+    ("docs(readme): update the install steps", "docs"),
+    ("Add docstrings to notes_api/auth/tokens.py", "docstrings"),
+    ("Document every public function in tokens.py with docstrings", "docstrings"),
+    ("Add comments explaining the retry loop", "docstrings"),
+    ("Update the README and refactor the CLI", "change"),
+    ("Document the API and implement pagination", "change"),
+    ("Add a docs command to the CLI", "change"),
+    ("Update the documentation builder to use mkdocs", "change"),
+    ("Add support for readme badges", "change"),
+])
+def test_what_a_requirement_asks_for(requirement: str, intent: str) -> None:
+    assert intent_of(requirement) == intent
+
+
+def test_a_lite_plan_for_the_readme_changes_the_readme_and_names_the_code_it_describes(index: RepoIndex) -> None:
+    [task] = lite(index, "Update the README to explain how verify_token checks expiry").tasks
+    assert [(f.path, f.action) for f in task.files] == [("README.md", "modify")]
+    assert task.type == "docs" and task.focus_paths == ["README.md", "notes_api/auth/tokens.py"]
+    assert "Read the code it describes first, notes_api/auth/tokens.py (verify_token" in task.description
+    assert task.convergence.verification == "python -m pytest -q"  # a stray edit to the code still fails it
+    assert task.convergence.criteria == [
+        "`git status --short -- README.md` lists the file",
+        '`grep -n "verify_token" README.md` finds it',
+        "`python -m pytest -q` passes",
+        "`git status --short -- notes_api/auth/tokens.py` lists nothing: the code it describes is unchanged"]
+
+
+def test_a_named_document_is_created_where_the_requirement_says(index: RepoIndex) -> None:
+    [task] = lite(index, "Write a deployment guide in docs/deploy.md").tasks
+    assert [(f.path, f.action) for f in task.files] == [("docs/deploy.md", "create")]
+
+
+def test_the_document_is_the_page_about_the_topic_the_readme_or_the_changelog_when_asked(tmp_path: Path) -> None:
+    for rel, text in {"README.md": "# web\nA client. See docs/ for timeouts, proxies and pools.\n",
+                      "CHANGELOG.md": "## 1.0\n- timeouts, proxies, pool limits, retries\n",
+                      "docs/advanced/timeouts.md": "# Timeouts\nSet a timeout per request.\n",
+                      "docs/advanced/proxies.md": "# Proxies\nRoute requests through a proxy.\n",
+                      "LICENSE.md": "timeouts proxies\n",
+                      "web/client.py": "def get(url, timeout=None):\n    return url\n"}.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text, encoding="utf-8")
+    index = build_index(tmp_path)
+    assert documents_to_write(index, "Document how to set timeouts per request") == [
+        ("docs/advanced/timeouts.md", True)]  # not the changelog, which mentions every topic
+    assert documents_to_write(index, "Explain proxy settings in the docs") == [("docs/advanced/proxies.md", True)]
+    assert documents_to_write(index, "Add a changelog entry for the retry fix") == [("CHANGELOG.md", True)]
+    assert documents_to_write(index, "Update the README with the install steps") == [("README.md", True)]
+    assert documents_to_write(index, "Add a retries.md page describing retries") == [("docs/retries.md", False)]
+
+
+def test_docstrings_change_the_code_without_a_test_task(index: RepoIndex) -> None:
+    draft = lite(index, "Add docstrings to notes_api/auth/tokens.py")
+    assert {f.path for t in draft.tasks for f in t.files} == {"notes_api/auth/tokens.py"}
+    assert all(t.type == "docs" for t in draft.tasks)
+    assert not any("fails without the change" in c for t in draft.tasks for c in t.convergence.criteria)
+
+
+def test_a_collab_plan_for_documents_changes_only_documents(index: RepoIndex) -> None:
+    requirement = "Document the token expiry settings in README.md and docs/auth.md"
+    analysis = allocate(understand(index, requirement, 4), "CPLAN-d", requirement, 4)
+    tasks = [t for sub in analysis.sub_domains for t in plan_area(index, analysis, sub.focus_area).tasks]
+    assert sorted((f.path, f.action) for t in tasks for f in t.files) == [
+        ("README.md", "modify"), ("docs/auth.md", "create")]
+    assert all(t.type == "docs" and t.depends_on == [] for t in tasks)
+    assert all("notes_api/auth/tokens.py" in t.focus_paths for t in tasks)
+
+
+@pytest.mark.parametrize("goal", ["Document the token expiry settings in README.md",
+                                  "Add tests for the router and the cache"])
+def test_a_session_changing_no_code_has_nothing_to_break(index: RepoIndex, goal: str) -> None:
+    """No conflict resolution about signatures for a plan that changes none; its critical files are the code
+    the documents or tests are about."""
+    structured = StructuredInput(goal=goal, scope="notes_api", context=f"{goal} in the existing code")
+    assessment = Assessment(complexity="Medium", scope="s", depth="d", risk="r", dependencies="none",
+                            preset="feature", angles=["patterns"], needs_exploration=False)
+    package = build_context_package(index, "WFS-n", "2026-01-01T00:00:00+00:00", structured, assessment, [], {})
+    assert package.conflict_detection.risk_level == "low"
+    assert package.conflict_detection.risk_factors.breaking_changes == []
+    plan = lite(index, f"GOAL: {goal}\nSCOPE: notes_api\nCONTEXT: {goal} in the existing code")
+    read = sorted({p for t in plan.tasks for p in t.focus_paths} - {f.path for t in plan.tasks for f in t.files})
+    assert sorted(package.critical_files()) == read

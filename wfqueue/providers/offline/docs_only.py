@@ -1,0 +1,109 @@
+"""A requirement that asks only for documentation ("Document the pool limits in README.md", "Update the README
+to explain ...", "docs: ..."): the documents it is about and what their tasks say. Pure.
+
+Such a plan changes no code and writes no test: a task per document, extended or created, naming the code it
+describes so that the agent reads it first. Its verification is the suite, which a document cannot break and
+a stray edit to the code can. (Docstrings and comments are documentation in the code: those plans change the
+code files, without a test task; see lite_plan.)
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+
+from wfqueue.analysis import RepoIndex, tokenize
+from wfqueue.analysis.localize import named_identifiers
+from wfqueue.providers.offline.changes import file_entries, requirement_brief, unchanged_criterion, written_in
+
+DOC_EXTENSIONS = (".md", ".markdown", ".rst", ".txt", ".adoc")
+# A document the requirement names by path or file name ("docs/advanced/timeouts.md", "README.md").
+_NAMED_DOC = re.compile(r"(?<![\w/.-])(?:\./)?((?:[\w.-]+/)*[\w-][\w.-]*\.(?:md|markdown|rst|txt|adoc))\b",
+                        re.IGNORECASE)
+_README = re.compile(r"\breadme\b", re.IGNORECASE)
+_CHANGELOG = re.compile(r"\b(?:change\s*log|release\s+notes)\b", re.IGNORECASE)
+_CHANGELOG_NAMES = ("changelog", "changes", "history", "news", "releases")
+# Words every document shares with any requirement about documents: they choose no document.
+_DOC_WORDS = frozenset(tokenize("document documentation docs doc readme guide explain describe update add write "
+                                "section page usage example examples"))
+
+
+def is_document(path: str) -> bool:
+    """A Markdown, reStructuredText, AsciiDoc or text file that people read: not a licence, a requirements
+    list, nor a hidden folder's template (.github/ISSUE_TEMPLATE/...)."""
+    return (posixpath.splitext(path)[1].lower() in DOC_EXTENSIONS and not path.startswith(".") and "/." not in path
+            and not posixpath.basename(path).lower().startswith(("license", "copying", "requirements")))
+
+
+def _named(index: RepoIndex, requirement: str, documents: list[str]) -> list[tuple[str, bool]]:
+    """Documents the requirement names: existing ones (a bare name when one file has it), and new ones where it
+    says (a new folder is no obstacle for a document; a bare new name goes in docs/ when the project keeps its
+    docs there, else at the top)."""
+    existing = {f.path for f in index.files}
+    folders = {posixpath.dirname(p) for p in existing}
+    found: list[tuple[str, bool]] = []
+    for match in _NAMED_DOC.finditer(requirement):
+        path = match.group(1)
+        if path not in existing and "/" not in path:
+            same_name = [p for p in documents if posixpath.basename(p).lower() == path.lower()]
+            path = same_name[0] if len(same_name) == 1 else (
+                f"docs/{path}" if any(f == "docs" or f.startswith("docs/") for f in folders) and not same_name
+                else path)
+        if ".." in path.split("/"):
+            continue
+        if path not in (p for p, _ in found):
+            found.append((path, path in existing))
+    return found
+
+
+def _at_top(documents: list[str], names: tuple[str, ...]) -> str | None:
+    """The top-level document whose name (without extension) is one of ``names``, Markdown first."""
+    top = [p for p in documents if "/" not in p and posixpath.splitext(p)[0].lower() in names]
+    return min(top, key=lambda p: (not p.lower().endswith(".md"), p), default=None)
+
+
+def documents_to_write(index: RepoIndex, requirement: str) -> list[tuple[str, bool]]:
+    """The documents a documentation requirement changes, as (path, exists): those it names; else the README or
+    the changelog when it says so; else the document sharing most of its words (the README on a tie, the
+    top-level one first); else the README, created when there is none."""
+    documents = sorted(f.path for f in index.files if is_document(f.path))
+    named = _named(index, requirement, documents)
+    if named:
+        return named
+    readme = _at_top(documents, ("readme",))
+    if _CHANGELOG.search(requirement):
+        changelog = _at_top(documents, _CHANGELOG_NAMES)
+        return [(changelog, True) if changelog else ("CHANGELOG.md", False)]
+    if not _README.search(requirement):
+        words = set(tokenize(requirement)) - _DOC_WORDS
+
+        def shared(path: str) -> int:
+            # A page named after the topic (docs/advanced/proxies.md for proxies) before one mentioning it.
+            return 3 * len(words & set(tokenize(path))) + len(words & set(index.doc_tokens.get(path, [])))
+
+        # The changelog mentions every topic once: it is the place only when the requirement says so.
+        topical = [p for p in documents if posixpath.splitext(posixpath.basename(p))[0].lower() not in _CHANGELOG_NAMES]
+        best = max(topical, key=lambda p: (shared(p), p == readme, -p.count("/"), p), default=None)
+        if best is not None and shared(best) > 0:
+            return [(best, True)]
+    return [(readme, True) if readme else ("README.md", False)]
+
+
+def docs_task_description(index: RepoIndex, requirement: str, document: str, exists: bool, code: list[str]) -> str:
+    """What a documentation task does: the requirement, the document, and the code to read first (unchanged)."""
+    brief = requirement_brief(requirement)
+    targets = [f.target for path in code for f in file_entries(index, path, requirement) if f.target]
+    where = ", ".join(code) + (f" ({', '.join(targets[:4])})" if targets else "")
+    return (f"{brief[:1].upper() + brief[1:]}: in {document} ({'extended' if exists else 'a new document'})."
+            + (f" Read the code it describes first, {where}; the code does not change." if code else ""))
+
+
+def docs_criteria(index: RepoIndex, requirement: str, document: str, code: list[str], verification: str) -> list[str]:
+    """The document changed, the names the requirement writes out in it (those it lacks yet), the suite still
+    passing and the code it describes unchanged."""
+    present = written_in(index, [document], requirement)
+    names = [n.rsplit(".", 1)[-1] for n in named_identifiers(requirement) if n.rsplit(".", 1)[-1] not in present]
+    return ([f"`git status --short -- {document}` lists the file"]
+            + [f"`grep -n \"{name}\" {document}` finds it" for name in names[:1]]
+            + ([f"`{verification}` passes"] if verification else [])
+            + unchanged_criterion(code, "the code it describes"))[:5]
