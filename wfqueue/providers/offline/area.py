@@ -27,15 +27,14 @@ from wfqueue.providers.offline.changes import (
     symbols_to_change,
     task_title,
     task_type,
-    unchanged_criterion,
     verification_for,
     written_in,
 )
-from wfqueue.providers.offline.docs_only import docs_criteria, docs_task_description, is_document
+from wfqueue.providers.offline.docs_only import docs_task, is_document
 from wfqueue.providers.offline.intent import intent_of
-from wfqueue.providers.offline.tests_only import tests_task_description
+from wfqueue.providers.offline.tests_only import tests_task
 from wfqueue.providers.offline.tests_placement import covering_tests
-from wfqueue.providers.offline.understand import described_code, tests_to_write_for
+from wfqueue.providers.offline.understand import files_to_write
 from wfqueue.unified_task import Convergence, TaskFile, TaskMeta, TaskSource, TaskTest, UnifiedTask
 
 
@@ -153,69 +152,20 @@ def _new_test_task(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDoma
     )
 
 
-def _tests_only_task(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDomain, path: str,
-                     ids: dict[str, str]) -> UnifiedTask:
-    """A requirement asking only for tests: ``path`` is a test file to extend or create for code that stays as
-    it is (tests_only); it waits for no other task."""
+def _one_file_task(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDomain, path: str,
+                   ids: dict[str, str], intent: str) -> UnifiedTask:
+    """A requirement asking only for tests or documents: ``path`` is a test file or document to write about code
+    that stays as it is (file_task); it waits for no other task."""
     requirement = analysis.original_requirement
     exists = any(f.path == path for f in index.files)
-    code = tests_to_write_for(index, requirement).get(path, (exists, []))[1]
-    run = test_command_for(index, [path]) or index.test_command
-    return UnifiedTask(
-        id=ids[path],
-        title=f"{change_phrase(requirement)} ({path})",
-        description=tests_task_description(index, requirement, path, exists, code),
-        depends_on=[],
-        convergence=Convergence(
-            criteria=[f"`git status --short -- {path}` lists the file"] + ([f"`{run}` passes"] if run else [])
-            + unchanged_criterion(code),
-            verification=run or f"manual: run the tests in {path}",
-            definition_of_done=f"{path} holds the tests asked for and they pass",
-        ),
-        type="testing",
-        priority="high" if path == sub.focus_paths[0] else "medium",
-        effort="small" if exists else "medium",
-        scope=", ".join([path, *code]),
-        focus_paths=[path, *code],
-        files=[TaskFile(path=path, action="modify" if exists else "create",
-                        changes=[f"tests for: {requirement_short(requirement)}"], conflict_risk="low")],
-        implementation=[*(f"Read {p}" for p in code), f"Write tests in {path} for: {requirement_short(requirement)}"],
-        test=TaskTest(commands=[run] if run else [], unit=[path]),
-        meta=TaskMeta(agent=sub.focus_area, module=path),
-        source=TaskSource(tool="wfqueue-collab", session_id=analysis.session_id, original_id=ids[path]),
-    )
-
-
-def _docs_task(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDomain, path: str,
-               ids: dict[str, str]) -> UnifiedTask:
-    """A requirement asking only for documentation: ``path`` is a document to extend or create about code that
-    stays as it is (docs_only); it waits for no other task."""
-    requirement = analysis.original_requirement
-    exists = any(f.path == path for f in index.files)
-    code = described_code(index, requirement)
-    run = index.test_command
-    return UnifiedTask(
-        id=ids[path],
-        title=f"{change_phrase(requirement)} ({path})",
-        description=docs_task_description(index, requirement, path, exists, code),
-        depends_on=[],
-        convergence=Convergence(
-            criteria=docs_criteria(index, requirement, path, code, run),
-            verification=run or f"manual: read {path} beside {', '.join(code) or 'the code'}",
-            definition_of_done=f"{path} says what the requirement asks and the suite passes",
-        ),
-        type="docs",
-        priority="high" if path == sub.focus_paths[0] else "medium",
-        effort="small",
-        scope=", ".join([path, *code]),
-        focus_paths=[path, *code],
-        files=[TaskFile(path=path, action="modify" if exists else "create",
-                        changes=[f"document: {requirement_short(requirement)}"], conflict_risk="low")],
-        implementation=[*(f"Read {p}" for p in code), f"Write in {path}: {requirement_short(requirement)}"],
-        test=TaskTest(commands=[run] if run else []),
-        meta=TaskMeta(agent=sub.focus_area, module=path),
-        source=TaskSource(tool="wfqueue-collab", session_id=analysis.session_id, original_id=ids[path]),
-    )
+    planned = {p: (e, code) for p, e, code in files_to_write(index, requirement, intent == "tests")}
+    # A path the split did not take from files_to_write (an adjusted split): written, about no particular code.
+    exists, code = planned.get(path, (exists, []))
+    task = (tests_task if intent == "tests" else docs_task)(index, requirement, ids[path], path, exists, code)
+    return task.model_copy(update={
+        "priority": "high" if path == sub.focus_paths[0] else "medium",
+        "meta": TaskMeta(agent=sub.focus_area, module=path),
+        "source": TaskSource(tool="wfqueue-collab", session_id=analysis.session_id, original_id=ids[path])})
 
 
 def _create_task(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDomain, path: str,
@@ -300,8 +250,8 @@ def plan_area(index: RepoIndex, analysis: RequirementAnalysis, focus_area: str) 
         exists = any(f.path == path for f in index.files)
         # A code file in a tests-only or documentation plan's area was put there by hand (an adjusted split): it is
         # planned as a change.
-        tasks.append(_tests_only_task(index, analysis, sub, path, ids) if intent == "tests" and is_test_path(path)
-                     else _docs_task(index, analysis, sub, path, ids) if intent == "docs" and is_document(path)
+        one_file = (intent == "tests" and is_test_path(path)) or (intent == "docs" and is_document(path))
+        tasks.append(_one_file_task(index, analysis, sub, path, ids, intent) if one_file
                      else _task_for_file(index, analysis, sub, path, ids, created) if exists
                      else _create_task(index, analysis, sub, path, ids))
     order = " → ".join(t.id for t in tasks)

@@ -351,6 +351,14 @@ def _only_a_file_name(name: str, requirement: str) -> bool:
     return bool(mentions) and all(_EXTENSION.match(requirement, m.end()) for m in mentions)
 
 
+def names_to_find(requirement: str, present: frozenset[str] = frozenset()) -> list[str]:
+    """The identifiers the requirement writes out that a change should leave in its files, less those the files
+    already contain (``present``). A file's name ("args_test.go", read as args_test) is no identifier to find
+    in the code; a name also written on its own (`retry` ... retry.py) or a call (response.json()) still is."""
+    return [n.rsplit(".", 1)[-1] for n in named_identifiers(requirement)
+            if not _only_a_file_name(n, requirement) and n.rsplit(".", 1)[-1] not in present]
+
+
 def criteria_for(requirement: str, paths: list[str], tests: list[str], verification: str,
                  present: frozenset[str] = frozenset()) -> list[str]:
     """Acceptance criteria a reviewer checks with a command: the files changed, the tests pass,
@@ -359,10 +367,7 @@ def criteria_for(requirement: str, paths: list[str], tests: list[str], verificat
     criteria = [f"`git status --short -- {' '.join(paths[:3])}` lists {'each file' if len(paths) > 1 else 'the file'}"]
     if verification:
         criteria.append(f"`{verification}` passes")
-    # A file's name ("args_test.go", read as args_test) is no identifier to find in the code; a name also
-    # written on its own (`retry` ... retry.py) or a call (response.json()) still is.
-    names = [n.rsplit(".", 1)[-1] for n in named_identifiers(requirement)
-             if not _only_a_file_name(n, requirement) and n.rsplit(".", 1)[-1] not in present][:1]
+    names = names_to_find(requirement, present)[:1]
     for name in names:
         criteria.append(f"`grep -n \"{name}\" {' '.join(paths[:3])}` finds it")
     where = " ".join(tests[:2]) if tests else "the test suite"
@@ -373,8 +378,3 @@ def criteria_for(requirement: str, paths: list[str], tests: list[str], verificat
     else:
         criteria.append(f"a test in {where} fails without the change and passes with it")
     return criteria  # at most four: a task has room for five
-
-
-def unchanged_criterion(code: list[str], what: str = "the code under test") -> list[str]:
-    """The acceptance criterion that ``code`` (``what`` it is to the task) did not change; none without code."""
-    return [f"`git status --short -- {' '.join(code[:3])}` lists nothing: {what} is unchanged"] if code else []

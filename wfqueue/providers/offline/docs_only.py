@@ -13,8 +13,9 @@ import posixpath
 import re
 
 from wfqueue.analysis import RepoIndex, tokenize
-from wfqueue.analysis.localize import named_identifiers
-from wfqueue.providers.offline.changes import file_entries, requirement_brief, unchanged_criterion, written_in
+from wfqueue.providers.offline.changes import file_entries, requirement_brief
+from wfqueue.providers.offline.file_task import file_task
+from wfqueue.unified_task import UnifiedTask
 
 DOC_EXTENSIONS = (".md", ".markdown", ".rst", ".txt", ".adoc")
 # A document the requirement names by path or file name ("docs/advanced/timeouts.md", "README.md").
@@ -89,7 +90,7 @@ def documents_to_write(index: RepoIndex, requirement: str) -> list[tuple[str, bo
     return [(readme, True) if readme else ("README.md", False)]
 
 
-def docs_task_description(index: RepoIndex, requirement: str, document: str, exists: bool, code: list[str]) -> str:
+def _description(index: RepoIndex, requirement: str, document: str, exists: bool, code: list[str]) -> str:
     """What a documentation task does: the requirement, the document, and the code to read first (unchanged)."""
     brief = requirement_brief(requirement)
     targets = [f.target for path in code for f in file_entries(index, path, requirement) if f.target]
@@ -98,12 +99,10 @@ def docs_task_description(index: RepoIndex, requirement: str, document: str, exi
             + (f" Read the code it describes first, {where}; the code does not change." if code else ""))
 
 
-def docs_criteria(index: RepoIndex, requirement: str, document: str, code: list[str], verification: str) -> list[str]:
-    """The document changed, the names the requirement writes out in it (those it lacks yet), the suite still
-    passing and the code it describes unchanged."""
-    present = written_in(index, [document], requirement)
-    names = [n.rsplit(".", 1)[-1] for n in named_identifiers(requirement) if n.rsplit(".", 1)[-1] not in present]
-    return ([f"`git status --short -- {document}` lists the file"]
-            + [f"`grep -n \"{name}\" {document}` finds it" for name in names[:1]]
-            + ([f"`{verification}` passes"] if verification else [])
-            + unchanged_criterion(code, "the code it describes"))[:5]
+def docs_task(index: RepoIndex, requirement: str, task_id: str, path: str, exists: bool,
+              code: list[str]) -> UnifiedTask:
+    """The task writing the document ``path`` about ``code``, verified by the suite (which a stray edit to the
+    code fails)."""
+    return file_task(index, requirement, task_id, path, exists, code, kind="docs",
+                     description=_description(index, requirement, path, exists, code),
+                     verification=index.test_command)

@@ -22,21 +22,19 @@ from wfqueue.providers.offline.changes import (
     effort_of,
     file_entries,
     import_order,
-    named_code,
     new_module_path,
     requirement_brief,
     requirement_short,
     task_title,
     task_type,
-    unchanged_criterion,
     verification_for,
     written_in,
 )
-from wfqueue.providers.offline.docs_only import docs_criteria, docs_task_description, documents_to_write
+from wfqueue.providers.offline.docs_only import docs_task
 from wfqueue.providers.offline.intent import intent_of
-from wfqueue.providers.offline.tests_only import tests_task_description
+from wfqueue.providers.offline.tests_only import tests_task
 from wfqueue.providers.offline.tests_placement import covering_tests, where_tests_go
-from wfqueue.providers.offline.understand import cluster_files, relevant_files, tests_to_write_for
+from wfqueue.providers.offline.understand import cluster_files, files_to_write, relevant_files
 from wfqueue.unified_task import Convergence, TaskFile, TaskSource, TaskTest, UnifiedTask
 
 MAX_TASKS = 7
@@ -76,47 +74,19 @@ def _task(number: int, title: str, description: str, files: list[TaskFile], inde
     )
 
 
-def _tests_only_tasks(index: RepoIndex, requirement: str, session_id: str, notes: list[str]) -> list[UnifiedTask]:
-    """Tests of code that stays as it is: one task per test file, for the code it covers; none waits for
-    another, and none changes the code (which its focus paths name, to be read)."""
+def _one_file_tasks(index: RepoIndex, requirement: str, session_id: str, intent: str,
+                    notes: list[str]) -> list[UnifiedTask]:
+    """Tests or documents about code that stays as it is (file_task): one task per test file or document,
+    none waiting for another."""
+    build = tests_task if intent == "tests" else docs_task
     tasks: list[UnifiedTask] = []
-    for number, (test_file, (exists, code)) in enumerate(
-            list(tests_to_write_for(index, requirement).items())[:MAX_TASKS], start=1):
-        entry = TaskFile(path=test_file, action="modify" if exists else "create",
-                         changes=[f"tests for: {requirement_short(requirement)}"], conflict_risk="low")
-        task = _task(number, f"{change_phrase(requirement)} ({test_file})",
-                     tests_task_description(index, requirement, test_file, exists, code),
-                     [entry], index, requirement, session_id, [], "high" if number == 1 else "medium", notes)
-        # The test is the change: "a test fails without the change" has no change to fail without, and the
-        # test file's own grep already finds the name a test uses.
-        criteria = [c for c in task.convergence.criteria if not any(t in c for t in _TEST_CRITERIA)]
+    for number, (path, exists, code) in enumerate(files_to_write(index, requirement, intent == "tests")[:MAX_TASKS],
+                                                  start=1):
+        task = build(index, requirement, f"TASK-{number:03d}", path, exists, code)
         tasks.append(task.model_copy(update={
-            "type": "testing", "effort": "small" if exists else "medium",
-            "focus_paths": [test_file, *code], "scope": ", ".join([test_file, *code]),
-            "convergence": task.convergence.model_copy(
-                update={"criteria": (criteria + unchanged_criterion(code))[:5]})}))
-    return tasks
-
-
-def _docs_only_tasks(index: RepoIndex, requirement: str, session_id: str, notes: list[str]) -> list[UnifiedTask]:
-    """Documents about code that stays as it is: one task per document, naming the code to read first; the
-    suite still passing is the verification (a stray edit to the code can break it)."""
-    code = named_code(index, requirement, [p for p, _ in relevant_files(index, requirement)])[:3]
-    tasks: list[UnifiedTask] = []
-    for number, (document, exists) in enumerate(documents_to_write(index, requirement)[:MAX_TASKS], start=1):
-        entry = TaskFile(path=document, action="modify" if exists else "create",
-                         changes=[f"document: {requirement_short(requirement)}"], conflict_risk="low")
-        task = _task(number, f"{change_phrase(requirement)} ({document})",
-                     docs_task_description(index, requirement, document, exists, code),
-                     [entry], index, requirement, session_id, [], "high" if number == 1 else "medium", notes)
-        verification = index.test_command
-        tasks.append(task.model_copy(update={
-            "type": "docs", "effort": "small", "focus_paths": [document, *code], "scope": ", ".join([document, *code]),
-            "convergence": Convergence(
-                criteria=docs_criteria(index, requirement, document, code, verification),
-                verification=verification or f"manual: read {document} beside {', '.join(code) or 'the code'}",
-                definition_of_done=f"{document} says what the requirement asks and the suite passes"),
-            "test": TaskTest(commands=[verification] if verification else [])}))
+            "priority": "high" if number == 1 else "medium",
+            "description": task.description + (" " + " ".join(notes) if notes else ""),
+            "source": TaskSource(tool="wfqueue-lite", session_id=session_id, original_id=task.id)}))
     return tasks
 
 
@@ -131,7 +101,7 @@ def plan_tasks(index: RepoIndex, requirement: str, session_id: str, assessment: 
     intent = intent_of(requirement)
     if intent in ("tests", "docs"):
         tests = intent == "tests"
-        written = (_tests_only_tasks if tests else _docs_only_tasks)(index, requirement, session_id, notes)
+        written = _one_file_tasks(index, requirement, session_id, intent, notes)
         return LitePlanDraft(tasks=written, understanding=(
             f"{short}. Complexity {assessment.complexity} ({assessment.scope}; {assessment.depth}; "
             f"{assessment.risk}). The requirement asks for {'tests' if tests else 'documentation'} only: "

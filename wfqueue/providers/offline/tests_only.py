@@ -8,9 +8,11 @@ it was.
 
 from __future__ import annotations
 
-from wfqueue.analysis import RepoIndex
+from wfqueue.analysis import RepoIndex, test_command_for
 from wfqueue.providers.offline.changes import file_entries, named_code, requirement_brief
+from wfqueue.providers.offline.file_task import file_task
 from wfqueue.providers.offline.tests_placement import where_tests_go
+from wfqueue.unified_task import UnifiedTask
 
 
 def tests_to_write(index: RepoIndex, requirement: str, ranked: list[str]) -> dict[str, tuple[bool, list[str]]]:
@@ -25,7 +27,7 @@ def tests_to_write(index: RepoIndex, requirement: str, ranked: list[str]) -> dic
     return plan
 
 
-def tests_task_description(index: RepoIndex, requirement: str, test_file: str, exists: bool,
+def _description(index: RepoIndex, requirement: str, test_file: str, exists: bool,
                            code: list[str]) -> str:
     """What a tests-only task does: the requirement, where its tests go, the code they cover (not changed)."""
     brief = requirement_brief(requirement)
@@ -34,3 +36,11 @@ def tests_task_description(index: RepoIndex, requirement: str, test_file: str, e
     return (f"{brief[:1].upper() + brief[1:]}: the tests go in {test_file} ({'extended' if exists else 'a new file'})."
             + (f" The code under test, {where}, stays as it is: the tests describe what it does now and pass "
                "against it." if code else ""))
+
+
+def tests_task(index: RepoIndex, requirement: str, task_id: str, path: str, exists: bool,
+               code: list[str]) -> UnifiedTask:
+    """The task writing tests of ``code`` in the test file ``path``, verified by running that file."""
+    return file_task(index, requirement, task_id, path, exists, code, kind="testing",
+                     description=_description(index, requirement, path, exists, code),
+                     verification=test_command_for(index, [path]) or index.test_command)

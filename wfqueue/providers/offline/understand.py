@@ -146,51 +146,40 @@ def described_code(index: RepoIndex, requirement: str) -> list[str]:
     return named_code(index, requirement, [p for p, _ in relevant_files(index, requirement)])[:3]
 
 
-def _docs_only(index: RepoIndex, requirement: str, max_agents: int) -> UnderstandingDraft:
-    """A requirement asking only for documentation: areas of documents (docs_only), the code they describe
-    unchanged."""
-    documents = [path for path, _ in documents_to_write(index, requirement)]
+def files_to_write(index: RepoIndex, requirement: str, tests: bool) -> list[tuple[str, bool, list[str]]]:
+    """What a requirement asking only for tests (or only for documents) writes: each test file (document) as
+    (path, whether it exists, the code it is about)."""
+    if tests:
+        return [(path, exists, code) for path, (exists, code) in tests_to_write_for(index, requirement).items()]
     code = described_code(index, requirement)
-    clusters = cluster_files(index, [(d, float(len(documents) - n)) for n, d in enumerate(documents)],
-                             max(1, min(max_agents, len(documents))))
-    about = f" about {_describe(code, index, requirement)}" if code else ""
-    areas = _proposed_areas(index, clusters, lambda files: f"Documentation in {', '.join(files[:4])}{about}")
-    return UnderstandingDraft(
-        complexity=_complexity(len(documents)),
-        understanding=Understanding(
-            objectives=sentences(requirement)[:5],
-            key_points=[f"Documentation only: {', '.join(documents)}" + (f" about {', '.join(code)}" if code else "")],
-            constraints=[f"The code the documents describe does not change: {', '.join(code)}"] if code else [],
-            split_strategy="By document, grouped by folder ("
-                           + "; ".join(f"{a.focus_area}: {', '.join(a.focus_paths[:3])}" for a in areas) + ")",
-            clarifications=[],
-        ),
-        sub_domains=areas,
-    )
+    return [(path, exists, code) for path, exists in documents_to_write(index, requirement)]
 
 
-def _tests_only(index: RepoIndex, requirement: str, max_agents: int) -> UnderstandingDraft:
-    """A requirement asking only for tests: areas of test files (tests_only), the code they cover unchanged."""
-    writes = tests_to_write_for(index, requirement)
-    code = [p for _, covered in writes.values() for p in covered]
+def _one_file_areas(index: RepoIndex, requirement: str, max_agents: int, tests: bool) -> UnderstandingDraft:
+    """A requirement asking only for tests (or documents): areas of test files (documents), grouped by folder,
+    about code that does not change (files_to_write)."""
+    writes = {path: code for path, _, code in files_to_write(index, requirement, tests)}
+    code = list(dict.fromkeys(p for about in writes.values() for p in about))
     complexity = _complexity(len(writes))
     clusters = cluster_files(index, [(t, float(len(writes) - n)) for n, t in enumerate(writes)],
                              max(1, min(max_agents, CODE_AREAS[complexity])))
 
     def describe(files: list[str]) -> str:
-        covered = [p for t in files for p in writes[t][1]]
-        return f"Tests in {', '.join(files[:4])}" + (
-            f" for {_describe(covered, index, requirement)}" if covered else "")
+        about = list(dict.fromkeys(p for t in files for p in writes[t]))
+        return (f"{'Tests' if tests else 'Documentation'} in {', '.join(files[:4])}"
+                + (f"{' for' if tests else ' about'} {_describe(about, index, requirement)}" if about else ""))
 
     areas = _proposed_areas(index, clusters, describe)
     strategy = "; ".join(f"{a.focus_area}: {', '.join(a.focus_paths[:3])}" for a in areas)
+    what = "code under test" if tests else "code the documents describe"
     return UnderstandingDraft(
         complexity=complexity,
         understanding=Understanding(
             objectives=sentences(requirement)[:5],
-            key_points=[f"Tests only: {', '.join(writes)} for {', '.join(code) or 'the code named'}"],
-            constraints=[f"The code under test does not change: {', '.join(code)}"] if code else [],
-            split_strategy=f"By test file, grouped by folder ({strategy})",
+            key_points=[f"{'Tests' if tests else 'Documentation'} only: {', '.join(writes)}"
+                        + (f" {'for' if tests else 'about'} {', '.join(code)}" if code else "")],
+            constraints=[f"The {what} does not change: {', '.join(code)}"] if code else [],
+            split_strategy=f"By {'test file' if tests else 'document'}, grouped by folder ({strategy})",
             clarifications=[],
         ),
         sub_domains=areas,
@@ -199,10 +188,8 @@ def _tests_only(index: RepoIndex, requirement: str, max_agents: int) -> Understa
 
 def understand(index: RepoIndex, requirement: str, max_agents: int) -> UnderstandingDraft:
     intent = intent_of(requirement)
-    if intent == "tests":
-        return _tests_only(index, requirement, max_agents)
-    if intent == "docs":
-        return _docs_only(index, requirement, max_agents)
+    if intent in ("tests", "docs"):
+        return _one_file_areas(index, requirement, max_agents, tests=intent == "tests")
     ranked = relevant_files(index, requirement, max_agents)
     complexity = _complexity(len(ranked))
     clusters = cluster_files(index, ranked, max(1, min(max_agents, CODE_AREAS[complexity])))

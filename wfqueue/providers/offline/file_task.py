@@ -1,0 +1,56 @@
+"""A task that writes one file, a test or a document, about code it reads and leaves as it is. Pure.
+
+Plans of requirements asking only for tests (tests_only) or documents (docs_only) are made of these; the lite
+planner and a collab area give them their ids, priority and source.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from wfqueue.analysis import RepoIndex
+from wfqueue.providers.offline.changes import change_phrase, names_to_find, requirement_short, written_in
+from wfqueue.unified_task import Convergence, TaskFile, TaskTest, UnifiedTask
+
+FileKind = Literal["testing", "docs"]
+
+
+def unchanged_criterion(code: list[str], what: str = "the code under test") -> list[str]:
+    """The acceptance criterion that ``code`` (``what`` it is to the task) did not change; none without code."""
+    return [f"`git status --short -- {' '.join(code[:3])}` lists nothing: {what} is unchanged"] if code else []
+
+
+def file_task(index: RepoIndex, requirement: str, task_id: str, path: str, exists: bool, code: list[str], *,
+              kind: FileKind, description: str, verification: str) -> UnifiedTask:
+    """The task writing ``path`` (extended when it ``exists``) about ``code``: the file changed, the name the
+    requirement writes out in it (if it lacks it yet), ``verification`` passing and the code unchanged. It waits
+    for no other task: the code it reads is there already."""
+    tests = kind == "testing"
+    short = requirement_short(requirement)
+    names = names_to_find(requirement, written_in(index, [path], requirement))
+    criteria = ([f"`git status --short -- {path}` lists the file"]
+                + [f"`grep -n \"{name}\" {path}` finds it" for name in names[:1]]
+                + ([f"`{verification}` passes"] if verification else [])
+                + unchanged_criterion(code, "the code under test" if tests else "the code it describes"))
+    return UnifiedTask(
+        id=task_id,
+        title=f"{change_phrase(requirement)} ({path})",
+        description=description,
+        depends_on=[],
+        convergence=Convergence(
+            criteria=criteria[:5],
+            verification=verification or (f"manual: run the tests in {path}" if tests
+                                          else f"manual: read {path} beside {', '.join(code) or 'the code'}"),
+            definition_of_done=(f"{path} holds the tests asked for and they pass" if tests
+                                else f"{path} says what the requirement asks and the suite passes"),
+        ),
+        type=kind,
+        priority="medium",
+        effort="medium" if tests and not exists else "small",
+        scope=", ".join([path, *code]),
+        focus_paths=[path, *code],
+        files=[TaskFile(path=path, action="modify" if exists else "create",
+                        changes=[f"{'tests for' if tests else 'document'}: {short}"], conflict_risk="low")],
+        implementation=[*(f"Read {p}" for p in code), f"Write {'tests ' if tests else ''}in {path} for: {short}"],
+        test=TaskTest(commands=[verification] if verification else [], unit=[path] if tests else []),
+    )
