@@ -124,3 +124,19 @@ def test_a_session_changing_no_code_has_nothing_to_break(index: RepoIndex, goal:
     plan = lite(index, f"GOAL: {goal}\nSCOPE: notes_api\nCONTEXT: {goal} in the existing code")
     read = sorted({p for t in plan.tasks for p in t.focus_paths} - {f.path for t in plan.tasks for f in t.files})
     assert sorted(package.critical_files()) == read
+
+
+def test_a_change_that_asks_to_document_it_updates_the_document_after_the_change(index: RepoIndex) -> None:
+    draft = lite(index, "Let verify_token accept a leeway in seconds, and document the option in README.md")
+    [docs] = [t for t in draft.tasks if any(f.path == "README.md" for f in t.files)]
+    changes = [t for t in draft.tasks if t.type != "docs" and not t.title.startswith("Test: ")]
+    [test] = [t for t in draft.tasks if t.title.startswith("Test: ")]
+    assert "notes_api/auth/tokens.py" in {f.path for t in changes for f in t.files}
+    assert docs.type == "docs" and docs.depends_on == [t.id for t in changes]  # it documents what they made
+    assert test.depends_on == [t.id for t in changes]
+    assert "notes_api/auth/tokens.py" in docs.focus_paths and docs.convergence.verification == "python -m pytest -q"
+
+
+def test_a_document_the_change_only_mentions_is_not_updated(index: RepoIndex) -> None:
+    draft = lite(index, "Let the server print the title of README.md at start-up")
+    assert "README.md" not in {f.path for t in draft.tasks for f in t.files}

@@ -57,6 +57,21 @@ def _named(index: RepoIndex, requirement: str, documents: list[str]) -> list[tup
     return found
 
 
+# A clause asking for a document's update beside a change: "..., document it in README.md", "and mention the
+# option in docs/config.md", "update CHANGELOG.md".
+_DOCUMENT_VERB = re.compile(r"\b(?:document|describe|explain|mention|note|update|list)\b", re.IGNORECASE)
+
+
+def documents_beside_change(index: RepoIndex, requirement: str) -> list[tuple[str, bool]]:
+    """The documents a change asks to update as well: those it names in a clause saying to document, describe,
+    explain, mention, note, update or list something ("..., document it in README.md and lib.rs docs"); a
+    document named otherwise ("parse the front matter of README.md files") is the change's data, not its docs."""
+    documents = sorted(f.path for f in index.files if is_document(f.path))
+    clauses = [c for c in re.split(r"[.;,\n]\s|\band\s+(?=[a-z]+\b)", requirement) if _DOCUMENT_VERB.search(c)]
+    return [(path, exists) for path, exists in _named(index, requirement, documents)
+            if any(posixpath.basename(path) in clause for clause in clauses)]
+
+
 def _at_top(documents: list[str], names: tuple[str, ...]) -> str | None:
     """The top-level document whose name (without extension) is one of ``names``, Markdown first."""
     top = [p for p in documents if "/" not in p and posixpath.splitext(p)[0].lower() in names]
@@ -106,3 +121,15 @@ def docs_task(index: RepoIndex, requirement: str, task_id: str, path: str, exist
     return file_task(index, requirement, task_id, path, exists, code, kind="docs",
                      description=_description(index, requirement, path, exists, code),
                      verification=index.test_command)
+
+
+def change_docs_task(index: RepoIndex, requirement: str, task_id: str, path: str, exists: bool,
+                     changed: list[str]) -> UnifiedTask:
+    """The task updating the document ``path`` for a change to ``changed`` (the caller makes it wait for the
+    change: it documents what the change made)."""
+    brief = requirement_brief(requirement)
+    task = file_task(index, requirement, task_id, path, exists, [], kind="docs", verification=index.test_command,
+                     description=f"{brief[:1].upper() + brief[1:]}: update {path} for it"
+                                 + (f", once {', '.join(changed[:3])} carry the change." if changed else "."))
+    return task.model_copy(update={"focus_paths": [path, *changed[:3]], "scope": ", ".join([path, *changed[:3]])})
+

@@ -30,7 +30,7 @@ from wfqueue.providers.offline.changes import (
     verification_for,
     written_in,
 )
-from wfqueue.providers.offline.docs_only import docs_task
+from wfqueue.providers.offline.docs_only import change_docs_task, docs_task, documents_beside_change
 from wfqueue.providers.offline.intent import intent_of
 from wfqueue.providers.offline.tests_only import tests_task
 from wfqueue.providers.offline.tests_placement import covering_tests, where_tests_go
@@ -110,6 +110,8 @@ def plan_tasks(index: RepoIndex, requirement: str, session_id: str, assessment: 
     candidates = relevant_files(index, requirement)
     groups = cluster_files(index, candidates, max_agents=CHANGE_TASKS[assessment.complexity])
     created = new_module_path(index, [p for g in groups for p in g], requirement)
+    # Documents the change asks to update as well ("..., document it in README.md"), after the change.
+    documents = documents_beside_change(index, requirement) if intent == "change" else []
     tasks: list[UnifiedTask] = []
     if created:
         tasks.append(_task(1, f"Create {created} for: {change_phrase(requirement)}",
@@ -118,7 +120,7 @@ def plan_tasks(index: RepoIndex, requirement: str, session_id: str, assessment: 
                                      conflict_risk="low")],
                            index, requirement, session_id, [], "high", notes))
     for group in groups:
-        if len(tasks) >= MAX_TASKS - 1:
+        if len(tasks) >= MAX_TASKS - 1 - len(documents[:MAX_TASKS - 2]):
             break
         ordered = import_order(index, group)
         files = [entry for path in ordered for entry in file_entries(index, path, requirement)]
@@ -139,7 +141,14 @@ def plan_tasks(index: RepoIndex, requirement: str, session_id: str, assessment: 
             f"{short}. Complexity {assessment.complexity} ({assessment.scope}; {assessment.depth}; "
             f"{assessment.risk}). Documentation in the code: {len(tasks)} task(s), grouped by package, and no test "
             "task (the suite shows the code still works)." + (" " + " ".join(notes) if notes else "")))
-    planned = {p for t in tasks for p in t.focus_paths}
+    changes = [t.id for t in tasks]
+    changed = list(dict.fromkeys(f.path for t in tasks for f in t.files))
+    for path, exists in documents[:MAX_TASKS - 1 - len(tasks)]:
+        task = change_docs_task(index, requirement, f"TASK-{len(tasks) + 1:03d}", path, exists, changed)
+        tasks.append(task.model_copy(update={
+            "depends_on": changes, "description": task.description + (" " + " ".join(notes) if notes else ""),
+            "source": TaskSource(tool="wfqueue-lite", session_id=session_id, original_id=task.id)}))
+    planned = {p for t in tasks for p in t.focus_paths if p not in dict(documents)}
     # Best first, as the localizer ranked them (a task lists its files in import order).
     covered = [p for p, _ in candidates if p in planned] + sorted(planned - {p for p, _ in candidates})
     test_file, exists = where_tests_go(index, covered, requirement, new_module=created)
@@ -149,12 +158,13 @@ def plan_tasks(index: RepoIndex, requirement: str, session_id: str, assessment: 
                        f"Cover the change with tests in {test_file}: a case that fails before it and passes after.",
                        [TaskFile(path=test_file, action="modify" if exists else "create",
                                  changes=[f"tests for: {short}"], conflict_risk="low")],
-                       index, requirement, session_id, [t.id for t in tasks], "medium", notes))
+                       index, requirement, session_id, changes, "medium", notes))
     understanding = (
         f"{short}. Complexity {assessment.complexity} ({assessment.scope}; {assessment.depth}; {assessment.risk}). "
         f"Planned from the repository index"
         + (f" and {len(explorations)} verified angle(s)" if explorations else "")
-        + f": {len(tasks)} task(s), the change grouped by package, then its tests"
+        + f": {len(tasks)} task(s), the change grouped by package, then"
+        + (f" {', '.join(p for p, _ in documents)} and" if documents else "") + " its tests"
         + (f", with {created} created first" if created else "") + "."
         + (" " + " ".join(notes) if notes else "")
     )
