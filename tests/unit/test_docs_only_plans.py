@@ -140,3 +140,23 @@ def test_a_change_that_asks_to_document_it_updates_the_document_after_the_change
 def test_a_document_the_change_only_mentions_is_not_updated(index: RepoIndex) -> None:
     draft = lite(index, "Let the server print the title of README.md at start-up")
     assert "README.md" not in {f.path for t in draft.tasks for f in t.files}
+
+
+def test_a_collab_plans_document_of_the_change_waits_for_every_change(index: RepoIndex) -> None:
+    requirement = "Let verify_token accept a leeway in seconds, and document the option in README.md"
+    analysis = allocate(understand(index, requirement, 4), "CPLAN-m", requirement, 4)
+    tasks = [t for sub in analysis.sub_domains for t in plan_area(index, analysis, sub.focus_area).tasks]
+    [docs] = [t for t in tasks if [f.path for f in t.files] == ["README.md"]]
+    code = [t for t in tasks if t is not docs and not any("tests/" in f.path for f in t.files)]
+    assert "notes_api/auth/tokens.py" in {f.path for t in code for f in t.files}
+    assert docs.type == "docs" and docs.depends_on == sorted(t.id for t in code)
+
+
+def test_a_bare_document_name_several_folders_have_is_not_guessed(tmp_path: Path) -> None:
+    for rel in ("README.md", "docs/api/index.md", "docs/guide/index.md"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("# page\n", encoding="utf-8")
+    index = build_index(tmp_path)
+    assert documents_to_write(index, "Document the retry option in index.md") == [("README.md", True)]
+    assert documents_to_write(index, "Document the retry option in docs/guide/index.md") == [
+        ("docs/guide/index.md", True)]

@@ -30,7 +30,7 @@ from wfqueue.providers.offline.changes import (
     verification_for,
     written_in,
 )
-from wfqueue.providers.offline.docs_only import docs_task, is_document
+from wfqueue.providers.offline.docs_only import change_docs_task, docs_task, is_document
 from wfqueue.providers.offline.intent import intent_of
 from wfqueue.providers.offline.tests_only import tests_task
 from wfqueue.providers.offline.tests_placement import covering_tests
@@ -168,6 +168,18 @@ def _one_file_task(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDoma
         "source": TaskSource(tool="wfqueue-collab", session_id=analysis.session_id, original_id=ids[path])})
 
 
+def _change_docs_task(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDomain, path: str,
+                      ids: dict[str, str]) -> UnifiedTask:
+    """A document the change asks to update as well: written once every planned change to the code is in."""
+    changed = [p for p in ids if not is_test_path(p) and not is_document(p)]
+    exists = any(f.path == path for f in index.files)
+    task = change_docs_task(index, analysis.original_requirement, ids[path], path, exists, changed)
+    return task.model_copy(update={
+        "depends_on": sorted({ids[p] for p in changed}),
+        "meta": TaskMeta(agent=sub.focus_area, module=path),
+        "source": TaskSource(tool="wfqueue-collab", session_id=analysis.session_id, original_id=ids[path])})
+
+
 def _create_task(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDomain, path: str,
                  ids: dict[str, str]) -> UnifiedTask:
     if is_test_path(path):
@@ -252,6 +264,7 @@ def plan_area(index: RepoIndex, analysis: RequirementAnalysis, focus_area: str) 
         # planned as a change.
         one_file = (intent == "tests" and is_test_path(path)) or (intent == "docs" and is_document(path))
         tasks.append(_one_file_task(index, analysis, sub, path, ids, intent) if one_file
+                     else _change_docs_task(index, analysis, sub, path, ids) if is_document(path)
                      else _task_for_file(index, analysis, sub, path, ids, created) if exists
                      else _create_task(index, analysis, sub, path, ids))
     order = " → ".join(t.id for t in tasks)

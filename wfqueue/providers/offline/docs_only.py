@@ -47,9 +47,10 @@ def _named(index: RepoIndex, requirement: str, documents: list[str]) -> list[tup
         path = match.group(1)
         if path not in existing and "/" not in path:
             same_name = [p for p in documents if posixpath.basename(p).lower() == path.lower()]
-            path = same_name[0] if len(same_name) == 1 else (
-                f"docs/{path}" if any(f == "docs" or f.startswith("docs/") for f in folders) and not same_name
-                else path)
+            if len(same_name) > 1:
+                continue  # "index.md" of several folders: which one is not said
+            path = same_name[0] if same_name else (
+                f"docs/{path}" if any(f == "docs" or f.startswith("docs/") for f in folders) else path)
         if ".." in path.split("/"):
             continue
         if path not in (p for p, _ in found):

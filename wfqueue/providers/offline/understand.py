@@ -20,7 +20,7 @@ from wfqueue.analysis import RepoIndex, fan_in, novel_terms, rank_symbols
 from wfqueue.analysis.localize import MOST_FILES, candidates, focus, localize
 from wfqueue.collab.models import ProposedArea, Understanding, UnderstandingDraft
 from wfqueue.providers.offline.changes import dependency_order, earlier_needs, named_code, new_module_path, plan_needs
-from wfqueue.providers.offline.docs_only import documents_to_write
+from wfqueue.providers.offline.docs_only import documents_beside_change, documents_to_write, is_document
 from wfqueue.providers.offline.intent import intent_of
 from wfqueue.providers.offline.tests_only import tests_to_write
 from wfqueue.providers.offline.tests_placement import where_tests_go
@@ -199,7 +199,20 @@ def understand(index: RepoIndex, requirement: str, max_agents: int) -> Understan
         # widely used module is not the change's test). Docstrings get no test.
         paths = [p for p, _ in ranked]
         clusters.append([where_tests_go(index, paths, requirement, new_module_path(index, paths, requirement))[0]])
-    areas = _proposed_areas(index, clusters, lambda files: f"Changes in {_describe(files, index, requirement)}")
+    # Documents the change asks to update too ("..., document it in README.md"): an area of their own while
+    # agents are left, else the last area's.
+    documents = [p for p, _ in documents_beside_change(index, requirement)] if intent == "change" else []
+    if documents and len(clusters) < max_agents:
+        clusters.append(documents)
+    elif documents:
+        clusters[-1].extend(documents)
+
+    def describe(files: list[str]) -> str:
+        if all(is_document(f) for f in files):
+            return f"Documentation of the change in {', '.join(files[:4])}"
+        return f"Changes in {_describe(files, index, requirement)}"
+
+    areas = _proposed_areas(index, clusters, describe)
     shared = sorted((p for p, _ in ranked if fan_in(index, p) >= 3), key=lambda p: -fan_in(index, p))
     novel = novel_terms(index, requirement)
     top = [f"{p} ({', '.join(s.qualname for s in rank_symbols(index, p, requirement, limit=2)) or 'module'})"
