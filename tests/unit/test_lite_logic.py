@@ -27,6 +27,9 @@ def test_presets_follow_the_keyword_table_and_ignore_file_paths() -> None:
     assert select_preset("Make listing less slow")[0] == "performance"
     assert select_preset("Fix notes_api/auth/tokens.py")[0] == "bugfix"
     assert select_preset("Add dark mode") == ("feature", ["patterns", "integration-points", "testing", "dependencies"])
+    # Tests or documents only: the cache's tests are no performance work.
+    assert select_preset("Write tests for the router and the cache")[0] == "testing"
+    assert select_preset("Document the cache settings in README.md")[0] == "docs"
 
 
 def test_complexity_sets_the_number_of_angles() -> None:

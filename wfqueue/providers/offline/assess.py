@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from wfqueue.analysis import RepoIndex, fan_in, novel_terms
 from wfqueue.lite.models import Assessment
+from wfqueue.providers.offline.intent import intent_of
 from wfqueue.providers.offline.understand import relevant_files
 
 PRESETS: list[tuple[str, tuple[str, ...], list[str]]] = [
@@ -27,6 +28,13 @@ PRESETS: list[tuple[str, tuple[str, ...], list[str]]] = [
      ["error-handling", "dataflow", "state-management", "edge-cases"]),
 ]
 DEFAULT_PRESET = ("feature", ["patterns", "integration-points", "testing", "dependencies"])
+# A requirement asking only for tests or documents (intent_of) is about how the code is tested or used, whatever
+# its words: "Write tests for the cache" is no performance work.
+INTENT_PRESETS: dict[str, tuple[str, list[str]]] = {
+    "tests": ("testing", ["testing", "edge-cases", "patterns", "dependencies"]),
+    "docs": ("docs", ["patterns", "integration-points", "dependencies", "testing"]),
+    "docstrings": ("docs", ["patterns", "integration-points", "dependencies", "testing"]),
+}
 ANGLES_BY_COMPLEXITY = {"Low": 1, "Medium": 3, "High": 4}
 
 _CHANGE_VERBS = ("add", "fix", "change", "update", "refactor", "implement", "remove", "modify", "rename",
@@ -63,6 +71,9 @@ def _level(value: int, medium: int, high: int) -> str:
 
 
 def select_preset(requirement: str) -> tuple[str, list[str]]:
+    intent = intent_of(requirement)
+    if intent in INTENT_PRESETS:
+        return INTENT_PRESETS[intent]
     # Keywords count in prose only: "fix notes_api/auth/x.py" is a bug fix, not security work.
     text = _FILE_MENTION.sub(" ", requirement).lower()
     for name, keywords, angles in PRESETS:
