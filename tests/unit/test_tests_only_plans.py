@@ -44,6 +44,8 @@ def lite(index: RepoIndex, requirement: str) -> LitePlanDraft:
     "Test that expired tokens are refused",
     "test(auth): cover verify_token edge cases",
     "[auth] Add tests for verify_token",
+    "Add a new ArrayTypeNameTest covering ArrayTypeName.of",
+    "Add more cases to TypeNameTest for ArrayTypeName.of",
     "Add regression tests for the bug fixed in tokens.py",
     "GOAL: Add tests for the router\nSCOPE: api\nCONTEXT: Add tests for the router in the existing code\n"
     "CONSTRAINTS: Keep the public API; update callers in the same change",  # a session's constraint, not a change
@@ -60,6 +62,8 @@ def test_requirements_asking_only_for_tests(requirement: str) -> None:
     "Add a test command to the CLI",
     "Add a test runner for the notes API",
     "Add caching to the router with tests",
+    "Add the latest version check",  # "latest" ends like a test class's name; it is none
+    "Add a RecordComponentSpec class for Java records",  # javapoet's *Spec classes are code
 ])
 def test_requirements_asking_for_a_change_too(requirement: str) -> None:
     assert intent_of(requirement) == "change"
@@ -131,3 +135,20 @@ def test_a_collab_plan_for_tests_splits_by_test_file_and_changes_no_code(index: 
     [router] = [t for t in tasks if t.files[0].path == "tests/test_router.py"]
     assert router.focus_paths == ["tests/test_router.py", "notes_api/api/router.py"]
     assert router.convergence.verification == "python -m pytest -q tests/test_router.py"
+
+
+def test_a_test_class_named_without_its_file_is_that_file(tmp_path: Path) -> None:
+    """Java names test files after their class: "a new FooTest" is src/test/java/p/FooTest.java, created beside
+    the project's tests; an existing one named so is extended."""
+    files = {"pom.xml": "<project/>\n",
+             "src/main/java/p/Foo.java": "package p;\npublic class Foo {\n"
+                                         "  public static Foo of(int n) { return null; }\n}\n",
+             "src/test/java/p/BarTest.java": "package p;\nclass BarTest {\n  void t() { Foo.of(1); }\n}\n"}
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text, encoding="utf-8")
+    index = build_index(tmp_path)
+    [created] = lite(index, "Add tests in a new FooTest for Foo.of").tasks
+    assert [(f.path, f.action) for f in created.files] == [("src/test/java/p/FooTest.java", "create")]
+    [extended] = lite(index, "Add more cases to BarTest for Foo.of").tasks
+    assert [(f.path, f.action) for f in extended.files] == [("src/test/java/p/BarTest.java", "modify")]

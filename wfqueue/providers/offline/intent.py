@@ -19,8 +19,11 @@ _TESTS = re.compile(
     r"^\W*(?:please\s+)?(?:"
     r"(?:add|write|create|extend|expand|improve|increase)\s+(?:an?\s+|some\s+|the\s+)?"
     r"(?:(?:more|missing|new|unit|integration|regression|end-to-end|e2e|edge[- ]case|property[- ]based)\s+)*"
-    r"(?:tests?|test\s+cases?|test\s+coverage|coverage|specs?)\b"
+    r"(?:tests?|test\s+cases?|test\s+coverage|coverage|specs?|(?-i:[A-Z][A-Za-z0-9]*[a-z0-9]Tests?))\b"
     r"(?!\s+(?:command|runner|helper|mode|flag|option|script|target|server|client|harness)s?\b)"
+    # "Add more cases to TypeNameTest", "Add cases to tests/test_router.py"
+    r"|(?:add|write)\s+(?:more\s+|new\s+|missing\s+)?(?:test\s+)?cases?\s+(?:to|in)\s+"
+    r"(?:(?-i:[A-Z][A-Za-z0-9]*[a-z0-9]Tests?)\b|\S*(?:test|spec)\S*)"
     r"|cover\b(?:[^.;]|\.(?=\S))*\bwith\s+(?:more\s+)?(?:unit\s+|integration\s+)?(?:tests?|specs?)\b"
     r"|test\s+(?:that|how|whether|each|every|all)\b)", re.IGNORECASE)
 # "Document the retry options", "Update the README to explain ...", "Write a migration guide", "Add a changelog

@@ -56,6 +56,9 @@ def where_tests_go(index: RepoIndex, paths: list[str], requirement: str,
         if "/" not in path and not exists and main is not None and language_for(main) != "go":
             path = posixpath.join(posixpath.dirname(_new_test_file(index, main)), path)  # the tests' folder
         return path, exists or any(f.path == path for f in index.files)
+    by_class = _named_test_class(index, requirement, main)
+    if by_class is not None:
+        return by_class
     if new_module is not None and not _MOVE.search(requirement):  # moved code keeps the tests it has
         return _created_test(index, new_module)
     if main is None:
@@ -102,6 +105,28 @@ def where_tests_go(index: RepoIndex, paths: list[str], requirement: str,
 # How many imports deep a test may reach a module through its package's entry point (express's tests
 # require('..'): index.js -> lib/express.js -> lib/response.js).
 ENTRY_DEPTH = 3
+
+
+# A test class named without its file ("a new ArrayTypeNameTest"), in languages whose test files are named after
+# their class. Not "...Spec": javapoet's TypeSpec is code.
+_TEST_CLASS = re.compile(r"(?<![\w.])([A-Z][A-Za-z0-9]*[a-z0-9]Tests?)\b")
+_CLASS_NAMED_TESTS = frozenset({"java", "kotlin", "scala", "csharp", "swift", "groovy"})
+
+
+def _named_test_class(index: RepoIndex, requirement: str, main: str | None) -> tuple[str, bool] | None:
+    """The file of a test class the requirement names ("Add tests in a new ArrayTypeNameTest"): the test file of
+    that name, else a new one where the tests of ``main`` would go; only where files are named after their
+    classes (Java, Kotlin, Scala, C#, Swift, Groovy)."""
+    if main is None or language_for(main) not in _CLASS_NAMED_TESTS:
+        return None
+    for name in dict.fromkeys(_TEST_CLASS.findall(requirement)):
+        existing = [f.path for f in index.files
+                    if f.is_test and posixpath.splitext(posixpath.basename(f.path))[0] == name]
+        if existing:
+            return existing[0], True
+        folder = posixpath.dirname(_new_test_file(index, main))
+        return posixpath.join(folder, name + posixpath.splitext(main)[1]), False
+    return None
 
 
 def _tests_through_entry(index: RepoIndex, source: str) -> list[str]:
