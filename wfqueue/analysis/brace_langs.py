@@ -1,4 +1,4 @@
-"""Regex symbol extraction for curly-brace languages: JS/TS, Go, Rust, Java.
+"""Regex symbol extraction for curly-brace languages: JS/TS, Go, Rust, Java, C#, Kotlin, PHP.
 
 Each language supplies a *classifier* that looks at one cleaned line in a
 context ("top" level, a "namespace" body, a type's "members", or the "object" literal a
@@ -247,12 +247,93 @@ def _java_classify(line: str, context: str, owner: str) -> list[Decl]:
     return [Decl(name, "method", method.start(2))]
 
 
+_CS_MODIFIERS = (r"(?:(?:public|private|protected|internal|static|sealed|abstract|partial|readonly|unsafe|new|"
+                 r"virtual|override|async|extern|file|required|ref)\s+)*")
+_CS_ATTRIBUTES = r"(?:\[[^\]]*\]\s*)*"
+_CS_TYPE = re.compile(rf"^\s*{_CS_ATTRIBUTES}{_CS_MODIFIERS}(?:class|interface|struct|enum|"
+                      rf"record(?:\s+(?:class|struct))?)\s+({_NAME})")
+# A block namespace holds top-level-like declarations; a file-scoped one (`namespace Shop;`) opens no block.
+_CS_NAMESPACE = re.compile(r"^\s*namespace\s+[\w.]+\s*(?:\{|$)")
+_CS_METHOD = re.compile(rf"^\s*{_CS_ATTRIBUTES}{_CS_MODIFIERS}(?:([\w.<>\[\],?()]+?)\s+)?({_NAME})\s*"
+                        r"(?:<[^>()]*>)?\s*\(")
+_CS_PROPERTY = re.compile(rf"^\s*{_CS_ATTRIBUTES}{_CS_MODIFIERS}[\w.<>\[\],?]+\s+({_NAME})\s*(?:\{{|=>)")
+_CS_CONSTANT = re.compile(rf"^\s*{_CS_MODIFIERS}const\s+[\w.<>\[\]?]+\s+({_NAME})\s*=")
+
+
+def _csharp_classify(line: str, context: str, owner: str) -> list[Decl]:
+    decl = _CS_TYPE.match(line)
+    if decl:
+        return [Decl(decl.group(1), "class", decl.start(1), "members")]
+    if context in ("top", "namespace"):
+        # Types in a namespace are named without it, as code and requirements name them (Cart.Add).
+        return [Decl("namespace", "container", 0, "namespace", qualname="")] if _CS_NAMESPACE.match(line) else []
+    if context != "members":
+        return []
+    constant = _CS_CONSTANT.match(line)
+    if constant:
+        return [Decl(constant.group(1), "constant", constant.start(1))]
+    method = _CS_METHOD.match(line)
+    if method:
+        return_type, name = method.group(1), method.group(2)
+        if (return_type is None and name != owner) or return_type in _JAVA_NOT_TYPES or name in _JS_KEYWORDS:
+            return []
+        return [Decl(name, "method", method.start(2))]
+    prop = _CS_PROPERTY.match(line)
+    return [Decl(prop.group(1), "method", prop.start(1))] if prop and prop.group(1) not in _JS_KEYWORDS else []
+
+
+_KT_MODIFIERS = (r"(?:(?:public|private|protected|internal|open|abstract|sealed|data|enum|annotation|inner|value|"
+                 r"inline|override|suspend|operator|infix|tailrec|external|lateinit|final|expect|actual)\s+)*")
+_KT_ANNOTATIONS = r"(?:@[\w.]+(?:\([^)]*\))?\s+)*"
+_KT_TYPE = re.compile(rf"^\s*{_KT_ANNOTATIONS}{_KT_MODIFIERS}(?:fun\s+)?(?:class|interface|object)\s+({_NAME})")
+_KT_COMPANION = re.compile(rf"^\s*{_KT_MODIFIERS}companion\s+object\b\s*({_NAME})?")
+# `fun name(`, `fun <T> name(`, an extension `fun String.name(`
+_KT_FUN = re.compile(rf"^\s*{_KT_ANNOTATIONS}{_KT_MODIFIERS}fun\s+(?:<[^>]*>\s*)?(?:([\w.<>?]+)\.)?({_NAME})\s*\(")
+_KT_CONSTANT = re.compile(rf"^\s*{_KT_MODIFIERS}const\s+val\s+({_NAME})")
+
+
+def _kotlin_classify(line: str, context: str, owner: str) -> list[Decl]:
+    decl = _KT_TYPE.match(line)
+    if decl:
+        return [Decl(decl.group(1), "class", decl.start(1), "members")]
+    companion = _KT_COMPANION.match(line)
+    if companion and context == "members":  # Foo.Companion.of: its members, named as Kotlin names them
+        return [Decl(companion.group(1) or "Companion", "container", companion.start(), "members")]
+    constant = _KT_CONSTANT.match(line)
+    if constant:
+        return [Decl(constant.group(1), "constant", constant.start(1))]
+    fun = _KT_FUN.match(line)
+    if not fun:
+        return []
+    receiver, name = fun.group(1), fun.group(2)
+    kind = "method" if context == "members" else "function"
+    return [Decl(name, kind, fun.start(2), qualname=f"{receiver}.{name}" if receiver and context == "top" else None)]
+
+
+_PHP_TYPE = re.compile(rf"^\s*(?:(?:abstract|final|readonly)\s+)*(?:class|interface|trait|enum)\s+({_NAME})")
+_PHP_FUNCTION = re.compile(rf"^\s*(?:(?:public|private|protected|static|abstract|final)\s+)*function\s+&?\s*"
+                           rf"({_NAME})\s*\(")
+
+
+def _php_classify(line: str, context: str, owner: str) -> list[Decl]:
+    decl = _PHP_TYPE.match(line)
+    if decl:
+        return [Decl(decl.group(1), "class", decl.start(1), "members")]
+    function = _PHP_FUNCTION.match(line)
+    if function:
+        return [Decl(function.group(1), "method" if context == "members" else "function", function.start(1))]
+    return []
+
+
 _CLASSIFIERS: dict[str, Classifier] = {
     "javascript": _js_classify,
     "typescript": _js_classify,
     "go": _go_classify,
     "rust": _rust_classify,
     "java": _java_classify,
+    "csharp": _csharp_classify,
+    "kotlin": _kotlin_classify,
+    "php": _php_classify,
 }
 BRACE_LANGUAGES: frozenset[str] = frozenset(_CLASSIFIERS)
 
@@ -286,7 +367,8 @@ def braced_symbols(text: str, language: str) -> list[Symbol]:
             continue  # inside a function body or an unrecognised block
         owner = prefix.rsplit(".", 1)[-1]
         for decl in classify(line, context, owner):
-            qualname = decl.qualname or (f"{prefix}.{decl.name}" if prefix else decl.name)
+            qualname = decl.qualname if decl.qualname is not None else (f"{prefix}.{decl.name}" if prefix
+                                                                          else decl.name)
             open_offset, end = declaration_extent(clean, start + decl.column, braces)
             if decl.body and open_offset is not None:
                 containers.append(

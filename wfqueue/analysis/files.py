@@ -110,6 +110,11 @@ _TEST_DIRS: frozenset[str] = frozenset({"tests", "test", "__tests__"})
 _TEST_NAME_MARKERS: tuple[str, ...] = (".test.", ".spec.")
 _TEST_STEM_SUFFIXES: tuple[str, ...] = ("_test", "_tests", "_spec")
 _JAVA_TEST_SUFFIXES: tuple[str, ...] = ("Test", "Tests", "IT")
+# Languages whose test files are named after their test class (FooTest.kt, FooTests.cs, FooTests.swift,
+# FooTest.php); a Scala or Spock "FooSpec" counts in a test folder only (javapoet's TypeSpec is code).
+_CLASS_TEST_EXTENSIONS: frozenset[str] = frozenset({".java", ".kt", ".cs", ".swift", ".php", ".scala", ".groovy"})
+# A folder holding a .NET or Swift test project: "Foo.Tests", "Foo.UnitTests", "FooTests" (beside "Sources").
+_TEST_PROJECT_SUFFIXES: tuple[str, ...] = (".Tests", ".Test", ".UnitTests", ".IntegrationTests", "Tests")
 
 
 class SourceFile(BaseModel):
@@ -134,9 +139,15 @@ def language_for(path: str) -> str:
 def is_test_path(path: str) -> bool:
     """True for files that are tests by their location or naming convention."""
     parts = path.split("/")
+    name = parts[-1]
+    stem, ext = posixpath.splitext(name)
+    class_named = ext.lower() in _CLASS_TEST_EXTENSIONS
     if any(part in _TEST_DIRS for part in parts[:-1]):
         return True
-    name = parts[-1]
+    # Swift's Tests/ and a .NET test project's folder (Foo.Tests/), for the languages that use them.
+    if class_named and any(part == "Tests" or (part.endswith(_TEST_PROJECT_SUFFIXES) and part != "Tests")
+                              for part in parts[:-1]):
+        return True
     stem = name.split(".", 1)[0]
     if name == "conftest.py" or (name.startswith("test_") and "." in name):
         return True
@@ -144,7 +155,7 @@ def is_test_path(path: str) -> bool:
         return True
     if stem.endswith(_TEST_STEM_SUFFIXES) and stem not in _TEST_STEM_SUFFIXES:
         return True
-    return name.endswith(".java") and stem.endswith(_JAVA_TEST_SUFFIXES) and stem not in _JAVA_TEST_SUFFIXES
+    return class_named and stem.endswith(_JAVA_TEST_SUFFIXES) and stem not in _JAVA_TEST_SUFFIXES
 
 
 def count_lines(text: str) -> int:

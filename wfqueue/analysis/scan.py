@@ -32,6 +32,12 @@ _CLEANERS: dict[str, re.Pattern[str]] = {
     ),
 }
 _CLEANERS["typescript"] = _CLEANERS["javascript"]
+# C#: raw and verbatim strings (@"a ""b"""), interpolated ones ($"..."); Kotlin: raw strings; PHP: # comments.
+_CLEANERS["csharp"] = re.compile("|".join([r'"""[\s\S]*?"""', r'\$?@"(?:""|[^"])*"', _LINE_COMMENT, _BLOCK_COMMENT,
+                                            r"\$?" + _DQ_STRING, _CHAR_LITERAL]))
+_CLEANERS["kotlin"] = re.compile("|".join([r'"""[\s\S]*?"""', _LINE_COMMENT, _BLOCK_COMMENT, _DQ_STRING,
+                                           _CHAR_LITERAL]))
+_CLEANERS["php"] = re.compile("|".join([_LINE_COMMENT, r"#(?!\[)[^\n]*", _BLOCK_COMMENT, _DQ_STRING, _SQ_STRING]))
 _NOT_NEWLINE = re.compile(r"[^\n]")
 
 # A declaration header continues onto the next line when its line ends with

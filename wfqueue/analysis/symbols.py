@@ -130,7 +130,7 @@ def python_symbols(text: str) -> list[Symbol]:
 def regex_symbols(text: str, language: str) -> list[Symbol]:
     """Best-effort symbols for languages without a parser here.
 
-    Supports javascript, typescript, go, rust, java, ruby and python; other
+    Supports javascript, typescript, go, rust, java, c#, kotlin, php, ruby and python; other
     languages yield no symbols.
     """
     if language in BRACE_LANGUAGES:

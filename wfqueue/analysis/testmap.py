@@ -181,11 +181,11 @@ def detect_test_command(files: list[SourceFile], texts: dict[str, str]) -> str:
     """The repository's whole-suite test command, "" when none is evident.
 
     When several ecosystems qualify, the one with the most test files wins
-    (ties: python, npm, go, cargo, JVM, ruby), so a Python project that ships a small
+    (ties: python, npm, go, cargo, JVM, ruby, dotnet, phpunit), so a Python project that ships a small
     JS frontend still gets pytest.
     """
     paths = {f.path for f in files}
-    counts = {"python": 0, "javascript": 0, "go": 0, "rust": 0, "java": 0, "ruby": 0}
+    counts = {"python": 0, "javascript": 0, "go": 0, "rust": 0, "java": 0, "ruby": 0, "csharp": 0, "php": 0}
     for f in files:
         if f.is_test and language_family(f.language) in counts:
             counts[language_family(f.language)] += 1
@@ -205,6 +205,10 @@ def detect_test_command(files: list[SourceFile], texts: dict[str, str]) -> str:
     gems = "".join(text for path, text in texts.items() if path == "Gemfile" or path.endswith(".gemspec"))
     if ruby := _ruby_suite(paths, ruby_tests, gems):
         candidates.append((counts["ruby"], 5, ruby))
+    if counts["csharp"] and any(p.endswith((".csproj", ".sln")) for p in paths):
+        candidates.append((counts["csharp"], 6, "dotnet test"))
+    if counts["php"] and (paths & {"phpunit.xml", "phpunit.xml.dist"} or "phpunit" in texts.get("composer.json", "")):
+        candidates.append((counts["php"], 7, "vendor/bin/phpunit"))
     if not candidates:
         return ""
     return min(candidates, key=lambda c: (-c[0], c[1]))[2]
@@ -241,6 +245,11 @@ def command_for_tests(test_paths: list[str], suite_command: str) -> str:
         module = modules.pop() if len(modules) == 1 else None  # None: not the `test` source set, or several
         task = "test" if module is None else f":{module.replace('/', ':')}:test" if module else ":test"
         return f"{tool} {task}" + "".join(f" --tests {name}" for name in classes)
+    if families == {"csharp"} and tool == "dotnet" and len(classes) == 1:
+        # One class by name (several would need "|", which no command may hold: it is run without a shell).
+        return f"dotnet test --filter FullyQualifiedName~{classes[0]}"
+    if families == {"php"} and suite_command.endswith("phpunit") and len(paths) == 1:
+        return f"{suite_command} {quoted}"
     # Ruby runs a file from the root only in the root's own test folders: a sub-project's specs (sinatra's
     # rack-protection/spec/) load their helper from their own folder, through their own Gemfile, and the root's
     # suite does not run them. Without a shell that can only be said, as a manual step.

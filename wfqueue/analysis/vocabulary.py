@@ -7,7 +7,8 @@ import re
 from wfqueue.analysis.index import RepoIndex
 from wfqueue.analysis.ranking import tokenize
 
-CODE_LANGUAGES = frozenset({"python", "javascript", "typescript", "go", "rust", "java", "ruby"})
+CODE_LANGUAGES = frozenset({"python", "javascript", "typescript", "go", "rust", "java", "ruby", "csharp", "kotlin",
+                            "php"})
 
 
 def novel_terms(index: RepoIndex, requirement: str) -> list[str]:

@@ -170,10 +170,19 @@ def _new_test_file(index: RepoIndex, source: str) -> str:
     folder = posixpath.dirname(nearest) if nearest else ("tests" if language in ("python", "rust") else "test")
     if language == "python":
         return posixpath.join(folder, f"test_{subject_stem(source)}.py")
-    if language in ("java", "kotlin"):
-        return posixpath.join(folder, f"{name}Test{extension}")
     siblings = [posixpath.basename(t) for t in tests if posixpath.dirname(t) == folder]
+    if language in _CLASS_SUFFIX:  # FooTest.java, FooTests.cs, or as the folder's tests are (FooSpec.scala)
+        stems = [posixpath.splitext(s)[0] for s in siblings]
+        default = _CLASS_SUFFIX[language]
+        counts = {suffix: sum(stem.endswith(suffix) for stem in stems) for suffix in ("Tests", "Test", "Spec")}
+        usual = max(counts, key=lambda suffix: (counts[suffix], suffix == default)) if any(counts.values()) \
+            else default
+        return posixpath.join(folder, f"{name}{usual}{extension}")
     return posixpath.join(folder, _named_like(siblings, name, extension, language))
+
+
+# How a language's test class is named after the class it tests, where the folder's tests do not say otherwise.
+_CLASS_SUFFIX = {"java": "Test", "kotlin": "Test", "scala": "Test", "php": "Test", "csharp": "Tests", "swift": "Tests"}
 
 
 def _named_like(siblings: list[str], name: str, extension: str, language: str) -> str:

@@ -1,0 +1,122 @@
+"""C#, Kotlin and PHP repositories are planned as the other languages are.
+
+Before, the offline planner said of a C# or PHP repository "has no source code to plan against"; their test
+files (src/Shop.Tests/PriceTests.cs, Tests/KitTests/KitTests.swift) were not tests, and a new test had no
+name of its language."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from wfqueue.analysis import build_index
+from wfqueue.analysis.brace_langs import braced_symbols
+from wfqueue.analysis.files import is_test_path
+from wfqueue.lite.models import LitePlanDraft
+from wfqueue.providers.offline.assess import assess, signals
+from wfqueue.providers.offline.lite_plan import plan_tasks
+from wfqueue.sandboxed_commands import refusal
+
+CSHARP = """using System;
+namespace Shop
+{
+    [Serializable]
+    public sealed class Cart : ICart
+    {
+        public const int Max = 10;
+        private readonly List<int> _items = new();
+        public Cart() { }
+        public int Count { get; set; }
+        public async Task<bool> AddAsync(int amount, string note = "{ not a brace")
+        {
+            if (amount < 0) { return false; }
+            return true;
+        }
+        private void Helper(int x) { }
+    }
+}
+"""
+KOTLIN = """package shop
+data class Price(val amount: Int)
+class Cart(private val repo: Repo) {
+    fun add(amount: Int): Boolean {
+        if (amount < 0) { return false }
+        return true
+    }
+    companion object {
+        const val MAX = 10
+        fun of(n: Int): Cart = Cart(Repo())
+    }
+}
+fun String.slug(): String = lowercase()
+"""
+PHP = """<?php
+namespace App\\Models;
+# a comment with a { brace
+final class User extends Model
+{
+    public function name(): string { return $this->first . " {" . $this->last; }
+    protected static function boot() { }
+}
+function helper($x) { return $x; }
+"""
+
+
+@pytest.mark.parametrize(("text", "language", "expected"), [
+    (CSHARP, "csharp", [("class", "Cart", 5, 17), ("constant", "Cart.Max", 7, 7), ("method", "Cart.Cart", 9, 9),
+                        ("method", "Cart.Count", 10, 10), ("method", "Cart.AddAsync", 11, 15),
+                        ("method", "Cart.Helper", 16, 16)]),
+    (KOTLIN, "kotlin", [("class", "Price", 2, 2), ("class", "Cart", 3, 12), ("method", "Cart.add", 4, 7),
+                        ("constant", "Cart.Companion.MAX", 9, 9), ("method", "Cart.Companion.of", 10, 10),
+                        ("function", "String.slug", 13, 13)]),
+    (PHP, "php", [("class", "User", 4, 8), ("method", "User.name", 6, 6), ("method", "User.boot", 7, 7),
+                  ("function", "helper", 9, 9)]),
+])
+def test_symbols_of_csharp_kotlin_and_php(text: str, language: str, expected: list[tuple[str, str, int, int]]) -> None:
+    """Named without a C# namespace (as code and requirements name them: Cart.AddAsync); braces in strings and
+    comments do not end a body."""
+    assert [(s.kind, s.qualname, s.line, s.end_line) for s in braced_symbols(text, language)] == expected
+
+
+@pytest.mark.parametrize(("path", "test"), [
+    ("src/Shop.Tests/CartTests.cs", True), ("src/Shop/Cart.cs", False), ("Tests/KitTests/KitTests.swift", True),
+    ("tests/Unit/UserTest.php", True), ("src/main/kotlin/a/CartTest.kt", True), ("src/Shop/Contest.cs", False),
+    ("src/main/scala/a/TypeSpec.scala", False), ("src/test/scala/a/CartSpec.scala", True),
+])
+def test_test_files_of_class_named_languages(path: str, test: bool) -> None:
+    assert is_test_path(path) is test
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    return root
+
+
+def lite(root: Path, requirement: str) -> LitePlanDraft:
+    index = build_index(root)
+    return plan_tasks(index, requirement, "s", assess(requirement, signals(index, requirement), False), [], [])
+
+
+def test_a_csharp_fix_changes_its_method_and_runs_its_test_class(tmp_path: Path) -> None:
+    repo = write(tmp_path, {
+        "Shop.sln": "", "src/Shop/Shop.csproj": "<Project/>\n", "src/Shop/Cart.cs": CSHARP,
+        "src/Shop.Tests/Shop.Tests.csproj": "<Project/>\n",
+        "src/Shop.Tests/CartTests.cs": "public class CartTests { public void Adds() { new Cart().AddAsync(1); } }\n"})
+    *changes, test = lite(repo, "Fix Cart.AddAsync to reject negative amounts").tasks
+    assert [(f.path, f.target) for t in changes for f in t.files][0] == ("src/Shop/Cart.cs", "Cart.AddAsync")
+    assert [(f.path, f.action) for f in test.files] == [("src/Shop.Tests/CartTests.cs", "modify")]
+    assert test.convergence.verification == "dotnet test --filter FullyQualifiedName~CartTests"
+    assert refusal(test.convergence.verification) is None  # execution's sandboxed runner runs it
+
+
+def test_a_php_test_is_named_and_run_as_phpunit_does(tmp_path: Path) -> None:
+    repo = write(tmp_path, {"composer.json": '{"require-dev": {"phpunit/phpunit": "^10"}}\n',
+                            "app/Models/User.php": PHP,
+                            "tests/Unit/OrderTest.php": "<?php\nclass OrderTest extends TestCase {}\n"})
+    [task] = lite(repo, "Add tests for User.name").tasks
+    assert [(f.path, f.action) for f in task.files] == [("tests/Unit/UserTest.php", "create")]
+    assert task.convergence.verification == "vendor/bin/phpunit tests/Unit/UserTest.php"
+    assert refusal(task.convergence.verification) is None
