@@ -106,7 +106,7 @@ def test_a_csharp_fix_changes_its_method_and_runs_its_test_class(tmp_path: Path)
         "src/Shop.Tests/Shop.Tests.csproj": "<Project/>\n",
         "src/Shop.Tests/CartTests.cs": "public class CartTests { public void Adds() { new Cart().AddAsync(1); } }\n"})
     *changes, test = lite(repo, "Fix Cart.AddAsync to reject negative amounts").tasks
-    assert [(f.path, f.target) for t in changes for f in t.files][0] == ("src/Shop/Cart.cs", "Cart.AddAsync")
+    assert next((f.path, f.target) for t in changes for f in t.files) == ("src/Shop/Cart.cs", "Cart.AddAsync")
     assert [(f.path, f.action) for f in test.files] == [("src/Shop.Tests/CartTests.cs", "modify")]
     assert test.convergence.verification == "dotnet test --filter FullyQualifiedName~CartTests"
     assert refusal(test.convergence.verification) is None  # execution's sandboxed runner runs it
