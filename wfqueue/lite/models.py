@@ -108,7 +108,7 @@ class ClarificationAnswer(BaseModel):
 
 class LitePlanDraft(BaseModel):
     """What a provider answers for the planning step: 2-7 unified tasks, or one where the requirement asks only
-    for one test file's tests (a second task would have nothing to change)."""
+    for one test file's tests or one document (a second task would have nothing to change)."""
 
     understanding: str
     tasks: list[UnifiedTask] = Field(min_length=1, max_length=7)

@@ -86,8 +86,8 @@ constraints, clarification_needs [{question, options, context}] for decisions on
 Every path, line, snippet and regular expression is verified against the files afterwards: report only what \
 you have seen.""",
     "lite_plan": f"""Step: turn the assessment, the verified explorations and the user's answers into a \
-plan of 2 to 7 tasks (one is enough when the requirement asks only for tests in one file). \
-Findings marked unverified may be wrong: rely on verified ones.
+plan of 2 to 7 tasks (one is enough when the requirement asks only for tests in one file or for one \
+document). Findings marked unverified may be wrong: rely on verified ones.
 Answer: understanding (your synthesis, a few paragraphs) and tasks. Task ids are TASK-001, TASK-002, ... \
 in order. {TASK_RULES}""",
     "detect_conflicts": """Step: find conflicts between the planned change and the existing code, from the \
