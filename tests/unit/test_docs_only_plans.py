@@ -18,7 +18,7 @@ from wfqueue.collab.assemble import allocate
 from wfqueue.lite.models import Assessment, LitePlanDraft
 from wfqueue.providers.offline.area import plan_area
 from wfqueue.providers.offline.assess import assess, signals
-from wfqueue.providers.offline.docs_only import documents_to_write
+from wfqueue.providers.offline.docs_only import documents_beside_change, documents_to_write
 from wfqueue.providers.offline.intent import intent_of
 from wfqueue.providers.offline.lite_plan import plan_tasks
 from wfqueue.providers.offline.understand import understand
@@ -44,6 +44,10 @@ def lite(index: RepoIndex, requirement: str) -> LitePlanDraft:
     ("Add a changelog entry for the retry fix", "docs"),
     ("Explain the cache.py settings in the docs", "docs"),
     ("docs(readme): update the install steps", "docs"),
+    ("Add a section to docs/quickstart.md about streaming", "docs"),
+    ("Fix typos in the README", "docs"),
+    ("Add usage examples to the README", "docs"),
+    ("Create CONTRIBUTING.md", "docs"),
     ("Add docstrings to notes_api/auth/tokens.py", "docstrings"),
     ("Document every public function in tokens.py with docstrings", "docstrings"),
     ("Add comments explaining the retry loop", "docstrings"),
@@ -52,6 +56,15 @@ def lite(index: RepoIndex, requirement: str) -> LitePlanDraft:
     ("Add a docs command to the CLI", "change"),
     ("Update the documentation builder to use mkdocs", "change"),
     ("Add support for readme badges", "change"),
+    ("Document X and add a --verbose flag", "change"),
+    ("Fix the docs build", "change"),
+    ("Update the docs dependencies", "change"),
+    ("Add OpenAPI docs to the server", "change"),
+    ("Add a readme parser", "change"),
+    ("Update the docs URL in setup.py", "change"),
+    ("Add comments endpoint to the API", "change"),
+    ("Update the comments API to support replies", "change"),
+    ("Add docstring support to the parser", "change"),
 ])
 def test_what_a_requirement_asks_for(requirement: str, intent: str) -> None:
     assert intent_of(requirement) == intent
@@ -161,3 +174,30 @@ def test_a_bare_document_name_several_folders_have_is_not_guessed(tmp_path: Path
     assert exists and path != "index.md"  # one of the pages there is, not a new index.md at the top
     assert documents_to_write(index, "Document the retry option in docs/guide/index.md") == [
         ("docs/guide/index.md", True)]
+
+
+@pytest.mark.parametrize(("requirement", "documents"), [
+    ("Add a flag, document it in readme.md", [("README.md", True)]),
+    ("Add a flag and document it in the README", [("README.md", True)]),
+    ("Add a flag and update the changelog", [("CHANGELOG.md", False)]),
+    ("Update the parser so it can read README.md front matter", []),
+    ("Make the CLI list the headings of README.md", []),
+    ("Update requirements.txt to pin httpx and fix the client retry", []),  # no document
+])
+def test_which_documents_a_change_updates(index: RepoIndex, requirement: str,
+                                          documents: list[tuple[str, bool]]) -> None:
+    assert documents_beside_change(index, requirement) == documents
+
+
+def test_docstrings_are_planned_where_they_are_asked_for_and_never_crash(index: RepoIndex, tmp_path: Path) -> None:
+    draft = lite(index, "Add docstrings to the router")
+    assert {f.path for t in draft.tasks for f in t.files} == {"notes_api/api/router.py"}  # not its users
+    requirement = "Add docstrings to notes_api/auth/tokens.py"
+    analysis = allocate(understand(index, requirement, 4), "CPLAN-s", requirement, 4)
+    tasks = [t for sub in analysis.sub_domains for t in plan_area(index, analysis, sub.focus_area).tasks]
+    assert tasks and all(t.type == "docs" for t in tasks)
+    assert not any("fails without the change" in c for t in tasks for c in t.convergence.criteria)
+    (tmp_path / "README.md").write_text("# parser\n", encoding="utf-8")
+    bare = build_index(tmp_path)  # no code at all: still a plan, as for any change
+    assert lite(bare, "Add docstrings to the parser").tasks
+    assert understand(bare, "Add docstrings to the parser", 4).sub_domains

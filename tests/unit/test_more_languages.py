@@ -28,6 +28,7 @@ namespace Shop
         private readonly List<int> _items = new();
         public Cart() { }
         public int Count { get; set; }
+        public Dictionary<string, int> Totals() => new();
         public async Task<bool> AddAsync(int amount, string note = "{ not a brace")
         {
             if (amount < 0) { return false; }
@@ -50,26 +51,30 @@ class Cart(private val repo: Repo) {
     }
 }
 fun String.slug(): String = lowercase()
+class CartTest {
+    @Test fun `adds an item`() { }
+}
 """
 PHP = """<?php
 namespace App\\Models;
 # a comment with a { brace
-final class User extends Model
+#[Entity] final class User extends Model
 {
     public function name(): string { return $this->first . " {" . $this->last; }
-    protected static function boot() { }
+    #[Hook('boot')] protected static function boot() { }
 }
 function helper($x) { return $x; }
 """
 
 
 @pytest.mark.parametrize(("text", "language", "expected"), [
-    (CSHARP, "csharp", [("class", "Cart", 5, 17), ("constant", "Cart.Max", 7, 7), ("method", "Cart.Cart", 9, 9),
-                        ("method", "Cart.Count", 10, 10), ("method", "Cart.AddAsync", 11, 15),
-                        ("method", "Cart.Helper", 16, 16)]),
+    (CSHARP, "csharp", [("class", "Cart", 5, 18), ("constant", "Cart.Max", 7, 7), ("method", "Cart.Cart", 9, 9),
+                        ("method", "Cart.Count", 10, 10), ("method", "Cart.Totals", 11, 11),
+                        ("method", "Cart.AddAsync", 12, 16), ("method", "Cart.Helper", 17, 17)]),
     (KOTLIN, "kotlin", [("class", "Price", 2, 2), ("class", "Cart", 3, 12), ("method", "Cart.add", 4, 7),
                         ("constant", "Cart.Companion.MAX", 9, 9), ("method", "Cart.Companion.of", 10, 10),
-                        ("function", "String.slug", 13, 13)]),
+                        ("function", "String.slug", 13, 13), ("class", "CartTest", 14, 16),
+                        ("method", "CartTest.`adds an item`", 15, 15)]),
     (PHP, "php", [("class", "User", 4, 8), ("method", "User.name", 6, 6), ("method", "User.boot", 7, 7),
                   ("function", "helper", 9, 9)]),
 ])
@@ -120,3 +125,11 @@ def test_a_php_test_is_named_and_run_as_phpunit_does(tmp_path: Path) -> None:
     assert [(f.path, f.action) for f in task.files] == [("tests/Unit/UserTest.php", "create")]
     assert task.convergence.verification == "vendor/bin/phpunit tests/Unit/UserTest.php"
     assert refusal(task.convergence.verification) is None
+
+
+def test_a_php_test_class_named_without_its_file_is_that_file(tmp_path: Path) -> None:
+    repo = write(tmp_path, {"phpunit.xml": "<phpunit/>\n", "app/Pricing.php": "<?php\nclass Pricing\n{\n"
+                            "    public function discount() { return 0; }\n}\n",
+                            "tests/Unit/OrderTest.php": "<?php\nclass OrderTest extends TestCase {}\n"})
+    [task] = lite(repo, "Add a new DiscountTest covering Pricing.discount").tasks
+    assert [(f.path, f.action) for f in task.files] == [("tests/Unit/DiscountTest.php", "create")]

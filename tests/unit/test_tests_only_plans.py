@@ -45,6 +45,9 @@ def lite(index: RepoIndex, requirement: str) -> LitePlanDraft:
     "test(auth): cover verify_token edge cases",
     "[auth] Add tests for verify_token",
     "Add a new ArrayTypeNameTest covering ArrayTypeName.of",
+    "Add unit and integration tests for the router",
+    "Increase code coverage of utils.py",
+    "Add tests for the router, and add more tests for the cache",
     "Add more cases to TypeNameTest for ArrayTypeName.of",
     "Add regression tests for the bug fixed in tokens.py",
     "GOAL: Add tests for the router\nSCOPE: api\nCONTEXT: Add tests for the router in the existing code\n"
@@ -64,6 +67,15 @@ def test_requirements_asking_only_for_tests(requirement: str) -> None:
     "Add caching to the router with tests",
     "Add the latest version check",  # "latest" ends like a test class's name; it is none
     "Add a RecordComponentSpec class for Java records",  # javapoet's *Spec classes are code
+    "Add tests for the router, and add a 404 handler",
+    "Add tests for the cache and create a cache warmer",
+    "Test that X works. If not, correct it",
+    "Add test IDs to the buttons",
+    "Add a test endpoint that returns 200",
+    "Add coverage reporting to CI",
+    "Create the spec loader",
+    "# Fix the 404 bug in the router\n\nAdd a regression test for it.",  # the heading asks for the fix
+    "GOAL: Add tests for the router\nSCOPE: - Fix the 404 handler\nCONTEXT: the router",  # a session's bullets
 ])
 def test_requirements_asking_for_a_change_too(requirement: str) -> None:
     assert intent_of(requirement) == "change"

@@ -254,9 +254,11 @@ _CS_TYPE = re.compile(rf"^\s*{_CS_ATTRIBUTES}{_CS_MODIFIERS}(?:class|interface|s
                       rf"record(?:\s+(?:class|struct))?)\s+({_NAME})")
 # A block namespace holds top-level-like declarations; a file-scoped one (`namespace Shop;`) opens no block.
 _CS_NAMESPACE = re.compile(r"^\s*namespace\s+[\w.]+\s*(?:\{|$)")
-_CS_METHOD = re.compile(rf"^\s*{_CS_ATTRIBUTES}{_CS_MODIFIERS}(?:([\w.<>\[\],?()]+?)\s+)?({_NAME})\s*"
+# A type as a member's declaration writes it: Dictionary<string, int>, (int, string), int[]?, Task<bool>.
+_CS_TYPE_REF = r"(?:\([^()]*\)|[\w.]+(?:\s*<[^()]*?>)?)(?:\s*\[[,\s]*\])*\??"
+_CS_METHOD = re.compile(rf"^\s*{_CS_ATTRIBUTES}{_CS_MODIFIERS}(?:({_CS_TYPE_REF})\s+)?({_NAME})\s*"
                         r"(?:<[^>()]*>)?\s*\(")
-_CS_PROPERTY = re.compile(rf"^\s*{_CS_ATTRIBUTES}{_CS_MODIFIERS}[\w.<>\[\],?]+\s+({_NAME})\s*(?:\{{|=>)")
+_CS_PROPERTY = re.compile(rf"^\s*{_CS_ATTRIBUTES}{_CS_MODIFIERS}{_CS_TYPE_REF}\s+({_NAME})\s*(?:\{{|=>)")
 _CS_CONSTANT = re.compile(rf"^\s*{_CS_MODIFIERS}const\s+[\w.<>\[\]?]+\s+({_NAME})\s*=")
 
 
@@ -287,8 +289,9 @@ _KT_MODIFIERS = (r"(?:(?:public|private|protected|internal|open|abstract|sealed|
 _KT_ANNOTATIONS = r"(?:@[\w.]+(?:\([^)]*\))?\s+)*"
 _KT_TYPE = re.compile(rf"^\s*{_KT_ANNOTATIONS}{_KT_MODIFIERS}(?:fun\s+)?(?:class|interface|object)\s+({_NAME})")
 _KT_COMPANION = re.compile(rf"^\s*{_KT_MODIFIERS}companion\s+object\b\s*({_NAME})?")
-# `fun name(`, `fun <T> name(`, an extension `fun String.name(`
-_KT_FUN = re.compile(rf"^\s*{_KT_ANNOTATIONS}{_KT_MODIFIERS}fun\s+(?:<[^>]*>\s*)?(?:([\w.<>?]+)\.)?({_NAME})\s*\(")
+# `fun name(`, `fun <T> name(`, an extension `fun String.name(`, a test named in backticks `fun `adds one`(`
+_KT_FUN = re.compile(rf"^\s*{_KT_ANNOTATIONS}{_KT_MODIFIERS}fun\s+(?:<[^>]*>\s*)?(?:([\w.<>?]+)\.)?"
+                     rf"({_NAME}|`[^`\n]+`)\s*\(")
 _KT_CONSTANT = re.compile(rf"^\s*{_KT_MODIFIERS}const\s+val\s+({_NAME})")
 
 
@@ -310,9 +313,11 @@ def _kotlin_classify(line: str, context: str, owner: str) -> list[Decl]:
     return [Decl(name, kind, fun.start(2), qualname=f"{receiver}.{name}" if receiver and context == "top" else None)]
 
 
-_PHP_TYPE = re.compile(rf"^\s*(?:(?:abstract|final|readonly)\s+)*(?:class|interface|trait|enum)\s+({_NAME})")
-_PHP_FUNCTION = re.compile(rf"^\s*(?:(?:public|private|protected|static|abstract|final)\s+)*function\s+&?\s*"
-                           rf"({_NAME})\s*\(")
+_PHP_ATTRIBUTES = r"(?:#\[[^\]]*\]\s*)*"  # #[Entity], #[Route('/')] before a declaration on its line
+_PHP_TYPE = re.compile(rf"^\s*{_PHP_ATTRIBUTES}(?:(?:abstract|final|readonly)\s+)*(?:class|interface|trait|enum)\s+"
+                       rf"({_NAME})")
+_PHP_FUNCTION = re.compile(rf"^\s*{_PHP_ATTRIBUTES}(?:(?:public|private|protected|static|abstract|final)\s+)*"
+                           rf"function\s+&?\s*({_NAME})\s*\(")
 
 
 def _php_classify(line: str, context: str, owner: str) -> list[Decl]:

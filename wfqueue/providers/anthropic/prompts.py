@@ -100,7 +100,8 @@ recommended strategy. Report real conflicts only.""",
     "generate_tasks": f"""Step: generate the implementation tasks of a workflow session from the structured \
 input, the assessment, the verified explorations and the planning constraints in the message. Every \
 planning constraint must be respected by the tasks it concerns. Each critical file (the code the gathered \
-context ranks most relevant) is changed by a task, or the summary says why it needs no change.
+context ranks most relevant) is in a task: changed by it, or among its focus_paths for a task that only reads \
+it (tests or documents about it); else the summary says why it is left out.
 Answer: summary, approach, design_decisions and 1 to 10 tasks with ids IMPL-1, IMPL-2, ... in order. \
 {TASK_RULES}""",
 }

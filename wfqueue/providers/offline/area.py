@@ -30,7 +30,7 @@ from wfqueue.providers.offline.changes import (
     verification_for,
     written_in,
 )
-from wfqueue.providers.offline.docs_only import change_docs_task, docs_task, is_document
+from wfqueue.providers.offline.docs_only import as_docstrings_task, change_docs_task, docs_task, is_document
 from wfqueue.providers.offline.intent import intent_of
 from wfqueue.providers.offline.tests_only import tests_task
 from wfqueue.providers.offline.tests_placement import covering_tests
@@ -267,6 +267,8 @@ def plan_area(index: RepoIndex, analysis: RequirementAnalysis, focus_area: str) 
                      else _change_docs_task(index, analysis, sub, path, ids) if is_document(path)
                      else _task_for_file(index, analysis, sub, path, ids, created) if exists
                      else _create_task(index, analysis, sub, path, ids))
+    if intent == "docstrings":
+        tasks = [as_docstrings_task(t) for t in tasks]
     order = " → ".join(t.id for t in tasks)
     short = requirement_short(analysis.original_requirement)
     return AreaDraft(

@@ -13,8 +13,8 @@ import posixpath
 import re
 
 from wfqueue.analysis import RepoIndex, tokenize
-from wfqueue.providers.offline.changes import file_entries, requirement_brief
-from wfqueue.providers.offline.file_task import file_task
+from wfqueue.providers.offline.changes import named_code, requirement_brief
+from wfqueue.providers.offline.file_task import code_and_symbols, file_task
 from wfqueue.unified_task import UnifiedTask
 
 DOC_EXTENSIONS = (".md", ".markdown", ".rst", ".txt", ".adoc")
@@ -51,26 +51,40 @@ def _named(index: RepoIndex, requirement: str, documents: list[str]) -> list[tup
                 continue  # "index.md" of several folders: which one is not said
             path = same_name[0] if same_name else (
                 f"docs/{path}" if any(f == "docs" or f.startswith("docs/") for f in folders) else path)
-        if ".." in path.split("/"):
+        if ".." in path.split("/") or not is_document(path):
             continue
         if path not in (p for p, _ in found):
             found.append((path, path in existing))
     return found
 
 
-# A clause asking for a document's update beside a change: "..., document it in README.md", "and mention the
-# option in docs/config.md", "update CHANGELOG.md".
-_DOCUMENT_VERB = re.compile(r"\b(?:document|describe|explain|mention|note|update|list)\b", re.IGNORECASE)
+# Where a change asks its documentation to go: "..., document it in README.md", "mention the option in the
+# README", "add it to docs/cli.md", "update CHANGELOG.md" / "update the changelog".
+_DOC_TARGET = r"(?P<doc>[\w./-]+\.(?:md|markdown|rst|adoc)|readme|change\s*log)\b"
+_DOCUMENTED_IN = re.compile(r"\b(?:document|describe|explain|mention|note|list|add)\b(?:[^.;,\n]|\.(?=\S))*?"
+                            rf"\b(?:in|to|into)\s+(?:the\s+)?{_DOC_TARGET}", re.IGNORECASE)
+_UPDATED = re.compile(rf"\bupdate\s+(?:the\s+)?{_DOC_TARGET}", re.IGNORECASE)
 
 
 def documents_beside_change(index: RepoIndex, requirement: str) -> list[tuple[str, bool]]:
-    """The documents a change asks to update as well: those it names in a clause saying to document, describe,
-    explain, mention, note, update or list something ("..., document it in README.md and lib.rs docs"); a
-    document named otherwise ("parse the front matter of README.md files") is the change's data, not its docs."""
+    """The documents a change asks to update as well: where it says to document, describe, explain, mention,
+    note, list or add something ("..., document it in README.md", "mention it in the README"), or a document it
+    says to update ("update the changelog"). A document named otherwise ("read the front matter of
+    README.md", "list the headings of README.md") is the change's data, not its docs."""
     documents = sorted(f.path for f in index.files if is_document(f.path))
-    clauses = [c for c in re.split(r"[.;,\n]\s|\band\s+(?=[a-z]+\b)", requirement) if _DOCUMENT_VERB.search(c)]
-    return [(path, exists) for path, exists in _named(index, requirement, documents)
-            if any(posixpath.basename(path) in clause for clause in clauses)]
+    found: list[tuple[str, bool]] = []
+    for match in [*_DOCUMENTED_IN.finditer(requirement), *_UPDATED.finditer(requirement)]:
+        target = match.group("doc")
+        if target.lower() == "readme":
+            readme = _at_top(documents, ("readme",))
+            place = [(readme, True) if readme else ("README.md", False)]
+        elif re.fullmatch(r"change\s*log", target, re.IGNORECASE):
+            changelog = _at_top(documents, _CHANGELOG_NAMES)
+            place = [(changelog, True) if changelog else ("CHANGELOG.md", False)]
+        else:
+            place = _named(index, target, documents)
+        found += [entry for entry in place if entry not in found]
+    return found
 
 
 def _at_top(documents: list[str], names: tuple[str, ...]) -> str | None:
@@ -109,8 +123,7 @@ def documents_to_write(index: RepoIndex, requirement: str) -> list[tuple[str, bo
 def _description(index: RepoIndex, requirement: str, document: str, exists: bool, code: list[str]) -> str:
     """What a documentation task does: the requirement, the document, and the code to read first (unchanged)."""
     brief = requirement_brief(requirement)
-    targets = [f.target for path in code for f in file_entries(index, path, requirement) if f.target]
-    where = ", ".join(code) + (f" ({', '.join(targets[:4])})" if targets else "")
+    where = code_and_symbols(index, requirement, code)
     return (f"{brief[:1].upper() + brief[1:]}: in {document} ({'extended' if exists else 'a new document'})."
             + (f" Read the code it describes first, {where}; the code does not change." if code else ""))
 
@@ -133,4 +146,23 @@ def change_docs_task(index: RepoIndex, requirement: str, task_id: str, path: str
                      description=f"{brief[:1].upper() + brief[1:]}: update {path} for it"
                                  + (f", once {', '.join(changed[:3])} carry the change." if changed else "."))
     return task.model_copy(update={"focus_paths": [path, *changed[:3]], "scope": ", ".join([path, *changed[:3]])})
+
+
+# Criteria that need a test of the change: documentation in the code has none.
+_TEST_CRITERIA = ("fails without the change", "finds a test using it")
+
+
+def as_docstrings_task(task: UnifiedTask) -> UnifiedTask:
+    """A change task of a docstrings requirement: documentation, checked by the suite still passing (no test of
+    the change is written)."""
+    criteria = [c for c in task.convergence.criteria if not any(m in c for m in _TEST_CRITERIA)]
+    return task.model_copy(update={"type": "docs", "convergence": task.convergence.model_copy(
+        update={"criteria": criteria})})
+
+
+def docstrings_scope(index: RepoIndex, requirement: str, ranked: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """The files a docstrings requirement changes: the code it names (changes.named_code), not every module the
+    localizer ranks beside it ("Add docstrings to the router" is router.py, not the server using it)."""
+    keep = set(named_code(index, requirement, [p for p, _ in ranked]))
+    return [(p, s) for p, s in ranked if p in keep] or ranked
 

@@ -9,10 +9,22 @@ from __future__ import annotations
 from typing import Literal
 
 from wfqueue.analysis import RepoIndex
-from wfqueue.providers.offline.changes import change_phrase, names_to_find, requirement_short, written_in
+from wfqueue.providers.offline.changes import (
+    change_phrase,
+    file_entries,
+    names_to_find,
+    requirement_short,
+    written_in,
+)
 from wfqueue.unified_task import Convergence, TaskFile, TaskTest, UnifiedTask
 
 FileKind = Literal["testing", "docs"]
+
+
+def code_and_symbols(index: RepoIndex, requirement: str, code: list[str]) -> str:
+    """``code`` as a task names it: the files, then the symbols of them the requirement touches."""
+    targets = [f.target for path in code for f in file_entries(index, path, requirement) if f.target]
+    return ", ".join(code) + (f" ({', '.join(targets[:4])})" if targets else "")
 
 
 def unchanged_criterion(code: list[str], what: str = "the code under test") -> list[str]:

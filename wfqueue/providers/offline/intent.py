@@ -13,57 +13,75 @@ from typing import Literal
 Intent = Literal["tests", "docs", "docstrings", "change"]
 
 # Within a sentence: a full stop followed by a space ends it, one inside a file name (tokens.py) does not.
-# "Add tests for ...", "Write unit tests covering ...", "Increase test coverage of ...", "Cover X with tests",
-# "Test that ..."; not "Add a test command".
+_IN_SENTENCE = r"(?:[^.;]|\.(?=\S))*"
+# What may follow the thing asked for: the end, punctuation, or a word saying what it is about ("tests for",
+# "a guide to", "docs covering"); not another noun ("test IDs", "docs build", "spec validator", "readme parser").
+_ABOUT = (r"(?=\s*$|\s*[,.;:!]|\s+(?:for|to|of|in|on|about|around|covering|that|which|with|and|when|where|so|"
+          r"checking|verifying|exercising|explaining|describing|showing|under|against|using|from)\b)")
+_TEST_CLASS = r"(?-i:[A-Z][A-Za-z0-9]*[a-z0-9]Tests?)"
+_DOC_FILE = r"[\w./-]+\.(?:md|markdown|rst|adoc)\b"
+# "Add tests for ...", "Write unit and integration tests covering ...", "Increase test coverage of ...",
+# "Cover X with tests", "Test that ...", "Add a new ArrayTypeNameTest", "Add more cases to TypeNameTest".
 _TESTS = re.compile(
     r"^\W*(?:please\s+)?(?:"
     r"(?:add|write|create|extend|expand|improve|increase)\s+(?:an?\s+|some\s+|the\s+)?"
-    r"(?:(?:more|missing|new|unit|integration|regression|end-to-end|e2e|edge[- ]case|property[- ]based)\s+)*"
-    r"(?:tests?|test\s+cases?|test\s+coverage|coverage|specs?|(?-i:[A-Z][A-Za-z0-9]*[a-z0-9]Tests?))\b"
-    r"(?!\s+(?:command|runner|helper|mode|flag|option|script|target|server|client|harness)s?\b)"
-    # "Add more cases to TypeNameTest", "Add cases to tests/test_router.py"
-    r"|(?:add|write)\s+(?:more\s+|new\s+|missing\s+)?(?:test\s+)?cases?\s+(?:to|in)\s+"
-    r"(?:(?-i:[A-Z][A-Za-z0-9]*[a-z0-9]Tests?)\b|\S*(?:test|spec)\S*)"
-    r"|cover\b(?:[^.;]|\.(?=\S))*\bwith\s+(?:more\s+)?(?:unit\s+|integration\s+)?(?:tests?|specs?)\b"
+    r"(?:(?:more|missing|new|unit|integration|regression|end-to-end|e2e|edge[- ]case|property[- ]based|snapshot|"
+    r"fuzz|smoke|pytest|jest|rspec|junit|code)\s+(?:and\s+|or\s+|/\s*)?)*"
+    rf"(?:tests?|test\s+cases?|test\s+coverage|coverage|specs?|{_TEST_CLASS}){_ABOUT}"
+    rf"|(?:add|write)\s+(?:more\s+|new\s+|missing\s+)?(?:test\s+)?cases?\s+(?:to|in)\s+"
+    rf"(?:{_TEST_CLASS}\b|\S*(?:test|spec)\S*)"
+    rf"|cover\b{_IN_SENTENCE}\bwith\s+(?:more\s+)?(?:unit\s+|integration\s+)?(?:tests?|specs?)\b"
     r"|test\s+(?:that|how|whether|each|every|all)\b)", re.IGNORECASE)
 # "Document the retry options", "Update the README to explain ...", "Write a migration guide", "Add a changelog
-# entry", "Explain X in the docs"; not "Add a docs command" nor "Update the documentation builder".
+# entry", "Explain X in the docs", "Add a section to docs/quickstart.md about ...", "Fix typos in the README",
+# "Create CONTRIBUTING.md"; not "Add a docs command", "Fix the docs build" nor "Add OpenAPI docs".
 _DOCS = re.compile(
-    r"^\W*(?:please\s+)?(?:document\b"
+    r"^\W*(?:please\s+)?(?:document\b(?!\s+(?:type|model|store|schema|upload)s?\b)"
     r"|(?:add|write|update|improve|extend|expand|fix|correct|clarify|rewrite|create|complete)\s+"
     r"(?:an?\s+|the\s+|some\s+|more\s+|missing\s+|our\s+)?"
-    r"(?:(?!(?:for|to|of|in|on|with|from)\b)[\w-]+\s+)?"  # one word saying which: "a deployment guide"
-    r"(?:docs?|documentation|readme|guide|tutorial|changelog|release\s+notes)\b"
-    r"(?!\s+(?:command|builder|generator|site|server|tool|script|target|workflow|pipeline|job)s?\b)"
-    r"|(?:explain|describe)\b(?:[^.;]|\.(?=\S))*\bin\s+(?:the\s+)?(?:docs?|documentation|readme)\b)", re.IGNORECASE)
+    r"(?:(?!(?:for|to|of|in|on|with|from|openapi|swagger|redoc)\b)[\w-]+\s+)?"  # which: "a deployment guide"
+    rf"(?:docs?|documentation|readme|guide|tutorial|changelog(?:\s+entr(?:y|ies))?|release\s+notes){_ABOUT}"
+    rf"|(?:add|write|create|update|rewrite|improve|extend|expand)\s+(?:an?\s+|the\s+)?(?:new\s+)?{_DOC_FILE}"
+    r"|(?:add|write)\s+(?:an?\s+|the\s+|some\s+|more\s+)?(?:new\s+)?(?:usage\s+)?"
+    rf"(?:section|page|paragraph|note|examples?|faq)\s+(?:to|in|on)\s+(?:the\s+)?(?:docs?\b|documentation|readme|{_DOC_FILE})"
+    r"|(?:fix|correct)\s+(?:the\s+|a\s+)?(?:typos?|wording|grammar|broken\s+links?)\s+in\s+(?:the\s+)?"
+    rf"(?:docs?\b|documentation|readme|{_DOC_FILE})"
+    rf"|(?:explain|describe)\b{_IN_SENTENCE}\bin\s+(?:the\s+)?(?:docs?|documentation|readme)\b)", re.IGNORECASE)
 # Documentation inside the code: "Add docstrings to ...", "Document every public function of ... with
-# docstrings", "Add comments explaining ...".
+# docstrings", "Add comments explaining ..."; not "Add comments endpoint" nor "Add docstring support".
 _DOCSTRINGS = re.compile(
     r"^\W*(?:please\s+)?(?:(?:add|write|update|improve|complete|fix)\s+(?:the\s+|missing\s+|more\s+)?"
-    r"(?:docstrings?|doc\s+comments?|jsdoc|javadoc|rustdoc|type\s+hints|comments?)\b"
-    r"|document\b(?:[^.;]|\.(?=\S))*\bwith\s+(?:docstrings?|doc\s+comments?|comments?)\b)", re.IGNORECASE)
+    rf"(?:docstrings?|doc\s+comments?|jsdoc|javadoc|rustdoc|type\s+hints|(?:code\s+)?comments?){_ABOUT}"
+    rf"|document\b{_IN_SENTENCE}\bwith\s+(?:docstrings?|doc\s+comments?|comments?)\b)", re.IGNORECASE)
 _ASKED: tuple[tuple[Intent, re.Pattern[str]], ...] = (("docstrings", _DOCSTRINGS), ("tests", _TESTS), ("docs", _DOCS))
 # How a commit-style requirement files itself ("test: ...", "docs(readme): ..."), after a workflow session's
 # "GOAL: " (workflow_session.structure.as_text), and an area tag ("[auth] Add tests ...").
 _GOAL = re.compile(r"^\s*GOAL:\s*")
 _PREFIX = re.compile(r"^\s*(?:\[[^\]]*\]\s*)?([a-z]+)(?:\([^)]*\))?!?:\s", re.IGNORECASE)
 _AREA_TAG = re.compile(r"^\s*\[[^\]]*\]\s*")
+_HEADING = re.compile(r"^\s*#+\s*")
 _PREFIX_INTENTS: dict[str, Intent] = {"test": "tests", "tests": "tests", "docs": "docs", "doc": "docs"}
-# A clause, after the first, asking to change the code as well: "... and fix the expiry check", "Then refactor".
-_CHANGE_TOO = re.compile(r"(?:\band\b|\bthen\b|\balso\b|[;:]|\.\s|\n)\s*(?:then\s+|also\s+|please\s+)?"
+# A clause, after the first, asking to change the code as well: "... and fix the expiry check", "Then refactor",
+# "..., and add a 404 handler", a bullet "- Fix the handler"; not "... and add more tests".
+_MORE_OF_THE_SAME = (r"(?!\s+(?:an?\s+|the\s+|some\s+)?(?:more\s+|new\s+|missing\s+)?"
+                     r"(?:tests?|cases?|specs?|docs?|examples?)\b)")
+_CHANGE_TOO = re.compile(r"(?:\band\b|\bthen\b|\balso\b|\bif\s+not\b|[;:,]|\.\s|\n)\s*(?:[-*•]\s*)?"
+                         r"(?:then\s+|also\s+|please\s+)?"
                          r"(?:fix|implement|refactor|rename|remove|delete|change|support|replace|rewrite|migrate|"
-                         r"update|move|extract|optimi[sz]e)\b", re.IGNORECASE)
-# The lines a workflow session adds to its goal (workflow_session.structure.as_text): its scope, repeated
-# context and the constraints chosen in conflict resolution, which say how to work, not what to change.
-_STRUCTURE_LINE = re.compile(r"^\s*(?:SCOPE|CONTEXT|CONSTRAINTS):.*(?:\n|$)", re.MULTILINE)
+                         r"update|move|extract|optimi[sz]e|correct|introduce|handle|build|"
+                         rf"(?:add|create|make){_MORE_OF_THE_SAME})\b", re.IGNORECASE)
+# The line a workflow session adds for the constraints chosen in conflict resolution
+# (workflow_session.structure.as_text): they say how to work, not what to change. Its SCOPE and CONTEXT come
+# from the requirement (a Markdown requirement's bullets and body): they count.
+_CONSTRAINTS_LINE = re.compile(r"^\s*CONSTRAINTS:.*(?:\n|$)", re.MULTILINE)
 
 
 def intent_of(requirement: str) -> Intent:
     """What the requirement asks for: tests only, documents only, docstrings (documentation in the code), or a
-    change to the code: the first line says which (or its "test:" / "docs:" prefix), and no later clause may ask
-    for a change to the code too."""
-    lines = [line for line in _STRUCTURE_LINE.sub("", requirement).splitlines()
-             if line.strip() and not line.lstrip().startswith("#")]
+    change to the code: the first line says which (or its "test:" / "docs:" prefix; a Markdown heading counts as
+    a line), and no later clause may ask for a change to the code too."""
+    lines = [_HEADING.sub("", line) for line in _CONSTRAINTS_LINE.sub("", requirement).splitlines()]
+    lines = [line for line in lines if line.strip()]
     if not lines:
         return "change"
     first = _GOAL.sub("", lines[0])

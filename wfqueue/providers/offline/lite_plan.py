@@ -30,7 +30,13 @@ from wfqueue.providers.offline.changes import (
     verification_for,
     written_in,
 )
-from wfqueue.providers.offline.docs_only import change_docs_task, docs_task, documents_beside_change
+from wfqueue.providers.offline.docs_only import (
+    as_docstrings_task,
+    change_docs_task,
+    docs_task,
+    docstrings_scope,
+    documents_beside_change,
+)
 from wfqueue.providers.offline.intent import intent_of
 from wfqueue.providers.offline.tests_only import tests_task
 from wfqueue.providers.offline.tests_placement import covering_tests, where_tests_go
@@ -90,10 +96,6 @@ def _one_file_tasks(index: RepoIndex, requirement: str, session_id: str, intent:
     return tasks
 
 
-# Criteria that need a test of a change: no test task is planned for documentation in the code.
-_TEST_CRITERIA = ("fails without the change", "finds a test using it")
-
-
 def plan_tasks(index: RepoIndex, requirement: str, session_id: str, assessment: Assessment,
                explorations: list[VerifiedExploration], answers: list[ClarificationAnswer]) -> LitePlanDraft:
     short, brief = requirement_short(requirement), requirement_brief(requirement)
@@ -108,6 +110,8 @@ def plan_tasks(index: RepoIndex, requirement: str, session_id: str, assessment: 
             f"{len(written)} task(s), one per {'test file' if tests else 'document'}, each naming the code it "
             f"{'tests' if tests else 'describes'}, which does not change." + (" " + " ".join(notes) if notes else "")))
     candidates = relevant_files(index, requirement)
+    if intent == "docstrings":
+        candidates = docstrings_scope(index, requirement, candidates)
     groups = cluster_files(index, candidates, max_agents=CHANGE_TASKS[assessment.complexity])
     created = new_module_path(index, [p for g in groups for p in g], requirement)
     # Documents the change asks to update as well ("..., document it in README.md"), after the change.
@@ -133,11 +137,9 @@ def plan_tasks(index: RepoIndex, requirement: str, session_id: str, assessment: 
         title = task_title(requirement, where, targets[0] if targets and len(ordered) == 1 else "")
         tasks.append(_task(len(tasks) + 1, title, description, files, index, requirement,
                            session_id, depends, "high" if group is groups[0] else "medium", notes))
-    if intent == "docstrings":
+    if intent == "docstrings" and tasks:
         # Documentation in the code: the suite still passing shows nothing else changed; no test is written.
-        return LitePlanDraft(tasks=[t.model_copy(update={"type": "docs", "convergence": t.convergence.model_copy(
-            update={"criteria": [c for c in t.convergence.criteria if not any(m in c for m in _TEST_CRITERIA)]})})
-            for t in tasks], understanding=(
+        return LitePlanDraft(tasks=[as_docstrings_task(t) for t in tasks], understanding=(
             f"{short}. Complexity {assessment.complexity} ({assessment.scope}; {assessment.depth}; "
             f"{assessment.risk}). Documentation in the code: {len(tasks)} task(s), grouped by package, and no test "
             "task (the suite shows the code still works)." + (" " + " ".join(notes) if notes else "")))

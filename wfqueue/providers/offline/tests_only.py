@@ -9,8 +9,8 @@ it was.
 from __future__ import annotations
 
 from wfqueue.analysis import RepoIndex, test_command_for
-from wfqueue.providers.offline.changes import file_entries, named_code, requirement_brief
-from wfqueue.providers.offline.file_task import file_task
+from wfqueue.providers.offline.changes import named_code, requirement_brief
+from wfqueue.providers.offline.file_task import code_and_symbols, file_task
 from wfqueue.providers.offline.tests_placement import where_tests_go
 from wfqueue.unified_task import UnifiedTask
 
@@ -31,8 +31,7 @@ def _description(index: RepoIndex, requirement: str, test_file: str, exists: boo
                            code: list[str]) -> str:
     """What a tests-only task does: the requirement, where its tests go, the code they cover (not changed)."""
     brief = requirement_brief(requirement)
-    targets = [f.target for path in code for f in file_entries(index, path, requirement) if f.target]
-    where = ", ".join(code) + (f" ({', '.join(targets[:4])})" if targets else "")
+    where = code_and_symbols(index, requirement, code)
     return (f"{brief[:1].upper() + brief[1:]}: the tests go in {test_file} ({'extended' if exists else 'a new file'})."
             + (f" The code under test, {where}, stays as it is: the tests describe what it does now and pass "
                "against it." if code else ""))

@@ -20,7 +20,12 @@ from wfqueue.analysis import RepoIndex, fan_in, novel_terms, rank_symbols
 from wfqueue.analysis.localize import MOST_FILES, candidates, focus, localize
 from wfqueue.collab.models import ProposedArea, Understanding, UnderstandingDraft
 from wfqueue.providers.offline.changes import dependency_order, earlier_needs, named_code, new_module_path, plan_needs
-from wfqueue.providers.offline.docs_only import documents_beside_change, documents_to_write, is_document
+from wfqueue.providers.offline.docs_only import (
+    docstrings_scope,
+    documents_beside_change,
+    documents_to_write,
+    is_document,
+)
 from wfqueue.providers.offline.intent import intent_of
 from wfqueue.providers.offline.tests_only import tests_to_write
 from wfqueue.providers.offline.tests_placement import where_tests_go
@@ -191,10 +196,12 @@ def understand(index: RepoIndex, requirement: str, max_agents: int) -> Understan
     if intent in ("tests", "docs"):
         return _one_file_areas(index, requirement, max_agents, tests=intent == "tests")
     ranked = relevant_files(index, requirement, max_agents)
+    if intent == "docstrings":
+        ranked = docstrings_scope(index, requirement, ranked)
     complexity = _complexity(len(ranked))
     clusters = cluster_files(index, ranked, max(1, min(max_agents, CODE_AREAS[complexity])))
     tests = sorted({t for f, _ in ranked for t in index.tests_for.get(f, [])})
-    if len(clusters) < 2 and intent == "change":
+    if len(clusters) < 2 and (intent == "change" or not clusters):
         # A single relevant module: its test file becomes the second area (one file: every test importing a
         # widely used module is not the change's test). Docstrings get no test.
         paths = [p for p, _ in ranked]
