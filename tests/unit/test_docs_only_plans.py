@@ -23,7 +23,7 @@ from wfqueue.providers.offline.intent import intent_of
 from wfqueue.providers.offline.lite_plan import plan_tasks
 from wfqueue.providers.offline.understand import understand
 from wfqueue.workflow_session.context import build_context_package
-from wfqueue.workflow_session.models import StructuredInput
+from wfqueue.workflow_session.structure import as_text, structure_input
 
 
 @pytest.fixture(scope="module")
@@ -124,17 +124,18 @@ def test_a_collab_plan_for_documents_changes_only_documents(index: RepoIndex) ->
 
 
 @pytest.mark.parametrize("goal", ["Document the token expiry settings in README.md",
+                                  "Update the README to explain how to run the server",
                                   "Add tests for the router and the cache"])
 def test_a_session_changing_no_code_has_nothing_to_break(index: RepoIndex, goal: str) -> None:
     """No conflict resolution about signatures for a plan that changes none; its critical files are the code
     the documents or tests are about."""
-    structured = StructuredInput(goal=goal, scope="notes_api", context=f"{goal} in the existing code")
+    structured = structure_input(goal)  # as `wfqueue plan` reads it: its scope repeats the goal
     assessment = Assessment(complexity="Medium", scope="s", depth="d", risk="r", dependencies="none",
                             preset="feature", angles=["patterns"], needs_exploration=False)
     package = build_context_package(index, "WFS-n", "2026-01-01T00:00:00+00:00", structured, assessment, [], {})
     assert package.conflict_detection.risk_level == "low"
     assert package.conflict_detection.risk_factors.breaking_changes == []
-    plan = lite(index, f"GOAL: {goal}\nSCOPE: notes_api\nCONTEXT: {goal} in the existing code")
+    plan = lite(index, as_text(structured))
     read = sorted({p for t in plan.tasks for p in t.focus_paths} - {f.path for t in plan.tasks for f in t.files})
     assert sorted(package.critical_files()) == read
 

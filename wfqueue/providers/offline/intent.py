@@ -98,6 +98,9 @@ def intent_of(requirement: str) -> Intent:
             if found:
                 intent, rest = kind, first[found.end():]
                 break
-    if intent == "change" or _CHANGE_TOO.search("\n".join([rest, *lines[1:]])):
+    # A workflow session's SCOPE and CONTEXT repeat its goal ("SCOPE: core changes for: Update the README ..."):
+    # the repetition is no second clause.
+    later = [line.replace(first.strip(), "") for line in lines[1:]]
+    if intent == "change" or _CHANGE_TOO.search("\n".join([rest, *later])):
         return "change"
     return intent
