@@ -6,9 +6,13 @@ fix is planned as that change and its test. Changes are grouped by package (one
 task per group, at most as many as the assessed complexity allows); a module is
 created only for a new component the requirement names, and is the only thing
 the changes wait for; the test task comes last and waits for the changes, so the
-task graph is acyclic by construction. A requirement asking only for tests
-("Add tests for ...") changes no code: one task per test file, each naming the
-code it covers (one task when one test file covers it all).
+task graph is acyclic by construction. A document the change asks to update
+("..., document it in README.md") is written after the changes too.
+
+What the requirement asks for (intent.intent_of) decides the rest: tests only
+("Add tests for ...") or documents only ("Update the README to ...") change no
+code, one task per test file or document, each naming the code it is about;
+docstrings change the code they name, with no test task.
 """
 
 from __future__ import annotations
