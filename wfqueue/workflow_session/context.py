@@ -17,7 +17,7 @@ from wfqueue.lite.synthesis import core_files, merge_questions
 from wfqueue.providers.offline.changes import import_order, new_module_path
 from wfqueue.providers.offline.intent import intent_of
 from wfqueue.providers.offline.tests_placement import where_tests_go
-from wfqueue.providers.offline.understand import described_code, relevant_files, tests_to_write_for
+from wfqueue.providers.offline.understand import files_to_write, relevant_files
 from wfqueue.workflow_session.models import ConflictDetection, ContextPackage, RiskFactors, StructuredInput
 from wfqueue.workflow_session.structure import as_text
 
@@ -83,9 +83,9 @@ def _code_read_only(index: RepoIndex, structured: StructuredInput) -> list[str] 
     planner finds it; None when the session changes code."""
     text = as_text(structured)
     intent = intent_of(text)
-    if intent == "tests":
-        return list(dict.fromkeys(p for _, code in tests_to_write_for(index, text).values() for p in code))
-    return described_code(index, text) if intent == "docs" else None
+    if intent not in ("tests", "docs"):
+        return None
+    return list(dict.fromkeys(p for _, _, code in files_to_write(index, text, intent == "tests") for p in code))
 
 
 def planned_test(index: RepoIndex, structured: StructuredInput) -> str:
