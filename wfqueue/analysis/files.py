@@ -140,8 +140,7 @@ def is_test_path(path: str) -> bool:
     """True for files that are tests by their location or naming convention."""
     parts = path.split("/")
     name = parts[-1]
-    stem, ext = posixpath.splitext(name)
-    class_named = ext.lower() in _CLASS_TEST_EXTENSIONS
+    class_named = posixpath.splitext(name)[1].lower() in _CLASS_TEST_EXTENSIONS
     if any(part in _TEST_DIRS for part in parts[:-1]):
         return True
     # Swift's Tests/ and a .NET test project's folder (Foo.Tests/), for the languages that use them.

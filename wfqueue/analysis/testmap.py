@@ -23,14 +23,13 @@ _FAMILIES: dict[str, str] = {"typescript": "javascript", "kotlin": "java"}
 _NEUTRAL_DIRS: frozenset[str] = frozenset(
     {"tests", "test", "__tests__", "src", "lib", "spec", "unit", "integration"}
 )
-_PACKAGE_FILES: tuple[str, ...] = ("__init__", "index", "mod", "lib")
+PACKAGE_FILES: tuple[str, ...] = ("__init__", "index", "mod", "lib")
 _NPM_DEFAULT_TEST = "no test specified"
 
 
 def language_family(language: str) -> str:
     """The language whose tests also cover ``language``'s files (TypeScript's JavaScript, Kotlin's Java)."""
     return _FAMILIES.get(language, language)
-
 
 
 def subject_stem(path: str) -> str:
@@ -40,7 +39,7 @@ def subject_stem(path: str) -> str:
     (a dunder module such as ``__main__`` keeps its name)."""
     stem = posixpath.splitext(posixpath.basename(path))[0]
     directory = posixpath.basename(posixpath.dirname(path))
-    if stem in _PACKAGE_FILES and directory:
+    if stem in PACKAGE_FILES and directory:
         return directory.lower()
     if not (stem.startswith("__") and stem.endswith("__")):
         stem = stem.lstrip("_") or stem

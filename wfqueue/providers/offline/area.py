@@ -153,14 +153,12 @@ def _new_test_task(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDoma
 
 
 def _one_file_task(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDomain, path: str,
-                   ids: dict[str, str], intent: str) -> UnifiedTask:
+                   ids: dict[str, str], intent: str, planned: dict[str, tuple[bool, list[str]]]) -> UnifiedTask:
     """A requirement asking only for tests or documents: ``path`` is a test file or document to write about code
-    that stays as it is (file_task); it waits for no other task."""
+    that stays as it is (file_task); it waits for no other task. ``planned``: files_to_write, by path."""
     requirement = analysis.original_requirement
-    exists = any(f.path == path for f in index.files)
-    planned = {p: (e, code) for p, e, code in files_to_write(index, requirement, intent == "tests")}
     # A path the split did not take from files_to_write (an adjusted split): written, about no particular code.
-    exists, code = planned.get(path, (exists, []))
+    exists, code = planned.get(path, (any(f.path == path for f in index.files), []))
     task = (tests_task if intent == "tests" else docs_task)(index, requirement, ids[path], path, exists, code)
     return task.model_copy(update={
         "priority": "high" if path == sub.focus_paths[0] else "medium",
@@ -253,6 +251,10 @@ def plan_area(index: RepoIndex, analysis: RequirementAnalysis, focus_area: str) 
     ids = planned_ids(index, analysis)
     created = _created(index, analysis, sub)
     intent = intent_of(analysis.original_requirement)
+    # What a tests-only or documentation plan writes, found once for the whole area.
+    planned = {p: (e, code) for p, e, code in files_to_write(index, analysis.original_requirement,
+                                                              intent == "tests")} if intent in ("tests", "docs") \
+        else {}
     tasks: list[UnifiedTask] = []
     if created:
         tasks.append(_create_task(index, analysis, sub, created, ids))
@@ -263,7 +265,7 @@ def plan_area(index: RepoIndex, analysis: RequirementAnalysis, focus_area: str) 
         # A code file in a tests-only or documentation plan's area was put there by hand (an adjusted split): it is
         # planned as a change.
         one_file = (intent == "tests" and is_test_path(path)) or (intent == "docs" and is_document(path))
-        tasks.append(_one_file_task(index, analysis, sub, path, ids, intent) if one_file
+        tasks.append(_one_file_task(index, analysis, sub, path, ids, intent, planned) if one_file
                      else _change_docs_task(index, analysis, sub, path, ids) if is_document(path)
                      else _task_for_file(index, analysis, sub, path, ids, created) if exists
                      else _create_task(index, analysis, sub, path, ids))

@@ -14,7 +14,7 @@ from wfqueue.analysis import RepoIndex, fan_in, rank_symbols, test_command_for, 
 from wfqueue.analysis.files import is_test_path
 from wfqueue.analysis.localize import named_identifiers
 from wfqueue.analysis.symbols import Symbol
-from wfqueue.analysis.testmap import subject_stem, tested_stem
+from wfqueue.analysis.testmap import PACKAGE_FILES, subject_stem, tested_stem
 from wfqueue.sentences import first_sentence
 from wfqueue.unified_task import TaskFile
 
@@ -263,8 +263,8 @@ def named_code(index: RepoIndex, requirement: str, ranked: list[str]) -> list[st
         terms = set(tokenize(name))
         return bool(terms) and terms <= words
 
-    def package_file(path: str) -> bool:  # named after its folder (subject_stem): the folder's tier decides
-        return posixpath.basename(path).split(".")[0] in ("__init__", "index", "mod", "lib", "main")
+    def package_file(path: str) -> bool:  # named after its folder (subject_stem), or main: the folder's tier decides
+        return posixpath.basename(path).split(".")[0] in (*PACKAGE_FILES, "main")
 
     tiers = [
         [p for p in code if p in requirement],

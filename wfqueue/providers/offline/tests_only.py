@@ -27,8 +27,7 @@ def tests_to_write(index: RepoIndex, requirement: str, ranked: list[str]) -> dic
     return plan
 
 
-def _description(index: RepoIndex, requirement: str, test_file: str, exists: bool,
-                           code: list[str]) -> str:
+def _description(index: RepoIndex, requirement: str, test_file: str, exists: bool, code: list[str]) -> str:
     """What a tests-only task does: the requirement, where its tests go, the code they cover (not changed)."""
     brief = requirement_brief(requirement)
     where = code_and_symbols(index, requirement, code)

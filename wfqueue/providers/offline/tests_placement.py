@@ -110,14 +110,13 @@ ENTRY_DEPTH = 3
 # A test class named without its file ("a new ArrayTypeNameTest"), in languages whose test files are named after
 # their class. Not "...Spec": javapoet's TypeSpec is code.
 _TEST_CLASS = re.compile(r"(?<![\w.])([A-Z][A-Za-z0-9]*[a-z0-9]Tests?)\b")
-_CLASS_NAMED_TESTS = frozenset({"java", "kotlin", "scala", "csharp", "swift", "groovy", "php"})
 
 
 def _named_test_class(index: RepoIndex, requirement: str, main: str | None) -> tuple[str, bool] | None:
     """The file of a test class the requirement names ("Add tests in a new ArrayTypeNameTest"): the test file of
     that name, else a new one where the tests of ``main`` would go; only where files are named after their
-    classes (Java, Kotlin, Scala, C#, Swift, Groovy, PHP)."""
-    if main is None or language_for(main) not in _CLASS_NAMED_TESTS:
+    classes (those of _CLASS_SUFFIX: Java, Kotlin, Scala, PHP, C#, Swift)."""
+    if main is None or language_for(main) not in _CLASS_SUFFIX:
         return None
     for name in dict.fromkeys(_TEST_CLASS.findall(requirement)):
         existing = [f.path for f in index.files
