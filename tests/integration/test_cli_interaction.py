@@ -164,3 +164,37 @@ def test_ctrl_c_while_the_command_loads_is_a_quiet_exit_130(sample_repo: Path) -
     assert "Traceback" not in err and "interrupted" in err, err
     assert not (sample_repo / ".workflow" / ".lite-plan").exists() or not any(
         (sample_repo / ".workflow" / ".lite-plan").iterdir())
+
+
+STANDBY_INTERRUPTED = """
+import os, signal, subprocess, sys
+
+class InterruptedAsItStarts(subprocess.Popen):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        print(self.pid, flush=True)
+        os.kill(os.getpid(), signal.SIGINT)  # the Ctrl-C lands before Popen has returned to wfqueue
+
+subprocess.Popen = InterruptedAsItStarts
+sys.argv = ["wfqueue", "lite-plan", "Add caching", "--repo", sys.argv[1], "-y"]
+from wfqueue.cli.entry import main
+main()
+"""
+
+
+def test_ctrl_c_while_the_standby_worker_starts_is_a_quiet_exit_130_and_the_standby_goes(sample_repo: Path) -> None:
+    """A Ctrl-C landing while the standby worker was being started (its process running, the command not yet
+    told) printed a KeyboardInterrupt traceback and exit -2 (seen once in a full run of the suite)."""
+    run = subprocess.run([sys.executable, "-c", STANDBY_INTERRUPTED, str(sample_repo)], env=wfqueue_env(),
+                         capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
+    assert run.returncode == 130, run.stderr
+    assert "Traceback" not in run.stderr and "interrupted" in run.stderr, run.stderr
+    standby = int(run.stdout.split()[0])
+
+    def gone() -> bool:
+        try:
+            return Path(f"/proc/{standby}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+        except OSError:
+            return True
+
+    wait_until(gone, 30, "the standby worker, given no orders, to exit")

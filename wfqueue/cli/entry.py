@@ -26,11 +26,13 @@ def exit_process(code: int) -> NoReturn:
 def main() -> None:
     from wfqueue import prestart
 
-    prestart.begin(sys.argv[1:])
     # Loading the command line creates long-lived objects and no garbage worth a collection (see
     # workers.serve._collect_from_now_on); frozen afterwards, they are not scanned again.
     gc.disable()
     try:
+        # A Ctrl-C can land while the standby is being forked (its process exists, Popen has not returned):
+        # Popen then closes the standby's stdin, and a standby given no orders exits by itself.
+        prestart.begin(sys.argv[1:])
         from wfqueue.cli.main import main as run
     except KeyboardInterrupt:  # Ctrl-C while the command line loads (a second or so): nothing has started yet
         print("interrupted", file=sys.stderr)
