@@ -12,10 +12,10 @@ Celery sends them, and their payload as keywords.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, ClassVar, Self
 
-from celery import Celery, chord
+from celery import Celery
 from celery.canvas import Signature
 from celery.result import AsyncResult
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -87,13 +87,25 @@ class TaskPayload(BaseModel):
             ) from exc
 
 
-def fan_out(app: Celery, header: Sequence[TaskPayload], callback: TaskPayload) -> AsyncResult[Any]:
-    """Run ``header`` in parallel, then ``callback`` with their results: the one chord every workflow uses."""
-    return chord([p.signature(app) for p in header])(callback.signature(app))
-
-
 class _Session(TaskPayload):
     session_id: str = Field(min_length=1)
+
+
+class AgentTask(_Session):
+    """A chord header task: one agent of a session (wfqueue.fanout)."""
+
+    @property
+    def agent(self) -> str:
+        """The agent's name, as its record (``SessionStore.agent``) knows it."""
+        raise NotImplementedError
+
+
+class FanInCallback(_Session):
+    """A chord callback: it runs once every agent of ``agents`` has finished (wfqueue.fanout)."""
+
+    # Filled in by fanout.fan_out. Empty (sent alone by the watchdog or a late agent, or by a coordinator of an
+    # earlier version): the callback runs at once.
+    agents: list[str] = Field(default_factory=list)
 
 
 class CollabUnderstand(_Session):
@@ -105,22 +117,26 @@ class CollabUnderstand(_Session):
     provider: str
 
 
-class CollabPlanArea(_Session):
+class CollabPlanArea(AgentTask):
     task_name = COLLAB_PLAN_AREA
     session_dir: str
     repo: str
     focus_area: str
     provider: str
 
+    @property
+    def agent(self) -> str:
+        return self.focus_area
 
-class CollabFinalize(_Session):
+
+class CollabFinalize(FanInCallback):
     """Callback of the area chord (and sent alone when an area finishes after the callback ran)."""
 
     task_name = COLLAB_FINALIZE
     session_dir: str
 
 
-class ExploreAngle(_Session):
+class ExploreAngle(AgentTask):
     """Chord header shared by lite plans and workflow sessions."""
 
     task_name = EXPLORE_ANGLE
@@ -130,6 +146,10 @@ class ExploreAngle(_Session):
     requirement: str
     angle: str
     provider: str
+
+    @property
+    def agent(self) -> str:
+        return self.angle
 
 
 class LiteAssess(_Session):
@@ -141,7 +161,7 @@ class LiteAssess(_Session):
     provider: str
 
 
-class LiteSynthesize(_Session):
+class LiteSynthesize(FanInCallback):
     """Callback of the exploration chord of a lite plan."""
 
     task_name = LITE_SYNTHESIZE
@@ -161,7 +181,7 @@ class LitePlan(_Session):
     awaiting_acceptance: bool = False
 
 
-class SessionContext(_Session):
+class SessionContext(FanInCallback):
     """Callback of the exploration chord of a workflow session: the context package."""
 
     task_name = SESSION_CONTEXT

@@ -217,13 +217,14 @@ TIME_LIMIT_HINT = ("an execution's task is limited to just under WFQUEUE_VISIBIL
                    "WFQUEUE_AGENT_TIME_LIMIT_S: raise the one that applies on the workers, then run it again")
 
 
-def wait_for(result: AsyncResult[Any], what: str, settings: Settings, tick: Callable[[], None] | None = None,
+def wait_for(result: AsyncResult[Any] | None, what: str, settings: Settings, tick: Callable[[], None] | None = None,
              settled: Callable[[], Any] | None = None, watch: Callable[[], None] = nothing_to_wait_for) -> Any:
     """Poll ``result`` until it is ready (every RESULT_CHECK_S); raise with the worker's error if it failed.
 
     ``watch`` looks after the workers (``Runtime.workers_alive``) every poll_interval_s.
     ``settled`` may end the wait early with a value of its own: the watchdog can
     finalise a plan whose chord will never fire, and the coordinator must notice.
+    With no ``result``, only ``settled`` ends the wait (or the deadline).
     A broker that goes away is waited for up to ``broker_outage_grace_s`` (a Redis
     restart keeps the plan's state), then its error propagates (see ``resumable``)."""
     deadline = time.monotonic() + settings.plan_timeout_s
@@ -231,7 +232,7 @@ def wait_for(result: AsyncResult[Any], what: str, settings: Settings, tick: Call
     next_look = 0.0  # when ``settled`` and ``tick`` run next: every poll_interval_s
     while True:
         try:
-            if result.ready():
+            if result is not None and result.ready():
                 break
             if time.monotonic() >= next_look:
                 watch()
@@ -253,6 +254,7 @@ def wait_for(result: AsyncResult[Any], what: str, settings: Settings, tick: Call
                 hint="check that workers consume the explore, plan and control queues (`wfqueue worker`)",
             )
         time.sleep(min(RESULT_CHECK_S, settings.poll_interval_s))
+    assert result is not None  # only a ready result ends the loop
     if tick is not None:
         tick()
     if result.failed():

@@ -11,6 +11,9 @@ exceptions that leave it are Celery's ``Retry`` and a broker that went away,
 which the base task (workers.context.broker_patient_task) waits out and
 retries.
 
+An agent that finishes (done or failed) sends again the chord's callback if it
+fired early and held back for it (wfqueue.fanout).
+
 ``judge`` is the policy, pure; ``run_header`` applies it.
 """
 
@@ -29,6 +32,7 @@ from pydantic import BaseModel, ConfigDict
 
 from wfqueue import agent_notes
 from wfqueue.errors import ProviderError, TransientProviderError, WfqueueError
+from wfqueue.fanout import send_waiting_callback
 from wfqueue.keys import AgentState
 from wfqueue.settings import Settings
 from wfqueue.state import BROKER_AWAY, SessionStore
@@ -146,6 +150,8 @@ def run_header(task: Task[Any, Any], state: SessionStore, settings: Settings, ag
             state.set_agent(agent, state=AgentState.QUEUED, error=f"retrying: {verdict.reason}", note=None)
             raise retry_later(task, exc, settings) from None
         state.set_agent(agent, state=AgentState.FAILED, error=verdict.reason, finished_at=time.time(), note=None)
+        send_waiting_callback(task.app, state)  # after the record: see wfqueue.fanout
         return outcome(Finished(**attempt.model_dump(), status="failed", error=verdict.reason), None)
     state.set_agent(agent, state=AgentState.DONE, finished_at=time.time(), note=None, **done_fields(result))
+    send_waiting_callback(task.app, state)
     return outcome(Finished(**attempt.model_dump(), status="done"), result)

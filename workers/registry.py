@@ -10,20 +10,23 @@ this worker's own copies (wfqueue.transport.workspace) before the body runs.
 Chord callbacks also receive the header's results as their first positional
 argument (Celery puts them there); every callback reads which agents finished
 from Redis instead, so those results are dropped here, and a callback sent
-alone (``TaskPayload.send_alone``, with no results) does the same work.
+alone (``TaskPayload.send_alone``, with no results) does the same work. A
+callback fired before every agent of its header finished holds back here
+(wfqueue.fanout), whichever workflow it belongs to.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 
 from celery import Celery, Task
 
 from wfqueue import agent_notes, keys
 from wfqueue.errors import InfrastructureError
-from wfqueue.payloads import TaskPayload
+from wfqueue.fanout import WAITING_FOR, hold_back, settle
+from wfqueue.payloads import FanInCallback, TaskPayload
 from wfqueue.settings import Settings
 from wfqueue.state import StateFactory
 from wfqueue.transport.workspace import task_workspace
@@ -90,12 +93,18 @@ def payload_task(app: Celery, settings: Settings, model: type[P], *, callback: b
                     hint="run the same wfqueue version on the coordinator and every worker",
                 )
             payload = model.decode(kwargs)
+            fan_in = payload if isinstance(payload, FanInCallback) else None
+            if fan_in is not None and (unfinished := hold_back(states.session(fan_in.session_id), fan_in)):
+                return cast(R, {WAITING_FOR: unfinished})  # the chord fired early; the last of them sends it again
             try:
                 with task_workspace(payload, settings, states.client) as local, \
                         step_notes(states, payload):
-                    return body(self, local)
+                    result = body(self, local)
             except retry_on as exc:
                 raise retry_later(self, exc, settings) from None
+            if fan_in is not None:
+                settle(states.session(fan_in.session_id), result)
+            return result
 
         run.__name__ = run.__qualname__ = body.__name__
         run.__doc__, run.__module__ = body.__doc__, body.__module__

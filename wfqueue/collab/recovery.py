@@ -21,8 +21,9 @@ from wfqueue.collab.models import RequirementAnalysis
 from wfqueue.collab.note import parse_note
 from wfqueue.collab.steps import ANALYSIS_FILE, NOTE_FILE, agent_dir
 from wfqueue.errors import InfrastructureError
+from wfqueue.fanout import fan_out
 from wfqueue.keys import AgentState
-from wfqueue.payloads import CollabFinalize, CollabPlanArea, fan_out
+from wfqueue.payloads import CollabFinalize, CollabPlanArea
 from wfqueue.state import SessionStore
 
 
@@ -88,7 +89,7 @@ def enqueue_missing(app: Celery, state: SessionStore, session_dir: Path, analysi
     meta = state.session_meta()  # the coordinator wrote the repository and, with no shared disk, the transport
     header = [CollabPlanArea(session_id=state.session_id, session_dir=str(session_dir), repo=str(meta.repo),
                              focus_area=area, provider=provider, transport=meta.transport) for area in missing]
-    return fan_out(app, header, CollabFinalize(session_id=state.session_id, session_dir=str(session_dir),
+    return fan_out(app, state, header, CollabFinalize(session_id=state.session_id, session_dir=str(session_dir),
                                                transport=meta.transport))
 
 

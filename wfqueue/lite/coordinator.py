@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from wfqueue import keys
 from wfqueue.collab.steps import now_iso
 from wfqueue.errors import BadInputError, BudgetExhaustedError
+from wfqueue.fanout import fan_out
 from wfqueue.fsio import atomic_write_text
 from wfqueue.keys import AgentState, SessionKind, SessionStatus
 from wfqueue.lite.models import Assessment, ClarificationAnswer, LitePlanDraft
@@ -26,7 +27,7 @@ from wfqueue.lite.render import AWAITING_NOTE, CANCELLED_NOTE, render_stopped_pl
 from wfqueue.lite.steps import PLAN_FILE, TASKS_FILE, write_plan_md
 from wfqueue.lite.synthesis import MergedQuestion, rounds
 from wfqueue.metering import budget_meta, check_budget_priced, usage_line, write_usage_file
-from wfqueue.payloads import ExploreAngle, LiteAssess, LitePlan, LiteSynthesize, fan_out
+from wfqueue.payloads import ExploreAngle, LiteAssess, LitePlan, LiteSynthesize
 from wfqueue.session_summary import lite_status
 from wfqueue.sessions import WORKFLOW_DIR, SessionIds
 from wfqueue.settings import Settings
@@ -235,7 +236,7 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
         header = [plan.explore(angle) for angle in assessment.angles]
         callback = LiteSynthesize(session_id=plan.session_id, session_dir=str(plan.session_dir),
                                   requirement=plan.requirement, transport=plan.transport)
-        synthesis = self.wait_with_progress(fan_out(app, header, callback), "exploration", settings, state,
+        synthesis = self.wait_with_progress(fan_out(app, state, header, callback), "exploration", settings, state,
                                             angles_for_synthesis or assessment.angles)
         for angle, reason in synthesis["failed"].items():
             self.ui.info(f"angle {angle} skipped: {reason}")

@@ -24,6 +24,7 @@ from celery.result import AsyncResult
 from pydantic import BaseModel
 
 from wfqueue.errors import BadInputError, ConfigError, SessionIdTakenError, WfqueueError
+from wfqueue.fanout import settled_result, waiting_for
 from wfqueue.fsio import atomic_write_json
 from wfqueue.keys import STEP_NOTE, SessionMeta, SessionStatus
 from wfqueue.metering import (
@@ -365,11 +366,24 @@ class WorkflowCoordinator(Generic[UI]):
 
     def wait_with_progress(self, result: AsyncResult[Any], what: str, settings: Settings, state: SessionStore,
                            watched: list[str], settled: Callable[[], Any] | None = None) -> Any:
-        """Wait for a fan-out, drawing the agent records of ``watched`` while it runs."""
+        """Wait for a fan-out (wfqueue.fanout), drawing the agent records of ``watched`` while it runs."""
+
+        def done_late() -> Any:
+            ended = settled() if settled is not None else None
+            return ended if ended is not None else settled_result(state)
+
         try:
             watch = self._workers_up()
-            return wait_for(result, what, settings, tick=lambda: self.ui.progress(state.agents(watched)),
-                            settled=settled, watch=watch)
+
+            def tick() -> None:
+                self.ui.progress(state.agents(watched))
+
+            value = wait_for(result, what, settings, tick=tick, settled=settled, watch=watch)
+            if waiting_for(value) is not None:
+                # The chord fired before every agent finished; the last of them sends the callback again, and
+                # that run's result is the fan-out's.
+                value = wait_for(None, what, settings, tick=tick, settled=done_late, watch=watch)
+            return value
         finally:
             self.ui.done()
             self.pull()

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from wfqueue import keys
 from wfqueue.errors import BadInputError, BudgetExhaustedError, ProviderError
+from wfqueue.fanout import fan_out
 from wfqueue.keys import AgentState, SessionKind, SessionMeta, SessionStatus
 from wfqueue.lite.models import Assessment
 from wfqueue.metering import (
@@ -27,7 +28,7 @@ from wfqueue.metering import (
     usage_line,
     write_usage_file,
 )
-from wfqueue.payloads import ExploreAngle, LiteAssess, SessionConflicts, SessionContext, SessionGenerate, fan_out
+from wfqueue.payloads import ExploreAngle, LiteAssess, SessionConflicts, SessionContext, SessionGenerate
 from wfqueue.runtime import Runtime, resume_command
 from wfqueue.session_summary import workflow_status
 from wfqueue.sessions import SessionIds
@@ -279,7 +280,7 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
                                transport=common.transport) for angle in assessment.angles]
         callback = SessionContext(session_id=common.session_id, session_dir=str(folder), repo=str(common.repo),
                                   transport=common.transport)
-        outcome = self.wait_with_progress(fan_out(app, header, callback), "context gathering", settings, state,
+        outcome = self.wait_with_progress(fan_out(app, state, header, callback), "context gathering", settings, state,
                                           assessment.angles)
         failed = {a: str(state.agent(a).get("error")) for a in assessment.angles
                   if state.recall(keys.exploration_key(a)) is None}
