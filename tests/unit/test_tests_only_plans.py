@@ -52,6 +52,13 @@ def lite(index: RepoIndex, requirement: str) -> LitePlanDraft:
     "Add regression tests for the bug fixed in tokens.py",
     "GOAL: Add tests for the router\nSCOPE: api\nCONTEXT: Add tests for the router in the existing code\n"
     "CONSTRAINTS: Keep the public API; update callers in the same change",  # a session's constraint, not a change
+    # Operations the tests are for, not changes asked for:
+    "Add tests for update and delete",
+    "Add tests for create, update and delete operations",
+    "Write tests for the update and delete handlers of notes_api/api/handlers.py",
+    "Add tests for rename or move",
+    "GOAL: Add tests for update and delete\nSCOPE: core changes for: Add tests for update and delete\n"
+    "CONTEXT: existing code of the repository",  # as a workflow session structures it
 ])
 def test_requirements_asking_only_for_tests(requirement: str) -> None:
     assert intent_of(requirement) == "tests"
@@ -76,6 +83,10 @@ def test_requirements_asking_only_for_tests(requirement: str) -> None:
     "Create the spec loader",
     "# Fix the 404 bug in the router\n\nAdd a regression test for it.",  # the heading asks for the fix
     "GOAL: Add tests for the router\nSCOPE: - Fix the 404 handler\nCONTEXT: the router",  # a session's bullets
+    "Add tests for update and delete and fix the delete handler",
+    "Add tests for update, and then delete the old fixtures",
+    "Add tests for the router and then refactor",
+    "Add tests for the router, update the fixtures",
 ])
 def test_requirements_asking_for_a_change_too(requirement: str) -> None:
     assert intent_of(requirement) == "change"

@@ -65,11 +65,17 @@ _PREFIX_INTENTS: dict[str, Intent] = {"test": "tests", "tests": "tests", "docs":
 # "..., and add a 404 handler", a bullet "- Fix the handler"; not "... and add more tests".
 _MORE_OF_THE_SAME = (r"(?!\s+(?:an?\s+|the\s+|some\s+)?(?:more\s+|new\s+|missing\s+)?"
                      r"(?:tests?|cases?|specs?|docs?|examples?)\b)")
-_CHANGE_TOO = re.compile(r"(?:\band\b|\bthen\b|\balso\b|\bif\s+not\b|[;:,]|\.\s|\n)\s*(?:[-*•]\s*)?"
-                         r"(?:then\s+|also\s+|please\s+)?"
-                         r"(?:fix|implement|refactor|rename|remove|delete|change|support|replace|rewrite|migrate|"
-                         r"update|move|extract|optimi[sz]e|correct|introduce|handle|build|"
-                         rf"(?:add|create|make){_MORE_OF_THE_SAME})\b", re.IGNORECASE)
+_CHANGE_VERB = (r"(?:fix|implement|refactor|rename|remove|delete|change|support|replace|rewrite|migrate|update|move|"
+                r"extract|optimi[sz]e|correct|introduce|handle|build|"
+                rf"(?:add|create|make){_MORE_OF_THE_SAME})\b")
+# After "and", "or" or a comma, such a verb may name an operation in a list of what the tests are for ("tests for
+# create, update and delete", "for the update and delete handlers"): it asks for a change only when something
+# follows it other than the list's next item, its end, or the kind of thing the operations are.
+_OPERATION = (r"(?!\s*(?:$|[,.;:!?)\n]|(?:and|or)\b)|\s+(?:operations?|endpoints?|handlers?|methods?|functions?|"
+              r"commands?|routes?|actions?|requests?|calls?|paths?|flows?|cases?|logic)\b)")
+_CHANGE_TOO = re.compile(r"(?:(?:\band\b|\bor\b|,)\s*(?:[-*•]\s*)?" + _CHANGE_VERB + _OPERATION
+                         + r"|(?:\bthen\b|\balso\b|\bif\s+not\b|[;:]|\.\s|\n|(?:\band\b|,)\s*(?:then|also|please)\b)"
+                         r"\s*(?:[-*•]\s*)?(?:then\s+|also\s+|please\s+)?" + _CHANGE_VERB + ")", re.IGNORECASE)
 # The line a workflow session adds for the constraints chosen in conflict resolution
 # (workflow_session.structure.as_text): they say how to work, not what to change. Its SCOPE and CONTEXT come
 # from the requirement (a Markdown requirement's bullets and body): they count.
