@@ -50,7 +50,7 @@ class CommandResult(BaseModel):
 OUTPUT_LIMIT = 20_000
 
 
-def _tool_of(argv: list[str]) -> str | None:
+def tool_of(argv: list[str]) -> str | None:
     """The known tool ``argv`` starts with, matching longer names first ("python -m pytest")."""
     for tool in sorted(KNOWN_TOOLS, key=len, reverse=True):
         words = tool.split()
@@ -95,7 +95,7 @@ def parse_command(command: str) -> list[str]:
         argv = shlex.split(text)
     except ValueError as exc:
         raise UnsafeCommandError(f"{command!r} cannot be split into arguments: {exc}") from None
-    if _tool_of(argv) is None:
+    if tool_of(argv) is None:
         raise UnsafeCommandError(f"{command!r} does not start with a known test or build tool",
                                  hint=f"start it with one of {', '.join(KNOWN_TOOLS)}")
     outside = [a for a in argv if _escapes_repository(a)]
