@@ -104,9 +104,13 @@ _FILENAME_LANGUAGES: dict[str, str] = {
     "CMakeLists.txt": "cmake",
 }
 
-# Directory names whose contents are tests.  Deliberately small: names such
-# as "spec" or "testing" are too often real source packages.
-_TEST_DIRS: frozenset[str] = frozenset({"tests", "test", "__tests__"})
+# Folders whose files are all tests, whatever their names. Deliberately small: names such as "spec" or
+# "testing" are too often real source packages.
+TEST_DIRS: frozenset[str] = frozenset({"tests", "test", "__tests__"})
+# Folders a test tree may be rooted at: those, and RSpec's spec/ (its files' names say which are tests).
+TEST_ROOTS: frozenset[str] = TEST_DIRS | {"spec"}
+# Folders holding tests and their helpers only, when a project keeps its tests there (its spec helpers too).
+TEST_FOLDERS: frozenset[str] = TEST_ROOTS | {"specs"}
 _TEST_NAME_MARKERS: tuple[str, ...] = (".test.", ".spec.")
 _TEST_STEM_SUFFIXES: tuple[str, ...] = ("_test", "_tests", "_spec")
 _JAVA_TEST_SUFFIXES: tuple[str, ...] = ("Test", "Tests", "IT")
@@ -141,7 +145,7 @@ def is_test_path(path: str) -> bool:
     parts = path.split("/")
     name = parts[-1]
     class_named = posixpath.splitext(name)[1].lower() in _CLASS_TEST_EXTENSIONS
-    if any(part in _TEST_DIRS for part in parts[:-1]):
+    if any(part in TEST_DIRS for part in parts[:-1]):
         return True
     # Swift's Tests/ and a .NET test project's folder (Foo.Tests/), for the languages that use them.
     if class_named and any(part == "Tests" or (part.endswith(_TEST_PROJECT_SUFFIXES) and part != "Tests")

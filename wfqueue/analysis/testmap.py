@@ -12,7 +12,7 @@ import json
 import posixpath
 import shlex
 
-from wfqueue.analysis.files import SourceFile, language_for
+from wfqueue.analysis.files import TEST_ROOTS, SourceFile, language_for
 
 _DATA_LANGUAGES: frozenset[str] = frozenset(
     {"markdown", "rst", "text", "json", "yaml", "toml", "ini", "html", "css"}
@@ -20,9 +20,7 @@ _DATA_LANGUAGES: frozenset[str] = frozenset(
 # Languages whose tests may exercise each other's files (a .test.ts for a .js).
 _FAMILIES: dict[str, str] = {"typescript": "javascript", "kotlin": "java"}
 # Directory names that say nothing about which source a test is for.
-_NEUTRAL_DIRS: frozenset[str] = frozenset(
-    {"tests", "test", "__tests__", "src", "lib", "spec", "unit", "integration"}
-)
+_NEUTRAL_DIRS: frozenset[str] = TEST_ROOTS | {"src", "lib", "unit", "integration"}
 PACKAGE_FILES: tuple[str, ...] = ("__init__", "index", "mod", "lib")
 _NPM_DEFAULT_TEST = "no test specified"
 
@@ -116,8 +114,7 @@ def map_tests(files: list[SourceFile], imports: dict[str, list[str]]) -> dict[st
     return {path: sorted(found) for path, found in sorted(mapping.items())}
 
 
-# Folders a test tree is rooted at, and the language folders a JVM build nests under it (src/test/java/).
-_TEST_ROOTS: frozenset[str] = frozenset({"tests", "test", "__tests__", "spec"})
+# The language folders a JVM build nests under a test root (src/test/java/).
 _JVM_SOURCE_DIRS: frozenset[str] = frozenset({"java", "kotlin", "scala", "groovy"})
 
 
@@ -129,7 +126,7 @@ def where_tests_live(test_paths: list[str]) -> str:
         parts = path.split("/")
         place = "beside the source"
         for depth, part in enumerate(parts[:-1]):
-            if part in _TEST_ROOTS:
+            if part in TEST_ROOTS:
                 end = depth + 2 if parts[depth + 1] in _JVM_SOURCE_DIRS and depth + 2 < len(parts) else depth + 1
                 place = "/".join(parts[:end]) + "/"
                 break

@@ -11,7 +11,7 @@ import posixpath
 import re
 
 from wfqueue.analysis import RepoIndex, fan_in, rank_symbols, test_command_for, tokenize
-from wfqueue.analysis.files import is_test_path
+from wfqueue.analysis.files import TEST_FOLDERS, is_test_path
 from wfqueue.analysis.localize import named_identifiers
 from wfqueue.analysis.symbols import Symbol
 from wfqueue.analysis.testmap import PACKAGE_FILES, subject_stem, tested_stem
@@ -144,7 +144,6 @@ def _styled(words: list[str], like: str) -> str:
     return words[0] + "".join(w.capitalize() for w in words[1:])
 
 
-TEST_FOLDERS = frozenset({"tests", "test", "__tests__", "spec", "specs"})  # folders holding tests only
 MAX_NAMED_SYMBOLS = 5  # symbols of one file a task changes because the requirement names them
 # A source file's path as a requirement writes it ("rq/backoff.py", "./src/retry.ts", "nushell_completions.go").
 _NAMED_PATH = re.compile(r"(?<![\w/.-])(?:\./)?((?:[\w.-]+/)*[\w-][\w.-]*\.(?:py|js|ts|tsx|jsx|go|rs|java|rb))\b")

@@ -24,11 +24,10 @@ import posixpath
 from collections.abc import Callable
 
 from wfqueue.analysis import RepoIndex, importers_of, novel_terms
-from wfqueue.analysis.files import language_for
+from wfqueue.analysis.files import TEST_FOLDERS, language_for
 from wfqueue.analysis.testmap import language_family
 from wfqueue.lite.angles import angle_names
 from wfqueue.lite.models import AngleFindings, Clarification, Dependency
-from wfqueue.providers.offline.changes import TEST_FOLDERS
 from wfqueue.providers.offline.explore_files import AngleScope, relevant_files, structure
 from wfqueue.providers.offline.explore_points import ProbeResults, integration_points, patterns, probe_results
 

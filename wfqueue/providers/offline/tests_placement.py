@@ -11,10 +11,10 @@ import posixpath
 import re
 
 from wfqueue.analysis import RepoIndex, rank_files, tokenize
-from wfqueue.analysis.files import is_test_path, language_for
+from wfqueue.analysis.files import TEST_FOLDERS, is_test_path, language_for
 from wfqueue.analysis.localize import named_identifiers
 from wfqueue.analysis.testmap import closeness, is_test_module, subject_stem, tested_stem
-from wfqueue.providers.offline.changes import TEST_FOLDERS, is_code, named_paths, runs_in, uses_of
+from wfqueue.providers.offline.changes import is_code, named_paths, runs_in, uses_of
 
 # A change that moves code into a new module, said by the verb starting a clause ("Move the retry delay
 # computation into a new file ...", "refactor: extract ...", "GOAL: Rename ...", "Refactor job.py: move ..."); not
