@@ -52,6 +52,9 @@ def test_e_g_neither_ends_the_first_sentence_nor_names_an_identifier() -> None:
     assert change_phrase(JITTER).startswith("Add optional random jitter to Retry intervals, e.g. Retry(max=3")
     assert named_identifiers(JITTER) == []
     assert named_identifiers("Call Queue.enqueue, i.e. the public API") == ["Queue.enqueue"]
+    # A file's name in any language is no dotted identifier (the criteria asked to grep for "rs"); a call is.
+    assert named_identifiers("Add tests for parse_config in src/config.rs and lib/app.rb") == ["parse_config"]
+    assert named_identifiers("Return response.json() from fetch_all") == ["response.json", "fetch_all"]
     # A real sentence end still ends it.
     assert requirement_short("Fix the parser. It drops the last line.") == "Fix the parser"
 

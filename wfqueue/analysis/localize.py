@@ -69,6 +69,11 @@ _IDENTIFIER = re.compile(r"`([^`\s]{3,})`|\b([A-Za-z_][A-Za-z0-9]*(?:\.[A-Za-z_]
                          r"|[A-Za-z]+_[A-Za-z0-9_]+|[a-z]+[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*)\b")
 
 
+# A file's name, not a dotted identifier ("config.rs"; not "response.json", a call as often as a file).
+_FILE_NAME = re.compile(r"\.(?:py|pyi|js|jsx|mjs|cjs|ts|tsx|md|rst|rs|go|rb|java|kt|kts|cs|php|swift|scala|toml|ya?ml)"
+                        r"$")
+
+
 # `Type::member` between two names, and Ruby's `Type#member` after a capitalised name (not "#123", an issue
 # number, nor a document's anchor, README.md#usage).
 _MEMBER_SEPARATOR = re.compile(r"(?<=[A-Za-z0-9_])::(?=[A-Za-z_])|(?<![\w.#/-])([A-Z]\w*)#(?=[a-z_])")
@@ -89,7 +94,7 @@ def named_identifiers(requirement: str) -> list[str]:
         name = (quoted or bare).strip("().,:;")
         if all(len(part) <= 1 for part in name.split(".")):
             continue  # an abbreviation (e.g., i.e.), not a dotted name
-        if not re.search(r"\.(py|js|ts|md)$", name) and name not in found:
+        if not _FILE_NAME.search(name) and name not in found:
             found.append(name)
     return found
 
