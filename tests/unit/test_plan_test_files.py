@@ -356,3 +356,46 @@ def test_tests_kept_beside_the_source_stay_there_and_a_fitting_path_is_not_moved
     }))
     requirement = "Add an exponential backoff helper in mypkg/backoff.py and cover it with tests"
     assert new_module_path(repo, ["mypkg/job.py"], requirement) == "mypkg/backoff.py"
+
+
+RUST_CRATE = {
+    "Cargo.toml": "[package]\nname = \"cfgtool\"\nversion = \"0.1.0\"\n",
+    "src/lib.rs": "pub mod config;\npub mod render;\n",
+    "src/config.rs": "pub struct Config;\n\nfn parse_line(line: &str) -> Option<(String, String)> {\n"
+                     "    let (k, v) = line.split_once('=')?;\n    Some((k.into(), v.into()))\n}\n\n"
+                     "pub fn parse_config(text: &str) -> Config {\n    Config\n}\n\n#[cfg(test)]\nmod tests {\n"
+                     "    use super::*;\n\n    #[test]\n    fn parses_one_line() {\n"
+                     "        assert!(parse_line(\"a = b\").is_some());\n    }\n}\n",
+    "src/render/mod.rs": "pub fn render() -> String {\n    String::new()\n}\n\n#[cfg(test)]\nmod tests {\n"
+                         "    #[test]\n    fn renders() {}\n}\n",
+}
+
+
+def test_a_rust_module_holding_its_own_tests_is_tested_there(tmp_path: Path) -> None:
+    """A crate that keeps each module's tests in its `#[cfg(test)] mod tests` got tests/config.rs created beside
+    them (an integration test, which reaches no private function), a test task of its own for a change, and
+    `tests.parses_one_line` as a symbol to change."""
+    index = build_index(write(tmp_path, RUST_CRATE))
+    assert index.tests_for["src/config.rs"] == ["src/config.rs"]
+    assert where_tests_go(index, ["src/config.rs"], "Skip comment lines") == ("src/config.rs", True)
+
+    change = lite(tmp_path, "Make parse_config skip comment lines starting with #")
+    (task,) = change.tasks  # the change and its tests: one task, one file
+    assert [(f.path, f.target) for f in task.files] == [("src/config.rs", "parse_config"),
+                                                         ("src/config.rs", "parse_line"), ("src/config.rs", "Config")]
+    assert task.convergence.verification == "cargo test config::"  # its module's tests: config::tests::...
+    assert "`cargo test config::` runs a test that fails without the change and passes with it" in \
+        task.convergence.criteria
+    assert "src/config.rs's own test module" in task.description
+    areas = understand(index, "Make parse_config skip comment lines starting with #", 4).sub_domains
+    assert [a.focus_paths for a in areas] == [["src/config.rs"]]
+
+    (tests,) = lite(tmp_path, "Add tests for parse_config").tasks
+    assert [(f.path, f.action) for f in tests.files] == [("src/config.rs", "modify")]
+    assert tests.focus_paths == ["src/config.rs"]
+    assert "`git diff -- src/config.rs` changes only its test module: the code under test in it is unchanged" in \
+        tests.convergence.criteria
+    assert not any("lists nothing" in c for c in tests.convergence.criteria)
+    (render,) = lite(tmp_path, "Add tests for render").tasks
+    assert render.convergence.verification == "cargo test render::"  # src/render/mod.rs is the module render
+

@@ -19,7 +19,7 @@ from wfqueue.analysis.imports import imports_from_tree, js_imports, module_index
 from wfqueue.analysis.pyast import parse_python
 from wfqueue.analysis.ranking import bm25_scores, tokenize
 from wfqueue.analysis.symbols import SYMBOL_LANGUAGES, Symbol, regex_symbols, symbols_from_tree
-from wfqueue.analysis.testmap import command_for_tests, detect_test_command, map_tests
+from wfqueue.analysis.testmap import command_for_tests, detect_test_command, inline_tests, map_tests
 
 # How often each source of ranking tokens is repeated: BM25 has no field
 # weights, so repetition is how a match in the path or a symbol name is made
@@ -37,7 +37,8 @@ class RepoIndex(BaseModel):
     files: list[SourceFile]
     symbols: dict[str, list[Symbol]]  # every file's path -> its symbols (maybe [])
     imports: dict[str, list[str]]  # every file's path -> in-repo paths it imports
-    tests_for: dict[str, list[str]]  # source path -> covering tests; only sources with tests
+    # source path -> covering tests (a Rust module holding its own tests first: itself); only sources with tests
+    tests_for: dict[str, list[str]]
     doc_tokens: dict[str, list[str]]  # path -> ranking tokens
     languages: dict[str, int]  # language -> file count
     test_command: str  # whole-suite command, "" when unknown
@@ -78,6 +79,11 @@ def _doc_tokens(path: str, symbols: list[Symbol], text: str) -> list[str]:
     return _path_tokens(path) * PATH_WEIGHT + names * SYMBOL_WEIGHT + docs + tokenize(text)
 
 
+def _with_inline_tests(tests_for: dict[str, list[str]], inline: list[str]) -> dict[str, list[str]]:
+    """A file holding its own tests is covered by itself, first: a change to it is tested there."""
+    return {**tests_for, **{path: [path, *tests_for.get(path, [])] for path in inline}}
+
+
 def build_index(repo: Path, max_bytes: int = 512 * 1024) -> RepoIndex:
     """Scan ``repo`` and build its index; the package's only I/O entry point."""
     pairs = list_source_files(Path(repo), max_bytes=max_bytes)
@@ -101,7 +107,7 @@ def build_index(repo: Path, max_bytes: int = 512 * 1024) -> RepoIndex:
         files=files,
         symbols=symbols,
         imports=imports,
-        tests_for=map_tests(files, imports),
+        tests_for=_with_inline_tests(map_tests(files, imports), inline_tests(files, symbols)),
         doc_tokens={path: list(tokens) for path, tokens in doc_tokens.items()},
         languages=dict(sorted(Counter(source.language for source in files).items())),
         test_command=detect_test_command(files, texts),

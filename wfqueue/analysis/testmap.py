@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import posixpath
+import re
 import shlex
 
 from wfqueue.analysis.files import TEST_ROOTS, SourceFile, language_for
+from wfqueue.analysis.symbol_model import Symbol
 
 _DATA_LANGUAGES: frozenset[str] = frozenset(
     {"markdown", "rst", "text", "json", "yaml", "toml", "ini", "html", "css"}
@@ -86,6 +88,36 @@ def tested_stem(path: str) -> str | None:
         if stem.endswith(suffix) and len(stem) > len(suffix):
             return stem[: -len(suffix)].lower()
     return None
+
+
+# The module a Rust file keeps its own tests in: `#[cfg(test)] mod tests` (or `mod test`, `mod parser_tests`).
+_INLINE_TEST_MODULE = re.compile(r"^(?:tests?|\w+_tests?)$")
+
+
+def in_test_module(symbol: Symbol) -> bool:
+    """Whether ``symbol`` is one of a Rust file's own tests (or their helpers), not the code they test."""
+    return "." in symbol.qualname and bool(_INLINE_TEST_MODULE.match(symbol.qualname.split(".", 1)[0]))
+
+
+def inline_tests(files: list[SourceFile], symbols: dict[str, list[Symbol]]) -> list[str]:
+    """The source files that hold their own tests: Rust modules with a test module of functions inside."""
+    return [f.path for f in files if f.language == "rust" and not f.is_test
+            and any(in_test_module(s) for s in symbols.get(f.path, []))]
+
+
+def rust_module_filter(path: str) -> str | None:
+    """The `cargo test` filter running a Rust source file's own tests: its module path from the crate root
+    (``src/cache/store.rs``: ``cache::store::``); None for a crate root or a binary, whose tests no module path
+    singles out."""
+    parts = path.split("/")
+    if "src" not in parts[:-1] or not parts[-1].endswith(".rs"):
+        return None
+    below = parts[len(parts) - 1 - parts[:-1][::-1].index("src"):]
+    if below[0] == "bin":
+        return None
+    stem = below[-1][:-3]
+    modules = below[:-1] + ([] if stem in ("mod", "lib", "main") else [stem])
+    return "::".join(modules) + "::" if modules else None
 
 
 def map_tests(files: list[SourceFile], imports: dict[str, list[str]]) -> dict[str, list[str]]:
@@ -226,6 +258,9 @@ def command_for_tests(test_paths: list[str], suite_command: str) -> str:
     if families == {"javascript"} and suite_command.startswith("npm test"):
         # npm forwards arguments after "--" to the test runner (jest, vitest, ...).
         return f"npm test -- {quoted}"
+    if families == {"rust"} and len(paths) == 1 and (module := rust_module_filter(paths[0])) is not None \
+            and not paths[0].startswith("tests/"):
+        return f"cargo test {module}"  # a module's own tests (inline_tests), by its path: config::tests::...
     if families == {"rust"} and all(p.startswith("tests/") and p.count("/") == 1 for p in paths):
         targets = " ".join(f"--test {shlex.quote(posixpath.splitext(p[6:])[0])}" for p in paths)
         return f"cargo test {targets}"

@@ -111,7 +111,8 @@ def _task_for_file(
         files=files,
         implementation=[f"Read {s.qualname} at {path}:{s.line}-{s.end_line}" for s in symbols]
         + [f"Update {path} for: {short}"]
-        + ([f"Extend {', '.join(tests[:3])}"] if tests else [f"Add a test covering {path}"]),
+        + ([f"Extend {', '.join(t if t != path else f'its own test module in {path}' for t in tests[:3])}"]
+           if tests else [f"Add a test covering {path}"]),
         test=TaskTest(commands=[verification] if verification else [], unit=tests),
         meta=TaskMeta(agent=sub.focus_area, module=path),
         source=TaskSource(tool="wfqueue-collab", session_id=analysis.session_id, original_id=ids[path]),

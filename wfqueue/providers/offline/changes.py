@@ -14,7 +14,7 @@ from wfqueue.analysis import RepoIndex, fan_in, rank_symbols, test_command_for, 
 from wfqueue.analysis.files import TEST_FOLDERS, is_test_path
 from wfqueue.analysis.localize import named_identifiers
 from wfqueue.analysis.symbols import Symbol
-from wfqueue.analysis.testmap import PACKAGE_FILES, subject_stem, tested_stem
+from wfqueue.analysis.testmap import PACKAGE_FILES, in_test_module, subject_stem, tested_stem
 from wfqueue.sentences import first_sentence
 from wfqueue.unified_task import TaskFile
 
@@ -232,15 +232,23 @@ def named_symbols(symbols: list[Symbol], requirement: str) -> list[Symbol]:
 def matching_symbols(index: RepoIndex, path: str, requirement: str) -> list[Symbol]:
     """The symbols of ``path`` the requirement touches: those it names first (a constructor sharing the
     class's words does not push `NameAllocator.newName` out), then those matching its words best."""
-    named = named_symbols(index.symbols.get(path, []), requirement)
+    code = [s for s in index.symbols.get(path, []) if not _own_test(index, path, s)]
+    named = named_symbols(code, requirement)
     taken = {s.qualname for s in named}
-    chosen = named + [s for s in rank_symbols(index, path, requirement, limit=3) if s.qualname not in taken]
+    chosen = named + [s for s in rank_symbols(index, path, requirement, limit=len(index.symbols.get(path, [])))
+                      if s.qualname not in taken and not _own_test(index, path, s)]
     return chosen[: max(3, len(named))]
+
+
+def _own_test(index: RepoIndex, path: str, symbol: Symbol) -> bool:
+    """A test of a file holding its own tests (Rust's `mod tests`): no code a change targets."""
+    return path in index.tests_for.get(path, []) and in_test_module(symbol)
 
 
 def symbols_to_change(index: RepoIndex, path: str, requirement: str) -> list[Symbol]:
     """What a task changes in ``path``: the symbols the requirement touches, else its first public ones."""
-    public = [s for s in index.symbols.get(path, []) if s.kind in ("class", "function") and not s.name.startswith("_")]
+    public = [s for s in index.symbols.get(path, [])
+              if s.kind in ("class", "function") and not s.name.startswith("_") and not _own_test(index, path, s)]
     return matching_symbols(index, path, requirement) or public[:2]
 
 

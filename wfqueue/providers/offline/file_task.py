@@ -38,11 +38,16 @@ def file_task(index: RepoIndex, requirement: str, task_id: str, path: str, exist
     requirement writes out in it (if it lacks it yet), ``verification`` passing and the code unchanged. It waits
     for no other task: the code it reads is there already."""
     tests = kind == "testing"
+    # A Rust module holding its own tests gets new ones there: the file is both the one written and the code read.
+    beside = path in code
+    code = [c for c in code if c != path]
     short = requirement_short(requirement)
     names = names_to_find(requirement, written_in(index, [path], requirement))
     criteria = ([f"`git status --short -- {path}` lists the file"]
                 + [f"`grep -n \"{name}\" {path}` finds it" for name in names[:1]]
                 + ([f"`{verification}` passes"] if verification else [])
+                + ([f"`git diff -- {path}` changes only its test module: the code under test in it is unchanged"]
+                   if beside else [])
                 + unchanged_criterion(code, "the code under test" if tests else "the code it describes"))
     return UnifiedTask(
         id=task_id,
@@ -63,6 +68,8 @@ def file_task(index: RepoIndex, requirement: str, task_id: str, path: str, exist
         focus_paths=[path, *code],
         files=[TaskFile(path=path, action="modify" if exists else "create",
                         changes=[f"{'tests for' if tests else 'document'}: {short}"], conflict_risk="low")],
-        implementation=[*(f"Read {p}" for p in code), f"Write {'tests ' if tests else ''}in {path} for: {short}"],
+        implementation=[*(f"Read {p}" for p in code),
+                        f"Write {'tests ' if tests else ''}in {path}{' (its test module)' if beside else ''} for: "
+                        f"{short}"],
         test=TaskTest(commands=[verification] if verification else [], unit=[path] if tests else []),
     )

@@ -158,19 +158,29 @@ def plan_tasks(index: RepoIndex, requirement: str, session_id: str, assessment: 
     # Best first, as the localizer ranked them (a task lists its files in import order).
     covered = [p for p, _ in candidates if p in planned] + sorted(planned - {p for p, _ in candidates})
     test_file, exists = where_tests_go(index, covered, requirement, new_module=created)
-    # Written against the changed code, in a worktree that has it: a test of a change not made yet can neither
-    # be run by its author nor pass the gate before the change is merged.
-    tasks.append(_task(len(tasks) + 1, f"Test: {change_phrase(requirement)} ({test_file})",
-                       f"Cover the change with tests in {test_file}: a case that fails before it and passes after.",
-                       [TaskFile(path=test_file, action="modify" if exists else "create",
-                                 changes=[f"tests for: {short}"], conflict_risk="low")],
-                       index, requirement, session_id, changes, "medium", notes))
+    # A module holding its own tests (Rust's `mod tests`) is tested there by the task changing it, whose criteria
+    # ask for a test that fails without the change.
+    inline = test_file in changed
+    if inline:
+        tasks = [t.model_copy(update={"description": t.description + f" Add the tests of the change to {test_file}'s "
+                                      "own test module: a case that fails before it and passes after."})
+                 if any(f.path == test_file for f in t.files) else t for t in tasks]
+    else:
+        # Written against the changed code, in a worktree that has it: a test of a change not made yet can
+        # neither be run by its author nor pass the gate before the change is merged.
+        tasks.append(_task(len(tasks) + 1, f"Test: {change_phrase(requirement)} ({test_file})",
+                           f"Cover the change with tests in {test_file}: a case that fails before it and passes "
+                           "after.",
+                           [TaskFile(path=test_file, action="modify" if exists else "create",
+                                     changes=[f"tests for: {short}"], conflict_risk="low")],
+                           index, requirement, session_id, changes, "medium", notes))
     understanding = (
         f"{short}. Complexity {assessment.complexity} ({assessment.scope}; {assessment.depth}; {assessment.risk}). "
         f"Planned from the repository index"
         + (f" and {len(explorations)} verified angle(s)" if explorations else "")
         + f": {len(tasks)} task(s), the change grouped by package, then"
-        + (f" {', '.join(p for p, _ in documents)} and" if documents else "") + " its tests"
+        + (f" {', '.join(p for p, _ in documents)} and" if documents else "")
+        + (f" its tests in {test_file}'s own test module, by the task changing it" if inline else " its tests")
         + (f", with {created} created first" if created else "") + "."
         + (" " + " ".join(notes) if notes else "")
     )

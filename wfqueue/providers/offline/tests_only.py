@@ -31,7 +31,8 @@ def _description(index: RepoIndex, requirement: str, test_file: str, exists: boo
     """What a tests-only task does: the requirement, where its tests go, the code they cover (not changed)."""
     brief = requirement_brief(requirement)
     where = code_and_symbols(index, requirement, code)
-    return (f"{brief[:1].upper() + brief[1:]}: the tests go in {test_file} ({'extended' if exists else 'a new file'})."
+    place = "its own test module, extended" if test_file in code else "extended" if exists else "a new file"
+    return (f"{brief[:1].upper() + brief[1:]}: the tests go in {test_file} ({place})."
             + (f" The code under test, {where}, stays as it is: the tests describe what it does now and pass "
                "against it." if code else ""))
 

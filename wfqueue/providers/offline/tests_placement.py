@@ -63,6 +63,8 @@ def where_tests_go(index: RepoIndex, paths: list[str], requirement: str,
         return _created_test(index, new_module)
     if main is None:
         return _created_test(index, paths[0] if paths else "change.py")
+    if main in index.tests_for.get(main, []):  # a Rust module holding its own tests: new ones go beside them
+        return main, True
     # Covering: importing the module, or named after it in the nearest folder of its language
     # (analysis.testmap), so another app's test_models.py or a frontend's client.test.ts is never taken; and a
     # file named after the module and importing it, whatever its name says elsewhere (express's test/utils.js).

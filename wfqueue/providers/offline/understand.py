@@ -203,9 +203,12 @@ def understand(index: RepoIndex, requirement: str, max_agents: int) -> Understan
     tests = sorted({t for f, _ in ranked for t in index.tests_for.get(f, [])})
     if len(clusters) < 2 and (intent == "change" or not clusters):
         # A single relevant module: its test file becomes the second area (one file: every test importing a
-        # widely used module is not the change's test). Docstrings get no test.
+        # widely used module is not the change's test), unless the module holds its own tests (Rust's `mod
+        # tests`), which its area writes. Docstrings get no test.
         paths = [p for p, _ in ranked]
-        clusters.append([where_tests_go(index, paths, requirement, new_module_path(index, paths, requirement))[0]])
+        test_file = where_tests_go(index, paths, requirement, new_module_path(index, paths, requirement))[0]
+        if not any(test_file in cluster for cluster in clusters):
+            clusters.append([test_file])
     # Documents the change asks to update too ("..., document it in README.md"): an area of their own while
     # agents are left, else the last area's.
     documents = [p for p, _ in documents_beside_change(index, requirement)] if intent == "change" else []
