@@ -1,4 +1,5 @@
-"""Regex symbol extraction for curly-brace languages: JS/TS, Go, Rust, Java, C#, Kotlin, PHP.
+"""Regex symbol extraction for curly-brace languages: JS/TS, Go and Rust here, the class-based ones in
+wfqueue.analysis.class_langs.
 
 Each language supplies a *classifier* that looks at one cleaned line in a
 context ("top" level, a "namespace" body, a type's "members", or the "object" literal a
@@ -11,48 +12,27 @@ and so that every symbol gets an end line from its matching brace.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import NamedTuple
 
+from wfqueue.analysis.brace_decl import KEYWORDS, NAME, BodyKind, Classifier, Decl, first_match
+from wfqueue.analysis.class_langs import csharp_classify, java_classify, kotlin_classify, php_classify
 from wfqueue.analysis.scan import BraceMap, clean_code, declaration_extent
 from wfqueue.analysis.symbol_model import Symbol
 
-# What a declaration's body holds: "members" (methods of a type), "namespace"
-# (more top-level-like declarations), "object" (an exported JS object literal's
-# entries) or None (nothing we extract).
-BodyKind = str | None
-
-
-class Decl(NamedTuple):
-    """A declaration found on a line, before its extent is known."""
-
-    name: str
-    kind: str  # a Symbol kind, or "container" for impl/mod/namespace blocks
-    column: int
-    body: BodyKind = None
-    qualname: str | None = None  # overrides prefix.name (Go receivers, Rust impls)
-
-
-Classifier = Callable[[str, str, str], list[Decl]]
-
-_NAME = r"[A-Za-z_$][\w$]*"
 _JS_EXPORT = r"(?:export\s+(?:default\s+)?)?(?:declare\s+)?"
-_JS_KEYWORDS = frozenset(
-    {"if", "for", "while", "switch", "catch", "return", "function", "with", "super", "new", "typeof"}
-)
 _JS_TOP: list[tuple[re.Pattern[str], str, BodyKind]] = [
-    (re.compile(rf"^\s*{_JS_EXPORT}(?:async\s+)?function\b\s*\*?\s*({_NAME})"), "function", None),
-    (re.compile(rf"^\s*{_JS_EXPORT}(?:abstract\s+)?class\s+({_NAME})"), "class", "members"),
-    (re.compile(rf"^\s*{_JS_EXPORT}interface\s+({_NAME})"), "class", None),
-    (re.compile(rf"^\s*{_JS_EXPORT}(?:const\s+)?enum\s+({_NAME})"), "class", None),
-    (re.compile(rf"^\s*{_JS_EXPORT}type\s+({_NAME})\s*(?:<[^=]*>)?\s*="), "class", None),
-    (re.compile(rf"^\s*{_JS_EXPORT}(?:namespace|module)\s+({_NAME})\s*\{{"), "container", "namespace"),
+    (re.compile(rf"^\s*{_JS_EXPORT}(?:async\s+)?function\b\s*\*?\s*({NAME})"), "function", None),
+    (re.compile(rf"^\s*{_JS_EXPORT}(?:abstract\s+)?class\s+({NAME})"), "class", "members"),
+    (re.compile(rf"^\s*{_JS_EXPORT}interface\s+({NAME})"), "class", None),
+    (re.compile(rf"^\s*{_JS_EXPORT}(?:const\s+)?enum\s+({NAME})"), "class", None),
+    (re.compile(rf"^\s*{_JS_EXPORT}type\s+({NAME})\s*(?:<[^=]*>)?\s*="), "class", None),
+    (re.compile(rf"^\s*{_JS_EXPORT}(?:namespace|module)\s+({NAME})\s*\{{"), "container", "namespace"),
     # `const f = (a) =>`, `= function`, `= x =>`; an unclosed "(" after "=" is
     # taken as a multi-line arrow parameter list.
     (
         re.compile(
-            rf"^\s*{_JS_EXPORT}(?:const|let|var)\s+({_NAME})\s*(?::[^=]+)?=\s*(?:async\s+)?"
-            rf"(?:function\b|(?:\([^)]*\)|{_NAME})\s*(?::[^=]*)?=>|\([^)]*$)"
+            rf"^\s*{_JS_EXPORT}(?:const|let|var)\s+({NAME})\s*(?::[^=]+)?=\s*(?:async\s+)?"
+            rf"(?:function\b|(?:\([^)]*\)|{NAME})\s*(?::[^=]*)?=>|\([^)]*$)"
         ),
         "function",
         None,
@@ -65,38 +45,38 @@ _JS_MODIFIERS = (
 _JS_MEMBER: list[tuple[re.Pattern[str], str, BodyKind]] = [
     (
         re.compile(
-            rf"^\s*{_JS_MODIFIERS}(#?{_NAME})\s*(?::[^=]+)?=\s*(?:async\s+)?"
-            rf"(?:\([^)]*\)|{_NAME})\s*(?::[^=]*)?=>"
+            rf"^\s*{_JS_MODIFIERS}(#?{NAME})\s*(?::[^=]+)?=\s*(?:async\s+)?"
+            rf"(?:\([^)]*\)|{NAME})\s*(?::[^=]*)?=>"
         ),
         "method",
         None,
     ),
-    (re.compile(rf"^\s*{_JS_MODIFIERS}\*?\s*(#?{_NAME})\s*(?:<[^>()]*>)?\s*\("), "method", None),
+    (re.compile(rf"^\s*{_JS_MODIFIERS}\*?\s*(#?{NAME})\s*(?:<[^>()]*>)?\s*\("), "method", None),
 ]
 
 
 # CommonJS and prototype code declares its API by assignment: `exports.parse = function`,
 # `Router.prototype.route = function`, `res.json = function json(obj)` (express's response object).
 _JS_ASSIGNED = re.compile(
-    rf"^\s*((?:{_NAME}\.)+)({_NAME})\s*=\s*(?:async\s+)?"
-    rf"(?:function\b|(?:\([^)]*\)|{_NAME})\s*(?::[^=]*)?=>)"
+    rf"^\s*((?:{NAME}\.)+)({NAME})\s*=\s*(?:async\s+)?"
+    rf"(?:function\b|(?:\([^)]*\)|{NAME})\s*(?::[^=]*)?=>)"
 )
 _JS_EXPORTS = frozenset({"exports", "module.exports"})
-_JS_NAMED_FUNCTION = re.compile(rf"\s*=\s*(?:async\s+)?function\b\s*\*?\s*({_NAME})")
+_JS_NAMED_FUNCTION = re.compile(rf"\s*=\s*(?:async\s+)?function\b\s*\*?\s*({NAME})")
 # A module whose API is one object literal: `module.exports = {`, `const proto = module.exports = {` (koa),
 # `export default {`. Its functions are the literal's methods and function-valued properties.
 _JS_EXPORTED_OBJECT = re.compile(
-    rf"^\s*(?:(?:const|let|var)\s+{_NAME}\s*=\s*)?(?:(?:module\.)?exports\s*=\s*)+\{{|^\s*export\s+default\s+\{{"
+    rf"^\s*(?:(?:const|let|var)\s+{NAME}\s*=\s*)?(?:(?:module\.)?exports\s*=\s*)+\{{|^\s*export\s+default\s+\{{"
 )
 # Only lines that are plainly functions: a literal's other entries may spread a call over several lines
 # (`plugins: [\n  foo(),`), which a looser rule would take for a method.
 _JS_OBJECT_MEMBER: list[tuple[re.Pattern[str], str, BodyKind]] = [
-    (re.compile(rf"^\s*(?:async\s+)?(?:[gs]et\s+)?\*?\s*({_NAME})\s*\([^)]*\)\s*\{{"), "function", None),
+    (re.compile(rf"^\s*(?:async\s+)?(?:[gs]et\s+)?\*?\s*({NAME})\s*\([^)]*\)\s*\{{"), "function", None),
     # An arrow with a block body only: `isAbsolute: (p) => p[0] === '/',` ends at its comma, which the extent
     # scanner reads as a line that goes on.
     (
         re.compile(
-            rf"^\s*({_NAME})\s*:\s*(?:async\s+)?(?:function\b|(?:\([^)]*\)|{_NAME})\s*(?::[^=]*)?=>\s*\{{)"
+            rf"^\s*({NAME})\s*:\s*(?:async\s+)?(?:function\b|(?:\([^)]*\)|{NAME})\s*(?::[^=]*)?=>\s*\{{)"
         ),
         "function",
         None,
@@ -119,31 +99,22 @@ def _js_assigned(line: str) -> list[Decl]:
     return [Decl(name, "method", match.start(2), None, f"{owner}.{name}")]
 
 
-def _first_match(line: str, rules: list[tuple[re.Pattern[str], str, BodyKind]]) -> list[Decl]:
-    """The first rule that matches wins: rules are ordered most specific first."""
-    for pattern, kind, body in rules:
-        match = pattern.match(line)
-        if match:
-            return [Decl(match.group(1), kind, match.start(1), body)]
-    return []
-
-
 def _js_classify(line: str, context: str, owner: str) -> list[Decl]:
     if context == "members":
-        found = _first_match(line, _JS_MEMBER)
-        return [d for d in found if d.name not in _JS_KEYWORDS]
+        found = first_match(line, _JS_MEMBER)
+        return [d for d in found if d.name not in KEYWORDS]
     if context == "object":
-        return [d for d in _first_match(line, _JS_OBJECT_MEMBER) if d.name not in _JS_KEYWORDS]
+        return [d for d in first_match(line, _JS_OBJECT_MEMBER) if d.name not in KEYWORDS]
     if context == "top" and _JS_EXPORTED_OBJECT.match(line):
         return [Decl("", "container", line.index("{"), "object")]
-    return _first_match(line, _JS_TOP) or (_js_assigned(line) if context == "top" else [])
+    return first_match(line, _JS_TOP) or (_js_assigned(line) if context == "top" else [])
 
 
-_GO_METHOD = re.compile(rf"^func\s*\(\s*(?:{_NAME}\s+)?\*?\s*({_NAME})(?:\[[^\]]*\])?\s*\)\s*({_NAME})")
+_GO_METHOD = re.compile(rf"^func\s*\(\s*(?:{NAME}\s+)?\*?\s*({NAME})(?:\[[^\]]*\])?\s*\)\s*({NAME})")
 _GO_RULES: list[tuple[re.Pattern[str], str, BodyKind]] = [
-    (re.compile(rf"^func\s+({_NAME})"), "function", None),
-    (re.compile(rf"^type\s+({_NAME})"), "class", None),
-    (re.compile(rf"^const\s+({_NAME})\b"), "constant", None),
+    (re.compile(rf"^func\s+({NAME})"), "function", None),
+    (re.compile(rf"^type\s+({NAME})"), "class", None),
+    (re.compile(rf"^const\s+({NAME})\b"), "constant", None),
 ]
 
 
@@ -155,19 +126,19 @@ def _go_classify(line: str, context: str, owner: str) -> list[Decl]:
     if method:
         receiver, name = method.group(1), method.group(2)
         return [Decl(name, "method", method.start(2), None, f"{receiver}.{name}")]
-    return _first_match(line, _GO_RULES)
+    return first_match(line, _GO_RULES)
 
 
 _RUST_VIS = r"(?:pub(?:\s*\([^)]*\))?\s+)?"
 _RUST_FN = re.compile(
-    rf"^\s*{_RUST_VIS}(?:default\s+)?(?:const\s+)?(?:async\s+)?(?:unsafe\s+)?(?:extern\s+)?fn\s+({_NAME})"
+    rf"^\s*{_RUST_VIS}(?:default\s+)?(?:const\s+)?(?:async\s+)?(?:unsafe\s+)?(?:extern\s+)?fn\s+({NAME})"
 )
 _RUST_TOP: list[tuple[re.Pattern[str], str, BodyKind]] = [
     (_RUST_FN, "function", None),
-    (re.compile(rf"^\s*{_RUST_VIS}(?:struct|enum|union|type)\s+({_NAME})"), "class", None),
-    (re.compile(rf"^\s*{_RUST_VIS}(?:unsafe\s+)?(?:auto\s+)?trait\s+({_NAME})"), "class", "members"),
+    (re.compile(rf"^\s*{_RUST_VIS}(?:struct|enum|union|type)\s+({NAME})"), "class", None),
+    (re.compile(rf"^\s*{_RUST_VIS}(?:unsafe\s+)?(?:auto\s+)?trait\s+({NAME})"), "class", "members"),
     (re.compile(rf"^\s*{_RUST_VIS}(?:const|static)\s+(?:mut\s+)?([A-Z][A-Z0-9_]*)\s*:"), "constant", None),
-    (re.compile(rf"^\s*{_RUST_VIS}mod\s+({_NAME})\s*\{{"), "container", "namespace"),
+    (re.compile(rf"^\s*{_RUST_VIS}mod\s+({NAME})\s*\{{"), "container", "namespace"),
 ]
 _RUST_IMPL = re.compile(r"^\s*(?:unsafe\s+)?impl\b")
 
@@ -205,129 +176,7 @@ def _rust_classify(line: str, context: str, owner: str) -> list[Decl]:
     if _RUST_IMPL.match(line):
         target = _rust_impl_target(line)
         return [Decl(target, "container", 0, "members")] if target else []
-    return _first_match(line, _RUST_TOP)
-
-
-_JAVA_CLASS = re.compile(
-    r"^\s*(?:@\w+(?:\([^)]*\))?\s+)*(?:(?:public|protected|private|static|final|abstract|sealed|"
-    rf"non-sealed|strictfp)\s+)*(?:class|interface|enum|record|@interface)\s+({_NAME})"
-)
-_JAVA_MODIFIERS = (
-    r"(?:(?:public|protected|private|static|final|abstract|synchronized|native|default|strictfp)\s+)*"
-)
-_JAVA_METHOD = re.compile(
-    rf"^\s*(?:@\w+(?:\([^)]*\))?\s+)*{_JAVA_MODIFIERS}(?:<[^>]*>\s*)?"
-    rf"(?:([\w$][\w$.<>\[\],?]*(?:\s*<[^()]*>)?(?:\[\])*)\s+)?({_NAME})\s*\("
-)
-_JAVA_CONSTANT = re.compile(
-    rf"^\s*{_JAVA_MODIFIERS}static\s+final\s+[\w$.<>\[\],? ]+?\s+([A-Z][A-Z0-9_]*)\s*[=;]"
-)
-_JAVA_NOT_TYPES = frozenset({"return", "new", "throw", "else", "case", "yield", "await"})
-
-
-def _java_classify(line: str, context: str, owner: str) -> list[Decl]:
-    decl = _JAVA_CLASS.match(line)
-    if decl:
-        return [Decl(decl.group(1), "class", decl.start(1), "members")]
-    if context != "members":
-        return []
-    constant = _JAVA_CONSTANT.match(line)
-    if constant:
-        return [Decl(constant.group(1), "constant", constant.start(1))]
-    method = _JAVA_METHOD.match(line)
-    if not method:
-        return []
-    return_type, name = method.group(1), method.group(2)
-    # Without a return type only a constructor (named after its class) counts;
-    # anything else is a continuation line of a multi-line expression.
-    if return_type is None and name != owner:
-        return []
-    if return_type in _JAVA_NOT_TYPES or name in _JS_KEYWORDS:
-        return []
-    return [Decl(name, "method", method.start(2))]
-
-
-_CS_MODIFIERS = (r"(?:(?:public|private|protected|internal|static|sealed|abstract|partial|readonly|unsafe|new|"
-                 r"virtual|override|async|extern|file|required|ref)\s+)*")
-_CS_ATTRIBUTES = r"(?:\[[^\]]*\]\s*)*"
-_CS_TYPE = re.compile(rf"^\s*{_CS_ATTRIBUTES}{_CS_MODIFIERS}(?:class|interface|struct|enum|"
-                      rf"record(?:\s+(?:class|struct))?)\s+({_NAME})")
-# A block namespace holds top-level-like declarations; a file-scoped one (`namespace Shop;`) opens no block.
-_CS_NAMESPACE = re.compile(r"^\s*namespace\s+[\w.]+\s*(?:\{|$)")
-# A type as a member's declaration writes it: Dictionary<string, int>, (int, string), int[]?, Task<bool>.
-_CS_TYPE_REF = r"(?:\([^()]*\)|[\w.]+(?:\s*<[^()]*?>)?)(?:\s*\[[,\s]*\])*\??"
-_CS_METHOD = re.compile(rf"^\s*{_CS_ATTRIBUTES}{_CS_MODIFIERS}(?:({_CS_TYPE_REF})\s+)?({_NAME})\s*"
-                        r"(?:<[^>()]*>)?\s*\(")
-_CS_PROPERTY = re.compile(rf"^\s*{_CS_ATTRIBUTES}{_CS_MODIFIERS}{_CS_TYPE_REF}\s+({_NAME})\s*(?:\{{|=>)")
-_CS_CONSTANT = re.compile(rf"^\s*{_CS_MODIFIERS}const\s+[\w.<>\[\]?]+\s+({_NAME})\s*=")
-
-
-def _csharp_classify(line: str, context: str, owner: str) -> list[Decl]:
-    decl = _CS_TYPE.match(line)
-    if decl:
-        return [Decl(decl.group(1), "class", decl.start(1), "members")]
-    if context in ("top", "namespace"):
-        # Types in a namespace are named without it, as code and requirements name them (Cart.Add).
-        return [Decl("namespace", "container", 0, "namespace", qualname="")] if _CS_NAMESPACE.match(line) else []
-    if context != "members":
-        return []
-    constant = _CS_CONSTANT.match(line)
-    if constant:
-        return [Decl(constant.group(1), "constant", constant.start(1))]
-    method = _CS_METHOD.match(line)
-    if method:
-        return_type, name = method.group(1), method.group(2)
-        if (return_type is None and name != owner) or return_type in _JAVA_NOT_TYPES or name in _JS_KEYWORDS:
-            return []
-        return [Decl(name, "method", method.start(2))]
-    prop = _CS_PROPERTY.match(line)
-    return [Decl(prop.group(1), "method", prop.start(1))] if prop and prop.group(1) not in _JS_KEYWORDS else []
-
-
-_KT_MODIFIERS = (r"(?:(?:public|private|protected|internal|open|abstract|sealed|data|enum|annotation|inner|value|"
-                 r"inline|override|suspend|operator|infix|tailrec|external|lateinit|final|expect|actual)\s+)*")
-_KT_ANNOTATIONS = r"(?:@[\w.]+(?:\([^)]*\))?\s+)*"
-_KT_TYPE = re.compile(rf"^\s*{_KT_ANNOTATIONS}{_KT_MODIFIERS}(?:fun\s+)?(?:class|interface|object)\s+({_NAME})")
-_KT_COMPANION = re.compile(rf"^\s*{_KT_MODIFIERS}companion\s+object\b\s*({_NAME})?")
-# `fun name(`, `fun <T> name(`, an extension `fun String.name(`, a test named in backticks `fun `adds one`(`
-_KT_FUN = re.compile(rf"^\s*{_KT_ANNOTATIONS}{_KT_MODIFIERS}fun\s+(?:<[^>]*>\s*)?(?:([\w.<>?]+)\.)?"
-                     rf"({_NAME}|`[^`\n]+`)\s*\(")
-_KT_CONSTANT = re.compile(rf"^\s*{_KT_MODIFIERS}const\s+val\s+({_NAME})")
-
-
-def _kotlin_classify(line: str, context: str, owner: str) -> list[Decl]:
-    decl = _KT_TYPE.match(line)
-    if decl:
-        return [Decl(decl.group(1), "class", decl.start(1), "members")]
-    companion = _KT_COMPANION.match(line)
-    if companion and context == "members":  # Foo.Companion.of: its members, named as Kotlin names them
-        return [Decl(companion.group(1) or "Companion", "container", companion.start(), "members")]
-    constant = _KT_CONSTANT.match(line)
-    if constant:
-        return [Decl(constant.group(1), "constant", constant.start(1))]
-    fun = _KT_FUN.match(line)
-    if not fun:
-        return []
-    receiver, name = fun.group(1), fun.group(2)
-    kind = "method" if context == "members" else "function"
-    return [Decl(name, kind, fun.start(2), qualname=f"{receiver}.{name}" if receiver and context == "top" else None)]
-
-
-_PHP_ATTRIBUTES = r"(?:#\[[^\]]*\]\s*)*"  # #[Entity], #[Route('/')] before a declaration on its line
-_PHP_TYPE = re.compile(rf"^\s*{_PHP_ATTRIBUTES}(?:(?:abstract|final|readonly)\s+)*(?:class|interface|trait|enum)\s+"
-                       rf"({_NAME})")
-_PHP_FUNCTION = re.compile(rf"^\s*{_PHP_ATTRIBUTES}(?:(?:public|private|protected|static|abstract|final)\s+)*"
-                           rf"function\s+&?\s*({_NAME})\s*\(")
-
-
-def _php_classify(line: str, context: str, owner: str) -> list[Decl]:
-    decl = _PHP_TYPE.match(line)
-    if decl:
-        return [Decl(decl.group(1), "class", decl.start(1), "members")]
-    function = _PHP_FUNCTION.match(line)
-    if function:
-        return [Decl(function.group(1), "method" if context == "members" else "function", function.start(1))]
-    return []
+    return first_match(line, _RUST_TOP)
 
 
 _CLASSIFIERS: dict[str, Classifier] = {
@@ -335,10 +184,10 @@ _CLASSIFIERS: dict[str, Classifier] = {
     "typescript": _js_classify,
     "go": _go_classify,
     "rust": _rust_classify,
-    "java": _java_classify,
-    "csharp": _csharp_classify,
-    "kotlin": _kotlin_classify,
-    "php": _php_classify,
+    "java": java_classify,
+    "csharp": csharp_classify,
+    "kotlin": kotlin_classify,
+    "php": php_classify,
 }
 BRACE_LANGUAGES: frozenset[str] = frozenset(_CLASSIFIERS)
 

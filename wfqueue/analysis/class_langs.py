@@ -1,0 +1,131 @@
+"""Line classifiers of the class-based curly-brace languages: Java, C#, Kotlin, PHP, Swift and Scala.
+
+Each looks at one cleaned line in a context ("top" level, a "namespace" body, a type's "members") and reports
+the declarations the line starts (wfqueue.analysis.brace_langs tracks the braces around them).
+"""
+
+from __future__ import annotations
+
+import re
+
+from wfqueue.analysis.brace_decl import KEYWORDS, NAME, NOT_TYPES, Decl
+
+_JAVA_CLASS = re.compile(
+    r"^\s*(?:@\w+(?:\([^)]*\))?\s+)*(?:(?:public|protected|private|static|final|abstract|sealed|"
+    rf"non-sealed|strictfp)\s+)*(?:class|interface|enum|record|@interface)\s+({NAME})"
+)
+_JAVA_MODIFIERS = (
+    r"(?:(?:public|protected|private|static|final|abstract|synchronized|native|default|strictfp)\s+)*"
+)
+_JAVA_METHOD = re.compile(
+    rf"^\s*(?:@\w+(?:\([^)]*\))?\s+)*{_JAVA_MODIFIERS}(?:<[^>]*>\s*)?"
+    rf"(?:([\w$][\w$.<>\[\],?]*(?:\s*<[^()]*>)?(?:\[\])*)\s+)?({NAME})\s*\("
+)
+_JAVA_CONSTANT = re.compile(
+    rf"^\s*{_JAVA_MODIFIERS}static\s+final\s+[\w$.<>\[\],? ]+?\s+([A-Z][A-Z0-9_]*)\s*[=;]"
+)
+
+
+def java_classify(line: str, context: str, owner: str) -> list[Decl]:
+    decl = _JAVA_CLASS.match(line)
+    if decl:
+        return [Decl(decl.group(1), "class", decl.start(1), "members")]
+    if context != "members":
+        return []
+    constant = _JAVA_CONSTANT.match(line)
+    if constant:
+        return [Decl(constant.group(1), "constant", constant.start(1))]
+    method = _JAVA_METHOD.match(line)
+    if not method:
+        return []
+    return_type, name = method.group(1), method.group(2)
+    # Without a return type only a constructor (named after its class) counts;
+    # anything else is a continuation line of a multi-line expression.
+    if return_type is None and name != owner:
+        return []
+    if return_type in NOT_TYPES or name in KEYWORDS:
+        return []
+    return [Decl(name, "method", method.start(2))]
+
+
+_CS_MODIFIERS = (r"(?:(?:public|private|protected|internal|static|sealed|abstract|partial|readonly|unsafe|new|"
+                 r"virtual|override|async|extern|file|required|ref)\s+)*")
+_CS_ATTRIBUTES = r"(?:\[[^\]]*\]\s*)*"
+_CS_TYPE = re.compile(rf"^\s*{_CS_ATTRIBUTES}{_CS_MODIFIERS}(?:class|interface|struct|enum|"
+                      rf"record(?:\s+(?:class|struct))?)\s+({NAME})")
+# A block namespace holds top-level-like declarations; a file-scoped one (`namespace Shop;`) opens no block.
+_CS_NAMESPACE = re.compile(r"^\s*namespace\s+[\w.]+\s*(?:\{|$)")
+# A type as a member's declaration writes it: Dictionary<string, int>, (int, string), int[]?, Task<bool>.
+_CS_TYPE_REF = r"(?:\([^()]*\)|[\w.]+(?:\s*<[^()]*?>)?)(?:\s*\[[,\s]*\])*\??"
+_CS_METHOD = re.compile(rf"^\s*{_CS_ATTRIBUTES}{_CS_MODIFIERS}(?:({_CS_TYPE_REF})\s+)?({NAME})\s*"
+                        r"(?:<[^>()]*>)?\s*\(")
+_CS_PROPERTY = re.compile(rf"^\s*{_CS_ATTRIBUTES}{_CS_MODIFIERS}{_CS_TYPE_REF}\s+({NAME})\s*(?:\{{|=>)")
+_CS_CONSTANT = re.compile(rf"^\s*{_CS_MODIFIERS}const\s+[\w.<>\[\]?]+\s+({NAME})\s*=")
+
+
+def csharp_classify(line: str, context: str, owner: str) -> list[Decl]:
+    decl = _CS_TYPE.match(line)
+    if decl:
+        return [Decl(decl.group(1), "class", decl.start(1), "members")]
+    if context in ("top", "namespace"):
+        # Types in a namespace are named without it, as code and requirements name them (Cart.Add).
+        return [Decl("namespace", "container", 0, "namespace", qualname="")] if _CS_NAMESPACE.match(line) else []
+    if context != "members":
+        return []
+    constant = _CS_CONSTANT.match(line)
+    if constant:
+        return [Decl(constant.group(1), "constant", constant.start(1))]
+    method = _CS_METHOD.match(line)
+    if method:
+        return_type, name = method.group(1), method.group(2)
+        if (return_type is None and name != owner) or return_type in NOT_TYPES or name in KEYWORDS:
+            return []
+        return [Decl(name, "method", method.start(2))]
+    prop = _CS_PROPERTY.match(line)
+    return [Decl(prop.group(1), "method", prop.start(1))] if prop and prop.group(1) not in KEYWORDS else []
+
+
+_KT_MODIFIERS = (r"(?:(?:public|private|protected|internal|open|abstract|sealed|data|enum|annotation|inner|value|"
+                 r"inline|override|suspend|operator|infix|tailrec|external|lateinit|final|expect|actual)\s+)*")
+_KT_ANNOTATIONS = r"(?:@[\w.]+(?:\([^)]*\))?\s+)*"
+_KT_TYPE = re.compile(rf"^\s*{_KT_ANNOTATIONS}{_KT_MODIFIERS}(?:fun\s+)?(?:class|interface|object)\s+({NAME})")
+_KT_COMPANION = re.compile(rf"^\s*{_KT_MODIFIERS}companion\s+object\b\s*({NAME})?")
+# `fun name(`, `fun <T> name(`, an extension `fun String.name(`, a test named in backticks `fun `adds one`(`
+_KT_FUN = re.compile(rf"^\s*{_KT_ANNOTATIONS}{_KT_MODIFIERS}fun\s+(?:<[^>]*>\s*)?(?:([\w.<>?]+)\.)?"
+                     rf"({NAME}|`[^`\n]+`)\s*\(")
+_KT_CONSTANT = re.compile(rf"^\s*{_KT_MODIFIERS}const\s+val\s+({NAME})")
+
+
+def kotlin_classify(line: str, context: str, owner: str) -> list[Decl]:
+    decl = _KT_TYPE.match(line)
+    if decl:
+        return [Decl(decl.group(1), "class", decl.start(1), "members")]
+    companion = _KT_COMPANION.match(line)
+    if companion and context == "members":  # Foo.Companion.of: its members, named as Kotlin names them
+        return [Decl(companion.group(1) or "Companion", "container", companion.start(), "members")]
+    constant = _KT_CONSTANT.match(line)
+    if constant:
+        return [Decl(constant.group(1), "constant", constant.start(1))]
+    fun = _KT_FUN.match(line)
+    if not fun:
+        return []
+    receiver, name = fun.group(1), fun.group(2)
+    kind = "method" if context == "members" else "function"
+    return [Decl(name, kind, fun.start(2), qualname=f"{receiver}.{name}" if receiver and context == "top" else None)]
+
+
+_PHP_ATTRIBUTES = r"(?:#\[[^\]]*\]\s*)*"  # #[Entity], #[Route('/')] before a declaration on its line
+_PHP_TYPE = re.compile(rf"^\s*{_PHP_ATTRIBUTES}(?:(?:abstract|final|readonly)\s+)*(?:class|interface|trait|enum)\s+"
+                       rf"({NAME})")
+_PHP_FUNCTION = re.compile(rf"^\s*{_PHP_ATTRIBUTES}(?:(?:public|private|protected|static|abstract|final)\s+)*"
+                           rf"function\s+&?\s*({NAME})\s*\(")
+
+
+def php_classify(line: str, context: str, owner: str) -> list[Decl]:
+    decl = _PHP_TYPE.match(line)
+    if decl:
+        return [Decl(decl.group(1), "class", decl.start(1), "members")]
+    function = _PHP_FUNCTION.match(line)
+    if function:
+        return [Decl(function.group(1), "method" if context == "members" else "function", function.start(1))]
+    return []
