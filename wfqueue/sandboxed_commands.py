@@ -31,7 +31,7 @@ from wfqueue.lifeline import dies_with_parent
 # Tools a verification command may start with (ARTIFACTS §9).
 KNOWN_TOOLS = ("pytest", "python -m pytest", "python3 -m pytest", "npm", "npx", "jest", "tsc", "eslint", "go test",
                "cargo test", "make", "mvn", "./mvnw", "gradle", "./gradlew", "rake", "bundle exec rake", "rspec",
-               "bundle exec rspec", "dotnet test", "phpunit", "vendor/bin/phpunit")
+               "bundle exec rspec", "dotnet test", "phpunit", "vendor/bin/phpunit", "swift test", "sbt")
 DEFAULT_COMMAND_TIMEOUT_S = 600.0
 # Text that only means something to a shell: chaining, background jobs, pipes, redirection, command and
 # variable substitution, and line breaks that start a second command.

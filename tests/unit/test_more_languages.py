@@ -1,8 +1,9 @@
-"""C#, Kotlin and PHP repositories are planned as the other languages are.
+"""C#, Kotlin, PHP, Swift and Scala repositories are planned as the other languages are.
 
 Before, the offline planner said of a C# or PHP repository "has no source code to plan against"; their test
 files (src/Shop.Tests/PriceTests.cs, Tests/KitTests/KitTests.swift) were not tests, and a new test had no
-name of its language."""
+name of its language. Swift and Scala files had no symbols: no plan named a function to change in them, and
+their tests had no command."""
 
 from __future__ import annotations
 
@@ -125,6 +126,95 @@ def test_a_php_test_is_named_and_run_as_phpunit_does(tmp_path: Path) -> None:
     assert [(f.path, f.action) for f in task.files] == [("tests/Unit/UserTest.php", "create")]
     assert task.convergence.verification == "vendor/bin/phpunit tests/Unit/UserTest.php"
     assert refusal(task.convergence.verification) is None
+
+
+SWIFT = """import Foundation
+
+/// A cart. "func notAFunction() {"
+public final class Cart {
+    private(set) var items: [Item] = []
+    let id: UUID
+
+    public init(id: UUID = UUID()) { self.id = id }
+
+    public var total: Decimal {
+        items.reduce(0) { $0 + $1.price }
+    }
+
+    @discardableResult
+    public func add(_ item: Item) -> Int {
+        if items.count > 10 { print("{") }
+        return items.count
+    }
+}
+
+extension Cart: CustomStringConvertible {
+    func remove<T: Equatable>(where name: T) {
+        let s = \"\"\"
+        func notAFunction() {
+        \"\"\"
+    }
+}
+
+protocol Gateway {
+    func charge(_ amount: Decimal) async throws
+}
+
+func checkout(cart: Cart) async throws {}
+"""
+SCALA = """package shop
+
+final case class Item(name: String, price: BigDecimal)
+
+class Cart(val id: String) {
+  def add(item: Item): Int = {
+    val s = "def notAMethod() {"
+    1
+  }
+  def total: BigDecimal = 0
+}
+
+object Cart {
+  final val MAX_ITEMS = 100
+  def empty(id: String): Cart = new Cart(id)
+}
+
+sealed trait Gateway {
+  def charge(amount: BigDecimal): Unit
+}
+"""
+
+
+@pytest.mark.parametrize(("text", "language", "expected"), [
+    (SWIFT, "swift", [("class", "Cart", 4, 19), ("method", "Cart.init", 8, 8), ("method", "Cart.total", 10, 12),
+                      ("method", "Cart.add", 15, 18), ("method", "Cart.remove", 22, 26), ("class", "Gateway", 29, 31),
+                      ("method", "Gateway.charge", 30, 30), ("function", "checkout", 33, 33)]),
+    (SCALA, "scala", [("class", "Item", 3, 3), ("class", "Cart", 5, 11), ("method", "Cart.add", 6, 9),
+                      ("method", "Cart.total", 10, 10), ("class", "Cart", 13, 16),
+                      ("constant", "Cart.MAX_ITEMS", 14, 14), ("method", "Cart.empty", 15, 15),
+                      ("class", "Gateway", 18, 20), ("method", "Gateway.charge", 19, 19)]),
+])
+def test_symbols_of_swift_and_scala(text: str, language: str, expected: list[tuple[str, str, int, int]]) -> None:
+    """An extension's functions are its type's; a stored property is data, a computed one code; braces and
+    "func" in strings and comments declare nothing."""
+    assert [(s.kind, s.qualname, s.line, s.end_line) for s in braced_symbols(text, language)] == expected
+
+
+@pytest.mark.parametrize(("files", "test", "verification"), [
+    ({"Package.swift": "// swift-tools-version:5.9\n", "Sources/Shop/Cart.swift": SWIFT,
+      "Tests/ShopTests/OrderTests.swift": "import XCTest\nfinal class OrderTests: XCTestCase {}\n"},
+     "Tests/ShopTests/CartTests.swift", "swift test --filter CartTests"),
+    ({"build.sbt": "name := \"shop\"\n", "src/main/scala/shop/Cart.scala": SCALA,
+      "src/test/scala/shop/OrderSpec.scala": "class OrderSpec extends AnyFlatSpec {}\n"},
+     "src/test/scala/shop/CartSpec.scala", "sbt 'testOnly *CartSpec'"),
+])
+def test_a_swift_or_scala_fix_changes_its_function_and_runs_its_test_class(
+        files: dict[str, str], test: str, verification: str, tmp_path: Path) -> None:
+    *changes, tests = lite(write(tmp_path, files), "Fix Cart.add so that it refuses a second copy of an item").tasks
+    assert next(f.target for t in changes for f in t.files) == "Cart.add"
+    assert [(f.path, f.action) for f in tests.files] == [(test, "create")]
+    assert tests.convergence.verification == verification
+    assert refusal(verification) is None  # execution's sandboxed runner runs it
 
 
 def test_a_php_test_class_named_without_its_file_is_that_file(tmp_path: Path) -> None:

@@ -15,7 +15,14 @@ import re
 from typing import NamedTuple
 
 from wfqueue.analysis.brace_decl import KEYWORDS, NAME, BodyKind, Classifier, Decl, first_match
-from wfqueue.analysis.class_langs import csharp_classify, java_classify, kotlin_classify, php_classify
+from wfqueue.analysis.class_langs import (
+    csharp_classify,
+    java_classify,
+    kotlin_classify,
+    php_classify,
+    scala_classify,
+    swift_classify,
+)
 from wfqueue.analysis.scan import BraceMap, clean_code, declaration_extent
 from wfqueue.analysis.symbol_model import Symbol
 
@@ -188,6 +195,8 @@ _CLASSIFIERS: dict[str, Classifier] = {
     "csharp": csharp_classify,
     "kotlin": kotlin_classify,
     "php": php_classify,
+    "swift": swift_classify,
+    "scala": scala_classify,
 }
 BRACE_LANGUAGES: frozenset[str] = frozenset(_CLASSIFIERS)
 

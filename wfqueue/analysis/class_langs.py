@@ -129,3 +129,53 @@ def php_classify(line: str, context: str, owner: str) -> list[Decl]:
     if function:
         return [Decl(function.group(1), "method" if context == "members" else "function", function.start(1))]
     return []
+
+
+_SWIFT_ATTRIBUTES = r"(?:@\w+(?:\([^)]*\))?\s+)*"  # @MainActor, @objc(name), @discardableResult
+_SWIFT_MODIFIERS = (r"(?:(?:public|private|fileprivate|internal|open|package|final|static|class|override|mutating|"
+                    r"nonmutating|convenience|required|lazy|weak|unowned|dynamic|indirect|nonisolated|distributed|"
+                    r"(?:private|fileprivate|internal|public)\(set\))\s+)*")
+_SWIFT_TYPE = re.compile(rf"^\s*{_SWIFT_ATTRIBUTES}{_SWIFT_MODIFIERS}(?:class|struct|enum|protocol|actor)\s+({NAME})")
+# `extension Cart`, `extension Array where Element: Item`, `extension Shop.Cart: Codable`: members of that type
+_SWIFT_EXTENSION = re.compile(rf"^\s*{_SWIFT_ATTRIBUTES}{_SWIFT_MODIFIERS}extension\s+(?:{NAME}\.)*({NAME})")
+_SWIFT_FUNC = re.compile(rf"^\s*{_SWIFT_ATTRIBUTES}{_SWIFT_MODIFIERS}func\s+({NAME})\s*(?:<[^>]*>\s*)?\(")
+_SWIFT_INIT = re.compile(rf"^\s*{_SWIFT_ATTRIBUTES}{_SWIFT_MODIFIERS}(init)[?!]?\s*(?:<[^>]*>\s*)?\(")
+# A computed property, whose body is code (`var total: Int {`, SwiftUI's `var body: some View {`); a stored one
+# is data.
+_SWIFT_PROPERTY = re.compile(rf"^\s*{_SWIFT_ATTRIBUTES}{_SWIFT_MODIFIERS}var\s+({NAME})\s*:[^={{]+\{{")
+
+
+def swift_classify(line: str, context: str, owner: str) -> list[Decl]:
+    decl = _SWIFT_TYPE.match(line)
+    if decl:
+        return [Decl(decl.group(1), "class", decl.start(1), "members")]
+    extension = _SWIFT_EXTENSION.match(line)
+    if extension and context == "top":
+        return [Decl(extension.group(1), "container", extension.start(1), "members")]
+    kind = "method" if context == "members" else "function"
+    function = _SWIFT_FUNC.match(line) or (_SWIFT_INIT.match(line) if context == "members" else None)
+    if function:
+        return [Decl(function.group(1), kind, function.start(1))]
+    prop = _SWIFT_PROPERTY.match(line)
+    return [Decl(prop.group(1), kind, prop.start(1))] if prop and context == "members" else []
+
+
+_SCALA_MODIFIERS = (r"(?:(?:private|protected)(?:\[\w+\])?\s+|(?:final|sealed|abstract|implicit|lazy|override|"
+                    r"case|inline|transparent|open|opaque)\s+)*")
+_SCALA_ANNOTATIONS = r"(?:@\w+(?:\([^)]*\))?\s+)*"
+_SCALA_TYPE = re.compile(rf"^\s*{_SCALA_ANNOTATIONS}{_SCALA_MODIFIERS}(?:class|trait|object|enum)\s+({NAME})")
+_SCALA_DEF = re.compile(rf"^\s*{_SCALA_ANNOTATIONS}{_SCALA_MODIFIERS}def\s+({NAME})\b")
+_SCALA_CONSTANT = re.compile(rf"^\s*{_SCALA_MODIFIERS}(?:final\s+)?val\s+([A-Z][A-Z0-9_]+)\s*[:=]")
+
+
+def scala_classify(line: str, context: str, owner: str) -> list[Decl]:
+    decl = _SCALA_TYPE.match(line)
+    if decl:
+        return [Decl(decl.group(1), "class", decl.start(1), "members")]
+    if context == "top" and line.lstrip().startswith("package ") and line.rstrip().endswith("{"):
+        return [Decl("package", "container", 0, "namespace", qualname="")]  # a package block: no name part
+    definition = _SCALA_DEF.match(line)
+    if definition:
+        return [Decl(definition.group(1), "method" if context == "members" else "function", definition.start(1))]
+    constant = _SCALA_CONSTANT.match(line)
+    return [Decl(constant.group(1), "constant", constant.start(1))] if constant else []

@@ -23,7 +23,8 @@ _EXAMPLE_DIRS = frozenset({"examples", "example", "sandbox", "demo", "samples", 
 _DOC_DIRS = frozenset({"docs", "doc", "documentation", "website"})
 _CI_DIRS = frozenset({".github", ".circleci", ".gitlab", ".husky"})
 # Build entry points at the repository root, and tool configuration anywhere.
-_ROOT_BUILD = re.compile(r"^(setup|noxfile|fabfile|gulpfile|gruntfile|dodo|pavement)\.(py|c?m?[jt]s)$", re.IGNORECASE)
+_ROOT_BUILD = re.compile(r"^(setup|noxfile|fabfile|gulpfile|gruntfile|dodo|pavement)\.(py|c?m?[jt]s)$"
+                         r"|^Package\.swift$|^(build|settings)\.gradle\.kts$", re.IGNORECASE)
 _TOOL_CONFIG = re.compile(
     r"^\.?(webpack|rollup|vite|karma|jest|babel|eslint|eslintrc|prettier|prettierrc|tsup|esbuild|vitest|commitlint|"
     r"lint-staged|mocha|nyc|postcss|tailwind|playwright|cypress|gulp|grunt)([.-][\w-]+)*\.(c?m?[jt]s|json)$"

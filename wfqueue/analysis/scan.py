@@ -38,6 +38,11 @@ _CLEANERS["csharp"] = re.compile("|".join([r'"""[\s\S]*?"""', r'\$?@"(?:""|[^"])
 _CLEANERS["kotlin"] = re.compile("|".join([r'"""[\s\S]*?"""', _LINE_COMMENT, _BLOCK_COMMENT, _DQ_STRING,
                                            _CHAR_LITERAL]))
 _CLEANERS["php"] = re.compile("|".join([_LINE_COMMENT, r"#(?!\[)[^\n]*", _BLOCK_COMMENT, _DQ_STRING, _SQ_STRING]))
+# Swift: multi-line and raw strings (#"a "quoted" b"#); Scala: multi-line strings, interpolated ones (s"...").
+_CLEANERS["swift"] = re.compile("|".join([r'#+"""[\s\S]*?"""#+', r'"""[\s\S]*?"""', r'#+"[^\n]*?"#+', _LINE_COMMENT,
+                                          _BLOCK_COMMENT, _DQ_STRING]))
+_CLEANERS["scala"] = re.compile("|".join([r'\w*"""[\s\S]*?"""', _LINE_COMMENT, _BLOCK_COMMENT, r"\w*" + _DQ_STRING,
+                                          _CHAR_LITERAL]))
 _NOT_NEWLINE = re.compile(r"[^\n]")
 
 # A declaration header continues onto the next line when its line ends with

@@ -209,11 +209,12 @@ def detect_test_command(files: list[SourceFile], texts: dict[str, str]) -> str:
     """The repository's whole-suite test command, "" when none is evident.
 
     When several ecosystems qualify, the one with the most test files wins
-    (ties: python, npm, go, cargo, JVM, ruby, dotnet, phpunit), so a Python project that ships a small
-    JS frontend still gets pytest.
+    (ties: python, npm, go, cargo, JVM, ruby, dotnet, phpunit, swift, sbt), so a Python project that ships a
+    small JS frontend still gets pytest.
     """
     paths = {f.path for f in files}
-    counts = {"python": 0, "javascript": 0, "go": 0, "rust": 0, "java": 0, "ruby": 0, "csharp": 0, "php": 0}
+    counts = {"python": 0, "javascript": 0, "go": 0, "rust": 0, "java": 0, "ruby": 0, "csharp": 0, "php": 0,
+              "swift": 0, "scala": 0}
     for f in files:
         if f.is_test and language_family(f.language) in counts:
             counts[language_family(f.language)] += 1
@@ -237,6 +238,10 @@ def detect_test_command(files: list[SourceFile], texts: dict[str, str]) -> str:
         candidates.append((counts["csharp"], 6, "dotnet test"))
     if counts["php"] and (paths & {"phpunit.xml", "phpunit.xml.dist"} or "phpunit" in texts.get("composer.json", "")):
         candidates.append((counts["php"], 7, "vendor/bin/phpunit"))
+    if counts["swift"] and "Package.swift" in paths:  # a Swift package (an Xcode project's tests need xcodebuild)
+        candidates.append((counts["swift"], 8, "swift test"))
+    if counts["scala"] and (scala := "sbt test" if "build.sbt" in paths else _jvm_suite(paths)):
+        candidates.append((counts["scala"], 9, scala))
     if not candidates:
         return ""
     return min(candidates, key=lambda c: (-c[0], c[1]))[2]
@@ -281,6 +286,10 @@ def command_for_tests(test_paths: list[str], suite_command: str) -> str:
         return f"dotnet test --filter FullyQualifiedName~{classes[0]}"
     if families == {"php"} and suite_command.endswith("phpunit") and len(paths) == 1:
         return f"{suite_command} {quoted}"
+    if families == {"swift"} and suite_command == "swift test" and len(classes) == 1:
+        return f"swift test --filter {classes[0]}"  # several would need "|", as dotnet's
+    if families == {"scala"} and suite_command == "sbt test":
+        return "sbt " + shlex.quote("testOnly " + " ".join(f"*{name}" for name in classes))
     # Ruby runs a file from the root only in the root's own test folders: a sub-project's specs (sinatra's
     # rack-protection/spec/) load their helper from their own folder, through their own Gemfile, and the root's
     # suite does not run them. Without a shell that can only be said, as a manual step.

@@ -8,7 +8,7 @@ from wfqueue.analysis.index import RepoIndex
 from wfqueue.analysis.ranking import tokenize
 
 CODE_LANGUAGES = frozenset({"python", "javascript", "typescript", "go", "rust", "java", "ruby", "csharp", "kotlin",
-                            "php"})
+                            "php", "swift", "scala"})
 
 
 def novel_terms(index: RepoIndex, requirement: str) -> list[str]:

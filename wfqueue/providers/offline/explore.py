@@ -119,7 +119,7 @@ def constraints(scope: AngleScope, results: ProbeResults) -> list[str]:
 
 
 # Files of a project's build, never its tests' subject ("Rakefile has no tests: should this change add them?").
-BUILD_FILES = frozenset({"Rakefile", "Gemfile", "setup.py", "build.rs", "noxfile.py", "Makefile"})
+BUILD_FILES = frozenset({"Rakefile", "Gemfile", "setup.py", "build.rs", "noxfile.py", "Makefile", "Package.swift"})
 
 
 def lacks_tests(index: RepoIndex, path: str) -> bool:
