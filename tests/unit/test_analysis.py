@@ -757,6 +757,20 @@ def test_rank_symbols(app_index: RepoIndex) -> None:
     assert rank_symbols(app_index, "missing.py", "anything") == []
 
 
+def test_an_error_type_sharing_the_words_of_a_requirement_about_no_error_ranks_after_the_code(
+        tmp_path: Path) -> None:
+    """`make demo`'s plan changed notes_api/auth/users.py "in UserError" for per-user rate limiting: the
+    exception, the store and its method all share "user", and the exception came first in the file."""
+    (tmp_path / "users.py").write_text(
+        'class UserError(ValueError):\n    """Bad user data."""\n\n\nclass UserStore:\n    """Users."""\n\n'
+        "    def create_user(self, name):\n        return name\n", encoding="utf-8")
+    index = build_index(tmp_path)
+    assert [s.qualname for s in rank_symbols(index, "users.py", "Add per-user rate limiting")] == [
+        "UserStore", "UserStore.create_user", "UserError"]
+    assert rank_symbols(index, "users.py", "A clear error for bad user names")[0].qualname == \
+        "UserError"
+
+
 # --- index as a whole -----------------------------------------------------
 
 

@@ -8,6 +8,7 @@ function of the index (and therefore reproducible and cheap to test).
 from __future__ import annotations
 
 import posixpath
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -135,11 +136,16 @@ def rank_files(
     return ranked if limit is None else ranked[: max(limit, 0)]
 
 
+_ERROR_TYPE = re.compile(r"(?:Error|Exception|Warning)$")
+
+
 def rank_symbols(index: RepoIndex, path: str, query: str, limit: int = 3) -> list[Symbol]:
     """Symbols of ``path`` sharing words with ``query``, best first.
 
     A query word found in the symbol's own name counts 2, in its container
-    (class) name or docstring 1; ties go to the earlier line.
+    (class) name or docstring 1; ties go to code before error types when the
+    query speaks of no error (a requirement sharing "user" with ``UserError``
+    and ``UserStore`` is about the store), then to the earlier line.
     """
     wanted = set(tokenize(query))
     scored: list[tuple[int, int, Symbol]] = []
@@ -149,7 +155,9 @@ def rank_symbols(index: RepoIndex, path: str, query: str, limit: int = 3) -> lis
         score += len(wanted & (set(tokenize(container)) | set(tokenize(symbol.doc))))
         if score > 0:
             scored.append((-score, symbol.line, symbol))
-    scored.sort(key=lambda item: (item[0], item[1], item[2].qualname))
+    about_errors = bool(wanted & set(tokenize("error exception warning")))
+    scored.sort(key=lambda item: (item[0], not about_errors and _ERROR_TYPE.search(item[2].name) is not None,
+                                  item[1], item[2].qualname))
     # Overloads (Java's constructors, a method per signature) are one symbol to change: the best of them.
     best: dict[str, Symbol] = {}
     for _, _, symbol in scored:
