@@ -171,8 +171,10 @@ def test_up_replaces_a_killed_worker_node_and_stops_when_its_redis_dies(sample_r
         assert again.code == 3 and f"(pid {proc.pid}) already runs" in again.stderr, again.stderr
         # `wfqueue status` of a plan up runs reads the agents' live records in up's Redis (it read files only:
         # every running agent showed as pending, with no worker).
-        script = tmp_path / "slow.json"
-        script.write_text(json.dumps({"latency_s": 3.0}), encoding="utf-8")
+        # The agents are held until the release file appears: seen running however slow the machine is.
+        release = tmp_path / "release"
+        script = tmp_path / "held.json"
+        script.write_text(json.dumps({"hold": {"plan_area:*": str(release)}}), encoding="utf-8")
         plan = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "collab-plan", "Add per-user rate "
                                  "limiting to the API", "--repo", str(sample_repo), "--max-agents", "2", "-y",
                                  "--provider", f"scripted:{script}", "--json"], env=wfqueue_env(),
@@ -193,6 +195,7 @@ def test_up_replaces_a_killed_worker_node_and_stops_when_its_redis_dies(sample_r
         control_log.write_text("")
         wait_until(lambda: watchdog_ran(control_log), 30, "a watchdog pass while the agents run")
         assert plan.poll() is None, "the plan ended before the watchdog could be seen running beside it"
+        release.touch()
         assert plan.wait(timeout=120) == 0, plan.stderr.read()  # type: ignore[union-attr]
         node = child_running(proc.pid, "/worker.log")  # the agents' node, not the control node
         assert node is not None

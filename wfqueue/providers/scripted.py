@@ -7,7 +7,7 @@ provider spec (``scripted:/path/script.json``)::
      "replies": {"understand": {...}},              # canned answers, validated
      "fail": {"plan_area:auth": "boom"},            # always fails
      "hang": {"plan_area:storage": 30},             # sleeps that long (time limits)
-     "hold": {"plan_area:api": "/tmp/release"}}     # waits until that file exists
+     "hold": {"plan_area:api": "/tmp/release"}}     # waits until that file exists; "plan_area:*": every area
 
 Step keys are step labels: ``understand``, ``plan_area:{focus_area}``, ``assess``,
 ``explore:{angle}``, ``lite_plan``, ``detect_conflicts``, ``generate_tasks``, and for a
@@ -47,18 +47,23 @@ class ScriptedProvider:
             raise ProviderError(f"cannot read provider script {script_path}: {exc}") from None
         self.fallback = OfflineProvider(max_file_bytes=max_file_bytes)
 
+    def _entry(self, table: str, key: str) -> Any:
+        """The ``table`` entry of step ``key``: its own, else its kind's (``plan_area:*``), else None."""
+        entries: dict[str, Any] = self.script.get(table, {})
+        return entries.get(key, entries.get(key.split(":", 1)[0] + ":*"))
+
     def run(self, step: Step) -> BaseModel:
         key = step.label
         time.sleep(float(self.script.get("latency_s", 0)))
-        if key in self.script.get("hang", {}):
-            time.sleep(float(self.script["hang"][key]))
-        if key in self.script.get("hold", {}):
-            release = Path(self.script["hold"][key])
+        if (hang := self._entry("hang", key)) is not None:
+            time.sleep(float(hang))
+        if (hold := self._entry("hold", key)) is not None:
+            release = Path(hold)
             deadline = time.monotonic() + HOLD_LIMIT_S
             while not release.exists() and time.monotonic() < deadline:
                 time.sleep(HOLD_POLL_S)
-        if key in self.script.get("fail", {}):
-            raise ProviderError(str(self.script["fail"][key]))
+        if (fail := self._entry("fail", key)) is not None:
+            raise ProviderError(str(fail))
         reply = self.script.get("replies", {}).get(key)
         if reply is None:
             return self.fallback.run(step)
