@@ -216,7 +216,8 @@ def test_status_during_an_embedded_plan_shows_its_agents_live(sample_repo: Path,
     agents were `pending`, with no worker, no wait and no usage."""
     from support import cli_process, wait_until
 
-    provider = write_script(tmp_path / "slow.json", latency_s=3.0)
+    release = tmp_path / "release"  # the agents are held until it appears: seen running however slow the machine
+    provider = write_script(tmp_path / "held.json", hold={"plan_area:*": str(release)})
     with cli_process("collab-plan", REQUIREMENT, "--repo", str(sample_repo), "--max-agents", "2", "-y",
                      "--provider", provider, "--json") as plan:
         planning = sample_repo / ".workflow" / ".planning"
@@ -230,5 +231,6 @@ def test_status_during_an_embedded_plan_shows_its_agents_live(sample_repo: Path,
 
         agents = wait_until(running_agents, 90, "an agent shown running while the plan runs")
         assert all(a["worker"] for a in agents), agents
+        release.touch()
         _, err = plan.communicate(timeout=180)
     assert plan.returncode == 0, err

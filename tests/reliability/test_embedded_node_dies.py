@@ -25,7 +25,8 @@ pytestmark = pytest.mark.integration
 
 
 def test_a_killed_embedded_node_is_replaced_and_the_plan_completes(sample_repo: Path, tmp_path: Path) -> None:
-    provider = write_script(tmp_path / "script.json", latency_s=2.0)
+    release = tmp_path / "release"  # the agents are held until the node is killed, however slow the machine
+    provider = write_script(tmp_path / "script.json", hold={"plan_area:*": str(release)})
     plan = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "collab-plan", FOUR_AREAS, "--repo",
                              str(sample_repo), "--max-agents", "4", "--workers", "2", "-y", "--provider", provider,
                              "--json"], env=wfqueue_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -43,6 +44,7 @@ def test_a_killed_embedded_node_is_replaced_and_the_plan_completes(sample_repo: 
         assert len(nodes) == 1, nodes
         pool = children(nodes[0])
         os.kill(nodes[0], signal.SIGKILL)
+        release.touch()  # the new node runs them to their end
         out, err = plan.communicate(timeout=180)  # not the visibility timeout (an hour)
     finally:
         if plan.poll() is None:
