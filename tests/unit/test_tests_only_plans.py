@@ -57,6 +57,8 @@ def lite(index: RepoIndex, requirement: str) -> LitePlanDraft:
     "Add tests for create, update and delete operations",
     "Write tests for the update and delete handlers of notes_api/api/handlers.py",
     "Add tests for rename or move",
+    "Add tests for the login and logout endpoints",
+    "Add tests for create and delete in notes_api/storage/db.py",
     "GOAL: Add tests for update and delete\nSCOPE: core changes for: Add tests for update and delete\n"
     "CONTEXT: existing code of the repository",  # as a workflow session structures it
 ])
@@ -87,6 +89,14 @@ def test_requirements_asking_only_for_tests(requirement: str) -> None:
     "Add tests for update, and then delete the old fixtures",
     "Add tests for the router and then refactor",
     "Add tests for the router, update the fixtures",
+    # A verb after "and" is a clause unless it ends a list of operations the tests are for:
+    "Add tests and refactor", "Add tests for the cache and optimize", "Add tests and fix", "Add tests and implement!",
+    "Add tests and fix and document the parser", "Add tests and fix: the parser drops lines",
+    "Add tests, migrate requests to httpx", "Add tests and update routes to use the new middleware",
+    "Add tests and remove functions that are unused", "Add tests for the router and fix handlers",
+    "Add tests for the API and fix endpoints that return 500", "Add tests and handle requests without a token",
+    "Add tests, and fix calls to the deprecated API", "Add tests and support paths with spaces",
+    "Cover the parser with tests and rename functions to snake_case", "Add tests for update and fix the handler",
 ])
 def test_requirements_asking_for_a_change_too(requirement: str) -> None:
     assert intent_of(requirement) == "change"

@@ -65,17 +65,22 @@ _PREFIX_INTENTS: dict[str, Intent] = {"test": "tests", "tests": "tests", "docs":
 # "..., and add a 404 handler", a bullet "- Fix the handler"; not "... and add more tests".
 _MORE_OF_THE_SAME = (r"(?!\s+(?:an?\s+|the\s+|some\s+)?(?:more\s+|new\s+|missing\s+)?"
                      r"(?:tests?|cases?|specs?|docs?|examples?)\b)")
-_CHANGE_VERB = (r"(?:fix|implement|refactor|rename|remove|delete|change|support|replace|rewrite|migrate|update|move|"
-                r"extract|optimi[sz]e|correct|introduce|handle|build|"
-                rf"(?:add|create|make){_MORE_OF_THE_SAME})\b")
-# After "and", "or" or a comma, such a verb may name an operation in a list of what the tests are for ("tests for
-# create, update and delete", "for the update and delete handlers"): it asks for a change only when something
-# follows it other than the list's next item, its end, or the kind of thing the operations are.
-_OPERATION = (r"(?!\s*(?:$|[,.;:!?)\n]|(?:and|or)\b)|\s+(?:operations?|endpoints?|handlers?|methods?|functions?|"
-              r"commands?|routes?|actions?|requests?|calls?|paths?|flows?|cases?|logic)\b)")
-_CHANGE_TOO = re.compile(r"(?:(?:\band\b|\bor\b|,)\s*(?:[-*•]\s*)?" + _CHANGE_VERB + _OPERATION
-                         + r"|(?:\bthen\b|\balso\b|\bif\s+not\b|[;:]|\.\s|\n|(?:\band\b|,)\s*(?:then|also|please)\b)"
-                         r"\s*(?:[-*•]\s*)?(?:then\s+|also\s+|please\s+)?" + _CHANGE_VERB + ")", re.IGNORECASE)
+_CHANGE_TOO = re.compile(r"(?:\band\b|\bthen\b|\balso\b|\bif\s+not\b|[;:,]|\.\s|\n)\s*(?:[-*•]\s*)?"
+                         r"(?:then\s+|also\s+|please\s+)?"
+                         r"(?:fix|implement|refactor|rename|remove|delete|change|support|replace|rewrite|migrate|"
+                         r"update|move|extract|optimi[sz]e|correct|introduce|handle|build|"
+                         rf"(?:add|create|make){_MORE_OF_THE_SAME})\b", re.IGNORECASE)
+# What tests are for may be a list of operations, verbs read as nouns ("tests for update and delete", "for
+# create, update and delete operations", "for the update and delete handlers"): no clause asking for a change.
+# Only words naming operations, ending the list (or followed by what they are, and where): "tests for the cache
+# and optimize" and "for the router and fix handlers that return 500" still ask for a change.
+_OPERATION = (r"(?:create|read|get|list|fetch|find|search|add|insert|update|upsert|patch|put|post|delete|remove|"
+              r"rename|move|copy|save|load|import|export|login|logout|register|sign[- ]?(?:in|up|out))")
+_OPERATION_LIST = re.compile(
+    rf"\b(?:for|of|covering)\s+(?:the\s+)?{_OPERATION}(?:\s*(?:,|\band\b|\bor\b)\s*{_OPERATION})*\b"
+    r"(?=\s*(?:$|[.,;:!?)\n])|\s+(?:and|or|of|in|on|at|from)\b|\s+(?:operations?|endpoints?|handlers?|methods?|functions?|commands?|"
+    r"routes?|actions?|requests?|calls?|paths?|flows?|cases?|logic)\s*(?:$|[.,;:!?)\n]|\b(?:of|in|on|at|from)\b))",
+    re.IGNORECASE)
 # The line a workflow session adds for the constraints chosen in conflict resolution
 # (workflow_session.structure.as_text): they say how to work, not what to change. Its SCOPE and CONTEXT come
 # from the requirement (a Markdown requirement's bullets and body): they count.
@@ -107,6 +112,7 @@ def intent_of(requirement: str) -> Intent:
     # A workflow session's SCOPE and CONTEXT repeat its goal ("SCOPE: core changes for: Update the README ..."):
     # the repetition is no second clause.
     later = [line.replace(first.strip(), "") for line in lines[1:]]
-    if intent == "change" or _CHANGE_TOO.search("\n".join([rest, *later])):
+    text = _OPERATION_LIST.sub(lambda m: " " * len(m.group()), "\n".join([rest, *later]))
+    if intent == "change" or _CHANGE_TOO.search(text):
         return "change"
     return intent
