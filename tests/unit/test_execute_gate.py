@@ -1,4 +1,4 @@
-"""The gate's commands: each test run once, whatever the plan's tasks repeat."""
+"""The gate's commands: each test run once, whatever the plan's tasks repeat, and none dropped."""
 
 from __future__ import annotations
 
@@ -8,13 +8,15 @@ from tests.execute_support import task
 from wfqueue.execute.gate import combined, gate_commands
 
 
-def test_the_whole_suite_stands_for_the_parts_of_it_the_tasks_run() -> None:
-    """The sample plan's gate ran six commands after each wave, five of them parts of the sixth."""
+def test_the_runs_of_one_test_runner_become_one_and_a_command_without_paths_stays() -> None:
+    """The sample plan's gate ran six commands after its last wave, five of them pytest on a file or two."""
     verifications = ["python -m pytest -q tests/test_handlers.py tests/test_middleware.py",
                      "python -m pytest -q tests/test_handlers.py", "manual: look at it", "python -m pytest -q",
                      "python -m pytest -q tests/test_db.py::test_put", "make lint"]
     tasks = [task(f"T{n}", verification=v) for n, v in enumerate(verifications, 1)]
-    assert gate_commands(tasks, None) == ["python -m pytest -q", "make lint"]
+    assert gate_commands(tasks, None) == [
+        "python -m pytest -q tests/test_handlers.py tests/test_middleware.py tests/test_db.py::test_put",
+        "python -m pytest -q", "make lint"]
     assert gate_commands(tasks, "make test") == ["make test"]
 
 
@@ -25,23 +27,28 @@ def test_the_whole_suite_stands_for_the_parts_of_it_the_tasks_run() -> None:
      ["python -m pytest -q tests/test_a.py tests/test_b.py tests/test_c.py"]),
     (["pytest tests/unit/test_a.py", "pytest ./tests/unit/", "pytest tests/integration/test_b.py", "pytest tests/unit"],
      ["pytest ./tests/unit/ tests/integration/test_b.py"]),
+    # without paths, what runs is the configuration's (pytest's testpaths may leave tests/integration out)
+    (["pytest tests/integration/test_b.py", "pytest"], ["pytest tests/integration/test_b.py", "pytest"]),
+    # two test files of one name stop pytest at collection unless their folders are packages: run apart
+    (["pytest tests/unit/test_api.py", "pytest tests/integration/test_api.py"],
+     ["pytest tests/unit/test_api.py", "pytest tests/integration/test_api.py"]),
     # other options, another run: -x, or a -k whose value must not be read as a path
     (["python -m pytest -q tests/test_a.py", "python -m pytest -x tests/test_b.py",
-      "python -m pytest -q -k expiry tests/test_c.py", "python -m pytest -q"],
-     ["python -m pytest -q", "python -m pytest -x tests/test_b.py", "python -m pytest -q -k expiry tests/test_c.py"]),
+      "python -m pytest -q -k expiry tests/test_c.py"],
+     ["python -m pytest -q tests/test_a.py", "python -m pytest -x tests/test_b.py",
+      "python -m pytest -q -k expiry tests/test_c.py"]),
+    # Go: ./pkg/... reaches the packages below, ./pkg only itself; a bare `go test` is the current folder's
     (["go test ./internal/cache", "go test ./...", "go test -race ./internal/cache"],
      ["go test ./...", "go test -race ./internal/cache"]),
-    (["go test ./internal/cache", "go test ./internal/..."], ["go test ./internal/..."]),
-    (["bundle exec rspec spec/a_spec.rb", "bundle exec rspec spec/b_spec.rb"],
+    (["go test ./internal/cache", "go test ./internal/cache/lru"], ["go test ./internal/cache ./internal/cache/lru"]),
+    (["go test ./internal/cache", "go test"], ["go test ./internal/cache", "go test"]),
+    # RSpec: a file stands for its lines
+    (["bundle exec rspec spec/a_spec.rb", "bundle exec rspec spec/a_spec.rb:42", "bundle exec rspec spec/b_spec.rb"],
      ["bundle exec rspec spec/a_spec.rb spec/b_spec.rb"]),
-    # filters, not paths: joined only into the whole suite
-    (["cargo test parse", "cargo test render"], ["cargo test parse", "cargo test render"]),
-    (["cargo test parse", "cargo test"], ["cargo test"]),
-    (["dotnet test --filter FullyQualifiedName~CartTests", "dotnet test"],
-     ["dotnet test --filter FullyQualifiedName~CartTests", "dotnet test"]),
+    # other runners: as they are
+    (["cargo test parse", "cargo test render", "cargo test"], ["cargo test parse", "cargo test render", "cargo test"]),
     (["vendor/bin/phpunit tests/Unit/UserTest.php", "vendor/bin/phpunit tests/Unit/CartTest.php"],
      ["vendor/bin/phpunit tests/Unit/UserTest.php", "vendor/bin/phpunit tests/Unit/CartTest.php"]),
-    (["npm test", "npx jest src/a.test.js", "make test"], ["npm test", "npx jest src/a.test.js", "make test"]),
 ])
-def test_each_test_run_is_made_once(commands: list[str], gate: list[str]) -> None:
+def test_each_test_run_is_made_once_and_none_is_dropped(commands: list[str], gate: list[str]) -> None:
     assert combined(commands) == gate

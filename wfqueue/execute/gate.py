@@ -2,14 +2,16 @@
 
 ``execute_test_command`` when it is set; else the plan's own verification commands, keeping only those the
 sandboxed command runner will run (a known test or build tool, no shell, nothing outside the repository): a
-manual check cannot gate anything. Each test run is made once: a command running a tool's whole suite
-(``python -m pytest -q``) stands for every command of that tool with the same options that runs part of it,
-and the commands of a tool that takes several test paths (``python -m pytest -q tests/test_a.py`` and
-``... tests/test_b.py``) become one, which collects and starts once. Pure.
+manual check cannot gate anything. The commands of one test runner that takes several test paths (pytest,
+RSpec, ``go test``) with the same options become one, which collects and starts once, and a path another of
+them covers is run once (``tests/test_a.py`` covers ``tests/test_a.py::test_x``, ``./pkg/...`` covers
+``./pkg/cache``). A command without paths is kept as it is: what it runs is the project's configuration's
+to say (pytest's ``testpaths``), not the gate's. Pure.
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
 import shlex
 from typing import NamedTuple
@@ -19,17 +21,17 @@ from wfqueue.sandboxed_commands import refusal, tool_of
 
 # Tools whose arguments, options aside, are test paths (or Go packages), several to a run.
 _PATH_TOOLS = frozenset({"pytest", "python -m pytest", "python3 -m pytest", "rspec", "bundle exec rspec", "go test"})
-# Tools that run the whole suite when given no argument, and only part of it otherwise.
-_SUITE_TOOLS = _PATH_TOOLS | {"cargo test", "jest", "dotnet test", "phpunit", "vendor/bin/phpunit"}
 # Options known to take no value: any other option might take the next argument as its value, which must not
 # be read as a test path (`-k expr`, `-m slow`, `-run TestX`); a command with one is kept as it is.
 _FLAGS = frozenset({"-q", "-qq", "-v", "-vv", "-vvv", "-x", "-s", "-l", "-ra", "-rA", "-rf", "--quiet", "--verbose",
                     "--exitfirst", "--showlocals", "--no-header", "--strict-markers", "-race", "-short", "-failfast",
-                    "--fail-fast", "--release", "--all-features", "--workspace", "--no-fail-fast"})
+                    "--fail-fast"})
 _ATTACHED_VALUE = re.compile(r"^--?[\w-]+=\S")  # --tb=short, -count=1
+# What narrows a test file to part of it: a pytest node id (::test_x), an RSpec line (:42) or example id ([1:2]).
+_WITHIN_FILE = re.compile(r"(?:::|:\d|\[)")
 
 
-class _Run(NamedTuple):
+class _PathRun(NamedTuple):
     tool: str
     options: tuple[str, ...]
     targets: tuple[str, ...]
@@ -49,58 +51,73 @@ def gate_commands(tasks: list[ExecTask], configured: str | None) -> list[str]:
 
 
 def combined(commands: list[str]) -> list[str]:
-    """``commands`` with each test run made once (the module's docstring), in the order they first appear."""
-    runs = {command: _read(command) for command in commands}
-    groups: dict[tuple[str, tuple[str, ...]], list[_Run]] = {}
+    """``commands`` with the path runs of one tool and options joined (the module's docstring), each in the place
+    of the first of them."""
+    runs = {command: _path_run(command) for command in commands}
+    groups: dict[tuple[str, tuple[str, ...]], list[_PathRun]] = {}
     for run in runs.values():
         if run is not None:
             groups.setdefault((run.tool, run.options), []).append(run)
     out: list[str] = []
     for command in commands:
         run = runs[command]
-        replacement = command if run is None else _replacement(command, run, groups[(run.tool, run.options)])
-        if replacement not in out:
-            out.append(replacement)
+        joined = command if run is None else _joined(run.tool, run.options, groups[(run.tool, run.options)])
+        for one in [joined] if joined is not None else [command]:
+            if one not in out:
+                out.append(one)
     return out
 
 
-def _read(command: str) -> _Run | None:
-    """A command as its tool, options and targets; None for one that is kept as it is."""
+def _path_run(command: str) -> _PathRun | None:
+    """A command of a path tool as its tool, options and paths; None for any other (kept as it is)."""
     try:
         argv = shlex.split(command)
     except ValueError:
         return None
     tool = tool_of(argv)
-    if tool not in _SUITE_TOOLS:
+    if tool not in _PATH_TOOLS:
         return None
     rest = argv[len(tool.split()):]
     options = tuple(a for a in rest if a.startswith("-"))
-    if any(a not in _FLAGS and not _ATTACHED_VALUE.match(a) for a in options):
+    targets = tuple(a for a in rest if not a.startswith("-"))
+    if not targets or any(a not in _FLAGS and not _ATTACHED_VALUE.match(a) for a in options):
         return None
-    return _Run(tool, options, tuple(a for a in rest if not a.startswith("-")))
+    return _PathRun(tool, options, targets)
 
 
-def _replacement(command: str, run: _Run, group: list[_Run]) -> str:
-    """What runs ``command``'s tests, given every run of its tool with the same options (``group``)."""
-    if any(not other.targets for other in group):
-        return shlex.join([*run.tool.split(), *run.options])  # the whole suite: every part of it is in it
-    if run.tool not in _PATH_TOOLS:
-        return command  # a filter, not paths: it cannot be joined with another
-    by_path = {_plain(t): t for other in reversed(group) for t in reversed(other.targets)}  # first spelling kept
-    targets = list(dict.fromkeys(by_path[_plain(t)] for other in group for t in other.targets))
-    outermost = [t for t in targets if not any(other != t and _covers(other, t) for other in targets)]
+def _joined(tool: str, options: tuple[str, ...], group: list[_PathRun]) -> str | None:
+    """One command for the runs of ``group``; None where they must stay apart: pytest run on two test files of one
+    name in different folders stops at collection ("import file mismatch") unless the folders are packages."""
+    spelled: dict[str, str] = {}  # one spelling per target ("./tests/" and "tests" are one folder): the first
+    for target in (t for run in group for t in run.targets):
+        spelled.setdefault(_plain(target), target)
+    targets = list(spelled.values())
+    outermost = [t for t in targets if not any(o != t and _covers(tool, o, t) for o in targets)]
     # Each path where the first of the paths it covers was.
-    kept = dict.fromkeys(next(o for o in outermost if _covers(o, t)) for t in targets)
-    return shlex.join([*run.tool.split(), *run.options, *kept])
+    kept = list(dict.fromkeys(next(o for o in outermost if o == t or _covers(tool, o, t)) for t in targets))
+    names = [posixpath.basename(_file_of(t)) for t in kept if _file_of(t).endswith(".py")]
+    if len(names) != len(set(names)):
+        return None
+    return shlex.join([*tool.split(), *options, *kept])
 
 
-def _covers(outer: str, inner: str) -> bool:
-    """Whether running test path (or Go package pattern) ``outer`` runs ``inner`` too."""
-    a, b = _plain(outer), _plain(inner)
-    if a.endswith("..."):  # Go: ./pkg/... is pkg and every package below it
-        prefix = a[:-3].rstrip("/")
-        return prefix in ("", ".") or b == prefix or b.startswith(prefix + "/")
-    return b == a or b.startswith(a + "/") or b.startswith(a + "::")
+def _file_of(target: str) -> str:
+    """The file, folder or package a test target names, without what narrows it to part of a file."""
+    found = _WITHIN_FILE.search(target)
+    return _plain(target[: found.start()] if found else target)
+
+
+def _covers(tool: str, outer: str, inner: str) -> bool:
+    """Whether running test target ``outer`` runs all of ``inner`` (another target): the file ``inner`` narrows,
+    a folder above it (pytest and RSpec run a folder's files below it), or a Go pattern reaching its package
+    (``./pkg/...``: pkg and every package below; ``./pkg`` alone is pkg only)."""
+    if _WITHIN_FILE.search(outer):
+        return False  # part of a file covers no other target (the same one is spelled once)
+    a, b = _plain(outer), _file_of(inner)
+    if tool == "go test":
+        prefix = a[:-3].rstrip("/") if a.endswith("...") else None
+        return prefix is not None and (prefix in ("", ".") or b == prefix or b.startswith(prefix + "/"))
+    return b == a or ("." not in posixpath.basename(a) and b.startswith(a + "/"))
 
 
 def _plain(path: str) -> str:
