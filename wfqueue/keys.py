@@ -72,6 +72,7 @@ FINALIZED_AT = "finalized_at"
 # every session's fan-out (wfqueue.fanout)
 CALLBACK_WAITING = "callback:waiting"  # JSON {task, kwargs}: the callback that held back for unfinished agents
 CALLBACK_RESULT = "callback:result"  # JSON: the result of the callback's run that found every agent finished
+CALLBACK_ERROR = "callback:error"  # why that run failed, for the coordinator waiting for its result
 STEP_NOTE = "step_note"  # what the running single step waits for (wfqueue.agent_notes); absent: nothing
 # lite and workflow sessions
 ASSESSMENT = "assessment"

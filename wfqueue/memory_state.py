@@ -100,6 +100,12 @@ class MemorySessionState:
         with self._lock:
             self._data.pop(name, None)
 
+    def take(self, name: str) -> str | None:
+        with self._lock:
+            value = self._text(name)
+            self._data.pop(name, None)
+            return value
+
     # -- agents -----------------------------------------------------------------------------------
 
     def set_agent(self, area: str, **fields: Any) -> None:

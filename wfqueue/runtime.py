@@ -218,16 +218,18 @@ TIME_LIMIT_HINT = ("an execution's task is limited to just under WFQUEUE_VISIBIL
 
 
 def wait_for(result: AsyncResult[Any] | None, what: str, settings: Settings, tick: Callable[[], None] | None = None,
-             settled: Callable[[], Any] | None = None, watch: Callable[[], None] = nothing_to_wait_for) -> Any:
+             settled: Callable[[], Any] | None = None, watch: Callable[[], None] = nothing_to_wait_for,
+             deadline: float | None = None) -> Any:
     """Poll ``result`` until it is ready (every RESULT_CHECK_S); raise with the worker's error if it failed.
 
     ``watch`` looks after the workers (``Runtime.workers_alive``) every poll_interval_s.
     ``settled`` may end the wait early with a value of its own: the watchdog can
     finalise a plan whose chord will never fire, and the coordinator must notice.
-    With no ``result``, only ``settled`` ends the wait (or the deadline).
+    With no ``result``, only ``settled`` ends the wait (or the deadline: ``deadline``, a ``time.monotonic()``
+    value shared by waits that make one, else plan_timeout_s from now).
     A broker that goes away is waited for up to ``broker_outage_grace_s`` (a Redis
     restart keeps the plan's state), then its error propagates (see ``resumable``)."""
-    deadline = time.monotonic() + settings.plan_timeout_s
+    deadline = deadline if deadline is not None else time.monotonic() + settings.plan_timeout_s
     lost_since: float | None = None
     next_look = 0.0  # when ``settled`` and ``tick`` run next: every poll_interval_s
     while True:

@@ -22,10 +22,11 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 
 from celery import Celery, Task
+from celery.exceptions import Retry
 
 from wfqueue import agent_notes, keys
 from wfqueue.errors import InfrastructureError
-from wfqueue.fanout import WAITING_FOR, hold_back, settle
+from wfqueue.fanout import WAITING_FOR, fail, hold_back, settle
 from wfqueue.payloads import FanInCallback, TaskPayload
 from wfqueue.settings import Settings
 from wfqueue.state import StateFactory
@@ -94,14 +95,21 @@ def payload_task(app: Celery, settings: Settings, model: type[P], *, callback: b
                 )
             payload = model.decode(kwargs)
             fan_in = payload if isinstance(payload, FanInCallback) else None
-            if fan_in is not None and (unfinished := hold_back(states.session(fan_in.session_id), fan_in)):
-                return cast(R, {WAITING_FOR: unfinished})  # the chord fired early; the last of them sends it again
+            if fan_in is not None and (waiting := hold_back(states.session(fan_in.session_id), fan_in)) is not None:
+                return cast(R, {WAITING_FOR: waiting})  # the chord fired early: an agent finishing sends it again
             try:
-                with task_workspace(payload, settings, states.client) as local, \
-                        step_notes(states, payload):
-                    result = body(self, local)
-            except retry_on as exc:
-                raise retry_later(self, exc, settings) from None
+                try:
+                    with task_workspace(payload, settings, states.client) as local, \
+                            step_notes(states, payload):
+                        result = body(self, local)
+                except retry_on as exc:
+                    raise retry_later(self, exc, settings) from None
+            except Retry:
+                raise
+            except Exception as exc:
+                if fan_in is not None:  # a coordinator may wait for this run's result rather than the chord's
+                    fail(states.session(fan_in.session_id), f"{type(exc).__name__}: {exc}")
+                raise
             if fan_in is not None:
                 settle(states.session(fan_in.session_id), result)
             return result

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
+import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
@@ -24,7 +25,7 @@ from celery.result import AsyncResult
 from pydantic import BaseModel
 
 from wfqueue.errors import BadInputError, ConfigError, SessionIdTakenError, WfqueueError
-from wfqueue.fanout import settled_result, waiting_for
+from wfqueue.fanout import late_result, waiting_for
 from wfqueue.fsio import atomic_write_json
 from wfqueue.keys import STEP_NOTE, SessionMeta, SessionStatus
 from wfqueue.metering import (
@@ -366,23 +367,18 @@ class WorkflowCoordinator(Generic[UI]):
 
     def wait_with_progress(self, result: AsyncResult[Any], what: str, settings: Settings, state: SessionStore,
                            watched: list[str], settled: Callable[[], Any] | None = None) -> Any:
-        """Wait for a fan-out (wfqueue.fanout), drawing the agent records of ``watched`` while it runs."""
+        """Wait for a fan-out (wfqueue.fanout), drawing the agent records of ``watched`` while it runs. When its
+        callback held back, the result is that of the run an agent sent again, once every agent finished."""
 
-        def done_late() -> Any:
-            ended = settled() if settled is not None else None
-            return ended if ended is not None else settled_result(state)
+        def tick() -> None:
+            self.ui.progress(state.agents(watched))
 
         try:
-            watch = self._workers_up()
-
-            def tick() -> None:
-                self.ui.progress(state.agents(watched))
-
-            value = wait_for(result, what, settings, tick=tick, settled=settled, watch=watch)
+            watch, deadline = self._workers_up(), time.monotonic() + settings.plan_timeout_s
+            value = wait_for(result, what, settings, tick=tick, settled=settled, watch=watch, deadline=deadline)
             if waiting_for(value) is not None:
-                # The chord fired before every agent finished; the last of them sends the callback again, and
-                # that run's result is the fan-out's.
-                value = wait_for(None, what, settings, tick=tick, settled=done_late, watch=watch)
+                value = wait_for(None, what, settings, tick=tick, settled=late_result(state, settled), watch=watch,
+                                 deadline=deadline)
             return value
         finally:
             self.ui.done()
