@@ -668,6 +668,14 @@ def test_where_tests_live(tests: list[str], layout: str) -> None:
         ("bundle exec rake test", ["test/a_test.rb", "test/b_test.rb"], "bundle exec rake test"),
         ("rspec", ["spec/a_spec.rb", "spec/b_spec.rb"], "rspec spec/a_spec.rb spec/b_spec.rb"),
         ("./gradlew test", ["app/src/androidTest/java/a/ATest.java"], "./gradlew test --tests ATest"),
+        # a Rust module's own tests (#[cfg(test)] mod tests) by its path; a member crate's from the workspace root
+        ("cargo test", ["src/config.rs"], "cargo test config::"),
+        ("cargo test", ["src/cache/mod.rs"], "cargo test cache::"),
+        ("cargo test", ["src/cache/lib.rs"], "cargo test cache::lib::"),
+        ("cargo test", ["crates/core/src/cache/store.rs"], "cargo test --workspace cache::store::"),
+        ("cargo test", ["src/lib.rs"], "cargo test"),
+        ("cargo test", ["src/bin/tool.rs"], "cargo test"),
+        ("cargo test", ["src/config.rs", "src/util.rs"], "cargo test"),
     ],
 )
 def test_java_and_ruby_tests_run_alone(suite: str, tests: list[str], command: str) -> None:
@@ -769,6 +777,11 @@ def test_an_error_type_sharing_the_words_of_a_requirement_about_no_error_ranks_a
         "UserStore", "UserStore.create_user", "UserError"]
     assert rank_symbols(index, "users.py", "A clear error for bad user names")[0].qualname == \
         "UserError"
+    # a function handling errors is code: only error types wait
+    (tmp_path / "events.py").write_text("def onUserError(user):\n    return user\n\n\nclass UserLog:\n    pass\n",
+                                        encoding="utf-8")
+    assert [s.qualname for s in rank_symbols(build_index(tmp_path), "events.py", "Count per-user events")] == [
+        "onUserError", "UserLog"]
 
 
 # --- index as a whole -----------------------------------------------------

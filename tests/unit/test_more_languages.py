@@ -149,6 +149,7 @@ public final class Cart {
 }
 
 extension Cart: CustomStringConvertible {
+    class func shared() -> Cart { Cart() }
     func remove<T: Equatable>(where name: T) {
         let s = \"\"\"
         func notAFunction() {
@@ -187,8 +188,10 @@ sealed trait Gateway {
 
 @pytest.mark.parametrize(("text", "language", "expected"), [
     (SWIFT, "swift", [("class", "Cart", 4, 19), ("method", "Cart.init", 8, 8), ("method", "Cart.total", 10, 12),
-                      ("method", "Cart.add", 15, 18), ("method", "Cart.remove", 22, 26), ("class", "Gateway", 29, 31),
-                      ("method", "Gateway.charge", 30, 30), ("function", "checkout", 33, 33)]),
+                      ("method", "Cart.add", 15, 18), ("method", "Cart.shared", 22, 22),
+                      ("method", "Cart.remove", 23, 27),
+                      ("class", "Gateway", 30, 32), ("method", "Gateway.charge", 31, 31),
+                      ("function", "checkout", 34, 34)]),
     (SCALA, "scala", [("class", "Item", 3, 3), ("class", "Cart", 5, 11), ("method", "Cart.add", 6, 9),
                       ("method", "Cart.total", 10, 10), ("class", "Cart", 13, 16),
                       ("constant", "Cart.MAX_ITEMS", 14, 14), ("method", "Cart.empty", 15, 15),

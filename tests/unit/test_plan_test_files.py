@@ -368,6 +368,8 @@ RUST_CRATE = {
                      "        assert!(parse_line(\"a = b\").is_some());\n    }\n}\n",
     "src/render/mod.rs": "pub fn render() -> String {\n    String::new()\n}\n\n#[cfg(test)]\nmod tests {\n"
                          "    #[test]\n    fn renders() {}\n}\n",
+    "src/util.rs": "pub fn trim_comment(line: &str) -> &str {\n    line\n}\n\n#[cfg(test)]\nmod tests {\n"
+                   "    #[test]\n    fn trims() {}\n}\n",
 }
 
 
@@ -398,4 +400,7 @@ def test_a_rust_module_holding_its_own_tests_is_tested_there(tmp_path: Path) -> 
     assert not any("lists nothing" in c for c in tests.convergence.criteria)
     (render,) = lite(tmp_path, "Add tests for render").tasks
     assert render.convergence.verification == "cargo test render::"  # src/render/mod.rs is the module render
+    # a module named like a test helper (util) holding its own tests is tested there too
+    (util,) = lite(tmp_path, "Make trim_comment skip blank lines").tasks
+    assert util.convergence.verification == "cargo test util::" and util.test.unit == ["src/util.rs"]
 

@@ -55,6 +55,7 @@ def test_e_g_neither_ends_the_first_sentence_nor_names_an_identifier() -> None:
     # A file's name in any language is no dotted identifier (the criteria asked to grep for "rs"); a call is.
     assert named_identifiers("Add tests for parse_config in src/config.rs and lib/app.rb") == ["parse_config"]
     assert named_identifiers("Return response.json() from fetch_all") == ["response.json", "fetch_all"]
+    assert named_identifiers("Fix router.go() so it ignores history.go") == ["router.go"]
     # A real sentence end still ends it.
     assert requirement_short("Fix the parser. It drops the last line.") == "Fix the parser"
 

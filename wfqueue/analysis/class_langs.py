@@ -135,7 +135,8 @@ _SWIFT_ATTRIBUTES = r"(?:@\w+(?:\([^)]*\))?\s+)*"  # @MainActor, @objc(name), @d
 _SWIFT_MODIFIERS = (r"(?:(?:public|private|fileprivate|internal|open|package|final|static|class|override|mutating|"
                     r"nonmutating|convenience|required|lazy|weak|unowned|dynamic|indirect|nonisolated|distributed|"
                     r"(?:private|fileprivate|internal|public)\(set\))\s+)*")
-_SWIFT_TYPE = re.compile(rf"^\s*{_SWIFT_ATTRIBUTES}{_SWIFT_MODIFIERS}(?:class|struct|enum|protocol|actor)\s+({NAME})")
+_SWIFT_TYPE = re.compile(rf"^\s*{_SWIFT_ATTRIBUTES}{_SWIFT_MODIFIERS}(?:class|struct|enum|protocol|actor)\s+"
+                         rf"(?!(?:func|var|let|subscript|init)\b)({NAME})")  # not `class func` (a type method)
 # `extension Cart`, `extension Array where Element: Item`, `extension Shop.Cart: Codable`: members of that type
 _SWIFT_EXTENSION = re.compile(rf"^\s*{_SWIFT_ATTRIBUTES}{_SWIFT_MODIFIERS}extension\s+(?:{NAME}\.)*({NAME})")
 _SWIFT_FUNC = re.compile(rf"^\s*{_SWIFT_ATTRIBUTES}{_SWIFT_MODIFIERS}func\s+({NAME})\s*(?:<[^>]*>\s*)?\(")

@@ -156,8 +156,8 @@ def rank_symbols(index: RepoIndex, path: str, query: str, limit: int = 3) -> lis
         if score > 0:
             scored.append((-score, symbol.line, symbol))
     about_errors = bool(wanted & set(tokenize("error exception warning")))
-    scored.sort(key=lambda item: (item[0], not about_errors and _ERROR_TYPE.search(item[2].name) is not None,
-                                  item[1], item[2].qualname))
+    scored.sort(key=lambda item: (item[0], not about_errors and item[2].kind == "class"
+                                  and _ERROR_TYPE.search(item[2].name) is not None, item[1], item[2].qualname))
     # Overloads (Java's constructors, a method per signature) are one symbol to change: the best of them.
     best: dict[str, Symbol] = {}
     for _, _, symbol in scored:

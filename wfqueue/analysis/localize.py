@@ -69,7 +69,8 @@ _IDENTIFIER = re.compile(r"`([^`\s]{3,})`|\b([A-Za-z_][A-Za-z0-9]*(?:\.[A-Za-z_]
                          r"|[A-Za-z]+_[A-Za-z0-9_]+|[a-z]+[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*)\b")
 
 
-# A file's name, not a dotted identifier ("config.rs"; not "response.json", a call as often as a file).
+# A file's name, not a dotted identifier ("config.rs"; not "response.json", a call as often as a file), unless
+# it is called.
 _FILE_NAME = re.compile(r"\.(?:py|pyi|js|jsx|mjs|cjs|ts|tsx|md|rst|rs|go|rb|java|kt|kts|cs|php|swift|scala|toml|ya?ml)"
                         r"$")
 
@@ -90,11 +91,12 @@ def named_identifiers(requirement: str) -> list[str]:
     C++'s ``Error::root_cause`` and Ruby's ``IndifferentHash#dig`` are dotted names too."""
     found: list[str] = []
     dotted = _MEMBER_SEPARATOR.sub(lambda m: f"{m.group(1)}." if m.group(1) else ".", requirement)
-    for quoted, bare in _IDENTIFIER.findall(dotted):
-        name = (quoted or bare).strip("().,:;")
+    for match in _IDENTIFIER.finditer(dotted):
+        name = (match.group(1) or match.group(2)).strip("().,:;")
         if all(len(part) <= 1 for part in name.split(".")):
             continue  # an abbreviation (e.g., i.e.), not a dotted name
-        if not _FILE_NAME.search(name) and name not in found:
+        called = dotted.startswith("(", match.end())  # router.go() is a call, history.go a file
+        if (called or not _FILE_NAME.search(name)) and name not in found:
             found.append(name)
     return found
 

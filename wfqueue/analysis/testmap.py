@@ -116,7 +116,8 @@ def rust_module_filter(path: str) -> str | None:
     if below[0] == "bin":
         return None
     stem = below[-1][:-3]
-    modules = below[:-1] + ([] if stem in ("mod", "lib", "main") else [stem])
+    root = len(below) == 1 and stem in ("lib", "main")
+    modules = below[:-1] + ([] if root or stem == "mod" else [stem])
     return "::".join(modules) + "::" if modules else None
 
 
@@ -265,7 +266,10 @@ def command_for_tests(test_paths: list[str], suite_command: str) -> str:
         return f"npm test -- {quoted}"
     if families == {"rust"} and len(paths) == 1 and (module := rust_module_filter(paths[0])) is not None \
             and not paths[0].startswith("tests/"):
-        return f"cargo test {module}"  # a module's own tests (inline_tests), by its path: config::tests::...
+        # A module's own tests (inline_tests), by its path: config::tests::... A member crate's, from the workspace
+        # root, where `cargo test` alone runs the root package's only.
+        member = not paths[0].startswith("src/")
+        return f"cargo test {'--workspace ' if member else ''}{module}"
     if families == {"rust"} and all(p.startswith("tests/") and p.count("/") == 1 for p in paths):
         targets = " ".join(f"--test {shlex.quote(posixpath.splitext(p[6:])[0])}" for p in paths)
         return f"cargo test {targets}"
