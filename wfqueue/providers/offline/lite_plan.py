@@ -84,6 +84,14 @@ def _task(number: int, title: str, description: str, files: list[TaskFile], inde
     )
 
 
+def _tested_in_own_module(task: UnifiedTask, module: str) -> UnifiedTask:
+    """``task`` asked to write the change's tests too, when it changes ``module``, which holds its own tests."""
+    if not any(f.path == module for f in task.files):
+        return task
+    return task.model_copy(update={"description": f"{task.description} Add the tests of the change to {module}'s "
+                                                  "own test module: a case that fails before it and passes after."})
+
+
 def _one_file_tasks(index: RepoIndex, requirement: str, session_id: str, intent: str,
                     notes: list[str]) -> list[UnifiedTask]:
     """Tests or documents about code that stays as it is (file_task): one task per test file or document,
@@ -162,9 +170,7 @@ def plan_tasks(index: RepoIndex, requirement: str, session_id: str, assessment: 
     # ask for a test that fails without the change.
     inline = test_file in changed
     if inline:
-        tasks = [t.model_copy(update={"description": t.description + f" Add the tests of the change to {test_file}'s "
-                                      "own test module: a case that fails before it and passes after."})
-                 if any(f.path == test_file for f in t.files) else t for t in tasks]
+        tasks = [_tested_in_own_module(t, test_file) for t in tasks]
     else:
         # Written against the changed code, in a worktree that has it: a test of a change not made yet can
         # neither be run by its author nor pass the gate before the change is merged.

@@ -30,8 +30,8 @@ def covering_tests(index: RepoIndex, paths: list[str]) -> list[str]:
         test_file = any(f.path == path and f.is_test for f in index.files)
         own = [path] if test_file else index.tests_for.get(path, [])
         # conftest.py, fixtures.py, a test package's __init__.py: set-up, not a test of the module; pytest run on
-        # one alone collects nothing and fails
-        # A Rust module holding its own tests (src/util.rs) is a test module, whatever its name says.
+        # one alone collects nothing and fails. A Rust module holding its own tests (src/util.rs) is no set-up,
+        # whatever its name says.
         found += [t for t in own if t not in found and ((t == path and not test_file) or is_test_module(t))]
     return found
 
