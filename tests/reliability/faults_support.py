@@ -183,3 +183,15 @@ def areas_retried_on_broker_loss(logs: list[Path]) -> set[str]:
     retried = set(re.findall(r"plan_area\[([0-9a-f-]+)\] retry: .*ConnectionError", text))
     return {area for task_id, area in re.findall(r"plan_area\[([0-9a-f-]+)\] succeeded in .*?'focus_area': '([^']+)'",
                                                   text) if task_id in retried}
+
+
+def start_coordinator(url: str, requirement: str, repo: Path, provider: str, logs: Path) -> subprocess.Popen:
+    """`wfqueue collab-plan` with four agents against the broker at ``url``, in a process group of its own, its
+    stdout and stderr in ``logs``/stdout and ``logs``/stderr."""
+    logs.mkdir(parents=True, exist_ok=True)
+    with (logs / "stdout").open("wb") as out, (logs / "stderr").open("wb") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "wfqueue.cli.main", "collab-plan", requirement, "--repo", str(repo),
+             "--max-agents", "4", "-y", "--provider", provider, "--json"],
+            env=wfqueue_env(WFQUEUE_BROKER_URL=url), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+            start_new_session=True)

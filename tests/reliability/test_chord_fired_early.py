@@ -11,13 +11,11 @@ finishes.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from faults_support import check_collab_session, start_worker, stop_group, wait_ready
-from support import FOUR_AREAS, wait_until, wfqueue_env, write_script
+from faults_support import check_collab_session, start_coordinator, start_worker, stop_group, wait_ready
+from support import FOUR_AREAS, wait_until, write_script
 
 from wfqueue import keys
 from wfqueue.embedded import EmbeddedRedis
@@ -52,13 +50,7 @@ def test_a_callback_fired_before_the_last_area_finished_waits_for_it_and_the_pla
         provider = write_script(tmp_path / "script.json", latency_s=0.1,
                                 hold={"plan_area:storage": str(storage), "plan_area:notes-api": str(notes)})
         logs = tmp_path / "coordinator"
-        logs.mkdir()
-        with (logs / "stdout").open("wb") as out, (logs / "stderr").open("wb") as err:
-            coordinator = subprocess.Popen(
-                [sys.executable, "-m", "wfqueue.cli.main", "collab-plan", FOUR_AREAS, "--repo", str(sample_repo),
-                 "--max-agents", "4", "-y", "--provider", provider, "--json"],
-                env=wfqueue_env(WFQUEUE_BROKER_URL=redis.url), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                start_new_session=True)
+        coordinator = start_coordinator(redis.url, FOUR_AREAS, sample_repo, provider, logs)
         planning = sample_repo / ".workflow" / ".planning"
         finished = lambda: {p.parent.name for p in planning.glob("*/agents/*/plan.json")}  # noqa: E731
         wait_until(lambda: {"api", "auth"} <= finished(), 120, "the api and auth areas to finish")

@@ -22,6 +22,7 @@ from faults_support import (
     check_collab_session,
     group_members,
     running_agents,
+    start_coordinator,
     start_worker,
     stop_group,
     wait_ready,
@@ -74,13 +75,7 @@ def test_a_redis_restart_mid_plan_is_completed_without_redoing_finished_areas(re
         provider = write_script(tmp_path / "script.json", latency_s=0.3,
                                 hold={"plan_area:storage": str(release), "plan_area:notes-api": str(release)})
         logs = tmp_path / "coordinator"
-        logs.mkdir()
-        with (logs / "stdout").open("wb") as out, (logs / "stderr").open("wb") as err:
-            coordinator = subprocess.Popen(
-                [sys.executable, "-m", "wfqueue.cli.main", "collab-plan", REQUIREMENT, "--repo", str(sample_repo),
-                 "--max-agents", "4", "-y", "--provider", provider, "--json"],
-                env=wfqueue_env(WFQUEUE_BROKER_URL=url), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                start_new_session=True)
+        coordinator = start_coordinator(url, REQUIREMENT, sample_repo, provider, logs)
         planning = sample_repo / ".workflow" / ".planning"
         finished = lambda: {p.parent.name for p in planning.glob("*/agents/*/plan.json")}  # noqa: E731
         deadline = time.monotonic() + 120
