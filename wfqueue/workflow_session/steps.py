@@ -137,8 +137,9 @@ def run_context_phase(state: SessionStore, folder: Path, repo: str, shown_folder
         "conflict_risk": context.conflict_detection.risk_level,
         "constraints": list(insights["constraints"])[:10],
     })
-    if failed:
-        notes.deferred = [*notes.deferred, *[f"re-explore angle {a} (failed: {e})" for a, e in failed.items()]]
+    if failed:  # each once: the phase run again (a redelivered task, a resumed session) adds nothing twice
+        notes.deferred = list(dict.fromkeys([*notes.deferred,
+                                             *[f"re-explore angle {a} (failed: {e})" for a, e in failed.items()]]))
     save_notes(folder, notes)
     return context.conflict_detection.risk_level
 
