@@ -10,6 +10,7 @@ from wfqueue.analysis.imports import js_imports, module_index_for, python_import
 from wfqueue.analysis.index import (
     RepoIndex,
     build_index,
+    code_symbols,
     fan_in,
     importers_of,
     rank_files,
@@ -27,6 +28,7 @@ __all__ = [
     "Symbol",
     "bm25_scores",
     "build_index",
+    "code_symbols",
     "fan_in",
     "importers_of",
     "js_imports",

@@ -20,7 +20,7 @@ from wfqueue.analysis.imports import imports_from_tree, js_imports, module_index
 from wfqueue.analysis.pyast import parse_python
 from wfqueue.analysis.ranking import bm25_scores, tokenize
 from wfqueue.analysis.symbols import SYMBOL_LANGUAGES, Symbol, regex_symbols, symbols_from_tree
-from wfqueue.analysis.testmap import command_for_tests, detect_test_command, inline_tests, map_tests
+from wfqueue.analysis.testmap import command_for_tests, detect_test_command, in_test_module, inline_tests, map_tests
 
 # How often each source of ranking tokens is repeated: BM25 has no field
 # weights, so repetition is how a match in the path or a symbol name is made
@@ -137,6 +137,13 @@ def rank_files(
 
 
 _ERROR_TYPE = re.compile(r"(?:Error|Exception|Warning)$")
+
+
+def code_symbols(index: RepoIndex, path: str) -> list[Symbol]:
+    """The symbols of ``path`` that are code: a file holding its own tests (Rust's ``mod tests``, inline_tests)
+    without them."""
+    symbols = index.symbols.get(path, [])
+    return [s for s in symbols if not in_test_module(s)] if path in index.tests_for.get(path, []) else symbols
 
 
 def rank_symbols(index: RepoIndex, path: str, query: str, limit: int = 3) -> list[Symbol]:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import posixpath
 import re
 
-from wfqueue.analysis import RepoIndex, fan_in, rank_symbols, test_command_for, tokenize
+from wfqueue.analysis import RepoIndex, code_symbols, fan_in, rank_symbols, test_command_for, tokenize
 from wfqueue.analysis.files import TEST_FOLDERS, is_test_path
 from wfqueue.analysis.localize import named_identifiers
 from wfqueue.analysis.symbols import Symbol
-from wfqueue.analysis.testmap import PACKAGE_FILES, in_test_module, subject_stem, tested_stem
+from wfqueue.analysis.testmap import PACKAGE_FILES, subject_stem, tested_stem
 from wfqueue.sentences import first_sentence
 from wfqueue.unified_task import TaskFile
 
@@ -232,23 +232,16 @@ def named_symbols(symbols: list[Symbol], requirement: str) -> list[Symbol]:
 def matching_symbols(index: RepoIndex, path: str, requirement: str) -> list[Symbol]:
     """The symbols of ``path`` the requirement touches: those it names first (a constructor sharing the
     class's words does not push `NameAllocator.newName` out), then those matching its words best."""
-    code = [s for s in index.symbols.get(path, []) if not _own_test(index, path, s)]
+    code = code_symbols(index, path)  # a Rust file's own tests are no code a change targets
     named = named_symbols(code, requirement)
-    taken = {s.qualname for s in named}
-    chosen = named + [s for s in rank_symbols(index, path, requirement, limit=len(index.symbols.get(path, [])))
-                      if s.qualname not in taken and not _own_test(index, path, s)]
-    return chosen[: max(3, len(named))]
-
-
-def _own_test(index: RepoIndex, path: str, symbol: Symbol) -> bool:
-    """A test of a file holding its own tests (Rust's `mod tests`): no code a change targets."""
-    return path in index.tests_for.get(path, []) and in_test_module(symbol)
+    kept = {s.qualname for s in code} - {s.qualname for s in named}
+    ranked = rank_symbols(index, path, requirement, limit=len(index.symbols.get(path, [])))
+    return (named + [s for s in ranked if s.qualname in kept])[: max(3, len(named))]
 
 
 def symbols_to_change(index: RepoIndex, path: str, requirement: str) -> list[Symbol]:
     """What a task changes in ``path``: the symbols the requirement touches, else its first public ones."""
-    public = [s for s in index.symbols.get(path, [])
-              if s.kind in ("class", "function") and not s.name.startswith("_") and not _own_test(index, path, s)]
+    public = [s for s in code_symbols(index, path) if s.kind in ("class", "function") and not s.name.startswith("_")]
     return matching_symbols(index, path, requirement) or public[:2]
 
 
