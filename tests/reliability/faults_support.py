@@ -195,3 +195,13 @@ def start_coordinator(url: str, requirement: str, repo: Path, provider: str, log
              "--max-agents", "4", "-y", "--provider", provider, "--json"],
             env=wfqueue_env(WFQUEUE_BROKER_URL=url), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
             start_new_session=True)
+
+
+def stop_plan(coordinator: subprocess.Popen | None, workers: list[Worker], redis: Any) -> None:
+    """End what a reliability test started, whatever state it failed in: the coordinator and the workers (their
+    process groups), then the broker."""
+    if coordinator is not None:
+        stop_group(coordinator)
+    for worker in workers:
+        stop_group(worker.proc)
+    redis.stop()

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from faults_support import check_collab_session, start_coordinator, start_worker, stop_group, wait_ready
+from faults_support import check_collab_session, start_coordinator, start_worker, stop_plan, wait_ready
 from support import FOUR_AREAS, wait_until, write_script
 
 from wfqueue import keys
@@ -76,8 +76,4 @@ def test_a_callback_fired_before_the_last_area_finished_waits_for_it_and_the_pla
         assert check.sections_lost == [] and check.duplicate_tasks == [] and check.problems == [], check
         assert not client.exists(waiting), "the run that found every area finished left the callback waiting"
     finally:
-        if coordinator is not None:
-            stop_group(coordinator)
-        for worker in workers:
-            stop_group(worker.proc)
-        redis.stop()
+        stop_plan(coordinator, workers, redis)

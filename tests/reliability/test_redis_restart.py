@@ -25,6 +25,7 @@ from faults_support import (
     start_coordinator,
     start_worker,
     stop_group,
+    stop_plan,
     wait_ready,
     write_report,
 )
@@ -129,11 +130,7 @@ def test_a_redis_restart_mid_plan_is_completed_without_redoing_finished_areas(re
         note = (folder / "plan-note.md").read_text()
         assert all(note.count(f"## 任务池 - {title}") == 1 for title in ("Api", "Auth", "Storage", "Notes Api"))
     finally:
-        if coordinator is not None:
-            stop_group(coordinator)
-        for worker in workers:
-            stop_group(worker.proc)
-        redis.stop()
+        stop_plan(coordinator, workers, redis)
     assert [pid for w in workers for pid in group_members(w.pid)] == []
 
 

@@ -33,6 +33,7 @@ from faults_support import (
     running_agents,
     start_worker,
     stop_group,
+    stop_plan,
     wait_ready,
     write_report,
 )
@@ -244,8 +245,4 @@ def test_a_survivor_alone_redelivers_a_dead_workers_tasks(sample_repo: Path, tmp
         assert proc.returncode == 0, f"exit {proc.returncode}: {err[-1500:]}"
         assert attempts(client, session)[target["area"]] == 2
     finally:
-        if proc is not None:
-            stop_group(proc)
-        for worker in workers:
-            stop_group(worker.proc)
-        redis.stop()
+        stop_plan(proc, workers, redis)
