@@ -16,6 +16,14 @@ PROJECT = Path(__file__).resolve().parent.parent
 SAMPLE_REPO = PROJECT / "examples" / "sample-api"
 
 
+def write(root: Path, files: dict[str, str]) -> Path:
+    """A repository made of ``files`` (relative path -> text) under ``root``; returns ``root``."""
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    return root
+
+
 @pytest.fixture(autouse=True)
 def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """No test sees a real API key or the developer's broker and settings."""

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import write
 from wfqueue.analysis import build_index
 from wfqueue.analysis.brace_langs import braced_symbols
 from wfqueue.analysis.files import is_test_path
@@ -92,13 +93,6 @@ def test_symbols_of_csharp_kotlin_and_php(text: str, language: str, expected: li
 ])
 def test_test_files_of_class_named_languages(path: str, test: bool) -> None:
     assert is_test_path(path) is test
-
-
-def write(root: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text, encoding="utf-8")
-    return root
 
 
 def lite(root: Path, requirement: str) -> LitePlanDraft:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.conftest import write
 from wfqueue.analysis import build_index
 from wfqueue.collab.assemble import allocate
 from wfqueue.lite.models import LitePlanDraft
@@ -18,14 +19,6 @@ from wfqueue.providers.offline.changes import new_module_path
 from wfqueue.providers.offline.lite_plan import plan_tasks
 from wfqueue.providers.offline.tests_placement import where_tests_go
 from wfqueue.providers.offline.understand import understand
-
-
-def write(root: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text, encoding="utf-8")
-    return root
-
 
 DECODER = ("class LineDecoder:\n    '''Split decoded text into lines.'''\n\n"
            "    def decode(self, text):\n        '''Lines of a chunk; a carriage return ends a line.'''\n"

@@ -8,6 +8,7 @@ import re
 import shlex
 from pathlib import Path
 
+from tests.conftest import write
 from wfqueue.analysis import build_index, rank_symbols
 from wfqueue.analysis.localize import MOST_FILES, RELATIVE_CUT, focus, localize, named_identifiers
 from wfqueue.analysis.roles import file_role, plannable
@@ -25,14 +26,6 @@ from wfqueue.providers.offline.changes import (
 )
 from wfqueue.providers.offline.lite_plan import plan_tasks
 from wfqueue.providers.offline.understand import understand
-
-
-def write(root: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text, encoding="utf-8")
-    return root
-
 
 CYCLE = {
     "shop/__init__.py": "",
