@@ -31,6 +31,11 @@ from wfqueue.settings_checks import ENV_PREFIX, allowed_range, upper_bound, warn
 from wfqueue.usage import DEFAULT_PRICE_TABLE, PriceTable
 
 MAX_AGENTS_LIMIT = 100
+# Most embedded worker processes one command starts (--workers): a collab plan's agents (up to
+# MAX_AGENTS_LIMIT) with room for more processes than agents; a lite or workflow plan runs a handful of
+# exploration angles at once. A prefork process holds about 120 MB.
+MAX_COLLAB_WORKERS = 256
+MAX_EXPLORE_WORKERS = 64
 # Thread slots of a `wfqueue worker` with the threads pool and no concurrency given: as many as the largest
 # plan has agents, since a slot waiting on HTTP costs a thread's stack, not a process.
 THREAD_SLOTS_DEFAULT = MAX_AGENTS_LIMIT

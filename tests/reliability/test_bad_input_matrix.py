@@ -222,7 +222,11 @@ def test_other_bad_arguments_are_refused(run_cases: Runner, sample_repo: Path, w
     cases = [Case(args, expect, in_process=True) for args, expect in (
         (("collab-plan", "Add x", "--repo", repo, "--max-agents", "1", "-y"), r"--max-agents 1 is out of range"),
         (("collab-plan", "Add x", "--repo", repo, "--max-agents", "101", "-y"), r"--max-agents 101 is out of range"),
-        (("collab-plan", "Add x", "--repo", repo, "--workers", "0", "-y"), r"--workers 0 must be at least 1"),
+        (("collab-plan", "Add x", "--repo", repo, "--workers", "0", "-y"), r"--workers 0 [^\n]*\nhint: use 1..256"),
+        # Above the limit the request model refused it with a pydantic traceback (exit 1).
+        (("collab-plan", "Add x", "--repo", repo, "--workers", "257", "-y"), r"--workers 257 is out of range"),
+        (("lite-plan", "Add x", "--repo", repo, "--workers", "65", "-y"), r"--workers 65 [^\n]*\nhint: use 1..64"),
+        (("plan", "Add x", "--repo", repo, "--workers", "65", "-y"), r"--workers 65 is out of range"),
         (("collab-plan", "Add x", "--repo", repo, "--provider", "bogus", "-y"), r"unknown provider 'bogus'"),
         (("replan", "IMPL-99", "drop the cache", "--repo", wfs, "-y"), r"IMPL-99"),
         (("replan", "--restore", str(tmp_path / "no-backup"), "--repo", wfs), r"no-backup"),

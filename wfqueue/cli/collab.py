@@ -11,7 +11,7 @@ from wfqueue.cli.progress import TerminalUI
 from wfqueue.collab.coordinator import CollabCoordinator, CollabRequest
 from wfqueue.errors import BadInputError
 from wfqueue.sessions import read_requirement, resolve_repo
-from wfqueue.settings import MAX_AGENTS_LIMIT
+from wfqueue.settings import MAX_AGENTS_LIMIT, MAX_COLLAB_WORKERS
 
 
 def register(app: typer.Typer) -> None:
@@ -24,7 +24,7 @@ def register(app: typer.Typer) -> None:
         yes: bool = typer.Option(False, "--yes", "-y", help="Accept the split without asking."),
         provider: str | None = typer.Option(None, "--provider", help=common.PROVIDER_HELP),
         workers: int | None = typer.Option(None, "--workers",
-                                           help="Embedded mode: worker processes (default: one per agent)."),
+                                           help=common.workers_help(MAX_COLLAB_WORKERS, "one per agent")),
         as_json: bool = typer.Option(False, "--json", help=common.JSON_HELP),
         budget: str | None = typer.Option(None, "--budget", help=common.budget_help()),
     ) -> None:
@@ -33,8 +33,7 @@ def register(app: typer.Typer) -> None:
         agents = settings.max_agents if max_agents is None else max_agents
         if not 2 <= agents <= MAX_AGENTS_LIMIT:
             raise BadInputError(f"--max-agents {agents} is out of range", hint=f"use 2..{MAX_AGENTS_LIMIT}")
-        if workers is not None and workers < 1:
-            raise BadInputError(f"--workers {workers} must be at least 1")
+        common.check_workers(workers, MAX_COLLAB_WORKERS)
         request = CollabRequest(requirement=read_requirement(requirement, settings.requirement_max_bytes),
                                 repo=resolve_repo(repo), max_agents=agents, provider=spec, yes=yes, workers=workers,
                                 budget=spending_cap)

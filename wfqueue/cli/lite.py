@@ -10,6 +10,7 @@ from wfqueue.cli import plan_common as common
 from wfqueue.cli.progress import TerminalUI
 from wfqueue.lite.coordinator import LiteCoordinator, LiteRequest
 from wfqueue.sessions import read_requirement, resolve_repo
+from wfqueue.settings import MAX_EXPLORE_WORKERS
 
 
 def register(app: typer.Typer) -> None:
@@ -20,12 +21,13 @@ def register(app: typer.Typer) -> None:
         explore: bool = typer.Option(False, "--explore", "-e", help="Explore the code even if not needed."),
         yes: bool = typer.Option(False, "--yes", "-y", help="Skip clarification and confirmation."),
         provider: str | None = typer.Option(None, "--provider", help=common.PROVIDER_HELP),
-        workers: int | None = typer.Option(None, "--workers", min=1, help=common.WORKERS_HELP),
+        workers: int | None = typer.Option(None, "--workers", help=common.workers_help(MAX_EXPLORE_WORKERS)),
         as_json: bool = typer.Option(False, "--json", help=common.JSON_HELP),
         budget: str | None = typer.Option(None, "--budget", help=common.budget_help()),
     ) -> None:
         """Assess the task, explore angles in parallel, verify findings, write tasks.jsonl."""
         settings, spec, spending_cap = common.plan_setup(provider, budget)
+        common.check_workers(workers, MAX_EXPLORE_WORKERS)
         request = LiteRequest(requirement=read_requirement(requirement, settings.requirement_max_bytes),
                               repo=resolve_repo(repo), provider=spec, explore=explore, yes=yes, workers=workers,
                               budget=spending_cap)

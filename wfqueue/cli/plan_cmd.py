@@ -11,6 +11,7 @@ from rich.markup import escape
 from wfqueue.cli import plan_common as common
 from wfqueue.cli.progress import TerminalUI
 from wfqueue.sessions import read_requirement, resolve_repo
+from wfqueue.settings import MAX_EXPLORE_WORKERS
 from wfqueue.workflow_session.coordinator import PlanRequest, WfsCoordinator
 from wfqueue.workflow_session.models import GATES_READY
 
@@ -24,13 +25,14 @@ def register(app: typer.Typer) -> None:
         session: str | None = typer.Option(None, "--session", help="Continue (or reuse) this WFS session."),
         yes: bool = typer.Option(False, "--yes", "-y", help="Recommended choices everywhere; verify and stop."),
         provider: str | None = typer.Option(None, "--provider", help=common.PROVIDER_HELP),
-        workers: int | None = typer.Option(None, "--workers", min=1, help=common.WORKERS_HELP),
+        workers: int | None = typer.Option(None, "--workers", help=common.workers_help(MAX_EXPLORE_WORKERS)),
         as_json: bool = typer.Option(False, "--json", help=common.JSON_HELP),
         budget: str | None = typer.Option(None, "--budget", help=common.budget_help(
             "With --session it replaces the session's budget; left out, the session keeps its own.")),
     ) -> None:
         """Session, context (parallel exploration), conflict resolution if risky, IMPL tasks; then verify."""
         settings, spec, spending_cap = common.plan_setup(provider, budget)
+        common.check_workers(workers, MAX_EXPLORE_WORKERS)
         request = PlanRequest(
             requirement=read_requirement(requirement, settings.requirement_max_bytes) if requirement else None,
             repo=resolve_repo(repo), provider=spec, yes=yes, session=session, workers=workers, budget=spending_cap)

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from wfqueue.errors import BadInputError
 from wfqueue.metering import BUDGET_HELP, budget_resume_hint, parse_budget_option
 from wfqueue.providers import check_provider_spec
 from wfqueue.runtime import stop_after_output, stop_deferred
@@ -31,7 +32,16 @@ PROVIDER_HELP = "offline (deterministic, no API key) or anthropic; default: anth
 REPO_DEFAULT = "default: the nearest folder holding .workflow/ from the cwd up to its git top level, else the top"
 REPO_HELP = f"Repository to plan ({REPO_DEFAULT})."
 JSON_HELP = "Print one JSON object on stdout and nothing else there."
-WORKERS_HELP = "Embedded mode: worker processes (default: WFQUEUE_MAX_AGENTS)."
+
+
+def workers_help(limit: int, default: str = "WFQUEUE_MAX_AGENTS") -> str:
+    return f"Embedded mode: worker processes, 1..{limit} (default: {default})."
+
+
+def check_workers(workers: int | None, limit: int) -> None:
+    """Refuse a --workers count outside 1..``limit`` before anything starts."""
+    if workers is not None and not 1 <= workers <= limit:
+        raise BadInputError(f"--workers {workers} is out of range", hint=f"use 1..{limit}")
 
 
 def budget_help(extra: str = "") -> str:

@@ -32,7 +32,7 @@ from wfqueue.keys import SessionKind, SessionStatus
 from wfqueue.metering import budget_meta, check_budget_priced
 from wfqueue.payloads import CollabUnderstand
 from wfqueue.sessions import SessionIds, planning_root
-from wfqueue.settings import MAX_AGENTS_LIMIT, Settings
+from wfqueue.settings import MAX_AGENTS_LIMIT, MAX_COLLAB_WORKERS, Settings
 from wfqueue.state import SessionState
 from wfqueue.usage import Budget
 from wfqueue.workflow.base import PlanOutcome, ResumeRequest, WorkflowCoordinator, WorkflowUI
@@ -48,7 +48,7 @@ class CollabRequest(BaseModel):
     max_agents: int = Field(ge=2, le=MAX_AGENTS_LIMIT)
     provider: str
     yes: bool = False
-    workers: int | None = Field(default=None, ge=1, le=256)
+    workers: int | None = Field(default=None, ge=1, le=MAX_COLLAB_WORKERS)
     budget: Budget | None = None
 
 

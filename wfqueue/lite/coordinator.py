@@ -30,7 +30,7 @@ from wfqueue.metering import budget_meta, check_budget_priced, usage_line, write
 from wfqueue.payloads import ExploreAngle, LiteAssess, LitePlan, LiteSynthesize
 from wfqueue.session_summary import lite_status
 from wfqueue.sessions import WORKFLOW_DIR, SessionIds
-from wfqueue.settings import Settings
+from wfqueue.settings import MAX_EXPLORE_WORKERS, Settings
 from wfqueue.state import SessionState, SessionStore
 from wfqueue.tasks_file import validate_path
 from wfqueue.transport.models import Transport
@@ -51,7 +51,7 @@ class LiteRequest(BaseModel):
     provider: str
     explore: bool = False
     yes: bool = False
-    workers: int | None = Field(default=None, ge=1, le=64)
+    workers: int | None = Field(default=None, ge=1, le=MAX_EXPLORE_WORKERS)
     budget: Budget | None = None
 
 

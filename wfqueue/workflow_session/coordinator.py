@@ -32,7 +32,7 @@ from wfqueue.payloads import ExploreAngle, LiteAssess, SessionConflicts, Session
 from wfqueue.runtime import Runtime, resume_command
 from wfqueue.session_summary import workflow_status
 from wfqueue.sessions import SessionIds
-from wfqueue.settings import Settings
+from wfqueue.settings import MAX_EXPLORE_WORKERS, Settings
 from wfqueue.state import SessionState, SessionStore
 from wfqueue.transport.models import Transport
 from wfqueue.usage import Budget
@@ -79,7 +79,7 @@ class PlanRequest(BaseModel):
     provider: str
     yes: bool = False
     session: str | None = None
-    workers: int | None = Field(default=None, ge=1, le=64)
+    workers: int | None = Field(default=None, ge=1, le=MAX_EXPLORE_WORKERS)
     budget: Budget | None = None  # None: a continued session keeps the budget it had
     keep_provider: bool = False  # resume: the provider the session recorded wins over ``provider``
 
