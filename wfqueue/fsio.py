@@ -46,17 +46,40 @@ def unwritable_is_infrastructure(path: Path) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        if exc.errno in _NOT_WRITABLE:
-            raise InfrastructureError(
-                f"cannot write {path}: {_NOT_WRITABLE[exc.errno]} on {path.parent}",
-                hint="make the session folder writable again, then `wfqueue resume` the session",
-            ) from None
-        if exc.errno in _FULL:
-            raise InfrastructureError(
-                f"cannot write {path}: {_FULL[exc.errno]} ({path.parent})",
-                hint="free some space there, then `wfqueue resume` the session",
-            ) from None
-        raise
+        refusal = disk_refusal(exc, path, folder="the session folder", then="`wfqueue resume` the session")
+        if refusal is None:
+            raise
+        raise refusal from None
+
+
+def disk_refusal(exc: OSError, path: Path, then: str, folder: str = "that folder") -> InfrastructureError | None:
+    """The InfrastructureError for a write to ``path`` the disk refused for good (permissions, a read-only or
+    full file system), saying to mend ``folder`` and then do ``then``; None for any other OSError."""
+    if exc.errno in _NOT_WRITABLE:
+        return InfrastructureError(f"cannot write {path}: {_NOT_WRITABLE[exc.errno]} on {path.parent}",
+                                   hint=f"make {folder} writable again, then {then}")
+    if exc.errno in _FULL:
+        return InfrastructureError(f"cannot write {path}: {_FULL[exc.errno]} ({path.parent})",
+                                   hint=f"free some space there, then {then}")
+    return None
+
+
+def check_writable(folder: Path, hint: str) -> None:
+    """Raise InfrastructureError when ``folder`` (when not there yet: the nearest folder above it, where it
+    would be created) refuses writes. Checked before a command starts anything, so that it fails with the
+    folder's name instead of a traceback from the first write, half-way through."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if os.access(existing, os.W_OK):
+        return
+    try:
+        read_only = bool(os.statvfs(existing).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    why = "read-only file system" if read_only else "permission denied"
+    where = "" if existing == folder else f" on {existing}"
+    raise InfrastructureError(f"cannot write {folder}: {why}{where}", hint=hint)
 
 
 class MirrorSink(Protocol):

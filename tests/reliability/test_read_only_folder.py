@@ -20,6 +20,7 @@ import pytest
 from faults_support import check_collab_session, stop_group, write_report
 from support import processes_mentioning, run_cli, wfqueue_env, write_script
 
+from tests.wfs_factory import make_session, task
 from wfqueue.collab.note import parse_note
 
 pytestmark = pytest.mark.integration
@@ -163,3 +164,33 @@ def test_resume_after_the_folder_is_writable_again_loses_no_section(sample_repo:
     assert check.sections_lost == [], f"sections lost after resume: {check.sections_lost}"
     assert check.duplicate_tasks == [] and check.problems == [], check
     assert resume.json()["status"] == "completed"
+
+
+def test_a_repository_on_a_read_only_volume_is_refused_by_name_before_anything_starts(
+        sample_repo: Path, tmp_path: Path) -> None:
+    """Every planning command on a repository mounted read-only ended in a traceback (exit 1) from the embedded
+    Redis's first write, or, for replan, from its lock file after the change was shown."""
+    require("ro-mount", tmp_path)
+    make_session(sample_repo, "Add per-user rate limiting", [task(1, "limits", ["notes_api/api/middleware.py"])])
+    (session,) = (sample_repo / ".workflow" / "active").iterdir()
+    before = {str(p): p.stat().st_mtime_ns for p in sample_repo.rglob("*")}
+    workflow = sample_repo / ".workflow"
+    commands = [("collab-plan", REQUIREMENT, "-y"), ("lite-plan", REQUIREMENT, "-y"), ("plan", REQUIREMENT, "-y"),
+                ("resume", session.name), ("replan", "IMPL-1", "also log refusals", "-y")]
+    frozen = make_read_only("ro-mount", sample_repo)
+    try:
+        assert frozen.returncode == 0, frozen.stderr
+        runs = {command[0]: run_cli(*command, "--repo", str(sample_repo), timeout=60) for command in commands}
+    finally:
+        make_writable("ro-mount", sample_repo)
+    for name, done in runs.items():
+        assert done.code == 3 and "Traceback" not in done.stderr, f"{name}: exit {done.code}\n{done.stderr[-1500:]}"
+        error = next(line for line in done.stderr.splitlines() if line.startswith("error:"))
+        assert "read-only file system" in error, f"{name}: {error}"
+        if name == "replan":  # writes the session only: the file it could not create is named
+            assert f"cannot write {session}/" in error, error
+        else:
+            assert error == f"error: cannot write {workflow}: read-only file system", error
+            assert "make the repository writable" in done.stderr
+    assert processes_mentioning(str(workflow / ".queue")) == []
+    assert {str(p): p.stat().st_mtime_ns for p in sample_repo.rglob("*")} == before

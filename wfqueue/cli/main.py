@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from types import FrameType
 
 import click
@@ -39,6 +40,7 @@ from wfqueue.cli import (
 from wfqueue.cli.entry import exit_process
 from wfqueue.cli.stop_signals import to_handle
 from wfqueue.errors import WfqueueError
+from wfqueue.fsio import disk_refusal
 from wfqueue.runtime import stop_deferred
 
 app = typer.Typer(
@@ -111,17 +113,27 @@ def _stopped(err: Console, signals: Signals) -> int:
     return INTERRUPTED_EXIT
 
 
+def _report(err: Console, exc: WfqueueError) -> int:
+    # Messages quote what the user gave (a requirement, a path): never read as markup.
+    err.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False, markup=True, soft_wrap=True)
+    if exc.hint:
+        err.print(f"[dim]hint:[/] {escape(exc.hint)}", highlight=False, soft_wrap=True)
+    return exc.exit_code
+
+
 def main(argv: list[str] | None = None) -> int:
     err = Console(stderr=True)
     with sigterm_unwinds() as signals:
         try:
             code = app(args=argv, standalone_mode=False)
         except WfqueueError as exc:
-            # Messages quote what the user gave (a requirement, a path): never read as markup.
-            err.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False, markup=True, soft_wrap=True)
-            if exc.hint:
-                err.print(f"[dim]hint:[/] {escape(exc.hint)}", highlight=False, soft_wrap=True)
-            return exc.exit_code
+            return _report(err, exc)
+        except OSError as exc:  # a write the disk refused where no command checked first: said, not a traceback
+            refusal = disk_refusal(exc, Path(exc.filename), then="run the command again") if isinstance(
+                exc.filename, str) else None
+            if refusal is None:
+                raise
+            return _report(err, refusal)
         except (KeyboardInterrupt, click.exceptions.Abort, typer.Abort):
             return _stopped(err, signals)
         except (click.exceptions.ClickException, typer_click_exceptions.ClickException) as exc:

@@ -26,7 +26,7 @@ from pydantic import BaseModel
 
 from wfqueue.errors import BadInputError, ConfigError, SessionIdTakenError, WfqueueError
 from wfqueue.fanout import late_result, waiting_for
-from wfqueue.fsio import atomic_write_json
+from wfqueue.fsio import atomic_write_json, check_writable
 from wfqueue.keys import STEP_NOTE, SessionMeta, SessionStatus
 from wfqueue.metering import (
     budget_meta,
@@ -47,7 +47,7 @@ from wfqueue.runtime import (
     resume_command,
     wait_for,
 )
-from wfqueue.sessions import SessionIds
+from wfqueue.sessions import WORKFLOW_DIR, SessionIds
 from wfqueue.settings import Settings
 from wfqueue.state import CoordinatorLease, SessionState, SessionStore, taken_by_another
 from wfqueue.transport.models import Transport
@@ -198,6 +198,8 @@ class WorkflowCoordinator(Generic[UI]):
     def runtime(self, repo: Path, workers: int | None = None) -> Iterator[Runtime]:
         """A broker for this plan; in embedded mode ``workers`` local worker processes (by default
         WFQUEUE_MAX_AGENTS: as many as agents may run at once), waited for by the first ``wait``."""
+        check_writable(repo / WORKFLOW_DIR, hint="wfqueue keeps its sessions (and an embedded Redis) there: make "
+                                                 "the repository writable, or plan a writable clone of it")
         with broker_runtime(self.settings, repo, workers or self.settings.max_agents, self.ui,
                             self.worker_env) as runtime:
             self._runtime = runtime
