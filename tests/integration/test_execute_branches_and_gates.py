@@ -198,3 +198,37 @@ def test_the_repositorys_git_hooks_do_not_fail_the_executions_own_commits_checko
     assert "refused by the team policy" not in run.stderr
     worktrees = git(repo, "worktree", "list", "--porcelain")
     assert worktrees.count("worktree ") == 1, worktrees  # the user's checkout only
+
+
+def test_a_plan_with_no_runnable_check_is_not_merged_untested_unless_asked(tmp_path: Path) -> None:
+    """A plan whose verifications wfqueue will not run (a shell script) had no gate: a task that broke the tests
+    was merged and the run said "completed", exit 0, with no word of a gate anywhere."""
+    repo = project(tmp_path)
+    broken = "def add(a, b):\n    return a - b\n"  # tests/test_ops.py fails on it
+    tasks_file = lite_plan(repo, [lite_task(1, "Rework add", ["calc/ops.py"], verification="./run_tests.sh")])
+    env = env_for(tmp_path, {"TASK-001": {"calc/ops.py": broken}})
+    before = snapshot(repo)
+    branches = git(repo, "branch", "--list")
+
+    refused = run_cli("execute", str(tasks_file), "-y", env=env, timeout=60)
+    assert refused.code == 2, refused.stderr
+    assert "error: no test gate" in refused.stderr and "TASK-001: './run_tests.sh' does not start with a known" \
+        in refused.stderr, refused.stderr
+    assert "--no-gate" in refused.stderr and "WFQUEUE_EXECUTE_TEST_COMMAND" in refused.stderr
+    assert not (repo / ".workflow" / ".execution").exists() and git(repo, "branch", "--list") == branches
+    assert snapshot(repo) == before
+
+    # The setting is named when the test command it gives would not run: in a dry run too, which shows it.
+    unsafe = run_cli("execute", str(tasks_file), "--dry-run",
+                     env={**env, "WFQUEUE_EXECUTE_TEST_COMMAND": "bash -c true"})
+    assert unsafe.code == 2 and "error: WFQUEUE_EXECUTE_TEST_COMMAND: 'bash -c true'" in unsafe.stderr, unsafe.stderr
+
+    asked = run_cli("execute", str(tasks_file), "-y", "--no-gate", "--json", env=env, timeout=180)
+    assert asked.code == 0, asked.stderr
+    result = asked.json()
+    assert "No test ran on it (--no-gate)" in result["hint"]
+    assert git(repo, "show", f"{result['branch']}:calc/ops.py") == broken.strip()
+    report = (Path(result["exec_dir"]) / "execution.md").read_text(encoding="utf-8")
+    assert "- gate: **none** (--no-gate)" in report and "## Gate" not in report
+    (task_log,) = (Path(result["exec_dir"]) / "logs").glob("TASK-001.*.log")
+    assert "verification not run: './run_tests.sh' does not start with a known" in task_log.read_text()

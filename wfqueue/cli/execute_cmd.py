@@ -18,7 +18,7 @@ from rich.markup import escape
 
 from wfqueue.cli.plan_common import finish
 from wfqueue.cli.progress import TerminalUI
-from wfqueue.errors import BadInputError
+from wfqueue.errors import BadInputError, UnsafeCommandError
 from wfqueue.execute import records
 from wfqueue.execute.coordinator import EXECUTE, ExecuteCoordinator
 from wfqueue.execute.decisions import stopped_by_budget
@@ -101,11 +101,29 @@ def render_schedule(plan: ExecutablePlan, schedule: Schedule, gate: list[str]) -
         lines.extend(f"  {command}" for command in gate)
     else:
         lines.append("gate after each wave: none (no task has a runnable verification command; "
-                     "set WFQUEUE_EXECUTE_TEST_COMMAND)")
+                     "set WFQUEUE_EXECUTE_TEST_COMMAND, or execute with --no-gate to merge untested)")
     if plan.verdict is not None:
         lines.append(verdict_line(plan.verdict))
     lines.append("dry run: nothing was written")
     return "\n".join(lines)
+
+
+def check_gate(plan: ExecutablePlan, gate: list[str], configured: str | None, may_be_empty: bool) -> None:
+    """Refuse a configured test command the sandbox will not run (before a dry run too, which shows it), and,
+    unless ``may_be_empty`` (a dry run, --no-gate), a plan that would merge with no test after any wave."""
+    if configured is not None and configured.strip() and gate:
+        try:
+            parse_command(configured)
+        except UnsafeCommandError as exc:
+            raise UnsafeCommandError(f"WFQUEUE_EXECUTE_TEST_COMMAND: {exc.message}", hint=exc.hint) from None
+    if gate or may_be_empty:
+        return
+    refused = [(t.id, why) for t in plan.tasks if (why := verification_refusal(t)) is not None]
+    example = f"; {refused[0][0]}: {refused[0][1]}" if refused else ""
+    raise BadInputError(
+        f"no test gate: no verification command of the plan's {_plural(len(plan.tasks), 'task')} is one wfqueue "
+        f"runs{example}", hint="set WFQUEUE_EXECUTE_TEST_COMMAND to the project's test command (e.g. "
+                               "'python -m pytest -q'), or pass --no-gate to merge without tests")
 
 
 def _executor(name: str | None) -> ExecutorName | None:
@@ -165,6 +183,9 @@ def register(app: typer.Typer) -> None:
                                                "replaces the execution's."),
         force: bool = typer.Option(False, "--force",
                                    help="Execute a workflow session whose verification says BLOCK_EXECUTION."),
+        no_gate: bool = typer.Option(False, "--no-gate",
+                                     help="Merge without running any test after the waves (also needed when "
+                                          "no task has a runnable verification command)."),
     ) -> None:
         """Run a plan's tasks in dependency waves on workers, each in its own worktree, merged one at a time into
         the integration branch wfqueue/EXEC-ID, with the gate after each wave. Exit 0 all completed, 1 some
@@ -200,7 +221,8 @@ def register(app: typer.Typer) -> None:
             raise BadInputError("missing SESSION_OR_PLAN", hint="pass a plan to execute, or --continue EXEC-ID")
         plan = load_plan(target, repo)
         schedule = build_schedule(plan.tasks, parallel or settings.execute_parallel)
-        gate = gate_commands(plan.tasks, settings.execute_test_command)
+        gate = [] if no_gate else gate_commands(plan.tasks, settings.execute_test_command)
+        check_gate(plan, gate, settings.execute_test_command, dry_run or no_gate)
         if dry_run:
             if as_json:
                 typer.echo(json.dumps(dry_run_payload(plan, schedule, gate), ensure_ascii=False))
@@ -210,8 +232,6 @@ def register(app: typer.Typer) -> None:
         if not force:
             refuse_blocked(plan, repo_option(Path(plan.repo)))
         check_clean_repository(Path(plan.repo), [f for t in plan.tasks for f in t.files.modify + t.files.delete])
-        for command in gate:  # a configured test command the sandbox refuses: refused now, not after a wave
-            parse_command(command)
         chosen = choose_executor(settings, requested, serving_up(settings, Path(plan.repo)))
         if budget is not None and chosen != "claude":
             raise BadInputError("--budget caps the claude executor's model calls; the command executor's agent "
@@ -221,4 +241,5 @@ def register(app: typer.Typer) -> None:
             ui.info("not started; nothing was written")
             raise typer.Exit(1)
         stop_after_output()
-        finish_execution(ExecuteCoordinator(settings, ui).start(plan, schedule, chosen, spending_cap), as_json)
+        finish_execution(ExecuteCoordinator(settings, ui).start(plan, schedule, chosen, spending_cap,
+                                                                untested=no_gate), as_json)

@@ -64,14 +64,14 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
     RESUME_HINT_ON_STOP = False  # its report names `wfqueue execute --continue` (merge_hint)
 
     def start(self, plan: ExecutablePlan, schedule: Schedule, executor: ExecutorName,
-              budget: Budget | None = None) -> ExecutionOutcome:
+              budget: Budget | None = None, *, untested: bool = False) -> ExecutionOutcome:
         """A new execution of ``plan`` (validated, its repository checked clean) on a new integration branch;
-        ``budget`` stops the claude executor's model calls once spent."""
-        return self._run(plan, lambda: self._begin(plan, schedule, executor),
+        ``budget`` stops the claude executor's model calls once spent; ``untested`` (--no-gate): no gate runs."""
+        return self._run(plan, lambda: self._begin(plan, schedule, executor, untested),
                          slots=slots_needed([w.task_ids for w in schedule.waves], schedule.parallel), fresh=True,
                          budget=budget)
 
-    def _begin(self, plan: ExecutablePlan, schedule: Schedule, executor: ExecutorName) -> Execution:
+    def _begin(self, plan: ExecutablePlan, schedule: Schedule, executor: ExecutorName, untested: bool) -> Execution:
         """The new execution's folder, integration branch and first records."""
         repo = Path(plan.repo)
         # An id with no branch yet: `.workflow/` is ignored by git, so a cleaned checkout may have lost the folder
@@ -88,10 +88,11 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
                               plan_kind=plan.kind, plan_session=plan.session_id, branch=branch, base=base,
                               executor=executor, parallel=schedule.parallel,
                               waves=[w.task_ids for w in schedule.waves],
-                              critical_path=schedule.critical_path.task_ids, tasks=tasks)
+                              critical_path=schedule.critical_path.task_ids, tasks=tasks, untested=untested)
         records.save(execution)
         self.event(execution, f"execution {exec_id} of {plan.session_id} started on branch {branch} at {base[:12]} "
-                               f"({len(plan.tasks)} task(s), {len(schedule.waves)} wave(s), executor {executor})")
+                               f"({len(plan.tasks)} task(s), {len(schedule.waves)} wave(s), executor {executor}"
+                               f"{', no gate (--no-gate)' if untested else ''})")
         return execution
 
     def resume(self, request: ResumeRequest) -> ExecutionOutcome:

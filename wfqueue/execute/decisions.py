@@ -130,4 +130,5 @@ def merge_hint(execution: Execution, repo_option: str = "") -> str:
         if not execution.in_state("completed"):
             return f"{again_runs}. Nothing was merged: your branch has nothing to review yet."
         return f"{again_runs}; or review what completed on the integration branch ({review})."
-    return f"Review and merge the integration branch into yours: {review}."
+    untested = " No test ran on it (--no-gate): run the project's tests there first." if execution.untested else ""
+    return f"Review and merge the integration branch into yours: {review}.{untested}"

@@ -82,6 +82,7 @@ class Execution(BaseModel):
     # Changes to the user's checkout while the execution ran: by the user, or by an agent writing outside its
     # worktree (the command executor has no sandbox). Execution never makes them; it reports them.
     checkout_changes: list[str] = Field(default_factory=list)
+    untested: bool = False  # started with --no-gate: no gate ran after its waves; its merges are untested
     usage: str | None = None  # the claude executor's model calls, tokens and estimated cost (metering.usage_line)
     started_at: float = Field(default_factory=time.time)
     finished_at: float | None = None
@@ -127,6 +128,7 @@ def render_report(execution: Execution, merge_hint: str) -> str:
              f"- executor: {e.executor}; at most {e.parallel or 'any number of'} task(s) at once",
              f"- status: **{e.status}**" + (f" (the gate after wave {e.stopped_wave} is red)"
                                              if e.stopped_wave else ""),
+             *(["- gate: **none** (--no-gate): no test ran on the merges"] if e.untested else []),
              f"- started {iso(e.started_at)}, finished {iso(e.finished_at)}",
              *([f"- model usage: {e.usage}"] if e.usage else []), "",
              "## Waves", ""]

@@ -158,6 +158,7 @@ def _run(payload: ExecuteTask, executor: Executor, state: SessionStore, worker: 
             error = "the executor changed nothing"
             break
         if not runnable:
+            log.section(f"verification not run: {verification_refusal(task)}", "")
             break
         checked = run_command(parse_command(task.verification), workdir, check_timeout_s)
         summary = _verification_summary(task.verification.strip(), checked)

@@ -167,7 +167,7 @@ class WaveRunner:
         """The gate after wave ``index``; red stops the execution before the next wave."""
         e = self.execution
         done = [self.plan.task(t) for t in e.in_state("completed")]
-        commands = gate_commands(done, self.c.settings.execute_test_command)
+        commands = [] if e.untested else gate_commands(done, self.c.settings.execute_test_command)
         if not commands:
             e.gated_waves.append(index)
             self._save()
