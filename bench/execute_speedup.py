@@ -150,7 +150,8 @@ def execute_once(slots: int, task_seconds: float, work: Path, gated: bool = True
     schedule = build_schedule(plan.tasks, slots)
     ui = RecordingUI()
     began = time.time()
-    result = ExecuteCoordinator(settings, ui, worker_env=worker_env).start(plan, schedule, "command")
+    coordinator = ExecuteCoordinator(settings, ui, worker_env=worker_env)
+    result = coordinator.start(plan, schedule, "command", untested=not gated)
     returned = time.time()
     if result.status != "completed":
         raise SystemExit(f"{slots} slot(s): the execution ended {result.status}: {result.hint}")
