@@ -194,3 +194,29 @@ def test_a_repository_on_a_read_only_volume_is_refused_by_name_before_anything_s
             assert "make the repository writable" in done.stderr
     assert processes_mentioning(str(workflow / ".queue")) == []
     assert {str(p): p.stat().st_mtime_ns for p in sample_repo.rglob("*")} == before
+
+
+def test_an_execution_whose_plan_folder_refused_its_states_writes_them_on_continue(tmp_path: Path) -> None:
+    """All tasks merged, then writing their states into a read-only plan folder failed (exit 3, "then `wfqueue
+    resume`"); `--continue` and `resume` answered "already completed" and the plan never got its states."""
+    from test_execute_run import env_for, lite_plan, lite_task, project
+
+    require("ro-mount", tmp_path)
+    repo = project(tmp_path)
+    tasks_file = lite_plan(repo, [lite_task(1, "Rename the package", ["calc/text.py"])])
+    env = env_for(tmp_path, {"TASK-001": {"calc/text.py": "NAME = 'calculator'\n"}})
+    frozen = make_read_only("ro-mount", tasks_file.parent)
+    try:
+        assert frozen.returncode == 0, frozen.stderr
+        first = run_cli("execute", str(tasks_file), "-y", env=env, timeout=180)
+    finally:
+        make_writable("ro-mount", tasks_file.parent)
+    assert first.code == 3 and "Traceback" not in first.stderr, first.stderr[-2000:]
+    assert f"cannot write {tasks_file}" in first.stderr, first.stderr
+    assert "_execution" not in tasks_file.read_text(encoding="utf-8")
+    (exec_dir,) = (repo / ".workflow" / ".execution").iterdir()
+
+    again = run_cli("execute", "--continue", exec_dir.name, "--repo", str(repo), "--json", env=env, timeout=180)
+    assert again.code == 0 and again.json()["status"] == "completed", again.stderr
+    (line,) = tasks_file.read_text(encoding="utf-8").splitlines()
+    assert json.loads(line)["_execution"]["status"] == "completed", line

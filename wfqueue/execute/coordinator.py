@@ -101,6 +101,10 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
         execution = records.load(request.session_dir)
         if execution.status == "completed":
             self.ui.info(f"{execution.exec_id} is already completed")
+            # Its records again: the run that completed it may have failed to write them (a read-only plan
+            # folder), and writing them is idempotent.
+            with contextlib.suppress(BadInputError):  # no plan left to write them into
+                self._write_records(load_plan(execution.source, execution.repo), execution)
             return outcome(execution)
         check_continuable(execution)
         plan = load_plan(execution.source, execution.repo)
@@ -191,12 +195,17 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
         records.save(execution)
 
     def _finish(self, plan: ExecutablePlan, execution: Execution) -> None:
-        records.save(execution)
-        exec_dir = Path(execution.exec_dir)
-        hint = merge_hint(execution, repo_option(Path(execution.repo)))
-        atomic_write_text(exec_dir / records.REPORT_FILE, records.render_report(execution, hint))
-        write_back(plan, execution)
+        hint = self._write_records(plan, execution)
         self.event(execution, f"execution {execution.status}: {hint}")
+
+    @staticmethod
+    def _write_records(plan: ExecutablePlan, execution: Execution) -> str:
+        """Save the execution's state and report and write each task's state into the plan; return the hint."""
+        records.save(execution)
+        hint = merge_hint(execution, repo_option(Path(execution.repo)))
+        atomic_write_text(Path(execution.exec_dir) / records.REPORT_FILE, records.render_report(execution, hint))
+        write_back(plan, execution)
+        return hint
 
     def event(self, execution: Execution, text: str) -> None:
         records.append_event(Path(execution.exec_dir), text)
