@@ -162,7 +162,13 @@ def test_mask_url_keeps_urls_without_password() -> None:
 def test_retry_delay_backs_off_caps_and_honours_retry_after() -> None:
     assert [retry_delay(n, 2, 60, 0.0) for n in (1, 2, 3, 10)] == [2, 4, 8, 60]
     assert retry_delay(1, 2, 60, 0.0, retry_after_s=30) == 30
-    assert retry_delay(1, 2, 60, 0.999) < 2 * 1.25 + 1e-9
+    assert 2 * 0.75 <= retry_delay(1, 2, 60, 0.999) < 2
+    # Jitter spreads waits without passing the cap (it made a 60 s cap wait 73 s).
+    assert all(retry_delay(10, 2, 60, draw) <= 60 for draw in (0.0, 0.5, 0.999))
+    # A wait the server asked for is honoured, spread by a tenth at most and 5 s at most (600 s became 715 s).
+    assert retry_delay(1, 2, 60, 0.999, retry_after_s=600) <= 605
+    assert all(600 <= retry_delay(1, 2, 60, draw, retry_after_s=600) for draw in (0.0, 0.5, 0.999))
+    assert 1.0 <= retry_delay(1, 0.5, 60, 0.999, retry_after_s=1) <= 1.1
 
 
 def test_default_config_file_documents_every_setting() -> None:
