@@ -306,6 +306,8 @@ class FakeAnthropic:
                 chunk = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
                 handler.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
                 handler.wfile.flush()
+            if cut and outcome.hold_s:  # a stalled stream: open, silent, then dropped
+                self._closing.wait(outcome.hold_s)
             if not cut:
                 handler.wfile.write(b"0\r\n\r\n")
             return
@@ -369,7 +371,7 @@ class FakeAnthropic:
         problem = check_request(body)
         if problem:
             return self._error(400, problem)
-        cut = http is not None and http.kind == "cut_stream"
+        cut = http is not None and http.kind in ("cut_stream", "stall_stream")
         reply = self._model_fault(body, call, {f.kind for f in model})
         if reply is None:
             reply = self._peek_reply(body) if cut else self._next_reply(body)
@@ -391,8 +393,10 @@ class FakeAnthropic:
             "stop_sequence": None, "usage": usage,
         }
         if cut:
-            call.fault = "cut_stream"
-        return Outcome(200, {}, message, stream=call.stream, action="cut" if cut else None)
+            call.fault = http.kind if http is not None else "cut_stream"
+        stalled = http is not None and http.kind == "stall_stream"
+        return Outcome(200, {}, message, stream=call.stream, action="cut" if cut else None,
+                       hold_s=http.hold_s if stalled and http is not None else 0.0)
 
     def _model_fault(self, body: dict[str, Any], call: Call, kinds: set[str]) -> Reply | None:
         """The answer a misbehaving model gives instead of the scripted one (which stays for the next request)."""

@@ -20,7 +20,8 @@ HTTP faults never consume the scripted reply: the retry gets it.
   connection is closed with no answer;
 - ``reset``: the connection is reset (RST) with no answer;
 - ``cut_stream``: the answer starts (200, headers, ``message_start`` and part of the content;
-  half of the body for a request that does not stream), then the connection is closed.
+  half of the body for a request that does not stream), then the connection is closed;
+- ``stall_stream``: as ``cut_stream``, but the connection stays open and silent ``hold_s`` seconds first.
 
 Model faults replace the answer of the request they hit, which is still a 200 (the scripted
 reply stays for the next request):
@@ -43,7 +44,7 @@ __all__ = ["HTTP_FAULTS", "MODEL_FAULTS", "Always", "At", "ByRequest", "Every", 
 
 Body = Mapping[str, Any]
 
-HTTP_FAULTS = frozenset({"429", "529", "500", "timeout", "reset", "cut_stream"})
+HTTP_FAULTS = frozenset({"429", "529", "500", "timeout", "reset", "cut_stream", "stall_stream"})
 MODEL_FAULTS = frozenset({"truncated_json", "text_no_json", "tools_every_turn"})
 
 
@@ -51,7 +52,8 @@ MODEL_FAULTS = frozenset({"truncated_json", "text_no_json", "tools_every_turn"})
 class Fault:
     kind: str
     retry_after: float = 1.0  # 429: the retry-after header, in whole seconds rounded up
-    hold_s: float = 30.0  # timeout: how long the request is held before its connection is dropped
+    hold_s: float = 30.0  # timeout, stall_stream: how long the request (the begun stream) is held, silent, before
+    # its connection is dropped
 
     def __post_init__(self) -> None:
         if self.kind not in HTTP_FAULTS | MODEL_FAULTS:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import re
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.fake_anthropic import FakeAnthropic, allow_loopback_only, answer, breakpoint_tokens, error, tool_call
+from tests.fake_anthropic_faults import Always, Fault
 from wfqueue import agent_notes
 from wfqueue.collab.models import AreaDraft, RequirementAnalysis
 from wfqueue.errors import ConfigError, ProviderError, TransientProviderError
@@ -408,6 +410,21 @@ def test_no_resend_past_the_step_deadline(fake: FakeAnthropic, sample_repo: Path
         provider.run(assess_step(sample_repo))
 
     assert slept == [] and len(fake.requests) == 1
+
+
+@pytest.mark.parametrize("fault", ["timeout", "stall_stream"])
+def test_a_silent_api_does_not_hold_a_step_past_its_time_limit(fault: str, sample_repo: Path) -> None:
+    """The SDK waits up to 10 minutes for a request's (or a stream's next) bytes; in the threads pool no Celery
+    time limit stops the step, so a stalled answer held an agent 10 minutes a try, whatever its time limit."""
+    with FakeAnthropic(faults=Always(Fault(fault, hold_s=60))) as server:
+        server.reply(answer(ASSESSMENT))
+        provider = provider_for(server, step_time_s=2.5, retry_policy=RetryPolicy(deadline_margin_s=0.5))
+        started = time.monotonic()
+        with pytest.raises(TransientProviderError, match="time limit"):
+            provider.run(assess_step(sample_repo))
+        took = time.monotonic() - started
+        assert server.faulted()[fault] >= 1
+    assert took < 10, f"the step was held {took:.1f}s past its 2.5 s time limit"
 
 
 def test_client_errors_are_permanent(fake: FakeAnthropic, sample_repo: Path) -> None:

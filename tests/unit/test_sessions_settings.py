@@ -167,7 +167,7 @@ def test_retry_delay_backs_off_caps_and_honours_retry_after() -> None:
     assert all(retry_delay(10, 2, 60, draw) <= 60 for draw in (0.0, 0.5, 0.999))
     # A wait the server asked for is honoured, spread by a tenth at most and 5 s at most (600 s became 715 s).
     assert retry_delay(1, 2, 60, 0.999, retry_after_s=600) <= 605
-    assert all(600 <= retry_delay(1, 2, 60, draw, retry_after_s=600) for draw in (0.0, 0.5, 0.999))
+    assert all(retry_delay(1, 2, 60, draw, retry_after_s=600) >= 600 for draw in (0.0, 0.5, 0.999))
     assert 1.0 <= retry_delay(1, 0.5, 60, 0.999, retry_after_s=1) <= 1.1
 
 

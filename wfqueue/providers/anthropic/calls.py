@@ -109,7 +109,7 @@ class Caller:
         attempt = 0
         while True:
             attempt += 1
-            outcome = self._send_once(label, request)
+            outcome = self._send_once(label, request, self._cut_off(label, deadline))
             if not isinstance(outcome, CallFailure):
                 if attempt > 1:
                     agent_notes.note(None)  # the wait shown beside the agent is over
@@ -132,9 +132,20 @@ class Caller:
                              f"({self.retries_left} re-sends left)")
             self._sleep(wait)
 
+    def _cut_off(self, label: str, deadline: float | None) -> float | None:
+        """When the next send must have its answer (the step's deadline less its margin), or None; raises when
+        that time has come already."""
+        if deadline is None:
+            return None
+        cut_off = deadline - self.policy.deadline_margin_s
+        if self._clock() >= cut_off:
+            raise TransientProviderError(f"{label}: the step's time limit has come before its next model call",
+                                         hint="the task is retried later and resumes at its last completed turn")
+        return cut_off
+
     # -- one send ----------------------------------------------------------------------------
 
-    def _send_once(self, label: str, request: dict[str, Any]) -> Any:
+    def _send_once(self, label: str, request: dict[str, Any], cut_off: float | None = None) -> Any:
         permit = None
         if self.limiter is not None:
             # Output is reserved at max_tokens, as Anthropic estimates it; the release corrects both.
@@ -146,7 +157,7 @@ class Caller:
                                              hint=exc.hint) from None
         actual: Usage | None = None
         try:
-            outcome = self._stream(label, request)
+            outcome = self._stream(label, request, cut_off)
             if not isinstance(outcome, CallFailure):
                 actual = Usage.from_api(outcome.usage)
             return outcome
@@ -154,17 +165,20 @@ class Caller:
             if permit is not None:
                 permit.release(actual)
 
-    def _stream(self, label: str, request: dict[str, Any]) -> Any:
+    def _stream(self, label: str, request: dict[str, Any], cut_off: float | None) -> Any:
         started = False  # the HTTP status was 200 and the stream began
         warmup.start_once()  # the SDK's first read, rehearsed while this request waits on the model
         try:
-            with self.client.messages.stream(**request) as stream:
+            options: dict[str, Any] = {**request, **self._timeout_within(cut_off)}
+            with self.client.messages.stream(**options) as stream:
                 started = True
                 self._observe(stream.response.headers, stream.response.status_code)
                 began = False
                 try:
                     for event in stream:
                         began = began or event.type == "message_start"
+                        if cut_off is not None and self._clock() >= cut_off:  # a trickle of events, never done
+                            return CallFailure("the answer was still streaming at the step's time limit")
                 except CUT_STREAM_ERRORS as exc:
                     return self._cut(label, stream.current_message_snapshot if began else None, exc)
                 message = stream.current_message_snapshot if began else None
@@ -191,6 +205,17 @@ class Caller:
         except anthropic.AnthropicError as exc:
             raise ProviderError(f"{label}: Anthropic client error: {exc}",
                                 hint="check ANTHROPIC_API_KEY and the anthropic settings") from exc
+
+    def _timeout_within(self, cut_off: float | None) -> dict[str, float]:
+        """The request's timeout option: the client's, shortened to end at ``cut_off``. The SDK waits up to
+        10 minutes for a stream's next bytes; a stalled stream must not hold the step past its time limit (the
+        threads pool, where remote agents run, enforces no Celery time limit)."""
+        if cut_off is None:
+            return {}
+        remaining = max(0.001, cut_off - self._clock())
+        configured = self.client.timeout
+        read = configured.read if isinstance(configured, httpx2.Timeout) else configured
+        return {} if isinstance(read, (int, float)) and read <= remaining else {"timeout": remaining}
 
     @staticmethod
     def _cut(label: str, partial: Any, exc: BaseException | None) -> Any:
