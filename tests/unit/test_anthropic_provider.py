@@ -427,6 +427,20 @@ def test_a_silent_api_does_not_hold_a_step_past_its_time_limit(fault: str, sampl
     assert took < 10, f"the step was held {took:.1f}s past its 2.5 s time limit"
 
 
+def test_an_answer_and_its_repair_both_cut_mid_stream_is_tried_again_later(sample_repo: Path) -> None:
+    """Two dropped streams in a row failed the step for good, with the advice to raise the output limit: the
+    network's fault read as the model's."""
+    with FakeAnthropic(faults={1: "cut_stream", 2: "cut_stream"}) as server:
+        server.reply(answer(ASSESSMENT))
+        provider = provider_for(server)
+        with pytest.raises(TransientProviderError, match="cut off mid-stream") as caught:
+            provider.run(assess_step(sample_repo))
+        assert "MAX_TOKENS" not in caught.value.hint and server.faulted()["cut_stream"] == 2
+        # The task's retry runs the step afresh, and the answer comes whole this time.
+        assert provider.run(assess_step(sample_repo)).complexity == "Medium"
+    assert len(server.requests) == 3
+
+
 def test_client_errors_are_permanent(fake: FakeAnthropic, sample_repo: Path) -> None:
     fake.reply(error(400, message="bad schema"))
 

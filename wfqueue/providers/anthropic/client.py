@@ -43,7 +43,7 @@ from typing import Any
 import anthropic
 from pydantic import BaseModel, ValidationError
 
-from wfqueue.errors import ConfigError, ProviderError, ToolError
+from wfqueue.errors import ConfigError, ProviderError, ToolError, TransientProviderError
 from wfqueue.per_process import PerProcess
 from wfqueue.providers.anthropic.calls import Caller, RetryPolicy
 from wfqueue.providers.anthropic.prompts import FINAL_TURN_TEXT, build_prompt, repair_text
@@ -208,9 +208,18 @@ class AnthropicProvider:
             transcript.calls.append(call)
             self.journal.save(transcript, call)
         if transcript.phase == "failed":
+            if last_stop is None:
+                # The stream broke off (a dropped connection, a stall) on the answer and on its repair: the
+                # network's fault, not the model's. Its task tries the step afresh later (the journal has it
+                # failed), as for any call the API did not answer.
+                raise TransientProviderError(
+                    f"{step.label}: the answer was cut off mid-stream (the connection dropped or stalled), its "
+                    f"repair too: {transcript.error or 'no usable answer'}",
+                    hint="the task tries the step again later; if it keeps happening, check the network to the "
+                         "Anthropic API (ANTHROPIC_BASE_URL)")
             # A larger output limit helps only an answer the limit cut; prose or a wrong shape needs another model.
             remedy = ("raise WFQUEUE_ANTHROPIC_MAX_TOKENS: the answer was cut at the output limit"
-                      if last_stop in ("max_tokens", None) else "set WFQUEUE_MODEL to another model")
+                      if last_stop == "max_tokens" else "set WFQUEUE_MODEL to another model")
             raise ProviderError(transcript.error or f"{step.label}: failed",
                                 hint=f"run the plan again; if this step keeps failing, {remedy}")
         assert transcript.answer is not None
