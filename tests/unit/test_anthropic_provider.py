@@ -481,6 +481,7 @@ def test_connection_errors_are_sent_again_then_left_to_the_task(sample_repo: Pat
         provider.run(assess_step(sample_repo))
 
     assert len(slept) == 1 and "could not be reached" in str(caught.value)
+    assert f"the Anthropic API at http://127.0.0.1:{port}" in str(caught.value)  # a mistyped base URL is seen
 
 
 def test_retry_after_header_forms() -> None:

@@ -199,7 +199,8 @@ class Caller:
                 # no network failure to send again, so it goes on to the task as it was raised.
                 raise cause from None
             what = "timed out" if isinstance(exc, anthropic.APITimeoutError) else "could not be reached"
-            return CallFailure(f"the Anthropic API {what} ({exc})")
+            # The address is said: a mistyped ANTHROPIC_BASE_URL fails this way on every call.
+            return CallFailure(f"the Anthropic API at {self.client.base_url} {what} ({exc})")
         except httpx2.TransportError as exc:
             return CallFailure(f"the connection to the Anthropic API failed ({type(exc).__name__}: {exc})")
         except anthropic.AnthropicError as exc:
