@@ -232,3 +232,25 @@ def test_a_plan_with_no_runnable_check_is_not_merged_untested_unless_asked(tmp_p
     assert "- gate: **none** (--no-gate)" in report and "## Gate" not in report
     (task_log,) = (Path(result["exec_dir"]) / "logs").glob("TASK-001.*.log")
     assert "verification not run: './run_tests.sh' does not start with a known" in task_log.read_text()
+
+
+def test_status_without_a_session_names_every_kind_of_session(tmp_path: Path) -> None:
+    """`wfqueue status` listed collaborative plans only: a repository with a lite plan, a workflow session and
+    an execution said "no sessions under .../.planning"."""
+    from tests.wfs_factory import make_session, task
+
+    repo = project(tmp_path)
+    tasks_file = lite_plan(repo, [lite_task(1, "Rename the package", ["calc/text.py"])])
+    env = env_for(tmp_path, {"TASK-001": {"calc/text.py": "NAME = 'calculator'\n"}})
+    executed = run_cli("execute", str(tasks_file), "-y", "--json", env=env, timeout=180)
+    assert executed.code == 0, executed.stderr
+    make_session(repo, "Rename the package", [task(1, "rename", ["calc/text.py"])])
+
+    listed = run_cli("status", "--repo", str(repo), env=env, timeout=60)
+    assert listed.code == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert "lite-plan sessions: calc-work-2026-01-01" in lines, listed.stdout
+    assert "workflow sessions: WFS-test-session" in lines, listed.stdout
+    assert f"execution sessions: {executed.json()['exec_id']}" in lines, listed.stdout
+    shown = run_cli("status", executed.json()["exec_id"], "--repo", str(repo), env=env, timeout=60)
+    assert shown.code == 0 and "completed" in shown.stdout, shown.stderr  # an id listed is one status reads

@@ -31,7 +31,7 @@ from wfqueue.settings import Settings, load_settings
 from wfqueue.state import connect, coordinator_gone
 from wfqueue.transport.workspace import rebuild_from_redis
 from wfqueue.up_cluster import serving_up
-from wfqueue.workflow.registry import locate
+from wfqueue.workflow.registry import locate, sessions_by_kind
 
 # The raw calls stay in usage.json; status shows the totals.
 NO_CALLS_LIST: dict[str, Any] = {"usage": {"calls"}}
@@ -188,7 +188,13 @@ def register(app: typer.Typer) -> None:
             if rows:
                 print_table(out, table)
             else:
-                out.print(escape(f"no sessions under {folder}"))
+                out.print(escape(f"no collaborative plans under {folder}"))
+            # The other kinds by id: the table's columns (agents, conflicts) are a collaborative plan's.
+            others = {kind: ids for kind, ids in sessions_by_kind(root).items() if kind is not COLLAB and ids}
+            for kind, ids in others.items():
+                out.print(escape(f"{kind.label} sessions: {', '.join(ids)}"), soft_wrap=True)
+            if others:
+                out.print("`wfqueue status SESSION` shows one")
             return
         kind, folder = locate(root, session)
         rebuild_from_redis(settings, folder.name, folder)  # workers on other machines stored files there

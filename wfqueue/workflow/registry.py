@@ -25,6 +25,13 @@ def kind_named(name: str | None) -> WorkflowKind | None:
     return next((kind for kind in KINDS if kind.name == name), None)
 
 
+def sessions_by_kind(repo: Path) -> dict[WorkflowKind, list[str]]:
+    """The ids of ``repo``'s sessions, by kind, sorted. Only folders that are sessions: a listed id must be one
+    the next command accepts."""
+    return {kind: sorted(p.name for p in root.iterdir() if kind.folder(repo, p.name) is not None)
+            for kind in KINDS if (root := kind.root(repo)).is_dir()}
+
+
 def locate(repo: Path, session_id: str) -> tuple[WorkflowKind, Path]:
     """Which kind of session ``session_id`` is, and its folder (checked to be an id, not a path)."""
     check_session_id(session_id)
@@ -38,8 +45,6 @@ def locate(repo: Path, session_id: str) -> tuple[WorkflowKind, Path]:
             raise SessionNotFoundError(f"{lacking} is not a readable session: it holds no {kind.marker}",
                                        hint=f"put {kind.marker} back (from a backup or version control), or move the "
                                             "folder away")
-    # Only folders that are sessions: a listed id must be one the next command accepts.
-    known = sorted(p.name for kind in KINDS if (root := kind.root(repo)).is_dir() for p in root.iterdir()
-                   if kind.folder(repo, p.name) is not None)
+    known = sorted(session for ids in sessions_by_kind(repo).values() for session in ids)
     raise SessionNotFoundError(f"no session {session_id} under {repo / WORKFLOW_DIR}",
                                hint=f"existing sessions: {', '.join(known[-12:]) or 'none'}")
