@@ -87,3 +87,37 @@ def test_resume_finishes_a_lite_plan(sample_repo: Path, tmp_path: Path) -> None:
 def test_resume_unknown_session_lists_what_exists(sample_repo: Path) -> None:
     run = run_cli("resume", "CPLAN-nope", "--repo", str(sample_repo))
     assert run.code == 2 and "no session CPLAN-nope" in run.stderr
+
+
+def test_resume_refuses_a_session_file_that_no_longer_reads_and_makes_lost_tasks_again(sample_repo: Path) -> None:
+    """`resume` said "completed", exit 0, for a workflow session whose `.task/` was deleted, whose plan.json
+    was gone or whose task file was cut short, and for a lite plan whose tasks.jsonl had a broken line; a
+    collaborative plan whose requirement-analysis.json was cut short ended in a traceback."""
+    planned = run_cli("plan", "Add caching to note lookups", "--repo", str(sample_repo), "-y", "--json")
+    assert planned.code == 0, planned.stderr
+    folder = Path(planned.json()["session_dir"])
+    lite = run_cli("lite-plan", "Add caching to note lookups", "--repo", str(sample_repo), "-y", "--json")
+    assert lite.code == 0, lite.stderr
+    lite_dir = Path(lite.json()["session_dir"])
+
+    cut = folder / ".task" / "IMPL-2.json"
+    original = cut.read_text(encoding="utf-8")
+    cut.write_text(original[: len(original) // 2], encoding="utf-8")
+    tasks_jsonl = lite_dir / "tasks.jsonl"
+    tasks_jsonl.write_text(tasks_jsonl.read_text(encoding="utf-8").replace("}\n", "},\n", 1), encoding="utf-8")
+    before = {p: p.read_bytes() for p in (cut, tasks_jsonl)}
+    for session, damaged in ((folder, ".task/IMPL-2.json"), (lite_dir, "tasks.jsonl")):
+        refused = run_cli("resume", session.name, "--repo", str(sample_repo), "-y")
+        assert refused.code == 2, refused.stderr
+        assert f"error: {session.name}: {damaged} is not valid JSON" in refused.stderr, refused.stderr
+    assert {p: p.read_bytes() for p in before} == before  # nothing rewritten: it may hold the user's edits
+
+    cut.write_text(original, encoding="utf-8")
+    for task_file in (folder / ".task").iterdir():
+        task_file.unlink()
+    (folder / "plan.json").unlink()
+    again = run_cli("resume", folder.name, "--repo", str(sample_repo), "-y", "--json")
+    assert again.code == 0, again.stderr
+    assert "has lost its task files or plan.json: generating its tasks again" in again.stderr
+    assert again.json()["tasks"] == planned.json()["tasks"] and (folder / "plan.json").is_file()
+    assert run_cli("validate", str(folder / ".task")).code == 0

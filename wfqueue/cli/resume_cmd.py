@@ -10,6 +10,7 @@ from wfqueue.cli import plan_common as common
 from wfqueue.cli.execute_cmd import finish_execution
 from wfqueue.cli.progress import TerminalUI
 from wfqueue.execute.outcome import ExecutionOutcome
+from wfqueue.session_check import check_session_files
 from wfqueue.sessions import resolve_repo
 from wfqueue.settings import load_settings
 from wfqueue.workflow.base import ResumeRequest, check_credentials
@@ -33,6 +34,7 @@ def register(app: typer.Typer) -> None:
         settings = load_settings()
         root = resolve_repo(repo)
         kind, folder = locate(root, session)
+        check_session_files(folder)
         settings, spec, spending_cap = common.plan_setup(provider, budget, settings)
         if provider is not None:  # refused before the session records it: every later resume would use it
             check_credentials(settings, spec, root)

@@ -30,6 +30,7 @@ from wfqueue.metering import (
 )
 from wfqueue.payloads import ExploreAngle, LiteAssess, SessionConflicts, SessionContext, SessionGenerate
 from wfqueue.runtime import Runtime, resume_command
+from wfqueue.session_check import check_session_files
 from wfqueue.session_summary import workflow_status
 from wfqueue.sessions import SessionIds
 from wfqueue.settings import MAX_EXPLORE_WORKERS, Settings
@@ -48,6 +49,7 @@ from wfqueue.workflow.kind import WorkflowKind
 from wfqueue.workflow_session.models import GATES_READY, PHASES, ConflictResolution, SessionConflict, WorkflowSession
 from wfqueue.workflow_session.render import PlanningNotes
 from wfqueue.workflow_session.session import (
+    PLAN_FILE,
     PROCESS_DIR,
     SESSION_FILE,
     active_root,
@@ -145,6 +147,7 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
         folder = find_session(request.repo, request.session) if request.session else None
         if folder is not None:
             recorded = read_session(folder)  # a damaged record is refused before Redis and workers start
+            check_session_files(folder)
             if request.keep_provider:  # the provider that will finish it
                 check_credentials(self.settings, recorded.provider or request.provider, request.repo)
             if request.requirement and as_text(structure_input(request.requirement)) != recorded.description:
@@ -181,6 +184,11 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
                            # workers read it before every LLM step (wfqueue.metering); None keeps the one set
                            **({"budget": budget_meta(request.budget)} if request.budget is not None else {}))
         with self.hold(runtime, session.session_id, fresh=fresh, meta=meta) as state:
+            if session.phases.get("tasks") == "done" and not (task_files(folder) and (folder / PLAN_FILE).is_file()):
+                # Its task files or plan.json were removed since: generated again, not reported as done.
+                self.ui.info(f"{session.session_id} has lost its task files or {PLAN_FILE}: generating its tasks "
+                             "again")
+                session.phases["tasks"] = "pending"
             if (session.phases.get("context") == "done" and session.phases.get("tasks") not in ("done", "skipped")
                     and state.recall(keys.ASSESSMENT) is None):
                 # Task generation reads the context from Redis, which keeps it WFQUEUE_STATE_TTL_S: a session
