@@ -194,7 +194,8 @@ class EmbeddedRedis:
                 pass
             time.sleep(READY_POLL_S)
         self.stop()
-        raise WorkerStartError(f"embedded Redis did not answer within {self.start_timeout_s:.0f}s", hint=f"see {log}")
+        raise WorkerStartError(f"embedded Redis did not answer within {self.start_timeout_s:g}s "
+                               "(WFQUEUE_EMBEDDED_START_TIMEOUT_S)", hint=f"see {log}")
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -302,7 +303,8 @@ class LocalWorkers:
                     return
                 next_ping = time.monotonic() + READY_PING_EVERY_S
             time.sleep(READY_POLL_S)
-        raise WorkerStartError(f"the worker did not answer within {self.start_timeout_s:.0f}s:\n{self.start_output()}",
+        raise WorkerStartError(f"the worker did not answer within {self.start_timeout_s:g}s "
+                               f"(WFQUEUE_EMBEDDED_START_TIMEOUT_S):\n{self.start_output()}",
                                hint=f"see {self.stderr_path} and {self.log_path}")
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:

@@ -252,8 +252,10 @@ def wait_for(result: AsyncResult[Any] | None, what: str, settings: Settings, tic
             continue
         if time.monotonic() > deadline:
             raise InfrastructureError(
-                f"{what} did not finish within {settings.plan_timeout_s:.0f}s",
-                hint="check that workers consume the explore, plan and control queues (`wfqueue worker`)",
+                f"{what} did not finish within {settings.plan_timeout_s:g}s (WFQUEUE_PLAN_TIMEOUT_S)",
+                hint="if the plan is only long, raise WFQUEUE_PLAN_TIMEOUT_S; else check that workers consume the "
+                     "explore, plan and control queues (`wfqueue worker`; in embedded mode see "
+                     ".workflow/.queue/worker.log); what is done is kept for `wfqueue resume`",
             )
         time.sleep(min(RESULT_CHECK_S, settings.poll_interval_s))
     assert result is not None  # only a ready result ends the loop

@@ -127,10 +127,11 @@ def test_worker_start_failure_exits_3_and_stops_redis(sample_repo: Path, tmp_pat
     shadow = tmp_path / "shadow" / "workers"
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text("import time\ntime.sleep(600)\n", encoding="utf-8")
-    env = wfqueue_env(WFQUEUE_EMBEDDED_START_TIMEOUT_S="2", PYTHONPATH=str(shadow.parent))
+    env = wfqueue_env(WFQUEUE_EMBEDDED_START_TIMEOUT_S="1.5", PYTHONPATH=str(shadow.parent))
     run = run_cli("collab-plan", REQUIREMENT, "--repo", str(sample_repo), "-y", env=env, cwd=tmp_path, entry=entry)
     assert run.code == 3, run.stderr
-    assert "the worker did not answer within 2s" in run.stderr, run.stderr
+    # The limit as set (it was rounded: 0.001 read "0s"), and the setting that sets it.
+    assert "the worker did not answer within 1.5s (WFQUEUE_EMBEDDED_START_TIMEOUT_S)" in run.stderr, run.stderr
     # Redis, and the worker (a standby runs in the command's folder), are gone.
     assert processes_mentioning(str(tmp_path)) == []
     # The session and its first task were sent while the worker started: kept, and the hint says how to finish.
@@ -198,3 +199,12 @@ def test_ctrl_c_while_the_standby_worker_starts_is_a_quiet_exit_130_and_the_stan
             return True
 
     wait_until(gone, 30, "the standby worker, given no orders, to exit")
+
+
+def test_a_plan_past_its_time_limit_names_the_limit_and_the_setting(sample_repo: Path) -> None:
+    """A plan timeout of 0.01 s read "did not finish within 0s", with a hint about queues only."""
+    run = run_cli("lite-plan", REQUIREMENT, "--repo", str(sample_repo), "-y",
+                  env=wfqueue_env(WFQUEUE_PLAN_TIMEOUT_S="0.01"))
+    assert run.code == 3, run.stderr
+    assert "did not finish within 0.01s (WFQUEUE_PLAN_TIMEOUT_S)" in run.stderr, run.stderr
+    assert "raise WFQUEUE_PLAN_TIMEOUT_S" in run.stderr and "wfqueue resume" in run.stderr
