@@ -179,13 +179,19 @@ class EmbeddedRedis:
             "--daemonize", "no", "--logfile", str(log),
             "--pidfile", str(self.data_dir / "redis.pid"),
         ]
+        logged_before = log.stat().st_size if log.exists() else 0  # the log is kept across commands
         self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL, start_new_session=True)
         client = redis_client(self.url, 1.0)
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise WorkerStartError(f"embedded Redis exited at start:\n{_tail(log)}",
+                said = _tail(log, since=logged_before)
+                if self.port and "Address already in use" in said:
+                    raise WorkerStartError(
+                        f"embedded Redis cannot listen on port {self.port}: another program uses it",
+                        hint="set WFQUEUE_EMBEDDED_REDIS_PORT to a free port, or to 0 (a unix socket only)")
+                raise WorkerStartError(f"embedded Redis exited at start:\n{said}",
                                        hint=f"see {log}; another wfqueue may be using {self.data_dir}")
             try:
                 if os.path.exists(self.socket_path) and client.ping():

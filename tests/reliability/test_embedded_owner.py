@@ -83,6 +83,24 @@ def test_a_redis_left_by_a_killed_command_is_stopped_by_the_next_one(tmp_path: P
             left.wait()
 
 
+def test_a_redis_port_another_program_holds_is_named_not_an_old_log(tmp_path: Path) -> None:
+    """WFQUEUE_EMBEDDED_REDIS_PORT on a busy port showed the last 15 lines of redis.log, earlier commands'
+    shutdowns among them, and a hint that another wfqueue may use the folder."""
+    folder = tmp_path / "redis"
+    folder.mkdir()
+    (folder / "redis.log").write_text("1:M 01 Jan 2026 00:00:00.000 # Redis is now ready to exit, bye bye...\n")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        redis = EmbeddedRedis(folder, port=port)
+        with pytest.raises(WorkerStartError) as caught:
+            redis.start()
+    assert caught.value.message == f"embedded Redis cannot listen on port {port}: another program uses it"
+    assert "WFQUEUE_EMBEDDED_REDIS_PORT" in caught.value.hint and "bye bye" not in caught.value.message
+    assert processes_mentioning(str(folder)) == []  # nothing left running
+
+
 def helpers_of(marker: str) -> list[str]:
     """The command lines of the processes whose environment holds ``marker`` (up's worker node, beat and Flower
     inherit its settings), Redis left out: a killed command's Redis is the next command's to stop."""
