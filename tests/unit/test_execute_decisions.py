@@ -158,6 +158,15 @@ def test_runtime_fields_follow_the_unified_task_format() -> None:
     assert fields["commit"] == "c" * 40 and fields["branch"] == e.branch and fields["attempts"] == 1
 
 
+def test_a_task_in_flight_when_its_execution_was_interrupted_is_written_back_pending() -> None:
+    """The plan said "in_progress" for tasks nobody was running any more after Ctrl-C or a kill."""
+    e = execution(T1="running", T2="conflict")
+    e.status = "interrupted"
+    assert [runtime_fields(task(t), e.tasks[t], e)["status"] for t in ("T1", "T2")] == ["pending", "pending"]
+    e.status = "running"  # while it runs, it is in progress
+    assert runtime_fields(task("T1"), e.tasks["T1"], e)["status"] == "in_progress"
+
+
 def test_the_exec_id_names_the_plan_without_its_prefix_or_date() -> None:
     assert plan_slug("calc-work-2026-01-01") == "calc-work"
     assert plan_slug("WFS-rate-limits") == "rate-limits"

@@ -123,3 +123,5 @@ def test_a_running_execution_shows_tasks_not_sent_yet_as_queued(
     # interrupted, its unsent task as not started.
     out = status_table(tmp_path, capsys, monkeypatch)
     assert "interrupted" in out and cells(out, "TASK-002")[3] == "not started"
+    # Its task in flight is not running any more (it showed "running" after the command was gone).
+    assert cells(out, "TASK-001")[3] == "interrupted"

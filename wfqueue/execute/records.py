@@ -26,6 +26,7 @@ EVENTS_FILE = "execution-events.md"
 # again on the new head; completed: merged into the integration branch. The rest are final.
 TaskState = Literal["pending", "running", "conflict", "completed", "failed", "skipped", "blocked", "rejected"]
 FINAL_STATES: frozenset[str] = frozenset({"completed", "failed", "skipped", "blocked", "rejected"})
+IN_FLIGHT: frozenset[str] = frozenset({"running", "conflict"})  # sent to a worker, not merged yet
 # running: tasks in flight; stopped: a red gate stopped it before the next wave (``--continue`` after a fix);
 # interrupted: its coordinator stopped (Ctrl-C, a lost broker); then completed or partial.
 ExecutionStatus = Literal["running", "stopped", "interrupted", "completed", "partial"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from wfqueue.execute.records import Execution, TaskRecord, iso
+from wfqueue.execute.records import IN_FLIGHT, Execution, TaskRecord, iso
 
 
 class TaskRow(BaseModel):
@@ -21,9 +21,12 @@ class TaskRow(BaseModel):
 
 def shown_state(record: TaskRecord, execution: Execution) -> str:
     """The task's state in words: a task not sent yet is queued while its execution runs, else not started
-    (a red gate or an interruption stopped the execution before its wave)."""
+    (a red gate or an interruption stopped the execution before its wave); one sent but not merged when its
+    execution was interrupted is interrupted (``--continue`` sends it again), not running."""
     if record.state == "pending":
         return "queued" if execution.status == "running" else "not started"
+    if record.state in IN_FLIGHT and execution.status == "interrupted":
+        return "interrupted"
     return record.state
 
 

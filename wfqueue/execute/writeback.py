@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from wfqueue.execute.model import ExecTask, ExecutablePlan
-from wfqueue.execute.records import Execution, TaskRecord, iso
+from wfqueue.execute.records import IN_FLIGHT, Execution, TaskRecord, iso
 from wfqueue.fsio import atomic_write_text, dumps_json
 from wfqueue.workflow_session.render import SUMMARY_DIR
 from wfqueue.workflow_session.session import TASK_DIR, TODO_FILE, load_session, save_session
@@ -30,8 +30,11 @@ def runtime_fields(task: ExecTask, record: TaskRecord, execution: Execution) -> 
     """``status``, ``executed_at``, ``result`` and wfqueue's ``commit``/``branch``/``attempts``/``executor``. Pure."""
     done = record.state == "completed"
     summary = {"completed": f"merged into {execution.branch}"}.get(record.state, record.reason or record.state)
+    # A task in flight when its execution was interrupted is not in progress any more: it runs again on
+    # --continue.
+    interrupted = record.state in IN_FLIGHT and execution.status == "interrupted"
     return {
-        "status": STATUS[record.state],
+        "status": "pending" if interrupted else STATUS[record.state],
         "executed_at": iso(record.finished_at) if record.finished_at else None,
         "result": {"success": done, "files_modified": record.files_changed, "summary": summary,
                    "error": None if done else record.reason,
