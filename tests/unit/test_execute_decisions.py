@@ -9,10 +9,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import typer
 from wfs_factory import make_session
 from wfs_factory import task as wfs_task
 
 from tests.execute_support import task
+from wfqueue.cli.execute_cmd import finish_execution
 from wfqueue.cli.main import main
 from wfqueue.execute.decisions import (
     conflict_outcome,
@@ -24,7 +26,7 @@ from wfqueue.execute.decisions import (
 )
 from wfqueue.execute.load import load_plan
 from wfqueue.execute.model import TaskFiles
-from wfqueue.execute.outcome import execution_root, plan_slug
+from wfqueue.execute.outcome import execution_root, outcome, plan_slug
 from wfqueue.execute.records import Execution, TaskRecord, render_report, save
 from wfqueue.execute.writeback import runtime_fields, write_back
 from wfqueue.workflow_session.verify.run import verify_session
@@ -165,6 +167,24 @@ def test_a_task_in_flight_when_its_execution_was_interrupted_is_written_back_pen
     assert [runtime_fields(task(t), e.tasks[t], e)["status"] for t in ("T1", "T2")] == ["pending", "pending"]
     e.status = "running"  # while it runs, it is in progress
     assert runtime_fields(task("T1"), e.tasks["T1"], e)["status"] == "in_progress"
+
+
+def test_the_end_of_an_execution_names_each_unfinished_task_with_its_own_state_and_why(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A rejected task was listed as "failed: T2", without why; --json keeps counting it among the failed."""
+    e = execution(T1="completed", T2="rejected", T3="skipped")
+    e.tasks["T2"].reason = "it changes .gitignore (modified), which its task does not name"
+    e.tasks["T3"].reason = "depends on T2, which is rejected"
+    e.status = "partial"
+    result = outcome(e)
+    assert result.execute_json()["tasks"]["failed"] == ["T2"]
+    with pytest.raises(typer.Exit) as exited:
+        finish_execution(result, as_json=False)
+    assert exited.value.exit_code == 1
+    said = capsys.readouterr()
+    text = said.out + said.err
+    assert "T2 rejected: it changes .gitignore (modified), which its task does not name" in text, text
+    assert "T3 skipped: depends on T2, which is rejected" in text and "failed: T2" not in text
 
 
 def test_the_exec_id_names_the_plan_without_its_prefix_or_date() -> None:

@@ -148,9 +148,8 @@ def _confirm(ui: TerminalUI, plan: ExecutablePlan, schedule: Schedule, gate: lis
 def _describe(out: Console, result: ExecutionOutcome) -> None:
     out.print(f"[bold]{result.status}[/]: {result.tasks} of {result.total} task(s) "
               f"merged into {escape(result.branch)} — {escape(result.session_dir)}")
-    for state in ("failed", "skipped", "blocked"):
-        if result.task_states[state]:
-            out.print(escape(f"{state}: {', '.join(result.task_states[state])}"))
+    for task_id, said in result.unfinished.items():  # each with its own state and why: rejected is not failed
+        out.print(escape(f"{task_id} {said}"), soft_wrap=True)
     out.print(escape(result.hint))
 
 

@@ -6,6 +6,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
 from wfqueue.execute.decisions import merge_hint
 from wfqueue.execute.records import Execution
 from wfqueue.sessions import WORKFLOW_DIR, SessionIds, repo_option
@@ -31,6 +33,9 @@ class ExecutionOutcome(PlanOutcome):
     task_states: dict[str, list[str]]
     total: int  # tasks in the plan (those after a red gate are in no state list yet)
     hint: str
+    # What the terminal says of each task that did not complete: its own state (rejected is counted as failed
+    # in ``task_states``) and why.
+    unfinished: dict[str, str] = Field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -47,4 +52,7 @@ def outcome(execution: Execution) -> ExecutionOutcome:
     return ExecutionOutcome(session_id=execution.exec_id, session_dir=execution.exec_dir, status=execution.status,
                             tasks=len(counts["completed"]), conflicts=len(counts["blocked"]), branch=execution.branch,
                             task_states=counts, total=len(execution.tasks),
-                            hint=merge_hint(execution, repo_option(Path(execution.repo))), usage=execution.usage)
+                            hint=merge_hint(execution, repo_option(Path(execution.repo))), usage=execution.usage,
+                            unfinished={t: f"{r.state}" + (f": {r.reason}" if r.reason else "")
+                                        for t, r in execution.tasks.items()
+                                        if r.state in ("failed", "rejected", "skipped", "blocked")})
