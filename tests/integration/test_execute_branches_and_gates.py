@@ -254,3 +254,18 @@ def test_status_without_a_session_names_every_kind_of_session(tmp_path: Path) ->
     assert f"execution sessions: {executed.json()['exec_id']}" in lines, listed.stdout
     shown = run_cli("status", executed.json()["exec_id"], "--repo", str(repo), env=env, timeout=60)
     assert shown.code == 0 and "completed" in shown.stdout, shown.stderr  # an id listed is one status reads
+
+
+@pytest.mark.parametrize("command", ["/nonexistent/agent {prompt_file}", "no-such-agent-cli -p"])
+def test_an_executor_program_this_machine_lacks_is_refused_before_anything_is_made(tmp_path: Path,
+                                                                                     command: str) -> None:
+    """The run made its folder and branches, then every task failed with "could not start"."""
+    repo = project(tmp_path)
+    tasks_file = lite_plan(repo, [lite_task(1, "Rename the package", ["calc/text.py"])])
+    env = {**env_for(tmp_path, {}), "WFQUEUE_EXECUTOR_COMMAND": command}
+    branches = git(repo, "branch", "--list")
+    refused = run_cli("execute", str(tasks_file), "-y", env=env, timeout=60)
+    assert refused.code == 2, refused.stderr
+    program = command.split()[0]
+    assert f"error: the executor command's program '{program}' is not found or not executable" in refused.stderr
+    assert not (repo / ".workflow" / ".execution").exists() and git(repo, "branch", "--list") == branches

@@ -20,6 +20,7 @@ from wfqueue.cli.plan_common import finish
 from wfqueue.cli.progress import TerminalUI
 from wfqueue.errors import BadInputError, UnsafeCommandError
 from wfqueue.execute import records
+from wfqueue.execute.command_executor import check_command_here
 from wfqueue.execute.coordinator import EXECUTE, ExecuteCoordinator
 from wfqueue.execute.decisions import stopped_by_budget
 from wfqueue.execute.executors import ExecutorName, choose_executor
@@ -231,11 +232,15 @@ def register(app: typer.Typer) -> None:
         if not force:
             refuse_blocked(plan, repo_option(Path(plan.repo)))
         check_clean_repository(Path(plan.repo), [f for t in plan.tasks for f in t.files.modify + t.files.delete])
-        chosen = choose_executor(settings, requested, serving_up(settings, Path(plan.repo)))
+        up = serving_up(settings, Path(plan.repo))
+        chosen = choose_executor(settings, requested, up)
         if budget is not None and chosen != "claude":
             raise BadInputError("--budget caps the claude executor's model calls; the command executor's agent "
                                 "spends its own", hint="drop --budget, or use --executor claude")
         spending_cap = parse_budget_option(budget, "anthropic", settings)
+        if chosen == "command" and (up is not None or settings.embedded):  # the tasks run on this machine
+            check_command_here(up.worker_settings.executor_command if up is not None and up.worker_settings
+                               else settings.executor_command)
         if not _confirm(ui, plan, schedule, gate, yes):
             ui.info("not started; nothing was written")
             raise typer.Exit(1)

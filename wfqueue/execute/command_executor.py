@@ -9,8 +9,10 @@ prompt file, in the execution folder (never the worktree: whatever lands there i
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -34,6 +36,22 @@ def split_command(command: str | None) -> list[str]:
     if not argv:
         raise ExecutorNotConfiguredError("no executor command is configured", hint=COMMAND_HOW)
     return argv
+
+
+def check_command_here(command: str | None) -> None:
+    """Refuse an executor command whose program this machine does not have (for workers that run here: embedded
+    mode, `wfqueue up`), before any branch or folder is made: every task failed with "could not start". A
+    path relative to a folder is left alone (it is run from each task's worktree)."""
+    program = split_command(command)[0]
+    if "/" in program and not os.path.isabs(program):
+        return
+    found = os.access(program, os.X_OK) and os.path.isfile(program) if os.path.isabs(program) else (
+        shutil.which(program) is not None)
+    if not found:
+        raise ExecutorNotConfiguredError(
+            f"the executor command's program {program!r} is not found or not executable",
+            hint="install it on this machine (its workers run the tasks), or set WFQUEUE_EXECUTOR_COMMAND to an "
+                 "agent CLI that is installed, e.g. 'claude -p'")
 
 
 def _file_name(step: str) -> str:
