@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import subprocess
 from pathlib import Path
 
@@ -233,7 +234,8 @@ def test_beside_wfqueue_up_the_executor_its_workers_started_with_decides(
 
 
 @pytest.mark.parametrize(("variable", "value", "executor"), [
-    ("WFQUEUE_EXECUTOR_COMMAND", "aider --yes --message-file {prompt_file}", "command"),
+    # A program this machine has: one it lacks is refused before the question (never asked here).
+    ("WFQUEUE_EXECUTOR_COMMAND", f"{sys.executable} -m aider --yes --message-file {{prompt_file}}", "command"),
     ("WFQUEUE_ANTHROPIC_API_KEY", "sk-test", "claude"),
 ])
 def test_on_a_terminal_the_schedule_is_confirmed_first_and_declining_changes_nothing(
