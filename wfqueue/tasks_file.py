@@ -22,8 +22,11 @@ from wfqueue.unified_task import UnifiedTask
 
 ProblemCode = Literal[
     "invalid_json", "schema", "duplicate_id", "unknown_dependency", "self_dependency",
-    "dependency_cycle", "missing_file", "not_an_object", "empty", "stray_copy",
+    "dependency_cycle", "missing_file", "not_an_object", "empty", "stray_copy", "bad_path",
 ]
+# Folders no task may write: git's own, and wfqueue's sessions and broker (git ignores it; an execution's merge
+# would lose the change).
+_OFF_LIMITS = (".git", WORKFLOW_DIR)
 PATH_HINT = "pass a tasks.jsonl file, a .task/ folder, or a session folder that contains one"
 # The 6-field layout has no verification or definition of done; these defaults
 # keep mapped tasks valid while saying plainly that checking is manual.
@@ -278,11 +281,22 @@ def check_plan(
         chain = " -> ".join(cycle)
         add(first[cycle[0]], "dependency_cycle", f"dependency cycle {chain}; remove one of these dependencies")
     for loaded in tasks:
+        actions: dict[str, str] = {}
         for entry in loaded.task.files:
             rel = repo_relative(entry.path)
             if rel is None:
                 add(loaded, "missing_file",
                     f"file {entry.path} is outside the repository; use a path relative to the repo root")
+                continue
+            if rel.split("/", 1)[0] in _OFF_LIMITS:
+                add(loaded, "bad_path", f"file {entry.path} is inside {rel.split('/', 1)[0]}/, which no task may "
+                    "change; name a file of the project")
+                continue
+            if actions.setdefault(rel, entry.action) != entry.action:
+                add(loaded, "bad_path", f"file {entry.path} is both {_PAST[actions[rel]]} and {_PAST[entry.action]} "
+                    "by this task; keep one action for it")
+            if repo is not None and (repo / rel).is_dir():
+                add(loaded, "bad_path", f"{entry.path} is a folder; name the files in it the task changes")
             elif entry.action != "create" and existing is not None and not existing(rel):
                 add(loaded, "missing_file", f"file {entry.path} does not exist but is to be {_PAST[entry.action]}; "
                     "fix the path or use action create")

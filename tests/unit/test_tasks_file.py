@@ -125,7 +125,7 @@ def test_files_to_modify_must_exist_files_to_create_need_not(tmp_path: Path) -> 
     (tmp_path / "src" / "here.py").write_text("")
     files = [
         {"path": "src/here.py"},
-        {"path": "./src/../src/here.py", "action": "delete"},
+        {"path": "./src/../src/here.py", "action": "modify"},
         {"path": "src/new.py", "action": "create"},
         {"path": "src/gone.py", "action": "modify"},
     ]
@@ -137,6 +137,28 @@ def test_files_to_modify_must_exist_files_to_create_need_not(tmp_path: Path) -> 
     asked: list[str] = []
     check_plan(tasks, None, lambda rel: asked.append(rel) or True)
     assert asked == ["src/here.py", "src/here.py", "src/gone.py"]
+
+
+def test_files_no_task_can_change_as_asked_are_problems(tmp_path: Path) -> None:
+    """`validate` passed a task deleting and modifying one file, a folder to modify and `.git/config`; the
+    execution refused or misread them only once it ran."""
+    (tmp_path / "calc").mkdir()
+    (tmp_path / "calc" / "text.py").write_text("")
+    files = [
+        {"path": "calc/text.py", "action": "delete"},
+        {"path": "./calc/text.py", "action": "modify"},
+        {"path": "calc", "action": "modify"},
+        {"path": ".git/config", "action": "modify"},
+        {"path": ".workflow/notes.md", "action": "create"},
+    ]
+    problems = check_plan(parse_jsonl(jsonl(task("A", files=files)))[0], tmp_path)
+    said = {p.message for p in problems if p.code == "bad_path"}
+    assert said == {"file ./calc/text.py is both deleted and modified by this task; keep one action for it",
+                    "calc is a folder; name the files in it the task changes",
+                    "file .git/config is inside .git/, which no task may change; name a file of the project",
+                    "file .workflow/notes.md is inside .workflow/, which no task may change; name a file of the "
+                    "project"}, problems
+    assert [p.code for p in problems] == ["bad_path"] * 4  # not also "missing" for what is refused already
 
 
 @pytest.mark.parametrize("path", ["../outside.py", "src/../../x.py", "/etc/passwd", "C:\\win.py"])

@@ -219,6 +219,8 @@ def check_consistency(inp: VerifyInput) -> list[Finding]:
             out.append(finding("C", "CRITICAL", [p.location], p.message, "give every task a unique id"))
         elif p.code == "missing_file":
             out.append(finding("C", "HIGH", [p.location], p.message, "fix the path, or use action create"))
+        elif p.code == "bad_path":
+            out.append(finding("C", "HIGH", [p.location], p.message, "name the project files the task changes"))
     known = list(dict.fromkeys([t.id for t in inp.tasks] + inp.broken_ids))  # a duplicate id is one task here
     deps = {d for t in inp.tasks for d in t.depends_on}
     if len(known) > MAX_TASKS:
