@@ -208,7 +208,8 @@ def test_a_repository_with_nothing_to_plan_is_refused_and_leaves_no_session(comm
     sessions = [p for p in (repo / ".workflow").glob("*/*") if p.parent.name not in (".queue", ".cache")]
     assert sessions == []
     status = run_cli("status", "--repo", str(repo))
-    assert "no sessions" in status.stdout + status.stderr, status.stdout
+    assert "no collaborative plans" in status.stdout + status.stderr and "sessions:" not in status.stdout, \
+        status.stdout
 
 
 def test_status_during_an_embedded_plan_shows_its_agents_live(sample_repo: Path, tmp_path: Path) -> None:

@@ -158,7 +158,8 @@ def test_plans_and_an_execution_complete_on_hosts_that_cannot_see_the_repository
         process = session_dir(wfs) / ".process"
         assert {p.parent for p in manifest_paths(process)} == {process}
 
-        execution = run_cli("execute", str(execution_plan(repo)), "-y", "--json", timeout=240,
+        # Its checks are `python -c` lines with a `;`, which the gate does not run: merged untested, as asked.
+        execution = run_cli("execute", str(execution_plan(repo)), "-y", "--no-gate", "--json", timeout=240,
                             env={**env, "WFQUEUE_EXECUTOR_COMMAND": EXECUTOR_COMMAND})
         assert execution.code == 0, execution.stderr
         outcome = execution.json()
