@@ -4,6 +4,7 @@ the pool forks; wfqueue.state.StateFactory), and the base class that lets every 
 from __future__ import annotations
 
 import random
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,12 +54,24 @@ def metered_provider(spec: str, settings: Settings, state: SessionState, session
                            transcript_dir=Path(session_dir) / TRANSCRIPT_DIR)
 
 
-def retry_later(task: Task[Any, Any], exc: Exception, settings: Settings) -> Exception:
-    """The Retry to raise for ``exc``: backoff with jitter, at least the provider's retry-after."""
+def retry_delay_of(task: Task[Any, Any], exc: Exception, settings: Settings) -> float:
+    """Seconds until ``task`` runs again after ``exc``: backoff with jitter, at least the provider's retry-after."""
     retry_after = exc.retry_after if isinstance(exc, TransientProviderError) else None
-    delay = retry_delay(task.request.retries + 1, settings.retry_backoff_s, settings.retry_backoff_max_s,
-                        random.random(), retry_after)
-    return task.retry(exc=exc, countdown=delay)
+    return retry_delay(task.request.retries + 1, settings.retry_backoff_s, settings.retry_backoff_max_s,
+                       random.random(), retry_after)
+
+
+def retry_later(task: Task[Any, Any], exc: Exception, settings: Settings, delay: float | None = None) -> Exception:
+    """The Retry to raise for ``exc``, ``delay`` seconds from now (default: ``retry_delay_of``)."""
+    return task.retry(exc=exc, countdown=retry_delay_of(task, exc, settings) if delay is None else delay)
+
+
+def when_retried(task: Task[Any, Any], delay: float) -> str:
+    """When ``task`` runs again, as a person waiting for it reads it: "tried again in 600s (at 01:12:03; try 2
+    of 4)". A wait the API asked for can be minutes, with nothing else to see meanwhile."""
+    at = time.strftime("%H:%M:%S", time.localtime(time.time() + delay))
+    tries = f"; try {task.request.retries + 2} of {task.max_retries + 1}" if task.max_retries is not None else ""
+    return f"tried again in {delay:.0f}s (at {at}{tries})"
 
 
 def may_retry(task: Task[Any, Any]) -> bool:

@@ -36,7 +36,7 @@ from wfqueue.fanout import send_waiting_callback
 from wfqueue.keys import AgentState
 from wfqueue.settings import Settings
 from wfqueue.state import BROKER_AWAY, SessionStore
-from workers.context import may_retry, retry_later
+from workers.context import may_retry, retry_delay_of, retry_later, when_retried
 
 __all__ = ["Attempt", "Finished", "Verdict", "judge", "run_header"]
 
@@ -147,8 +147,10 @@ def run_header(task: Task[Any, Any], state: SessionStore, settings: Settings, ag
         if verdict.action == "raise":
             raise
         if verdict.action == "retry":
-            state.set_agent(agent, state=AgentState.QUEUED, error=f"retrying: {verdict.reason}", note=None)
-            raise retry_later(task, exc, settings) from None
+            delay = retry_delay_of(task, exc, settings)
+            state.set_agent(agent, state=AgentState.QUEUED, note=None,
+                            error=f"retrying: {verdict.reason}; {when_retried(task, delay)}")
+            raise retry_later(task, exc, settings, delay) from None
         state.set_agent(agent, state=AgentState.FAILED, error=verdict.reason, finished_at=time.time(), note=None)
         send_waiting_callback(task.app, state)  # after the record: see wfqueue.fanout
         return outcome(Finished(**attempt.model_dump(), status="failed", error=verdict.reason), None)

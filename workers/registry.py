@@ -31,7 +31,7 @@ from wfqueue.payloads import FanInCallback, TaskPayload
 from wfqueue.settings import Settings
 from wfqueue.state import StateFactory
 from wfqueue.transport.workspace import task_workspace
-from workers.context import retry_later
+from workers.context import retry_delay_of, retry_later, when_retried
 
 __all__ = ["payload_task"]
 
@@ -44,22 +44,19 @@ if TYPE_CHECKING:  # celery's Task takes type parameters only in its stubs
 @contextmanager
 def step_notes(states: StateFactory, payload: TaskPayload) -> Iterator[None]:
     """Within the block, what a session's step waits for goes to the session's step note, which the command
-    waiting for the step shows; a note left when the step ends is taken away. A chord header's agents write
-    their own records instead (workers.header)."""
-    session_id = getattr(payload, "session_id", None)
-    if session_id is None:  # an execution's task: its agent record (wfqueue.execute.run_task)
+    waiting for the step shows; a note left when the step ends is taken away, and so is one a retry left
+    ("tried again at ..."), when the step starts again. A chord header's agents write their own records
+    instead (workers.header)."""
+    if getattr(payload, "session_id", None) is None:  # an execution's task: its agent record (wfqueue.execute)
         yield
         return
+    note_step(states, payload, None)
     written = False
 
     def write(text: str | None) -> None:
         nonlocal written
-        state = states.session(session_id)
-        if text is None:
-            state.forget(keys.STEP_NOTE)
-        else:
-            state.store(keys.STEP_NOTE, text)
-            written = True
+        note_step(states, payload, text)
+        written = written or text is not None
 
     with agent_notes.noting(write):
         try:
@@ -67,6 +64,18 @@ def step_notes(states: StateFactory, payload: TaskPayload) -> Iterator[None]:
         finally:
             if written:
                 agent_notes.note(None)
+
+
+def note_step(states: StateFactory, payload: TaskPayload, text: str | None) -> None:
+    """Set (or, None, take away) the step note of ``payload``'s session, if it has one."""
+    session_id = getattr(payload, "session_id", None)
+    if session_id is None:
+        return
+    state = states.session(session_id)
+    if text is None:
+        state.forget(keys.STEP_NOTE)
+    else:
+        state.store(keys.STEP_NOTE, text)
 
 
 def payload_task(app: Celery, settings: Settings, model: type[P], *, callback: bool = False,
@@ -103,7 +112,9 @@ def payload_task(app: Celery, settings: Settings, model: type[P], *, callback: b
                             step_notes(states, payload):
                         result = body(self, local)
                 except retry_on as exc:
-                    raise retry_later(self, exc, settings) from None
+                    delay = retry_delay_of(self, exc, settings)
+                    note_step(states, payload, f"{getattr(exc, 'message', exc)}; {when_retried(self, delay)}")
+                    raise retry_later(self, exc, settings, delay) from None
             except Retry:
                 raise
             except Exception as exc:

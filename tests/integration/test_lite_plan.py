@@ -7,6 +7,7 @@ the cluster, and an embedded cluster per plan costs more than the plan."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -81,6 +82,18 @@ def test_angles_run_at_the_same_time_and_tasks_validate(complexity: str, capsys:
 
 
 @on_the_cluster
+def test_a_step_retried_later_says_when(cluster: Cluster, sample_repo: Path, tmp_path: Path) -> None:
+    """A step whose model call was refused for longer than it may wait (retry-after past its time limit) is
+    retried by its task later; the command showed nothing meanwhile (12 minutes for a retry-after of 600 s)."""
+    provider = write_script(tmp_path / "script.json", busy={"assess": {"times": 1, "retry_after": 2}})
+    run = cluster.run("lite-plan", CASES["Medium"][0], "--repo", str(sample_repo), "-y", "--provider", provider,
+                      "--json")
+    assert run.code == 0, run.stderr
+    said = " ".join(run.stderr.split())
+    assert re.search(r"the assessment: assess: the model is busy \(scripted\); tried again in 2s "
+                     r"\(at \d\d:\d\d:\d\d; try 2 of \d+\)", said), said
+
+
 def test_a_failing_angle_is_skipped_and_named(cluster: Cluster, sample_repo: Path, tmp_path: Path) -> None:
     provider = write_script(tmp_path / "script.json", fail={"explore:testing": "injected: testing explorer crashed"})
     run = cluster.run("lite-plan", CASES["Medium"][0], "--repo", str(sample_repo), "-y", "--provider", provider,

@@ -3,6 +3,7 @@ breaks. Runs in process: a Celery task applied eagerly (its retries too) against
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -72,8 +73,10 @@ def test_a_transient_provider_error_is_retried_and_the_agent_shows_why_while_it_
     header = Header([TransientProviderError("rate limited by the provider", retry_after=0)])
     result = header.run()
     assert result["status"] == "done" and result["value"] == 42 and result["attempts"] == 2
-    # While the retry waited, the agent showed as queued, with the reason.
-    assert header.seen == [(None, None), ("queued", "retrying: rate limited by the provider")]
+    # While the retry waited, the agent showed as queued, with the reason and when it runs again.
+    assert header.seen[0] == (None, None) and header.seen[1][0] == "queued", header.seen
+    assert re.fullmatch(r"retrying: rate limited by the provider; tried again in 0s \(at \d\d:\d\d:\d\d; try 2 of "
+                        r"\d+\)", str(header.seen[1][1])), header.seen
     record = header.record
     assert record["state"] == AgentState.DONE and record["tasks"] == 42 and record["attempts"] == 2
     assert record["error"] is None, "a successful retry clears the retry note"

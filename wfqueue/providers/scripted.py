@@ -7,7 +7,8 @@ provider spec (``scripted:/path/script.json``)::
      "replies": {"understand": {...}},              # canned answers, validated
      "fail": {"plan_area:auth": "boom"},            # always fails
      "hang": {"plan_area:storage": 30},             # sleeps that long (time limits)
-     "hold": {"plan_area:api": "/tmp/release"}}     # waits until that file exists; "plan_area:*": every area
+     "hold": {"plan_area:api": "/tmp/release"},     # waits until that file exists; "plan_area:*": every area
+     "busy": {"assess": {"times": 1, "retry_after": 2}}}  # a transient failure the first times (rate limited)
 
 Step keys are step labels: ``understand``, ``plan_area:{focus_area}``, ``assess``,
 ``explore:{angle}``, ``lite_plan``, ``detect_conflicts``, ``generate_tasks``, and for a
@@ -16,7 +17,8 @@ step asked again with feedback (the repair round) the label with ``#2``
 canned reply are answered by the offline planner, so a script only states what
 differs from a normal run. A held step gives up waiting after
 ``HOLD_LIMIT_S``, so a test that fails before releasing it cannot leave a
-worker busy for ever.
+worker busy for ever. A busy step counts its failures in a file beside the script
+(its task is retried in another process, maybe).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from wfqueue.errors import ProviderError
+from wfqueue.errors import ProviderError, TransientProviderError
 from wfqueue.providers.base import Step
 from wfqueue.providers.offline.provider import OfflineProvider
 
@@ -45,6 +47,7 @@ class ScriptedProvider:
             self.script: dict[str, Any] = json.loads(Path(script_path).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise ProviderError(f"cannot read provider script {script_path}: {exc}") from None
+        self.script_path = script_path
         self.fallback = OfflineProvider(max_file_bytes=max_file_bytes)
 
     def _entry(self, table: str, key: str) -> Any:
@@ -62,6 +65,13 @@ class ScriptedProvider:
             deadline = time.monotonic() + HOLD_LIMIT_S
             while not release.exists() and time.monotonic() < deadline:
                 time.sleep(HOLD_POLL_S)
+        if (busy := self._entry("busy", key)) is not None:
+            counter = Path(f"{self.script_path}.{key}.busy")
+            seen = int(counter.read_text(encoding="utf-8")) if counter.is_file() else 0
+            if seen < int(busy.get("times", 1)):
+                counter.write_text(str(seen + 1), encoding="utf-8")
+                raise TransientProviderError(f"{key}: the model is busy (scripted)",
+                                             retry_after=float(busy.get("retry_after", 1)))
         if (fail := self._entry("fail", key)) is not None:
             raise ProviderError(str(fail))
         reply = self.script.get("replies", {}).get(key)
