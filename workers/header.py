@@ -94,8 +94,9 @@ def judge(exc: BaseException, *, retries_left: bool, soft_time_limit_s: int) -> 
         return Verdict(action="retry" if retries_left else "fail", reason=describe(exc))
     if isinstance(exc, WfqueueError):
         # A spent budget (BudgetExhaustedError), an answer that stays unusable, bad input:
-        # the same call would fail the same way.
-        return Verdict(action="fail", reason=describe(exc))
+        # the same call would fail the same way. What to do about it goes with it ("check
+        # ANTHROPIC_API_KEY"): the plan, `status` and the command show the reason alone.
+        return Verdict(action="fail", reason=describe(exc) + (f"; {exc.hint}" if exc.hint else ""))
     # Anything else (a bug, a file system blip): maybe it passes on another try.
     return Verdict(action="retry" if retries_left else "fail", reason=describe(exc))
 

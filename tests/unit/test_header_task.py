@@ -95,6 +95,10 @@ def test_retries_spent_give_a_failure_record_not_an_exception() -> None:
 @pytest.mark.parametrize(("error", "reason"), [
     (BudgetExhaustedError("budget exhausted: $1.00 of $1.00 spent"), "budget exhausted: $1.00 of $1.00 spent"),
     (ProviderError("the answer was not a plan"), "the answer was not a plan"),
+    # What to do goes with it: an agent's failure lost the hint a single step's failure prints.
+    (ProviderError("plan_area:api: the Anthropic API refused the request (401): invalid x-api-key",
+                   hint="check ANTHROPIC_API_KEY"),
+     "plan_area:api: the Anthropic API refused the request (401): invalid x-api-key; check ANTHROPIC_API_KEY"),
     (SoftTimeLimitExceeded(), "timed out after the 7s soft time limit"),
     (PlanNoteError("section missing"), "PlanNoteError: section missing"),
 ])
