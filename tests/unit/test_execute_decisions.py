@@ -133,6 +133,8 @@ def test_how_an_execution_ends_and_what_the_user_is_told() -> None:
     hint = merge_hint(partial)
     assert "1 task(s) did not complete" in hint and "wfqueue execute --continue EXEC-demo-2026-01-01" in hint
     assert "git merge wfqueue/EXEC-demo-2026-01-01" in hint
+    # Where a fix is seen: "fix the cause" alone sent users to fix it on their own branch, which continue ignores.
+    assert "on the integration branch `wfqueue/EXEC-demo-2026-01-01`" in hint and "your own branch is not seen" in hint
     nothing = execution(T1="failed")
     nothing.status = "partial"
     assert "git merge" not in merge_hint(nothing)

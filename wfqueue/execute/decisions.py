@@ -125,8 +125,9 @@ def merge_hint(execution: Execution, repo_option: str = "") -> str:
     review = (f"`git diff HEAD...{execution.branch}`, then `git merge {execution.branch}`")
     if execution.status == "partial":
         missed = len(execution.tasks) - len(execution.in_state("completed"))
-        again_runs = (f"{missed} task(s) did not complete (see execution.md for why): fix the cause, then {again} "
-                      "runs them again")
+        again_runs = (f"{missed} task(s) did not complete (see execution.md for why): fix the cause (in the plan, "
+                      f"the executor's settings, or on the integration branch `{execution.branch}`, which {again} "
+                      f"builds on: a commit to your own branch is not seen there), then {again} runs them again")
         if not execution.in_state("completed"):
             return f"{again_runs}. Nothing was merged: your branch has nothing to review yet."
         return f"{again_runs}; or review what completed on the integration branch ({review})."
