@@ -269,3 +269,16 @@ def test_an_executor_program_this_machine_lacks_is_refused_before_anything_is_ma
     program = command.split()[0]
     assert f"error: the executor command's program '{program}' is not found or not executable" in refused.stderr
     assert not (repo / ".workflow" / ".execution").exists() and git(repo, "branch", "--list") == branches
+
+
+def test_a_bare_repository_is_named_as_one(tmp_path: Path) -> None:
+    """`--repo` a bare clone said the plan's files did not exist (or, for a plan creating files only, that it was
+    no git repository at all)."""
+    repo = project(tmp_path)
+    tasks_file = lite_plan(repo, [lite_task(1, "Rename the package", ["calc/text.py"])])
+    bare = tmp_path / "repo.git"
+    git(tmp_path, "clone", "-q", "--bare", str(repo), str(bare))
+    refused = run_cli("execute", str(tasks_file), "--repo", str(bare), "-y", env=env_for(tmp_path, {}), timeout=60)
+    assert refused.code == 2, refused.stderr
+    assert f"error: {bare} is a bare git repository: execution needs a working tree" in refused.stderr
+    assert "does not exist" not in refused.stderr

@@ -16,6 +16,7 @@ from wfqueue.collab.steps import NOTE_FILE, is_cancelled
 from wfqueue.errors import BadInputError
 from wfqueue.execute.model import ExecutablePlan, PlanKind, PlanVerdict, exec_task
 from wfqueue.execute.plan_context import AGENT_PLAN_FILE, AGENTS_DIR, agent_plan_files, read_context
+from wfqueue.execute.safety import refuse_bare
 from wfqueue.execute.validate import refuse_problems
 from wfqueue.lite.render import says_awaiting, says_cancelled
 from wfqueue.lite.steps import PLAN_FILE, TASKS_FILE
@@ -180,6 +181,7 @@ def read_plan(source: PlanSource, root: Path) -> tuple[list[LoadedTask], list[Ta
 def load_plan(target: str, repo: str | None = None) -> ExecutablePlan:
     """The plan ``target`` names, every task checked; a plan with any problem is refused (exit 2)."""
     source, root = resolve_source(target, repo)
+    refuse_bare(root)
     refuse_unaccepted(source, root)
     tasks, problems = read_plan(source, root)
     refuse_problems(problems)

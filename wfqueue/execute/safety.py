@@ -45,6 +45,15 @@ def parse_porcelain(output: str) -> list[str]:
     return lines
 
 
+def refuse_bare(repo: Path) -> None:
+    """A bare repository has no working tree to check a plan's files against, nor to make worktrees from: said
+    as such (it read as files missing, or as no git repository at all)."""
+    if repo.is_dir() and _git(repo, "rev-parse", "--is-bare-repository").stdout.strip() == "true":
+        raise UnsafeRepositoryError(f"{repo} is a bare git repository: execution needs a working tree",
+                                    hint=f"clone it (`git clone {repo} DIR`) and execute the plan there with "
+                                         "--repo DIR")
+
+
 def dirty_files(repo: Path) -> list[str]:
     """Changed, staged and untracked paths under ``repo`` (``XY path``, relative to the git top level), outside
     ``repo/.workflow/``."""
