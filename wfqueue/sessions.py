@@ -67,7 +67,7 @@ def resolve_repo(repo: str | Path | None) -> Path:
         path = Path(repo).expanduser()
         if not path.exists():
             raise RepositoryNotFoundError(
-                f"--repo {repo}: no such directory", hint="pass the path of the repository to plan"
+                f"--repo {repo}: no such directory", hint="pass the path of the repository (the folder of its .git)"
             )
         if not path.is_dir():
             raise RepositoryNotFoundError(
