@@ -18,4 +18,6 @@ def config_file(environ: Mapping[str, str] | None = None) -> Path | None:
     explicit = (os.environ if environ is None else environ).get("WFQUEUE_CONFIG_FILE")
     if explicit:
         return Path(explicit)
-    return DEFAULT_CONFIG_FILE if DEFAULT_CONFIG_FILE.is_file() else None
+    # Anything there counts, a folder too: the settings refuse what they cannot read, instead of going on
+    # with the defaults as if the file did not exist.
+    return DEFAULT_CONFIG_FILE if DEFAULT_CONFIG_FILE.exists() else None

@@ -422,7 +422,10 @@ def load_settings(**overrides: Any) -> Settings:
     warn_unknown_env(os.environ, Settings.model_fields)
     toml_file = config_file()
     shown_file = toml_file or DEFAULT_CONFIG_FILE
-    if toml_file is not None and not toml_file.is_file():  # only WFQUEUE_CONFIG_FILE can name one that is not
+    if toml_file is not None and not toml_file.is_file():
+        if toml_file == DEFAULT_CONFIG_FILE:
+            raise ConfigError(f"{DEFAULT_CONFIG_FILE} in {Path.cwd()} is not a file",
+                              hint="make it the settings file (TOML), or move it away to use the defaults")
         raise ConfigError(f"WFQUEUE_CONFIG_FILE names {toml_file}, which is not a file",
                           hint="point it at your settings file, or unset it to use config/wfqueue.toml")
     try:

@@ -119,6 +119,15 @@ def test_a_bad_settings_file_is_a_config_error_naming_the_file(tmp_path: Path, m
     assert str(config) in f"{caught.value.message} {caught.value.hint}"
 
 
+def test_a_folder_where_the_default_settings_file_goes_is_refused(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """config/wfqueue.toml as a folder was passed over: the defaults applied, with no word of it."""
+    (tmp_path / "config" / "wfqueue.toml").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=re.escape(f"config/wfqueue.toml in {tmp_path} is not a file")):
+        load_settings()
+
+
 def test_a_price_table_that_is_not_json_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WFQUEUE_PRICE_TABLE", "notjson")
     with pytest.raises(ConfigError, match="price_table"):
