@@ -17,6 +17,7 @@ from wfqueue.errors import (
     InvalidRequirementError,
     InvalidSessionIdError,
     RepositoryNotFoundError,
+    SessionNotFoundError,
 )
 
 # Dates in session ids follow the workflows' convention: UTC+8.
@@ -116,6 +117,12 @@ def planning_root(repo: Path) -> Path:
 
 def queue_dir(repo: Path) -> Path:
     return repo / WORKFLOW_DIR / QUEUE_DIR
+
+
+def record_lost(folder: Path, record: str) -> SessionNotFoundError:
+    """The error for a session folder whose record file (``record``) is gone: it cannot be read as a session."""
+    return SessionNotFoundError(f"{folder} is not a readable session: it holds no {record}",
+                                hint=f"put {record} back (from a backup or version control), or move the folder away")
 
 
 def check_session_id(session_id: str) -> str:

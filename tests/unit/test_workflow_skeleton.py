@@ -23,6 +23,7 @@ from wfqueue.settings import load_settings
 from wfqueue.workflow.base import WorkflowCoordinator
 from wfqueue.workflow.registry import KINDS, kind_named, locate
 from wfqueue.workflow_session.coordinator import WFS_IDS, WORKFLOW, WfsResult
+from wfqueue.workflow_session.session import find_session
 
 LATE_UTC = datetime(2026, 11, 22, 20, 30, tzinfo=UTC)  # already the 23rd in UTC+8
 
@@ -188,6 +189,10 @@ def test_a_folder_that_lost_its_session_record_is_named_as_such_and_never_listed
     with pytest.raises(SessionNotFoundError) as unknown:
         locate(tmp_path, "WFS-nope")
     assert "WFS-kept" in str(unknown.value.hint) and "WFS-lost" not in str(unknown.value.hint)
+    # verify and replan find workflow sessions their own way: they said "not found ... available: WFS-kept".
+    with pytest.raises(SessionNotFoundError) as by_verify:
+        find_session(tmp_path, "WFS-lost")
+    assert by_verify.value.message == lost.value.message
 
 
 def test_a_stop_before_the_session_is_held_leaves_no_folder_that_could_never_be_resumed(

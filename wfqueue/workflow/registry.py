@@ -12,7 +12,7 @@ from wfqueue.collab.coordinator import COLLAB
 from wfqueue.errors import SessionNotFoundError
 from wfqueue.execute.coordinator import EXECUTE
 from wfqueue.lite.coordinator import LITE
-from wfqueue.sessions import WORKFLOW_DIR, check_session_id
+from wfqueue.sessions import WORKFLOW_DIR, check_session_id, record_lost
 from wfqueue.workflow.kind import WorkflowKind
 from wfqueue.workflow_session.coordinator import WORKFLOW
 
@@ -42,9 +42,7 @@ def locate(repo: Path, session_id: str) -> tuple[WorkflowKind, Path]:
     for kind in KINDS:
         lacking = kind.root(repo) / session_id
         if lacking.is_dir() and kind.marker is not None:  # a session folder that lost its record
-            raise SessionNotFoundError(f"{lacking} is not a readable session: it holds no {kind.marker}",
-                                       hint=f"put {kind.marker} back (from a backup or version control), or move the "
-                                            "folder away")
+            raise record_lost(lacking, kind.marker)
     known = sorted(session for ids in sessions_by_kind(repo).values() for session in ids)
     raise SessionNotFoundError(f"no session {session_id} under {repo / WORKFLOW_DIR}",
                                hint=f"existing sessions: {', '.join(known[-12:]) or 'none'}")

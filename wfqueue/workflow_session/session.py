@@ -14,7 +14,7 @@ from pathlib import Path
 
 from wfqueue.errors import BadInputError, SessionNotFoundError
 from wfqueue.fsio import atomic_write_json
-from wfqueue.sessions import WORKFLOW_DIR, check_session_id
+from wfqueue.sessions import WORKFLOW_DIR, check_session_id, record_lost
 from wfqueue.unified_task import UnifiedTask
 from wfqueue.workflow_session.models import WorkflowSession
 
@@ -81,6 +81,8 @@ def find_session(repo: Path, session_id: str | None) -> Path:
                 f"{session_id} is not a workflow session: it is in {elsewhere[0].parent}",
                 hint=f"this command works on workflow sessions ({listing}); `wfqueue validate {elsewhere[0]}` checks "
                      f"the tasks of any plan, `wfqueue status {session_id}` shows it")
+        if folder.parent == root.resolve() and folder.is_dir():  # the session's folder, without its record
+            raise record_lost(folder, SESSION_FILE)
         raise SessionNotFoundError(f"session {session_id} not found under {root}",
                                    hint=f"available sessions: {listing}")
     return folder
