@@ -199,7 +199,10 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
             failed: dict[str, str] = {}
             if assessment.needs_exploration:
                 missing = _missing_angles(state, assessment)
-                self.ui.info(f"resuming {state.session_id}: re-exploring {', '.join(missing) or 'nothing'}")
+                # With every angle explored the chord still runs, to gather their findings again (each angle
+                # answers from Redis: no model is asked twice).
+                self.ui.info(f"resuming {state.session_id}: " + (f"re-exploring {', '.join(missing)}" if missing else
+                                                                 "every angle is explored; gathering their findings"))
                 pending = assessment.model_copy(update={"angles": missing}) if missing else assessment
                 _, failed = self._explore(app, settings, state, plan, pending, angles_for_synthesis=assessment.angles)
             # Read before planning again: a plan shown and not accepted is asked about whatever happens below, and
