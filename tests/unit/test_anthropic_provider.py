@@ -370,6 +370,8 @@ def test_a_wait_before_sending_again_is_told_to_the_agents_watcher_then_taken_ba
     assert len(notes) == 2 and notes[1] is None, notes
     waited = re.search(r"sending again in (\d+)s", str(notes[0]))
     assert "529" in str(notes[0]) and waited and 7 <= int(waited[1]) <= 9, notes  # retry-after, plus its jitter
+    # The re-sends left are this try's: the task's next try has its own (it read 0 left, then 7 left).
+    assert str(notes[0]).endswith("re-sends left in this try)"), notes
 
 
 def test_the_wait_note_says_what_the_api_said_whole_or_cut_at_a_word(fake: FakeAnthropic, sample_repo: Path) -> None:

@@ -126,10 +126,11 @@ class Caller:
                     retry_after=wait, hint="the task is retried later and resumes at its last completed turn")
             self.retries_left -= 1
             self.resent += 1
-            log.info("%s: %s; sending again in %.1fs (%d re-sends left)", label, outcome.message, wait,
+            # Left in this try of the step: its task's next try (workers.context.when_retried) has its own.
+            log.info("%s: %s; sending again in %.1fs (%d re-sends left in this try)", label, outcome.message, wait,
                      self.retries_left)
             agent_notes.note(f"{_shortened(outcome.message, NOTE_REASON_CHARS)}; sending again in {wait:.0f}s "
-                             f"({self.retries_left} re-sends left)")
+                             f"({self.retries_left} re-sends left in this try)")
             self._sleep(wait)
 
     def _cut_off(self, label: str, deadline: float | None) -> float | None:
