@@ -18,7 +18,7 @@ COLLAB_PLAN_AREA = "wfqueue.collab.plan_area"
 COLLAB_FINALIZE = "wfqueue.collab.finalize"
 
 EXPLORE_ANGLE = "wfqueue.explore.angle"
-LITE_ASSESS = "wfqueue.providers.offline.assess"
+LITE_ASSESS = "wfqueue.lite.assess"
 LITE_SYNTHESIZE = "wfqueue.lite.synthesize"
 LITE_PLAN = "wfqueue.lite.plan"
 
