@@ -75,9 +75,17 @@ def _path_values(argument: str) -> list[str]:
     return values
 
 
+# An environment variable in an argument: no shell expands it here, but tools do (pytest's --junitxml and
+# --basetemp, ini overrides), so `--junitxml=$HOME/x.xml` wrote outside the repository. A `$` that starts no name
+# (a regex's end, `-run 'TestX$'`) is left alone.
+_VARIABLE = re.compile(r"\$[A-Za-z_{]")
+
+
 def _escapes_repository(argument: str) -> bool:
-    """An argument that names a path outside the repository: absolute, home-relative, or climbing out."""
-    return any(value.startswith(("/", "~")) or ".." in Path(value).parts for value in _path_values(argument))
+    """An argument that names a path outside the repository: absolute, home-relative, climbing out, or through
+    an environment variable."""
+    return _VARIABLE.search(argument) is not None or any(
+        value.startswith(("/", "~")) or ".." in Path(value).parts for value in _path_values(argument))
 
 
 def parse_command(command: str) -> list[str]:

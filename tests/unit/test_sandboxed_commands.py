@@ -61,6 +61,10 @@ def test_a_single_known_tool_inside_the_repository_is_accepted(command: str) -> 
     ("npx jest --roots=src:../other", "outside the repository: --roots=src:../other"),
     ("pytest --override-ini=cache_dir=/tmp/x", "outside the repository: --override-ini=cache_dir=/tmp/x"),
     ("pytest -oaddopts=--rootdir=/etc", "outside the repository: -oaddopts=--rootdir=/etc"),
+    # A variable the tool expands itself: pytest wrote its report to $HOME (no shell was involved).
+    ("pytest -q --junitxml=$HOME/x.xml tests", "outside the repository: --junitxml=$HOME/x.xml"),
+    ("pytest --basetemp=$TMPDIR/bt", "outside the repository: --basetemp=$TMPDIR/bt"),
+    ("pytest -o cache_dir=${HOME}/c", "needs a shell ('${')"),
     ("pytest 'unclosed", "cannot be split into arguments"),
     ("  ", "empty"),
 ])
@@ -69,6 +73,10 @@ def test_commands_that_need_a_shell_or_leave_the_repository_are_refused(command:
         parse_command(command)
     assert why in caught.value.message
     assert caught.value.exit_code == 2
+
+
+def test_a_dollar_that_starts_no_variable_is_left_alone() -> None:
+    assert parse_command("go test -run TestCache$ ./cache") == ["go", "test", "-run", "TestCache$", "./cache"]
 
 
 def test_a_refused_command_never_runs(tmp_path: Path) -> None:
