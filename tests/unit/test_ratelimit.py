@@ -258,7 +258,9 @@ def test_the_provider_takes_a_permit_per_request_and_releases_it_with_the_usage(
         provider = AnthropicProvider(model="claude-test", api_key="k", base_url=fake.base_url, max_tokens=777,
                                      limiter=recording, sleep=lambda s: None)  # type: ignore[arg-type]
         provider.run(step)  # the 429 is waited out and the call sent again
-        assert recording.released[0] is None  # the failed request still frees its permit
+        # The refused request frees its permit having used nothing: a 429 (or 529) ran no model, and its
+        # reserved max_tokens kept made workers wait on an output limit nothing had used.
+        assert recording.released[0] == Usage()
         assert recording.observed == [429, 200]  # and every response, failed or not, teaches the limiter
         assert len(recording.acquired) == 2 and all(out == 777 and est > 100 for est, out in recording.acquired)
         [entry] = provider.usage

@@ -140,8 +140,9 @@ class Permit:
     def release(self, actual: Usage | None = None) -> None:
         """Free the concurrency slot; with ``actual``, replace the estimates in the window by the real counts.
 
-        Without it (the call failed) the estimates stand: whether the API counted
-        a failed call is unknown, and over-counting is the safe side."""
+        Without it (the call failed after the API may have started on it: a timeout, a cut stream) the
+        estimates stand: whether the API counted it is unknown, and over-counting is the safe side. A call the
+        API refused with an error status used nothing: its caller releases it with zero usage."""
         if self.released:
             return
         self.released = True

@@ -161,6 +161,11 @@ class Caller:
             outcome = self._stream(label, request, cut_off)
             if not isinstance(outcome, CallFailure):
                 actual = Usage.from_api(outcome.usage)
+            elif outcome.status is not None:
+                # Refused with an error status (429, 529, 5xx): no model ran, no token counts against the
+                # limits. Kept, the max_tokens reserved for each refused call made the workers wait on an output
+                # limit nothing had used (every call 529 for a while: "waiting for ... output tokens").
+                actual = Usage()
             return outcome
         finally:
             if permit is not None:
