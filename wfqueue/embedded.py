@@ -27,7 +27,7 @@ import redis
 
 from wfqueue import prestart
 from wfqueue.errors import WorkerStartError
-from wfqueue.lifeline import for_child
+from wfqueue.lifeline import dies_with_parent, for_child
 from wfqueue.redis_owner import RedisOwnership
 from wfqueue.settings import WorkerPool
 from wfqueue.state import redis_client
@@ -180,8 +180,11 @@ class EmbeddedRedis:
             "--pidfile", str(self.data_dir / "redis.pid"),
         ]
         logged_before = log.stat().st_size if log.exists() else 0  # the log is kept across commands
+        # SIGTERM when the command that started it dies, however it dies: a clean shutdown (the append-only file
+        # written), instead of a Redis running for nobody until the next command in the repository stops it.
         self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, start_new_session=True)
+                                     stderr=subprocess.DEVNULL, start_new_session=True,
+                                     preexec_fn=dies_with_parent(signal.SIGTERM))
         client = redis_client(self.url, 1.0)
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:

@@ -50,11 +50,12 @@ def hold(on_parent_death: signal.Signals = signal.SIGTERM) -> None:
 
 
 @functools.cache  # one ctypes lookup per process, not one per command started
-def dies_with_parent() -> Callable[[], None] | None:
-    """A ``preexec_fn`` for a command we run (a coding agent, a test command), or None (not Linux): in the child,
-    before it starts, it asks to be killed when the thread that started it ends, so a worker or command killed
-    outright leaves no agent editing a worktree and no test run going on beside the next one. Where it is
-    refused, the caller still stops the command's process group on every path it survives.
+def dies_with_parent(on_parent_death: signal.Signals = signal.SIGKILL) -> Callable[[], None] | None:
+    """A ``preexec_fn`` for a command we run (a coding agent, a test command, the embedded redis-server), or None
+    (not Linux): in the child, before it starts, it asks for ``on_parent_death`` when the thread that started it
+    ends, so a worker or command killed outright leaves no agent editing a worktree, no test run going on beside
+    the next one and no Redis running for nobody. Where it is refused, the caller still stops the command's
+    process group on every path it survives.
 
     The call is resolved here, in the parent: the child of a process with threads must not import anything."""
     if not sys.platform.startswith("linux"):
@@ -67,6 +68,6 @@ def dies_with_parent() -> Callable[[], None] | None:
         return None
 
     def request() -> None:
-        prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        prctl(PR_SET_PDEATHSIG, int(on_parent_death), 0, 0, 0)
 
     return request

@@ -118,8 +118,9 @@ def helpers_of(marker: str) -> list[str]:
 
 def test_a_killed_wfqueue_up_takes_its_helpers_with_it_and_the_next_plan_completes(sample_repo: Path,
                                                                                    tmp_path: Path) -> None:
-    """SIGKILL gives `wfqueue up` no chance to stop anything: its worker node, beat and Flower end with it (the
-    kernel's parent-death signal, wfqueue/lifeline.py), and the next command stops the Redis it left."""
+    """SIGKILL gives `wfqueue up` no chance to stop anything: its worker node, beat, Flower and Redis end with it
+    (the kernel's parent-death signal, wfqueue/lifeline.py; its Redis ran on for nobody until the next command
+    in the repository), and the next plan completes."""
     schedule = tmp_path / "beat-schedule-of-this-test"
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -140,6 +141,7 @@ def test_a_killed_wfqueue_up_takes_its_helpers_with_it_and_the_next_plan_complet
         up.kill()
         up.wait()
     wait_until(lambda: helpers_of(str(schedule)) == [], 30, "up's worker, beat and Flower ending with it")
+    wait_until(lambda: processes_mentioning(str(queue)) == [], 30, "up's Redis ending with it")
 
     plan = run_cli("lite-plan", "Add response caching", "--repo", str(sample_repo), "-y", "--json", env=wfqueue_env())
     assert plan.code == 0, plan.stderr
