@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import redis
 from celery import Celery
-from celery.exceptions import TimeLimitExceeded
+from celery.exceptions import NotRegistered, SoftTimeLimitExceeded, TimeLimitExceeded
 from celery.result import AsyncResult
 from pydantic import SecretStr
 
@@ -214,7 +214,8 @@ def resumable(settings: Settings, session_id: str, repo: Path) -> Iterator[None]
 
 
 TIME_LIMIT_HINT = ("an execution's task is limited to just under WFQUEUE_VISIBILITY_TIMEOUT_S, a plan's agent to "
-                   "WFQUEUE_AGENT_TIME_LIMIT_S: raise the one that applies on the workers, then run it again")
+                   "WFQUEUE_AGENT_SOFT_TIME_LIMIT_S and WFQUEUE_AGENT_TIME_LIMIT_S: raise the one that applies on the "
+                   "workers (they read their own settings), then run it again")
 
 
 def wait_for(result: AsyncResult[Any] | None, what: str, settings: Settings, tick: Callable[[], None] | None = None,
@@ -270,6 +271,14 @@ def wait_for(result: AsyncResult[Any] | None, what: str, settings: Settings, tic
             limit = f" ({error.args[0]}s)" if error.args else ""
             raise ProviderError(f"{what} failed: its worker killed it at its hard time limit{limit}",
                                 hint=TIME_LIMIT_HINT)
+        if isinstance(error, SoftTimeLimitExceeded):  # it read "SoftTimeLimitExceeded: SoftTimeLimitExceeded()"
+            raise ProviderError(f"{what} failed: its worker stopped it at its soft time limit", hint=TIME_LIMIT_HINT)
+        if isinstance(error, NotRegistered):
+            # A worker of another wfqueue version (a `wfqueue up` started before an upgrade) knows no such task.
+            raise InfrastructureError(
+                f"{what} failed: the workers do not know the task {error}: they run another version of wfqueue than "
+                "this command", hint="restart them with this version (`wfqueue up` again, or each `wfqueue worker`), "
+                                     "then `wfqueue resume` the session")
         described = f"{type(error).__name__}: {error}"
         if any(name in described for name in ("ConnectionError", "OperationalError")):
             # A task that could not reach the broker (a retry it could not publish): resumable.

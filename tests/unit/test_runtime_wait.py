@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from wfqueue import runtime
-from wfqueue.errors import BrokerUnreachableError, ProviderError, TransientProviderError
+from wfqueue.errors import BrokerUnreachableError, InfrastructureError, ProviderError, TransientProviderError
 from wfqueue.runtime import resumable, wait_for
 from wfqueue.sessions import resolve_repo
 from wfqueue.settings import load_settings
@@ -95,3 +95,28 @@ def test_a_task_killed_at_its_hard_time_limit_names_the_limit_and_the_setting_to
         wait_for(FlakyResult(0, error=TimeLimitExceeded(3)), "task TASK-001", settings)  # type: ignore[arg-type]
     assert caught.value.message == "task TASK-001 failed: its worker killed it at its hard time limit (3s)"
     assert "WFQUEUE_VISIBILITY_TIMEOUT_S" in caught.value.hint and "WFQUEUE_AGENT_TIME_LIMIT_S" in caught.value.hint
+
+
+def test_a_step_stopped_at_its_soft_time_limit_names_the_settings() -> None:
+    """A worker with a lower limit than the coordinator's stopped a step: "SoftTimeLimitExceeded:
+    SoftTimeLimitExceeded()", with a hint about the worker log."""
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    settings = load_settings(broker_url=URL)
+    with pytest.raises(ProviderError) as caught:
+        wait_for(FlakyResult(0, error=SoftTimeLimitExceeded()), "the understanding step", settings)  # type: ignore[arg-type]
+    assert caught.value.message == "the understanding step failed: its worker stopped it at its soft time limit"
+    assert "WFQUEUE_AGENT_SOFT_TIME_LIMIT_S" in caught.value.hint and "on the workers" in caught.value.hint
+
+
+def test_workers_of_another_version_are_named_as_such() -> None:
+    """A `wfqueue up` started before an upgrade discarded a task it did not know: "NotRegistered:
+    'wfqueue.lite.assess'", exit 1, with a hint about the worker log."""
+    from celery.exceptions import NotRegistered
+
+    settings = load_settings(broker_url=URL)
+    with pytest.raises(InfrastructureError) as caught:
+        wait_for(FlakyResult(0, error=NotRegistered("'wfqueue.lite.assess'")), "the assessment",  # type: ignore[arg-type]
+                 settings)
+    assert "they run another version of wfqueue" in caught.value.message and caught.value.exit_code == 3
+    assert "restart them with this version" in caught.value.hint
