@@ -118,6 +118,18 @@ def connect(settings: Settings) -> redis.Redis:
     return redis_client(url, timeout_s)
 
 
+def refuse_wrong_credentials(settings: Settings) -> None:
+    """For a long-running process about to start (a worker, Flower): a broker that refuses the credentials is an
+    error now, since Celery would try again every few seconds for ever and the password stays wrong; one not
+    reachable yet is left to the process's own retries (it may start before its Redis)."""
+    try:
+        connect(settings).close()
+    except BrokerCredentialsError:
+        raise
+    except BrokerUnreachableError:
+        pass
+
+
 def wait_until_reachable(client: redis.Redis, timeout_s: float, interval_s: float = 0.5) -> bool:
     """Ping until Redis answers (True) or ``timeout_s`` has passed (False): a restart takes seconds."""
     deadline = time.monotonic() + timeout_s

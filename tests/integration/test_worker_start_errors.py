@@ -89,5 +89,9 @@ def test_a_standalone_worker_whose_broker_refuses_its_password_stops_at_once(tmp
         run = run_cli("worker", "--concurrency", "1", env=wfqueue_env(WFQUEUE_BROKER_URL=wrong), timeout=60)
         assert run.code == 3, run.stderr
         assert "refused the credentials" in run.stderr and "wrong-password" not in run.stderr, run.stderr
+        # Flower retried the same password for ever, its API up and watching nothing.
+        flower = run_cli("flower", "--port", "1", env=wfqueue_env(WFQUEUE_BROKER_URL=wrong,
+                                                                  WFQUEUE_FLOWER_BASIC_AUTH="ops:secret"), timeout=60)
+        assert flower.code == 3 and "refused the credentials" in flower.stderr, flower.stderr
     finally:
         redis.stop()

@@ -16,6 +16,7 @@ import typer
 from wfqueue.celery_command import celery_argv
 from wfqueue.errors import ConfigError
 from wfqueue.settings import Settings, load_settings
+from wfqueue.state import refuse_wrong_credentials
 
 
 def flower_auth(settings: Settings) -> dict[str, str]:
@@ -61,4 +62,5 @@ def register(app: typer.Typer) -> None:
         """Start Flower (monitoring UI, /api, /metrics for Prometheus) with basic auth from settings."""
         settings = load_settings()
         argv, env = flower_command(settings, port or settings.flower_port, address or settings.flower_address)
+        refuse_wrong_credentials(settings)  # Flower retried a refused password for ever, its API serving nothing
         os.execve(sys.executable, argv, env)  # Flower replaces this process: signals reach it directly

@@ -7,10 +7,10 @@ import sys
 
 import typer
 
-from wfqueue.errors import BrokerCredentialsError, BrokerUnreachableError, ConfigError
+from wfqueue.errors import ConfigError
 from wfqueue.prestart import WORKER_MODULE
 from wfqueue.settings import CELERY_POOLS, load_settings
-from wfqueue.state import connect
+from wfqueue.state import refuse_wrong_credentials
 from wfqueue.task_names import ALL_QUEUES
 
 
@@ -39,12 +39,7 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"unknown queue(s): {', '.join(unknown)}", hint=f"choose from {', '.join(ALL_QUEUES)}")
         if pool is not None and pool not in CELERY_POOLS:
             raise ConfigError(f"unknown pool {pool!r}", hint=f"choose {', '.join(CELERY_POOLS)}")
-        try:
-            connect(settings).close()
-        except BrokerCredentialsError:
-            raise  # Celery would try again every few seconds for minutes, and the password stays wrong
-        except BrokerUnreachableError:
-            pass  # a worker may start before its Redis: Celery keeps trying, as it should
+        refuse_wrong_credentials(settings)
         chosen = pool or settings.effective_worker_pool()
         slots = settings.worker_slots(concurrency, chosen)
         argv = [sys.executable, *WORKER_MODULE, "--queues", queues, "--loglevel", loglevel,
