@@ -93,5 +93,9 @@ def test_a_standalone_worker_whose_broker_refuses_its_password_stops_at_once(tmp
         flower = run_cli("flower", "--port", "1", env=wfqueue_env(WFQUEUE_BROKER_URL=wrong,
                                                                   WFQUEUE_FLOWER_BASIC_AUTH="ops:secret"), timeout=60)
         assert flower.code == 3 and "refused the credentials" in flower.stderr, flower.stderr
+        # The listing read the files alone, without a word: stale states behind a password that stays wrong.
+        listed = run_cli("status", "--repo", str(tmp_path), env=wfqueue_env(WFQUEUE_BROKER_URL=wrong), timeout=60)
+        assert listed.code == 0 and "warning: the broker at" in listed.stderr, listed.stderr
+        assert "refused the credentials" in listed.stderr and "what the session files say" in listed.stderr
     finally:
         redis.stop()

@@ -151,6 +151,16 @@ def _print_execution(out: Console, execution: Execution) -> None:
     out.print(escape(hint), soft_wrap=True)  # a command to copy: never broken in two
 
 
+def _warn_unless_reachable(settings: Settings) -> None:
+    """Say (on stderr) that the shared broker cannot be asked: the listing then shows what the files say, and a
+    wrong password or a stopped Redis went unnoticed behind a table of stale states."""
+    try:
+        connect(settings).close()
+    except WfqueueError as exc:
+        Console(stderr=True, highlight=False).print(
+            f"warning: {escape(exc.message)}; the states below are what the session files say", soft_wrap=True)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("status")
     def status(
@@ -170,6 +180,8 @@ def register(app: typer.Typer) -> None:
         if session is None:
             # The listing shows collaborative plans (`wfqueue status SESSION` reads any kind), each as it stands:
             # one whose command was stopped is interrupted, not still planning.
+            if not embedded_here:
+                _warn_unless_reachable(settings)
             folder = COLLAB.root(root)
             live = held_redis(settings, root) if held else settings
             rows = [_as_it_stands(read_session(p), p.name, settings, live, embedded_here=embedded_here, held=held,
