@@ -144,3 +144,39 @@ def test_twenty_agents_on_twenty_worker_processes(tmp_path: Path) -> None:
     assert {t.area for t in tasks} == set(areas)
     pids = {json.loads(p.read_text())["_metadata"]["pid"] for p in folder.glob("agents/*/plan.json")}
     assert len(pids) >= 5, pids
+
+
+def test_a_plan_whose_command_died_before_sending_its_agents_reads_interrupted(broker: str, sample_repo: Path,
+                                                                                tmp_path: Path) -> None:
+    """The command was killed while a worker ran its understanding step; the worker finished it, and `status`
+    then said "planning" for ever, its agents pending (never sent: only the command sends them), with no word
+    of `wfqueue resume`."""
+    from support import wait_until
+
+    release = tmp_path / "release"
+    provider = write_script(tmp_path / "script.json", hold={"understand": str(release)})
+    env = wfqueue_env(WFQUEUE_BROKER_URL=broker)
+    worker = start_worker(broker, "remote")
+    try:
+        command = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "collab-plan", REQUIREMENT, "--repo",
+                                    str(sample_repo), "--max-agents", "2", "-y", "--provider", provider],
+                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   start_new_session=True)
+        planning = sample_repo / ".workflow" / ".planning"
+        wait_until(Path(f"{release}.understand.held").exists, 60, "the understanding under way on the worker")
+        command.kill()
+        command.wait()
+        release.touch()
+        (folder,) = planning.iterdir()
+
+        def shown() -> dict | None:
+            done = run_cli("status", folder.name, "--repo", str(sample_repo), "--json", env=env, timeout=60)
+            status = json.loads(done.stdout)
+            return status if status["agents"] else None  # the understanding's split is known
+
+        status = wait_until(shown, 60, "the worker finishing the understanding")
+        assert status["status"] == "interrupted", status
+        assert {a["state"] for a in status["agents"]} == {"interrupted"}
+        assert f"wfqueue resume {folder.name}" in status["hint"], status
+    finally:
+        stop_process_group(worker, grace_s=20)

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from wfqueue.cli.plan_common import REPO_DEFAULT, keep_whole, print_table
 from wfqueue.collab.coordinator import COLLAB
-from wfqueue.collab.inspect import UNFINISHED_AGENT, SessionStatus, read_session
+from wfqueue.collab.inspect import SENT_AGENT, SessionStatus, read_session
 from wfqueue.collab.inspect import nobody_runs as collab_nobody_runs
 from wfqueue.embedded import SOCKET_RECORD
 from wfqueue.errors import WfqueueError
@@ -93,9 +93,9 @@ def _as_it_stands(current: Shown, session_id: str, settings: Settings, live: Set
     else:
         # A shared broker's (or up's) workers go on without the command: only what waits on the command
         # itself (its next steps, a question) was interrupted; a collab plan whose agents still run or wait
-        # for a worker finishes on its own (its callback runs on the workers).
-        agents_go_on = isinstance(current, SessionStatus) and any(a.state in UNFINISHED_AGENT
-                                                                   for a in current.agents)
+        # for a worker finishes on its own (its callback runs on the workers). Agents still pending were never
+        # sent: the command sends them after the understanding, so without it nobody will.
+        agents_go_on = isinstance(current, SessionStatus) and any(a.state in SENT_AGENT for a in current.agents)
         nobody = (isinstance(current, SessionSummary | SessionStatus) and not agents_go_on
                   and coordinator_gone(settings, session_id))
     return cast(Shown, _nobody_runs(current, resume)) if nobody else current  # the same kind of record

@@ -49,6 +49,7 @@ class SessionStatus(BaseModel):
 
 UNFINISHED = ("understanding", "planning")
 UNFINISHED_AGENT = ("pending", "queued", "running")
+SENT_AGENT = ("queued", "running")  # given to the workers, which go on with it without the command
 
 
 def nobody_runs(status: SessionStatus, resume: str) -> SessionStatus:

@@ -17,7 +17,8 @@ step asked again with feedback (the repair round) the label with ``#2``
 canned reply are answered by the offline planner, so a script only states what
 differs from a normal run. A held step gives up waiting after
 ``HOLD_LIMIT_S``, so a test that fails before releasing it cannot leave a
-worker busy for ever. A busy step counts its failures in a file beside the script
+worker busy for ever; a held step touches ``{release}.{step}.held`` when it
+starts waiting. A busy step counts its failures in a file beside the script
 (its task is retried in another process, maybe).
 """
 
@@ -62,6 +63,7 @@ class ScriptedProvider:
             time.sleep(float(hang))
         if (hold := self._entry("hold", key)) is not None:
             release = Path(hold)
+            Path(f"{hold}.{key}.held").touch()  # a test waits for it: the step is under way, on a worker
             deadline = time.monotonic() + HOLD_LIMIT_S
             while not release.exists() and time.monotonic() < deadline:
                 time.sleep(HOLD_POLL_S)
