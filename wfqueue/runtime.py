@@ -41,6 +41,7 @@ from wfqueue.errors import (
     WorkerStartError,
 )
 from wfqueue.node_keeper import NodeKeeper
+from wfqueue.queue_watch import QueueWatch
 from wfqueue.sessions import queue_dir, repo_option
 from wfqueue.settings import Settings, mask_url
 from wfqueue.state import BROKER_AWAY, connect
@@ -180,6 +181,10 @@ def broker_runtime(settings: Settings, repo: Path, concurrency: int, ui: Reporte
             # waits for the node (WorkflowCoordinator.wait).
             ready = _ReadyOnce(cluster, app, ui, started)
             alive = NodeKeeper(cluster, app, ui).check
+        elif up is None:  # a shared broker: its workers are nobody's here, maybe none at all
+            assert settings.broker_url is not None  # not embedded
+            alive = QueueWatch(app, client, ui.info, mask_url(settings.broker_url.get_secret_value()),
+                               first_look_s=settings.idle_queue_warning_s).check
         yield Runtime(settings=settings, app=app, client=client, repo=repo, workers_ready=ready, workers_alive=alive,
                       stop_workers=stop_workers, up=up)
 

@@ -92,6 +92,9 @@ class Settings(BaseSettings):
     # -- coordinator and embedded mode ----------------------------------------------
     plan_timeout_s: float = Field(default=3600.0, gt=0, description="Longest wait in seconds for one plan.")
     poll_interval_s: float = Field(default=0.1, gt=0, description="Coordinator polling of agent states (progress).")
+    idle_queue_warning_s: float = Field(
+        default=15.0, gt=0, description="Seconds a command on a shared broker waits before it looks whether any "
+        "worker consumes the queues its tasks wait on (and says so when none does).")
     embedded_start_timeout_s: float = Field(
         default=60.0, gt=0, description="Seconds to wait for embedded Redis and workers to start."
     )

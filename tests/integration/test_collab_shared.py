@@ -180,3 +180,29 @@ def test_a_plan_whose_command_died_before_sending_its_agents_reads_interrupted(b
         assert f"wfqueue resume {folder.name}" in status["hint"], status
     finally:
         stop_process_group(worker, grace_s=20)
+
+
+def test_a_plan_whose_queue_no_worker_consumes_says_so(broker: str, sample_repo: Path, tmp_path: Path) -> None:
+    """With no worker, or none on the queue a task went to, the command waited silently until its plan timeout
+    (an hour by default)."""
+    env = wfqueue_env(WFQUEUE_BROKER_URL=broker, WFQUEUE_IDLE_QUEUE_WARNING_S="0.5", WFQUEUE_PLAN_TIMEOUT_S="6")
+    alone = run_cli("collab-plan", REQUIREMENT, "--repo", str(sample_repo), "-y", env=env, timeout=120)
+    assert alone.code == 3, alone.stderr
+    said = " ".join(alone.stderr.split())
+    assert "tasks wait on the queue(s) plan of the broker at" in said and "no worker answers" in said, said
+    assert "`wfqueue worker -Q plan`" in said
+    explorer = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "worker", "--queues", "explore",
+                                 "--concurrency", "1", "--loglevel", "WARNING"], env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        beside = run_cli("resume", alone_session(sample_repo), "--repo", str(sample_repo), env=env, timeout=120)
+        assert beside.code == 3, beside.stderr
+        said = " ".join(beside.stderr.split())
+        assert "tasks wait on the queue(s) plan" in said and "1 worker(s) answer, none on it" in said, said
+    finally:
+        stop_process_group(explorer, grace_s=20)
+
+
+def alone_session(repo: Path) -> str:
+    (folder,) = (repo / ".workflow" / ".planning").iterdir()
+    return folder.name
