@@ -195,10 +195,11 @@ def resume_command(session_id: str, repo: Path) -> str:
 
 
 @contextmanager
-def resumable(settings: Settings, session_id: str, repo: Path) -> Iterator[None]:
+def resumable(settings: Settings, session_id: str, repo: Path, up: UpCluster | None = None) -> Iterator[None]:
     """Turn a broker lost while driving ``session_id`` into BrokerUnreachableError (exit 3)
     that names the broker (password masked) and says how to finish the plan; an embedded
-    worker that never started (WorkerStartError) says the same after its own hint.
+    worker that never started (WorkerStartError) says the same after its own hint. A broker that was the
+    `wfqueue up` (``up``) now gone is said to be that.
 
     What workers finished is safe in Redis (and on disk), so `wfqueue resume`
     re-runs only the missing work once the broker is back."""
@@ -214,6 +215,8 @@ def resumable(settings: Settings, session_id: str, repo: Path) -> Iterator[None]
     except BrokerUnreachableError as exc:
         raise BrokerUnreachableError(exc.message, hint=hint) from None
     except BROKER_AWAY as exc:
+        if up is not None and not up.running():  # its Redis went with it: say so, not only that Redis went
+            hint = f"{up.named()} has stopped: start it again (`wfqueue up{repo_option(repo)}`), then {resume}"
         raise BrokerUnreachableError(f"lost the broker at {url} while planning {session_id}: "
                                      f"{type(exc).__name__}: {exc}", hint=hint) from None
 

@@ -53,6 +53,9 @@ class UpCluster(BaseModel):
     def named(self) -> str:
         return f"the `wfqueue up` of this repository (pid {self.pid})"
 
+    def running(self) -> bool:
+        return process_exists(self.pid)
+
     def refuse_without_key(self) -> None:
         """Refuse a plan for the Anthropic provider on workers that have no API key, before anything is sent."""
         if self.worker_settings is not None and not self.worker_settings.anthropic_key:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -120,3 +121,22 @@ def test_workers_of_another_version_are_named_as_such() -> None:
                  settings)
     assert "they run another version of wfqueue" in caught.value.message and caught.value.exit_code == 3
     assert "restart them with this version" in caught.value.hint
+
+
+def test_a_broker_lost_with_the_wfqueue_up_that_ran_it_names_that_up(tmp_path: Path) -> None:
+    """`wfqueue up` stopped (Ctrl-C) while plans waited on its Redis: they said only "lost the broker", and "when
+    Redis is back", which it would not be until someone started up again."""
+    import subprocess
+    import sys
+
+    from wfqueue.up_cluster import UpCluster
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    settings = load_settings(broker_url=URL)
+    for up, said in ((UpCluster(pid=gone.pid, broker_url=URL, workers=2), f"(pid {gone.pid}) has stopped: start it "
+                                                                          "again (`wfqueue up"),
+                     (UpCluster(pid=os.getpid(), broker_url=URL, workers=2), "when Redis is back")):
+        with pytest.raises(BrokerUnreachableError) as caught, resumable(settings, "CPLAN-u", tmp_path, up):
+            raise redis.ConnectionError("Error 2 connecting to unix socket: No such file or directory")
+        assert said in caught.value.hint and "wfqueue resume CPLAN-u" in caught.value.hint, caught.value.hint

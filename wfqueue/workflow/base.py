@@ -219,7 +219,7 @@ class WorkflowCoordinator(Generic[UI]):
             if provider == "anthropic":
                 runtime.up.refuse_without_key()
         lease = CoordinatorLease(state, fresh=fresh, session_dir=meta.session_dir if meta is not None else None)
-        with resumable(runtime.settings, session_id, runtime.repo), lease:
+        with resumable(runtime.settings, session_id, runtime.repo, runtime.up), lease:
             if meta is not None:
                 state.set_meta(**meta.fields())
             self._held = session_id  # from here on Redis knows the session: a stop leaves it to resume
