@@ -39,15 +39,20 @@ class QueueWatch:
         try:
             waiting = [queue for queue in ALL_QUEUES if self.client.llen(queue)]
             if not waiting:
+                self.said = []
                 return
             replies: dict[str, Any] = self.app.control.inspect(timeout=ANSWER_WITHIN_S).active_queues() or {}
         except (redis.RedisError, OSError):
             return  # the wait's own broker handling says what is wrong with the broker
         consumed = {queue.get("name") for queues in replies.values() for queue in queues or []}
         missing = [queue for queue in waiting if queue not in consumed]
-        if missing and missing != self.said:
+        if not missing:
+            self.said = []  # consumed again: a gap that comes back later is said again
+        elif missing != self.said:
             self.said = missing
-            who = f"{len(replies)} worker(s) answer, none on it" if replies else "no worker answers"
-            self.say(f"tasks wait on the queue(s) {', '.join(missing)} of the broker at {self.broker} and "
-                         f"{who}: start one there (`wfqueue worker -Q {','.join(missing)}`, or `wfqueue worker` for "
-                         "every queue); the plan goes on when it runs")
+            # A worker busy on a long task in a solo pool cannot answer: "absent" is not certain.
+            who = (f"{len(replies)} worker(s) answered, none on it" if replies else
+                   f"no worker answered within {ANSWER_WITHIN_S:g}s (none runs, or all are too busy to)")
+            self.say(f"tasks wait on the queue(s) {', '.join(missing)} of the broker at {self.broker} and {who}: "
+                     f"start one there (`wfqueue worker -Q {','.join(missing)}`, or `wfqueue worker` for every queue); "
+                     "the plan goes on when it runs")

@@ -28,11 +28,12 @@ def unreadable_files(folder: Path) -> list[tuple[Path, str]]:
                 or not path.is_file()):
             continue
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8-sig")  # a BOM an editor added is no damage: the readers drop it
         except (OSError, UnicodeDecodeError) as exc:
             found.append((path, str(exc)))
             continue
-        lines = text.splitlines() if path.suffix == ".jsonl" else [text]
+        # Lines end at "\n" only: U+2028 and its kin are legal, unescaped, inside a JSON string.
+        lines = text.split("\n") if path.suffix == ".jsonl" else [text]
         for number, line in enumerate(lines, start=1):
             if path.suffix == ".jsonl" and not line.strip():
                 continue

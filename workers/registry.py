@@ -31,7 +31,7 @@ from wfqueue.payloads import FanInCallback, TaskPayload
 from wfqueue.settings import Settings
 from wfqueue.state import StateFactory
 from wfqueue.transport.workspace import task_workspace
-from workers.context import retry_delay_of, retry_later, when_retried
+from workers.context import may_retry, retry_delay_of, retry_later, when_retried
 
 __all__ = ["payload_task"]
 
@@ -113,7 +113,8 @@ def payload_task(app: Celery, settings: Settings, model: type[P], *, callback: b
                         result = body(self, local)
                 except retry_on as exc:
                     delay = retry_delay_of(self, exc, settings)
-                    note_step(states, payload, f"{getattr(exc, 'message', exc)}; {when_retried(self, delay)}")
+                    if may_retry(self):  # spent, Celery raises the error instead: no "tried again" to announce
+                        note_step(states, payload, f"{getattr(exc, 'message', exc)}; {when_retried(self, delay)}")
                     raise retry_later(self, exc, settings, delay) from None
             except Retry:
                 raise

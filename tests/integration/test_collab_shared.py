@@ -189,7 +189,7 @@ def test_a_plan_whose_queue_no_worker_consumes_says_so(broker: str, sample_repo:
     alone = run_cli("collab-plan", REQUIREMENT, "--repo", str(sample_repo), "-y", env=env, timeout=120)
     assert alone.code == 3, alone.stderr
     said = " ".join(alone.stderr.split())
-    assert "tasks wait on the queue(s) plan of the broker at" in said and "no worker answers" in said, said
+    assert "tasks wait on the queue(s) plan of the broker at" in said and "no worker answered within 1s" in said, said
     assert "`wfqueue worker -Q plan`" in said
     explorer = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "worker", "--queues", "explore",
                                  "--concurrency", "1", "--loglevel", "WARNING"], env=env, stdout=subprocess.DEVNULL,
@@ -198,7 +198,7 @@ def test_a_plan_whose_queue_no_worker_consumes_says_so(broker: str, sample_repo:
         beside = run_cli("resume", alone_session(sample_repo), "--repo", str(sample_repo), env=env, timeout=120)
         assert beside.code == 3, beside.stderr
         said = " ".join(beside.stderr.split())
-        assert "tasks wait on the queue(s) plan" in said and "1 worker(s) answer, none on it" in said, said
+        assert "tasks wait on the queue(s) plan" in said and "1 worker(s) answered, none on it" in said, said
     finally:
         stop_process_group(explorer, grace_s=20)
 

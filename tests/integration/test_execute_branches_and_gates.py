@@ -223,6 +223,9 @@ def test_a_plan_with_no_runnable_check_is_not_merged_untested_unless_asked(tmp_p
                      env={**env, "WFQUEUE_EXECUTE_TEST_COMMAND": "bash -c true"})
     assert unsafe.code == 2 and "error: WFQUEUE_EXECUTE_TEST_COMMAND: 'bash -c true'" in unsafe.stderr, unsafe.stderr
 
+    # A dry run with --no-gate says so (it said no task had a runnable check, "or execute with --no-gate").
+    shown = run_cli("execute", str(tasks_file), "--dry-run", "--no-gate", env=env)
+    assert shown.code == 0 and "gate after each wave: none (--no-gate: nothing tests the merges)" in shown.stdout
     asked = run_cli("execute", str(tasks_file), "-y", "--no-gate", "--json", env=env, timeout=180)
     assert asked.code == 0, asked.stderr
     result = asked.json()
@@ -232,6 +235,9 @@ def test_a_plan_with_no_runnable_check_is_not_merged_untested_unless_asked(tmp_p
     assert "- gate: **none** (--no-gate)" in report and "## Gate" not in report
     (task_log,) = (Path(result["exec_dir"]) / "logs").glob("TASK-001.*.log")
     assert "verification not run: './run_tests.sh' does not start with a known" in task_log.read_text()
+    # A continued execution keeps the gate it started with: --no-gate there was taken and ignored.
+    again = run_cli("execute", "--continue", result["exec_id"], "--repo", str(repo), "--no-gate", env=env)
+    assert again.code == 2 and "a continued one keeps the gate it started with" in again.stderr, again.stderr
 
 
 def test_status_without_a_session_names_every_kind_of_session(tmp_path: Path) -> None:

@@ -34,5 +34,8 @@ def test_every_json_file_the_next_step_reads_must_parse(tmp_path: Path) -> None:
 
 def test_a_session_whose_files_all_read_passes(tmp_path: Path) -> None:
     folder = tmp_path / "WFS-x"
-    write(folder, {"workflow-session.json": "{}", ".task/IMPL-1.json": '{"id": "IMPL-1"}'})
+    write(folder, {"workflow-session.json": "{}", ".task/IMPL-1.json": '{"id": "IMPL-1"}',
+                   # Written unescaped (ensure_ascii=False): a line separator inside a string is no line's end.
+                   "tasks.jsonl": '{"title": "a\u2028b"}\n{"title": "c\u0085d"}\n'})
+    (folder / ".task" / "IMPL-2.json").write_bytes(b'\xef\xbb\xbf{"id": "IMPL-2"}')  # saved with a BOM
     check_session_files(folder)

@@ -81,7 +81,7 @@ def _title(text: str) -> str:
     return line if len(line) <= TITLE_WIDTH else line[: TITLE_WIDTH - 1] + "…"
 
 
-def render_schedule(plan: ExecutablePlan, schedule: Schedule, gate: list[str]) -> str:
+def render_schedule(plan: ExecutablePlan, schedule: Schedule, gate: list[str], untested: bool = False) -> str:
     """The schedule as the terminal shows it: waves, what waits for a file, the critical path, the gate."""
     cap = f"at most {_plural(schedule.parallel, 'task')} at once" if schedule.parallel else "no cap on tasks at once"
     lines = [f"{plan.session_id} ({plan.kind} plan, {_plural(len(plan.tasks), 'task')}): "
@@ -100,6 +100,8 @@ def render_schedule(plan: ExecutablePlan, schedule: Schedule, gate: list[str]) -
     if gate:
         lines.append(f"gate after each wave ({_plural(len(gate), 'command')}):")
         lines.extend(f"  {command}" for command in gate)
+    elif untested:
+        lines.append("gate after each wave: none (--no-gate: nothing tests the merges)")
     else:
         lines.append("gate after each wave: none (no task has a runnable verification command; "
                      "set WFQUEUE_EXECUTE_TEST_COMMAND, or execute with --no-gate to merge untested)")
@@ -136,13 +138,14 @@ def _executor(name: str | None) -> ExecutorName | None:
     return None
 
 
-def _confirm(ui: TerminalUI, plan: ExecutablePlan, schedule: Schedule, gate: list[str], yes: bool) -> bool:
+def _confirm(ui: TerminalUI, plan: ExecutablePlan, schedule: Schedule, gate: list[str], yes: bool,
+             untested: bool) -> bool:
     """Show the schedule and ask to start it: on a terminal unless -y; without one, start (as the plan commands
     do), saying that -y skips the question."""
     if yes or not ui.interactive("starting the execution without confirmation"):
         return True
     # Plain text: each task's files are listed in brackets, and titles are the model's.
-    ui.console.print(render_schedule(plan, schedule, gate).rsplit("\n", 1)[0], markup=False)
+    ui.console.print(render_schedule(plan, schedule, gate, untested).rsplit("\n", 1)[0], markup=False)
     return typer.confirm("start these tasks?", default=True, err=True)
 
 
@@ -197,6 +200,10 @@ def register(app: typer.Typer) -> None:
             if target is not None:
                 raise BadInputError("--continue takes an execution id, not a plan as well",
                                      hint=f"run `wfqueue execute --continue {resume_id}`")
+            if no_gate:  # an execution keeps the gate it started with: the merges so far were tested, or not
+                raise BadInputError("--no-gate starts an execution without its gate; a continued one keeps the gate "
+                                    "it started with", hint=f"run `wfqueue execute --continue {resume_id}` without it, "
+                                                            "or execute the plan anew with --no-gate")
             root = resolve_repo(repo)
             kind, folder = locate(root, resume_id)
             if kind is not EXECUTE:
@@ -227,7 +234,7 @@ def register(app: typer.Typer) -> None:
             if as_json:
                 typer.echo(json.dumps(dry_run_payload(plan, schedule, gate), ensure_ascii=False))
             else:
-                typer.echo(render_schedule(plan, schedule, gate))
+                typer.echo(render_schedule(plan, schedule, gate, no_gate))
             return
         if not force:
             refuse_blocked(plan, repo_option(Path(plan.repo)))
@@ -238,10 +245,9 @@ def register(app: typer.Typer) -> None:
             raise BadInputError("--budget caps the claude executor's model calls; the command executor's agent "
                                 "spends its own", hint="drop --budget, or use --executor claude")
         spending_cap = parse_budget_option(budget, "anthropic", settings)
-        if chosen == "command" and (up is not None or settings.embedded):  # the tasks run on this machine
-            check_command_here(up.worker_settings.executor_command if up is not None and up.worker_settings
-                               else settings.executor_command)
-        if not _confirm(ui, plan, schedule, gate, yes):
+        if chosen == "command" and up is None and settings.embedded:  # its workers run here, with this environment
+            check_command_here(settings.executor_command)
+        if not _confirm(ui, plan, schedule, gate, yes, no_gate):
             ui.info("not started; nothing was written")
             raise typer.Exit(1)
         stop_after_output()

@@ -39,9 +39,9 @@ def split_command(command: str | None) -> list[str]:
 
 
 def check_command_here(command: str | None) -> None:
-    """Refuse an executor command whose program this machine does not have (for workers that run here: embedded
-    mode, `wfqueue up`), before any branch or folder is made: every task failed with "could not start". A
-    path relative to a folder is left alone (it is run from each task's worktree)."""
+    """Refuse an executor command whose program this machine does not have (for the embedded workers, which run
+    here with this environment), before any branch or folder is made: every task failed with "could not
+    start". A path relative to a folder is left alone (it is run from each task's worktree)."""
     program = split_command(command)[0]
     if "/" in program and not os.path.isabs(program):
         return

@@ -209,12 +209,12 @@ class AnthropicProvider:
             self.journal.save(transcript, call)
         if transcript.phase == "failed":
             if last_stop is None:
-                # The stream broke off (a dropped connection, a stall) on the answer and on its repair: the
-                # network's fault, not the model's. Its task tries the step afresh later (the journal has it
-                # failed), as for any call the API did not answer.
+                # The repair's stream broke off (a dropped connection, a stall): the network's fault, not the
+                # model's, whatever was wrong with the answer repaired. Its task tries the step afresh later (the
+                # journal has it failed), as for any call the API did not answer.
                 raise TransientProviderError(
-                    f"{step.label}: the answer was cut off mid-stream (the connection dropped or stalled), its "
-                    f"repair too: {transcript.error or 'no usable answer'}",
+                    f"{step.label}: the repair of an unusable answer was cut off mid-stream (the connection dropped "
+                    f"or stalled): {transcript.error or 'no usable answer'}",
                     hint="the task tries the step again later; if it keeps happening, check the network to the "
                          "Anthropic API (ANTHROPIC_BASE_URL)")
             # A larger output limit helps only an answer the limit cut; prose or a wrong shape needs another model.
