@@ -34,7 +34,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from wfqueue.tasks_file import repo_relative
+from wfqueue.tasks_file import OFF_LIMITS, repo_relative
 from wfqueue.unified_task import TaskFile, TaskSource, UnifiedTask
 
 __all__ = [
@@ -177,6 +177,7 @@ def repair_tasks(
     id_prefix: str,
     id_range: tuple[int, int] | None,
     exists: Callable[[str], bool],
+    is_folder: Callable[[str], bool] = lambda _: False,
     known_external_ids: Container[str] = frozenset(),
     digits: int = 3,
     sequential: bool = False,
@@ -224,12 +225,22 @@ def repair_tasks(
                                           detail=f"removed dependency on {dep}: no task has this id"))
         files: list[TaskFile] = []
         file_repairs: list[Repair] = []
+        actions: dict[str, str] = {}  # the first action named for each path
         for entry in task.files:
             rel = repo_relative(entry.path)
+            why = None
             if rel is None:
+                why = "outside the repository"
+            elif rel.split("/", 1)[0] in OFF_LIMITS:
+                why = f"inside {rel.split('/', 1)[0]}/, which no task may change"
+            elif is_folder(rel):
+                why = "a folder, not a file"
+            elif actions.setdefault(rel, entry.action) != entry.action:
+                why = f"this task already names it for {actions[rel]}"
+            if why is not None:
                 file_repairs.append(Repair(kind="dropped_file", task_id=new_id,
-                                           detail=f"dropped {entry.path} ({entry.action}): outside the repository"))
-            elif entry.action != "create" and not exists(rel):
+                                           detail=f"dropped {entry.path} ({entry.action}): {why}"))
+            elif rel is not None and entry.action != "create" and not exists(rel):
                 file_repairs.append(Repair(kind="dropped_file", task_id=new_id,
                                            detail=f"dropped {entry.path} ({entry.action}): the file does not exist"))
             else:

@@ -26,7 +26,7 @@ ProblemCode = Literal[
 ]
 # Folders no task may write: git's own, and wfqueue's sessions and broker (git ignores it; an execution's merge
 # would lose the change).
-_OFF_LIMITS = (".git", WORKFLOW_DIR)
+OFF_LIMITS = (".git", WORKFLOW_DIR)
 PATH_HINT = "pass a tasks.jsonl file, a .task/ folder, or a session folder that contains one"
 # The 6-field layout has no verification or definition of done; these defaults
 # keep mapped tasks valid while saying plainly that checking is manual.
@@ -288,7 +288,7 @@ def check_plan(
                 add(loaded, "missing_file",
                     f"file {entry.path} is outside the repository; use a path relative to the repo root")
                 continue
-            if rel.split("/", 1)[0] in _OFF_LIMITS:
+            if rel.split("/", 1)[0] in OFF_LIMITS:
                 add(loaded, "bad_path", f"file {entry.path} is inside {rel.split('/', 1)[0]}/, which no task may "
                     "change; name a file of the project")
                 continue

@@ -126,6 +126,26 @@ def test_files_that_do_not_exist_are_dropped_unless_created() -> None:
     assert check_plan([LoadedTask(task=t, location=t.id, legacy=False) for t in fixed], None, exists) == []
 
 
+def test_files_no_task_may_change_as_named_are_dropped_so_the_plan_still_checks() -> None:
+    """check_plan refuses a folder named as a file, a file under .git/ or .workflow/ and one file given two
+    actions; the planners' repair kept them, so a plan a model wrote that way failed as if the repository had
+    changed while it was planned."""
+    tasks = [task("TASK-001", files=[{"path": "pkg/a.py"}, {"path": "pkg", "action": "modify"},
+                                     {"path": ".git/config", "action": "modify"},
+                                     {"path": ".workflow/notes.md", "action": "create"},
+                                     {"path": "pkg/a.py", "action": "delete"}])]
+    fixed, repairs = repair_tasks(tasks, id_prefix="TASK-", id_range=(1, 100), exists=exists,
+                                  is_folder=lambda rel: rel == "pkg")
+    assert [(f.path, f.action) for f in fixed[0].files] == [("pkg/a.py", "modify")]
+    assert [r.detail for r in repairs] == [
+        "dropped pkg (modify): a folder, not a file",
+        "dropped .git/config (modify): inside .git/, which no task may change",
+        "dropped .workflow/notes.md (create): inside .workflow/, which no task may change",
+        "dropped pkg/a.py (delete): this task already names it for modify",
+    ]
+    assert check_plan([LoadedTask(task=t, location=t.id, legacy=False) for t in fixed], None, exists) == []
+
+
 def test_unknown_and_self_dependencies_are_removed_external_ones_kept() -> None:
     tasks = [task("TASK-001", deps=["TASK-001", "TASK-102", "TASK-999", "TASK-150"]),
              task("TASK-150", deps=["TASK-150", "TASK-003"])]

@@ -130,7 +130,8 @@ def repair_area(
     root = Path(repo)
     tasks = fill_source(draft.tasks, tool="wfqueue-collab", session_id=analysis.session_id)
     tasks, repairs = repair_tasks(tasks, id_prefix="TASK-", id_range=sub.task_id_range,
-                                  exists=lambda rel: (root / rel).exists(), known_external_ids=external)
+                                  exists=lambda rel: (root / rel).exists(), is_folder=lambda rel: (root / rel).is_dir(),
+                                  known_external_ids=external)
     return draft.model_copy(update={"tasks": tasks}), repairs
 
 

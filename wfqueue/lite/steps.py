@@ -114,7 +114,8 @@ def repair_lite_draft(draft: LitePlanDraft, repo: str, session_id: str) -> tuple
     root = Path(repo)
     tasks = fill_source(draft.tasks, tool="wfqueue-lite", session_id=session_id)
     tasks, repairs = repair_tasks(tasks, id_prefix="TASK-", id_range=(1, len(tasks)),
-                                  exists=lambda rel: (root / rel).exists(), sequential=True)
+                                  exists=lambda rel: (root / rel).exists(), is_folder=lambda rel: (root / rel).is_dir(),
+                                  sequential=True)
     tasks, broken = break_cycles(tasks)
     return draft.model_copy(update={"tasks": tasks}), [*repairs, *broken]
 

@@ -194,7 +194,8 @@ def repair_wfs_draft(draft: WfsPlanDraft, repo: str, session_id: str) -> tuple[W
     root = Path(repo)
     tasks = fill_source(draft.tasks, tool="wfqueue-workflow", session_id=session_id)
     tasks, repairs = repair_tasks(tasks, id_prefix="IMPL-", id_range=(1, len(tasks)), digits=1,
-                                  exists=lambda rel: (root / rel).exists(), sequential=True)
+                                  exists=lambda rel: (root / rel).exists(), is_folder=lambda rel: (root / rel).is_dir(),
+                                  sequential=True)
     return draft.model_copy(update={"tasks": tasks}), repairs
 
 

@@ -183,7 +183,8 @@ class Caller:
                 try:
                     for event in stream:
                         began = began or event.type == "message_start"
-                        if cut_off is not None and self._clock() >= cut_off:  # a trickle of events, never done
+                        if (cut_off is not None and event.type != "message_stop"  # a whole answer is kept
+                                and self._clock() >= cut_off):  # a trickle of events, never done
                             return CallFailure("the answer was still streaming at the step's time limit")
                 except CUT_STREAM_ERRORS as exc:
                     return self._cut(label, stream.current_message_snapshot if began else None, exc)
@@ -214,9 +215,11 @@ class Caller:
                                 hint="check ANTHROPIC_API_KEY and the anthropic settings") from exc
 
     def _timeout_within(self, cut_off: float | None) -> dict[str, float]:
-        """The request's timeout option: the client's, shortened to end at ``cut_off``. The SDK waits up to
-        10 minutes for a stream's next bytes; a stalled stream must not hold the step past its time limit (the
-        threads pool, where remote agents run, enforces no Celery time limit)."""
+        """The request's timeout option: the client's, shortened to the time left until ``cut_off``. The SDK waits
+        up to 10 minutes for a stream's next bytes; a stalled stream must not hold the step past its time limit
+        (the threads pool, where remote agents run, enforces no Celery time limit). A read timeout counts from
+        each read: a stream that stalls at once ends at ``cut_off``, one that flows a while and then stalls at
+        most that long after it (closing the response from another thread does not wake a blocked read)."""
         if cut_off is None:
             return {}
         remaining = max(0.001, cut_off - self._clock())
