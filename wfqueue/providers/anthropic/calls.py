@@ -6,14 +6,16 @@ any text arrived are sent again after a wait. The wait is the longest of the
 exponential backoff with jitter (wfqueue.retry), the server's ``retry-after``,
 and the reset time of a rate limit the headers say is exhausted. The re-sends
 of one step share a budget (``step_retries``) and must fit before the step's
-deadline (its task's soft time limit); past either, the call raises
-TransientProviderError and the Celery task retries later, resuming at the turn
-the step had saved (wfqueue.turns).
+deadline (its task's soft time limit), which also shortens each call's timeout;
+past either, the call raises TransientProviderError and the Celery task retries
+later, resuming at the turn the step had saved (wfqueue.turns). A call refused
+with an error status frees its rate-limit reservation as having used nothing.
 
 Requests stream (``messages.stream``): the SDK refuses long non-streaming
 requests, and a stream shows where an answer was cut. A stream cut off after
 some text is returned as it stands (``stop_reason`` None): the provider treats
-it like an answer cut at max_tokens and asks for it again in its repair round.
+it like an answer cut at max_tokens and asks for it again in its repair round (a
+repair cut too is left to the task's retry).
 
 Every response's headers, errors included, go to the limiter
 (``RateLimiter.observe``) so all workers pace to the limits the API announces.
