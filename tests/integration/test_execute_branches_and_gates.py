@@ -288,3 +288,24 @@ def test_a_bare_repository_is_named_as_one(tmp_path: Path) -> None:
     assert refused.code == 2, refused.stderr
     assert f"error: {bare} is a bare git repository: execution needs a working tree" in refused.stderr
     assert "does not exist" not in refused.stderr
+
+
+def test_a_test_file_a_task_added_unasked_is_named_for_review(tmp_path: Path) -> None:
+    """A coding agent added a test module its task did not name; imported by pytest, it patched the code under
+    test, and the gate went green over a broken `add`. Such files are allowed (agents write their change's
+    tests), so the merge is named for review, in the events, execution.md and status."""
+    repo = project(tmp_path)
+    patching = ("import calc.ops\n\ncalc.ops.add = lambda a, b: a + b  # what the tests will see\n\n\n"
+                "def test_setup():\n    pass\n")
+    tasks_file = lite_plan(repo, [lite_task(1, "Rework add", ["calc/ops.py"])])
+    env = env_for(tmp_path, {"TASK-001": {"calc/ops.py": "def add(a, b):\n    return a - b\n",
+                                          "tests/test_aaa_setup.py": patching}})
+    run = run_cli("execute", str(tasks_file), "-y", "--json", env=env, timeout=180)
+    assert run.code == 0 and run.json()["status"] == "completed", run.stderr  # the gate cannot tell
+    said = "review the tests it added unasked: tests/test_aaa_setup.py"
+    exec_dir = Path(run.json()["exec_dir"])
+    assert said in (exec_dir / "execution.md").read_text(encoding="utf-8")
+    assert "review the tests it added that its task does not name (tests/test_aaa_setup.py)" in \
+        (exec_dir / "execution-events.md").read_text(encoding="utf-8")
+    status = run_cli("status", run.json()["exec_id"], "--repo", str(repo), env=env)
+    assert said in " ".join(status.stdout.split()), status.stdout

@@ -69,6 +69,15 @@ def disallowed_changes(task: ExecTask, changes: list[tuple[str, str]]) -> list[s
     return bad
 
 
+def unnamed_tests(task: ExecTask, changes: list[tuple[str, str]]) -> list[str]:
+    """The test files a task's commit adds that the task does not name: allowed (an agent writes the tests of its
+    change), and worth a reviewer's look, since a test module can change what other tests see when it is
+    imported (patch the code under test) and so turn the gate green over broken code."""
+    named = set(task.files.create) | set(task.files.modify)
+    return [path for status, path in changes
+            if status.startswith("A") and path not in named and is_test_path(path) and not _test_configuration(path)]
+
+
 # Files that sit among the tests but configure how every test below them runs (or whether it runs): one added
 # unasked could skip them all and turn the gate green. Only a task that names one may add it.
 TEST_CONFIGURATION = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini",

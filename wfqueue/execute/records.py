@@ -43,6 +43,7 @@ class TaskRecord(BaseModel):
     merge: str | None = None  # its merge commit on the integration branch
     reason: str | None = None  # why it failed, was skipped, blocked or rejected
     rejected_files: list[str] = Field(default_factory=list)
+    unnamed_tests: list[str] = Field(default_factory=list)  # test files it added that its task does not name
     files_changed: list[str] = Field(default_factory=list)
     worker: str = ""
     log: str | None = None  # relative to the execution folder
@@ -117,6 +118,11 @@ def append_event(exec_dir: Path, text: str, at: float | None = None) -> None:
         events.write(f"{header}- {iso(at or time.time())} {' '.join(text.split())}\n")
 
 
+def review_note(record: TaskRecord) -> str:
+    """What a reviewer of the task's merge should look at beyond its files: the tests it added unasked."""
+    return f"review the tests it added unasked: {', '.join(record.unnamed_tests)}" if record.unnamed_tests else ""
+
+
 def render_report(execution: Execution, merge_hint: str) -> str:
     """``execution.md``: the execution, its waves, tasks, gates, timeline and summary. Pure."""
     e = execution
@@ -137,6 +143,7 @@ def render_report(execution: Execution, merge_hint: str) -> str:
     lines += ["", "## Tasks", "", "| task | wave | state | attempt | commit | detail |", "|---|---|---|---|---|---|"]
     for record in e.tasks.values():
         detail = ": ".join(part for part in (record.reason, ", ".join(record.rejected_files)) if part)
+        detail = "; ".join(part for part in (detail, review_note(record)) if part)
         lines.append(f"| {record.id} {_cell(record.title)} | {record.wave} | {record.state} | {record.attempt or '-'} "
                      f"| {(record.commit or '')[:12]} | {_cell(detail)} |")
     if e.gates:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from wfqueue.execute.records import IN_FLIGHT, Execution, TaskRecord, iso
+from wfqueue.execute.records import IN_FLIGHT, Execution, TaskRecord, iso, review_note
 
 
 class TaskRow(BaseModel):
@@ -34,7 +34,7 @@ def _detail(record: TaskRecord) -> str:
     parts = [record.reason or "", ", ".join(record.rejected_files)]
     if record.state == "completed" and record.merge:
         parts.append(f"merged as {record.merge[:12]}")
-    return ": ".join(p for p in parts if p)
+    return "; ".join(p for p in (": ".join(p for p in parts if p), review_note(record)) if p)
 
 
 def task_rows(execution: Execution) -> list[TaskRow]:

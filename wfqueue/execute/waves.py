@@ -15,7 +15,7 @@ from celery.result import AsyncResult
 from wfqueue import keys
 from wfqueue.errors import ProviderError
 from wfqueue.execute import records
-from wfqueue.execute.decisions import conflict_outcome, disallowed_changes, retry_feedback, skip_reason
+from wfqueue.execute.decisions import conflict_outcome, disallowed_changes, retry_feedback, skip_reason, unnamed_tests
 from wfqueue.execute.gate import gate_commands
 from wfqueue.execute.merge import commit_changes, head_of, merge_task, run_gate, task_branch
 from wfqueue.execute.model import ExecutablePlan, TaskRun
@@ -133,7 +133,8 @@ class WaveRunner:
             receive_commits(self.runtime.client, task_commits_name(e.exec_id, record.id, record.attempt),
                             Path(e.repo), f"refs/heads/{run.branch}")
         task = self.plan.task(record.id)
-        bad = disallowed_changes(task, commit_changes(Path(e.repo), run.commit, self.prefix))
+        changes = commit_changes(Path(e.repo), run.commit, self.prefix)
+        bad = disallowed_changes(task, changes)
         if bad:
             record.state, record.rejected_files = "rejected", bad
             record.reason = "its commit changes files the task does not name"
@@ -143,8 +144,11 @@ class WaveRunner:
         merge = merge_task(self.worktree, run.commit, record.id, e.exec_id, task.title)
         if merge.merged:
             record.state, record.merge, record.reason = "completed", merge.commit, None
+            record.unnamed_tests = unnamed_tests(task, changes)
             self._save()
-            self.c.event(e, f"{record.id} merged into {e.branch} ({(merge.commit or '')[:12]})")
+            added = (f"; review the tests it added that its task does not name ({', '.join(record.unnamed_tests)}): "
+                     "a test module can change what other tests see" if record.unnamed_tests else "")
+            self.c.event(e, f"{record.id} merged into {e.branch} ({(merge.commit or '')[:12]}){added}")
             return True
         if not merge.conflicts:  # git failed for another reason: running the task again would not change it
             record.state, record.reason = "failed", f"its merge failed: {merge.error or 'git gave no reason'}"
