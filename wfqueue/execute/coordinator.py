@@ -169,13 +169,15 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
             # workers were stopped on the way out. What is left of a task's worktree is no one's.
             if held and execution is not None:
                 try:
-                    kept = leftover_worktrees(Path(execution.repo), execution.exec_id)
+                    kept = [str(path) for path in leftover_worktrees(Path(execution.repo), execution.exec_id)]
                 except WfqueueError as exc:  # the outcome is still recorded and told: it says what to do next
-                    kept = []
+                    kept = execution.kept_worktrees
                     self.event(execution, f"the task worktrees could not all be removed: {exc.message}")
                 for path in kept:
-                    self.event(execution, f"a task worktree holding uncommitted work is kept: {path} (once you no "
-                                          f"longer need it: git worktree remove --force {shlex.quote(str(path))})")
+                    if path not in execution.kept_worktrees:  # an earlier run named the others
+                        self.event(execution, f"a task worktree holding uncommitted work is kept: {path} (once you "
+                                              f"no longer need it: git worktree remove --force {shlex.quote(path)})")
+                execution.kept_worktrees = kept
                 self._finish(plan, execution)
         assert execution is not None  # begin() ran, or the runtime's error went up
         return outcome(execution)

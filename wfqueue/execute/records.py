@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import shlex
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -84,6 +85,9 @@ class Execution(BaseModel):
     # Changes to the user's checkout while the execution ran: by the user, or by an agent writing outside its
     # worktree (the command executor has no sandbox). Execution never makes them; it reports them.
     checkout_changes: list[str] = Field(default_factory=list)
+    # Task worktrees left holding the uncommitted work of an attempt that did not complete (named once, when
+    # first kept: a continued run ended by naming them all again).
+    kept_worktrees: list[str] = Field(default_factory=list)
     untested: bool = False  # started with --no-gate: no gate ran after its waves; its merges are untested
     usage: str | None = None  # the claude executor's model calls, tokens and estimated cost (metering.usage_line)
     started_at: float = Field(default_factory=time.time)
@@ -156,6 +160,10 @@ def render_report(execution: Execution, merge_hint: str) -> str:
         lines += ["", "## Timeline", ""]
         lines += [f"- {iso(r.started_at)} -> {iso(r.finished_at)} {r.id} (attempt {r.attempt}, {r.state}"
                   + (f", {r.worker}" if r.worker else "") + ")" for r in timed]
+    if e.kept_worktrees:
+        lines += ["", "## Worktrees kept", "",
+                  "The uncommitted work of attempts that did not complete; remove each once you no longer need it:", ""]
+        lines += [f"- `git worktree remove --force {shlex.quote(path)}`" for path in e.kept_worktrees]
     if e.checkout_changes:
         lines += ["", "## Your checkout changed while it ran", "",
                   "Not by wfqueue: by you, or by an agent writing outside its worktree. Check these:", ""]
