@@ -236,6 +236,9 @@ def test_a_killed_coordinator_resumes_without_a_duplicate_commit(tmp_path: Path)
     assert again.json()["exec_id"] == exec_id and again.json()["status"] == "partial"
     assert again.json()["tasks"]["completed"] == ["TASK-001", "TASK-002"]  # TASK-003 was rejected
     assert "TASK-003 rejected, not merged: it changes notes.txt (added)" in again.stderr
+    # The report does not send its reader to itself ("see execution.md for why" read there).
+    report = (root / exec_id / "execution.md").read_text(encoding="utf-8")
+    assert "did not complete (see the tasks above for why)" in report and "see execution.md" not in report
     branch = f"wfqueue/{exec_id}"
     assert task_commits(repo, branch, "TASK-003") == []
     assert len(task_commits(repo, branch, "TASK-001")) == 1

@@ -205,7 +205,9 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
         """Save the execution's state and report and write each task's state into the plan; return the hint."""
         records.save(execution)
         hint = merge_hint(execution, repo_option(Path(execution.repo)))
-        atomic_write_text(Path(execution.exec_dir) / records.REPORT_FILE, records.render_report(execution, hint))
+        report = records.render_report(execution, merge_hint(execution, repo_option(Path(execution.repo)),
+                                                             why_at="the tasks above"))
+        atomic_write_text(Path(execution.exec_dir) / records.REPORT_FILE, report)
         write_back(plan, execution)
         return hint
 

@@ -121,9 +121,10 @@ def stopped_by_budget(execution: Execution) -> list[str]:
             if record.state == "failed" and says_budget_spent(record.reason)]
 
 
-def merge_hint(execution: Execution, repo_option: str = "") -> str:
+def merge_hint(execution: Execution, repo_option: str = "", why_at: str = "execution.md") -> str:
     """What the user does next, as the report and the terminal say it; ``repo_option`` (" --repo PATH", see
-    wfqueue.sessions.repo_option) goes into the command it names."""
+    wfqueue.sessions.repo_option) goes into the command it names; ``why_at`` is where the reasons of tasks that
+    did not complete are read (the report itself says "the tasks above")."""
     larger = " --budget LARGER" if stopped_by_budget(execution) else ""  # the same cap would stop them again
     again = f"`wfqueue execute --continue {execution.exec_id}{repo_option}{larger}`"
     if execution.status == "stopped":
@@ -134,7 +135,7 @@ def merge_hint(execution: Execution, repo_option: str = "") -> str:
     review = (f"`git diff HEAD...{execution.branch}`, then `git merge {execution.branch}`")
     if execution.status == "partial":
         missed = len(execution.tasks) - len(execution.in_state("completed"))
-        again_runs = (f"{missed} task(s) did not complete (see execution.md for why): fix the cause (in the plan, "
+        again_runs = (f"{missed} task(s) did not complete (see {why_at} for why): fix the cause (in the plan, "
                       f"the executor's settings, or on the integration branch `{execution.branch}`, which {again} "
                       f"builds on: a commit to your own branch is not seen there), then {again} runs them again")
         if not execution.in_state("completed"):
