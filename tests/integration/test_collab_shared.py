@@ -195,6 +195,13 @@ def test_a_plan_whose_queue_no_worker_consumes_says_so(broker: str, sample_repo:
                                  "--concurrency", "1", "--loglevel", "WARNING"], env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)
     try:
+        from support import wait_until
+
+        app = create_app(load_settings(broker_url=broker))  # the worker answers before the command asks
+        try:
+            wait_until(lambda: app.control.inspect(timeout=0.5).active_queues(), 60, "the explore worker answering")
+        finally:
+            release_result_subscriptions(app)
         beside = run_cli("resume", alone_session(sample_repo), "--repo", str(sample_repo), env=env, timeout=120)
         assert beside.code == 3, beside.stderr
         said = " ".join(beside.stderr.split())
