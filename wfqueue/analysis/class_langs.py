@@ -10,6 +10,19 @@ import re
 
 from wfqueue.analysis.brace_decl import KEYWORDS, NAME, NOT_TYPES, Decl
 
+
+def _type_opened(pattern: re.Pattern[str], line: str) -> list[Decl]:
+    """The type ``line`` declares with ``pattern`` (its name the first group; its members follow in its body),
+    or []: how each of these languages' classifiers begins."""
+    found = pattern.match(line)
+    return [Decl(found.group(1), "class", found.start(1), "members")] if found else []
+
+
+def _callable_kind(context: str) -> str:
+    """A function declared in a type's body is one of its methods."""
+    return "method" if context == "members" else "function"
+
+
 _JAVA_CLASS = re.compile(
     r"^\s*(?:@\w+(?:\([^)]*\))?\s+)*(?:(?:public|protected|private|static|final|abstract|sealed|"
     rf"non-sealed|strictfp)\s+)*(?:class|interface|enum|record|@interface)\s+({NAME})"
@@ -27,9 +40,8 @@ _JAVA_CONSTANT = re.compile(
 
 
 def java_classify(line: str, context: str, owner: str) -> list[Decl]:
-    decl = _JAVA_CLASS.match(line)
-    if decl:
-        return [Decl(decl.group(1), "class", decl.start(1), "members")]
+    if opened := _type_opened(_JAVA_CLASS, line):
+        return opened
     if context != "members":
         return []
     constant = _JAVA_CONSTANT.match(line)
@@ -64,9 +76,8 @@ _CS_CONSTANT = re.compile(rf"^\s*{_CS_MODIFIERS}const\s+[\w.<>\[\]?]+\s+({NAME})
 
 
 def csharp_classify(line: str, context: str, owner: str) -> list[Decl]:
-    decl = _CS_TYPE.match(line)
-    if decl:
-        return [Decl(decl.group(1), "class", decl.start(1), "members")]
+    if opened := _type_opened(_CS_TYPE, line):
+        return opened
     if context in ("top", "namespace"):
         # Types in a namespace are named without it, as code and requirements name them (Cart.Add).
         return [Decl("namespace", "container", 0, "namespace", qualname="")] if _CS_NAMESPACE.match(line) else []
@@ -97,9 +108,8 @@ _KT_CONSTANT = re.compile(rf"^\s*{_KT_MODIFIERS}const\s+val\s+({NAME})")
 
 
 def kotlin_classify(line: str, context: str, owner: str) -> list[Decl]:
-    decl = _KT_TYPE.match(line)
-    if decl:
-        return [Decl(decl.group(1), "class", decl.start(1), "members")]
+    if opened := _type_opened(_KT_TYPE, line):
+        return opened
     companion = _KT_COMPANION.match(line)
     if companion and context == "members":  # Foo.Companion.of: its members, named as Kotlin names them
         return [Decl(companion.group(1) or "Companion", "container", companion.start(), "members")]
@@ -110,7 +120,7 @@ def kotlin_classify(line: str, context: str, owner: str) -> list[Decl]:
     if not fun:
         return []
     receiver, name = fun.group(1), fun.group(2)
-    kind = "method" if context == "members" else "function"
+    kind = _callable_kind(context)
     return [Decl(name, kind, fun.start(2), qualname=f"{receiver}.{name}" if receiver and context == "top" else None)]
 
 
@@ -122,12 +132,11 @@ _PHP_FUNCTION = re.compile(rf"^\s*{_PHP_ATTRIBUTES}(?:(?:public|private|protecte
 
 
 def php_classify(line: str, context: str, owner: str) -> list[Decl]:
-    decl = _PHP_TYPE.match(line)
-    if decl:
-        return [Decl(decl.group(1), "class", decl.start(1), "members")]
+    if opened := _type_opened(_PHP_TYPE, line):
+        return opened
     function = _PHP_FUNCTION.match(line)
     if function:
-        return [Decl(function.group(1), "method" if context == "members" else "function", function.start(1))]
+        return [Decl(function.group(1), _callable_kind(context), function.start(1))]
     return []
 
 
@@ -147,13 +156,12 @@ _SWIFT_PROPERTY = re.compile(rf"^\s*{_SWIFT_ATTRIBUTES}{_SWIFT_MODIFIERS}var\s+(
 
 
 def swift_classify(line: str, context: str, owner: str) -> list[Decl]:
-    decl = _SWIFT_TYPE.match(line)
-    if decl:
-        return [Decl(decl.group(1), "class", decl.start(1), "members")]
+    if opened := _type_opened(_SWIFT_TYPE, line):
+        return opened
     extension = _SWIFT_EXTENSION.match(line)
     if extension and context == "top":
         return [Decl(extension.group(1), "container", extension.start(1), "members")]
-    kind = "method" if context == "members" else "function"
+    kind = _callable_kind(context)
     function = _SWIFT_FUNC.match(line) or (_SWIFT_INIT.match(line) if context == "members" else None)
     if function:
         return [Decl(function.group(1), kind, function.start(1))]
@@ -170,13 +178,12 @@ _SCALA_CONSTANT = re.compile(rf"^\s*{_SCALA_MODIFIERS}(?:final\s+)?val\s+([A-Z][
 
 
 def scala_classify(line: str, context: str, owner: str) -> list[Decl]:
-    decl = _SCALA_TYPE.match(line)
-    if decl:
-        return [Decl(decl.group(1), "class", decl.start(1), "members")]
+    if opened := _type_opened(_SCALA_TYPE, line):
+        return opened
     if context == "top" and line.lstrip().startswith("package ") and line.rstrip().endswith("{"):
         return [Decl("package", "container", 0, "namespace", qualname="")]  # a package block: no name part
     definition = _SCALA_DEF.match(line)
     if definition:
-        return [Decl(definition.group(1), "method" if context == "members" else "function", definition.start(1))]
+        return [Decl(definition.group(1), _callable_kind(context), definition.start(1))]
     constant = _SCALA_CONSTANT.match(line)
     return [Decl(constant.group(1), "constant", constant.start(1))] if constant else []
