@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from wfqueue.coordinator_lease import CoordinatorLease
 from wfqueue.errors import SessionIdTakenError
-from wfqueue.state import CoordinatorLease, SessionState, redis_client
+from wfqueue.state import SessionState, redis_client
 
 SID = "CPLAN-add-per-user-rate-limiting-to-2026-11-26"
 

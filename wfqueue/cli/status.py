@@ -17,6 +17,7 @@ from wfqueue.cli.plan_common import REPO_DEFAULT, keep_whole, print_table
 from wfqueue.collab.coordinator import COLLAB
 from wfqueue.collab.inspect import SENT_AGENT, SessionStatus, read_session
 from wfqueue.collab.inspect import nobody_runs as collab_nobody_runs
+from wfqueue.coordinator_lease import coordinator_gone
 from wfqueue.embedded import SOCKET_RECORD
 from wfqueue.errors import WfqueueError
 from wfqueue.execute.decisions import merge_hint
@@ -28,7 +29,7 @@ from wfqueue.runtime import resume_command
 from wfqueue.session_summary import AWAITING_ACCEPTANCE, SessionSummary, nobody_runs
 from wfqueue.sessions import queue_dir, repo_option, resolve_repo
 from wfqueue.settings import Settings, load_settings
-from wfqueue.state import connect, coordinator_gone
+from wfqueue.state import connect
 from wfqueue.transport.workspace import rebuild_from_redis
 from wfqueue.up_cluster import serving_up
 from wfqueue.workflow.registry import locate, sessions_by_kind

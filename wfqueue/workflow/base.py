@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 from celery.result import AsyncResult
 from pydantic import BaseModel
 
+from wfqueue.coordinator_lease import CoordinatorLease, taken_by_another
 from wfqueue.errors import BadInputError, ConfigError, SessionIdTakenError, WfqueueError
 from wfqueue.fanout import late_result, waiting_for
 from wfqueue.fsio import atomic_write_json, check_writable
@@ -49,7 +50,7 @@ from wfqueue.runtime import (
 )
 from wfqueue.sessions import WORKFLOW_DIR, SessionIds
 from wfqueue.settings import Settings
-from wfqueue.state import CoordinatorLease, SessionState, SessionStore, taken_by_another
+from wfqueue.state import SessionState, SessionStore
 from wfqueue.transport.models import Transport
 from wfqueue.transport.workspace import PIN_FILE, CoordinatorFiles
 from wfqueue.up_cluster import serving_up
