@@ -23,7 +23,8 @@ from pathlib import Path
 from celery import Celery, group
 
 from wfqueue.celery_app import release_result_subscriptions
-from wfqueue.embedded import EmbeddedRedis, stop_process_group
+from wfqueue.child_process import stop_process_group
+from wfqueue.embedded import EmbeddedRedis
 
 APP = Path(__file__).resolve().with_name("threads_cpu_app.py")
 

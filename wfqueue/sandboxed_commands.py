@@ -24,7 +24,7 @@ from typing import IO
 
 from pydantic import BaseModel
 
-from wfqueue.embedded import stop_process_group
+from wfqueue.child_process import stop_process_group
 from wfqueue.errors import BadInputError, UnsafeCommandError
 from wfqueue.lifeline import dies_with_parent
 

@@ -16,7 +16,8 @@ from typing import TypeVar
 
 import pytest
 
-from wfqueue.embedded import EmbeddedRedis, stop_process_group
+from wfqueue.child_process import stop_process_group
+from wfqueue.embedded import EmbeddedRedis
 
 T = TypeVar("T")
 

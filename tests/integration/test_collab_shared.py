@@ -12,9 +12,10 @@ import pytest
 from support import run_cli, session_dir, wfqueue_env, write_script
 
 from wfqueue.celery_app import create_app, release_result_subscriptions
+from wfqueue.child_process import stop_process_group
 from wfqueue.collab.note import parse_note, render_note, replace_section
 from wfqueue.collab.note_blocks import note_tasks
-from wfqueue.embedded import EmbeddedCluster, EmbeddedRedis, stop_process_group
+from wfqueue.embedded import EmbeddedCluster, EmbeddedRedis
 from wfqueue.fsio import locked_update
 from wfqueue.payloads import CollabFinalize, CollabPlanArea
 from wfqueue.samples import make_service_repo

@@ -15,7 +15,8 @@ import pytest
 from support import run_cli, wait_until
 from test_execute_run import SUB, env_for, lite_plan, lite_task, project
 
-from wfqueue.embedded import EmbeddedRedis, stop_process_group
+from wfqueue.child_process import stop_process_group
+from wfqueue.embedded import EmbeddedRedis
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,8 @@ import pytest
 from support import FOUR_AREAS, run_cli, session_dir, wait_until, wfqueue_env
 from test_execute_run import OPS, SUB, env_for, lite_plan, lite_task, project
 
-from wfqueue.embedded import EmbeddedRedis, stop_process_group
+from wfqueue.child_process import stop_process_group
+from wfqueue.embedded import EmbeddedRedis
 
 pytestmark = pytest.mark.integration
 CREDENTIALS = "admin:s3cret-flower"

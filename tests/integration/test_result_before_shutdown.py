@@ -12,7 +12,7 @@ from support import QuietUI, processes_mentioning
 
 from wfqueue.cli.main import main
 from wfqueue.cli.plan_common import finish
-from wfqueue.embedded import LocalWorkers
+from wfqueue.local_workers import LocalWorkers
 from wfqueue.runtime import broker_runtime, stop_after_output, stop_deferred
 from wfqueue.settings import load_settings
 from wfqueue.workflow.base import PlanOutcome

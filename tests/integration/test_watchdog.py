@@ -24,11 +24,12 @@ from beat.names import BEAT_LOCK_KEY, BEAT_WATCHDOG, WATCHDOG_REENQUEUED
 from beat.snapshot import known_repos
 from beat.watchdog import watch_all
 from wfqueue.celery_app import create_app, release_result_subscriptions
+from wfqueue.child_process import stop_process_group
 from wfqueue.collab.coordinator import COLLAB_IDS
 from wfqueue.collab.note import parse_note
 from wfqueue.collab.recovery import enqueue_missing
 from wfqueue.collab.steps import run_area, run_understanding
-from wfqueue.embedded import EmbeddedRedis, stop_process_group
+from wfqueue.embedded import EmbeddedRedis
 from wfqueue.pids import pid_namespace
 from wfqueue.providers import make_provider
 from wfqueue.redis_owner import RedisOwnership

@@ -12,8 +12,9 @@ import pytest
 from support import run_cli, wfqueue_env
 
 from wfqueue.celery_app import create_app, release_result_subscriptions
-from wfqueue.embedded import EmbeddedRedis, LocalWorkers
+from wfqueue.embedded import EmbeddedRedis
 from wfqueue.errors import WorkerStartError
+from wfqueue.local_workers import LocalWorkers
 from wfqueue.settings import load_settings
 
 pytestmark = pytest.mark.integration

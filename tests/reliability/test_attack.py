@@ -14,7 +14,8 @@ import redis
 from kombu import Connection, Producer
 from support import wfqueue_env
 
-from wfqueue.embedded import EmbeddedCluster, EmbeddedRedis, stop_process_group
+from wfqueue.child_process import stop_process_group
+from wfqueue.embedded import EmbeddedCluster, EmbeddedRedis
 from wfqueue.state import redis_client
 
 pytestmark = pytest.mark.integration

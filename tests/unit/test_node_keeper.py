@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from celery import Celery
 
-from wfqueue.embedded import EmbeddedCluster, LocalWorkers
+from wfqueue.embedded import EmbeddedCluster
 from wfqueue.errors import WorkerStartError
+from wfqueue.local_workers import LocalWorkers
 from wfqueue.node_keeper import NodeKeeper, exit_described
 
 

@@ -19,10 +19,11 @@ from rich.console import Console
 from rich.markup import escape
 
 from wfqueue.celery_app import create_app, release_result_subscriptions
+from wfqueue.child_process import stop_process_group
 from wfqueue.cli.beat_cmd import beat_argv
 from wfqueue.cli.flower_cmd import flower_auth, flower_command
 from wfqueue.cli.stop_signals import to_handle
-from wfqueue.embedded import EmbeddedCluster, stop_process_group
+from wfqueue.embedded import EmbeddedCluster
 from wfqueue.errors import ConfigError, WorkerStartError
 from wfqueue.lifeline import for_child
 from wfqueue.node_keeper import NodeKeeper, exit_described

@@ -16,7 +16,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from wfqueue.embedded import stop_process_group
+from wfqueue.child_process import stop_process_group
 from wfqueue.errors import ExecutorNotConfiguredError
 from wfqueue.execute.executors import COMMAND_HOW, ExecutorName, ExecutorResult
 from wfqueue.lifeline import dies_with_parent
