@@ -8,9 +8,11 @@ the provider again:
   inside the range (smallest first, in task order); with ``sequential`` task
   *i* simply gets the *i*-th id of the range. Every ``depends_on`` reference
   to the old id is rewritten.
-- ``dropped_file``: a ``files[]`` entry that modifies or deletes a path that
-  does not exist (or any entry whose path leaves the repository) is dropped.
-  The task is kept, even when no file is left (the detail says so).
+- ``dropped_file``: a ``files[]`` entry that ``wfqueue validate`` would refuse
+  (``plan_check.file_faults``: a path outside the repository or under .git/ or
+  .workflow/, a folder, a second action for one path, a file to modify or
+  delete that does not exist) is dropped. The task is kept, even when no file is
+  left (the detail says so).
 - ``removed_unknown_dependency``: a dependency on an id that is neither a task
   of the plan nor in ``known_external_ids`` (collab agents may depend on other
   agents' ids) is removed.
@@ -34,7 +36,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from wfqueue.tasks_file import OFF_LIMITS, repo_relative
+from wfqueue.plan_check import CreatedInPlan, file_faults
 from wfqueue.unified_task import TaskFile, TaskSource, UnifiedTask
 
 __all__ = [
@@ -198,6 +200,10 @@ def repair_tasks(
     # A reference names the first task that carried the id.
     resolve = {old: new_ids[position] for old, position in first_position.items()}
 
+    # What the answer's tasks create, under the ids they end up with: a repair names the creator by its new id.
+    created = CreatedInPlan([t.model_copy(update={"id": new_ids[position],
+                                                 "depends_on": [resolve.get(d, d) for d in t.depends_on]})
+                             for position, t in enumerate(tasks)])
     repairs: list[Repair] = []
     repaired: list[UnifiedTask] = []
     rewritten_in: dict[str, list[str]] = {}
@@ -223,28 +229,11 @@ def repair_tasks(
             else:
                 dep_repairs.append(Repair(kind="removed_unknown_dependency", task_id=new_id,
                                           detail=f"removed dependency on {dep}: no task has this id"))
-        files: list[TaskFile] = []
-        file_repairs: list[Repair] = []
-        actions: dict[str, str] = {}  # the first action named for each path
-        for entry in task.files:
-            rel = repo_relative(entry.path)
-            why = None
-            if rel is None:
-                why = "outside the repository"
-            elif rel.split("/", 1)[0] in OFF_LIMITS:
-                why = f"inside {rel.split('/', 1)[0]}/, which no task may change"
-            elif is_folder(rel):
-                why = "a folder, not a file"
-            elif actions.setdefault(rel, entry.action) != entry.action:
-                why = f"this task already names it for {actions[rel]}"
-            if why is not None:
-                file_repairs.append(Repair(kind="dropped_file", task_id=new_id,
-                                           detail=f"dropped {entry.path} ({entry.action}): {why}"))
-            elif rel is not None and entry.action != "create" and not exists(rel):
-                file_repairs.append(Repair(kind="dropped_file", task_id=new_id,
-                                           detail=f"dropped {entry.path} ({entry.action}): the file does not exist"))
-            else:
-                files.append(entry)
+        faults = file_faults(task.files, exists=exists, is_folder=is_folder, task_id=new_id, plan=created)
+        files = [entry for entry, fault in zip(task.files, faults, strict=True) if fault is None]
+        file_repairs = [Repair(kind="dropped_file", task_id=new_id,
+                               detail=f"dropped {entry.path} ({entry.action}): it {fault.what}")
+                        for entry, fault in zip(task.files, faults, strict=True) if fault is not None]
         if file_repairs and not files:
             last = file_repairs[-1]
             file_repairs[-1] = last.model_copy(update={"detail": last.detail + "; the task has no files left"})

@@ -1,23 +1,20 @@
 """Reading, checking and writing unified task files (tasks.jsonl and .task/*.json).
 
-Parsing and checking are pure and return problems instead of raising, so one run
-reports every defect of a plan at once. Only ``load_task_dir`` and
-``validate_path`` touch the disk. The format is ARTIFACTS.md section 2.
+Parsing is pure and returns problems instead of raising, so one run reports every
+defect of a plan at once; ``wfqueue.plan_check`` checks a plan as a whole. Only
+``load_task_dir`` touches the disk. The format is ARTIFACTS.md section 2.
 """
 
 from __future__ import annotations
 
 import json
-import posixpath
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from wfqueue.errors import BadInputError
-from wfqueue.sessions import WORKFLOW_DIR, resolve_repo
+from wfqueue.sessions import WORKFLOW_DIR
 from wfqueue.unified_task import UnifiedTask
 
 ProblemCode = Literal[
@@ -33,7 +30,6 @@ PATH_HINT = "pass a tasks.jsonl file, a .task/ folder, or a session folder that 
 LEGACY_VERIFICATION = "Check each acceptance criterion by hand."
 LEGACY_DONE = "All acceptance criteria are met."
 _LINE_RANGE = re.compile(r"^\d+(-\d+)?$")
-_PAST = {"modify": "modified", "delete": "deleted", "create": "created"}
 
 
 class TaskProblem(BaseModel):
@@ -195,114 +191,6 @@ def _drop_unset_nones(full: Any, given: Any) -> Any:
     return full
 
 
-# -- checking the plan as a whole (pure given `existing`) ---------------------
-
-
-def find_cycles(graph: dict[str, list[str]]) -> list[list[str]]:
-    """Cycles as ``[a, b, ..., a]`` (each depends on the next), each reported once.
-
-    One cycle per DFS back edge, rotated to start at its smallest id. Iterative,
-    so a 10 000-task chain does not hit the recursion limit. Unknown ids and
-    self-dependencies are skipped: they are reported as problems of their own.
-    """
-    state = dict.fromkeys(graph, 0)  # 0 unvisited, 1 on the current path, 2 done
-    cycles: list[list[str]] = []
-    seen: set[tuple[str, ...]] = set()
-    for start, deps in graph.items():
-        if state[start]:
-            continue
-        path, position = [start], {start: 0}
-        stack = [iter(deps)]
-        state[start] = 1
-        while stack:
-            dep = next(stack[-1], None)
-            if dep is None:
-                state[path[-1]] = 2
-                del position[path.pop()]
-                stack.pop()
-            elif dep not in state or dep == path[-1]:
-                continue
-            elif state[dep] == 1:
-                cycle = path[position[dep]:]
-                first = cycle.index(min(cycle))
-                key = tuple(cycle[first:] + cycle[:first])
-                if key not in seen:  # a dependency listed twice is the same edge twice
-                    seen.add(key)
-                    cycles.append([*key, key[0]])
-            elif state[dep] == 0:
-                state[dep] = 1
-                position[dep] = len(path)
-                path.append(dep)
-                stack.append(iter(graph[dep]))
-    return cycles
-
-
-def repo_relative(path: str) -> str | None:
-    """The normalised repo-relative path, or None when it is absolute or escapes the repo."""
-    posix = path.replace("\\", "/")
-    if posix.startswith("/") or re.match(r"^[A-Za-z]:", posix):
-        return None
-    normal = posixpath.normpath(posix)
-    return None if normal == ".." or normal.startswith("../") else normal
-
-
-def on_disk(root: Path) -> Callable[[str], bool]:
-    """Whether a path relative to ``root`` exists there (``check_plan``'s ``existing``)."""
-    return lambda rel: (root / rel).exists()
-
-
-def check_plan(
-    tasks: list[LoadedTask], repo: Path | None, existing: Callable[[str], bool] | None = None
-) -> list[TaskProblem]:
-    """Ids, dependencies, cycles and files[] paths across all tasks of one plan."""
-    if existing is None and repo is not None:
-        existing = on_disk(repo.resolve())
-    problems: list[TaskProblem] = []
-
-    def add(loaded: LoadedTask, code: ProblemCode, message: str) -> None:
-        problems.append(TaskProblem(location=loaded.location, task_id=loaded.task.id, code=code, message=message))
-
-    first: dict[str, LoadedTask] = {}
-    for loaded in tasks:
-        tid = loaded.task.id
-        if tid in first:
-            add(loaded, "duplicate_id",
-                f"duplicate id {tid} (first used at {first[tid].location}); give each task a unique id")
-        else:
-            first[tid] = loaded
-    for loaded in tasks:
-        for dep in loaded.task.depends_on:
-            if dep == loaded.task.id:
-                add(loaded, "self_dependency", f"{dep} depends on itself; remove it from depends_on")
-            elif dep not in first:
-                add(loaded, "unknown_dependency",
-                    f"depends on {dep}, which no task in this plan has; fix the id or remove it")
-    for cycle in find_cycles({tid: t.task.depends_on for tid, t in first.items()}):
-        chain = " -> ".join(cycle)
-        add(first[cycle[0]], "dependency_cycle", f"dependency cycle {chain}; remove one of these dependencies")
-    for loaded in tasks:
-        actions: dict[str, str] = {}
-        for entry in loaded.task.files:
-            rel = repo_relative(entry.path)
-            if rel is None:
-                add(loaded, "missing_file",
-                    f"file {entry.path} is outside the repository; use a path relative to the repo root")
-                continue
-            if rel.split("/", 1)[0] in OFF_LIMITS:
-                add(loaded, "bad_path", f"file {entry.path} is inside {rel.split('/', 1)[0]}/, which no task may "
-                    "change; name a file of the project")
-                continue
-            if actions.setdefault(rel, entry.action) != entry.action:
-                add(loaded, "bad_path", f"file {entry.path} is both {_PAST[actions[rel]]} and {_PAST[entry.action]} "
-                    "by this task; keep one action for it")
-            if repo is not None and (repo / rel).is_dir():
-                add(loaded, "bad_path", f"{entry.path} is a folder; name the files in it the task changes")
-            elif entry.action != "create" and existing is not None and not existing(rel):
-                add(loaded, "missing_file", f"file {entry.path} does not exist but is to be {_PAST[entry.action]}; "
-                    "fix the path or use action create")
-    return problems
-
-
 # -- disk -----------------------------------------------------------------------
 
 
@@ -335,41 +223,3 @@ def load_task_dir(folder: Path) -> tuple[list[LoadedTask], list[TaskProblem]]:
         message = "no *.json task files in this folder; a plan needs at least one task"
         problems.append(TaskProblem(location=f"{folder.name}/", task_id=None, code="empty", message=message))
     return tasks, problems
-
-
-def default_repo(path: Path) -> Path:
-    """X for a path under ``X/.workflow/``; else what ``resolve_repo(None)`` finds from the cwd."""
-    for parent in path.resolve().parents:
-        if parent.name == WORKFLOW_DIR:
-            return parent.parent
-    return resolve_repo(None)
-
-
-def validate_path(path: Path, repo: Path | None) -> tuple[list[LoadedTask], list[TaskProblem]]:
-    """Load and check a tasks.jsonl, a .task/ folder, or a session folder holding one."""
-    if not path.exists():
-        raise BadInputError(f"{path}: no such file or folder", hint=PATH_HINT)
-    if path.is_dir():
-        if (path / "tasks.jsonl").is_file():
-            source = path / "tasks.jsonl"
-        elif (path / ".task").is_dir():
-            source = path / ".task"
-        elif path.name == ".task" or any(path.glob("*.json")):
-            source = path
-        else:
-            raise BadInputError(f"{path}: holds no tasks.jsonl, .task/ folder or task .json files", hint=PATH_HINT)
-    elif path.suffix == ".jsonl":
-        source = path
-    else:
-        raise BadInputError(f"{path}: unsupported file type",
-                            hint=f"{PATH_HINT}; for one .task/*.json, pass its folder")
-    root = resolve_repo(repo) if repo is not None else default_repo(path)
-    if source.is_dir():
-        tasks, problems = load_task_dir(source)
-    else:
-        try:
-            text = source.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise BadInputError(f"{source}: cannot be read as UTF-8 text ({exc})", hint=PATH_HINT) from exc
-        tasks, problems = parse_jsonl(text, name=source.name)
-    return tasks, problems + check_plan(tasks, root)

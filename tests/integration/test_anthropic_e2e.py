@@ -22,7 +22,8 @@ from tests.fake_anthropic import Every, FakeAnthropic, Fault, Reply, error
 from tests.fake_model import GHOST, STEP_MARKERS, FakeModel, step_kind
 from wfqueue.collab.note import parse_note, render_note
 from wfqueue.collab.note_blocks import note_tasks
-from wfqueue.tasks_file import check_plan, dump_jsonl, load_task_dir, parse_jsonl
+from wfqueue.plan_check import check_plan
+from wfqueue.tasks_file import dump_jsonl, load_task_dir, parse_jsonl
 
 pytestmark = pytest.mark.integration
 

@@ -302,3 +302,33 @@ def test_a_project_in_a_subfolder_of_its_repository_executes_there(tmp_path: Pat
     # From inside the project, the execution is found without --repo (the git repository's top has no sessions).
     status = run_cli("status", outcome["exec_id"], env=env, cwd=repo / "calc")
     assert status.code == 0 and "TASK-001" in status.stdout, status.stderr
+
+
+MUL = "def mul(a, b):\n    return a * b\n"
+MUL_TEST = "from calc.mul import mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n"
+
+
+def test_a_task_extends_a_module_the_task_it_depends_on_creates(tmp_path: Path) -> None:
+    """"TASK-001 creates calc/mul.py; TASK-002, after it, extends it" was refused before anything ran: the file
+    to modify was looked for in the repository only. It executes now, TASK-002 in the wave after its creator's
+    merge, so its worktree holds the new module."""
+    repo = project(tmp_path)
+    tasks_file = lite_plan(repo, [
+        lite_task(1, "Add mul", [], ["calc/mul.py", "tests/test_mul.py"]),
+        lite_task(2, "Add a square to mul", ["calc/mul.py"], depends=[1]),
+    ])
+    env = env_for(tmp_path, {
+        "TASK-001": {"calc/mul.py": MUL, "tests/test_mul.py": MUL_TEST},
+        "TASK-002": {"calc/mul.py": {"replace": ["return a * b\n", "return a * b\n\n\ndef square(a):\n"
+                                                                   "    return mul(a, a)\n"]}},
+    })
+
+    run = run_cli("execute", str(tasks_file), "-y", "--json", env=env, timeout=240)
+
+    assert run.code == 0, run.stderr
+    outcome = run.json()
+    assert outcome["status"] == "completed" and outcome["tasks"]["completed"] == ["TASK-001", "TASK-002"]
+    merged = git(repo, "show", f"{outcome['branch']}:calc/mul.py")
+    assert "def mul" in merged and "def square" in merged
+    log = log_entries(tmp_path / "executor.log")
+    assert runs_of(log, "TASK-002")[0]["start"] >= runs_of(log, "TASK-001")[0]["end"]

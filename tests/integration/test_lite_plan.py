@@ -22,7 +22,8 @@ from support import (
     write_script,
 )
 
-from wfqueue.tasks_file import check_plan, dump_jsonl, parse_jsonl
+from wfqueue.plan_check import check_plan
+from wfqueue.tasks_file import dump_jsonl, parse_jsonl
 
 pytestmark = pytest.mark.integration
 # The tests on the shared cluster run on one xdist worker, one after another, so it starts once.

@@ -9,10 +9,11 @@ from pydantic import BaseModel
 from wfqueue.lite.angle_repair import repair_assessment
 from wfqueue.lite.models import AngleFindings, Assessment
 from wfqueue.lite.steps import run_exploration
+from wfqueue.plan_check import check_plan
 from wfqueue.providers.base import Step
 from wfqueue.repair import break_cycles
 from wfqueue.state import SessionState, redis_client
-from wfqueue.tasks_file import LoadedTask, check_plan
+from wfqueue.tasks_file import LoadedTask
 from wfqueue.unified_task import UnifiedTask
 from wfqueue.workflow_session.conflict_repair import repair_conflicts
 from wfqueue.workflow_session.models import SessionConflict, Strategy

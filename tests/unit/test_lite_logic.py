@@ -7,10 +7,11 @@ from pathlib import Path
 from wfqueue.analysis import build_index
 from wfqueue.lite.models import AngleFindings, Check, Clarification, RelevantFile, VerifiedExploration
 from wfqueue.lite.synthesis import core_files, merge_questions, rounds
+from wfqueue.plan_check import check_plan
 from wfqueue.providers.offline.assess import RepoSignals, assess, select_preset, signals
 from wfqueue.providers.offline.lite_plan import plan_tasks
 from wfqueue.providers.offline.understand import relevant_files
-from wfqueue.tasks_file import check_plan, dump_jsonl, parse_jsonl
+from wfqueue.tasks_file import dump_jsonl, parse_jsonl
 from wfqueue.workflow_session.context import build_context_package, planned_test, touched_files
 from wfqueue.workflow_session.models import StructuredInput
 from wfqueue.workflow_session.structure import as_text

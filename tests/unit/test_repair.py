@@ -12,11 +12,12 @@ from wfqueue.collab.steps import repair_area
 from wfqueue.lite.finding_checks import verify_findings
 from wfqueue.lite.models import LitePlanDraft, VerifiedExploration
 from wfqueue.lite.steps import recalled_repairs, repair_lite_draft, with_repairs
+from wfqueue.plan_check import check_plan
 from wfqueue.providers.base import AssessStep, GenerateTasksStep, LitePlanStep, PlanAreaStep, UnderstandStep
 from wfqueue.providers.offline.explore import explore_angle
 from wfqueue.providers.offline.provider import OfflineProvider
 from wfqueue.repair import IdRanges, Repair, fill_source, format_id, repair_tasks
-from wfqueue.tasks_file import LoadedTask, check_plan
+from wfqueue.tasks_file import LoadedTask
 from wfqueue.unified_task import TaskSource, UnifiedTask
 from wfqueue.workflow_session.steps import repair_wfs_draft
 from wfqueue.workflow_session.structure import structure_input
@@ -117,10 +118,10 @@ def test_files_that_do_not_exist_are_dropped_unless_created() -> None:
     assert [f.path for f in fixed[0].files] == ["pkg/a.py", "pkg/new.py", "./pkg/b.py"]
     assert fixed[1].files == [] and fixed[2] is tasks[2]
     assert [(r.kind, r.task_id, r.detail) for r in repairs] == [
-        ("dropped_file", "TASK-001", "dropped pkg/ghost.py (modify): the file does not exist"),
-        ("dropped_file", "TASK-001", "dropped pkg/gone.py (delete): the file does not exist"),
-        ("dropped_file", "TASK-002", "dropped ../outside.py (create): outside the repository"),
-        ("dropped_file", "TASK-002", "dropped /etc/passwd (modify): outside the repository; "
+        ("dropped_file", "TASK-001", "dropped pkg/ghost.py (modify): it does not exist but is to be modified"),
+        ("dropped_file", "TASK-001", "dropped pkg/gone.py (delete): it does not exist but is to be deleted"),
+        ("dropped_file", "TASK-002", "dropped ../outside.py (create): it is outside the repository"),
+        ("dropped_file", "TASK-002", "dropped /etc/passwd (modify): it is outside the repository; "
                                      "the task has no files left"),
     ]
     assert check_plan([LoadedTask(task=t, location=t.id, legacy=False) for t in fixed], None, exists) == []
@@ -138,11 +139,55 @@ def test_files_no_task_may_change_as_named_are_dropped_so_the_plan_still_checks(
                                   is_folder=lambda rel: rel == "pkg")
     assert [(f.path, f.action) for f in fixed[0].files] == [("pkg/a.py", "modify")]
     assert [r.detail for r in repairs] == [
-        "dropped pkg (modify): a folder, not a file",
-        "dropped .git/config (modify): inside .git/, which no task may change",
-        "dropped .workflow/notes.md (create): inside .workflow/, which no task may change",
-        "dropped pkg/a.py (delete): this task already names it for modify",
+        "dropped pkg (modify): it is a folder, not a file",
+        "dropped .git/config (modify): it is inside .git/, which no task may change",
+        "dropped .workflow/notes.md (create): it is inside .workflow/, which no task may change",
+        "dropped pkg/a.py (delete): it is both modified and deleted by this task",
     ]
+    assert check_plan([LoadedTask(task=t, location=t.id, legacy=False) for t in fixed], None, exists) == []
+
+
+def test_the_repair_drops_exactly_what_validate_refuses_on_disk(tmp_path: Path) -> None:
+    """A plan's files are judged by one rule: what `wfqueue validate` refuses in a real repository is what the
+    planners' repair drops, entry for entry, and nothing else."""
+    (tmp_path / "pkg").mkdir()
+    for rel in EXISTING:
+        (tmp_path / rel).write_text("x\n")
+    entries = [{"path": "pkg/a.py"}, {"path": "pkg", "action": "modify"}, {"path": "pkg/ghost.py", "action": "delete"},
+               {"path": "./pkg/b.py", "action": "delete"}, {"path": "pkg/b.py", "action": "modify"},
+               {"path": "pkg/new.py", "action": "create"}, {"path": ".git/HEAD"}, {"path": "../x.py"},
+               {"path": "README.md", "action": "create"}]
+    planned = task("TASK-001", files=entries)
+    problems = check_plan([LoadedTask(task=planned, location="TASK-001", legacy=False)], tmp_path)
+    _, repairs = repair_tasks([planned], id_prefix="TASK-", id_range=(1, 100),
+                              exists=lambda rel: (tmp_path / rel).exists(),
+                              is_folder=lambda rel: (tmp_path / rel).is_dir())
+    refused = [p.message.removeprefix("file ").split(";")[0] for p in problems]
+    dropped = [r.detail.removeprefix("dropped ").split(";")[0].replace(f" ({a}): it ", " ")
+               for r in repairs for a in ("modify", "delete", "create") if f" ({a}): it " in r.detail]
+    assert refused == dropped == [
+        "pkg is a folder, not a file",
+        "pkg/ghost.py does not exist but is to be deleted",
+        "pkg/b.py is both deleted and modified by this task",
+        ".git/HEAD is inside .git/, which no task may change",
+        "../x.py is outside the repository",
+    ]
+
+
+def test_a_file_the_answer_creates_is_kept_for_the_tasks_that_come_after_its_creator() -> None:
+    """The repair dropped "modify src/new.py" from a task depending on the one creating it (the file is not on
+    disk yet), so the plan lost the change that extends the new module. Only a task that does not come after
+    the creator loses the entry, and the repair says why, naming the creator by its id after the repair."""
+    tasks = [task("T-1", files=[{"path": "pkg/new.py", "action": "create"}]),
+             task("T-2", deps=["T-1"], files=[{"path": "pkg/new.py", "action": "modify"}]),
+             task("T-3", files=[{"path": "pkg/new.py", "action": "modify"}, {"path": "pkg/a.py"}])]
+    fixed, repairs = collab(tasks)
+    assert [[(f.path, f.action) for f in t.files] for t in fixed] == [
+        [("pkg/new.py", "create")], [("pkg/new.py", "modify")], [("pkg/a.py", "modify")]]
+    assert fixed[1].depends_on == ["TASK-001"]
+    assert [r.detail for r in repairs if r.kind == "dropped_file"] == [
+        "dropped pkg/new.py (modify): it does not exist until TASK-001 creates it, and this task does not depend "
+        "on TASK-001"]
     assert check_plan([LoadedTask(task=t, location=t.id, legacy=False) for t in fixed], None, exists) == []
 
 

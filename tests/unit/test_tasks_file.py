@@ -12,15 +12,14 @@ from typer.testing import CliRunner
 
 from wfqueue.cli import validate
 from wfqueue.errors import BadInputError
+from wfqueue.plan_check import check_plan, validate_path
 from wfqueue.tasks_file import (
     LEGACY_VERIFICATION,
     TaskProblem,
-    check_plan,
     dump_jsonl,
     legacy_to_unified,
     load_task_dir,
     parse_jsonl,
-    validate_path,
 )
 
 
@@ -154,11 +153,33 @@ def test_files_no_task_can_change_as_asked_are_problems(tmp_path: Path) -> None:
     problems = check_plan(parse_jsonl(jsonl(task("A", files=files)))[0], tmp_path)
     said = {p.message for p in problems if p.code == "bad_path"}
     assert said == {"file ./calc/text.py is both deleted and modified by this task; keep one action for it",
-                    "calc is a folder; name the files in it the task changes",
+                    "file calc is a folder, not a file; name the files in it the task changes",
                     "file .git/config is inside .git/, which no task may change; name a file of the project",
                     "file .workflow/notes.md is inside .workflow/, which no task may change; name a file of the "
                     "project"}, problems
     assert [p.code for p in problems] == ["bad_path"] * 4  # not also "missing" for what is refused already
+
+
+def test_a_file_an_earlier_task_creates_may_be_modified_by_a_task_that_depends_on_it() -> None:
+    """`validate` refused the plan "A creates src/new.py; B, after A, extends it": the file was looked for on
+    disk only. A task that comes after the creator, directly or through another task, may modify or delete it;
+    one that does not depend on the creator is told which dependency is missing."""
+    def new(tid: str, action: str, *deps: str) -> dict[str, Any]:
+        return task(tid, *deps, files=[{"path": "src/new.py", "action": action}])
+    on_disk_only = lambda rel: rel == "src/old.py"  # noqa: E731
+
+    assert checked(jsonl(new("A", "create"), new("B", "modify", "A"),
+                         task("C", "B", files=[{"path": "./src/new.py", "action": "delete"}])), on_disk_only) == []
+    problems = checked(jsonl(new("A", "create"), new("B", "modify"), new("D", "modify", "B")), on_disk_only)
+    assert [(p.task_id, p.code, p.message) for p in problems] == [
+        ("B", "missing_file", "file src/new.py does not exist until A creates it, and this task does not depend on "
+                              "A; add A to depends_on"),
+        ("D", "missing_file", "file src/new.py does not exist until A creates it, and this task does not depend on "
+                              "A; add A to depends_on"),
+    ]
+    # A dependency cycle is reported once, and the walk through it ends.
+    cyclic = checked(jsonl(new("A", "create"), new("B", "modify", "C"), task("C", "B")), on_disk_only)
+    assert [(p.task_id, p.code) for p in cyclic] == [("B", "dependency_cycle"), ("B", "missing_file")]
 
 
 @pytest.mark.parametrize("path", ["../outside.py", "src/../../x.py", "/etc/passwd", "C:\\win.py"])

@@ -238,7 +238,11 @@ def register(app: typer.Typer) -> None:
             return
         if not force:
             refuse_blocked(plan, repo_option(Path(plan.repo)))
-        check_clean_repository(Path(plan.repo), [f for t in plan.tasks for f in t.files.modify + t.files.delete])
+        # Files a task of the plan creates are not in HEAD: the plan's checks made sure that whoever modifies or
+        # deletes one comes after its creator.
+        created = {f for t in plan.tasks for f in t.files.create}
+        check_clean_repository(Path(plan.repo), [f for t in plan.tasks for f in t.files.modify + t.files.delete
+                                                 if f not in created])
         up = serving_up(settings, Path(plan.repo))
         chosen = choose_executor(settings, requested, up)
         if budget is not None and chosen != "claude":

@@ -19,11 +19,11 @@ from rich.table import Table
 
 from wfqueue.errors import BadInputError
 from wfqueue.metering import BUDGET_HELP, budget_resume_hint, parse_budget_option
+from wfqueue.plan_check import default_repo
 from wfqueue.providers import check_provider_spec
 from wfqueue.runtime import stop_after_output, stop_deferred
 from wfqueue.sessions import repo_option
 from wfqueue.settings import Settings, load_settings
-from wfqueue.tasks_file import default_repo
 from wfqueue.usage import Budget
 from wfqueue.workflow.base import PlanOutcome
 

@@ -20,9 +20,9 @@ from rich.table import Table
 from wfqueue.cli.plan_common import REPO_DEFAULT, keep_whole, print_table
 from wfqueue.cli.progress import ask_choice
 from wfqueue.errors import BadInputError
+from wfqueue.plan_check import default_repo
 from wfqueue.sessions import read_requirement, resolve_repo
 from wfqueue.settings import load_settings
-from wfqueue.tasks_file import default_repo
 from wfqueue.workflow_session.replan.apply import ReplanSummary, run_replan
 from wfqueue.workflow_session.replan.intent import task_id_argument
 from wfqueue.workflow_session.replan.restore import restore, session_rows

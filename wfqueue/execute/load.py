@@ -20,16 +20,9 @@ from wfqueue.execute.safety import refuse_bare
 from wfqueue.execute.validate import refuse_problems
 from wfqueue.lite.render import says_awaiting, says_cancelled
 from wfqueue.lite.steps import PLAN_FILE, TASKS_FILE
+from wfqueue.plan_check import check_plan, default_repo, validate_path
 from wfqueue.sessions import repo_option, resolve_repo
-from wfqueue.tasks_file import (
-    LoadedTask,
-    TaskProblem,
-    check_plan,
-    default_repo,
-    load_object,
-    load_task_dir,
-    validate_path,
-)
+from wfqueue.tasks_file import LoadedTask, TaskProblem, load_object, load_task_dir
 from wfqueue.workflow_session.session import PROCESS_DIR, TASK_DIR
 
 TARGET_HINT = ("pass a session id (CPLAN-..., WFS-..., a lite plan's id) or the path of a session folder, "

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from wfqueue.tasks_file import repo_relative
+from wfqueue.plan_check import repo_relative
 from wfqueue.unified_task import TaskType, UnifiedTask
 
 PlanKind = Literal["collab", "lite", "workflow"]

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from wfqueue.execute.model import ExecTask
 from wfqueue.execute.validate import rejected
-from wfqueue.tasks_file import find_cycles
+from wfqueue.plan_check import find_cycles
 
 UNIT = 1.0  # the duration of a task without an estimate
 

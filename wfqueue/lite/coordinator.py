@@ -28,11 +28,11 @@ from wfqueue.lite.steps import PLAN_FILE, TASKS_FILE, write_plan_md
 from wfqueue.lite.synthesis import MergedQuestion, rounds
 from wfqueue.metering import budget_meta, check_budget_priced, usage_line, write_usage_file
 from wfqueue.payloads import ExploreAngle, LiteAssess, LitePlan, LiteSynthesize
+from wfqueue.plan_check import validate_path
 from wfqueue.session_summary import lite_status
 from wfqueue.sessions import WORKFLOW_DIR, SessionIds
 from wfqueue.settings import MAX_EXPLORE_WORKERS, Settings
 from wfqueue.state import SessionState, SessionStore
-from wfqueue.tasks_file import validate_path
 from wfqueue.transport.models import Transport
 from wfqueue.unified_task import UnifiedTask
 from wfqueue.usage import Budget

@@ -25,10 +25,11 @@ from wfqueue.lite.models import AngleFindings, Assessment, ClarificationAnswer, 
 from wfqueue.lite.render import AWAITING_NOTE, render_exploration, render_notes, render_plan
 from wfqueue.lite.synthesis import MergedQuestion, core_files, manifest, merge_questions
 from wfqueue.metering import usage_line, write_usage_file
+from wfqueue.plan_check import check_plan
 from wfqueue.providers import AssessStep, ExploreAngleStep, LitePlanStep, Provider
 from wfqueue.repair import Repair, break_cycles, fill_source, repair_tasks
 from wfqueue.state import SessionStore
-from wfqueue.tasks_file import check_plan, dump_jsonl, parse_jsonl
+from wfqueue.tasks_file import dump_jsonl, parse_jsonl
 from wfqueue.usage import PriceTable
 
 MANIFEST_FILE = "explorations-manifest.json"

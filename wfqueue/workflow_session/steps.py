@@ -20,10 +20,11 @@ from wfqueue.lite.models import Assessment, VerifiedExploration
 from wfqueue.lite.steps import assessment_repairs, explorations_for, recalled_repairs, with_repairs
 from wfqueue.lite.synthesis import manifest
 from wfqueue.metering import usage_line, write_usage_file
+from wfqueue.plan_check import check_plan
 from wfqueue.providers import DetectConflictsStep, GenerateTasksStep, Provider
 from wfqueue.repair import Repair, fill_source, repair_tasks
 from wfqueue.state import SessionStore
-from wfqueue.tasks_file import LoadedTask, check_plan
+from wfqueue.tasks_file import LoadedTask
 from wfqueue.usage import PriceTable
 from wfqueue.workflow_session.conflict_repair import repair_conflicts
 from wfqueue.workflow_session.context import build_context_package

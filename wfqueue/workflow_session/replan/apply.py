@@ -38,8 +38,9 @@ from wfqueue.errors import (
     TaskNotFoundError,
 )
 from wfqueue.fsio import atomic_write_text, lock_for, remove
+from wfqueue.plan_check import on_disk
 from wfqueue.sessions import repo_option
-from wfqueue.tasks_file import is_legacy, legacy_to_unified, on_disk
+from wfqueue.tasks_file import is_legacy, legacy_to_unified
 from wfqueue.unified_task import UnifiedTask
 from wfqueue.workflow_session.models import ContextPackage, ReplanEntry
 from wfqueue.workflow_session.render import PlanningNotes

@@ -20,7 +20,8 @@ from pydantic import BaseModel, Field
 
 from wfqueue.errors import TaskNotFoundError
 from wfqueue.fsio import dumps_json
-from wfqueue.tasks_file import LEGACY_VERIFICATION, check_plan, load_object, repo_relative
+from wfqueue.plan_check import check_plan, repo_relative
+from wfqueue.tasks_file import LEGACY_VERIFICATION, load_object
 from wfqueue.unified_task import UnifiedTask
 from wfqueue.workflow_session.models import MAX_TASKS, ContextPackage, PlanOverview, ReplanEntry, WorkflowSession
 from wfqueue.workflow_session.render import execution_strategy, recount, render_impl_plan, render_todo
@@ -228,7 +229,7 @@ def plan_changes(snap: SessionSnapshot, request: ChangeRequest, selections: Sele
     """The task set after the replan, and its impact. Raises only for ids that do not exist
     and answers the request exceeds; every other defect is listed in ``impact.problems``. ``repo_option``
     (wfqueue.sessions.repo_option) goes into the commands the warnings name. ``existing`` (is this repository
-    path there? wfqueue.tasks_file.on_disk) picks a new file's action and finds files to modify that are missing,
+    path there? wfqueue.plan_check.on_disk) picks a new file's action and finds files to modify that are missing,
     so that the whole check after writing is also made before it."""
     check_selections(request, selections)
     sid = snap.session.session_id

@@ -31,8 +31,9 @@ from collections.abc import Callable
 from pydantic import BaseModel, ConfigDict, Field
 
 from wfqueue.analysis import tokenize
+from wfqueue.plan_check import check_plan
 from wfqueue.sandboxed_commands import KNOWN_TOOLS
-from wfqueue.tasks_file import LoadedTask, TaskProblem, check_plan
+from wfqueue.tasks_file import LoadedTask, TaskProblem
 from wfqueue.unified_task import UnifiedTask
 from wfqueue.workflow_session.models import (
     MAX_TASKS,

@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel
 
 from wfqueue.analysis import tokenize
+from wfqueue.plan_check import repo_relative
 from wfqueue.sandboxed_commands import KNOWN_TOOLS, refusal, starts_with_known_tool
-from wfqueue.tasks_file import LEGACY_VERIFICATION, repo_relative
+from wfqueue.tasks_file import LEGACY_VERIFICATION
 from wfqueue.unified_task import UnifiedTask
 from wfqueue.workflow_session.models import Finding
 

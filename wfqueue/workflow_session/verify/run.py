@@ -18,8 +18,9 @@ from pydantic import BaseModel, Field, ValidationError
 from wfqueue.errors import BadInputError, SessionNotFoundError
 from wfqueue.fsio import atomic_write_json, atomic_write_text
 from wfqueue.markdown import table_cell as _cell
+from wfqueue.plan_check import default_repo
 from wfqueue.sessions import WORKFLOW_DIR, repo_option
-from wfqueue.tasks_file import default_repo, load_task_dir
+from wfqueue.tasks_file import load_task_dir
 from wfqueue.unified_task import UnifiedTask
 from wfqueue.workflow_session.models import (
     ConflictResolution,

@@ -1,0 +1,244 @@
+"""Checking a plan as a whole: ids, dependencies, cycles, and what each task does to which file.
+
+One rule for a task's files (``file_faults``) serves ``wfqueue validate``, the checks before an execution and
+the planners' repair of a model's answer, so a plan the repair passes is one validate passes. Pure given the
+``existing`` and ``is_folder`` answers, but for ``validate_path``, which reads the plan from disk.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections import deque
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from wfqueue.errors import BadInputError
+from wfqueue.sessions import WORKFLOW_DIR, resolve_repo
+from wfqueue.tasks_file import (
+    OFF_LIMITS,
+    PATH_HINT,
+    LoadedTask,
+    ProblemCode,
+    TaskProblem,
+    load_task_dir,
+    parse_jsonl,
+)
+from wfqueue.unified_task import TaskFile, UnifiedTask
+
+_PAST = {"modify": "modified", "delete": "deleted", "create": "created"}
+
+
+def find_cycles(graph: dict[str, list[str]]) -> list[list[str]]:
+    """Cycles as ``[a, b, ..., a]`` (each depends on the next), each reported once.
+
+    One cycle per DFS back edge, rotated to start at its smallest id. Iterative,
+    so a 10 000-task chain does not hit the recursion limit. Unknown ids and
+    self-dependencies are skipped: they are reported as problems of their own.
+    """
+    state = dict.fromkeys(graph, 0)  # 0 unvisited, 1 on the current path, 2 done
+    cycles: list[list[str]] = []
+    seen: set[tuple[str, ...]] = set()
+    for start, deps in graph.items():
+        if state[start]:
+            continue
+        path, position = [start], {start: 0}
+        stack = [iter(deps)]
+        state[start] = 1
+        while stack:
+            dep = next(stack[-1], None)
+            if dep is None:
+                state[path[-1]] = 2
+                del position[path.pop()]
+                stack.pop()
+            elif dep not in state or dep == path[-1]:
+                continue
+            elif state[dep] == 1:
+                cycle = path[position[dep]:]
+                first = cycle.index(min(cycle))
+                key = tuple(cycle[first:] + cycle[:first])
+                if key not in seen:  # a dependency listed twice is the same edge twice
+                    seen.add(key)
+                    cycles.append([*key, key[0]])
+            elif state[dep] == 0:
+                state[dep] = 1
+                position[dep] = len(path)
+                path.append(dep)
+                stack.append(iter(graph[dep]))
+    return cycles
+
+
+def repo_relative(path: str) -> str | None:
+    """The normalised repo-relative path, or None when it is absolute or escapes the repo."""
+    posix = path.replace("\\", "/")
+    if posix.startswith("/") or re.match(r"^[A-Za-z]:", posix):
+        return None
+    normal = posixpath.normpath(posix)
+    return None if normal == ".." or normal.startswith("../") else normal
+
+
+def on_disk(root: Path) -> Callable[[str], bool]:
+    """Whether a path relative to ``root`` exists there (``check_plan``'s ``existing``)."""
+    return lambda rel: (root / rel).exists()
+
+
+class CreatedInPlan:
+    """The files a plan's own tasks create, so that a later task may modify what an earlier one creates: a task
+    "comes after" a creator when the creator is among its dependencies, directly or through others."""
+
+    def __init__(self, tasks: Sequence[UnifiedTask]) -> None:
+        self._creators: dict[str, list[str]] = {}
+        self._deps: dict[str, list[str]] = {}  # of the first task with each id, as references resolve
+        for task in tasks:
+            self._deps.setdefault(task.id, task.depends_on)
+            for entry in task.files:
+                rel = repo_relative(entry.path)
+                if entry.action == "create" and rel is not None:
+                    self._creators.setdefault(rel, []).append(task.id)
+
+    def creators(self, rel: str) -> list[str]:
+        return self._creators.get(rel, [])
+
+    def comes_after(self, task_id: str, creators: list[str]) -> bool:
+        """Whether one of ``creators`` is among ``task_id``'s dependencies, direct or not. Breadth first, each id
+        once: a dependency cycle (reported on its own) ends the walk."""
+        wanted = set(creators)
+        seen = {task_id}
+        queue = deque(self._deps.get(task_id, []))
+        while queue:
+            dep = queue.popleft()
+            if dep in wanted:
+                return True
+            if dep not in seen:
+                seen.add(dep)
+                queue.extend(self._deps.get(dep, []))
+        return False
+
+
+class FileFault(BaseModel):
+    """What is wrong with one ``files[]`` entry of a task: ``check_plan`` reports it, the planners' repair drops
+    the entry (``wfqueue.repair``). ``what`` reads after the path: "is outside the repository"."""
+
+    code: ProblemCode
+    what: str
+    advice: str
+
+
+def file_faults(files: list[TaskFile], *, exists: Callable[[str], bool] | None,
+                is_folder: Callable[[str], bool], task_id: str | None = None,
+                plan: CreatedInPlan | None = None) -> list[FileFault | None]:
+    """For each entry of one task's ``files[]``, in order, the first reason no execution could carry it out, or
+    None: a path outside the repository or inside a folder no task may change, a folder named as a file, a
+    second action for a path the task already names, a file to modify or delete that does not exist and that
+    no task ``task_id`` comes after creates (``plan``). ``exists`` and ``is_folder`` answer for a normalised
+    repo-relative path; with ``exists`` None missing files are not looked for (no repository to look in)."""
+    faults: list[FileFault | None] = []
+    actions: dict[str, str] = {}  # the first action named for each path
+    for entry in files:
+        rel = repo_relative(entry.path)
+        fault = None
+        if rel is None:
+            fault = FileFault(code="missing_file", what="is outside the repository",
+                              advice="use a path relative to the repo root")
+        elif rel.split("/", 1)[0] in OFF_LIMITS:
+            fault = FileFault(code="bad_path", what=f"is inside {rel.split('/', 1)[0]}/, which no task may change",
+                              advice="name a file of the project")
+        elif is_folder(rel):
+            fault = FileFault(code="bad_path", what="is a folder, not a file",
+                              advice="name the files in it the task changes")
+        elif actions.setdefault(rel, entry.action) != entry.action:
+            fault = FileFault(code="bad_path",
+                              what=f"is both {_PAST[actions[rel]]} and {_PAST[entry.action]} by this task",
+                              advice="keep one action for it")
+        elif entry.action != "create" and exists is not None and not exists(rel):
+            creators = plan.creators(rel) if plan is not None else []
+            if not creators:
+                fault = FileFault(code="missing_file", what=f"does not exist but is to be {_PAST[entry.action]}",
+                                  advice="fix the path or use action create")
+            elif task_id is None or plan is None or not plan.comes_after(task_id, creators):
+                fault = FileFault(code="missing_file",
+                                  what=f"does not exist until {creators[0]} creates it, and this task does not "
+                                       f"depend on {creators[0]}",
+                                  advice=f"add {creators[0]} to depends_on")
+        faults.append(fault)
+    return faults
+
+
+def check_plan(
+    tasks: list[LoadedTask], repo: Path | None, existing: Callable[[str], bool] | None = None
+) -> list[TaskProblem]:
+    """Ids, dependencies, cycles and files[] paths across all tasks of one plan."""
+    if existing is None and repo is not None:
+        existing = on_disk(repo.resolve())
+    problems: list[TaskProblem] = []
+
+    def add(loaded: LoadedTask, code: ProblemCode, message: str) -> None:
+        problems.append(TaskProblem(location=loaded.location, task_id=loaded.task.id, code=code, message=message))
+
+    first: dict[str, LoadedTask] = {}
+    for loaded in tasks:
+        tid = loaded.task.id
+        if tid in first:
+            add(loaded, "duplicate_id",
+                f"duplicate id {tid} (first used at {first[tid].location}); give each task a unique id")
+        else:
+            first[tid] = loaded
+    for loaded in tasks:
+        for dep in loaded.task.depends_on:
+            if dep == loaded.task.id:
+                add(loaded, "self_dependency", f"{dep} depends on itself; remove it from depends_on")
+            elif dep not in first:
+                add(loaded, "unknown_dependency",
+                    f"depends on {dep}, which no task in this plan has; fix the id or remove it")
+    for cycle in find_cycles({tid: t.task.depends_on for tid, t in first.items()}):
+        chain = " -> ".join(cycle)
+        add(first[cycle[0]], "dependency_cycle", f"dependency cycle {chain}; remove one of these dependencies")
+    is_folder = (lambda rel: (repo / rel).is_dir()) if repo is not None else (lambda _: False)
+    plan = CreatedInPlan([loaded.task for loaded in tasks])
+    for loaded in tasks:
+        faults = file_faults(loaded.task.files, exists=existing, is_folder=is_folder, task_id=loaded.task.id,
+                             plan=plan)
+        for entry, fault in zip(loaded.task.files, faults, strict=True):
+            if fault is not None:
+                add(loaded, fault.code, f"file {entry.path} {fault.what}; {fault.advice}")
+    return problems
+
+
+def default_repo(path: Path) -> Path:
+    """X for a path under ``X/.workflow/``; else what ``resolve_repo(None)`` finds from the cwd."""
+    for parent in path.resolve().parents:
+        if parent.name == WORKFLOW_DIR:
+            return parent.parent
+    return resolve_repo(None)
+
+
+def validate_path(path: Path, repo: Path | None) -> tuple[list[LoadedTask], list[TaskProblem]]:
+    """Load and check a tasks.jsonl, a .task/ folder, or a session folder holding one."""
+    if not path.exists():
+        raise BadInputError(f"{path}: no such file or folder", hint=PATH_HINT)
+    if path.is_dir():
+        if (path / "tasks.jsonl").is_file():
+            source = path / "tasks.jsonl"
+        elif (path / ".task").is_dir():
+            source = path / ".task"
+        elif path.name == ".task" or any(path.glob("*.json")):
+            source = path
+        else:
+            raise BadInputError(f"{path}: holds no tasks.jsonl, .task/ folder or task .json files", hint=PATH_HINT)
+    elif path.suffix == ".jsonl":
+        source = path
+    else:
+        raise BadInputError(f"{path}: unsupported file type",
+                            hint=f"{PATH_HINT}; for one .task/*.json, pass its folder")
+    root = resolve_repo(repo) if repo is not None else default_repo(path)
+    if source.is_dir():
+        tasks, problems = load_task_dir(source)
+    else:
+        try:
+            text = source.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BadInputError(f"{source}: cannot be read as UTF-8 text ({exc})", hint=PATH_HINT) from exc
+        tasks, problems = parse_jsonl(text, name=source.name)
+    return tasks, problems + check_plan(tasks, root)
