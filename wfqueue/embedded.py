@@ -208,6 +208,10 @@ class EmbeddedCluster:
         for node in nodes:
             node.wait_ready(app)
 
+    def redis_died(self) -> bool:
+        """Whether its Redis exited on its own (killed, out of memory): nothing starts it again for this command."""
+        return self.redis.proc is not None and self.redis.proc.poll() is not None
+
     def stop_workers(self) -> None:
         """Warm shutdown of the worker nodes, Redis left running: what their running tasks finish within the grace
         period (a model call's usage, an agent's result) is in Redis for whoever reads it next."""

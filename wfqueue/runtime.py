@@ -63,6 +63,11 @@ def nothing_to_wait_for() -> None:
     return None
 
 
+def broker_never_gone() -> bool:
+    """``Runtime.broker_gone`` of a shared broker: someone may restart it, so a wait gives it its grace."""
+    return False
+
+
 @dataclass
 class Runtime:
     settings: Settings  # with the broker URL filled in
@@ -79,6 +84,10 @@ class Runtime:
     # before its Redis goes. A no-op where the workers are not this command's.
     stop_workers: Callable[[], None] = nothing_to_wait_for
     up: UpCluster | None = None  # the `wfqueue up` whose cluster this command uses
+    # Whether the broker is gone for good: the `wfqueue up` that ran it has stopped, or this command's embedded
+    # Redis died. Nobody brings such a broker back, so a wait stops at once instead of waiting out
+    # broker_outage_grace_s. A shared broker is never known gone (someone may restart it).
+    broker_gone: Callable[[], bool] = broker_never_gone
 
 
 class _ReadyOnce:
@@ -185,8 +194,13 @@ def broker_runtime(settings: Settings, repo: Path, concurrency: int, ui: Reporte
             assert settings.broker_url is not None  # not embedded
             alive = QueueWatch(app, client, ui.info, mask_url(settings.broker_url.get_secret_value()),
                                first_look_s=settings.idle_queue_warning_s).check
+        gone: Callable[[], bool] = broker_never_gone
+        if up is not None:
+            gone = up.stopped
+        elif cluster is not None:
+            gone = cluster.redis_died
         yield Runtime(settings=settings, app=app, client=client, repo=repo, workers_ready=ready, workers_alive=alive,
-                      stop_workers=stop_workers, up=up)
+                      stop_workers=stop_workers, up=up, broker_gone=gone)
 
 
 def resume_command(session_id: str, repo: Path) -> str:
@@ -195,11 +209,13 @@ def resume_command(session_id: str, repo: Path) -> str:
 
 
 @contextmanager
-def resumable(settings: Settings, session_id: str, repo: Path, up: UpCluster | None = None) -> Iterator[None]:
+def resumable(settings: Settings, session_id: str, repo: Path, up: UpCluster | None = None,
+              broker_gone: Callable[[], bool] = broker_never_gone) -> Iterator[None]:
     """Turn a broker lost while driving ``session_id`` into BrokerUnreachableError (exit 3)
     that names the broker (password masked) and says how to finish the plan; an embedded
     worker that never started (WorkerStartError) says the same after its own hint. A broker that was the
-    `wfqueue up` (``up``) now gone is said to be that.
+    `wfqueue up` (``up``) now gone is said to be that, and so is this command's own Redis that died
+    (``broker_gone``, ``Runtime.broker_gone``).
 
     What workers finished is safe in Redis (and on disk), so `wfqueue resume`
     re-runs only the missing work once the broker is back."""
@@ -217,6 +233,11 @@ def resumable(settings: Settings, session_id: str, repo: Path, up: UpCluster | N
     except BROKER_AWAY as exc:
         if up is not None and not up.running():  # its Redis went with it: say so, not only that Redis went
             hint = f"{up.named()} has stopped: start it again (`wfqueue up{repo_option(repo)}`), then {resume}"
+        elif up is None and broker_gone():  # no one restarts it, and the resume starts one of its own
+            log = queue_dir(repo) / "redis" / "redis.log"
+            raise BrokerUnreachableError(
+                f"this command's embedded Redis exited while planning {session_id} (killed, or out of memory?): "
+                f"see {log}", hint=f"{resume}: it starts Redis again, and what the workers finished is kept") from None
         raise BrokerUnreachableError(f"lost the broker at {url} while planning {session_id}: "
                                      f"{type(exc).__name__}: {exc}", hint=hint) from None
 
@@ -228,7 +249,7 @@ TIME_LIMIT_HINT = ("an execution's task is limited to just under WFQUEUE_VISIBIL
 
 def wait_for(result: AsyncResult[Any] | None, what: str, settings: Settings, tick: Callable[[], None] | None = None,
              settled: Callable[[], Any] | None = None, watch: Callable[[], None] = nothing_to_wait_for,
-             deadline: float | None = None) -> Any:
+             deadline: float | None = None, broker_gone: Callable[[], bool] = broker_never_gone) -> Any:
     """Poll ``result`` until it is ready (every RESULT_CHECK_S); raise with the worker's error if it failed.
 
     ``watch`` looks after the workers (``Runtime.workers_alive``) every poll_interval_s.
@@ -237,7 +258,8 @@ def wait_for(result: AsyncResult[Any] | None, what: str, settings: Settings, tic
     With no ``result``, only ``settled`` ends the wait (or the deadline: ``deadline``, a ``time.monotonic()``
     value shared by waits that make one, else plan_timeout_s from now).
     A broker that goes away is waited for up to ``broker_outage_grace_s`` (a Redis
-    restart keeps the plan's state), then its error propagates (see ``resumable``)."""
+    restart keeps the plan's state), then its error propagates (see ``resumable``); at once when
+    ``broker_gone`` says nobody will bring it back (``Runtime.broker_gone``)."""
     deadline = deadline if deadline is not None else time.monotonic() + settings.plan_timeout_s
     lost_since: float | None = None
     next_look = 0.0  # when ``settled`` and ``tick`` run next: every poll_interval_s
@@ -255,7 +277,7 @@ def wait_for(result: AsyncResult[Any] | None, what: str, settings: Settings, tic
             lost_since = None
         except BROKER_AWAY:
             lost_since = lost_since if lost_since is not None else time.monotonic()
-            if time.monotonic() - lost_since >= settings.broker_outage_grace_s:
+            if time.monotonic() - lost_since >= settings.broker_outage_grace_s or broker_gone():
                 raise
             time.sleep(OUTAGE_RETRY_INTERVAL_S)
             continue

@@ -56,6 +56,10 @@ class UpCluster(BaseModel):
     def running(self) -> bool:
         return process_exists(self.pid)
 
+    def stopped(self) -> bool:
+        """Its process is gone, and its Redis with it: a plan waiting on that Redis waits for nothing."""
+        return not self.running()
+
     def refuse_without_key(self) -> None:
         """Refuse a plan for the Anthropic provider on workers that have no API key, before anything is sent."""
         if self.worker_settings is not None and not self.worker_settings.anthropic_key:

@@ -60,3 +60,40 @@ def test_a_killed_embedded_node_is_replaced_and_the_plan_completes(sample_repo: 
     assert len(check.areas) == 4 and check.sections_lost == [] and check.duplicate_tasks == [], check
     assert group_members(nodes[0]) == [] and not [p for p in pool if Path(f"/proc/{p}").exists()], \
         "the killed node's pool children outlived it"
+
+
+def test_a_plan_whose_embedded_redis_was_killed_says_so_at_once_and_resume_finishes_it(sample_repo: Path,
+                                                                                       tmp_path: Path) -> None:
+    """The command's own Redis killed mid-plan (the out-of-memory killer): the command waited out the broker
+    grace (40 s by default, here 600 s) for a Redis nothing would start again. It now stops as soon as it loses
+    it, names the resume that finishes the plan, and that resume does."""
+    release = tmp_path / "release"
+    provider = write_script(tmp_path / "script.json", hold={"understand": str(release)})
+    env = wfqueue_env(WFQUEUE_BROKER_OUTAGE_GRACE_S="600")
+    plan = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "collab-plan", FOUR_AREAS, "--repo",
+                             str(sample_repo), "--max-agents", "2", "-y", "--provider", provider], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        wait_until(Path(f"{release}.understand.held").exists, 90, "the understanding under way on the worker")
+        redis_dir = str(queue_dir(sample_repo) / "redis")
+        (server,) = [pid for pid in children(plan.pid) if os.readlink(f"/proc/{pid}/cwd") == redis_dir]
+        os.kill(server, signal.SIGKILL)
+        release.touch()
+        _, err = plan.communicate(timeout=120)  # not the 600 s grace
+    finally:
+        if plan.poll() is None:
+            plan.kill()
+            plan.wait()
+    said = " ".join(err.split())
+    assert plan.returncode == 3, err
+    session = re.search(r"wfqueue resume (CPLAN-[^\s`]+)", said)
+    assert "this command's embedded Redis exited while planning" in said and session, said
+    assert "redis/redis.log" in said and "it starts Redis again" in said and "when Redis is back" not in said
+
+    resumed = subprocess.run([sys.executable, "-m", "wfqueue.cli.main", "resume", session.group(1), "--repo",
+                              str(sample_repo), "--json"], env=env, capture_output=True, text=True, timeout=180,
+                             stdin=subprocess.DEVNULL)
+    assert resumed.returncode == 0, resumed.stderr
+    result = json.loads(resumed.stdout)
+    assert result["status"] == "completed", result
+    assert (Path(result["session_dir"]) / "plan.md").is_file()

@@ -65,6 +65,28 @@ def test_an_outage_longer_than_the_grace_names_the_broker_masked_and_the_resume_
     assert f"`wfqueue resume CPLAN-x-2026-11-22 --repo {repo}`" in error.hint
 
 
+def test_a_broker_nobody_brings_back_is_not_waited_for(tmp_path: Path) -> None:
+    """`wfqueue up` stopped (Ctrl-C) while a plan waited on its Redis: the plan waited out the whole grace
+    (40 s by default) for a Redis that would not return before saying so. A broker known gone ends the wait at
+    the first failed poll; one that is not is still waited for."""
+    import subprocess
+    import sys
+
+    from wfqueue.up_cluster import UpCluster
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    up = UpCluster(pid=gone.pid, broker_url=URL, workers=2)
+    settings = load_settings(broker_url=URL, broker_outage_grace_s=3600)
+    result = FlakyResult(outages=10_000)
+    with pytest.raises(BrokerUnreachableError) as caught, resumable(settings, "CPLAN-u", tmp_path, up, up.stopped):
+        wait_for(result, "the plan", settings, broker_gone=up.stopped)  # type: ignore[arg-type]
+    assert result.polls == 1
+    assert f"(pid {gone.pid}) has stopped: start it again" in caught.value.hint
+    assert wait_for(FlakyResult(outages=3), "the plan", settings,  # type: ignore[arg-type]
+                    broker_gone=UpCluster(pid=os.getpid(), broker_url=URL, workers=2).stopped) == "done"
+
+
 def test_a_task_that_lost_the_broker_is_resumable_and_other_failures_are_not() -> None:
     settings = load_settings(broker_url=URL)
     here = resolve_repo(None)  # the repository the current folder belongs to: the command needs no --repo

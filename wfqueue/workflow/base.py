@@ -42,6 +42,7 @@ from wfqueue.providers import check_provider_spec
 from wfqueue.runtime import (
     Reporter,
     Runtime,
+    broker_never_gone,
     broker_runtime,
     nothing_to_wait_for,
     resumable,
@@ -220,7 +221,7 @@ class WorkflowCoordinator(Generic[UI]):
             if provider == "anthropic":
                 runtime.up.refuse_without_key()
         lease = CoordinatorLease(state, fresh=fresh, session_dir=meta.session_dir if meta is not None else None)
-        with resumable(runtime.settings, session_id, runtime.repo, runtime.up), lease:
+        with resumable(runtime.settings, session_id, runtime.repo, runtime.up, runtime.broker_gone), lease:
             if meta is not None:
                 state.set_meta(**meta.fields())
             self._held = session_id  # from here on Redis knows the session: a stop leaves it to resume
@@ -296,6 +297,9 @@ class WorkflowCoordinator(Generic[UI]):
         self._runtime.workers_ready()
         return self._runtime.workers_alive
 
+    def _gone(self) -> Callable[[], bool]:
+        return self._runtime.broker_gone if self._runtime is not None else broker_never_gone
+
     def free_folder(self, make: Callable[[set[str]], Path], taken: set[str] | None = None) -> Path:
         """A new session folder, ``make(taken)``, whose id no other folder's session holds on the held runtime's
         broker (ids are unique per repository only: another repository's session of the same words may live
@@ -327,7 +331,7 @@ class WorkflowCoordinator(Generic[UI]):
             shown[0] = note
 
         try:
-            return wait_for(result, what, settings, tick=tick, watch=self._workers_up())
+            return wait_for(result, what, settings, tick=tick, watch=self._workers_up(), broker_gone=self._gone())
         finally:
             self.pull()
 
@@ -378,10 +382,11 @@ class WorkflowCoordinator(Generic[UI]):
 
         try:
             watch, deadline = self._workers_up(), time.monotonic() + settings.plan_timeout_s
-            value = wait_for(result, what, settings, tick=tick, settled=settled, watch=watch, deadline=deadline)
+            value = wait_for(result, what, settings, tick=tick, settled=settled, watch=watch, deadline=deadline,
+                             broker_gone=self._gone())
             if waiting_for(value) is not None:
                 value = wait_for(None, what, settings, tick=tick, settled=late_result(state, settled), watch=watch,
-                                 deadline=deadline)
+                                 deadline=deadline, broker_gone=self._gone())
             return value
         finally:
             self.ui.done()
