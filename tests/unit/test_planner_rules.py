@@ -23,6 +23,7 @@ from wfqueue.providers.offline.changes import (
     named_component,
     new_module_path,
     symbols_to_change,
+    task_title,
 )
 from wfqueue.providers.offline.lite_plan import plan_tasks
 from wfqueue.providers.offline.understand import understand
@@ -204,8 +205,14 @@ def test_titles_say_the_change_and_where_and_criteria_are_commands(sample_repo: 
     requirement = "fix(auth): reject expired tokens in `verify_token`"
     draft = plan_tasks(index, requirement, "s", assess(requirement, signals(index, requirement), False), [], [])
     change = draft.tasks[0]
-    assert change.title.startswith("Reject expired tokens in `verify_token` in ")
-    assert change.title.endswith("(notes_api/auth/tokens.py)") and requirement not in change.title
+    # The function the requirement names is not said twice ("... in `verify_token` in verify_token (...)").
+    assert change.title == "Reject expired tokens in `verify_token` (verify_token in notes_api/auth/tokens.py)"
+    assert task_title("reject expired tokens", "a/tokens.py", "Tokens.verify") == \
+        "Reject expired tokens in Tokens.verify (a/tokens.py)"
+    assert task_title("make verify() reject expired tokens", "a/tokens.py", "Tokens.verify") == \
+        "Make verify() reject expired tokens (Tokens.verify in a/tokens.py)"
+    assert task_title("reject unverified tokens", "a/tokens.py", "Tokens.verify") == \
+        "Reject unverified tokens in Tokens.verify (a/tokens.py)"  # a word, not a part of one
     _, _, tasks = collab_plan(sample_repo, requirement)
     for task in [*draft.tasks, *tasks]:
         for criterion in task.convergence.criteria:

@@ -336,8 +336,16 @@ def change_phrase(requirement: str, limit: int = 72) -> str:
 
 
 def task_title(requirement: str, path: str, target: str = "") -> str:
-    """ "Fix stream auto-end for empty bodies in Request.flush (source/core/index.ts)": the change and where."""
-    return f"{change_phrase(requirement)} in {f'{target} ({path})' if target else path}"
+    """ "Fix stream auto-end for empty bodies in Request.flush (source/core/index.ts)": the change and where. A
+    target the change already names goes beside the path: "Add rate limiting to login (login in auth.py)", not
+    "... to login in login (auth.py)"."""
+    phrase = change_phrase(requirement)
+    if not target:
+        return f"{phrase} in {path}"
+    name = target.rsplit(".", 1)[-1]
+    if re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", phrase, re.IGNORECASE):
+        return f"{phrase} ({target} in {path})"
+    return f"{phrase} in {target} ({path})"
 
 
 # A file extension right after a name (not a call): "args_test" in "args_test.go" is that file's name.
