@@ -31,6 +31,8 @@ The tree (exit code in brackets)::
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class WfqueueError(Exception):
     """Root of every error wfqueue raises on purpose."""
@@ -70,6 +72,15 @@ class RepositoryNotFoundError(BadInputError):
 
 class SessionNotFoundError(BadInputError):
     """No session with that id exists under `.workflow/`."""
+
+
+class NoSourceCodeError(BadInputError):
+    """The offline planner was asked to plan in a repository that holds no code."""
+
+    @classmethod
+    def of(cls, repo: str | Path) -> NoSourceCodeError:
+        return cls(f"{repo} has no source code to plan against",
+                   hint="pass --repo with the repository the requirement is about")
 
 
 class ConfigError(BadInputError):

@@ -116,6 +116,8 @@ def test_validate_verify_and_execute_name_the_stray_copy_not_the_task_it_copies(
 def test_plan_and_resume_of_a_damaged_session_record_name_the_file(tmp_path: Path, damage: bytes,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     folder = make_session(tmp_path, "Add rate limiting", [task(1, "Config", ["src/config.py"])])
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "config.py").write_text("LIMIT = 10\n")  # code to plan against: the record is at fault
     (folder / "workflow-session.json").write_bytes(damage)
     for args in (["plan", "--session", folder.name, "-y"], ["resume", folder.name]):
         assert main([*args, "--repo", str(tmp_path)]) == 2
@@ -131,6 +133,8 @@ def test_plan_with_a_new_requirement_and_an_existing_session_is_refused(tmp_path
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     """`plan "new text" --session WFS-x` continued WFS-x's own plan and dropped the new text without a word."""
     folder = make_session(tmp_path, "Add rate limiting", [task(1, "Config", ["src/config.py"])])
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "config.py").write_text("LIMIT = 10\n")
     before = (folder / "workflow-session.json").read_bytes()
     assert main(["plan", "Add audit logging", "--session", folder.name, "--repo", str(tmp_path), "-y"]) == 2
     err = " ".join(capsys.readouterr().err.split())

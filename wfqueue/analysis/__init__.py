@@ -5,7 +5,7 @@ keeps its result on disk while they are unchanged); everything else is a pure
 function of its inputs, so the planner's decisions are reproducible.
 """
 
-from wfqueue.analysis.files import SourceFile, list_source_files
+from wfqueue.analysis.files import CODE_LANGUAGES, SourceFile, list_source_files
 from wfqueue.analysis.imports import js_imports, module_index_for, python_imports
 from wfqueue.analysis.index import (
     RepoIndex,
@@ -19,7 +19,7 @@ from wfqueue.analysis.index import (
 )
 from wfqueue.analysis.ranking import bm25_scores, tokenize
 from wfqueue.analysis.symbols import Symbol, python_symbols, regex_symbols
-from wfqueue.analysis.vocabulary import CODE_LANGUAGES, novel_terms
+from wfqueue.analysis.vocabulary import novel_terms
 
 __all__ = [
     "CODE_LANGUAGES",

@@ -192,6 +192,21 @@ def _read_text(path: Path, max_bytes: int) -> tuple[str, int] | None:
         return None
 
 
+# The languages whose files are code to plan against (not configuration, markup or shell scripts).
+CODE_LANGUAGES = frozenset({"python", "javascript", "typescript", "go", "rust", "java", "ruby", "csharp", "kotlin",
+                            "php", "swift", "scala"})
+
+
+def has_code_file(repo: Path) -> bool:
+    """Whether ``repo`` holds a file in one of CODE_LANGUAGES, by its name, outside the folders the index skips:
+    the cheap look a command takes before it starts anything, where the index would read every file."""
+    for _, dirnames, filenames in os.walk(repo, followlinks=False):
+        dirnames[:] = [d for d in dirnames if not _skip_dir(d)]
+        if any(language_for(name) in CODE_LANGUAGES for name in filenames):
+            return True
+    return False
+
+
 def _inside(real_root: str, target: str) -> bool:
     return target == real_root or target.startswith(real_root + os.sep)
 

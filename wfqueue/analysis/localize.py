@@ -45,10 +45,10 @@ from __future__ import annotations
 import posixpath
 import re
 
+from wfqueue.analysis.files import CODE_LANGUAGES
 from wfqueue.analysis.history import history_credit
 from wfqueue.analysis.index import RepoIndex, rank_files
 from wfqueue.analysis.roles import plannable
-from wfqueue.analysis.vocabulary import CODE_LANGUAGES
 
 MOST_FILES = 7
 RELATIVE_CUT = 0.35  # files below 35 % of the best score are incidental

@@ -7,9 +7,6 @@ import re
 from wfqueue.analysis.index import RepoIndex
 from wfqueue.analysis.ranking import tokenize
 
-CODE_LANGUAGES = frozenset({"python", "javascript", "typescript", "go", "rust", "java", "ruby", "csharp", "kotlin",
-                            "php", "swift", "scala"})
-
 
 def novel_terms(index: RepoIndex, requirement: str) -> list[str]:
     """Requirement words (as written, lower-cased) that no file of the repository uses:

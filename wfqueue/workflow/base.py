@@ -24,8 +24,9 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 from celery.result import AsyncResult
 from pydantic import BaseModel
 
+from wfqueue.analysis.files import has_code_file
 from wfqueue.coordinator_lease import CoordinatorLease, taken_by_another
-from wfqueue.errors import BadInputError, ConfigError, SessionIdTakenError, WfqueueError
+from wfqueue.errors import BadInputError, ConfigError, NoSourceCodeError, SessionIdTakenError, WfqueueError
 from wfqueue.fanout import late_result, waiting_for
 from wfqueue.fsio import atomic_write_json, check_writable
 from wfqueue.keys import STEP_NOTE, SessionMeta, SessionStatus
@@ -188,13 +189,16 @@ class WorkflowCoordinator(Generic[UI]):
 
     def check(self, provider: str, budget: Budget | None, repo: Path, *, credentials: bool = True) -> None:
         """Refuse an unknown provider, a budget it cannot price, a missing repository, or (``credentials``: the
-        caller knows ``provider`` is the one that will run) a model the workers cannot call, before any work."""
+        caller knows ``provider`` is the one that will run) a model the workers cannot call or a repository with
+        no code for the offline planner, before any work."""
         check_provider_spec(provider)
         check_budget_priced(budget, provider, self.settings)
         if not repo.is_dir():
             raise BadInputError(f"--repo {repo} is not a directory")
         if credentials:
             check_credentials(self.settings, provider, repo)
+            if provider == "offline" and not has_code_file(repo):  # before a Redis, workers or a folder start
+                raise NoSourceCodeError.of(repo)
 
     @contextmanager
     def runtime(self, repo: Path, workers: int | None = None) -> Iterator[Runtime]:

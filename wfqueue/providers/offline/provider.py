@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from wfqueue.analysis import CODE_LANGUAGES, RepoIndex
 from wfqueue.analysis.index_cache import cached_index
-from wfqueue.errors import BadInputError, InfrastructureError, ProviderError
+from wfqueue.errors import InfrastructureError, NoSourceCodeError, ProviderError
 from wfqueue.providers.base import (
     AssessStep,
     DetectConflictsStep,
@@ -54,10 +54,7 @@ class OfflineProvider:
                          "WFQUEUE_SHARED_DISK=false so that the repository travels to them through Redis")
             index = cached_index(Path(repo), max_bytes=self._max_file_bytes)
             if not any(f.language in CODE_LANGUAGES for f in index.files):
-                raise BadInputError(
-                    f"{repo} has no source code to plan against",
-                    hint="pass --repo with the repository the requirement is about",
-                )
+                raise NoSourceCodeError.of(repo)
             self._index = (repo, index)
         return self._index[1]
 
