@@ -254,7 +254,7 @@ def test_on_a_terminal_the_schedule_is_confirmed_first_and_declining_changes_not
 
     monkeypatch.setattr("sys.stdin", _Terminal())
     monkeypatch.setattr("typer.confirm", lambda text, **_: asked.append(text) or False)
-    assert main(["execute", SESSION, "--repo", str(sample_repo)]) == 1
+    assert main(["execute", SESSION, "--repo", str(sample_repo)]) == 0  # declined: as a plan cancelled, not failed
     err = capsys.readouterr().err
     assert asked == ["start these tasks?"]
     assert "WFS-test-session (workflow plan, 4 tasks): 2 waves" in err and "not started; nothing was written" in err

@@ -162,3 +162,22 @@ def test_status_of_a_lite_plan_whose_tasks_file_an_editor_saved_in_another_encod
     (folder / "tasks.jsonl").write_bytes("{\"id\": \"TASK-001\"}\n".encode("utf-16"))  # was a UnicodeDecodeError
     assert main(["status", LITE_ID, "--repo", str(tmp_path), "--json"]) in (0, None)
     assert json.loads(capsys.readouterr().out)["session_id"] == LITE_ID
+
+
+def test_the_listing_asks_a_broker_that_does_not_answer_once_not_once_per_plan(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """With a shared broker away, `wfqueue status` warned once, then asked it again for every plan under way
+    whether its command still ran: each ask waits its connection timeout, so a silent broker held the listing
+    that long per row. Those plans now show what their files say."""
+    import wfqueue.cli.status as status_cli
+
+    for name in ("CPLAN-one-2026-11-27", "CPLAN-two-2026-11-27", "CPLAN-three-2026-11-27"):
+        (tmp_path / ".workflow" / ".planning" / name).mkdir(parents=True)  # understanding: under way, by its files
+    asked: list[str] = []
+    monkeypatch.setattr(status_cli, "coordinator_gone", lambda settings, session_id: asked.append(session_id))
+    monkeypatch.setenv("WFQUEUE_BROKER_URL", "redis://127.0.0.1:1/0")  # nothing listens there
+    assert main(["status", "--repo", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.count("warning: ") == 1 and "what the session files say" in captured.err, captured.err
+    assert asked == []
+    assert all(name in captured.out for name in ("CPLAN-one", "CPLAN-two", "CPLAN-three")), captured.out

@@ -253,7 +253,7 @@ def register(app: typer.Typer) -> None:
             check_command_here(settings.executor_command)
         if not _confirm(ui, plan, schedule, gate, yes, no_gate):
             ui.info("not started; nothing was written")
-            raise typer.Exit(1)
+            raise typer.Exit(0)  # the user's choice, as a plan cancelled at its confirmation: not a failure
         stop_after_output()
         finish_execution(ExecuteCoordinator(settings, ui).start(plan, schedule, chosen, spending_cap,
                                                                 untested=no_gate), as_json)

@@ -81,8 +81,9 @@ def _nobody_runs(current: BaseModel, resume: str) -> BaseModel:
 
 
 def _as_it_stands(current: Shown, session_id: str, settings: Settings, live: Settings, *, embedded_here: bool,
-                  held: bool, resume: str) -> Shown:
-    """``current`` as it stands now: what its files say is under way was interrupted when no command runs it."""
+                  held: bool, resume: str, reachable: bool = True) -> Shown:
+    """``current`` as it stands now: what its files say is under way was interrupted when no command runs it.
+    A shared broker known not to answer (``reachable``) is not asked again: each ask would wait its timeout."""
     if _nobody_runs(current, resume) == current:
         return current  # nothing under way (finished, cancelled): no broker to ask, for each row of a listing
     if embedded_here:
@@ -97,7 +98,7 @@ def _as_it_stands(current: Shown, session_id: str, settings: Settings, live: Set
         # for a worker finishes on its own (its callback runs on the workers). Agents still pending were never
         # sent: the command sends them after the understanding, so without it nobody will.
         agents_go_on = isinstance(current, SessionStatus) and any(a.state in SENT_AGENT for a in current.agents)
-        nobody = (isinstance(current, SessionSummary | SessionStatus) and not agents_go_on
+        nobody = (reachable and isinstance(current, SessionSummary | SessionStatus) and not agents_go_on
                   and coordinator_gone(settings, session_id))
     return cast(Shown, _nobody_runs(current, resume)) if nobody else current  # the same kind of record
 
@@ -152,14 +153,16 @@ def _print_execution(out: Console, execution: Execution) -> None:
     out.print(escape(hint), soft_wrap=True)  # a command to copy: never broken in two
 
 
-def _warn_unless_reachable(settings: Settings) -> None:
-    """Say (on stderr) that the shared broker cannot be asked: the listing then shows what the files say, and a
-    wrong password or a stopped Redis went unnoticed behind a table of stale states."""
+def _reachable(settings: Settings) -> bool:
+    """Whether the shared broker answers; if not, say so (on stderr): the listing then shows what the files say,
+    and a wrong password or a stopped Redis went unnoticed behind a table of stale states."""
     try:
         connect(settings).close()
     except WfqueueError as exc:
         Console(stderr=True, highlight=False).print(
             f"warning: {escape(exc.message)}; the states below are what the session files say", soft_wrap=True)
+        return False
+    return True
 
 
 def register(app: typer.Typer) -> None:
@@ -181,12 +184,11 @@ def register(app: typer.Typer) -> None:
         if session is None:
             # The listing shows collaborative plans (`wfqueue status SESSION` reads any kind), each as it stands:
             # one whose command was stopped is interrupted, not still planning.
-            if not embedded_here:
-                _warn_unless_reachable(settings)
+            reachable = embedded_here or _reachable(settings)
             folder = COLLAB.root(root)
             live = held_redis(settings, root) if held else settings
             rows = [_as_it_stands(read_session(p), p.name, settings, live, embedded_here=embedded_here, held=held,
-                                  resume=resume_command(p.name, root))
+                                  resume=resume_command(p.name, root), reachable=reachable)
                     for p in sorted(folder.iterdir()) if p.is_dir()] if folder.is_dir() else []
             if as_json:
                 typer.echo(json.dumps([r.model_dump(mode="json", exclude={"agents": True, **NO_CALLS_LIST})
