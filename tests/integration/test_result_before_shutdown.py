@@ -15,7 +15,7 @@ from wfqueue.cli.plan_common import finish
 from wfqueue.local_workers import LocalWorkers
 from wfqueue.runtime import broker_runtime, stop_after_output, stop_deferred
 from wfqueue.settings import load_settings
-from wfqueue.workflow.base import PlanOutcome
+from wfqueue.workflow.contract import PlanOutcome
 
 pytestmark = pytest.mark.integration
 

@@ -37,7 +37,7 @@ from wfqueue.sandboxed_commands import parse_command
 from wfqueue.sessions import repo_option, resolve_repo
 from wfqueue.settings import load_settings
 from wfqueue.up_cluster import serving_up
-from wfqueue.workflow.base import ResumeRequest
+from wfqueue.workflow.contract import ResumeRequest
 from wfqueue.workflow.registry import locate
 
 EXECUTORS: tuple[ExecutorName, ...] = ("claude", "command")

@@ -25,7 +25,7 @@ from wfqueue.runtime import stop_after_output, stop_deferred
 from wfqueue.sessions import repo_option
 from wfqueue.settings import Settings, load_settings
 from wfqueue.usage import Budget
-from wfqueue.workflow.base import PlanOutcome
+from wfqueue.workflow.contract import PlanOutcome
 
 PROVIDER_HELP = "offline (deterministic, no API key) or anthropic; default: anthropic when ANTHROPIC_API_KEY is set"
 # What --repo means when it is left out (wfqueue.sessions.project_of).

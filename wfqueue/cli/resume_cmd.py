@@ -13,7 +13,8 @@ from wfqueue.execute.outcome import ExecutionOutcome
 from wfqueue.session_check import check_session_files
 from wfqueue.sessions import resolve_repo
 from wfqueue.settings import load_settings
-from wfqueue.workflow.base import ResumeRequest, check_credentials
+from wfqueue.workflow.base import check_credentials
+from wfqueue.workflow.contract import ResumeRequest
 from wfqueue.workflow.registry import locate
 
 

@@ -35,7 +35,8 @@ from wfqueue.sessions import SessionIds, planning_root
 from wfqueue.settings import MAX_AGENTS_LIMIT, MAX_COLLAB_WORKERS, Settings
 from wfqueue.state import SessionState
 from wfqueue.usage import Budget
-from wfqueue.workflow.base import PlanOutcome, ResumeRequest, WorkflowCoordinator, WorkflowUI
+from wfqueue.workflow.base import WorkflowCoordinator
+from wfqueue.workflow.contract import PlanOutcome, ResumeRequest, WorkflowUI
 from wfqueue.workflow.kind import WorkflowKind
 
 SplitDecision = Literal["start", "cancel"] | int

@@ -56,7 +56,8 @@ from wfqueue.sessions import repo_option
 from wfqueue.settings import Settings
 from wfqueue.state import SessionState, SessionStore
 from wfqueue.usage import Budget
-from wfqueue.workflow.base import PlanOutcome, ResumeRequest, WorkflowCoordinator, WorkflowUI, new_session_folder
+from wfqueue.workflow.base import WorkflowCoordinator, new_session_folder
+from wfqueue.workflow.contract import PlanOutcome, ResumeRequest, WorkflowUI
 from wfqueue.workflow.kind import WorkflowKind
 
 

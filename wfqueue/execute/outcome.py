@@ -11,7 +11,7 @@ from pydantic import Field
 from wfqueue.execute.decisions import merge_hint
 from wfqueue.execute.records import Execution
 from wfqueue.sessions import WORKFLOW_DIR, SessionIds, repo_option
-from wfqueue.workflow.base import PlanOutcome
+from wfqueue.workflow.contract import PlanOutcome
 
 EXECUTION_DIR = ".execution"
 EXEC_IDS = SessionIds(prefix="EXEC-", slug_length=40, dated=True)  # EXEC-{slug}-{date}

@@ -36,7 +36,8 @@ from wfqueue.state import SessionState, SessionStore
 from wfqueue.transport.models import Transport
 from wfqueue.unified_task import UnifiedTask
 from wfqueue.usage import Budget
-from wfqueue.workflow.base import PlanOutcome, ResumeRequest, WorkflowCoordinator, WorkflowUI
+from wfqueue.workflow.base import WorkflowCoordinator
+from wfqueue.workflow.contract import PlanOutcome, ResumeRequest, WorkflowUI
 from wfqueue.workflow.kind import WorkflowKind
 
 LITE_DIR = ".lite-plan"

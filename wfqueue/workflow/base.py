@@ -1,4 +1,4 @@
-"""The coordinator skeleton every workflow follows, its UI protocol and its outcome.
+"""The coordinator skeleton every workflow follows (its UI, requests and outcome: wfqueue.workflow.contract).
 
 provider and budget check → broker runtime (embedded or configured) → session id
 and folder → ``SessionState`` held under ``resumable`` and a ``CoordinatorLease``
@@ -12,17 +12,15 @@ with ``self.transport``.
 from __future__ import annotations
 
 import contextlib
-import json
 import shutil
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from celery.result import AsyncResult
-from pydantic import BaseModel
 
 from wfqueue.analysis.files import has_code_file
 from wfqueue.coordinator_lease import CoordinatorLease, taken_by_another
@@ -34,14 +32,12 @@ from wfqueue.metering import (
     budget_meta,
     check_budget_priced,
     read_usage_file,
-    says_budget_spent,
     session_report,
     usage_line,
     write_usage_file,
 )
 from wfqueue.providers import check_provider_spec
 from wfqueue.runtime import (
-    Reporter,
     Runtime,
     broker_never_gone,
     broker_runtime,
@@ -57,49 +53,7 @@ from wfqueue.transport.models import Transport
 from wfqueue.transport.workspace import PIN_FILE, CoordinatorFiles
 from wfqueue.up_cluster import serving_up
 from wfqueue.usage import Budget, PriceTable
-
-
-class WorkflowUI(Reporter, Protocol):
-    """What every coordinator shows: messages, live agent progress, and the end of it.
-    Each workflow's protocol extends this with its own questions."""
-
-    def progress(self, agents: dict[str, dict[str, Any]]) -> None: ...
-
-    def note(self, what: str, text: str) -> None: ...
-
-    def done(self) -> None: ...
-
-
-class PlanOutcome(BaseModel):
-    """What a plan ended with. Workflows add their own fields in a subclass."""
-
-    # What `--json` prints; a workflow's outcome adds its own fields (a failed area, a skipped angle, the gate), so
-    # that `plan`, `resume` and every other command that prints one tell a script the same.
-    JSON_FIELDS: ClassVar[frozenset[str]] = frozenset({"session_id", "session_dir", "status", "tasks", "conflicts"})
-
-    session_id: str
-    session_dir: str
-    status: str
-    tasks: int
-    conflicts: int
-    usage: str | None = None  # wfqueue.metering.usage_line
-    stopped: str | None = None  # why planning stopped early (a spent budget)
-
-    def failure_reasons(self) -> list[str]:
-        """Why the plan, or parts of it, stopped: workflows add their failed areas or angles."""
-        return [self.stopped] if self.stopped else []
-
-    def budget_spent(self) -> bool:
-        """Whether its budget stopped any of it: a resume needs a larger one."""
-        return any(says_budget_spent(reason) for reason in self.failure_reasons())
-
-    @property
-    def exit_code(self) -> int:
-        return 1 if self.status in (SessionStatus.PARTIAL, SessionStatus.FAILED) else 0
-
-    def json_line(self) -> str:
-        """The one JSON object `--json` prints: JSON_FIELDS, in field order."""
-        return json.dumps(self.model_dump(include=set(self.JSON_FIELDS)), ensure_ascii=False)
+from wfqueue.workflow.contract import NewSessionRequest, WorkflowUI
 
 
 def check_credentials(settings: Settings, provider: str, repo: Path) -> None:
@@ -116,43 +70,6 @@ def check_credentials(settings: Settings, provider: str, repo: Path) -> None:
     if settings.embedded and not settings.has_anthropic_credentials():
         raise ConfigError("no Anthropic credentials: the anthropic provider needs an API key",
                           hint="set ANTHROPIC_API_KEY, or use --provider offline")
-
-
-class ResumeRequest(BaseModel):
-    """`wfqueue resume`: which session, and what replaces its recorded settings."""
-
-    session_dir: Path
-    repo: Path
-    provider: str  # used when the session recorded none, or when chosen (--provider)
-    provider_chosen: bool = False
-    budget: Budget | None = None  # replaces the session's budget; None keeps it
-    yes: bool = False  # a question the session stopped at is answered with its default, not asked again
-
-    def chosen_meta(self) -> SessionMeta:
-        """What a resume writes into the session's meta before anything: where the session lives (Redis may have
-        forgotten it: its bill is read back from there), and a provider chosen with --provider, so that the
-        checks made there, and every later resume, see it."""
-        if self.provider_chosen:
-            return SessionMeta(session_dir=str(self.session_dir), provider=self.provider)
-        return SessionMeta(session_dir=str(self.session_dir))
-
-    def provider_for(self, recorded: str | None) -> str:
-        """The provider that finishes the session: the one it was planned with, unless ``--provider`` chose one
-        (a provider that keeps failing must not lock a session in)."""
-        return self.provider if self.provider_chosen or not recorded else recorded
-
-
-class NewSessionRequest(Protocol):
-    """What starting a fresh session reads from a workflow's request."""
-
-    @property
-    def requirement(self) -> str: ...
-    @property
-    def repo(self) -> Path: ...
-    @property
-    def provider(self) -> str: ...
-    @property
-    def budget(self) -> Budget | None: ...
 
 
 UI = TypeVar("UI", bound=WorkflowUI)

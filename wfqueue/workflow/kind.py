@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from wfqueue.sessions import SessionIds
 from wfqueue.settings import Settings
 from wfqueue.state import SessionStore
-from wfqueue.workflow.base import PlanOutcome, ResumeRequest
+from wfqueue.workflow.contract import PlanOutcome, ResumeRequest
 
 
 class WatchdogRecovery(Protocol):

@@ -37,14 +37,8 @@ from wfqueue.settings import MAX_EXPLORE_WORKERS, Settings
 from wfqueue.state import SessionState, SessionStore
 from wfqueue.transport.models import Transport
 from wfqueue.usage import Budget
-from wfqueue.workflow.base import (
-    PlanOutcome,
-    ResumeRequest,
-    WorkflowCoordinator,
-    WorkflowUI,
-    check_credentials,
-    new_session_folder,
-)
+from wfqueue.workflow.base import WorkflowCoordinator, check_credentials, new_session_folder
+from wfqueue.workflow.contract import PlanOutcome, ResumeRequest, WorkflowUI
 from wfqueue.workflow.kind import WorkflowKind
 from wfqueue.workflow_session.models import GATES_READY, PHASES, ConflictResolution, SessionConflict, WorkflowSession
 from wfqueue.workflow_session.render import PlanningNotes
