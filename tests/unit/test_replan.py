@@ -444,3 +444,18 @@ def test_chosen_modules_limit_a_session_wide_change(tmp_path: Path) -> None:
     with pytest.raises(WfqueueError, match="IMPL-2 is outside the chosen modules"):
         run_replan(tmp_path, "remove IMPL-2", ui, interactive=True)
     assert tree(folder) == snapshot
+
+
+def test_quotes_and_backticks_that_belong_to_the_text_are_kept(tmp_path: Path) -> None:
+    """A criterion `` `python -m pytest -q tests/test_limits.py` passes`` was stored with its first backtick cut
+    off, one ending in `status "429"` lost its last quote: only quotes around all of a value are not its own."""
+    folder = three_tasks(tmp_path)
+    for request, kept in (('criterion: `python -m pytest -q tests/test_limits.py` passes',
+                           "`python -m pytest -q tests/test_limits.py` passes"),
+                          ('criterion: over the limit the API returns status "429"',
+                           'over the limit the API returns status "429"'),
+                          ('criterion: "requests above the limit get HTTP 429"',
+                           "requests above the limit get HTTP 429")):
+        code, _, err, _ = cli("replan", "IMPL-2", request, "--repo", str(tmp_path), "-y")
+        assert code == 0, err
+        assert read(folder, ".task/IMPL-2.json")["convergence"]["criteria"][-1] == kept

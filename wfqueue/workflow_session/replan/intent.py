@@ -262,8 +262,20 @@ def _is_filler(text: str) -> bool:
     return all(w.lower() in _FILLER_WORDS for w in words)
 
 
+_QUOTE_PAIRS = {'"': '"', "'": "'", "“": "”", "‘": "’", "`": "`"}
+
+
+def _unquoted(text: str) -> str:
+    """``text`` without the quotes around all of it: `"429"` is 429, but the quotes of `status "429"` and the
+    backticks of `` `pytest` passes `` are the text's own."""
+    if len(text) >= 2 and _QUOTE_PAIRS.get(text[0]) == text[-1] and text[0] not in text[1:-1] \
+            and text[-1] not in text[1:-1]:
+        return text[1:-1].strip()
+    return text
+
+
 def _clean(text: str) -> str:
-    return _CONNECTORS.sub("", text.strip().strip("\"'“”‘’`")).strip().strip("\"'“”‘’`").strip()
+    return _unquoted(_CONNECTORS.sub("", _unquoted(text.strip())).strip())
 
 
 def _cut(text: str, spans: list[tuple[int, int]]) -> str:
