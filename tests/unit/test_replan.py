@@ -459,3 +459,21 @@ def test_quotes_and_backticks_that_belong_to_the_text_are_kept(tmp_path: Path) -
         code, _, err, _ = cli("replan", "IMPL-2", request, "--repo", str(tmp_path), "-y")
         assert code == 0, err
         assert read(folder, ".task/IMPL-2.json")["convergence"]["criteria"][-1] == kept
+
+
+@pytest.mark.parametrize(("rel", "content", "advice"), [
+    ("plan.json", "[]", "restore the session from a backup"),
+    ("plan.json", '{"summary": 5, "approach": "x", "task_ids": [], "task_count": 0}', "restore the session"),
+    (".process/context-package.json", "[]", "move it out of the session folder"),
+])
+def test_a_hand_edited_plan_file_is_refused_by_name_not_with_a_traceback(tmp_path: Path, rel: str, content: str,
+                                                                         advice: str) -> None:
+    """plan.json edited to `[]` ended the replan in a TypeError traceback (exit 1), `"summary": 5` in pydantic's;
+    a damaged .process/ file was refused with advice to restore a backup, which never holds .process/ files."""
+    folder = three_tasks(tmp_path)
+    (folder / rel).write_text(content, encoding="utf-8")
+    before = tree(folder)
+    code, _, err, _ = cli("replan", "IMPL-2", "title: Limiter", "--repo", str(tmp_path), "-y")
+    assert code == 2, err
+    assert f"{rel} cannot be read" in err and "nothing was changed" in err and advice in err, err
+    assert tree(folder) == before

@@ -23,7 +23,7 @@ import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from filelock import Timeout
 from pydantic import BaseModel, Field, ValidationError
@@ -42,7 +42,7 @@ from wfqueue.plan_check import on_disk
 from wfqueue.sessions import repo_option
 from wfqueue.tasks_file import is_legacy, legacy_to_unified
 from wfqueue.unified_task import UnifiedTask
-from wfqueue.workflow_session.models import ContextPackage, ReplanEntry
+from wfqueue.workflow_session.models import ContextPackage, PlanOverview, ReplanEntry
 from wfqueue.workflow_session.render import PlanningNotes
 from wfqueue.workflow_session.replan.backup import (
     Manifest,
@@ -145,12 +145,16 @@ def load_snapshot(folder: Path) -> SessionSnapshot:
         tasks[tid] = data
         file_of[tid] = rel
     process = folder / PROCESS_DIR
-    plan = _readable(PLAN_FILE, lambda: json.loads(files[PLAN_FILE].decode("utf-8-sig"))) \
-        if PLAN_FILE in files else None
+    plan = _readable(PLAN_FILE, lambda: _plan_fields(files[PLAN_FILE])) if PLAN_FILE in files else None
+    # The planning's own records: no backup holds them, and a replan goes on without them (IMPL_PLAN.md then
+    # keeps the text it has).
+    without = "move it out of the session folder (the replan then leaves IMPL_PLAN.md as it is), or plan it again"
     context = _readable(f"{PROCESS_DIR}/{CONTEXT_FILE}", lambda: ContextPackage.model_validate_json(
-        (process / CONTEXT_FILE).read_text(encoding="utf-8"))) if (process / CONTEXT_FILE).is_file() else None
+        (process / CONTEXT_FILE).read_text(encoding="utf-8")), hint=without) \
+        if (process / CONTEXT_FILE).is_file() else None
     notes = _readable(f"{PROCESS_DIR}/{NOTES_JSON}", lambda: PlanningNotes.model_validate_json(
-        (process / NOTES_JSON).read_text(encoding="utf-8"))) if (process / NOTES_JSON).is_file() else None
+        (process / NOTES_JSON).read_text(encoding="utf-8")), hint=without) \
+        if (process / NOTES_JSON).is_file() else None
     goal = session.structured.goal if session.structured else session.description
     return SessionSnapshot(session=session, tasks=tasks, task_files=file_of, files=files, plan=plan,
                            context=context, constraints=notes.consolidated if notes else [],
@@ -160,15 +164,23 @@ def load_snapshot(folder: Path) -> SessionSnapshot:
 T = TypeVar("T")
 
 
-def _readable(rel: str, read: Callable[[], T]) -> T:
+def _plan_fields(raw: bytes) -> dict[str, Any]:
+    """plan.json's fields, unknown ones kept (a replan writes them back), once they read as a PlanOverview: a
+    hand-edited `[]` or `"summary": 5` ended the replan in a traceback."""
+    data = json.loads(raw.decode("utf-8-sig"))
+    PlanOverview.model_validate(data)  # a ValueError (pydantic's ValidationError) when it is not one
+    return cast(dict[str, Any], data)
+
+
+def _readable(rel: str, read: Callable[[], T],
+              hint: str = "restore the session from a backup (wfqueue replan --restore), or plan it again") -> T:
     """``read()``, with a damaged file (not UTF-8, not JSON, not the shape this version writes) refused by
     name: pydantic's ValidationError and JSONDecodeError are both ValueErrors."""
     try:
         return read()
     except (UnicodeDecodeError, ValueError) as exc:
         raise ReplanRefusedError(f"{rel} cannot be read ({str(exc).splitlines()[0]}); nothing was changed",
-                                 hint="restore the session from a backup (wfqueue replan --restore), or plan it "
-                                      "again") from None
+                                 hint=hint) from None
 
 
 def validate_session(folder: Path, repo: Path | None = None) -> list[str]:
