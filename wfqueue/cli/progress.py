@@ -163,10 +163,15 @@ class TerminalUI:
     def edit_tasks(self, tasks_path: Path, problems: list[str]) -> None:
         for problem in problems:
             self.console.print(f"[red]problem[/]: {escape(problem)}")
-        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+        variable = "VISUAL" if os.environ.get("VISUAL") else "EDITOR"
+        editor = os.environ.get(variable)
         if editor:
-            subprocess.run([*shlex.split(editor), str(tasks_path)], check=False)
-            return
+            try:
+                subprocess.run([*shlex.split(editor), str(tasks_path)], check=False)
+                return
+            except (OSError, ValueError) as exc:  # not installed, not executable, or unbalanced quotes
+                self.console.print(escape(f"could not run ${variable} ({editor}): {exc}; edit the file yourself"),
+                                   soft_wrap=True)
         Prompt.ask(escape(f"edit {tasks_path}, then press Enter"), default="", console=self.console)
 
     # -- workflow plan ----------------------------------------------------------------------
