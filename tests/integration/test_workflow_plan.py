@@ -130,6 +130,39 @@ def test_interrupted_plan_continues_without_redoing_finished_phases(sample_repo:
     assert len(list((folder / ".task").glob("IMPL-*.json"))) == run.json()["tasks"] >= 1
 
 
+def test_a_phase_stopped_by_ctrl_c_reads_interrupted_not_failed_and_resume_runs_it(sample_repo: Path,
+                                                                                  tmp_path: Path) -> None:
+    """Ctrl-C (SIGTERM, SIGHUP too) in a phase wrote it "failed" with no detail, which `status` showed, and which
+    README keeps for a phase its budget stopped. It stays running in the file: interrupted, and the resume runs
+    it."""
+    release = tmp_path / "release"
+    provider = write_script(tmp_path / "script.json", hold={"explore:validation": str(release)})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "wfqueue.cli.main", "plan", "Build JWT auth with refresh tokens", "--repo",
+         str(sample_repo), "-y", "--provider", provider],
+        env=wfqueue_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 90
+        while not Path(f"{release}.explore:validation.held").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        release.touch()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    (folder,) = (sample_repo / ".workflow" / "active").glob("WFS-*")
+    assert json.loads((folder / "workflow-session.json").read_text())["phases"]["context"] == "running"
+    status = run_cli("status", folder.name, "--repo", str(sample_repo), "--json")
+    steps = {step["name"]: step["state"] for step in status.json()["steps"]}
+    assert steps["context"] == "interrupted" and "failed" not in steps.values(), status.stdout
+    run = run_cli("resume", folder.name, "--repo", str(sample_repo), "-y", "--json")
+    assert run.code == 0, run.stderr
+    assert json.loads((folder / "workflow-session.json").read_text())["phases"]["context"] == "done"
+
+
 def test_verify_reports_a_planted_cycle_and_missing_sessions(capsys: pytest.CaptureFixture[str],
                                                              monkeypatch: pytest.MonkeyPatch,
                                                              sample_repo: Path) -> None:

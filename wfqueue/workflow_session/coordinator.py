@@ -229,6 +229,10 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
                     save_session(folder, session)
                     stopped = f"{phase} phase stopped: {exc.message}"
                     break
+                except (KeyboardInterrupt, EOFError):
+                    # Stopped (Ctrl-C, SIGTERM, SIGHUP, no answer), not failed: the phase stays running in the file,
+                    # which `status` shows as interrupted, and the resume runs it again.
+                    raise
                 except BaseException as exc:
                     session = load_session(folder)
                     session.phases[phase] = "failed"
