@@ -144,6 +144,10 @@ def has_words(text: str) -> bool:
     return any(ch.isalnum() for ch in text)
 
 
+# Byte order marks a requirement file may start with, and the codec that reads it without its mark.
+_BYTE_ORDER_MARKS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
+
+
 def read_requirement(value: str, max_bytes: int) -> str:
     """The requirement as text: the value itself, or the content of a .md/.txt file it names."""
     if "\x00" in value:
@@ -167,13 +171,16 @@ def read_requirement(value: str, max_bytes: int) -> str:
                 hint="summarise it, or raise WFQUEUE_REQUIREMENT_MAX_BYTES",
             )
         raw = candidate.read_bytes()
-        if b"\x00" in raw:
+        # A byte order mark says the encoding: UTF-16 (what some Windows editors save) has NUL bytes, and a
+        # UTF-8 mark would become the first character of the goal, of TODO_LIST.md's heading and of titles.
+        encoding = next((name for mark, name in _BYTE_ORDER_MARKS if raw.startswith(mark)), None)
+        if encoding is None and b"\x00" in raw:
             raise InvalidRequirementError(f"requirement file {value} is binary", hint="pass a UTF-8 text file")
         try:
-            text = raw.decode("utf-8")
+            text = raw.decode(encoding or "utf-8")
         except UnicodeDecodeError as exc:
             raise InvalidRequirementError(
-                f"requirement file {value} is not UTF-8 (byte {exc.start})", hint="save it as UTF-8"
+                f"requirement file {value} is not {encoding or 'UTF-8'} (byte {exc.start})", hint="save it as UTF-8"
             ) from None
     else:
         text = value

@@ -74,6 +74,19 @@ def test_a_command_named_in_a_hint_carries_repo_only_where_needed(tmp_path: Path
     assert repo_option(other) == f" --repo '{other}'"
 
 
+def test_a_requirement_file_with_a_byte_order_mark_is_read_without_it(tmp_path: Path) -> None:
+    """A UTF-8 file saved with a BOM put U+FEFF at the start of the goal, TODO_LIST.md's heading and task titles;
+    a UTF-16 file (with its BOM, as Windows editors save it) was refused as binary."""
+    for name, raw in (("bom.md", "\ufeffAdd request logging to the API\n".encode()),
+                      ("utf16.md", "Add request logging to the API\n".encode("utf-16")),
+                      ("utf16be.md", b"\xfe\xff" + "Add request logging to the API\n".encode("utf-16-be"))):
+        (tmp_path / name).write_bytes(raw)
+        assert read_requirement(str(tmp_path / name), 1000) == "Add request logging to the API", name
+    (tmp_path / "cut.md").write_bytes(b"\xff\xfeA\x00d")  # an odd number of bytes: not UTF-16 to the end
+    with pytest.raises(InvalidRequirementError, match="is not utf-16"):
+        read_requirement(str(tmp_path / "cut.md"), 1000)
+
+
 def test_requirement_text_file_and_refusals(tmp_path: Path) -> None:
     assert read_requirement("  Add OAuth login \n", 1000) == "Add OAuth login"
     assert read_requirement("为 API 添加按用户限流", 1000) == "为 API 添加按用户限流"
