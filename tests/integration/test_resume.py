@@ -113,11 +113,18 @@ def test_resume_refuses_a_session_file_that_no_longer_reads_and_makes_lost_tasks
     assert {p: p.read_bytes() for p in before} == before  # nothing rewritten: it may hold the user's edits
 
     cut.write_text(original, encoding="utf-8")
+    # plan.json alone gone: generating the tasks again would have replaced the task files, with every replan
+    # and edit in them (it did, exit 0).
+    (folder / "plan.json").unlink()
+    kept = {p.name: p.read_bytes() for p in (folder / ".task").iterdir()}
+    refused = run_cli("resume", folder.name, "--repo", str(sample_repo), "-y")
+    assert refused.code == 2, refused.stderr
+    assert "has its task files but no plan.json" in refused.stderr and "wfqueue replan --restore" in refused.stderr
+    assert {p.name: p.read_bytes() for p in (folder / ".task").iterdir()} == kept
     for task_file in (folder / ".task").iterdir():
         task_file.unlink()
-    (folder / "plan.json").unlink()
     again = run_cli("resume", folder.name, "--repo", str(sample_repo), "-y", "--json")
     assert again.code == 0, again.stderr
-    assert "has lost its task files or plan.json: generating its tasks again" in again.stderr
+    assert "has lost its task files: generating its tasks again" in again.stderr
     assert again.json()["tasks"] == planned.json()["tasks"] and (folder / "plan.json").is_file()
     assert run_cli("validate", str(folder / ".task")).code == 0

@@ -46,6 +46,7 @@ from wfqueue.workflow_session.session import (
     PLAN_FILE,
     PROCESS_DIR,
     SESSION_FILE,
+    TASK_DIR,
     active_root,
     find_session,
     load_session,
@@ -142,6 +143,14 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
         if folder is not None:
             recorded = read_session(folder)  # a damaged record is refused before Redis and workers start
             check_session_files(folder)
+            if recorded.phases.get("tasks") == "done" and task_files(folder) and not (folder / PLAN_FILE).is_file():
+                # Generating the tasks again would replace the task files, and every replan or edit in them.
+                raise BadInputError(
+                    f"{folder.name} has its task files but no {PLAN_FILE}: planning its tasks again would replace "
+                    "them, and the replans and edits in them; nothing was changed",
+                    hint=f"put {PLAN_FILE} back (a replan's backup under {PROCESS_DIR}/backup/ holds one: "
+                         f"`wfqueue replan --restore BACKUP`), or move {TASK_DIR}/ out of the session to plan its "
+                         "tasks again")
             if request.keep_provider:  # the provider that will finish it
                 check_credentials(self.settings, recorded.provider or request.provider, request.repo)
             if request.requirement and as_text(structure_input(request.requirement)) != recorded.description:
@@ -179,9 +188,9 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
                            **({"budget": budget_meta(request.budget)} if request.budget is not None else {}))
         with self.hold(runtime, session.session_id, fresh=fresh, meta=meta) as state:
             if session.phases.get("tasks") == "done" and not (task_files(folder) and (folder / PLAN_FILE).is_file()):
-                # Its task files or plan.json were removed since: generated again, not reported as done.
-                self.ui.info(f"{session.session_id} has lost its task files or {PLAN_FILE}: generating its tasks "
-                             "again")
+                # Its task files were removed since (the run refuses task files without plan.json): generated
+                # again, not reported as done.
+                self.ui.info(f"{session.session_id} has lost its task files: generating its tasks again")
                 session.phases["tasks"] = "pending"
             if (session.phases.get("context") == "done" and session.phases.get("tasks") not in ("done", "skipped")
                     and state.recall(keys.ASSESSMENT) is None):
