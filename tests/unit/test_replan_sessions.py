@@ -153,3 +153,26 @@ def test_without_session_the_active_session_is_taken_not_the_one_executed_last(t
     record.update(status="failed")  # not carried out yet: the newest such session is taken, whatever its state
     atomic_write_text(executed / "workflow-session.json", json.dumps(record))
     assert find_session(tmp_path, None) == executed
+
+
+def test_a_backup_is_not_restored_again_once_its_replan_is_undone_nor_as_a_copy_kept_elsewhere(
+        tmp_path: Path) -> None:
+    """Two ways past "last replan first": with every replan undone, any backup was restored again (the
+    session then listed a task with no file); a copy of an older backup kept outside the session was restored
+    over a later replan. Both left a session `verify` flags."""
+    folder = three_tasks(tmp_path)
+    first = json.loads(cli("replan", "add a task for metrics", "--repo", str(tmp_path), "-y", "--json")[1])
+    second = json.loads(cli("replan", "add a task for audit logging", "--repo", str(tmp_path), "-y", "--json")[1])
+    copy = tmp_path / "kept-elsewhere"
+    shutil.copytree(first["backup"], copy)
+    after_both = tree(folder, skip_backups=True)
+    code, _, err, _ = cli("replan", "--restore", str(copy), "--repo", str(tmp_path))
+    assert code == 2 and "is not the backup of WFS-test-session's last replan" in err, err
+    assert tree(folder, skip_backups=True) == after_both
+    assert cli("replan", "--restore", second["backup"], "--repo", str(tmp_path))[0] == 0
+    assert cli("replan", "--restore", str(copy), "--repo", str(tmp_path))[0] == 0  # now the last: the copy serves
+    before = tree(folder, skip_backups=True)
+    for backup in (second["backup"], first["backup"]):
+        code, _, err, _ = cli("replan", "--restore", backup, "--repo", str(tmp_path))
+        assert code == 2 and "has no replan left to undo" in err, err
+    assert tree(folder, skip_backups=True) == before

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from wfqueue.errors import ReplanRefusedError, SessionBusyError
 from wfqueue.sessions import repo_option
 from wfqueue.workflow_session.replan.apply import locked
-from wfqueue.workflow_session.replan.backup import read_backup, restore_command, restore_files
+from wfqueue.workflow_session.replan.backup import Manifest, read_backup, restore_command, restore_files
 from wfqueue.workflow_session.session import (
     SESSION_FILE,
     active_root,
@@ -28,20 +28,25 @@ class RestoreResult(BaseModel):
     removed: list[str]
 
 
-def _refuse_out_of_order(folder: Path, backup: Path, repo: Path) -> None:
+def _refuse_out_of_order(folder: Path, backup: Path, manifest: Manifest, repo: Path) -> None:
     """Backups undo replans last first: restoring an older one over a later replan would keep that replan's new
     task files beside the older plan.json (a session `verify` blocks). The session's history says which replan
-    is the last one still applied."""
+    is the last one still applied: its backup folder, or for a copy kept outside the session what its manifest
+    records; once every replan is undone there is none left to restore."""
     history = read_session(folder).replan_history
-    last = history[-1].backup if history else None
-    try:
-        this = backup.resolve().relative_to(folder.resolve()).as_posix()
-    except ValueError:
-        return  # kept elsewhere (read_backup checked its manifest): nothing to order it by
-    if last is not None and this != last:
+    if not history:
         raise ReplanRefusedError(
-            f"{backup.name} is not the backup of {folder.name}'s last replan ({Path(last).name}); nothing was "
-            "restored", hint=f"undo the last replan first: {restore_command(folder / last, folder.name)}"
+            f"{folder.name} has no replan left to undo: the one {backup.name} was made by is undone already; "
+            "nothing was restored", hint="`wfqueue replan` changes the plan again")
+    last = history[-1]
+    try:
+        same = backup.resolve().relative_to(folder.resolve()).as_posix() == last.backup
+    except ValueError:  # a copy kept elsewhere: known by what its manifest records (two replans may share a second)
+        same = (manifest.timestamp, manifest.reason, manifest.scope) == (last.timestamp, last.reason, last.scope)
+    if not same:
+        raise ReplanRefusedError(
+            f"{backup.name} is not the backup of {folder.name}'s last replan ({Path(last.backup).name}); nothing was "
+            "restored", hint=f"undo the last replan first: {restore_command(folder / last.backup, folder.name)}"
             f"{repo_option(repo)}, then this one")
 
 
@@ -50,7 +55,7 @@ def restore(repo: Path, backup: Path, session_id: str | None = None, lock_timeou
     folder = find_session(repo, session_id)
     backup = backup if backup.is_absolute() else Path.cwd() / backup
     manifest = read_backup(folder, backup)
-    _refuse_out_of_order(folder, backup, repo)
+    _refuse_out_of_order(folder, backup, manifest, repo)
     try:
         with locked(folder, lock_timeout_s):
             restored, removed = restore_files(folder, backup, manifest)
