@@ -176,3 +176,18 @@ def test_a_backup_is_not_restored_again_once_its_replan_is_undone_nor_as_a_copy_
         code, _, err, _ = cli("replan", "--restore", backup, "--repo", str(tmp_path))
         assert code == 2 and "has no replan left to undo" in err, err
     assert tree(folder, skip_backups=True) == before
+
+
+def test_a_renamed_sessions_backups_are_its_own(tmp_path: Path) -> None:
+    """A session folder renamed after a replan (a session of its own, README) could not restore the backups it
+    keeps: their manifests name the old folder, and the hints sent the user to a session that no longer exists."""
+    folder = three_tasks(tmp_path)
+    before = tree(folder, skip_backups=True)
+    replanned = json.loads(cli("replan", "IMPL-2", "title: Limiter settings", "--repo", str(tmp_path), "-y",
+                               "--json")[1])
+    renamed = folder.parent / "WFS-ratelimit"
+    folder.rename(renamed)
+    backup = renamed / Path(replanned["backup"]).relative_to(folder)
+    code, _, err, _ = cli("replan", "--restore", str(backup), "--session", "WFS-ratelimit", "--repo", str(tmp_path))
+    assert code == 0, err
+    assert tree(renamed, skip_backups=True) == before

@@ -132,7 +132,7 @@ def read_backup(folder: Path, backup: Path) -> Manifest:
         manifest = parse_manifest((backup / MANIFEST).read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:  # edited by hand, or damaged: not a manifest this version wrote
         raise NotABackupError(f"{backup / MANIFEST} is not UTF-8 text ({exc})", hint="nothing was restored") from None
-    if manifest.session_id != session_id:
+    if manifest.session_id != session_id and kept_in != folder.resolve():  # kept here: the folder was renamed
         raise NotABackupError(f"{backup} is a backup of {manifest.session_id}, not of {session_id}",
                               hint=f"pass --session {manifest.session_id}")
     absent = [rel for rel in manifest.files if not (backup / Path(rel).name).is_file()]
