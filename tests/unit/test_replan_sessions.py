@@ -191,3 +191,32 @@ def test_a_renamed_sessions_backups_are_its_own(tmp_path: Path) -> None:
     code, _, err, _ = cli("replan", "--restore", str(backup), "--session", "WFS-ratelimit", "--repo", str(tmp_path))
     assert code == 0, err
     assert tree(renamed, skip_backups=True) == before
+
+
+def test_verify_waits_for_a_replan_under_way_instead_of_reading_half_of_it(tmp_path: Path) -> None:
+    """A verify run while a replan wrote the session read plan.json already listing the new task and .task/
+    without its file: "plan.json lists IMPL-4, which has no task file", a report of a plan that never was,
+    saved as the session's findings. It reads under the replan's lock."""
+    from wfqueue.errors import SessionBusyError
+    from wfqueue.workflow_session.session import changes_locked
+    from wfqueue.workflow_session.verify.run import verify_session
+
+    folder = three_tasks(tmp_path)
+    assert cli("replan", "IMPL-2", "title: Limiter settings", "--repo", str(tmp_path), "-y")[0] == 0
+    gate = verify_session(folder).quality_gate
+    with changes_locked(folder, 5):  # a replan under way: plan.json is written, the new task's file not yet
+        plan = read(folder, "plan.json")
+        atomic_write_text(folder / "plan.json", json.dumps({**plan, "task_ids": [*plan["task_ids"], "IMPL-4"]}))
+        with pytest.raises(SessionBusyError, match="a replan of WFS-test-session holds its lock"):
+            verify_session(folder, lock_timeout_s=0.2)
+        atomic_write_text(folder / "plan.json", json.dumps(plan))  # the replan ends as it began
+    after = verify_session(folder)
+    assert after.quality_gate == gate and not any("IMPL-4" in f.summary for f in after.findings)
+
+
+def test_verify_of_a_session_never_replanned_writes_no_lock_file(tmp_path: Path) -> None:
+    from wfqueue.workflow_session.verify.run import verify_session
+
+    folder = three_tasks(tmp_path)
+    verify_session(folder)
+    assert not (folder / ".process" / "replan.lock").exists()

@@ -12,8 +12,10 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
+from filelock import FileLock
+
 from wfqueue.errors import BadInputError, SessionNotFoundError
-from wfqueue.fsio import atomic_write_json
+from wfqueue.fsio import atomic_write_json, lock_for
 from wfqueue.sessions import WORKFLOW_DIR, check_session_id, record_lost
 from wfqueue.unified_task import UnifiedTask
 from wfqueue.workflow_session.models import WorkflowSession
@@ -28,6 +30,12 @@ TODO_FILE = "TODO_LIST.md"
 PLAN_FILE = "plan.json"
 EXPLORATIONS_MANIFEST = "explorations-manifest.json"  # in PROCESS_DIR
 TASK_FILE = re.compile(r"^IMPL-\d+(?:\.\d+)?\.json$")  # a task's file, named by its id
+
+
+def changes_locked(folder: Path, timeout_s: float) -> FileLock:
+    """The lock a replan or a restore holds while it changes the session's files, and a verify while it reads
+    them: a verify reading half of a replan's writes reported findings of a plan that never was."""
+    return lock_for(folder / PROCESS_DIR / "replan", timeout_s)
 
 
 def active_root(repo: Path) -> Path:

@@ -37,7 +37,7 @@ from wfqueue.errors import (
     SessionBusyError,
     TaskNotFoundError,
 )
-from wfqueue.fsio import atomic_write_text, lock_for, remove
+from wfqueue.fsio import atomic_write_text, remove
 from wfqueue.plan_check import on_disk
 from wfqueue.sessions import repo_option
 from wfqueue.tasks_file import is_legacy, legacy_to_unified
@@ -69,6 +69,7 @@ from wfqueue.workflow_session.session import (
     TASK_DIR,
     TASK_FILE,
     TODO_FILE,
+    changes_locked,
     find_session,
     load_session,
     read_session,
@@ -217,10 +218,6 @@ def _refuse_unknown_task(snap: SessionSnapshot, task_id: str) -> None:
                                 hint=f"available tasks: {', '.join(snap.tasks) or 'none'}")
 
 
-def locked(folder: Path, timeout_s: float) -> Any:
-    return lock_for(folder / PROCESS_DIR / "replan", timeout_s)
-
-
 def _refuse_unfinished(snap: SessionSnapshot, repo: Path) -> None:
     """A session whose task generation has not finished: `wfqueue resume` generates its tasks afresh, which would
     replace what a replan wrote. A session from another tool records no phases and is taken as finished."""
@@ -307,7 +304,7 @@ def _apply(folder: Path, repo: Path, snap: SessionSnapshot, impact: Impact, arti
                         deleted=[rel for rel, text in artifacts.items() if text is None],
                         created=[rel for rel in artifacts if rel not in snap.files])
     try:
-        with locked(folder, lock_timeout_s):
+        with changes_locked(folder, lock_timeout_s):
             if _current_bytes(folder) != snap.files or backup.exists():
                 raise SessionBusyError(f"{snap.session.session_id} changed while the replan was prepared; "
                                        "nothing was written", hint="run the replan again")

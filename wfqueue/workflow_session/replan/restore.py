@@ -9,11 +9,11 @@ from pydantic import BaseModel
 
 from wfqueue.errors import ReplanRefusedError, SessionBusyError
 from wfqueue.sessions import repo_option
-from wfqueue.workflow_session.replan.apply import locked
 from wfqueue.workflow_session.replan.backup import Manifest, read_backup, restore_command, restore_files
 from wfqueue.workflow_session.session import (
     SESSION_FILE,
     active_root,
+    changes_locked,
     find_session,
     load_session,
     read_session,
@@ -57,7 +57,7 @@ def restore(repo: Path, backup: Path, session_id: str | None = None, lock_timeou
     manifest = read_backup(folder, backup)
     _refuse_out_of_order(folder, backup, manifest, repo)
     try:
-        with locked(folder, lock_timeout_s):
+        with changes_locked(folder, lock_timeout_s):
             restored, removed = restore_files(folder, backup, manifest)
     except Timeout:
         raise SessionBusyError(f"a replan of {folder.name} holds its lock", hint="wait for it to finish") from None

@@ -13,9 +13,10 @@ import json
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from filelock import Timeout
 from pydantic import BaseModel, Field, ValidationError
 
-from wfqueue.errors import BadInputError, SessionNotFoundError
+from wfqueue.errors import BadInputError, SessionBusyError, SessionNotFoundError
 from wfqueue.fsio import atomic_write_json, atomic_write_text
 from wfqueue.markdown import table_cell as _cell
 from wfqueue.plan_check import default_repo
@@ -38,6 +39,7 @@ from wfqueue.workflow_session.session import (
     SESSION_FILE,
     TASK_DIR,
     TODO_FILE,
+    changes_locked,
     now_iso,
     read_session,
     task_number,
@@ -312,10 +314,30 @@ def tasks_digest(task_dir: Path) -> str:
     return digest.hexdigest()
 
 
-def verify_session(folder: Path) -> VerificationReport:
-    """Verify the session in ``folder``; writes only the two verification files under .process/."""
-    inp = load_input(folder)
-    report = build_report(inp, now_iso()).model_copy(update={"tasks_digest": tasks_digest(folder / TASK_DIR)})
+def verify_session(folder: Path, lock_timeout_s: float = 60.0) -> VerificationReport:
+    """Verify the session in ``folder``; writes only the two verification files under .process/. Its files are
+    read while no replan or restore changes them: under their lock once a replan has made it (a session never
+    replanned gets no lock file from a verify; one a replan starts meanwhile is read again under it)."""
+
+    def read() -> tuple[VerifyInput, str]:
+        return load_input(folder), tasks_digest(folder / TASK_DIR)
+
+    lock = changes_locked(folder, lock_timeout_s)
+    try:
+        if not Path(lock.lock_file).exists():
+            inp, digest = read()
+            if not Path(lock.lock_file).exists():
+                return _report(folder, inp, digest)
+        with lock:
+            inp, digest = read()
+    except Timeout:
+        raise SessionBusyError(f"a replan of {folder.name} holds its lock", hint="wait for it to finish, then verify "
+                               "again") from None
+    return _report(folder, inp, digest)
+
+
+def _report(folder: Path, inp: VerifyInput, digest: str) -> VerificationReport:
+    report = build_report(inp, now_iso()).model_copy(update={"tasks_digest": digest})
     atomic_write_text(folder / PROCESS_DIR / REPORT_FILE, render_report(report, goal_of(inp)))
     atomic_write_json(folder / PROCESS_DIR / FINDINGS_FILE, report.model_dump(mode="json"))
     return report
