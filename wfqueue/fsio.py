@@ -46,7 +46,9 @@ def unwritable_is_infrastructure(path: Path) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        refusal = disk_refusal(exc, path, folder="the session folder", then="`wfqueue resume` the session")
+        # Said for a plan's writes and for verify's and replan's alike: each goes on its own way.
+        refusal = disk_refusal(exc, path, folder="the session folder",
+                               then="`wfqueue resume` a plan, or run `verify` or `replan` again")
         if refusal is None:
             raise
         raise refusal from None

@@ -150,7 +150,7 @@ def test_a_session_folder_made_read_only_mid_plan_fails_clearly_and_leaves_no_co
     assert run.returncode == 3, err[-2000:]
     assert "Traceback" not in err
     assert len(error_lines) == 1 and f"cannot write {folder}/" in error_lines[0], err
-    assert "hint: make the session folder writable again, then `wfqueue resume` the session" in err
+    assert "hint: make the session folder writable again, then `wfqueue resume` a plan" in err
     assert failed_agents and all(str(folder) in line for line in failed_agents), failed_agents
 
 

@@ -594,3 +594,23 @@ def test_the_users_constraints_are_stated_in_the_plan_it_generates(repo: Path) -
     report = verify_session(folder)
     assert not [f for f in report.findings if "user constraint not stated" in f.summary], report.findings
     assert "- The client must not retry a POST" in plan
+
+
+def test_a_session_folder_that_refuses_writes_says_to_verify_again(repo: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """verify on a read-only session (exit 3, right) advised to `wfqueue resume` the session; what it needs is
+    the folder writable and the verify run again."""
+    import errno
+    import os
+
+    make_session(repo, GOAL, clean_tasks())
+
+    def refused(*_: object, **__: object) -> None:
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(os, "replace", refused)
+    code, said = run("--repo", repo)
+    said = " ".join(said.split())
+    assert code == 3 and "read-only file system" in said, said
+    assert "make the session folder writable again, then `wfqueue resume` a plan, or run `verify` or `replan` again" \
+        in said, said
