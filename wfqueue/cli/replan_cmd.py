@@ -46,15 +46,22 @@ class TerminalReplanUI:
             self.console.print(f"  {n}. {option.label}", markup=False)
         default = ",".join(str(n) for n, o in enumerate(question.options, start=1) if o.value in question.default)
         hint = "numbers, comma-separated" if question.multi else "a number"
-        answer = Prompt.ask(f"choose {hint}", default=default, console=self.console)
-        chosen = []
-        for part in answer.replace("，", ",").split(","):
-            part = part.strip()
-            if part.isdigit() and 1 <= int(part) <= len(question.options):
-                chosen.append(question.options[int(part) - 1].value)
-            elif part in {o.value for o in question.options}:
-                chosen.append(part)
-        return chosen
+        values = {o.value for o in question.options}
+        while True:  # an answer that is not one of the options is asked again, not taken for the default
+            answer = Prompt.ask(f"choose {hint}", default=default, console=self.console)
+            chosen, wrong = [], []
+            for part in (p.strip() for p in answer.replace("，", ",").split(",")):
+                if part.isdigit() and 1 <= int(part) <= len(question.options):
+                    chosen.append(question.options[int(part) - 1].value)
+                elif part in values:
+                    chosen.append(part)
+                elif part:
+                    wrong.append(part)
+            if wrong or (not question.multi and len(chosen) > 1):
+                said = f"not an option: {', '.join(wrong)}" if wrong else "one number only"
+                self.console.print(escape(f"{said} (choose from 1 to {len(question.options)})"))
+                continue
+            return chosen
 
     def ask_text(self, prompt: str) -> str:
         return Prompt.ask(escape(prompt), default="", console=self.console)
