@@ -36,7 +36,7 @@ def test_a_session_still_being_planned_is_refused_unless_it_records_no_phases(tm
         return
     assert code == 2, err
     assert f"WFS-test-session is still being planned (its tasks phase is {recorded})" in err
-    assert "wfqueue resume WFS-test-session" in err
+    assert "wfqueue resume WFS-test-session" in err and "let the command planning it finish" in err
     assert tree(folder) == before
 
 

@@ -553,6 +553,9 @@ def test_a_session_still_being_planned_is_refused_with_the_resume_command(repo: 
     monkeypatch.chdir(tmp_path)  # elsewhere: the command must name the repository
     code, message = run("--repo", repo)
     assert code == 2 and f"`wfqueue resume WFS-half --repo {repo}`" in message
+    # Its command may still run, waiting for an answer: a resume then is refused (its Redis is in use).
+    assert "let the command planning it finish (it may be waiting for an answer), or if it stopped" in \
+        " ".join(message.split())
     assert "replan" not in message and "no usable task" not in message
     assert sorted(p.name for p in folder.rglob("*")) == before  # no PLAN_VERIFICATION.md, no findings file
 

@@ -226,7 +226,8 @@ def _refuse_unfinished(snap: SessionSnapshot, repo: Path) -> None:
     if state is not None:
         raise ReplanRefusedError(
             f"{session.session_id} is still being planned (its tasks phase is {state}); nothing was changed",
-            hint=f"finish it first with `wfqueue resume {session.session_id}{repo_option(repo)}`, then replan it")
+            hint="let the command planning it finish (it may be waiting for an answer), or if it stopped, finish it "
+                 f"with `wfqueue resume {session.session_id}{repo_option(repo)}`; then replan it")
 
 
 def run_replan(repo: Path, text: str | None, ui: ReplanUI, *, task_id: str | None = None,

@@ -276,7 +276,8 @@ def _refuse_unfinished(session: WorkflowSession, repo: Path) -> None:
         raise BadInputError(
             f"{session.session_id} is still being planned (its tasks phase is {state}), so it has no plan to "
             "verify yet; nothing was written",
-            hint=f"finish it first with `wfqueue resume {session.session_id}{option}`, then run "
+            hint=f"let the command planning it finish (it may be waiting for an answer), or if it stopped, finish it "
+                 f"with `wfqueue resume {session.session_id}{option}`; then run "
                  f"`wfqueue verify --session {session.session_id}{option}`")
 
 
