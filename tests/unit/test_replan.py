@@ -477,3 +477,15 @@ def test_a_hand_edited_plan_file_is_refused_by_name_not_with_a_traceback(tmp_pat
     assert code == 2, err
     assert f"{rel} cannot be read" in err and "nothing was changed" in err and advice in err, err
     assert tree(folder) == before
+
+
+def test_a_folder_where_the_todo_list_goes_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    """TODO_LIST.md replaced by a folder: the replan's write failed, then its rollback, which said it had failed
+    (exit 3) though nothing had changed."""
+    folder = three_tasks(tmp_path)
+    (folder / "TODO_LIST.md").unlink()
+    (folder / "TODO_LIST.md").mkdir()
+    before = tree(folder)
+    code, _, err, _ = cli("replan", "IMPL-2", "title: Limiter", "--repo", str(tmp_path), "-y")
+    assert code == 2 and "TODO_LIST.md is not a file; nothing was changed" in err, err
+    assert tree(folder) == before and (folder / "TODO_LIST.md").is_dir()

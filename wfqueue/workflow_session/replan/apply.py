@@ -120,6 +120,10 @@ def load_snapshot(folder: Path) -> SessionSnapshot:
     """Read the session once; a task file that is not JSON stops the replan (exit 2)."""
     session = read_session(folder)
     files = _current_bytes(folder)
+    for rel in (PLAN_FILE, IMPL_PLAN_FILE, TODO_FILE):  # what a replan writes, besides task files (below)
+        if (folder / rel).exists() and rel not in files:  # a folder by its name: the write, then its rollback, fail
+            raise ReplanRefusedError(f"{rel} is not a file; nothing was changed",
+                                     hint=f"remove it (a replan writes {rel} anew), or put the file back in its place")
     tasks: dict[str, dict[str, Any]] = {}
     file_of: dict[str, str] = {}
     for path in task_files(folder):
