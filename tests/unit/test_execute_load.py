@@ -155,3 +155,29 @@ def test_planted_defects_in_a_real_plan_are_all_named(planned: tuple[Path, dict[
     assert "depends on TASK-999" in problems
     assert "file notes_api/api/no_such_module.py does not exist but is to be modified" in problems
     assert refused.value.exit_code == 2
+
+
+@pytest.mark.parametrize("recorded", ["failed", "running", None])
+def test_a_workflow_session_still_being_planned_is_not_executed(tmp_path: Path, recorded: str | None) -> None:
+    """`execute --dry-run` of a session whose task generation failed or never finished showed its old tasks, and
+    the verification of an earlier plan, as ready to run. A session another tool wrote records no phases."""
+    from tests.wfs_factory import make_session, task
+    from wfqueue.errors import BadInputError
+    from wfqueue.fsio import atomic_write_text
+
+    folder = make_session(tmp_path, "Add rate limiting", [task(1, "Config", ["src/config.py"])])
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "config.py").write_text("LIMIT = 1\n", encoding="utf-8")
+    session = json.loads((folder / "workflow-session.json").read_text(encoding="utf-8"))
+    if recorded is None:
+        del session["phases"]
+    else:
+        session["phases"]["tasks"] = recorded
+    atomic_write_text(folder / "workflow-session.json", json.dumps(session))
+    if recorded is None:
+        assert [t.id for t in load_plan(folder.name, str(tmp_path)).tasks] == ["IMPL-1"]
+        return
+    with pytest.raises(BadInputError) as caught:
+        load_plan(folder.name, str(tmp_path))
+    assert f"is still being planned (its tasks phase is {recorded})" in caught.value.message
+    assert f"wfqueue resume {folder.name}" in caught.value.hint

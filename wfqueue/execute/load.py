@@ -23,7 +23,7 @@ from wfqueue.lite.steps import PLAN_FILE, TASKS_FILE
 from wfqueue.plan_check import check_plan, default_repo, validate_path
 from wfqueue.sessions import repo_option, resolve_repo
 from wfqueue.tasks_file import LoadedTask, TaskProblem, load_object, load_task_dir
-from wfqueue.workflow_session.session import PROCESS_DIR, TASK_DIR
+from wfqueue.workflow_session.session import PROCESS_DIR, SESSION_FILE, TASK_DIR, read_session
 
 TARGET_HINT = ("pass a session id (CPLAN-..., WFS-..., a lite plan's id) or the path of a session folder, "
                "a tasks.jsonl, a .task/ folder or an agent's plan.json")
@@ -163,6 +163,19 @@ def refuse_unaccepted(source: PlanSource, root: Path) -> None:
                             hint="plan the requirement again, then execute the new plan")
 
 
+def refuse_unfinished(source: PlanSource, root: Path) -> None:
+    """A workflow session whose task generation has not finished (an interrupted or failed `wfqueue plan`) has no
+    plan to run yet: what its .task/ holds is an earlier generation's, or part of one."""
+    if source.kind != "workflow" or not (source.folder / SESSION_FILE).is_file():
+        return  # a .task/ folder of its own, or another tool's: its tasks are the plan
+    state = read_session(source.folder).tasks_unfinished()
+    if state is not None:
+        raise BadInputError(
+            f"{source.folder.name} is still being planned (its tasks phase is {state}): it has no plan to execute yet",
+            hint="let the command planning it finish, or if it stopped, finish it with "
+                 f"`wfqueue resume {source.folder.name}{repo_option(root)}`; then execute it")
+
+
 def read_plan(source: PlanSource, root: Path) -> tuple[list[LoadedTask], list[TaskProblem]]:
     """Every task of the plan at ``source`` and every problem with them (``wfqueue validate``'s findings)."""
     if source.kind == "collab":
@@ -176,6 +189,7 @@ def load_plan(target: str, repo: str | None = None) -> ExecutablePlan:
     source, root = resolve_source(target, repo)
     refuse_bare(root)
     refuse_unaccepted(source, root)
+    refuse_unfinished(source, root)
     tasks, problems = read_plan(source, root)
     refuse_problems(problems)
     return ExecutablePlan(
