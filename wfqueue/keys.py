@@ -98,6 +98,11 @@ def result_key(area: str) -> str:
     return f"result:{area}"
 
 
+def strategy_key(conflict_id: str) -> str:
+    """The strategy (its index) a person chose for a workflow session's conflict, kept for a resume."""
+    return f"strategy:{conflict_id}"
+
+
 def exploration_key(angle: str) -> str:
     """A lite or workflow angle's VerifiedExploration JSON (first answer wins)."""
     return f"exploration:{angle}"

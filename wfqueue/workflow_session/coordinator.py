@@ -9,6 +9,7 @@ are never redone.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -315,12 +316,29 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
                    session: WorkflowSession, common: _Phase, yes: bool) -> int:
         found = self.wait(SessionConflicts(**common.fields()).send(app), "conflict detection", settings, state)
         conflicts = [SessionConflict.model_validate(c) for c in found]
-        choices = {c.id: (c.recommended if yes else self.ui.choose_strategy(c)) for c in conflicts}
+        choices = choose_strategies(state, conflicts, None if yes else self.ui.choose_strategy, self.ui.info)
         resolution = resolve(session.session_id, now_iso(), conflicts, choices)
         apply_resolution(folder, conflicts, resolution)
         risk = load_context(folder).conflict_detection.risk_level
         self.ui.info(f"{len(conflicts)} conflict(s) resolved; risk is now {risk}")
         return len(conflicts)
+
+
+def choose_strategies(state: SessionStore, conflicts: list[SessionConflict],
+                      ask: Callable[[SessionConflict], int] | None, info: Callable[[str], None]) -> dict[str, int]:
+    """The strategy of each conflict: the one chosen for it before (a run stopped at a later conflict), else
+    ``ask``'s answer, kept at once, else (no one to ask: -y, a resume) the recommended one."""
+    choices: dict[str, int] = {}
+    for conflict in conflicts:
+        kept = state.recall(keys.strategy_key(conflict.id))
+        if kept is not None and kept.isdigit() and int(kept) < len(conflict.strategies):
+            info(f"{conflict.id}: {conflict.strategies[int(kept)].name}, as chosen before")
+            choices[conflict.id] = int(kept)
+            continue
+        choices[conflict.id] = conflict.recommended if ask is None else ask(conflict)
+        if ask is not None:
+            state.store(keys.strategy_key(conflict.id), str(choices[conflict.id]))
+    return choices
 
 
 def missing_work(state: SessionStore, folder: Path) -> list[str]:
