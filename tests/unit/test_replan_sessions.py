@@ -220,3 +220,17 @@ def test_verify_of_a_session_never_replanned_writes_no_lock_file(tmp_path: Path)
     folder = three_tasks(tmp_path)
     verify_session(folder)
     assert not (folder / ".process" / "replan.lock").exists()
+
+
+def test_with_the_last_replans_backup_deleted_an_older_one_is_refused_without_naming_the_lost_one_to_restore(
+        tmp_path: Path) -> None:
+    """The hint sent the user to restore the last replan's backup, which they had deleted."""
+    folder = three_tasks(tmp_path)
+    before = tree(folder, skip_backups=True)
+    first = json.loads(cli("replan", "add a task for metrics", "--repo", str(tmp_path), "-y", "--json")[1])
+    second = json.loads(cli("replan", "add a task for audit logging", "--repo", str(tmp_path), "-y", "--json")[1])
+    shutil.rmtree(second["backup"])
+    code, _, err, _ = cli("replan", "--restore", first["backup"], "--repo", str(tmp_path))
+    assert code == 2 and f"({Path(second['backup']).name}) is gone" in err, err
+    assert "--restore" not in err.split("hint:", 1)[-1]
+    assert tree(folder, skip_backups=True) != before  # both replans still applied: nothing was restored

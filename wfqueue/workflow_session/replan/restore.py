@@ -43,6 +43,11 @@ def _refuse_out_of_order(folder: Path, backup: Path, manifest: Manifest, repo: P
         same = backup.resolve().relative_to(folder.resolve()).as_posix() == last.backup
     except ValueError:  # a copy kept elsewhere: known by what its manifest records (two replans may share a second)
         same = (manifest.timestamp, manifest.reason, manifest.scope) == (last.timestamp, last.reason, last.scope)
+    if not same and not (folder / last.backup).is_dir():
+        raise ReplanRefusedError(
+            f"{backup.name} is not the backup of {folder.name}'s last replan, and that one's backup "
+            f"({Path(last.backup).name}) is gone: no earlier backup can be restored over it; nothing was restored",
+            hint=f"change the plan back with `wfqueue replan`{repo_option(repo)}, or plan the requirement again")
     if not same:
         raise ReplanRefusedError(
             f"{backup.name} is not the backup of {folder.name}'s last replan ({Path(last.backup).name}); nothing was "
