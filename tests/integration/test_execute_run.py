@@ -332,3 +332,22 @@ def test_a_task_extends_a_module_the_task_it_depends_on_creates(tmp_path: Path) 
     assert "def mul" in merged and "def square" in merged
     log = log_entries(tmp_path / "executor.log")
     assert runs_of(log, "TASK-002")[0]["start"] >= runs_of(log, "TASK-001")[0]["end"]
+
+
+def test_a_wave_whose_tasks_have_only_manual_checks_is_gated_by_the_plans_own_checks(tmp_path: Path) -> None:
+    """The gate after a wave ran only the merged tasks' checks: with manual ones only, none ran, a change that
+    broke the package was merged untested, and the next task failed for it. The plan's checks that can run on
+    the merged tree gate the wave, and it stops there."""
+    repo = project(tmp_path)
+    tasks_file = lite_plan(repo, [
+        lite_task(1, "Tidy ops", ["calc/ops.py"], verification="manual: read the module"),
+        lite_task(2, "Rename the package", ["calc/text.py"], depends=[1]),
+    ])
+    env = env_for(tmp_path, {"TASK-001": {"calc/ops.py": "raise ImportError('broken by TASK-001')\n"},
+                             "TASK-002": {"calc/text.py": "NAME = 'calculator'\n"}})
+    run = run_cli("execute", str(tasks_file), "-y", "--json", env=env, timeout=240)
+    assert run.code == 1, run.stderr
+    assert run.json()["status"] == "stopped", run.stderr
+    said = " ".join(run.stderr.split())
+    assert "gate after wave 1: python -m pytest -q tests" in said and "gate after wave 1 is red" in said, said
+    assert runs_of(log_entries(tmp_path / "executor.log"), "TASK-002") == []  # stopped before the next wave

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.execute_support import task
-from wfqueue.execute.gate import combined, gate_commands
+from wfqueue.execute.gate import combined, gate_commands, runnable_on
 
 
 def test_the_runs_of_one_test_runner_become_one_and_a_command_without_paths_stays() -> None:
@@ -52,3 +52,13 @@ def test_the_runs_of_one_test_runner_become_one_and_a_command_without_paths_stay
 ])
 def test_each_test_run_is_made_once_and_none_is_dropped(commands: list[str], gate: list[str]) -> None:
     assert combined(commands) == gate
+
+
+def test_the_plans_checks_run_on_what_is_there_of_their_test_files() -> None:
+    there = {"tests/test_a.py", "tests", "spec/a_spec.rb"}.__contains__
+    assert runnable_on(["python -m pytest -q tests/test_a.py tests/test_new.py::test_x",  # one file not there yet
+                        "python -m pytest -q tests/test_new.py",  # none there: a later task makes it
+                        "bundle exec rspec spec/a_spec.rb:12 spec/b_spec.rb",
+                        "go test ./pkg/...",  # packages, not files: kept
+                        "npm test"], there) == [
+        "python -m pytest -q tests/test_a.py", "bundle exec rspec spec/a_spec.rb:12", "go test ./pkg/...", "npm test"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
+from collections.abc import Callable
 from typing import NamedTuple
 
 from wfqueue.execute.model import ExecTask
@@ -48,6 +49,22 @@ def gate_commands(tasks: list[ExecTask], configured: str | None) -> list[str]:
         return [configured.strip()]
     runnable = [t.verification.strip() for t in tasks if verification_refusal(t) is None]
     return combined(list(dict.fromkeys(runnable)))
+
+
+def runnable_on(commands: list[str], exists: Callable[[str], bool]) -> list[str]:
+    """``commands`` as they can run on a tree where ``exists`` answers for a path: a pytest or RSpec run keeps
+    the test files and folders that are there, and goes when none is (a later task creates them); any other
+    command is kept as it is."""
+    out: list[str] = []
+    for command in commands:
+        run = _path_run(command)
+        if run is None or run.tool == "go test":
+            out.append(command)
+            continue
+        there = tuple(t for t in run.targets if exists(_file_of(t)))
+        if there:
+            out.append(shlex.join([*run.tool.split(), *run.options, *there]))
+    return out
 
 
 def combined(commands: list[str]) -> list[str]:

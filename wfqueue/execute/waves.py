@@ -16,7 +16,7 @@ from wfqueue import keys
 from wfqueue.errors import ProviderError
 from wfqueue.execute import records
 from wfqueue.execute.decisions import conflict_outcome, disallowed_changes, retry_feedback, skip_reason, unnamed_tests
-from wfqueue.execute.gate import gate_commands
+from wfqueue.execute.gate import gate_commands, runnable_on
 from wfqueue.execute.merge import commit_changes, head_of, merge_task, run_gate, task_branch
 from wfqueue.execute.model import ExecutablePlan, TaskRun
 from wfqueue.execute.records import Execution, GateRun, TaskRecord
@@ -171,12 +171,21 @@ class WaveRunner:
         """The gate after wave ``index``; red stops the execution before the next wave."""
         e = self.execution
         done = [self.plan.task(t) for t in e.in_state("completed")]
-        commands = [] if e.untested else gate_commands(done, self.c.settings.execute_test_command)
+        configured = self.c.settings.execute_test_command
+        commands = [] if e.untested else gate_commands(done, configured)
+        workdir = self.worktree / self.prefix if self.prefix else self.worktree
+        if not commands and not e.untested:
+            # No merged task has a check the runner runs (manual ones): the plan's own checks, on what they can
+            # test of the merged tree, rather than no gate at all (the dry run promises one after each wave).
+            commands = runnable_on(gate_commands(self.plan.tasks, configured), lambda rel: (workdir / rel).exists())
+            if not commands:
+                self.c.event(e, f"gate after wave {index}: no check can run yet (no merged task has one the runner "
+                                f"runs, and the plan's test files are not there yet): wave {index} "
+                                f"({', '.join(wave)}) is untested so far")
         if not commands:
             e.gated_waves.append(index)
             self._save()
             return True
-        workdir = self.worktree / self.prefix if self.prefix else self.worktree
         self.c.event(e, f"gate after wave {index}: {'; '.join(commands)}")
         head = head_of(self.worktree)
         result = run_gate(workdir, commands, self.c.settings.execute_check_timeout_s)
