@@ -67,3 +67,18 @@ def test_merges_conflicts_and_cleanup_leave_the_users_checkout_alone(tmp_path: P
     assert head_of(again) == merged.commit
     close_integration(repo, again)
     assert snapshot(repo) == before
+
+
+def test_a_repository_that_verifies_signatures_on_merges_takes_the_unsigned_task_commits(tmp_path: Path) -> None:
+    """With merge.verifySignatures set, every task failed at its merge ("does not have a GPG signature"), and a
+    --continue paid for every agent run again to fail the same way: wfqueue's own commits are unsigned."""
+    repo = make_repo(tmp_path)
+    git(repo, "config", "merge.verifySignatures", "true")
+    base = head_of(repo)
+    create_branch(repo, integration_branch(EXEC_ID), base)
+    one = commit_on(repo, "t/one", base, {"calc/ops.py": "ONE = 1\n"}, "one")
+    worktree = open_integration(repo, EXEC_ID)
+    merged = merge_task(worktree, one, "T1", EXEC_ID, "One")
+    assert merged.merged, merged.error
+    close_integration(repo, worktree)
+    assert git(repo, "config", "merge.verifySignatures") == "true"  # the user's setting, left as it was
