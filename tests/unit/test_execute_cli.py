@@ -195,6 +195,26 @@ def test_an_allow_list_gitignore_at_the_root_is_not_taken_for_another_checkout(
     assert "not a git repository of its own" not in err
 
 
+def test_a_file_the_plan_creates_must_not_be_ignored_by_git(sample_repo: Path, capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A planned `notes_api/rate_local.py` under a `*_local.py` ignore rule was left out of its task's commit,
+    and the execution said "completed" (or "the executor changed nothing" when it was the task's only file)."""
+    monkeypatch.setenv("WFQUEUE_EXECUTOR_COMMAND", "claude -p")
+    (sample_repo / ".gitignore").write_text("*_local.py\n", encoding="utf-8")
+    committed(sample_repo)
+    creates = task(1, "Keep request counts", ["notes_api/config.py"])
+    creates["files"] += [{"path": "notes_api/rate_local.py", "action": "create"},
+                         {"path": "notes_api/zähler_local.py", "action": "create"},  # git quotes such names
+                         {"path": "notes_api/rate.py", "action": "create"}]
+    plan_session(sample_repo, [creates])
+    before = snapshot(sample_repo)
+    assert main(["execute", SESSION, "--repo", str(sample_repo)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "git ignores 2 files the plan creates: notes_api/rate_local.py, notes_api/zähler_local.py; their " \
+           "tasks' commits would leave them out" in err and "git check-ignore -v" in err, err
+    assert snapshot(sample_repo) == before
+
+
 def test_without_an_executor_execution_is_refused_and_says_how_to_configure_one(
         sample_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     committed(sample_repo)

@@ -242,7 +242,7 @@ def register(app: typer.Typer) -> None:
         # deletes one comes after its creator.
         created = {f for t in plan.tasks for f in t.files.create}
         check_clean_repository(Path(plan.repo), [f for t in plan.tasks for f in t.files.modify + t.files.delete
-                                                 if f not in created])
+                                                 if f not in created], sorted(created))
         up = serving_up(settings, Path(plan.repo))
         chosen = choose_executor(settings, requested, up)
         if budget is not None and chosen != "claude":

@@ -89,15 +89,32 @@ def untracked(repo: Path, paths: list[str]) -> list[str]:
     return [p for p in paths if p not in tracked]
 
 
+def ignored(repo: Path, paths: list[str]) -> list[str]:
+    """Those of ``paths`` (relative to ``repo``, not tracked) that git ignores (.gitignore, info/exclude, the
+    global excludes file): a task's commit would leave them out."""
+    if not paths:
+        return []
+    # One path a line (-z needs --stdin), unquoted; a name git would still quote (a newline, a backslash) is not
+    # matched, and its task then says it changed nothing rather than this.
+    found = _git(repo, "-c", "core.quotePath=false", "check-ignore", "--", *paths)
+    if found.returncode not in (0, 1):  # 1: none is ignored
+        raise UnsafeRepositoryError(f"git check-ignore failed in {repo}: {found.stderr.strip()}",
+                                    hint="fix the repository so that `git check-ignore` works")
+    said = set(found.stdout.splitlines())
+    return [p for p in paths if p in said]
+
+
 def _listing(paths: list[str], separator: str) -> str:
     more = len(paths) - SHOWN_DIRTY
     return separator.join(paths[:SHOWN_DIRTY]) + (f"{separator}... and {more} more" if more > 0 else "")
 
 
-def check_clean_repository(repo: Path, existing_files: list[str] | None = None) -> None:
+def check_clean_repository(repo: Path, existing_files: list[str] | None = None,
+                           new_files: list[str] | None = None) -> None:
     """Refuse (exit 2) unless ``repo`` is a git repository with a commit and a clean working tree in which git
-    tracks ``existing_files`` (the files the plan modifies or deletes: a task's worktree starts at HEAD), and
-    can hold the execution's branches."""
+    tracks ``existing_files`` (the files the plan modifies or deletes: a task's worktree starts at HEAD) and
+    ignores none of ``new_files`` (those it creates: a commit would leave them out), and can hold the
+    execution's branches."""
     dirty = dirty_files(repo)
     if dirty:
         lines = _listing(dirty, "\n  ")
@@ -124,6 +141,14 @@ def check_clean_repository(repo: Path, existing_files: list[str] | None = None) 
             f"(ignored, or never added): {_listing(missing, ', ')}",
             hint="commit them (or stop ignoring them): execution works from HEAD, where they are not",
             dirty=missing,
+        )
+    left_out = ignored(repo, list(dict.fromkeys(new_files or [])))
+    if left_out:
+        raise UnsafeRepositoryError(
+            f"git ignores {len(left_out)} file{'s' if len(left_out) != 1 else ''} the plan creates: "
+            f"{_listing(left_out, ', ')}; their tasks' commits would leave them out",
+            hint="stop ignoring them (see `git check-ignore -v PATH`), or change the plan to create files git keeps",
+            dirty=left_out,
         )
     for name in BRANCH_FOLDERS:  # git cannot hold a branch `wfqueue` beside the branch `wfqueue/EXEC-...`
         if _git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{name}").returncode == 0:
