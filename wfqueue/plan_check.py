@@ -214,8 +214,10 @@ def default_repo(path: Path) -> Path:
     return resolve_repo(None)
 
 
-def validate_path(path: Path, repo: Path | None) -> tuple[list[LoadedTask], list[TaskProblem]]:
-    """Load and check a tasks.jsonl, a .task/ folder, or a session folder holding one."""
+def validate_path(path: Path, repo: Path | None,
+                  existing: Callable[[str], bool] | None = None) -> tuple[list[LoadedTask], list[TaskProblem]]:
+    """Load and check a tasks.jsonl, a .task/ folder, or a session folder holding one (``existing``: whether a
+    file is there to change, by default on disk)."""
     if not path.exists():
         raise BadInputError(f"{path}: no such file or folder", hint=PATH_HINT)
     if path.is_dir():
@@ -241,4 +243,4 @@ def validate_path(path: Path, repo: Path | None) -> tuple[list[LoadedTask], list
         except (OSError, UnicodeDecodeError) as exc:
             raise BadInputError(f"{source}: cannot be read as UTF-8 text ({exc})", hint=PATH_HINT) from exc
         tasks, problems = parse_jsonl(text, name=source.name)
-    return tasks, problems + check_plan(tasks, root)
+    return tasks, problems + check_plan(tasks, root, existing)

@@ -351,3 +351,27 @@ def test_a_wave_whose_tasks_have_only_manual_checks_is_gated_by_the_plans_own_ch
     said = " ".join(run.stderr.split())
     assert "gate after wave 1: python -m pytest -q tests" in said and "gate after wave 1 is red" in said, said
     assert runs_of(log_entries(tmp_path / "executor.log"), "TASK-002") == []  # stopped before the next wave
+
+
+def test_a_sparse_checkouts_plan_executes_in_whole_worktrees_and_the_users_cone_stays(tmp_path: Path) -> None:
+    """From a sparse checkout (`git sparse-checkout set calc`), each worktree took the user's cone: the agent
+    could not open tests/test_ops.py, the verification found no conftest, and a plan naming a tracked file
+    outside the cone was refused as naming a file that "does not exist"."""
+    repo = project(tmp_path)
+    git(repo, "sparse-checkout", "set", "calc")
+    assert not (repo / "tests").exists()
+    tasks_file = lite_plan(repo, [
+        lite_task(1, "Add sub", ["calc/ops.py", "tests/test_ops.py"]),
+    ])
+    env = env_for(tmp_path, {"TASK-001": {"calc/ops.py": SUB,
+                                          "tests/test_ops.py": {"replace": ["def test_add():",
+                                                                            "from calc.ops import sub\n\n\n"
+                                                                            "def test_sub():\n"
+                                                                            "    assert sub(5, 3) == 2\n\n\n"
+                                                                            "def test_add():"]}}})
+    run = run_cli("execute", str(tasks_file), "-y", "--json", env=env, timeout=240)
+    assert run.code == 0, run.stderr
+    outcome = run.json()
+    assert outcome["status"] == "completed", run.stderr
+    assert "def test_sub" in git(repo, "show", f"{outcome['branch']}:tests/test_ops.py")
+    assert git(repo, "sparse-checkout", "list").split() == ["calc"] and not (repo / "tests").exists()

@@ -215,6 +215,20 @@ def test_a_file_the_plan_creates_must_not_be_ignored_by_git(sample_repo: Path, c
     assert snapshot(sample_repo) == before
 
 
+def test_a_sparse_checkout_set_for_every_worktree_is_refused(sample_repo: Path, capsys: pytest.CaptureFixture[str],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The old way of a sparse checkout (core.sparseCheckout in .git/config) holds for every worktree: turning it
+    off in a task's worktree would turn it off in the user's checkout too."""
+    monkeypatch.setenv("WFQUEUE_EXECUTOR_COMMAND", "claude -p")
+    committed(sample_repo)
+    plan_session(sample_repo)
+    git(sample_repo, "config", "core.sparseCheckout", "true")
+    assert main(["execute", SESSION, "--repo", str(sample_repo)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "is a sparse checkout whose setting (core.sparseCheckout in .git/config) every worktree shares" in err, err
+    assert git(sample_repo, "config", "core.sparseCheckout").strip() == "true"
+
+
 def test_without_an_executor_execution_is_refused_and_says_how_to_configure_one(
         sample_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     committed(sample_repo)

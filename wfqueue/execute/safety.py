@@ -89,6 +89,13 @@ def untracked(repo: Path, paths: list[str]) -> list[str]:
     return [p for p in paths if p not in tracked]
 
 
+def tracked_files(repo: Path) -> frozenset[str]:
+    """The files git tracks under ``repo`` (relative to it; those a sparse checkout leaves out of the folder
+    too); none where git cannot tell (not a repository)."""
+    listed = _git(repo, "-c", "core.quotePath=false", "ls-files", "-z")
+    return frozenset(p for p in listed.stdout.split("\0") if p) if listed.returncode == 0 else frozenset()
+
+
 def ignored(repo: Path, paths: list[str]) -> list[str]:
     """Those of ``paths`` (relative to ``repo``, not tracked) that git ignores (.gitignore, info/exclude, the
     global excludes file): a task's commit would leave them out."""
@@ -142,6 +149,15 @@ def check_clean_repository(repo: Path, existing_files: list[str] | None = None,
             hint="commit them (or stop ignoring them): execution works from HEAD, where they are not",
             dirty=missing,
         )
+    if _git(repo, "config", "--bool", "core.sparseCheckout").stdout.strip() == "true" and _git(
+            repo, "config", "--bool", "extensions.worktreeConfig").stdout.strip() != "true":
+        # Execution's worktrees need every file; turning sparse checkout off in one of them would turn it off for
+        # this checkout too, where the setting lives.
+        raise UnsafeRepositoryError(
+            f"{repo} is a sparse checkout whose setting (core.sparseCheckout in .git/config) every worktree shares; "
+            "execution's worktrees need every file",
+            hint="re-make the sparse checkout with `git sparse-checkout set ...` (which keeps the setting to this "
+                 "checkout), or execute from a full clone")
     left_out = ignored(repo, list(dict.fromkeys(new_files or [])))
     if left_out:
         raise UnsafeRepositoryError(

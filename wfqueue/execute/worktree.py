@@ -144,7 +144,17 @@ def prepare_worktree(repo: Path, path: Path, branch: str, base: str) -> Path:
     first."""
     base_commit = git(repo, "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}").stdout.strip()
     with worktrees_locked(repo):
-        return _prepare(repo, path, branch, base, base_commit)
+        return _whole_tree(_prepare(repo, path, branch, base, base_commit))
+
+
+def _whole_tree(path: Path) -> Path:
+    """``path`` with every file of its commit: a worktree added from a sparse checkout takes its cone (git copies
+    the patterns), and the agent and the checks would not see the files outside it. Only this worktree's own
+    configuration changes (sparse checkouts keep theirs per worktree: extensions.worktreeConfig); a repository
+    whose sparse setting is shared by every worktree is refused before any (safety.check_clean_repository)."""
+    if git(path, "config", "--bool", "core.sparseCheckout", check=False).stdout.strip() == "true":
+        git(path, "sparse-checkout", "disable")
+    return path
 
 
 def _prepare(repo: Path, path: Path, branch: str, base: str, base_commit: str) -> Path:
