@@ -47,6 +47,18 @@ def run_git(cwd: Path, *args: str, check: bool = True, env: Mapping[str, str] | 
         raise error(f"git {args[0] if args else ''} could not run in {cwd}: {exc}",
                     hint="check that the repository is readable and the disk not full") from None
     if check and done.returncode != 0:
-        raise error(f"git {' '.join(args)} failed in {cwd}: {done.stderr.strip() or done.stdout.strip()}",
+        raise error(f"{_shown(args)} failed in {cwd}: {done.stderr.strip() or done.stdout.strip()}",
                     hint=failure_hint)
     return done
+
+
+def _shown(args: tuple[str, ...], limit: int = 80) -> str:
+    """The command as an error quotes it: its arguments up to the pathspecs (`--`) or ``limit`` characters, so
+    that git's own message, after it, is what the reader sees (a `git add` of twelve exclusions read as noise)."""
+    shown: list[str] = []
+    for arg in args:
+        if arg == "--" or len(" ".join(["git", *shown, arg])) > limit:
+            rest = len(args) - len(shown)
+            return " ".join(["git", *shown]) + f" (and {rest} more argument{'s' if rest != 1 else ''})"
+        shown.append(arg)
+    return " ".join(["git", *shown])

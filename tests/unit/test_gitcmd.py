@@ -1,0 +1,26 @@
+"""git as wfqueue runs it: a failure quotes the command briefly and git's own message whole."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from wfqueue.errors import InfrastructureError
+from wfqueue.gitcmd import run_git
+
+
+def test_a_failure_quotes_the_command_up_to_its_pathspecs_then_gits_message(tmp_path: Path) -> None:
+    """A task's `git add` under core.safecrlf failed with some 600 characters, most of them wfqueue's own twelve
+    exclusion pathspecs, git's reason ("LF would be replaced by CRLF") at the end."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    excludes = [f":(exclude,glob)**/{name}" for name in ("__pycache__", "*.pyc", ".pytest_cache", ".mypy_cache")]
+    with pytest.raises(InfrastructureError) as caught:
+        run_git(tmp_path, "add", "--all", "--", "no-such-file", *excludes)
+    message = caught.value.message
+    assert message.startswith(f"git add --all (and 6 more arguments) failed in {tmp_path}: fatal: "), message
+    assert "pathspec 'no-such-file' did not match any files" in message and ":(exclude" not in message
+    with pytest.raises(InfrastructureError) as caught:
+        run_git(tmp_path, "rev-parse", "--verify", "no-such-branch")
+    assert caught.value.message.startswith("git rev-parse --verify no-such-branch failed in"), caught.value.message
