@@ -108,6 +108,17 @@ def test_a_worktree_with_uncommitted_work_is_kept_and_frees_the_branch(tmp_path:
     assert (path / "calc" / "ops.py").read_text(encoding="utf-8") == SUB
 
 
+def test_a_worktree_whose_branch_was_deleted_under_it_is_removed(tmp_path: Path) -> None:
+    """`git update-ref -d` of the branch a worktree has checked out: every file read as uncommitted work, and
+    keeping it meant `git checkout --detach`, which fails there ("a branch yet to be born"): an error, and a
+    registered worktree nothing removed."""
+    repo = make_repo(tmp_path)
+    path, _ = _worktree(repo)
+    git(repo, "update-ref", "-d", f"refs/heads/{BRANCH}")
+    assert finish_worktree(repo, path) is False
+    assert not path.exists() and str(path) not in git(repo, "worktree", "list", "--porcelain")
+
+
 def test_a_worktree_removed_by_hand_is_made_again(tmp_path: Path) -> None:
     repo = make_repo(tmp_path)
     path, base = _worktree(repo)

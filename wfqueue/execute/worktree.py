@@ -312,6 +312,11 @@ def _finish(repo: Path, path: Path) -> bool:
     if _half_made(repo, path):  # it holds no one's work
         _discard(repo, path)
         return False
+    if git(path, "rev-parse", "--verify", "--quiet", "HEAD", check=False).returncode != 0:
+        # Its branch was deleted under it (`git update-ref -d`): every file reads as uncommitted, and there is no
+        # commit to detach at. What it held was the branch's, gone with it.
+        _discard(repo, path)
+        return False
     if changed_paths(path) or _locks(repo, path):  # uncommitted work, or locked by someone: kept as it is
         git(path, "checkout", "--quiet", "--detach")
         return True
