@@ -62,3 +62,13 @@ def _shown(args: tuple[str, ...], limit: int = 80) -> str:
             return " ".join(["git", *shown]) + f" (and {rest} more argument{'s' if rest != 1 else ''})"
         shown.append(arg)
     return " ".join(["git", *shown])
+
+
+def tracked_files(repo: Path) -> frozenset[str]:
+    """The files git tracks under ``repo`` (relative to it; those a sparse checkout leaves out of the folder
+    too); none where git cannot tell (not a repository, no git)."""
+    try:
+        listed = run_git(repo, "-c", "core.quotePath=false", "ls-files", "-z", check=False)
+    except WfqueueError:
+        return frozenset()
+    return frozenset(p for p in listed.stdout.split("\0") if p) if listed.returncode == 0 else frozenset()

@@ -16,6 +16,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from wfqueue.errors import BadInputError
+from wfqueue.gitcmd import tracked_files
 from wfqueue.sessions import WORKFLOW_DIR, resolve_repo
 from wfqueue.tasks_file import (
     OFF_LIMITS,
@@ -82,6 +83,13 @@ def repo_relative(path: str) -> str | None:
 def on_disk(root: Path) -> Callable[[str], bool]:
     """Whether a path relative to ``root`` exists there (``check_plan``'s ``existing``)."""
     return lambda rel: (root / rel).exists()
+
+
+def in_repository(root: Path) -> Callable[[str], bool]:
+    """Whether a path relative to ``root`` is there to change: on disk, or tracked by git (a sparse checkout
+    leaves tracked files out of the folder, and an execution's worktrees have them)."""
+    tracked = tracked_files(root)
+    return lambda rel: rel in tracked or (root / rel).exists()
 
 
 class CreatedInPlan:
@@ -214,10 +222,9 @@ def default_repo(path: Path) -> Path:
     return resolve_repo(None)
 
 
-def validate_path(path: Path, repo: Path | None,
-                  existing: Callable[[str], bool] | None = None) -> tuple[list[LoadedTask], list[TaskProblem]]:
-    """Load and check a tasks.jsonl, a .task/ folder, or a session folder holding one (``existing``: whether a
-    file is there to change, by default on disk)."""
+def validate_path(path: Path, repo: Path | None) -> tuple[list[LoadedTask], list[TaskProblem]]:
+    """Load and check a tasks.jsonl, a .task/ folder, or a session folder holding one; a file to change is there
+    on disk or in git (``in_repository``)."""
     if not path.exists():
         raise BadInputError(f"{path}: no such file or folder", hint=PATH_HINT)
     if path.is_dir():
@@ -243,4 +250,4 @@ def validate_path(path: Path, repo: Path | None,
         except (OSError, UnicodeDecodeError) as exc:
             raise BadInputError(f"{source}: cannot be read as UTF-8 text ({exc})", hint=PATH_HINT) from exc
         tasks, problems = parse_jsonl(text, name=source.name)
-    return tasks, problems + check_plan(tasks, root, existing)
+    return tasks, problems + check_plan(tasks, root, in_repository(root))

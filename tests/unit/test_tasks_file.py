@@ -286,3 +286,31 @@ def test_cli_json_output(run: Any, tmp_path: Path) -> None:
         "location": "tasks.jsonl:1", "task_id": "A", "code": "unknown_dependency",
         "message": "depends on GHOST, which no task in this plan has; fix the id or remove it",
     }]
+
+
+def test_a_file_git_tracks_outside_a_sparse_checkouts_cone_is_there_to_change(tmp_path: Path) -> None:
+    """`git sparse-checkout set src` leaves docs/guide.md out of the folder; an execution's worktrees have it,
+    and validate said it "does not exist"."""
+    import subprocess
+
+    from wfqueue.plan_check import validate_path
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=a", "-c", "user.email=a@b.c", *args],
+                       check=True, capture_output=True)
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "src" / "app.py").write_text("X = 1\n", encoding="utf-8")
+    (tmp_path / "docs" / "guide.md").write_text("# Guide\n", encoding="utf-8")
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-qm", "init")
+    git("sparse-checkout", "set", "src")
+    assert not (tmp_path / "docs").exists()
+    plan = tmp_path / "tasks.jsonl"
+    plan.write_text(jsonl(task("A", files=[{"path": "docs/guide.md", "action": "modify"},
+                                           {"path": "docs/missing.md", "action": "modify"}])), encoding="utf-8")
+    _, problems = validate_path(plan, tmp_path)
+    assert [p.message for p in problems] == [
+        "file docs/missing.md does not exist but is to be modified; fix the path or use action create"]

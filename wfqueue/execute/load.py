@@ -16,11 +16,11 @@ from wfqueue.collab.steps import NOTE_FILE, is_cancelled
 from wfqueue.errors import BadInputError
 from wfqueue.execute.model import ExecutablePlan, PlanKind, PlanVerdict, exec_task
 from wfqueue.execute.plan_context import AGENT_PLAN_FILE, AGENTS_DIR, agent_plan_files, read_context
-from wfqueue.execute.safety import refuse_bare, tracked_files
+from wfqueue.execute.safety import refuse_bare
 from wfqueue.execute.validate import refuse_problems
 from wfqueue.lite.render import says_awaiting, says_cancelled
 from wfqueue.lite.steps import PLAN_FILE, TASKS_FILE
-from wfqueue.plan_check import check_plan, default_repo, validate_path
+from wfqueue.plan_check import check_plan, default_repo, in_repository, validate_path
 from wfqueue.sessions import repo_option, resolve_repo
 from wfqueue.tasks_file import LoadedTask, TaskProblem, load_object, load_task_dir
 from wfqueue.workflow_session.session import PROCESS_DIR, SESSION_FILE, TASK_DIR, read_session
@@ -177,15 +177,11 @@ def refuse_unfinished(source: PlanSource, root: Path) -> None:
 
 
 def read_plan(source: PlanSource, root: Path) -> tuple[list[LoadedTask], list[TaskProblem]]:
-    """Every task of the plan at ``source`` and every problem with them (``wfqueue validate``'s findings). A file
-    to change is there when git tracks it, on disk or not: a sparse checkout leaves files out of the user's
-    folder that each task's worktree has."""
-    tracked = tracked_files(root)
-    existing = (lambda rel: rel in tracked or (root / rel).exists()) if tracked else None
+    """Every task of the plan at ``source`` and every problem with them (``wfqueue validate``'s findings)."""
     if source.kind == "collab":
         tasks, problems = _collab_tasks(source)
-        return tasks, problems + check_plan(tasks, root, existing)
-    return validate_path(source.tasks_at, root, existing)
+        return tasks, problems + check_plan(tasks, root, in_repository(root))
+    return validate_path(source.tasks_at, root)
 
 
 def load_plan(target: str, repo: str | None = None) -> ExecutablePlan:

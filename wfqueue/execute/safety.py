@@ -89,13 +89,6 @@ def untracked(repo: Path, paths: list[str]) -> list[str]:
     return [p for p in paths if p not in tracked]
 
 
-def tracked_files(repo: Path) -> frozenset[str]:
-    """The files git tracks under ``repo`` (relative to it; those a sparse checkout leaves out of the folder
-    too); none where git cannot tell (not a repository)."""
-    listed = _git(repo, "-c", "core.quotePath=false", "ls-files", "-z")
-    return frozenset(p for p in listed.stdout.split("\0") if p) if listed.returncode == 0 else frozenset()
-
-
 def ignored(repo: Path, paths: list[str]) -> list[str]:
     """Those of ``paths`` (relative to ``repo``, not tracked) that git ignores (.gitignore, info/exclude, the
     global excludes file): a task's commit would leave them out."""
