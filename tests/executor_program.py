@@ -9,7 +9,8 @@ line, and applies the edits a test wrote for that task in the JSON file named by
 
 A task entry may also be just the ``edits`` mapping (``null`` deletes a file). ``fix_edits`` are applied instead
 of ``edits`` when the prompt reports a failing verification (the run that fixes it). ``sleep`` waits before
-editing; ``exit`` ends with that status after editing; ``git_commit`` commits the edits, as some agent CLIs do.
+editing, ``wait_for`` until the file it names exists; ``exit`` ends with that status after editing;
+``git_commit`` commits the edits, as some agent CLIs do.
 With ``WFQUEUE_TEST_EXECUTOR_LOG`` set, one JSON line per run is appended: ``{task, pid, ppid, cwd, start, end,
 fix}``, so tests can prove which process ran a task, and when (overlap or not).
 """
@@ -49,9 +50,13 @@ def main() -> int:
     fixing = "## Verification failed" in prompt
     started = time.time()
     plan = json.loads(Path(os.environ["WFQUEUE_TEST_EDITS"]).read_text(encoding="utf-8")).get(task_id, {})
-    if "edits" not in plan and not {"sleep", "exit", "fix_edits", "git_commit"} & set(plan):
+    if "edits" not in plan and not {"sleep", "exit", "fix_edits", "git_commit", "wait_for"} & set(plan):
         plan = {"edits": plan}
     time.sleep(float(plan.get("sleep", 0)))
+    if plan.get("wait_for"):  # held until a test creates that file (two minutes at most)
+        deadline = time.monotonic() + 120
+        while not Path(plan["wait_for"]).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
     edits = plan.get("fix_edits", plan.get("edits", {})) if fixing else plan.get("edits", {})
     for path, change in edits.items():
         _edit(Path.cwd(), path, change)

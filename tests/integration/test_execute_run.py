@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import processes_mentioning, run_cli, wait_until, wfqueue_env
+from support import cli_process, processes_mentioning, run_cli, wait_until, wfqueue_env
 
 from tests.execute_support import EXECUTOR_COMMAND, git, log_entries, snapshot, write_edits
 
@@ -375,3 +375,27 @@ def test_a_sparse_checkouts_plan_executes_in_whole_worktrees_and_the_users_cone_
     assert outcome["status"] == "completed", run.stderr
     assert "def test_sub" in git(repo, "show", f"{outcome['branch']}:tests/test_ops.py")
     assert git(repo, "sparse-checkout", "list").split() == ["calc"] and not (repo / "tests").exists()
+
+
+def test_an_integration_branch_deleted_while_the_execution_runs_ends_it_with_one_clear_word(tmp_path: Path) -> None:
+    """`git update-ref -d` of the integration branch mid-run: every task's merge failed with git's "Non-fast-forward
+    commit does not make sense into an empty head", the run said to finish it with --continue (which then
+    refused: the branch is gone), ended on a traceback-like git error (exit 3) and left its worktree registered."""
+    repo = project(tmp_path)
+    tasks_file = lite_plan(repo, [lite_task(1, "Rename the package", ["calc/text.py"])])
+    release = tmp_path / "release"
+    env = env_for(tmp_path, {"TASK-001": {"edits": {"calc/text.py": "NAME = 'calculator'\n"},
+                                          "wait_for": str(release)}})
+    with cli_process("execute", str(tasks_file), "-y", "--json", env=env) as proc:
+        worktrees = repo / ".git" / "wfqueue-worktrees"
+        wait_until(lambda: any(worktrees.glob("EXEC-*/TASK-001/*/calc")), 120, "TASK-001's worktree made")
+        (branch,) = [b for b in git(repo, "for-each-ref", "--format=%(refname)", "refs/heads/wfqueue").split()
+                     if "/tasks/" not in b]
+        git(repo, "update-ref", "-d", branch)
+        release.touch()
+        _, err = proc.communicate(timeout=240)
+    said = " ".join(err.split())
+    assert proc.returncode == 2, err
+    assert f"the integration branch {branch.removeprefix('refs/heads/')} was deleted while" in said, said
+    assert "--continue" not in said and "wfqueue execute " in said.split("hint:")[-1], said
+    assert "wfqueue-worktrees" not in git(repo, "worktree", "list")

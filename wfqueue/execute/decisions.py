@@ -127,6 +127,9 @@ def merge_hint(execution: Execution, repo_option: str = "", why_at: str = "execu
     did not complete are read (the report itself says "the tasks above")."""
     larger = " --budget LARGER" if stopped_by_budget(execution) else ""  # the same cap would stop them again
     again = f"`wfqueue execute --continue {execution.exec_id}{repo_option}{larger}`"
+    if execution.branch_lost:
+        return (f"Its integration branch `{execution.branch}` was deleted while it ran: execute the plan again "
+                f"(`wfqueue execute {execution.source}`).")
     if execution.status == "stopped":
         return (f"The gate after wave {execution.stopped_wave} is red: fix the integration branch `{execution.branch}` "
                 f"(or the plan), then run {again}.")

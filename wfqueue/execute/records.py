@@ -89,6 +89,7 @@ class Execution(BaseModel):
     # first kept: a continued run ended by naming them all again).
     kept_worktrees: list[str] = Field(default_factory=list)
     untested: bool = False  # started with --no-gate: no gate ran after its waves; its merges are untested
+    branch_lost: bool = False  # its integration branch was deleted while it ran: it cannot go on
     usage: str | None = None  # the claude executor's model calls, tokens and estimated cost (metering.usage_line)
     started_at: float = Field(default_factory=time.time)
     finished_at: float | None = None

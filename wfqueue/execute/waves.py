@@ -13,11 +13,11 @@ from typing import Any, Protocol
 from celery.result import AsyncResult
 
 from wfqueue import keys
-from wfqueue.errors import ProviderError
+from wfqueue.errors import BadInputError, ProviderError
 from wfqueue.execute import records
 from wfqueue.execute.decisions import conflict_outcome, disallowed_changes, retry_feedback, skip_reason, unnamed_tests
 from wfqueue.execute.gate import gate_commands, runnable_on
-from wfqueue.execute.merge import commit_changes, head_of, merge_task, run_gate, task_branch
+from wfqueue.execute.merge import branch_exists, commit_changes, head_of, merge_task, run_gate, task_branch
 from wfqueue.execute.model import ExecutablePlan, TaskRun
 from wfqueue.execute.records import Execution, GateRun, TaskRecord
 from wfqueue.keys import AgentState
@@ -141,6 +141,12 @@ class WaveRunner:
             self._not_merged(record)
             self.c.event(e, f"{record.id} rejected, not merged: it changes {', '.join(bad)}")
             return False
+        if not branch_exists(Path(e.repo), e.branch):  # deleted under the execution (`git update-ref -d`)
+            e.branch_lost = True
+            self._save()
+            raise BadInputError(f"the integration branch {e.branch} was deleted while {e.exec_id} ran: what it "
+                                "merged is gone, and nothing more is merged",
+                                hint=f"execute the plan again: `wfqueue execute {e.source}`")
         merge = merge_task(self.worktree, run.commit, record.id, e.exec_id, task.title)
         if merge.merged:
             record.state, record.merge, record.reason = "completed", merge.commit, None
