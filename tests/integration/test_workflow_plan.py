@@ -13,7 +13,15 @@ import time
 from pathlib import Path
 
 import pytest
-from support import processes_mentioning, run_cli, run_cli_in_process, session_dir, wfqueue_env, write_script
+from support import (
+    processes_mentioning,
+    run_cli,
+    run_cli_in_process,
+    session_dir,
+    wait_until,
+    wfqueue_env,
+    write_script,
+)
 
 from wfqueue.tasks_file import load_task_dir
 
@@ -142,9 +150,7 @@ def test_a_phase_stopped_by_ctrl_c_reads_interrupted_not_failed_and_resume_runs_
          str(sample_repo), "-y", "--provider", provider],
         env=wfqueue_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 90
-        while not Path(f"{release}.explore:validation.held").exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until(Path(f"{release}.explore:validation.held").exists, 90, "the validation angle under way")
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
