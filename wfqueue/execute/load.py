@@ -23,7 +23,13 @@ from wfqueue.lite.steps import PLAN_FILE, TASKS_FILE
 from wfqueue.plan_check import check_plan, default_repo, in_repository, validate_path
 from wfqueue.sessions import repo_option, resolve_repo
 from wfqueue.tasks_file import LoadedTask, TaskProblem, load_object, load_task_dir
-from wfqueue.workflow_session.session import PROCESS_DIR, SESSION_FILE, TASK_DIR, read_session
+from wfqueue.workflow_session.session import (
+    PROCESS_DIR,
+    SESSION_FILE,
+    TASK_DIR,
+    read_session,
+    still_planned_hint,
+)
 
 TARGET_HINT = ("pass a session id (CPLAN-..., WFS-..., a lite plan's id) or the path of a session folder, "
                "a tasks.jsonl, a .task/ folder or an agent's plan.json")
@@ -172,8 +178,7 @@ def refuse_unfinished(source: PlanSource, root: Path) -> None:
     if state is not None:
         raise BadInputError(
             f"{source.folder.name} is still being planned (its tasks phase is {state}): it has no plan to execute yet",
-            hint="let the command planning it finish, or if it stopped, finish it with "
-                 f"`wfqueue resume {source.folder.name}{repo_option(root)}`; then execute it")
+            hint=still_planned_hint(source.folder.name, root, "execute it"))
 
 
 def read_plan(source: PlanSource, root: Path) -> tuple[list[LoadedTask], list[TaskProblem]]:

@@ -16,7 +16,7 @@ from filelock import FileLock
 
 from wfqueue.errors import BadInputError, SessionNotFoundError
 from wfqueue.fsio import atomic_write_json, lock_for
-from wfqueue.sessions import WORKFLOW_DIR, check_session_id, record_lost
+from wfqueue.sessions import WORKFLOW_DIR, check_session_id, record_lost, repo_option
 from wfqueue.unified_task import UnifiedTask
 from wfqueue.workflow_session.models import WorkflowSession
 
@@ -36,6 +36,13 @@ def changes_locked(folder: Path, timeout_s: float) -> FileLock:
     """The lock a replan or a restore holds while it changes the session's files, and a verify while it reads
     them: a verify reading half of a replan's writes reported findings of a plan that never was."""
     return lock_for(folder / PROCESS_DIR / "replan", timeout_s)
+
+
+def still_planned_hint(session_id: str, repo: Path, then: str) -> str:
+    """What to do with a session whose tasks phase has not finished before ``then`` (replan, verify or execute
+    it): its command may still run, waiting for an answer, and would refuse a resume meanwhile."""
+    return ("let the command planning it finish (it may be waiting for an answer), or if it stopped, finish it with "
+            f"`wfqueue resume {session_id}{repo_option(repo)}`; then {then}")
 
 
 def active_root(repo: Path) -> Path:

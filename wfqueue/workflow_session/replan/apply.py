@@ -73,6 +73,7 @@ from wfqueue.workflow_session.session import (
     find_session,
     load_session,
     read_session,
+    still_planned_hint,
     task_files,
 )
 
@@ -230,8 +231,7 @@ def _refuse_unfinished(snap: SessionSnapshot, repo: Path) -> None:
     if state is not None:
         raise ReplanRefusedError(
             f"{session.session_id} is still being planned (its tasks phase is {state}); nothing was changed",
-            hint="let the command planning it finish (it may be waiting for an answer), or if it stopped, finish it "
-                 f"with `wfqueue resume {session.session_id}{repo_option(repo)}`; then replan it")
+            hint=still_planned_hint(session.session_id, repo, "replan it"))
 
 
 def run_replan(repo: Path, text: str | None, ui: ReplanUI, *, task_id: str | None = None,

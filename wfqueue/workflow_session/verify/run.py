@@ -42,6 +42,7 @@ from wfqueue.workflow_session.session import (
     changes_locked,
     now_iso,
     read_session,
+    still_planned_hint,
     task_number,
 )
 from wfqueue.workflow_session.verify.checks import (
@@ -272,13 +273,11 @@ def _refuse_unfinished(session: WorkflowSession, repo: Path) -> None:
     A session from another tool records no phases and is taken as finished (as replan does)."""
     state = session.tasks_unfinished()
     if state is not None:
-        option = repo_option(repo)
         raise BadInputError(
             f"{session.session_id} is still being planned (its tasks phase is {state}), so it has no plan to "
             "verify yet; nothing was written",
-            hint=f"let the command planning it finish (it may be waiting for an answer), or if it stopped, finish it "
-                 f"with `wfqueue resume {session.session_id}{option}`; then run "
-                 f"`wfqueue verify --session {session.session_id}{option}`")
+            hint=still_planned_hint(session.session_id, repo,
+                                    f"run `wfqueue verify --session {session.session_id}{repo_option(repo)}`"))
 
 
 def _repo_of(folder: Path, recorded: str | None) -> Path:
