@@ -188,9 +188,9 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
                            # workers read it before every LLM step (wfqueue.metering); None keeps the one set
                            **({"budget": budget_meta(request.budget)} if request.budget is not None else {}))
         with self.hold(runtime, session.session_id, fresh=fresh, meta=meta) as state:
-            if session.phases.get("tasks") == "done" and not (task_files(folder) and (folder / PLAN_FILE).is_file()):
-                # Its task files were removed since (the run refuses task files without plan.json): generated
-                # again, not reported as done.
+            if session.phases.get("tasks") == "done" and not task_files(folder):
+                # Its task files were removed since: generated again, not reported as done (task files without
+                # plan.json were refused before anything started: generating them again would replace them).
                 self.ui.info(f"{session.session_id} has lost its task files: generating its tasks again")
                 session.phases["tasks"] = "pending"
             if (session.phases.get("context") == "done" and session.phases.get("tasks") not in ("done", "skipped")
