@@ -20,7 +20,7 @@ from support import wait_until, wfqueue_env
 
 from beat.housekeeping import archive_sessions, purge_files, purge_redis, remove_stale_locks
 from beat.lock import SingleInstanceLock
-from beat.names import BEAT_LOCK_KEY, BEAT_WATCHDOG, WATCHDOG_REENQUEUED
+from beat.names import BEAT_ARCHIVE, BEAT_LOCK_KEY, BEAT_LOCKS, BEAT_PURGE, BEAT_WATCHDOG, WATCHDOG_REENQUEUED
 from beat.snapshot import known_repos
 from beat.watchdog import watch_all
 from wfqueue.celery_app import create_app, release_result_subscriptions
@@ -145,6 +145,14 @@ def test_lost_header_messages_are_reenqueued_once_then_the_plan_is_finalised_par
         # Later passes leave the finished session alone.
         again = app.send_task(BEAT_WATCHDOG, queue="control").get(timeout=30)
         assert sid not in again["sessions"]
+
+        # The other maintenance tasks run on the same worker (their bodies load beat.housekeeping when they
+        # first run): this repository is known, its fresh session is neither purged nor archived.
+        repos = [str(sample_repo)]
+        assert app.send_task(BEAT_PURGE, args=[repos], queue="control").get(timeout=30)["deleted_sessions"] == []
+        assert "removed" in app.send_task(BEAT_LOCKS, args=[repos], queue="control").get(timeout=30)
+        assert app.send_task(BEAT_ARCHIVE, args=[repos], queue="control").get(timeout=30)["archived"] == []
+        assert session_dir.is_dir()
     finally:
         stop_process_group(worker, grace_s=20)
         release_result_subscriptions(app)
