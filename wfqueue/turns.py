@@ -54,6 +54,9 @@ class Transcript(BaseModel):
     system: list[dict[str, Any]] = Field(default_factory=list)
     history: list[dict[str, Any]] = Field(default_factory=list)
     pending: dict[str, Any] | None = None
+    # The results of the last reply's tool calls that ran so far, while they run (a coding run saves each one:
+    # a restarted turn does not run a finished edit again); empty once ``pending`` holds them all.
+    tool_results: list[dict[str, Any]] = Field(default_factory=list)
     phase: Phase = "loop"
     turns: int = 0  # calls completed in the tool loop (the repair call is not a turn)
     spent_tokens: int = 0

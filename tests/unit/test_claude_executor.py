@@ -259,33 +259,91 @@ def test_a_redelivered_run_continues_from_the_sessions_redis_state(fake: FakeAnt
     assert [entry["kind"] for entry in other_worker.usage()] == ["turn-1", "turn-2"]
 
 
-class DiesBeforeToolResults(SessionJournal):
-    """A journal whose process dies right after the edit ran, before its results were saved."""
+# An edit that inserts after an anchor keeps the anchor: run a second time, it would insert its text again.
+INSERT = {"path": "src/calc.py", "old_string": BUGGY, "new_string": BUGGY + "\n\ndef mul(a, b):\n    return a * b\n"}
+
+
+class DiesSaving(SessionJournal):
+    """A journal whose process dies at the first save ``when`` matches: the worker was killed right then, before
+    that save, or right after it (``after``)."""
+
+    def __init__(self, state: MemorySessionState, when: Any, *, after: bool = False) -> None:
+        super().__init__(state)
+        self.when, self.after = when, after
 
     def save(self, transcript: Transcript, call: dict[str, Any] | None) -> None:
-        if call is None and transcript.turns == 2:
+        dies = call is None and self.when(transcript)
+        if not dies or self.after:
+            super().save(transcript, call)
+        if dies:
             raise KeyboardInterrupt("worker killed")
-        super().save(transcript, call)
 
 
-def test_tools_whose_results_were_not_saved_run_again_and_an_applied_edit_is_recognised(
+def answered(transcript: Transcript, tool: str) -> bool:
+    """Whether the tool call named ``tool`` of the last reply has its result in ``transcript`` (while the turn's
+    calls run, or all of them at once)."""
+    ids = {b["id"] for b in transcript.history[-1]["content"] if b.get("name") == tool}
+    results = transcript.tool_results + (transcript.pending or {}).get("content", [])
+    return any(r.get("tool_use_id") in ids and "content" in r for r in results)
+
+
+def test_a_worker_killed_during_a_later_tool_call_does_not_apply_the_turns_edit_twice(
         fake: FakeAnthropic, worktree: Path) -> None:
+    """The edit ran, then the worker died during the turn's next call (a long test run): the restarted turn runs
+    that call again, not the edit."""
     state = MemorySessionState()
-    fake.reply(tool_call("read_file", {"path": "src/calc.py"}), tool_call("edit_file", FIX))
+    fake.reply(tool_call(("edit_file", INSERT), ("read_file", {"path": "src/calc.py"})))
     with pytest.raises(KeyboardInterrupt):
-        executor_for(fake, state, journal=DiesBeforeToolResults(state)).run(PROMPT, worktree, STEP)
-    assert (worktree / "src" / "calc.py").read_text() == FIXED
+        executor_for(fake, state, journal=DiesSaving(state, lambda t: answered(t, "read_file"))).run(
+            PROMPT, worktree, STEP)
     calls_before = len(fake.requests)
 
-    fake.reply(text("Fixed."))
+    fake.reply(text("Added mul."))
     result = executor_for(fake, state).run(PROMPT, worktree, STEP)
 
-    assert result.ok
-    assert len(fake.requests) == calls_before + 1  # the edit's turn was not paid for again
-    applied = tool_results(fake.requests[-1])[0]
-    assert "already applied" in applied["content"] and "is_error" not in applied
-    assert (worktree / "src" / "calc.py").read_text() == FIXED
-    assert len(state.usage()) == 3
+    assert result.ok and len(fake.requests) == calls_before + 1
+    assert (worktree / "src" / "calc.py").read_text().count("def mul") == 1
+    edited, read = tool_results(fake.requests[-1])
+    assert edited["content"].startswith("edited src/calc.py: replaced 1 occurrence")
+    assert "def mul" in read["content"]
+
+
+def test_an_edit_that_ran_before_the_worker_died_unsaved_is_answered_as_applied(
+        fake: FakeAnthropic, worktree: Path) -> None:
+    """The worker died between the edit's write and the save of its result: its file changed since the digest
+    taken before it ran, so the restarted turn does not run it again."""
+    state = MemorySessionState()
+    fake.reply(tool_call("edit_file", INSERT))
+    with pytest.raises(KeyboardInterrupt):
+        executor_for(fake, state, journal=DiesSaving(state, lambda t: answered(t, "edit_file"))).run(
+            PROMPT, worktree, STEP)
+    assert (worktree / "src" / "calc.py").read_text().count("def mul") == 1
+    calls_before = len(fake.requests)
+
+    fake.reply(text("Added mul."))
+    result = executor_for(fake, state).run(PROMPT, worktree, STEP)
+
+    assert result.ok and len(fake.requests) == calls_before + 1
+    assert (worktree / "src" / "calc.py").read_text().count("def mul") == 1
+    (applied,) = tool_results(fake.requests[-1])
+    assert "applied before the worker restarted" in applied["content"] and "is_error" not in applied
+
+
+def test_an_edit_that_had_not_run_when_the_worker_died_runs_on_the_restart(
+        fake: FakeAnthropic, worktree: Path) -> None:
+    """The worker died after the digest was saved, before the edit wrote anything: the file is as the digest says,
+    so the edit runs."""
+    state = MemorySessionState()
+    fake.reply(tool_call("edit_file", INSERT))
+    died = DiesSaving(state, lambda t: any("before_edit" in r for r in t.tool_results), after=True)
+    with pytest.raises(KeyboardInterrupt):
+        executor_for(fake, state, journal=died).run(PROMPT, worktree, STEP)
+    assert (worktree / "src" / "calc.py").read_text() == BUGGY
+
+    fake.reply(text("Added mul."))
+    assert executor_for(fake, state).run(PROMPT, worktree, STEP).ok
+    assert (worktree / "src" / "calc.py").read_text().count("def mul") == 1
+    assert tool_results(fake.requests[-1])[0]["content"].startswith("edited src/calc.py: replaced 1 occurrence")
 
 
 def test_a_spent_budget_stops_the_run_before_its_next_call(fake: FakeAnthropic, worktree: Path) -> None:

@@ -16,12 +16,12 @@ It is built from the planning provider's parts, not beside them:
 - the session's ``--budget`` is checked before every call (metering.check_session_budget).
 
 Durability: a run that starts again (a redelivered or retried task) loads its transcript and goes
-on from there; no answered request is sent again. Each turn is saved twice: right after the call
-(the reply and its usage), and again after the reply's tool calls ran (their results). A restart
-between the two runs that turn's tool calls again, with the same inputs, instead of paying for the
-call again: reads and test runs simply repeat, ``write_file`` writes the same bytes and
-``edit_file`` recognises an edit that is already applied (see coding_tools). Tool calls whose
-results were saved are never run again. A finished run (done or capped) answers its saved outcome.
+on from there; no answered request is sent again. A turn is saved right after its call (the reply
+and its usage), then after each of its tool calls (the result so far; before an edit, the digest of
+the file it changes). A restart runs only the tool calls without a saved result, with the same
+inputs, instead of paying for the call again: reads and test runs simply repeat, ``write_file``
+writes the same bytes, and an ``edit_file`` whose file changed since its digest was taken is
+answered as applied. A finished run (done or capped) answers its saved outcome.
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ class ClaudeExecutor:
         deadline = time.monotonic() + self.step_time_s if self.step_time_s else None
         while not transcript.finished:
             if awaiting_tools(transcript):
-                transcript = transcript.model_copy(update={"pending": run_tools(tools, transcript.history[-1])})
+                transcript = self._answer_tools(tools, transcript)
                 self.journal.save(transcript, None)
                 continue
             if self.state is not None and self.prices is not None:
@@ -189,6 +189,40 @@ class ClaudeExecutor:
             transcript.calls.append(call)
             self.journal.save(transcript, call)
         return transcript
+
+    def _answer_tools(self, tools: CodingTools, transcript: Transcript) -> Transcript:
+        """``transcript`` with the user turn answering the last reply's tool calls, in order.
+
+        Each result is saved as it comes (``tool_results``), and before an edit runs, the digest of its file: a
+        restarted turn (the worker died during a long test run after an edit) runs only the calls that had not
+        finished, and an edit that finished without its result saved is recognised by its file having changed
+        since. Running such an edit again inserted its text twice when it kept its anchor."""
+        saved = {entry.get("tool_use_id"): entry for entry in transcript.tool_results}
+        results: list[dict[str, Any]] = []
+
+        def save(entry: dict[str, Any]) -> None:
+            nonlocal transcript
+            transcript = transcript.model_copy(update={"tool_results": [*results, entry]})
+            self.journal.save(transcript, None)
+
+        for block in _tool_use_blocks(transcript.history[-1]):
+            name, arguments, entry = str(block.get("name")), block.get("input"), saved.get(block["id"])
+            if entry is not None and "before_edit" not in entry:
+                results.append(entry)  # finished before the restart
+                continue
+            if name == "edit_file":
+                before = tools.fingerprint(arguments)
+                if entry is not None and entry["before_edit"] != before:
+                    path = arguments.get("path") if isinstance(arguments, dict) else None
+                    results.append(_tool_result(block["id"], f"edited {path}: the edit was applied before the "
+                                                             "worker restarted", False))
+                    save(results[-1])
+                    continue
+                save({"tool_use_id": block["id"], "before_edit": before})
+            text, is_error = tools.run(name, arguments)
+            results.append(_tool_result(block["id"], text, is_error))
+            save(results[-1])
+        return transcript.model_copy(update={"pending": {"role": "user", "content": results}, "tool_results": []})
 
     @staticmethod
     def _last_text(transcript: Transcript) -> str:
@@ -249,18 +283,15 @@ def _capped(transcript: Transcript, caps: CodingCaps) -> Transcript:
     return transcript.model_copy(update={"phase": "failed", "error": error, "pending": None})
 
 
-def run_tools(tools: CodingTools, reply: dict[str, Any]) -> dict[str, Any]:
-    """The user turn answering every tool call of ``reply``, in order."""
-    results: list[dict[str, Any]] = []
-    for block in reply.get("content") or []:
-        if block.get("type") != "tool_use":
-            continue
-        text, is_error = tools.run(str(block.get("name")), block.get("input"))
-        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": block["id"], "content": text or "(no output)"}
-        if is_error:
-            result["is_error"] = True
-        results.append(result)
-    return {"role": "user", "content": results}
+def _tool_use_blocks(reply: dict[str, Any]) -> list[dict[str, Any]]:
+    return [b for b in reply.get("content") or [] if isinstance(b, dict) and b.get("type") == "tool_use"]
+
+
+def _tool_result(tool_use_id: str, text: str, is_error: bool) -> dict[str, Any]:
+    result: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id, "content": text or "(no output)"}
+    if is_error:
+        result["is_error"] = True
+    return result
 
 
 def claude_executor(settings: Settings, state: SessionStore | None, exec_dir: Path) -> ClaudeExecutor:

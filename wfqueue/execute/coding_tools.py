@@ -17,6 +17,7 @@ new text is there once reports the edit as already applied instead of failing.
 
 from __future__ import annotations
 
+import hashlib
 import shlex
 from pathlib import Path
 from typing import Any
@@ -204,6 +205,18 @@ class CodingTools:
             return str(exc), True
         except OSError as exc:
             return f"{name} failed: {exc.strerror or exc}", True
+
+    def fingerprint(self, arguments: object) -> str | None:
+        """A digest of the file an ``edit_file`` call would change, as it is now (None: no such file, or input the
+        call would refuse). Taken before the edit runs, it tells a restarted turn whether the edit ran: an edit
+        that inserts text after an anchor keeps the anchor, so the text alone cannot tell."""
+        if not isinstance(arguments, dict) or not isinstance(arguments.get("path"), str):
+            return None
+        try:
+            target = self.writable(arguments["path"])
+            return hashlib.sha256(target.read_bytes()).hexdigest() if target.is_file() else None
+        except (ToolError, OSError):
+            return None
 
     # -- files -------------------------------------------------------------------------------
 
