@@ -309,3 +309,35 @@ def test_a_test_file_a_task_added_unasked_is_named_for_review(tmp_path: Path) ->
         (exec_dir / "execution-events.md").read_text(encoding="utf-8")
     status = run_cli("status", run.json()["exec_id"], "--repo", str(repo), env=env)
     assert said in " ".join(status.stdout.split()), status.stdout
+
+
+# A test that leaves files behind where it runs, as report writers and snapshot tools do: a report beside the
+# tests, and a tracked snapshot rewritten.
+LEAVES_FILES = ("import pathlib\n\nfrom calc.ops import sub\n\n\ndef test_sub_and_report():\n"
+                "    assert sub(5, 3) == 2\n    pathlib.Path('report.xml').write_text('<testsuite/>')\n"
+                "    pathlib.Path('tests/snapshot.txt').write_text('rewritten by the test run')\n")
+
+
+def test_what_a_tasks_check_and_the_gate_write_is_neither_committed_nor_kept(tmp_path: Path) -> None:
+    """Only the executor's change is the task's: the report its verification wrote made the task "change a file
+    its plan does not name" (rejected), and the gate's left the integration worktree kept as uncommitted work."""
+    repo = project(tmp_path)
+    (repo / "tests" / "snapshot.txt").write_text("the snapshot\n", encoding="utf-8")
+    git(repo, "add", "tests/snapshot.txt")
+    git(repo, "commit", "-q", "-m", "a snapshot")
+    tasks_file = lite_plan(repo, [lite_task(1, "Add sub", ["calc/ops.py"], ["tests/test_sub.py"])])
+    env = env_for(tmp_path, {"TASK-001": {"calc/ops.py": SUB, "tests/test_sub.py": LEAVES_FILES}})
+    before = snapshot(repo)
+
+    run = run_cli("execute", str(tasks_file), "-y", "--json", env=env, timeout=180)
+
+    assert run.code == 0 and run.json()["status"] == "completed", run.stderr
+    branch = run.json()["branch"]
+    task_commit = git(repo, "log", "--no-merges", "--format=%H", "-1", branch).strip()
+    assert sorted(git(repo, "diff-tree", "--no-commit-id", "--name-only", "-r", task_commit).split()) == \
+        ["calc/ops.py", "tests/test_sub.py"]
+    assert "report.xml" not in git(repo, "ls-tree", "-r", "--name-only", branch).split()
+    assert git(repo, "show", f"{branch}:tests/snapshot.txt").strip() == "the snapshot"
+    assert "kept" not in run.stderr, run.stderr
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert snapshot(repo) == before

@@ -29,6 +29,7 @@ from wfqueue.execute.worktree import (
     files_of_commit,
     find_task_commit,
     finish_worktree,
+    left_as_found,
     prepare_worktree,
     repo_prefix,
     take_back_commits,
@@ -160,7 +161,8 @@ def _run(payload: ExecuteTask, executor: Executor, state: SessionStore, worker: 
         if not runnable:
             log.section(f"verification not run: {verification_refusal(task)}", "")
             break
-        checked = run_command(parse_command(task.verification), workdir, check_timeout_s)
+        with left_as_found(path):  # what the verification writes is not the task's change
+            checked = run_command(parse_command(task.verification), workdir, check_timeout_s)
         summary = _verification_summary(task.verification.strip(), checked)
         log.section(f"verification after run {number}: {summary}", checked.output)
         passed = checked.exit_code == 0 and not checked.timed_out

@@ -20,6 +20,7 @@ from wfqueue.execute.gate import gate_commands, runnable_on
 from wfqueue.execute.merge import branch_exists, commit_changes, head_of, merge_task, run_gate, task_branch
 from wfqueue.execute.model import ExecutablePlan, TaskRun
 from wfqueue.execute.records import Execution, GateRun, TaskRecord
+from wfqueue.execute.worktree import left_as_found
 from wfqueue.keys import AgentState
 from wfqueue.payloads import ExecuteTask
 from wfqueue.runtime import Runtime
@@ -194,7 +195,8 @@ class WaveRunner:
             return True
         self.c.event(e, f"gate after wave {index}: {'; '.join(commands)}")
         head = head_of(self.worktree)
-        result = run_gate(workdir, commands, self.c.settings.execute_check_timeout_s)
+        with left_as_found(self.worktree):  # the next merge, and the end, find the branch's files only
+            result = run_gate(workdir, commands, self.c.settings.execute_check_timeout_s)
         e.gates.append(GateRun(wave=index, passed=result.passed, commands=commands, head=head,
                                failed_command=result.failed_command, output=result.output, at=time.time()))
         if result.passed:

@@ -204,6 +204,24 @@ def changed_paths(worktree: Path) -> list[str]:
     return paths
 
 
+@contextmanager
+def left_as_found(worktree: Path) -> Iterator[None]:
+    """Run a check (a task's verification, the gate) in ``worktree``, then put back what it wrote, changed or
+    deleted there (ignored files and byproducts aside). A test that writes a report into its folder had it
+    committed as part of the task, which was then rejected for a file its plan does not name; the gate's
+    leftovers kept the integration worktree as "uncommitted work". The index holds the worktree as it was while
+    the check runs (git restores from it), and is left with nothing staged, as commit_all expects."""
+    git(worktree, "add", "--all", "--", ".", *_EXCLUDE_BYPRODUCTS)
+    try:
+        yield
+    finally:
+        # Only when something differs from the index: `checkout -- .` fails on an index with no files at all.
+        if git(worktree, "ls-files", "--modified", "--deleted", "-z").stdout:
+            git(worktree, "checkout", "--quiet", "--", ".")
+        git(worktree, "clean", "-d", "--force", "--quiet", *(f"--exclude={name}" for name in BYPRODUCTS))
+        git(worktree, "reset", "--quiet")
+
+
 def find_task_commit(repo: Path, branch: str, base: str, exec_id: str, task_id: str, attempt: int) -> str | None:
     """The commit of this task's attempt on ``branch`` above ``base``, if a run already made it."""
     if git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False).returncode != 0:
