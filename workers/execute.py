@@ -26,7 +26,7 @@ from wfqueue.settings import Settings
 from wfqueue.state import SessionStore
 from wfqueue.transport.repo import send_commits
 from wfqueue.transport.workspace import task_commits_name
-from workers.context import StateFactory, may_retry, retry_later
+from workers.context import StateFactory, may_retry, retry_delay_of, retry_later, when_retried
 from workers.registry import payload_task
 
 EXECUTOR_DIR = "executor"  # prompt and output files of the command executor, in the execution folder
@@ -76,7 +76,11 @@ def register(app: Celery, settings: Settings) -> None:
             run = run_task(payload, executor, state, worker=worker, check_timeout_s=settings.execute_check_timeout_s)
         except TransientProviderError as exc:
             if may_retry(self):
-                raise retry_later(self, exc, settings) from None
+                # Beside the agent, as a planning step's wait is: a retry-after can be most of an hour, and the
+                # task reads "running" all the while.
+                delay = retry_delay_of(self, exc, settings)
+                state.set_agent(payload.task.id, note=f"{exc.message}; {when_retried(self, delay)}")
+                raise retry_later(self, exc, settings, delay) from None
             run = record_failure(payload, state, exc.message, worker=worker, started_at=started)
         except SoftTimeLimitExceeded:
             run = record_failure(payload, state, f"stopped at the task's {soft}s time limit", worker=worker,

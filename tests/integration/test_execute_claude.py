@@ -14,17 +14,19 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
+import subprocess
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support import processes_mentioning, run_cli, wfqueue_env
+from support import processes_mentioning, run_cli, wait_until, wfqueue_env
 from test_execute_run import lite_plan, lite_task, project, task_commits
 
 from tests.execute_support import git, snapshot
-from tests.fake_anthropic import ByRequest, FakeAnthropic, Fault, Reply, text, tool_call
+from tests.fake_anthropic import At, ByRequest, FakeAnthropic, Fault, Reply, text, tool_call
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]
 
@@ -245,3 +247,28 @@ def test_a_budget_stops_the_claude_executor_at_its_next_call(tmp_path: Path, fak
     again = run_cli("execute", "--continue", result["exec_id"], "--repo", str(repo), env=env_for(fake, STUBBORN))
     assert again.code == 2 and "its budget stopped TASK-002, and is spent" in again.stderr, again.stderr
     assert "--budget LARGER" in again.stderr and len(fake.requests) == sent
+
+
+def test_a_task_waiting_out_a_long_retry_after_says_so_beside_it(tmp_path: Path) -> None:
+    """The API asked for most of an hour: the task goes back to the queue until then, and the command and
+    `wfqueue status` say when it is tried again, rather than "running" all the while."""
+    repo = project(tmp_path)
+    tasks_file = lite_plan(repo, [lite_task(1, "Add sub", ["calc/ops.py"], ["tests/test_sub.py"])])
+    with FakeAnthropic(model, faults=At({1: Fault("429", retry_after=3000)})) as server:
+        err = tmp_path / "execute.err"
+        with err.open("wb") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "execute", str(tasks_file), "-y"],
+                                    env=env_for(server, BETTER), stdout=subprocess.DEVNULL, stderr=out,
+                                    start_new_session=True)
+        try:
+            waiting = re.compile(r"agent TASK-001: running \(.*429.*; tried again in 30\d\ds \(at [\d:]+; try 2 of")
+            wait_until(lambda: waiting.search(err.read_text(encoding="utf-8")), 120, "the wait said beside the task")
+            exec_id = next((repo / ".workflow" / ".execution").iterdir()).name
+            status = run_cli("status", exec_id, "--repo", str(repo), env=env_for(server, BETTER))
+            shown = " ".join(status.stdout.split())
+            assert "TASK-001: " in shown and "tried again in 30" in shown, status.stdout
+            assert "It runs now; should its command stop, `wfqueue execute --continue" in shown, status.stdout
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=60)
+        assert len(server.requests) == 1  # nothing was sent before the time the API asked for

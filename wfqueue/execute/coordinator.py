@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import redis
+
 from wfqueue.errors import BadInputError, WfqueueError
 from wfqueue.execute import records
 from wfqueue.execute.continuing import check_continuable, reschedule
@@ -54,7 +56,7 @@ from wfqueue.metering import budget_meta, usage_line, write_usage_file
 from wfqueue.runtime import Runtime
 from wfqueue.sessions import repo_option
 from wfqueue.settings import Settings
-from wfqueue.state import SessionState, SessionStore
+from wfqueue.state import SessionState, SessionStore, connect
 from wfqueue.usage import Budget
 from wfqueue.workflow.base import WorkflowCoordinator, new_session_folder
 from wfqueue.workflow.contract import PlanOutcome, ResumeRequest, WorkflowUI
@@ -250,9 +252,20 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
 
 
 def read_status(folder: Path, settings: Settings) -> Execution:
-    """`wfqueue status EXEC-ID`: the execution's waves and per-task states, from ``execution.json``."""
-    del settings  # the folder's record is rewritten on every change
-    return records.load(folder)
+    """`wfqueue status EXEC-ID`: the execution's waves and per-task states, from ``execution.json`` (rewritten on
+    every change), and what a running task waits for (a retry-after) from its agent record, where the Redis the
+    execution runs on is at hand (``settings``: that Redis, a shared broker or the command's own)."""
+    execution = records.load(folder)
+    running = [t for t, r in execution.tasks.items() if r.state in records.IN_FLIGHT]
+    if execution.status != "running" or not running or settings.broker_url is None:
+        return execution
+    try:
+        agents = SessionState(connect(settings), execution.exec_id, settings.state_ttl_s).agents(running)
+    except (WfqueueError, redis.RedisError):  # the files say all the rest
+        return execution
+    for task_id, agent in agents.items():
+        execution.tasks[task_id].note = agent.get("note") or None
+    return execution
 
 
 def missing_work(state: SessionStore, session_dir: Path) -> list[str]:

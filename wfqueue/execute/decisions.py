@@ -133,7 +133,9 @@ def merge_hint(execution: Execution, repo_option: str = "", why_at: str = "execu
     if execution.status == "stopped":
         return (f"The gate after wave {execution.stopped_wave} is red: fix the integration branch `{execution.branch}` "
                 f"(or the plan), then run {again}.")
-    if execution.status in ("running", "interrupted"):
+    if execution.status == "running":  # as `wfqueue status` shows it: a command runs it now
+        return f"It runs now; should its command stop, {again} finishes it."
+    if execution.status == "interrupted":
         return f"Finish it with {again}."
     review = (f"`git diff HEAD...{execution.branch}`, then `git merge {execution.branch}`")
     if execution.status == "partial":

@@ -50,6 +50,9 @@ class TaskRecord(BaseModel):
     log: str | None = None  # relative to the execution folder
     started_at: float | None = None
     finished_at: float | None = None
+    # What the running task waits for (a retry-after), from its agent record as `wfqueue status` reads it: never
+    # written to execution.json, whose writer does not follow it.
+    note: str | None = Field(default=None, exclude=True)
 
 
 class GateRun(BaseModel):

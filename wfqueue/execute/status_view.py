@@ -31,7 +31,7 @@ def shown_state(record: TaskRecord, execution: Execution) -> str:
 
 
 def _detail(record: TaskRecord) -> str:
-    parts = [record.reason or "", ", ".join(record.rejected_files)]
+    parts = [record.reason or record.note or "", ", ".join(record.rejected_files)]
     if record.state == "completed" and record.merge:
         parts.append(f"merged as {record.merge[:12]}")
     return "; ".join(p for p in (": ".join(p for p in parts if p), review_note(record)) if p)
