@@ -14,12 +14,10 @@ system temp dir, never into the current directory.
 from __future__ import annotations
 
 import atexit
-import hashlib
 import logging
 import os
 import signal
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -30,7 +28,9 @@ from celery.beat import PersistentScheduler
 from beat.lock import SingleInstanceLock
 from beat.names import BEAT_LOCK_KEY
 from beat.schedule import beat_schedule
+from wfqueue import beat_schedule_file
 from wfqueue.celery_app import broker_url, create_app
+from wfqueue.errors import ConfigError
 from wfqueue.settings import Settings, load_settings, mask_url
 from wfqueue.state import redis_client
 
@@ -38,18 +38,16 @@ log = logging.getLogger("wfqueue.beat")
 
 LOCK_TTL_S = 30  # a beat killed with SIGKILL blocks a new one for at most this long
 EXIT_LOCK_HELD = 3  # infrastructure: the broker has a scheduler already, or cannot be asked
+EXIT_BAD_SETTING = 2  # as the wfqueue commands exit on a bad setting
 
 
 def schedule_file(settings: Settings) -> Path:
-    """Where beat keeps its schedule state; one file per broker so two brokers never share one."""
-    if settings.beat_schedule_file:
-        path = Path(settings.beat_schedule_file).expanduser()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return path
-    folder = Path(tempfile.gettempdir()) / f"wfqueue-beat-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    digest = hashlib.sha1(broker_url(settings).encode("utf-8")).hexdigest()[:12]
-    return folder / f"celerybeat-schedule-{digest}"
+    """Where beat keeps its schedule state (wfqueue.beat_schedule); a folder unfit for it ends beat (exit 2)."""
+    try:
+        return beat_schedule_file.schedule_file(settings.beat_schedule_file, broker_url(settings))
+    except ConfigError as exc:  # `wfqueue beat` and `wfqueue up` said so before starting beat; `celery beat` not
+        print(f"error: {exc.message}\nhint: {exc.hint}", file=sys.stderr, flush=True)
+        raise SystemExit(EXIT_BAD_SETTING) from None
 
 
 class SingleScheduler(PersistentScheduler):

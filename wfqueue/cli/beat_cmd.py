@@ -11,6 +11,7 @@ import sys
 
 import typer
 
+from wfqueue.beat_schedule_file import schedule_folder
 from wfqueue.celery_command import celery_argv
 from wfqueue.errors import ConfigError
 from wfqueue.settings import Settings, load_settings
@@ -23,6 +24,7 @@ def beat_argv(settings: Settings, loglevel: str) -> list[str]:
             "WFQUEUE_BROKER_URL is not set: beat schedules maintenance on a shared broker",
             hint="export WFQUEUE_BROKER_URL=redis://HOST:6379/0, or use `wfqueue up` to run everything locally",
         )
+    schedule_folder(settings.beat_schedule_file)  # refused here, before beat starts, rather than in its log
     return celery_argv("beat.app", "beat", "--loglevel", loglevel)
 
 

@@ -18,6 +18,7 @@ from pydantic import SecretStr
 from rich.console import Console
 from rich.markup import escape
 
+from wfqueue.beat_schedule_file import schedule_folder
 from wfqueue.celery_app import create_app, release_result_subscriptions
 from wfqueue.child_process import stop_process_group
 from wfqueue.cli.beat_cmd import beat_argv
@@ -123,6 +124,7 @@ def register(app: typer.Typer) -> None:
                               hint="unset it, or start `wfqueue worker`, `wfqueue beat` and `wfqueue flower` instead")
         root = resolve_repo(repo)
         flower_auth(settings)  # refused before a Redis is started for nothing
+        schedule_folder(settings.beat_schedule_file)  # beat's, likewise
         running = running_up(root)
         if running is not None:
             raise WorkerStartError(f"{running.named()} already runs (broker {mask_url(running.broker_url)})",
