@@ -286,7 +286,10 @@ class Settings(BaseSettings):
         # is embedded Redis, not a URL ""; no WFQUEUE_WORKER_CACHE_DIR is the default cache, not Path("") (the
         # current directory, whose files the cache would then manage).
         blank = isinstance(value, str) and not value.strip()
-        return None if blank and info.field_name and cls.model_fields[info.field_name].default is None else value
+        default = cls.model_fields[info.field_name].default if info.field_name else None
+        if blank and isinstance(default, str):  # `WFQUEUE_MODEL=` planned with a model named ""
+            raise ValueError(f"is empty; unset it to use the default ({default})")
+        return None if blank and info.field_name and default is None else value
 
     @field_validator("*")
     @classmethod
@@ -311,6 +314,20 @@ class Settings(BaseSettings):
                 shown = f"this one starts {scheme}://" if found else "this one has no scheme"
                 raise ValueError(f"must be a Redis URL starting {', '.join(s + '://' for s in REDIS_SCHEMES)}; "
                                  f"{shown}")
+        return value
+
+    @field_validator("repo_url")
+    @classmethod
+    def _no_credentials(cls, value: str | None) -> str | None:
+        # The URL travels in every task message (Redis, Flower, worker logs): a token in it would be everywhere.
+        if value is not None:
+            scheme, found, rest = value.partition("://")
+            userinfo, at, _ = rest.partition("/")[0].rpartition("@")
+            plain_ssh_user = scheme.lower() in ("ssh", "git+ssh") and ":" not in userinfo
+            if found and at and not plain_ssh_user:
+                raise ValueError(f"holds credentials ({scheme}://***@{rest.partition('@')[2]}), which would travel "
+                                 "in every task message and show in Redis and Flower; give each worker access with "
+                                 "a git credential helper or an SSH key, and set the URL without them")
         return value
 
     @field_validator("agent_time_limit_s")
@@ -416,7 +433,7 @@ def _problem(error: Any) -> str:
         limit, unit = upper_bound(where)
         allowed = allowed_range(Settings.model_fields[where].metadata, limit, whole=False)
         return f"{where}: {error['input']} is not a finite number: allowed {allowed}{unit}"
-    return f"{where}: {error['msg']}"
+    return f"{where}: {str(error['msg']).removeprefix('Value error, ')}"  # pydantic's label of a validator's words
 
 
 def load_settings(**overrides: Any) -> Settings:
@@ -439,9 +456,12 @@ def load_settings(**overrides: Any) -> Settings:
             f"invalid configuration: {problems}",
             hint=f"fix the WFQUEUE_* environment variable or {shown_file} entry named above",
         ) from None
-    except SettingsError as exc:  # a value that is not JSON where JSON is expected (price_table)
+    except SettingsError as exc:  # a value that is not JSON where JSON is expected (a list or a table)
+        named = re.search(r'field "(\w+)"', str(exc))
+        field = named.group(1) if named else "a list or table setting"
         raise ConfigError(f"invalid configuration: {exc}",
-                          hint="price_table is JSON in the environment, a table in the settings file") from None
+                          hint=f"{field} is JSON in the environment (WFQUEUE_{field.upper()}='[\"a\", \"b\"]' for "
+                               "a list, '{...}' for a table), and a TOML value in the settings file") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as exc:
         raise ConfigError(f"the settings file {shown_file} cannot be read: {exc}",
                           hint="fix its TOML (UTF-8), or point WFQUEUE_CONFIG_FILE at another file") from None

@@ -212,3 +212,36 @@ def test_operations_guide_lists_every_setting() -> None:
     guide = (Path(__file__).resolve().parents[2] / "docs" / "OPERATIONS.md").read_text(encoding="utf-8")
     missing = [name for name in Settings.model_fields if f"`WFQUEUE_{name.upper()}`" not in guide]
     assert missing == []
+
+
+@pytest.mark.parametrize("url", ["https://tok:gitsecret@github.com/a/b", "https://gitsecret@github.com/a/b",
+                                 "ssh://git:gitsecret@example.com/a/b"])
+def test_a_repo_url_holding_credentials_is_refused_without_repeating_them(url: str,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The URL travels in every task message (Redis, Flower): a token in it would show everywhere."""
+    monkeypatch.setenv("WFQUEUE_REPO_URL", url)
+    with pytest.raises(ConfigError) as refused:
+        load_settings()
+    assert "repo_url: holds credentials" in refused.value.message and "credential helper" in refused.value.message
+    assert "gitsecret" not in str(refused.value) and "Value error" not in refused.value.message
+
+
+@pytest.mark.parametrize("url", ["ssh://git@example.com/a/b.git", "git@example.com:a/b.git", "https://example.com/a/b",
+                                 "/srv/git/b.git", "file:///srv/git/b.git"])
+def test_a_repo_url_without_credentials_is_taken(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WFQUEUE_REPO_URL", url)
+    assert load_settings().repo_url == url
+
+
+def test_a_list_setting_that_is_not_json_gets_a_hint_for_that_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WFQUEUE_REPLAN_TOOLS", "codex")
+    with pytest.raises(ConfigError) as refused:
+        load_settings()
+    assert refused.value.hint.startswith("replan_tools is JSON in the environment")
+
+
+def test_an_empty_setting_with_a_default_is_refused_naming_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`WFQUEUE_MODEL=` planned with a model named "", which the API refused after the session had started."""
+    monkeypatch.setenv("WFQUEUE_MODEL", " ")
+    with pytest.raises(ConfigError, match=r"model: is empty; unset it to use the default \(claude-"):
+        load_settings()
