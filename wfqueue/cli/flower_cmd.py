@@ -8,7 +8,9 @@ the environment, not on the command line where `ps` would show them.
 
 from __future__ import annotations
 
+import errno
 import os
+import socket
 import sys
 
 import typer
@@ -25,10 +27,14 @@ def flower_auth(settings: Settings) -> dict[str, str]:
         credentials = settings.flower_basic_auth.get_secret_value()
         # Flower splits the value on commas into user:password pairs: a comma in a password would make a pair of
         # its own, and the password Flower checks would not be the one chosen.
-        for pair in credentials.split(","):
+        pairs = credentials.split(",")
+        for number, pair in enumerate(pairs, start=1):
             user, _, password = pair.partition(":")
             if not user or not password:
-                raise ConfigError(f"WFQUEUE_FLOWER_BASIC_AUTH: {pair!r} is not user:password with both set",
+                which = f"its pair {number} of {len(pairs)}" if len(pairs) > 1 else "it"
+                # Not quoted: a pair without a colon may be a password alone.
+                raise ConfigError(f"WFQUEUE_FLOWER_BASIC_AUTH: {which} is not user:password with both set "
+                                  f"({'a user' if user else 'no user'}, {'a password' if password else 'no password'})",
                                   hint="give user:password, or several separated by commas (so a password "
                                        "cannot hold a comma)")
         return {"FLOWER_BASIC_AUTH": credentials}
@@ -39,6 +45,30 @@ def flower_auth(settings: Settings) -> dict[str, str]:
         hint="set WFQUEUE_FLOWER_BASIC_AUTH=user:password (or WFQUEUE_FLOWER_UNAUTHENTICATED_API=true on a trusted "
              "network)",
     )
+
+
+def refuse_unusable_listen(address: str, port: int, *, option: str) -> None:
+    """Refuse, before anything starts, an address and port Flower could not listen on: a port another program
+    holds (its health check would be answered by that program: another `wfqueue up`'s Flower, on the default port
+    every up shares), an address that does not resolve or is not this machine's. Found by Flower itself, each was
+    an exit seconds later whose hint blamed the port. ``option`` is the command's port option, for the hint."""
+    with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Flower binds: a closing socket is no owner
+        try:
+            probe.bind((address or "0.0.0.0", port))
+        except socket.gaierror as exc:
+            raise ConfigError(f"Flower's address {address!r} (WFQUEUE_FLOWER_ADDRESS) cannot be resolved: "
+                              f"{exc.strerror}",
+                              hint="give an address or host name of this machine, such as 127.0.0.1 (this machine "
+                                   "only) or 0.0.0.0 (every interface)") from None
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise ConfigError(f"Flower's port {port} is in use: another program listens on {address}:{port} "
+                                  "(another `wfqueue up`, whose Flower every up starts on the same default port?)",
+                                  hint=f"choose a free port with {option} (or WFQUEUE_FLOWER_PORT)") from None
+            raise ConfigError(f"Flower cannot listen on {address}:{port}: {exc.strerror or exc}",
+                              hint="give an address of this machine (WFQUEUE_FLOWER_ADDRESS) and a port you may use "
+                                   f"({option}; below 1024 needs privileges)") from None
 
 
 def flower_command(settings: Settings, port: int, address: str) -> tuple[list[str], dict[str, str]]:
@@ -55,12 +85,16 @@ def flower_command(settings: Settings, port: int, address: str) -> tuple[list[st
 def register(app: typer.Typer) -> None:
     @app.command("flower")
     def flower(
-        port: int | None = typer.Option(None, "--port", help="Port (default: WFQUEUE_FLOWER_PORT, 5555)."),
+        port: int | None = typer.Option(None, "--port", min=1, max=65535,
+                                        help="Port (default: WFQUEUE_FLOWER_PORT, 5555)."),
         address: str | None = typer.Option(None, "--address",
                                            help="Address (default: WFQUEUE_FLOWER_ADDRESS, 127.0.0.1)."),
     ) -> None:
         """Start Flower (monitoring UI, /api, /metrics for Prometheus) with basic auth from settings."""
         settings = load_settings()
-        argv, env = flower_command(settings, port or settings.flower_port, address or settings.flower_address)
+        port = settings.flower_port if port is None else port
+        address = settings.flower_address if address is None else address
+        argv, env = flower_command(settings, port, address)
+        refuse_unusable_listen(address, port, option="--port")
         refuse_wrong_credentials(settings)  # Flower retried a refused password for ever, its API serving nothing
         os.execve(sys.executable, argv, env)  # Flower replaces this process: signals reach it directly

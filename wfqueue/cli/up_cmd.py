@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import errno
 import os
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -22,7 +20,7 @@ from wfqueue.beat_schedule_file import schedule_folder
 from wfqueue.celery_app import create_app, release_result_subscriptions
 from wfqueue.child_process import stop_process_group
 from wfqueue.cli.beat_cmd import beat_argv
-from wfqueue.cli.flower_cmd import flower_auth, flower_command
+from wfqueue.cli.flower_cmd import flower_auth, flower_command, refuse_unusable_listen
 from wfqueue.cli.stop_signals import to_handle
 from wfqueue.embedded import EmbeddedCluster
 from wfqueue.errors import ConfigError, WorkerStartError
@@ -30,6 +28,7 @@ from wfqueue.lifeline import for_child
 from wfqueue.node_keeper import NodeKeeper, exit_described
 from wfqueue.sessions import queue_dir, resolve_repo
 from wfqueue.settings import load_settings, mask_url
+from wfqueue.settings_checks import MAX_SLOTS
 from wfqueue.up_cluster import UP_FILE, UpCluster, UpWorkerSettings, announced, running_up
 
 # Threads of the control queue's own node: chord callbacks of the plans up runs, and beat's maintenance, which
@@ -39,22 +38,6 @@ CONTROL_SLOTS = 2
 
 FLOWER_START_TIMEOUT_S = 30.0  # from its start to answering its health check
 FLOWER_POLL_S = 0.1
-
-
-def refuse_a_taken_port(address: str, port: int) -> None:
-    """Refuse a Flower port another program listens on, before anything starts. Found later, its health check
-    would be answered by that program (another `wfqueue up`'s Flower, on the default port every up shares), and
-    the banner would name a Flower that is not this one."""
-    with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Flower binds: a closing socket is no owner
-        try:
-            probe.bind((address or "0.0.0.0", port))
-        except OSError as exc:
-            if exc.errno != errno.EADDRINUSE:
-                return  # an address this machine lacks: Flower's own start reports it, with its log
-            raise ConfigError(f"Flower's port {port} is in use: another program listens on {address}:{port} "
-                              "(another `wfqueue up`, whose Flower every up starts on the same default port?)",
-                              hint="choose a free port with --flower-port (or WFQUEUE_FLOWER_PORT)") from None
 
 
 def wait_for_flower(flower: subprocess.Popen[bytes], address: str, port: int, log: Path,
@@ -113,9 +96,10 @@ def register(app: typer.Typer) -> None:
     def up(
         repo: str = typer.Option(None, "--repo", help="Repository whose .workflow/.queue holds the broker's data."),
         workers: int = typer.Option(
-            None, "--workers", min=1,
+            None, "--workers", min=1, max=MAX_SLOTS,
             help="Worker pool slots (default: one process per CPU, or 100 threads when the provider is remote)."),
-        port: int = typer.Option(None, "--flower-port", help="Flower's port (default: WFQUEUE_FLOWER_PORT)."),
+        port: int | None = typer.Option(None, "--flower-port", min=1, max=65535,
+                                        help="Flower's port (default: WFQUEUE_FLOWER_PORT)."),
     ) -> None:
         """Run everything on this machine: Redis, workers, beat, Flower. Ctrl-C stops it all."""
         settings = load_settings()
@@ -130,7 +114,9 @@ def register(app: typer.Typer) -> None:
             raise WorkerStartError(f"{running.named()} already runs (broker {mask_url(running.broker_url)})",
                                    hint="plan commands there use it as it is; to start it again, stop it first "
                                         "(Ctrl-C in its terminal)")
-        refuse_a_taken_port(settings.flower_address, port or settings.flower_port)
+        if port is None:
+            port = settings.flower_port
+        refuse_unusable_listen(settings.flower_address, port, option="--flower-port")
         out = Console(highlight=False, soft_wrap=True)
         stop = threading.Event()
         for sig in to_handle((signal.SIGINT, signal.SIGTERM, signal.SIGHUP)):  # SIGHUP: its terminal was closed
@@ -140,7 +126,7 @@ def register(app: typer.Typer) -> None:
                              pool=settings.effective_worker_pool(), control_slots=CONTROL_SLOTS) as cluster:
             url = cluster.start_redis()
             live = settings.model_copy(update={"broker_url": SecretStr(url)})
-            flower_argv, flower_env = flower_command(live, port or settings.flower_port, settings.flower_address)
+            flower_argv, flower_env = flower_command(live, port, settings.flower_address)
             celery_app = create_app(live)
             try:
                 cluster.start_workers(celery_app)
@@ -155,7 +141,7 @@ def register(app: typer.Typer) -> None:
                                  stdout=log, stderr=log, start_new_session=True),
             ]
             try:
-                wait_for_flower(children[1], settings.flower_address, port or settings.flower_port,
+                wait_for_flower(children[1], settings.flower_address, port,
                                 queue_dir(root) / "beat-flower.log", stop)
                 # Plan commands in this repository find it there and use this cluster (wfqueue.up_cluster).
                 on_workers = UpWorkerSettings(executor_command=settings.executor_command,
@@ -169,7 +155,7 @@ def register(app: typer.Typer) -> None:
                             out.print(escape(f"tcp:     {mask_url(cluster.redis.tcp_url('127.0.0.1'))} (its "
                                              f"password: broker_url in {queue_dir(root) / UP_FILE}, readable by "
                                              "you only)"))
-                        out.print(f"flower:  http://{settings.flower_address}:{port or settings.flower_port}/")
+                        out.print(f"flower:  http://{settings.flower_address}:{port}/")
                         out.print(escape(f"logs:    {queue_dir(root)}"))
                         out.print("Ctrl-C stops Redis, the workers, beat and Flower.")
                         while not stop.wait(0.5):

@@ -10,6 +10,7 @@ import typer
 from wfqueue.errors import ConfigError
 from wfqueue.prestart import WORKER_MODULE
 from wfqueue.settings import CELERY_POOLS, load_settings
+from wfqueue.settings_checks import MAX_SLOTS
 from wfqueue.state import refuse_wrong_credentials
 from wfqueue.task_names import ALL_QUEUES
 
@@ -19,7 +20,7 @@ def register(app: typer.Typer) -> None:
     def worker(
         hostname: str | None = typer.Option(None, "--hostname", "-n", help="Celery node name (default: celery@HOST)."),
         concurrency: int | None = typer.Option(
-            None, "--concurrency", "-c", min=1,
+            None, "--concurrency", "-c", min=1, max=MAX_SLOTS,
             help="Pool slots (default: WFQUEUE_WORKER_CONCURRENCY, else one process per CPU or 100 threads)."),
         pool: str | None = typer.Option(
             None, "--pool", "-P",
