@@ -305,3 +305,20 @@ def test_a_lite_plan_its_budget_stopped_is_shown_for_acceptance_by_its_resume(sa
         code, transcript = drive(sample_repo, [("allow, modify or cancel", "cancel")], env=env,
                                  command=("resume", folder.name), extra=("--budget", "10m"))
     assert code == 0 and '"status": "cancelled"' in transcript, transcript
+
+
+def test_a_collab_plan_cancelled_at_its_split_still_shows_what_its_understanding_cost(sample_repo: Path) -> None:
+    """The understanding was paid for, and each adjusted split again: cancelling said only "nothing was
+    planned", with no usage.json and "usage: not recorded" in status (a cancelled lite plan shows its cost)."""
+    from test_lite_interaction import drive
+
+    with MeteredFake(FakeModel()) as fake:
+        env = wfqueue_env(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=fake.base_url, NO_PROXY="127.0.0.1")
+        code, transcript = drive(sample_repo, [("start, adjust or cancel", "adjust"), ("how many sub-domains", "2"),
+                                               ("start, adjust or cancel", "cancel")], env=env,
+                                 command=("collab-plan", COLLAB_REQUIREMENT), extra=("--provider", "anthropic"))
+    assert code == 0 and '"status": "cancelled"' in transcript, transcript
+    assert len(fake.reported) >= 2  # the understanding, then the adjusted split
+    (folder,) = (sample_repo / ".workflow" / ".planning").iterdir()
+    assert read_json(folder / "usage.json")["total"]["calls"] == len(fake.reported)
+    assert status_json(sample_repo, folder.name)["usage"]["total"]["calls"] == len(fake.reported)

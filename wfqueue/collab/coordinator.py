@@ -79,8 +79,9 @@ class CollabCoordinator(WorkflowCoordinator[CoordinatorUI]):
             if analysis is None:
                 state.set_meta(status=SessionStatus.CANCELLED)
                 mark_cancelled(session_dir, runtime.settings.lock_timeout_s)
+                self._bill(state)  # the understanding (and each adjusted split) was paid for
                 return PlanResult(session_id=state.session_id, session_dir=str(session_dir),
-                                  status=SessionStatus.CANCELLED, tasks=0, conflicts=0)
+                                  status=SessionStatus.CANCELLED, tasks=0, conflicts=0, usage=self.usage(state))
             final = self._run_agents(runtime.app, runtime.settings, state, session_dir, analysis, request.provider)
             return self._result(state, session_dir, final)
 
