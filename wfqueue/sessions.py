@@ -74,8 +74,21 @@ def resolve_repo(repo: str | Path | None) -> Path:
             raise RepositoryNotFoundError(
                 f"--repo {repo}: is a file, not a directory", hint="pass the repository's folder, not a file in it"
             )
-        return path.resolve()
-    return project_of(Path.cwd().resolve(), _git_top())
+        return _named_in_utf8(path.resolve())
+    return _named_in_utf8(project_of(Path.cwd().resolve(), _git_top()))
+
+
+def _named_in_utf8(repo: Path) -> Path:
+    """``repo``, whose path is text: one with bytes that are not UTF-8 cannot go into a task's payload, nor into
+    the session files that name it (JSON), and failed only once its Redis and workers had started."""
+    try:
+        str(repo).encode("utf-8")
+    except UnicodeEncodeError:
+        shown = str(repo).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        raise RepositoryNotFoundError(f"the repository's path {shown} is not UTF-8 text",
+                                      hint="rename the folders whose names hold other bytes, or move the "
+                                           "repository to a path that is UTF-8") from None
+    return repo
 
 
 def _git_top() -> Path | None:
@@ -184,6 +197,13 @@ def read_requirement(value: str, max_bytes: int) -> str:
             ) from None
     else:
         text = value
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:  # bytes of another encoding, passed on as they came (Latin-1 text)
+            raise InvalidRequirementError(
+                f"the requirement is not UTF-8 text (character {exc.start + 1} is a byte of another encoding)",
+                hint="convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8), or save it in a UTF-8 .md file and pass "
+                     "that") from None
         if len(text.encode("utf-8")) > max_bytes:
             raise InvalidRequirementError(
                 f"the requirement is above the {max_bytes}-byte limit", hint="put it in a .md file and summarise it"

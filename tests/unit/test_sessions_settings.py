@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from datetime import UTC, datetime
 from pathlib import Path
@@ -245,3 +246,22 @@ def test_an_empty_setting_with_a_default_is_refused_naming_the_default(monkeypat
     monkeypatch.setenv("WFQUEUE_MODEL", " ")
     with pytest.raises(ConfigError, match=r"model: is empty; unset it to use the default \(claude-"):
         load_settings()
+
+
+def test_a_requirement_of_bytes_in_another_encoding_is_refused_naming_it() -> None:
+    """Latin-1 text on the command line reaches Python as surrogate escapes: it ended in a traceback."""
+    latin1 = b"Add caf\xe9 menu support".decode("utf-8", "surrogateescape")  # what argv holds for those bytes
+    with pytest.raises(InvalidRequirementError, match=r"not UTF-8 text \(character 8 ") as refused:
+        read_requirement(latin1, 1000)
+    assert "iconv" in refused.value.hint
+
+
+def test_a_repository_whose_path_is_not_utf8_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    """Its path goes into every task's payload and the session's files: it failed once Redis and the workers had
+    started, as "PydanticSerializationError"."""
+    folder = Path(os.fsdecode(bytes(tmp_path) + b"/caf\xe9"))
+    folder.mkdir()
+    with pytest.raises(RepositoryNotFoundError, match="is not UTF-8 text"):
+        resolve_repo(folder)
+    with pytest.raises(RepositoryNotFoundError, match="is not UTF-8 text"):
+        resolve_repo(str(folder / ".." / "caf\udce9"))
