@@ -22,3 +22,12 @@ def retry_delay(
     if retry_after_s is not None and retry_after_s >= backoff:
         return round(retry_after_s + min(0.1 * retry_after_s, RETRY_AFTER_SPREAD_MAX_S) * jitter, 3)
     return round(backoff, 3)
+
+
+def longest_countdown(visibility_timeout_s: float) -> float:
+    """The longest retry countdown a task may be given on a Redis broker: a message waiting out its countdown is
+    held by a worker, unacknowledged, and past the visibility timeout the broker hands it to a second worker,
+    which holds it too (three copies, then nine, were seen for a retry-after of 75 s with a timeout of 30 s). A
+    longer wait is served in turns, each one of the task's retries: it runs again at this bound and, told to wait
+    still (by the shared limiter, or by the API), is retried."""
+    return max(1.0, visibility_timeout_s - max(5.0, 0.1 * visibility_timeout_s))

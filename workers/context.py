@@ -13,7 +13,7 @@ from celery import Task
 from wfqueue.errors import TransientProviderError
 from wfqueue.metering import TRANSCRIPT_DIR, MeteredProvider
 from wfqueue.providers import make_provider
-from wfqueue.retry import retry_delay
+from wfqueue.retry import longest_countdown, retry_delay
 from wfqueue.settings import Settings
 from wfqueue.state import BROKER_AWAY, SessionState, StateFactory, wait_until_reachable
 from wfqueue.usage import PriceTable
@@ -57,8 +57,9 @@ def metered_provider(spec: str, settings: Settings, state: SessionState, session
 def retry_delay_of(task: Task[Any, Any], exc: Exception, settings: Settings) -> float:
     """Seconds until ``task`` runs again after ``exc``: backoff with jitter, at least the provider's retry-after."""
     retry_after = exc.retry_after if isinstance(exc, TransientProviderError) else None
-    return retry_delay(task.request.retries + 1, settings.retry_backoff_s, settings.retry_backoff_max_s,
-                       random.random(), retry_after)
+    delay = retry_delay(task.request.retries + 1, settings.retry_backoff_s, settings.retry_backoff_max_s,
+                        random.random(), retry_after)
+    return min(delay, longest_countdown(settings.visibility_timeout_s))
 
 
 def retry_later(task: Task[Any, Any], exc: Exception, settings: Settings, delay: float | None = None) -> Exception:

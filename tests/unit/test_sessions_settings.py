@@ -6,6 +6,7 @@ import os
 import re
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -265,3 +266,19 @@ def test_a_repository_whose_path_is_not_utf8_is_refused_before_anything_starts(t
         resolve_repo(folder)
     with pytest.raises(RepositoryNotFoundError, match="is not UTF-8 text"):
         resolve_repo(str(folder / ".." / "caf\udce9"))
+
+
+def test_a_retry_countdown_ends_before_the_broker_would_hand_the_message_to_a_second_worker() -> None:
+    """A message waiting out its countdown is held unacknowledged: past the visibility timeout it was delivered
+    again, and again (3, then 9 copies of one task, for a retry-after of 75 s with a 30 s timeout)."""
+    from types import SimpleNamespace
+
+    from wfqueue.errors import TransientProviderError
+    from wfqueue.retry import longest_countdown
+    from workers.context import retry_delay_of
+
+    assert longest_countdown(30) == 25 and longest_countdown(3600) == 3240 and longest_countdown(2) == 1
+    task: Any = SimpleNamespace(request=SimpleNamespace(retries=0))
+    told = TransientProviderError("429 rate limited", retry_after=75.0)
+    assert retry_delay_of(task, told, load_settings(visibility_timeout_s=30)) == 25
+    assert 75 <= retry_delay_of(task, told, load_settings(visibility_timeout_s=3600)) <= 80  # as asked, if it fits
