@@ -74,9 +74,14 @@ TRANSCRIPT_DIR = "transcripts"  # in the session folder: one JSON-lines transcri
 NO_CALLS = "no LLM calls"
 BUDGET_HELP = ("Stop new LLM work once the plan has spent this much: dollars ($2.50, 2.5usd) or tokens "
                "(200k, 1.5m, 150000); the plan then ends partial.")
-# Resuming pays for nothing twice: finished steps and saved turns are kept; planning again starts over.
-BUDGET_HINT = ("finish it with `wfqueue resume SESSION --budget LARGER` (an execution: `wfqueue execute --continue "
-               "EXEC-ID --budget LARGER`): what is done is kept and not paid again")
+
+
+def budget_hint(session_id: str) -> str:
+    """What to do when ``session_id``'s budget is spent. Resuming pays for nothing twice: finished steps and saved
+    turns are kept; planning again starts over."""
+    again = (f"wfqueue execute --continue {session_id}" if session_id.startswith("EXEC-")
+             else f"wfqueue resume {session_id}")
+    return f"finish it with `{again} --budget LARGER`: what is done is kept and not paid again"
 
 
 # -- pure: budgets and reports ---------------------------------------------------------------
@@ -209,7 +214,7 @@ def check_session_budget(state: SessionStore, prices: PriceTable) -> None:
         return
     spent = summarise(state.usage(), prices).total
     if budget_exhausted(spent, budget):
-        raise BudgetExhaustedError(budget_message(spent, budget), hint=BUDGET_HINT)
+        raise BudgetExhaustedError(budget_message(spent, budget), hint=budget_hint(state.session_id))
 
 
 class MeteredProvider:

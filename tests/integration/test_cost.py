@@ -156,6 +156,8 @@ def test_a_token_budget_stops_new_llm_work_and_a_plan_with_no_task_is_failed(sam
     status = status_json(sample_repo, folder.name)
     assert status["status"] == "failed" and status["usage"]["budget_exhausted"] is True
     assert all(a["state"] == "failed" and a["error"].startswith("budget exhausted: ") for a in status["agents"])
+    # Each stopped step says how to go on with this session, not with a placeholder for it.
+    assert f"`wfqueue resume {folder.name} --budget LARGER`" in collab.stderr and "SESSION" not in collab.stderr
 
     # lite: the assessment (about 800 tokens here) runs; the angles that start once the budget is spent are
     # skipped (how many ran first depends on timing); planning never calls the model: failed, no tasks.

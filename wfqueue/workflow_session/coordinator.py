@@ -22,7 +22,7 @@ from wfqueue.fanout import fan_out
 from wfqueue.keys import AgentState, SessionKind, SessionMeta, SessionStatus
 from wfqueue.lite.models import Assessment
 from wfqueue.metering import (
-    BUDGET_HINT,
+    budget_hint,
     budget_meta,
     check_budget_priced,
     says_budget_spent,
@@ -304,7 +304,7 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
         if spent is not None:
             # The phase stops unfinished, not done without those angles: a resume with a larger budget explores
             # them (the others' explorations are kept and not paid again).
-            raise BudgetExhaustedError(spent, hint=BUDGET_HINT)
+            raise BudgetExhaustedError(spent, hint=budget_hint(common.session_id))
         self.ui.info(f"conflict risk: {outcome['risk_level']}")
         if outcome["risk_level"] not in ("medium", "high"):
             latest = load_session(folder)
