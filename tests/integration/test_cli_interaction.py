@@ -101,7 +101,8 @@ def test_ctrl_d_at_a_question_stops_like_ctrl_c_and_says_how_to_finish(sample_re
 def test_adjust_resplits_before_planning(sample_repo: Path) -> None:
     code, transcript = interactive(
         sample_repo,
-        [("start, adjust or cancel", "adjust"), ("how many sub-domains", "2"), ("start, adjust or cancel", "start")],
+        [("start, adjust or cancel", "adjust"), ("how many sub-domains (2-4)", "5"),
+         ("between 2 and 4 (--max-agents), please", "2"), ("start, adjust or cancel", "start")],
     )
     assert code == 0, transcript
     assert "2 sub-domains" in transcript

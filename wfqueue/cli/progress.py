@@ -26,7 +26,6 @@ from wfqueue.keys import AgentState
 from wfqueue.lite.coordinator import PlanDecision
 from wfqueue.lite.models import Assessment, LitePlanDraft
 from wfqueue.lite.synthesis import MergedQuestion
-from wfqueue.settings import MAX_AGENTS_LIMIT
 from wfqueue.workflow_session.coordinator import GateChoice
 from wfqueue.workflow_session.models import SessionConflict
 
@@ -65,7 +64,7 @@ class TerminalUI:
         self.console.print(f"stdin is not a terminal: {escape(what)} (-y skips this check)")
         return False
 
-    def confirm_split(self, analysis: RequirementAnalysis) -> SplitDecision:
+    def confirm_split(self, analysis: RequirementAnalysis, most: int) -> SplitDecision:
         if not self.interactive("starting the plan without confirmation"):
             return "start"
         table = Table("#", "area", "task ids", "description", title=f"{len(analysis.sub_domains)} sub-domains")
@@ -77,11 +76,10 @@ class TerminalUI:
                                                                  ("start", "adjust", "cancel"), "start")
         if choice == "adjust":
             while True:  # asked again until it is in range: a silently changed number is not what was asked for
-                wanted = IntPrompt.ask(f"split into how many sub-domains (2-{MAX_AGENTS_LIMIT})", console=self.console,
-                                       default=2)
-                if 2 <= wanted <= MAX_AGENTS_LIMIT:
+                wanted = IntPrompt.ask(f"split into how many sub-domains (2-{most})", console=self.console, default=2)
+                if 2 <= wanted <= most:
                     return wanted
-                self.console.print(f"[prompt.invalid]between 2 and {MAX_AGENTS_LIMIT}, please")
+                self.console.print(f"[prompt.invalid]between 2 and {most} (--max-agents), please")
         return choice
 
     def _table(self, agents: dict[str, dict[str, Any]]) -> Table:

@@ -64,8 +64,8 @@ class PlanResult(PlanOutcome):
 
 
 class CoordinatorUI(WorkflowUI, Protocol):
-    def confirm_split(self, analysis: RequirementAnalysis) -> SplitDecision:
-        """start, cancel, or a new number of sub-domains to split into."""
+    def confirm_split(self, analysis: RequirementAnalysis, most: int) -> SplitDecision:
+        """start, cancel, or a new number of sub-domains to split into, at most ``most`` (--max-agents)."""
         ...
 
 
@@ -91,12 +91,12 @@ class CollabCoordinator(WorkflowCoordinator[CoordinatorUI]):
         max_agents = request.max_agents
         while True:
             analysis = self._understand(app, settings, state, session_dir, request, max_agents)
-            decision = "start" if request.yes else self.ui.confirm_split(analysis)
+            decision = "start" if request.yes else self.ui.confirm_split(analysis, request.max_agents)
             if decision == "start":
                 return analysis
             if decision == "cancel":
                 return None
-            max_agents = max(2, min(int(decision), MAX_AGENTS_LIMIT))
+            max_agents = max(2, min(int(decision), request.max_agents))
             for name in (*keys.UNDERSTANDING_KEYS, keys.TEMPLATE):
                 state.forget(name)
             for sub in analysis.sub_domains:  # the folders of the split given up, while still empty
