@@ -169,6 +169,12 @@ def read_requirement(value: str, max_bytes: int) -> str:
     # A path is one word ending in .md/.txt (or an existing file): "document X in README.md" is text.
     looks_like_path = candidate is not None and candidate.suffix.lower() in {".md", ".txt", ".markdown"} and (
         not any(ch.isspace() for ch in value.strip()) or candidate.is_file())
+    if (not looks_like_path and candidate is not None and not any(ch.isspace() for ch in value.strip())
+            and candidate.is_file()):
+        # spec.rst or notes.pdf: its path was planned as the requirement's text, and the session named after it.
+        raise InvalidRequirementError(f"requirement {value} is a file, and only .md and .txt files are read as a "
+                                      "requirement", hint="save it as .md or .txt (plain text), or pass the "
+                                                          "requirement itself, quoted")
     if looks_like_path and candidate is not None:
         if candidate.is_dir():
             raise InvalidRequirementError(f"requirement file {value} is a folder",

@@ -115,6 +115,11 @@ def test_requirement_text_file_and_refusals(tmp_path: Path) -> None:
     latin.write_bytes("caf\xe9".encode("latin-1"))
     with pytest.raises(InvalidRequirementError, match="not UTF-8"):
         read_requirement(str(latin), 1000)
+    rst = tmp_path / "spec.rst"  # its path was planned as the requirement, the session named after it
+    rst.write_text("Rate limits\n===========\n", encoding="utf-8")
+    with pytest.raises(InvalidRequirementError, match=r"spec.rst is a file, and only .md and .txt files are read"):
+        read_requirement(str(rst), 1000)
+    assert read_requirement("spec.rst", 1000) == "spec.rst"  # no such file here: a (poor) requirement, as text
 
 
 @pytest.mark.parametrize(("content", "said"), [
