@@ -53,6 +53,8 @@ def check_session_files(folder: Path) -> None:
         return
     path, why = found[0]
     more = f" (and {len(found) - 1} more file(s))" if len(found) > 1 else ""
+    # Only a workflow session's replans keep backups: elsewhere the hint would send the user to a folder that
+    # is not there.
+    backups = " (a replan's backups are under .process/backup/)" if (folder / ".process" / "backup").is_dir() else ""
     raise BadInputError(f"{folder.name}: {path.relative_to(folder)} is not valid JSON: {why}{more}",
-                        hint=f"mend {path}, or restore it from a copy (a replan's backups are under "
-                             ".process/backup/); nothing was changed")
+                        hint=f"mend {path}, or restore it from a copy{backups}; nothing was changed")

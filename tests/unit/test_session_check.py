@@ -39,3 +39,19 @@ def test_a_session_whose_files_all_read_passes(tmp_path: Path) -> None:
                    "tasks.jsonl": '{"title": "a\u2028b"}\n{"title": "c\u0085d"}\n'})
     (folder / ".task" / "IMPL-2.json").write_bytes(b'\xef\xbb\xbf{"id": "IMPL-2"}')  # saved with a BOM
     check_session_files(folder)
+
+
+def test_the_hint_names_replan_backups_only_where_a_session_keeps_them(tmp_path: Path) -> None:
+    """A collaborative plan has no .process/backup/: the hint sent its user there."""
+    collab = tmp_path / "CPLAN-x"
+    collab.mkdir()
+    (collab / "requirement-analysis.json").write_text("{", encoding="utf-8")
+    with pytest.raises(BadInputError) as caught:
+        check_session_files(collab)
+    assert "backup" not in caught.value.hint and "restore it from a copy; nothing was changed" in caught.value.hint
+    workflow = tmp_path / "WFS-x"
+    (workflow / ".process" / "backup" / "replan-1").mkdir(parents=True)
+    (workflow / "workflow-session.json").write_text("{", encoding="utf-8")
+    with pytest.raises(BadInputError) as caught:
+        check_session_files(workflow)
+    assert "a replan's backups are under .process/backup/" in caught.value.hint
