@@ -55,3 +55,21 @@ def test_a_failed_warm_up_is_no_error() -> None:
         "warmup.start_once(0)\n"
         "print(json.dumps({'ended': warmup._once.done.wait(60)}))\n")
     assert result == {"ended": True}
+
+
+def test_the_warm_up_leaves_no_request_in_the_log_and_real_ones_stay() -> None:
+    """A worker's log at INFO showed `POST http://warm-up.invalid/v1/messages "HTTP/1.1 200 OK"`: a request to a
+    host that does not exist. The HTTP library's lines for real requests are still logged."""
+    result = in_fresh_python(
+        "import io, json, logging, httpx2\n"
+        "from wfqueue.providers.anthropic import warmup\n"
+        "out = io.StringIO()\n"
+        "logging.basicConfig(stream=out, level=logging.INFO, format='%(name)s %(message)s')\n"
+        "warmup.warm()\n"
+        "answer = lambda request: httpx2.Response(200, text='ok')\n"
+        "with httpx2.Client(transport=httpx2.MockTransport(answer)) as client:\n"
+        "    client.get('http://api.example.test/v1/models')\n"
+        "print(json.dumps({'log': out.getvalue()}))\n")
+    log = str(result["log"])
+    assert "warm-up" not in log, log
+    assert "api.example.test/v1/models" in log, log

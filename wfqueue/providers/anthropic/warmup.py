@@ -62,13 +62,25 @@ def _run(delay_s: float) -> None:
         _once.done.set()
 
 
+WARM_UP_HOST = "warm-up.invalid"  # never resolved: the transport answers from memory
+
+
+def _not_the_warm_up(record: logging.LogRecord) -> bool:
+    return WARM_UP_HOST not in record.getMessage()
+
+
 def warm() -> None:
     """Stream the canned answer through the SDK, as wfqueue.providers.anthropic.calls reads real ones."""
+    # The HTTP library logs each request it answers, this one too: a worker's log showed a POST to a host that
+    # does not exist, answered "200 OK". Its line is left out; the real requests' lines stay.
+    transport_log = logging.getLogger("httpx2")
+    if _not_the_warm_up not in transport_log.filters:
+        transport_log.addFilter(_not_the_warm_up)
     body = _event_stream()
     transport = httpx2.MockTransport(
         lambda request: httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=body))
     with httpx2.Client(transport=transport, trust_env=False) as http:  # no proxies, no TLS context to load
-        client = anthropic.Anthropic(api_key="warm-up", base_url="http://warm-up.invalid", http_client=http,
+        client = anthropic.Anthropic(api_key="warm-up", base_url=f"http://{WARM_UP_HOST}", http_client=http,
                                      max_retries=0)
         with client.messages.stream(model="warm-up", max_tokens=16,
                                     messages=[{"role": "user", "content": "warm-up"}]) as stream:
