@@ -36,7 +36,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from wfqueue.plan_check import CreatedInPlan, file_faults
+from wfqueue.plan_check import CreatedInPlan, file_faults, repo_relative
 from wfqueue.unified_task import TaskFile, TaskSource, UnifiedTask
 
 __all__ = [
@@ -52,7 +52,7 @@ __all__ = [
 
 RepairKind = Literal[
     # tasks (this module)
-    "renumbered", "dropped_file", "removed_unknown_dependency", "removed_self_dependency",
+    "renumbered", "dropped_file", "created_to_modified", "removed_unknown_dependency", "removed_self_dependency",
     "removed_cyclic_dependency",
     # collab sub-domains (wfqueue.collab.split)
     "renamed_sub_domain", "merged_sub_domain", "asked_again", "single_sub_domain",
@@ -192,6 +192,7 @@ def repair_tasks(
     padding of canonical ids (3 for TASK-001, 1 for IMPL-1). With ``sequential`` the
     ids are the range's first numbers in task order (lite plans, workflow sessions).
     """
+    tasks, existing_created = _existing_created_as_modified(tasks, exists)
     old_ids = [t.id for t in tasks]
     new_ids = _new_ids(old_ids, id_prefix, id_range, digits, sequential)
     first_position: dict[str, int] = {}
@@ -249,6 +250,7 @@ def repair_tasks(
             if first_position[task.id] == position and rewritten_in.get(task.id):
                 detail += f"; references rewritten in {', '.join(rewritten_in[task.id])}"
             repairs.append(Repair(kind="renumbered", task_id=new_id, detail=detail))
+        repairs += [r.model_copy(update={"task_id": new_id}) for r in existing_created.get(position, [])]
         repairs += dep_repairs + file_repairs
         changes: dict[str, object] = {}
         if new_id != task.id:
@@ -258,6 +260,25 @@ def repair_tasks(
         if file_repairs:
             changes["files"] = files
         repaired.append(task.model_copy(update=changes) if changes else task)
+    return repaired, repairs
+
+
+def _existing_created_as_modified(tasks: list[UnifiedTask], exists: Callable[[str], bool]
+                                  ) -> tuple[list[UnifiedTask], dict[int, list[Repair]]]:
+    """``tasks`` with "create" of a file the repository has turned into "modify", and the repairs by task position.
+    A coding agent told to create a file that is there writes it from scratch, and the file's code is lost."""
+    repaired: list[UnifiedTask] = []
+    repairs: dict[int, list[Repair]] = {}
+    for position, task in enumerate(tasks):
+        files = list(task.files)
+        for index, entry in enumerate(files):
+            rel = repo_relative(entry.path)
+            if entry.action == "create" and rel is not None and exists(rel):
+                files[index] = entry.model_copy(update={"action": "modify"})
+                repairs.setdefault(position, []).append(Repair(
+                    kind="created_to_modified", task_id=task.id,
+                    detail=f"{entry.path} is to be modified, not created: the repository has it"))
+        repaired.append(task.model_copy(update={"files": files}) if position in repairs else task)
     return repaired, repairs
 
 

@@ -127,6 +127,19 @@ def test_files_that_do_not_exist_are_dropped_unless_created() -> None:
     assert check_plan([LoadedTask(task=t, location=t.id, legacy=False) for t in fixed], None, exists) == []
 
 
+def test_a_file_the_repository_has_is_modified_not_created() -> None:
+    """A coding agent told to create a file that is there writes it from scratch: its code would be lost."""
+    tasks = [task("TASK-007", files=[{"path": "./pkg/b.py", "action": "create"}, {"path": "pkg/new.py",
+                                                                                  "action": "create"}])]
+
+    fixed, repairs = collab(tasks)
+
+    assert [(f.path, f.action) for f in fixed[0].files] == [("./pkg/b.py", "modify"), ("pkg/new.py", "create")]
+    assert [(r.kind, r.task_id, r.detail) for r in repairs] == [
+        ("created_to_modified", "TASK-007", "./pkg/b.py is to be modified, not created: the repository has it")]
+    assert collab(fixed)[1] == []  # repaired once, nothing left to repair
+
+
 def test_files_no_task_may_change_as_named_are_dropped_so_the_plan_still_checks() -> None:
     """check_plan refuses a folder named as a file, a file under .git/ or .workflow/ and one file given two
     actions; the planners' repair kept them, so a plan a model wrote that way failed as if the repository had
