@@ -272,3 +272,46 @@ def test_a_task_waiting_out_a_long_retry_after_says_so_beside_it(tmp_path: Path)
             proc.send_signal(signal.SIGINT)
             proc.wait(timeout=60)
         assert len(server.requests) == 1  # nothing was sent before the time the API asked for
+
+
+def test_a_worker_killed_during_a_turns_test_run_does_not_apply_its_edit_twice(tmp_path: Path) -> None:
+    """One reply edits (inserting after an anchor, which stays) and runs a slow test; the worker's pool process is
+    SIGKILLed during the test. The redelivered task ran the whole turn again: `sub` was inserted twice, the gate
+    passed and the duplicate was merged."""
+    repo = project(tmp_path)
+    mark = tmp_path / "slow-test-started"
+    (repo / "tests" / "test_slow.py").write_text(
+        "import os\nimport pathlib\nimport time\n\n\ndef test_slow():\n"
+        f"    mark = pathlib.Path({str(mark)!r})\n"
+        "    if not mark.exists():  # slow the first time only: the worker is killed meanwhile\n"
+        "        mark.write_text(str(os.getpid()))\n        time.sleep(60)\n", encoding="utf-8")
+    git(repo, "add", "tests/test_slow.py")
+    git(repo, "commit", "-q", "-m", "a slow test")
+    tasks_file = lite_plan(repo, [lite_task(1, "Add sub", ["calc/ops.py"])])
+    insert = {"path": "calc/ops.py", "old_string": "    return a + b\n",
+              "new_string": "    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"}
+
+    def edits_then_tests(body: dict[str, Any]) -> Reply:
+        rounds = conversation(body)[1]
+        if rounds == 0:
+            return tool_call(("edit_file", insert), ("run_command", {"command": "python -m pytest -q tests"}))
+        return text("Added sub(); the tests pass.")
+
+    with FakeAnthropic(edits_then_tests) as server:
+        proc = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "execute", str(tasks_file), "-y", "--json"],
+                                env=env_for(server, BETTER), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
+        try:
+            test_run = int(wait_until(lambda: mark.is_file() and mark.read_text(), 120, "the slow test running"))
+            pool_process = int(Path(f"/proc/{test_run}/status").read_text().split("PPid:")[1].split()[0])
+            os.kill(pool_process, signal.SIGKILL)
+            out, err = proc.communicate(timeout=300)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        assert proc.returncode == 0, err
+        assert repeated_turns(server) == 0
+    branch = json.loads(out)["branch"]
+    merged = git(repo, "show", f"{branch}:calc/ops.py")
+    assert merged.count("def sub") == 1, merged
