@@ -41,6 +41,17 @@ def plant(folder: Path, mark: Path) -> None:
         db["__version__"] = "planted"
 
 
+def planted_default_folder(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A temp dir, beat's default folder in it holding a planted schedule file, and the file that file's code
+    would make."""
+    temp = tmp_path / "tmp"
+    folder = temp / f"wfqueue-beat-{os.getuid()}"
+    folder.mkdir(parents=True)
+    mark = tmp_path / "planted-code-ran"
+    plant(folder, mark)
+    return temp, folder, mark
+
+
 def beat_both_ways(env: dict[str, str]) -> list[tuple[int, str]]:
     """`wfqueue beat`, then beat started as Celery's own command: each one's exit code and stderr."""
     wfqueue = run_cli("beat", env=env, timeout=60)
@@ -51,11 +62,7 @@ def beat_both_ways(env: dict[str, str]) -> list[tuple[int, str]]:
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="gives a folder to another user")
 def test_a_schedule_folder_another_user_made_first_is_refused_and_nothing_in_it_is_opened(tmp_path: Path) -> None:
-    temp = tmp_path / "tmp"
-    folder = temp / f"wfqueue-beat-{os.getuid()}"
-    folder.mkdir(parents=True)
-    mark = tmp_path / "planted-code-ran"
-    plant(folder, mark)
+    temp, folder, mark = planted_default_folder(tmp_path)
     os.chown(folder, 65534, 65534)
     os.chmod(folder, 0o700)
 
@@ -67,11 +74,7 @@ def test_a_schedule_folder_another_user_made_first_is_refused_and_nothing_in_it_
 
 
 def test_a_schedule_folder_other_users_may_write_is_refused(tmp_path: Path) -> None:
-    temp = tmp_path / "tmp"
-    folder = temp / f"wfqueue-beat-{os.getuid()}"
-    folder.mkdir(parents=True)
-    mark = tmp_path / "planted-code-ran"
-    plant(folder, mark)
+    temp, folder, mark = planted_default_folder(tmp_path)
     os.chmod(folder, 0o777)
 
     for code, stderr in beat_both_ways(wfqueue_env(TMPDIR=str(temp), WFQUEUE_BROKER_URL=BROKER)):
