@@ -80,6 +80,8 @@ def describe(exc: BaseException) -> str:
     went wrong), any other with its type, which says where to look."""
     if isinstance(exc, ProviderError):
         return exc.message
+    if isinstance(exc, WfqueueError):  # its hint is the caller's to add, once (str() carries it too)
+        return f"{type(exc).__name__}: {exc.message}"
     return f"{type(exc).__name__}: {exc}"
 
 

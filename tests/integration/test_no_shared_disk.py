@@ -196,6 +196,29 @@ def test_plans_and_an_execution_complete_on_hosts_that_cannot_see_the_repository
         assert status.code == 0, status.stderr
         assert (planning / session / "plan.md").is_file() and list((planning / session).glob("agents/*/plan.json"))
 
+        # A coordinator SIGKILLed, then Redis losing the session (a restart without persistence, or the state's
+        # TTL), then a commit: the resume publishes the pin the folder records, and the workers plan that. It
+        # sent the agents without the repository, and they read the coordinator's paths ("no source code").
+        before = {p.name for p in planning.iterdir()}
+        forgotten = start_plan("Add tags to notes", repo, provider, env)
+        session = wait_until(lambda: next((p.name for p in planning.iterdir() if p.name not in before), None), 60,
+                             "the forgotten session's folder")
+        wait_until(lambda: client.hget(f"wfq:{session}:meta", "chord_id"), 60, "the forgotten session's agents sent")
+        forgotten.kill()
+        forgotten.wait(timeout=30)
+        wait_until(lambda: client.exists(f"wfq:{session}:{keys.FINALIZED_AT}"), 120, "the workers finishing it")
+        pinned_then = (planning / session / "repo-pin.json").read_text(encoding="utf-8")
+        client.delete(*client.scan_iter(match=f"wfq:{session}:*"))
+        (repo / "NOTES.md").write_text("a commit after the plan began\n", encoding="utf-8")
+        git(repo, "add", "NOTES.md")
+        git(repo, "commit", "-q", "-m", "after the plan began")
+        resumed = run_cli("resume", session, "--repo", str(repo), "--json", env=env, timeout=240)
+        assert resumed.code == 0, resumed.stderr
+        check = check_collab_session(planning / session)
+        assert not check.sections_lost and not check.problems and check.tasks > 0, check
+        assert (planning / session / "repo-pin.json").read_text(encoding="utf-8") == pinned_then
+        assert json.loads(pinned_then)["commit"] != git(repo, "rev-parse", "HEAD")
+
         # A worker host SIGKILLed while it plans: the survivor takes its areas over, the plan completes whole.
         before = {p.name for p in planning.iterdir()}
         killed = start_plan("Add audit logging of note changes", repo, provider, env)

@@ -13,7 +13,13 @@ from celery.exceptions import Retry, SoftTimeLimitExceeded
 from pydantic import BaseModel
 
 from wfqueue import agent_notes
-from wfqueue.errors import BudgetExhaustedError, PlanNoteError, ProviderError, TransientProviderError
+from wfqueue.errors import (
+    BudgetExhaustedError,
+    NoSourceCodeError,
+    PlanNoteError,
+    ProviderError,
+    TransientProviderError,
+)
 from wfqueue.keys import AgentState
 from wfqueue.memory_state import MemorySessionState
 from wfqueue.settings import Settings
@@ -127,6 +133,10 @@ def test_a_broker_that_went_away_is_left_to_the_base_task() -> None:
     (TransientProviderError("429"), True, Verdict(action="retry", reason="429")),
     (TransientProviderError("429"), False, Verdict(action="fail", reason="429")),
     (BudgetExhaustedError("spent"), True, Verdict(action="fail", reason="spent")),
+    # Its hint once: the reason said it twice ("hint: pass --repo ...; pass --repo ...").
+    (NoSourceCodeError.of("/r"), True, Verdict(action="fail", reason="NoSourceCodeError: /r has no source code to "
+                                                                     "plan against; pass --repo with the repository "
+                                                                     "the requirement is about")),
     (SoftTimeLimitExceeded(), True, Verdict(action="fail", reason="timed out after the 5s soft time limit")),
     (RuntimeError("bug"), True, Verdict(action="retry", reason="RuntimeError: bug")),
     (RuntimeError("bug"), False, Verdict(action="fail", reason="RuntimeError: bug")),

@@ -157,7 +157,7 @@ class CollabCoordinator(WorkflowCoordinator[CoordinatorUI]):
                                            provider=provider, yes=True)
                 analysis = self._understand(runtime.app, runtime.settings, state, session_dir, understand,
                                             understand.max_agents)
-            if state.session_meta().repo is None:
+            if state.session_meta().kind is None:  # Redis forgot the session: the meta a new plan writes
                 state.set_meta(kind=SessionKind.COLLAB, repo=str(repo), session_dir=str(session_dir),
                                provider=provider)
             for key in keys.WATCHDOG_KEYS:  # a resumed plan starts a fresh watch

@@ -188,6 +188,8 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
             app, settings = runtime.app, runtime.settings
             meta = state.meta()
             provider = request.provider_for(str(meta["provider"]) if meta.get("provider") else None)
+            if not meta.get("kind"):  # Redis forgot the session: the meta a new plan writes
+                state.set_meta(kind=SessionKind.LITE, provider=provider)
             if request.budget is not None:
                 check_budget_priced(request.budget, provider, self.settings)
                 state.set_meta(budget=budget_meta(request.budget))

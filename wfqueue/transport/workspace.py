@@ -47,6 +47,14 @@ SESSIONS_DIR = "sessions"
 PIN_FILE = "repo-pin.json"  # in the session folder: the commit the workers read (RepoPin)
 
 
+def read_pin(session_dir: Path) -> RepoPin | None:
+    """The pin a session's folder records (``repo-pin.json``), or None: none there, or one that does not read."""
+    try:
+        return RepoPin.model_validate_json((session_dir / PIN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
 def shares_disk(settings: Settings) -> bool:
     """Whether workers use the coordinator's paths: explicitly set, else only in embedded mode."""
     return settings.shared_disk if settings.shared_disk is not None else settings.embedded
@@ -164,15 +172,16 @@ class CoordinatorFiles:
 
     def start(self, repo: Path, recorded: Transport | None, recorded_pin: RepoPin | None = None) -> Transport | None:
         """Pin the repository and publish it (on resume: publish the recorded pin again, its bundle may have
-        expired); None with a shared disk. Not a git repository: UnsafeRepositoryError, saying what to do."""
+        expired; ``recorded_pin`` alone: the session's folder's pin, Redis having forgotten the session); None with
+        a shared disk. Not a git repository: UnsafeRepositoryError, saying what to do."""
         if shares_disk(self.settings):
             return None
-        if recorded is None:
-            self.pin = pin_repository(repo)
-            commit, repo_url = self.pin.commit, self.settings.repo_url
-        else:
+        if recorded is not None:
             self.pin = recorded_pin
             commit, repo_url = recorded.commit, recorded.repo_url
+        else:  # a new session pins the repository; one Redis forgot has its folder's pin
+            self.pin = recorded_pin or pin_repository(repo)
+            commit, repo_url = self.pin.commit, self.settings.repo_url
         if repo_url is None:
             publish(self.client, repo, commit, self.settings)
         elif self.pin is not None and self.pin.snapshot:  # HEAD comes from the URL, the uncommitted changes from Redis

@@ -50,7 +50,7 @@ from wfqueue.sessions import WORKFLOW_DIR, SessionIds
 from wfqueue.settings import Settings
 from wfqueue.state import SessionState, SessionStore
 from wfqueue.transport.models import Transport
-from wfqueue.transport.workspace import PIN_FILE, CoordinatorFiles
+from wfqueue.transport.workspace import PIN_FILE, CoordinatorFiles, read_pin
 from wfqueue.up_cluster import serving_up
 from wfqueue.usage import Budget, PriceTable
 from wfqueue.workflow.contract import NewSessionRequest, WorkflowUI
@@ -197,7 +197,10 @@ class WorkflowCoordinator(Generic[UI]):
             yield  # a session too old to say where it lives: nothing to pin or pull
             return
         files = CoordinatorFiles(runtime.settings, runtime.client, state.session_id, Path(meta.session_dir))
-        transport = files.start(Path(meta.repo), meta.transport, meta.pin)
+        # A session Redis forgot (a restart without persistence, or its state's TTL) is published again from the
+        # pin its folder records: pinned afresh, its workers would read the repository as it is now.
+        pin = meta.pin if meta.transport is not None else read_pin(Path(meta.session_dir))
+        transport = files.start(Path(meta.repo), meta.transport, pin)
         if transport is not None and meta.transport is None and files.pin is not None:
             state.set_meta(transport=transport.model_dump(mode="json"), pin=files.pin.model_dump(mode="json"))
             # The plan says what it was planned against: HEAD, and the snapshot of uncommitted changes, if any.

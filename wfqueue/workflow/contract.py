@@ -69,12 +69,14 @@ class ResumeRequest(BaseModel):
     yes: bool = False  # a question the session stopped at is answered with its default, not asked again
 
     def chosen_meta(self) -> SessionMeta:
-        """What a resume writes into the session's meta before anything: where the session lives (Redis may have
-        forgotten it: its bill is read back from there), and a provider chosen with --provider, so that the
-        checks made there, and every later resume, see it."""
+        """What a resume writes into the session's meta before anything: where the session and its repository
+        live (Redis may have forgotten both: its bill is read back from the folder, and without a shared disk the
+        repository is published again from the pin the folder records), and a provider chosen with --provider,
+        so that the checks made there, and every later resume, see it."""
+        where = {"session_dir": str(self.session_dir), "repo": str(self.repo)}
         if self.provider_chosen:
-            return SessionMeta(session_dir=str(self.session_dir), provider=self.provider)
-        return SessionMeta(session_dir=str(self.session_dir))
+            return SessionMeta(**where, provider=self.provider)
+        return SessionMeta(**where)
 
     def provider_for(self, recorded: str | None) -> str:
         """The provider that finishes the session: the one it was planned with, unless ``--provider`` chose one
