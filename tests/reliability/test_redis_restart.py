@@ -218,3 +218,37 @@ def test_a_coordinator_that_loses_the_broker_exits_3_and_resume_completes_the_pl
         if worker is not None:
             stop_group(worker.proc)
         redis.stop()
+
+
+def test_a_redis_back_without_its_data_ends_the_wait_with_exit_3_and_resume_completes_the_plan(
+        sample_repo: Path, tmp_path: Path) -> None:
+    """Redis restarted without its data (no persistence) while the agents planned: the workers went on, the chord
+    and every result were gone, and the command waited, saying nothing, for WFQUEUE_PLAN_TIMEOUT_S (an hour)."""
+    redis = tcp_redis(tmp_path / "broker")
+    url = redis.tcp_url("127.0.0.1")
+    worker = start_worker(url, "survivor", tmp_path / "survivor")
+    coordinator = None
+    try:
+        wait_ready([worker])
+        provider = write_script(tmp_path / "slow.json", latency_s=3)
+        coordinator = start_coordinator(url, REQUIREMENT, sample_repo, provider, tmp_path / "coordinator")
+        planning = sample_repo / ".workflow" / ".planning"
+        session = wait_until(lambda: planning.is_dir() and next((p.name for p in planning.iterdir()), None), 60,
+                             "the session folder")
+        client = redis_client(url, 5)
+        wait_until(lambda: running_agents(client, session), 60, "an agent planning")
+        client.flushall()
+        coordinator.wait(timeout=60)
+        err = (tmp_path / "coordinator" / "stderr").read_text()
+        assert coordinator.returncode == 3, err[-2000:]
+        assert f"the broker lost {session}'s state while the plan ran" in err and "Traceback" not in err, err
+        assert f"wfqueue resume {session}" in err
+
+        resumed = run_cli("resume", session, "--repo", str(sample_repo), "--json", env=wfqueue_env(
+            WFQUEUE_BROKER_URL=url), timeout=120)
+        assert resumed.code == 0, resumed.stderr
+        assert resumed.json()["status"] == "completed"
+        check = check_collab_session(planning / session)
+        assert check.sections_lost == [] and check.duplicate_tasks == [] and check.problems == [], check
+    finally:
+        stop_plan(coordinator, [worker], redis)

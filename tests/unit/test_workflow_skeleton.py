@@ -14,7 +14,7 @@ import pytest
 from tests.wfs_factory import make_session
 from wfqueue import keys
 from wfqueue.collab.coordinator import COLLAB, COLLAB_IDS, PlanResult
-from wfqueue.errors import InvalidSessionIdError, ProviderError, SessionNotFoundError
+from wfqueue.errors import InfrastructureError, InvalidSessionIdError, ProviderError, SessionNotFoundError
 from wfqueue.keys import SessionKind
 from wfqueue.lite.coordinator import LITE, LITE_IDS, LiteResult
 from wfqueue.lite.models import Assessment
@@ -141,6 +141,7 @@ class _UI:
 def test_the_wait_draws_agent_progress_and_always_closes_the_view() -> None:
     settings = load_settings(poll_interval_s=0.001)
     state = MemorySessionState()
+    state.set_meta(status="planning")  # as a held session's is
     state.set_agent("api", state="running")
     ui = _UI()
     coordinator = WorkflowCoordinator(settings, ui)
@@ -171,11 +172,39 @@ class _NotedResult(_Result):
 def test_the_wait_for_one_step_shows_what_its_worker_says_it_waits_for_once() -> None:
     settings = load_settings(poll_interval_s=0.001)
     state = MemorySessionState()
+    state.set_meta(status="planning")
     ui = _UI()
     coordinator = WorkflowCoordinator(settings, ui)
     assert coordinator.wait(_NotedResult(state), "the assessment", settings, state) == {  # type: ignore[arg-type]
         "status": "completed"}
     assert ui.notes == [("the assessment", "the Anthropic API answered 529: overloaded; sending again in 4s")]
+
+
+class _Forgotten(_Result):
+    """A step during which the broker lost the session (a Redis back without its data): never ready."""
+
+    def __init__(self, state: MemorySessionState) -> None:
+        super().__init__(10**9)
+        self.state, self.asked = state, 0
+
+    def ready(self) -> bool:
+        self.asked += 1
+        if self.asked == 3:
+            self.state.reset()
+        return super().ready()
+
+
+def test_a_wait_ends_at_once_when_the_broker_lost_the_session() -> None:
+    """The results went with it: the wait lasted WFQUEUE_PLAN_TIMEOUT_S (an hour), saying nothing."""
+    settings = load_settings(poll_interval_s=0.001)
+    coordinator = WorkflowCoordinator(settings, _UI())
+    for wait in (lambda state: coordinator.wait(_Forgotten(state), "the assessment", settings, state),
+                 lambda state: coordinator.wait_with_progress(_Forgotten(state), "the plan", settings, state, ["a"])):
+        state = MemorySessionState()
+        state.set_meta(status="planning")
+        with pytest.raises(InfrastructureError, match=f"the broker lost {state.session_id}'s state while") as lost:
+            wait(state)
+        assert f"wfqueue resume {state.session_id}" in lost.value.hint
 
 
 def test_a_folder_that_lost_its_session_record_is_named_as_such_and_never_listed_as_a_session(tmp_path: Path) -> None:

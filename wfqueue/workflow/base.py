@@ -24,7 +24,14 @@ from celery.result import AsyncResult
 
 from wfqueue.analysis.files import has_code_file
 from wfqueue.coordinator_lease import CoordinatorLease, taken_by_another
-from wfqueue.errors import BadInputError, ConfigError, NoSourceCodeError, SessionIdTakenError, WfqueueError
+from wfqueue.errors import (
+    BadInputError,
+    ConfigError,
+    InfrastructureError,
+    NoSourceCodeError,
+    SessionIdTakenError,
+    WfqueueError,
+)
 from wfqueue.fanout import late_result, waiting_for
 from wfqueue.fsio import atomic_write_json, check_writable
 from wfqueue.keys import STEP_NOTE, SessionMeta, SessionStatus
@@ -249,6 +256,7 @@ class WorkflowCoordinator(Generic[UI]):
         def tick() -> None:
             if state is None:
                 return
+            self._still_known(state, what)
             note = state.recall(STEP_NOTE)
             if note is not None and note != shown[0]:
                 self.ui.note(what, note)
@@ -258,6 +266,18 @@ class WorkflowCoordinator(Generic[UI]):
             return wait_for(result, what, settings, tick=tick, watch=self._workers_up(), broker_gone=self._gone())
         finally:
             self.pull()
+
+    def _still_known(self, state: SessionStore, what: str) -> None:
+        """Raise when the broker no longer holds the session (a Redis restarted without its data, or emptied):
+        the workers' results went with it, nothing would end the wait but WFQUEUE_PLAN_TIMEOUT_S (an hour), and
+        nothing said why."""
+        if state.meta():
+            return
+        repo = self._runtime.repo if self._runtime is not None else Path.cwd()
+        raise InfrastructureError(f"the broker lost {state.session_id}'s state while {what} ran: its Redis was "
+                                  "restarted without its data, or emptied",
+                                  hint=f"what the session folder holds is kept: "
+                                       f"{resume_command(state.session_id, repo)} plans what is missing")
 
     def pull(self) -> None:
         if self.files is not None:
@@ -302,6 +322,7 @@ class WorkflowCoordinator(Generic[UI]):
         callback held back, the result is that of the run an agent sent again, once every agent finished."""
 
         def tick() -> None:
+            self._still_known(state, what)
             self.ui.progress(state.agents(watched))
 
         try:
