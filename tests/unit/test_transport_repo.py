@@ -4,6 +4,7 @@ back: pinning (with a snapshot of uncommitted changes), bundles in Redis, checko
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import stat
@@ -436,3 +437,42 @@ def test_an_executed_branch_of_two_commits_comes_back_into_the_users_repository(
     assert after.pop("branch") != before.pop("branch")  # the task's branch is new; nothing else changed
     assert after == before
     assert sh(repo, "symbolic-ref", "HEAD").strip() == "refs/heads/main"
+
+
+FULL_CACHE = """
+import json, sys
+from pathlib import Path
+from wfqueue.errors import InfrastructureError
+from wfqueue.settings import Settings
+from wfqueue.state import redis_client
+from wfqueue.transport.checkouts import materialise
+url, commit, cache = sys.argv[1:]
+try:
+    materialise(redis_client(url, 2.0), commit, Settings(worker_cache_dir=Path(cache)))
+    print(json.dumps({"error": None}))
+except InfrastructureError as exc:
+    print(json.dumps({"error": exc.message, "hint": exc.hint,
+                      "left": [str(p) for p in (Path(cache) / "wfqueue-tmp").rglob("*")]}))
+"""
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0, reason="mounts a small tmpfs")
+def test_a_worker_cache_too_full_for_the_repository_says_so_and_keeps_no_bundle(
+        repo: Path, client: redis.Redis, redis_url: str, tmp_path: Path) -> None:
+    """Git's "No space left on device" came with a hint to `git fsck` the user's repository, and the bundle (as
+    large as the repository) stayed in the cache until the next build."""
+    (repo / "blob.bin").write_bytes(os.urandom(2_000_000))  # does not compress: the bundle is 2 MB, its pack too
+    commit = commit_files(repo, {"more.txt": "more\n"}, "a large file")
+    publish(client, repo, commit, worker_settings(tmp_path))
+    cache = tmp_path / "small-cache"
+    cache.mkdir()
+    # Room for the bundle, not for the pack git makes of it as well: the disk fills during git's fetch.
+    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                           f'mount -t tmpfs -o size=3m full "{cache}" && exec "$0" -c "$1" "$2" "$3" "$4"',
+                           sys.executable, FULL_CACHE, redis_url, commit, str(cache)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    outcome = json.loads(done.stdout)
+    assert outcome["error"] and "No space left on device" in outcome["error"], outcome
+    assert "WFQUEUE_WORKER_CACHE_DIR" in outcome["hint"] and "fsck" not in outcome["hint"], outcome
+    assert outcome["left"] == [], "the bundle stayed in the cache"

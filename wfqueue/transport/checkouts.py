@@ -33,6 +33,8 @@ import contextlib
 import fcntl
 import os
 import shutil
+import socket
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -43,8 +45,9 @@ from pydantic import BaseModel, ConfigDict
 
 from wfqueue import keys
 from wfqueue.errors import InfrastructureError
+from wfqueue.gitcmd import run_git
 from wfqueue.settings import Settings
-from wfqueue.transport.repo import MAX_CHAIN, REPUBLISH_HINT, BundleMeta, download, git, read_meta, rev
+from wfqueue.transport.repo import GIT_TIMEOUT_S, MAX_CHAIN, REPUBLISH_HINT, BundleMeta, download, read_meta, rev
 
 GIT_DIR = "git"
 CHECKOUTS_DIR = "checkouts"
@@ -177,26 +180,40 @@ def _clear_tmp(root: Path) -> None:
     tmp.mkdir(parents=True, exist_ok=True)
 
 
+def _cache_git(cwd: Path, *args: str, env: dict[str, str] | None = None,
+               check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Git in this worker's cache: a failure there is the cache's (a full disk, a read-only folder), said as such.
+    The transport's own hint sent the user to `git fsck` their repository, which was never the matter."""
+    return run_git(cwd, *args, check=check, env=env, timeout_s=GIT_TIMEOUT_S,
+                   needed_for="the repository travels to workers by git",
+                   install_hint="install git on every worker",
+                   failure_hint=f"on worker {socket.gethostname()}: free space in its cache, or set "
+                                "WFQUEUE_WORKER_CACHE_DIR there to a writable folder with room; then resume the "
+                                "session")
+
+
 def _ensure_commit(client: redis.Redis, root: Path, commit: str, repo_url: str | None) -> Path:
     """The cache's bare repository, holding ``commit`` (fetched from ``repo_url``, else from Redis)."""
     git_dir = root / GIT_DIR
     git_dir.mkdir(parents=True, exist_ok=True)
-    git(git_dir, "init", "--quiet", "--bare")  # idempotent, and it completes one a crash cut short
+    _cache_git(git_dir, "init", "--quiet", "--bare")  # idempotent, and it completes one a crash cut short
     if rev(git_dir, commit) == commit:
         return git_dir
     # With a repo URL the pinned commit comes from there; commits made since (an execution's integration head)
     # exist only in the user's repository, which publishes them as thin bundles on top of the pin.
     for link, meta in reversed(_missing_chain(client, git_dir, commit, repo_url)):
         target = Path(tempfile.mkdtemp(prefix="bundle-", dir=root / TMP_DIR)) / f"{link}.bundle"
-        download(client, keys.bundle_prefix(link), meta, target)
-        git(git_dir, "fetch", "--quiet", "--no-write-fetch-head", str(target),
-            f"+{meta.ref}:{RECEIVED_REF_PREFIX}{link}")
-        shutil.rmtree(target.parent, ignore_errors=True)
+        try:
+            download(client, keys.bundle_prefix(link), meta, target)
+            _cache_git(git_dir, "fetch", "--quiet", "--no-write-fetch-head", str(target),
+                       f"+{meta.ref}:{RECEIVED_REF_PREFIX}{link}")
+        finally:  # a failed fetch (a full disk) left the bundle, as large as the repository, until the next build
+            shutil.rmtree(target.parent, ignore_errors=True)
     return git_dir
 
 
 def _fetch_from_url(git_dir: Path, repo_url: str, commit: str) -> None:
-    fetched = git(git_dir, "fetch", "--quiet", "--no-write-fetch-head", repo_url,
+    fetched = _cache_git(git_dir, "fetch", "--quiet", "--no-write-fetch-head", repo_url,
                   f"+{commit}:{RECEIVED_REF_PREFIX}{commit}", check=False)
     if fetched.returncode != 0:
         raise InfrastructureError(
@@ -233,8 +250,8 @@ def _build(root: Path, git_dir: Path, commit: str, final: Path) -> None:
     tree = scratch / "tree"
     tree.mkdir()
     env = {"GIT_INDEX_FILE": str(scratch / "index")}
-    git(tree, f"--git-dir={git_dir}", f"--work-tree={tree}", "read-tree", commit, env=env)
-    git(tree, f"--git-dir={git_dir}", f"--work-tree={tree}", "checkout-index", "--all", "--force", env=env)
+    _cache_git(tree, f"--git-dir={git_dir}", f"--work-tree={tree}", "read-tree", commit, env=env)
+    _cache_git(tree, f"--git-dir={git_dir}", f"--work-tree={tree}", "checkout-index", "--all", "--force", env=env)
     _make_repository(tree, git_dir, commit)
     final.parent.mkdir(parents=True, exist_ok=True)
     os.rename(tree, final)
@@ -245,9 +262,9 @@ def _make_repository(tree: Path, git_dir: Path, commit: str) -> None:
     """Make ``tree`` a repository of its own at ``commit``, borrowing ``git_dir``'s objects: the planner reads
     the commit's history there (wfqueue.analysis.history) as it would in the user's repository, so a worker
     without the shared disk plans as one with it. HEAD is written last: it marks the repository complete."""
-    git(tree, "init", "--quiet")
+    _cache_git(tree, "init", "--quiet")
     (tree / ".git" / "objects" / "info" / "alternates").write_text(f"{(git_dir / 'objects').resolve()}\n")
-    git(tree, "update-ref", "--no-deref", "HEAD", commit)
+    _cache_git(tree, "update-ref", "--no-deref", "HEAD", commit)
 
 
 def _is_repository_at(folder: Path, commit: str) -> bool:
