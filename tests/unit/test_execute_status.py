@@ -125,3 +125,23 @@ def test_a_running_execution_shows_tasks_not_sent_yet_as_queued(
     assert "interrupted" in out and cells(out, "TASK-002")[3] == "not started"
     # Its task in flight is not running any more (it showed "running" after the command was gone).
     assert cells(out, "TASK-001")[3] == "interrupted"
+
+
+def test_a_session_planned_from_another_machine_is_named_as_such(
+        tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """On a shared broker, `status` of a session this machine has no folder of said "existing sessions: none", as
+    if the session did not exist; the broker knows where its folder is."""
+    from wfqueue.state import SessionState, redis_client
+
+    state = SessionState(redis_client(redis_url, 2.0), "EXEC-limits-2026-11-27", 600)
+    state.set_meta(kind="execute", repo="/srv/team/app", session_dir="/srv/team/app/.workflow/.execution/"
+                                                                     "EXEC-limits-2026-11-27")
+    here = tmp_path / "checkout"
+    here.mkdir()
+    monkeypatch.setenv("WFQUEUE_BROKER_URL", redis_url)
+    assert main(["status", "EXEC-limits-2026-11-27", "--repo", str(here)]) == 2
+    err = capsys.readouterr().err
+    assert "EXEC-limits-2026-11-27 is not planned from here: the broker knows it, its folder is /srv/team/app/" in err
+    assert "run `wfqueue status EXEC-limits-2026-11-27` on that machine" in err
+    assert main(["status", "EXEC-other-2026-11-27", "--repo", str(here)]) == 2  # one nobody knows
+    assert "no session EXEC-other-2026-11-27 under" in capsys.readouterr().err

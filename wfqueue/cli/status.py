@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+import redis
 import typer
 from pydantic import BaseModel, SecretStr
 from rich.console import Console
@@ -19,7 +20,7 @@ from wfqueue.collab.inspect import SENT_AGENT, SessionStatus, read_session
 from wfqueue.collab.inspect import nobody_runs as collab_nobody_runs
 from wfqueue.coordinator_lease import coordinator_gone
 from wfqueue.embedded import SOCKET_RECORD
-from wfqueue.errors import WfqueueError
+from wfqueue.errors import SessionNotFoundError, WfqueueError
 from wfqueue.execute.decisions import merge_hint
 from wfqueue.execute.records import Execution
 from wfqueue.execute.status_view import gate_lines, headline, task_rows
@@ -29,7 +30,7 @@ from wfqueue.runtime import resume_command
 from wfqueue.session_summary import AWAITING_ACCEPTANCE, SessionSummary, nobody_runs
 from wfqueue.sessions import queue_dir, repo_option, resolve_repo
 from wfqueue.settings import Settings, load_settings
-from wfqueue.state import connect
+from wfqueue.state import SessionState, connect
 from wfqueue.transport.workspace import rebuild_from_redis
 from wfqueue.up_cluster import serving_up
 from wfqueue.workflow.registry import locate, sessions_by_kind
@@ -153,6 +154,23 @@ def _print_execution(out: Console, execution: Execution) -> None:
     out.print(escape(hint), soft_wrap=True)  # a command to copy: never broken in two
 
 
+def _elsewhere(settings: Settings, session_id: str, root: Path) -> SessionNotFoundError | None:
+    """The answer for a session this machine has no folder of, when the shared broker knows it: it was planned
+    from another machine, whose folder status reads (it said "existing sessions: none", as if it did not exist)."""
+    if settings.broker_url is None:
+        return None
+    try:
+        meta = SessionState(connect(settings), session_id, settings.state_ttl_s).session_meta()
+    except (WfqueueError, redis.RedisError):
+        return None
+    if meta.session_dir is None or Path(meta.session_dir).is_relative_to(root):  # its folder was here: gone
+        return None
+    return SessionNotFoundError(
+        f"{session_id} is not planned from here: the broker knows it, its folder is {meta.session_dir} on the "
+        "machine whose command planned it", hint=f"run `wfqueue status {session_id}` on that machine (status reads "
+                                                 "the session's folder; the broker holds only what is under way)")
+
+
 def _reachable(settings: Settings) -> bool:
     """Whether the shared broker answers; if not, say so (on stderr): the listing then shows what the files say,
     and a wrong password or a stopped Redis went unnoticed behind a table of stale states."""
@@ -211,7 +229,10 @@ def register(app: typer.Typer) -> None:
             if others:
                 out.print("`wfqueue status SESSION` shows one")
             return
-        kind, folder = locate(root, session)
+        try:
+            kind, folder = locate(root, session)
+        except SessionNotFoundError as missing:
+            raise _elsewhere(settings, session, root) or missing from None
         rebuild_from_redis(settings, folder.name, folder)  # workers on other machines stored files there
         live = held_redis(settings, root) if held else settings
         try:
