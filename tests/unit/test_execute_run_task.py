@@ -117,6 +117,19 @@ def test_a_verification_still_failing_fails_the_task_and_keeps_its_work(setup: S
     assert snapshot(setup.repo) == setup.before
 
 
+def test_a_worktree_kept_on_a_worker_without_the_coordinators_disk_names_the_worker(setup: Setup) -> None:
+    """Read on the coordinator's machine, the path alone sent the user looking for a folder that is not there."""
+    from wfqueue.transport.models import Transport
+
+    write_edits(setup.edits, {"T1": {"calc/ops.py": BROKEN_SUB, "tests/test_sub.py": SUB_TEST}})
+    sent = payload(setup.repo, setup.exec_dir, task())
+    remote = sent.model_copy(update={"transport": Transport(commit=sent.base, session_id=EXEC_ID,
+                                                            session_root=str(setup.exec_dir))})
+    run = setup.again(remote)
+    assert run.status == "failed" and run.error is not None
+    assert f"its uncommitted changes are kept in {setup.worktree()} on worker test-worker" in run.error
+
+
 def test_an_executor_exiting_non_zero_fails_the_task(setup: Setup) -> None:
     run, _ = setup.run({"T1": {"edits": {}, "exit": 3}})
     assert run.status == "failed" and run.error is not None

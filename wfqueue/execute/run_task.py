@@ -82,6 +82,14 @@ def _record(state: SessionStore, run: TaskRun, remember: bool = True) -> TaskRun
     return run
 
 
+def _kept_at(path: Path, payload: ExecuteTask, worker: str) -> str:
+    """Where a kept worktree is, for the person reading the error on the coordinator's machine: without a shared
+    disk it is on the worker's, which the path alone did not say."""
+    if payload.transport is None or not worker:
+        return str(path)
+    return f"{path} on worker {worker}"
+
+
 def record_failure(payload: ExecuteTask, state: SessionStore, error: str, *, worker: str = "",
                    started_at: float | None = None, remember: bool = True) -> TaskRun:
     """A failed run for ``payload`` that did not finish normally (a time limit, no executor on this worker):
@@ -91,7 +99,7 @@ def record_failure(payload: ExecuteTask, state: SessionStore, error: str, *, wor
     try:
         path = worktree_path(repo, payload.exec_id, payload.task.id, payload.attempt)
         if finish_worktree(repo, path):
-            error = f"{error}; its uncommitted changes are kept in {path}"
+            error = f"{error}; its uncommitted changes are kept in {_kept_at(path, payload, worker)}"
     except InfrastructureError as exc:
         error = f"{error}; the worktree could not be cleaned up: {exc.message}"
     now = time.time()
@@ -184,5 +192,6 @@ def _run(payload: ExecuteTask, executor: Executor, state: SessionStore, worker: 
             run = run.model_copy(update={"status": "committed", "commit": commit,
                                          "files_changed": files_of_commit(repo, commit, prefix)})
     if finish_worktree(repo, path):  # only a failed run leaves uncommitted work
-        error = f"{error or 'the change was not committed'}; its uncommitted changes are kept in {path}"
+        error = (f"{error or 'the change was not committed'}; its uncommitted changes are kept in "
+                 f"{_kept_at(path, payload, worker)}")
     return _record(state, run.model_copy(update={"error": error, "finished_at": time.time()}))
