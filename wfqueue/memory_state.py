@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from wfqueue import keys
@@ -28,6 +29,7 @@ class MemorySessionState:
         self.session_id = session_id
         self._data: dict[str, _Value] = {}
         self._lock = threading.Lock()
+        self._step_locks: dict[str, threading.Lock] = {}
 
     def names(self) -> list[str]:
         """The key names stored (relative to the session, as SessionState takes them), sorted."""
@@ -159,6 +161,12 @@ class MemorySessionState:
     def turn(self, step: str) -> str | None:
         with self._lock:
             return self._text(keys.turn_key(step))
+
+    def running_step(self, step: str, label: str) -> AbstractContextManager[object]:
+        """``step`` run by one thread at a time, as SessionState holds it for one worker at a time."""
+        with self._lock:
+            lock = self._step_locks.setdefault(step, threading.Lock())
+        return lock
 
 
 if TYPE_CHECKING:  # both implementations keep the one contract steps are typed against

@@ -12,6 +12,7 @@ import json
 import os
 import time
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
@@ -28,6 +29,7 @@ from wfqueue.errors import (
 )
 from wfqueue.keys import SessionMeta
 from wfqueue.settings import Settings, mask_url
+from wfqueue.step_runner import held_step
 
 # A broker that is away (restarting, a network blip), as opposed to one that answered with an error:
 # redis-py raises the first two on reads and writes, kombu the last when publishing a message.
@@ -160,6 +162,7 @@ class SessionStore(Protocol):
     def usage(self) -> list[dict[str, Any]]: ...
     def save_turn(self, step: str, transcript: str, call: dict[str, Any] | None) -> None: ...
     def turn(self, step: str) -> str | None: ...
+    def running_step(self, step: str, label: str) -> AbstractContextManager[object]: ...
 
 
 class SessionState:
@@ -293,6 +296,10 @@ class SessionState:
     def turn(self, step: str) -> str | None:
         """The saved transcript of ``step`` (JSON), if it completed a call."""
         return maybe_text(self.client.get(self._key(keys.turn_key(step))))
+
+    def running_step(self, step: str, label: str) -> AbstractContextManager[object]:
+        """``step`` run by this runner alone, across every worker (wfqueue.step_runner)."""
+        return held_step(self.client, self._key(keys.turn_key(step)) + ":runner", label)
 
 
 class StateFactory:

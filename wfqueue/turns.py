@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
@@ -84,6 +86,11 @@ class TurnJournal(Protocol):
         """Save ``transcript``; ``call`` is the usage entry of the call just completed (None: no call)."""
         ...
 
+    def running(self, step: str, label: str) -> AbstractContextManager[object]:
+        """Hold ``step`` while this run loads and advances it: a second run of the same step (sent again while
+        this one still runs) waits, then loads what this one saved, rather than pay for the same turn again."""
+        ...
+
 
 class MemoryJournal:
     """A journal in a dict: the default for a provider used in one process (tests, scripts)."""
@@ -91,6 +98,7 @@ class MemoryJournal:
     def __init__(self) -> None:
         self.saved: dict[str, str] = {}
         self.calls: list[dict[str, Any]] = []
+        self._steps: dict[str, threading.Lock] = {}
 
     def load(self, step: str) -> Transcript | None:
         raw = self.saved.get(step)
@@ -101,6 +109,9 @@ class MemoryJournal:
         self.saved[transcript.step] = transcript.model_dump_json()
         if call is not None:
             self.calls.append(dict(call))
+
+    def running(self, step: str, label: str) -> AbstractContextManager[object]:
+        return self._steps.setdefault(step, threading.Lock())
 
 
 class SessionJournal:
@@ -116,6 +127,9 @@ class SessionJournal:
     def save(self, transcript: Transcript, call: dict[str, Any] | None) -> None:
         entry = {**call, "recorded_at": time.time()} if call is not None else None
         self.state.save_turn(transcript.step, transcript.model_dump_json(), entry)
+
+    def running(self, step: str, label: str) -> AbstractContextManager[object]:
+        return self.state.running_step(step, label)
 
 
 def transcript_jsonl(transcript: Transcript) -> str:

@@ -4,6 +4,8 @@ and the local Messages API server, with the in-memory journal and with the sessi
 from __future__ import annotations
 
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -191,3 +193,27 @@ def test_a_soft_time_limit_mid_call_stops_the_step_and_keeps_its_transcript(
     lines = (tmp_path / "transcripts" / "explore-security.jsonl").read_text(encoding="utf-8").splitlines()
     outcome = json.loads(lines[-1])
     assert outcome["phase"] == "loop" and outcome["turns"] == 1 and len(outcome["calls"]) == 1
+
+
+def test_two_runs_of_one_step_at_once_pay_for_its_turns_once(sample_repo: Path, redis_url: str) -> None:
+    """The step a killed command sent still ran on a worker of `wfqueue up` when `resume` sent it again: both runs
+    loaded the same saved turn and sent the same next request, paid twice. The second now waits for the first,
+    then answers what it saved."""
+    def slow_model(body: dict[str, Any]) -> Any:
+        time.sleep(0.3)  # long enough for both runs to be under way
+        rounds = sum(1 for m in body["messages"] if m["role"] == "user" and isinstance(m["content"], list)
+                     and any(b.get("type") == "tool_result" for b in m["content"]))
+        return GREPS[rounds] if rounds < 2 else answer(FINDINGS)
+
+    with FakeAnthropic(slow_model) as fake:
+        def run_on_a_worker() -> Any:
+            state = SessionState(redis_client(redis_url, 2.0), "S-twice", ttl_s=600)  # each its own connection
+            return MeteredProvider(provider_for(fake), state, PriceTable({})).run(explore_step(sample_repo))
+
+        SessionState(redis_client(redis_url, 2.0), "S-twice", ttl_s=600).reset()
+        with ThreadPoolExecutor(2) as pool:
+            first, second = [f.result(timeout=60) for f in [pool.submit(run_on_a_worker) for _ in range(2)]]
+        assert first == second
+        assert len(fake.requests) == 3 and fake.repeated_turns() == 0
+    assert [c["kind"] for c in SessionState(redis_client(redis_url, 2.0), "S-twice", 600).usage()] == [
+        "turn-1", "turn-2", "turn-3"]

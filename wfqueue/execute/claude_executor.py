@@ -142,6 +142,10 @@ class ClaudeExecutor:
         except (OSError, ToolError) as exc:
             return ExecutorResult(ok=False, error=f"{label}: cannot open the worktree {worktree}: {exc}")
         key = journal_key(label, prompt)
+        with self.journal.running(key, label):  # a second run of the step waits, then reads what this one saved
+            return self._run_held(key, label, prompt, tools)
+
+    def _run_held(self, key: str, label: str, prompt: str, tools: CodingTools) -> ExecutorResult:
         system = [{"type": "text", "text": SYSTEM_PROMPT, "cache_control": {"type": "ephemeral"}}]
         first = {"role": "user", "content": [{"type": "text", "text": prompt}]}
         transcript = self.journal.load(key) or Transcript(step=key, label=label, system=system, pending=first)

@@ -185,6 +185,12 @@ class AnthropicProvider:
             raise ProviderError(f"{step.label}: cannot open the repository {step.repo}: {exc}") from None
         with_tools = isinstance(step, TOOL_STEPS)
         key = journal_key(step.label, step.model_dump_json())
+        # One run of a step at a time (wfqueue.step_runner): a second, sent while this one runs, waits and then
+        # reads what this one saved, rather than send the same turn again.
+        with self.journal.running(key, step.label):
+            return self._run_held(step, repo, with_tools, key)
+
+    def _run_held(self, step: Step, repo: RepoTools, with_tools: bool, key: str) -> BaseModel:
         transcript = self.journal.load(key)
         if transcript is None or transcript.phase == "failed":
             # A failed step is tried afresh when asked again (wfqueue resume); its old transcript was exported.
