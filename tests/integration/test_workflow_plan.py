@@ -283,6 +283,10 @@ def test_a_plan_with_a_failed_angle_stays_partial_when_resumed(sample_repo: Path
     assert again.json()["status"] == "partial"
     shown = run_cli("resume", session_dir(first).name, "--repo", str(sample_repo))
     assert "skipped angle: architecture: the angle gave up" in shown.stdout, shown.stdout
+    # What to do about it, where resume cannot help (the angle's own reason says to run the plan again).
+    said = " ".join(shown.stdout.split())
+    assert f"`wfqueue resume {session_dir(first).name}` does not explore again a session whose phases are" in said
+    assert "plan the requirement again (`wfqueue plan`, a new session; this one is kept)" in said
     status = run_cli("status", session_dir(first).name, "--repo", str(sample_repo), "--json")
     context = next(s for s in status.json()["steps"] if s["name"] == "context")
     assert "angle architecture failed: the angle gave up" in context["detail"]
