@@ -53,6 +53,7 @@ __all__ = [
 RepairKind = Literal[
     # tasks (this module)
     "renumbered", "dropped_file", "created_to_modified", "removed_unknown_dependency", "removed_self_dependency",
+    "removed_duplicate_dependency",
     "removed_cyclic_dependency",
     # collab sub-domains (wfqueue.collab.split)
     "renamed_sub_domain", "merged_sub_domain", "asked_again", "single_sub_domain",
@@ -214,6 +215,12 @@ def repair_tasks(
         deps: list[str] = []
         dep_repairs: list[Repair] = []
         for dep in task.depends_on:
+            if dep in resolve or dep in known_external_ids:
+                again = resolve.get(dep, dep)
+                if again in deps:  # named twice (or two ids that became one): once is what it means
+                    dep_repairs.append(Repair(kind="removed_duplicate_dependency", task_id=new_id,
+                                              detail=f"{new_id} named {dep} more than once"))
+                    continue
             if dep in resolve:
                 target = resolve[dep]
                 if target == new_id:

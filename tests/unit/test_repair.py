@@ -204,6 +204,18 @@ def test_a_file_the_answer_creates_is_kept_for_the_tasks_that_come_after_its_cre
     assert check_plan([LoadedTask(task=t, location=t.id, legacy=False) for t in fixed], None, exists) == []
 
 
+def test_a_dependency_named_twice_is_kept_once() -> None:
+    """["IMPL-1", "IMPL-1"] was written as it came; validate and verify said nothing."""
+    tasks = [task("TASK-001"), task("TASK-002", deps=["TASK-001", "TASK-001", "TASK-120", "TASK-120"])]
+
+    fixed, repairs = collab(tasks, external=IdRanges("TASK-", [(101, 200)]))
+
+    assert fixed[1].depends_on == ["TASK-001", "TASK-120"]
+    assert [(r.kind, r.task_id, r.detail) for r in repairs] == [
+        ("removed_duplicate_dependency", "TASK-002", "TASK-002 named TASK-001 more than once"),
+        ("removed_duplicate_dependency", "TASK-002", "TASK-002 named TASK-120 more than once")]
+
+
 def test_unknown_and_self_dependencies_are_removed_external_ones_kept() -> None:
     tasks = [task("TASK-001", deps=["TASK-001", "TASK-102", "TASK-999", "TASK-150"]),
              task("TASK-150", deps=["TASK-150", "TASK-003"])]
