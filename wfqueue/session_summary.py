@@ -20,7 +20,7 @@ from wfqueue.metering import UsageReport, read_usage_file, session_report
 from wfqueue.settings import Settings
 from wfqueue.state import SessionState, connect
 from wfqueue.usage import PriceTable
-from wfqueue.workflow_session.session import load_session, recorded_failed_angles, task_files
+from wfqueue.workflow_session.session import load_session, read_session, recorded_failed_angles, task_files
 
 
 class StepStatus(BaseModel):
@@ -140,4 +140,7 @@ def lite_status(folder: Path, settings: Settings) -> SessionSummary:
 
 
 def workflow_status(folder: Path, settings: Settings) -> SessionSummary:
+    """`wfqueue status WFS-...`: a record that does not read is bad input naming the file and what to do (exit 2),
+    as verify and replan say; it showed "unreadable, 0 tasks" and an empty phase table, exit 0."""
+    read_session(folder)
     return with_live_records(read_workflow_session(folder), settings)

@@ -119,7 +119,8 @@ def test_plan_and_resume_of_a_damaged_session_record_name_the_file(tmp_path: Pat
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "config.py").write_text("LIMIT = 10\n")  # code to plan against: the record is at fault
     (folder / "workflow-session.json").write_bytes(damage)
-    for args in (["plan", "--session", folder.name, "-y"], ["resume", folder.name]):
+    # status said "unreadable, 0 tasks" with an empty phase table, exit 0
+    for args in (["plan", "--session", folder.name, "-y"], ["resume", folder.name], ["status", folder.name]):
         assert main([*args, "--repo", str(tmp_path)]) == 2
         err = " ".join(capsys.readouterr().err.split())
         if args[0] == "resume" and damage in (b"{not json", b"\xff\xfe"):  # resume reads every file first
@@ -127,6 +128,7 @@ def test_plan_and_resume_of_a_damaged_session_record_name_the_file(tmp_path: Pat
         else:
             assert f"{folder / 'workflow-session.json'} is not a valid session record" in err, err
         assert not (tmp_path / ".workflow" / ".queue").exists(), "a Redis was started for a session it refuses"
+        assert "backup" not in err  # a session never replanned has none
 
 
 def test_plan_with_a_new_requirement_and_an_existing_session_is_refused(tmp_path: Path,

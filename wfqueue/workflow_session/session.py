@@ -134,9 +134,10 @@ def read_session(folder: Path) -> WorkflowSession:
     try:
         return load_session(folder)
     except (OSError, ValueError) as exc:  # pydantic's ValidationError and UnicodeDecodeError are ValueErrors
+        kept = (folder / ".process" / "backup").is_dir()  # only a replanned session has backups to go back to
         raise BadInputError(f"{folder / SESSION_FILE} is not a valid session record: {str(exc).splitlines()[0]}",
-                            hint="put it back from a backup (.process/backup/*/workflow-session.json) or plan "
-                                 "again") from None
+                            hint=("put it back from a backup (.process/backup/*/workflow-session.json), mend it, "
+                                  "or plan again" if kept else "mend it, or plan again")) from None
 
 
 def load_tasks(folder: Path) -> list[UnifiedTask]:
