@@ -110,6 +110,37 @@ def test_a_failing_angle_is_skipped_and_named(cluster: Cluster, sample_repo: Pat
     assert "testing: injected: testing explorer crashed" in (folder / "plan.md").read_text()
     assert parse_jsonl((folder / "tasks.jsonl").read_text())[1] == []
 
+    # Resumed with the angle's explorer well again: it is explored, and the plan made without it is made again
+    # with its findings (it said "completed" with the tasks and plan.md made without them).
+    healthy = write_script(tmp_path / "healthy.json")
+    resumed = cluster.run("resume", folder.name, "--repo", str(sample_repo), "-y", "--provider", healthy, "--json")
+    assert resumed.code == 0, resumed.stderr
+    assert resumed.json()["status"] == "completed" and "testing explored now: planning again" in resumed.stderr
+    plan_md = (folder / "plan.md").read_text()
+    assert "injected: testing explorer crashed" not in plan_md and "3 verified angle(s)" in plan_md, plan_md
+    assert json.loads((folder / "requirement-analysis.json").read_text())["failed_angles"] == {}
+
+
+@on_the_cluster
+def test_an_angle_explored_by_the_resume_does_not_replace_a_plan_edited_since(cluster: Cluster, sample_repo: Path,
+                                                                             tmp_path: Path) -> None:
+    provider = write_script(tmp_path / "script.json", fail={"explore:testing": "injected: testing explorer crashed"})
+    run = cluster.run("lite-plan", CASES["Medium"][0], "--repo", str(sample_repo), "-y", "--provider", provider,
+                      "--json")
+    assert run.code == 1 and run.json()["status"] == "partial", run.stderr
+    tasks_file = session_dir(run) / "tasks.jsonl"
+    tasks, _ = parse_jsonl(tasks_file.read_text(), "tasks.jsonl")
+    edited = dump_jsonl([tasks[0].task.model_copy(update={"title": "Log requests (my words)"}),
+                         *(t.task for t in tasks[1:])])
+    tasks_file.write_text(edited, encoding="utf-8")
+
+    healthy = write_script(tmp_path / "healthy.json")
+    resumed = cluster.run("resume", session_dir(run).name, "--repo", str(sample_repo), "-y", "--provider", healthy,
+                          "--json")
+    assert resumed.code == 1 and resumed.json()["status"] == "partial", resumed.stderr
+    assert "tasks.jsonl was edited since" in resumed.json()["failed_angles"]["testing"]
+    assert tasks_file.read_text() == edited
+
 
 @on_the_cluster
 def test_a_planted_nonexistent_file_is_marked_and_not_planned(cluster: Cluster, sample_repo: Path,

@@ -33,6 +33,7 @@ from wfqueue.session_summary import lite_status
 from wfqueue.sessions import WORKFLOW_DIR, SessionIds
 from wfqueue.settings import MAX_EXPLORE_WORKERS, Settings
 from wfqueue.state import SessionState, SessionStore
+from wfqueue.tasks_file import dump_jsonl
 from wfqueue.transport.models import Transport
 from wfqueue.unified_task import UnifiedTask
 from wfqueue.usage import Budget
@@ -200,6 +201,7 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
                 self.wait(plan.assess(False).send(app), "the assessment", settings, state)
             assessment = Assessment.model_validate_json(state.recall(keys.ASSESSMENT) or "")
             failed: dict[str, str] = {}
+            explored_now: list[str] = []  # angles the plan (if there is one) was made without
             if assessment.needs_exploration:
                 missing = _missing_angles(state, assessment)
                 # With every angle explored the chord still runs, to gather their findings again (each angle
@@ -208,12 +210,23 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
                                                                  "every angle is explored; gathering their findings"))
                 pending = assessment.model_copy(update={"angles": missing}) if missing else assessment
                 _, failed = self._explore(app, settings, state, plan, pending, angles_for_synthesis=assessment.angles)
+                explored_now = [a for a in missing if a not in failed]
             # Read before planning again: a plan shown and not accepted is asked about whatever happens below, and
             # so is one never planned (stopped before, or by its budget: that plan.md says only why), if it was to
             # be shown.
             shown = plan_md.is_file() and says_awaiting(plan_md.read_text(encoding="utf-8", errors="replace"))
             never_planned = not (session_dir / TASKS_FILE).is_file()
             awaiting = shown or (never_planned and state.recall(keys.AWAITS_ACCEPTANCE) == "1")
+            if explored_now and not never_planned and state.recall(keys.LITE_PLAN) is not None:
+                # The plan was made without those angles (they had failed): it is planned again with their
+                # findings, and asked about again. It said "completed", with tasks made without them.
+                if _edited_since_planned(state, session_dir / TASKS_FILE):
+                    failed = {a: "explored only after the plan was made, and tasks.jsonl was edited since: not "
+                                 "planned again, which would replace those edits" for a in explored_now}
+                else:
+                    self.ui.info(f"{', '.join(explored_now)} explored now: planning again with the findings")
+                    state.forget(keys.LITE_PLAN)
+                    awaiting = awaiting or not request.yes
             if state.recall(keys.LITE_PLAN) is None or never_planned:
                 given = [ClarificationAnswer.model_validate(a)
                          for a in json.loads(state.recall(keys.CLARIFICATIONS) or "[]")]
@@ -324,6 +337,16 @@ def _recorded_requirement(session_dir: Path) -> str:
             return str(json.loads(path.read_text(encoding="utf-8")).get(key, ""))
     raise BadInputError(f"{session_dir.name}: neither Redis nor the session's files record its requirement",
                         hint="start the plan again with `wfqueue lite-plan`")
+
+
+def _edited_since_planned(state: SessionStore, tasks_file: Path) -> bool:
+    """Whether ``tasks_file`` holds other tasks than the plan Redis remembers (a person's edits)."""
+    try:
+        written = [json.loads(line) for line in tasks_file.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return True
+    planned = LitePlanDraft.model_validate_json(state.recall(keys.LITE_PLAN) or "").tasks
+    return written != [json.loads(line) for line in dump_jsonl(planned).splitlines()]
 
 
 def _missing_angles(state: SessionStore, assessment: Assessment) -> list[str]:
