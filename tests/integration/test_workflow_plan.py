@@ -283,13 +283,44 @@ def test_a_plan_with_a_failed_angle_stays_partial_when_resumed(sample_repo: Path
     assert again.json()["status"] == "partial"
     shown = run_cli("resume", session_dir(first).name, "--repo", str(sample_repo))
     assert "skipped angle: architecture: the angle gave up" in shown.stdout, shown.stdout
-    # What to do about it, where resume cannot help (the angle's own reason says to run the plan again).
+    # What a resume does about it (the angle's own reason says to run the plan again, which sent the user round).
     said = " ".join(shown.stdout.split())
-    assert f"`wfqueue resume {session_dir(first).name}` does not explore again a session whose phases are" in said
-    assert "plan the requirement again (`wfqueue plan`, a new session; this one is kept)" in said
+    assert f"`wfqueue resume {session_dir(first).name}` explores it again and makes the plan again" in said, said
     status = run_cli("status", session_dir(first).name, "--repo", str(sample_repo), "--json")
     context = next(s for s in status.json()["steps"] if s["name"] == "context")
     assert "angle architecture failed: the angle gave up" in context["detail"]
+
+
+def test_a_resume_explores_a_failed_angle_again_and_plans_with_it(sample_repo: Path, tmp_path: Path) -> None:
+    """Its resume answered the same partial plan, with no call, however well the API was again: the session could
+    not be finished, and its hint sent the user round to that resume."""
+    failing = write_script(tmp_path / "failing.json", fail={"explore:architecture": "the angle gave up"})
+    first = run_cli("plan", RISKY, "--repo", str(sample_repo), "-y", "--provider", failing, "--json")
+    assert first.code == 1 and first.json()["status"] == "partial", first.stderr
+    folder = session_dir(first)
+    healthy = write_script(tmp_path / "healthy.json")
+    done = run_cli("resume", folder.name, "--repo", str(sample_repo), "--provider", healthy, "--json")
+    assert done.code == 0, done.stderr
+    assert done.json()["status"] == "completed" and done.json()["failed_angles"] == {}, done.stdout
+    assert "exploring architecture again" in done.stderr
+    manifest = json.loads((folder / ".process" / "explorations-manifest.json").read_text(encoding="utf-8"))
+    assert not manifest.get("failed_angles") and "architecture" in {e["angle"] for e in manifest["explorations"]}
+    assert list((folder / ".task").glob("IMPL-*.json"))
+
+
+def test_a_replanned_partial_session_is_not_planned_again(sample_repo: Path, tmp_path: Path) -> None:
+    """Planning it again would replace the task files a replan (or a hand edit) changed."""
+    failing = write_script(tmp_path / "failing.json", fail={"explore:architecture": "the angle gave up"})
+    first = run_cli("plan", RISKY, "--repo", str(sample_repo), "-y", "--provider", failing, "--json")
+    folder = session_dir(first)
+    (folder / ".process" / "backup" / "replan-2026-11-27T07-00-00Z").mkdir(parents=True)  # a replan was made
+    before = {p.name: p.read_bytes() for p in (folder / ".task").glob("*.json")}
+    kept = run_cli("resume", folder.name, "--repo", str(sample_repo), "--provider", write_script(
+        tmp_path / "healthy.json"))
+    assert kept.code == 1, kept.stderr
+    said = " ".join(kept.stdout.split())
+    assert "it is not planned again: it was replanned since. Plan the requirement again" in said, said
+    assert {p.name: p.read_bytes() for p in (folder / ".task").glob("*.json")} == before
 
 
 def test_continuing_a_finished_session_keeps_its_status(sample_repo: Path) -> None:

@@ -89,17 +89,23 @@ def finish(result: PlanOutcome, as_json: bool, describe: Callable[[Console], Non
     raise typer.Exit(result.exit_code)
 
 
-def failed_angles(out: Console, failed: dict[str, str], session_id: str = "") -> None:
-    """The exploration angles a plan went without: its findings are missing from the plan (partial)."""
+def failed_angles(out: Console, failed: dict[str, str], session_id: str = "", kept: str | None = None) -> None:
+    """The exploration angles a plan went without: its findings are missing from the plan (partial). For a workflow
+    session, what its resume does about them (the angle's own reason says "run the plan again", which sent the user
+    round to a resume that answered the same partial plan); ``kept``: why that resume kept it as it is."""
     for angle, reason in failed.items():
         out.print(f"[red]skipped angle[/]: {escape(angle)}: {escape(reason)}")
-    if failed and session_id.startswith("WFS-"):
-        # A workflow session whose phases are done: its resume answers the same partial plan, with no call, and
-        # the angle's own reason says "run the plan again", which sent the user round to that resume.
-        out.print(escape(f"its tasks were generated without {'that angle' if len(failed) == 1 else 'those angles'}"
-                         f", and `wfqueue resume {session_id}` does not explore again a session whose phases are "
-                         "done: plan the requirement again (`wfqueue plan`, a new session; this one is kept) for a "
-                         "plan with every angle, or go on with this one as it is"), soft_wrap=True)
+    if not failed or not session_id.startswith("WFS-"):
+        return
+    them = "it" if len(failed) == 1 else "them"
+    if kept is None:
+        said = (f"`wfqueue resume {session_id}` explores {them} again and makes the plan again with the findings "
+                "(unless its task files are changed first: a replan or an edit keeps the plan as it is)")
+    else:
+        said = (f"its tasks were generated without {them}, and it is not planned again: {kept}. Plan the requirement "
+                "again (`wfqueue plan`, a new session; this one is kept) for a plan with every angle, or go on with "
+                "this one as it is")
+    out.print(escape(said), soft_wrap=True)
 
 
 def stopped_or(out: Console, result: PlanOutcome, otherwise: str) -> None:

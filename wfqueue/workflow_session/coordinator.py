@@ -41,6 +41,7 @@ from wfqueue.usage import Budget
 from wfqueue.workflow.base import WorkflowCoordinator, check_credentials, new_session_folder
 from wfqueue.workflow.contract import PlanOutcome, ResumeRequest, WorkflowUI
 from wfqueue.workflow.kind import WorkflowKind
+from wfqueue.workflow_session.failed_angles import AGAIN, plan_again, why_not_planned_again
 from wfqueue.workflow_session.models import GATES_READY, PHASES, ConflictResolution, SessionConflict, WorkflowSession
 from wfqueue.workflow_session.render import PlanningNotes
 from wfqueue.workflow_session.session import (
@@ -90,6 +91,7 @@ class WfsResult(PlanOutcome):
 
     resumed_from: str | None = None
     failed_angles: dict[str, str] = Field(default_factory=dict)
+    kept_partial: str | None = None  # why a resume did not plan it again with its failed angles
     gate: str | None = None
 
     @property
@@ -193,6 +195,7 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
                 # plan.json were refused before anything started: generating them again would replace them).
                 self.ui.info(f"{session.session_id} has lost its task files: generating its tasks again")
                 session.phases["tasks"] = "pending"
+            kept_partial = None if fresh else self._failed_angles_again(state, folder, session)
             if (session.phases.get("context") == "done" and session.phases.get("tasks") not in ("done", "skipped")
                     and state.recall(keys.ASSESSMENT) is None):
                 # Task generation reads the context from Redis, which keeps it WFQUEUE_STATE_TTL_S: a session
@@ -278,7 +281,22 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
                              status=SessionStatus.PARTIAL if failed else SessionStatus.COMPLETED,
                              tasks=len(session.progress.current_tasks),
                              conflicts=conflicts, resumed_from=resumed_from, failed_angles=failed,
-                             usage=self.usage(state))
+                             kept_partial=kept_partial if failed else None, usage=self.usage(state))
+
+    def _failed_angles_again(self, state: SessionState, folder: Path, session: WorkflowSession) -> str | None:
+        """A session partial for angles that failed is planned again from its context phase, where nobody
+        changed its tasks since (wfqueue.workflow_session.failed_angles); else why it is kept as it is."""
+        if (any(session.phases.get(phase) not in ("done", "skipped") for phase in AGAIN)
+                or not recorded_failed_angles(folder)):
+            return None
+        why_not = why_not_planned_again(folder, session)
+        if why_not is not None:
+            return why_not
+        angles = plan_again(state, folder, session)
+        save_session(folder, session)
+        self.ui.info(f"exploring {', '.join(angles)} again (failed when {session.session_id} was planned); its "
+                     "context, conflicts and tasks are made again with the findings")
+        return None
 
     def _context(self, app: Celery, settings: Settings, state: SessionState, folder: Path, session: WorkflowSession,
                  common: _Phase) -> dict[str, str]:
