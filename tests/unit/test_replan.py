@@ -413,6 +413,9 @@ def test_sessions_lists_id_status_tasks_created_and_last_replan(tmp_path: Path) 
     make_session(tmp_path, "Other", [task(1, "One", ["src/one.py"])], session_id="WFS-other")
     (tmp_path / ".workflow/active/WFS-broken").mkdir()
     (tmp_path / ".workflow/active/WFS-broken/workflow-session.json").write_text("{", encoding="utf-8")
+    (tmp_path / ".workflow/active/WFS-lost/.task").mkdir(parents=True)  # its record deleted: it was left out
+    (tmp_path / ".workflow/active/WFS-lost/.task/IMPL-1.json").write_text("{}", encoding="utf-8")
+    (tmp_path / ".workflow/active/notes").mkdir()  # not a session
     assert cli("replan", "use codex", "--repo", str(tmp_path), "--session", "WFS-other", "-y")[0] == 0
     code, out, _, _ = cli("sessions", "--repo", str(tmp_path), "--json")
     assert code == 0
@@ -421,6 +424,8 @@ def test_sessions_lists_id_status_tasks_created_and_last_replan(tmp_path: Path) 
     assert rows["WFS-other"]["last_replan"] is not None and rows["WFS-other"]["replans"] == 1
     assert rows["WFS-test-session"]["created_at"] == "2026-11-22T08:00:00+00:00"
     assert rows["WFS-broken"]["status"] == "damaged"
+    assert rows["WFS-lost"]["status"] == "damaged" and rows["WFS-lost"]["error"] == "workflow-session.json is missing"
+    assert rows["WFS-lost"]["tasks"] == 1 and "notes" not in rows
 
 
 def test_the_sessions_table_keeps_long_ids_whole_when_piped(tmp_path: Path) -> None:

@@ -84,9 +84,12 @@ def session_rows(repo: Path) -> list[SessionRow]:
     root = active_root(repo)
     rows = []
     for folder in sorted(root.iterdir()) if root.is_dir() else []:
+        count = len(task_files(folder)) if folder.is_dir() else 0
         if not (folder / SESSION_FILE).is_file():
+            if folder.is_dir() and folder.name.startswith("WFS-"):  # a session that lost its record: not hidden
+                rows.append(SessionRow(session_id=folder.name, status="damaged", tasks=count,
+                                       error=f"{SESSION_FILE} is missing"))
             continue
-        count = len(task_files(folder))
         try:
             s = load_session(folder)
         except (OSError, ValueError) as exc:
