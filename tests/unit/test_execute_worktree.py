@@ -164,3 +164,30 @@ def test_git_configuration_from_the_environment_is_kept_beside_the_hooks_being_o
     monkeypatch.setenv("GIT_CONFIG_VALUE_0", "Container Identity")
     assert wt_git(repo, "config", "user.name").stdout.strip() == "Container Identity"
     assert wt_git(repo, "config", "core.hooksPath").stdout.strip() == os.devnull
+
+
+def test_what_a_check_killed_with_its_worker_wrote_is_put_back_by_the_next_look(tmp_path: Path) -> None:
+    """A verification killed mid-run (its worker SIGKILLed) never put back what it wrote: after the redelivery the
+    report it left was committed as the task's, and the task rejected for a file its plan does not name."""
+    from wfqueue.execute.worktree import CHECK_MARK, commit_all, files_of_commit, left_as_found, undo_killed_check
+
+    repo = make_repo(tmp_path)
+    path, _ = _worktree(repo)
+    (path / "calc" / "ops.py").write_text(SUB, encoding="utf-8")  # the executor's change
+    (path / "tests" / "test_sub.py").write_text(SUB_TEST, encoding="utf-8")
+
+    checking = left_as_found(path)
+    checking.__enter__()
+    (path / "report.xml").write_text("<testsuite/>", encoding="utf-8")  # what the check wrote
+    (path / "calc" / "ops.py").write_text("broken by the check\n", encoding="utf-8")
+    assert (Path(git(path, "rev-parse", "--absolute-git-dir")) / CHECK_MARK).is_file()
+    del checking  # killed: its finally never ran
+
+    undo_killed_check(path)  # the redelivered task's first look
+    assert not (path / "report.xml").exists()
+    assert (path / "calc" / "ops.py").read_text(encoding="utf-8") == SUB
+    assert (path / "tests" / "test_sub.py").read_text(encoding="utf-8") == SUB_TEST
+    with left_as_found(path):
+        pass
+    commit = commit_all(path, "feat: sub")
+    assert commit is not None and sorted(files_of_commit(repo, commit)) == ["calc/ops.py", "tests/test_sub.py"]

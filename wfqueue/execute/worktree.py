@@ -204,22 +204,54 @@ def changed_paths(worktree: Path) -> list[str]:
     return paths
 
 
+# In a worktree's own git directory while a check runs: the tree of what the worktree held before it. A check killed
+# with its worker (a long test run, a hard time limit) never puts back what it wrote; the next look does.
+CHECK_MARK = "WFQUEUE_BEFORE_CHECK"
+
+
 @contextmanager
 def left_as_found(worktree: Path) -> Iterator[None]:
     """Run a check (a task's verification, the gate) in ``worktree``, then put back what it wrote, changed or
     deleted there (ignored files and byproducts aside). A test that writes a report into its folder had it
     committed as part of the task, which was then rejected for a file its plan does not name; the gate's
-    leftovers kept the integration worktree as "uncommitted work". The index holds the worktree as it was while
-    the check runs (git restores from it), and is left with nothing staged, as commit_all expects."""
+    leftovers kept the integration worktree as "uncommitted work". What the worktree held is staged and its tree
+    recorded (CHECK_MARK) while the check runs, and the index is left with nothing staged, as commit_all expects."""
+    undo_killed_check(worktree)
     git(worktree, "add", "--all", "--", ".", *_EXCLUDE_BYPRODUCTS)
+    mark = _git_dir(worktree) / CHECK_MARK
+    mark.write_text(git(worktree, "write-tree").stdout.strip(), encoding="utf-8")
     try:
         yield
     finally:
-        # Only when something differs from the index: `checkout -- .` fails on an index with no files at all.
-        if git(worktree, "ls-files", "--modified", "--deleted", "-z").stdout:
-            git(worktree, "checkout", "--quiet", "--", ".")
-        git(worktree, "clean", "-d", "--force", "--quiet", *(f"--exclude={name}" for name in BYPRODUCTS))
-        git(worktree, "reset", "--quiet")
+        _put_back(worktree)
+        mark.unlink(missing_ok=True)
+
+
+def undo_killed_check(worktree: Path) -> None:
+    """Put back what a check killed mid-run (its worker SIGKILLed) left in ``worktree``: its recorded tree is read
+    into the index and the worktree made to match it. Committed as they were, a report it wrote became part of
+    the task after the redelivery."""
+    mark = _git_dir(worktree) / CHECK_MARK
+    if not mark.is_file():
+        return
+    tree = mark.read_text(encoding="utf-8").strip()
+    if tree:
+        git(worktree, "read-tree", tree)
+        _put_back(worktree)
+    mark.unlink(missing_ok=True)
+
+
+def _put_back(worktree: Path) -> None:
+    """The worktree made to match its index again, then the index unstaged (ignored files and byproducts aside)."""
+    # Only when something differs from the index: `checkout -- .` fails on an index with no files at all.
+    if git(worktree, "ls-files", "--modified", "--deleted", "-z").stdout:
+        git(worktree, "checkout", "--quiet", "--", ".")
+    git(worktree, "clean", "-d", "--force", "--quiet", *(f"--exclude={name}" for name in BYPRODUCTS))
+    git(worktree, "reset", "--quiet")
+
+
+def _git_dir(worktree: Path) -> Path:
+    return Path(git(worktree, "rev-parse", "--absolute-git-dir").stdout.strip())
 
 
 def find_task_commit(repo: Path, branch: str, base: str, exec_id: str, task_id: str, attempt: int) -> str | None:
