@@ -237,3 +237,39 @@ def test_states_are_written_back_into_a_workflow_session(sample_repo: Path) -> N
     done.status = "completed"
     write_back(plan, done)
     assert json.loads((folder / "workflow-session.json").read_text())["status"] == "completed"
+
+
+def test_states_written_back_into_tasks_jsonl_leave_every_other_byte_as_it_was(sample_repo: Path) -> None:
+    """A title holding U+2028 (legal, unescaped, in a JSON string) had its task split in two lines: the plan no
+    longer read. With a byte order mark the first task got no state; CRLF endings became LF."""
+    def lite(n: int, title: str) -> str:
+        return json.dumps({"id": f"TASK-00{n}", "title": title, "description": "d", "depends_on": [],
+                           "files": [{"path": "notes_api/config.py", "action": "modify"}],
+                           "convergence": {"criteria": ["c"], "verification": "pytest", "definition_of_done": "x"},
+                           "keep": "as written"}, ensure_ascii=False, separators=(",", ":"))
+
+    folder = sample_repo / ".workflow" / ".lite-plan" / "limits-2026-01-01"
+    folder.mkdir(parents=True)
+    tasks_file = folder / "tasks.jsonl"
+    untouched = lite(2, "Not run")
+    tasks_file.write_bytes(("\ufeff" + lite(1, "Limit\u2028per user") + "\r\n" + untouched + "\r\n").encode())
+    plan = load_plan(str(tasks_file), str(sample_repo))
+    write_back(plan, execution(**{"TASK-001": "completed"}))
+
+    text = tasks_file.read_bytes().decode("utf-8")
+    assert text.startswith("\ufeff") and text.endswith("\r\n") and text.count("\n") == 2 == text.count("\r\n")
+    first, second = text[1:].split("\r\n")[:2]
+    assert second == untouched
+    entry = json.loads(first)
+    assert entry["title"] == "Limit\u2028per user" and entry["_execution"]["status"] == "completed"
+    assert ", " not in first and entry["keep"] == "as written"  # written as compact as it was read
+    assert [t.id for t in load_plan(str(tasks_file), str(sample_repo)).tasks] == ["TASK-001", "TASK-002"]
+
+
+def test_a_todo_list_with_crlf_endings_keeps_them_when_ticked(sample_repo: Path) -> None:
+    folder = make_session(sample_repo, "Add limits", [wfs_task(1, "Store counts", ["notes_api/storage/db.py"])])
+    todo = folder / "TODO_LIST.md"
+    todo.write_bytes(todo.read_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r\n") + b"Notes by hand\r\n")
+    write_back(load_plan(str(folder), str(sample_repo)), execution(**{"IMPL-1": "completed"}))
+    text = todo.read_bytes().decode("utf-8")
+    assert "- [x] **IMPL-1**" in text and "\n" not in text.replace("\r\n", "") and text.endswith("Notes by hand\r\n")

@@ -52,18 +52,27 @@ def _read_json(path: Path) -> Any:
 
 
 def _lite(path: Path, fields: dict[str, dict[str, Any]]) -> None:
-    lines = path.read_text(encoding="utf-8").splitlines()
+    """Each executed task's line of ``tasks.jsonl`` gets ``_execution``; every other byte stays as it was read.
+    Lines end at "\n" only, as the reader splits them: U+2028, legal unescaped inside a JSON string, split a task
+    in two (the plan no longer read). A byte order mark and CRLF endings are kept: the first task of a file with a
+    mark got no state, and every ending became LF."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return  # a plan that cannot be read is left alone: the execution's own records hold every state
+    mark = "\ufeff" if text.startswith("\ufeff") else ""
     out: list[str] = []
-    for line in lines:
+    for part in text[len(mark):].split("\n"):
+        line, ending = (part[:-1], "\r") if part.endswith("\r") else (part, "")
         try:
             entry = json.loads(line) if line.strip() else None
         except ValueError:
             entry = None
         if isinstance(entry, dict) and entry.get("id") in fields:
             entry["_execution"] = fields[str(entry["id"])]
-            line = json.dumps(entry, ensure_ascii=False)
-        out.append(line)
-    atomic_write_text(path, "\n".join(out) + "\n")
+            line = json.dumps(entry, ensure_ascii=False, separators=(",", ":"))  # as the plan was written
+        out.append(line + ending)
+    atomic_write_text(path, mark + "\n".join(out))
 
 
 def _top_level(entry: dict[str, Any], values: dict[str, Any]) -> None:
@@ -110,11 +119,14 @@ def _ticked(match: re.Match[str], completed: set[str]) -> str:
 
 
 def _todo(path: Path, completed: set[str]) -> None:
-    """A completed task's line is ticked and links to its summary, as a session planned with it done shows it."""
-    text = path.read_text(encoding="utf-8")
-    ticked = _TODO_LINE.sub(lambda m: _ticked(m, completed), text)
-    if ticked != text:
-        atomic_write_text(path, ticked)
+    """A completed task's line is ticked and links to its summary, as a session planned with it done shows it. A
+    file with CRLF endings keeps them (they all became LF)."""
+    text = path.read_bytes().decode("utf-8")
+    crlf = "\r\n" in text
+    plain = text.replace("\r\n", "\n") if crlf else text
+    ticked = _TODO_LINE.sub(lambda m: _ticked(m, completed), plain)
+    if ticked != plain:
+        atomic_write_text(path, ticked.replace("\n", "\r\n") if crlf else ticked)
 
 
 def summary_md(task: ExecTask, values: dict[str, Any]) -> str:
