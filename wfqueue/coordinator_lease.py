@@ -116,6 +116,9 @@ class CoordinatorLease:
             try:
                 if self.state.client.get(self.key) == self.owner:
                     self.state.client.pexpire(self.key, int(self.ttl_s * 1000))
+                    # The meta lives as long as the session is driven: its TTL ran from its last write, and a
+                    # long execution outlived it (the coordinator then took the session for lost).
+                    self.state._touch(keys.META)
             except redis.RedisError:
                 pass  # a broker hiccup: the next refresh tries again
 

@@ -257,3 +257,12 @@ def test_an_outcome_whose_budget_stopped_any_part_says_so() -> None:
     assert WfsResult(status="partial", failed_angles={"security": spent}, **common).budget_spent()
     assert not WfsResult(status="partial", failed_angles={"security": "the API answered 529"}, **common).budget_spent()
     assert not PlanResult(status="completed", **common).budget_spent()
+
+
+def test_a_wait_whose_meta_expired_but_whose_claim_lives_goes_on() -> None:
+    """The meta's TTL ran from its last write: a long execution outlived it, and was taken for lost."""
+    settings = load_settings(poll_interval_s=0.001)
+    state = MemorySessionState()
+    state.store(keys.COORDINATOR, "this-host:1:abc")  # the command's own claim, refreshed while it runs
+    assert WorkflowCoordinator(settings, _UI()).wait(_Result(3), "the gate", settings, state) == {
+        "status": "completed"}

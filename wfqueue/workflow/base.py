@@ -34,7 +34,7 @@ from wfqueue.errors import (
 )
 from wfqueue.fanout import late_result, waiting_for
 from wfqueue.fsio import atomic_write_json, check_writable
-from wfqueue.keys import STEP_NOTE, SessionMeta, SessionStatus
+from wfqueue.keys import COORDINATOR, STEP_NOTE, SessionMeta, SessionStatus
 from wfqueue.metering import (
     budget_meta,
     check_budget_priced,
@@ -271,7 +271,8 @@ class WorkflowCoordinator(Generic[UI]):
         """Raise when the broker no longer holds the session (a Redis restarted without its data, or emptied):
         the workers' results went with it, nothing would end the wait but WFQUEUE_PLAN_TIMEOUT_S (an hour), and
         nothing said why."""
-        if state.meta():
+        # The meta, or this command's own claim (refreshed every few seconds: gone only with the broker's data).
+        if state.meta() or state.recall(COORDINATOR) is not None:
             return
         repo = self._runtime.repo if self._runtime is not None else Path.cwd()
         raise InfrastructureError(f"the broker lost {state.session_id}'s state while {what} ran: its Redis was "
