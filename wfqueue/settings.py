@@ -27,7 +27,7 @@ from pydantic_settings import (
 
 from wfqueue.config_file import DEFAULT_CONFIG_FILE, config_file
 from wfqueue.errors import ConfigError
-from wfqueue.settings_checks import ENV_PREFIX, allowed_range, upper_bound, warn_unknown_env
+from wfqueue.settings_checks import ENV_PREFIX, allowed_range, upper_bound, url_secret, warn_unknown_env
 from wfqueue.usage import DEFAULT_PRICE_TABLE, PriceTable
 
 MAX_AGENTS_LIMIT = 100
@@ -319,15 +319,13 @@ class Settings(BaseSettings):
     @field_validator("repo_url")
     @classmethod
     def _no_credentials(cls, value: str | None) -> str | None:
-        # The URL travels in every task message (Redis, Flower, worker logs): a token in it would be everywhere.
+        # The URL travels in every task message (Redis, Flower, worker logs): a secret in it would be everywhere.
         if value is not None:
-            scheme, found, rest = value.partition("://")
-            userinfo, at, _ = rest.partition("/")[0].rpartition("@")
-            plain_ssh_user = scheme.lower() in ("ssh", "git+ssh") and ":" not in userinfo
-            if found and at and not plain_ssh_user:
-                raise ValueError(f"holds credentials ({scheme}://***@{rest.partition('@')[2]}), which would travel "
-                                 "in every task message and show in Redis and Flower; give each worker access with "
-                                 "a git credential helper or an SSH key, and set the URL without them")
+            problem = url_secret(value)
+            if problem is not None:
+                raise ValueError(f"holds {problem}, which would travel in every task message and show in Redis and "
+                                 "Flower; give each worker access with a git credential helper or an SSH key, and "
+                                 "set the URL without it")
         return value
 
     @field_validator("agent_time_limit_s")

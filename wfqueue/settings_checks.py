@@ -72,3 +72,30 @@ def warn_unknown_env(environ: Mapping[str, str], settings: Iterable[str]) -> lis
     for line in lines:
         print(line, file=sys.stderr)
     return lines
+
+
+# What a token put in a git URL as its user name starts with (GitHub, GitLab, Bitbucket's token users).
+_TOKEN_USERS = ("ghp_", "gho_", "ghs_", "ghu_", "github_pat_", "glpat-", "gldt-", "x-token-auth", "x-access-token",
+                "oauth2", "oauth")
+_SECRET_QUERY = ("token", "private_token", "access_token", "password", "secret", "key", "sig", "signature")
+
+
+def url_secret(url: str) -> str | None:
+    """What secret ``url`` holds ("credentials (https://***@host/path)"), never repeating it; None when it holds
+    none. A user name alone is no secret (``ssh://git@host``, Azure's ``https://org@dev.azure.com``) unless it is a
+    token: GitHub takes one as the user name."""
+    scheme, found, rest = url.partition("://")
+    if not found:
+        return None  # a path, or scp-like user@host:path: no password fits there
+    authority, slash, path = rest.partition("/")
+    userinfo, at, host = authority.rpartition("@")
+    shown_path = path.partition("?")[0]
+    shown = f"{scheme}://***@{host}{slash}{shown_path}" if at else f"{scheme}://{authority}{slash}{shown_path}"
+    user, colon, _ = userinfo.partition(":")
+    if at and (colon or user.lower().startswith(_TOKEN_USERS) or len(user) >= 30):
+        return f"credentials ({shown})"
+    query = url.partition("?")[2]
+    names = {part.partition("=")[0].lower() for part in query.split("&") if part}
+    if names & set(_SECRET_QUERY):
+        return f"a secret in its query ({shown}?...)"
+    return None

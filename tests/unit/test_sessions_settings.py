@@ -221,20 +221,26 @@ def test_operations_guide_lists_every_setting() -> None:
     assert missing == []
 
 
-@pytest.mark.parametrize("url", ["https://tok:gitsecret@github.com/a/b", "https://gitsecret@github.com/a/b",
-                                 "ssh://git:gitsecret@example.com/a/b"])
-def test_a_repo_url_holding_credentials_is_refused_without_repeating_them(url: str,
+@pytest.mark.parametrize(("url", "holds"), [
+    ("https://tok:gitsecret@github.com/a/b", "credentials (https://***@github.com/a/b)"),
+    ("https://ghp_gitsecret@github.com/a/b", "credentials (https://***@github.com/a/b)"),  # a token as the user
+    ("ssh://git:gitsecret@example.com/a/b", "credentials (ssh://***@example.com/a/b)"),
+    ("https://user:git@secret@example.com/r.git", "credentials (https://***@example.com/r.git)"),  # '@' in it
+    ("https://example.com/r.git?private_token=gitsecret", "a secret in its query (https://example.com/r.git?...)"),
+])
+def test_a_repo_url_holding_credentials_is_refused_without_repeating_them(url: str, holds: str,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """The URL travels in every task message (Redis, Flower): a token in it would show everywhere."""
     monkeypatch.setenv("WFQUEUE_REPO_URL", url)
     with pytest.raises(ConfigError) as refused:
         load_settings()
-    assert "repo_url: holds credentials" in refused.value.message and "credential helper" in refused.value.message
-    assert "gitsecret" not in str(refused.value) and "Value error" not in refused.value.message
+    assert f"repo_url: holds {holds}" in refused.value.message and "credential helper" in refused.value.message
+    assert "secret" not in str(refused.value).replace("a secret in", "") and "Value error" not in refused.value.message
 
 
 @pytest.mark.parametrize("url", ["ssh://git@example.com/a/b.git", "git@example.com:a/b.git", "https://example.com/a/b",
-                                 "/srv/git/b.git", "file:///srv/git/b.git"])
+                                 "/srv/git/b.git", "file:///srv/git/b.git",
+                                 "https://org@dev.azure.com/org/p/_git/r"])  # a user name alone, as Azure gives it
 def test_a_repo_url_without_credentials_is_taken(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WFQUEUE_REPO_URL", url)
     assert load_settings().repo_url == url
