@@ -23,15 +23,15 @@ from contextlib import contextmanager
 import redis
 
 from wfqueue import agent_notes
-from wfqueue.pids import died_here
+from wfqueue.pids import died_here, pid_namespace
 
-__all__ = ["RUNNER_CLAIM_TTL_S", "held_step"]
+__all__ = ["RELEASE_IF_OWNER", "RUNNER_CLAIM_TTL_S", "held_step"]
 
 RUNNER_CLAIM_TTL_S = 15.0  # how long a dead runner's claim holds a step back; refreshed every third of it
 WAIT_POLL_S = 0.25  # how often a waiting run looks whether the step is free
 
-# Deletes the claim only if it is still this runner's: one that expired and was taken by another stays theirs.
-_RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
+# Deletes a claim only if it is still its owner's: one that expired and was taken by another stays theirs.
+RELEASE_IF_OWNER = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
 
 
 @contextmanager
@@ -39,21 +39,25 @@ def held_step(client: redis.Redis, key: str, label: str, *, ttl_s: float = RUNNE
               sleep: Callable[[float], None] = time.sleep) -> Iterator[None]:
     """Hold ``key`` (the step's claim) for the block, waiting while another run holds it; ``label`` names the step
     in the note a waiting run shows beside its agent."""
-    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    # The pid namespace too: two containers sharing a host name see each other's pids as gone.
+    owner = f"{socket.gethostname()}:{os.getpid()}:{pid_namespace()}:{uuid.uuid4().hex[:8]}"
     ttl_ms = int(ttl_s * 1000)
     waited = False
     while not client.set(key, owner, nx=True, px=ttl_ms):
         held = client.get(key)
         holder = (held.decode() if isinstance(held, bytes) else held) or ""
-        host, _, rest = holder.partition(":")
-        pid = rest.partition(":")[0]
-        if pid.isdigit() and died_here(host, int(pid)):  # its runner was killed on this host: no need to wait
-            client.eval(_RELEASE, 1, key, holder)
+        host, pid, namespace = [*holder.split(":"), "", ""][:3]
+        if pid.isdigit() and died_here(host, int(pid), namespace or None):  # killed on this host: no wait
+            client.eval(RELEASE_IF_OWNER, 1, key, holder)
             continue
         if not waited:
             agent_notes.note(f"{label} is being run elsewhere (a run sent before this one); waiting for it to end")
             waited = True
-        sleep(WAIT_POLL_S)
+        try:
+            sleep(WAIT_POLL_S)
+        except BaseException:  # a time limit, a stop: the wait said beside the agent is over either way
+            agent_notes.note(None)
+            raise
     if waited:
         agent_notes.note(None)
     stop = threading.Event()
@@ -75,6 +79,6 @@ def held_step(client: redis.Redis, key: str, label: str, *, ttl_s: float = RUNNE
         stop.set()
         refresher.join(timeout=2)
         try:
-            client.eval(_RELEASE, 1, key, owner)
+            client.eval(RELEASE_IF_OWNER, 1, key, owner)
         except redis.RedisError:
             pass  # the claim expires on its own
