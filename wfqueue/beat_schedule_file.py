@@ -23,6 +23,7 @@ from wfqueue.errors import ConfigError
 __all__ = ["default_folder", "schedule_file", "schedule_folder"]
 
 SETTING = "WFQUEUE_BEAT_SCHEDULE_FILE"
+_DBM_SUFFIXES = (".db", ".dat", ".dir", ".bak", ".pag")
 
 
 def default_folder() -> Path:
@@ -43,6 +44,11 @@ def schedule_folder(configured: str | None) -> Path:
         if path.is_dir():
             raise ConfigError(f"{SETTING} is {configured}, which is a folder",
                               hint=f"set {SETTING} to a file name, such as {path / 'celerybeat-schedule'}")
+        fault = _unsafe_place(path)
+        if fault is not None:
+            raise ConfigError(f"{SETTING} is {configured}: {fault}, so another user could plant a schedule file that "
+                              "runs their code when beat opens it",
+                              hint=f"set {SETTING} to a file in a folder of your own")
         return path.parent
     folder = default_folder()
     try:
@@ -69,11 +75,32 @@ def schedule_file(configured: str | None, broker_url: str) -> Path:
     return folder / f"celerybeat-schedule-{hashlib.sha1(broker_url.encode('utf-8')).hexdigest()[:12]}"
 
 
-def _not_private(info: os.stat_result) -> str | None:
+def _unsafe_place(path: Path) -> str | None:
+    """What makes a chosen schedule file's place open to another user, or None. Its folder may be shared (/tmp)
+    when others cannot replace a file of this user's there (the sticky bit); the file, if it is there, must be this
+    user's own and writable by them alone."""
+    try:
+        folder = os.lstat(path.parent)
+        # The shelve's own files: the name itself, or with the suffixes of the dbm module that made it.
+        files = [os.lstat(made) for made in (path, *(path.with_name(path.name + suffix) for suffix in _DBM_SUFFIXES))
+                 if os.path.lexists(made)]
+    except OSError:
+        return None  # made below, or refused there with its own reason
+    mine = not hasattr(os, "getuid") or folder.st_uid == os.getuid()
+    if not mine and folder.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not folder.st_mode & stat.S_ISVTX:
+        return "its folder may be written by other users, who could replace the file"
+    for info in files:
+        fault = _not_private(info, folder=False)
+        if fault is not None:
+            return f"the file {fault}"
+    return None
+
+
+def _not_private(info: os.stat_result, *, folder: bool = True) -> str | None:
     """What makes a folder with this ``lstat`` unfit to hold the schedule, or None."""
     if stat.S_ISLNK(info.st_mode):
         return "is a symbolic link"
-    if not stat.S_ISDIR(info.st_mode):
+    if folder and not stat.S_ISDIR(info.st_mode):
         return "is not a folder"
     if hasattr(os, "getuid") and info.st_uid != os.getuid():
         return f"belongs to another user (uid {info.st_uid})"

@@ -99,3 +99,27 @@ def test_a_schedule_file_setting_beat_cannot_use_is_refused_before_anything_star
     assert up.code == 2, up.stderr
     assert "whose folder cannot be made" in up.stderr
     assert not (repo / ".workflow").exists(), "up started something before refusing"
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="gives a file to another user")
+def test_a_chosen_schedule_file_another_user_planted_in_a_shared_folder_is_refused(tmp_path: Path) -> None:
+    """WFQUEUE_BEAT_SCHEDULE_FILE=/tmp/celerybeat-schedule: the check covered the default folder only."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chown(shared, 65534, 65534)
+    os.chmod(shared, 0o1777)  # as /tmp: sticky, everyone writes
+    mark = tmp_path / "planted-code-ran"
+    with shelve.open(str(shared / "celerybeat-schedule"), protocol=pickle.HIGHEST_PROTOCOL) as db:
+        db["entries"] = Planted(mark)
+    for made in shared.iterdir():
+        os.chown(made, 65534, 65534)
+    env = wfqueue_env(WFQUEUE_BROKER_URL=BROKER, WFQUEUE_BEAT_SCHEDULE_FILE=str(shared / "celerybeat-schedule"))
+    for code, stderr in beat_both_ways(env):
+        assert code == 2, stderr
+        assert "the file belongs to another user (uid 65534)" in stderr, stderr
+    assert not mark.exists(), "the planted schedule file was opened"
+
+    os.chmod(shared, 0o777)  # no sticky bit: another user could replace a file of this user's there
+    code, stderr = beat_both_ways(wfqueue_env(WFQUEUE_BROKER_URL=BROKER,
+                                              WFQUEUE_BEAT_SCHEDULE_FILE=str(shared / "mine")))[0]
+    assert code == 2 and "its folder may be written by other users" in stderr, stderr
