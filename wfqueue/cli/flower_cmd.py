@@ -52,15 +52,18 @@ def refuse_unusable_listen(address: str, port: int, *, option: str) -> None:
     holds (its health check would be answered by that program: another `wfqueue up`'s Flower, on the default port
     every up shares), an address that does not resolve or is not this machine's. Found by Flower itself, each was
     an exit seconds later whose hint blamed the port. ``option`` is the command's port option, for the hint."""
-    with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET) as probe:
+    try:  # the family as the name resolves (a host name of this machine may have IPv6 addresses only)
+        family, _, _, _, where = socket.getaddrinfo(address or "0.0.0.0", port, type=socket.SOCK_STREAM,
+                                                    flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as exc:
+        raise ConfigError(f"Flower's address {address!r} (WFQUEUE_FLOWER_ADDRESS) cannot be resolved: "
+                          f"{exc.strerror}",
+                          hint="give an address or host name of this machine, such as 127.0.0.1 (this machine "
+                               "only) or 0.0.0.0 (every interface)") from None
+    with socket.socket(family) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Flower binds: a closing socket is no owner
         try:
-            probe.bind((address or "0.0.0.0", port))
-        except socket.gaierror as exc:
-            raise ConfigError(f"Flower's address {address!r} (WFQUEUE_FLOWER_ADDRESS) cannot be resolved: "
-                              f"{exc.strerror}",
-                              hint="give an address or host name of this machine, such as 127.0.0.1 (this machine "
-                                   "only) or 0.0.0.0 (every interface)") from None
+            probe.bind(where)
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
                 raise ConfigError(f"Flower's port {port} is in use: another program listens on {address}:{port} "

@@ -156,7 +156,7 @@ class WorkflowCoordinator(Generic[UI]):
             if not fresh:
                 self._recall_the_bill(state)
             try:
-                with self._session_files(runtime, state):
+                with self._session_files(runtime, state, fresh):
                     yield state
             except (KeyboardInterrupt, EOFError):  # Terminated (SIGTERM) is one too; EOF: Ctrl-D at a question
                 # Its own workers first: the calls their running steps finish within the stop's grace are paid
@@ -195,7 +195,7 @@ class WorkflowCoordinator(Generic[UI]):
                 write_usage_file(state, self.prices, Path(folder))
 
     @contextmanager
-    def _session_files(self, runtime: Runtime, state: SessionState) -> Iterator[None]:
+    def _session_files(self, runtime: Runtime, state: SessionState, fresh: bool) -> Iterator[None]:
         """Without a shared disk: the repository pinned and published (the pin recorded in the meta, or
         the recorded one published again on resume), this process's writes mirrored to Redis, and the
         workers' files pulled into the session folder after each wait and at the end."""
@@ -206,7 +206,7 @@ class WorkflowCoordinator(Generic[UI]):
         files = CoordinatorFiles(runtime.settings, runtime.client, state.session_id, Path(meta.session_dir))
         # A session Redis forgot (a restart without persistence, or its state's TTL) is published again from the
         # pin its folder records: pinned afresh, its workers would read the repository as it is now.
-        pin = meta.pin if meta.transport is not None else read_pin(Path(meta.session_dir))
+        pin = meta.pin if meta.transport is not None or fresh else read_pin(Path(meta.session_dir))
         transport = files.start(Path(meta.repo), meta.transport, pin)
         if transport is not None and meta.transport is None and files.pin is not None:
             state.set_meta(transport=transport.model_dump(mode="json"), pin=files.pin.model_dump(mode="json"))
