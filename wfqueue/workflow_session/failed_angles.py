@@ -17,7 +17,13 @@ from pathlib import Path
 from wfqueue import keys
 from wfqueue.state import SessionStore
 from wfqueue.workflow_session.models import WorkflowSession
-from wfqueue.workflow_session.session import recorded_failed_angles, task_files
+from wfqueue.workflow_session.session import (
+    IMPL_PLAN_FILE,
+    PLAN_FILE,
+    TODO_FILE,
+    recorded_failed_angles,
+    task_files,
+)
 
 __all__ = ["plan_again", "why_not_planned_again"]
 
@@ -35,8 +41,12 @@ def why_not_planned_again(folder: Path, session: WorkflowSession) -> str | None:
         done = datetime.fromisoformat(generated).timestamp() if generated else None
     except ValueError:
         done = None
-    # Written with the phase's end; a task file changed a moment after it was edited by hand.
-    if done is None or any(path.stat().st_mtime > done + 2 for path in task_files(folder)):
+    tasks = task_files(folder)
+    if {path.stem for path in tasks} != set(session.progress.current_tasks):
+        return "a task file was added or removed since the tasks were generated"
+    # Written with the phase's end; a file changed a moment after it was edited by hand.
+    written = [*tasks, *(folder / name for name in (IMPL_PLAN_FILE, TODO_FILE, PLAN_FILE) if (folder / name).is_file())]
+    if done is None or any(path.stat().st_mtime > done + 2 for path in written):
         return "its task files were edited since they were generated"
     return None
 
