@@ -139,10 +139,35 @@ def load_object(data: Any, location: str) -> tuple[LoadedTask | None, list[TaskP
         ]
 
 
-def _invalid_json(location: str, exc: json.JSONDecodeError, with_line: bool) -> TaskProblem:
-    where = f"line {exc.lineno} column {exc.colno}" if with_line else f"column {exc.colno}"
-    message = f"invalid JSON at {where}: {exc.msg}; fix the syntax so it holds one JSON object"
+def _invalid_json(location: str, exc: ValueError, with_line: bool) -> TaskProblem:
+    if isinstance(exc, json.JSONDecodeError):
+        where = f"line {exc.lineno} column {exc.colno}" if with_line else f"column {exc.colno}"
+        message = f"invalid JSON at {where}: {exc.msg}; fix the syntax so it holds one JSON object"
+    else:
+        message = f"invalid JSON: {exc}; fix it so it holds one JSON object"
     return TaskProblem(location=location, task_id=None, code="invalid_json", message=message)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:  # JSON keeps the last silently: a second "id" renamed the task, and another was blamed
+            raise ValueError(f"the key {key!r} is given twice in one object")
+        seen[key] = value
+    return seen
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON (a number must be finite)")
+
+
+def loads_plan_json(text: str) -> Any:
+    """JSON of a plan file, strictly: a key given twice in an object, NaN or Infinity, nesting too deep for the
+    parser and numbers too long to convert are ValueErrors (the last two were tracebacks)."""
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 def parse_jsonl(text: str, name: str = "tasks.jsonl") -> tuple[list[LoadedTask], list[TaskProblem]]:
@@ -154,8 +179,8 @@ def parse_jsonl(text: str, name: str = "tasks.jsonl") -> tuple[list[LoadedTask],
             continue
         location = f"{name}:{number}"
         try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
+            data = loads_plan_json(line)
+        except ValueError as exc:
             problems.append(_invalid_json(location, exc, with_line=False))
             continue
         task, found = load_object(data, location)
@@ -202,12 +227,12 @@ def load_task_dir(folder: Path) -> tuple[list[LoadedTask], list[TaskProblem]]:
     for file in files:
         location = f"{folder.name}/{file.name}"
         try:
-            data = json.loads(file.read_text(encoding="utf-8-sig"))
+            data = loads_plan_json(file.read_text(encoding="utf-8-sig"))
         except UnicodeDecodeError:
             message = "not UTF-8 text; save the task file as UTF-8 JSON"
             problems.append(TaskProblem(location=location, task_id=None, code="invalid_json", message=message))
             continue
-        except json.JSONDecodeError as exc:
+        except ValueError as exc:
             problems.append(_invalid_json(location, exc, with_line=True))
             continue
         task, found = load_object(data, location)

@@ -73,6 +73,22 @@ def test_invalid_json_reports_its_line_and_column() -> None:
     assert str(problems[0]).startswith("plan.jsonl:3: invalid JSON")
 
 
+@pytest.mark.parametrize(("line", "says"), [
+    ('{"id": "TASK-001", "id": "TASK-009"}', "the key 'id' is given twice in one object"),  # another task was blamed
+    ('{"id": "TASK-001", "weight": NaN}', "NaN is not JSON"),  # accepted, and written back as NaN
+    ('{"id": "TASK-001", "x": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),  # a traceback
+    ('{"id": "TASK-001", "n": ' + "9" * 5000 + "}", "Exceeds the limit"),  # a traceback too
+], ids=["duplicate-key", "nan", "deep", "long-number"])
+def test_json_a_plan_cannot_mean_is_a_located_problem(line: str, says: str, tmp_path: Path) -> None:
+    tasks, problems = parse_jsonl(jsonl(task("TASK-002")).rstrip("\n") + "\n" + line + "\n", name="plan.jsonl")
+    assert [t.task.id for t in tasks] == ["TASK-002"]
+    assert codes(problems) == [("plan.jsonl:2", None, "invalid_json")] and says in problems[0].message
+    folder = tmp_path / ".task"
+    folder.mkdir()
+    (folder / "IMPL-1.json").write_text(line, encoding="utf-8")
+    assert [p.code for p in load_task_dir(folder)[1]] == ["invalid_json"]
+
+
 def test_wrong_types_name_the_field_path() -> None:
     bad = task("TASK-001", files=[{"path": "a.py", "action": "rename"}])
     bad["convergence"]["criteria"] = []

@@ -8,7 +8,6 @@ checking the tasks is :mod:`wfqueue.tasks_file`'s, the same as ``wfqueue validat
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from wfqueue.lite.render import says_awaiting, says_cancelled
 from wfqueue.lite.steps import PLAN_FILE, TASKS_FILE
 from wfqueue.plan_check import check_plan, default_repo, in_repository, validate_path
 from wfqueue.sessions import repo_option, resolve_repo
-from wfqueue.tasks_file import LoadedTask, TaskProblem, load_object, load_task_dir
+from wfqueue.tasks_file import LoadedTask, TaskProblem, load_object, load_task_dir, loads_plan_json
 from wfqueue.workflow_session.session import (
     PROCESS_DIR,
     SESSION_FILE,
@@ -96,8 +95,8 @@ def _collab_tasks(source: PlanSource) -> tuple[list[LoadedTask], list[TaskProble
     for plan_file in files:
         name = plan_file.relative_to(source.folder).as_posix()
         try:
-            data = json.loads(plan_file.read_text(encoding="utf-8-sig"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            data = loads_plan_json(plan_file.read_text(encoding="utf-8-sig"))
+        except (OSError, ValueError) as exc:  # UnicodeDecodeError is one
             problems.append(TaskProblem(location=name, task_id=None, code="invalid_json",
                                         message=f"cannot be read as JSON ({exc}); fix or re-plan this agent"))
             continue
