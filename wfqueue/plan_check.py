@@ -85,6 +85,13 @@ def on_disk(root: Path) -> Callable[[str], bool]:
     return lambda rel: (root / rel).exists()
 
 
+def leaves_repository(root: Path) -> Callable[[str], bool]:
+    """Whether a path relative to ``root``, lexically inside it, leads out of it through a symbolic link (a link
+    the repository holds to a folder elsewhere): a task's change there would be written outside the repository."""
+    inside = root.resolve()
+    return lambda rel: not (root / rel).resolve().is_relative_to(inside)
+
+
 def in_repository(root: Path) -> Callable[[str], bool]:
     """Whether a path relative to ``root`` is there to change: on disk, or tracked by git (a sparse checkout
     leaves tracked files out of the folder, and an execution's worktrees have them)."""
@@ -136,7 +143,8 @@ class FileFault(BaseModel):
 
 def file_faults(files: list[TaskFile], *, exists: Callable[[str], bool] | None,
                 is_folder: Callable[[str], bool], task_id: str | None = None,
-                plan: CreatedInPlan | None = None) -> list[FileFault | None]:
+                plan: CreatedInPlan | None = None,
+                leaves: Callable[[str], bool] | None = None) -> list[FileFault | None]:
     """For each entry of one task's ``files[]``, in order, the first reason no execution could carry it out, or
     None: a path outside the repository or inside a folder no task may change, a folder named as a file, a
     second action for a path the task already names, a file to modify or delete that does not exist and that
@@ -150,6 +158,9 @@ def file_faults(files: list[TaskFile], *, exists: Callable[[str], bool] | None,
         if rel is None:
             fault = FileFault(code="missing_file", what="is outside the repository",
                               advice="use a path relative to the repo root")
+        elif leaves is not None and leaves(rel):
+            fault = FileFault(code="missing_file", what="is outside the repository (through a symbolic link)",
+                              advice="name the file where it is in the repository, or leave it out")
         elif rel.split("/", 1)[0] in OFF_LIMITS:
             fault = FileFault(code="bad_path", what=f"is inside {rel.split('/', 1)[0]}/, which no task may change",
                               advice="name a file of the project")
@@ -207,6 +218,7 @@ def check_plan(
     plan = CreatedInPlan([loaded.task for loaded in tasks])
     for loaded in tasks:
         faults = file_faults(loaded.task.files, exists=existing, is_folder=is_folder, task_id=loaded.task.id,
+                             leaves=leaves_repository(repo) if repo is not None else None,
                              plan=plan)
         for entry, fault in zip(loaded.task.files, faults, strict=True):
             if fault is not None:

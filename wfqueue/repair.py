@@ -184,6 +184,7 @@ def repair_tasks(
     known_external_ids: Container[str] = frozenset(),
     digits: int = 3,
     sequential: bool = False,
+    leaves: Callable[[str], bool] | None = None,
 ) -> tuple[list[UnifiedTask], list[Repair]]:
     """Repair ``tasks``; returns the repaired tasks (same order; untouched tasks are the same
     objects) and what was repaired, in task order.
@@ -237,7 +238,8 @@ def repair_tasks(
             else:
                 dep_repairs.append(Repair(kind="removed_unknown_dependency", task_id=new_id,
                                           detail=f"removed dependency on {dep}: no task has this id"))
-        faults = file_faults(task.files, exists=exists, is_folder=is_folder, task_id=new_id, plan=created)
+        faults = file_faults(task.files, exists=exists, is_folder=is_folder, task_id=new_id, plan=created,
+                             leaves=leaves)
         files = [entry for entry, fault in zip(task.files, faults, strict=True) if fault is None]
         file_repairs = [Repair(kind="dropped_file", task_id=new_id,
                                detail=f"dropped {entry.path} ({entry.action}): it {fault.what}")

@@ -154,6 +154,28 @@ def test_files_to_modify_must_exist_files_to_create_need_not(tmp_path: Path) -> 
     assert asked == ["src/here.py", "src/here.py", "src/gone.py"]
 
 
+def test_a_path_leading_out_through_a_symbolic_link_is_outside_the_repository(tmp_path: Path) -> None:
+    """`validate` and the dry run passed `outside/pwned.py` (a committed link to a folder elsewhere); the execution
+    refused it late, with a hint to mend `git check-ignore`. The planners' repair drops such an entry too."""
+    from wfqueue.plan_check import leaves_repository
+    from wfqueue.repair import repair_tasks
+
+    repo, elsewhere = tmp_path / "repo", tmp_path / "elsewhere"
+    (repo / "src").mkdir(parents=True)
+    elsewhere.mkdir()
+    (repo / "src" / "here.py").write_text("x = 1\n")
+    (repo / "outside").symlink_to(elsewhere)
+    (repo / "src" / "alias.py").symlink_to(repo / "src" / "here.py")  # a link inside the repository is fine
+    files = [{"path": "outside/pwned.py", "action": "create"}, {"path": "src/alias.py", "action": "modify"}]
+    tasks, _ = parse_jsonl(jsonl(task("A", files=files)))
+    problems = check_plan(tasks, repo)
+    assert codes(problems) == [("tasks.jsonl:1", "A", "missing_file")]
+    assert "outside/pwned.py is outside the repository (through a symbolic link)" in problems[0].message
+    fixed, repairs = repair_tasks([t.task for t in tasks], id_prefix="TASK-", id_range=None,
+                                  exists=lambda rel: (repo / rel).exists(), leaves=leaves_repository(repo))
+    assert [f.path for f in fixed[0].files] == ["src/alias.py"] and [r.kind for r in repairs][-1] == "dropped_file"
+
+
 def test_files_no_task_can_change_as_asked_are_problems(tmp_path: Path) -> None:
     """`validate` passed a task deleting and modifying one file, a folder to modify and `.git/config`; the
     execution refused or misread them only once it ran."""

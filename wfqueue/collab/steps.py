@@ -24,6 +24,7 @@ from wfqueue.errors import BudgetExhaustedError, ProviderError, TransientProvide
 from wfqueue.fsio import atomic_write_json, atomic_write_text, locked_update
 from wfqueue.keys import AgentState
 from wfqueue.per_process import PerProcess
+from wfqueue.plan_check import leaves_repository
 from wfqueue.providers import PlanAreaStep, Provider, UnderstandStep
 from wfqueue.repair import IdRanges, Repair, fill_source, repair_tasks
 from wfqueue.settings import Settings
@@ -131,6 +132,7 @@ def repair_area(
     tasks = fill_source(draft.tasks, tool="wfqueue-collab", session_id=analysis.session_id)
     tasks, repairs = repair_tasks(tasks, id_prefix="TASK-", id_range=sub.task_id_range,
                                   exists=lambda rel: (root / rel).exists(), is_folder=lambda rel: (root / rel).is_dir(),
+                                  leaves=leaves_repository(root),
                                   known_external_ids=external)
     return draft.model_copy(update={"tasks": tasks}), repairs
 

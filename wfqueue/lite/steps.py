@@ -25,7 +25,7 @@ from wfqueue.lite.models import AngleFindings, Assessment, ClarificationAnswer, 
 from wfqueue.lite.render import AWAITING_NOTE, render_exploration, render_notes, render_plan
 from wfqueue.lite.synthesis import MergedQuestion, core_files, manifest, merge_questions
 from wfqueue.metering import usage_line, write_usage_file
-from wfqueue.plan_check import check_plan
+from wfqueue.plan_check import check_plan, leaves_repository
 from wfqueue.providers import AssessStep, ExploreAngleStep, LitePlanStep, Provider
 from wfqueue.repair import Repair, break_cycles, fill_source, repair_tasks
 from wfqueue.state import SessionStore
@@ -116,6 +116,7 @@ def repair_lite_draft(draft: LitePlanDraft, repo: str, session_id: str) -> tuple
     tasks = fill_source(draft.tasks, tool="wfqueue-lite", session_id=session_id)
     tasks, repairs = repair_tasks(tasks, id_prefix="TASK-", id_range=(1, len(tasks)),
                                   exists=lambda rel: (root / rel).exists(), is_folder=lambda rel: (root / rel).is_dir(),
+                                  leaves=leaves_repository(root),
                                   sequential=True)
     tasks, broken = break_cycles(tasks)
     return draft.model_copy(update={"tasks": tasks}), [*repairs, *broken]

@@ -20,7 +20,7 @@ from wfqueue.lite.models import Assessment, VerifiedExploration
 from wfqueue.lite.steps import assessment_repairs, explorations_for, recalled_repairs, with_repairs
 from wfqueue.lite.synthesis import manifest
 from wfqueue.metering import usage_line, write_usage_file
-from wfqueue.plan_check import check_plan
+from wfqueue.plan_check import check_plan, leaves_repository
 from wfqueue.providers import DetectConflictsStep, GenerateTasksStep, Provider
 from wfqueue.repair import Repair, fill_source, repair_tasks
 from wfqueue.state import SessionStore
@@ -196,6 +196,7 @@ def repair_wfs_draft(draft: WfsPlanDraft, repo: str, session_id: str) -> tuple[W
     tasks = fill_source(draft.tasks, tool="wfqueue-workflow", session_id=session_id)
     tasks, repairs = repair_tasks(tasks, id_prefix="IMPL-", id_range=(1, len(tasks)), digits=1,
                                   exists=lambda rel: (root / rel).exists(), is_folder=lambda rel: (root / rel).is_dir(),
+                                  leaves=leaves_repository(root),
                                   sequential=True)
     return draft.model_copy(update={"tasks": tasks}), repairs
 
