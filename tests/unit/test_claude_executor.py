@@ -22,7 +22,7 @@ from wfqueue.metering import budget_meta
 from wfqueue.providers.anthropic.calls import RetryPolicy
 from wfqueue.settings import Settings
 from wfqueue.state import SessionState, redis_client
-from wfqueue.turns import SessionJournal, Transcript
+from wfqueue.turns import SessionJournal, Transcript, journal_key
 from wfqueue.usage import Budget, PriceTable
 
 STEP = "T1#1"
@@ -373,3 +373,21 @@ def test_the_factory_builds_from_settings_and_needs_an_api_key(tmp_path: Path) -
     assert (built.caps.max_turns, built.caps.max_tool_calls) == (7, 9)
     with pytest.raises(ConfigError, match="API key"):
         claude_executor(Settings(), MemorySessionState(), tmp_path)
+
+
+def test_an_edit_marked_on_another_workers_worktree_runs_on_a_fresh_one(fake: FakeAnthropic, worktree: Path) -> None:
+    """Without a shared disk the redelivery gets a worktree made afresh: its file is neither as the edit found it
+    nor as it left it, and the edit was answered "applied" there without running."""
+    state = MemorySessionState()
+    fake.reply(tool_call("edit_file", INSERT))
+    died = DiesSaving(state, lambda t: any("before_edit" in r for r in t.tool_results), after=True)
+    with pytest.raises(KeyboardInterrupt):
+        executor_for(fake, state, journal=died).run(PROMPT, worktree, STEP)
+    marker = next(r for r in SessionJournal(state).load(journal_key(f"execute {STEP}", PROMPT)).tool_results)
+    assert marker["after_edit"] is not None  # what the edit would leave, recorded before it ran
+    (worktree / "src" / "calc.py").write_text(BUGGY + "# another worker's checkout\n")  # neither digest
+
+    fake.reply(text("Added mul."))
+    assert executor_for(fake, state).run(PROMPT, worktree, STEP).ok
+    assert (worktree / "src" / "calc.py").read_text().count("def mul") == 1
+    assert tool_results(fake.requests[-1])[0]["content"].startswith("edited src/calc.py: replaced 1 occurrence")

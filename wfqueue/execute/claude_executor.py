@@ -17,11 +17,11 @@ It is built from the planning provider's parts, not beside them:
 
 Durability: a run that starts again (a redelivered or retried task) loads its transcript and goes
 on from there; no answered request is sent again. A turn is saved right after its call (the reply
-and its usage), then after each of its tool calls (the result so far; before an edit, the digest of
-the file it changes). A restart runs only the tool calls without a saved result, with the same
-inputs, instead of paying for the call again: reads and test runs simply repeat, ``write_file``
-writes the same bytes, and an ``edit_file`` whose file changed since its digest was taken is
-answered as applied. A finished run (done or capped) answers its saved outcome.
+and its usage), then after each of its tool calls (the result so far; before an edit, the digests of
+the file it changes, as it is and as the edit leaves it). A restart runs only the tool calls
+without a saved result, with the same inputs, instead of paying for the call again: reads and test
+runs simply repeat, ``write_file`` writes the same bytes, and an ``edit_file`` whose file holds
+what the edit makes is answered as applied. A finished run (done or capped) answers its saved outcome.
 """
 
 from __future__ import annotations
@@ -197,10 +197,11 @@ class ClaudeExecutor:
     def _answer_tools(self, tools: CodingTools, transcript: Transcript) -> Transcript:
         """``transcript`` with the user turn answering the last reply's tool calls, in order.
 
-        Each result is saved as it comes (``tool_results``), and before an edit runs, the digest of its file: a
-        restarted turn (the worker died during a long test run after an edit) runs only the calls that had not
-        finished, and an edit that finished without its result saved is recognised by its file having changed
-        since. Running such an edit again inserted its text twice when it kept its anchor."""
+        Each result is saved as it comes (``tool_results``), and before an edit runs, the digests of its file as it
+        is and as the edit leaves it: a restarted turn (the worker died during a long test run after an edit) runs
+        only the calls that had not finished, and an edit that finished without its result saved is recognised by
+        its file holding what the edit made. Running such an edit again inserted its text twice when it kept its
+        anchor."""
         saved = {entry.get("tool_use_id"): entry for entry in transcript.tool_results}
         results: list[dict[str, Any]] = []
 
@@ -215,14 +216,14 @@ class ClaudeExecutor:
                 results.append(entry)  # finished before the restart
                 continue
             if name == "edit_file":
-                before = tools.fingerprint(arguments)
-                if entry is not None and entry["before_edit"] != before:
+                now, after = tools.edit_digests(arguments)
+                if entry is not None and entry.get("after_edit") is not None and now == entry["after_edit"]:
                     path = arguments.get("path") if isinstance(arguments, dict) else None
                     results.append(_tool_result(block["id"], f"edited {path}: the edit was applied before the "
                                                              "worker restarted", False))
                     save(results[-1])
                     continue
-                save({"tool_use_id": block["id"], "before_edit": before})
+                save({"tool_use_id": block["id"], "before_edit": now, "after_edit": after})
             text, is_error = tools.run(name, arguments)
             results.append(_tool_result(block["id"], text, is_error))
             save(results[-1])

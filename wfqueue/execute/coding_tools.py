@@ -206,17 +206,27 @@ class CodingTools:
         except OSError as exc:
             return f"{name} failed: {exc.strerror or exc}", True
 
-    def fingerprint(self, arguments: object) -> str | None:
-        """A digest of the file an ``edit_file`` call would change, as it is now (None: no such file, or input the
-        call would refuse). Taken before the edit runs, it tells a restarted turn whether the edit ran: an edit
-        that inserts text after an anchor keeps the anchor, so the text alone cannot tell."""
-        if not isinstance(arguments, dict) or not isinstance(arguments.get("path"), str):
-            return None
+    def edit_digests(self, arguments: object) -> tuple[str | None, str | None]:
+        """Digests of the file an ``edit_file`` call changes: as it is now, and as the edit would leave it (None:
+        no such file, input the call would refuse, or an edit that would not apply). Taken before the edit runs,
+        they tell a restarted turn whether it ran: an edit that inserts text after an anchor keeps the anchor, so
+        the text alone cannot tell; and a worktree made afresh (another worker, without the first one's disk)
+        holds neither, so the edit runs rather than be taken for done."""
+        if not isinstance(arguments, dict) or not all(isinstance(arguments.get(k), str)
+                                                      for k in ("path", "old_string", "new_string")):
+            return None, None
         try:
             target = self.writable(arguments["path"])
-            return hashlib.sha256(target.read_bytes()).hexdigest() if target.is_file() else None
+            if not target.is_file():
+                return None, None
+            text = self._read_text(target, arguments["path"])
         except (ToolError, OSError):
-            return None
+            return None, None
+        now = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        old, new = arguments["old_string"], arguments["new_string"]
+        if not old or text.count(old) != 1:
+            return now, None
+        return now, hashlib.sha256(text.replace(old, new, 1).encode("utf-8")).hexdigest()
 
     # -- files -------------------------------------------------------------------------------
 
