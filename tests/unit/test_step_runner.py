@@ -6,8 +6,10 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 from wfqueue.pids import pid_namespace
-from wfqueue.state import redis_client
+from wfqueue.state import redis_client, wait_until
 from wfqueue.step_runner import held_step
 
 
@@ -51,3 +53,36 @@ def test_a_claim_of_a_runner_in_another_pid_namespace_is_not_taken_over(redis_ur
     with held_step(client, "claim:ns", "explore:security", sleep=wait):
         pass
     assert waits == [0.25]
+
+
+def test_a_wait_ended_by_a_time_limit_takes_its_note_back(redis_url: str) -> None:
+    """The agent kept reading "being run elsewhere ... waiting" after its time limit had ended the wait."""
+    from wfqueue import agent_notes
+
+    client = redis_client(redis_url, 2.0)
+    client.set("claim:slow", "another-host:1234:ns:abc", px=60_000)
+    notes: list[str | None] = []
+
+    class TimeLimit(Exception):
+        pass
+
+    def limit(seconds: float) -> None:
+        raise TimeLimit
+
+    with agent_notes.noting(notes.append), pytest.raises(TimeLimit), \
+            held_step(client, "claim:slow", "explore:security", sleep=limit):
+        pass
+    assert notes[0] is not None and "explore:security is being run elsewhere" in notes[0] and notes[-1] is None
+
+
+def test_the_coordinators_claim_keeps_the_sessions_meta_alive(redis_url: str) -> None:
+    """The meta's TTL ran from its last write: a long execution outlived it and was taken for lost."""
+    from wfqueue.coordinator_lease import CoordinatorLease
+    from wfqueue.state import SessionState
+
+    state = SessionState(redis_client(redis_url, 2.0), "S-kept-alive", ttl_s=600)
+    state.reset()
+    state.set_meta(status="running")
+    state.client.expire(state.prefix + "meta", 5)  # as if its last write were long ago
+    with CoordinatorLease(state, ttl_s=0.3):
+        assert wait_until(lambda: state.client.ttl(state.prefix + "meta") > 5, 10), "the meta's TTL was not renewed"
