@@ -167,10 +167,10 @@ def read_requirement(value: str, max_bytes: int) -> str:
         raise InvalidRequirementError("the requirement contains a NUL byte", hint="pass plain text or a .md file")
     candidate = Path(value).expanduser() if len(value) < 4096 and "\n" not in value else None
     # A path is one word ending in .md/.txt (or an existing file): "document X in README.md" is text.
+    one_word = not any(ch.isspace() for ch in value.strip())
     looks_like_path = candidate is not None and candidate.suffix.lower() in {".md", ".txt", ".markdown"} and (
-        not any(ch.isspace() for ch in value.strip()) or candidate.is_file())
-    if (not looks_like_path and candidate is not None and not any(ch.isspace() for ch in value.strip())
-            and candidate.is_file()):
+        one_word or candidate.is_file())
+    if not looks_like_path and candidate is not None and one_word and candidate.is_file():
         # spec.rst or notes.pdf: its path was planned as the requirement's text, and the session named after it.
         raise InvalidRequirementError(f"requirement {value} is a file, and only .md and .txt files are read as a "
                                       "requirement", hint="save it as .md or .txt (plain text), or pass the "

@@ -29,7 +29,7 @@ from wfqueue.errors import (
 )
 from wfqueue.keys import SessionMeta
 from wfqueue.settings import Settings, mask_url
-from wfqueue.step_runner import RELEASE_IF_OWNER as STEP_RELEASE
+from wfqueue.step_runner import RELEASE_IF_OWNER as RELEASE_IF_OWNER  # the claims' script, for the others
 from wfqueue.step_runner import held_step
 
 # A broker that is away (restarting, a network blip), as opposed to one that answered with an error:
@@ -332,9 +332,3 @@ def wait_until(predicate: Any, timeout_s: float, interval_s: float = 0.1) -> boo
             return True
         time.sleep(interval_s)
     return bool(predicate())
-
-
-# Delete a lock key only while it still holds the caller's token: a lock whose lease ran out and that another
-# process has taken since is left alone. EVAL it with the key and the token.
-# Deletes a claim only if it is still its owner's (wfqueue.step_runner keeps the script; re-exported for the others).
-RELEASE_IF_OWNER = STEP_RELEASE

@@ -30,7 +30,8 @@ __all__ = ["RELEASE_IF_OWNER", "RUNNER_CLAIM_TTL_S", "held_step"]
 RUNNER_CLAIM_TTL_S = 15.0  # how long a dead runner's claim holds a step back; refreshed every third of it
 WAIT_POLL_S = 0.25  # how often a waiting run looks whether the step is free
 
-# Deletes a claim only if it is still its owner's: one that expired and was taken by another stays theirs.
+# Delete a claim (a lock key) only while it still holds the caller's token: one whose lease ran out and that another
+# process has taken since is left alone. EVAL it with the key and the token (wfqueue.state re-exports it).
 RELEASE_IF_OWNER = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
 
 

@@ -169,7 +169,7 @@ def test_git_configuration_from_the_environment_is_kept_beside_the_hooks_being_o
 def test_what_a_check_killed_with_its_worker_wrote_is_put_back_by_the_next_look(tmp_path: Path) -> None:
     """A verification killed mid-run (its worker SIGKILLed) never put back what it wrote: after the redelivery the
     report it left was committed as the task's, and the task rejected for a file its plan does not name."""
-    from wfqueue.execute.worktree import CHECK_MARK, commit_all, files_of_commit, left_as_found, undo_killed_check
+    from wfqueue.execute.worktree import CHECK_MARK, left_as_found
 
     repo = make_repo(tmp_path)
     path, _ = _worktree(repo)
@@ -183,7 +183,7 @@ def test_what_a_check_killed_with_its_worker_wrote_is_put_back_by_the_next_look(
     assert (Path(git(path, "rev-parse", "--absolute-git-dir")) / CHECK_MARK).is_file()
     del checking  # killed: its finally never ran
 
-    undo_killed_check(path)  # the redelivered task's first look
+    assert _worktree(repo)[0] == path  # the redelivered task's worktree, prepared again
     assert not (path / "report.xml").exists()
     assert (path / "calc" / "ops.py").read_text(encoding="utf-8") == SUB
     assert (path / "tests" / "test_sub.py").read_text(encoding="utf-8") == SUB_TEST

@@ -9,14 +9,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from wfqueue.execute.worktree import (
-    WORKTREES_DIR,
-    finish_worktree,
-    git,
-    identity_options,
-    prepare_worktree,
-    undo_killed_check,
-)
+from wfqueue.execute.worktree import WORKTREES_DIR, finish_worktree, git, identity_options, prepare_worktree
 from wfqueue.sandboxed_commands import DEFAULT_COMMAND_TIMEOUT_S, parse_command, run_command
 
 INTEGRATION_DIR = "integration"
@@ -69,7 +62,6 @@ def open_integration(repo: Path, exec_id: str) -> Path:
     path = integration_path(repo, exec_id)
     prepare_worktree(repo, path, branch, head_of(repo, f"refs/heads/{branch}"))
     abort_merge(path)  # a coordinator killed mid-merge left one
-    undo_killed_check(path)  # and one killed mid-gate, what the gate wrote
     return path
 
 

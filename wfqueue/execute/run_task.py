@@ -33,7 +33,6 @@ from wfqueue.execute.worktree import (
     prepare_worktree,
     repo_prefix,
     take_back_commits,
-    undo_killed_check,
     worktree_path,
 )
 from wfqueue.fsio import atomic_write_text
@@ -150,7 +149,6 @@ def _run(payload: ExecuteTask, executor: Executor, state: SessionStore, worker: 
     state.set_agent(task.id, state=AgentState.RUNNING, worker=worker, started_at=started, attempt=attempt,
                     executor=payload.executor, error=None, finished_at=None, commit=None, note=None)
     prepare_worktree(repo, path, payload.branch, payload.base)
-    undo_killed_check(path)  # a verification killed with its worker left its writes: not the executor's work
     log_name = _log_name(task.id, attempt)
     log = _Log(Path(payload.exec_dir), log_name)
     run = run.model_copy(update={"log": log_name})

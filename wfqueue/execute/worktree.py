@@ -141,10 +141,12 @@ def prepare_worktree(repo: Path, path: Path, branch: str, base: str) -> Path:
     ``base``: its edits are kept, since the executor runs again on top of them (a durable executor continues its
     conversation, whose edits are not made twice). Any other state is reset to ``base``. ``branch`` is moved to
     ``base`` whatever it held: callers look for an existing commit of the attempt (:func:`find_task_commit`)
-    first."""
+    first. What a check killed in it mid-run wrote is put back (:func:`left_as_found`)."""
     base_commit = git(repo, "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}").stdout.strip()
     with worktrees_locked(repo):
-        return _whole_tree(_prepare(repo, path, branch, base, base_commit))
+        prepared = _whole_tree(_prepare(repo, path, branch, base, base_commit))
+    _undo_killed_check(prepared, _check_mark(prepared))
+    return prepared
 
 
 def _whole_tree(path: Path) -> Path:
@@ -215,10 +217,11 @@ def left_as_found(worktree: Path) -> Iterator[None]:
     deleted there (ignored files and byproducts aside). A test that writes a report into its folder had it
     committed as part of the task, which was then rejected for a file its plan does not name; the gate's
     leftovers kept the integration worktree as "uncommitted work". What the worktree held is staged and its tree
-    recorded (CHECK_MARK) while the check runs, and the index is left with nothing staged, as commit_all expects."""
-    undo_killed_check(worktree)
+    recorded (CHECK_MARK) while the check runs, and the index is left with nothing staged, as commit_all expects.
+    A check killed with its worker never reaches its own clean-up: the next prepare_worktree of the worktree
+    (the redelivered task, the reopened integration worktree) puts it back from the mark."""
     git(worktree, "add", "--all", "--", ".", *_EXCLUDE_BYPRODUCTS)
-    mark = _git_dir(worktree) / CHECK_MARK
+    mark = _check_mark(worktree)
     mark.write_text(git(worktree, "write-tree").stdout.strip(), encoding="utf-8")
     try:
         yield
@@ -227,11 +230,10 @@ def left_as_found(worktree: Path) -> Iterator[None]:
         mark.unlink(missing_ok=True)
 
 
-def undo_killed_check(worktree: Path) -> None:
-    """Put back what a check killed mid-run (its worker SIGKILLed) left in ``worktree``: its recorded tree is read
-    into the index and the worktree made to match it. Committed as they were, a report it wrote became part of
-    the task after the redelivery."""
-    mark = _git_dir(worktree) / CHECK_MARK
+def _undo_killed_check(worktree: Path, mark: Path) -> None:
+    """Put back what a check killed mid-run (its worker SIGKILLed) left in ``worktree``: the tree ``mark`` records
+    is read into the index and the worktree made to match it. Committed as they were, a report it wrote became
+    part of the task after the redelivery."""
     if not mark.is_file():
         return
     tree = mark.read_text(encoding="utf-8").strip()
@@ -250,8 +252,9 @@ def _put_back(worktree: Path) -> None:
     git(worktree, "reset", "--quiet")
 
 
-def _git_dir(worktree: Path) -> Path:
-    return Path(git(worktree, "rev-parse", "--absolute-git-dir").stdout.strip())
+def _check_mark(worktree: Path) -> Path:
+    """Where CHECK_MARK goes: the worktree's own git directory, which no check sees."""
+    return Path(git(worktree, "rev-parse", "--absolute-git-dir").stdout.strip()) / CHECK_MARK
 
 
 def find_task_commit(repo: Path, branch: str, base: str, exec_id: str, task_id: str, attempt: int) -> str | None:

@@ -271,8 +271,9 @@ class WorkflowCoordinator(Generic[UI]):
         """Raise when the broker no longer holds the session (a Redis restarted without its data, or emptied):
         the workers' results went with it, nothing would end the wait but WFQUEUE_PLAN_TIMEOUT_S (an hour), and
         nothing said why."""
-        # The meta, or this command's own claim (refreshed every few seconds: gone only with the broker's data).
-        if state.meta() or state.recall(COORDINATOR) is not None:
+        # This command's own claim (refreshed every few seconds: gone only with the broker's data), asked first: a
+        # GET on every look at a wait, where the meta is a whole hash; the meta for a state no claim guards.
+        if state.recall(COORDINATOR) is not None or state.meta():
             return
         repo = self._runtime.repo if self._runtime is not None else Path.cwd()
         raise InfrastructureError(f"the broker lost {state.session_id}'s state while {what} ran: its Redis was "
