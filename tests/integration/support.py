@@ -151,6 +151,12 @@ class QuietUI:
     def info(self, message: str) -> None: ...
 
 
+def parent_of(pid: int) -> int:
+    """The parent of a live process ``pid`` (a task's subprocess: its worker's pool process)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+
+
 def processes_mentioning(marker: str) -> list[str]:
     """Live processes whose command line mentions ``marker`` (e.g. a queue dir) or that run inside it."""
     found = []

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import processes_mentioning, run_cli, wait_until, wfqueue_env
+from support import cli_process, parent_of, processes_mentioning, run_cli, wait_until, wfqueue_env
 from test_execute_run import lite_plan, lite_task, project, task_commits
 
 from tests.execute_support import git, snapshot
@@ -298,18 +298,10 @@ def test_a_worker_killed_during_a_turns_test_run_does_not_apply_its_edit_twice(t
         return text("Added sub(); the tests pass.")
 
     with FakeAnthropic(edits_then_tests) as server:
-        proc = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "execute", str(tasks_file), "-y", "--json"],
-                                env=env_for(server, BETTER), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, start_new_session=True)
-        try:
+        with cli_process("execute", str(tasks_file), "-y", "--json", env=env_for(server, BETTER)) as proc:
             test_run = int(wait_until(lambda: mark.is_file() and mark.read_text(), 120, "the slow test running"))
-            pool_process = int(Path(f"/proc/{test_run}/status").read_text().split("PPid:")[1].split()[0])
-            os.kill(pool_process, signal.SIGKILL)
+            os.kill(parent_of(test_run), signal.SIGKILL)  # its worker's pool process
             out, err = proc.communicate(timeout=300)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
         assert proc.returncode == 0, err
         assert repeated_turns(server) == 0
     branch = json.loads(out)["branch"]

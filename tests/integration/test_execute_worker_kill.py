@@ -6,22 +6,15 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from support import processes_mentioning, wait_until
+from support import cli_process, parent_of, processes_mentioning, wait_until
 from test_execute_run import OPS, SUB, SUB_TEST, env_for, lite_plan, lite_task, project, runs_of, task_commits
 
 from tests.execute_support import EXECUTOR_PROGRAM, git, log_entries, snapshot
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]
-
-
-def _parent(pid: int) -> int:
-    status = Path(f"/proc/{pid}/status").read_text()
-    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
 
 
 def test_a_worker_killed_mid_task_leaves_one_merged_commit_per_task(tmp_path: Path) -> None:
@@ -33,9 +26,7 @@ def test_a_worker_killed_mid_task_leaves_one_merged_commit_per_task(tmp_path: Pa
     env = env_for(tmp_path, {"TASK-001": {"edits": {"calc/ops.py": SUB, "tests/test_sub.py": SUB_TEST}, "sleep": 6},
                              "TASK-002": {"calc/text.py": "NAME = 'calculator'\n"}})
     before = snapshot(repo)
-    proc = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "execute", str(tasks_file), "-y", "--json"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
+    with cli_process("execute", str(tasks_file), "-y", "--json", env=env) as proc:
         def running_agent() -> list[int]:
             # The executor program of TASK-001, sleeping inside the task's worktree: its parent is the
             # worker's pool process that runs the task.
@@ -43,13 +34,9 @@ def test_a_worker_killed_mid_task_leaves_one_merged_commit_per_task(tmp_path: Pa
                     if "TASK-001" in _cwd(int(line.split(":")[0]))]
 
         agent = wait_until(running_agent, 120, "TASK-001's executor running")[0]
-        pool_process = _parent(agent)
+        pool_process = parent_of(agent)
         os.kill(pool_process, signal.SIGKILL)
         out, err = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
     assert proc.returncode == 0, err
     result = json.loads(out)
