@@ -99,27 +99,31 @@ def in_repository(root: Path) -> Callable[[str], bool]:
     return lambda rel: rel in tracked or (root / rel).exists()
 
 
-class CreatedInPlan:
-    """The files a plan's own tasks create, so that a later task may modify what an earlier one creates: a task
-    "comes after" a creator when the creator is among its dependencies, directly or through others."""
+class FileActionsInPlan:
+    """The files a plan's own tasks create and delete, so that a later task may modify what an earlier one
+    creates, or create what an earlier one deletes: a task "comes after" another when that one is among its
+    dependencies, directly or through others."""
 
     def __init__(self, tasks: Sequence[UnifiedTask]) -> None:
-        self._creators: dict[str, list[str]] = {}
+        self._by_action: dict[str, dict[str, list[str]]] = {"create": {}, "delete": {}}
         self._deps: dict[str, list[str]] = {}  # of the first task with each id, as references resolve
         for task in tasks:
             self._deps.setdefault(task.id, task.depends_on)
             for entry in task.files:
                 rel = repo_relative(entry.path)
-                if entry.action == "create" and rel is not None:
-                    self._creators.setdefault(rel, []).append(task.id)
+                if entry.action in self._by_action and rel is not None:
+                    self._by_action[entry.action].setdefault(rel, []).append(task.id)
 
     def creators(self, rel: str) -> list[str]:
-        return self._creators.get(rel, [])
+        return self._by_action["create"].get(rel, [])
 
-    def comes_after(self, task_id: str, creators: list[str]) -> bool:
-        """Whether one of ``creators`` is among ``task_id``'s dependencies, direct or not. Breadth first, each id
+    def deleters(self, rel: str) -> list[str]:
+        return self._by_action["delete"].get(rel, [])
+
+    def comes_after(self, task_id: str, others: list[str]) -> bool:
+        """Whether one of ``others`` is among ``task_id``'s dependencies, direct or not. Breadth first, each id
         once: a dependency cycle (reported on its own) ends the walk."""
-        wanted = set(creators)
+        wanted = set(others)
         seen = {task_id}
         queue = deque(self._deps.get(task_id, []))
         while queue:
@@ -143,12 +147,14 @@ class FileFault(BaseModel):
 
 def file_faults(files: list[TaskFile], *, exists: Callable[[str], bool] | None,
                 is_folder: Callable[[str], bool], task_id: str | None = None,
-                plan: CreatedInPlan | None = None,
-                leaves: Callable[[str], bool] | None = None) -> list[FileFault | None]:
+                plan: FileActionsInPlan | None = None,
+                leaves: Callable[[str], bool] | None = None, executed: bool = False) -> list[FileFault | None]:
     """For each entry of one task's ``files[]``, in order, the first reason no execution could carry it out, or
     None: a path outside the repository or inside a folder no task may change, a folder named as a file, a
     second action for a path the task already names, a file to modify or delete that does not exist and that
-    no task ``task_id`` comes after creates (``plan``). ``exists`` and ``is_folder`` answer for a normalised
+    no task ``task_id`` comes after creates (``plan``), a file to create that exists and that no task
+    ``task_id`` comes after deletes, but for a task an execution completed (``executed``: what it created is
+    there once its branch is merged). ``exists`` and ``is_folder`` answer for a normalised
     repo-relative path; with ``exists`` None missing files are not looked for (no repository to look in)."""
     faults: list[FileFault | None] = []
     actions: dict[str, str] = {}  # the first action named for each path
@@ -171,6 +177,12 @@ def file_faults(files: list[TaskFile], *, exists: Callable[[str], bool] | None,
             fault = FileFault(code="bad_path",
                               what=f"is both {_PAST[actions[rel]]} and {_PAST[entry.action]} by this task",
                               advice="keep one action for it")
+        elif entry.action == "create" and not executed and exists is not None and exists(rel):
+            deleters = plan.deleters(rel) if plan is not None else []
+            if task_id is None or plan is None or not plan.comes_after(task_id, deleters):
+                # A coding agent told to create a file writes it from scratch: the code it held would be lost.
+                fault = FileFault(code="bad_path", what="is in the repository already but is to be created",
+                                  advice="use action modify, or delete it in a task this one depends on")
         elif entry.action != "create" and exists is not None and not exists(rel):
             creators = plan.creators(rel) if plan is not None else []
             if not creators:
@@ -183,6 +195,14 @@ def file_faults(files: list[TaskFile], *, exists: Callable[[str], bool] | None,
                                   advice=f"add {creators[0]} to depends_on")
         faults.append(fault)
     return faults
+
+
+def executed(task: UnifiedTask) -> bool:
+    """Whether an execution completed ``task``, as it wrote back into the plan: ``status`` in a task file or an
+    agent's plan, ``_execution.status`` in a lite plan's tasks.jsonl (docs/ARTIFACTS.md section 9)."""
+    extra = task.model_extra or {}
+    lite = extra.get("_execution")
+    return extra.get("status") == "completed" or (isinstance(lite, dict) and lite.get("status") == "completed")
 
 
 def check_plan(
@@ -215,11 +235,11 @@ def check_plan(
         chain = " -> ".join(cycle)
         add(first[cycle[0]], "dependency_cycle", f"dependency cycle {chain}; remove one of these dependencies")
     is_folder = (lambda rel: (repo / rel).is_dir()) if repo is not None else (lambda _: False)
-    plan = CreatedInPlan([loaded.task for loaded in tasks])
+    plan = FileActionsInPlan([loaded.task for loaded in tasks])
     for loaded in tasks:
         faults = file_faults(loaded.task.files, exists=existing, is_folder=is_folder, task_id=loaded.task.id,
                              leaves=leaves_repository(repo) if repo is not None else None,
-                             plan=plan)
+                             plan=plan, executed=executed(loaded.task))
         for entry, fault in zip(loaded.task.files, faults, strict=True):
             if fault is not None:
                 add(loaded, fault.code, f"file {entry.path} {fault.what}; {fault.advice}")

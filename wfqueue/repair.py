@@ -36,7 +36,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from wfqueue.plan_check import CreatedInPlan, file_faults, repo_relative
+from wfqueue.plan_check import FileActionsInPlan, file_faults, repo_relative
 from wfqueue.unified_task import TaskFile, TaskSource, UnifiedTask
 
 __all__ = [
@@ -204,9 +204,9 @@ def repair_tasks(
     resolve = {old: new_ids[position] for old, position in first_position.items()}
 
     # What the answer's tasks create, under the ids they end up with: a repair names the creator by its new id.
-    created = CreatedInPlan([t.model_copy(update={"id": new_ids[position],
-                                                 "depends_on": [resolve.get(d, d) for d in t.depends_on]})
-                             for position, t in enumerate(tasks)])
+    created = FileActionsInPlan([t.model_copy(update={"id": new_ids[position],
+                                                     "depends_on": [resolve.get(d, d) for d in t.depends_on]})
+                                 for position, t in enumerate(tasks)])
     repairs: list[Repair] = []
     repaired: list[UnifiedTask] = []
     rewritten_in: dict[str, list[str]] = {}

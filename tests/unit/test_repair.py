@@ -162,7 +162,8 @@ def test_files_no_task_may_change_as_named_are_dropped_so_the_plan_still_checks(
 
 def test_the_repair_drops_exactly_what_validate_refuses_on_disk(tmp_path: Path) -> None:
     """A plan's files are judged by one rule: what `wfqueue validate` refuses in a real repository is what the
-    planners' repair drops, entry for entry, and nothing else."""
+    planners' repair drops, entry for entry, and nothing else; but a create of a file the repository has, which
+    the repair makes a modify."""
     (tmp_path / "pkg").mkdir()
     for rel in EXISTING:
         (tmp_path / rel).write_text("x\n")
@@ -178,13 +179,16 @@ def test_the_repair_drops_exactly_what_validate_refuses_on_disk(tmp_path: Path) 
     refused = [p.message.removeprefix("file ").split(";")[0] for p in problems]
     dropped = [r.detail.removeprefix("dropped ").split(";")[0].replace(f" ({a}): it ", " ")
                for r in repairs for a in ("modify", "delete", "create") if f" ({a}): it " in r.detail]
-    assert refused == dropped == [
+    assert dropped == [
         "pkg is a folder, not a file",
         "pkg/ghost.py does not exist but is to be deleted",
         "pkg/b.py is both deleted and modified by this task",
         ".git/HEAD is inside .git/, which no task may change",
         "../x.py is outside the repository",
     ]
+    assert refused == [*dropped, "README.md is in the repository already but is to be created"]
+    assert [r.detail for r in repairs if r.kind == "created_to_modified"] == [
+        "README.md is to be modified, not created: the repository has it"]
 
 
 def test_a_file_the_answer_creates_is_kept_for_the_tasks_that_come_after_its_creator() -> None:

@@ -151,7 +151,7 @@ def test_files_to_modify_must_exist_files_to_create_need_not(tmp_path: Path) -> 
     # the `existing` function is what is asked, not the disk
     asked: list[str] = []
     check_plan(tasks, None, lambda rel: asked.append(rel) or True)
-    assert asked == ["src/here.py", "src/here.py", "src/gone.py"]
+    assert asked == ["src/here.py", "src/here.py", "src/new.py", "src/gone.py"]
 
 
 def test_a_path_leading_out_through_a_symbolic_link_is_outside_the_repository(tmp_path: Path) -> None:
@@ -218,6 +218,28 @@ def test_a_file_an_earlier_task_creates_may_be_modified_by_a_task_that_depends_o
     # A dependency cycle is reported once, and the walk through it ends.
     cyclic = checked(jsonl(new("A", "create"), new("B", "modify", "C"), task("C", "B")), on_disk_only)
     assert [(p.task_id, p.code) for p in cyclic] == [("B", "dependency_cycle"), ("B", "missing_file")]
+
+
+def test_a_file_the_repository_has_cannot_be_created_unless_an_earlier_task_deletes_it() -> None:
+    """A hand-written plan told its agent to "create" src/old.py, which the repository has: `validate` passed it,
+    and the agent, told to create it, would write it from scratch and its code would be lost. A task that comes
+    after one deleting it may create it again."""
+    def old(tid: str, action: str, *deps: str) -> dict[str, Any]:
+        return task(tid, *deps, files=[{"path": "src/old.py", "action": action}])
+    on_disk_only = lambda rel: rel == "src/old.py"  # noqa: E731
+
+    problems = checked(jsonl(old("A", "create")), on_disk_only)
+    assert [(p.task_id, p.code, p.message) for p in problems] == [
+        ("A", "bad_path", "file src/old.py is in the repository already but is to be created; use action modify, "
+                          "or delete it in a task this one depends on")]
+    assert checked(jsonl(old("A", "delete"), task("B", "A"), old("C", "create", "B")), on_disk_only) == []
+    assert codes(checked(jsonl(old("A", "delete"), old("C", "create")), on_disk_only)) == [
+        ("tasks.jsonl:2", "C", "bad_path")]
+    # A task an execution completed made the file: once its branch is merged the repository has it.
+    assert checked(jsonl({**old("A", "create"), "status": "completed"},
+                         {**old("B", "create"), "_execution": {"status": "completed"}}), on_disk_only) == []
+    assert codes(checked(jsonl({**old("A", "create"), "status": "failed"}), on_disk_only)) == [
+        ("tasks.jsonl:1", "A", "bad_path")]
 
 
 @pytest.mark.parametrize("path", ["../outside.py", "src/../../x.py", "/etc/passwd", "C:\\win.py"])
