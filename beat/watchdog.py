@@ -42,6 +42,7 @@ from beat.timing import (
     watchdog_action,
 )
 from wfqueue import keys
+from wfqueue.errors import BadInputError
 from wfqueue.keys import AgentState
 from wfqueue.settings import Settings
 from wfqueue.state import SessionState
@@ -102,7 +103,7 @@ def _missing(kind: WorkflowKind | None, state: SessionState, session_dir: str | 
         return ""
     try:
         missing = kind.missing_work(state, Path(session_dir))
-    except (OSError, ValueError):  # its folder is gone or unreadable: the agent records still tell
+    except (OSError, ValueError, BadInputError):  # its folder is gone or unreadable: the agent records still tell
         return ""
     return f"missing: {', '.join(missing)}" if missing else ""
 

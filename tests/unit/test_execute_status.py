@@ -145,3 +145,22 @@ def test_a_session_planned_from_another_machine_is_named_as_such(
     assert "run `wfqueue status EXEC-limits-2026-11-27` on that machine" in err
     assert main(["status", "EXEC-other-2026-11-27", "--repo", str(here)]) == 2  # one nobody knows
     assert "no session EXEC-other-2026-11-27 under" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content", ["", '{"exec_id": "EXEC-calc-work-2026-01-01"', "[]"])
+def test_a_damaged_execution_record_is_named_with_what_to_do(
+        content: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """An emptied or cut execution.json ended `status` and `execute --continue` in a pydantic traceback and exit 1,
+    which says that tasks failed. It is bad input (exit 2) naming the file, and what to do."""
+    monkeypatch.delenv("WFQUEUE_BROKER_URL", raising=False)
+    monkeypatch.setenv("COLUMNS", "1000")  # the message on one line, whatever the path's length
+    monkeypatch.setattr("os.execve", lambda *args: pytest.fail("nothing may replace this process"))
+    record = tmp_path / ".workflow" / ".execution" / EXEC_ID / "execution.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(content, encoding="utf-8")
+    for command in (["status", EXEC_ID], ["execute", "--continue", EXEC_ID]):
+        assert main([*command, "--repo", str(tmp_path)]) == 2
+        err = capsys.readouterr().err
+        assert f"{record} cannot be read: it {'is empty' if not content else 'is not an execution record'}" in err
+        assert "start a new execution of the plan" in err and f"wfqueue/{EXEC_ID}" in err and "Traceback" not in err
+    assert record.read_text(encoding="utf-8") == content

@@ -13,8 +13,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
+from wfqueue.errors import BadInputError
+from wfqueue.execute.merge import integration_branch
 from wfqueue.execute.model import PlanKind
 from wfqueue.fsio import atomic_write_text
 from wfqueue.markdown import table_cell as _cell
@@ -111,7 +113,20 @@ def save(execution: Execution) -> None:
 
 
 def load(exec_dir: Path) -> Execution:
-    return Execution.model_validate_json((exec_dir / STATE_FILE).read_text(encoding="utf-8"))
+    """The execution recorded in ``exec_dir``; a record that cannot be read is bad input naming its file (it was
+    a pydantic traceback and exit 1, which says that tasks failed)."""
+    path = exec_dir / STATE_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+        return Execution.model_validate_json(text)
+    except (OSError, UnicodeDecodeError, ValidationError) as exc:
+        why = (exc.strerror or str(exc) if isinstance(exc, OSError) else
+               "it is empty" if isinstance(exc, ValidationError) and not text.strip() else
+               "it is not an execution record")
+        raise BadInputError(f"{path} cannot be read: {why}",
+                            hint=f"restore it from a backup; or start a new execution of the plan (`wfqueue "
+                                 f"execute PLAN`), whose tasks then all run again (what {exec_dir.name} merged is "
+                                 f"on its branch {integration_branch(exec_dir.name)})") from None
 
 
 def iso(at: float | None) -> str:
