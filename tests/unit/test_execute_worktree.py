@@ -191,3 +191,29 @@ def test_what_a_check_killed_with_its_worker_wrote_is_put_back_by_the_next_look(
         pass
     commit = commit_all(path, "feat: sub")
     assert commit is not None and sorted(files_of_commit(repo, commit)) == ["calc/ops.py", "tests/test_sub.py"]
+
+
+def test_a_users_worktree_whose_folder_is_away_keeps_its_registration_and_index(tmp_path: Path) -> None:
+    """The user's own worktree, moved away (or on a disk not mounted), with a change staged in its index: an
+    execution ran `git worktree prune` on the whole repository, which deleted its registration and index, and
+    `git worktree repair` in the moved folder then failed ("not a git repository"). Only wfqueue's own missing
+    worktrees are forgotten (so a branch one held can be checked out again)."""
+    repo = make_repo(tmp_path)
+    mine = tmp_path / "feature"
+    git(repo, "worktree", "add", "-q", "-b", "feature", str(mine))
+    (mine / "calc" / "extra.py").write_text("WIP = 1\n", encoding="utf-8")
+    git(mine, "add", "calc/extra.py")
+    mine.rename(tmp_path / "feature-moved")
+
+    path, base = _worktree(repo)
+    subprocess.run(["rm", "-rf", str(path)], check=True)  # ours, gone: forgotten, and the branch is free again
+    assert finish_worktree(repo, path) is False
+    assert str(path) not in git(repo, "worktree", "list", "--porcelain")
+    again, _ = _worktree(repo, attempt=2)
+    assert git(again, "symbolic-ref", "HEAD") == f"refs/heads/{BRANCH}"
+    subprocess.run(["rm", "-rf", str(again)], check=True)
+    assert prepare_worktree(repo, again, BRANCH, base) == again
+
+    assert f"worktree {mine}" in git(repo, "worktree", "list", "--porcelain")
+    git(tmp_path / "feature-moved", "worktree", "repair")
+    assert git(tmp_path / "feature-moved", "diff", "--cached", "--name-only") == "calc/extra.py"

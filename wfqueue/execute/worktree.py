@@ -130,6 +130,24 @@ def _half_made(repo: Path, path: Path) -> bool:
     return HALF_MADE_REASON in _locks(repo, path)
 
 
+def _forget_missing(repo: Path) -> None:
+    """`git worktree prune` for wfqueue's own worktrees only: the registration of one whose folder is gone is
+    removed, so that its branch can be checked out again. A prune of the whole repository also dropped the user's
+    own worktrees whose folders were away (moved, on a disk not mounted), and what their index held with them.
+    As git does, a worktree locked by someone is left registered; an "initializing" lock is a dead add's."""
+    ours = _worktrees_root(repo)
+    for pointer in (ours.parent / "worktrees").glob("*/gitdir"):
+        admin = pointer.parent
+        try:
+            written = pointer.read_text(encoding="utf-8").strip()
+            lock = (admin / "locked").read_text(encoding="utf-8").strip() if (admin / "locked").exists() else None
+        except (OSError, UnicodeDecodeError):
+            continue
+        checkout = Path(os.path.normpath(admin / written)).parent  # written absolute, or relative to admin
+        if checkout.is_relative_to(ours) and not checkout.exists() and lock in (None, HALF_MADE_REASON):
+            shutil.rmtree(admin, ignore_errors=True)
+
+
 def _discard(repo: Path, path: Path) -> None:
     git(repo, "worktree", "remove", "--force", "--force", str(path))  # twice: a locked one too
 
@@ -175,7 +193,7 @@ def _prepare(repo: Path, path: Path, branch: str, base: str, base_commit: str) -
         return path
     if path.exists():  # a folder git no longer knows (removed by hand): ours, under the git directory
         shutil.rmtree(path)
-    git(repo, "worktree", "prune")  # forget worktrees whose folders are gone, so the branch can be checked out
+    _forget_missing(repo)  # a registration whose folder is gone would hold the branch
     path.parent.mkdir(parents=True, exist_ok=True)
     git(repo, "worktree", "add", "--quiet", "--force", "-B", branch, str(path), base)
     return path
@@ -357,7 +375,7 @@ def finish_worktree(repo: Path, path: Path) -> bool:
 
 def _finish(repo: Path, path: Path) -> bool:
     if not path.exists():
-        git(repo, "worktree", "prune")
+        _forget_missing(repo)
         return False
     if not _registered(repo, path):
         shutil.rmtree(path)
