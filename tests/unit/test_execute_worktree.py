@@ -217,3 +217,18 @@ def test_a_users_worktree_whose_folder_is_away_keeps_its_registration_and_index(
     assert f"worktree {mine}" in git(repo, "worktree", "list", "--porcelain")
     git(tmp_path / "feature-moved", "worktree", "repair")
     assert git(tmp_path / "feature-moved", "diff", "--cached", "--name-only") == "calc/extra.py"
+
+
+def test_a_kept_worktree_where_the_user_committed_the_work_is_kept_again(tmp_path: Path) -> None:
+    """A failed attempt's worktree is kept with its uncommitted work, and named; the user commits that work there
+    (on its detached HEAD) to save it. The next look (`execute --continue`) saw a clean worktree and removed it:
+    the commit was reachable only through `git fsck`, until garbage collection."""
+    repo = make_repo(tmp_path)
+    path, _ = _worktree(repo)
+    (path / "calc" / "ops.py").write_text(SUB, encoding="utf-8")
+    assert finish_worktree(repo, path) is True
+    git(path, "-c", "user.name=U", "-c", "user.email=u@example.invalid", "commit", "-qam", "save the agent's work")
+    saved = git(path, "rev-parse", "HEAD")
+    assert finish_worktree(repo, path) is True and git(path, "rev-parse", "HEAD") == saved
+    git(repo, "branch", "saved-work", saved)  # once a branch has it, the worktree is wfqueue's to remove
+    assert finish_worktree(repo, path) is False and not path.exists()

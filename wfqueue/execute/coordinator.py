@@ -178,7 +178,8 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
                     self.event(execution, f"the task worktrees could not all be removed: {exc.message}")
                 for path in kept:
                     if path not in execution.kept_worktrees:  # an earlier run named the others
-                        self.event(execution, f"a task worktree holding uncommitted work is kept: {path} (once you "
+                        self.event(execution, f"a task worktree holding work no branch has (uncommitted changes, or a "
+                                              f"commit made there) is kept: {path} (once you "
                                               f"no longer need it: git worktree remove --force {shlex.quote(path)})")
                 execution.kept_worktrees = kept
                 self._finish(plan, execution)

@@ -181,7 +181,8 @@ def render_report(execution: Execution, merge_hint: str) -> str:
                   + (f", {r.worker}" if r.worker else "") + ")" for r in timed]
     if e.kept_worktrees:
         lines += ["", "## Worktrees kept", "",
-                  "The uncommitted work of attempts that did not complete; remove each once you no longer need it:", ""]
+                  "The work of attempts that did not complete (uncommitted changes, or commits made there that no "
+                  "branch has); remove each once you no longer need it:", ""]
         lines += [f"- `git worktree remove --force {shlex.quote(path)}`" for path in e.kept_worktrees]
     if e.checkout_changes:
         lines += ["", "## Your checkout changed while it ran", "",

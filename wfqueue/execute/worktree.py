@@ -130,6 +130,11 @@ def _half_made(repo: Path, path: Path) -> bool:
     return HALF_MADE_REASON in _locks(repo, path)
 
 
+def _commit_of_its_own(path: Path) -> bool:
+    """Whether the worktree's HEAD is a commit no branch or other reference contains."""
+    return not git(path, "for-each-ref", "--count=1", "--format=%(refname)", "--contains", "HEAD").stdout.strip()
+
+
 def _forget_missing(repo: Path) -> None:
     """`git worktree prune` for wfqueue's own worktrees only: the registration of one whose folder is gone is
     removed, so that its branch can be checked out again. A prune of the whole repository also dropped the user's
@@ -367,8 +372,8 @@ def files_of_commit(repo: Path, commit: str, prefix: str = "") -> list[str]:
 
 
 def finish_worktree(repo: Path, path: Path) -> bool:
-    """Remove the task's worktree, unless it holds uncommitted work: then it is kept (True) for the caller to name,
-    its HEAD detached so the task's branch stays free for another attempt."""
+    """Remove the task's worktree, unless it holds uncommitted work or a commit no branch has: then it is kept
+    (True) for the caller to name, its HEAD detached so the task's branch stays free for another attempt."""
     with worktrees_locked(repo):
         return _finish(repo, path)
 
@@ -388,7 +393,9 @@ def _finish(repo: Path, path: Path) -> bool:
         # commit to detach at. What it held was the branch's, gone with it.
         _discard(repo, path)
         return False
-    if changed_paths(path) or _locks(repo, path):  # uncommitted work, or locked by someone: kept as it is
+    if changed_paths(path) or _locks(repo, path) or _commit_of_its_own(path):
+        # Uncommitted work, a lock of someone's, or a commit made there (the user saving the work a failed
+        # attempt left) that no branch holds: removing the worktree would leave that commit to garbage collection.
         git(path, "checkout", "--quiet", "--detach")
         return True
     git(repo, "worktree", "remove", "--force", str(path))
