@@ -42,6 +42,9 @@ def run_git(cwd: Path, *args: str, check: bool = True, env: Mapping[str, str] | 
                               check=False, stdin=subprocess.DEVNULL,
                               env={**inherited, "GIT_TERMINAL_PROMPT": "0", **(env or {})})
     except FileNotFoundError:
+        if not Path(cwd).is_dir():  # the same error as a missing program
+            raise error(f"git cannot run in {cwd}: there is no such folder",
+                        hint="it was moved or removed; check the path") from None
         raise error(f"git is not installed here, and {needed_for}", hint=install_hint) from None
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise error(f"git {args[0] if args else ''} could not run in {cwd}: {exc}",

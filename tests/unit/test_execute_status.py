@@ -164,3 +164,32 @@ def test_a_damaged_execution_record_is_named_with_what_to_do(
         assert f"{record} cannot be read: it {'is empty' if not content else 'is not an execution record'}" in err
         assert "start a new execution of the plan" in err and f"wfqueue/{EXEC_ID}" in err and "Traceback" not in err
     assert record.read_text(encoding="utf-8") == content
+
+
+@pytest.mark.parametrize("original_there", [True, False], ids=["copied", "moved"])
+def test_an_execution_of_a_copied_or_moved_repository_is_not_continued_elsewhere(
+        original_there: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`execute --continue EXEC --repo COPY` (and `resume`) went on with the execution in the repository its record
+    names: the original's branch moved and its plan was rewritten, the copy's record stayed as it was. A moved
+    repository ended in "git is not installed here". Both are refused, saying where it ran and what to do."""
+    monkeypatch.delenv("WFQUEUE_BROKER_URL", raising=False)
+    monkeypatch.setenv("COLUMNS", "1000")
+    monkeypatch.setattr("os.execve", lambda *args: pytest.fail("nothing may replace this process"))
+    original = tmp_path / "original"
+    copy = tmp_path / "copy"
+    execution = recorded(copy, "partial", 1, [done("TASK-001", 1), done("TASK-002", 1, state="failed")], [])
+    records.save(execution.model_copy(update={"repo": str(original)}))
+    if original_there:
+        original.mkdir()
+    before = (copy / ".workflow" / ".execution" / EXEC_ID / "execution.json").read_bytes()
+    for command in (["execute", "--continue", EXEC_ID], ["resume", EXEC_ID]):
+        assert main([*command, "--repo", str(copy)]) == 2
+        err = capsys.readouterr().err
+        assert f"{EXEC_ID} ran in {original}, and this repository is {copy}: it was " \
+               f"{'copied' if original_there else 'moved'} since" in err, err
+        assert (f"--continue {EXEC_ID} --repo {original}" if original_there else
+                f"move the repository back to {original}") in err
+    assert (copy / ".workflow" / ".execution" / EXEC_ID / "execution.json").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy", *(["original"] if original_there else [])]
+    assert not original_there or list(original.iterdir()) == []  # nothing written where it ran

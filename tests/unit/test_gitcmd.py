@@ -24,3 +24,12 @@ def test_a_failure_quotes_the_command_up_to_its_pathspecs_then_gits_message(tmp_
     with pytest.raises(InfrastructureError) as caught:
         run_git(tmp_path, "rev-parse", "--verify", "no-such-branch")
     assert caught.value.message.startswith("git rev-parse --verify no-such-branch failed in"), caught.value.message
+
+
+def test_a_folder_that_is_gone_is_named_not_taken_for_git_missing(tmp_path: Path) -> None:
+    """A repository moved away under an execution's record: every git command there said "git is not installed
+    here" (Python raises the same error for a missing working directory as for a missing program)."""
+    with pytest.raises(InfrastructureError) as caught:
+        run_git(tmp_path / "moved-away", "status")
+    assert caught.value.message == f"git cannot run in {tmp_path / 'moved-away'}: there is no such folder"
+    assert "moved or removed" in (caught.value.hint or "")

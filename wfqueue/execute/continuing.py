@@ -17,6 +17,22 @@ from wfqueue.execute.records import Execution
 from wfqueue.execute.schedule import build_schedule
 
 
+def check_same_repository(execution: Execution, root: Path) -> None:
+    """Refuse (exit 2, nothing changed) to go on with an execution found in ``root`` whose record names another
+    repository: a copy (its worktrees are registered at the original's paths, and going on moved the original's
+    branch and rewrote its plan) or a moved one (git could no longer run where the record points)."""
+    recorded = Path(execution.repo)
+    if recorded.resolve() == root.resolve():
+        return
+    there = recorded.is_dir()
+    raise BadInputError(
+        f"{execution.exec_id} ran in {recorded}, and this repository is {root}: it was "
+        f"{'copied' if there else 'moved'} since",
+        hint=(f"go on with it there: `wfqueue execute --continue {execution.exec_id} --repo {recorded}`" if there else
+              f"move the repository back to {recorded} to go on with it, or execute the plan anew here (what it "
+              f"merged is on {execution.branch})"))
+
+
 def check_continuable(execution: Execution) -> None:
     """Refuse (exit 2, nothing changed) an execution whose integration branch is gone or checked out elsewhere."""
     repo = Path(execution.repo)

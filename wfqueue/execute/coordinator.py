@@ -23,7 +23,7 @@ import redis
 
 from wfqueue.errors import BadInputError, WfqueueError
 from wfqueue.execute import records
-from wfqueue.execute.continuing import check_continuable, reschedule
+from wfqueue.execute.continuing import check_continuable, check_same_repository, reschedule
 from wfqueue.execute.decisions import (
     final_status,
     merge_hint,
@@ -102,6 +102,7 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
         """Go on with an execution (``--continue``): completed tasks are never run again; failed, rejected and
         blocked ones run again as a new attempt, and the tasks skipped because of them after."""
         execution = records.load(request.session_dir)
+        check_same_repository(execution, request.repo)
         if execution.status == "completed":
             self.ui.info(f"{execution.exec_id} is already completed")
             # Its records again: the run that completed it may have failed to write them (a read-only plan
