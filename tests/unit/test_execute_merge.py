@@ -3,13 +3,18 @@ a conflict aborted without a trace, a merge never made twice, the gate, and no w
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
-from tests.execute_support import git, make_repo, snapshot
+import pytest
+
+from tests.execute_support import git, make_repo, snapshot, task
+from wfqueue.cli.progress import TerminalUI
+from wfqueue.execute.coordinator import ExecuteCoordinator
 from wfqueue.execute.merge import (
+    claim_branch,
     close_integration,
     commit_changes,
-    create_branch,
     head_of,
     integration_branch,
     leftover_worktrees,
@@ -17,6 +22,9 @@ from wfqueue.execute.merge import (
     open_integration,
     run_gate,
 )
+from wfqueue.execute.model import ExecutablePlan
+from wfqueue.execute.schedule import build_schedule
+from wfqueue.settings import load_settings
 
 EXEC_ID = "EXEC-demo-2026-01-01"
 
@@ -40,7 +48,7 @@ def test_merges_conflicts_and_cleanup_leave_the_users_checkout_alone(tmp_path: P
     before = snapshot(repo)
     base = head_of(repo)
     branch = integration_branch(EXEC_ID)
-    create_branch(repo, branch, base)
+    claim_branch(repo, branch, base)
     one = commit_on(repo, "t/one", base, {"calc/ops.py": "ONE = 1\n",
                                           "tests/test_one.py": "def test_one():\n    assert True\n"}, "one")
     two = commit_on(repo, "t/two", base, {"calc/ops.py": "TWO = 2\n"}, "two")
@@ -75,10 +83,43 @@ def test_a_repository_that_verifies_signatures_on_merges_takes_the_unsigned_task
     repo = make_repo(tmp_path)
     git(repo, "config", "merge.verifySignatures", "true")
     base = head_of(repo)
-    create_branch(repo, integration_branch(EXEC_ID), base)
+    claim_branch(repo, integration_branch(EXEC_ID), base)
     one = commit_on(repo, "t/one", base, {"calc/ops.py": "ONE = 1\n"}, "one")
     worktree = open_integration(repo, EXEC_ID)
     merged = merge_task(worktree, one, "T1", EXEC_ID, "One")
     assert merged.merged, merged.error
     close_integration(repo, worktree)
     assert git(repo, "config", "merge.verifySignatures") == "true"  # the user's setting, left as it was
+
+
+def test_a_branch_is_claimed_once(tmp_path: Path) -> None:
+    """Two executions that chose one id at once (each from its own worktree of the repository) both adopted its
+    branch; the second claim now fails and leaves the first one's branch where it was."""
+    repo = make_repo(tmp_path)
+    base = head_of(repo)
+    branch = integration_branch(EXEC_ID)
+    assert claim_branch(repo, branch, base) is True
+    later = commit_on(repo, "elsewhere", base, {"calc/other.py": "X = 1\n"}, "later")
+    assert claim_branch(repo, branch, later) is False
+    assert head_of(repo, f"refs/heads/{branch}") == base
+
+
+def test_a_new_execution_takes_another_id_when_its_branch_was_taken_meanwhile(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An execution started from another worktree of the repository (its own `.workflow/`, so its own folders)
+    took the id this one chose, between the look at the branches and the branch's creation: both ran on one
+    branch, each removing the other's worktrees. This one now takes the next id; the other's branch is left."""
+    repo = make_repo(tmp_path)
+    base = head_of(repo)
+    plan = ExecutablePlan(kind="lite", session_id="calc-work-2026-01-01", source=str(repo / "tasks.jsonl"),
+                          repo=str(repo), tasks=[task("T1")])
+    coordinator = ExecuteCoordinator(load_settings(), TerminalUI())
+    first = coordinator._begin(plan, build_schedule(plan.tasks, 1), "command", False)
+    shutil.rmtree(first.exec_dir)  # its folder is in the other worktree's .workflow/
+    other = commit_on(repo, "elsewhere", base, {"calc/other.py": "X = 1\n"}, "other")
+    git(repo, "update-ref", f"refs/heads/{first.branch}", other)  # the other execution's merge
+    monkeypatch.setattr("wfqueue.execute.coordinator.used_exec_ids", lambda _repo: set())  # looked before it
+    second = coordinator._begin(plan, build_schedule(plan.tasks, 1), "command", False)
+    assert second.exec_id != first.exec_id and second.branch != first.branch
+    assert head_of(repo, f"refs/heads/{first.branch}") == other and head_of(repo, f"refs/heads/{second.branch}") == base
+    assert [p.name for p in Path(second.exec_dir).parent.iterdir()] == [second.exec_id]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import shlex
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,8 +34,8 @@ from wfqueue.execute.decisions import (
 from wfqueue.execute.executors import ExecutorName
 from wfqueue.execute.load import load_plan
 from wfqueue.execute.merge import (
+    claim_branch,
     close_integration,
-    create_branch,
     head_of,
     integration_branch,
     integration_path,
@@ -79,13 +80,18 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
         repo = Path(plan.repo)
         # An id with no branch yet: `.workflow/` is ignored by git, so a cleaned checkout may have lost the folder
         # of an execution whose branch is still there, and the new one would build on its merges.
-        exec_dir = self.free_folder(lambda taken: new_session_folder(execution_root(repo), EXEC_IDS,
-                                                                     plan_slug(plan.session_id), taken=taken),
-                                    used_exec_ids(repo))
-        exec_id = exec_dir.name
         base = head_of(repo)
-        branch = integration_branch(exec_id)
-        create_branch(repo, branch, base)
+        taken = used_exec_ids(repo)
+        while True:
+            exec_dir = self.free_folder(lambda seen: new_session_folder(execution_root(repo), EXEC_IDS,
+                                                                        plan_slug(plan.session_id), taken=seen),
+                                        taken)
+            branch = integration_branch(exec_dir.name)
+            if claim_branch(repo, branch, base):
+                break
+            shutil.rmtree(exec_dir)  # its id was taken meanwhile by an execution from another worktree
+            taken.add(exec_dir.name)
+        exec_id = exec_dir.name
         tasks = {t.id: TaskRecord(id=t.id, title=t.title, wave=schedule.wave_of(t.id)) for t in plan.tasks}
         execution = Execution(exec_id=exec_id, exec_dir=str(exec_dir), repo=plan.repo, source=plan.source,
                               plan_kind=plan.kind, plan_session=plan.session_id, branch=branch, base=base,

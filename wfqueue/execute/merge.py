@@ -44,10 +44,17 @@ def head_of(repo: Path, ref: str = "HEAD") -> str:
     return git(repo, "rev-parse", "--verify", f"{ref}^{{commit}}").stdout.strip()
 
 
-def create_branch(repo: Path, branch: str, start: str) -> None:
-    """``branch`` at ``start`` unless it exists (a continued execution keeps its merges)."""
-    if not branch_exists(repo, branch):
-        git(repo, "branch", branch, start)
+def claim_branch(repo: Path, branch: str, start: str) -> bool:
+    """Make ``branch`` at ``start``, unless it exists: False then. Git checks and makes it in one step (an
+    update with the empty old value), so of two executions that chose one id at once (each from its own worktree
+    of the repository, whose `.workflow/` folders differ) one gets it and the other takes another id; they shared
+    the branch and removed each other's worktrees."""
+    if git(repo, "update-ref", f"refs/heads/{branch}", start, "", check=False).returncode == 0:
+        return True
+    if branch_exists(repo, branch):
+        return False
+    git(repo, "update-ref", f"refs/heads/{branch}", start, "")  # failed for another reason: git says which
+    return True
 
 
 def integration_path(repo: Path, exec_id: str) -> Path:
