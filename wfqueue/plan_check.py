@@ -188,11 +188,10 @@ def file_faults(files: list[TaskFile], *, exists: Callable[[str], bool] | None,
                                   advice="use action modify, or delete it in a task this one depends on")
         elif entry.action != "create" and exists is not None and not exists(rel):
             creators = plan.creators(rel) if plan is not None else []
-            if not creators and after_others:
-                pass
-            elif not creators:
-                fault = FileFault(code="missing_file", what=f"does not exist but is to be {_PAST[entry.action]}",
-                                  advice="fix the path or use action create")
+            if not creators:
+                if not after_others:  # else one of the other tasks it comes after may create it
+                    fault = FileFault(code="missing_file", what=f"does not exist but is to be {_PAST[entry.action]}",
+                                      advice="fix the path or use action create")
             elif task_id is None or plan is None or not plan.comes_after(task_id, creators):
                 fault = FileFault(code="missing_file",
                                   what=f"does not exist until {creators[0]} creates it, and this task does not "
@@ -202,7 +201,7 @@ def file_faults(files: list[TaskFile], *, exists: Callable[[str], bool] | None,
     return faults
 
 
-def executed(task: UnifiedTask) -> bool:
+def completed_by_an_execution(task: UnifiedTask) -> bool:
     """Whether an execution completed ``task``, as it wrote back into the plan: ``status`` in a task file or an
     agent's plan, ``_execution.status`` in a lite plan's tasks.jsonl (docs/ARTIFACTS.md section 9)."""
     extra = task.model_extra or {}
@@ -244,7 +243,7 @@ def check_plan(
     for loaded in tasks:
         faults = file_faults(loaded.task.files, exists=existing, is_folder=is_folder, task_id=loaded.task.id,
                              leaves=leaves_repository(repo) if repo is not None else None,
-                             plan=plan, executed=executed(loaded.task))
+                             plan=plan, executed=completed_by_an_execution(loaded.task))
         for entry, fault in zip(loaded.task.files, faults, strict=True):
             if fault is not None:
                 add(loaded, fault.code, f"file {entry.path} {fault.what}; {fault.advice}")
