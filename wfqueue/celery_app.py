@@ -32,11 +32,20 @@ def broker_url(settings: Settings) -> str:
             f"unsupported broker URL scheme in {url.split('://', 1)[0]}://...",
             hint="use redis://, rediss:// or redis+socket:///path/to/redis.sock",
         )
-    return url
+    return celery_form(url)
 
 
 def backend_url(settings: Settings) -> str:
-    return settings.result_backend_url.get_secret_value() if settings.result_backend_url else broker_url(settings)
+    if settings.result_backend_url:
+        return celery_form(settings.result_backend_url.get_secret_value())
+    return broker_url(settings)
+
+
+def celery_form(url: str) -> str:
+    """``url`` as Celery and kombu read it: redis-py's ``unix://`` socket form is their ``redis+socket://`` (they
+    have no ``unix`` transport or backend: the first task sent ended in a traceback)."""
+    scheme, _, rest = url.partition("://")
+    return f"redis+socket://{rest}" if scheme.lower() == "unix" else url
 
 
 _BACKEND_LOOKUP = threading.Lock()

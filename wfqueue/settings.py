@@ -27,7 +27,14 @@ from pydantic_settings import (
 
 from wfqueue.config_file import DEFAULT_CONFIG_FILE, config_file
 from wfqueue.errors import ConfigError
-from wfqueue.settings_checks import ENV_PREFIX, allowed_range, upper_bound, url_secret, warn_unknown_env
+from wfqueue.settings_checks import (
+    ENV_PREFIX,
+    allowed_range,
+    upper_bound,
+    url_query_misplaced,
+    url_secret,
+    warn_unknown_env,
+)
 from wfqueue.usage import DEFAULT_PRICE_TABLE, PriceTable
 
 MAX_AGENTS_LIMIT = 100
@@ -42,7 +49,8 @@ THREAD_SLOTS_DEFAULT = MAX_AGENTS_LIMIT
 
 ProviderName = Literal["auto", "offline", "anthropic"]
 WorkerPool = Literal["prefork", "threads"]
-REDIS_SCHEMES = ("redis", "rediss", "redis+socket", "unix")  # what Celery, kombu and redis-py all read
+# Redis URLs wfqueue takes; redis-py's unix:// is given to Celery and kombu as redis+socket:// (celery_app).
+REDIS_SCHEMES = ("redis", "rediss", "redis+socket", "unix")
 CELERY_POOLS = ("prefork", "threads", "solo")  # what `wfqueue worker --pool` accepts (solo: one slot, no pool)
 WorkerPoolName = Literal["auto", "prefork", "threads"]
 
@@ -314,6 +322,11 @@ class Settings(BaseSettings):
                 shown = f"this one starts {scheme}://" if found else "this one has no scheme"
                 raise ValueError(f"must be a Redis URL starting {', '.join(s + '://' for s in REDIS_SCHEMES)}; "
                                  f"{shown}")
+            misplaced = url_query_misplaced(value.get_secret_value())
+            if misplaced:  # redis-py reads them there, so the first check passed; Celery and kombu fail on them
+                raise ValueError(f"gives {' and '.join(misplaced)} in its query, where Celery cannot read it; write "
+                                 "the password before the host and the database number as the path: "
+                                 "redis://:PASSWORD@HOST:PORT/DB (redis+socket://:PASSWORD@/PATH?virtual_host=DB)")
         return value
 
     @field_validator("repo_url")
@@ -413,11 +426,14 @@ class Settings(BaseSettings):
         return shown
 
 
+_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*", re.I)
 _URL_PASSWORD = re.compile(r"^(?P<scheme>[a-z0-9+.-]+://)(?P<user>[^:@/]*)(:(?P<pw>[^@/]*))?@", re.I)
 
 
 def mask_url(url: str) -> str:
-    """Hide the password of a URL: ``redis://:s3cret@host`` -> ``redis://:***@host``."""
+    """Hide the password of a URL: ``redis://:s3cret@host`` -> ``redis://:***@host``, and one given in its query
+    (``?password=s3cret``, which redis-py reads)."""
+    url = _QUERY_PASSWORD.sub(r"\1***", url)
     match = _URL_PASSWORD.match(url)
     if not match or match.group("pw") is None:
         return url

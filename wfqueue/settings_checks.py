@@ -99,3 +99,15 @@ def url_secret(url: str) -> str | None:
     if names & set(_SECRET_QUERY):
         return f"a secret in its query ({shown}?...)"
     return None
+
+
+# Query parameters redis-py reads from a Redis URL and Celery and kombu do not: kombu passes each one on as a
+# keyword, beside the password and database it took from the URL itself (a TypeError at the first connection).
+_REDIS_PY_ONLY_QUERY = ("password", "db")
+
+
+def url_query_misplaced(url: str) -> list[str]:
+    """The parameters of a Redis URL's query that only redis-py reads (``?password=``, ``?db=``), as named there."""
+    query = url.partition("?")[2].partition("#")[0]
+    names = [part.partition("=")[0] for part in query.split("&") if part]
+    return [name for name in names if name.lower() in _REDIS_PY_ONLY_QUERY]

@@ -14,7 +14,7 @@ from wfqueue.collab.assemble import allocate
 from wfqueue.collab.models import ProposedArea, Understanding, UnderstandingDraft, task_id
 from wfqueue.embedded import EmbeddedRedis
 from wfqueue.errors import ConfigError
-from wfqueue.settings import load_settings
+from wfqueue.settings import load_settings, mask_url
 from wfqueue.task_names import COLLAB_FINALIZE, COLLAB_PLAN_AREA, COLLAB_UNDERSTAND, ROUTES
 
 
@@ -72,6 +72,34 @@ def test_a_broker_url_that_is_not_redis_is_a_config_error_naming_the_setting(url
         with pytest.raises(ConfigError, match=f"{name}: .*must be a Redis URL") as caught:
             load_settings(**{name: url})
         assert said in caught.value.message and "s3cret" not in str(caught.value)
+
+
+@pytest.mark.parametrize(("url", "named"), [("redis://127.0.0.1:6391/0?password=s3cret", "password"),
+                                            ("redis://:s3cret@127.0.0.1:6391?db=2", "db"),
+                                            ("unix:///tmp/r.sock?db=0&password=s3cret", "db and password")])
+def test_a_password_or_database_in_a_broker_urls_query_is_refused_and_never_shown(url: str, named: str) -> None:
+    """redis-py reads `?password=` and `?db=`, so the broker check passed and a session folder was made; Celery's
+    first connection then failed with a TypeError traceback, and every message quoted the URL, password and all."""
+    for name in ("broker_url", "result_backend_url"):
+        with pytest.raises(ConfigError, match=f"{name}: gives {named} in its query") as caught:
+            load_settings(**{name: url})
+        assert "s3cret" not in str(caught.value) and "redis://:PASSWORD@HOST:PORT/DB" in caught.value.message
+    assert mask_url("redis://h:1/0?db=0&password=s3cret&x=1") == "redis://h:1/0?db=0&password=***&x=1"
+
+
+def test_a_unix_socket_url_as_redis_py_writes_it_carries_tasks_and_results(tmp_path: Path) -> None:
+    """`unix:///path/redis.sock` passed the settings and the broker check (redis-py reads it), and was documented;
+    Celery has no `unix` transport or result backend: the first task sent ended in a traceback."""
+    redis = EmbeddedRedis(tmp_path / "redis")
+    redis.start()
+    try:
+        url = redis.url.replace("redis+socket://", "unix://")
+        app = create_app(load_settings(broker_url=url))
+        with app.connection_for_write() as connection:
+            connection.default_channel.client.set("wfq-probe", "1")
+        assert app.backend.client.get("wfq-probe") == b"1"
+    finally:
+        redis.stop()
 
 
 def draft(areas: list[str]) -> UnderstandingDraft:
