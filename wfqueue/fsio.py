@@ -63,6 +63,10 @@ def disk_refusal(exc: OSError, path: Path, then: str, folder: str = "that folder
     if exc.errno in _FULL:
         return InfrastructureError(f"cannot write {path}: {_FULL[exc.errno]} ({path.parent})",
                                    hint=f"free some space there, then {then}")
+    if exc.errno == errno.ENOTDIR:
+        file = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), path.parent)
+        return InfrastructureError(f"cannot write {path}: {file} is a file, not a folder",
+                                   hint=f"move that file away, then {then}")
     return None
 
 
@@ -73,6 +77,9 @@ def check_writable(folder: Path, hint: str) -> None:
     existing = folder
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
+    if not existing.is_dir():  # a file where the folder goes: every mkdir under it fails (NotADirectoryError)
+        raise InfrastructureError(f"cannot write {folder}: {existing} is a file, not a folder",
+                                  hint="move that file away: wfqueue makes a folder there")
     if os.access(existing, os.W_OK):
         return
     try:
