@@ -70,6 +70,15 @@ def disk_refusal(exc: OSError, path: Path, then: str, folder: str = "that folder
     return None
 
 
+def read_json_object(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path``, or {} when it is missing, unreadable or not an object."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def check_writable(folder: Path, hint: str) -> None:
     """Raise InfrastructureError when ``folder`` (when not there yet: the nearest folder above it, where it
     would be created) refuses writes. Checked before a command starts anything, so that it fails with the

@@ -237,3 +237,27 @@ def test_status_during_an_embedded_plan_shows_its_agents_live(sample_repo: Path,
         release.touch()
         _, err = plan.communicate(timeout=180)
     assert plan.returncode == 0, err
+
+
+def test_a_session_file_that_does_not_read_is_named_by_status_and_the_listing_goes_on(
+        sample_repo: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cut requirement-analysis.json made `status` say "interrupted ... finish it: wfqueue resume", exit 0, and
+    the resume then refused the file; a cut agent plan.json was a traceback in `status` and in the listing."""
+    run = run_cli("collab-plan", "Add tags to notes", "--repo", str(sample_repo), "--max-agents", "2", "-y", "--json")
+    assert run.code == 0, run.stderr
+    folder = session_dir(run)
+    analysis = folder / "requirement-analysis.json"
+    plan = next(folder.glob("agents/*/plan.json"))
+    for damaged in (analysis, plan):
+        kept = damaged.read_bytes()
+        damaged.write_bytes(kept[: len(kept) // 2])
+        single = run_cli_in_process(capsys, monkeypatch, "status", folder.name, "--repo", str(sample_repo),
+                                    env={"COLUMNS": "1000"})
+        assert single.code == 2, single.stderr
+        assert f"{damaged.relative_to(folder)} is not valid JSON" in single.stderr and "resume" not in single.stdout
+        listing = run_cli_in_process(capsys, monkeypatch, "status", "--repo", str(sample_repo),
+                                     env={"COLUMNS": "1000"})
+        assert listing.code == 0 and "Traceback" not in listing.stderr, listing.stderr
+        assert "damaged" in listing.stdout if damaged == analysis else folder.name in listing.stdout
+        damaged.write_bytes(kept)
+    assert run_cli_in_process(capsys, monkeypatch, "status", folder.name, "--repo", str(sample_repo)).code == 0

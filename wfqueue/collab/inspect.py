@@ -7,7 +7,6 @@ the live agent states in Redis; never from what the coordinator hoped for.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +15,10 @@ from pydantic import BaseModel, ValidationError
 from wfqueue.collab.models import RequirementAnalysis
 from wfqueue.collab.note import parse_note
 from wfqueue.collab.steps import ANALYSIS_FILE, CONFLICTS_FILE, NOTE_FILE, agent_dir
+from wfqueue.fsio import read_json_object
 from wfqueue.keys import AgentState
 from wfqueue.metering import UsageReport, read_usage_file, session_report
+from wfqueue.session_check import check_session_files
 from wfqueue.settings import Settings
 from wfqueue.state import SessionState, connect
 from wfqueue.usage import PriceTable
@@ -48,6 +49,7 @@ class SessionStatus(BaseModel):
 
 
 UNFINISHED = ("understanding", "planning")
+DAMAGED = "damaged"  # a session, or an agent, whose file does not read (the listing goes on past it)
 UNFINISHED_AGENT = ("pending", "queued", "running")
 SENT_AGENT = ("queued", "running")  # given to the workers, which go on with it without the command
 
@@ -75,9 +77,13 @@ def read_session(session_dir: Path, live: dict[str, dict[str, Any]] | None = Non
     usage = live_usage or read_usage_file(session_dir)
     try:
         analysis = RequirementAnalysis.model_validate_json((session_dir / ANALYSIS_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValidationError):
+    except FileNotFoundError:  # not written yet
         return SessionStatus(session_id=session_dir.name, session_dir=str(session_dir), status="understanding",
                              requirement="", agents=[], tasks=0, conflicts=0, usage=usage)
+    except (OSError, UnicodeDecodeError, ValidationError):  # it said "interrupted: resume", which refused it
+        return SessionStatus(session_id=session_dir.name, session_dir=str(session_dir), status=DAMAGED,
+                             requirement="", agents=[], tasks=0, conflicts=0, usage=usage,
+                             hint=f"{ANALYSIS_FILE} does not read: `wfqueue status {session_dir.name}` says more")
     try:
         note = parse_note((session_dir / NOTE_FILE).read_text(encoding="utf-8"))
     except OSError:
@@ -88,19 +94,21 @@ def read_session(session_dir: Path, live: dict[str, dict[str, Any]] | None = Non
         plan_file = agent_dir(session_dir, sub.focus_area) / "plan.json"
         pool = note.section(sub.task_pool_heading)
         failure = _failure_marker(pool.body) if pool else None
-        if plan_file.is_file():
-            meta = json.loads(plan_file.read_text(encoding="utf-8"))
+        meta = read_json_object(plan_file)
+        if plan_file.is_file() and not meta:
+            agents.append(AgentStatus(focus_area=sub.focus_area, state=DAMAGED, error="its plan.json does not read"))
+        elif meta:
+            written: dict[str, Any] = meta["_metadata"] if isinstance(meta.get("_metadata"), dict) else {}
             agents.append(AgentStatus(focus_area=sub.focus_area, state=record.get("state", AgentState.DONE),
-                                      tasks=meta.get("task_count", 0), worker=meta["_metadata"].get("worker"),
-                                      pid=meta["_metadata"].get("pid")))
+                                      tasks=meta.get("task_count", 0), worker=written.get("worker"),
+                                      pid=written.get("pid")))
         elif failure or record.get("state") == AgentState.FAILED:
             agents.append(AgentStatus(focus_area=sub.focus_area, state=AgentState.FAILED,
                                       error=record.get("error") or failure))
         else:
             agents.append(AgentStatus(focus_area=sub.focus_area, state=record.get("state", "pending"),
                                       worker=record.get("worker"), pid=record.get("pid"), note=record.get("note")))
-    conflicts_file = session_dir / CONFLICTS_FILE
-    report = json.loads(conflicts_file.read_text(encoding="utf-8")) if conflicts_file.is_file() else {}
+    report = read_json_object(session_dir / CONFLICTS_FILE)
     return SessionStatus(
         session_id=analysis.session_id,
         session_dir=str(session_dir),
@@ -115,7 +123,9 @@ def read_session(session_dir: Path, live: dict[str, dict[str, Any]] | None = Non
 
 def read_status(session_dir: Path, settings: Settings) -> SessionStatus:
     """The session's status from its files, with agent states and usage live from a shared broker
-    when one is configured (embedded sessions have only their files)."""
+    when one is configured (embedded sessions have only their files). A file of the session that does not read
+    is bad input naming it (the status said "interrupted: resume", and the resume refused the file)."""
+    check_session_files(session_dir)
     current = read_session(session_dir)
     if settings.broker_url is None:
         return current

@@ -7,13 +7,13 @@ leaves its part empty instead of refusing the plan (the tasks themselves are val
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 from wfqueue.collab.steps import ANALYSIS_FILE, NOTE_FILE, SUMMARY_FILE
 from wfqueue.execute.model import PlanContext, PlanKind
+from wfqueue.fsio import read_json_object
 from wfqueue.lite.steps import NOTES_FILE as LITE_NOTES_FILE
 from wfqueue.lite.steps import PLAN_FILE as LITE_PLAN_FILE
 from wfqueue.workflow_session.session import IMPL_PLAN_FILE, NOTES_FILE, PLAN_FILE, SESSION_FILE
@@ -21,15 +21,6 @@ from wfqueue.workflow_session.session import IMPL_PLAN_FILE, NOTES_FILE, PLAN_FI
 AGENTS_DIR = "agents"
 AGENT_PLAN_FILE = "plan.json"
 AGENT_CONTEXT_FILE = "planning-context.md"
-
-
-def read_json_object(path: Path) -> dict[str, Any]:
-    """The JSON object in ``path``, or {} when it is missing, unreadable or not an object."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _strings(value: Any) -> list[str]:
