@@ -14,14 +14,17 @@ from pydantic import SecretStr
 
 from wfqueue.embedded import EmbeddedRedis
 from wfqueue.errors import BadInputError, InfrastructureError
+from wfqueue.fsio import atomic_write_text
 from wfqueue.payloads import CollabPlanArea, LiteAssess
 from wfqueue.settings import Settings
-from wfqueue.state import redis_client
+from wfqueue.state import SessionState, redis_client
 from wfqueue.transport.models import Transport
+from wfqueue.transport.session_files import SessionFiles, mirrored
 from wfqueue.transport.workspace import (
     COPY_MARKER,
     CoordinatorFiles,
     prune_session_copies,
+    rebuild_from_redis,
     shares_disk,
     task_workspace,
 )
@@ -119,5 +122,38 @@ def test_a_worker_cache_that_cannot_be_written_is_an_infrastructure_error_naming
             pass
         assert str(cache) in refused.value.message and "WFQUEUE_WORKER_CACHE_DIR" in refused.value.hint
         assert refused.value.exit_code == 3
+    finally:
+        redis.stop()
+
+
+def test_status_brings_a_finished_sessions_files_the_killed_coordinator_held_and_never_pulled(tmp_path: Path) -> None:
+    """Without a shared disk, a collaborative plan's command was SIGKILLed while its agents ran; the workers' callback
+    finished the plan and rewrote plan-note.md in Redis. `status` brought in only the files the folder never held:
+    the note still said "planning" and the plan read "interrupted: resume". A finished session whose folder was
+    never synced takes every file; once synced, what the folder holds (a person's edit) is left alone."""
+    redis = EmbeddedRedis(tmp_path / "redis")
+    redis.start()
+    try:
+        settings = Settings(broker_url=SecretStr(redis.url), shared_disk=False)
+        client = redis_client(redis.url, 5)
+        folder = tmp_path / "CPLAN-x"
+        folder.mkdir()
+        state = SessionState(client, "CPLAN-x", settings.state_ttl_s)
+        transport = Transport(commit="0" * 40, session_id="CPLAN-x", session_root=str(folder))
+        state.set_meta(transport=transport.model_dump(mode="json"), status="planning")
+        with mirrored(folder, SessionFiles(client, "CPLAN-x", settings.state_ttl_s)):  # the coordinator's write,
+            atomic_write_text(folder / "plan-note.md", "status: planning\n")  # then SIGKILL: no pull
+        worker_side = SessionFiles(client, "CPLAN-x", settings.state_ttl_s)
+        worker_side.put("plan-note.md", b"status: completed\n")
+        worker_side.put("plan.md", b"# Plan\n")
+
+        assert rebuild_from_redis(settings, "CPLAN-x", folder) == 1  # still planning: only what it never held
+        assert (folder / "plan-note.md").read_text() == "status: planning\n" and (folder / "plan.md").is_file()
+        state.set_meta(status="completed")
+        assert rebuild_from_redis(settings, "CPLAN-x", folder) == 1
+        assert (folder / "plan-note.md").read_text() == "status: completed\n"
+        (folder / "plan-note.md").write_text("status: completed\nmy notes\n")
+        assert rebuild_from_redis(settings, "CPLAN-x", folder) == 0
+        assert (folder / "plan-note.md").read_text() == "status: completed\nmy notes\n"
     finally:
         redis.stop()
