@@ -11,6 +11,7 @@ from tests.wfs_factory import make_session, task
 from wfqueue.cli.main import main
 from wfqueue.lite.synthesis import manifest
 from wfqueue.session_summary import read_lite_session, read_workflow_session
+from wfqueue.workflow.registry import shown_ids
 from wfqueue.workflow_session.session import task_files
 
 LITE_ID = "add-rate-limiting-2026-11-22"
@@ -183,3 +184,16 @@ def test_the_listing_asks_a_broker_that_does_not_answer_once_not_once_per_plan(
     assert captured.err.count("warning: ") == 1 and "what the session files say" in captured.err, captured.err
     assert asked == []
     assert all(name in captured.out for name in ("CPLAN-one", "CPLAN-two", "CPLAN-three")), captured.out
+
+
+def test_a_mistyped_id_is_answered_with_the_sessions_closest_to_it_and_how_many_are_left_out() -> None:
+    """The hint named the last twelve ids in name order and said nothing of the others: a typo in the date of
+    one of twenty plans of the same words left the one it meant out."""
+    known = sorted([f"CPLAN-add-note-labels-2026-11-{day:02d}" for day in range(1, 21)] +
+                   [f"CPLAN-zz-other-{n}" for n in range(3)])
+    hint = shown_ids(known, "CPLAN-add-note-labels-2026-11-03x")
+    shown = hint.split(" (and ")[0].split(", ")
+    assert shown[0] == "CPLAN-add-note-labels-2026-11-03" and len(shown) == 12
+    assert hint.endswith("(and 11 more: `wfqueue status` lists them)")
+    assert shown_ids(known[:2], "nothing-like-it") == ", ".join(reversed(known[:2]))  # the newest first
+    assert shown_ids([], "x") == "none"

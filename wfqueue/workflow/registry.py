@@ -6,6 +6,7 @@ and one entry in ``KINDS``.
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 
 from wfqueue.collab.coordinator import COLLAB
@@ -45,4 +46,20 @@ def locate(repo: Path, session_id: str) -> tuple[WorkflowKind, Path]:
             raise record_lost(lacking, kind.marker)
     known = sorted(session for ids in sessions_by_kind(repo).values() for session in ids)
     raise SessionNotFoundError(f"no session {session_id} under {repo / WORKFLOW_DIR}",
-                               hint=f"existing sessions: {', '.join(known[-12:]) or 'none'}")
+                               hint=f"existing sessions: {shown_ids(known, session_id)}")
+
+
+SHOWN_IDS = 12  # a mistyped id's hint names this many sessions at most
+
+
+def shown_ids(known: list[str], wanted: str) -> str:
+    """The sessions a mistyped ``wanted`` may have meant: those closest to it first, then the newest, at most
+    SHOWN_IDS, saying how many more there are (the hint showed the last twelve in name order, silently, and
+    left out the one a typo in its date was meant to be). Pure."""
+    if not known:
+        return "none"
+    close = difflib.get_close_matches(wanted, known, n=SHOWN_IDS, cutoff=0.6)
+    rest = [session for session in reversed(known) if session not in close]
+    shown = (close + rest)[:SHOWN_IDS]
+    more = len(known) - len(shown)
+    return ", ".join(shown) + (f" (and {more} more: `wfqueue status` lists them)" if more else "")
