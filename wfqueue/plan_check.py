@@ -148,16 +148,13 @@ class FileFault(BaseModel):
 def file_faults(files: list[TaskFile], *, exists: Callable[[str], bool] | None,
                 is_folder: Callable[[str], bool], task_id: str | None = None,
                 plan: FileActionsInPlan | None = None,
-                leaves: Callable[[str], bool] | None = None, executed: bool = False,
-                after_others: bool = False) -> list[FileFault | None]:
+                leaves: Callable[[str], bool] | None = None, executed: bool = False) -> list[FileFault | None]:
     """For each entry of one task's ``files[]``, in order, the first reason no execution could carry it out, or
     None: a path outside the repository or inside a folder no task may change, a folder named as a file, a
     second action for a path the task already names, a file to modify or delete that does not exist and that
     no task ``task_id`` comes after creates (``plan``), a file to create that exists and that no task
     ``task_id`` comes after deletes, but for a task an execution completed (``executed``: what it created is
-    there once its branch is merged). With ``after_others`` (the task depends on tasks outside ``plan``: another
-    collaborative agent's) a missing file no task of ``plan`` creates is left for the check of the whole plan:
-    one of those may create it. ``exists`` and ``is_folder`` answer for a normalised
+    there once its branch is merged). ``exists`` and ``is_folder`` answer for a normalised
     repo-relative path; with ``exists`` None missing files are not looked for (no repository to look in)."""
     faults: list[FileFault | None] = []
     actions: dict[str, str] = {}  # the first action named for each path
@@ -189,9 +186,8 @@ def file_faults(files: list[TaskFile], *, exists: Callable[[str], bool] | None,
         elif entry.action != "create" and exists is not None and not exists(rel):
             creators = plan.creators(rel) if plan is not None else []
             if not creators:
-                if not after_others:  # else one of the other tasks it comes after may create it
-                    fault = FileFault(code="missing_file", what=f"does not exist but is to be {_PAST[entry.action]}",
-                                      advice="fix the path or use action create")
+                fault = FileFault(code="missing_file", what=f"does not exist but is to be {_PAST[entry.action]}",
+                                  advice="fix the path or use action create")
             elif task_id is None or plan is None or not plan.comes_after(task_id, creators):
                 fault = FileFault(code="missing_file",
                                   what=f"does not exist until {creators[0]} creates it, and this task does not "

@@ -12,9 +12,7 @@ the provider again:
   (``plan_check.file_faults``: a path outside the repository or under .git/ or
   .workflow/, a folder, a second action for one path, a file to modify or
   delete that does not exist) is dropped. The task is kept, even when no file is
-  left (the detail says so). A missing file is kept for a task that comes after
-  another agent's task (``known_external_ids``), which may create it: the check
-  of the whole plan (``wfqueue validate``, ``execute``) decides.
+  left (the detail says so).
 - ``removed_unknown_dependency``: a dependency on an id that is neither a task
   of the plan nor in ``known_external_ids`` (collab agents may depend on other
   agents' ids) is removed.
@@ -209,8 +207,6 @@ def repair_tasks(
     created = FileActionsInPlan([t.model_copy(update={"id": new_ids[position],
                                                      "depends_on": [resolve.get(d, d) for d in t.depends_on]})
                                  for position, t in enumerate(tasks)])
-    # Other agents' tasks this answer depends on: one of them may create a file no task here creates.
-    external = [dep for t in tasks for dep in t.depends_on if dep not in resolve and dep in known_external_ids]
     repairs: list[Repair] = []
     repaired: list[UnifiedTask] = []
     rewritten_in: dict[str, list[str]] = {}
@@ -243,7 +239,7 @@ def repair_tasks(
                 dep_repairs.append(Repair(kind="removed_unknown_dependency", task_id=new_id,
                                           detail=f"removed dependency on {dep}: no task has this id"))
         faults = file_faults(task.files, exists=exists, is_folder=is_folder, task_id=new_id, plan=created,
-                             leaves=leaves, after_others=created.comes_after(new_id, external))
+                             leaves=leaves)
         files = [entry for entry, fault in zip(task.files, faults, strict=True) if fault is None]
         file_repairs = [Repair(kind="dropped_file", task_id=new_id,
                                detail=f"dropped {entry.path} ({entry.action}): it {fault.what}")

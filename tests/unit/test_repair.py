@@ -357,29 +357,3 @@ def test_id_ranges_hold_the_canonical_ids_of_their_ranges_only() -> None:
     assert not any(task_id in others for task_id in ("TASK-100", "TASK-201", "TASK-300", "TASK-401", "TASK-0150",
                                                      "TASK-150x", "task-150", "IMPL-150", 150, "TASK-" + "9" * 5000))
     assert "TASK-001" not in IdRanges("TASK-", [])
-
-
-def test_a_file_another_agent_creates_is_kept_for_a_task_that_comes_after_that_agents_work(tmp_path: Path) -> None:
-    """Agent 2's task extends pkg/new.py, which agent 1's TASK-001 creates, and depends on it: the repair of
-    agent 2's answer, which cannot see agent 1's plan, dropped the entry ("does not exist"), and the execution
-    then rejected the task for changing a file its plan does not name. It is kept for a task that comes after
-    another agent's work, directly or through its own tasks; the whole plan's check decides, naming the missing
-    dependency when there is none."""
-    other = IdRanges("TASK-", [(1, 100)])
-    tasks = [task("TASK-101", deps=["TASK-001"], files=[{"path": "pkg/new.py", "action": "modify"}]),
-             task("TASK-102", deps=["TASK-101"], files=[{"path": "pkg/new.py", "action": "modify"}]),
-             task("TASK-103", files=[{"path": "pkg/other.py", "action": "modify"}, {"path": "pkg/a.py"}])]
-    fixed, repairs = collab(tasks, id_range=(101, 200), external=other)
-    assert [[f.path for f in t.files] for t in fixed] == [["pkg/new.py"], ["pkg/new.py"], ["pkg/a.py"]]
-    assert [r.detail for r in repairs] == ["dropped pkg/other.py (modify): it does not exist but is to be modified"]
-
-    creator = task("TASK-001", files=[{"path": "pkg/new.py", "action": "create"}])
-    loaded = [LoadedTask(task=t, location=t.id, legacy=False) for t in [creator, *fixed]]
-    assert check_plan(loaded, None, exists) == []
-    unordered = [LoadedTask(task=creator, location="TASK-001", legacy=False),
-                 LoadedTask(task=fixed[0].model_copy(update={"depends_on": ["TASK-050"]}), location="TASK-101",
-                            legacy=False),
-                 LoadedTask(task=task("TASK-050"), location="TASK-050", legacy=False)]
-    assert [p.message for p in check_plan(unordered, None, exists)] == [
-        "file pkg/new.py does not exist until TASK-001 creates it, and this task does not depend on TASK-001; "
-        "add TASK-001 to depends_on"]
