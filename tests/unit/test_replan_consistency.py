@@ -79,3 +79,18 @@ def test_impl_plan_summary_and_strategy_count_the_tasks_after_the_replan(tmp_pat
     assert (plan["summary"], plan["recommended_execution"]) == (
         "Add rate limiting: 2 task(s), Medium complexity", "Parallel")
     assert plan["approach"].startswith("Parallel execution over 2 file(s);")
+
+
+def test_a_byte_order_mark_an_editor_added_does_not_break_a_replan(tmp_path: Path) -> None:
+    """`verify` read a task file with a BOM, the check after a replan's writes did not: every replan adding a
+    task was rolled back with "task_ids/task_count do not match", naming neither the file nor the mark; a BOM in
+    plan.json was a traceback."""
+    folder = three_tasks(tmp_path)
+    for rel in (".task/IMPL-2.json", "plan.json"):
+        (folder / rel).write_bytes(b"\xef\xbb\xbf" + (folder / rel).read_bytes())
+    assert validate_session(folder) == []
+    code, out, err, _ = cli("replan", "add a task for audit logging", "--repo", str(tmp_path), "-y", "--json")
+    assert code == 0, err
+    assert json.loads(out)["added"] == ["IMPL-4"] and validate_session(folder) == []
+    (folder / "plan.json").write_text("{cut", encoding="utf-8")
+    assert [p.split(" (")[0] for p in validate_session(folder)] == ["plan.json: invalid JSON"]

@@ -198,7 +198,7 @@ def validate_session(folder: Path, repo: Path | None = None) -> list[str]:
     for path in task_files(folder):
         rel = f"{TASK_DIR}/{path.name}"
         try:
-            items.append((rel, json.loads(path.read_text(encoding="utf-8"))))
+            items.append((rel, json.loads(path.read_text(encoding="utf-8-sig"))))  # a BOM, as verify reads it
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             problems.append(f"{rel}: invalid JSON ({exc})")
     problems += check_task_set(items, on_disk(repo.resolve()) if repo is not None else None)
@@ -207,9 +207,12 @@ def validate_session(folder: Path, repo: Path | None = None) -> list[str]:
     except (OSError, ValueError) as exc:
         problems.append(f"{SESSION_FILE}: {exc}")
     if (folder / PLAN_FILE).is_file():
-        plan = json.loads((folder / PLAN_FILE).read_text(encoding="utf-8"))
+        try:
+            plan = json.loads((folder / PLAN_FILE).read_text(encoding="utf-8-sig"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:  # a problem to list, not a traceback
+            return [*problems, f"{PLAN_FILE}: invalid JSON ({exc})"]
         ids = [Path(rel).stem for rel, _ in items]
-        if plan.get("task_ids") != ids or plan.get("task_count") != len(ids):
+        if not isinstance(plan, dict) or plan.get("task_ids") != ids or plan.get("task_count") != len(ids):
             problems.append(f"{PLAN_FILE}: task_ids/task_count do not match the task files ({', '.join(ids)})")
     return problems
 
