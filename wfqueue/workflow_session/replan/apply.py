@@ -46,7 +46,10 @@ from wfqueue.workflow_session.models import ContextPackage, PlanOverview, Replan
 from wfqueue.workflow_session.render import PlanningNotes
 from wfqueue.workflow_session.replan.backup import (
     Manifest,
+    clear_pending,
+    mark_pending,
     new_backup_dir,
+    pending_backup,
     restore_command,
     restore_files,
     write_backup,
@@ -245,6 +248,11 @@ def run_replan(repo: Path, text: str | None, ui: ReplanUI, *, task_id: str | Non
     clarification questions and the confirmation through ``ui``; otherwise the safe defaults
     apply. ``write`` is the file writer (tests pass one that fails)."""
     folder = find_session(repo, session_id)
+    half_written = pending_backup(folder)
+    if half_written is not None:
+        raise ReplanRefusedError(f"the replan {half_written.name} of {folder.name} stopped half-way: its files are "
+                                 "partly written; nothing was changed",
+                                 hint=f"undo it first: {restore_command(half_written, folder.name)}")
     snap = load_snapshot(folder)
     _refuse_unfinished(snap, repo)
     if task_id is not None:
@@ -326,6 +334,7 @@ def _apply(folder: Path, repo: Path, snap: SessionSnapshot, impact: Impact, arti
                                           hint="free some space there (or make it writable), then run the replan "
                                                "again") from None
             try:
+                mark_pending(folder, backup)  # until the replan is checked or rolled back (a SIGKILL in between)
                 for rel, text in artifacts.items():
                     if text is None:
                         remove(folder / rel)  # its bytes are in the backup: a move, not a deletion
@@ -347,6 +356,7 @@ def _apply(folder: Path, repo: Path, snap: SessionSnapshot, impact: Impact, arti
                 raise ReplanRolledBackError(
                     "validation failed after applying the replan; the backup was restored, nothing changed: "
                     + "; ".join(problems), hint=f"backup kept at {backup}")
+            clear_pending(folder)
     except Timeout:
         raise SessionBusyError(f"another replan of {snap.session.session_id} holds its lock",
                                hint=f"wait for it, or delete {folder / PROCESS_DIR / 'replan.lock'} "
@@ -354,8 +364,13 @@ def _apply(folder: Path, repo: Path, snap: SessionSnapshot, impact: Impact, arti
 
 
 def _roll_back(folder: Path, backup: Path, manifest: Manifest) -> None:
+    """Put the backup back; a roll-back the disk refuses too (fsio says so as an InfrastructureError) leaves the
+    session half-written, and says so: its pending mark lets the restore it names undo it."""
     try:
         restore_files(folder, backup, manifest)
-    except OSError as exc:
-        raise InfrastructureError(f"rolling back the replan failed ({exc})",
-                                  hint=f"run: {restore_command(backup, manifest.session_id)}") from exc
+        clear_pending(folder)
+    except (OSError, InfrastructureError) as exc:
+        why = exc.message if isinstance(exc, InfrastructureError) else str(exc)
+        raise InfrastructureError(f"the replan failed half-way and rolling it back failed too ({why}): the session "
+                                  "is partly written", hint=f"once the disk takes writes again, undo it: "
+                                                            f"{restore_command(backup, manifest.session_id)}") from exc

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from wfqueue.errors import NotABackupError
 from wfqueue.fsio import atomic_write_bytes, atomic_write_text, remove
-from wfqueue.workflow_session.session import PROCESS_DIR
+from wfqueue.workflow_session.session import PROCESS_DIR, SESSION_FILE
 
 BACKUP_DIR = "backup"
 MANIFEST = "MANIFEST.md"
@@ -42,6 +42,30 @@ class Manifest(BaseModel):
 
 def backup_root(folder: Path) -> Path:
     return folder / PROCESS_DIR / BACKUP_DIR
+
+
+# In .process/: the backup of a replan whose writes began and did not end (killed half-way, or a roll-back the disk
+# refused). The session's history is written last, so it does not know that replan: its backup is restorable by
+# this mark alone, and no other replan starts on the half-written plan.
+PENDING = "replan.pending"
+
+
+def pending_backup(folder: Path) -> Path | None:
+    """The backup a half-written replan left, or None (no mark, or one whose backup is gone)."""
+    try:
+        rel = (folder / PROCESS_DIR / PENDING).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    backup = folder / rel
+    return backup if rel and (backup / MANIFEST).is_file() else None
+
+
+def mark_pending(folder: Path, backup: Path) -> None:
+    atomic_write_text(folder / PROCESS_DIR / PENDING, backup.relative_to(folder).as_posix() + "\n")
+
+
+def clear_pending(folder: Path) -> None:
+    remove(folder / PROCESS_DIR / PENDING, missing_ok=True)
 
 
 def new_backup_dir(folder: Path, now: datetime) -> Path:
@@ -142,12 +166,14 @@ def read_backup(folder: Path, backup: Path) -> Manifest:
 
 
 def restore_files(folder: Path, backup: Path, manifest: Manifest) -> tuple[list[str], list[str]]:
-    """Put every backed-up file back and remove the files the replan created."""
-    for rel in manifest.files:
-        atomic_write_bytes(folder / rel, (backup / Path(rel).name).read_bytes())
+    """Remove the files the replan created and put every backed-up file back, the session's record last: it
+    holds the history that says which replan a backup undoes, so a restore stopped half-way (a full disk) can be
+    run again. Put back first, the record forgot the replan while its new task files were still there."""
     removed = []
     for rel in manifest.created:
         if (folder / rel).exists():
             remove(folder / rel)
             removed.append(rel)
+    for rel in sorted(manifest.files, key=lambda rel: rel == SESSION_FILE):
+        atomic_write_bytes(folder / rel, (backup / Path(rel).name).read_bytes())
     return list(manifest.files), removed

@@ -7,9 +7,17 @@ from pathlib import Path
 from filelock import Timeout
 from pydantic import BaseModel
 
-from wfqueue.errors import ReplanRefusedError, SessionBusyError
+from wfqueue.errors import NotABackupError, ReplanRefusedError, SessionBusyError
 from wfqueue.sessions import repo_option
-from wfqueue.workflow_session.replan.backup import Manifest, read_backup, restore_command, restore_files
+from wfqueue.workflow_session.replan.backup import (
+    Manifest,
+    backup_root,
+    clear_pending,
+    pending_backup,
+    read_backup,
+    restore_command,
+    restore_files,
+)
 from wfqueue.workflow_session.session import (
     SESSION_FILE,
     active_root,
@@ -42,7 +50,9 @@ def _refuse_out_of_order(folder: Path, backup: Path, manifest: Manifest, repo: P
     try:
         same = backup.resolve().relative_to(folder.resolve()).as_posix() == last.backup
     except ValueError:  # a copy kept elsewhere: known by what its manifest records (two replans may share a second)
-        same = (manifest.timestamp, manifest.reason, manifest.scope) == (last.timestamp, last.reason, last.scope)
+        # The manifest keeps the reason on one line: a request with a newline or a double space differed.
+        same = (manifest.timestamp, manifest.reason, manifest.scope) == (last.timestamp, " ".join(last.reason.split()),
+                                                                          last.scope)
     if not same and not (folder / last.backup).is_dir():
         raise ReplanRefusedError(
             f"{backup.name} is not the backup of {folder.name}'s last replan, and that one's backup "
@@ -59,11 +69,21 @@ def restore(repo: Path, backup: Path, session_id: str | None = None, lock_timeou
     """Put a replan backup back, byte for byte; files the replan created are removed."""
     folder = find_session(repo, session_id)
     backup = backup if backup.is_absolute() else Path.cwd() / backup
-    manifest = read_backup(folder, backup)
-    _refuse_out_of_order(folder, backup, manifest, repo)
+    if not backup.is_dir():
+        raise NotABackupError(f"{backup}: no such backup folder",
+                              hint=f"backups of {folder.name} are under {backup_root(folder)}")
     try:
+        # The checks too, under the lock: a replan waiting for it changes the history they read.
         with changes_locked(folder, lock_timeout_s):
+            manifest = read_backup(folder, backup)
+            pending = pending_backup(folder)
+            if pending is None:
+                _refuse_out_of_order(folder, backup, manifest, repo)
+            elif pending.resolve() != backup.resolve():
+                raise ReplanRefusedError(f"the replan {pending.name} of {folder.name} stopped half-way; nothing was "
+                                         "restored", hint=f"undo it first: {restore_command(pending, folder.name)}")
             restored, removed = restore_files(folder, backup, manifest)
+            clear_pending(folder)
     except Timeout:
         raise SessionBusyError(f"a replan of {folder.name} holds its lock", hint="wait for it to finish") from None
     return RestoreResult(session_id=folder.name, backup=str(backup), restored=restored, removed=removed)

@@ -1,0 +1,158 @@
+"""A replan or a restore stopped half-way: the session is never left half-written without a way back.
+
+The session's record (with its replan history) is written last, so a replan killed half-way is not in the history
+it is undone by; a mark in .process/ names its backup until the replan is checked or rolled back."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.replan_support import cli, read, three_tasks, tree
+from wfqueue.errors import InfrastructureError
+from wfqueue.workflow_session.replan import backup as backup_module
+from wfqueue.workflow_session.replan.apply import run_replan, validate_session
+from wfqueue.workflow_session.replan.select import Decision, Question
+
+
+class Quiet:
+    """A replan's user interface that says nothing and confirms (the CLI's -y)."""
+
+    def info(self, message: str) -> None: ...
+
+    def ask(self, question: Question) -> list[str]:
+        return []
+
+    def ask_text(self, prompt: str) -> str:
+        return ""
+
+    def show_impact(self, text: str) -> None: ...
+
+    def confirm(self, text: str) -> Decision:
+        return "confirm"
+
+
+KILLED_AFTER_FIRST_TASK_FILE = """
+import os, sys
+from pathlib import Path
+from wfqueue.fsio import atomic_write_text
+from wfqueue.workflow_session.replan.apply import run_replan
+
+class Quiet:
+    def info(self, message): pass
+    def show_impact(self, text): pass
+    def confirm(self, text): return "confirm"
+
+def write(path, text):
+    atomic_write_text(path, text)
+    if path.parent.name == ".task":
+        os._exit(9)  # killed right after the new task's file: plan.json and the record not written yet
+
+run_replan(Path(sys.argv[1]), "add a task for audit logging", Quiet(), write=write)
+"""
+
+
+def test_a_replan_killed_half_way_is_undone_by_its_backup_and_blocks_other_replans_until_then(
+        tmp_path: Path) -> None:
+    """Killed after writing the new task's file: no history entry named the replan, so its backup was refused
+    ("undone already"), and the next replan took the orphan task file into plan.json unrecorded."""
+    folder = three_tasks(tmp_path)
+    before = tree(folder, skip_backups=True)
+    killed = subprocess.run([sys.executable, "-c", KILLED_AFTER_FIRST_TASK_FILE, str(tmp_path)],
+                            env={**os.environ, "PYTHONPATH": str(Path.cwd())}, capture_output=True, text=True)
+    assert killed.returncode == 9, killed.stderr
+    assert (folder / ".task" / "IMPL-4.json").is_file() and validate_session(folder) != []  # half-written
+    (backup,) = (folder / ".process" / "backup").iterdir()
+
+    code, _, err, _ = cli("replan", "IMPL-2", "title: Limiter settings", "--repo", str(tmp_path), "-y")
+    assert code == 2 and f"the replan {backup.name} of {folder.name} stopped half-way" in err, err
+    assert f"wfqueue replan --restore {backup}" in err
+    code, _, err, _ = cli("replan", "--restore", str(backup), "--repo", str(tmp_path))
+    assert code == 0, err
+    assert tree(folder, skip_backups=True) == before and validate_session(folder) == []
+    assert cli("replan", "IMPL-2", "title: Limiter settings", "--repo", str(tmp_path), "-y")[0] == 0
+
+
+def test_a_roll_back_the_disk_refuses_says_the_session_is_partly_written_and_its_restore_works_later(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The disk filled after the new task's file: the roll-back failed too, with fsio's error, which the replan
+    did not catch: the message said only "no space left", and the restore it needed was refused."""
+    folder = three_tasks(tmp_path)
+    before = tree(folder, skip_backups=True)
+    real_write = backup_module.atomic_write_bytes
+    full = {"on": False}
+
+    def written(path: Path, data: bytes) -> None:
+        if full["on"]:
+            raise InfrastructureError(f"cannot write {path}: no space left on the device ({path.parent})")
+        real_write(path, data)
+
+    def filling(path: Path, text: str) -> None:
+        if path.name == "plan.json":
+            full["on"] = True
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        (path.parent).mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+    monkeypatch.setattr(backup_module, "atomic_write_bytes", written)
+    with pytest.raises(InfrastructureError) as failed:
+        run_replan(tmp_path, "add a task for audit logging", Quiet(), write=filling)
+    assert "rolling it back failed too" in failed.value.message and "partly written" in failed.value.message
+    assert "wfqueue replan --restore" in (failed.value.hint or "")
+    full["on"] = False  # space again
+    (backup,) = (folder / ".process" / "backup").iterdir()
+    code, _, err, _ = cli("replan", "--restore", str(backup), "--repo", str(tmp_path))
+    assert code == 0, err
+    assert tree(folder, skip_backups=True) == before
+
+
+def test_a_restore_stopped_half_way_can_be_run_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The restore put the record back first (its history then forgot the replan) and removed the new task files
+    after: stopped in between (.task/ made read-only), it could not be run again ("undone already") and left the
+    replan's task file behind."""
+    folder = three_tasks(tmp_path)
+    before = tree(folder, skip_backups=True)
+    replanned = json.loads(cli("replan", "add a task for audit logging", "--repo", str(tmp_path), "-y", "--json")[1])
+    real_remove = backup_module.remove
+
+    def refused_in_the_task_folder(path: Path, **kwargs: bool) -> None:
+        if path.parent.name == ".task":
+            raise InfrastructureError(f"cannot write {path}: operation not permitted on {path.parent}")
+        real_remove(path, **kwargs)
+
+    monkeypatch.setattr(backup_module, "remove", refused_in_the_task_folder)
+    assert cli("replan", "--restore", replanned["backup"], "--repo", str(tmp_path))[0] == 3
+    monkeypatch.setattr(backup_module, "remove", real_remove)
+    code, _, err, _ = cli("replan", "--restore", replanned["backup"], "--repo", str(tmp_path))
+    assert code == 0, err
+    assert tree(folder, skip_backups=True) == before
+
+
+def test_a_copy_of_the_last_backup_restores_a_request_typed_with_double_spaces(tmp_path: Path) -> None:
+    """The manifest keeps the request with its spaces collapsed, the history as it was typed: a copy kept outside
+    the session was "not the backup of the last replan" when the request had a double space."""
+    folder = three_tasks(tmp_path)
+    before = tree(folder, skip_backups=True)
+    replanned = json.loads(cli("replan", "add a task for  audit   logging", "--repo", str(tmp_path), "-y",
+                               "--json")[1])
+    copy = tmp_path / "kept-elsewhere"
+    Path(replanned["backup"]).rename(copy)
+    code, _, err, _ = cli("replan", "--restore", str(copy), "--repo", str(tmp_path))
+    assert code == 0, err
+    assert tree(folder, skip_backups=True) == before
+    assert read(folder, "workflow-session.json")["replan_history"] == []
+
+
+def test_a_backup_path_that_is_not_there_is_said_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = three_tasks(tmp_path)
+    monkeypatch.chdir(tmp_path.parent)
+    missing = ".workflow/active/WFS-test-session/.process/backup/replan-2020-01-01T00-00-00"
+    code, _, err, _ = cli("replan", "--restore", missing, "--repo", str(tmp_path))
+    assert code == 2 and err.startswith(f"{tmp_path.parent / missing}: no such backup folder"), err
+    assert str(folder / ".process" / "backup") in err or "backups of" in err
