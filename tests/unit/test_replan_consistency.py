@@ -94,3 +94,18 @@ def test_a_byte_order_mark_an_editor_added_does_not_break_a_replan(tmp_path: Pat
     assert json.loads(out)["added"] == ["IMPL-4"] and validate_session(folder) == []
     (folder / "plan.json").write_text("{cut", encoding="utf-8")
     assert [p.split(" (")[0] for p in validate_session(folder)] == ["plan.json: invalid JSON"]
+
+
+def test_a_request_that_says_both_that_a_task_depends_on_another_and_not_is_refused(tmp_path: Path) -> None:
+    """Applied clause by clause, "IMPL-3 depends on IMPL-1; IMPL-3 no longer depends on IMPL-1" set IMPL-3's
+    dependencies to IMPL-1 and then removed it: IMPL-3 depended on nothing, with no warning, exit 0."""
+    folder = three_tasks(tmp_path)
+    before = tree(folder)
+    code, _, err, _ = cli("replan", "IMPL-3 depends on IMPL-1; IMPL-3 no longer depends on IMPL-1",
+                          "--repo", str(tmp_path), "-y")
+    assert code == 2 and "says both that IMPL-3 depends on IMPL-1 and that it does not" in err, err
+    assert tree(folder) == before
+    code, _, err, _ = cli("replan", "IMPL-3 also depends on IMPL-1; IMPL-2 no longer depends on IMPL-1",
+                          "--repo", str(tmp_path), "-y", "--json")  # two tasks: no contradiction
+    assert code == 0, err
+    assert read(folder, ".task/IMPL-3.json")["depends_on"] == ["IMPL-2", "IMPL-1"]

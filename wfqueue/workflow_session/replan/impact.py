@@ -190,6 +190,20 @@ def _edit_field(task: dict[str, Any], op: UpdateTask, when: str, existing: Calla
         task["description"] = f"{task.get('description', '').rstrip()}\n\nReplan {when[:10]}: {op.value}"
 
 
+def contradicting_dependencies(request: ChangeRequest) -> list[str]:
+    """A task the request tells both to depend on a task and not to ("IMPL-5 depends on IMPL-1; IMPL-5 no longer
+    depends on IMPL-1"): applied in turn, the second clause silently undid the first, and with it every other
+    dependency the first had set. Pure."""
+    said: dict[tuple[str, str], set[bool]] = {}
+    for op in request.operations:
+        if isinstance(op, EditDependencies):
+            task = op.task_id or request.task_id or ""
+            for dep in op.depends_on:
+                said.setdefault((task, dep), set()).add(op.mode != "remove")
+    return [f"the request says both that {task} depends on {dep} and that it does not; say one"
+            for (task, dep), ways in said.items() if len(ways) > 1]
+
+
 def _edit_dependencies(task: dict[str, Any], op: EditDependencies, warnings: list[str]) -> None:
     deps = list(task.get("depends_on") or [])
     if op.mode == "set":
@@ -253,6 +267,7 @@ def plan_changes(snap: SessionSnapshot, request: ChangeRequest, selections: Sele
 
     if request.task_id is not None:
         require(request.task_id)
+    problems += contradicting_dependencies(request)
     for op in request.operations:
         if isinstance(op, DeleteTasks):
             for tid in op.task_ids:
