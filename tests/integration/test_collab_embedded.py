@@ -141,7 +141,12 @@ def test_ctrl_c_or_sigterm_leaves_no_process_behind(sig: signal.Signals, code: i
         pytest.fail("agents never started")
     assert processes_mentioning(marker), "redis and workers should be running mid-plan"
     proc.send_signal(sig)
-    _, stderr = proc.communicate(timeout=60)
+    try:
+        _, stderr = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, stderr = proc.communicate()
+        pytest.fail(f"still running 60 s after {sig.name}; it said:\n{stderr[-6000:]}")
     assert proc.returncode == code, stderr
     *_, hint, last = stderr.strip().splitlines()
     assert last == said
