@@ -29,7 +29,7 @@ from celery.exceptions import NotRegistered, SoftTimeLimitExceeded, TimeLimitExc
 from celery.result import AsyncResult
 from pydantic import SecretStr
 
-from wfqueue import prestart
+from wfqueue import prestart, stop_request
 from wfqueue.celery_app import create_app, drop_leftover_messages, release_result_subscriptions
 from wfqueue.embedded import EmbeddedCluster
 from wfqueue.errors import (
@@ -264,6 +264,7 @@ def wait_for(result: AsyncResult[Any] | None, what: str, settings: Settings, tic
     lost_since: float | None = None
     next_look = 0.0  # when ``settled`` and ``tick`` run next: every poll_interval_s
     while True:
+        stop_request.raise_if_asked()
         try:
             if result is not None and result.ready():
                 break

@@ -21,6 +21,7 @@ import typer._click.exceptions as typer_click_exceptions
 from rich.console import Console
 from rich.markup import escape
 
+from wfqueue import stop_request
 from wfqueue.cli import (
     beat_cmd,
     collab,
@@ -93,14 +94,23 @@ def sigterm_unwinds() -> Iterator[Signals]:
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         seen.received = signal.Signals(signum)
+        stop_request.ask(Terminated)  # raised again by the next wait, should a finalizer swallow this one
         raise Terminated()
 
+    def on_interrupt(_signum: int, _frame: FrameType | None) -> None:
+        stop_request.ask(KeyboardInterrupt)
+        raise KeyboardInterrupt
+
+    stop_request.clear()
     previous = {sig: signal.signal(sig, on_signal) for sig in to_handle(STOP_SIGNALS)}
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when Ctrl-C is ignored on purpose
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, on_interrupt)
     try:
         yield seen
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        stop_request.clear()
 
 
 def _stopped(err: Console, signals: Signals) -> int:
@@ -135,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise
             return _report(err, refusal)
         except (KeyboardInterrupt, click.exceptions.Abort, typer.Abort):
+            stop_request.clear()
             return _stopped(err, signals)
         except (click.exceptions.ClickException, typer_click_exceptions.ClickException) as exc:
             # Typer vendors its own copy of click: usage errors come from either.

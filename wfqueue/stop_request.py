@@ -1,0 +1,29 @@
+"""A stop signal that a finalizer swallowed, raised again where the command next waits.
+
+Python runs a signal handler between two bytecodes of the main thread, wherever it is. One that lands inside an
+object's ``__del__`` (Celery's ``AsyncResult`` unsubscribes from its result channel there, over the network) has
+its exception printed as "Exception ignored in ..." and dropped: the plan command went on waiting for its agents,
+and a SIGTERM (a service manager, a container stop) never stopped it. The handler records the stop here before it
+raises; the waits of ``wfqueue.runtime`` raise it again at their next poll.
+"""
+
+from __future__ import annotations
+
+_asked: list[type[KeyboardInterrupt]] = []
+
+
+def ask(stop: type[KeyboardInterrupt]) -> None:
+    """Called by a signal handler just before it raises ``stop()``."""
+    _asked[:] = [stop]
+
+
+def raise_if_asked() -> None:
+    """Raise the stop a signal asked for (once): it did not end the command, so something swallowed it."""
+    if _asked:
+        stop = _asked.pop()
+        raise stop()
+
+
+def clear() -> None:
+    """The stop reached the command's handler (or a new command begins): nothing is pending."""
+    _asked.clear()
