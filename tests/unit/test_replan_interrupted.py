@@ -156,3 +156,20 @@ def test_a_backup_path_that_is_not_there_is_said_so(tmp_path: Path, monkeypatch:
     code, _, err, _ = cli("replan", "--restore", missing, "--repo", str(tmp_path))
     assert code == 2 and err.startswith(f"{tmp_path.parent / missing}: no such backup folder"), err
     assert str(folder / ".process" / "backup") in err or "backups of" in err
+
+
+def test_a_backup_changed_since_it_was_made_is_not_restored(tmp_path: Path) -> None:
+    """A backup's plan.json edited (or damaged) afterwards was restored as it was, exit 0: the session then did
+    not read, and with its replan undone no backup was left to put it right."""
+    folder = three_tasks(tmp_path)
+    replanned = json.loads(cli("replan", "add a task for audit logging", "--repo", str(tmp_path), "-y", "--json")[1])
+    backup = Path(replanned["backup"])
+    after = tree(folder, skip_backups=True)
+    kept = (backup / "plan.json").read_bytes()
+    (backup / "plan.json").write_text("garbage{", encoding="utf-8")
+    code, _, err, _ = cli("replan", "--restore", str(backup), "--repo", str(tmp_path))
+    assert code == 2 and f"{backup}: plan.json changed since the backup was made; nothing was restored" in err, err
+    assert tree(folder, skip_backups=True) == after
+    (backup / "plan.json").write_bytes(kept)
+    assert cli("replan", "--restore", str(backup), "--repo", str(tmp_path))[0] == 0
+    assert validate_session(folder) == []

@@ -9,6 +9,7 @@ what makes a restore give back the session byte for byte.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shlex
 import shutil
@@ -38,6 +39,7 @@ class Manifest(BaseModel):
     files: list[str] = Field(default_factory=list, description="backed up: restored by --restore")
     deleted: list[str] = Field(default_factory=list, description="subset of files the replan deleted")
     created: list[str] = Field(default_factory=list, description="created by the replan: removed by --restore")
+    digests: dict[str, str] = Field(default_factory=dict, description="sha256 of each backed-up file, as made")
 
 
 def backup_root(folder: Path) -> Path:
@@ -90,7 +92,8 @@ def render_manifest(manifest: Manifest, backup: Path) -> str:
     lines = ["# Replan Backup Manifest", "", f"**Session**: {manifest.session_id}",
              f"**Timestamp**: {manifest.timestamp}", f"**Reason**: {_one(manifest.reason)}",
              f"**Scope**: {manifest.scope}", f"**Mode**: {manifest.mode}", "", "## Files", ""]
-    lines += [f"- `{rel}`" + (" (deleted by this replan)" if rel in manifest.deleted else "") for rel in manifest.files]
+    lines += [f"- `{rel}`" + (" (deleted by this replan)" if rel in manifest.deleted else "")
+              + (f" sha256 {manifest.digests[rel]}" if rel in manifest.digests else "") for rel in manifest.files]
     lines += ["", "## Created by this replan", ""]
     lines += [f"- `{rel}`" for rel in manifest.created] or ["- (none)"]
     lines += ["", "## Restoration Command", "", "```", restore_command(backup, manifest.session_id), "```", ""]
@@ -101,12 +104,16 @@ def parse_manifest(text: str) -> Manifest:
     """Inverse of :func:`render_manifest`; raises NotABackupError for anything else."""
     fields = dict(re.findall(r"^\*\*(\w+)\*\*: (.*)$", text, re.M))
     sections: dict[str, list[tuple[str, bool]]] = {}
+    digests: dict[str, str] = {}
     current = None
     for line in text.splitlines():
         if line.startswith("## "):
             current = sections.setdefault(line[3:].strip(), [])
-        elif current is not None and (item := re.match(r"^- `([^`]+)`( \(deleted by this replan\))?$", line)):
+        elif current is not None and (item := re.match(
+                r"^- `([^`]+)`( \(deleted by this replan\))?(?: sha256 ([0-9a-f]{64}))?$", line)):
             current.append((item.group(1), bool(item.group(2))))
+            if item.group(3):  # a manifest written before digests has none: its files are taken as they are
+                digests[item.group(1)] = item.group(3)
     missing = [k for k in ("Session", "Timestamp", "Scope") if k not in fields]
     if missing or "Files" not in sections:
         raise NotABackupError(f"{MANIFEST} is not a replan manifest (missing {', '.join(missing) or 'Files'})")
@@ -117,7 +124,8 @@ def parse_manifest(text: str) -> Manifest:
         raise NotABackupError(f"{MANIFEST} names files a replan never writes: {', '.join(unsafe)}")
     return Manifest(session_id=fields["Session"].strip(), timestamp=fields["Timestamp"].strip(),
                     reason=fields.get("Reason", ""), scope=fields["Scope"].strip(), mode=fields.get("Mode", ""),
-                    files=files, deleted=[rel for rel, gone in sections["Files"] if gone], created=created)
+                    files=files, deleted=[rel for rel, gone in sections["Files"] if gone], created=created,
+                    digests=digests)
 
 
 def write_backup(folder: Path, backup: Path, manifest: Manifest) -> None:
@@ -125,9 +133,12 @@ def write_backup(folder: Path, backup: Path, manifest: Manifest) -> None:
     an error that says so (exit 3), and a backup that could not be finished is removed, not left half made."""
     backup.mkdir(parents=True, exist_ok=False)
     try:
+        digests = {}
         for rel in manifest.files:
-            atomic_write_bytes(backup / Path(rel).name, (folder / rel).read_bytes())
-        atomic_write_text(backup / MANIFEST, render_manifest(manifest, backup))
+            data = (folder / rel).read_bytes()
+            atomic_write_bytes(backup / Path(rel).name, data)
+            digests[rel] = hashlib.sha256(data).hexdigest()
+        atomic_write_text(backup / MANIFEST, render_manifest(manifest.model_copy(update={"digests": digests}), backup))
     except BaseException:
         shutil.rmtree(backup, ignore_errors=True)
         raise
@@ -162,6 +173,15 @@ def read_backup(folder: Path, backup: Path) -> Manifest:
     absent = [rel for rel in manifest.files if not (backup / Path(rel).name).is_file()]
     if absent:
         raise NotABackupError(f"{backup} is incomplete: {', '.join(absent)} missing", hint="nothing was restored")
+    # A file changed since (an edit, a damaged disk) was restored as it was: the session then did not read, and
+    # with the replan undone no backup was left to restore.
+    changed = [rel for rel, digest in manifest.digests.items()
+               if hashlib.sha256((backup / Path(rel).name).read_bytes()).hexdigest() != digest]
+    if changed:
+        raise NotABackupError(f"{backup}: {', '.join(Path(rel).name for rel in changed)} changed since the backup "
+                              "was made; nothing was restored",
+                              hint="put the backup's files back as they were, or change the plan with "
+                                   "`wfqueue replan`")
     return manifest
 
 
