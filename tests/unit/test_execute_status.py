@@ -193,3 +193,24 @@ def test_an_execution_of_a_copied_or_moved_repository_is_not_continued_elsewhere
     assert (copy / ".workflow" / ".execution" / EXEC_ID / "execution.json").read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["copy", *(["original"] if original_there else [])]
     assert not original_there or list(original.iterdir()) == []  # nothing written where it ran
+
+
+def test_an_execution_whose_retried_task_has_its_branch_checked_out_elsewhere_is_refused_up_front(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A person checked out a failed task's branch to look at it; `--continue` sent the task again, whose worktree
+    could not take the branch (git's "cannot force update the branch"): the attempt was spent on it."""
+    from tests.execute_support import git, make_repo
+
+    monkeypatch.delenv("WFQUEUE_BROKER_URL", raising=False)
+    monkeypatch.setenv("COLUMNS", "1000")
+    monkeypatch.setattr("os.execve", lambda *args: pytest.fail("nothing may replace this process"))
+    repo = make_repo(tmp_path)
+    recorded(repo, "partial", None, [done("TASK-001", 1), done("TASK-002", 1, state="failed")], [])
+    git(repo, "branch", f"wfqueue/{EXEC_ID}")
+    branch = f"wfqueue/tasks/{EXEC_ID}/TASK-002"
+    git(repo, "branch", branch)
+    git(repo, "worktree", "add", "-q", str(tmp_path / "peek"), branch)
+    assert main(["execute", "--continue", EXEC_ID, "--repo", str(repo)]) == 2
+    err = capsys.readouterr().err
+    assert f"the branch of TASK-002, {branch}, is checked out in {tmp_path / 'peek'}" in err, err
+    assert records.load(repo / ".workflow" / ".execution" / EXEC_ID).tasks["TASK-002"].attempt == 1

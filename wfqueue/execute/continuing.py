@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from wfqueue.errors import BadInputError
-from wfqueue.execute.merge import branch_exists, checked_out_elsewhere
+from wfqueue.execute.decisions import reopened
+from wfqueue.execute.merge import branch_exists, checked_out_elsewhere, checkouts, integration_path, task_branch
 from wfqueue.execute.model import ExecutablePlan
 from wfqueue.execute.records import Execution
 from wfqueue.execute.schedule import build_schedule
@@ -34,7 +35,8 @@ def check_same_repository(execution: Execution, root: Path) -> None:
 
 
 def check_continuable(execution: Execution) -> None:
-    """Refuse (exit 2, nothing changed) an execution whose integration branch is gone or checked out elsewhere."""
+    """Refuse (exit 2, nothing changed) an execution whose integration branch is gone or checked out elsewhere,
+    or one a task of which would run again on a branch checked out elsewhere."""
     repo = Path(execution.repo)
     if not branch_exists(repo, execution.branch):
         raise BadInputError(f"{execution.exec_id} cannot go on: its integration branch {execution.branch} is gone",
@@ -44,6 +46,16 @@ def check_continuable(execution: Execution) -> None:
         raise BadInputError(f"{execution.exec_id} cannot go on: its integration branch {execution.branch} is "
                             f"checked out in {elsewhere}",
                             hint="switch that checkout to another branch (`git switch -`), then continue")
+    # A task run again takes its branch back into a worktree of its own: checked out by a person looking at a
+    # failed attempt, the retry failed on git's refusal and spent the attempt.
+    ours = integration_path(repo, execution.exec_id).parent
+    held = checkouts(repo)
+    for task_id in reopened(execution):
+        where = held.get(task_branch(execution.exec_id, task_id))
+        if where is not None and not where.resolve().is_relative_to(ours):
+            raise BadInputError(f"{execution.exec_id} cannot go on: the branch of {task_id}, "
+                                f"{task_branch(execution.exec_id, task_id)}, is checked out in {where}",
+                                hint="switch that checkout to another branch (`git switch -`), then continue")
 
 
 def reschedule(execution: Execution, plan: ExecutablePlan) -> bool:

@@ -76,17 +76,23 @@ def branch_exists(repo: Path, branch: str) -> bool:
     return git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False).returncode == 0
 
 
-def checked_out_elsewhere(repo: Path, exec_id: str) -> Path | None:
-    """The worktree other than the execution's own where its integration branch is checked out (git lets a
-    branch be checked out in one place only), or None."""
-    branch, ours = integration_branch(exec_id), integration_path(repo, exec_id)
+def checkouts(repo: Path) -> dict[str, Path]:
+    """Each branch checked out in a worktree of the repository, and where (git lets a branch be checked out in
+    one place only)."""
+    found: dict[str, Path] = {}
     worktree: Path | None = None
     for line in git(repo, "worktree", "list", "--porcelain").stdout.splitlines():
         if line.startswith("worktree "):
             worktree = Path(line.removeprefix("worktree "))
-        elif line == f"branch refs/heads/{branch}" and worktree is not None and worktree.resolve() != ours:
-            return worktree
-    return None
+        elif line.startswith("branch refs/heads/") and worktree is not None:
+            found[line.removeprefix("branch refs/heads/")] = worktree
+    return found
+
+
+def checked_out_elsewhere(repo: Path, exec_id: str) -> Path | None:
+    """The worktree other than the execution's own where its integration branch is checked out, or None."""
+    where = checkouts(repo).get(integration_branch(exec_id))
+    return where if where is not None and where.resolve() != integration_path(repo, exec_id) else None
 
 
 def close_integration(repo: Path, path: Path) -> bool:
