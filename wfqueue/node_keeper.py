@@ -71,20 +71,6 @@ def requeue_unacknowledged(app: Celery, queues: tuple[str, ...]) -> int:
     return count
 
 
-def requeue_left_over(app: Celery, queues: tuple[str, ...]) -> int:
-    """Before a cluster's own nodes start on a Redis that keeps its data (`wfqueue up`'s, started again after it
-    was killed): the deliveries its last run took and never acknowledged, back on their queues; how many. They
-    waited the visibility timeout (an hour), and `status` showed their agents running on a node long gone. Left
-    alone while nodes of other machines answer a ping: those may be running them."""
-    with app.connection_for_write() as connection:
-        channel: Any = connection.default_channel
-        if not channel.client.zcard(channel.unacked_index_key):
-            return 0  # the usual case: no ping, no wait
-    if other_nodes(app, set()):
-        return 0
-    return requeue_unacknowledged(app, queues)
-
-
 def other_nodes(app: Celery, ours: set[str]) -> list[str]:
     """The worker nodes that answer a ping now and are not ``ours`` (workers of other machines joined to a
     `wfqueue up`)."""

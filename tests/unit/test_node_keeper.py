@@ -1,4 +1,4 @@
-"""wfqueue.node_keeper: how a node's death is described, where restarting stops, and what a dead run left."""
+"""wfqueue.node_keeper without a broker: how a node's death is described, and where restarting stops."""
 
 from __future__ import annotations
 
@@ -10,14 +10,10 @@ from pathlib import Path
 import pytest
 from celery import Celery
 
-from wfqueue.celery_app import create_app, release_result_subscriptions
-from wfqueue.embedded import EmbeddedCluster, EmbeddedRedis
+from wfqueue.embedded import EmbeddedCluster
 from wfqueue.errors import WorkerStartError
 from wfqueue.local_workers import LocalWorkers
-from wfqueue.node_keeper import NodeKeeper, exit_described, requeue_left_over
-from wfqueue.settings import load_settings
-from wfqueue.state import redis_client
-from wfqueue.task_names import ALL_QUEUES, COLLAB_PLAN_AREA
+from wfqueue.node_keeper import NodeKeeper, exit_described
 
 
 class Notes:
@@ -72,28 +68,3 @@ def test_a_running_node_is_left_alone(tmp_path: Path) -> None:
     finally:
         workers.proc.kill()
         workers.proc.wait()
-
-
-def test_deliveries_a_killed_run_left_unacknowledged_are_queued_again_before_new_nodes_start(tmp_path: Path) -> None:
-    """`wfqueue up` killed (SIGKILL) while its agents ran, then started again on its Redis, which keeps its data:
-    the deliveries its dead node had taken waited the visibility timeout (an hour), their agents shown running
-    on a node that was gone. They are back on their queues before the new nodes start."""
-    redis = EmbeddedRedis(tmp_path / "redis")
-    redis.start()
-    try:
-        app = create_app(load_settings(broker_url=redis.url))
-        assert requeue_left_over(app, ALL_QUEUES) == 0  # nothing left: no ping, nothing moved
-        app.send_task(COLLAB_PLAN_AREA, args=[{"session_id": "CPLAN-x"}])
-        taker = ("import os, sys\nfrom wfqueue.celery_app import create_app\nfrom wfqueue.settings import "
-                 "load_settings\napp = create_app(load_settings(broker_url=sys.argv[1]))\n"
-                 "with app.connection_for_read() as connection:\n"
-                 "    assert connection.default_channel.basic_get('plan', no_ack=False) is not None\n"
-                 "    os._exit(0)  # killed with it: nothing acknowledged, nothing put back\n")
-        subprocess.run([sys.executable, "-c", taker, redis.url], check=True, timeout=60)
-        client = redis_client(redis.url, 5)
-        assert client.llen("plan") == 0
-        assert requeue_left_over(app, ALL_QUEUES) == 1
-        assert client.llen("plan") == 1 and requeue_left_over(app, ALL_QUEUES) == 0
-        release_result_subscriptions(app)
-    finally:
-        redis.stop()

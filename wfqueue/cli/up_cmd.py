@@ -25,11 +25,10 @@ from wfqueue.cli.stop_signals import to_handle
 from wfqueue.embedded import EmbeddedCluster
 from wfqueue.errors import ConfigError, WorkerStartError
 from wfqueue.lifeline import for_child
-from wfqueue.node_keeper import NodeKeeper, exit_described, requeue_left_over
+from wfqueue.node_keeper import NodeKeeper, exit_described
 from wfqueue.sessions import queue_dir, resolve_repo
 from wfqueue.settings import load_settings, mask_url
 from wfqueue.settings_checks import MAX_SLOTS
-from wfqueue.task_names import ALL_QUEUES
 from wfqueue.up_cluster import UP_FILE, UpCluster, UpWorkerSettings, announced, running_up
 
 # Threads of the control queue's own node: chord callbacks of the plans up runs, and beat's maintenance, which
@@ -129,10 +128,6 @@ def register(app: typer.Typer) -> None:
             live = settings.model_copy(update={"broker_url": SecretStr(url)})
             flower_argv, flower_env = flower_command(live, port, settings.flower_address)
             celery_app = create_app(live)
-            left = requeue_left_over(celery_app, ALL_QUEUES)  # before its workers take any
-            if left:
-                out.print(f"{left} task(s) the last run of `wfqueue up` here had taken and not finished are queued "
-                          "again")
             try:
                 cluster.start_workers(celery_app)
             finally:
