@@ -129,6 +129,8 @@ def test_a_restore_stopped_half_way_can_be_run_again(tmp_path: Path, monkeypatch
     monkeypatch.setattr(backup_module, "remove", refused_in_the_task_folder)
     assert cli("replan", "--restore", replanned["backup"], "--repo", str(tmp_path))[0] == 3
     monkeypatch.setattr(backup_module, "remove", real_remove)
+    code, _, err, _ = cli("replan", "IMPL-2", "title: Limiter settings", "--repo", str(tmp_path), "-y")
+    assert code == 2 and "stopped half-way" in err, err  # no replan on a half-restored session
     code, _, err, _ = cli("replan", "--restore", replanned["backup"], "--repo", str(tmp_path))
     assert code == 0, err
     assert tree(folder, skip_backups=True) == before

@@ -195,5 +195,5 @@ def test_a_mistyped_id_is_answered_with_the_sessions_closest_to_it_and_how_many_
     shown = hint.split(" (and ")[0].split(", ")
     assert shown[0] == "CPLAN-add-note-labels-2026-11-03" and len(shown) == 12
     assert hint.endswith("(and 11 more: `wfqueue status` lists them)")
-    assert shown_ids(known[:2], "nothing-like-it") == ", ".join(reversed(known[:2]))  # the newest first
+    assert shown_ids(known[:2], "nothing-like-it") == ", ".join(reversed(known[:2]))  # last in name order first
     assert shown_ids([], "x") == "none"

@@ -5,6 +5,7 @@ the git directory like the task worktrees (wfqueue.execute.worktree)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -49,10 +50,12 @@ def claim_branch(repo: Path, branch: str, start: str) -> bool:
     update with the empty old value), so of two executions that chose one id at once (each from its own worktree
     of the repository, whose `.workflow/` folders differ) one gets it and the other takes another id; they shared
     the branch and removed each other's worktrees."""
-    if git(repo, "update-ref", f"refs/heads/{branch}", start, "", check=False).returncode == 0:
-        return True
-    if branch_exists(repo, branch):
-        return False
+    for _ in range(2):  # the other may hold the ref's lock while it makes it: look again once it has
+        if git(repo, "update-ref", f"refs/heads/{branch}", start, "", check=False).returncode == 0:
+            return True
+        if branch_exists(repo, branch):
+            return False
+        time.sleep(0.2)
     git(repo, "update-ref", f"refs/heads/{branch}", start, "")  # failed for another reason: git says which
     return True
 

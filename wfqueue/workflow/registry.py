@@ -53,9 +53,9 @@ SHOWN_IDS = 12  # a mistyped id's hint names this many sessions at most
 
 
 def shown_ids(known: list[str], wanted: str) -> str:
-    """The sessions a mistyped ``wanted`` may have meant: those closest to it first, then the newest, at most
-    SHOWN_IDS, saying how many more there are (the hint showed the last twelve in name order, silently, and
-    left out the one a typo in its date was meant to be). Pure."""
+    """The sessions a mistyped ``wanted`` may have meant: those closest to it first, then the others, last in
+    name order first, at most SHOWN_IDS, saying how many more there are (the hint showed the last twelve in name
+    order, silently, and left out the one a typo in its date was meant to be). Pure."""
     if not known:
         return "none"
     close = difflib.get_close_matches(wanted, known, n=SHOWN_IDS, cutoff=0.6)

@@ -321,7 +321,7 @@ def _apply(folder: Path, repo: Path, snap: SessionSnapshot, impact: Impact, arti
                         created=[rel for rel in artifacts if rel not in snap.files])
     try:
         with changes_locked(folder, lock_timeout_s):
-            if _current_bytes(folder) != snap.files or backup.exists():
+            if _current_bytes(folder) != snap.files or backup.exists() or pending_backup(folder) is not None:
                 raise SessionBusyError(f"{snap.session.session_id} changed while the replan was prepared; "
                                        "nothing was written", hint="run the replan again")
             # Only what this replan breaks rolls it back: a problem the plan had before is not its doing, and

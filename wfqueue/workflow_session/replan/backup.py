@@ -63,7 +63,12 @@ def pending_backup(folder: Path) -> Path | None:
 
 
 def mark_pending(folder: Path, backup: Path) -> None:
-    atomic_write_text(folder / PROCESS_DIR / PENDING, backup.relative_to(folder).as_posix() + "\n")
+    """Mark ``backup`` (the session's own, or a copy kept elsewhere a restore reads) as the one to restore."""
+    try:
+        named = backup.resolve().relative_to(folder.resolve()).as_posix()
+    except ValueError:  # a copy outside the session: by its absolute path
+        named = str(backup.resolve())
+    atomic_write_text(folder / PROCESS_DIR / PENDING, named + "\n")
 
 
 def clear_pending(folder: Path) -> None:
