@@ -126,11 +126,12 @@ def test_a_worker_cache_that_cannot_be_written_is_an_infrastructure_error_naming
         redis.stop()
 
 
-def test_status_brings_a_finished_sessions_files_the_killed_coordinator_held_and_never_pulled(tmp_path: Path) -> None:
-    """Without a shared disk, a collaborative plan's command was SIGKILLed while its agents ran; the workers' callback
-    finished the plan and rewrote plan-note.md in Redis. `status` brought in only the files the folder never held:
-    the note still said "planning" and the plan read "interrupted: resume". A finished session whose folder was
-    never synced takes every file; once synced, what the folder holds (a person's edit) is left alone."""
+def test_status_brings_the_files_workers_rewrote_since_the_coordinator_last_synced(tmp_path: Path) -> None:
+    """Without a shared disk, a collaborative plan's command was SIGKILLed while its agents ran (after it had
+    synced the files of the understanding step); the workers' callback finished the plan and rewrote
+    plan-note.md in Redis. `status` brought in only the files the folder never held: the note still said
+    "planning" and the plan read "interrupted: resume". What a worker writes is taken again; what a person
+    edited here since the last sync is left alone until a worker writes that file again."""
     redis = EmbeddedRedis(tmp_path / "redis")
     redis.start()
     try:
@@ -141,19 +142,23 @@ def test_status_brings_a_finished_sessions_files_the_killed_coordinator_held_and
         state = SessionState(client, "CPLAN-x", settings.state_ttl_s)
         transport = Transport(commit="0" * 40, session_id="CPLAN-x", session_root=str(folder))
         state.set_meta(transport=transport.model_dump(mode="json"), status="planning")
-        with mirrored(folder, SessionFiles(client, "CPLAN-x", settings.state_ttl_s)):  # the coordinator's write,
-            atomic_write_text(folder / "plan-note.md", "status: planning\n")  # then SIGKILL: no pull
+        coordinator = CoordinatorFiles(settings, client, "CPLAN-x", folder)
+        coordinator.transport = transport
+        with mirrored(folder, SessionFiles(client, "CPLAN-x", settings.state_ttl_s)):
+            atomic_write_text(folder / "plan-note.md", "status: planning\n")  # the coordinator's own write
         worker_side = SessionFiles(client, "CPLAN-x", settings.state_ttl_s)
-        worker_side.put("plan-note.md", b"status: completed\n")
-        worker_side.put("plan.md", b"# Plan\n")
+        worker_side.put("requirement-analysis.json", b"{}")
+        assert coordinator.pull() == 1  # after the understanding step: everything synced
 
-        assert rebuild_from_redis(settings, "CPLAN-x", folder) == 1  # still planning: only what it never held
-        assert (folder / "plan-note.md").read_text() == "status: planning\n" and (folder / "plan.md").is_file()
-        state.set_meta(status="completed")
-        assert rebuild_from_redis(settings, "CPLAN-x", folder) == 1
-        assert (folder / "plan-note.md").read_text() == "status: completed\n"
+        worker_side.put("plan-note.md", b"status: completed\n")  # the callback; the coordinator was killed
+        worker_side.put("plan.md", b"# Plan\n")
+        assert rebuild_from_redis(settings, "CPLAN-x", folder) == 2
+        assert (folder / "plan-note.md").read_text() == "status: completed\n" and (folder / "plan.md").is_file()
         (folder / "plan-note.md").write_text("status: completed\nmy notes\n")
         assert rebuild_from_redis(settings, "CPLAN-x", folder) == 0
         assert (folder / "plan-note.md").read_text() == "status: completed\nmy notes\n"
+        worker_side.locked_update("plan-note.md", lambda _: "status: partial\n", timeout_s=5)
+        assert rebuild_from_redis(settings, "CPLAN-x", folder) == 1
+        assert (folder / "plan-note.md").read_text() == "status: partial\n"
     finally:
         redis.stop()

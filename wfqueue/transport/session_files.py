@@ -116,6 +116,7 @@ class SessionFiles:
         pipe = self.client.pipeline()  # MULTI: the field and the TTL land together
         pipe.hset(self.key, rel, value)
         pipe.expire(self.key, self.ttl_s)
+        pipe.srem(self.prefix + keys.FILES_SYNCED, rel)  # newer than what the coordinator's folder last took
         pipe.execute()
 
     # -- the lock that stands in for a file lock --------------------------------------------------
@@ -135,6 +136,7 @@ class SessionFiles:
                     new = update(None if current is None else current.decode("utf-8"))
                     if self.client.eval(_COMMIT, 2, lock_key, self.key, token, rel, _FILE + new.encode("utf-8"),
                                         self.ttl_s):
+                        self.client.srem(self.prefix + keys.FILES_SYNCED, rel)  # as _store
                         return new
                 finally:
                     self.client.eval(RELEASE_IF_OWNER, 1, lock_key, token)  # a no-op once committed

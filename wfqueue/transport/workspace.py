@@ -25,7 +25,7 @@ import redis
 
 from wfqueue import keys
 from wfqueue.errors import InfrastructureError, WfqueueError
-from wfqueue.keys import FINISHED_STATUSES, session_prefix
+from wfqueue.keys import session_prefix
 from wfqueue.metering import TRANSCRIPT_DIR
 from wfqueue.payloads import ExecuteTask, TaskPayload
 from wfqueue.sessions import check_session_id
@@ -232,30 +232,32 @@ class CoordinatorFiles:
             publish(self.client, repo, commit, self.settings, have=self.transport.commit,
                     have_at_url=self.transport.repo_url is not None)
 
-    def rebuild(self, finished: bool = False) -> int:
-        """Bring back only the files this folder never held (a coordinator stopped before it pulled them);
-        one it held and lost was deleted here on purpose (a replan's move into a backup). A ``finished``
-        session whose folder was never synced (its coordinator was killed) takes every file Redis has, as its
-        coordinator's last pull would have: the workers rewrote files it held (the collaborative note, which
-        still said "planning" and `status` then "interrupted"). Otherwise writes no Redis."""
+    def rebuild(self) -> int:
+        """Bring in what workers stored that this folder has not taken since it last synced: files it never held
+        (a coordinator stopped before it pulled them) and files rewritten after (every write to the session's
+        files in Redis takes the file out of the synced set): the callback's note of a plan whose coordinator was
+        killed, which still said "planning" here, and `status` then "interrupted". A file synced and then lost
+        here was deleted on purpose (a replan's move into a backup); one synced and edited here keeps the edit."""
         if self.transport is None:
             return 0
         synced = {as_text(rel) for rel in self.client.smembers(self._synced_key)}
-        if finished and not synced:
-            return self.pull()
-        return hydrate(self._files, self.session_dir,
-                       only=lambda rel: rel not in synced and not (self.session_dir / rel).exists())
+        changed = hydrate(self._files, self.session_dir, only=lambda rel: rel not in synced)
+        self._record_synced()
+        return changed
 
     def pull(self) -> int:
         """Write the files workers stored in Redis into the session folder; how many changed."""
         if self.transport is None:
             return 0
         changed = hydrate(self._files, self.session_dir)
+        self._record_synced()
+        return changed
+
+    def _record_synced(self) -> None:
         held = [as_text(rel) for rel in self.client.hkeys(self._files.key)]
         if held:  # every file Redis has is in the folder now: one missing later was deleted here
             self.client.sadd(self._synced_key, *held)
             self.client.expire(self._synced_key, self.settings.state_ttl_s)
-        return changed
 
 
 def rebuild_from_redis(settings: Settings, session_id: str, folder: Path) -> int:
@@ -273,4 +275,4 @@ def rebuild_from_redis(settings: Settings, session_id: str, folder: Path) -> int
         return 0
     files = CoordinatorFiles(settings, client, session_id, folder)
     files.transport = meta.transport
-    return files.rebuild(finished=meta.status in FINISHED_STATUSES)
+    return files.rebuild()
