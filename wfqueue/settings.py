@@ -326,7 +326,8 @@ class Settings(BaseSettings):
             if misplaced:  # redis-py reads them there, so the first check passed; Celery and kombu fail on them
                 raise ValueError(f"gives {' and '.join(misplaced)} in its query, where Celery cannot read it; write "
                                  "the password before the host and the database number as the path: "
-                                 "redis://:PASSWORD@HOST:PORT/DB (redis+socket://:PASSWORD@/PATH?virtual_host=DB)")
+                                 "redis://:PASSWORD@HOST:PORT/DB (a socket: redis+socket://:PASSWORD@/PATH"
+                                 "?virtual_host=DB)")
         return value
 
     @field_validator("repo_url")

@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import redis
 from kombu.exceptions import OperationalError
@@ -68,8 +68,12 @@ def redis_client(url: str, connect_timeout_s: float, read_timeout_s: float | Non
     parts = urlsplit(url)
     socket_timeout = read_timeout_s if read_timeout_s is not None else max(connect_timeout_s, 10.0)
     if parts.scheme in ("redis+socket", "unix", "socket"):
+        # The database kombu takes for a socket (?virtual_host=N): Celery's queues are there, and the session
+        # state, files and queue lengths read here must be too (they read database 0).
+        database = parse_qs(parts.query).get("virtual_host", ["0"])[0]
         return redis.Redis(
             unix_socket_path=unquote(parts.path),
+            db=int(database) if database.isdigit() else 0,
             password=unquote(parts.password) if parts.password else None,
             socket_connect_timeout=connect_timeout_s,
             socket_timeout=socket_timeout,

@@ -15,6 +15,7 @@ from wfqueue.collab.models import ProposedArea, Understanding, UnderstandingDraf
 from wfqueue.embedded import EmbeddedRedis
 from wfqueue.errors import ConfigError
 from wfqueue.settings import load_settings, mask_url
+from wfqueue.state import redis_client
 from wfqueue.task_names import COLLAB_FINALIZE, COLLAB_PLAN_AREA, COLLAB_UNDERSTAND, ROUTES
 
 
@@ -98,6 +99,12 @@ def test_a_unix_socket_url_as_redis_py_writes_it_carries_tasks_and_results(tmp_p
         with app.connection_for_write() as connection:
             connection.default_channel.client.set("wfq-probe", "1")
         assert app.backend.client.get("wfq-probe") == b"1"
+        # A socket's database, as kombu takes it: wfqueue's own reads (session state, queue lengths) go there too.
+        other = create_app(load_settings(broker_url=f"{redis.url}?virtual_host=3"))
+        with other.connection_for_write() as connection:
+            connection.default_channel.client.set("wfq-probe-3", "3")
+        assert redis_client(f"{redis.url}?virtual_host=3", 5).get("wfq-probe-3") == "3"
+        assert redis_client(redis.url, 5).get("wfq-probe-3") is None
     finally:
         redis.stop()
 
