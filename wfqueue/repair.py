@@ -278,11 +278,13 @@ def _existing_created_as_modified(tasks: list[UnifiedTask], exists: Callable[[st
     A coding agent told to create a file that is there writes it from scratch, and the file's code is lost."""
     repaired: list[UnifiedTask] = []
     repairs: dict[int, list[Repair]] = {}
+    plan = FileActionsInPlan(tasks)  # a task after one deleting the file may create it again (plan_check agrees)
     for position, task in enumerate(tasks):
         files = list(task.files)
         for index, entry in enumerate(files):
             rel = repo_relative(entry.path)
-            if entry.action == "create" and rel is not None and exists(rel):
+            if (entry.action == "create" and rel is not None and exists(rel)
+                    and not plan.comes_after(task.id, plan.deleters(rel))):
                 files[index] = entry.model_copy(update={"action": "modify"})
                 repairs.setdefault(position, []).append(Repair(
                     kind="created_to_modified", task_id=task.id,

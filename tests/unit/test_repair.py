@@ -357,3 +357,16 @@ def test_id_ranges_hold_the_canonical_ids_of_their_ranges_only() -> None:
     assert not any(task_id in others for task_id in ("TASK-100", "TASK-201", "TASK-300", "TASK-401", "TASK-0150",
                                                      "TASK-150x", "task-150", "IMPL-150", 150, "TASK-" + "9" * 5000))
     assert "TASK-001" not in IdRanges("TASK-", [])
+
+
+def test_a_file_a_dependency_deletes_may_be_created_again() -> None:
+    """The repair made every create of a file the repository has a modify, also in the task after the one
+    deleting it, which validate accepts: the execution then told the agent to modify a file its dependency had
+    deleted."""
+    tasks = [task("TASK-001", files=[{"path": "pkg/a.py", "action": "delete"}]),
+             task("TASK-002", deps=["TASK-001"], files=[{"path": "pkg/a.py", "action": "create"}]),
+             task("TASK-003", files=[{"path": "pkg/b.py", "action": "create"}])]
+    fixed, repairs = collab(tasks)
+    assert [[(f.path, f.action) for f in t.files] for t in fixed] == [
+        [("pkg/a.py", "delete")], [("pkg/a.py", "create")], [("pkg/b.py", "modify")]]
+    assert [r.kind for r in repairs] == ["created_to_modified"]
