@@ -175,3 +175,14 @@ def test_a_backup_changed_since_it_was_made_is_not_restored(tmp_path: Path) -> N
     (backup / "plan.json").write_bytes(kept)
     assert cli("replan", "--restore", str(backup), "--repo", str(tmp_path))[0] == 0
     assert validate_session(folder) == []
+
+
+def test_a_replan_killed_after_writing_everything_does_not_block_the_next(tmp_path: Path) -> None:
+    """Killed after its record (written last) and before it cleared its mark: the next replans were refused as if
+    its files were partly written, though its history names it and its restore is the usual one."""
+    folder = three_tasks(tmp_path)
+    replanned = json.loads(cli("replan", "add a task for audit logging", "--repo", str(tmp_path), "-y", "--json")[1])
+    (folder / ".process" / "replan.pending").write_text(
+        Path(replanned["backup"]).relative_to(folder).as_posix() + "\n", encoding="utf-8")
+    code, _, err, _ = cli("replan", "IMPL-2", "title: Limiter settings", "--repo", str(tmp_path), "-y")
+    assert code == 0, err

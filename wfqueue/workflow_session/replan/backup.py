@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 
 from wfqueue.errors import NotABackupError
 from wfqueue.fsio import atomic_write_bytes, atomic_write_text, remove
-from wfqueue.workflow_session.session import PROCESS_DIR, SESSION_FILE
+from wfqueue.workflow_session.session import PROCESS_DIR, SESSION_FILE, load_session
 
 BACKUP_DIR = "backup"
 MANIFEST = "MANIFEST.md"
@@ -53,22 +53,36 @@ PENDING = "replan.pending"
 
 
 def pending_backup(folder: Path) -> Path | None:
-    """The backup a half-written replan left, or None (no mark, or one whose backup is gone)."""
+    """The backup a half-written replan left, or None: no mark, one whose backup is gone, or one whose replan
+    wrote everything, its record last (killed before it cleared the mark: the history names it, and the usual
+    restore of the last replan undoes it)."""
     try:
         rel = (folder / PROCESS_DIR / PENDING).read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError):
         return None
-    backup = folder / rel
-    return backup if rel and (backup / MANIFEST).is_file() else None
+    restoring = rel.startswith(_RESTORING)
+    backup = folder / rel.removeprefix(_RESTORING)
+    if not rel or not (backup / MANIFEST).is_file():
+        return None
+    if restoring:  # a restore writes the record last: until then the history names the replan it undoes
+        return backup
+    try:
+        history = load_session(folder).replan_history
+    except (OSError, ValueError):  # a record that does not read: the mark is all there is to go by
+        return backup
+    return None if history and (folder / history[-1].backup).resolve() == backup.resolve() else backup
 
 
-def mark_pending(folder: Path, backup: Path) -> None:
+_RESTORING = "restoring "  # the mark's prefix while a restore, not a replan, writes
+
+
+def mark_pending(folder: Path, backup: Path, *, restoring: bool = False) -> None:
     """Mark ``backup`` (the session's own, or a copy kept elsewhere a restore reads) as the one to restore."""
     try:
         named = backup.resolve().relative_to(folder.resolve()).as_posix()
     except ValueError:  # a copy outside the session: by its absolute path
         named = str(backup.resolve())
-    atomic_write_text(folder / PROCESS_DIR / PENDING, named + "\n")
+    atomic_write_text(folder / PROCESS_DIR / PENDING, (_RESTORING if restoring else "") + named + "\n")
 
 
 def clear_pending(folder: Path) -> None:

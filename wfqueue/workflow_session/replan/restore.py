@@ -83,7 +83,7 @@ def restore(repo: Path, backup: Path, session_id: str | None = None, lock_timeou
             elif pending.resolve() != backup.resolve():
                 raise ReplanRefusedError(f"the replan {pending.name} of {folder.name} stopped half-way; nothing was "
                                          "restored", hint=f"undo it first: {restore_command(pending, folder.name)}")
-            mark_pending(folder, backup)  # stopped half-way, it is run again before any replan
+            mark_pending(folder, backup, restoring=True)  # stopped half-way, it is run again before any replan
             restored, removed = restore_files(folder, backup, manifest)
             clear_pending(folder)
     except Timeout:
