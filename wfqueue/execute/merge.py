@@ -10,7 +10,14 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from wfqueue.execute.worktree import WORKTREES_DIR, finish_worktree, git, identity_options, prepare_worktree
+from wfqueue.execute.worktree import (
+    WORKTREES_DIR,
+    finish_worktree,
+    git,
+    identity_options,
+    prepare_worktree,
+    worktree_list,
+)
 from wfqueue.sandboxed_commands import DEFAULT_COMMAND_TIMEOUT_S, parse_command, run_command
 
 INTEGRATION_DIR = "integration"
@@ -82,14 +89,8 @@ def branch_exists(repo: Path, branch: str) -> bool:
 def checkouts(repo: Path) -> dict[str, Path]:
     """Each branch checked out in a worktree of the repository, and where (git lets a branch be checked out in
     one place only)."""
-    found: dict[str, Path] = {}
-    worktree: Path | None = None
-    for line in git(repo, "worktree", "list", "--porcelain").stdout.splitlines():
-        if line.startswith("worktree "):
-            worktree = Path(line.removeprefix("worktree "))
-        elif line.startswith("branch refs/heads/") and worktree is not None:
-            found[line.removeprefix("branch refs/heads/")] = worktree
-    return found
+    return {line.removeprefix("branch refs/heads/"): where for where, lines in worktree_list(repo)
+            for line in lines if line.startswith("branch refs/heads/")}
 
 
 def checked_out_elsewhere(repo: Path, exec_id: str) -> Path | None:

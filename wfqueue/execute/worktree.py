@@ -102,14 +102,19 @@ def worktrees_locked(repo: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _worktree_entry(repo: Path, path: Path) -> list[str] | None:
-    """The lines `git worktree list --porcelain` gives for the worktree at ``path``, or None when git does not
-    know it."""
+def worktree_list(repo: Path) -> list[tuple[Path, list[str]]]:
+    """Every worktree of the repository, as `git worktree list --porcelain` gives it: its path and its lines."""
+    listed: list[tuple[Path, list[str]]] = []
     for block in git(repo, "worktree", "list", "--porcelain").stdout.split("\n\n"):
         lines = block.splitlines()
-        if lines and lines[0].startswith("worktree ") and Path(lines[0][len("worktree "):]).resolve() == path:
-            return lines
-    return None
+        if lines and lines[0].startswith("worktree "):
+            listed.append((Path(lines[0][len("worktree "):]), lines))
+    return listed
+
+
+def _worktree_entry(repo: Path, path: Path) -> list[str] | None:
+    """The lines git gives for the worktree at ``path``, or None when git does not know it."""
+    return next((lines for where, lines in worktree_list(repo) if where.resolve() == path), None)
 
 
 def _registered(repo: Path, path: Path) -> bool:
