@@ -368,7 +368,6 @@ def _roll_back(folder: Path, backup: Path, manifest: Manifest) -> None:
     session half-written, and says so: its pending mark lets the restore it names undo it."""
     try:
         restore_files(folder, backup, manifest)
-        clear_pending(folder)
     except (OSError, InfrastructureError) as exc:
         why = exc.message if isinstance(exc, InfrastructureError) else str(exc)
         raise InfrastructureError(f"the replan failed half-way and rolling it back failed too ({why}): the session "

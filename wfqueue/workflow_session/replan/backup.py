@@ -207,7 +207,8 @@ def read_backup(folder: Path, backup: Path) -> Manifest:
 def restore_files(folder: Path, backup: Path, manifest: Manifest) -> tuple[list[str], list[str]]:
     """Remove the files the replan created and put every backed-up file back, the session's record last: it
     holds the history that says which replan a backup undoes, so a restore stopped half-way (a full disk) can be
-    run again. Put back first, the record forgot the replan while its new task files were still there."""
+    run again. Put back first, the record forgot the replan while its new task files were still there. Done, the
+    session is whole again: a pending mark (of the replan undone, or of this restore) goes."""
     removed = []
     for rel in manifest.created:
         if (folder / rel).exists():
@@ -215,4 +216,5 @@ def restore_files(folder: Path, backup: Path, manifest: Manifest) -> tuple[list[
             removed.append(rel)
     for rel in sorted(manifest.files, key=lambda rel: rel == SESSION_FILE):
         atomic_write_bytes(folder / rel, (backup / Path(rel).name).read_bytes())
+    clear_pending(folder)
     return list(manifest.files), removed

@@ -12,7 +12,6 @@ from wfqueue.sessions import repo_option
 from wfqueue.workflow_session.replan.backup import (
     Manifest,
     backup_root,
-    clear_pending,
     mark_pending,
     pending_backup,
     read_backup,
@@ -85,7 +84,6 @@ def restore(repo: Path, backup: Path, session_id: str | None = None, lock_timeou
                                          "restored", hint=f"undo it first: {restore_command(pending, folder.name)}")
             mark_pending(folder, backup, restoring=True)  # stopped half-way, it is run again before any replan
             restored, removed = restore_files(folder, backup, manifest)
-            clear_pending(folder)
     except Timeout:
         raise SessionBusyError(f"a replan of {folder.name} holds its lock", hint="wait for it to finish") from None
     return RestoreResult(session_id=folder.name, backup=str(backup), restored=restored, removed=removed)
