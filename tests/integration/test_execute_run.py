@@ -399,3 +399,34 @@ def test_an_integration_branch_deleted_while_the_execution_runs_ends_it_with_one
     assert f"the integration branch {branch.removeprefix('refs/heads/')} was deleted while" in said, said
     assert "--continue" not in said and "wfqueue execute " in said.split("hint:")[-1], said
     assert "wfqueue-worktrees" not in git(repo, "worktree", "list")
+
+
+def test_a_completed_executions_branch_merged_and_deleted_is_not_named_to_merge_again(tmp_path: Path) -> None:
+    """Once a user merged the integration branch and deleted it, as one does after a review, `status` and
+    `execute --continue` still said to `git merge` it: a branch that no longer exists. They say that nothing is
+    left to do; a branch deleted unmerged is named with the command that brings it back."""
+    repo = project(tmp_path)
+    tasks_file = lite_plan(repo, [lite_task(1, "Rename the package", ["calc/text.py"])])
+    env = env_for(tmp_path, {"TASK-001": {"calc/text.py": "NAME = 'calculator'\n"}})
+    run = run_cli("execute", str(tasks_file), "-y", "--json", env=env, timeout=240)
+    assert run.code == 0, run.stderr
+    exec_id, branch = run.json()["exec_id"], run.json()["branch"]
+    assert f"git merge {branch}" in run.json()["hint"]
+
+    git(repo, "branch", "-D", branch)  # deleted unmerged: the hint says how to get it back
+    status = run_cli("status", exec_id, "--repo", str(repo), env=env)
+    said = " ".join(status.stdout.split())
+    assert status.code == 0 and "git merge" not in said, said
+    back = said.split("`git branch ")[1].split("`")[0]
+    git(repo, *["branch", *back.split()])
+    assert git(repo, "show", f"{branch}:calc/text.py") == "NAME = 'calculator'"
+
+    git(repo, "merge", "-q", "--no-edit", branch)
+    git(repo, "branch", "-d", branch)
+    for command in (["status", exec_id], ["execute", "--continue", exec_id]):
+        again = run_cli(*command, "--repo", str(repo), env=env, timeout=240)
+        said = " ".join((again.stdout + again.stderr).split())
+        assert again.code == 0, said
+        assert "Nothing is left to do" in said and f"`{branch}` was merged into your branch" in said, said
+        assert "git merge" not in said, said
+    assert "Nothing is left to do" in (Path(run.json()["exec_dir"]) / "execution.md").read_text(encoding="utf-8")

@@ -17,6 +17,7 @@ from tests.execute_support import task
 from wfqueue.cli.execute_cmd import finish_execution
 from wfqueue.cli.main import main
 from wfqueue.execute.decisions import (
+    BranchGone,
     conflict_outcome,
     disallowed_changes,
     final_status,
@@ -141,6 +142,22 @@ def test_how_an_execution_ends_and_what_the_user_is_told() -> None:
     # Said as a fact, not as an alternative to running the tasks again ("...runs them again; or nothing was merged").
     assert merge_hint(nothing).endswith("runs them again. Nothing was merged: your branch has nothing to review yet.")
     assert partial.counts() == {"completed": ["T1"], "failed": [], "skipped": [], "blocked": ["T2"]}
+
+
+def test_a_partial_executions_deleted_branch_is_not_named_to_continue_on() -> None:
+    """A partial execution whose integration branch is gone cannot be continued (--continue refuses it): the
+    hint says to execute the plan again, and whether what completed is in the user's branch."""
+    partial = execution(T1="completed", T2="failed")
+    partial.status = "partial"
+    merged = merge_hint(partial, gone=BranchGone(tip="a" * 40, in_head=True))
+    assert "--continue" not in merged and "git merge" not in merged
+    assert "1 task(s) did not complete" in merged and "`wfqueue execute " in merged
+    assert "was merged into your branch (its last merge, aaaaaaaaaaaa)" in merged
+    unmerged = merge_hint(partial, gone=BranchGone(tip="b" * 40, in_head=False))
+    assert f"`git branch wfqueue/EXEC-demo-2026-01-01 {'b' * 40}`" in unmerged and "--continue" not in unmerged
+    stopped = execution(T1="completed")
+    stopped.status, stopped.stopped_wave = "stopped", 1  # only an ended execution's hint changes
+    assert "--continue" in merge_hint(stopped, gone=BranchGone(tip=None, in_head=False))
 
 
 def test_the_report_lists_waves_tasks_and_the_success_rate() -> None:

@@ -21,6 +21,7 @@ from wfqueue.collab.inspect import nobody_runs as collab_nobody_runs
 from wfqueue.coordinator_lease import coordinator_gone
 from wfqueue.embedded import SOCKET_RECORD
 from wfqueue.errors import SessionNotFoundError, WfqueueError
+from wfqueue.execute.continuing import branch_gone
 from wfqueue.execute.decisions import merge_hint
 from wfqueue.execute.records import Execution
 from wfqueue.execute.status_view import gate_lines, headline, task_rows
@@ -150,7 +151,7 @@ def _print_execution(out: Console, execution: Execution) -> None:
             out.print(escape(f"{row.task_id}: {row.detail}"), soft_wrap=True)
     for line in gate_lines(execution):
         out.print(escape(line))
-    hint = merge_hint(execution, repo_option(Path(execution.repo)))
+    hint = merge_hint(execution, repo_option(Path(execution.repo)), gone=branch_gone(execution))
     out.print(escape(hint), soft_wrap=True)  # a command to copy: never broken in two
 
 

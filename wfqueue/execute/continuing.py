@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wfqueue.errors import BadInputError
-from wfqueue.execute.decisions import reopened
+from wfqueue.errors import BadInputError, WfqueueError
+from wfqueue.execute.decisions import BranchGone, merge_commits, reopened
 from wfqueue.execute.merge import branch_exists, checked_out_elsewhere, checkouts, integration_path, task_branch
 from wfqueue.execute.model import ExecutablePlan
 from wfqueue.execute.records import Execution
 from wfqueue.execute.schedule import build_schedule
+from wfqueue.execute.worktree import git
 
 
 def check_same_repository(execution: Execution, root: Path) -> None:
@@ -70,3 +71,22 @@ def reschedule(execution: Execution, plan: ExecutablePlan) -> bool:
     for task_id, record in execution.tasks.items():
         record.wave = schedule.wave_of(task_id)
     return True
+
+
+def branch_gone(execution: Execution) -> BranchGone | None:
+    """None while an execution's integration branch is there (or git cannot say: the repository moved);
+    otherwise its last merge and whether the checked-out branch has it (merged, then deleted)."""
+    repo = Path(execution.repo)
+    try:
+        if (not repo.is_dir() or git(repo, "rev-parse", "--git-dir", check=False).returncode != 0
+                or branch_exists(repo, execution.branch)):
+            return None
+        merges = merge_commits(execution)
+        # The tips among the merges: one, as each merge builds on the ones before it.
+        tips = git(repo, "merge-base", "--independent", *merges, check=False).stdout.split() if merges else []
+        tip = tips[0] if len(tips) == 1 else None
+        in_head = tip is not None and git(repo, "merge-base", "--is-ancestor", tip, "HEAD",
+                                          check=False).returncode == 0
+    except WfqueueError:  # git is missing, or the folder is no repository any more: the hint stays as it was
+        return None
+    return BranchGone(tip=tip, in_head=in_head)

@@ -24,8 +24,9 @@ import redis
 
 from wfqueue.errors import BadInputError, WfqueueError
 from wfqueue.execute import records
-from wfqueue.execute.continuing import check_continuable, check_same_repository, reschedule
+from wfqueue.execute.continuing import branch_gone, check_continuable, check_same_repository, reschedule
 from wfqueue.execute.decisions import (
+    BranchGone,
     final_status,
     merge_hint,
     needs_gate,
@@ -113,9 +114,10 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
             self.ui.info(f"{execution.exec_id} is already completed")
             # Its records again: the run that completed it may have failed to write them (a read-only plan
             # folder), and writing them is idempotent.
+            gone = branch_gone(execution)  # merged and deleted, most likely: "git merge" it no more
             with contextlib.suppress(BadInputError):  # no plan left to write them into
-                self._write_records(load_plan(execution.source, execution.repo), execution)
-            return outcome(execution)
+                self._write_records(load_plan(execution.source, execution.repo), execution, gone)
+            return outcome(execution, gone)
         check_continuable(execution)
         plan = load_plan(execution.source, execution.repo)
         if sorted(t.id for t in plan.tasks) != sorted(execution.tasks):
@@ -212,12 +214,12 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
         self.event(execution, f"execution {execution.status}: {hint}")
 
     @staticmethod
-    def _write_records(plan: ExecutablePlan, execution: Execution) -> str:
+    def _write_records(plan: ExecutablePlan, execution: Execution, gone: BranchGone | None = None) -> str:
         """Save the execution's state and report and write each task's state into the plan; return the hint."""
         records.save(execution)
-        hint = merge_hint(execution, repo_option(Path(execution.repo)))
-        report = records.render_report(execution, merge_hint(execution, repo_option(Path(execution.repo)),
-                                                             why_at="the tasks above"))
+        option = repo_option(Path(execution.repo))
+        hint = merge_hint(execution, option, gone=gone)
+        report = records.render_report(execution, merge_hint(execution, option, why_at="the tasks above", gone=gone))
         atomic_write_text(Path(execution.exec_dir) / records.REPORT_FILE, report)
         write_back(plan, execution)
         return hint

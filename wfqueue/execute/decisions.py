@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
+from pydantic import BaseModel
+
 from wfqueue.analysis.files import is_test_path
 from wfqueue.execute.model import ExecTask
 from wfqueue.execute.records import Execution, ExecutionStatus, TaskRecord, TaskState
@@ -121,15 +123,49 @@ def stopped_by_budget(execution: Execution) -> list[str]:
             if record.state == "failed" and says_budget_spent(record.reason)]
 
 
-def merge_hint(execution: Execution, repo_option: str = "", why_at: str = "execution.md") -> str:
+class BranchGone(BaseModel):
+    """An ended execution's integration branch is no longer in the repository (wfqueue.execute.merge
+    .branch_gone): merged and deleted, as a user does once reviewed, or deleted unmerged."""
+
+    tip: str | None  # its last merge (None: nothing was merged)
+    in_head: bool  # that commit is in the branch checked out in the repository
+
+
+def merge_commits(execution: Execution) -> list[str]:
+    """The merge commits of the completed tasks (each merge builds on the ones before it)."""
+    return [r.merge for r in execution.tasks.values() if r.state == "completed" and r.merge]
+
+
+def _gone_hint(execution: Execution, gone: BranchGone, why_at: str) -> str:
+    branch = f"`{execution.branch}`"
+    again = f"execute the plan again (`wfqueue execute {execution.source}`)"
+    missed = len(execution.tasks) - len(execution.in_state("completed"))
+    rest = (f"{missed} task(s) did not complete (see {why_at} for why), and its integration branch {branch} is no "
+            f"longer in the repository, so they cannot run again on it: {again}" if missed else "")
+    if gone.tip is None:
+        return f"{rest}." if rest else f"Its integration branch {branch} is no longer in the repository."
+    if gone.in_head:
+        merged = f"its integration branch {branch} was merged into your branch (its last merge, {gone.tip[:12]})"
+        return f"{rest}; {merged}." if rest else f"Nothing is left to do: {merged} and deleted."
+    back = (f"its integration branch {branch} is no longer in the repository, and its last merge, {gone.tip[:12]}, "
+            f"is not in your branch: if you merged it another way (a squash) or do not want it, nothing is left to "
+            f"do; otherwise `git branch {execution.branch} {gone.tip}` brings it back while git keeps the commit")
+    return f"{rest}; {back}." if rest else f"{back[0].upper()}{back[1:]}."
+
+
+def merge_hint(execution: Execution, repo_option: str = "", why_at: str = "execution.md",
+               gone: BranchGone | None = None) -> str:
     """What the user does next, as the report and the terminal say it; ``repo_option`` (" --repo PATH", see
     wfqueue.sessions.repo_option) goes into the command it names; ``why_at`` is where the reasons of tasks that
-    did not complete are read (the report itself says "the tasks above")."""
+    did not complete are read (the report itself says "the tasks above"); ``gone``: the integration branch of an
+    ended execution is no longer there (its review hint would name a branch that does not exist)."""
     larger = " --budget LARGER" if stopped_by_budget(execution) else ""  # the same cap would stop them again
     again = f"`wfqueue execute --continue {execution.exec_id}{repo_option}{larger}`"
     if execution.branch_lost:
         return (f"Its integration branch `{execution.branch}` was deleted while it ran: execute the plan again "
                 f"(`wfqueue execute {execution.source}`).")
+    if gone is not None and execution.status in ("completed", "partial"):
+        return _gone_hint(execution, gone, why_at)
     if execution.status == "stopped":
         return (f"The gate after wave {execution.stopped_wave} is red: fix the integration branch `{execution.branch}` "
                 f"(or the plan), then run {again}.")

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import Field
 
-from wfqueue.execute.decisions import merge_hint
+from wfqueue.execute.decisions import BranchGone, merge_hint
 from wfqueue.execute.records import Execution
 from wfqueue.sessions import WORKFLOW_DIR, SessionIds, repo_option
 from wfqueue.workflow.contract import PlanOutcome
@@ -47,12 +47,12 @@ class ExecutionOutcome(PlanOutcome):
                 "branch": self.branch, "tasks": self.task_states, "hint": self.hint, "usage": self.usage}
 
 
-def outcome(execution: Execution) -> ExecutionOutcome:
+def outcome(execution: Execution, gone: BranchGone | None = None) -> ExecutionOutcome:
     counts = execution.counts()
     return ExecutionOutcome(session_id=execution.exec_id, session_dir=execution.exec_dir, status=execution.status,
                             tasks=len(counts["completed"]), conflicts=len(counts["blocked"]), branch=execution.branch,
-                            task_states=counts, total=len(execution.tasks),
-                            hint=merge_hint(execution, repo_option(Path(execution.repo))), usage=execution.usage,
+                            task_states=counts, total=len(execution.tasks), usage=execution.usage,
+                            hint=merge_hint(execution, repo_option(Path(execution.repo)), gone=gone),
                             unfinished={t: f"{r.state}" + (f": {r.reason}" if r.reason else "")
                                         for t, r in execution.tasks.items()
                                         if r.state in ("failed", "rejected", "skipped", "blocked")})
