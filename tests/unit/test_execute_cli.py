@@ -152,6 +152,32 @@ def test_a_dirty_working_tree_is_refused_naming_the_files(sample_repo: Path, cap
     assert snapshot(sample_repo) == before  # .git/index included: checking the tree did not even refresh it
 
 
+def test_a_changed_submodule_is_named_with_how_to_clean_it_inside(sample_repo: Path, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str],
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A change inside a submodule was refused with "commit or stash them (`git stash --include-untracked`)",
+    which leaves a submodule's changes where they are: the command was refused again. The hint says to clean
+    it inside the submodule, or to record its new commit."""
+    monkeypatch.setenv("WFQUEUE_EXECUTOR_COMMAND", "claude -p")
+    vendor = tmp_path / "vendor-lib"
+    vendor.mkdir()
+    (vendor / "lib.py").write_text("VALUE = 1\n", encoding="utf-8")
+    committed(vendor)
+    committed(sample_repo)
+    git(sample_repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(vendor), "vendor/lib")
+    git(sample_repo, "commit", "-qm", "vendor the lib")
+    plan_session(sample_repo)
+    (sample_repo / "vendor" / "lib" / "lib.py").write_text("VALUE = 2\n", encoding="utf-8")
+    before = snapshot(sample_repo)
+
+    assert main(["execute", SESSION, "--repo", str(sample_repo), "-y"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "is not clean (1 path changed or untracked)" in err and "vendor/lib" in err, err
+    assert "in a submodule (vendor/lib), commit or stash inside it (`git -C vendor/lib stash --include-untracked`)" \
+        in err, err
+    assert snapshot(sample_repo) == before
+
+
 def test_a_file_the_plan_changes_must_be_tracked_by_git(sample_repo: Path, capsys: pytest.CaptureFixture[str],
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WFQUEUE_EXECUTOR_COMMAND", "claude -p")

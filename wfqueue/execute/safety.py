@@ -77,6 +77,17 @@ def dirty_files(repo: Path) -> list[str]:
     return parse_porcelain(status.stdout)
 
 
+def changed_submodules(repo: Path, dirty: list[str]) -> list[str]:
+    """The submodules (gitlinks in the index) among ``dirty`` (dirty_files' lines, whose paths are relative
+    to the top of the repository)."""
+    paths = [line[3:] for line in dirty if line[:2] != "??"]
+    top = _git(repo, "rev-parse", "--show-toplevel").stdout.strip() if paths else ""
+    listed = _git(Path(top), "--literal-pathspecs", "ls-files", "--stage", "-z", "--", *paths) if top else None
+    if listed is None or listed.returncode != 0:  # only a hint depends on it
+        return []
+    return [entry.split("\t", 1)[1] for entry in listed.stdout.split("\0") if entry.startswith("160000 ")]
+
+
 def untracked(repo: Path, paths: list[str]) -> list[str]:
     """Those of ``paths`` (relative to ``repo``) that git does not track: ignored, or never added."""
     if not paths:
@@ -118,11 +129,16 @@ def check_clean_repository(repo: Path, existing_files: list[str] | None = None,
     dirty = dirty_files(repo)
     if dirty:
         lines = _listing(dirty, "\n  ")
+        modules = changed_submodules(repo, dirty)
+        # The superproject's stash leaves a submodule's own changes (and its checked-out commit) where they are.
+        inside = (f"; in a submodule ({_listing(modules, ', ')}), commit or stash inside it (`git -C "
+                  f"{modules[0]} stash --include-untracked`), or record its new commit here (`git add "
+                  f"{modules[0]}` and commit)" if modules else "")
         raise UnsafeRepositoryError(
             f"the working tree of {repo} is not clean ({len(dirty)} path{'s' if len(dirty) != 1 else ''} changed "
             f"or untracked):\n  {lines}",
-            hint="commit or stash them (`git stash --include-untracked`), then run the command again: execution "
-                 "works from HEAD and never touches your branch or working tree",
+            hint=f"commit or stash them (`git stash --include-untracked`){inside}, then run the command again: "
+                 "execution works from HEAD and never touches your branch or working tree",
             dirty=dirty,
         )
     missing = untracked(repo, list(dict.fromkeys(existing_files or [])))
