@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.replan_support import cli, read, three_tasks, tree
+from wfqueue.cli.main import main
 from wfqueue.errors import InfrastructureError
 from wfqueue.workflow_session.replan import backup as backup_module
 from wfqueue.workflow_session.replan.apply import run_replan, validate_session
@@ -77,6 +78,34 @@ def test_a_replan_killed_half_way_is_undone_by_its_backup_and_blocks_other_repla
     assert code == 0, err
     assert tree(folder, skip_backups=True) == before and validate_session(folder) == []
     assert cli("replan", "IMPL-2", "title: Limiter settings", "--repo", str(tmp_path), "-y")[0] == 0
+
+
+def test_a_half_written_replan_is_neither_verified_nor_executed_until_it_is_undone(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`verify` judged the half-written plan (findings about a task file plan.json does not list), and `execute`
+    would run it: a plan nobody made. Both refuse, naming the restore; after it, both work."""
+    monkeypatch.setenv("COLUMNS", "1000")
+    folder = three_tasks(tmp_path)
+    for name in ("config", "limiter", "client"):  # the files its tasks modify
+        (tmp_path / "src").mkdir(exist_ok=True)
+        (tmp_path / "src" / f"{name}.py").write_text(f"{name.upper()} = 1\n", encoding="utf-8")
+    killed = subprocess.run([sys.executable, "-c", KILLED_AFTER_FIRST_TASK_FILE, str(tmp_path)],
+                            env={**os.environ, "PYTHONPATH": str(Path.cwd())}, capture_output=True, text=True)
+    assert killed.returncode == 9, killed.stderr
+    (backup,) = (folder / ".process" / "backup").iterdir()
+    half_written = tree(folder, skip_backups=True)
+    for command in (["verify"], ["execute", folder.name, "--dry-run"]):
+        code = main([*command, "--repo", str(tmp_path)])
+        said = " ".join(capsys.readouterr().err.split())
+        assert code == 2 and f"the replan {backup.name} of {folder.name} stopped half-way" in said, said
+        assert f"wfqueue replan --restore {backup}" in said, said
+    assert tree(folder, skip_backups=True) == half_written  # the refusals wrote nothing (no verification files)
+
+    assert cli("replan", "--restore", str(backup), "--repo", str(tmp_path))[0] == 0
+    assert main(["verify", "--repo", str(tmp_path)]) in (0, 1, None)
+    assert main(["execute", folder.name, "--dry-run", "--repo", str(tmp_path)]) in (0, None)
+    out = capsys.readouterr().out
+    assert "IMPL-3" in out and "IMPL-4" not in out, out
 
 
 def test_a_roll_back_the_disk_refuses_says_the_session_is_partly_written_and_its_restore_works_later(

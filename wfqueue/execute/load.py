@@ -22,6 +22,7 @@ from wfqueue.lite.steps import PLAN_FILE, TASKS_FILE
 from wfqueue.plan_check import check_plan, default_repo, in_repository, validate_path
 from wfqueue.sessions import repo_option, resolve_repo
 from wfqueue.tasks_file import LoadedTask, TaskProblem, load_object, load_task_dir, loads_plan_json
+from wfqueue.workflow_session.replan.backup import refuse_half_written
 from wfqueue.workflow_session.session import (
     PROCESS_DIR,
     SESSION_FILE,
@@ -173,6 +174,7 @@ def refuse_unfinished(source: PlanSource, root: Path) -> None:
     plan to run yet: what its .task/ holds is an earlier generation's, or part of one."""
     if source.kind != "workflow" or not (source.folder / SESSION_FILE).is_file():
         return  # a .task/ folder of its own, or another tool's: its tasks are the plan
+    refuse_half_written(source.folder, "execute it")
     state = read_session(source.folder).tasks_unfinished()
     if state is not None:
         raise BadInputError(

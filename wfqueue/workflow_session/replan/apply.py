@@ -50,6 +50,7 @@ from wfqueue.workflow_session.replan.backup import (
     mark_pending,
     new_backup_dir,
     pending_backup,
+    refuse_half_written,
     restore_command,
     restore_files,
     write_backup,
@@ -248,11 +249,7 @@ def run_replan(repo: Path, text: str | None, ui: ReplanUI, *, task_id: str | Non
     clarification questions and the confirmation through ``ui``; otherwise the safe defaults
     apply. ``write`` is the file writer (tests pass one that fails)."""
     folder = find_session(repo, session_id)
-    half_written = pending_backup(folder)
-    if half_written is not None:
-        raise ReplanRefusedError(f"the replan {half_written.name} of {folder.name} stopped half-way: its files are "
-                                 "partly written; nothing was changed",
-                                 hint=f"undo it first: {restore_command(half_written, folder.name)}")
+    refuse_half_written(folder, "replan it again")
     snap = load_snapshot(folder)
     _refuse_unfinished(snap, repo)
     if task_id is not None:

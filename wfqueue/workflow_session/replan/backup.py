@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from wfqueue.errors import NotABackupError
+from wfqueue.errors import BadInputError, NotABackupError
 from wfqueue.fsio import atomic_write_bytes, atomic_write_text, remove
 from wfqueue.workflow_session.session import PROCESS_DIR, SESSION_FILE, load_session
 
@@ -74,6 +74,17 @@ def pending_backup(folder: Path) -> Path | None:
 
 
 _RESTORING = "restoring "  # the mark's prefix while a restore, not a replan, writes
+
+
+def refuse_half_written(folder: Path, then: str) -> None:
+    """Refuse (exit 2) to read a session whose replan or restore stopped half-way: its plan is neither the one
+    before nor the one after (verifying or executing it would judge or run a plan nobody made). ``then``: what
+    the user does once it is undone."""
+    half = pending_backup(folder)
+    if half is not None:
+        raise BadInputError(f"the replan {half.name} of {folder.name} stopped half-way: its files are partly written; "
+                            "nothing was changed", hint=f"undo it first ({restore_command(half, folder.name)}), "
+                                                        f"then {then}")
 
 
 def mark_pending(folder: Path, backup: Path, *, restoring: bool = False) -> None:

@@ -32,6 +32,7 @@ from wfqueue.workflow_session.models import (
     WorkflowSession,
 )
 from wfqueue.workflow_session.render import PlanningNotes
+from wfqueue.workflow_session.replan.backup import refuse_half_written
 from wfqueue.workflow_session.session import (
     IMPL_PLAN_FILE,
     PLAN_FILE,
@@ -320,6 +321,7 @@ def verify_session(folder: Path, lock_timeout_s: float = 60.0) -> VerificationRe
     replanned gets no lock file from a verify; one a replan starts meanwhile is read again under it)."""
 
     def read() -> tuple[VerifyInput, str]:
+        refuse_half_written(folder, "verify it")
         return load_input(folder), tasks_digest(folder / TASK_DIR)
 
     lock = changes_locked(folder, lock_timeout_s)
