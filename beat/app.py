@@ -31,7 +31,8 @@ from beat.schedule import beat_schedule
 from wfqueue import beat_schedule_file
 from wfqueue.celery_app import broker_url, create_app
 from wfqueue.errors import ConfigError
-from wfqueue.settings import Settings, load_settings, mask_url
+from wfqueue.settings import Settings, load_settings
+from wfqueue.settings_checks import mask_url
 from wfqueue.state import redis_client
 
 log = logging.getLogger("wfqueue.beat")

@@ -43,7 +43,8 @@ from wfqueue.errors import (
 from wfqueue.node_keeper import NodeKeeper
 from wfqueue.queue_watch import QueueWatch
 from wfqueue.sessions import queue_dir, repo_option
-from wfqueue.settings import Settings, mask_url
+from wfqueue.settings import Settings
+from wfqueue.settings_checks import mask_url
 from wfqueue.state import BROKER_AWAY, connect
 from wfqueue.up_cluster import UpCluster, serving_up
 

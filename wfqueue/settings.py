@@ -30,8 +30,9 @@ from wfqueue.errors import ConfigError
 from wfqueue.settings_checks import (
     ENV_PREFIX,
     allowed_range,
+    mask_url,
+    redis_url_problem,
     upper_bound,
-    url_query_misplaced,
     url_secret,
     warn_unknown_env,
 )
@@ -316,18 +317,9 @@ class Settings(BaseSettings):
     @classmethod
     def _redis_url(cls, value: SecretStr | None) -> SecretStr | None:
         # Checked here, not when the first connection fails: a typo is then a traceback from deep in redis-py.
-        if value is not None:
-            scheme, found, _ = value.get_secret_value().partition("://")
-            if not found or scheme.lower() not in REDIS_SCHEMES:
-                shown = f"this one starts {scheme}://" if found else "this one has no scheme"
-                raise ValueError(f"must be a Redis URL starting {', '.join(s + '://' for s in REDIS_SCHEMES)}; "
-                                 f"{shown}")
-            misplaced = url_query_misplaced(value.get_secret_value())
-            if misplaced:  # redis-py reads them there, so the first check passed; Celery and kombu fail on them
-                raise ValueError(f"gives {' and '.join(misplaced)} in its query, where Celery cannot read it; write "
-                                 "the password before the host and the database number as the path: "
-                                 "redis://:PASSWORD@HOST:PORT/DB (a socket: redis+socket://:PASSWORD@/PATH"
-                                 "?virtual_host=DB)")
+        problem = redis_url_problem(value.get_secret_value(), REDIS_SCHEMES) if value is not None else None
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
     @field_validator("repo_url")
@@ -425,20 +417,6 @@ class Settings(BaseSettings):
         shown["embedded"] = self.embedded
         shown["effective_provider"] = self.effective_provider()
         return shown
-
-
-_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*", re.I)
-_URL_PASSWORD = re.compile(r"^(?P<scheme>[a-z0-9+.-]+://)(?P<user>[^:@/]*)(:(?P<pw>[^@/]*))?@", re.I)
-
-
-def mask_url(url: str) -> str:
-    """Hide the password of a URL: ``redis://:s3cret@host`` -> ``redis://:***@host``, and one given in its query
-    (``?password=s3cret``, which redis-py reads)."""
-    url = _QUERY_PASSWORD.sub(r"\1***", url)
-    match = _URL_PASSWORD.match(url)
-    if not match or match.group("pw") is None:
-        return url
-    return f"{match.group('scheme')}{match.group('user')}:***@{url[match.end():]}"
 
 
 def _problem(error: Any) -> str:

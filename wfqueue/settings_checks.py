@@ -4,6 +4,7 @@ read from its name, and a warning for a ``WFQUEUE_*`` environment variable that 
 from __future__ import annotations
 
 import difflib
+import re
 import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -111,3 +112,32 @@ def url_query_misplaced(url: str) -> list[str]:
     query = url.partition("?")[2].partition("#")[0]
     names = [part.partition("=")[0] for part in query.split("&") if part]
     return [name for name in names if name.lower() in _REDIS_PY_ONLY_QUERY]
+
+
+def redis_url_problem(url: str, schemes: Iterable[str]) -> str | None:
+    """What is wrong with a broker or result backend URL, said when the settings are built: a typo found at the
+    first connection is a traceback from deep in redis-py."""
+    scheme, found, _ = url.partition("://")
+    if not found or scheme.lower() not in schemes:
+        shown = f"this one starts {scheme}://" if found else "this one has no scheme"
+        return f"must be a Redis URL starting {', '.join(s + '://' for s in schemes)}; {shown}"
+    misplaced = url_query_misplaced(url)
+    if misplaced:  # redis-py reads them there, so the first check passed; Celery and kombu fail on them
+        return (f"gives {' and '.join(misplaced)} in its query, where Celery cannot read it; write the password "
+                "before the host and the database number as the path: redis://:PASSWORD@HOST:PORT/DB (a socket: "
+                "redis+socket://:PASSWORD@/PATH?virtual_host=DB)")
+    return None
+
+
+_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*", re.I)
+_URL_PASSWORD = re.compile(r"^(?P<scheme>[a-z0-9+.-]+://)(?P<user>[^:@/]*)(:(?P<pw>[^@/]*))?@", re.I)
+
+
+def mask_url(url: str) -> str:
+    """Hide the password of a URL: ``redis://:s3cret@host`` -> ``redis://:***@host``, and one given in its query
+    (``?password=s3cret``, which redis-py reads)."""
+    url = _QUERY_PASSWORD.sub(r"\1***", url)
+    match = _URL_PASSWORD.match(url)
+    if not match or match.group("pw") is None:
+        return url
+    return f"{match.group('scheme')}{match.group('user')}:***@{url[match.end():]}"

@@ -28,7 +28,8 @@ from wfqueue.errors import (
     BrokerUnreachableError,
 )
 from wfqueue.keys import SessionMeta
-from wfqueue.settings import Settings, mask_url
+from wfqueue.settings import Settings
+from wfqueue.settings_checks import mask_url
 from wfqueue.step_runner import RELEASE_IF_OWNER as RELEASE_IF_OWNER  # the claims' script, for the others
 from wfqueue.step_runner import held_step
 

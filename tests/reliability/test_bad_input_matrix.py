@@ -36,7 +36,7 @@ from tests.wfs_factory import make_session, task
 from wfqueue.collab.note import parse_note, render_note
 from wfqueue.collab.note_blocks import note_tasks
 from wfqueue.embedded import EmbeddedRedis
-from wfqueue.settings import mask_url
+from wfqueue.settings_checks import mask_url
 from wfqueue.tasks_file import dump_jsonl, parse_jsonl
 
 pytestmark = pytest.mark.integration

@@ -14,7 +14,8 @@ from wfqueue.collab.assemble import allocate
 from wfqueue.collab.models import ProposedArea, Understanding, UnderstandingDraft, task_id
 from wfqueue.embedded import EmbeddedRedis
 from wfqueue.errors import ConfigError
-from wfqueue.settings import load_settings, mask_url
+from wfqueue.settings import load_settings
+from wfqueue.settings_checks import mask_url
 from wfqueue.state import redis_client
 from wfqueue.task_names import COLLAB_FINALIZE, COLLAB_PLAN_AREA, COLLAB_UNDERSTAND, ROUTES
 

@@ -14,7 +14,8 @@ from wfqueue.collab.coordinator import COLLAB_IDS
 from wfqueue.errors import ConfigError, InvalidRequirementError, InvalidSessionIdError, RepositoryNotFoundError
 from wfqueue.retry import retry_delay
 from wfqueue.sessions import check_session_id, project_of, read_requirement, repo_option, resolve_repo, slugify
-from wfqueue.settings import load_settings, mask_url
+from wfqueue.settings import load_settings
+from wfqueue.settings_checks import mask_url
 from wfqueue.workflow.registry import locate
 
 

@@ -27,8 +27,8 @@ from wfqueue.errors import ConfigError, WorkerStartError
 from wfqueue.lifeline import for_child
 from wfqueue.node_keeper import NodeKeeper, exit_described
 from wfqueue.sessions import queue_dir, resolve_repo
-from wfqueue.settings import load_settings, mask_url
-from wfqueue.settings_checks import MAX_SLOTS
+from wfqueue.settings import load_settings
+from wfqueue.settings_checks import MAX_SLOTS, mask_url
 from wfqueue.up_cluster import UP_FILE, UpCluster, UpWorkerSettings, announced, running_up
 
 # Threads of the control queue's own node: chord callbacks of the plans up runs, and beat's maintenance, which
