@@ -44,6 +44,7 @@ from wfqueue.tasks_file import is_legacy, legacy_to_unified
 from wfqueue.unified_task import UnifiedTask
 from wfqueue.workflow_session.models import ContextPackage, PlanOverview, ReplanEntry
 from wfqueue.workflow_session.render import PlanningNotes
+from wfqueue.workflow_session.replan.artifacts import render_artifacts, render_impact
 from wfqueue.workflow_session.replan.backup import (
     Manifest,
     clear_pending,
@@ -60,8 +61,6 @@ from wfqueue.workflow_session.replan.impact import (
     SessionSnapshot,
     check_task_set,
     plan_changes,
-    render_artifacts,
-    render_impact,
 )
 from wfqueue.workflow_session.replan.intent import DEFAULT_TOOLS, parse_request
 from wfqueue.workflow_session.replan.select import SAFE_DEFAULTS, ReplanUI, clarify

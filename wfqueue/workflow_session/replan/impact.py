@@ -2,10 +2,10 @@
 
 :func:`plan_changes` turns a parsed request and the clarification answers into
 the new task set and an :class:`Impact` (tasks added / updated / deleted,
-dependents affected, source files touched, problems). :func:`render_artifacts`
-turns that into the exact bytes of every session file that changes, so the I/O
-layer backs up precisely those files and nothing else. :func:`check_task_set`
-is the consistency check, run on the draft before writing and on the disk after.
+dependents affected, source files touched, problems);
+wfqueue.workflow_session.replan.artifacts turns that into the bytes of every
+session file that changes. :func:`check_task_set` is the consistency check, run
+on the draft before writing and on the disk after.
 """
 
 from __future__ import annotations
@@ -19,21 +19,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from wfqueue.errors import TaskNotFoundError
-from wfqueue.fsio import dumps_json
 from wfqueue.plan_check import check_plan, repo_relative
 from wfqueue.tasks_file import LEGACY_VERIFICATION, load_object
-from wfqueue.unified_task import UnifiedTask
-from wfqueue.workflow_session.models import MAX_TASKS, ContextPackage, PlanOverview, ReplanEntry, WorkflowSession
-from wfqueue.workflow_session.render import execution_strategy, recount, render_impl_plan, render_todo
+from wfqueue.workflow_session.models import MAX_TASKS, ContextPackage, WorkflowSession
 from wfqueue.workflow_session.replan.intent import AddTask, ChangeRequest, DeleteTasks, EditDependencies, UpdateTask
 from wfqueue.workflow_session.replan.select import Scope, Selections, check_selections, effective_scope, in_modules
 from wfqueue.workflow_session.session import (
-    IMPL_PLAN_FILE,
-    PLAN_FILE,
-    SESSION_FILE,
     TASK_DIR,
     TASK_FILE,
-    TODO_FILE,
     task_number,
 )
 
@@ -350,64 +343,3 @@ def plan_changes(snap: SessionSnapshot, request: ChangeRequest, selections: Sele
     if impact.scope != selections.scope:
         impact.notes.append(f"scope {impact.scope}: the request itself adds or deletes tasks")
     return ReplanDraft(tasks=after, impact=impact)
-
-
-def render_artifacts(snap: SessionSnapshot, draft: ReplanDraft, entry: ReplanEntry) -> dict[str, str | None]:
-    """New content of every session file that changes (None: the file goes), task files
-    first and workflow-session.json last, so the history entry is the last thing written."""
-    impact, ids = draft.impact, list(draft.tasks)
-    out: dict[str, str | None] = {}
-    for tid in [*impact.added, *impact.updated]:
-        out[snap.task_files.get(tid, f"{TASK_DIR}/{tid}.json")] = dumps_json(draft.tasks[tid])
-    for tid in impact.deleted:
-        out[snap.task_files[tid]] = None
-    unified = [UnifiedTask.model_validate(t) for t in draft.tasks.values()]
-    if snap.plan is not None:
-        plan = {**snap.plan, "task_ids": ids, "task_count": len(ids), **_recounted(snap.plan, unified)}
-        out[PLAN_FILE] = dumps_json(plan)
-        if snap.context is not None:
-            out[IMPL_PLAN_FILE] = render_impl_plan(snap.session, PlanOverview.model_validate(plan), unified,
-                                                   snap.context, snap.constraints)
-    out[TODO_FILE] = render_todo(snap.topic, unified)
-    session = snap.session.model_copy(deep=True)
-    session.replan_history.append(entry)
-    session.progress.current_tasks = ids
-    session.progress.last_replan = entry.timestamp
-    session.updated_at = entry.timestamp
-    out[SESSION_FILE] = dumps_json(session.model_dump(mode="json", exclude_none=True))
-    return {rel: text for rel, text in out.items()
-            if text is None or snap.files.get(rel) != text.encode("utf-8")}
-
-
-def _recounted(plan: dict[str, Any], tasks: list[UnifiedTask]) -> dict[str, Any]:
-    """plan.json's fields that describe the task set, made to agree with it: IMPL_PLAN.md shows the summary
-    and approach beside the counts it derives from the tasks themselves."""
-    out: dict[str, Any] = {key: recount(plan[key], tasks) for key in ("summary", "approach")
-                           if isinstance(plan.get(key), str)}
-    if plan.get("recommended_execution") is not None:
-        out["recommended_execution"] = execution_strategy(tasks)
-    return out
-
-
-def _bullets(values: list[str]) -> str:
-    return ", ".join(values) or "-"
-
-
-def render_impact(impact: Impact, artifacts: list[str]) -> str:
-    """The modification plan shown before anything changes (seed step 6.3.2)."""
-    lines = [f"## Modification Plan: {impact.session_id}" + (f" / {impact.task_id}" if impact.task_id else ""),
-             f"Scope: {impact.scope}   tasks: {impact.task_count_before} -> {impact.task_count_after}",
-             f"Create: {_bullets(impact.added)}", f"Update: {_bullets(impact.updated)}",
-             f"Delete: {_bullets(impact.deleted)} (moved into the backup)"]
-    for change in impact.changes:
-        if change.fields:
-            lines.append(f"  {change.task_id}: {', '.join(change.fields)}")
-    if impact.execution_config:
-        lines.append(f"Execution config: {impact.execution_config}")
-    for tid, downstream in impact.dependents.items():
-        lines.append(f"Dependents of {tid}: {', '.join(downstream)}")
-    lines.append(f"Source files of these tasks: {_bullets(impact.source_files)}")
-    lines.append(f"Session files to change: {_bullets(artifacts)}")
-    lines += [f"note: {n}" for n in impact.notes] + [f"warning: {w}" for w in impact.warnings]
-    lines += [f"problem: {p}" for p in impact.problems]
-    return "\n".join(lines)
