@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from tests.execute_support import task
+from wfqueue.execute.commits import commit_message
 from wfqueue.execute.model import PlanContext, TaskFiles
 from wfqueue.execute.prompt import build_prompt
-from wfqueue.execute.worktree import commit_message
 
 
 def test_prompt_names_the_task_its_files_steps_criteria_and_verification() -> None:

@@ -9,12 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.execute_support import EXEC_ID, SUB, SUB_TEST, git, make_repo, snapshot, task
+from wfqueue.execute.commits import commit_all, commit_message, files_of_commit, find_task_commit
 from wfqueue.execute.worktree import (
     changed_paths,
-    commit_all,
-    commit_message,
-    files_of_commit,
-    find_task_commit,
     finish_worktree,
     prepare_worktree,
     worktree_path,

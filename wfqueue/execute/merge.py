@@ -10,11 +10,11 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from wfqueue.execute.commits import identity_options
 from wfqueue.execute.worktree import (
     WORKTREES_DIR,
     finish_worktree,
     git,
-    identity_options,
     prepare_worktree,
     worktree_list,
 )

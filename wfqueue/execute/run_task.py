@@ -18,16 +18,13 @@ from typing import Any
 
 from wfqueue import agent_notes
 from wfqueue.errors import InfrastructureError, TransientProviderError, WfqueueError
+from wfqueue.execute.commits import commit_all, commit_message, files_of_commit, find_task_commit
 from wfqueue.execute.executors import Executor
 from wfqueue.execute.gate import verification_refusal
 from wfqueue.execute.model import TaskRun
 from wfqueue.execute.prompt import build_prompt
 from wfqueue.execute.worktree import (
     changed_paths,
-    commit_all,
-    commit_message,
-    files_of_commit,
-    find_task_commit,
     finish_worktree,
     left_as_found,
     prepare_worktree,
