@@ -14,7 +14,6 @@ from pathlib import Path
 
 import redis
 
-from wfqueue import keys
 from wfqueue.errors import SessionBusyError, SessionIdTakenError, WfqueueError
 from wfqueue.pids import died_here
 from wfqueue.settings import Settings
@@ -30,7 +29,7 @@ def holder_is_dead(holder: str) -> bool:
 
 def live_holder(state: SessionState) -> str | None:
     """The coordinator that claims ``state``'s session now, unless its claim expired or it died on this host."""
-    holder = maybe_text(state.client.get(state._key(keys.COORDINATOR)))
+    holder = maybe_text(state.client.get(state.coordinator_key()))
     return holder if holder and not holder_is_dead(holder) else None
 
 
@@ -72,7 +71,7 @@ class CoordinatorLease:
         self.ttl_s = ttl_s
         self.fresh = fresh  # a new session: forget what Redis holds under its id, then claim it
         self.session_dir = session_dir  # a new session's folder: Redis's state of another folder is not its
-        self.key = state._key(keys.COORDINATOR)
+        self.key = state.coordinator_key()
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -118,7 +117,7 @@ class CoordinatorLease:
                     self.state.client.pexpire(self.key, int(self.ttl_s * 1000))
                     # The meta lives as long as the session is driven: its TTL ran from its last write, and a
                     # long execution outlived it (the coordinator then took the session for lost).
-                    self.state._touch(keys.META)
+                    self.state.keep_meta()
             except redis.RedisError:
                 pass  # a broker hiccup: the next refresh tries again
 

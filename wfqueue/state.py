@@ -187,6 +187,14 @@ class SessionState:
         for name in names:
             self.client.expire(self._key(name), self.ttl_s)
 
+    def coordinator_key(self) -> str:
+        """Where the coordinator lease (wfqueue.coordinator_lease) claims the session."""
+        return self._key(keys.COORDINATOR)
+
+    def keep_meta(self) -> None:
+        """Start the session metadata's time to live again (a session being driven never loses it)."""
+        self._touch(keys.META)
+
     def reset(self) -> None:
         """Forget everything about this session id (a new session reusing an old id)."""
         found = list(self.client.scan_iter(match=self.prefix + "*", count=500))
