@@ -4,7 +4,7 @@ and the local Messages API server, with the in-memory journal and with the sessi
 from __future__ import annotations
 
 import json
-import time
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,7 @@ import httpx2
 import pytest
 
 from tests.fake_anthropic import FakeAnthropic, allow_loopback_only, answer, error, text, tool_call
+from wfqueue import agent_notes
 from wfqueue.errors import ProviderError, TransientProviderError
 from wfqueue.metering import MeteredProvider
 from wfqueue.providers.anthropic import AnthropicProvider
@@ -195,12 +196,24 @@ def test_a_soft_time_limit_mid_call_stops_the_step_and_keeps_its_transcript(
     assert outcome["phase"] == "loop" and outcome["turns"] == 1 and len(outcome["calls"]) == 1
 
 
-def test_two_runs_of_one_step_at_once_pay_for_its_turns_once(sample_repo: Path, redis_url: str) -> None:
+def test_two_runs_of_one_step_at_once_pay_for_its_turns_once(sample_repo: Path, redis_url: str,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """The step a killed command sent still ran on a worker of `wfqueue up` when `resume` sent it again: both runs
     loaded the same saved turn and sent the same next request, paid twice. The second now waits for the first,
     then answers what it saved."""
+    second_waits = threading.Event()
+    said = agent_notes.note
+
+    def note(text: str | None) -> None:
+        if text and "is being run elsewhere" in text:
+            second_waits.set()
+        said(text)
+
+    monkeypatch.setattr(agent_notes, "note", note)
+
     def slow_model(body: dict[str, Any]) -> Any:
-        time.sleep(0.3)  # long enough for both runs to be under way
+        # The first run's first answer is held until the second run waits for it: the two are under way at once.
+        second_waits.wait(30)
         rounds = sum(1 for m in body["messages"] if m["role"] == "user" and isinstance(m["content"], list)
                      and any(b.get("type") == "tool_result" for b in m["content"]))
         return GREPS[rounds] if rounds < 2 else answer(FINDINGS)
@@ -213,6 +226,7 @@ def test_two_runs_of_one_step_at_once_pay_for_its_turns_once(sample_repo: Path, 
         SessionState(redis_client(redis_url, 2.0), "S-twice", ttl_s=600).reset()
         with ThreadPoolExecutor(2) as pool:
             first, second = [f.result(timeout=60) for f in [pool.submit(run_on_a_worker) for _ in range(2)]]
+        assert second_waits.is_set(), "the second run never waited for the first: they did not overlap"
         assert first == second
         assert len(fake.requests) == 3 and fake.repeated_turns() == 0
     assert [c["kind"] for c in SessionState(redis_client(redis_url, 2.0), "S-twice", 600).usage()] == [
