@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -261,6 +262,23 @@ def test_tools_stay_inside_the_repository(sample_repo: Path, tmp_path: Path) -> 
     assert "notes_api/auth/tokens.py" in globbed and "alias.py" in globbed
     assert not any(p.startswith("linked/") for p in globbed)
     assert "leak.txt" not in tools.summary()
+
+
+def test_the_tools_list_the_repositorys_own_files_not_those_git_ignores(sample_repo: Path) -> None:
+    """glob, grep and the listing in the prompt walked every file: a generated folder git ignores was offered to
+    the model, which planned it, and execution refused the plan (git does not track it)."""
+    subprocess.run(["git", "init", "-q", str(sample_repo)], check=True)
+    (sample_repo / ".gitignore").write_text("generated/\n")
+    (sample_repo / "generated").mkdir()
+    (sample_repo / "generated" / "tokens_client.py").write_text("def issue_token_remote():\n    pass\n")
+    tools = RepoTools(sample_repo)
+    assert "generated/" not in tools.run("glob", {"pattern": "*.py"})[0]
+    assert "generated/" not in tools.run("grep", {"pattern": "issue_token"})[0]
+    assert "generated/" not in tools.summary() and "notes_api/auth/tokens.py" in tools.summary()
+    # A file the model writes (the coding executor's tools) is listed at the next call.
+    (sample_repo / "notes_api" / "limits.py").write_text("LIMIT = 5\n")
+    assert "notes_api/limits.py" in tools.run("glob", {"pattern": "limits.py"})[0]
+    assert not tools.run("read", {"path": "generated/tokens_client.py"})[1]  # named, it can still be read
 
 
 def test_tools_cap_their_output(sample_repo: Path) -> None:

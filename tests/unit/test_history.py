@@ -123,10 +123,15 @@ def test_a_folder_outside_git_has_no_history(tmp_path: Path) -> None:
 
 
 @needs_git
-def test_a_file_name_that_is_not_utf8_does_not_stop_the_index(tmp_path: Path) -> None:
+def test_a_file_name_that_is_not_utf8_is_left_out_of_the_index(tmp_path: Path) -> None:
+    """Such a name cannot go into a plan (its files are JSON, UTF-8): indexed, it failed every exploration angle
+    that found it, on the finding's serialization. It is left out, and the index is cached again."""
     repo = started_repo(tmp_path, "Legacy tools\n")
     name = os.fsdecode(b"lat\xe9.py")  # Latin-1 bytes, as an old tool may have named it
-    commit(repo, "Add the legacy parser", {name: "def parse(text):\n    return text\n"})
+    commit(repo, "Add the legacy parser", {name: "def parse(text):\n    return text\n",
+                                           "parser.py": "def parse(text):\n    return text\n"})
     index = build_index(repo)
-    assert [change.paths for change in index.history] == [[name]] and name in {f.path for f in index.files}
-    assert cached_index(repo) == index  # such a name cannot be stored in the JSON cache: built, not cached
+    assert [change.paths for change in index.history] == [["parser.py"]]
+    assert name not in {f.path for f in index.files} and "parser.py" in {f.path for f in index.files}
+    assert cached_index(repo) == index
+    assert list((repo / ".workflow" / ".cache" / "index").glob("*.json"))  # stored

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from wfqueue.analysis import index_cache
+from wfqueue.analysis.files import has_code_file
 from wfqueue.analysis.index import RepoIndex, build_index
 from wfqueue.analysis.index_cache import cache_file, cached_index
 from wfqueue.providers.offline.provider import OfflineProvider
@@ -107,16 +108,56 @@ def test_uncommitted_changes_of_a_git_repository_are_seen(tmp_path: Path, builds
     cached_index(repo)
     store = repo / "app" / "catalog" / "store.py"
     store.write_text(store.read_text() + "\n\ndef forget_user(user_id: str) -> None:\n    pass\n")
-    (repo / ".gitignore").write_text("local/\n")
-    (repo / "local").mkdir()
-    (repo / "local" / "tuning.py").write_text("RATE = 5\n")  # ignored by git, still read by the scan
+    (repo / "app" / "catalog" / "export.py").write_text("def export_users() -> None:\n    pass\n")  # not added yet
     index = cached_index(repo)
     assert "forget_user" in symbols_of(index, "app/catalog/store.py")
-    assert "local/tuning.py" in {f.path for f in index.files}
-    (repo / "local" / "tuning.py").write_text("RATE = 50\n")
+    assert "export_users" in symbols_of(index, "app/catalog/export.py")
+    (repo / "app" / "catalog" / "export.py").write_text("def export_all() -> None:\n    pass\n")
     assert len(builds) == 2
-    cached_index(repo)
+    assert "export_all" in symbols_of(cached_index(repo), "app/catalog/export.py")
     assert len(builds) == 3
+
+
+def test_files_git_ignores_and_a_submodules_files_are_not_the_repositorys_own(tmp_path: Path) -> None:
+    """The scan read every file under the repository: a generated folder git ignores, or a vendored submodule,
+    was planned (a whole collab area of its own), `validate` accepted it, and `execute` refused the plan (git
+    does not track those files here). Their files are not indexed, nor looked at for "is there code at all"."""
+    repo, git = committed_service_repo(tmp_path)
+    lib = tmp_path / "vendor-lib"
+    (lib / "src").mkdir(parents=True)
+    (lib / "src" / "retry.py").write_text("def retry_job() -> None:\n    pass\n")
+    subprocess.run(["git", "-C", str(lib), "-c", "user.name=t", "-c", "user.email=t@example.com", "init", "-q"],
+                   check=True)
+    subprocess.run(["git", "-C", str(lib), "-c", "user.name=t", "-c", "user.email=t@example.com", "add", "-A"],
+                   check=True)
+    subprocess.run(["git", "-C", str(lib), "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm",
+                    "lib"], check=True)
+    subprocess.run([*git, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib), "libs/retry"],
+                   check=True, capture_output=True)
+    (repo / ".gitignore").write_text("generated/\n")
+    (repo / "generated").mkdir()
+    (repo / "generated" / "retry_client.py").write_text("def retry_job() -> None:\n    pass\n")
+
+    paths = {f.path for f in build_index(repo).files}
+    assert "app/catalog/store.py" in paths and ".gitignore" in paths
+    assert not any(p.startswith(("generated/", "libs/")) for p in paths), sorted(paths)
+
+    only_ignored = tmp_path / "only-ignored"
+    only_ignored.mkdir()
+    (only_ignored / ".gitignore").write_text("*.py\n")
+    (only_ignored / "tool.py").write_text("X = 1\n")
+    subprocess.run(["git", "-C", str(only_ignored), "init", "-q"], check=True)
+    assert not has_code_file(only_ignored) and has_code_file(repo)
+
+
+def test_a_copy_inside_another_project_that_ignores_it_is_read_whole(tmp_path: Path) -> None:
+    """`make demo` plans a copy under .demo/, which the surrounding checkout ignores: by git's list it would have
+    no files at all."""
+    outer, _ = committed_service_repo(tmp_path)
+    (outer / ".gitignore").write_text(".demo/\n")
+    copy = make_service_repo(outer / ".demo" / "sample", 2)
+    assert "app/catalog/store.py" in {f.path for f in build_index(copy).files}
+    assert has_code_file(copy)
 
 
 def test_a_commit_of_edits_already_scanned_renews_the_history_without_a_scan(

@@ -4,15 +4,24 @@ This is one of only two places in the package that reads the filesystem (the
 other is ``index.build_index``, which calls this).  Everything downstream works
 on the ``(SourceFile, text)`` pairs returned here, which keeps the rest pure and
 easy to test.
+
+In a git working tree the files are those git shows: tracked, or untracked and not
+ignored. Files git ignores (generated code, a local build) and a submodule's files
+are not the repository's own: a plan that changed them could not be executed
+(execution commits to the repository's branches, from HEAD).
 """
 
 from __future__ import annotations
 
 import os
 import posixpath
+from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import BaseModel
+
+from wfqueue.errors import WfqueueError
+from wfqueue.gitcmd import run_git
 
 # Directories that never hold the project's own sources: VCS metadata, virtual
 # environments, caches and build output.  Walking them would be slow and would
@@ -31,6 +40,7 @@ SKIP_DIRS: frozenset[str] = frozenset(
         "dist",
         "build",
         ".tox",
+        ".nox",
         ".mypy_cache",
         ".pytest_cache",
         ".ruff_cache",
@@ -168,7 +178,7 @@ def count_lines(text: str) -> int:
     return text.count("\n") + (0 if text.endswith("\n") else 1)
 
 
-def _skip_dir(name: str) -> bool:
+def skipped_dir(name: str) -> bool:
     return name in SKIP_DIRS or name.endswith(SKIP_DIR_SUFFIXES)
 
 
@@ -197,14 +207,62 @@ CODE_LANGUAGES = frozenset({"python", "javascript", "typescript", "go", "rust", 
                             "php", "swift", "scala"})
 
 
-def has_code_file(repo: Path) -> bool:
-    """Whether ``repo`` holds a file in one of CODE_LANGUAGES, by its name, outside the folders the index skips:
-    the cheap look a command takes before it starts anything, where the index would read every file."""
-    for _, dirnames, filenames in os.walk(repo, followlinks=False):
-        dirnames[:] = [d for d in dirnames if not _skip_dir(d)]
-        if any(language_for(name) in CODE_LANGUAGES for name in filenames):
-            return True
+def has_code_file(repo: Path, max_bytes: int | None = None) -> bool:
+    """Whether ``repo`` holds a file in one of CODE_LANGUAGES (of at most ``max_bytes``), by its name, among the
+    files the index reads: the cheap look a command takes before it starts anything, where the index would read
+    every file."""
+    for rel in repository_files(repo):
+        if language_for(rel) in CODE_LANGUAGES:
+            try:
+                if max_bytes is None or (repo / rel).stat().st_size <= max_bytes:
+                    return True
+            except OSError:
+                continue
     return False
+
+
+def _git_listed(root: Path) -> list[str] | None:
+    """The files git shows in the working tree at ``root`` (relative to it): tracked, or untracked and not
+    ignored. None when ``root`` is in no git working tree (or git is missing), and when the repository around
+    it ignores ``root`` itself (a copy kept inside another project): then every file is read."""
+    try:
+        listed = run_git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard", check=False,
+                         errors="surrogateescape", timeout_s=60.0)
+        if listed.returncode != 0:
+            return None
+        if run_git(root, "check-ignore", "-q", ".", check=False).returncode == 0:
+            return None
+    except WfqueueError:
+        return None
+    # A path in a merge conflict is listed once per side: once here.
+    return sorted({path for path in listed.stdout.split("\0") if path})
+
+
+def _utf8(name: str) -> bool:
+    """A name the file system gave that is not UTF-8 (kept as surrogates) cannot go into a plan's JSON."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def repository_files(root: Path) -> Iterator[str]:
+    """Relative paths of the repository's files (see the module's note), in path order, outside the skipped
+    folders: git's list in a working tree, else every file (symlinked folders not descended: no cycles, no
+    duplicates). What the index scans and the model's tools list."""
+    listed = _git_listed(root)
+    if listed is not None:
+        for rel in listed:
+            if _utf8(rel) and not any(skipped_dir(part) for part in rel.split("/")[:-1]):
+                yield rel
+        return
+    found: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = [d for d in dirnames if not skipped_dir(d)]
+        base = Path(dirpath).relative_to(root).as_posix()
+        found += [name if base == "." else f"{base}/{name}" for name in filenames]
+    yield from sorted(rel for rel in found if _utf8(rel))
 
 
 def _inside(real_root: str, target: str) -> bool:
@@ -214,44 +272,37 @@ def _inside(real_root: str, target: str) -> bool:
 def list_source_files(
     repo: Path, max_bytes: int = 512 * 1024, max_files: int = 20000
 ) -> list[tuple[SourceFile, str]]:
-    """Walk ``repo`` in sorted order and return its text files with their text.
+    """The repository's text files (see the module's note on which) with their text, in path order.
 
-    Symlinked directories are not descended (that avoids cycles and duplicate
-    files); symlinked files are kept only when they resolve inside the repo.
+    Symlinked files are kept only when they resolve to a file inside the repo.
     """
     root = Path(repo)
     real_root = os.path.realpath(root)
     found: list[tuple[SourceFile, str]] = []
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        # Sorting in place makes os.walk visit children in a stable order.
-        dirnames[:] = sorted(d for d in dirnames if not _skip_dir(d))
-        for filename in sorted(filenames):
-            if len(found) >= max_files:
-                return sorted(found, key=lambda pair: pair[0].path)
-            full = Path(dirpath) / filename
-            if full.is_symlink():
-                target = os.path.realpath(full)
-                if not _inside(real_root, target) or not os.path.isfile(target):
-                    continue
-            elif not full.is_file():
-                continue  # sockets, fifos, device files
-            read = _read_text(full, max_bytes)
-            if read is None:
+    for rel in repository_files(root):
+        if len(found) >= max_files:
+            break
+        full = root / rel
+        if full.is_symlink():
+            target = os.path.realpath(full)
+            if not _inside(real_root, target) or not os.path.isfile(target):
                 continue
-            text, size = read
-            rel = full.relative_to(root).as_posix()
-            found.append(
-                (
-                    SourceFile(
-                        path=rel,
-                        language=language_for(rel),
-                        size=size,
-                        line_count=count_lines(text),
-                        is_test=is_test_path(rel),
-                    ),
-                    text,
-                )
+        elif not full.is_file():
+            continue  # sockets, fifos, device files, a submodule, a tracked file deleted since
+        read = _read_text(full, max_bytes)
+        if read is None:
+            continue
+        text, size = read
+        found.append(
+            (
+                SourceFile(
+                    path=rel,
+                    language=language_for(rel),
+                    size=size,
+                    line_count=count_lines(text),
+                    is_test=is_test_path(rel),
+                ),
+                text,
             )
-    # os.walk yields a directory's files before its subdirectories; sort so
-    # the result is in plain path order.
-    return sorted(found, key=lambda pair: pair[0].path)
+        )
+    return found

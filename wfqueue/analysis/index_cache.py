@@ -8,8 +8,8 @@ the embedded broker's, and exists only when wfqueue started one.
 
 What makes a stored index valid is a manifest of the files the index could have read: the
 path, size and modification time of every file under the repository outside the folders
-the scan skips. That covers committed and uncommitted edits alike, files git ignores
-(the scan reads them too) and a file edited again after its first change, which a key of
+the scan skips. That covers committed and uncommitted edits alike, a change to what git
+ignores (the scan leaves those files out) and a file edited again after its first change, which a key of
 ``HEAD`` plus ``git status`` would miss. A file modified less than two seconds before the
 manifest was taken also has its content digest recorded, since a second edit within the
 file system's timestamp resolution might leave size and time unchanged (git's "racily
@@ -80,6 +80,12 @@ def _file_digest(path: Path) -> str:
         return "unreadable"
 
 
+def _storable(name: str) -> str:
+    """A file name as JSON can hold it: one that is not UTF-8 (its bytes kept as surrogates) by its escaped
+    bytes, which change with it."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def _walk_stats(root: Path) -> list[tuple[str, int, int]]:
     """(path, size, mtime_ns) of every file the index scan could read, sorted by path: the scan's
     folders (symlinked folders not followed, skipped folders left out), any file size or kind."""
@@ -93,7 +99,7 @@ def _walk_stats(root: Path) -> list[tuple[str, int, int]]:
                 stat = full.stat()  # through a symlink: the target is what gets read
             except OSError:
                 continue
-            found.append((full.relative_to(root).as_posix(), stat.st_size, stat.st_mtime_ns))
+            found.append((_storable(full.relative_to(root).as_posix()), stat.st_size, stat.st_mtime_ns))
     found.sort()
     return found
 

@@ -10,20 +10,16 @@ back to the model as an ``is_error`` tool result.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
+from wfqueue.analysis.files import repository_files, skipped_dir
 from wfqueue.errors import ToolError
 
 __all__ = ["TOOL_DEFINITIONS", "RepoTools", "ToolError", "glob_to_regex"]
 
-IGNORED_DIRS = frozenset({
-    ".git", ".hg", ".svn", ".workflow", ".venv", "venv", "node_modules", "__pycache__",
-    ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".nox", ".idea", ".vscode",
-})
 MAX_LINE_CHARS = 300
 MAX_PATTERN_CHARS = 500
 BINARY_SNIFF_BYTES = 8192
@@ -151,18 +147,17 @@ class RepoTools:
         return path.relative_to(self.root).as_posix() if path != self.root else "."
 
     def walk_files(self, start: Path | None = None) -> Iterator[tuple[str, Path]]:
-        """(repo-relative path, real path) of every file under ``start``, sorted, ignored dirs and
-        symlinks leaving the root skipped; symlinked directories are never followed."""
-        start = start or self.root
-        for dirpath, dirnames, filenames in os.walk(start, followlinks=False):
-            dirnames[:] = sorted(d for d in dirnames if d not in IGNORED_DIRS)
-            base = Path(dirpath)
-            for name in sorted(filenames):
-                path = base / name
-                real = path.resolve() if path.is_symlink() else path
-                if not self._inside(real) or not real.is_file():
-                    continue
-                yield path.relative_to(self.root).as_posix(), real
+        """(repo-relative path, real path) of every file of the repository (wfqueue.analysis.files: in a git
+        working tree, none git ignores, none of a submodule) under ``start``, sorted, symlinks leaving the root
+        skipped; symlinked directories are never followed."""
+        prefix = "" if start is None or start == self.root else self._rel(start) + "/"
+        for rel in repository_files(self.root):  # listed at each call: a coding agent's writes are seen
+            if not rel.startswith(prefix):
+                continue
+            path = self.root / rel
+            real = path.resolve() if path.is_symlink() else path
+            if self._inside(real) and real.is_file():
+                yield rel, real
 
     # -- the tools ------------------------------------------------------------------
 
@@ -172,7 +167,7 @@ class RepoTools:
             raise ToolError(f"{path!r} is not a directory")
         entries: list[str] = []
         for child in sorted(target.iterdir(), key=lambda p: p.name):
-            if child.name in IGNORED_DIRS:
+            if skipped_dir(child.name):
                 continue
             real = child.resolve()
             if not self._inside(real):
