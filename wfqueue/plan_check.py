@@ -161,9 +161,13 @@ def file_faults(files: list[TaskFile], *, exists: Callable[[str], bool] | None,
     for entry in files:
         rel = repo_relative(entry.path)
         fault = None
+        unusable = unusable_name(rel) if rel is not None else None
         if rel is None:
             fault = FileFault(code="missing_file", what="is outside the repository",
                               advice="use a path relative to the repo root")
+        elif unusable is not None:
+            fault = FileFault(code="bad_path", what=f"cannot name a file: {unusable}",
+                              advice="name the file as it is in the repository")
         elif leaves is not None and leaves(rel):
             fault = FileFault(code="missing_file", what="is outside the repository (through a symbolic link)",
                               advice="name the file where it is in the repository, or leave it out")
@@ -195,6 +199,23 @@ def file_faults(files: list[TaskFile], *, exists: Callable[[str], bool] | None,
                                   advice=f"add {creators[0]} to depends_on")
         faults.append(fault)
     return faults
+
+
+MAX_NAME_BYTES = 255  # bytes in one file or folder name (most file systems' limit)
+MAX_PATH_BYTES = 4096  # bytes in a whole path (Linux's PATH_MAX)
+
+
+def unusable_name(rel: str) -> str | None:
+    """Why no file system could hold ``rel`` (looking for it failed with a traceback), or None."""
+    if "\0" in rel:
+        return "it holds a NUL character"
+    encoded = rel.encode("utf-8", "surrogateescape")
+    if len(encoded) > MAX_PATH_BYTES:
+        return f"it is {len(encoded)} bytes long, more than a path may be ({MAX_PATH_BYTES})"
+    longest = max(rel.split("/"), key=lambda part: len(part.encode("utf-8", "surrogateescape")))
+    if len(longest.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
+        return f"its part {longest[:40]}... is longer than a file name may be ({MAX_NAME_BYTES} bytes)"
+    return None
 
 
 def completed_by_an_execution(task: UnifiedTask) -> bool:

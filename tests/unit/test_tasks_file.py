@@ -198,6 +198,24 @@ def test_files_no_task_can_change_as_asked_are_problems(tmp_path: Path) -> None:
     assert [p.code for p in problems] == ["bad_path"] * 4  # not also "missing" for what is refused already
 
 
+def test_a_path_no_file_system_can_hold_is_a_problem_not_a_traceback(run: Any, tmp_path: Path) -> None:
+    """A NUL in a path (`"src\\u0000jobs.py"`) or a name over 255 bytes: `validate` and `execute` ended on Python's
+    ValueError or OSError (exit 1), and a lite plan's Modify round that wrote one kept it and could not end."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "jobs.py").write_text("X = 1\n")
+    plan = tmp_path / "tasks.jsonl"
+    plan.write_text(jsonl(task("A", files=[{"path": "src\u0000jobs.py", "action": "modify"}]),
+                          task("B", files=[{"path": "src/" + "x" * 300 + ".py", "action": "create"}]),
+                          task("C", files=[{"path": "x/" * 2100 + "y.py", "action": "create"}])))
+    result = run(plan, "--repo", tmp_path)
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert "cannot name a file: it holds a NUL character" in lines[0]
+    assert "is longer than a file name may be (255 bytes)" in lines[1]
+    assert "more than a path may be (4096)" in lines[2]
+    assert lines[-1] == "3 problems in 3 tasks"
+
+
 def test_a_file_an_earlier_task_creates_may_be_modified_by_a_task_that_depends_on_it() -> None:
     """`validate` refused the plan "A creates src/new.py; B, after A, extends it": the file was looked for on
     disk only. A task that comes after the creator, directly or through another task, may modify or delete it;
