@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
 from wfqueue import keys
+from wfqueue.errors import BadInputError
+from wfqueue.fsio import read_json_object
 from wfqueue.lite.render import says_awaiting, says_cancelled
-from wfqueue.lite.steps import MANIFEST_FILE, TASKS_FILE
+from wfqueue.lite.steps import MANIFEST_FILE, NOTES_FILE, TASKS_FILE
 from wfqueue.metering import UsageReport, read_usage_file, session_report
 from wfqueue.settings import Settings
 from wfqueue.state import SessionState, connect
@@ -62,13 +64,22 @@ def read_lite_session(folder: Path) -> SessionSummary:
     """Angles from the exploration manifest, tasks from tasks.jsonl."""
     steps: list[StepStatus] = []
     manifest_file = folder / MANIFEST_FILE
-    if manifest_file.is_file():
-        manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
-        for entry in manifest.get("explorations", []):
-            steps.append(StepStatus(name=str(entry.get("angle")), state="done",
-                                    detail=f"{entry.get('verified', 0)} verified, {entry.get('unverified', 0)} not"))
-        for failure in manifest.get("failed_angles") or []:  # [{angle, error}], as lite/synthesis.py writes it
-            steps.append(StepStatus(name=str(failure.get("angle")), state="failed", detail=str(failure.get("error"))))
+    manifest = read_json_object(manifest_file)
+    if manifest_file.is_file() and not manifest:
+        raise BadInputError(f"{folder.name}: {MANIFEST_FILE} does not read as an exploration manifest (a JSON "
+                            "object)",
+                            hint=f"mend {manifest_file}, or restore it from a copy; nothing was changed")
+    for entry in _records(manifest, "explorations"):
+        steps.append(StepStatus(name=str(entry.get("angle")), state="done",
+                                detail=f"{entry.get('verified', 0)} verified, {entry.get('unverified', 0)} not"))
+    for failure in _records(manifest, "failed_angles"):  # [{angle, error}], as lite/synthesis.py writes it
+        steps.append(StepStatus(name=str(failure.get("angle")), state="failed", detail=str(failure.get("error"))))
+    # An angle explored before the plan stopped (the manifest is written with the synthesis, after them all).
+    told = {step.name for step in steps}
+    for path in sorted(folder.glob("exploration-*.md")):
+        angle = path.stem.removeprefix("exploration-")
+        if path.name != NOTES_FILE and angle not in told:
+            steps.append(StepStatus(name=angle, state="done", detail="explored"))
     tasks_file = folder / TASKS_FILE
     tasks = 0
     plan_md = folder / "plan.md"
@@ -89,6 +100,12 @@ def read_lite_session(folder: Path) -> SessionSummary:
         status = "planning"
     return SessionSummary(kind="lite", session_id=folder.name, session_dir=str(folder), status=status, tasks=tasks,
                           steps=steps, usage=read_usage_file(folder))
+
+
+def _records(manifest: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    """The objects listed under ``key`` (a hand-edited manifest may hold anything there)."""
+    listed = manifest.get(key)
+    return [entry for entry in listed if isinstance(entry, dict)] if isinstance(listed, list) else []
 
 
 def read_workflow_session(folder: Path) -> SessionSummary:

@@ -9,8 +9,14 @@ import pytest
 
 from tests.wfs_factory import make_session, task
 from wfqueue.cli.main import main
+from wfqueue.collab.finalize import finalize_session
+from wfqueue.collab.steps import NOTE_FILE, run_area, run_understanding
+from wfqueue.keys import AgentState, SessionKind, SessionStatus
 from wfqueue.lite.synthesis import manifest
+from wfqueue.memory_state import MemorySessionState
+from wfqueue.providers import make_provider
 from wfqueue.session_summary import read_lite_session, read_workflow_session
+from wfqueue.settings import Settings
 from wfqueue.workflow.registry import shown_ids
 from wfqueue.workflow_session.session import task_files
 
@@ -165,6 +171,56 @@ def test_status_of_a_lite_plan_whose_tasks_file_an_editor_saved_in_another_encod
     (folder / "tasks.jsonl").write_bytes("{\"id\": \"TASK-001\"}\n".encode("utf-16"))  # was a UnicodeDecodeError
     assert main(["status", LITE_ID, "--repo", str(tmp_path), "--json"]) in (0, None)
     assert json.loads(capsys.readouterr().out)["session_id"] == LITE_ID
+
+
+@pytest.mark.parametrize("damage", [b'{"explorations": [', b"[]", b'{"explorations": null}', b'{"explorations": [1]}'])
+def test_status_of_a_lite_plan_with_a_damaged_manifest_names_it_or_shows_what_reads(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: bytes) -> None:
+    """A manifest cut short or not an object was a JSONDecodeError or AttributeError traceback (exit 1); one whose
+    lists hold something else, too."""
+    folder = lite_session(tmp_path)
+    (folder / "explorations-manifest.json").write_bytes(damage)
+    code = main(["status", LITE_ID, "--repo", str(tmp_path)])
+    out, err = capsys.readouterr()
+    if damage.startswith(b"{\"explorations\": ") and damage.endswith(b"}"):  # an object: what reads is shown
+        assert code in (0, None) and LITE_ID in out, err
+    else:
+        assert code == 2 and "explorations-manifest.json does not read as an exploration manifest" in " ".join(
+            err.split()), err
+
+
+def test_the_angles_a_lite_plan_explored_before_it_stopped_are_shown(tmp_path: Path) -> None:
+    """Stopped after its angles, before the synthesis that writes the manifest: status showed no angle at all,
+    while their files were there (and `resume` said every angle was explored)."""
+    folder = lite_session(tmp_path, planned=False)
+    (folder / "explorations-manifest.json").unlink()
+    for angle in ("architecture", "security"):
+        (folder / f"exploration-{angle}.md").write_text(f"# {angle}\n")
+    (folder / "exploration-notes.md").write_text("# notes\n")
+    assert [(s.name, s.state) for s in read_lite_session(folder).steps] == [
+        ("architecture", "done"), ("security", "done")]
+
+
+def test_a_plan_note_with_a_byte_that_is_not_utf8_does_not_stop_the_listing(
+        sample_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One hand edit saved in Latin-1 made `wfqueue status` a UnicodeDecodeError for every plan of the repository."""
+    for name in ("CPLAN-one-2026-11-27", "CPLAN-two-2026-11-27"):  # planned in process, as the workers do
+        folder = sample_repo / ".workflow" / ".planning" / name
+        state = MemorySessionState(name)
+        state.set_meta(kind=SessionKind.COLLAB, repo=str(sample_repo), session_dir=str(folder),
+                       status=SessionStatus.PLANNING)
+        provider = make_provider("offline", Settings())
+        analysis = run_understanding(state, provider, folder, str(sample_repo), "Add per-user rate limiting", 2)
+        for sub in analysis.sub_domains:
+            run_area(state, provider, Settings(), folder, str(sample_repo), sub.focus_area, "worker-1")
+            state.set_agent(sub.focus_area, state=AgentState.DONE)
+        finalize_session(state, Settings(), folder)
+    with (sample_repo / ".workflow" / ".planning" / "CPLAN-one-2026-11-27" / NOTE_FILE).open("ab") as note:
+        note.write(b"\nNotes by caf\xe9\n")
+    assert main(["status", "--repo", str(sample_repo), "--json"]) in (0, None)
+    listed = json.loads(capsys.readouterr().out)
+    assert [(row["session_id"], row["status"]) for row in listed] == [
+        ("CPLAN-one-2026-11-27", "completed"), ("CPLAN-two-2026-11-27", "completed")]
 
 
 def test_the_listing_asks_a_broker_that_does_not_answer_once_not_once_per_plan(

@@ -85,7 +85,8 @@ def read_session(session_dir: Path, live: dict[str, dict[str, Any]] | None = Non
                              requirement="", agents=[], tasks=0, conflicts=0, usage=usage,
                              hint=f"{ANALYSIS_FILE} does not read: `wfqueue status {session_dir.name}` says more")
     try:
-        note = parse_note((session_dir / NOTE_FILE).read_text(encoding="utf-8"))
+        # A byte that is not UTF-8 (a hand edit in another encoding) is no reason to show nothing of the plan.
+        note = parse_note((session_dir / NOTE_FILE).read_text(encoding="utf-8", errors="replace"))
     except OSError:
         note = parse_note("")
     agents = []
