@@ -78,7 +78,13 @@ class NoSourceCodeError(BadInputError):
     """The offline planner was asked to plan in a repository that holds no code."""
 
     @classmethod
-    def of(cls, repo: str | Path) -> NoSourceCodeError:
+    def of(cls, repo: str | Path, larger_than: int | None = None) -> NoSourceCodeError:
+        """``larger_than``: the repository has code files, all over this many bytes (the index leaves them out)."""
+        if larger_than is not None:
+            return cls(f"{repo} has no source code the planner reads: its code files are all larger than "
+                       f"{larger_than} bytes, which the repository index leaves out",
+                       hint=f"raise WFQUEUE_INDEX_MAX_FILE_BYTES (now {larger_than}) above their size, or pass "
+                            "--repo with the repository the requirement is about")
         return cls(f"{repo} has no source code to plan against",
                    hint="pass --repo with the repository the requirement is about")
 

@@ -217,6 +217,16 @@ def test_a_repository_with_nothing_to_plan_is_refused_and_leaves_nothing(command
     status = run_cli("status", "--repo", str(repo))
     assert "no collaborative plans" in status.stdout + status.stderr and "sessions:" not in status.stdout, \
         status.stdout
+    # Code only in a file the index leaves out (over WFQUEUE_INDEX_MAX_FILE_BYTES): it was "no source code",
+    # said by the first step, after the embedded Redis and workers had started and left a folder behind.
+    big = tmp_path / "one-big-module"
+    big.mkdir()
+    (big / "retry.py").write_text("def retry(job):\n    return job.run()\n" * 40, encoding="utf-8")
+    run = run_cli(command, "Fix the race in job retries", "--repo", str(big), "-y", "--json",
+                  env=wfqueue_env(WFQUEUE_INDEX_MAX_FILE_BYTES="1000"))
+    said = " ".join(run.stderr.split())
+    assert run.code == 2 and "its code files are all larger than 1000 bytes" in said, said
+    assert "WFQUEUE_INDEX_MAX_FILE_BYTES" in said and not (big / ".workflow").exists()
 
 
 def test_status_during_an_embedded_plan_shows_its_agents_live(sample_repo: Path, tmp_path: Path) -> None:

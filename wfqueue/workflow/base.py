@@ -121,8 +121,9 @@ class WorkflowCoordinator(Generic[UI]):
             raise BadInputError(f"--repo {repo} is not a directory")
         if credentials:
             check_credentials(self.settings, provider, repo)
-            if provider == "offline" and not has_code_file(repo):  # before a Redis, workers or a folder start
-                raise NoSourceCodeError.of(repo)
+            largest = self.settings.index_max_file_bytes
+            if provider == "offline" and not has_code_file(repo, largest):  # before a Redis, workers or a folder
+                raise NoSourceCodeError.of(repo, largest if has_code_file(repo) else None)
 
     @contextmanager
     def runtime(self, repo: Path, workers: int | None = None) -> Iterator[Runtime]:
