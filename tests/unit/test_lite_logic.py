@@ -6,6 +6,7 @@ from pathlib import Path
 
 from wfqueue.analysis import build_index
 from wfqueue.lite.models import AngleFindings, Check, Clarification, RelevantFile, VerifiedExploration
+from wfqueue.lite.render import render_exploration, render_notes
 from wfqueue.lite.synthesis import core_files, merge_questions, rounds
 from wfqueue.plan_check import check_plan
 from wfqueue.providers.offline.assess import RepoSignals, assess, select_preset, signals
@@ -154,3 +155,17 @@ def test_the_context_package_names_the_test_the_plan_will_change(tmp_path: Path)
     assessment = assess(as_text(structured), signals(index, "x"), False)
     package = build_context_package(index, "WFS-x", "t", structured, assessment, [], {})
     assert "test/helpers_test.rb" in package.assets["tests"]
+
+
+def test_a_path_with_a_newline_or_a_pipe_stays_in_its_table_row() -> None:
+    """A file named `src/retry\nnewline.py` split its row of the exploration tables over two lines, and a `|` in
+    a name ended its cell: the rest of the row moved a column."""
+    odd = ["src/retry\nnewline.py", "src/a|b.py"]
+    found = exploration("security", [(path, "medium", True) for path in odd], [])
+    text = render_exploration(found, "Fix the retries")
+    rows = [line for line in text.splitlines() if line.startswith("| `src/")]
+    assert rows == ["| `src/retry newline.py` | medium | security view | ✅ |",
+                    "| `src/a\\|b.py` | medium | security view | ✅ |"], text
+    notes = render_notes("Fix the retries", "t", assess("Fix the retries", quiet_repo(), False), [found],
+                         core_files([found]), [], {})
+    assert sum(1 for line in notes.splitlines() if line.startswith("| `src/")) == 2, notes

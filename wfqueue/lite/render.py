@@ -36,7 +36,7 @@ def render_exploration(exploration: VerifiedExploration, requirement: str) -> st
     ]
     for item in f.relevant_files:
         mark, _ = _mark(exploration, "file", item.path)
-        out.append(f"| `{item.path}` | {item.relevance} | {_cell(item.rationale)} | {mark} |")
+        out.append(f"| `{_cell(item.path)}` | {item.relevance} | {_cell(item.rationale)} | {mark} |")
     out += ["", "## Patterns", ""]
     for p in f.patterns:
         mark, evidence = _mark(exploration, "pattern", p.search)
@@ -82,7 +82,7 @@ def render_notes(requirement: str, timestamp: str, assessment: Assessment, explo
         out.append("")
     out += ["## Part 2: Core Files Index", "", "| File | Relevance | Angles | Verified | Why |",
             "|---|---|---|---|---|"]
-    out += [f"| `{c.path}` | {c.relevance} | {', '.join(c.angles)} | {'✅' if c.verified else '⚠️'}"
+    out += [f"| `{_cell(c.path)}` | {c.relevance} | {', '.join(c.angles)} | {'✅' if c.verified else '⚠️'}"
             f" | {_cell(c.rationale)} |"
             for c in core]
     edges = sorted({(d.source, d.target) for e in explorations for d in e.findings.dependencies
@@ -118,7 +118,7 @@ def render_notes(requirement: str, timestamp: str, assessment: Assessment, explo
             check = e.check_for("integration_point", f"{point.file}:{point.line}")
             if check and check.verified:
                 component = point.snippet.split("(")[0][:40] if point.snippet else point.file.rsplit("/", 1)[-1]
-                out.append(f"| {_cell(component)} | `{point.file}` | {point.line} | {_cell(point.description)} |")
+                out.append(f"| {_cell(component)} | `{_cell(point.file)}` | {point.line} | {_cell(point.description)} |")
     return "\n".join(out) + "\n"
 
 
