@@ -118,7 +118,8 @@ def render_notes(requirement: str, timestamp: str, assessment: Assessment, explo
             check = e.check_for("integration_point", f"{point.file}:{point.line}")
             if check and check.verified:
                 component = point.snippet.split("(")[0][:40] if point.snippet else point.file.rsplit("/", 1)[-1]
-                out.append(f"| {_cell(component)} | `{_cell(point.file)}` | {point.line} | {_cell(point.description)} |")
+                out.append(f"| {_cell(component)} | `{_cell(point.file)}` | {point.line} "
+                           f"| {_cell(point.description)} |")
     return "\n".join(out) + "\n"
 
 
