@@ -75,3 +75,14 @@ def tracked_files(repo: Path) -> frozenset[str]:
     except WfqueueError:
         return frozenset()
     return frozenset(p for p in listed.stdout.split("\0") if p) if listed.returncode == 0 else frozenset()
+
+
+def is_bare_repository(path: Path) -> bool:
+    """Whether ``path`` is a bare git repository (no working tree); False when git cannot say."""
+    if not (path / "HEAD").is_file():  # a bare repository keeps HEAD at its top: no git run for any other folder
+        return False
+    try:
+        done = run_git(path, "rev-parse", "--is-bare-repository", check=False)
+    except WfqueueError:
+        return False
+    return done.stdout.strip() == "true"

@@ -227,6 +227,15 @@ def test_a_repository_with_nothing_to_plan_is_refused_and_leaves_nothing(command
     said = " ".join(run.stderr.split())
     assert run.code == 2 and "its code files are all larger than 1000 bytes" in said, said
     assert "WFQUEUE_INDEX_MAX_FILE_BYTES" in said and not (big / ".workflow").exists()
+    # A bare clone of a project with code: "no source code" too, where it has no working tree at all.
+    for args in (["init", "-q", str(big)], ["-C", str(big), "add", "-A"],
+                 ["-C", str(big), "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qm", "i"],
+                 ["clone", "-q", "--bare", str(big), str(tmp_path / "bare.git")]):
+        subprocess.run(["git", *args], check=True, capture_output=True)
+    run = run_cli(command, "Fix the race in job retries", "--repo", str(tmp_path / "bare.git"), "-y")
+    assert run.code == 2 and "is a bare git repository: it has no working tree to plan against" in run.stderr, \
+        run.stderr
+    assert not (tmp_path / "bare.git" / ".workflow").exists()
 
 
 def test_status_during_an_embedded_plan_shows_its_agents_live(sample_repo: Path, tmp_path: Path) -> None:

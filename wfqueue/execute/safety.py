@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from wfqueue.errors import UnsafeRepositoryError
 from wfqueue.execute.merge import BRANCH_FOLDERS
-from wfqueue.gitcmd import run_git
+from wfqueue.gitcmd import is_bare_repository, run_git
 from wfqueue.sessions import WORKFLOW_DIR
 
 GIT_TIMEOUT_S = 30.0
@@ -48,7 +48,7 @@ def parse_porcelain(output: str) -> list[str]:
 def refuse_bare(repo: Path) -> None:
     """A bare repository has no working tree to check a plan's files against, nor to make worktrees from: said
     as such (it read as files missing, or as no git repository at all)."""
-    if repo.is_dir() and _git(repo, "rev-parse", "--is-bare-repository").stdout.strip() == "true":
+    if repo.is_dir() and is_bare_repository(repo):
         raise UnsafeRepositoryError(f"{repo} is a bare git repository: execution needs a working tree",
                                     hint=f"clone it (`git clone {repo} DIR`) and execute the plan there with "
                                          "--repo DIR")

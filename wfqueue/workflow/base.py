@@ -34,6 +34,7 @@ from wfqueue.errors import (
 )
 from wfqueue.fanout import late_result, waiting_for
 from wfqueue.fsio import atomic_write_json, check_writable
+from wfqueue.gitcmd import is_bare_repository
 from wfqueue.keys import COORDINATOR, STEP_NOTE, SessionMeta, SessionStatus
 from wfqueue.metering import (
     budget_meta,
@@ -119,6 +120,9 @@ class WorkflowCoordinator(Generic[UI]):
         check_budget_priced(budget, provider, self.settings)
         if not repo.is_dir():
             raise BadInputError(f"--repo {repo} is not a directory")
+        if is_bare_repository(repo):  # it read as "no source code"
+            raise BadInputError(f"{repo} is a bare git repository: it has no working tree to plan against",
+                                hint=f"clone it (`git clone {repo} DIR`) and plan the clone with --repo DIR")
         if credentials:
             check_credentials(self.settings, provider, repo)
             largest = self.settings.index_max_file_bytes
