@@ -130,14 +130,19 @@ def redis_url_problem(url: str, schemes: Iterable[str]) -> str | None:
 
 
 _QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*", re.I)
-_URL_PASSWORD = re.compile(r"^(?P<scheme>[a-z0-9+.-]+://)(?P<user>[^:@/]*)(:(?P<pw>[^@/]*))?@", re.I)
+_URL_NETLOC = re.compile(r"^(?P<scheme>[a-z0-9+.-]+://)(?P<netloc>[^/?#]*)", re.I)
 
 
 def mask_url(url: str) -> str:
     """Hide the password of a URL: ``redis://:s3cret@host`` -> ``redis://:***@host``, and one given in its query
-    (``?password=s3cret``, which redis-py reads)."""
+    (``?password=s3cret``, which redis-py reads). The credentials end at the host part's last ``@``, as redis-py
+    and kombu read them: a password may hold an ``@`` itself."""
     url = _QUERY_PASSWORD.sub(r"\1***", url)
-    match = _URL_PASSWORD.match(url)
-    if not match or match.group("pw") is None:
+    match = _URL_NETLOC.match(url)
+    if not match or "@" not in match.group("netloc"):
         return url
-    return f"{match.group('scheme')}{match.group('user')}:***@{url[match.end():]}"
+    credentials, _, host = match.group("netloc").rpartition("@")
+    user, has_password, _ = credentials.partition(":")
+    if not has_password:
+        return url
+    return f"{match.group('scheme')}{user}:***@{host}{url[match.end():]}"

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from wfqueue.cli.main import main
 from wfqueue.collab.coordinator import COLLAB_IDS
 from wfqueue.errors import ConfigError, InvalidRequirementError, InvalidSessionIdError, RepositoryNotFoundError
 from wfqueue.retry import retry_delay
@@ -182,6 +183,19 @@ def test_an_agent_beats_well_within_the_watchdogs_deadline() -> None:
     assert load_settings().heartbeat_every_s() == 30.0
     # A deadline set short (tests do): beats three times as often, or a live agent would look stalled.
     assert load_settings(watchdog_deadline_s=6.0).heartbeat_every_s() == 2.0
+
+
+def test_a_password_holding_an_at_sign_is_masked_whole(monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """redis-py and kombu take the credentials up to the host part's last `@`; the mask stopped at the first, and
+    `wfqueue config` and every broker error printed the rest of the password."""
+    assert mask_url("redis://:hunter@2secret@127.0.0.1:16379/0") == "redis://:***@127.0.0.1:16379/0"
+    assert mask_url("redis://user:pa@ss:word@h:1/0") == "redis://user:***@h:1/0"
+    assert mask_url("redis://user@h:1/0") == "redis://user@h:1/0"  # a user and no password: nothing to hide
+    monkeypatch.setenv("WFQUEUE_BROKER_URL", "redis://:hunter@2secret@127.0.0.1:16379/0")
+    assert main(["config", "--json"]) in (0, None)
+    out = capsys.readouterr().out
+    assert "2secret" not in out and "redis://:***@127.0.0.1:16379/0" in out
 
 
 def test_mask_url_keeps_urls_without_password() -> None:
