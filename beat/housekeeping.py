@@ -30,6 +30,7 @@ from beat.timing import (
     should_purge_file,
     should_purge_session,
 )
+from wfqueue.coordinator_lease import live_holder
 from wfqueue.fsio import locked_update
 from wfqueue.redis_owner import owned_now
 from wfqueue.sessions import WORKFLOW_DIR, queue_dir
@@ -63,8 +64,10 @@ def purge_redis(client: redis.Redis, settings: Settings, now: float) -> dict[str
     expired = 0
     for state, meta in iter_metas(client, settings.state_ttl_s):
         status = meta.get("status")
-        if not is_finished(status):
-            continue  # running or stalled sessions are the watchdog's business
+        if not is_finished(status) or live_holder(state) is not None:
+            # Running or stalled sessions are the watchdog's business; a finished one a command drives again (a
+            # resume, `execute --continue`) is in use, however long ago its agents last started.
+            continue
         last = last_activity(state)
         if should_purge_session(status, last, now, settings.state_ttl_s):
             if guard(client, f"{GUARD_PREFIX}purge:{state.session_id}:delete", GUARD_TTL_S):

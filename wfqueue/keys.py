@@ -162,9 +162,11 @@ TERMINAL_AGENT_STATES = frozenset({AgentState.DONE, AgentState.FAILED})
 class SessionStatus(StrEnum):
     """The ``status`` of a session meta. Collab: planning, then completed, partial, conflicts_detected,
     failed or cancelled; lite: planning, then completed, partial, failed or cancelled; workflow
-    sessions: planning, then active once planned (or failed), later completed or archived."""
+    sessions: planning, then active once planned (or failed), later completed or archived; executions: running,
+    then completed or partial."""
 
     PLANNING = "planning"
+    RUNNING = "running"
     ACTIVE = "active"
     COMPLETED = "completed"
     PARTIAL = "partial"
@@ -175,7 +177,7 @@ class SessionStatus(StrEnum):
 
 
 # Statuses after which nothing more will happen to a session by itself.
-FINISHED_STATUSES = frozenset(set(SessionStatus) - {SessionStatus.PLANNING})
+FINISHED_STATUSES = frozenset(set(SessionStatus) - {SessionStatus.PLANNING, SessionStatus.RUNNING})
 
 
 class SessionKind(StrEnum):

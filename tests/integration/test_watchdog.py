@@ -29,6 +29,7 @@ from wfqueue.collab.coordinator import COLLAB_IDS
 from wfqueue.collab.note import parse_note
 from wfqueue.collab.recovery import enqueue_missing
 from wfqueue.collab.steps import run_area, run_understanding
+from wfqueue.coordinator_lease import CoordinatorLease
 from wfqueue.embedded import EmbeddedRedis
 from wfqueue.pids import pid_namespace
 from wfqueue.providers import make_provider
@@ -234,6 +235,23 @@ def test_purge_locks_and_archive_act_once_on_real_redis_and_files(broker: str, s
     assert 0 < client.ttl(recent.prefix + "meta") <= settings.state_ttl_s  # given the rest of its TTL
     assert client.ttl(running.prefix + "meta") == -1  # running sessions are the watchdog's
     assert purge_redis(client, settings, now)["deleted_sessions"] == []
+
+    # In use, however long ago its agents last started: an execution under way (its meta said "active", which
+    # purge took for finished: the running `execute` then lost its state and ended with exit 3), and a finished
+    # plan a command drives again (`resume`), holding the coordinator's claim.
+    executing, resumed = (SessionState(client, sid, settings.state_ttl_s) for sid in ("EXEC-long", "CPLAN-again"))
+    executing.set_meta(kind="execute", repo=str(sample_repo), status="running")
+    resumed.set_meta(kind="collab", repo=str(sample_repo), status="partial")
+    for state in (executing, resumed):
+        state.set_agent("TASK-001", state="running", started_at=old)
+    with CoordinatorLease(resumed):
+        assert purge_redis(client, settings, now)["deleted_sessions"] == []
+    assert executing.meta() and resumed.meta()
+    app = create_app(settings)
+    assert watch_all(app, client, settings, now)["sessions"]["EXEC-long"]["decision"] == "wait"  # first seen
+    watched = watch_all(app, client, settings, now + settings.watchdog_deadline_s + 1)["sessions"]
+    assert watched["EXEC-long"]["decision"] == "report" and "CPLAN-again" not in watched  # executions: reported
+    assert purge_redis(client, settings, now)["deleted_sessions"] == ["CPLAN-again"]  # no one drives it now
 
     # Embedded logs: only old ones go.
     queue = sample_repo / ".workflow" / ".queue"

@@ -151,7 +151,7 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
                 # The claude executor reads the budget there before every call; None keeps a continued one's.
                 meta = SessionMeta(kind=SessionKind.EXECUTE, repo=execution.repo, session_dir=execution.exec_dir,
                                    requirement=plan.context.requirement or plan.session_id,
-                                   status=SessionStatus.ACTIVE,
+                                   status=SessionStatus.RUNNING,  # beat's purge and watchdog: under way
                                    **({"budget": budget_meta(budget)} if budget is not None else {}))
                 with self.hold(runtime, execution.exec_id, fresh=fresh, meta=meta) as state:
                     held = True
