@@ -71,6 +71,10 @@ def test_clarification_answers_survive_a_stop_and_feed_the_resumed_plan(sample_r
     code, transcript = drive(sample_repo, [("clarification round 1/1", ""), ("?", "a new module"), ("?", ""),
                                            ("?", "")], extra=("--provider", provider))
     assert code == 1 and "the model gave up" in transcript, transcript
+    # Failed, saying how to go on: it was left "planning", which `status` showed as a command that was stopped.
+    assert f"wfqueue resume {session(sample_repo).name}" in transcript and "plans it again" in transcript
+    shown = run_cli("status", session(sample_repo).name, "--repo", str(sample_repo), "--json").json()
+    assert shown["status"] == "failed" and "goes on where it stopped" in shown["hint"], shown
     write_script(script)  # answers every step now
     resumed = run_cli("resume", session(sample_repo).name, "--repo", str(sample_repo), "--json")
     assert resumed.code == 0, resumed.stderr

@@ -249,7 +249,13 @@ def test_resume_finishes_a_session_with_the_provider_it_was_planned_with(sample_
     assert first.code == 1 and "the model gave up" in first.stderr, first.stderr
     (folder,) = (sample_repo / ".workflow" / "active").iterdir()
     assert f"`wfqueue resume {folder.name} --repo {sample_repo}` goes on at the tasks phase" in first.stderr
-    assert json.loads((folder / "workflow-session.json").read_text())["provider"] == provider
+    # The one JSON object `--json` promises (stdout was empty), and a session that says failed, not "planning"
+    # (which `status` showed as a stopped command, and `sessions` as still planning).
+    assert first.json()["status"] == "failed" and first.json()["session_id"] == folder.name, first.stdout
+    recorded = json.loads((folder / "workflow-session.json").read_text())
+    assert recorded["provider"] == provider and recorded["status"] == "failed"
+    shown = run_cli("status", folder.name, "--repo", str(sample_repo), "--json").json()
+    assert shown["status"] == "failed" and "goes on where it stopped" in shown["hint"], shown
     shutil.rmtree(sample_repo / ".workflow" / ".queue")  # Redis's record of it gone (expired, purged): the file says
     # An assessment or an exploration asked again would fail: the resume must not pay for them twice.
     angles = [p.stem.removeprefix("exploration-") for p in (folder / ".process").glob("exploration-*.json")]

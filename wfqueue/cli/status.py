@@ -246,6 +246,10 @@ def register(app: typer.Typer) -> None:
                 and current.usage is not None and current.usage.budget_exhausted):
             # A resume without a larger budget would stop at the same cap.
             current = current.model_copy(update={"hint": budget_resume_hint(folder.name, repo_option(root))})
+        elif isinstance(current, SessionSummary) and current.status == "failed" and not current.hint:
+            # A step the model failed (a refusal, answers that never validated): what was done is kept.
+            current = current.model_copy(update={"hint": f"{resume} goes on where it stopped (what was done is "
+                                                          "kept, not paid again)"})
         elif isinstance(current, SessionSummary) and current.status == AWAITING_ACCEPTANCE:
             # Whether its command still asks is known only in embedded mode (below): say both.
             current = current.model_copy(update={"hint": "answer its question (allow, modify or cancel) where its "

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 
 from wfqueue import keys
 from wfqueue.collab.steps import now_iso
-from wfqueue.errors import BadInputError, BudgetExhaustedError
+from wfqueue.errors import BadInputError, BudgetExhaustedError, ProviderError
 from wfqueue.fanout import fan_out
 from wfqueue.fsio import atomic_write_text
 from wfqueue.keys import AgentState, SessionKind, SessionStatus
@@ -29,6 +29,7 @@ from wfqueue.lite.synthesis import MergedQuestion, rounds
 from wfqueue.metering import budget_meta, check_budget_priced, usage_line, write_usage_file
 from wfqueue.payloads import ExploreAngle, LiteAssess, LitePlan, LiteSynthesize
 from wfqueue.plan_check import validate_path
+from wfqueue.runtime import resume_command
 from wfqueue.session_summary import lite_status
 from wfqueue.sessions import WORKFLOW_DIR, SessionIds
 from wfqueue.settings import MAX_EXPLORE_WORKERS, Settings
@@ -144,7 +145,7 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
         state.store(keys.CLARIFICATIONS, json.dumps([a.model_dump(mode="json") for a in answers]))
         try:
             self.wait(plan.plan(answers, awaiting=not request.yes).send(app), "planning", settings, state)
-        except BudgetExhaustedError as exc:
+        except ProviderError as exc:
             return self._stopped(state, plan, assessment, failed, exc)
         draft = LitePlanDraft.model_validate_json(state.recall(keys.LITE_PLAN) or "")
         status: str = SessionStatus.PARTIAL if failed else SessionStatus.COMPLETED
@@ -161,11 +162,17 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
                           usage=self.usage(state))
 
     def _stopped(self, state: SessionState, plan: _Plan, assessment: Assessment, failed: dict[str, str],
-                 exc: BudgetExhaustedError) -> LiteResult:
-        """The planning step found the budget spent: no task was planned, so the plan is failed (not
-        partial: partial means some of it was planned), saying why."""
+                 exc: ProviderError) -> LiteResult:
+        """The planning step found the budget spent, or the model failed it (a refusal, answers that never
+        validate): no task was planned, so the plan is failed (not partial: partial means some of it was
+        planned; not left "planning", which reads as a plan whose command was stopped), saying why."""
         reason = f"planning stopped: {exc.message}"
         self.ui.info(reason)
+        hint = None
+        if not isinstance(exc, BudgetExhaustedError):  # a budget's hint is the outcome's own
+            again = (f"{resume_command(state.session_id, plan.repo)} plans it again (what was explored is kept, not "
+                     "paid again)")
+            hint = f"{exc.hint}; {again}" if exc.hint else again
         report = write_usage_file(state, self.prices, plan.session_dir)
         created = state.remember_once(keys.CREATED_AT, now_iso())
         atomic_write_text(plan.session_dir / PLAN_FILE,
@@ -175,7 +182,7 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
         return LiteResult(session_id=state.session_id, session_dir=str(plan.session_dir), status=SessionStatus.FAILED,
                           tasks=0, conflicts=0, complexity=assessment.complexity,
                           angles=assessment.angles if assessment.needs_exploration else [], failed_angles=failed,
-                          usage=usage_line(report), stopped=reason)
+                          usage=usage_line(report), stopped=reason, hint=hint)
 
     def resume(self, request: ResumeRequest) -> LiteResult:
         """Finish an interrupted lite plan: missing angles, the synthesis, then planning (no questions)."""
@@ -232,7 +239,7 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
                          for a in json.loads(state.recall(keys.CLARIFICATIONS) or "[]")]
                 try:
                     self.wait(plan.plan(given, awaiting=awaiting).send(app), "planning", settings, state)
-                except BudgetExhaustedError as exc:
+                except ProviderError as exc:
                     return self._stopped(state, plan, assessment, failed, exc)
             draft = LitePlanDraft.model_validate_json(state.recall(keys.LITE_PLAN) or "")
             status: str = SessionStatus.PARTIAL if failed else SessionStatus.COMPLETED

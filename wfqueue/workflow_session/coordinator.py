@@ -218,6 +218,7 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
             failed: dict[str, str] = {}
             conflicts = 0
             stopped: str | None = None
+            hint: str | None = None
             for phase in PHASES:
                 if session.phases.get(phase) in ("done", "skipped"):
                     continue
@@ -231,28 +232,30 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
                     elif phase == "tasks":
                         self.wait(SessionGenerate(**common.fields()).send(app), "task generation", settings,
                                   state)
-                except BudgetExhaustedError as exc:
-                    # It stops here with no task generated, so failed (partial would claim some of it was
-                    # planned); `plan --session` with a larger --budget continues at this phase. The file says
-                    # failed too: `status` reads it there, and a session left "planning" reads as interrupted.
+                except ProviderError as exc:
+                    # A spent budget, or the model's failure (a refusal, answers that never validate, an API that
+                    # kept failing): it stops here with no task generated, so failed (partial would claim some of it
+                    # was planned); the phases done so far are kept, and a resume (with a larger --budget) goes on
+                    # at this phase. The file says failed too: `status` reads it there, and a session left
+                    # "planning" reads as interrupted.
                     session = load_session(folder)
                     session.phases[phase] = "failed"
                     if session.status == "planning":  # a completed or paused session keeps its status
                         session.status = "failed"
                     save_session(folder, session)
                     stopped = f"{phase} phase stopped: {exc.message}"
+                    if not isinstance(exc, BudgetExhaustedError):  # a budget's hint is the outcome's own
+                        goes_on = f"{resume_command(session.session_id, request.repo)} goes on at the {phase} phase"
+                        hint = f"{exc.hint}; {goes_on}" if exc.hint else goes_on
                     break
                 except (KeyboardInterrupt, EOFError):
                     # Stopped (Ctrl-C, SIGTERM, SIGHUP, no answer), not failed: the phase stays running in the file,
                     # which `status` shows as interrupted, and the resume runs it again.
                     raise
-                except BaseException as exc:
+                except BaseException:
                     session = load_session(folder)
                     session.phases[phase] = "failed"
                     save_session(folder, session)
-                    if isinstance(exc, ProviderError):  # the model's failure: the phases done so far are kept
-                        goes_on = f"{resume_command(session.session_id, request.repo)} goes on at the {phase} phase"
-                        exc.hint = f"{exc.hint}; {goes_on}" if exc.hint else goes_on
                     raise
                 session = load_session(folder)
                 if session.phases.get(phase) == "running":
@@ -265,7 +268,7 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
                 state.set_meta(status=SessionStatus.FAILED)
                 return WfsResult(session_id=session.session_id, session_dir=str(folder), status=SessionStatus.FAILED,
                                  tasks=0, conflicts=conflicts, resumed_from=resumed_from, failed_angles=failed,
-                                 usage=usage_line(report), stopped=stopped)
+                                 usage=usage_line(report), stopped=stopped, hint=hint)
             if not failed and session.phases.get("context") == "done":
                 failed = recorded_failed_angles(folder)  # explored by an earlier run: the plan is still partial
             if session.status in ("planning", "failed"):  # a completed (executed) or paused one keeps its status
