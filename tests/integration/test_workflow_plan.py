@@ -291,7 +291,9 @@ def test_a_plan_with_a_failed_angle_stays_partial_when_resumed(sample_repo: Path
     assert "skipped angle: architecture: the angle gave up" in shown.stdout, shown.stdout
     # What a resume does about it (the angle's own reason says to run the plan again, which sent the user round).
     said = " ".join(shown.stdout.split())
-    assert f"`wfqueue resume {session_dir(first).name}` explores it again and makes the plan again" in said, said
+    # With --repo: run as printed from where the command ran, it said "no session".
+    assert f"`wfqueue resume {session_dir(first).name} --repo {sample_repo}` explores it again and makes the plan " \
+        "again" in said, said
     status = run_cli("status", session_dir(first).name, "--repo", str(sample_repo), "--json")
     context = next(s for s in status.json()["steps"] if s["name"] == "context")
     assert "angle architecture failed: the angle gave up" in context["detail"]

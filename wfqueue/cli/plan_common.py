@@ -21,7 +21,7 @@ from wfqueue.errors import BadInputError
 from wfqueue.metering import BUDGET_HELP, budget_resume_hint, parse_budget_option
 from wfqueue.plan_check import default_repo
 from wfqueue.providers import check_provider_spec
-from wfqueue.runtime import stop_after_output, stop_deferred
+from wfqueue.runtime import resume_command, stop_after_output, stop_deferred
 from wfqueue.sessions import repo_option
 from wfqueue.settings import Settings, load_settings
 from wfqueue.usage import Budget
@@ -91,7 +91,8 @@ def finish(result: PlanOutcome, as_json: bool, describe: Callable[[Console], Non
     raise typer.Exit(result.exit_code)
 
 
-def failed_angles(out: Console, failed: dict[str, str], session_id: str = "", kept: str | None = None) -> None:
+def failed_angles(out: Console, failed: dict[str, str], session_id: str = "", kept: str | None = None,
+                  session_dir: str = "") -> None:
     """The exploration angles a plan went without: its findings are missing from the plan (partial). For a workflow
     session, what its resume does about them (the angle's own reason says "run the plan again", which sent the user
     round to a resume that answered the same partial plan); ``kept``: why that resume kept it as it is."""
@@ -101,7 +102,10 @@ def failed_angles(out: Console, failed: dict[str, str], session_id: str = "", ke
         return
     them = "it" if len(failed) == 1 else "them"
     if kept is None:
-        said = (f"`wfqueue resume {session_id}` explores {them} again and makes the plan again with the findings "
+        # With --repo where the current folder would not find the session (it said "no session" there).
+        resume = resume_command(session_id, default_repo(Path(session_dir))) if session_dir else \
+            f"`wfqueue resume {session_id}`"
+        said = (f"{resume} explores {them} again and makes the plan again with the findings "
                 "(unless its task files are changed first: a replan or an edit keeps the plan as it is)")
     else:
         said = (f"its tasks were generated without {them}, and it is not planned again: {kept}. Plan the requirement "
