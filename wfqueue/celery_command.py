@@ -14,8 +14,20 @@ import signal
 import sys
 
 from wfqueue import lifeline
+from wfqueue.errors import ConfigError
 
 MODULE = "wfqueue.celery_command"
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def checked_loglevel(value: str) -> str:
+    """``value`` as Celery's --loglevel takes it, or ConfigError (exit 2): Celery's own refusal was a KeyError
+    traceback from a worker node, or a usage text naming a command the user never typed."""
+    if value.upper() not in LOG_LEVELS:
+        raise ConfigError(f"unknown log level {value!r}", hint=f"choose {', '.join(LOG_LEVELS)}")
+    return value.upper()
 
 
 def celery_argv(app_module: str, *args: str) -> list[str]:

@@ -54,3 +54,15 @@ def test_wfqueue_worker_refuses_an_unknown_pool_with_the_ones_it_knows(monkeypat
     assert main(["worker", "--pool", "gevent"]) == 2
     err = capsys.readouterr().err
     assert "unknown pool 'gevent'" in err and "prefork, threads, solo" in err
+
+
+@pytest.mark.parametrize("command", ["worker", "beat"])
+def test_an_unknown_log_level_is_refused_naming_the_ones_there_are(command: str, monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """`wfqueue worker -l bogus` was a KeyError traceback from Celery inside the node (exit 1); `beat -l bogus`
+    printed Celery's usage text for `python -m wfqueue.celery beat`, a command the user never typed."""
+    monkeypatch.setenv("WFQUEUE_BROKER_URL", "redis://127.0.0.1:1/0")
+    monkeypatch.setattr(os, "execv", lambda *args: pytest.fail(f"started {command}: {args}"))
+    assert main([command, "-l", "bogus"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown log level 'bogus'" in err and "DEBUG, INFO, WARNING, ERROR, CRITICAL" in err

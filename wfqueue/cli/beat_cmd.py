@@ -12,7 +12,7 @@ import sys
 import typer
 
 from wfqueue.beat_schedule_file import schedule_folder
-from wfqueue.celery_command import celery_argv
+from wfqueue.celery_command import celery_argv, checked_loglevel
 from wfqueue.errors import ConfigError
 from wfqueue.settings import Settings, load_settings
 
@@ -25,7 +25,7 @@ def beat_argv(settings: Settings, loglevel: str) -> list[str]:
             hint="export WFQUEUE_BROKER_URL=redis://HOST:6379/0, or use `wfqueue up` to run everything locally",
         )
     schedule_folder(settings.beat_schedule_file)  # refused here, before beat starts, rather than in its log
-    return celery_argv("beat.app", "beat", "--loglevel", loglevel)
+    return celery_argv("beat.app", "beat", "--loglevel", checked_loglevel(loglevel))
 
 
 def register(app: typer.Typer) -> None:

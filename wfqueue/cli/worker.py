@@ -7,6 +7,7 @@ import sys
 
 import typer
 
+from wfqueue.celery_command import checked_loglevel
 from wfqueue.errors import ConfigError
 from wfqueue.prestart import WORKER_MODULE
 from wfqueue.settings import CELERY_POOLS, load_settings
@@ -26,7 +27,7 @@ def register(app: typer.Typer) -> None:
             None, "--pool", "-P",
             help="prefork, threads or solo (default: WFQUEUE_WORKER_POOL; auto: threads when the provider is remote)."),
         queues: str = typer.Option(",".join(ALL_QUEUES), "--queues", "-Q", help="Queues to consume."),
-        loglevel: str = typer.Option("INFO", "--loglevel", "-l"),
+        loglevel: str = typer.Option("INFO", "--loglevel", "-l", help="DEBUG, INFO, WARNING, ERROR, CRITICAL."),
     ) -> None:
         """Run a worker against WFQUEUE_BROKER_URL (like `celery -A workers.app worker`, faster to start)."""
         settings = load_settings()
@@ -40,10 +41,11 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"unknown queue(s): {', '.join(unknown)}", hint=f"choose from {', '.join(ALL_QUEUES)}")
         if pool is not None and pool not in CELERY_POOLS:
             raise ConfigError(f"unknown pool {pool!r}", hint=f"choose {', '.join(CELERY_POOLS)}")
+        checked_loglevel(loglevel)  # before the broker is asked anything
         refuse_wrong_credentials(settings)
         chosen = pool or settings.effective_worker_pool()
         slots = settings.worker_slots(concurrency, chosen)
-        argv = [sys.executable, *WORKER_MODULE, "--queues", queues, "--loglevel", loglevel,
+        argv = [sys.executable, *WORKER_MODULE, "--queues", queues, "--loglevel", checked_loglevel(loglevel),
                 "--pool", chosen, "--concurrency", str(slots)]
         if hostname:
             argv += ["--hostname", hostname]
