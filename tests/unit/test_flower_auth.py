@@ -92,3 +92,17 @@ def test_an_address_flower_cannot_listen_on_is_refused_before_anything_starts(
     monkeypatch.setattr(os, "execve", no_exec)
     assert main(["flower"]) == 2
     assert says in capsys.readouterr().err
+
+
+def test_flower_on_the_embedded_redis_port_is_refused_before_anything_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Both free when checked, Redis took the port first, and Flower's health check read Redis's answer: an
+    http.client traceback (exit 1) after Redis, the workers and beat had started."""
+    monkeypatch.setenv("WFQUEUE_FLOWER_BASIC_AUTH", "admin:secret")
+    monkeypatch.setenv("WFQUEUE_EMBEDDED_REDIS_PORT", "15591")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    assert main(["up", "--repo", str(repo), "--flower-port", "15591"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "Flower's port 15591 is also the embedded Redis's (WFQUEUE_EMBEDDED_REDIS_PORT)" in err, err
+    assert not (repo / ".workflow").exists(), "a Redis was started for a refused up"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import os
 import signal
 import subprocess
@@ -58,6 +59,9 @@ def wait_for_flower(flower: subprocess.Popen[bytes], address: str, port: int, lo
                     return
         except OSError:  # not listening yet
             pass
+        except http.client.HTTPException as exc:  # something other than Flower answers there
+            raise WorkerStartError(f"the program on port {port} does not answer as Flower ({type(exc).__name__})",
+                                   hint=f"give Flower another port (--flower-port); see {log}") from None
         stop.wait(FLOWER_POLL_S)
     if stop.is_set():
         return  # up's loop sees the stop and unwinds
@@ -116,6 +120,9 @@ def register(app: typer.Typer) -> None:
                                         "(Ctrl-C in its terminal)")
         if port is None:
             port = settings.flower_port
+        if port == settings.embedded_redis_port:  # free now, both would take it: Flower's start then failed oddly
+            raise ConfigError(f"Flower's port {port} is also the embedded Redis's (WFQUEUE_EMBEDDED_REDIS_PORT)",
+                              hint="give Flower another port (--flower-port or WFQUEUE_FLOWER_PORT), or Redis another")
         refuse_unusable_listen(settings.flower_address, port, option="--flower-port")
         out = Console(highlight=False, soft_wrap=True)
         stop = threading.Event()
