@@ -185,6 +185,12 @@ class WorkerStartError(InfrastructureError):
     """Embedded Redis or worker processes failed to start."""
 
 
+class StepCrashedError(InfrastructureError):
+    """A worker's step ended on an error Celery could not carry back as it was (its type cannot be made again
+    from its arguments: pydantic's ValidationError arrived as "Exception: <class ...>([])"): its type and message,
+    as text."""
+
+
 class SessionBusyError(WfqueueError):
     """Another coordinator already drives this session."""
 

@@ -25,7 +25,7 @@ from celery import Celery, Task
 from celery.exceptions import Retry
 
 from wfqueue import agent_notes, keys
-from wfqueue.errors import InfrastructureError
+from wfqueue.errors import InfrastructureError, StepCrashedError, WfqueueError
 from wfqueue.fanout import WAITING_FOR, fail, hold_back, settle
 from wfqueue.payloads import FanInCallback, TaskPayload
 from wfqueue.settings import Settings
@@ -78,6 +78,21 @@ def note_step(states: StateFactory, payload: TaskPayload, text: str | None) -> N
         state.store(keys.STEP_NOTE, text)
 
 
+def carried_back(exc: Exception, task_name: str, worker: str) -> Exception:
+    """``exc`` as the coordinator will read it: itself when Celery can make it again from its type and arguments
+    (the result backend stores those), else a StepCrashedError saying what it was."""
+    if isinstance(exc, WfqueueError):
+        return exc
+    try:
+        again = type(exc)(*exc.args)
+    except Exception:  # noqa: BLE001 - any failure to rebuild it is the answer
+        again = None
+    if again is not None and str(again) == str(exc):
+        return exc
+    return StepCrashedError(f"{task_name} failed on {worker}: {type(exc).__name__}: {exc}",
+                            hint="see that worker's log (embedded mode: .workflow/.queue/worker.log)")
+
+
 def payload_task(app: Celery, settings: Settings, model: type[P], *, callback: bool = False,
                  retry_on: tuple[type[Exception], ...] = (), soft_time_limit: int | None = None,
                  time_limit: int | None = None) -> Callable[[Body[P, R]], Task[Any, R]]:
@@ -121,7 +136,10 @@ def payload_task(app: Celery, settings: Settings, model: type[P], *, callback: b
             except Exception as exc:
                 if fan_in is not None:  # a coordinator may wait for this run's result rather than the chord's
                     fail(states.session(fan_in.session_id), f"{type(exc).__name__}: {exc}")
-                raise
+                portable = carried_back(exc, model.task_name, self.request.hostname or "its worker")
+                if portable is exc:
+                    raise
+                raise portable from exc
             if fan_in is not None:
                 settle(states.session(fan_in.session_id), result)
             return result

@@ -174,3 +174,29 @@ def test_what_an_agent_waits_for_is_in_its_record_while_it_waits_and_gone_when_i
     assert during == ["the Anthropic API answered 529: overloaded; sending again in 4s (7 re-sends left)"]
     assert header.record["state"] == AgentState.DONE and header.record["note"] is None
     agent_notes.note("outside any agent: goes nowhere")  # no writer set: nothing happens, nothing raised
+
+
+def test_an_error_celery_cannot_carry_back_arrives_as_what_it_was() -> None:
+    """A worker's pydantic ValidationError reached the user as "Exception: <class '...ValidationError'>([])":
+    Celery rebuilds an error from its type and arguments, and that one cannot be. It travels as text now; an
+    error that can be rebuilt travels as itself."""
+    from celery import Celery
+    from pydantic import Field, ValidationError
+
+    from workers.registry import carried_back
+    from wfqueue.errors import StepCrashedError
+
+    class Usage(BaseModel):
+        input_tokens: int = Field(ge=0)
+
+    with pytest.raises(ValidationError) as raised:
+        Usage(input_tokens=-5000)
+    backend = Celery(backend="cache+memory://", set_as_current=False).backend
+    backend.app.conf.result_serializer = "json"
+    arrived = backend.exception_to_python(backend.prepare_exception(
+        carried_back(raised.value, "wfqueue.lite.assess", "w1@host")))
+    assert isinstance(arrived, StepCrashedError)
+    assert arrived.message.startswith("wfqueue.lite.assess failed on w1@host: ValidationError: 1 validation error")
+    assert "input_tokens" in arrived.message and "worker.log" in arrived.hint
+    plain = ValueError("a file system blip")
+    assert carried_back(plain, "t", "w") is plain
