@@ -183,8 +183,8 @@ def test_an_error_celery_cannot_carry_back_arrives_as_what_it_was() -> None:
     from celery import Celery
     from pydantic import Field, ValidationError
 
-    from workers.registry import carried_back
     from wfqueue.errors import StepCrashedError
+    from workers.registry import carried_back
 
     class Usage(BaseModel):
         input_tokens: int = Field(ge=0)
