@@ -166,6 +166,9 @@ class FakeAnthropic:
         self.replies: deque[Reply | dict[str, Any]] = deque()
         self.failures: deque[Reply] = deque()
         self.cache: set[str] = set()
+        # What the answers say of their usage: "all" counts; "none" (a proxy that drops the block), "null"
+        # (every count null), "negative" (a count below zero): an API on a bad day that bills all the same.
+        self.usage_reported: str = "all"
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._ids = itertools.count(1)
@@ -390,7 +393,9 @@ class FakeAnthropic:
         message = {
             "id": f"msg_{next(self._ids):06d}", "type": "message", "role": "assistant",
             "model": body["model"], "content": content, "stop_reason": reply.stop_reason,
-            "stop_sequence": None, "usage": usage,
+            "stop_sequence": None, "usage": {
+                "all": usage, "none": {}, "null": dict.fromkeys(usage), "negative": {**usage, "input_tokens": -5000},
+            }[self.usage_reported],
         }
         if cut:
             call.fault = http.kind if http is not None else "cut_stream"

@@ -138,8 +138,9 @@ def check_request(body: dict[str, Any]) -> str | None:
 def sse_events(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """A complete message as the real API streams it: (event name, data) in order."""
     usage = message["usage"]
+    # An answer that reports no usage (FakeAnthropic.usage_reported) streams none either.
     opening = {**message, "content": [], "stop_reason": None, "stop_sequence": None,
-               "usage": {**usage, "output_tokens": 1}}
+               "usage": {**usage, "output_tokens": 1} if usage else {}}
     events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": opening}),
                                                 ("ping", {"type": "ping"})]
     for index, block in enumerate(message["content"]):
@@ -156,7 +157,7 @@ def sse_events(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
     events.append(("message_delta", {"type": "message_delta",
                                      "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
-                                     "usage": {"output_tokens": usage["output_tokens"]}}))
+                                     "usage": {"output_tokens": usage["output_tokens"]} if usage else {}}))
     events.append(("message_stop", {"type": "message_stop"}))
     return events
 

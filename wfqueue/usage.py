@@ -86,12 +86,13 @@ class Usage(BaseModel):
 
     @classmethod
     def from_api(cls, source: Any) -> Usage:
-        """From an SDK usage object or a mapping with Anthropic's (or our) field names; missing counts are 0."""
+        """From an SDK usage object or a mapping with Anthropic's (or our) field names; missing counts are 0, and
+        so are counts an API on a bad day gave below zero (they failed the step on this model's validation)."""
         values: dict[str, int] = {}
         for api_name, ours in API_FIELDS.items():
             raw = source.get(api_name) if isinstance(source, Mapping) else getattr(source, api_name, None)
             if raw is not None and ours not in values:
-                values[ours] = int(raw)
+                values[ours] = max(0, int(raw))
         return cls(**values)
 
     def __add__(self, other: Usage) -> Usage:
@@ -158,12 +159,14 @@ class CallUsage(BaseModel):
     model: str
     usage: Usage
     kind: str = ""
+    estimated: bool = False  # the API reported no token counts: they are estimated from the text's size
 
     @classmethod
     def from_entry(cls, entry: Mapping[str, Any]) -> CallUsage:
         """From a provider usage entry (``AnthropicProvider.usage``: step, kind, model and the API's counts)."""
         return cls(step=str(entry.get("step", "")), model=str(entry.get("model") or ""),
-                   kind=str(entry.get("kind", "")), usage=Usage.from_api(entry))
+                   kind=str(entry.get("kind", "")), usage=Usage.from_api(entry),
+                   estimated=bool(entry.get("estimated", False)))
 
 
 class Totals(BaseModel):
@@ -178,18 +181,22 @@ class Totals(BaseModel):
     cost_usd: float = 0.0
     unpriced_calls: int = 0
     unpriced_models: list[str] = Field(default_factory=list)
+    estimated_calls: int = 0  # calls whose tokens the API did not report (CallUsage.estimated)
 
     def __add__(self, other: Totals) -> Totals:
         return Totals(calls=self.calls + other.calls, usage=self.usage + other.usage,
                       cost_usd=self.cost_usd + other.cost_usd,
                       unpriced_calls=self.unpriced_calls + other.unpriced_calls,
-                      unpriced_models=sorted(set(self.unpriced_models) | set(other.unpriced_models)))
+                      unpriced_models=sorted(set(self.unpriced_models) | set(other.unpriced_models)),
+                      estimated_calls=self.estimated_calls + other.estimated_calls)
 
     def add_call(self, call: CallUsage, prices: PriceTable) -> Totals:
         dollars = cost(call.usage, call.model, prices)
+        estimated = int(call.estimated)
         if dollars is None:
-            return self + Totals(calls=1, usage=call.usage, unpriced_calls=1, unpriced_models=[call.model])
-        return self + Totals(calls=1, usage=call.usage, cost_usd=dollars)
+            return self + Totals(calls=1, usage=call.usage, unpriced_calls=1, unpriced_models=[call.model],
+                                 estimated_calls=estimated)
+        return self + Totals(calls=1, usage=call.usage, cost_usd=dollars, estimated_calls=estimated)
 
 
 class UsageSummary(BaseModel):
@@ -219,6 +226,9 @@ def describe_totals(totals: Totals) -> str:
     if totals.unpriced_calls:
         text += (f" + {totals.unpriced_calls} calls of unpriced models ({', '.join(totals.unpriced_models)}; "
                  "add them to the price_table setting)")
+    if totals.estimated_calls:
+        text += (f"; the tokens of {totals.estimated_calls} call(s) are estimated from their size: the API reported "
+                 "none")
     return text
 
 

@@ -38,7 +38,7 @@ from wfqueue.providers.base import AssessStep
 from wfqueue.providers.offline.provider import OfflineProvider
 from wfqueue.settings import Settings
 from wfqueue.state import SessionState, redis_client
-from wfqueue.usage import Budget, PriceTable, Totals, Usage
+from wfqueue.usage import Budget, PriceTable, Totals, Usage, describe_totals, summarise
 from wfqueue.workflow_session.models import ContextPackage, PlanOverview
 from wfqueue.workflow_session.render import render_impl_plan
 from wfqueue.workflow_session.session import PLAN_FILE, PROCESS_DIR, load_session
@@ -207,6 +207,26 @@ def test_a_spent_budget_stops_the_step_before_any_request(state: SessionState, f
     fake.reply(answer(ASSESSMENT))
     provider.run(assess_step(sample_repo, "another requirement"))
     assert len(fake.requests) == 2
+
+
+@pytest.mark.parametrize("reported", ["none", "null", "negative"])
+def test_a_call_whose_usage_the_api_did_not_report_is_estimated_and_counts_against_the_budget(
+        reported: str, state: SessionState, fake: FakeAnthropic, sample_repo: Path) -> None:
+    """An answer without usage counts (a proxy that drops the block, nulls) was recorded as 0 tokens: every call
+    free, `--budget 1k` never stopped anything (27 paid calls, "0 tokens spent"). A negative count failed the
+    step on a pydantic error. Estimated from the text's size now, and said to be."""
+    fake.usage_reported = reported
+    provider = MeteredProvider(anthropic(fake), state, PRICES)
+    state.set_meta(budget=budget_meta(Budget(tokens=100)))
+    fake.reply(answer(ASSESSMENT))
+    provider.run(assess_step(sample_repo))
+    [call] = state.usage()
+    assert call["estimated"] is True and call["input_tokens"] > 100 and call["output_tokens"] > 0
+    with pytest.raises(BudgetExhaustedError):
+        provider.run(assess_step(sample_repo, "another requirement"))
+    assert len(fake.requests) == 1
+    assert "the tokens of 1 call(s) are estimated from their size" in describe_totals(
+        summarise(state.usage(), PRICES).total)
 
 
 def test_offline_providers_are_neither_recorded_nor_stopped(state: SessionState, sample_repo: Path) -> None:

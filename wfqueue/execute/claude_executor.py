@@ -50,7 +50,13 @@ from wfqueue.execute.executors import ExecutorName, ExecutorResult
 from wfqueue.fsio import atomic_write_text
 from wfqueue.metering import check_session_budget
 from wfqueue.providers.anthropic.calls import Caller, RetryPolicy
-from wfqueue.providers.anthropic.client import USAGE_FIELDS, _assistant_turn, _tool_uses, _with_tail_cache
+from wfqueue.providers.anthropic.client import (
+    USAGE_FIELDS,
+    _assistant_turn,
+    _tool_uses,
+    _with_tail_cache,
+    reported_usage,
+)
 from wfqueue.ratelimit import RateLimiter
 from wfqueue.turns import MemoryJournal, SessionJournal, Transcript, TurnJournal, journal_key, transcript_jsonl
 from wfqueue.usage import PriceTable
@@ -186,10 +192,9 @@ class ClaudeExecutor:
             resent_before = caller.resent
             response = caller.call(label, request, deadline)
             call: dict[str, Any] = {"step": label, "kind": f"turn-{transcript.turns + 1}", "model": response.model,
-                                    "stop_reason": response.stop_reason, "resent": caller.resent - resent_before}
-            for field_name in USAGE_FIELDS:
-                call[field_name] = int(getattr(response.usage, field_name, 0) or 0)
-            transcript = advance(transcript, response, self.caps)
+                                    "stop_reason": response.stop_reason, "resent": caller.resent - resent_before,
+                                    **reported_usage(request, response)}
+            transcript = advance(transcript, response, self.caps, used=sum(int(call[f]) for f in USAGE_FIELDS))
             transcript.calls.append(call)
             self.journal.save(transcript, call)
         return transcript
@@ -251,10 +256,11 @@ class ClaudeExecutor:
             log.warning("could not keep the transcript of %s in %s: %s", label, self.transcript_dir, exc)
 
 
-def advance(transcript: Transcript, response: Any, caps: CodingCaps) -> Transcript:
-    """The transcript after the model's ``response``: tools to run, the final answer, or a cap. Pure."""
+def advance(transcript: Transcript, response: Any, caps: CodingCaps, *, used: int) -> Transcript:
+    """The transcript after the model's ``response`` (whose call used ``used`` tokens): tools to run, the final
+    answer, or a cap. Pure."""
     turns = transcript.turns + 1
-    spent = transcript.spent_tokens + sum(int(getattr(response.usage, f, 0) or 0) for f in USAGE_FIELDS)
+    spent = transcript.spent_tokens + used
     update: dict[str, Any] = {"turns": turns, "spent_tokens": spent, "pending": None,
                               "calls": list(transcript.calls)}
     if response.stop_reason in (None, "max_tokens"):

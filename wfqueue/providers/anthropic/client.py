@@ -50,7 +50,7 @@ from wfqueue.providers.anthropic.prompts import FINAL_TURN_TEXT, build_prompt, r
 from wfqueue.providers.anthropic.schema import output_format
 from wfqueue.providers.anthropic.tools import TOOL_DEFINITIONS, RepoTools
 from wfqueue.providers.base import ExploreAngleStep, PlanAreaStep, Step
-from wfqueue.ratelimit import RateLimiter
+from wfqueue.ratelimit import RateLimiter, estimate_tokens
 from wfqueue.turns import MemoryJournal, Transcript, TurnJournal, journal_key
 
 __all__ = ["AnthropicProvider"]
@@ -71,6 +71,21 @@ def _shared_client(options: dict[str, Any]) -> anthropic.Anthropic:
 TOOL_STEPS = (ExploreAngleStep, PlanAreaStep)
 USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 MAX_ERRORS_SHOWN = 20
+
+
+def reported_usage(request: dict[str, Any], response: Any) -> dict[str, Any]:
+    """The call's token counts as the API reported them; where it reported no input or output count (a proxy
+    that drops ``usage``, a null, a negative number), both are estimated from the request's and the answer's
+    size and the entry says so: counted as 0, every such call was free and a budget never stopped anything."""
+    usage = getattr(response, "usage", None)
+    counts = {name: getattr(usage, name, None) for name in USAGE_FIELDS}
+    kept = {name: value if isinstance(value, int) and value >= 0 else None for name, value in counts.items()}
+    if kept["input_tokens"] is not None and kept["output_tokens"] is not None:
+        return {name: value or 0 for name, value in kept.items()}
+    answer = [block.model_dump(mode="json") for block in getattr(response, "content", None) or []]
+    return {"input_tokens": estimate_tokens(request["system"], request["messages"], request.get("tools")),
+            "output_tokens": estimate_tokens(answer),
+            "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "estimated": True}
 
 
 def _block_param(block: Any) -> dict[str, Any] | None:
@@ -209,8 +224,9 @@ class AnthropicProvider:
             resent_before = caller.resent
             response = caller.call(step.label, request, deadline)
             last_stop = getattr(response, "stop_reason", None)
-            call = self._record(step, kind, response, resent=caller.resent - resent_before)
-            transcript = self._advance(step, transcript, response, repo, with_tools=with_tools, forced=forced)
+            call = self._record(step, kind, request, response, resent=caller.resent - resent_before)
+            transcript = self._advance(step, transcript, response, repo, with_tools=with_tools, forced=forced,
+                                       used=sum(int(call[name]) for name in USAGE_FIELDS))
             transcript.calls.append(call)
             self.journal.save(transcript, call)
         if transcript.phase == "failed":
@@ -266,9 +282,10 @@ class AnthropicProvider:
         return transcript, request, kind, forced
 
     def _advance(self, step: Step, transcript: Transcript, response: Any, repo: RepoTools, *,
-                 with_tools: bool, forced: bool) -> Transcript:
-        """The transcript after ``response``: the next pending turn, or the step's outcome."""
-        spent = transcript.spent_tokens + sum(int(getattr(response.usage, f, 0) or 0) for f in USAGE_FIELDS)
+                 with_tools: bool, forced: bool, used: int) -> Transcript:
+        """The transcript after ``response`` (whose call used ``used`` tokens): the next pending turn, or the
+        step's outcome."""
+        spent = transcript.spent_tokens + used
         history = [*transcript.messages(), _assistant_turn(response)]
         update: dict[str, Any] = {"history": history, "pending": None, "spent_tokens": spent,
                                   "calls": list(transcript.calls)}
@@ -321,12 +338,11 @@ class AnthropicProvider:
             return None, _format_errors(exc)
         return text, ""
 
-    def _record(self, step: Step, kind: str, response: Any, *, resent: int) -> dict[str, Any]:
-        usage = response.usage
+    def _record(self, step: Step, kind: str, request: dict[str, Any], response: Any, *,
+                resent: int) -> dict[str, Any]:
         entry: dict[str, Any] = {"step": step.label, "kind": kind, "model": response.model,
-                                 "stop_reason": response.stop_reason, "resent": resent}
-        for field_name in USAGE_FIELDS:
-            entry[field_name] = int(getattr(usage, field_name, 0) or 0)
+                                 "stop_reason": response.stop_reason, "resent": resent,
+                                 **reported_usage(request, response)}
         self.usage.append(entry)
         return entry
 
