@@ -178,7 +178,8 @@ class BrokerUnreachableError(InfrastructureError):
 
 
 class BrokerCredentialsError(BrokerUnreachableError):
-    """The Redis broker answered and refused the credentials: waiting will not change that."""
+    """The Redis broker answered and refused what the URL asks of it (its credentials, a database it does not
+    have): waiting will not change that."""
 
 
 class WorkerStartError(InfrastructureError):

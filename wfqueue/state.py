@@ -108,14 +108,29 @@ def connect(settings: Settings) -> redis.Redis:
             f"cannot reach the broker at {mask_url(url)}: {exc}",
             hint="start Redis there, fix WFQUEUE_BROKER_URL, or unset it to use the embedded broker",
         ) from None
-    except redis.RedisError as exc:  # something answered, but not as Redis does (a web server, a proxy)
-        raise BrokerUnreachableError(
-            f"the broker at {mask_url(url)} does not answer as Redis: {type(exc).__name__}: {exc}",
-            hint="point WFQUEUE_BROKER_URL at a Redis server (redis://host:6379/0), or unset it for the embedded one",
+    except redis.ResponseError as exc:
+        if "DB index" not in str(exc):
+            raise _not_redis(url, exc) from None
+        parts = urlsplit(url)
+        # A socket's database is in its query (its path is the socket's); a TCP URL's is its path.
+        database = (parse_qs(parts.query).get("virtual_host", ["0"])[0] if "socket" in parts.scheme
+                    or parts.scheme == "unix" else parts.path.strip("/") or "0")
+        raise BrokerCredentialsError(
+            f"the broker at {mask_url(url)} has no database {database}: {exc}",
+            hint="give WFQUEUE_BROKER_URL a database number the server has (below its `databases` setting, 16 by "
+                 "default): redis://host:6379/0",
         ) from None
+    except redis.RedisError as exc:  # something answered, but not as Redis does (a web server, a proxy)
+        raise _not_redis(url, exc) from None
     finally:
         probe.close()
     return redis_client(url, timeout_s)
+
+
+def _not_redis(url: str, exc: Exception) -> BrokerUnreachableError:
+    return BrokerUnreachableError(
+        f"the broker at {mask_url(url)} does not answer as Redis: {type(exc).__name__}: {exc}",
+        hint="point WFQUEUE_BROKER_URL at a Redis server (redis://host:6379/0), or unset it for the embedded one")
 
 
 def refuse_wrong_credentials(settings: Settings) -> None:

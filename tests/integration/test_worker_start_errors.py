@@ -98,5 +98,11 @@ def test_a_standalone_worker_whose_broker_refuses_its_password_stops_at_once(tmp
         listed = run_cli("status", "--repo", str(tmp_path), env=wfqueue_env(WFQUEUE_BROKER_URL=wrong), timeout=60)
         assert listed.code == 0 and "warning: the broker at" in listed.stderr, listed.stderr
         assert "refused the credentials" in listed.stderr and "what the session files say" in listed.stderr
+        # A database the server does not have (`/99` of 16): retried for ever as "not reachable yet", and named
+        # "does not answer as Redis" by the plan commands.
+        no_such_db = f"{redis.url}?virtual_host=99"
+        run = run_cli("worker", "--concurrency", "1", env=wfqueue_env(WFQUEUE_BROKER_URL=no_such_db), timeout=60)
+        assert run.code == 3 and "has no database 99: DB index is out of range" in run.stderr, run.stderr
+        assert "does not answer as Redis" not in run.stderr and "right-password" not in run.stderr
     finally:
         redis.stop()
