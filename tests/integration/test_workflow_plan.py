@@ -275,9 +275,12 @@ def test_resume_finishes_a_session_with_the_provider_it_was_planned_with(sample_
     again = run_cli("resume", folder.name, "--repo", str(sample_repo), "--json")
     assert again.code == 1 and "no longer in Redis: gathering it again" in again.stderr, again.stderr
     # A provider that keeps failing does not lock the session in: --provider chooses another.
-    done = run_cli("resume", folder.name, "--repo", str(sample_repo), "--provider", "offline", "--json")
-    assert done.code == 0, done.stderr
+    done = run_cli("resume", folder.name, "--repo", str(sample_repo), "--provider", "offline", "-y", "--json")
     assert done.json()["status"] == "completed" and done.json()["tasks"] >= 1
+    # -y verified it, as `plan -y` does (it said gate null, exit 0, and `verify` then exited 1), with its exit code.
+    gate = done.json()["gate"]
+    assert gate is not None and "verification: " in done.stderr, done.stderr
+    assert done.code == (0 if gate in ("PROCEED", "PROCEED_WITH_CAUTION") else 1), done.stderr
 
 
 def test_a_plan_with_a_failed_angle_stays_partial_when_resumed(sample_repo: Path, tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from wfqueue.cli import plan_common as common
 from wfqueue.cli.progress import TerminalUI
 from wfqueue.sessions import read_requirement, resolve_repo
 from wfqueue.settings import MAX_EXPLORE_WORKERS
-from wfqueue.workflow_session.coordinator import PlanRequest, WfsCoordinator
+from wfqueue.workflow_session.coordinator import GateChoice, PlanRequest, WfsCoordinator, WfsResult
 from wfqueue.workflow_session.models import GATES_READY
 
 
@@ -38,31 +38,35 @@ def register(app: typer.Typer) -> None:
             repo=resolve_repo(repo), provider=spec, yes=yes, session=session, workers=workers, budget=spending_cap)
         ui = TerminalUI()
         result = WfsCoordinator(settings, ui).run(request)
-        # A plan stopped by its budget has no tasks to verify yet.
-        choice = "stop" if result.stopped else "verify" if yes else ui.gate()
-        gate = None
-        next_step = ""
-        if choice == "verify":
-            from wfqueue.workflow_session.verify.run import (  # the verify command's module; loaded only when used
-                NEXT_STEPS,
-                verify_session,
-            )
+        gated, next_step = gate_after(result, "verify" if yes else None, ui)
+        common.finish(gated, as_json, lambda out: describe_session(out, gated, next_step))
 
-            report = verify_session(Path(result.session_dir))
-            gate = report.quality_gate
-            ui.info(f"verification: {gate} (coverage {report.coverage.describe()}); "
-                    f"report: {result.session_dir}/.process/PLAN_VERIFICATION.md")
-            next_step = NEXT_STEPS[gate]
-        result = result.model_copy(update={"gate": gate})
 
-        def describe(out: Console) -> None:
-            out.print(f"[bold]{result.status}[/]: {result.tasks} tasks, {result.conflicts} conflicts resolved"
-                      + (f", gate {gate}" if gate else ""))
-            common.failed_angles(out, result.failed_angles, result.session_id, result.kept_partial,
-                                 result.session_dir)
-            common.stopped_or(out, result, f"plan:    {escape(result.session_dir)}/IMPL_PLAN.md")
-            out.print(f"session: {escape(result.session_dir)}")
-            if gate and gate not in GATES_READY:  # it exits 1 for that: say what the gate asks for
-                out.print(f"next:    {escape(next_step)}")
+def gate_after(result: WfsResult, choice: GateChoice | None, ui: TerminalUI) -> tuple[WfsResult, str]:
+    """``result`` with the verification's gate when ``choice`` (None: ask) is to verify, and what the gate asks
+    for next: after `plan`, and after `resume -y` of a workflow session, which verified nothing."""
+    if result.stopped:  # a plan stopped by its budget, or a step the model failed, has no tasks to verify yet
+        return result, ""
+    if (choice or ui.gate()) != "verify":
+        return result, ""
+    from wfqueue.workflow_session.verify.run import (  # the verify command's module; loaded only when used
+        NEXT_STEPS,
+        verify_session,
+    )
 
-        common.finish(result, as_json, describe)
+    report = verify_session(Path(result.session_dir))
+    ui.info(f"verification: {report.quality_gate} (coverage {report.coverage.describe()}); "
+            f"report: {result.session_dir}/.process/PLAN_VERIFICATION.md")
+    return result.model_copy(update={"gate": report.quality_gate}), NEXT_STEPS[report.quality_gate]
+
+
+def describe_session(out: Console, result: WfsResult, next_step: str) -> None:
+    """A workflow session's outcome as the terminal shows it."""
+    gate = result.gate
+    out.print(f"[bold]{result.status}[/]: {result.tasks} tasks, {result.conflicts} conflicts resolved"
+              + (f", gate {gate}" if gate else ""))
+    common.failed_angles(out, result.failed_angles, result.session_id, result.kept_partial, result.session_dir)
+    common.stopped_or(out, result, f"plan:    {escape(result.session_dir)}/IMPL_PLAN.md")
+    out.print(f"session: {escape(result.session_dir)}")
+    if gate and gate not in GATES_READY:  # it exits 1 for that: say what the gate asks for
+        out.print(f"next:    {escape(next_step)}")
