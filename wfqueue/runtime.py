@@ -221,7 +221,9 @@ def resumable(settings: Settings, session_id: str, repo: Path, up: UpCluster | N
     What workers finished is safe in Redis (and on disk), so `wfqueue resume`
     re-runs only the missing work once the broker is back."""
     url = mask_url(settings.broker_url.get_secret_value()) if settings.broker_url else "the embedded broker"
-    resume = f"finish the plan with {resume_command(session_id, repo)}"
+    # An execution is finished as its own report says (`resume` would do the same, but one instruction, not two).
+    resume = (f"finish it with `wfqueue execute --continue {session_id}{repo_option(repo)}`"
+              if session_id.startswith("EXEC-") else f"finish the plan with {resume_command(session_id, repo)}")
     hint = f"when Redis is back, {resume}"
     try:
         yield
@@ -237,9 +239,9 @@ def resumable(settings: Settings, session_id: str, repo: Path, up: UpCluster | N
         elif up is None and broker_gone():  # no one restarts it, and the resume starts one of its own
             log = queue_dir(repo) / "redis" / "redis.log"
             raise BrokerUnreachableError(
-                f"this command's embedded Redis exited while planning {session_id} (killed, or out of memory?): "
+                f"this command's embedded Redis exited while {session_id} ran (killed, or out of memory?): "
                 f"see {log}", hint=f"{resume}: it starts Redis again, and what the workers finished is kept") from None
-        raise BrokerUnreachableError(f"lost the broker at {url} while planning {session_id}: "
+        raise BrokerUnreachableError(f"lost the broker at {url} while {session_id} ran: "
                                      f"{type(exc).__name__}: {exc}", hint=hint) from None
 
 

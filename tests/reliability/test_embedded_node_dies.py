@@ -87,7 +87,8 @@ def test_a_plan_whose_embedded_redis_was_killed_says_so_at_once_and_resume_finis
     said = " ".join(err.split())
     assert plan.returncode == 3, err
     session = re.search(r"wfqueue resume (CPLAN-[^\s`]+)", said)
-    assert "this command's embedded Redis exited while planning" in said and session, said
+    assert session is not None, said
+    assert f"this command's embedded Redis exited while {session.group(1)} ran" in said, said
     assert "redis/redis.log" in said and "it starts Redis again" in said and "when Redis is back" not in said
 
     resumed = subprocess.run([sys.executable, "-m", "wfqueue.cli.main", "resume", session.group(1), "--repo",

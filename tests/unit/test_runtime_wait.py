@@ -60,9 +60,14 @@ def test_an_outage_longer_than_the_grace_names_the_broker_masked_and_the_resume_
         wait_for(FlakyResult(outages=10_000), "the plan", settings)  # type: ignore[arg-type]
     error = caught.value
     assert error.exit_code == 3
-    assert "lost the broker at redis://:***@broker.internal:6379/0 while planning CPLAN-x-2026-11-22" in error.message
+    assert "lost the broker at redis://:***@broker.internal:6379/0 while CPLAN-x-2026-11-22 ran" in error.message
     assert "s3cret" not in str(error)
     assert f"`wfqueue resume CPLAN-x-2026-11-22 --repo {repo}`" in error.hint
+    # An execution is finished the way its report says (it printed `execute --continue` there, `resume` here).
+    with pytest.raises(BrokerUnreachableError) as caught, resumable(settings, "EXEC-x-2026-11-22", repo):
+        wait_for(FlakyResult(outages=10_000), "TASK-001", settings)  # type: ignore[arg-type]
+    assert f"`wfqueue execute --continue EXEC-x-2026-11-22 --repo {repo}`" in caught.value.hint
+    assert "planning" not in caught.value.message and "resume" not in caught.value.hint
 
 
 def test_a_broker_nobody_brings_back_is_not_waited_for(tmp_path: Path) -> None:
