@@ -120,6 +120,11 @@ def test_a_failing_angle_is_skipped_and_named(cluster: Cluster, sample_repo: Pat
     assert "injected: testing explorer crashed" not in plan_md and "3 verified angle(s)" in plan_md, plan_md
     assert json.loads((folder / "requirement-analysis.json").read_text())["failed_angles"] == {}
 
+    # The terminal's summary line lists the angles the plan was made with: it listed the failed one among them.
+    shown = cluster.run("lite-plan", CASES["Medium"][0], "--repo", str(sample_repo), "-y", "--provider", provider)
+    said = " ".join(shown.stdout.split())
+    assert "angles: patterns, integration-points)" in said and "skipped angle: testing" in said, said
+
 
 @on_the_cluster
 def test_an_angle_explored_by_the_resume_does_not_replace_a_plan_edited_since(cluster: Cluster, sample_repo: Path,

@@ -34,8 +34,9 @@ def register(app: typer.Typer) -> None:
         result = LiteCoordinator(settings, TerminalUI()).run(request)
 
         def describe(out: Console) -> None:
+            explored = [angle for angle in result.angles if angle not in result.failed_angles]  # failed: listed below
             out.print(f"[bold]{result.status}[/]: {result.tasks} tasks ({result.complexity}; "
-                      f"angles: {escape(', '.join(result.angles) or 'none')})")
+                      f"angles: {escape(', '.join(explored) or 'none')})")
             common.failed_angles(out, result.failed_angles)
             common.stopped_or(out, result, f"tasks:   {escape(result.session_dir)}/tasks.jsonl")
             out.print(f"plan:    {escape(result.session_dir)}/plan.md")
