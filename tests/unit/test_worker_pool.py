@@ -4,6 +4,7 @@ gets (Settings.worker_slots); the worker entry point's option check."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -66,3 +67,15 @@ def test_an_unknown_log_level_is_refused_naming_the_ones_there_are(command: str,
     assert main([command, "-l", "bogus"]) == 2
     err = capsys.readouterr().err
     assert "unknown log level 'bogus'" in err and "DEBUG, INFO, WARNING, ERROR, CRITICAL" in err
+
+
+def test_a_worker_whose_cache_folder_is_a_file_is_refused_before_it_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """It started "ready" and failed every task that needed a repository through Redis."""
+    (tmp_path / "cache").write_text("not a folder\n")
+    monkeypatch.setenv("WFQUEUE_BROKER_URL", "redis://127.0.0.1:1/0")
+    monkeypatch.setenv("WFQUEUE_WORKER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(os, "execv", lambda *args: pytest.fail(f"started a worker: {args}"))
+    assert main(["worker"]) == 3
+    assert f"cannot write {tmp_path / 'cache'}: {tmp_path / 'cache'} is a file" in " ".join(
+        capsys.readouterr().err.split())

@@ -9,11 +9,13 @@ import typer
 
 from wfqueue.celery_command import checked_loglevel
 from wfqueue.errors import ConfigError
+from wfqueue.fsio import check_writable
 from wfqueue.prestart import WORKER_MODULE
 from wfqueue.settings import CELERY_POOLS, load_settings
 from wfqueue.settings_checks import MAX_SLOTS
 from wfqueue.state import refuse_wrong_credentials
 from wfqueue.task_names import ALL_QUEUES
+from wfqueue.transport.checkouts import cache_dir
 
 
 def register(app: typer.Typer) -> None:
@@ -42,6 +44,9 @@ def register(app: typer.Typer) -> None:
         if pool is not None and pool not in CELERY_POOLS:
             raise ConfigError(f"unknown pool {pool!r}", hint=f"choose {', '.join(CELERY_POOLS)}")
         checked_loglevel(loglevel)  # before the broker is asked anything
+        # Where a worker without the shared disk keeps repositories: a file there (or a read-only folder) made it
+        # start "ready", then fail every such task.
+        check_writable(cache_dir(settings), hint="point WFQUEUE_WORKER_CACHE_DIR at a folder this worker may write")
         refuse_wrong_credentials(settings)
         chosen = pool or settings.effective_worker_pool()
         slots = settings.worker_slots(concurrency, chosen)
