@@ -16,6 +16,7 @@ import hashlib
 import os
 import stat
 import tempfile
+import time
 from pathlib import Path
 
 from wfqueue.errors import ConfigError
@@ -23,6 +24,8 @@ from wfqueue.errors import ConfigError
 __all__ = ["default_folder", "schedule_file", "schedule_folder"]
 
 SETTING = "WFQUEUE_BEAT_SCHEDULE_FILE"
+_PREFIX = "celerybeat-schedule-"
+UNUSED_AFTER_S = 7 * 86_400  # seconds: a default-folder schedule file no beat wrote for a week is forgotten
 _DBM_SUFFIXES = (".db", ".dat", ".dir", ".bak", ".pag")
 
 
@@ -72,7 +75,23 @@ def schedule_file(configured: str | None, broker_url: str) -> Path:
     folder = schedule_folder(configured)
     if configured:
         return Path(configured).expanduser()
-    return folder / f"celerybeat-schedule-{hashlib.sha1(broker_url.encode('utf-8')).hexdigest()[:12]}"
+    forget_unused(folder, time.time())
+    return folder / f"{_PREFIX}{hashlib.sha1(broker_url.encode('utf-8')).hexdigest()[:12]}"
+
+
+def forget_unused(folder: Path, now: float) -> list[Path]:
+    """Remove the default folder's schedule files that no beat wrote for UNUSED_AFTER_S: each `wfqueue up` on a TCP
+    port has a broker URL of its own (its password is new each time), so they piled up. A running beat writes its
+    file at least every few minutes (Celery syncs the schedule then)."""
+    removed = []
+    for path in folder.glob(f"{_PREFIX}*"):
+        try:
+            if now - path.stat().st_mtime >= UNUSED_AFTER_S:
+                path.unlink()
+                removed.append(path)
+        except OSError:  # removed meanwhile, or not ours to remove: left
+            continue
+    return removed
 
 
 def _unsafe_place(path: Path) -> str | None:

@@ -243,3 +243,21 @@ def test_schedule_file_is_never_in_the_current_directory(tmp_path: Path, monkeyp
     chosen = tmp_path / "sub" / "beat-schedule"
     assert schedule_file(load_settings(broker_url="redis://localhost:6379/0", beat_schedule_file=str(chosen))) == chosen
     assert chosen.parent.is_dir()
+
+
+def test_schedule_files_no_beat_wrote_for_a_week_are_forgotten(tmp_path: Path) -> None:
+    """Every `wfqueue up` on a TCP port has a broker URL of its own (a new password), so each left a schedule
+    file in the default folder: 72 of them on one machine, never removed."""
+    import os
+
+    from wfqueue.beat_schedule_file import UNUSED_AFTER_S, forget_unused
+
+    now = 1_800_000_000.0
+    old, recent, other = (tmp_path / "celerybeat-schedule-0123456789ab", tmp_path / "celerybeat-schedule-ba9876543210",
+                          tmp_path / "notes.txt")
+    for path in (old, recent, other):
+        path.write_text("x")
+        os.utime(path, (now - UNUSED_AFTER_S - 1, now - UNUSED_AFTER_S - 1))
+    os.utime(recent, (now - 300, now - 300))  # a running beat's: written minutes ago
+    assert forget_unused(tmp_path, now) == [old]
+    assert not old.exists() and recent.exists() and other.exists()
