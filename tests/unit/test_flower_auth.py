@@ -106,3 +106,15 @@ def test_flower_on_the_embedded_redis_port_is_refused_before_anything_starts(
     err = " ".join(capsys.readouterr().err.split())
     assert "Flower's port 15591 is also the embedded Redis's (WFQUEUE_EMBEDDED_REDIS_PORT)" in err, err
     assert not (repo / ".workflow").exists(), "a Redis was started for a refused up"
+
+
+def test_an_address_given_with_the_option_is_named_as_given(monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """`wfqueue flower --address nosuch.invalid` was told to fix WFQUEUE_FLOWER_ADDRESS, which was not set."""
+    monkeypatch.setenv("WFQUEUE_FLOWER_BASIC_AUTH", "admin:secret")
+    monkeypatch.setenv("WFQUEUE_BROKER_URL", "redis://127.0.0.1:1/0")
+    monkeypatch.setattr(os, "execve", no_exec)
+    assert main(["flower", "--address", "no-such-host.invalid"]) == 2
+    err = capsys.readouterr().err
+    assert "Flower's address 'no-such-host.invalid' (--address) cannot be resolved" in err
+    assert "WFQUEUE_FLOWER_ADDRESS" not in err

@@ -47,16 +47,18 @@ def flower_auth(settings: Settings) -> dict[str, str]:
     )
 
 
-def refuse_unusable_listen(address: str, port: int, *, option: str) -> None:
+def refuse_unusable_listen(address: str, port: int, *, option: str,
+                           address_from: str = "WFQUEUE_FLOWER_ADDRESS") -> None:
     """Refuse, before anything starts, an address and port Flower could not listen on: a port another program
     holds (its health check would be answered by that program: another `wfqueue up`'s Flower, on the default port
     every up shares), an address that does not resolve or is not this machine's. Found by Flower itself, each was
-    an exit seconds later whose hint blamed the port. ``option`` is the command's port option, for the hint."""
+    an exit seconds later whose hint blamed the port. ``option`` is the command's port option, for the hint;
+    ``address_from`` where the address came from (the setting, or `--address`)."""
     try:  # the family as the name resolves (a host name of this machine may have IPv6 addresses only)
         family, _, _, _, where = socket.getaddrinfo(address or "0.0.0.0", port, type=socket.SOCK_STREAM,
                                                     flags=socket.AI_PASSIVE)[0]
     except socket.gaierror as exc:
-        raise ConfigError(f"Flower's address {address!r} (WFQUEUE_FLOWER_ADDRESS) cannot be resolved: "
+        raise ConfigError(f"Flower's address {address!r} ({address_from}) cannot be resolved: "
                           f"{exc.strerror}",
                           hint="give an address or host name of this machine, such as 127.0.0.1 (this machine "
                                "only) or 0.0.0.0 (every interface)") from None
@@ -70,7 +72,7 @@ def refuse_unusable_listen(address: str, port: int, *, option: str) -> None:
                                   "(another `wfqueue up`, whose Flower every up starts on the same default port?)",
                                   hint=f"choose a free port with {option} (or WFQUEUE_FLOWER_PORT)") from None
             raise ConfigError(f"Flower cannot listen on {address}:{port}: {exc.strerror or exc}",
-                              hint="give an address of this machine (WFQUEUE_FLOWER_ADDRESS) and a port you may use "
+                              hint=f"give an address of this machine ({address_from}) and a port you may use "
                                    f"({option}; below 1024 needs privileges)") from None
 
 
@@ -96,8 +98,10 @@ def register(app: typer.Typer) -> None:
         """Start Flower (monitoring UI, /api, /metrics for Prometheus) with basic auth from settings."""
         settings = load_settings()
         port = settings.flower_port if port is None else port
+        given = address is not None
         address = settings.flower_address if address is None else address
         argv, env = flower_command(settings, port, address)
-        refuse_unusable_listen(address, port, option="--port")
+        refuse_unusable_listen(address, port, option="--port",
+                               address_from="--address" if given else "WFQUEUE_FLOWER_ADDRESS")
         refuse_wrong_credentials(settings)  # Flower retried a refused password for ever, its API serving nothing
         os.execve(sys.executable, argv, env)  # Flower replaces this process: signals reach it directly
