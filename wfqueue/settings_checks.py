@@ -4,6 +4,7 @@ read from its name, and a warning for a ``WFQUEUE_*`` environment variable that 
 from __future__ import annotations
 
 import difflib
+import os
 import re
 import sys
 from collections.abc import Iterable, Mapping
@@ -22,7 +23,10 @@ MAX_COUNT = 1_000_000_000  # any other count (retries, turns, tokens, requests o
 ENV_PREFIX = "WFQUEUE_"
 # WFQUEUE_* variables that are wfqueue's but not settings (the TOML file's path; docker-compose.yml's own; the
 # reliability report of the tests): no "unknown setting" warning for them.
-ENV_NOT_SETTINGS = frozenset({"WFQUEUE_CONFIG_FILE", "WFQUEUE_WORKER_QUEUES", "WFQUEUE_RELIABILITY_REPORT"})
+# The names a command warned about, for the program it execs into (to the user, the same process: one warning).
+WARNED_ENV = "WFQUEUE_WARNED_ENV"
+ENV_NOT_SETTINGS = frozenset({"WFQUEUE_CONFIG_FILE", "WFQUEUE_WORKER_QUEUES", "WFQUEUE_RELIABILITY_REPORT",
+                              WARNED_ENV})
 ENV_TEST_PREFIX = "WFQUEUE_TEST_"  # the test suite's own variables
 
 
@@ -59,6 +63,7 @@ def warn_unknown_env(environ: Mapping[str, str], settings: Iterable[str]) -> lis
     an unknown key. Not an error: other tools may set WFQUEUE_* variables of their own. ``settings``: the
     settings' names. Returns the lines."""
     known = {ENV_PREFIX + name.upper() for name in settings} | ENV_NOT_SETTINGS
+    _warned_env.update(name for name in environ.get(WARNED_ENV, "").split(",") if name)
     lines = []
     for name in sorted(environ):
         upper = name.upper()  # settings are read whatever the case
@@ -73,6 +78,13 @@ def warn_unknown_env(environ: Mapping[str, str], settings: Iterable[str]) -> lis
     for line in lines:
         print(line, file=sys.stderr)
     return lines
+
+
+def before_exec() -> None:
+    """Before this process execs another program (a worker, beat): that program does not warn again about the
+    variables this one warned about."""
+    if _warned_env:
+        os.environ[WARNED_ENV] = ",".join(sorted(_warned_env))
 
 
 # What a token put in a git URL as its user name starts with (GitHub, GitLab, Bitbucket's token users).

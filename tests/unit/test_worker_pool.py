@@ -79,3 +79,28 @@ def test_a_worker_whose_cache_folder_is_a_file_is_refused_before_it_starts(
     assert main(["worker"]) == 3
     assert f"cannot write {tmp_path / 'cache'}: {tmp_path / 'cache'} is a file" in " ".join(
         capsys.readouterr().err.split())
+
+
+def test_a_misspelt_setting_is_warned_about_once_across_the_exec_into_the_worker(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`wfqueue worker` warns, then execs the worker, which loaded the settings again and warned again."""
+    from wfqueue import settings_checks
+    from wfqueue.settings import Settings
+
+    monkeypatch.setattr(settings_checks, "_warned_env", set())
+    monkeypatch.setenv("WFQUEUE_BROKER_URL", "redis://127.0.0.1:1/0")
+    monkeypatch.setenv("WFQUEUE_WOKER_POOL", "threads")
+    monkeypatch.setenv(settings_checks.WARNED_ENV, "")  # restored after the test: the worker CLI sets it
+
+    class Execd(Exception):
+        pass
+
+    def execv(*_: object) -> None:
+        raise Execd
+
+    monkeypatch.setattr(os, "execv", execv)
+    with pytest.raises(Execd):
+        main(["worker"])
+    assert capsys.readouterr().err.count("WFQUEUE_WOKER_POOL is not a wfqueue setting") == 1
+    monkeypatch.setattr(settings_checks, "_warned_env", set())  # the program the exec started: a new image
+    assert settings_checks.warn_unknown_env(os.environ, Settings.model_fields) == []

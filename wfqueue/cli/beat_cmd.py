@@ -15,6 +15,7 @@ from wfqueue.beat_schedule_file import schedule_folder
 from wfqueue.celery_command import celery_argv, checked_loglevel
 from wfqueue.errors import ConfigError
 from wfqueue.settings import Settings, load_settings
+from wfqueue.settings_checks import before_exec
 
 
 def beat_argv(settings: Settings, loglevel: str) -> list[str]:
@@ -37,4 +38,5 @@ def register(app: typer.Typer) -> None:
 
         The schedule file goes to WFQUEUE_BEAT_SCHEDULE_FILE, else a private folder in the temp dir."""
         argv = beat_argv(load_settings(), loglevel)
+        before_exec()
         os.execv(sys.executable, argv)  # beat replaces this process: signals reach Celery directly

@@ -12,7 +12,7 @@ from wfqueue.errors import ConfigError
 from wfqueue.fsio import check_writable
 from wfqueue.prestart import WORKER_MODULE
 from wfqueue.settings import CELERY_POOLS, load_settings
-from wfqueue.settings_checks import MAX_SLOTS
+from wfqueue.settings_checks import MAX_SLOTS, before_exec
 from wfqueue.state import refuse_wrong_credentials
 from wfqueue.task_names import ALL_QUEUES
 from wfqueue.transport.checkouts import cache_dir
@@ -54,4 +54,5 @@ def register(app: typer.Typer) -> None:
                 "--pool", chosen, "--concurrency", str(slots)]
         if hostname:
             argv += ["--hostname", hostname]
+        before_exec()
         os.execv(sys.executable, argv)  # the worker replaces this process: signals reach Celery directly
