@@ -69,7 +69,7 @@ class EmbeddedRedis:
     """A redis-server child process with append-only persistence under ``data_dir``."""
 
     def __init__(self, data_dir: Path, port: int = 0, start_timeout_s: float = 30.0,
-                 bind: tuple[str, ...] = ("127.0.0.1",), password: str | None = None) -> None:
+                 bind: tuple[str, ...] = ("127.0.0.1",), password: str | None = None, for_up: bool = False) -> None:
         self.data_dir = data_dir
         self.port = port
         self.bind = bind
@@ -78,7 +78,7 @@ class EmbeddedRedis:
         self.proc: subprocess.Popen[bytes] | None = None
         self._socket_dir: str | None = None
         self.socket_path = ""
-        self._owner = RedisOwnership(data_dir)
+        self._owner = RedisOwnership(data_dir, for_up=for_up)
 
     @property
     def url(self) -> str:
@@ -164,10 +164,10 @@ class EmbeddedCluster:
 
     def __init__(self, queue_dir: Path, concurrency: int, redis_port: int = 0, start_timeout_s: float = 60.0,
                  worker_env: dict[str, str] | None = None, pool: WorkerPool = "prefork",
-                 use_standby: bool = False, control_slots: int = 0) -> None:
+                 use_standby: bool = False, control_slots: int = 0, for_up: bool = False) -> None:
         # The unix socket is private (mode 700); a TCP port on 127.0.0.1 is open to every local user: a password.
         self.redis = EmbeddedRedis(queue_dir / "redis", port=redis_port, start_timeout_s=start_timeout_s,
-                                   password=secrets.token_urlsafe(24) if redis_port else None)
+                                   password=secrets.token_urlsafe(24) if redis_port else None, for_up=for_up)
         self.queue_dir = queue_dir
         self.concurrency = concurrency
         self.pool = pool

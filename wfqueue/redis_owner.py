@@ -44,8 +44,15 @@ def _lock_soon(fd: int) -> None:
 class RedisOwnership:
     """The lock on one embedded Redis folder, held from ``acquire`` to ``release``."""
 
-    def __init__(self, data_dir: Path) -> None:
+    # What a command refused the folder does meanwhile (a plan: use `wfqueue up`; up itself: see ``for_up``).
+    BUSY_HINT = ("wait for it to finish, or run `wfqueue up` in this repository so that several commands share one "
+                 "Redis and its workers")
+    BUSY_HINT_FOR_UP = ("if it is another `wfqueue up` (started at the same moment), plan commands there use it as "
+                        "it is; to start this one, stop that first (Ctrl-C in its terminal); a plan: wait for it")
+
+    def __init__(self, data_dir: Path, for_up: bool = False) -> None:
         self.data_dir = data_dir
+        self.busy_hint = self.BUSY_HINT_FOR_UP if for_up else self.BUSY_HINT
         self._fd: int | None = None
 
     def acquire(self) -> None:
@@ -59,8 +66,7 @@ class RedisOwnership:
             os.close(fd)
             raise WorkerStartError(
                 f"another wfqueue command runs the embedded Redis in {self.data_dir} (a plan, or `wfqueue up`)",
-                hint="wait for it to finish, or run `wfqueue up` in this repository so that several commands "
-                     "share one Redis and its workers") from None
+                hint=self.busy_hint) from None
         except OSError:  # a file system without locks (some network mounts): a running Redis is only refused
             os.close(fd)
             stop_left_over(self.data_dir, may_stop=False)

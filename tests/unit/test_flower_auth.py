@@ -118,3 +118,24 @@ def test_an_address_given_with_the_option_is_named_as_given(monkeypatch: pytest.
     err = capsys.readouterr().err
     assert "Flower's address 'no-such-host.invalid' (--address) cannot be resolved" in err
     assert "WFQUEUE_FLOWER_ADDRESS" not in err
+
+
+def test_an_up_that_loses_the_race_for_the_repositorys_redis_is_not_told_to_run_up(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two `wfqueue up` started at one moment: the second was told to "run `wfqueue up` in this repository"."""
+    from wfqueue.redis_owner import RedisOwnership
+    from wfqueue.sessions import queue_dir
+
+    monkeypatch.setenv("WFQUEUE_FLOWER_BASIC_AUTH", "admin:secret")
+    monkeypatch.setenv("WFQUEUE_FLOWER_PORT", "15593")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    other = RedisOwnership(queue_dir(repo) / "redis")  # the other command's hold on the repository's Redis
+    other.acquire()
+    try:
+        assert main(["up", "--repo", str(repo)]) == 3
+    finally:
+        other.release()
+    err = " ".join(capsys.readouterr().err.split())
+    assert "another wfqueue command runs the embedded Redis" in err and "another `wfqueue up`" in err, err
+    assert "run `wfqueue up` in this repository" not in err

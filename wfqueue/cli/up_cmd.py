@@ -130,7 +130,8 @@ def register(app: typer.Typer) -> None:
             signal.signal(sig, lambda *_: stop.set())
         with EmbeddedCluster(queue_dir(root), concurrency=settings.worker_slots(workers),
                              redis_port=settings.embedded_redis_port, start_timeout_s=settings.embedded_start_timeout_s,
-                             pool=settings.effective_worker_pool(), control_slots=CONTROL_SLOTS) as cluster:
+                             pool=settings.effective_worker_pool(), control_slots=CONTROL_SLOTS,
+                             for_up=True) as cluster:
             url = cluster.start_redis()
             live = settings.model_copy(update={"broker_url": SecretStr(url)})
             flower_argv, flower_env = flower_command(live, port, settings.flower_address)
