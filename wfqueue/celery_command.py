@@ -19,14 +19,17 @@ from wfqueue.errors import ConfigError
 MODULE = "wfqueue.celery_command"
 
 
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", "FATAL")
 
 
 def checked_loglevel(value: str) -> str:
-    """``value`` as Celery's --loglevel takes it, or ConfigError (exit 2): Celery's own refusal was a KeyError
-    traceback from a worker node, or a usage text naming a command the user never typed."""
+    """``value`` as Celery's --loglevel takes it (a level's name, or its number), or ConfigError (exit 2): Celery's
+    own refusal was a KeyError traceback from a worker node, or a usage text naming a command the user never
+    typed."""
+    if value.strip().isdigit():
+        return value.strip()
     if value.upper() not in LOG_LEVELS:
-        raise ConfigError(f"unknown log level {value!r}", hint=f"choose {', '.join(LOG_LEVELS)}")
+        raise ConfigError(f"unknown log level {value!r}", hint=f"choose {', '.join(LOG_LEVELS)}, or a number")
     return value.upper()
 
 

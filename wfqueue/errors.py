@@ -24,7 +24,8 @@ The tree (exit code in brackets)::
     ├── SessionBusyError [2]: another coordinator drives the session
     ├── ProviderError [1]: no usable answer
     │   ├── TransientProviderError: worth retrying (retry_after)
-    │   └── BudgetExhaustedError: the session's budget is spent
+    │   ├── BudgetExhaustedError: the session's budget is spent
+    │   └── StepCrashedError: a worker's error Celery could not carry back, as text
     ├── ReplanRolledBackError [2], ReplanCancelledError [130]
     └── ToolError: a repository tool call refused; its message goes back to the model
 """
@@ -186,12 +187,6 @@ class WorkerStartError(InfrastructureError):
     """Embedded Redis or worker processes failed to start."""
 
 
-class StepCrashedError(InfrastructureError):
-    """A worker's step ended on an error Celery could not carry back as it was (its type cannot be made again
-    from its arguments: pydantic's ValidationError arrived as "Exception: <class ...>([])"): its type and message,
-    as text."""
-
-
 class SessionBusyError(WfqueueError):
     """Another coordinator already drives this session."""
 
@@ -226,6 +221,13 @@ class BudgetExhaustedError(ProviderError):
 
     A ProviderError, so an agent or angle turns it into a failure record like any other
     provider failure, and never a retry (it is not transient)."""
+
+
+class StepCrashedError(ProviderError):
+    """A worker's step ended on an error Celery could not carry back as it was (its type cannot be made again
+    from its arguments: pydantic's ValidationError arrived as "Exception: <class ...>([])"): its type and message,
+    as text. A ProviderError, as the coordinator made of any other error a step raised: the step failed (a task of
+    an execution fails, a plan ends failed), not the infrastructure."""
 
 
 class ToolError(WfqueueError):

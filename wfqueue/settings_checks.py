@@ -142,19 +142,20 @@ def redis_url_problem(url: str, schemes: Iterable[str]) -> str | None:
 
 
 _QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*", re.I)
-_URL_NETLOC = re.compile(r"^(?P<scheme>[a-z0-9+.-]+://)(?P<netloc>[^/?#]*)", re.I)
+_URL_SCHEME = re.compile(r"^(?P<scheme>[a-z0-9+.-]+://)", re.I)
 
 
 def mask_url(url: str) -> str:
     """Hide the password of a URL: ``redis://:s3cret@host`` -> ``redis://:***@host``, and one given in its query
-    (``?password=s3cret``, which redis-py reads). The credentials end at the host part's last ``@``, as redis-py
-    and kombu read them: a password may hold an ``@`` itself."""
+    (``?password=s3cret``, which redis-py reads). The credentials end at the last ``@``, as redis-py and kombu read
+    them: a password may hold an ``@``, a ``?`` or a ``#`` itself (masking too much is the safe side)."""
     url = _QUERY_PASSWORD.sub(r"\1***", url)
-    match = _URL_NETLOC.match(url)
-    if not match or "@" not in match.group("netloc"):
+    match = _URL_SCHEME.match(url)
+    rest = url[match.end():] if match else ""
+    if not match or "@" not in rest:
         return url
-    credentials, _, host = match.group("netloc").rpartition("@")
+    credentials, _, host = rest.rpartition("@")
     user, has_password, _ = credentials.partition(":")
     if not has_password:
         return url
-    return f"{match.group('scheme')}{user}:***@{host}{url[match.end():]}"
+    return f"{match.group('scheme')}{user}:***@{host}"

@@ -76,8 +76,8 @@ def finish(result: PlanOutcome, as_json: bool, describe: Callable[[Console], Non
             if result.budget_spent():  # a resume without a larger --budget would stop at the same cap
                 folder = Path(result.session_dir)
                 out.print(escape(budget_resume_hint(result.session_id, repo_option(default_repo(folder)))))
-        if result.hint:  # on stderr, as a refusal's hint: stdout may be the one JSON object
-            typer.echo(f"hint: {result.hint}", err=True)
+        if result.stop_hint:  # on stderr, as a refusal's hint: stdout may be the one JSON object
+            typer.echo(f"hint: {result.stop_hint}", err=True)
         sys.stdout.flush()  # a pipe buffers: the result must not wait for the shutdown
         printed = True
     finally:

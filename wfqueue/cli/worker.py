@@ -46,7 +46,9 @@ def register(app: typer.Typer) -> None:
         checked_loglevel(loglevel)  # before the broker is asked anything
         # Where a worker without the shared disk keeps repositories: a file there (or a read-only folder) made it
         # start "ready", then fail every such task.
-        check_writable(cache_dir(settings), hint="point WFQUEUE_WORKER_CACHE_DIR at a folder this worker may write")
+        if settings.shared_disk is not True:  # a worker told it shares the disk never copies a repository there
+            check_writable(cache_dir(settings),
+                           hint="point WFQUEUE_WORKER_CACHE_DIR at a folder this worker may write")
         refuse_wrong_credentials(settings)
         chosen = pool or settings.effective_worker_pool()
         slots = settings.worker_slots(concurrency, chosen)

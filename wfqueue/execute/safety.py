@@ -79,13 +79,15 @@ def dirty_files(repo: Path) -> list[str]:
 
 def changed_submodules(repo: Path, dirty: list[str]) -> list[str]:
     """The submodules (gitlinks in the index) among ``dirty`` (dirty_files' lines, whose paths are relative
-    to the top of the repository)."""
+    to the top of the repository), by their absolute paths."""
     paths = [line[3:] for line in dirty if line[:2] != "??"]
     top = _git(repo, "rev-parse", "--show-toplevel").stdout.strip() if paths else ""
     listed = _git(Path(top), "--literal-pathspecs", "ls-files", "--stage", "-z", "--", *paths) if top else None
     if listed is None or listed.returncode != 0:  # only a hint depends on it
         return []
-    return [entry.split("\t", 1)[1] for entry in listed.stdout.split("\0") if entry.startswith("160000 ")]
+    # Absolute: the hint's `git -C` is run from wherever the user is (a --repo elsewhere, a project in a subfolder).
+    return [str(Path(top) / entry.split("\t", 1)[1]) for entry in listed.stdout.split("\0")
+            if entry.startswith("160000 ")]
 
 
 def untracked(repo: Path, paths: list[str]) -> list[str]:

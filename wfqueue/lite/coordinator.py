@@ -182,7 +182,7 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
         return LiteResult(session_id=state.session_id, session_dir=str(plan.session_dir), status=SessionStatus.FAILED,
                           tasks=0, conflicts=0, complexity=assessment.complexity,
                           angles=assessment.angles if assessment.needs_exploration else [], failed_angles=failed,
-                          usage=usage_line(report), stopped=reason, hint=hint)
+                          usage=usage_line(report), stopped=reason, stop_hint=hint)
 
     def resume(self, request: ResumeRequest) -> LiteResult:
         """Finish an interrupted lite plan: missing angles, the synthesis, then planning (no questions)."""

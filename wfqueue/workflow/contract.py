@@ -40,7 +40,7 @@ class PlanOutcome(BaseModel):
     conflicts: int
     usage: str | None = None  # wfqueue.metering.usage_line
     stopped: str | None = None  # why planning stopped early (a spent budget, a step the model failed)
-    hint: str | None = None  # what to do about it (a spent budget's hint is printed from the outcome itself)
+    stop_hint: str | None = None  # what to do about it (a spent budget's hint is printed from the outcome itself)
 
     def failure_reasons(self) -> list[str]:
         """Why the plan, or parts of it, stopped: workflows add their failed areas or angles."""

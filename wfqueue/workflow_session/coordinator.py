@@ -268,7 +268,7 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
                 state.set_meta(status=SessionStatus.FAILED)
                 return WfsResult(session_id=session.session_id, session_dir=str(folder), status=SessionStatus.FAILED,
                                  tasks=0, conflicts=conflicts, resumed_from=resumed_from, failed_angles=failed,
-                                 usage=usage_line(report), stopped=stopped, hint=hint)
+                                 usage=usage_line(report), stopped=stopped, stop_hint=hint)
             if not failed and session.phases.get("context") == "done":
                 failed = recorded_failed_angles(folder)  # explored by an earlier run: the plan is still partial
             if session.status in ("planning", "failed"):  # a completed (executed) or paused one keeps its status
