@@ -48,6 +48,16 @@ def tool_call(*calls: tuple[str, dict[str, Any]] | str, **single: Any) -> Reply:
     return Reply(content=blocks, stop_reason="tool_use")
 
 
+RAW_INPUT = "__raw_json__"  # a tool call's input streamed as this text, as it is: a model's malformed JSON
+
+
+def malformed_tool_call(name: str, raw_input: str) -> Reply:
+    """A tool call whose streamed input is ``raw_input`` verbatim (invalid JSON, a lone surrogate escape): the
+    SDK cannot read it."""
+    return Reply(content=[{"type": "tool_use", "id": "", "name": name, "input": {RAW_INPUT: raw_input}}],
+                 stop_reason="tool_use")
+
+
 def error(status: int, *, retry_after: str | None = None, retry_after_ms: str | None = None,
           message: str = "injected failure") -> Reply:
     headers = {}
@@ -146,8 +156,9 @@ def sse_events(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     for index, block in enumerate(message["content"]):
         if block["type"] == "tool_use":
             empty = {**block, "input": {}}
+            raw = block["input"].get(RAW_INPUT) if isinstance(block["input"], dict) else None
             deltas = [{"type": "input_json_delta", "partial_json": piece}
-                      for piece in _pieces(json.dumps(block["input"]), JSON_PIECE)]
+                      for piece in _pieces(raw if raw is not None else json.dumps(block["input"]), JSON_PIECE)]
         else:
             empty = {**block, "text": ""}
             deltas = [{"type": "text_delta", "text": piece} for piece in _pieces(block.get("text", ""), TEXT_PIECE)]

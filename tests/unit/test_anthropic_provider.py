@@ -14,6 +14,7 @@ import pytest
 
 from tests.fake_anthropic import FakeAnthropic, allow_loopback_only, answer, breakpoint_tokens, error, tool_call
 from tests.fake_anthropic_faults import Always, Fault
+from tests.fake_anthropic_wire import malformed_tool_call
 from wfqueue import agent_notes
 from wfqueue.collab.models import AreaDraft, RequirementAnalysis
 from wfqueue.errors import ConfigError, ProviderError, TransientProviderError
@@ -203,6 +204,19 @@ def test_exploration_runs_tools_then_submits(fake: FakeAnthropic, sample_repo: P
     # The growing conversation carries one cache breakpoint, so turn 2 reads turn 1 from the cache.
     assert [u["kind"] for u in provider.usage] == ["turn-1", "turn-2", "turn-3"]
     assert provider.usage[1]["cache_read_input_tokens"] > provider.usage[0]["cache_read_input_tokens"]
+
+
+@pytest.mark.parametrize("raw", ['{"pattern": "NAME = \\q"}', '{"pattern": "\\ud800"}'],
+                         ids=["invalid-escape", "lone-surrogate"])
+def test_a_tool_call_whose_input_is_not_json_is_sent_again_not_a_raw_error(
+        raw: str, fake: FakeAnthropic, sample_repo: Path) -> None:
+    """The SDK could not read the tool call's input and raised ValueError ("Unable to parse tool parameter JSON
+    from model. Please retry your request or adjust your prompt"): the task failed on it, its paid turn was never
+    recorded, and `--continue` paid the same turn again. It is sent again within its turn, as a cut stream is."""
+    fake.reply(malformed_tool_call("grep", raw), answer(FINDINGS))
+    result = provider_for(fake).run(explore_step(sample_repo))
+    assert isinstance(result, AngleFindings)
+    assert len(fake.requests) == 2 and fake.requests[0]["messages"] == fake.requests[1]["messages"]
 
 
 def test_tool_loop_is_bounded_by_max_turns(sample_repo: Path) -> None:

@@ -190,6 +190,12 @@ class Caller:
                             return CallFailure("the answer was still streaming at the step's time limit")
                 except CUT_STREAM_ERRORS as exc:
                     return self._cut(label, stream.current_message_snapshot if began else None, exc)
+                except ValueError as exc:
+                    # The SDK could not read a tool call's input ("Unable to parse tool parameter JSON", a lone
+                    # surrogate): no answer to go on from, as for a cut stream. Sent again; it failed the task on a
+                    # raw ValueError before, and `--continue` paid the same turn again.
+                    return CallFailure(f"the answer could not be read: a tool call's input is not valid JSON "
+                                       f"({str(exc)[:200]})")
                 message = stream.current_message_snapshot if began else None
                 if message is None or message.stop_reason is None:
                     return self._cut(label, message, None)
