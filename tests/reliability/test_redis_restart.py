@@ -162,6 +162,9 @@ def test_a_worker_with_a_task_in_flight_survives_a_redis_restart(tmp_path: Path,
                                 repo=str(sample_repo), requirement=REQUIREMENT, max_agents=2,
                                 provider=provider).send(app)
         wait_until(lambda: sent.id in active_task_ids(app, hostname), 30, "the worker runs the task")
+        # Held, not only started: "active" comes before the step's own Redis writes (its records, the index), and
+        # a restart then failed the task on a refused connection (a CI failure, twice, on a loaded machine).
+        wait_until(Path(f"{release}.understand.held").exists, 60, "the step waits for its release")
         stopped = time.monotonic()
         redis.stop()
         redis.start()
@@ -172,8 +175,10 @@ def test_a_worker_with_a_task_in_flight_survives_a_redis_restart(tmp_path: Path,
             wait_until(lambda: sent.id in active_task_ids(app, hostname), 60,
                        "after the restart the worker answers, still running the task")
         except AssertionError as lost:
+            said = worker.log.read_text()
+            first = max(0, said.find("Traceback") - 500) if "Traceback" in said else max(0, len(said) - 3000)
             raise AssertionError(f"{lost} (Redis took {restarted_s:.1f}s to stop and start again); the worker's "
-                                 f"log ends:\n{worker.log.read_text()[-3000:]}") from None
+                                 f"log from its first error:\n{said[first:first + 6000]}") from None
         release.touch()
         wait_until(lambda: f"[{sent.id}] succeeded" in worker.log.read_text(), 60, "the task finishes")
         wait_until(lambda: app.control.ping(destination=[hostname], timeout=1), 30, "the worker answers a ping")
