@@ -173,7 +173,8 @@ def test_a_changed_submodule_is_named_with_how_to_clean_it_inside(sample_repo: P
     assert main(["execute", SESSION, "--repo", str(sample_repo), "-y"]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "is not clean (1 path changed or untracked)" in err and "vendor/lib" in err, err
-    assert "in a submodule (vendor/lib), commit or stash inside it (`git -C vendor/lib stash --include-untracked`)" \
+    module = sample_repo / "vendor" / "lib"  # by its whole path: the hint's command is run from anywhere
+    assert f"in a submodule ({module}), commit or stash inside it (`git -C {module} stash --include-untracked`)" \
         in err, err
     assert snapshot(sample_repo) == before
 

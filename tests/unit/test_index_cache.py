@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from wfqueue.analysis import index_cache
-from wfqueue.analysis.files import has_code_file
+from wfqueue.analysis.files import has_code_file, has_oversized_code
 from wfqueue.analysis.index import RepoIndex, build_index
 from wfqueue.analysis.index_cache import cache_file, cached_index
 from wfqueue.providers.offline.provider import OfflineProvider
@@ -138,9 +138,17 @@ def test_files_git_ignores_and_a_submodules_files_are_not_the_repositorys_own(tm
     (repo / "generated").mkdir()
     (repo / "generated" / "retry_client.py").write_text("def retry_job() -> None:\n    pass\n")
 
+    # A package git tracks under a name the walk skipped (pypa/build keeps its code in src/build/) is the project's;
+    # an untracked virtual environment is not.
+    (repo / "src" / "build").mkdir(parents=True)
+    (repo / "src" / "build" / "builder.py").write_text("def build_sdist() -> None:\n    pass\n")
+    subprocess.run([*git, "add", "src/build/builder.py"], check=True)
+    (repo / "venv" / "lib").mkdir(parents=True)
+    (repo / "venv" / "lib" / "site.py").write_text("X = 1\n")
+
     paths = {f.path for f in build_index(repo).files}
-    assert "app/catalog/store.py" in paths and ".gitignore" in paths
-    assert not any(p.startswith(("generated/", "libs/")) for p in paths), sorted(paths)
+    assert "app/catalog/store.py" in paths and ".gitignore" in paths and "src/build/builder.py" in paths
+    assert not any(p.startswith(("generated/", "libs/", "venv/")) for p in paths), sorted(paths)
 
     only_ignored = tmp_path / "only-ignored"
     only_ignored.mkdir()
@@ -148,6 +156,11 @@ def test_files_git_ignores_and_a_submodules_files_are_not_the_repositorys_own(tm
     (only_ignored / "tool.py").write_text("X = 1\n")
     subprocess.run(["git", "-C", str(only_ignored), "init", "-q"], check=True)
     assert not has_code_file(only_ignored) and has_code_file(repo)
+    # Only a file that is not UTF-8 (the index leaves it out as well): no word about sizes.
+    latin = tmp_path / "latin"
+    latin.mkdir()
+    (latin / "tool.py").write_bytes(b"NAME = 'caf\xe9'\n")
+    assert has_code_file(latin) and not has_oversized_code(latin, 512 * 1024)
 
 
 def test_a_copy_inside_another_project_that_ignores_it_is_read_whole(tmp_path: Path) -> None:

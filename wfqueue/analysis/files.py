@@ -207,26 +207,41 @@ CODE_LANGUAGES = frozenset({"python", "javascript", "typescript", "go", "rust", 
                             "php", "swift", "scala"})
 
 
+def _code_sizes(repo: Path) -> Iterator[int]:
+    """The size of each file in one of CODE_LANGUAGES among those the index reads, as found (a file git lists
+    that is not on disk, a sparse checkout's or one deleted since, is none)."""
+    for rel in repository_files(repo):
+        if language_for(rel) in CODE_LANGUAGES:
+            try:
+                yield (repo / rel).stat().st_size
+            except OSError:
+                continue
+
+
 def has_code_file(repo: Path, max_bytes: int | None = None) -> bool:
     """Whether ``repo`` holds a file in one of CODE_LANGUAGES (of at most ``max_bytes``), by its name, among the
     files the index reads: the cheap look a command takes before it starts anything, where the index would read
     every file."""
-    for rel in repository_files(repo):
-        if language_for(rel) in CODE_LANGUAGES:
-            try:
-                if max_bytes is None or (repo / rel).stat().st_size <= max_bytes:
-                    return True
-            except OSError:
-                continue
-    return False
+    return any(max_bytes is None or size <= max_bytes for size in _code_sizes(repo))
 
 
-def _git_listed(root: Path) -> list[str] | None:
-    """The files git shows in the working tree at ``root`` (relative to it): tracked, or untracked and not
-    ignored. None when ``root`` is in no git working tree (or git is missing), and when the repository around
-    it ignores ``root`` itself (a copy kept inside another project): then every file is read."""
+def has_oversized_code(repo: Path, max_bytes: int) -> bool:
+    """Whether a code file of ``repo`` is larger than ``max_bytes`` (the index leaves it out)."""
+    return any(size > max_bytes for size in _code_sizes(repo))
+
+
+# Skipped even where git tracks them: a vendored dependency's tree or a committed cache is no project's source.
+# Not `build`, `dist`, `env`: names of real packages too (pypa/build keeps its code in src/build/).
+TRACKED_SKIPPED = SKIP_DIRS - {"build", "dist", "env"}
+
+
+def _git_listed(root: Path) -> list[tuple[str, bool]] | None:
+    """The files git shows in the working tree at ``root`` (relative to it), each with whether git tracks it:
+    tracked and checked out (a sparse checkout's others are not there), or untracked and not ignored. None when
+    ``root`` is in no git working tree (or git is missing), and when the repository around it ignores ``root``
+    itself (a copy kept inside another project): then every file is read."""
     try:
-        listed = run_git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard", check=False,
+        listed = run_git(root, "ls-files", "-z", "-t", "--cached", "--others", "--exclude-standard", check=False,
                          errors="surrogateescape", timeout_s=60.0)
         if listed.returncode != 0:
             return None
@@ -234,8 +249,12 @@ def _git_listed(root: Path) -> list[str] | None:
             return None
     except WfqueueError:
         return None
-    # A path in a merge conflict is listed once per side: once here.
-    return sorted({path for path in listed.stdout.split("\0") if path})
+    found: dict[str, bool] = {}  # a path in a merge conflict is listed once per side: once here
+    for entry in listed.stdout.split("\0"):
+        tag, _, path = entry.partition(" ")
+        if path and tag != "S":  # S: skip-worktree, outside a sparse checkout's cone
+            found[path] = tag != "?"
+    return sorted(found.items())
 
 
 def _utf8(name: str) -> bool:
@@ -248,21 +267,24 @@ def _utf8(name: str) -> bool:
 
 
 def repository_files(root: Path) -> Iterator[str]:
-    """Relative paths of the repository's files (see the module's note), in path order, outside the skipped
-    folders: git's list in a working tree, else every file (symlinked folders not descended: no cycles, no
-    duplicates). What the index scans and the model's tools list."""
+    """Relative paths of the repository's files (see the module's note): git's list in a working tree, in path
+    order (a file git tracks outside TRACKED_SKIPPED, `build/` or `env/` too; an untracked one outside the skipped
+    folders); else every file outside them, folder by folder, sorted within each (symlinked folders not
+    descended: no cycles, no duplicates). What the index scans and the model's tools list."""
     listed = _git_listed(root)
     if listed is not None:
-        for rel in listed:
-            if _utf8(rel) and not any(skipped_dir(part) for part in rel.split("/")[:-1]):
+        for rel, tracked in listed:
+            folders = rel.split("/")[:-1]
+            skipped = any(part in TRACKED_SKIPPED for part in folders) if tracked else any(
+                skipped_dir(part) for part in folders)
+            if _utf8(rel) and not skipped:
                 yield rel
         return
-    found: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames[:] = [d for d in dirnames if not skipped_dir(d)]
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):  # yielded as found: a caller may stop
+        dirnames[:] = sorted(d for d in dirnames if not skipped_dir(d))
         base = Path(dirpath).relative_to(root).as_posix()
-        found += [name if base == "." else f"{base}/{name}" for name in filenames]
-    yield from sorted(rel for rel in found if _utf8(rel))
+        yield from (rel for rel in (name if base == "." else f"{base}/{name}" for name in sorted(filenames))
+                    if _utf8(rel))
 
 
 def _inside(real_root: str, target: str) -> bool:
@@ -305,4 +327,4 @@ def list_source_files(
                 text,
             )
         )
-    return found
+    return sorted(found, key=lambda pair: pair[0].path)  # outside git, files come folder by folder

@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from celery.result import AsyncResult
 
-from wfqueue.analysis.files import has_code_file
+from wfqueue.analysis.files import has_code_file, has_oversized_code
 from wfqueue.coordinator_lease import CoordinatorLease, taken_by_another
 from wfqueue.errors import (
     BadInputError,
@@ -127,7 +127,7 @@ class WorkflowCoordinator(Generic[UI]):
             check_credentials(self.settings, provider, repo)
             largest = self.settings.index_max_file_bytes
             if provider == "offline" and not has_code_file(repo, largest):  # before a Redis, workers or a folder
-                raise NoSourceCodeError.of(repo, largest if has_code_file(repo) else None)
+                raise NoSourceCodeError.of(repo, largest if has_oversized_code(repo, largest) else None)
 
     @contextmanager
     def runtime(self, repo: Path, workers: int | None = None) -> Iterator[Runtime]:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
-from wfqueue.analysis.files import repository_files, skipped_dir
+from wfqueue.analysis.files import TRACKED_SKIPPED, repository_files
 from wfqueue.errors import ToolError
 
 __all__ = ["TOOL_DEFINITIONS", "RepoTools", "ToolError", "glob_to_regex"]
@@ -167,7 +167,7 @@ class RepoTools:
             raise ToolError(f"{path!r} is not a directory")
         entries: list[str] = []
         for child in sorted(target.iterdir(), key=lambda p: p.name):
-            if skipped_dir(child.name):
+            if child.is_dir() and child.name in TRACKED_SKIPPED:  # build/ or a file named `dist` is shown
                 continue
             real = child.resolve()
             if not self._inside(real):
