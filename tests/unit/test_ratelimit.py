@@ -274,6 +274,25 @@ def test_the_provider_takes_a_permit_per_request_and_releases_it_with_the_usage(
         assert info.value.retry_after == 9.0 and len(fake.requests) == sent
 
 
+def test_an_answer_without_token_counts_keeps_its_estimates_in_the_window(sample_repo: Path) -> None:
+    """Released with zeros, a call whose answer reported no counts (a proxy that drops them) counted as nothing
+    against the input and output limits, and the workers overran them."""
+    step = AssessStep(session_id="s1", repo=str(sample_repo), requirement="Add per-user rate limiting")
+    assessment = {
+        "complexity": "Low", "scope": "s", "depth": "d", "risk": "r", "dependencies": "none", "preset": "feature",
+        "angles": ["security"], "needs_exploration": False, "exploration_reasons": [],
+    }
+    with FakeAnthropic() as fake:
+        fake.usage_reported = "none"
+        fake.reply(answer(assessment))
+        recording = RecordingLimiter()
+        provider = AnthropicProvider(model="claude-test", api_key="k", base_url=fake.base_url,
+                                     limiter=recording, sleep=lambda s: None)  # type: ignore[arg-type]
+        provider.run(step)
+    assert recording.released == [None]  # the estimates stand
+    assert provider.usage[0]["estimated"] is True
+
+
 def test_make_provider_builds_a_learning_limiter_capped_by_the_settings() -> None:
     settings = Settings(anthropic_api_key=SecretStr("k"), broker_url=SecretStr("redis+socket:///tmp/x.sock"),
                         model="claude-sonnet-4-5", rate_limit_rpm=120, rate_limit_window_s=10,

@@ -49,6 +49,12 @@ TRANSIENT_STATUS = frozenset({408, 409, 429, 529})
 CUT_STREAM_ERRORS = (httpx2.TransportError, anthropic.APIConnectionError)
 
 
+def counts_reported(usage: Any) -> bool:
+    """Whether an answer's usage holds its input and output counts (whole numbers, not below zero)."""
+    return all(isinstance(value, int) and value >= 0
+               for value in (getattr(usage, "input_tokens", None), getattr(usage, "output_tokens", None)))
+
+
 def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
     """Seconds asked for by ``retry-after-ms`` or ``retry-after`` (seconds or HTTP date); None when absent."""
     if not headers:
@@ -161,7 +167,10 @@ class Caller:
         actual: Usage | None = None
         try:
             outcome = self._stream(label, request, cut_off)
-            if not isinstance(outcome, CallFailure):
+            if not isinstance(outcome, CallFailure) and counts_reported(outcome.usage):
+                # An answer that reports no counts (a proxy that drops them) keeps its estimates in the window:
+                # zeros there let the workers overrun the limits (wfqueue.providers.anthropic.client.reported_usage
+                # estimates them for the bill).
                 actual = Usage.from_api(outcome.usage)
             elif outcome.status is not None:
                 # Refused with an error status (429, 529, 5xx): no model ran, no token counts against the

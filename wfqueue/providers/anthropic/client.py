@@ -45,7 +45,7 @@ from pydantic import BaseModel, ValidationError
 
 from wfqueue.errors import ConfigError, ProviderError, ToolError, TransientProviderError
 from wfqueue.per_process import PerProcess
-from wfqueue.providers.anthropic.calls import Caller, RetryPolicy
+from wfqueue.providers.anthropic.calls import Caller, RetryPolicy, counts_reported
 from wfqueue.providers.anthropic.prompts import FINAL_TURN_TEXT, build_prompt, repair_text
 from wfqueue.providers.anthropic.schema import output_format
 from wfqueue.providers.anthropic.tools import TOOL_DEFINITIONS, RepoTools
@@ -78,10 +78,9 @@ def reported_usage(request: dict[str, Any], response: Any) -> dict[str, Any]:
     that drops ``usage``, a null, a negative number), both are estimated from the request's and the answer's
     size and the entry says so: counted as 0, every such call was free and a budget never stopped anything."""
     usage = getattr(response, "usage", None)
-    counts = {name: getattr(usage, name, None) for name in USAGE_FIELDS}
-    kept = {name: value if isinstance(value, int) and value >= 0 else None for name, value in counts.items()}
-    if kept["input_tokens"] is not None and kept["output_tokens"] is not None:
-        return {name: value or 0 for name, value in kept.items()}
+    if counts_reported(usage):
+        counts = {name: getattr(usage, name, None) for name in USAGE_FIELDS}
+        return {name: value if isinstance(value, int) and value >= 0 else 0 for name, value in counts.items()}
     answer = [block.model_dump(mode="json") for block in getattr(response, "content", None) or []]
     return {"input_tokens": estimate_tokens(request["system"], request["messages"], request.get("tools")),
             "output_tokens": estimate_tokens(answer),
