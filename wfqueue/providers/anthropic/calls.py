@@ -167,11 +167,11 @@ class Caller:
         actual: Usage | None = None
         try:
             outcome = self._stream(label, request, cut_off)
-            if not isinstance(outcome, CallFailure) and counts_reported(outcome.usage):
+            if not isinstance(outcome, CallFailure):
                 # An answer that reports no counts (a proxy that drops them) keeps its estimates in the window:
                 # zeros there let the workers overrun the limits (wfqueue.providers.anthropic.client.reported_usage
                 # estimates them for the bill).
-                actual = Usage.from_api(outcome.usage)
+                actual = Usage.from_api(outcome.usage) if counts_reported(outcome.usage) else None
             elif outcome.status is not None:
                 # Refused with an error status (429, 529, 5xx): no model ran, no token counts against the
                 # limits. Kept, the max_tokens reserved for each refused call made the workers wait on an output
