@@ -27,6 +27,7 @@ from wfqueue.state import SessionStore
 from wfqueue.transport.repo import send_commits
 from wfqueue.transport.workspace import task_commits_name
 from workers.context import StateFactory, may_retry, retry_delay_of, retry_later, when_retried
+from workers.header import heartbeat
 from workers.registry import payload_task
 
 EXECUTOR_DIR = "executor"  # prompt and output files of the command executor, in the execution folder
@@ -73,7 +74,11 @@ def register(app: Celery, settings: Settings) -> None:
                                   started_at=started,
                                   remember=False).model_dump(mode="json")
         try:
-            run = run_task(payload, executor, state, worker=worker, check_timeout_s=settings.execute_check_timeout_s)
+            # Beating while it runs, as a planning agent does: beat's watchdog reports a task that stopped
+            # beating, not one whose executor is simply long (an executor may take up to executor_timeout_s).
+            with heartbeat(state, payload.task.id, settings.heartbeat_every_s(), hard):
+                run = run_task(payload, executor, state, worker=worker,
+                               check_timeout_s=settings.execute_check_timeout_s)
         except TransientProviderError as exc:
             if may_retry(self):
                 # Beside the agent, as a planning step's wait is: a retry-after can be most of an hour, and the

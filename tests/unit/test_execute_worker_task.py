@@ -54,3 +54,20 @@ def test_the_task_is_stopped_before_its_message_would_be_delivered_again() -> No
     assert soft < hard < 3600
     soft, hard = execute.time_limits(_settings(executor_timeout_s=1800, visibility_timeout_s=10_000))
     assert soft > 2 * 1800 and hard < 10_000
+
+
+def test_a_running_task_beats_so_the_watchdog_sees_a_long_executor_alive(tmp_path: Path, redis_url: str) -> None:
+    """An execution's task never beat: beat's watchdog, which now watches running executions, called any task
+    whose executor ran past its deadline (15 minutes by default; an executor may run 30) stalled."""
+    import sys
+
+    from wfqueue.state import SessionState, redis_client
+
+    settings = _settings(executor_command=f"{sys.executable} -c 'import time; time.sleep(1.2)'",
+                         agent_heartbeat_s=0.2).model_copy(update={"broker_url": SecretStr(redis_url)})
+    app = create_app(settings)
+    execute.register(app, settings)
+    sent = payload(make_repo(tmp_path), tmp_path / "exec", task(verification="manual: none"))
+    app.tasks[EXECUTE_TASK].run(**sent._kwargs())
+    record = SessionState(redis_client(redis_url, 2.0), EXEC_ID, 600).agent(sent.task.id)
+    assert record.get("alive_at") is not None and record["alive_at"] > record["started_at"], record
