@@ -116,6 +116,14 @@ def test_uncommitted_changes_of_a_git_repository_are_seen(tmp_path: Path, builds
     assert len(builds) == 2
     assert "export_all" in symbols_of(cached_index(repo), "app/catalog/export.py")
     assert len(builds) == 3
+    # A build's output git ignores, changing: the index reads none of it, so it is not built again.
+    (repo / ".gitignore").write_text("out/\n")
+    cached_index(repo)
+    assert len(builds) == 4  # the .gitignore is a file of the repository
+    (repo / "out").mkdir()
+    (repo / "out" / "bundle.js").write_text("var x = 1;\n")
+    cached_index(repo)
+    assert len(builds) == 4
 
 
 def test_files_git_ignores_and_a_submodules_files_are_not_the_repositorys_own(tmp_path: Path) -> None:

@@ -7,9 +7,9 @@ others read it back (a JSON load instead of a scan). Not under ``.queue/``: that
 the embedded broker's, and exists only when wfqueue started one.
 
 What makes a stored index valid is a manifest of the files the index could have read: the
-path, size and modification time of every file under the repository outside the folders
-the scan skips. That covers committed and uncommitted edits alike, a change to what git
-ignores (the scan leaves those files out) and a file edited again after its first change, which a key of
+path, size and modification time of every file of the repository the scan lists (in a git
+working tree, those git does not ignore). That covers committed and uncommitted edits alike,
+a change to a .gitignore (a file of the list) and a file edited again after its first change, which a key of
 ``HEAD`` plus ``git status`` would miss. A file modified less than two seconds before the
 manifest was taken also has its content digest recorded, since a second edit within the
 file system's timestamp resolution might leave size and time unchanged (git's "racily
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import time
 from functools import cache
 from pathlib import Path
@@ -35,7 +34,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 from pydantic import BaseModel, ValidationError
 
-from wfqueue.analysis.files import SKIP_DIR_SUFFIXES, SKIP_DIRS
+from wfqueue.analysis.files import repository_files
 from wfqueue.analysis.history import read_history
 from wfqueue.analysis.index import RepoIndex, build_index
 from wfqueue.errors import WfqueueError
@@ -80,26 +79,17 @@ def _file_digest(path: Path) -> str:
         return "unreadable"
 
 
-def _storable(name: str) -> str:
-    """A file name as JSON can hold it: one that is not UTF-8 (its bytes kept as surrogates) by its escaped
-    bytes, which change with it."""
-    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-
-
 def _walk_stats(root: Path) -> list[tuple[str, int, int]]:
-    """(path, size, mtime_ns) of every file the index scan could read, sorted by path: the scan's
-    folders (symlinked folders not followed, skipped folders left out), any file size or kind."""
+    """(path, size, mtime_ns) of every file the index scan could read (wfqueue.analysis.files.repository_files:
+    in a git working tree, not those git ignores), any size or kind, sorted by path. A file git ignores (a build's
+    output) changing does not make the index built again."""
     found: list[tuple[str, int, int]] = []
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS and not d.endswith(SKIP_DIR_SUFFIXES)]
-        base = Path(dirpath)
-        for name in filenames:
-            full = base / name
-            try:
-                stat = full.stat()  # through a symlink: the target is what gets read
-            except OSError:
-                continue
-            found.append((_storable(full.relative_to(root).as_posix()), stat.st_size, stat.st_mtime_ns))
+    for rel in repository_files(root):
+        try:
+            stat = (root / rel).stat()  # through a symlink: the target is what gets read
+        except OSError:
+            continue
+        found.append((rel, stat.st_size, stat.st_mtime_ns))
     found.sort()
     return found
 
