@@ -111,10 +111,7 @@ def connect(settings: Settings) -> redis.Redis:
     except redis.ResponseError as exc:
         if "DB index" not in str(exc):
             raise _not_redis(url, exc) from None
-        parts = urlsplit(url)
-        # A socket's database is in its query (its path is the socket's); a TCP URL's is its path.
-        database = (parse_qs(parts.query).get("virtual_host", ["0"])[0] if "socket" in parts.scheme
-                    or parts.scheme == "unix" else parts.path.strip("/") or "0")
+        database = probe.connection_pool.connection_kwargs.get("db", 0)  # as redis_client read it from the URL
         raise BrokerCredentialsError(
             f"the broker at {mask_url(url)} has no database {database}: {exc}",
             hint="give WFQUEUE_BROKER_URL a database number the server has (below its `databases` setting, 16 by "
