@@ -228,3 +228,20 @@ def test_a_plan_stopped_at_its_question_reads_interrupted_on_a_shared_broker(clu
     shown = run_cli("status", folder.name, "--repo", str(sample_repo), "--json", env=cluster.env)
     assert shown.json()["status"] == "interrupted", shown.stdout
     assert f"wfqueue resume {folder.name}" in shown.json()["hint"], shown.stdout
+
+
+def test_an_assessment_the_model_failed_ends_the_plan_failed_and_resume_finishes_it(
+        cluster: Cluster, sample_repo: Path, tmp_path: Path) -> None:
+    """It escaped as an error: the session was left "planning" (status: interrupted) and `--json` printed nothing."""
+    provider = write_script(tmp_path / "script.json", fail={"assess": "the model gave up"})
+    run = cluster.run("lite-plan", CASES["Medium"][0], "--repo", str(sample_repo), "-y", "--provider", provider,
+                      "--json")
+    assert run.code == 1 and run.json()["status"] == "failed", run.stderr
+    assert "the assessment stopped: the model gave up" in run.stderr and "wfqueue resume" in run.stderr
+    folder = session_dir(run)
+    assert "**Complexity**: not assessed" in (folder / "plan.md").read_text()
+    shown = cluster.run("status", folder.name, "--repo", str(sample_repo), "--json")
+    assert shown.json()["status"] == "failed", shown.stdout
+    write_script(tmp_path / "script.json")  # answers every step now
+    resumed = cluster.run("resume", folder.name, "--repo", str(sample_repo), "-y", "--json")
+    assert resumed.code in (0, 1) and resumed.json()["tasks"] >= 1, resumed.stderr

@@ -133,7 +133,10 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
               request: LiteRequest) -> LiteResult:
         if not request.yes:  # first: a plan stopped at any step is asked about by its resume, as meant
             state.store(keys.AWAITS_ACCEPTANCE, "1")
-        assessed = self.wait(plan.assess(request.explore).send(app), "the assessment", settings, state)
+        try:
+            assessed = self.wait(plan.assess(request.explore).send(app), "the assessment", settings, state)
+        except ProviderError as exc:
+            return self._stopped(state, plan, None, {}, exc)
         assessment = Assessment.model_validate(assessed)
         self.ui.show_assessment(assessment)
         questions: list[MergedQuestion] = []
@@ -161,12 +164,13 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
                           angles=assessment.angles if assessment.needs_exploration else [], failed_angles=failed,
                           usage=self.usage(state))
 
-    def _stopped(self, state: SessionState, plan: _Plan, assessment: Assessment, failed: dict[str, str],
+    def _stopped(self, state: SessionState, plan: _Plan, assessment: Assessment | None, failed: dict[str, str],
                  exc: ProviderError) -> LiteResult:
-        """The planning step found the budget spent, or the model failed it (a refusal, answers that never
-        validate): no task was planned, so the plan is failed (not partial: partial means some of it was
-        planned; not left "planning", which reads as a plan whose command was stopped), saying why."""
-        reason = f"planning stopped: {exc.message}"
+        """The assessment (``assessment`` None) or the planning step found the budget spent, or the model failed it
+        (a refusal, answers that never validate): no task was planned, so the plan is failed (not partial:
+        partial means some of it was planned; not left "planning", which reads as a plan whose command was
+        stopped), saying why."""
+        reason = f"{'planning' if assessment is not None else 'the assessment'} stopped: {exc.message}"
         self.ui.info(reason)
         hint = None
         if not isinstance(exc, BudgetExhaustedError):  # a budget's hint is the outcome's own
@@ -180,9 +184,9 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
                                               failed, usage_line(report)))
         state.set_meta(status=SessionStatus.FAILED)
         return LiteResult(session_id=state.session_id, session_dir=str(plan.session_dir), status=SessionStatus.FAILED,
-                          tasks=0, conflicts=0, complexity=assessment.complexity,
-                          angles=assessment.angles if assessment.needs_exploration else [], failed_angles=failed,
-                          usage=usage_line(report), stopped=reason, stop_hint=hint)
+                          tasks=0, conflicts=0, complexity=assessment.complexity if assessment else "not assessed",
+                          angles=assessment.angles if assessment and assessment.needs_exploration else [],
+                          failed_angles=failed, usage=usage_line(report), stopped=reason, stop_hint=hint)
 
     def resume(self, request: ResumeRequest) -> LiteResult:
         """Finish an interrupted lite plan: missing angles, the synthesis, then planning (no questions)."""
@@ -205,7 +209,10 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
                          requirement=str(meta.get("requirement") or _recorded_requirement(session_dir)),
                          provider=provider, transport=self.transport)
             if state.recall(keys.ASSESSMENT) is None:
-                self.wait(plan.assess(False).send(app), "the assessment", settings, state)
+                try:
+                    self.wait(plan.assess(False).send(app), "the assessment", settings, state)
+                except ProviderError as exc:
+                    return self._stopped(state, plan, None, {}, exc)
             assessment = Assessment.model_validate_json(state.recall(keys.ASSESSMENT) or "")
             failed: dict[str, str] = {}
             explored_now: list[str] = []  # angles the plan (if there is one) was made without

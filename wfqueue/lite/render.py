@@ -123,18 +123,21 @@ def render_notes(requirement: str, timestamp: str, assessment: Assessment, explo
     return "\n".join(out) + "\n"
 
 
-def _plan_header(session_id: str, requirement: str, created: str, assessment: Assessment, failed: dict[str, str],
-                 usage: str | None, status: str | None = None) -> list[str]:
-    """The title and key facts both kinds of plan.md start with."""
+def _plan_header(session_id: str, requirement: str, created: str, assessment: Assessment | None,
+                 failed: dict[str, str], usage: str | None, status: str | None = None) -> list[str]:
+    """The title and key facts both kinds of plan.md start with (``assessment`` None: it never ended)."""
     out = ["# Lite Plan", "", f"**Session**: {session_id}", f"**Requirement**: {_cell(requirement)}",
            f"**Created**: {created}"]
     if status is not None:
         out.append(f"**Status**: {status}")
-    out += [
-        f"**Complexity**: {assessment.complexity}",
-        "**Exploration Angles**: "
-        + (", ".join(assessment.angles) if assessment.needs_exploration else "none (not needed)"),
-    ]
+    if assessment is None:
+        out.append("**Complexity**: not assessed")
+    else:
+        out += [
+            f"**Complexity**: {assessment.complexity}",
+            "**Exploration Angles**: "
+            + (", ".join(assessment.angles) if assessment.needs_exploration else "none (not needed)"),
+        ]
     if failed:
         out.append(f"**Skipped angles**: {', '.join(f'{a}: {_cell(e)}' for a, e in sorted(failed.items()))}")
     if usage is not None:
@@ -184,17 +187,18 @@ def render_plan(session_id: str, requirement: str, created: str, assessment: Ass
     return "\n".join(out)
 
 
-def render_stopped_plan(session_id: str, requirement: str, created: str, assessment: Assessment, reason: str,
-                        failed: dict[str, str], usage: str) -> str:
-    """plan.md of a lite plan whose planning step never ran (its budget was spent): what is known and why."""
+def render_stopped_plan(session_id: str, requirement: str, created: str, assessment: Assessment | None,
+                        reason: str, failed: dict[str, str], usage: str) -> str:
+    """plan.md of a lite plan whose planning step (or, ``assessment`` None, its assessment) did not end: its
+    budget was spent, or the model failed it. What is known and why."""
     out = _plan_header(session_id, requirement, created, assessment, failed, usage,
                        status="failed: no tasks were planned")
     out += [
         "",
-        f"> ⚠️ **Planning stopped**: {_cell(reason)}",
+        f"> ⚠️ **{'Planning' if assessment is not None else 'The assessment'} stopped**: {_cell(reason)}",
         "",
-        "The assessment and any finished explorations are kept: `wfqueue resume` this session with a larger "
-        "`--budget` finishes it without paying for them again.",
+        "What was done is kept: `wfqueue resume` this session (with a larger `--budget` when the budget stopped it) "
+        "finishes it without paying for that again.",
         "",
     ]
     return "\n".join(out)
