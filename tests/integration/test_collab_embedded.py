@@ -285,3 +285,22 @@ def test_a_session_file_that_does_not_read_is_named_by_status_and_the_listing_go
         assert "damaged" in listing.stdout if damaged == analysis else folder.name in listing.stdout
         damaged.write_bytes(kept)
     assert run_cli_in_process(capsys, monkeypatch, "status", folder.name, "--repo", str(sample_repo)).code == 0
+
+
+def test_an_understanding_the_model_failed_ends_the_plan_failed_and_resume_runs_it_again(
+        sample_repo: Path, tmp_path: Path) -> None:
+    """It escaped as an error: `--json` printed nothing, and `status` called the plan interrupted."""
+    script = tmp_path / "script.json"
+    provider = write_script(script, fail={"understand": "the model gave up"})
+    run = run_cli("collab-plan", "Add per-user rate limiting", "--repo", str(sample_repo), "-y", "--provider",
+                  provider, "--json")
+    assert run.code == 1 and run.json()["status"] == "failed", run.stderr
+    assert "the understanding step stopped: the model gave up" in run.stderr and "runs it again" in run.stderr
+    session = run.json()["session_id"]
+    shown = run_cli("status", session, "--repo", str(sample_repo), "--json").json()
+    assert shown["status"] == "failed" and "wfqueue resume" in shown["hint"], shown
+    listed = run_cli("status", "--repo", str(sample_repo), "--json").json()
+    assert [row["status"] for row in listed] == ["failed"]
+    write_script(script)  # answers every step now
+    again = run_cli("resume", session, "--repo", str(sample_repo), "--json")
+    assert again.code == 0 and again.json()["tasks"] >= 1, again.stderr

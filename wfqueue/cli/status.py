@@ -246,7 +246,7 @@ def register(app: typer.Typer) -> None:
                 and current.usage is not None and current.usage.budget_exhausted):
             # A resume without a larger budget would stop at the same cap.
             current = current.model_copy(update={"hint": budget_resume_hint(folder.name, repo_option(root))})
-        elif isinstance(current, SessionSummary) and current.status == "failed" and not current.hint:
+        elif isinstance(current, SessionSummary | SessionStatus) and current.status == "failed" and not current.hint:
             # A step the model failed (a refusal, answers that never validated): what was done is kept.
             current = current.model_copy(update={"hint": f"{resume} goes on where it stopped (what was done is "
                                                           "kept, not paid again)"})

@@ -26,11 +26,14 @@ from wfqueue.collab.recovery import (
     missing_work,
     reseed_from_disk,
 )
-from wfqueue.collab.steps import agent_dir, failure_reason, is_cancelled, mark_cancelled
-from wfqueue.errors import BadInputError, InfrastructureError
+from wfqueue.collab.steps import SUMMARY_FILE, agent_dir, failure_reason, is_cancelled, mark_cancelled
+from wfqueue.collab.summary import render_failed_understanding
+from wfqueue.errors import BadInputError, BudgetExhaustedError, InfrastructureError, ProviderError
+from wfqueue.fsio import atomic_write_text
 from wfqueue.keys import SessionKind, SessionStatus
 from wfqueue.metering import budget_meta, check_budget_priced
 from wfqueue.payloads import CollabUnderstand
+from wfqueue.runtime import resume_command
 from wfqueue.sessions import SessionIds, planning_root
 from wfqueue.settings import MAX_AGENTS_LIMIT, MAX_COLLAB_WORKERS, Settings
 from wfqueue.state import SessionState
@@ -75,7 +78,10 @@ class CollabCoordinator(WorkflowCoordinator[CoordinatorUI]):
         with (self.runtime(request.repo, request.workers or request.max_agents) as runtime,
               self.fresh_session(runtime, request, SessionKind.COLLAB, planning_root(request.repo), COLLAB_IDS)
               as (state, session_dir)):
-            analysis = self._confirmed_split(runtime.app, runtime.settings, state, session_dir, request)
+            try:
+                analysis = self._confirmed_split(runtime.app, runtime.settings, state, session_dir, request)
+            except ProviderError as exc:
+                return self._understanding_failed(state, session_dir, request, exc)
             if analysis is None:
                 state.set_meta(status=SessionStatus.CANCELLED)
                 mark_cancelled(session_dir, runtime.settings.lock_timeout_s)
@@ -102,6 +108,23 @@ class CollabCoordinator(WorkflowCoordinator[CoordinatorUI]):
             for sub in analysis.sub_domains:  # the folders of the split given up, while still empty
                 with contextlib.suppress(OSError):
                     agent_dir(session_dir, sub.focus_area).rmdir()
+
+    def _understanding_failed(self, state: SessionState, session_dir: Path, request: CollabRequest,
+                              exc: ProviderError) -> PlanResult:
+        """The model failed the understanding step (a refusal, answers that never validate, an API that kept
+        failing) or the budget stopped it: the plan is failed, plan.md says why, and a resume runs the step again.
+        It escaped as an error: `--json` printed nothing, and the session read as interrupted."""
+        reason = f"the understanding step stopped: {exc.message}"
+        self.ui.info(reason)
+        resume = resume_command(state.session_id, request.repo)
+        atomic_write_text(session_dir / SUMMARY_FILE,
+                          render_failed_understanding(state.session_id, request.requirement, exc.message, resume))
+        self._bill(state)
+        state.set_meta(status=SessionStatus.FAILED)
+        hint = None if isinstance(exc, BudgetExhaustedError) else (
+            f"{exc.hint}; {resume} runs it again" if exc.hint else f"{resume} runs it again")
+        return PlanResult(session_id=state.session_id, session_dir=str(session_dir), status=SessionStatus.FAILED,
+                          tasks=0, conflicts=0, usage=self.usage(state), stopped=reason, stop_hint=hint)
 
     def _result(self, state: SessionState, session_dir: Path, final: dict[str, Any]) -> PlanResult:
         failures = {area: failure_reason(state, area) for area in final["failed_areas"]}

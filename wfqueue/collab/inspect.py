@@ -14,7 +14,8 @@ from pydantic import BaseModel, ValidationError
 
 from wfqueue.collab.models import RequirementAnalysis
 from wfqueue.collab.note import parse_note
-from wfqueue.collab.steps import ANALYSIS_FILE, CONFLICTS_FILE, NOTE_FILE, agent_dir
+from wfqueue.collab.steps import ANALYSIS_FILE, CONFLICTS_FILE, NOTE_FILE, SUMMARY_FILE, agent_dir
+from wfqueue.collab.summary import UNDERSTANDING_FAILED
 from wfqueue.fsio import read_json_object
 from wfqueue.keys import AgentState
 from wfqueue.metering import UsageReport, read_usage_file, session_report
@@ -77,9 +78,12 @@ def read_session(session_dir: Path, live: dict[str, dict[str, Any]] | None = Non
     usage = live_usage or read_usage_file(session_dir)
     try:
         analysis = RequirementAnalysis.model_validate_json((session_dir / ANALYSIS_FILE).read_text(encoding="utf-8"))
-    except FileNotFoundError:  # not written yet
-        return SessionStatus(session_id=session_dir.name, session_dir=str(session_dir), status="understanding",
-                             requirement="", agents=[], tasks=0, conflicts=0, usage=usage)
+    except FileNotFoundError:  # not written yet: under way, or the model failed the step (plan.md says so)
+        summary = session_dir / SUMMARY_FILE
+        failed = summary.is_file() and UNDERSTANDING_FAILED in summary.read_text(encoding="utf-8", errors="replace")
+        return SessionStatus(session_id=session_dir.name, session_dir=str(session_dir),
+                             status="failed" if failed else "understanding", requirement="", agents=[], tasks=0,
+                             conflicts=0, usage=usage)
     except (OSError, UnicodeDecodeError, ValidationError):  # it said "interrupted: resume", which refused it
         return SessionStatus(session_id=session_dir.name, session_dir=str(session_dir), status=DAMAGED,
                              requirement="", agents=[], tasks=0, conflicts=0, usage=usage,

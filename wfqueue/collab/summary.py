@@ -173,3 +173,14 @@ def render_plan_md(data: PlanSummaryInput, session_dir: str) -> str:
         "",
     ]
     return "\n".join(out)
+
+
+UNDERSTANDING_FAILED = "failed: the understanding step did not end"  # plan.md's status line, as status reads it
+
+
+def render_failed_understanding(session_id: str, requirement: str, reason: str, resume: str) -> str:
+    """plan.md of a plan whose understanding step the model failed (or its budget stopped): no split, no agent."""
+    return "\n".join([
+        f"# Collaborative Plan: {table_cell(requirement)}", "", f"**Session**: {session_id}",
+        f"**Status**: {UNDERSTANDING_FAILED}", "", f"> ⚠️ **The understanding step stopped**: {table_cell(reason)}",
+        "", f"Nothing was split or planned. {resume} runs the understanding step again.", ""])
