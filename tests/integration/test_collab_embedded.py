@@ -304,3 +304,22 @@ def test_an_understanding_the_model_failed_ends_the_plan_failed_and_resume_runs_
     write_script(script)  # answers every step now
     again = run_cli("resume", session, "--repo", str(sample_repo), "--json")
     assert again.code == 0 and again.json()["tasks"] >= 1, again.stderr
+
+
+def test_a_plan_whose_agents_planned_no_task_is_failed_and_says_so(sample_repo: Path, tmp_path: Path) -> None:
+    """Every agent answered with no task: the plan said "completed" (exit 0), `execute` refused it ("finish or
+    resume the plan first") and a resume had nothing to run: the user went round in a loop."""
+    empty = {"summary": "nothing to do here", "approach": "none", "tasks": [], "evidence": {},
+             "understanding": "the area needs no change"}
+    provider = write_script(tmp_path / "script.json", replies={"plan_area:*": empty})
+    run = run_cli("collab-plan", "Add per-user rate limiting", "--repo", str(sample_repo), "-y", "--provider",
+                  provider, "--json")
+    assert run.code == 1 and run.json()["status"] == "failed" and run.json()["tasks"] == 0, run.stdout
+    session = run.json()["session_id"]
+    folder = Path(run.json()["session_dir"])
+    assert "no agent planned a task" in (folder / "plan.md").read_text()
+    shown = run_cli("status", session, "--repo", str(sample_repo), "--json").json()
+    assert shown["status"] == "failed" and "no agent planned a task" in shown["hint"], shown
+    said = run_cli("collab-plan", "Add per-user rate limiting", "--repo", str(sample_repo), "-y", "--provider",
+                   provider)
+    assert said.code == 1 and "no agent planned a task" in said.stdout, said.stdout

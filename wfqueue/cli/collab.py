@@ -46,6 +46,8 @@ def register(app: typer.Typer) -> None:
             out.print(f"[bold]{result.status}[/]: {result.tasks} tasks, {result.conflicts} conflicts")
             for area in result.failed_areas:
                 out.print(f"[red]failed area[/]: {area}: {escape(result.failures.get(area, 'see plan.md'))}")
+            if result.stopped:  # no split (the understanding failed), or no agent planned a task
+                out.print(f"[red]{escape(result.stopped)}[/]")
             out.print(f"plan:    {escape(result.session_dir)}/plan.md")
             out.print(f"session: {escape(result.session_dir)}")
 

@@ -16,6 +16,7 @@ from celery import Celery
 from pydantic import BaseModel, Field
 
 from wfqueue import keys
+from wfqueue.collab.finalize import NO_TASK
 from wfqueue.collab.inspect import read_status
 from wfqueue.collab.models import RequirementAnalysis
 from wfqueue.collab.recovery import (
@@ -128,9 +129,11 @@ class CollabCoordinator(WorkflowCoordinator[CoordinatorUI]):
 
     def _result(self, state: SessionState, session_dir: Path, final: dict[str, Any]) -> PlanResult:
         failures = {area: failure_reason(state, area) for area in final["failed_areas"]}
+        # Every agent answered, with no task: said, or a failed plan reads as failing for no reason.
+        empty = next((p for p in final.get("problems", []) if p.startswith(NO_TASK)), None)
         return PlanResult(session_id=state.session_id, session_dir=str(session_dir), status=final["status"],
                           tasks=final["tasks"], conflicts=final["conflicts"], failed_areas=final["failed_areas"],
-                          failures=failures, usage=self.usage(state))
+                          failures=failures, usage=self.usage(state), stopped=empty)
 
     def _understand(self, app: Celery, settings: Settings, state: SessionState, session_dir: Path,
                     request: CollabRequest, max_agents: int) -> RequirementAnalysis:

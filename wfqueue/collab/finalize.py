@@ -87,10 +87,17 @@ def owned_sections(analysis: RequirementAnalysis, results: dict[str, AreaArtifac
     return sections
 
 
+NO_TASK = "no agent planned a task"
+
+
 def note_status(failed: bool, tasks: int, conflicts: int) -> str:
-    """failed: agents failed and no task was planned; partial: agents failed, some area was planned."""
+    """failed: no task was planned (agents failed, or every agent answered with none: a plan of nothing said
+    "completed", and execute sent the user to a resume that had nothing to do); partial: agents failed, some
+    area was planned."""
+    if not tasks:
+        return "failed"
     if failed:
-        return "partial" if tasks else "failed"
+        return "partial"
     return "conflicts_detected" if conflicts else "completed"
 
 
@@ -114,7 +121,9 @@ def build_final_note(
     note = merge_note(parse_note(current), analysis, sections, failures)
     if not note.front_matter:  # a hand edit lost the front matter: rebuild it from the template
         note = note.model_copy(update={"front_matter": parse_note(template).front_matter})
-    tasks, problems = note_tasks(note)
+    tasks, found = note_tasks(note)
+    problems = [str(p) for p in found] + ([f"{NO_TASK}: plan the requirement again, said more precisely or with "
+                                          "another model"] if not tasks and not failures else [])
     ranges = {s.focus_area: s.task_id_range for s in analysis.sub_domains}
     conflicts = detect_conflicts(tasks, ranges)
     note = replace_section(note, DEPENDENCY_HEADING, render_dependencies(tasks))
@@ -125,7 +134,7 @@ def build_final_note(
         note=note.model_copy(update={"front_matter": front}),
         tasks=tasks,
         conflicts=conflicts,
-        problems=[str(p) for p in problems],
+        problems=problems,
         status=status,
     )
 

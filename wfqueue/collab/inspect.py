@@ -114,15 +114,21 @@ def read_session(session_dir: Path, live: dict[str, dict[str, Any]] | None = Non
             agents.append(AgentStatus(focus_area=sub.focus_area, state=record.get("state", "pending"),
                                       worker=record.get("worker"), pid=record.get("pid"), note=record.get("note")))
     report = read_json_object(session_dir / CONFLICTS_FILE)
+    status = str(note.front_matter.get("status", "planning"))
+    tasks = int(report.get("total_tasks", sum(a.tasks for a in agents)))
+    # Every agent answered with no task: a resume has nothing to run again.
+    empty = status == "failed" and not tasks and all(a.state == AgentState.DONE for a in agents)
     return SessionStatus(
         session_id=analysis.session_id,
         session_dir=str(session_dir),
-        status=str(note.front_matter.get("status", "planning")),
+        status=status,
         requirement=analysis.original_requirement,
         agents=agents,
-        tasks=int(report.get("total_tasks", sum(a.tasks for a in agents))),
+        tasks=tasks,
         conflicts=len(report.get("conflicts", [])),
         usage=usage,
+        hint="no agent planned a task: plan the requirement again, said more precisely or with another model"
+        if empty else None,
     )
 
 

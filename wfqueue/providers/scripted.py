@@ -76,7 +76,7 @@ class ScriptedProvider:
                                              retry_after=float(busy.get("retry_after", 1)))
         if (fail := self._entry("fail", key)) is not None:
             raise ProviderError(str(fail))
-        reply = self.script.get("replies", {}).get(key)
+        reply = self._entry("replies", key)  # its own, or its kind's ("plan_area:*": every area)
         if reply is None:
             return self.fallback.run(step)
         try:
