@@ -53,7 +53,7 @@ __all__ = [
 RepairKind = Literal[
     # tasks (this module)
     "renumbered", "dropped_file", "created_to_modified", "removed_unknown_dependency", "removed_self_dependency",
-    "removed_duplicate_dependency",
+    "removed_duplicate_dependency", "dropped_task",
     "removed_cyclic_dependency",
     # collab sub-domains (wfqueue.collab.split)
     "renamed_sub_domain", "merged_sub_domain", "asked_again", "single_sub_domain",
@@ -128,8 +128,8 @@ def _canonical_number(task_id: str, pattern: re.Pattern[str], prefix: str, digit
 
 def _new_ids(
     ids: Sequence[str], prefix: str, id_range: tuple[int, int] | None, digits: int, sequential: bool
-) -> list[str]:
-    """The id each task ends up with, position by position."""
+) -> list[str | None]:
+    """The id each task ends up with, position by position; None for a task the range has no id left for."""
     if sequential:
         start = id_range[0] if id_range is not None else 1
         return [format_id(prefix, start + i, digits) for i in range(len(ids))]
@@ -147,17 +147,18 @@ def _new_ids(
         else:
             result.append(None)
     candidate = low
-    for position, task_id in enumerate(ids):
+    for position in range(len(ids)):
         if result[position] is not None:
             continue
         while candidate in used:
             candidate += 1
         if high is not None and candidate > high:
-            result[position] = task_id  # the range is full: nothing to renumber to; conflict checks report it
+            # The range is full: kept under its own id, it took another agent's (a duplicate id the plan's
+            # validation then refused); it is dropped, and said to be.
             continue
         used.add(candidate)
         result[position] = format_id(prefix, candidate, digits)
-    return [r for r in result if r is not None]
+    return result
 
 
 def _why_renumbered(task_id: str, first_position: int, position: int, id_range: tuple[int, int] | None,
@@ -195,8 +196,18 @@ def repair_tasks(
     ids are the range's first numbers in task order (lite plans, workflow sessions).
     """
     tasks, existing_created = _existing_created_as_modified(tasks, exists)
+    given = _new_ids([t.id for t in tasks], id_prefix, id_range, digits, sequential)
+    repairs: list[Repair] = []
+    if None in given:  # more tasks than the range has ids: the last ones go
+        assert id_range is not None  # only a range runs out
+        low_id, high_id = format_id(id_prefix, id_range[0], digits), format_id(id_prefix, id_range[1], digits)
+        repairs += [Repair(kind="dropped_task", task_id=task.id,
+                           detail=f"dropped {task.id} ({task.title}): the range {low_id}..{high_id} has no id left "
+                                  "for it")
+                    for task, new in zip(tasks, given, strict=True) if new is None]
+        tasks = [task for task, new in zip(tasks, given, strict=True) if new is not None]
+    new_ids = [new for new in given if new is not None]
     old_ids = [t.id for t in tasks]
-    new_ids = _new_ids(old_ids, id_prefix, id_range, digits, sequential)
     first_position: dict[str, int] = {}
     for position, task_id in enumerate(old_ids):
         first_position.setdefault(task_id, position)
@@ -207,7 +218,6 @@ def repair_tasks(
     created = FileActionsInPlan([t.model_copy(update={"id": new_ids[position],
                                                      "depends_on": [resolve.get(d, d) for d in t.depends_on]})
                                  for position, t in enumerate(tasks)])
-    repairs: list[Repair] = []
     repaired: list[UnifiedTask] = []
     rewritten_in: dict[str, list[str]] = {}
     per_task: list[tuple[list[str], list[Repair], list[Repair], list[TaskFile]]] = []

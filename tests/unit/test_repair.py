@@ -259,12 +259,17 @@ def test_cycles_are_left_for_conflict_detection() -> None:
     assert [p.code for p in check_plan(loaded, None, exists)] == ["dependency_cycle"]
 
 
-def test_a_full_range_leaves_the_id_alone() -> None:
-    tasks = [task("TASK-001"), task("TASK-002"), task("TASK-900")]
+def test_a_task_a_full_range_has_no_id_for_is_dropped_and_references_to_it_removed() -> None:
+    """Kept under its own id, an agent's 101st task took the next agent's first id: two TASK-101 in one plan, its
+    graph and dependency section mixing the two agents up, and `validate` and `execute` refused the plan."""
+    tasks = [task("TASK-001"), task("TASK-002", deps=["TASK-101"]), task("TASK-101")]
 
     fixed, repairs = collab(tasks, (1, 2))
 
-    assert [t.id for t in fixed] == ["TASK-001", "TASK-002", "TASK-900"] and repairs == []
+    assert [t.id for t in fixed] == ["TASK-001", "TASK-002"] and fixed[1].depends_on == []
+    assert [(r.kind, r.task_id) for r in repairs] == [("dropped_task", "TASK-101"),
+                                                      ("removed_unknown_dependency", "TASK-002")]
+    assert "the range TASK-001..TASK-002 has no id left for it" in repairs[0].detail
 
 
 def test_repair_is_deterministic_idempotent_and_pure() -> None:
