@@ -58,6 +58,10 @@ def test_names_breaking_the_slug_rule_are_slugified() -> None:
     split = repair_split(draft(area("Rate Limits"), area("storage/backends"), area("日本語")), max_agents=5)
     assert [a.focus_area for a in split.areas] == ["rate-limits", "storage-backends", "area-3"]
     assert [r.detail.split(" -> ")[0] for r in split.repairs] == ["'Rate Limits'", "'storage/backends'", "'日本語'"]
+    # An empty name as the model may give it: it failed the answer's schema, a repair round, and the plan.
+    answered = UnderstandingDraft.model_validate_json(draft(area("api"), area("x")).model_dump_json().replace(
+        '"focus_area":"x"', '"focus_area":""'))
+    assert [a.focus_area for a in repair_split(answered, max_agents=5).areas] == ["api", "area-2"]
 
 
 def test_areas_past_the_agent_limit_are_merged_into_the_last_kept() -> None:

@@ -162,7 +162,9 @@ class ProposedArea(BaseModel):
 
     # Not validated against the slug rule here: a name that breaks it is slugified by code
     # (wfqueue.collab.split) instead of failing the answer.
-    focus_area: str = Field(min_length=1, description=f"A kebab-case slug of at most {FOCUS_AREA_MAX} characters "
+    # No minimum length: an empty name is named `area-N` by the split's repair, as a name with nothing to slugify
+    # is (refused by the schema, it cost a repair round and then failed the whole plan).
+    focus_area: str = Field(description=f"A kebab-case slug of at most {FOCUS_AREA_MAX} characters "
                             "(lowercase letters, digits, hyphens), distinct across sub-domains")
     description: str
     focus_paths: list[str] = Field(default_factory=list)
