@@ -228,7 +228,7 @@ def describe_totals(totals: Totals) -> str:
                  "add them to the price_table setting)")
     if totals.estimated_calls:
         text += (f"; the tokens of {totals.estimated_calls} call(s) are estimated from their size: the API reported "
-                 "none")
+                 "no usable counts")
     return text
 
 
