@@ -195,17 +195,19 @@ def repair_tasks(
     padding of canonical ids (3 for TASK-001, 1 for IMPL-1). With ``sequential`` the
     ids are the range's first numbers in task order (lite plans, workflow sessions).
     """
-    tasks, existing_created = _existing_created_as_modified(tasks, exists)
     given = _new_ids([t.id for t in tasks], id_prefix, id_range, digits, sequential)
-    repairs: list[Repair] = []
-    if None in given:  # more tasks than the range has ids: the last ones go
+    dropped_repairs: list[Repair] = []
+    dropped: set[str] = set()
+    if None in given:  # more tasks than the range has ids: those it has none left for go
         assert id_range is not None  # only a range runs out
         low_id, high_id = format_id(id_prefix, id_range[0], digits), format_id(id_prefix, id_range[1], digits)
-        repairs += [Repair(kind="dropped_task", task_id=task.id,
-                           detail=f"dropped {task.id} ({task.title}): the range {low_id}..{high_id} has no id left "
-                                  "for it")
-                    for task, new in zip(tasks, given, strict=True) if new is None]
+        dropped_repairs = [Repair(kind="dropped_task", task_id=task.id,
+                                  detail=f"dropped {task.id} ({task.title}): the range {low_id}..{high_id} has no "
+                                         "id left for it")
+                           for task, new in zip(tasks, given, strict=True) if new is None]
+        dropped = {task.id for task, new in zip(tasks, given, strict=True) if new is None}
         tasks = [task for task, new in zip(tasks, given, strict=True) if new is not None]
+    tasks, existing_created = _existing_created_as_modified(tasks, exists)  # keyed by the kept tasks' positions
     new_ids = [new for new in given if new is not None]
     old_ids = [t.id for t in tasks]
     first_position: dict[str, int] = {}
@@ -218,6 +220,7 @@ def repair_tasks(
     created = FileActionsInPlan([t.model_copy(update={"id": new_ids[position],
                                                      "depends_on": [resolve.get(d, d) for d in t.depends_on]})
                                  for position, t in enumerate(tasks)])
+    repairs: list[Repair] = list(dropped_repairs)  # first: they explain the references removed below
     repaired: list[UnifiedTask] = []
     rewritten_in: dict[str, list[str]] = {}
     per_task: list[tuple[list[str], list[Repair], list[Repair], list[TaskFile]]] = []
@@ -226,6 +229,10 @@ def repair_tasks(
         deps: list[str] = []
         dep_repairs: list[Repair] = []
         for dep in task.depends_on:
+            if dep in dropped and dep not in resolve:  # not another agent's task of that id: this one, gone
+                dep_repairs.append(Repair(kind="removed_unknown_dependency", task_id=new_id,
+                                          detail=f"removed dependency on {dep}: that task was dropped"))
+                continue
             if dep in resolve or dep in known_external_ids:
                 again = resolve.get(dep, dep)
                 if again in deps:  # named twice (or two ids that became one): once is what it means

@@ -270,6 +270,16 @@ def test_a_task_a_full_range_has_no_id_for_is_dropped_and_references_to_it_remov
     assert [(r.kind, r.task_id) for r in repairs] == [("dropped_task", "TASK-101"),
                                                       ("removed_unknown_dependency", "TASK-002")]
     assert "the range TASK-001..TASK-002 has no id left for it" in repairs[0].detail
+    # Where the next agent's ids are known (as in a collab plan): the reference still goes, not to its TASK-101.
+    fixed, repairs = collab(tasks, (1, 2), external=IdRanges("TASK-", [(101, 200)]))
+    assert fixed[1].depends_on == [] and "that task was dropped" in repairs[1].detail
+    # A dropped task ahead of the others: each kept task's own repairs stay its own.
+    shifted = [task("X-1", files=[{"path": "pkg/x.py", "action": "create"}]),
+               task("TASK-001"), task("TASK-002", files=[{"path": "pkg/b.py", "action": "create"}])]
+    fixed, repairs = repair_tasks(shifted, id_prefix="TASK-", id_range=(1, 2), exists=lambda path: True)
+    assert [t.id for t in fixed] == ["TASK-001", "TASK-002"]
+    assert [(r.kind, r.task_id) for r in repairs if r.kind == "created_to_modified"] == [
+        ("created_to_modified", "TASK-002")]
 
 
 def test_repair_is_deterministic_idempotent_and_pure() -> None:
