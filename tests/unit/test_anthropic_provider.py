@@ -293,6 +293,15 @@ def test_the_tools_list_the_repositorys_own_files_not_those_git_ignores(sample_r
     (sample_repo / "notes_api" / "limits.py").write_text("LIMIT = 5\n")
     assert "notes_api/limits.py" in tools.run("glob", {"pattern": "limits.py"})[0]
     assert not tools.run("read", {"path": "generated/tokens_client.py"})[1]  # named, it can still be read
+    # A package git tracks under a name the walk skips is listed; an untracked virtual environment is not.
+    (sample_repo / "build").mkdir()
+    (sample_repo / "build" / "backend.py").write_text("def build_wheel():\n    pass\n")
+    subprocess.run(["git", "-C", str(sample_repo), "add", "build/backend.py"], check=True)
+    (sample_repo / "venv" / "lib").mkdir(parents=True)
+    (sample_repo / "venv" / "lib" / "site.py").write_text("X = 1\n")
+    listing = tools.run("list", {"path": "."})[0].splitlines()
+    assert "build/" in listing and "venv/" not in listing, listing
+    assert "build/backend.py" in tools.run("glob", {"pattern": "*.py"})[0]
 
 
 def test_tools_cap_their_output(sample_repo: Path) -> None:

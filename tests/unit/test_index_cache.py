@@ -154,6 +154,9 @@ def test_files_git_ignores_and_a_submodules_files_are_not_the_repositorys_own(tm
     (repo / "venv" / "lib").mkdir(parents=True)
     (repo / "venv" / "lib" / "site.py").write_text("X = 1\n")
 
+    # A tracked file kept locally changed (`git update-index --skip-worktree`) is there, and the project's.
+    subprocess.run([*git, "update-index", "--skip-worktree", "app/catalog/store.py"], check=True)
+
     paths = {f.path for f in build_index(repo).files}
     assert "app/catalog/store.py" in paths and ".gitignore" in paths and "src/build/builder.py" in paths
     assert not any(p.startswith(("generated/", "libs/", "venv/")) for p in paths), sorted(paths)

@@ -237,7 +237,7 @@ TRACKED_SKIPPED = SKIP_DIRS - {"build", "dist", "env"}
 
 def _git_listed(root: Path) -> list[tuple[str, bool]] | None:
     """The files git shows in the working tree at ``root`` (relative to it), each with whether git tracks it:
-    tracked and checked out (a sparse checkout's others are not there), or untracked and not ignored. None when
+    tracked and there (a sparse checkout's others are not), or untracked and not ignored. None when
     ``root`` is in no git working tree (or git is missing), and when the repository around it ignores ``root``
     itself (a copy kept inside another project): then every file is read."""
     try:
@@ -252,7 +252,9 @@ def _git_listed(root: Path) -> list[tuple[str, bool]] | None:
     found: dict[str, bool] = {}  # a path in a merge conflict is listed once per side: once here
     for entry in listed.stdout.split("\0"):
         tag, _, path = entry.partition(" ")
-        if path and tag != "S":  # S: skip-worktree, outside a sparse checkout's cone
+        # S: skip-worktree, outside a sparse checkout's cone (not there), or a tracked file kept locally changed
+        # with `git update-index --skip-worktree` (there, and the project's).
+        if path and (tag != "S" or os.path.lexists(root / path)):
             found[path] = tag != "?"
     return sorted(found.items())
 
@@ -275,8 +277,8 @@ def repository_files(root: Path) -> Iterator[str]:
     if listed is not None:
         for rel, tracked in listed:
             folders = rel.split("/")[:-1]
-            skipped = any(part in TRACKED_SKIPPED for part in folders) if tracked else any(
-                skipped_dir(part) for part in folders)
+            skipped = any(part in TRACKED_SKIPPED or part.endswith(SKIP_DIR_SUFFIXES) for part in folders) \
+                if tracked else any(skipped_dir(part) for part in folders)
             if _utf8(rel) and not skipped:
                 yield rel
         return

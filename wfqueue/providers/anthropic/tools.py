@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
-from wfqueue.analysis.files import TRACKED_SKIPPED, repository_files
+from wfqueue.analysis.files import repository_files, skipped_dir
 from wfqueue.errors import ToolError
 
 __all__ = ["TOOL_DEFINITIONS", "RepoTools", "ToolError", "glob_to_regex"]
@@ -148,8 +148,8 @@ class RepoTools:
 
     def walk_files(self, start: Path | None = None) -> Iterator[tuple[str, Path]]:
         """(repo-relative path, real path) of every file of the repository (wfqueue.analysis.files: in a git
-        working tree, none git ignores, none of a submodule) under ``start``, sorted, symlinks leaving the root
-        skipped; symlinked directories are never followed."""
+        working tree, none git ignores, none of a submodule) under ``start``, sorted (outside git: folder by
+        folder), symlinks leaving the root skipped; symlinked directories are never followed."""
         prefix = "" if start is None or start == self.root else self._rel(start) + "/"
         for rel in repository_files(self.root):  # listed at each call: a coding agent's writes are seen
             if not rel.startswith(prefix):
@@ -166,8 +166,11 @@ class RepoTools:
         if not target.is_dir():
             raise ToolError(f"{path!r} is not a directory")
         entries: list[str] = []
+        # A folder the walk skips (a virtual environment, build/) is listed when the repository has files in it (a
+        # package git tracks as build/): as glob and grep see it.
+        held = {rel.split("/", 1)[0] for rel in repository_files(target)} if target.is_dir() else set()
         for child in sorted(target.iterdir(), key=lambda p: p.name):
-            if child.is_dir() and child.name in TRACKED_SKIPPED:  # build/ or a file named `dist` is shown
+            if child.is_dir() and skipped_dir(child.name) and child.name not in held:
                 continue
             real = child.resolve()
             if not self._inside(real):
