@@ -301,6 +301,8 @@ def test_an_understanding_the_model_failed_ends_the_plan_failed_and_resume_runs_
     assert shown["status"] == "failed" and "wfqueue resume" in shown["hint"], shown
     listed = run_cli("status", "--repo", str(sample_repo), "--json").json()
     assert [row["status"] for row in listed] == ["failed"]
+    failing_again = run_cli("resume", session, "--repo", str(sample_repo), "--json")  # said as the first time
+    assert failing_again.code == 1 and failing_again.json()["status"] == "failed", failing_again.stderr
     write_script(script)  # answers every step now
     again = run_cli("resume", session, "--repo", str(sample_repo), "--json")
     assert again.code == 0 and again.json()["tasks"] >= 1, again.stderr

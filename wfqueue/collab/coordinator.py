@@ -181,8 +181,13 @@ class CollabCoordinator(WorkflowCoordinator[CoordinatorUI]):
                         "requirement", hint="start the plan again with `wfqueue collab-plan`")
                 understand = CollabRequest(requirement=requirement, repo=repo, max_agents=self.settings.max_agents,
                                            provider=provider, yes=True)
-                analysis = self._understand(runtime.app, runtime.settings, state, session_dir, understand,
-                                            understand.max_agents)
+                state.set_meta(status=SessionStatus.PLANNING)  # `status` reads it under way, not failed
+                (session_dir / SUMMARY_FILE).unlink(missing_ok=True)  # a failed understanding's plan.md
+                try:
+                    analysis = self._understand(runtime.app, runtime.settings, state, session_dir, understand,
+                                                understand.max_agents)
+                except ProviderError as exc:  # failed again: said as the first time
+                    return self._understanding_failed(state, session_dir, understand, exc)
             if state.session_meta().kind is None:  # Redis forgot the session: the meta a new plan writes
                 state.set_meta(kind=SessionKind.COLLAB, repo=str(repo), session_dir=str(session_dir),
                                provider=provider)

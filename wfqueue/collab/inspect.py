@@ -79,8 +79,10 @@ def read_session(session_dir: Path, live: dict[str, dict[str, Any]] | None = Non
     try:
         analysis = RequirementAnalysis.model_validate_json((session_dir / ANALYSIS_FILE).read_text(encoding="utf-8"))
     except FileNotFoundError:  # not written yet: under way, or the model failed the step (plan.md says so)
-        summary = session_dir / SUMMARY_FILE
-        failed = summary.is_file() and UNDERSTANDING_FAILED in summary.read_text(encoding="utf-8", errors="replace")
+        try:
+            failed = UNDERSTANDING_FAILED in (session_dir / SUMMARY_FILE).read_text(encoding="utf-8", errors="replace")
+        except OSError:  # none (under way), or unreadable: what the folder tells is that nothing was split yet
+            failed = False
         return SessionStatus(session_id=session_dir.name, session_dir=str(session_dir),
                              status="failed" if failed else "understanding", requirement="", agents=[], tasks=0,
                              conflicts=0, usage=usage)
