@@ -289,8 +289,12 @@ def test_an_answer_without_token_counts_keeps_its_estimates_in_the_window(sample
         provider = AnthropicProvider(model="claude-test", api_key="k", base_url=fake.base_url,
                                      limiter=recording, sleep=lambda s: None)  # type: ignore[arg-type]
         provider.run(step)
-    assert recording.released == [None]  # the estimates stand
-    assert provider.usage[0]["estimated"] is True
+    # Released with the same estimates as the bill's (released with none, the call kept max_tokens reserved
+    # against the output limit; with zeros, it counted as nothing).
+    [entry] = provider.usage
+    assert entry["estimated"] is True
+    assert recording.released == [Usage(input_tokens=entry["input_tokens"], output_tokens=entry["output_tokens"])]
+    assert 0 < entry["output_tokens"] < 1000
 
 
 def test_make_provider_builds_a_learning_limiter_capped_by_the_settings() -> None:

@@ -49,6 +49,12 @@ TRANSIENT_STATUS = frozenset({408, 409, 429, 529})
 CUT_STREAM_ERRORS = (httpx2.TransportError, anthropic.APIConnectionError)
 
 
+def estimated_counts(request: Mapping[str, Any], response: Any) -> tuple[int, int]:
+    """(input, output) tokens of a call whose answer reported no counts, from the request's and the answer's size."""
+    answer = [block.model_dump(mode="json") for block in getattr(response, "content", None) or []]
+    return (estimate_tokens(request["system"], request["messages"], request.get("tools")), estimate_tokens(answer))
+
+
 def counts_reported(usage: Any) -> bool:
     """Whether an answer's usage holds its input and output counts (whole numbers, not below zero)."""
     return all(isinstance(value, int) and value >= 0
@@ -171,7 +177,11 @@ class Caller:
                 # An answer that reports no counts (a proxy that drops them) keeps its estimates in the window:
                 # zeros there let the workers overrun the limits (wfqueue.providers.anthropic.client.reported_usage
                 # estimates them for the bill).
-                actual = Usage.from_api(outcome.usage) if counts_reported(outcome.usage) else None
+                if counts_reported(outcome.usage):
+                    actual = Usage.from_api(outcome.usage)
+                else:  # released with none, the call kept its max_tokens reserved against the output limit
+                    sent, answered = estimated_counts(request, outcome)
+                    actual = Usage(input_tokens=sent, output_tokens=answered)
             elif outcome.status is not None:
                 # Refused with an error status (429, 529, 5xx): no model ran, no token counts against the
                 # limits. Kept, the max_tokens reserved for each refused call made the workers wait on an output

@@ -45,12 +45,12 @@ from pydantic import BaseModel, ValidationError
 
 from wfqueue.errors import ConfigError, ProviderError, ToolError, TransientProviderError
 from wfqueue.per_process import PerProcess
-from wfqueue.providers.anthropic.calls import Caller, RetryPolicy, counts_reported
+from wfqueue.providers.anthropic.calls import Caller, RetryPolicy, counts_reported, estimated_counts
 from wfqueue.providers.anthropic.prompts import FINAL_TURN_TEXT, build_prompt, repair_text
 from wfqueue.providers.anthropic.schema import output_format
 from wfqueue.providers.anthropic.tools import TOOL_DEFINITIONS, RepoTools
 from wfqueue.providers.base import ExploreAngleStep, PlanAreaStep, Step
-from wfqueue.ratelimit import RateLimiter, estimate_tokens
+from wfqueue.ratelimit import RateLimiter
 from wfqueue.turns import MemoryJournal, Transcript, TurnJournal, journal_key
 
 __all__ = ["AnthropicProvider"]
@@ -81,10 +81,9 @@ def reported_usage(request: dict[str, Any], response: Any) -> dict[str, Any]:
     if counts_reported(usage):
         counts = {name: getattr(usage, name, None) for name in USAGE_FIELDS}
         return {name: value if isinstance(value, int) and value >= 0 else 0 for name, value in counts.items()}
-    answer = [block.model_dump(mode="json") for block in getattr(response, "content", None) or []]
-    return {"input_tokens": estimate_tokens(request["system"], request["messages"], request.get("tools")),
-            "output_tokens": estimate_tokens(answer),
-            "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "estimated": True}
+    sent, answered = estimated_counts(request, response)
+    return {"input_tokens": sent, "output_tokens": answered, "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0, "estimated": True}
 
 
 def _block_param(block: Any) -> dict[str, Any] | None:
