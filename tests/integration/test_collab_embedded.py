@@ -325,3 +325,7 @@ def test_a_plan_whose_agents_planned_no_task_is_failed_and_says_so(sample_repo: 
     said = run_cli("collab-plan", "Add per-user rate limiting", "--repo", str(sample_repo), "-y", "--provider",
                    provider)
     assert said.code == 1 and "no agent planned a task" in said.stdout, said.stdout
+    refused = run_cli("execute", session, "--repo", str(sample_repo), "--dry-run")
+    assert refused.code == 2 and "no agent planned a task; plan the requirement again" in refused.stderr, \
+        refused.stderr
+    assert "resume" not in refused.stderr  # it sent the user to a resume with nothing to do

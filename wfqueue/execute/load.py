@@ -11,12 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from wfqueue.collab.steps import NOTE_FILE, is_cancelled
+from wfqueue.collab.steps import ANALYSIS_FILE, NOTE_FILE, is_cancelled
 from wfqueue.errors import BadInputError
 from wfqueue.execute.model import ExecutablePlan, PlanKind, PlanVerdict, exec_task
 from wfqueue.execute.plan_context import AGENT_PLAN_FILE, AGENTS_DIR, agent_plan_files, read_context
 from wfqueue.execute.safety import refuse_bare
 from wfqueue.execute.validate import refuse_problems
+from wfqueue.fsio import read_json_object
 from wfqueue.lite.render import says_awaiting, says_cancelled
 from wfqueue.lite.steps import PLAN_FILE, TASKS_FILE
 from wfqueue.plan_check import check_plan, default_repo, in_repository, validate_path
@@ -117,8 +118,12 @@ def _collab_tasks(source: PlanSource) -> tuple[list[LoadedTask], list[TaskProble
             tasks.extend([task] if task else [])
             problems.extend(found)
     if not tasks and not problems:
+        # Every agent answered with none (the plan ended failed, saying so): a resume has nothing to run again.
+        areas = read_json_object(source.folder / ANALYSIS_FILE).get("sub_domains")
+        answered = bool(files) and isinstance(areas, list) and len(files) >= len(areas)
         problems.append(TaskProblem(location=f"{source.folder.name}/{AGENTS_DIR}", task_id=None, code="empty",
-                                    message="no agent plan holds a task; finish or resume the plan first"))
+                                    message="no agent planned a task; plan the requirement again" if answered
+                                    else "no agent plan holds a task; finish or resume the plan first"))
     return tasks, problems
 
 
