@@ -76,7 +76,9 @@ def register(app: Celery, settings: Settings) -> None:
         try:
             # Beating while it runs, as a planning agent does: beat's watchdog reports a task that stopped
             # beating, not one whose executor is simply long (an executor may take up to executor_timeout_s).
-            with heartbeat(state, payload.task.id, settings.heartbeat_every_s(), hard):
+            every_s = settings.heartbeat_every_s()
+            state.set_agent(payload.task.id, beat_every_s=every_s)  # the watchdog waits for three missed beats
+            with heartbeat(state, payload.task.id, every_s, hard):
                 run = run_task(payload, executor, state, worker=worker,
                                check_timeout_s=settings.execute_check_timeout_s)
         except TransientProviderError as exc:

@@ -71,3 +71,4 @@ def test_a_running_task_beats_so_the_watchdog_sees_a_long_executor_alive(tmp_pat
     app.tasks[EXECUTE_TASK].run(**sent._kwargs())
     record = SessionState(redis_client(redis_url, 2.0), EXEC_ID, 600).agent(sent.task.id)
     assert record.get("alive_at") is not None and record["alive_at"] > record["started_at"], record
+    assert record["beat_every_s"] == settings.heartbeat_every_s()  # a watchdog with a shorter deadline waits for it
