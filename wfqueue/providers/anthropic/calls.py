@@ -213,8 +213,8 @@ class Caller:
                     # The SDK could not read a tool call's input ("Unable to parse tool parameter JSON", a lone
                     # surrogate): no answer to go on from, as for a cut stream. Sent again; it failed the task on a
                     # raw ValueError before, and `--continue` paid the same turn again.
-                    return CallFailure(f"the answer could not be read: a tool call's input is not valid JSON "
-                                       f"({str(exc)[:200]})")
+                    return CallFailure(f"the answer could not be read (a tool call's input that is not valid JSON, "
+                                       f"or a garbled stream): {str(exc)[:200]}")
                 message = stream.current_message_snapshot if began else None
                 if message is None or message.stop_reason is None:
                     return self._cut(label, message, None)
