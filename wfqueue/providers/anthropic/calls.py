@@ -174,12 +174,12 @@ class Caller:
         try:
             outcome = self._stream(label, request, cut_off)
             if not isinstance(outcome, CallFailure):
-                # An answer that reports no counts (a proxy that drops them) keeps its estimates in the window:
-                # zeros there let the workers overrun the limits (wfqueue.providers.anthropic.client.reported_usage
-                # estimates them for the bill).
+                # An answer that reports no counts (a proxy that drops them) is counted at its size, as the bill
+                # counts it (wfqueue.providers.anthropic.client.reported_usage): zeros let the workers overrun the
+                # limits, and none kept the call's max_tokens reserved against the output limit.
                 if counts_reported(outcome.usage):
                     actual = Usage.from_api(outcome.usage)
-                else:  # released with none, the call kept its max_tokens reserved against the output limit
+                else:
                     sent, answered = estimated_counts(request, outcome)
                     actual = Usage(input_tokens=sent, output_tokens=answered)
             elif outcome.status is not None:
