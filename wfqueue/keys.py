@@ -82,6 +82,8 @@ CLARIFICATIONS = "clarifications"  # JSON list of the ClarificationAnswers the u
 # "1" when a lite plan is to be shown to the user before it counts (no -y): a plan stopped before its plan.md says
 # so (planning interrupted) is asked about by its resume.
 AWAITS_ACCEPTANCE = "awaits_acceptance"
+# "1" when a lite plan was asked to explore whatever its assessment says (--explore): its resume assesses the same way.
+EXPLORE_FORCED = "explore_forced"
 CONTEXT_AT = "context_at"
 SESSION_CONFLICTS = "session_conflicts"
 WFS_PLAN = "wfs_plan"

@@ -234,8 +234,8 @@ def test_an_assessment_the_model_failed_ends_the_plan_failed_and_resume_finishes
         cluster: Cluster, sample_repo: Path, tmp_path: Path) -> None:
     """It escaped as an error: the session was left "planning" (status: interrupted) and `--json` printed nothing."""
     provider = write_script(tmp_path / "script.json", fail={"assess": "the model gave up"})
-    run = cluster.run("lite-plan", CASES["Medium"][0], "--repo", str(sample_repo), "-y", "--provider", provider,
-                      "--json")
+    quiet = "Write a changelog entry"  # explored only when asked (-e)
+    run = cluster.run("lite-plan", quiet, "--repo", str(sample_repo), "-y", "-e", "--provider", provider, "--json")
     assert run.code == 1 and run.json()["status"] == "failed", run.stderr
     assert "the assessment stopped: the model gave up" in run.stderr and "wfqueue resume" in run.stderr
     folder = session_dir(run)
@@ -244,4 +244,6 @@ def test_an_assessment_the_model_failed_ends_the_plan_failed_and_resume_finishes
     assert shown.json()["status"] == "failed", shown.stdout
     write_script(tmp_path / "script.json")  # answers every step now
     resumed = cluster.run("resume", folder.name, "--repo", str(sample_repo), "-y", "--json")
-    assert resumed.code in (0, 1) and resumed.json()["tasks"] >= 1, resumed.stderr
+    assert resumed.json()["status"] == "completed" and resumed.json()["tasks"] >= 1, resumed.stderr
+    # Assessed as the plan was asked (-e: explore whatever the assessment says), not as a plain one.
+    assert resumed.json()["angles"] and (folder / "explorations-manifest.json").is_file(), resumed.stdout

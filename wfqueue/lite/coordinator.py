@@ -133,6 +133,8 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
               request: LiteRequest) -> LiteResult:
         if not request.yes:  # first: a plan stopped at any step is asked about by its resume, as meant
             state.store(keys.AWAITS_ACCEPTANCE, "1")
+        if request.explore:  # a resume whose assessment runs again explores as asked
+            state.store(keys.EXPLORE_FORCED, "1")
         try:
             assessed = self.wait(plan.assess(request.explore).send(app), "the assessment", settings, state)
         except ProviderError as exc:
@@ -210,7 +212,8 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
                          provider=provider, transport=self.transport)
             if state.recall(keys.ASSESSMENT) is None:
                 try:
-                    self.wait(plan.assess(False).send(app), "the assessment", settings, state)
+                    forced = state.recall(keys.EXPLORE_FORCED) == "1"
+                    self.wait(plan.assess(forced).send(app), "the assessment", settings, state)
                 except ProviderError as exc:
                     return self._stopped(state, plan, None, {}, exc)
             assessment = Assessment.model_validate_json(state.recall(keys.ASSESSMENT) or "")
