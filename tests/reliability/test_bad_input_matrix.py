@@ -557,9 +557,11 @@ def test_model_answers_that_are_not_json_truncated_or_of_another_shape_fail_thei
 def test_an_understanding_answer_that_is_not_json_fails_the_plan_clearly(sample_repo: Path) -> None:
     with FakeAnthropic(model(bad_understanding=True)) as fake:
         run = anthropic_cli(fake, sample_repo)
-    error = [line for line in run.stderr.splitlines() if line.startswith("error:")]
+    # The plan ends failed, saying why (an error before, which left the session reading as interrupted).
+    error = [line for line in run.stderr.splitlines() if "the understanding step stopped" in line]
     clean = ("Traceback" not in run.stdout + run.stderr and run.code == 1 and bool(error)
-             and "understand" in error[0] and "after one repair round" in error[0])
+             and "understand" in error[0] and "after one repair round" in error[0]
+             and "runs it again" in run.stderr)
     write_report("bad_input_model_understanding", {"inputs_tried": 1, "clean_errors": int(clean),
                                                    "exit_code": run.code, "error": error[0] if error else None})
     assert clean, run.stderr
