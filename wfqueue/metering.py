@@ -36,6 +36,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from wfqueue.errors import BadInputError, BudgetExhaustedError, WfqueueError
 from wfqueue.fsio import atomic_write_json, atomic_write_text
+from wfqueue.sessions import continue_command
 from wfqueue.turns import SessionJournal, journal_key, transcript_jsonl
 from wfqueue.usage import Budget, PriceTable, Totals, budget_exhausted, describe_totals, summarise
 
@@ -79,9 +80,7 @@ BUDGET_HELP = ("Stop new LLM work once the plan has spent this much: dollars ($2
 def budget_hint(session_id: str) -> str:
     """What to do when ``session_id``'s budget is spent. Resuming pays for nothing twice: finished steps and saved
     turns are kept; planning again starts over."""
-    again = (f"wfqueue execute --continue {session_id}" if session_id.startswith("EXEC-")
-             else f"wfqueue resume {session_id}")
-    return f"finish it with `{again} --budget LARGER`: what is done is kept and not paid again"
+    return f"finish it with `{continue_command(session_id)} --budget LARGER`: what is done is kept and not paid again"
 
 
 # -- pure: budgets and reports ---------------------------------------------------------------

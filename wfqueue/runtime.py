@@ -42,7 +42,7 @@ from wfqueue.errors import (
 )
 from wfqueue.node_keeper import NodeKeeper
 from wfqueue.queue_watch import QueueWatch
-from wfqueue.sessions import queue_dir, repo_option
+from wfqueue.sessions import continue_command, queue_dir, repo_option
 from wfqueue.settings import Settings
 from wfqueue.settings_checks import mask_url
 from wfqueue.state import BROKER_AWAY, connect
@@ -222,8 +222,8 @@ def resumable(settings: Settings, session_id: str, repo: Path, up: UpCluster | N
     re-runs only the missing work once the broker is back."""
     url = mask_url(settings.broker_url.get_secret_value()) if settings.broker_url else "the embedded broker"
     # An execution is finished as its own report says (`resume` would do the same, but one instruction, not two).
-    resume = (f"finish it with `wfqueue execute --continue {session_id}{repo_option(repo)}`"
-              if session_id.startswith("EXEC-") else f"finish the plan with {resume_command(session_id, repo)}")
+    finish = "it" if session_id.startswith("EXEC-") else "the plan"
+    resume = f"finish {finish} with `{continue_command(session_id, repo_option(repo))}`"
     hint = f"when Redis is back, {resume}"
     try:
         yield

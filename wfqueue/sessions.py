@@ -115,6 +115,13 @@ def project_of(cwd: Path, git_top: Path | None) -> Path:
     return git_top
 
 
+def continue_command(session_id: str, option: str = "") -> str:
+    """The command that goes on with ``session_id`` (``option``: repo_option's), as its own report names it: an
+    execution's `execute --continue` (an EXEC- id), any plan's `resume`."""
+    verb = "execute --continue" if session_id.startswith("EXEC-") else "resume"
+    return f"wfqueue {verb} {session_id}{option}"
+
+
 def repo_option(repo: Path) -> str:
     """`` --repo PATH`` for a command the user is told to run, unless run here it finds ``repo`` without it."""
     try:

@@ -43,7 +43,7 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"unknown queue(s): {', '.join(unknown)}", hint=f"choose from {', '.join(ALL_QUEUES)}")
         if pool is not None and pool not in CELERY_POOLS:
             raise ConfigError(f"unknown pool {pool!r}", hint=f"choose {', '.join(CELERY_POOLS)}")
-        checked_loglevel(loglevel)  # before the broker is asked anything
+        level = checked_loglevel(loglevel)  # before the broker is asked anything
         # Where a worker without the shared disk keeps repositories: a file there (or a read-only folder) made it
         # start "ready", then fail every such task.
         if settings.shared_disk is not True:  # a worker told it shares the disk never copies a repository there
@@ -52,7 +52,7 @@ def register(app: typer.Typer) -> None:
         refuse_wrong_credentials(settings)
         chosen = pool or settings.effective_worker_pool()
         slots = settings.worker_slots(concurrency, chosen)
-        argv = [sys.executable, *WORKER_MODULE, "--queues", queues, "--loglevel", checked_loglevel(loglevel),
+        argv = [sys.executable, *WORKER_MODULE, "--queues", queues, "--loglevel", level,
                 "--pool", chosen, "--concurrency", str(slots)]
         if hostname:
             argv += ["--hostname", hostname]
