@@ -16,7 +16,6 @@ from celery import Celery
 from pydantic import BaseModel, Field
 
 from wfqueue import keys
-from wfqueue.collab.finalize import NO_TASK
 from wfqueue.collab.inspect import read_status
 from wfqueue.collab.models import RequirementAnalysis
 from wfqueue.collab.recovery import (
@@ -28,8 +27,8 @@ from wfqueue.collab.recovery import (
     reseed_from_disk,
 )
 from wfqueue.collab.steps import SUMMARY_FILE, agent_dir, failure_reason, is_cancelled, mark_cancelled
-from wfqueue.collab.summary import render_failed_understanding
-from wfqueue.errors import BadInputError, BudgetExhaustedError, InfrastructureError, ProviderError
+from wfqueue.collab.summary import NO_TASK, render_failed_understanding
+from wfqueue.errors import BadInputError, InfrastructureError, ProviderError
 from wfqueue.fsio import atomic_write_text
 from wfqueue.keys import SessionKind, SessionStatus
 from wfqueue.metering import budget_meta, check_budget_priced
@@ -39,7 +38,7 @@ from wfqueue.sessions import SessionIds, planning_root
 from wfqueue.settings import MAX_AGENTS_LIMIT, MAX_COLLAB_WORKERS, Settings
 from wfqueue.state import SessionState
 from wfqueue.usage import Budget
-from wfqueue.workflow.base import WorkflowCoordinator
+from wfqueue.workflow.base import WorkflowCoordinator, stop_hint
 from wfqueue.workflow.contract import PlanOutcome, ResumeRequest, WorkflowUI
 from wfqueue.workflow.kind import WorkflowKind
 
@@ -122,15 +121,14 @@ class CollabCoordinator(WorkflowCoordinator[CoordinatorUI]):
                           render_failed_understanding(state.session_id, request.requirement, exc.message, resume))
         self._bill(state)
         state.set_meta(status=SessionStatus.FAILED)
-        hint = None if isinstance(exc, BudgetExhaustedError) else (
-            f"{exc.hint}; {resume} runs it again" if exc.hint else f"{resume} runs it again")
         return PlanResult(session_id=state.session_id, session_dir=str(session_dir), status=SessionStatus.FAILED,
-                          tasks=0, conflicts=0, usage=self.usage(state), stopped=reason, stop_hint=hint)
+                          tasks=0, conflicts=0, usage=self.usage(state), stopped=reason,
+                          stop_hint=stop_hint(exc, f"{resume} runs it again"))
 
     def _result(self, state: SessionState, session_dir: Path, final: dict[str, Any]) -> PlanResult:
         failures = {area: failure_reason(state, area) for area in final["failed_areas"]}
         # Every agent answered, with no task: said, or a failed plan reads as failing for no reason.
-        empty = next((p for p in final.get("problems", []) if p.startswith(NO_TASK)), None)
+        empty = NO_TASK if NO_TASK in final.get("problems", []) else None
         return PlanResult(session_id=state.session_id, session_dir=str(session_dir), status=final["status"],
                           tasks=final["tasks"], conflicts=final["conflicts"], failed_areas=final["failed_areas"],
                           failures=failures, usage=self.usage(state), stopped=empty)

@@ -44,7 +44,7 @@ from wfqueue.collab.steps import (
     template_note,
     write_area_files,
 )
-from wfqueue.collab.summary import PlanSummaryInput, render_plan_md
+from wfqueue.collab.summary import NO_TASK, PlanSummaryInput, render_plan_md
 from wfqueue.fsio import atomic_write_json, atomic_write_text, locked_update
 from wfqueue.metering import write_usage_file
 from wfqueue.settings import Settings
@@ -87,9 +87,6 @@ def owned_sections(analysis: RequirementAnalysis, results: dict[str, AreaArtifac
     return sections
 
 
-NO_TASK = "no agent planned a task"
-
-
 def note_status(failed: bool, tasks: int, conflicts: int) -> str:
     """failed: no task was planned (agents failed, or every agent answered with none: a plan of nothing said
     "completed", and execute sent the user to a resume that had nothing to do); partial: agents failed, some
@@ -122,8 +119,7 @@ def build_final_note(
     if not note.front_matter:  # a hand edit lost the front matter: rebuild it from the template
         note = note.model_copy(update={"front_matter": parse_note(template).front_matter})
     tasks, found = note_tasks(note)
-    problems = [str(p) for p in found] + ([f"{NO_TASK}: plan the requirement again, said more precisely or with "
-                                          "another model"] if not tasks and not failures else [])
+    problems = [str(p) for p in found] + ([NO_TASK] if not tasks and not failures else [])
     ranges = {s.focus_area: s.task_id_range for s in analysis.sub_domains}
     conflicts = detect_conflicts(tasks, ranges)
     note = replace_section(note, DEPENDENCY_HEADING, render_dependencies(tasks))

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 from wfqueue.collab.models import RequirementAnalysis
 from wfqueue.collab.note import parse_note
 from wfqueue.collab.steps import ANALYSIS_FILE, CONFLICTS_FILE, NOTE_FILE, SUMMARY_FILE, agent_dir
-from wfqueue.collab.summary import UNDERSTANDING_FAILED
+from wfqueue.collab.summary import NO_TASK, UNDERSTANDING_FAILED
 from wfqueue.fsio import read_json_object
 from wfqueue.keys import AgentState
 from wfqueue.metering import UsageReport, read_usage_file, session_report
@@ -129,8 +129,7 @@ def read_session(session_dir: Path, live: dict[str, dict[str, Any]] | None = Non
         tasks=tasks,
         conflicts=len(report.get("conflicts", [])),
         usage=usage,
-        hint="no agent planned a task: plan the requirement again, said more precisely or with another model"
-        if empty else None,
+        hint=NO_TASK if empty else None,
     )
 
 

@@ -176,6 +176,8 @@ def render_plan_md(data: PlanSummaryInput, session_dir: str) -> str:
 
 
 UNDERSTANDING_FAILED = "failed: the understanding step did not end"  # plan.md's status line, as status reads it
+# Why a plan whose agents all answered with no task failed (plan.md's problems, the CLI, `status`'s hint).
+NO_TASK = "no agent planned a task: plan the requirement again, said more precisely or with another model"
 
 
 def render_failed_understanding(session_id: str, requirement: str, reason: str, resume: str) -> str:

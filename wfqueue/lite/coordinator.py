@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 
 from wfqueue import keys
 from wfqueue.collab.steps import now_iso
-from wfqueue.errors import BadInputError, BudgetExhaustedError, ProviderError
+from wfqueue.errors import BadInputError, ProviderError
 from wfqueue.fanout import fan_out
 from wfqueue.fsio import atomic_write_text
 from wfqueue.keys import AgentState, SessionKind, SessionStatus
@@ -38,7 +38,7 @@ from wfqueue.tasks_file import dump_jsonl
 from wfqueue.transport.models import Transport
 from wfqueue.unified_task import UnifiedTask
 from wfqueue.usage import Budget
-from wfqueue.workflow.base import WorkflowCoordinator
+from wfqueue.workflow.base import WorkflowCoordinator, stop_hint
 from wfqueue.workflow.contract import PlanOutcome, ResumeRequest, WorkflowUI
 from wfqueue.workflow.kind import WorkflowKind
 
@@ -174,11 +174,8 @@ class LiteCoordinator(WorkflowCoordinator[LiteUI]):
         stopped), saying why."""
         reason = f"{'planning' if assessment is not None else 'the assessment'} stopped: {exc.message}"
         self.ui.info(reason)
-        hint = None
-        if not isinstance(exc, BudgetExhaustedError):  # a budget's hint is the outcome's own
-            again = (f"{resume_command(state.session_id, plan.repo)} plans it again (what was explored is kept, not "
-                     "paid again)")
-            hint = f"{exc.hint}; {again}" if exc.hint else again
+        hint = stop_hint(exc, f"{resume_command(state.session_id, plan.repo)} plans it again (what was explored is "
+                              "kept, not paid again)")
         report = write_usage_file(state, self.prices, plan.session_dir)
         created = state.remember_once(keys.CREATED_AT, now_iso())
         atomic_write_text(plan.session_dir / PLAN_FILE,

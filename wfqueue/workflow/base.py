@@ -26,9 +26,11 @@ from wfqueue.analysis.files import has_code_file, has_oversized_code
 from wfqueue.coordinator_lease import CoordinatorLease, taken_by_another
 from wfqueue.errors import (
     BadInputError,
+    BudgetExhaustedError,
     ConfigError,
     InfrastructureError,
     NoSourceCodeError,
+    ProviderError,
     SessionIdTakenError,
     WfqueueError,
 )
@@ -81,6 +83,14 @@ def check_credentials(settings: Settings, provider: str, repo: Path) -> None:
 
 
 UI = TypeVar("UI", bound=WorkflowUI)
+
+
+def stop_hint(exc: ProviderError, then: str) -> str | None:
+    """What the user does about a step that stopped a plan: the error's own hint, then ``then`` (the resume that
+    goes on); None for a spent budget, whose hint the plan's outcome gives itself (with --budget LARGER)."""
+    if isinstance(exc, BudgetExhaustedError):
+        return None
+    return f"{exc.hint}; {then}" if exc.hint else then
 
 
 def new_session_folder(root: Path, ids: SessionIds, text: str, taken: set[str] | None = None) -> Path:

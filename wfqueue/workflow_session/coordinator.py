@@ -38,7 +38,7 @@ from wfqueue.settings import MAX_EXPLORE_WORKERS, Settings
 from wfqueue.state import SessionState, SessionStore
 from wfqueue.transport.models import Transport
 from wfqueue.usage import Budget
-from wfqueue.workflow.base import WorkflowCoordinator, check_credentials, new_session_folder
+from wfqueue.workflow.base import WorkflowCoordinator, check_credentials, new_session_folder, stop_hint
 from wfqueue.workflow.contract import PlanOutcome, ResumeRequest, WorkflowUI
 from wfqueue.workflow.kind import WorkflowKind
 from wfqueue.workflow_session.failed_angles import AGAIN, plan_again, why_not_planned_again
@@ -244,9 +244,8 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
                         session.status = "failed"
                     save_session(folder, session)
                     stopped = f"{phase} phase stopped: {exc.message}"
-                    if not isinstance(exc, BudgetExhaustedError):  # a budget's hint is the outcome's own
-                        goes_on = f"{resume_command(session.session_id, request.repo)} goes on at the {phase} phase"
-                        hint = f"{exc.hint}; {goes_on}" if exc.hint else goes_on
+                    hint = stop_hint(exc, f"{resume_command(session.session_id, request.repo)} goes on at the "
+                                          f"{phase} phase")
                     break
                 except (KeyboardInterrupt, EOFError):
                     # Stopped (Ctrl-C, SIGTERM, SIGHUP, no answer), not failed: the phase stays running in the file,
