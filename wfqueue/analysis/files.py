@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from wfqueue.errors import WfqueueError
+from wfqueue.errors import NoSourceCodeError, WfqueueError
 from wfqueue.gitcmd import run_git
 
 # Directories that never hold the project's own sources: VCS metadata, virtual
@@ -225,9 +225,11 @@ def has_code_file(repo: Path, max_bytes: int | None = None) -> bool:
     return any(max_bytes is None or size <= max_bytes for size in _code_sizes(repo))
 
 
-def has_oversized_code(repo: Path, max_bytes: int) -> bool:
-    """Whether a code file of ``repo`` is larger than ``max_bytes`` (the index leaves it out)."""
-    return any(size > max_bytes for size in _code_sizes(repo))
+def no_source_code(repo: Path, max_bytes: int) -> NoSourceCodeError:
+    """The refusal of a repository the index (files of at most ``max_bytes``) finds no code in: naming the size
+    limit when a code file is over it."""
+    too_big = any(size > max_bytes for size in _code_sizes(repo))
+    return NoSourceCodeError.of(repo, max_bytes if too_big else None)
 
 
 # Skipped even where git tracks them: a vendored dependency's tree or a committed cache is no project's source.

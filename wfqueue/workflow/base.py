@@ -22,14 +22,13 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from celery.result import AsyncResult
 
-from wfqueue.analysis.files import has_code_file, has_oversized_code
+from wfqueue.analysis.files import has_code_file, no_source_code
 from wfqueue.coordinator_lease import CoordinatorLease, taken_by_another
 from wfqueue.errors import (
     BadInputError,
     BudgetExhaustedError,
     ConfigError,
     InfrastructureError,
-    NoSourceCodeError,
     ProviderError,
     SessionIdTakenError,
     WfqueueError,
@@ -137,7 +136,7 @@ class WorkflowCoordinator(Generic[UI]):
             check_credentials(self.settings, provider, repo)
             largest = self.settings.index_max_file_bytes
             if provider == "offline" and not has_code_file(repo, largest):  # before a Redis, workers or a folder
-                raise NoSourceCodeError.of(repo, largest if has_oversized_code(repo, largest) else None)
+                raise no_source_code(repo, largest)
 
     @contextmanager
     def runtime(self, repo: Path, workers: int | None = None) -> Iterator[Runtime]:

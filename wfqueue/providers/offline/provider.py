@@ -9,9 +9,9 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from wfqueue.analysis import CODE_LANGUAGES, RepoIndex
-from wfqueue.analysis.files import has_oversized_code
+from wfqueue.analysis.files import no_source_code
 from wfqueue.analysis.index_cache import cached_index
-from wfqueue.errors import InfrastructureError, NoSourceCodeError, ProviderError
+from wfqueue.errors import InfrastructureError, ProviderError
 from wfqueue.providers.base import (
     AssessStep,
     DetectConflictsStep,
@@ -55,8 +55,7 @@ class OfflineProvider:
                          "WFQUEUE_SHARED_DISK=false so that the repository travels to them through Redis")
             index = cached_index(Path(repo), max_bytes=self._max_file_bytes)
             if not any(f.language in CODE_LANGUAGES for f in index.files):
-                big = has_oversized_code(Path(repo), self._max_file_bytes)
-                raise NoSourceCodeError.of(repo, self._max_file_bytes if big else None)
+                raise no_source_code(Path(repo), self._max_file_bytes)
             self._index = (repo, index)
         return self._index[1]
 
