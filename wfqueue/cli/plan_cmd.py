@@ -65,7 +65,7 @@ def describe_session(out: Console, result: WfsResult, next_step: str) -> None:
     gate = result.gate
     out.print(f"[bold]{result.status}[/]: {result.tasks} tasks, {result.conflicts} conflicts resolved"
               + (f", gate {gate}" if gate else ""))
-    common.failed_angles(out, result.failed_angles, result.session_id, result.kept_partial, result.session_dir)
+    common.failed_angles(out, result.failed_angles, result.session_dir, result.kept_partial)
     common.stopped_or(out, result, f"plan:    {escape(result.session_dir)}/IMPL_PLAN.md")
     out.print(f"session: {escape(result.session_dir)}")
     if gate and gate not in GATES_READY:  # it exits 1 for that: say what the gate asks for

@@ -91,22 +91,22 @@ def finish(result: PlanOutcome, as_json: bool, describe: Callable[[Console], Non
     raise typer.Exit(result.exit_code)
 
 
-def failed_angles(out: Console, failed: dict[str, str], session_id: str = "", kept: str | None = None,
-                  session_dir: str = "") -> None:
+def failed_angles(out: Console, failed: dict[str, str], session_dir: str = "", kept: str | None = None) -> None:
     """The exploration angles a plan went without: its findings are missing from the plan (partial). For a workflow
-    session, what its resume does about them (the angle's own reason says "run the plan again", which sent the user
-    round to a resume that answered the same partial plan); ``kept``: why that resume kept it as it is."""
+    session (in ``session_dir``), what its resume does about them (the angle's own reason says "run the plan
+    again", which sent the user round to a resume that answered the same partial plan); ``kept``: why that resume
+    kept it as it is."""
     for angle, reason in failed.items():
         out.print(f"[red]skipped angle[/]: {escape(angle)}: {escape(reason)}")
-    if not failed or not session_id.startswith("WFS-"):
+    folder = Path(session_dir)
+    if not failed or not session_dir or not folder.name.startswith("WFS-"):
         return
     them = "it" if len(failed) == 1 else "them"
     if kept is None:
         # With --repo where the current folder would not find the session (it said "no session" there).
-        resume = resume_command(session_id, default_repo(Path(session_dir))) if session_dir else \
-            f"`wfqueue resume {session_id}`"
-        said = (f"{resume} explores {them} again and makes the plan again with the findings "
-                "(unless its task files are changed first: a replan or an edit keeps the plan as it is)")
+        said = (f"{resume_command(folder.name, default_repo(folder))} explores {them} again and makes the plan again "
+                "with the findings (unless its task files are changed first: a replan or an edit keeps the plan as it "
+                "is)")
     else:
         said = (f"its tasks were generated without {them}, and it is not planned again: {kept}. Plan the requirement "
                 "again (`wfqueue plan`, a new session; this one is kept) for a plan with every angle, or go on with "

@@ -59,7 +59,7 @@ def register(app: typer.Typer) -> None:
                       f" — {escape(result.session_dir)}")
             for area, reason in getattr(result, "failures", {}).items():  # collab plans name each failed agent
                 out.print(f"[red]failed area[/]: {area}: {escape(reason)}")
-            common.failed_angles(out, getattr(result, "failed_angles", {}), result.session_id,  # lite and workflow
-                                 getattr(result, "kept_partial", None), result.session_dir)
+            common.failed_angles(out, getattr(result, "failed_angles", {}), result.session_dir,  # lite and workflow
+                                 getattr(result, "kept_partial", None))
 
         common.finish(result, as_json, describe)
