@@ -124,7 +124,7 @@ def stopped_by_budget(execution: Execution) -> list[str]:
 
 
 class BranchGone(BaseModel):
-    """An ended execution's integration branch is no longer in the repository (wfqueue.execute.merge
+    """An ended execution's integration branch is no longer in the repository (wfqueue.execute.continuing
     .branch_gone): merged and deleted, as a user does once reviewed, or deleted unmerged."""
 
     tip: str | None  # its last merge (None: nothing was merged)
