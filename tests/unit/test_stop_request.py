@@ -20,7 +20,10 @@ class UnsubscribesWhenCollected:
 
     def __del__(self) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(0.05)  # the handler runs here, inside the finalizer
+        # The handler runs here, inside the finalizer: its Terminated ends this loop as soon as it is raised.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            pass
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the "Exception ignored in"
