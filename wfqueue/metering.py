@@ -163,7 +163,8 @@ def usage_line(report: UsageReport | None) -> str:
         return "not recorded"
     if report.budget is None:
         return report.summary
-    state = "exhausted, new LLM work was stopped" if report.budget_exhausted else (
+    # Said of a completed session too (a resume under a smaller budget): what it stops, not that it stopped.
+    state = "exhausted: no further LLM call is made under it" if report.budget_exhausted else (
         f"{describe_spent(report.total, report.budget)} spent")
     return f"{report.summary}; budget {describe_budget(report.budget)} ({state})"
 

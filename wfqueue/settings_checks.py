@@ -80,6 +80,19 @@ def warn_unknown_env(environ: Mapping[str, str], settings: Iterable[str]) -> lis
     return lines
 
 
+def redelivery_overlap(visibility_timeout_s: int, agent_time_limit_s: int) -> str | None:
+    """A warning when a planning agent may outlive its message's visibility timeout: the broker then hands the
+    message to a second worker while the first still plans (both pay for model turns), or None. Pure.
+
+    Not refused: tests and short-lived clusters lower the timeout on purpose to see a dead host's work taken
+    over. The execute queue needs no warning: its tasks' limits are kept under the timeout (workers.execute)."""
+    if visibility_timeout_s > agent_time_limit_s:
+        return None
+    return (f"warning: WFQUEUE_VISIBILITY_TIMEOUT_S ({visibility_timeout_s} s) is not above "
+            f"WFQUEUE_AGENT_TIME_LIMIT_S ({agent_time_limit_s} s): an agent still planning after "
+            f"{visibility_timeout_s} s is given to a second worker as well; raise the timeout above the limit")
+
+
 def before_exec() -> None:
     """Before this process execs another program (a worker, beat): that program does not warn again about the
     variables this one warned about."""

@@ -93,7 +93,7 @@ def test_a_report_sums_per_step_and_judges_the_budget() -> None:
     assert report.total.cost_usd == pytest.approx((1600 * 3 + 350 * 15 + 6400 * 0.3 + 3400 * 3.75) / 1e6)
     assert report.summary.startswith("11,750 tokens (input 1,600, output 350, cache read 6,400, cache write 3,400)")
     assert report.budget_exhausted is True
-    assert usage_line(report).endswith("; budget 10,000 tokens (exhausted, new LLM work was stopped)")
+    assert usage_line(report).endswith("; budget 10,000 tokens (exhausted: no further LLM call is made under it)")
     assert build_report("S1", calls, PRICES, Budget(dollars=1.0)).budget_exhausted is False
     assert usage_line(build_report("S1", calls, PRICES, Budget(dollars=1.0))).endswith(
         "; budget $1.00 ($0.0247 spent)")

@@ -104,3 +104,20 @@ def test_a_misspelt_setting_is_warned_about_once_across_the_exec_into_the_worker
     assert capsys.readouterr().err.count("WFQUEUE_WOKER_POOL is not a wfqueue setting") == 1
     monkeypatch.setattr(settings_checks, "_warned_env", set())  # the program the exec started: a new image
     assert settings_checks.warn_unknown_env(os.environ, Settings.model_fields) == []
+
+
+@pytest.mark.parametrize(("visibility", "warned"), [("300", True), ("360", True), ("361", False)])
+def test_a_worker_whose_messages_would_be_redelivered_while_an_agent_still_plans_is_warned(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], visibility: str, warned: bool) -> None:
+    """A visibility timeout not above the agent time limit hands a slow agent's message to a second worker while
+    the first still plans it: both pay for its model turns. It was accepted without a word."""
+    monkeypatch.setenv("WFQUEUE_BROKER_URL", "redis://127.0.0.1:1/0")
+    monkeypatch.setenv("WFQUEUE_VISIBILITY_TIMEOUT_S", visibility)
+    monkeypatch.setenv("WFQUEUE_AGENT_TIME_LIMIT_S", "360")
+    started: list[object] = []
+    monkeypatch.setattr(os, "execv", lambda *args: started.append(args))
+    main(["worker"])
+    err = " ".join(capsys.readouterr().err.split())
+    assert started, "the worker still starts: the setting is a warning, not a refusal"
+    assert (f"WFQUEUE_VISIBILITY_TIMEOUT_S ({visibility} s) is not above WFQUEUE_AGENT_TIME_LIMIT_S (360 s)"
+            in err) is warned, err

@@ -29,7 +29,7 @@ from wfqueue.lifeline import for_child
 from wfqueue.node_keeper import NodeKeeper, exit_described
 from wfqueue.sessions import queue_dir, resolve_repo
 from wfqueue.settings import load_settings
-from wfqueue.settings_checks import MAX_SLOTS, mask_url
+from wfqueue.settings_checks import MAX_SLOTS, mask_url, redelivery_overlap
 from wfqueue.up_cluster import UP_FILE, UpCluster, UpWorkerSettings, announced, running_up
 
 # Threads of the control queue's own node: chord callbacks of the plans up runs, and beat's maintenance, which
@@ -125,6 +125,9 @@ def register(app: typer.Typer) -> None:
                               hint="give Flower another port (--flower-port or WFQUEUE_FLOWER_PORT), or Redis another")
         refuse_unusable_listen(settings.flower_address, port, option="--flower-port")
         out = Console(highlight=False, soft_wrap=True)
+        overlap = redelivery_overlap(settings.visibility_timeout_s, settings.agent_time_limit_s)
+        if overlap:
+            Console(stderr=True, highlight=False, soft_wrap=True).print(overlap, markup=False)
         stop = threading.Event()
         for sig in to_handle((signal.SIGINT, signal.SIGTERM, signal.SIGHUP)):  # SIGHUP: its terminal was closed
             signal.signal(sig, lambda *_: stop.set())

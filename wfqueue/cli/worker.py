@@ -12,7 +12,7 @@ from wfqueue.errors import ConfigError
 from wfqueue.fsio import check_writable
 from wfqueue.prestart import WORKER_MODULE
 from wfqueue.settings import CELERY_POOLS, load_settings
-from wfqueue.settings_checks import MAX_SLOTS, before_exec
+from wfqueue.settings_checks import MAX_SLOTS, before_exec, redelivery_overlap
 from wfqueue.state import refuse_wrong_credentials
 from wfqueue.task_names import ALL_QUEUES
 from wfqueue.transport.checkouts import cache_dir
@@ -50,6 +50,9 @@ def register(app: typer.Typer) -> None:
             check_writable(cache_dir(settings),
                            hint="point WFQUEUE_WORKER_CACHE_DIR at a folder this worker may write")
         refuse_wrong_credentials(settings)
+        overlap = redelivery_overlap(settings.visibility_timeout_s, settings.agent_time_limit_s)
+        if overlap:
+            print(overlap, file=sys.stderr)
         chosen = pool or settings.effective_worker_pool()
         slots = settings.worker_slots(concurrency, chosen)
         argv = [sys.executable, *WORKER_MODULE, "--queues", queues, "--loglevel", level,
