@@ -124,6 +124,12 @@ def test_uncommitted_changes_of_a_git_repository_are_seen(tmp_path: Path, builds
     (repo / "out" / "bundle.js").write_text("var x = 1;\n")
     cached_index(repo)
     assert len(builds) == 4
+    # An ignore rule outside the working tree's files (.git/info/exclude) hiding an untracked file: the index
+    # stored with it is not what the planners may read any more.
+    with (repo / ".git" / "info" / "exclude").open("a") as exclude:
+        exclude.write("app/catalog/export.py\n")
+    assert "app/catalog/export.py" not in {f.path for f in cached_index(repo).files}
+    assert len(builds) == 5
 
 
 def test_files_git_ignores_and_a_submodules_files_are_not_the_repositorys_own(tmp_path: Path) -> None:
