@@ -159,7 +159,9 @@ class CallUsage(BaseModel):
     model: str
     usage: Usage
     kind: str = ""
-    estimated: bool = False  # the API reported no token counts: they are estimated from the text's size
+    # The API reported no token counts, or the answer broke off before its final count: estimated from the text's
+    # size (wfqueue.providers.anthropic.calls.broken_counts).
+    estimated: bool = False
 
     @classmethod
     def from_entry(cls, entry: Mapping[str, Any]) -> CallUsage:
@@ -228,7 +230,7 @@ def describe_totals(totals: Totals) -> str:
                  "add them to the price_table setting)")
     if totals.estimated_calls:
         text += (f"; the tokens of {totals.estimated_calls} call(s) are estimated from their size: the API reported "
-                 "no usable counts")
+                 "no usable counts, or the answer broke off")
     return text
 
 

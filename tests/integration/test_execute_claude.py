@@ -195,7 +195,11 @@ def test_claude_executes_a_plan_on_a_bad_day_then_continue_with_a_better_model(
     assert snapshot(repo) == before
     # What the model calls cost is kept as for a plan: usage.json, the report, --json (it was in transcripts only).
     answered = len([c for c in fake.calls if c.status == 200 and c.complete])
-    assert json.loads((exec_dir / "usage.json").read_text())["total"]["calls"] == answered
+    bill = json.loads((exec_dir / "usage.json").read_text())
+    # The cut stream had begun its answer (a tool call, no text): billed by the API, so on the bill beside the
+    # answered calls, marked broken.
+    assert [c["step"] for c in bill["calls"] if c.get("broken")] == ["execute TASK-001#1"]
+    assert bill["total"]["calls"] == answered + 1
     assert result["usage"] and "model usage:" in (exec_dir / "execution.md").read_text()
     sent_for_one = len(requests_of(fake, "TASK-001"))
 

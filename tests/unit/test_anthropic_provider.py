@@ -484,6 +484,50 @@ def test_an_answer_and_its_repair_both_cut_mid_stream_is_tried_again_later(sampl
     assert len(server.requests) == 3
 
 
+def prompt_tokens(entry: dict[str, Any]) -> int:
+    return int(entry["input_tokens"] + entry["cache_creation_input_tokens"] + entry["cache_read_input_tokens"])
+
+
+def test_a_send_that_broke_off_after_its_answer_began_is_on_the_bill(sample_repo: Path) -> None:
+    """A tool call cut off mid-stream was sent again and only the answer that came back was recorded: the API bills
+    the prompt and what the model wrote of the first, and a flaky network let a budget be overrun unseen."""
+    with FakeAnthropic(faults={1: "cut_stream"}) as server:
+        server.reply(tool_call("grep", {"pattern": "def "}), answer(FINDINGS))
+        provider = provider_for(server)
+        assert isinstance(provider.run(explore_step(sample_repo)), AngleFindings)
+        assert server.faulted()["cut_stream"] == 1 and len(server.requests) == 3
+    broken, resent, _ = provider.usage
+    assert [e["kind"] for e in provider.usage] == ["turn-1", "turn-1", "turn-2"]
+    assert broken["broken"] is True and broken["estimated"] is True and "broken" not in resent
+    assert prompt_tokens(broken) == prompt_tokens(resent) > 0  # the same prompt, as message_start reported it
+    assert broken["output_tokens"] >= 1 and resent["resent"] == 1
+    assert provider.usage_totals()["calls"] == 3
+
+
+def test_sends_that_broke_off_are_recorded_when_the_step_then_gives_up(sample_repo: Path) -> None:
+    """Past its re-send budget the step raised, and what its broken sends cost was never recorded anywhere: the
+    task's retry resumes from the journal, which now holds them."""
+    with FakeAnthropic(faults=Always("cut_stream")) as server:
+        server.reply(tool_call("grep", {"pattern": "def "}))
+        provider = provider_for(server, retry_policy=RetryPolicy(step_retries=1))
+        with pytest.raises(TransientProviderError, match="re-sends are spent"):
+            provider.run(explore_step(sample_repo))
+        assert len(server.requests) == 2
+    assert [(e["kind"], e.get("broken")) for e in provider.usage] == [("turn-1", True), ("turn-1", True)]
+    assert [e.get("broken") for e in provider.journal.calls] == [True, True]  # type: ignore[attr-defined]
+
+
+def test_an_answer_cut_mid_stream_counts_the_text_that_arrived(sample_repo: Path) -> None:
+    """Kept for its text and repaired, the cut answer was recorded with message_start's output count: 1 token."""
+    with FakeAnthropic(faults={1: "cut_stream"}) as server:
+        server.reply(answer(ASSESSMENT))
+        provider = provider_for(server)
+        assert provider.run(assess_step(sample_repo)).complexity == "Medium"
+    cut = provider.usage[0]
+    assert cut["stop_reason"] is None and cut["estimated"] is True and "broken" not in cut
+    assert cut["output_tokens"] > 1
+
+
 def test_client_errors_are_permanent(fake: FakeAnthropic, sample_repo: Path) -> None:
     fake.reply(error(400, message="bad schema"))
 

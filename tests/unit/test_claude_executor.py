@@ -202,8 +202,10 @@ def test_rate_limits_overload_and_a_cut_stream_are_retried_and_usage_is_counted_
     assert (worktree / "src" / "calc.py").read_text() == FIXED
     assert slept[0] >= 7  # retry-after honoured
     usage = state.usage()
-    assert [entry["kind"] for entry in usage] == ["turn-1", "turn-2", "turn-3"]
-    assert sum(entry["resent"] for entry in usage) == 4
+    # The cut send of turn 2 had begun its answer (a tool call, no text): billed, so on the bill, marked broken.
+    assert [(entry["kind"], entry.get("broken", False)) for entry in usage] == [
+        ("turn-1", False), ("turn-2", True), ("turn-2", False), ("turn-3", False)]
+    assert sum(entry.get("resent", 0) for entry in usage) == 4 and usage[1]["input_tokens"] > 0
 
 
 def test_a_stream_cut_after_some_text_drops_its_tool_calls_and_the_model_goes_on(worktree: Path) -> None:

@@ -55,6 +55,7 @@ from wfqueue.providers.anthropic.client import (
     _assistant_turn,
     _tool_uses,
     _with_tail_cache,
+    broken_entries,
     reported_usage,
 )
 from wfqueue.ratelimit import RateLimiter
@@ -190,8 +191,13 @@ class ClaudeExecutor:
                 "tools": CODING_TOOL_DEFINITIONS,
             }
             resent_before = caller.resent
-            response = caller.call(label, request, deadline)
-            call: dict[str, Any] = {"step": label, "kind": f"turn-{transcript.turns + 1}", "model": response.model,
+            kind = f"turn-{transcript.turns + 1}"
+            try:
+                response = caller.call(label, request, deadline)
+            finally:
+                for broken in broken_entries(label, kind, request, caller):
+                    self.journal.save(transcript, broken)
+            call: dict[str, Any] = {"step": label, "kind": kind, "model": response.model,
                                     "stop_reason": response.stop_reason, "resent": caller.resent - resent_before,
                                     **reported_usage(request, response)}
             transcript = advance(transcript, response, self.caps, used=sum(int(call[f]) for f in USAGE_FIELDS))

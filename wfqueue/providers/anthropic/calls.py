@@ -55,6 +55,27 @@ def estimated_counts(request: Mapping[str, Any], response: Any) -> tuple[int, in
     return (estimate_tokens(request["system"], request["messages"], request.get("tools")), estimate_tokens(answer))
 
 
+def broken_counts(request: Mapping[str, Any], partial: Any) -> dict[str, Any]:
+    """The token counts of a send whose answer began streaming and then broke off (a dropped connection, a stall,
+    a tool call's input the SDK could not read): the API counted the prompt and what the model wrote, and bills
+    them, though no answer came of it. The prompt's counts are those ``message_start`` reported (estimated from
+    the request's size when it reported none); the output, from what arrived (``message_delta`` carries the real
+    count only at the end). Marked estimated, and broken: a usage entry, not an answer."""
+    usage = getattr(partial, "usage", None)
+
+    def reported(name: str) -> int | None:
+        value = getattr(usage, name, None)
+        return value if isinstance(value, int) and value >= 0 else None
+
+    sent = reported("input_tokens")
+    if sent is None:
+        sent = estimate_tokens(request["system"], request["messages"], request.get("tools"))
+    _, written = estimated_counts(request, partial)
+    return {"input_tokens": sent, "output_tokens": max(reported("output_tokens") or 0, written),
+            "cache_creation_input_tokens": reported("cache_creation_input_tokens") or 0,
+            "cache_read_input_tokens": reported("cache_read_input_tokens") or 0, "estimated": True, "broken": True}
+
+
 def counts_reported(usage: Any) -> bool:
     """Whether an answer's usage holds its input and output counts (whole numbers, not below zero)."""
     return all(isinstance(value, int) and value >= 0
@@ -114,6 +135,9 @@ class Caller:
         self.limiter = limiter
         self.retries_left = policy.step_retries
         self.resent = 0  # re-sends made, for the usage record and tests
+        # The counts (broken_counts) of sends whose answer began and broke off, not yet recorded: the caller
+        # records them (take_broken) whether its call then returned or raised.
+        self.broken: list[dict[str, Any]] = []
         self._sleep = sleep
         self._clock = clock
         self._draw = draw
@@ -146,6 +170,11 @@ class Caller:
             agent_notes.note(f"{_shortened(outcome.message, NOTE_REASON_CHARS)}; sending again in {wait:.0f}s "
                              f"({self.retries_left} re-sends left in this try)")
             self._sleep(wait)
+
+    def take_broken(self) -> list[dict[str, Any]]:
+        """The counts of the sends that broke off after their answer began, since the last take."""
+        taken, self.broken = self.broken, []
+        return taken
 
     def _cut_off(self, label: str, deadline: float | None) -> float | None:
         """When the next send must have its answer (the step's deadline less its margin), or None; raises when
@@ -206,18 +235,21 @@ class Caller:
                         began = began or event.type == "message_start"
                         if (cut_off is not None and event.type != "message_stop"  # a whole answer is kept
                                 and self._clock() >= cut_off):  # a trickle of events, never done
-                            return CallFailure("the answer was still streaming at the step's time limit")
+                            return self._broken(request, stream, began, CallFailure(
+                                "the answer was still streaming at the step's time limit"))
                 except CUT_STREAM_ERRORS as exc:
-                    return self._cut(label, stream.current_message_snapshot if began else None, exc)
+                    return self._broken(request, stream, began,
+                                        self._cut(label, stream.current_message_snapshot if began else None, exc))
                 except ValueError as exc:
                     # The SDK could not read a tool call's input ("Unable to parse tool parameter JSON", a lone
                     # surrogate): no answer to go on from, as for a cut stream. Sent again; it failed the task on a
                     # raw ValueError before, and `--continue` paid the same turn again.
-                    return CallFailure(f"the answer could not be read (a tool call's input that is not valid JSON, "
-                                       f"or a garbled stream): {str(exc)[:200]}")
+                    return self._broken(request, stream, began, CallFailure(
+                        f"the answer could not be read (a tool call's input that is not valid JSON, or a garbled "
+                        f"stream): {str(exc)[:200]}"))
                 message = stream.current_message_snapshot if began else None
                 if message is None or message.stop_reason is None:
-                    return self._cut(label, message, None)
+                    return self._broken(request, stream, began, self._cut(label, message, None))
                 return message
         except anthropic.APIStatusError as exc:
             if started:
@@ -253,6 +285,14 @@ class Caller:
         configured = self.client.timeout
         read = configured.read if isinstance(configured, httpx2.Timeout) else configured
         return {} if isinstance(read, (int, float)) and read <= remaining else {"timeout": remaining}
+
+    def _broken(self, request: dict[str, Any], stream: Any, began: bool, outcome: Any) -> Any:
+        """``outcome`` of a stream that ended early; a failed send whose answer had begun is kept in ``broken``
+        (its prompt and what the model wrote were billed). A cut answer returned as it stands is recorded as
+        the call itself."""
+        if began and isinstance(outcome, CallFailure):
+            self.broken.append(broken_counts(request, stream.current_message_snapshot))
+        return outcome
 
     @staticmethod
     def _cut(label: str, partial: Any, exc: BaseException | None) -> Any:

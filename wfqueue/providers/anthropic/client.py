@@ -45,7 +45,7 @@ from pydantic import BaseModel, ValidationError
 
 from wfqueue.errors import ConfigError, ProviderError, ToolError, TransientProviderError
 from wfqueue.per_process import PerProcess
-from wfqueue.providers.anthropic.calls import Caller, RetryPolicy, counts_reported, estimated_counts
+from wfqueue.providers.anthropic.calls import Caller, RetryPolicy, broken_counts, counts_reported, estimated_counts
 from wfqueue.providers.anthropic.prompts import FINAL_TURN_TEXT, build_prompt, repair_text
 from wfqueue.providers.anthropic.schema import output_format
 from wfqueue.providers.anthropic.tools import TOOL_DEFINITIONS, RepoTools
@@ -77,6 +77,12 @@ def reported_usage(request: dict[str, Any], response: Any) -> dict[str, Any]:
     """The call's token counts as the API reported them; where it reported no input or output count (a proxy
     that drops ``usage``, a null, a negative number), both are estimated from the request's and the answer's
     size and the entry says so: counted as 0, every such call was free and a budget never stopped anything."""
+    if getattr(response, "stop_reason", None) is None:
+        # An answer cut off mid-stream, kept for its text (calls.Caller._cut): its counts are message_start's, whose
+        # output count (1) stands for the start of the answer, not what arrived of it.
+        counts = broken_counts(request, response)
+        del counts["broken"]  # an answer, repaired next: not a broken send
+        return counts
     usage = getattr(response, "usage", None)
     if counts_reported(usage):
         counts = {name: getattr(usage, name, None) for name in USAGE_FIELDS}
@@ -84,6 +90,13 @@ def reported_usage(request: dict[str, Any], response: Any) -> dict[str, Any]:
     sent, answered = estimated_counts(request, response)
     return {"input_tokens": sent, "output_tokens": answered, "cache_creation_input_tokens": 0,
             "cache_read_input_tokens": 0, "estimated": True}
+
+
+def broken_entries(label: str, kind: str, request: dict[str, Any], caller: Caller) -> list[dict[str, Any]]:
+    """Usage entries for the sends of one call that broke off after their answer began (calls.broken_counts):
+    billed by the API, recorded beside the call's own entry whether it then came back or failed the step."""
+    return [{"step": label, "kind": kind, "model": request["model"], "stop_reason": None, **counts}
+            for counts in caller.take_broken()]
 
 
 def _block_param(block: Any) -> dict[str, Any] | None:
@@ -220,7 +233,12 @@ class AnthropicProvider:
             transcript, request, kind, forced = self._next_request(step, transcript, with_tools)
             self.before_call()
             resent_before = caller.resent
-            response = caller.call(step.label, request, deadline)
+            try:
+                response = caller.call(step.label, request, deadline)
+            finally:
+                for broken in broken_entries(step.label, kind, request, caller):
+                    self.usage.append(broken)
+                    self.journal.save(transcript, broken)
             last_stop = getattr(response, "stop_reason", None)
             call = self._record(step, kind, request, response, resent=caller.resent - resent_before)
             transcript = self._advance(step, transcript, response, repo, with_tools=with_tools, forced=forced,
