@@ -86,3 +86,13 @@ def is_bare_repository(path: Path) -> bool:
     except WfqueueError:
         return False
     return done.stdout.strip() == "true"
+
+
+def is_shallow_repository(path: Path) -> bool:
+    """Whether ``path`` is in a shallow clone (``git clone --depth N``: its oldest commits' parents are missing);
+    False when git cannot say."""
+    try:
+        done = run_git(path, "rev-parse", "--is-shallow-repository", check=False)
+    except WfqueueError:
+        return False
+    return done.stdout.strip() == "true"

@@ -18,7 +18,9 @@ import redis
 
 from wfqueue import keys
 from wfqueue.analysis import build_index
+from wfqueue.cli.main import main
 from wfqueue.errors import BadInputError, ConfigError, InfrastructureError, UnsafeRepositoryError
+from wfqueue.pids import pid_namespace
 from wfqueue.settings import Settings
 from wfqueue.state import redis_client
 from wfqueue.transport import repo as transport_repo
@@ -41,6 +43,7 @@ from wfqueue.transport.repo import (
     receive_commits,
     send_commits,
 )
+from wfqueue.transport.workspace import CoordinatorFiles
 
 PROJECT = Path(__file__).resolve().parents[2]
 IDENTITY = {"GIT_AUTHOR_NAME": "Dev", "GIT_AUTHOR_EMAIL": "dev@example.com",
@@ -241,6 +244,33 @@ def test_a_folder_that_is_not_a_repository_or_has_no_commit_is_refused(tmp_path:
     assert "no commit" in empty.value.message and "git commit" in empty.value.hint
 
 
+def test_a_shallow_clone_is_refused_unless_workers_fetch_from_repo_url(repo: Path, tmp_path: Path) -> None:
+    """`git clone --depth 1` (a CI job's checkout): the bundle named no prerequisite for the missing parents and
+    every worker's fetch of it failed, hinted as a full cache; `wfqueue resume` failed the same way."""
+    commit_files(repo, {"src/more.py": "x = 2\n"}, "more")
+    shallow = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{repo}", str(shallow)], check=True)
+    with pytest.raises(UnsafeRepositoryError) as refused:
+        pin_repository(shallow)
+    assert "shallow clone" in refused.value.message and "git fetch --unshallow" in refused.value.hint
+    assert "refs/wfqueue" not in sh(shallow, "for-each-ref")
+    # From WFQUEUE_REPO_URL a worker fetches HEAD itself: nothing of the missing history travels in a bundle.
+    assert pin_repository(shallow, history_from_url=True).commit == sh(shallow, "rev-parse", "HEAD").strip()
+
+
+def test_a_nested_repository_without_a_commit_is_left_out_of_the_snapshot(repo: Path) -> None:
+    """`git add` refuses a repository inside the work tree that has no commit yet ("does not have a commit checked
+    out"): every plan without a shared disk failed on a scratch `git init` folder."""
+    scratch = repo / "tools" / "scratch"
+    scratch.mkdir(parents=True)
+    sh(scratch, "init", "-q")
+    (scratch / "a.py").write_text("print(1)\n", encoding="utf-8")
+    (repo / "notes.txt").write_text("new file\n", encoding="utf-8")
+    pin = pin_repository(repo)
+    assert pin.snapshot and sh(repo, "show", f"{pin.commit}:notes.txt") == "new file\n"
+    assert "tools/" not in sh(repo, "ls-tree", "-r", "--name-only", pin.commit)
+
+
 # -- bundles and checkouts --------------------------------------------------------------------------------------
 
 
@@ -335,6 +365,48 @@ def test_a_bundle_above_the_cap_is_refused_and_nothing_is_stored(
     assert "WFQUEUE_REPO_URL" in refused.value.hint
     assert client.keys("wfq:*") == []
     assert "wfqueue/bundle" not in sh(repo, "for-each-ref")  # its temporary ref is gone too
+
+
+def test_a_bundle_missing_a_chunk_is_stored_again_by_the_next_publish(
+        repo: Path, client: redis.Redis, tmp_path: Path) -> None:
+    """A chunk evicted (maxmemory with allkeys-lru) or expired a moment before its meta: the meta alone made every
+    publish a no-op, so the error's own advice (`wfqueue resume`) failed the same way, for ever."""
+    commit = pin_repository(repo).commit
+    settings = worker_settings(tmp_path)
+    publish(client, repo, commit, settings)
+    client.delete(f"{keys.bundle_prefix(commit)}chunk:0")
+    publish(client, repo, commit, settings)
+    checkout = materialise(client, commit, settings)
+    assert folder_listing(checkout) == tree_listing(repo, commit)
+
+
+def test_a_bundle_claim_left_by_a_killed_publisher_holds_the_next_one_back_briefly(
+        repo: Path, client: redis.Redis, tmp_path: Path) -> None:
+    """A coordinator killed while it stored a bundle (SIGKILL, the OOM killer) left a 10-minute claim: the next plan
+    of the same commit waited that long, silently. A claim whose holder died on this host is taken over at once."""
+    commit = pin_repository(repo).commit
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    claim = f"{keys.bundle_prefix(commit)}{transport_repo.WRITING}"
+    client.set(claim, f"{os.uname().nodename}:{dead}:{pid_namespace()}:feedbeef", ex=600)
+    publish(client, repo, commit, worker_settings(tmp_path))
+    assert read_meta(client, keys.bundle_prefix(commit)) is not None and client.get(claim) is None
+
+
+def test_a_session_whose_bundle_is_refused_leaves_no_pin_in_the_users_repository(
+        repo: Path, client: redis.Redis, tmp_path: Path) -> None:
+    """The pin ref was written before the publish refused the bundle's size: no session named the commit, so
+    nothing led the user to delete the ref, and it kept the snapshot's objects from `git gc`."""
+    make_dirty(repo)
+    settings = Settings(shared_disk=False, bundle_max_bytes=100)
+    files = CoordinatorFiles(settings, client, "LPLAN-x", tmp_path / "session")
+    with pytest.raises(ConfigError, match="WFQUEUE_BUNDLE_MAX_BYTES"):
+        files.start(repo, None)
+    assert "refs/wfqueue" not in sh(repo, "for-each-ref")
+    published = CoordinatorFiles(Settings(shared_disk=False), client, "LPLAN-y", tmp_path / "session")
+    transport = published.start(repo, None)
+    assert transport is not None and sh(repo, "for-each-ref", "--format=%(refname)") == (
+        f"refs/heads/main\nrefs/wfqueue/pins/{transport.commit}\n")
 
 
 def test_a_bundle_that_is_not_in_redis_says_the_coordinator_must_publish_it_again(
@@ -476,3 +548,14 @@ def test_a_worker_cache_too_full_for_the_repository_says_so_and_keeps_no_bundle(
     assert outcome["error"] and "No space left on device" in outcome["error"], outcome
     assert "WFQUEUE_WORKER_CACHE_DIR" in outcome["hint"] and "fsck" not in outcome["hint"], outcome
     assert outcome["left"] == [], "the bundle stayed in the cache"
+
+
+def test_a_plan_of_a_shallow_clone_without_a_shared_disk_is_refused_before_anything_starts(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Refused after its session folder was made (an empty one left, listed by `status`), with exit 3."""
+    shallow = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{repo}", str(shallow)], check=True)
+    monkeypatch.setenv("WFQUEUE_BROKER_URL", "redis://127.0.0.1:1/0")  # nothing answers there: never asked
+    assert main(["lite-plan", "Add a greeting", "--repo", str(shallow), "-y"]) == 2
+    assert "is a shallow clone" in " ".join(capsys.readouterr().err.split())
+    assert not (shallow / ".workflow").exists()

@@ -188,8 +188,9 @@ def _cache_git(cwd: Path, *args: str, env: dict[str, str] | None = None,
                    needed_for="the repository travels to workers by git",
                    install_hint="install git on every worker",
                    failure_hint=f"on worker {socket.gethostname()}: free space in its cache, or set "
-                                "WFQUEUE_WORKER_CACHE_DIR there to a writable folder with room; then resume the "
-                                "session")
+                                "WFQUEUE_WORKER_CACHE_DIR there to a writable folder with room; if git says an "
+                                f"object is missing or corrupt, delete {cwd if cwd.name == GIT_DIR else 'the cache'} "
+                                "there (it is filled again from Redis); then resume the session")
 
 
 def _ensure_commit(client: redis.Redis, root: Path, commit: str, repo_url: str | None) -> Path:

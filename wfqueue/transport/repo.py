@@ -28,8 +28,7 @@ import secrets
 import shutil
 import subprocess
 import tempfile
-import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import redis
@@ -37,17 +36,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from wfqueue import keys
 from wfqueue.errors import ConfigError, InfrastructureError, UnsafeRepositoryError
-from wfqueue.gitcmd import SNAPSHOT_SUBJECT, run_git
+from wfqueue.gitcmd import SNAPSHOT_SUBJECT, is_shallow_repository, run_git
 from wfqueue.sessions import WORKFLOW_DIR
 from wfqueue.settings import Settings
-from wfqueue.state import RELEASE_IF_OWNER, as_text, raw_reply
+from wfqueue.state import as_text, raw_reply
+from wfqueue.step_runner import held_step
 from wfqueue.transport.models import RepoPin
 
 CHUNK_BYTES = 4 * 1024 * 1024  # one Redis value: far below its 512 MB limit, and cheap to hold in memory
 PIPELINE_CHUNKS = 4  # chunks sent per round trip: 16 MiB in flight at most
 META = "meta"
 WRITING = "writing"  # SET NX while one process stores a bundle, so two never interleave their chunks
-WRITE_WAIT_S = 600.0  # how long a second publisher of the same bundle waits for the first
 PIN_REF_PREFIX = "refs/wfqueue/pins/"
 BUNDLE_REF_PREFIX = "refs/wfqueue/bundle/"
 GIT_TIMEOUT_S = 600.0  # a fetch of a large repository from a slow remote takes minutes
@@ -125,9 +124,25 @@ def is_ancestor(cwd: Path, older: str, newer: str) -> bool:
 # -- pinning --------------------------------------------------------------------------------------------------
 
 
-def pin_repository(repo: Path) -> RepoPin:
+SHALLOW_HINT = ("run `git fetch --unshallow` in it, or set WFQUEUE_REPO_URL to a git URL every worker can fetch "
+                "the commit from, or WFQUEUE_SHARED_DISK=true if every worker mounts the repository at this path")
+
+
+def refuse_shallow(repo: Path) -> None:
+    """A shallow clone (a CI job's `git clone --depth 1`) cannot travel as a bundle: git writes one that names no
+    prerequisite for the missing parents, and a worker's fetch of it fails ("did not send all necessary objects"),
+    which read as its cache being full."""
+    if is_shallow_repository(repo):
+        raise UnsafeRepositoryError(f"{repo} is a shallow clone: workers on other machines receive the repository "
+                                    "as a git bundle, which needs its whole history", hint=SHALLOW_HINT)
+
+
+def pin_repository(repo: Path, *, history_from_url: bool = False, keep: bool = True) -> RepoPin:
     """Pin ``repo`` at HEAD, or at a snapshot commit of its uncommitted changes on top of HEAD (``.workflow/``
-    left out: planning writes there). Refuses a folder that is not a git repository or has no commit."""
+    left out: planning writes there). Refuses a folder that is not a git repository or has no commit, and a
+    shallow clone unless ``history_from_url`` (workers fetch HEAD from WFQUEUE_REPO_URL). ``keep``: write the pin
+    ref now (else :func:`keep_pin`, once the commit is published: a publish refused, the ref would be no
+    session's)."""
     top_done = git(repo, "rev-parse", "--show-toplevel", check=False)
     if top_done.returncode != 0:
         raise UnsafeRepositoryError(f"{repo} is not a git repository; workers on other machines receive it by git",
@@ -138,13 +153,21 @@ def pin_repository(repo: Path) -> RepoPin:
     if head is None:
         raise UnsafeRepositoryError(f"{top} has no commit yet; workers on other machines receive a commit of it",
                                     hint="commit your files first (git add -A && git commit)")
+    if not history_from_url:
+        refuse_shallow(top)
     prefix = git(repo, "rev-parse", "--show-prefix").stdout.strip()
     tree = _work_tree_tree(top, f"{prefix}{WORKFLOW_DIR}")
     commit = head
     if tree != git(top, "rev-parse", f"{head}^{{tree}}").stdout.strip():
         commit = _snapshot_commit(top, head, tree)
-    git(top, "update-ref", f"{PIN_REF_PREFIX}{commit}", commit)
+    if keep:
+        keep_pin(top, commit)
     return RepoPin(repo=str(repo), head=head, commit=commit, snapshot=commit != head, prefix=prefix)
+
+
+def keep_pin(repo: Path, commit: str) -> None:
+    """``refs/wfqueue/pins/<commit>``: keeps a pinned commit (a snapshot no branch holds) from ``git gc``."""
+    git(repo, "update-ref", f"{PIN_REF_PREFIX}{commit}", commit)
 
 
 def _work_tree_tree(top: Path, excluded: str) -> str:
@@ -161,7 +184,13 @@ def _work_tree_tree(top: Path, excluded: str) -> str:
             shutil.copy2(user_index, index)
         else:
             git(top, "read-tree", "HEAD", env=env)
-        git(top, "add", "--all", "--", ".", env=env)
+        # A repository inside the work tree that git does not track and that has no commit yet (a `git init`
+        # scratch folder): `git add` refuses it ("does not have a commit checked out") and failed every plan. Left
+        # out, as the planners leave out every nested repository's files (wfqueue.analysis.files).
+        untracked = git(top, "-c", "core.quotePath=false", "ls-files", "-z", "--others", "--exclude-standard",
+                        env=env).stdout.split("\0")
+        empty = [path.rstrip("/") for path in untracked if path.endswith("/") and rev(top / path, "HEAD") is None]
+        git(top, "add", "--all", "--", ".", *[f":(exclude,literal){path}" for path in empty], env=env)
         # ``excluded`` as HEAD has it (usually: absent). Not an exclude pathspec on the add: naming a path that
         # .gitignore ignores makes `git add` fail.
         git(top, "reset", "-q", "HEAD", "--", excluded, env=env)
@@ -185,12 +214,19 @@ def read_meta(client: redis.Redis, prefix: str) -> BundleMeta | None:
     return None if value is None else BundleMeta.model_validate_json(as_text(value))
 
 
-def _refresh(client: redis.Redis, prefix: str, meta: BundleMeta, ttl_s: int) -> None:
+def _refresh(client: redis.Redis, prefix: str, meta: BundleMeta, ttl_s: int) -> bool:
+    """Extend the expiry of a stored bundle's keys; False (and ``meta`` deleted, so that the bundle is stored again)
+    when a chunk is gone: evicted by Redis's memory policy, or expired a moment before its ``meta`` (written last).
+    Kept, such a ``meta`` made every publish a no-op and every reader fail, `wfqueue resume` included."""
     pipe = client.pipeline(transaction=False)
     for index in range(meta.chunks):
         pipe.expire(chunk_key(prefix, index), ttl_s)
     pipe.expire(f"{prefix}{META}", ttl_s)
-    pipe.execute()
+    *chunks, _ = pipe.execute()
+    if all(chunks):  # EXPIRE answers 0 for a key that does not exist
+        return True
+    client.delete(f"{prefix}{META}")
+    return False
 
 
 def _refresh_chain(client: redis.Redis, commit: str, ttl_s: int) -> bool:
@@ -200,9 +236,8 @@ def _refresh_chain(client: redis.Redis, commit: str, ttl_s: int) -> bool:
     while current is not None and current not in seen and len(seen) < MAX_CHAIN:
         seen.add(current)
         meta = read_meta(client, keys.bundle_prefix(current))
-        if meta is None:
+        if meta is None or not _refresh(client, keys.bundle_prefix(current), meta, ttl_s):
             return False  # also when a prerequisite expired: the commit's bundle is then stored again
-        _refresh(client, keys.bundle_prefix(current), meta, ttl_s)
         current = meta.prerequisite
     return True
 
@@ -245,21 +280,12 @@ def download(client: redis.Redis, prefix: str, meta: BundleMeta, target: Path, h
         raise InfrastructureError(f"the bundle of {meta.commit[:12]} in Redis does not match its checksum", hint=hint)
 
 
-@contextlib.contextmanager
-def _writing(client: redis.Redis, prefix: str) -> Iterator[None]:
+def _writing(client: redis.Redis, prefix: str) -> contextlib.AbstractContextManager[None]:
     """Hold the claim to write one bundle's keys: two processes storing the same bundle (two plans pinned at the
-    same commit, one thin and one full) would otherwise interleave their chunks."""
-    token = secrets.token_hex(8)
-    deadline = time.monotonic() + WRITE_WAIT_S
-    while not client.set(f"{prefix}{WRITING}", token, nx=True, ex=int(WRITE_WAIT_S)):
-        if time.monotonic() >= deadline:
-            raise InfrastructureError(f"another process has been storing {prefix}* in Redis for too long",
-                                      hint=f"run the command again; if it persists, delete {prefix}{WRITING}")
-        time.sleep(0.05)
-    try:
-        yield
-    finally:
-        client.eval(RELEASE_IF_OWNER, 1, f"{prefix}{WRITING}", token)
+    same commit, one thin and one full) would otherwise interleave their chunks. The claim of a process killed
+    while it stored (SIGKILL, the OOM killer) is taken over at once on its host, else when its lease runs out
+    (wfqueue.step_runner): a 10-minute claim held the next plan of the same commit that long, without a word."""
+    return held_step(client, f"{prefix}{WRITING}", f"storing {prefix}*")
 
 
 def _bundle(repo: Path, tip: str, exclude: str | None, target: Path) -> str:
@@ -324,8 +350,7 @@ def send_commits(client: redis.Redis, repo: Path, tip: str, base: str, name: str
                                   hint="commit the task's change before sending it")
     with _writing(client, prefix):
         meta = read_meta(client, prefix)
-        if meta is not None and meta.commit == tip_commit:
-            _refresh(client, prefix, meta, settings.bundle_ttl_s)
+        if meta is not None and meta.commit == tip_commit and _refresh(client, prefix, meta, settings.bundle_ttl_s):
             return
         _make_and_store(client, repo, prefix, tip_commit, base, settings, what=f"the commits of {name}",
                         hint="raise WFQUEUE_BUNDLE_MAX_BYTES, or make the task's change smaller")

@@ -33,7 +33,7 @@ from wfqueue.settings import Settings
 from wfqueue.state import SessionState, as_text, connect
 from wfqueue.transport.checkouts import cache_dir, checked_out, repository_for
 from wfqueue.transport.models import RepoPin, Transport
-from wfqueue.transport.repo import pin_repository, publish
+from wfqueue.transport.repo import keep_pin, pin_repository, publish
 from wfqueue.transport.session_files import SessionFiles, hydrate, mirrored
 
 __all__ = ["CoordinatorFiles", "local_session_root", "rebuild_from_redis", "shares_disk", "shown_session_dir",
@@ -176,16 +176,20 @@ class CoordinatorFiles:
         a shared disk. Not a git repository: UnsafeRepositoryError, saying what to do."""
         if shares_disk(self.settings):
             return None
+        fresh_pin = recorded is None and recorded_pin is None
         if recorded is not None:
             self.pin = recorded_pin
             commit, repo_url = recorded.commit, recorded.repo_url
         else:  # a new session pins the repository; one Redis forgot has its folder's pin
-            self.pin = recorded_pin or pin_repository(repo)
+            self.pin = recorded_pin or pin_repository(repo, history_from_url=self.settings.repo_url is not None,
+                                                      keep=False)
             commit, repo_url = self.pin.commit, self.settings.repo_url
         if repo_url is None:
             publish(self.client, repo, commit, self.settings)
         elif self.pin is not None and self.pin.snapshot:  # HEAD comes from the URL, the uncommitted changes from Redis
             publish(self.client, repo, commit, self.settings, have=self.pin.head, have_at_url=True)
+        if fresh_pin:  # published: a session now names it
+            keep_pin(repo, commit)
         self.transport = recorded or Transport(commit=commit, prefix=self.pin.prefix if self.pin else "",
                                                repo_url=repo_url, session_id=self.session_id,
                                                session_root=str(self.session_dir))

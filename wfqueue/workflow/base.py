@@ -59,7 +59,8 @@ from wfqueue.sessions import WORKFLOW_DIR, SessionIds
 from wfqueue.settings import Settings
 from wfqueue.state import SessionState, SessionStore
 from wfqueue.transport.models import Transport
-from wfqueue.transport.workspace import PIN_FILE, CoordinatorFiles, read_pin
+from wfqueue.transport.repo import refuse_shallow
+from wfqueue.transport.workspace import PIN_FILE, CoordinatorFiles, read_pin, shares_disk
 from wfqueue.up_cluster import serving_up
 from wfqueue.usage import Budget, PriceTable
 from wfqueue.workflow.contract import NewSessionRequest, WorkflowUI
@@ -132,6 +133,8 @@ class WorkflowCoordinator(Generic[UI]):
         if is_bare_repository(repo):  # it read as "no source code"
             raise BadInputError(f"{repo} is a bare git repository: it has no working tree to plan against",
                                 hint=f"clone it (`git clone {repo} DIR`) and plan the clone with --repo DIR")
+        if not shares_disk(self.settings) and self.settings.repo_url is None:
+            refuse_shallow(repo)  # before a folder is made: the pin would refuse it after (wfqueue.transport.repo)
         if credentials:
             check_credentials(self.settings, provider, repo)
             largest = self.settings.index_max_file_bytes
