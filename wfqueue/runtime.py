@@ -45,7 +45,7 @@ from wfqueue.queue_watch import QueueWatch
 from wfqueue.sessions import continue_command, queue_dir, repo_option
 from wfqueue.settings import Settings
 from wfqueue.settings_checks import mask_url
-from wfqueue.state import BROKER_AWAY, connect
+from wfqueue.state import BROKER_AWAY, connect, refused_write
 from wfqueue.up_cluster import UpCluster, serving_up
 
 # Pause between attempts to reach a broker that went away mid-plan.
@@ -176,7 +176,7 @@ def broker_runtime(settings: Settings, repo: Path, concurrency: int, ui: Reporte
             # The workers run on this machine (embedded, or `wfqueue up`'s): they read the repository and write the
             # session in place.
             settings = settings.model_copy(update={"shared_disk": True})
-        client = connect(settings)
+        client = connect(settings, writing=True)
         app = create_app(settings)
         stack.callback(release_result_subscriptions, app)  # runs before the cluster stops
         ready: Callable[[], None] = nothing_to_wait_for
@@ -233,7 +233,15 @@ def resumable(settings: Settings, session_id: str, repo: Path, up: UpCluster | N
         raise ProviderError(exc.message, hint=f"the API kept failing through every retry; later, {resume}") from None
     except BrokerUnreachableError as exc:
         raise BrokerUnreachableError(exc.message, hint=hint) from None
+    except redis.ResponseError as exc:  # a write of this command's own, refused
+        refused = refused_write(url, exc, then=resume)
+        if refused is None:
+            raise
+        raise refused from None
     except BROKER_AWAY as exc:
+        refused = refused_write(url, exc, then=resume)
+        if refused is not None:  # it answered, and refused to store what the plan wrote: not "when Redis is back"
+            raise refused from None
         if up is not None and not up.running():  # its Redis went with it: say so, not only that Redis went
             hint = f"{up.named()} has stopped: start it again (`wfqueue up{repo_option(repo)}`), then {resume}"
         elif up is None and broker_gone():  # no one restarts it, and the resume starts one of its own

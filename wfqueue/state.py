@@ -26,6 +26,7 @@ from wfqueue import keys
 from wfqueue.errors import (
     BrokerCredentialsError,
     BrokerUnreachableError,
+    InfrastructureError,
 )
 from wfqueue.keys import SessionMeta
 from wfqueue.settings import Settings
@@ -75,6 +76,7 @@ def redis_client(url: str, connect_timeout_s: float, read_timeout_s: float | Non
         return redis.Redis(
             unix_socket_path=unquote(parts.path),
             db=int(database) if database.isdigit() else 0,
+            username=unquote(parts.username) if parts.username else None,  # a Redis ACL user
             password=unquote(parts.password) if parts.password else None,
             socket_connect_timeout=connect_timeout_s,
             socket_timeout=socket_timeout,
@@ -85,8 +87,31 @@ def redis_client(url: str, connect_timeout_s: float, read_timeout_s: float | Non
     )
 
 
-def connect(settings: Settings) -> redis.Redis:
-    """Connect to the configured broker, or fail with a BrokerUnreachableError naming it (masked).
+def refused_write(url: str, exc: Exception, then: str = "run the command again") -> InfrastructureError | None:
+    """A Redis that answers and refuses writes (an ACL user without write commands, a read-only replica, a Redis
+    over its maxmemory with the noeviction policy), said with what to do (``url`` masked); None for another error.
+    Read from the reply's text too: kombu wraps redis-py's errors in its OperationalError."""
+    text = str(exc)
+    if isinstance(exc, redis.exceptions.NoPermissionError) or "NOPERM" in text or "no permissions" in text:
+        return BrokerCredentialsError(
+            f"the broker at {url} does not let this user run what wfqueue needs: {text}",
+            hint="give the user of WFQUEUE_BROKER_URL read and write access (a Redis ACL such as "
+                 f"`ACL SETUSER NAME on >PASSWORD ~* &* +@all`), or name another user; then {then}")
+    if isinstance(exc, redis.exceptions.ReadOnlyError) or "READONLY" in text or "read only replica" in text:
+        return BrokerCredentialsError(f"the broker at {url} is a read-only replica: {text}",
+                                      hint=f"point WFQUEUE_BROKER_URL at its primary; then {then}")
+    if isinstance(exc, redis.exceptions.OutOfMemoryError) or "maxmemory" in text:
+        return InfrastructureError(
+            f"the broker at {url} is full: it refuses writes above its maxmemory ({text})",
+            hint="free memory there (`redis-cli info memory`; plans' repository bundles are the largest keys, "
+                 f"WFQUEUE_BUNDLE_TTL_S) or raise its maxmemory; then {then}")
+    return None
+
+
+def connect(settings: Settings, *, writing: bool = False) -> redis.Redis:
+    """Connect to the configured broker, or fail with a BrokerUnreachableError naming it (masked); ``writing``:
+    also check it takes writes (a plan, a worker), which a read-only replica, an ACL user without write commands
+    or a full Redis refuse: a traceback at the first write otherwise, after a session folder was made.
 
     The check uses its own client whose reads also give up after the connect
     timeout: a service that accepts the connection and never answers must not
@@ -98,6 +123,10 @@ def connect(settings: Settings) -> redis.Redis:
     probe.set_retry(Retry(NoBackoff(), 0))  # one answer is enough: refused credentials are not retried for seconds
     try:
         probe.ping()
+        if writing:
+            written = f"{keys.KEY_ROOT}write-check:{os.getpid()}"
+            probe.set(written, "1", px=10_000)
+            probe.delete(written)
     except redis.AuthenticationError as exc:  # a subclass of ConnectionError: test it first
         raise BrokerCredentialsError(
             f"the broker at {mask_url(url)} refused the credentials: {exc}",
@@ -109,6 +138,9 @@ def connect(settings: Settings) -> redis.Redis:
             hint="start Redis there, fix WFQUEUE_BROKER_URL, or unset it to use the embedded broker",
         ) from None
     except redis.ResponseError as exc:
+        refused = refused_write(mask_url(url), exc)
+        if refused is not None:
+            raise refused from None
         if "DB index" not in str(exc):
             raise _not_redis(url, exc) from None
         database = probe.connection_pool.connection_kwargs.get("db", 0)  # as redis_client read it from the URL
@@ -130,12 +162,13 @@ def _not_redis(url: str, exc: Exception) -> BrokerUnreachableError:
         hint="point WFQUEUE_BROKER_URL at a Redis server (redis://host:6379/0), or unset it for the embedded one")
 
 
-def refuse_wrong_credentials(settings: Settings) -> None:
+def refuse_wrong_credentials(settings: Settings, *, writing: bool = True) -> None:
     """For a long-running process about to start (a worker, Flower): a broker that refuses the credentials is an
     error now, since Celery would try again every few seconds for ever and the password stays wrong; one not
-    reachable yet is left to the process's own retries (it may start before its Redis)."""
+    reachable yet is left to the process's own retries (it may start before its Redis). ``writing``: one that
+    refuses writes too (a worker's consumer died on its first write; Flower only watches)."""
     try:
-        connect(settings).close()
+        connect(settings, writing=writing).close()
     except BrokerCredentialsError:
         raise
     except BrokerUnreachableError:

@@ -103,5 +103,6 @@ def register(app: typer.Typer) -> None:
         argv, env = flower_command(settings, port, address)
         refuse_unusable_listen(address, port, option="--port",
                                address_from="--address" if given else "WFQUEUE_FLOWER_ADDRESS")
-        refuse_wrong_credentials(settings)  # Flower retried a refused password for ever, its API serving nothing
+        # Flower retried a refused password for ever, its API serving nothing; it only watches: writes need not pass.
+        refuse_wrong_credentials(settings, writing=False)
         os.execve(sys.executable, argv, env)  # Flower replaces this process: signals reach it directly
