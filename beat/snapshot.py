@@ -20,6 +20,7 @@ import redis
 from beat.names import REPOS_KEY, WATCHDOG_FINALIZED, WATCHDOG_PROGRESS, WATCHDOG_REENQUEUED
 from beat.timing import AgentSnapshot, SessionSnapshot, progress_fingerprint, should_forget_repo
 from wfqueue import keys
+from wfqueue.errors import DamagedStateError
 from wfqueue.sessions import SESSION_ID_PATTERN
 from wfqueue.state import SessionState, as_text
 
@@ -50,7 +51,7 @@ def iter_metas(client: redis.Redis, ttl_s: int) -> Iterator[tuple[SessionState, 
         state = SessionState(client, sid, ttl_s)
         try:
             meta = state.meta()
-        except (ValueError, redis.ResponseError) as exc:  # a hand-written or foreign key: skip, never crash the pass
+        except (DamagedStateError, redis.ResponseError) as exc:  # a hand-written or foreign key: skip, never crash
             log.warning("session %s: unreadable meta (%s), skipped", sid, exc)
             continue
         if meta:

@@ -183,6 +183,10 @@ class BrokerCredentialsError(BrokerUnreachableError):
     have): waiting will not change that."""
 
 
+class DamagedStateError(InfrastructureError):
+    """What Redis holds of a session does not read (a value edited by hand, written by another program)."""
+
+
 class WorkerStartError(InfrastructureError):
     """Embedded Redis or worker processes failed to start."""
 

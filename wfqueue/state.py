@@ -18,6 +18,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import redis
 from kombu.exceptions import OperationalError
+from pydantic import ValidationError
 from redis.backoff import NoBackoff
 from redis.client import NEVER_DECODE
 from redis.retry import Retry
@@ -26,6 +27,7 @@ from wfqueue import keys
 from wfqueue.errors import (
     BrokerCredentialsError,
     BrokerUnreachableError,
+    DamagedStateError,
     InfrastructureError,
 )
 from wfqueue.keys import SessionMeta
@@ -253,11 +255,28 @@ class SessionState:
         self._touch(keys.META)
 
     def meta(self) -> dict[str, Any]:
-        return {k: json.loads(v) for k, v in text_map(self.client.hgetall(self._key(keys.META))).items()}
+        """The meta hash, each field read from its JSON; DamagedStateError naming a field that does not read."""
+        fields = text_map(self.client.hgetall(self._key(keys.META)))
+        try:
+            return {k: json.loads(v) for k, v in fields.items()}
+        except ValueError as exc:
+            raise self._damaged(f"{exc}") from None
 
     def session_meta(self) -> SessionMeta:
         """The meta hash as a model (every field None when the session has none)."""
-        return SessionMeta.model_validate(self.meta())
+        try:
+            return SessionMeta.model_validate(self.meta())
+        except ValidationError as exc:
+            raise self._damaged(f"{exc.error_count()} field(s) of the wrong kind: {exc.errors()[0]['loc']}") from None
+
+    def _damaged(self, what: str) -> DamagedStateError:
+        # Not a traceback (a value edited by hand, or written by another program with our key names): the session
+        # folder keeps what was planned, and Redis's part is rebuilt from it on resume.
+        key = self._key(keys.META)
+        return DamagedStateError(
+            f"the state of {self.session_id} in Redis does not read ({key}: {what})",
+            hint=f"delete it (`redis-cli --scan --pattern '{self._key('*')}' | xargs redis-cli del`): the session's "
+                 "folder keeps what was planned, and `wfqueue resume` rebuilds the rest")
 
     def remember_once(self, name: str, value: str) -> str:
         """Store ``value`` under ``name`` unless something is there; return what is stored.

@@ -15,11 +15,12 @@ import redis
 from kombu.exceptions import OperationalError
 from pydantic import SecretStr
 
+from beat.snapshot import iter_metas
 from wfqueue.cli.main import main
-from wfqueue.errors import BrokerCredentialsError, InfrastructureError
+from wfqueue.errors import BrokerCredentialsError, DamagedStateError, InfrastructureError
 from wfqueue.runtime import resumable
 from wfqueue.settings import Settings
-from wfqueue.state import connect, redis_client
+from wfqueue.state import SessionState, connect, redis_client
 
 
 @pytest.fixture
@@ -86,3 +87,27 @@ def test_a_plan_and_a_worker_on_a_redis_that_refuses_writes_stop_before_anything
     monkeypatch.setenv("WFQUEUE_WORKER_CACHE_DIR", str(sample_repo.parent / "cache"))
     assert main(["worker"]) == 3
     assert "does not let this user" in " ".join(capsys.readouterr().err.split())
+
+
+def test_a_session_meta_damaged_in_redis_is_an_error_saying_what_to_delete(
+        redis_url: str, admin: redis.Redis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A meta field edited by hand (`HSET wfq:S:meta status '{oops'`): `status S` and `resume S` ended in a
+    JSONDecodeError traceback, also for an id with no folder here, which is "no session" otherwise."""
+    state = SessionState(admin, "CPLAN-other-2026-01-01", 3600)
+    state.set_meta(kind="collab", session_dir=str(tmp_path / "elsewhere"))
+    admin.hset("wfq:CPLAN-other-2026-01-01:meta", "status", "{oops")
+    with pytest.raises(DamagedStateError) as damaged:
+        state.session_meta()
+    assert "wfq:CPLAN-other-2026-01-01:meta" in damaged.value.message and "xargs redis-cli del" in damaged.value.hint
+    # Beat's maintenance passes skip it (and go on with the others), as they did.
+    assert "CPLAN-other-2026-01-01" not in [each.session_id for each, _ in iter_metas(admin, 3600)]
+    admin.hset("wfq:CPLAN-other-2026-01-01:meta", "status", '"planning"')
+    admin.hset("wfq:CPLAN-other-2026-01-01:meta", "transport", '{"commit": 7}')
+    with pytest.raises(DamagedStateError, match="of the wrong kind"):
+        state.session_meta()
+    monkeypatch.setenv("WFQUEUE_BROKER_URL", redis_url)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    assert main(["status", "CPLAN-other-2026-01-01", "--repo", str(repo)]) == 2
+    assert "Traceback" not in capsys.readouterr().err
