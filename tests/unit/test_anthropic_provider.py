@@ -304,6 +304,21 @@ def test_the_tools_list_the_repositorys_own_files_not_those_git_ignores(sample_r
     assert "build/backend.py" in tools.run("glob", {"pattern": "*.py"})[0]
 
 
+def test_a_grep_pattern_that_backtracks_without_end_is_a_tool_error_in_bounded_time(tmp_path: Path) -> None:
+    """The model's pattern ran under `re` with no limit: `(\\w+\\s?)*\\(` on one README line held the worker at
+    full CPU past every time limit (the threads pool enforces none), the plan "running" for good."""
+    (tmp_path / "README.md").write_text("this is an ordinary readme line of text here\n" + "a" * 60 + "b\n")
+    tools = RepoTools(tmp_path, grep_time_s=0.5)
+    text, is_error = tools.run("grep", {"pattern": r"(\w+\s?)*\("})
+    assert not is_error and text.startswith("no matches"), text  # at once: the `regex` engine does not get stuck
+    started = time.monotonic()
+    text, is_error = tools.run("grep", {"pattern": "(a|aa)+$"})
+    assert is_error and "took more than 0.5 s to match (at README.md:2)" in text, text
+    assert time.monotonic() - started < 5
+    assert tools.run("grep", {"pattern": r"ordinary\s+readme"}) == ("README.md:1: this is an ordinary readme line "
+                                                                    "of text here", False)
+
+
 def test_tools_cap_their_output(sample_repo: Path) -> None:
     tools = RepoTools(sample_repo, max_read_bytes=200, max_grep_matches=3)
 

@@ -11,9 +11,15 @@ back to the model as an ``is_error`` tool result.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
+
+# The model's grep patterns are matched with the `regex` package, not `re`: it backtracks less, and its search takes
+# a time limit. `(\w+\s?)*\(` held a worker at full CPU for good on one README line (the threads pool, where remote
+# agents run, enforces no Celery time limit).
+import regex
 
 from wfqueue.analysis.files import repository_files, skipped_dir
 from wfqueue.errors import ToolError
@@ -22,6 +28,7 @@ __all__ = ["TOOL_DEFINITIONS", "RepoTools", "ToolError", "glob_to_regex"]
 
 MAX_LINE_CHARS = 300
 MAX_PATTERN_CHARS = 500
+GREP_TIME_S = 30.0  # the matching of one grep call, over all its files, at most
 BINARY_SNIFF_BYTES = 8192
 
 TOOL_DEFINITIONS: list[dict[str, Any]] = [
@@ -113,7 +120,8 @@ class RepoTools:
     """The four tools over one repository root."""
 
     def __init__(self, root: str | Path, *, max_read_bytes: int = 32_000, max_grep_matches: int = 100,
-                 max_list_entries: int = 300, max_file_bytes: int = 1_000_000) -> None:
+                 max_list_entries: int = 300, max_file_bytes: int = 1_000_000,
+                 grep_time_s: float = GREP_TIME_S) -> None:
         self.root = Path(root).resolve(strict=True)
         if not self.root.is_dir():
             raise ToolError(f"{root} is not a directory")
@@ -121,6 +129,7 @@ class RepoTools:
         self.max_grep_matches = max_grep_matches
         self.max_list_entries = max_list_entries
         self.max_file_bytes = max_file_bytes
+        self.grep_time_s = grep_time_s
 
     # -- confinement ------------------------------------------------------------------
 
@@ -200,9 +209,10 @@ class RepoTools:
         if not pattern or len(pattern) > MAX_PATTERN_CHARS:
             raise ToolError("pattern must be 1 to 500 characters")
         try:
-            regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-        except re.error as exc:
+            compiled = regex.compile(pattern, regex.IGNORECASE if ignore_case else 0)
+        except (regex.error, ValueError, OverflowError) as exc:
             raise ToolError(f"invalid regular expression: {exc}") from None
+        deadline = time.monotonic() + self.grep_time_s
         target = self.resolve(path)
         files = [(self._rel(target), target)] if target.is_file() else list(self.walk_files(target))
         include_re = glob_to_regex(include) if include else None
@@ -215,7 +225,13 @@ class RepoTools:
             if text is None:
                 continue
             for number, line in enumerate(text.splitlines(), start=1):
-                if regex.search(line):
+                try:
+                    found = compiled.search(line, timeout=max(0.001, deadline - time.monotonic()))
+                except TimeoutError:
+                    raise ToolError(
+                        f"the pattern took more than {self.grep_time_s:g} s to match (at {rel}:{number}): it "
+                        "backtracks without end; simplify it (no repetition nested in a repetition)") from None
+                if found:
                     if len(matches) >= self.max_grep_matches:
                         more = True
                         break
