@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ import pytest
 from tests.replan_support import cli, read, three_tasks, tree
 from wfqueue.cli.main import main
 from wfqueue.errors import InfrastructureError
+from wfqueue.fsio import atomic_write_text
 from wfqueue.workflow_session.replan import backup as backup_module
 from wfqueue.workflow_session.replan.apply import run_replan, validate_session
 from wfqueue.workflow_session.replan.select import Decision, Question
@@ -215,3 +217,36 @@ def test_a_replan_killed_after_writing_everything_does_not_block_the_next(tmp_pa
         Path(replanned["backup"]).relative_to(folder).as_posix() + "\n", encoding="utf-8")
     code, _, err, _ = cli("replan", "IMPL-2", "title: Limiter settings", "--repo", str(tmp_path), "-y")
     assert code == 0, err
+
+
+def test_a_replan_still_writing_is_waited_for_not_called_half_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A replan writes with its mark set and the session's lock held. A second replan (or `execute --dry-run`) read
+    the mark without the lock: "stopped half-way", with the advice to restore the first replan's backup, which
+    would have undone a good replan once it finished."""
+    folder = three_tasks(tmp_path)
+    (tmp_path / "src").mkdir()
+    for name in ("config", "limiter", "client"):
+        (tmp_path / "src" / f"{name}.py").write_text(f"{name.upper()} = 1\n", encoding="utf-8")
+    writing, finish = threading.Event(), threading.Event()
+
+    def slow_write(path: Path, text: str) -> None:
+        writing.set()  # the mark is set and the lock held: the replan is between its first and last write
+        finish.wait(30)
+        atomic_write_text(path, text)
+
+    first = threading.Thread(target=run_replan, args=(tmp_path, "title: Config loader", Quiet()),
+                             kwargs={"task_id": "IMPL-1", "write": slow_write})
+    first.start()
+    assert writing.wait(30)
+    threading.Timer(0.5, finish.set).start()  # the first replan ends while the others wait for it
+    try:
+        second = run_replan(tmp_path, "title: Limiter settings", Quiet(), task_id="IMPL-2")
+    finally:
+        finish.set()
+        first.join(30)
+    assert second.status == "applied"
+    assert main(["execute", folder.name, "--dry-run", "--repo", str(tmp_path)]) in (0, None)
+    assert "stopped half-way" not in capsys.readouterr().err
+    titles = [json.loads((folder / ".task" / f"IMPL-{n}.json").read_text())["title"] for n in (1, 2)]
+    assert titles == ["Config loader", "Limiter settings"]

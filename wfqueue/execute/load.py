@@ -179,7 +179,7 @@ def refuse_unfinished(source: PlanSource, root: Path) -> None:
     plan to run yet: what its .task/ holds is an earlier generation's, or part of one."""
     if source.kind != "workflow" or not (source.folder / SESSION_FILE).is_file():
         return  # a .task/ folder of its own, or another tool's: its tasks are the plan
-    refuse_half_written(source.folder, "execute it")
+    refuse_half_written(source.folder, "execute it", lock_timeout_s=60.0)  # a replan writing now: waited for
     state = read_session(source.folder).tasks_unfinished()
     if state is not None:
         raise BadInputError(

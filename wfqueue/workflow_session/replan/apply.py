@@ -248,7 +248,7 @@ def run_replan(repo: Path, text: str | None, ui: ReplanUI, *, task_id: str | Non
     clarification questions and the confirmation through ``ui``; otherwise the safe defaults
     apply. ``write`` is the file writer (tests pass one that fails)."""
     folder = find_session(repo, session_id)
-    refuse_half_written(folder, "replan it again")
+    refuse_half_written(folder, "replan it again", lock_timeout_s=lock_timeout_s)
     snap = load_snapshot(folder)
     _refuse_unfinished(snap, repo)
     if task_id is not None:

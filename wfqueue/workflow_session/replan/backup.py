@@ -16,11 +16,12 @@ import shutil
 from datetime import datetime
 from pathlib import Path
 
+from filelock import Timeout
 from pydantic import BaseModel, Field
 
-from wfqueue.errors import BadInputError, NotABackupError
+from wfqueue.errors import BadInputError, NotABackupError, SessionBusyError
 from wfqueue.fsio import atomic_write_bytes, atomic_write_text, remove
-from wfqueue.workflow_session.session import PROCESS_DIR, SESSION_FILE, load_session
+from wfqueue.workflow_session.session import PROCESS_DIR, SESSION_FILE, changes_locked, load_session
 
 BACKUP_DIR = "backup"
 MANIFEST = "MANIFEST.md"
@@ -76,11 +77,22 @@ def pending_backup(folder: Path) -> Path | None:
 _RESTORING = "restoring "  # the mark's prefix while a restore, not a replan, writes
 
 
-def refuse_half_written(folder: Path, then: str) -> None:
+def refuse_half_written(folder: Path, then: str, *, lock_timeout_s: float | None = None) -> None:
     """Refuse (exit 2) to read a session whose replan or restore stopped half-way: its plan is neither the one
     before nor the one after (verifying or executing it would judge or run a plan nobody made). ``then``: what
-    the user does once it is undone."""
+    the user does once it is undone.
+
+    ``lock_timeout_s``: the caller does not hold the session's change lock. A replan writing right now has its mark
+    set too, and holds the lock: the mark is looked at again once the lock is free (waiting that long at most).
+    Read without it, a replan still writing was called "stopped half-way", with the advice to undo it."""
     half = pending_backup(folder)
+    if half is not None and lock_timeout_s is not None:
+        try:
+            with changes_locked(folder, lock_timeout_s):
+                half = pending_backup(folder)
+        except Timeout:
+            raise SessionBusyError(f"a replan of {folder.name} holds its lock", hint=f"wait for it to finish, then "
+                                                                                     f"{then}") from None
     if half is not None:
         raise BadInputError(f"the replan {half.name} of {folder.name} stopped half-way: its files are partly written; "
                             "nothing was changed", hint=f"undo it first ({restore_command(half, folder.name)}), "
