@@ -14,6 +14,7 @@ from wfqueue.errors import BrokerUnreachableError, InfrastructureError, Provider
 from wfqueue.runtime import resumable, wait_for
 from wfqueue.sessions import resolve_repo
 from wfqueue.settings import load_settings
+from wfqueue.workflow.base import stop_hint
 
 URL = "redis://:s3cret@broker.internal:6379/0"
 
@@ -167,3 +168,15 @@ def test_a_broker_lost_with_the_wfqueue_up_that_ran_it_names_that_up(tmp_path: P
         with pytest.raises(BrokerUnreachableError) as caught, resumable(settings, "CPLAN-u", tmp_path, up):
             raise redis.ConnectionError("Error 2 connecting to unix socket: No such file or directory")
         assert said in caught.value.hint and "wfqueue resume CPLAN-u" in caught.value.hint, caught.value.hint
+
+
+def test_a_plan_stopped_by_an_api_that_failed_through_every_retry_does_not_say_it_is_retried_later() -> None:
+    """The step's hint was the worker's ("the task is retried later"), printed after the plan had stopped, its
+    workers gone: nothing retried it. The hint says what is left to do: resume later."""
+    spent = TransientProviderError("assess: the Anthropic API answered 529; the step's 8 re-sends are spent",
+                                   hint="the task is retried later and resumes at its last completed turn")
+    hint = stop_hint(spent, "`wfqueue resume WFS-x` goes on at the context phase")
+    assert hint == ("the API kept failing through every retry; later, `wfqueue resume WFS-x` goes on at the context "
+                    "phase")
+    refused = ProviderError("assess: the model refused to answer", hint="set WFQUEUE_MODEL to another model")
+    assert stop_hint(refused, "resume") == "set WFQUEUE_MODEL to another model; resume"

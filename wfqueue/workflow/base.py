@@ -31,6 +31,7 @@ from wfqueue.errors import (
     InfrastructureError,
     ProviderError,
     SessionIdTakenError,
+    TransientProviderError,
     WfqueueError,
 )
 from wfqueue.fanout import late_result, waiting_for
@@ -90,6 +91,10 @@ def stop_hint(exc: ProviderError, then: str) -> str | None:
     goes on); None for a spent budget, whose hint the plan's outcome gives itself (with --budget LARGER)."""
     if isinstance(exc, BudgetExhaustedError):
         return None
+    if isinstance(exc, TransientProviderError):
+        # Its hint ("the task is retried later") was the worker's, while retries were left: the plan has stopped,
+        # so nothing retries it now.
+        return f"the API kept failing through every retry; later, {then}"
     return f"{exc.hint}; {then}" if exc.hint else then
 
 
