@@ -109,3 +109,21 @@ def test_a_request_that_says_both_that_a_task_depends_on_another_and_not_is_refu
                           "--repo", str(tmp_path), "-y", "--json")  # two tasks: no contradiction
     assert code == 0, err
     assert read(folder, ".task/IMPL-3.json")["depends_on"] == ["IMPL-2", "IMPL-1"]
+
+
+def test_a_problem_the_plan_already_had_does_not_refuse_an_unrelated_replan(tmp_path: Path) -> None:
+    """A dependency cycle the model wrote (verify reports it HIGH and says to replan): every replan but the one that
+    fixes it was refused, with "change the request so the plan stays consistent", which blamed the request."""
+    folder = three_tasks(tmp_path)
+    _with_sources(tmp_path, "config.py", "limiter.py", "client.py")
+    cyclic = read(folder, ".task/IMPL-1.json") | {"depends_on": ["IMPL-3"]}
+    atomic_write_json(folder / ".task" / "IMPL-1.json", cyclic)
+    had = validate_session(folder, tmp_path)
+    assert any("cycle" in str(p) for p in had), had
+    code, out, err, _ = cli("replan", "IMPL-2", "title: Limiter settings", "--repo", str(tmp_path), "-y")
+    assert code == 0, err
+    assert read(folder, ".task/IMPL-2.json")["title"] == "Limiter settings"
+    assert "the plan had this before and still has it" in out and "cycle" in out, out
+    # A problem the replan brings itself is still refused.
+    code, _, err, _ = cli("replan", "IMPL-2", "depends on IMPL-9", "--repo", str(tmp_path), "-y")
+    assert code == 2 and "replan refused" in err, err

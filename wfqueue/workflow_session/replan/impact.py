@@ -220,15 +220,15 @@ def _next_number(snap: SessionSnapshot) -> int:
 
 
 def _problems(snap: SessionSnapshot, items: list[tuple[str, Any]], existing: Callable[[str], bool] | None
-              ) -> list[str]:
-    """Every problem of the draft but a missing file the session had before: a file removed since planning is
-    not this replan's doing (the check after writing forgives it too), and refusing it would block every replan."""
+              ) -> tuple[list[str], list[str]]:
+    """(the problems of the draft this replan brings, those the session had before and keeps). What the session
+    had (a file removed since planning, a dependency cycle a model wrote) is not this replan's doing, as the check
+    after writing judges it too: refused, it blocked every replan but the one that fixes it, with a hint that blamed
+    the request."""
     problems = check_task_set(items, existing)
-    if existing is None:
-        return problems
     before = [(snap.task_files[t], d) for t, d in snap.tasks.items()]
-    known = set(check_task_set(before, existing)) - set(check_task_set(before))
-    return [p for p in problems if p not in known]
+    known = set(check_task_set(before, existing)) if before else set()
+    return [p for p in problems if p not in known], [p for p in problems if p in known]
 
 
 def plan_changes(snap: SessionSnapshot, request: ChangeRequest, selections: Selections, when: str,
@@ -333,13 +333,15 @@ def plan_changes(snap: SessionSnapshot, request: ChangeRequest, selections: Sele
     touched = sorted({p for t in [*added, *updated] for p in _paths(after[t])} | {p for t in deleted
                                                                                   for p in _paths(before[t])})
     items = [(snap.task_files.get(t, f"{TASK_DIR}/{t}.json"), d) for t, d in after.items()]
+    brought, inherited = _problems(snap, items, existing)
     impact = Impact(session_id=sid, mode="task" if request.task_id else "session", task_id=request.task_id,
                     scope=effective_scope(request, selections), reason=request.text,
                     added=added, updated=sorted(updated, key=task_number), deleted=deleted, changes=changes,
                     dependents={k: v for k, v in dependents.items() if v}, source_files=touched,
                     task_count_before=len(before), task_count_after=len(after),
                     execution_config=request.intent.model_dump() if request.intent else None,
-                    warnings=warnings, notes=notes, problems=problems + _problems(snap, items, existing))
+                    warnings=warnings + [f"the plan had this before and still has it: {p}" for p in inherited],
+                    notes=notes, problems=problems + brought)
     if impact.scope != selections.scope:
         impact.notes.append(f"scope {impact.scope}: the request itself adds or deletes tasks")
     return ReplanDraft(tasks=after, impact=impact)
