@@ -319,6 +319,15 @@ def test_a_grep_pattern_that_backtracks_without_end_is_a_tool_error_in_bounded_t
                                                                     "of text here", False)
 
 
+def test_terminal_escape_sequences_in_an_answer_are_kept_harmless(fake: FakeAnthropic, sample_repo: Path) -> None:
+    """A title holding `\\x1b[31m` or an OSC title change was written as is into TODO_LIST.md and IMPL_PLAN.md:
+    `cat` ran it. What the model wrote is kept, with the characters a terminal acts on shown as U+FFFD."""
+    fake.reply(answer({**ASSESSMENT, "scope": "two\x1b[31m packages\x1b]0;owned\x07", "depth": "new\r\nline"}))
+    result = provider_for(fake).run(assess_step(sample_repo))
+    assert isinstance(result, Assessment)
+    assert result.scope == "two\ufffd[31m packages\ufffd]0;owned\ufffd" and result.depth == "new\nline"
+
+
 def test_tools_cap_their_output(sample_repo: Path) -> None:
     tools = RepoTools(sample_repo, max_read_bytes=200, max_grep_matches=3)
 

@@ -48,6 +48,7 @@ from wfqueue.errors import (
 from wfqueue.execute.coding_tools import CODING_TOOL_DEFINITIONS, CodingTools
 from wfqueue.execute.executors import ExecutorName, ExecutorResult
 from wfqueue.fsio import atomic_write_text
+from wfqueue.markdown import printable
 from wfqueue.metering import check_session_budget
 from wfqueue.providers.anthropic.calls import Caller, RetryPolicy
 from wfqueue.providers.anthropic.client import (
@@ -160,7 +161,7 @@ class ClaudeExecutor:
             transcript = self._loop(label, transcript, tools)
         except BudgetExhaustedError as exc:
             saved = self.journal.load(key) or transcript
-            return ExecutorResult(ok=False, error=f"{label}: {exc.message}", output=self._last_text(saved))
+            return ExecutorResult(ok=False, error=f"{label}: {exc.message}", output=printable(self._last_text(saved)))
         except TransientProviderError:
             raise  # the task retries later and resumes at the last saved turn
         except ProviderError as exc:
@@ -168,8 +169,8 @@ class ClaudeExecutor:
         finally:
             self._keep_transcript(key, label)
         if transcript.phase == "done":
-            return ExecutorResult(ok=True, output=transcript.answer or "")
-        return ExecutorResult(ok=False, output=self._last_text(transcript), error=transcript.error)
+            return ExecutorResult(ok=True, output=printable(transcript.answer or ""))
+        return ExecutorResult(ok=False, output=printable(self._last_text(transcript)), error=transcript.error)
 
     # -- the loop ---------------------------------------------------------------------------------
 

@@ -35,6 +35,8 @@ rate-limit headers teach the limiter the account's real limits.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import time
 from collections.abc import Callable
@@ -44,6 +46,7 @@ import anthropic
 from pydantic import BaseModel, ValidationError
 
 from wfqueue.errors import ConfigError, ProviderError, ToolError, TransientProviderError
+from wfqueue.markdown import printable
 from wfqueue.per_process import PerProcess
 from wfqueue.providers.anthropic.calls import Caller, RetryPolicy, broken_counts, counts_reported, estimated_counts
 from wfqueue.providers.anthropic.prompts import FINAL_TURN_TEXT, build_prompt, repair_text
@@ -348,6 +351,9 @@ class AnthropicProvider:
         text = "".join(b.text for b in response.content if b.type == "text").strip()
         if not text:
             return None, f"- (root): the reply holds no JSON answer (stop_reason {response.stop_reason})"
+        with contextlib.suppress(ValueError, RecursionError):  # not JSON: the validation below says so (repair round)
+            # What the model wrote goes into Markdown files and onto the terminal: no escape sequence runs there.
+            text = json.dumps(printable(json.loads(text)), ensure_ascii=False)
         try:
             step.output_model.model_validate_json(text)
         except ValidationError as exc:
