@@ -261,9 +261,12 @@ def check_plan(
         faults = file_faults(loaded.task.files, exists=existing, is_folder=is_folder, task_id=loaded.task.id,
                              leaves=leaves_repository(repo) if repo is not None else None,
                              plan=plan, executed=completed_by_an_execution(loaded.task))
+        said: set[str] = set()  # a task names a file once per symbol it changes there: one problem, not three
         for entry, fault in zip(loaded.task.files, faults, strict=True):
-            if fault is not None:
-                add(loaded, fault.code, f"file {entry.path} {fault.what}; {fault.advice}")
+            message = f"file {entry.path} {fault.what}; {fault.advice}" if fault is not None else ""
+            if fault is not None and message not in said:
+                said.add(message)
+                add(loaded, fault.code, message)
     return problems
 
 

@@ -115,6 +115,19 @@ def test_dependency_cycle_is_a_high_d_finding(repo: Path) -> None:
     assert report.quality_gate == "PROCEED_WITH_FIXES"
 
 
+def test_a_missing_file_a_task_names_once_per_symbol_is_one_finding(repo: Path) -> None:
+    """The offline planner names a file once per symbol a task changes there (``files[].target``): a file removed
+    since planning was reported once per entry (H1, H2, H3 alike), and by `validate` and a replan's warning too."""
+    tasks = clean_tasks()
+    tasks[0]["files"] = [{"path": "client.py", "action": "modify", "target": name, "conflict_risk": "low"}
+                         for name in ("Client", "Client.get", "Client.__init__")]
+    folder = make_session(repo, GOAL, tasks)
+    (repo / "client.py").unlink()
+    report = verify_session(folder)
+    missing = [f for f in report.findings if "client.py does not exist" in f.summary]
+    assert [f.location for f in missing] == [["task:IMPL-1"], ["task:IMPL-2"]], missing
+
+
 def test_dangling_dependency(repo: Path) -> None:
     tasks = clean_tasks()
     tasks[2]["depends_on"] = ["IMPL-1", "IMPL-9"]
