@@ -100,7 +100,8 @@ class Settings(BaseSettings):
 
     # -- coordinator and embedded mode ----------------------------------------------
     plan_timeout_s: float = Field(default=3600.0, gt=0, description="Longest wait in seconds for one plan.")
-    poll_interval_s: float = Field(default=0.1, gt=0, description="Coordinator polling of agent states (progress).")
+    poll_interval_s: float = Field(default=0.1, ge=0.001,
+                                   description="Coordinator polling of agent states (progress).")
     idle_queue_warning_s: float = Field(
         default=15.0, gt=0, description="Seconds a command on a shared broker waits before it looks whether any "
         "worker consumes the queues its tasks wait on (and says so when none does).")
@@ -242,7 +243,9 @@ class Settings(BaseSettings):
     )
     flower_address: str = Field(default="127.0.0.1", description="Address Flower listens on.")
     flower_port: int = Field(default=5555, ge=1, le=65535, description="Port Flower listens on.")
-    watchdog_interval_s: float = Field(default=60.0, gt=0, description="How often beat checks for stalled sessions.")
+    # At least 0.1 s: beat sends a task each time (a microsecond filled the control queue, 9,000 messages in 10 s).
+    watchdog_interval_s: float = Field(default=60.0, ge=0.1,
+                                       description="How often beat checks for stalled sessions.")
     watchdog_deadline_s: float = Field(
         default=900.0, gt=0, description="A session without progress this long gets its missing work re-enqueued once."
     )

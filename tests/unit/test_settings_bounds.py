@@ -67,6 +67,9 @@ def test_blank_values_of_other_settings_that_may_be_unset_are_unset_too(monkeypa
     ("WFQUEUE_BROKER_OUTAGE_GRACE_S", "1e309", f"broker_outage_grace_s: 1e309 is not a finite number: allowed 0 to "
                                                f"{TEN_YEARS_S} seconds"),
     ("WFQUEUE_WATCHDOG_INTERVAL_S", "inf", "watchdog_interval_s: inf is not a finite number"),
+    # Beat sent a watchdog task every microsecond: 9,000 messages on the control queue in 10 s.
+    ("WFQUEUE_WATCHDOG_INTERVAL_S", "0.000001", "watchdog_interval_s: Input should be greater than or equal to 0.1"),
+    ("WFQUEUE_POLL_INTERVAL_S", "1e-300", "poll_interval_s: Input should be greater than or equal to 0.001"),
     ("WFQUEUE_PLAN_TIMEOUT_S", "nan", "plan_timeout_s: nan is not a finite number"),
     ("WFQUEUE_RETRY_BACKOFF_S", "1e23", f"retry_backoff_s: 1e+23 is too large: allowed 0 to {TEN_YEARS_S}"),
     ("WFQUEUE_ARCHIVE_AFTER_DAYS", "99999", "archive_after_days: 99999 is too large: allowed 1 to 3650 days"),
