@@ -165,6 +165,11 @@ def known_repos(client: redis.Redis, ttl_s: int, now: float, keep_days: float,
     """Repositories to look after: those session metas name now, and those they named in the
     last ``keep_days`` (metas expire long before a session is old enough to archive)."""
     seen = {str(meta["repo"]) for _, meta in iter_metas(client, ttl_s) if meta.get("repo")}
+    if client.type(REPOS_KEY) not in ("hash", b"hash", "none", b"none"):
+        # Not the hash beat writes (set by hand, or by another program): every hourly pass failed on it with
+        # WRONGTYPE, for good. What it remembered is lost; the repositories of live sessions are known again now.
+        log.warning("%s is not a hash: replaced (repositories of sessions that expired are forgotten)", REPOS_KEY)
+        client.delete(REPOS_KEY)
     if seen:
         client.hset(REPOS_KEY, mapping={repo: repr(now) for repo in seen})
     repos = set(extra or [])

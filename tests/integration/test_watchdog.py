@@ -20,7 +20,15 @@ from support import wait_until, wfqueue_env
 
 from beat.housekeeping import archive_sessions, purge_files, purge_redis, remove_stale_locks
 from beat.lock import SingleInstanceLock
-from beat.names import BEAT_ARCHIVE, BEAT_LOCK_KEY, BEAT_LOCKS, BEAT_PURGE, BEAT_WATCHDOG, WATCHDOG_REENQUEUED
+from beat.names import (
+    BEAT_ARCHIVE,
+    BEAT_LOCK_KEY,
+    BEAT_LOCKS,
+    BEAT_PURGE,
+    BEAT_WATCHDOG,
+    REPOS_KEY,
+    WATCHDOG_REENQUEUED,
+)
 from beat.snapshot import known_repos
 from beat.watchdog import watch_all
 from wfqueue.celery_app import create_app, release_result_subscriptions
@@ -228,6 +236,8 @@ def test_purge_locks_and_archive_act_once_on_real_redis_and_files(broker: str, s
                         finished_at=old if state is stale else now - 30)
         client.persist(state.prefix + "meta")
     client.set(stale.prefix + "created_at", old_iso)  # written without a TTL
+    # Beat's own record of repositories, damaged (a string, set by hand): every hourly pass failed on WRONGTYPE.
+    client.set(REPOS_KEY, "x")
     assert known_repos(client, settings.state_ttl_s, now, 31) == [sample_repo]
     first = purge_redis(client, settings, now)
     assert first["deleted_sessions"] == ["CPLAN-old"]
