@@ -67,6 +67,9 @@ def disk_refusal(exc: OSError, path: Path, then: str, folder: str = "that folder
         file = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), path.parent)
         return InfrastructureError(f"cannot write {path}: {file} is a file, not a folder",
                                    hint=f"move that file away, then {then}")
+    if exc.errno == errno.EISDIR:  # a folder where wfqueue keeps a file (`up`'s up.json made a folder by hand)
+        return InfrastructureError(f"cannot write {path}: it is a folder, where wfqueue keeps a file",
+                                   hint=f"move that folder away, then {then}")
     return None
 
 

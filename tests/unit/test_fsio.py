@@ -13,6 +13,7 @@ import pytest
 from filelock import FileLock
 
 from wfqueue import fsio
+from wfqueue.cli.main import app, main
 from wfqueue.errors import InfrastructureError
 from wfqueue.fsio import atomic_write_text, locked_update
 
@@ -117,3 +118,22 @@ def test_a_written_file_gets_the_permissions_the_umask_gives_or_keeps_its_own(tm
     assert done.returncode == 0, done.stderr
     modes = {name: (tmp_path / name).stat().st_mode & 0o777 for name in ("plan.md", "notes.md", "up.json")}
     assert modes == {"plan.md": 0o644, "notes.md": 0o640, "up.json": 0o600}  # the user's choice stays
+
+
+def test_a_folder_where_wfqueue_keeps_a_file_is_named_not_a_traceback(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`up` with .workflow/.queue/up.json made a folder: an IsADirectoryError traceback (exit 1) from the rename
+    that ends an atomic write, naming its temporary file."""
+    target = tmp_path / "up.json"
+    target.mkdir()
+
+    @app.command("write-into-folder", hidden=True)
+    def write_into_folder() -> None:
+        atomic_write_text(target, "{}")
+
+    try:
+        assert main(["write-into-folder"]) == 3
+    finally:
+        app.registered_commands.pop()
+    said = " ".join(capsys.readouterr().err.split())
+    assert f"cannot write {target}: it is a folder, where wfqueue keeps a file" in said, said

@@ -7,6 +7,7 @@ Exit codes: 0 complete, 1 partial or failed plan, 2 bad input, 3 infrastructure,
 from __future__ import annotations
 
 import contextlib
+import errno
 import signal
 import threading
 from collections.abc import Iterator
@@ -139,8 +140,10 @@ def main(argv: list[str] | None = None) -> int:
         except WfqueueError as exc:
             return _report(err, exc)
         except OSError as exc:  # a write the disk refused where no command checked first: said, not a traceback
-            refusal = disk_refusal(exc, Path(exc.filename), then="run the command again") if isinstance(
-                exc.filename, str) else None
+            # A rename onto a folder (an atomic write's last step) names the folder second.
+            named = exc.filename2 if exc.errno == errno.EISDIR and isinstance(exc.filename2, str) else exc.filename
+            refusal = disk_refusal(exc, Path(named), then="run the command again") if isinstance(
+                named, str) else None
             if refusal is None:
                 raise
             return _report(err, refusal)
