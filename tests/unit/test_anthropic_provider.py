@@ -562,6 +562,14 @@ def test_client_errors_are_permanent(fake: FakeAnthropic, sample_repo: Path) -> 
     assert "400" in str(caught.value) and "bad schema" in str(caught.value)
 
 
+def test_a_refused_key_names_both_settings_it_may_come_from(fake: FakeAnthropic, sample_repo: Path) -> None:
+    """The hint said "check ANTHROPIC_API_KEY" to a user who had set WFQUEUE_ANTHROPIC_API_KEY."""
+    fake.reply(error(401, message="invalid x-api-key"))
+    with pytest.raises(ProviderError) as caught:
+        provider_for(fake).run(assess_step(sample_repo))
+    assert "WFQUEUE_ANTHROPIC_API_KEY or ANTHROPIC_API_KEY" in caught.value.hint
+
+
 def test_a_prompt_too_long_for_the_model_says_to_shorten_the_requirement(fake: FakeAnthropic,
                                                                          sample_repo: Path) -> None:
     fake.reply(error(400, message="prompt is too long: 310232 tokens > 200000 maximum"))

@@ -46,6 +46,8 @@ __all__ = ["CallFailure", "Caller", "RetryPolicy", "retry_after_seconds"]
 log = logging.getLogger(__name__)
 
 TRANSIENT_STATUS = frozenset({408, 409, 429, 529})
+# Where the key comes from (Settings.anthropic_api_key's aliases): the hint named one, to users of the other too.
+KEY_SETTINGS = "the API key (WFQUEUE_ANTHROPIC_API_KEY or ANTHROPIC_API_KEY)"
 CUT_STREAM_ERRORS = (httpx2.TransportError, anthropic.APIConnectionError)
 
 
@@ -271,7 +273,7 @@ class Caller:
             return CallFailure(f"the connection to the Anthropic API failed ({type(exc).__name__}: {exc})")
         except anthropic.AnthropicError as exc:
             raise ProviderError(f"{label}: Anthropic client error: {exc}",
-                                hint="check ANTHROPIC_API_KEY and the anthropic settings") from exc
+                                hint=f"check {KEY_SETTINGS} and the anthropic settings") from exc
 
     def _timeout_within(self, cut_off: float | None) -> dict[str, float]:
         """The request's timeout option: the client's, shortened to the time left until ``cut_off``. The SDK waits
@@ -313,7 +315,7 @@ class Caller:
             return CallFailure(f"the Anthropic API answered {status}: {detail}", status=status,
                                retry_after_s=max(waits) if waits else None)
         if status in (401, 403):
-            hint = "check ANTHROPIC_API_KEY"
+            hint = f"check {KEY_SETTINGS}"
         elif "prompt is too long" in detail or status == 413:
             # The conversation outgrew the model's context window: a long requirement, or a long tool loop.
             hint = ("the conversation does not fit the model's context window: shorten the requirement (or split "
