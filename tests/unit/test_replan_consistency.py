@@ -127,3 +127,20 @@ def test_a_problem_the_plan_already_had_does_not_refuse_an_unrelated_replan(tmp_
     # A problem the replan brings itself is still refused.
     code, _, err, _ = cli("replan", "IMPL-2", "depends on IMPL-9", "--repo", str(tmp_path), "-y")
     assert code == 2 and "replan refused" in err, err
+
+
+def test_a_files_request_keeps_each_path_once_and_every_entry_a_kept_path_had(tmp_path: Path) -> None:
+    """`files: a.py, a.py` stored the path twice; a path the task named once per symbol (``target``) kept one of
+    its entries and lost the others."""
+    folder = three_tasks(tmp_path)
+    _with_sources(tmp_path, "config.py", "limiter.py", "client.py")
+    per_symbol = [{"path": "src/limiter.py", "action": "modify", "target": name, "conflict_risk": "low"}
+                  for name in ("Limiter", "Limiter.allow")]
+    atomic_write_json(folder / ".task" / "IMPL-2.json", read(folder, ".task/IMPL-2.json") | {"files": per_symbol})
+    code, _, err, _ = cli("replan", "IMPL-2", "files: src/limiter.py, src/config.py, src/config.py",
+                          "--repo", str(tmp_path), "-y")
+    assert code == 0, err
+    task = read(folder, ".task/IMPL-2.json")
+    assert [(f["path"], f.get("target")) for f in task["files"]] == [
+        ("src/limiter.py", "Limiter"), ("src/limiter.py", "Limiter.allow"), ("src/config.py", None)]
+    assert task["focus_paths"] == ["src/limiter.py", "src/config.py"]

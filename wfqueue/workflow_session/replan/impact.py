@@ -154,16 +154,19 @@ def _new_task(tid: str, op: AddTask, session_id: str, verification: str, reason:
 def _edit_files(task: dict[str, Any], value: str, existing: Callable[[str], bool] | None) -> None:
     """``files: a.py, new.py``: a path the task names keeps its entry (and action); a new one is created when
     the repository lacks it (a task cannot modify what is not there). One outside the repository is refused."""
-    paths = [p for p in (part.strip().strip("`") for part in value.replace("、", ",").replace("，", ",")
-                         .split(",")) if p]
-    kept = {f.get("path"): f for f in task.get("files") or [] if isinstance(f, dict)}
+    paths = list(dict.fromkeys(p for p in (part.strip().strip("`") for part in value.replace("、", ",")
+                                           .replace("，", ",").split(",")) if p))  # each once: `a.py, a.py`
+    kept: dict[str, list[dict[str, Any]]] = {}  # every entry of a path: one per symbol the task changes there
+    for entry in task.get("files") or []:
+        if isinstance(entry, dict):
+            kept.setdefault(str(entry.get("path")), []).append(entry)
 
     def action(path: str) -> str:
         rel = repo_relative(path)
         return "create" if rel is not None and existing is not None and not existing(rel) else "modify"
 
     task["focus_paths"] = paths
-    task["files"] = [kept.get(p) or {"path": p, "action": action(p)} for p in paths]
+    task["files"] = [entry for p in paths for entry in kept.get(p) or [{"path": p, "action": action(p)}]]
 
 
 def _edit_field(task: dict[str, Any], op: UpdateTask, when: str, existing: Callable[[str], bool] | None) -> None:
