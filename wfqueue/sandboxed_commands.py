@@ -11,22 +11,16 @@ no shell, inside the repository, in its own process group, killed at the timeout
 
 from __future__ import annotations
 
-import os
 import re
-import select
 import shlex
-import signal
-import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import IO
 
 from pydantic import BaseModel
 
-from wfqueue.child_process import stop_process_group
 from wfqueue.errors import BadInputError, UnsafeCommandError
-from wfqueue.lifeline import dies_with_parent
+from wfqueue.group_runner import output_tail, run_to_end
 
 # Tools a verification command may start with (ARTIFACTS §9).
 KNOWN_TOOLS = ("pytest", "python -m pytest", "python3 -m pytest", "npm", "npx", "jest", "tsc", "eslint", "go test",
@@ -136,58 +130,9 @@ def run_command(argv: list[str], repo: Path, timeout_s: float = DEFAULT_COMMAND_
     started = time.monotonic()
     with tempfile.TemporaryFile() as output:
         try:
-            proc = subprocess.Popen(argv, cwd=repo, stdin=subprocess.DEVNULL, stdout=output,
-                                    stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=dies_with_parent())
+            code = run_to_end(argv, repo, timeout_s=timeout_s, output=output, grace_s=_KILL_GRACE_S)
         except FileNotFoundError:
             return CommandResult(argv=argv, exit_code=127, timed_out=False,
                                  seconds=round(time.monotonic() - started, 3), output=f"{argv[0]}: not found on PATH")
-        try:
-            exited = _exited_within(proc, timeout_s)
-            if not exited:  # the command and every child it started: asked to stop, then killed
-                _signal_group(proc, signal.SIGTERM)
-                _exited_within(proc, _KILL_GRACE_S)
-            _kill_leftovers(proc)  # the command is not reaped yet: its group id is still its own
-            proc.wait()
-        except BaseException:  # Ctrl-C, SIGTERM, a task's time limit: its own session would keep it running
-            stop_process_group(proc, signal.SIGKILL, grace_s=_KILL_GRACE_S)
-            raise
-        return CommandResult(argv=argv, exit_code=proc.returncode if exited else None, timed_out=not exited,
-                             seconds=round(time.monotonic() - started, 3), output=_tail(output))
-
-
-def _exited_within(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
-    """Whether the command exited within ``timeout_s``, left unreaped: while it is a zombie its process group id
-    cannot be taken by a new process, so its leftovers can still be killed by that id."""
-    try:
-        pidfd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):  # no pidfd (not Linux, or an old kernel): wait and reap
-        try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            return False
-        return True
-    try:
-        waiting = select.poll()  # not select(): a descriptor above 1023 is common in a busy worker
-        waiting.register(pidfd, select.POLLIN)
-        return bool(waiting.poll(max(0, int(timeout_s * 1000))))
-    finally:
-        os.close(pidfd)
-
-
-def _signal_group(proc: subprocess.Popen[bytes], signum: signal.Signals) -> None:
-    try:
-        os.killpg(proc.pid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _kill_leftovers(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL what the command left running in its process group (its id is the command's pid)."""
-    _signal_group(proc, signal.SIGKILL)
-
-
-def _tail(output: IO[bytes]) -> str:
-    """The last OUTPUT_LIMIT characters written to ``output``, read from its end only."""
-    size = output.seek(0, os.SEEK_END)
-    output.seek(max(0, size - 4 * OUTPUT_LIMIT))  # a character is at most four bytes in UTF-8
-    return output.read().decode("utf-8", "replace")[-OUTPUT_LIMIT:]
+        return CommandResult(argv=argv, exit_code=code, timed_out=code is None,
+                             seconds=round(time.monotonic() - started, 3), output=output_tail(output, OUTPUT_LIMIT))

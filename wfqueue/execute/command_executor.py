@@ -13,13 +13,11 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 from pathlib import Path
 
-from wfqueue.child_process import stop_process_group
 from wfqueue.errors import ExecutorNotConfiguredError
 from wfqueue.execute.executors import COMMAND_HOW, ExecutorName, ExecutorResult
-from wfqueue.lifeline import dies_with_parent
+from wfqueue.group_runner import output_tail, run_to_end
 
 PROMPT_PLACEHOLDER = "{prompt_file}"
 OUTPUT_LIMIT = 20_000  # characters of output handed back (the log file keeps all of it)
@@ -76,27 +74,22 @@ class CommandExecutor:
         prompt_file.write_text(prompt, encoding="utf-8")
         argv = [arg.replace(PROMPT_PLACEHOLDER, str(prompt_file)) for arg in self.argv]
         log = self.log_path(step)
-        with log.open("wb") as output:
+        # The prompt is its stdin too, read from the file: a pipe written here held the worker while an agent that
+        # never reads it ran, and its end could not be watched the way run_to_end watches it.
+        with log.open("w+b") as output, prompt_file.open("rb") as stdin:
             try:
-                proc = subprocess.Popen(argv, cwd=worktree, stdin=subprocess.PIPE, stdout=output,
-                                        stderr=subprocess.STDOUT, start_new_session=True,
-                                        preexec_fn=dies_with_parent())
+                code = run_to_end(argv, worktree, timeout_s=self.timeout_s, output=output, grace_s=_KILL_GRACE_S,
+                                  stdin=stdin)
             except OSError as exc:  # not found, not executable
                 return ExecutorResult(ok=False, error=f"the executor command {argv[0]!r} could not start: {exc}")
-            timed_out = False
-            try:
-                proc.communicate(prompt.encode("utf-8"), timeout=self.timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-            finally:  # also when the task is stopped mid-run (a time limit): never leave the agent running
-                stop_process_group(proc, grace_s=_KILL_GRACE_S)
-        text = log.read_bytes().decode("utf-8", "replace")[-OUTPUT_LIMIT:]
+            text = output_tail(output, OUTPUT_LIMIT)
+        timed_out = code is None
         if timed_out:
             return ExecutorResult(ok=False, output=text,
                                   error=f"the executor did not finish within {self.timeout_s:g}s and was stopped")
-        if proc.returncode != 0:
+        if code != 0:
             last = next((line for line in reversed(text.splitlines()) if line.strip()), "")
             return ExecutorResult(ok=False, output=text,
-                                  error=f"the executor exited with status {proc.returncode}"
+                                  error=f"the executor exited with status {code}"
                                         + (f": {last.strip()[:300]}" if last else ""))
         return ExecutorResult(ok=True, output=text)
