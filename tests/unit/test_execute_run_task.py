@@ -193,3 +193,17 @@ def test_tasks_of_one_repository_run_at_once_in_their_own_worktrees(setup: Setup
     assert len({e["cwd"] for e in entries}) == 3
     assert max(e["start"] for e in entries) < min(e["end"] for e in entries)  # all three ran at the same time
     assert snapshot(setup.repo) == setup.before
+
+
+def test_an_attempt_delivered_again_while_it_runs_waits_for_it_and_runs_no_second_agent(setup: Setup) -> None:
+    """The coordinator killed under `wfqueue up` (its worker still running the task), then `execute --continue`:
+    the same attempt ran twice at once in one worktree, two agents' edits mixed, and one run failed on what the
+    other did ("no changes added to commit", or its worktree removed under it)."""
+    write_edits(setup.edits, {"T1": {"edits": {"calc/t1.py": "NAME = 'T1'\n"}, "sleep": 1}})
+    sent = payload(setup.repo, setup.exec_dir, task("T1", verification="manual: none",
+                                                    files=TaskFiles(create=["calc/t1.py"])))
+    with ThreadPoolExecutor(2) as pool:
+        first, second = pool.map(setup.again, [sent, sent])
+    assert first.status == second.status == "committed", (first.error, second.error)
+    assert first.commit == second.commit
+    assert len(log_entries(setup.log)) == 1  # one agent ran

@@ -109,7 +109,18 @@ def run_task(payload: ExecuteTask, executor: Executor, state: SessionStore, *, w
              check_timeout_s: float = DEFAULT_COMMAND_TIMEOUT_S) -> TaskRun:
     """Run one attempt of one task and return how it ended (see the module docstring). ``state``: the
     execution's session state (session id = the exec id); ``check_timeout_s``: how long its verification
-    command may run (Settings.execute_check_timeout_s)."""
+    command may run (Settings.execute_check_timeout_s).
+
+    One run of an attempt at a time, across every worker (wfqueue.step_runner): a delivery sent again while the
+    first still ran (the coordinator killed under `wfqueue up`, then `execute --continue`) ran a second agent in
+    the same worktree, and one of the two failed on what the other did. The second now waits, then returns what
+    the first remembered."""
+    with state.running_step(f"execute:{payload.task.id}#{payload.attempt}", f"task {payload.task.id}"):
+        return _run_once(payload, executor, state, worker, check_timeout_s)
+
+
+def _run_once(payload: ExecuteTask, executor: Executor, state: SessionStore, worker: str,
+              check_timeout_s: float) -> TaskRun:
     known = state.recall(task_run_key(payload.task.id, payload.attempt))
     if known is not None:
         return TaskRun.model_validate_json(known)
