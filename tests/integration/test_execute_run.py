@@ -401,6 +401,40 @@ def test_an_integration_branch_deleted_while_the_execution_runs_ends_it_with_one
     assert "wfqueue-worktrees" not in git(repo, "worktree", "list")
 
 
+def test_an_integration_branch_moved_while_the_execution_runs_stops_it_and_continue_goes_on_once_put_back(
+        tmp_path: Path) -> None:
+    """`git update-ref` of the integration branch to another commit mid-run: `status` still said TASK-001 was merged
+    (the branch no longer held it), TASK-002's merge failed on "local changes would be overwritten", and every
+    `--continue` ran TASK-002's agent again and failed the same way."""
+    repo = project(tmp_path)
+    start = git(repo, "rev-parse", "HEAD")
+    tasks_file = lite_plan(repo, [lite_task(1, "Rename the package", ["calc/text.py"]),
+                                  lite_task(2, "Add sub", ["calc/ops.py"], depends=[1])])
+    release = tmp_path / "release"
+    env = env_for(tmp_path, {"TASK-001": {"calc/text.py": "NAME = 'calculator'\n"},
+                             "TASK-002": {"edits": {"calc/ops.py": SUB}, "wait_for": str(release)}})
+    with cli_process("execute", str(tasks_file), "-y", "--json", env=env) as proc:
+        worktrees = repo / ".git" / "wfqueue-worktrees"
+        wait_until(lambda: any(worktrees.glob("EXEC-*/TASK-002/*/calc")), 120, "TASK-002's worktree made")
+        (branch,) = [b for b in git(repo, "for-each-ref", "--format=%(refname)", "refs/heads/wfqueue").split()
+                     if "/tasks/" not in b]
+        merged = git(repo, "rev-parse", branch)
+        git(repo, "update-ref", branch, start)  # "reset" by hand, while the execution goes on
+        release.touch()
+        _, err = proc.communicate(timeout=240)
+    said = " ".join(err.split())
+    assert proc.returncode == 2, err
+    assert f"the integration branch {branch.removeprefix('refs/heads/')} was moved while" in said, said
+    assert f"git update-ref {branch} {merged}" in said, said
+    git(repo, "update-ref", branch, merged)  # put back, as the hint says
+    exec_id = branch.rsplit("/", 1)[-1]
+    again = run_cli("execute", "--continue", exec_id, "--repo", str(repo), "--json", env=env, timeout=240)
+    assert again.code == 0, again.stderr
+    assert again.json()["status"] == "completed"
+    assert git(repo, "show", f"{branch}:calc/text.py") == "NAME = 'calculator'"
+    assert "def sub" in git(repo, "show", f"{branch}:calc/ops.py")
+
+
 def test_a_completed_executions_branch_merged_and_deleted_is_not_named_to_merge_again(tmp_path: Path) -> None:
     """Once a user merged the integration branch and deleted it, as one does after a review, `status` and
     `execute --continue` still said to `git merge` it: a branch that no longer exists. They say that nothing is

@@ -17,7 +17,15 @@ from wfqueue.errors import BadInputError, ProviderError
 from wfqueue.execute import records
 from wfqueue.execute.decisions import conflict_outcome, disallowed_changes, retry_feedback, skip_reason, unnamed_tests
 from wfqueue.execute.gate import gate_commands, runnable_on
-from wfqueue.execute.merge import branch_exists, commit_changes, head_of, merge_task, run_gate, task_branch
+from wfqueue.execute.merge import (
+    branch_exists,
+    commit_changes,
+    head_of,
+    merge_task,
+    moved_from,
+    run_gate,
+    task_branch,
+)
 from wfqueue.execute.model import ExecutablePlan, TaskRun
 from wfqueue.execute.records import Execution, GateRun, TaskRecord
 from wfqueue.execute.worktree import left_as_found
@@ -148,6 +156,14 @@ class WaveRunner:
             raise BadInputError(f"the integration branch {e.branch} was deleted while {e.exec_id} ran: what it "
                                 "merged is gone, and nothing more is merged",
                                 hint=f"execute the plan again: `wfqueue execute {e.source}`")
+        moved = moved_from(self.worktree, e.branch)
+        if moved is not None:  # merging on it failed each task ("local changes would be overwritten"), for ever
+            back = (f"put it back (`git update-ref refs/heads/{e.branch} {moved}`), then " if moved else
+                    "put it back where the execution's last merge left it, then ")
+            raise BadInputError(f"the integration branch {e.branch} was moved while {e.exec_id} ran: it no longer "
+                                "holds what the execution merged, and nothing more is merged",
+                                hint=f"{back}`wfqueue execute --continue {e.exec_id}`; or execute the plan again "
+                                     f"(`wfqueue execute {e.source}`)")
         merge = merge_task(self.worktree, run.commit, record.id, e.exec_id, task.title)
         if merge.merged:
             record.state, record.merge, record.reason = "completed", merge.commit, None
