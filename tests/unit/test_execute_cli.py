@@ -314,7 +314,7 @@ def test_on_a_terminal_the_schedule_is_confirmed_first_and_declining_changes_not
             return True
 
     monkeypatch.setattr("sys.stdin", _Terminal())
-    monkeypatch.setattr("typer.confirm", lambda text, **_: asked.append(text) or False)
+    monkeypatch.setattr("rich.prompt.Confirm.ask", lambda text, **_: asked.append(text) or False)
     assert main(["execute", SESSION, "--repo", str(sample_repo)]) == 0  # declined: as a plan cancelled, not failed
     err = capsys.readouterr().err
     assert asked == ["start these tasks?"]
@@ -322,6 +322,28 @@ def test_on_a_terminal_the_schedule_is_confirmed_first_and_declining_changes_not
     assert "[notes_api/storage/db.py]" in err  # each task's files, in brackets: they were read as rich markup
     assert git(sample_repo, "rev-parse", "HEAD") == head and git(sample_repo, "branch", "-a") == branches
     assert snapshot(sample_repo) == before
+    assert not (sample_repo / ".workflow" / ".execution").exists()
+
+
+def test_ctrl_d_at_the_question_declines_it(sample_repo: Path, capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The end of input at "start these tasks?" was said as "interrupted" (exit 130): it answers no."""
+    monkeypatch.setenv("WFQUEUE_EXECUTOR_COMMAND", f"{sys.executable} -m aider --message-file {{prompt_file}}")
+    committed(sample_repo)
+    plan_session(sample_repo)
+
+    class _Terminal:
+        def isatty(self) -> bool:
+            return True
+
+    def end_of_input(text: str, **_: object) -> bool:
+        raise EOFError
+
+    monkeypatch.setattr("sys.stdin", _Terminal())
+    monkeypatch.setattr("rich.prompt.Confirm.ask", end_of_input)
+    assert main(["execute", SESSION, "--repo", str(sample_repo)]) == 0
+    err = capsys.readouterr().err
+    assert "not started; nothing was written" in err and "interrupted" not in err
     assert not (sample_repo / ".workflow" / ".execution").exists()
 
 

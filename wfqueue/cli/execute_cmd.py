@@ -15,6 +15,7 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.prompt import Confirm
 
 from wfqueue.cli.plan_common import finish
 from wfqueue.cli.progress import TerminalUI
@@ -146,7 +147,11 @@ def _confirm(ui: TerminalUI, plan: ExecutablePlan, schedule: Schedule, gate: lis
         return True
     # Plain text: each task's files are listed in brackets, and titles are the model's.
     ui.console.print(render_schedule(plan, schedule, gate, untested).rsplit("\n", 1)[0], markup=False)
-    return typer.confirm("start these tasks?", default=True, err=True)
+    try:
+        return Confirm.ask("start these tasks?", default=True, console=ui.console)
+    except EOFError:  # Ctrl-D: no is the answer (typer's confirm called it an interrupt, exit 130)
+        ui.console.print()
+        return False
 
 
 def _describe(out: Console, result: ExecutionOutcome) -> None:
