@@ -76,6 +76,9 @@ def test_a_replan_killed_half_way_is_undone_by_its_backup_and_blocks_other_repla
     code, _, err, _ = cli("replan", "IMPL-2", "title: Limiter settings", "--repo", str(tmp_path), "-y")
     assert code == 2 and f"the replan {backup.name} of {folder.name} stopped half-way" in err, err
     assert f"wfqueue replan --restore {backup}" in err
+    # What a SIGKILL in the middle of the next write leaves: the atomic write's temporary file.
+    (folder / ".task" / ".IMPL-4.json.k1ll3d.tmp").write_text('{"id": "IMPL-4"', encoding="utf-8")
+    (folder / ".plan.json.k1ll3d.tmp").write_text("{", encoding="utf-8")
     code, _, err, _ = cli("replan", "--restore", str(backup), "--repo", str(tmp_path))
     assert code == 0, err
     assert tree(folder, skip_backups=True) == before and validate_session(folder) == []

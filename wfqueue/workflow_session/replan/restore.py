@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 from pathlib import Path
 
 from filelock import Timeout
@@ -84,6 +85,11 @@ def restore(repo: Path, backup: Path, session_id: str | None = None, lock_timeou
                                          "restored", hint=f"undo it first: {restore_command(pending, folder.name)}")
             mark_pending(folder, backup, restoring=True)  # stopped half-way, it is run again before any replan
             restored, removed = restore_files(folder, backup, manifest)
+            if pending is not None:  # killed mid-write: an atomic write's temporary file may be left beside a file
+                for rel in {*manifest.files, *manifest.created}:
+                    target = folder / rel
+                    for stray in target.parent.glob(f".{glob.escape(target.name)}.*.tmp"):
+                        stray.unlink(missing_ok=True)
     except Timeout:
         raise SessionBusyError(f"a replan of {folder.name} holds its lock", hint="wait for it to finish") from None
     return RestoreResult(session_id=folder.name, backup=str(backup), restored=restored, removed=removed)
