@@ -16,11 +16,6 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
-# The model's grep patterns are matched with the `regex` package, not `re`: it backtracks less, and its search takes
-# a time limit. `(\w+\s?)*\(` held a worker at full CPU for good on one README line (the threads pool, where remote
-# agents run, enforces no Celery time limit).
-import regex
-
 from wfqueue.analysis.files import repository_files, skipped_dir
 from wfqueue.errors import ToolError
 
@@ -208,6 +203,12 @@ class RepoTools:
     def grep(self, pattern: str, path: str = ".", include: str | None = None, ignore_case: bool = False) -> str:
         if not pattern or len(pattern) > MAX_PATTERN_CHARS:
             raise ToolError("pattern must be 1 to 500 characters")
+        # The model's pattern is matched with the `regex` package, not `re`: it backtracks less, and its search
+        # takes a time limit. `(\w+\s?)*\(` held a worker at full CPU for good on one README line (the threads
+        # pool, where remote agents run, enforces no Celery time limit). Imported here: 10 ms a node's start
+        # would wait for, before its first model call.
+        import regex
+
         try:
             compiled = regex.compile(pattern, regex.IGNORECASE if ignore_case else 0)
         except (regex.error, ValueError, OverflowError) as exc:
