@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -33,22 +32,39 @@ from wfqueue.lifeline import dies_with_parent
 
 __all__ = ["GUARD_SIGNAL", "find_program", "guarded", "output_tail", "run_to_end"]
 
-GUARD_SIGNAL = signal.SIGUSR1  # what the guard receives when the worker thread that started it ends
+# What the guard receives when the worker thread that started it ends: a real-time signal, which no command sends
+# its own group by chance (SIGUSR1 made the guard kill the group when a test did).
+GUARD_SIGNAL = signal.SIGRTMIN + 4 if hasattr(signal, "SIGRTMIN") else signal.SIGUSR1  # not Linux: unused
 
-# The guard: only the standard library, run with -I -S (no site, no user paths: a few milliseconds).
+# The guard: only the standard library, run with -I -S (no site, no user paths: a few milliseconds). Every signal
+# the command may send its own group (SIGHUP, SIGINT, SIGUSR1 ...) gets a handler that does nothing: the guard must
+# outlive the command, and a handler (unlike "ignore") is reset when the command is started. Python's start-up
+# may have set LC_CTYPE (locale coercion): the command gets the worker's own value back (argv[1], "-" for none).
 _GUARD = """
-import os, signal, sys
-argv = sys.argv[1:]
-signal.signal(signal.SIGUSR1, lambda *_: os.killpg(0, signal.SIGKILL))
-signal.signal(signal.SIGTERM, lambda *_: None)  # the group's SIGTERM is the command's to answer: wait for it
+import os, resource, signal, sys
+death, ctype, argv = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+for each in signal.valid_signals():
+    if each not in (signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD, death):
+        try:
+            signal.signal(each, lambda *_: None)
+        except (OSError, ValueError):
+            pass
+signal.signal(death, lambda *_: os.killpg(0, signal.SIGKILL))
+env = dict(os.environ)
+if ctype == "-":
+    env.pop("LC_CTYPE", None)
+else:
+    env["LC_CTYPE"] = ctype
 try:
-    pid = os.posix_spawnp(argv[0], argv, os.environ, setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
+    pid = os.posix_spawnp(argv[0], argv, env, setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
 except OSError as exc:
     print(f"{argv[0]}: {exc.strerror}", file=sys.stderr)
     sys.exit(127)
 code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-if code < 0:  # ended by a signal: so does the guard, and its parent sees the same status
-    signal.signal(-code, signal.SIG_DFL)
+if code < 0:  # ended by a signal: so does the guard (no core file of its own), and its parent sees the same
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if -code != signal.SIGKILL:
+        signal.signal(-code, signal.SIG_DFL)
     os.kill(os.getpid(), -code)
 sys.exit(code)
 """
@@ -58,23 +74,29 @@ def guarded(argv: list[str]) -> list[str]:
     """``argv`` run under the guard (on Linux, where the kernel tells a child of its parent's death), else as is."""
     if not sys.platform.startswith("linux"):
         return argv
-    return [sys.executable, "-I", "-S", "-c", _GUARD, *argv]
+    return [sys.executable, "-I", "-S", "-c", _GUARD, str(int(GUARD_SIGNAL)), os.environ.get("LC_CTYPE", "-"), *argv]
 
 
 def find_program(program: str, cwd: Path) -> bool:
-    """Whether ``program`` (a name looked up on PATH, or a path, relative to ``cwd``) can be run: started through
+    """Whether ``program`` (a name looked up on PATH, or a path) can be run from ``cwd``, as the command itself
+    would find it: a relative path, or a relative PATH entry (`node_modules/.bin`), from ``cwd``. Started through
     the guard, a missing one would be an exit status of 127 instead of an error saying it could not start."""
-    if "/" in program:
-        path = Path(program) if os.path.isabs(program) else cwd / program
+    def runnable(path: Path) -> bool:
         return path.is_file() and os.access(path, os.X_OK)
-    return shutil.which(program) is not None
+
+    if "/" in program:
+        return runnable(Path(program) if os.path.isabs(program) else cwd / program)
+    entries = os.environ.get("PATH", os.defpath).split(os.pathsep)
+    return any(runnable((Path(entry) if os.path.isabs(entry) else cwd / entry) / program) for entry in entries)
 
 
 def run_to_end(argv: list[str], cwd: Path, *, timeout_s: float, output: IO[bytes], grace_s: float,
-               stdin: IO[bytes] | int = subprocess.DEVNULL) -> int | None:
+               stdin: IO[bytes] | int = subprocess.DEVNULL, stop_first: signal.Signals = signal.SIGKILL) -> int | None:
     """Run ``argv`` in ``cwd`` (stdout and stderr into ``output``) until it exits; its exit status (negative: the
     signal that ended it), or None when ``timeout_s`` passed first and it was stopped. Whatever it left running
-    in its group is killed either way. FileNotFoundError when its program is not there."""
+    in its group is killed either way. FileNotFoundError when its program is not there. ``stop_first``: what its
+    group is sent when this run is itself stopped (Ctrl-C, a task's time limit), ``grace_s`` before SIGKILL: an
+    agent in the middle of a `git commit` leaves its index lock behind when killed outright."""
     if not find_program(argv[0], cwd):
         raise FileNotFoundError(f"{argv[0]}: not found")
     proc = subprocess.Popen(guarded(argv), cwd=cwd, stdin=stdin, stdout=output, stderr=subprocess.STDOUT,
@@ -87,7 +109,7 @@ def run_to_end(argv: list[str], cwd: Path, *, timeout_s: float, output: IO[bytes
         _signal_group(proc, signal.SIGKILL)  # what it left running: its group id is still its own (not reaped)
         proc.wait()
     except BaseException:  # Ctrl-C, SIGTERM, a task's time limit: its own session would keep it running
-        stop_process_group(proc, signal.SIGKILL, grace_s=grace_s)
+        stop_process_group(proc, stop_first, grace_s=grace_s)
         raise
     return proc.returncode if exited else None
 

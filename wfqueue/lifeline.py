@@ -50,7 +50,7 @@ def hold(on_parent_death: signal.Signals = signal.SIGTERM) -> None:
 
 
 @functools.cache  # one ctypes lookup per process, not one per command started
-def dies_with_parent(on_parent_death: signal.Signals = signal.SIGKILL) -> Callable[[], None] | None:
+def dies_with_parent(on_parent_death: int = signal.SIGKILL) -> Callable[[], None] | None:
     """A ``preexec_fn`` for a command we run (a coding agent, a test command, the embedded redis-server), or None
     (not Linux): in the child, before it starts, it asks for ``on_parent_death`` when the thread that started it
     ends, so a worker or command killed outright leaves no agent editing a worktree, no test run going on beside

@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
+import signal
 from pathlib import Path
 
 from wfqueue.errors import ExecutorNotConfiguredError
 from wfqueue.execute.executors import COMMAND_HOW, ExecutorName, ExecutorResult
-from wfqueue.group_runner import output_tail, run_to_end
+from wfqueue.group_runner import find_program, output_tail, run_to_end
 
 PROMPT_PLACEHOLDER = "{prompt_file}"
 OUTPUT_LIMIT = 20_000  # characters of output handed back (the log file keeps all of it)
@@ -43,9 +43,7 @@ def check_command_here(command: str | None) -> None:
     program = split_command(command)[0]
     if "/" in program and not os.path.isabs(program):
         return
-    found = os.access(program, os.X_OK) and os.path.isfile(program) if os.path.isabs(program) else (
-        shutil.which(program) is not None)
-    if not found:
+    if not find_program(program, Path.cwd()):
         raise ExecutorNotConfiguredError(
             f"the executor command's program {program!r} is not found or not executable",
             hint="install it on this machine (its workers run the tasks), or set WFQUEUE_EXECUTOR_COMMAND to an "
@@ -79,7 +77,7 @@ class CommandExecutor:
         with log.open("w+b") as output, prompt_file.open("rb") as stdin:
             try:
                 code = run_to_end(argv, worktree, timeout_s=self.timeout_s, output=output, grace_s=_KILL_GRACE_S,
-                                  stdin=stdin)
+                                  stdin=stdin, stop_first=signal.SIGTERM)
             except OSError as exc:  # not found, not executable
                 return ExecutorResult(ok=False, error=f"the executor command {argv[0]!r} could not start: {exc}")
             text = output_tail(output, OUTPUT_LIMIT)
