@@ -20,7 +20,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from wfqueue.errors import TransientProviderError, WfqueueError
 from wfqueue.execute.command_executor import CommandExecutor
 from wfqueue.execute.executors import Executor
-from wfqueue.execute.run_task import EXECUTOR_RUNS, record_failure, run_task
+from wfqueue.execute.run_task import EXECUTOR_RUNS, attempt_held, record_failure, run_task
 from wfqueue.payloads import ExecuteTask
 from wfqueue.settings import Settings
 from wfqueue.state import SessionStore
@@ -73,25 +73,28 @@ def register(app: Celery, settings: Settings) -> None:
             return record_failure(payload, state, f"on worker {worker}: {exc.message}{hint}", worker=worker,
                                   started_at=started,
                                   remember=False).model_dump(mode="json")
-        try:
-            # Beating while it runs, as a planning agent does: beat's watchdog reports a task that stopped
-            # beating, not one whose executor is simply long (an executor may take up to executor_timeout_s).
-            every_s = settings.heartbeat_every_s()
-            state.set_agent(payload.task.id, beat_every_s=every_s)  # the watchdog waits for three missed beats
-            with heartbeat(state, payload.task.id, every_s, hard):
-                run = run_task(payload, executor, state, worker=worker,
-                               check_timeout_s=settings.execute_check_timeout_s)
-        except TransientProviderError as exc:
-            if may_retry(self):
-                # Beside the agent, as a planning step's wait is: a retry-after can be most of an hour, and the
-                # task reads "running" all the while.
-                delay = retry_delay_of(self, exc, settings)
-                state.set_agent(payload.task.id, note=f"{exc.message}; {when_retried(self, delay)}")
-                raise retry_later(self, exc, settings, delay) from None
-            run = record_failure(payload, state, exc.message, worker=worker, started_at=started)
-        except SoftTimeLimitExceeded:
-            run = record_failure(payload, state, f"stopped at the task's {soft}s time limit", worker=worker,
-                                 started_at=started)
+        # Held through the failure recorded below too: a delivery waiting for this one must not start on the
+        # worktree while record_failure cleans it up.
+        with attempt_held(state, payload):
+            try:
+                # Beating while it runs, as a planning agent does: beat's watchdog reports a task that stopped
+                # beating, not one whose executor is simply long (an executor may take up to executor_timeout_s).
+                every_s = settings.heartbeat_every_s()
+                state.set_agent(payload.task.id, beat_every_s=every_s)  # the watchdog waits for three missed beats
+                with heartbeat(state, payload.task.id, every_s, hard):
+                    run = run_task(payload, executor, state, worker=worker,
+                                   check_timeout_s=settings.execute_check_timeout_s, held=True)
+            except TransientProviderError as exc:
+                if may_retry(self):
+                    # Beside the agent, as a planning step's wait is: a retry-after can be most of an hour, and the
+                    # task reads "running" all the while.
+                    delay = retry_delay_of(self, exc, settings)
+                    state.set_agent(payload.task.id, note=f"{exc.message}; {when_retried(self, delay)}")
+                    raise retry_later(self, exc, settings, delay) from None
+                run = record_failure(payload, state, exc.message, worker=worker, started_at=started)
+            except SoftTimeLimitExceeded:
+                run = record_failure(payload, state, f"stopped at the task's {soft}s time limit", worker=worker,
+                                     started_at=started)
         if payload.transport is not None and run.commit is not None:
             # This worker's repository is its own: the commit goes back to the coordinator through Redis.
             send_commits(states.client(), Path(payload.repo), run.commit, payload.base,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,7 @@ from tests.execute_support import (
 )
 from wfqueue.execute.command_executor import CommandExecutor
 from wfqueue.execute.model import TaskFiles, TaskRun
-from wfqueue.execute.run_task import run_task
+from wfqueue.execute.run_task import attempt_held, record_failure, run_task
 from wfqueue.execute.worktree import worktree_path
 from wfqueue.memory_state import MemorySessionState
 from wfqueue.payloads import ExecuteTask
@@ -207,3 +209,38 @@ def test_an_attempt_delivered_again_while_it_runs_waits_for_it_and_runs_no_secon
     assert first.status == second.status == "committed", (first.error, second.error)
     assert first.commit == second.commit
     assert len(log_entries(setup.log)) == 1  # one agent ran
+
+
+def test_a_delivery_waiting_for_a_run_stopped_at_its_time_limit_gets_its_failure_not_a_half_removed_worktree(
+        setup: Setup) -> None:
+    """The worker records a failure of its own after run_task returns (its soft time limit): the claim was released
+    first, and a waiting delivery started an agent in the worktree that record_failure was removing."""
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    write_edits(setup.edits, {"T1": {"edits": {"calc/t1.py": "NAME = 'T1'\n"}, "sleep": 1}})
+    sent = payload(setup.repo, setup.exec_dir, task("T1", verification="manual: none",
+                                                    files=TaskFiles(create=["calc/t1.py"])))
+    started = threading.Event()
+
+    class StoppedAtItsLimit:
+        name = "command"
+
+        def run(self, prompt: str, worktree: Path, step: str) -> Any:
+            started.set()
+            time.sleep(0.5)  # the second delivery is waiting by now
+            raise SoftTimeLimitExceeded
+
+    def worker() -> TaskRun:
+        with attempt_held(setup.state, sent):
+            try:
+                return run_task(sent, StoppedAtItsLimit(), setup.state, worker="w1", held=True)  # type: ignore[arg-type]
+            except SoftTimeLimitExceeded:
+                return record_failure(sent, setup.state, "stopped at the task's 7s time limit", worker="w1")
+
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(worker)
+        assert started.wait(30)
+        second = pool.submit(setup.again, sent)
+        assert first.result().status == second.result().status == "failed"
+    assert second.result().error == "stopped at the task's 7s time limit"
+    assert not log_entries(setup.log)  # no second agent ran

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -105,17 +107,27 @@ def record_failure(payload: ExecuteTask, state: SessionStore, error: str, *, wor
     return _record(state, run, remember)
 
 
+@contextmanager
+def attempt_held(state: SessionStore, payload: ExecuteTask) -> Iterator[None]:
+    """Hold one attempt of one task, across every worker (wfqueue.step_runner), for its run and for recording how
+    it ended: a delivery sent again while the first still ran (the coordinator killed under `wfqueue up`, then
+    `execute --continue`) ran a second agent in the same worktree, and one of the two failed on what the other
+    did. The second waits (saying so beside the task), then returns what the first remembered."""
+    task_id = payload.task.id
+    with agent_notes.noting(lambda text: state.set_agent(task_id, note=text)), \
+            state.running_step(f"execute:{task_id}#{payload.attempt}", f"task {task_id}"):
+        yield
+
+
 def run_task(payload: ExecuteTask, executor: Executor, state: SessionStore, *, worker: str = "",
-             check_timeout_s: float = DEFAULT_COMMAND_TIMEOUT_S) -> TaskRun:
+             check_timeout_s: float = DEFAULT_COMMAND_TIMEOUT_S, held: bool = False) -> TaskRun:
     """Run one attempt of one task and return how it ended (see the module docstring). ``state``: the
     execution's session state (session id = the exec id); ``check_timeout_s``: how long its verification
-    command may run (Settings.execute_check_timeout_s).
-
-    One run of an attempt at a time, across every worker (wfqueue.step_runner): a delivery sent again while the
-    first still ran (the coordinator killed under `wfqueue up`, then `execute --continue`) ran a second agent in
-    the same worktree, and one of the two failed on what the other did. The second now waits, then returns what
-    the first remembered."""
-    with state.running_step(f"execute:{payload.task.id}#{payload.attempt}", f"task {payload.task.id}"):
+    command may run (Settings.execute_check_timeout_s); ``held``: the caller holds :func:`attempt_held` (a worker
+    that records a failure of its own after this returns), else it is held here."""
+    if held:
+        return _run_once(payload, executor, state, worker, check_timeout_s)
+    with attempt_held(state, payload):
         return _run_once(payload, executor, state, worker, check_timeout_s)
 
 
