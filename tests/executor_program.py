@@ -12,7 +12,8 @@ of ``edits`` when the prompt reports a failing verification (the run that fixes 
 editing, ``wait_for`` until the file it names exists; ``exit`` ends with that status after editing;
 ``git_commit`` commits the edits, as some agent CLIs do.
 With ``WFQUEUE_TEST_EXECUTOR_LOG`` set, one JSON line per run is appended: ``{task, pid, ppid, cwd, start, end,
-fix}``, so tests can prove which process ran a task, and when (overlap or not).
+fix, ancestors}`` (``ancestors``: the command lines of its parent and grandparent, on Linux), so tests can prove
+which process ran a task, and when (overlap or not).
 """
 
 from __future__ import annotations
@@ -38,6 +39,18 @@ def _edit(root: Path, path: str, change: object) -> None:
         target.unlink(missing_ok=True)
     else:
         raise SystemExit(f"executor_program: cannot apply {change!r} to {path}")
+
+
+def _ancestors(count: int) -> list[str]:
+    """The command lines of this process's parent, grandparent, ... (as many as ``count``; fewer off Linux)."""
+    found, pid = [], os.getppid()
+    for _ in range(count):
+        try:
+            found.append((Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+            pid = int((Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return found
 
 
 def main() -> int:
@@ -67,7 +80,7 @@ def main() -> int:
     log = os.environ.get("WFQUEUE_TEST_EXECUTOR_LOG")
     if log:
         entry = {"task": task_id, "pid": os.getpid(), "ppid": os.getppid(), "cwd": str(Path.cwd()),
-                 "start": started, "end": time.time(), "fix": fixing}
+                 "start": started, "end": time.time(), "fix": fixing, "ancestors": _ancestors(2)}
         with open(log, "a", encoding="utf-8") as out:
             out.write(json.dumps(entry) + "\n")
     print(f"executor_program: {task_id} applied {len(edits)} edit(s)")

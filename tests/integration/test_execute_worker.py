@@ -32,10 +32,6 @@ from wfqueue.state import SessionState
 pytestmark = pytest.mark.integration
 
 
-def _cmdline(pid: int) -> str:
-    return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-
-
 def test_a_task_runs_on_a_worker_and_leaves_the_users_checkout_untouched(tmp_path: Path) -> None:
     repo = make_repo(tmp_path)
     before = snapshot(repo)
@@ -50,9 +46,12 @@ def test_a_task_runs_on_a_worker_and_leaves_the_users_checkout_untouched(tmp_pat
         run = TaskRun.model_validate(sent.send(runtime.app).get(timeout=120))
         assert run.status == "committed", run.error
         (entry,) = log_entries(log)
-        # The executor's parent is a pool process of the embedded worker, not this test.
+        # The executor's parent is the guard of its process group (wfqueue.group_runner), whose parent is a pool
+        # process of the embedded worker, not this test.
         assert entry["ppid"] != os.getpid()
-        assert "workers.serve" in _cmdline(entry["ppid"]) and run.worker.startswith("wfq-")
+        guard, pool_process = entry["ancestors"]
+        assert "os.posix_spawnp" in guard and "workers.serve" in pool_process, entry["ancestors"]
+        assert run.worker.startswith("wfq-")
         state = SessionState(runtime.client, EXEC_ID, ttl_s=3600)
         stored = state.recall(task_run_key("T1", 1))
         assert stored is not None and TaskRun.model_validate_json(stored) == run
