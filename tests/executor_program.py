@@ -12,7 +12,7 @@ of ``edits`` when the prompt reports a failing verification (the run that fixes 
 editing, ``wait_for`` until the file it names exists; ``exit`` ends with that status after editing;
 ``git_commit`` commits the edits, as some agent CLIs do.
 With ``WFQUEUE_TEST_EXECUTOR_LOG`` set, one JSON line per run is appended: ``{task, pid, ppid, cwd, start, end,
-fix, ancestors}`` (``ancestors``: the command lines of its parent and grandparent, on Linux), so tests can prove
+fix, ancestors}`` (``ancestors``: [pid, command line] of its parent and grandparent, on Linux), so tests can prove
 which process ran a task, and when (overlap or not).
 """
 
@@ -41,12 +41,13 @@ def _edit(root: Path, path: str, change: object) -> None:
         raise SystemExit(f"executor_program: cannot apply {change!r} to {path}")
 
 
-def _ancestors(count: int) -> list[str]:
-    """The command lines of this process's parent, grandparent, ... (as many as ``count``; fewer off Linux)."""
+def _ancestors(count: int) -> list[tuple[int, str]]:
+    """The pids and command lines of this process's parent, grandparent, ... (as many as ``count``; fewer off
+    Linux)."""
     found, pid = [], os.getppid()
     for _ in range(count):
         try:
-            found.append((Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+            found.append((pid, (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()))
             pid = int((Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             break

@@ -115,7 +115,7 @@ def test_waves_merges_a_conflict_a_failure_and_a_red_gate_then_continue(tmp_path
     one, two, three = runs_of(log, "TASK-001")[0], runs_of(log, "TASK-002")[0], runs_of(log, "TASK-003")[0]
     # Independent tasks ran at once, on different worker processes...
     assert one["start"] < two["end"] and two["start"] < one["end"]
-    assert one["ppid"] != two["ppid"]
+    assert one["ancestors"][1][0] != two["ancestors"][1][0]  # the pool processes (the parents are their guards)
     # ...and the task writing the same file as TASK-001 started only after it ended.
     assert three["start"] >= one["end"]
     # TASK-002 conflicted on the new test file and was run again once on the new head, then merged.

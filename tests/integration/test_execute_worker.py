@@ -49,7 +49,7 @@ def test_a_task_runs_on_a_worker_and_leaves_the_users_checkout_untouched(tmp_pat
         # The executor's parent is the guard of its process group (wfqueue.group_runner), whose parent is a pool
         # process of the embedded worker, not this test.
         assert entry["ppid"] != os.getpid()
-        guard, pool_process = entry["ancestors"]
+        (_, guard), (_, pool_process) = entry["ancestors"]
         assert "os.posix_spawnp" in guard and "workers.serve" in pool_process, entry["ancestors"]
         assert run.worker.startswith("wfq-")
         state = SessionState(runtime.client, EXEC_ID, ttl_s=3600)

@@ -28,13 +28,14 @@ def test_a_worker_killed_mid_task_leaves_one_merged_commit_per_task(tmp_path: Pa
     before = snapshot(repo)
     with cli_process("execute", str(tasks_file), "-y", "--json", env=env) as proc:
         def running_agent() -> list[int]:
-            # The executor program of TASK-001, sleeping inside the task's worktree: its parent is the
-            # worker's pool process that runs the task.
+            # The executor program of TASK-001, sleeping inside the task's worktree: its parent is the guard of
+            # its process group, whose parent is the worker's pool process that runs the task.
             return [int(line.split(":")[0]) for line in processes_mentioning(str(EXECUTOR_PROGRAM))
                     if "TASK-001" in _cwd(int(line.split(":")[0]))]
 
         agent = wait_until(running_agent, 120, "TASK-001's executor running")[0]
-        pool_process = parent_of(agent)
+        guard = parent_of(agent)
+        pool_process = parent_of(guard)
         os.kill(pool_process, signal.SIGKILL)
         out, err = proc.communicate(timeout=300)
 
@@ -47,7 +48,7 @@ def test_a_worker_killed_mid_task_leaves_one_merged_commit_per_task(tmp_path: Pa
     assert git(repo, "show", f"{branch}:calc/ops.py") == SUB.strip() != OPS.strip()
     # The killed run never finished (its agent died with its worker); the task finished on another process.
     finished = runs_of(log_entries(tmp_path / "executor.log"), "TASK-001")
-    assert len(finished) == 1 and finished[0]["ppid"] != pool_process
+    assert len(finished) == 1 and finished[0]["ancestors"][1][0] != pool_process
     assert snapshot(repo) == before
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     assert processes_mentioning(str(repo / ".workflow" / ".queue")) == []
