@@ -86,17 +86,6 @@ def branch_exists(repo: Path, branch: str) -> bool:
     return git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False).returncode == 0
 
 
-def moved_from(worktree: Path, branch: str) -> str | None:
-    """When the integration worktree's branch was moved under it (`git update-ref`, `git branch -f`, a reset
-    elsewhere), where it was: its index still holds what the execution's last merge left, which no longer
-    matches the commit the branch names. The previous tip comes from the branch's reflog ("" when it has none);
-    None when the branch is where the execution left it."""
-    if git(worktree, "diff-index", "--quiet", "--cached", "HEAD", "--", check=False).returncode == 0:
-        return None
-    previous = git(worktree, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}@{{1}}", check=False)
-    return previous.stdout.strip() if previous.returncode == 0 else ""
-
-
 def checkouts(repo: Path) -> dict[str, Path]:
     """Each branch checked out in a worktree of the repository, and where (git lets a branch be checked out in
     one place only)."""

@@ -22,7 +22,6 @@ from wfqueue.execute.merge import (
     commit_changes,
     head_of,
     merge_task,
-    moved_from,
     run_gate,
     task_branch,
 )
@@ -68,6 +67,25 @@ class WaveRunner:
     execution: Execution
     worktree: Path
     prefix: str
+    # Where this run left the integration branch (opened, then after each merge): a branch found elsewhere was
+    # moved under the execution (`git update-ref`, a reset from another checkout).
+    head: str = ""
+
+    def __post_init__(self) -> None:
+        self.head = head_of(self.worktree)
+
+    def refuse_moved(self) -> None:
+        """Stop when the integration branch is not where this run left it: merging on it failed each task ("local
+        changes would be overwritten") for ever, and a gate tested a tree no one merged."""
+        e = self.execution
+        if head_of(Path(e.repo), f"refs/heads/{e.branch}") == self.head:
+            return
+        raise BadInputError(f"the integration branch {e.branch} was moved while {e.exec_id} ran: it no longer "
+                            f"holds what the execution merged (its last merge, {self.head[:12]}), and nothing more "
+                            "is merged",
+                            hint=f"put it back (`git update-ref refs/heads/{e.branch} {self.head}`), then `wfqueue "
+                                 f"execute --continue {e.exec_id}`; or execute the plan again "
+                                 f"(`wfqueue execute {e.source}`)")
 
     def _save(self) -> None:
         records.save(self.execution)
@@ -156,15 +174,9 @@ class WaveRunner:
             raise BadInputError(f"the integration branch {e.branch} was deleted while {e.exec_id} ran: what it "
                                 "merged is gone, and nothing more is merged",
                                 hint=f"execute the plan again: `wfqueue execute {e.source}`")
-        moved = moved_from(self.worktree, e.branch)
-        if moved is not None:  # merging on it failed each task ("local changes would be overwritten"), for ever
-            back = (f"put it back (`git update-ref refs/heads/{e.branch} {moved}`), then " if moved else
-                    "put it back where the execution's last merge left it, then ")
-            raise BadInputError(f"the integration branch {e.branch} was moved while {e.exec_id} ran: it no longer "
-                                "holds what the execution merged, and nothing more is merged",
-                                hint=f"{back}`wfqueue execute --continue {e.exec_id}`; or execute the plan again "
-                                     f"(`wfqueue execute {e.source}`)")
+        self.refuse_moved()
         merge = merge_task(self.worktree, run.commit, record.id, e.exec_id, task.title)
+        self.head = head_of(self.worktree)
         if merge.merged:
             record.state, record.merge, record.reason = "completed", merge.commit, None
             record.unnamed_tests = unnamed_tests(task, changes)
@@ -213,6 +225,7 @@ class WaveRunner:
         head = head_of(self.worktree)
         with left_as_found(self.worktree):  # the next merge, and the end, find the branch's files only
             result = run_gate(workdir, commands, self.c.settings.execute_check_timeout_s)
+        self.refuse_moved()  # a gate run on a branch moved meanwhile tested what no one merged
         e.gates.append(GateRun(wave=index, passed=result.passed, commands=commands, head=head,
                                failed_command=result.failed_command, output=result.output, at=time.time()))
         if result.passed:
