@@ -51,7 +51,7 @@ def iter_metas(client: redis.Redis, ttl_s: int) -> Iterator[tuple[SessionState, 
         state = SessionState(client, sid, ttl_s)
         try:
             meta = state.meta()
-        except (DamagedStateError, redis.ResponseError) as exc:  # a hand-written or foreign key: skip, never crash
+        except (DamagedStateError, ValueError, redis.ResponseError) as exc:  # a hand-written or foreign key: skip
             log.warning("session %s: unreadable meta (%s), skipped", sid, exc)
             continue
         if meta:

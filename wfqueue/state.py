@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
@@ -175,6 +176,8 @@ def refuse_wrong_credentials(settings: Settings, *, writing: bool = True) -> Non
         raise
     except BrokerUnreachableError:
         pass
+    except InfrastructureError as exc:  # full: a worker draining the queues is what frees it, so it starts
+        print(f"warning: {exc.message}", file=sys.stderr)
 
 
 def wait_until_reachable(client: redis.Redis, timeout_s: float, interval_s: float = 0.5) -> bool:
@@ -256,8 +259,8 @@ class SessionState:
 
     def meta(self) -> dict[str, Any]:
         """The meta hash, each field read from its JSON; DamagedStateError naming a field that does not read."""
-        fields = text_map(self.client.hgetall(self._key(keys.META)))
-        try:
+        try:  # a value that is not UTF-8 fails the client's decoding already
+            fields = text_map(self.client.hgetall(self._key(keys.META)))
             return {k: json.loads(v) for k, v in fields.items()}
         except ValueError as exc:
             raise self._damaged(f"{exc}") from None
@@ -275,8 +278,8 @@ class SessionState:
         key = self._key(keys.META)
         return DamagedStateError(
             f"the state of {self.session_id} in Redis does not read ({key}: {what})",
-            hint=f"delete it (`redis-cli --scan --pattern '{self._key('*')}' | xargs redis-cli del`): the session's "
-                 "folder keeps what was planned, and `wfqueue resume` rebuilds the rest")
+            hint=f"delete that key (`DEL {key}` in redis-cli, connected to WFQUEUE_BROKER_URL's Redis): the session's "
+                 "folder keeps what was planned, and `wfqueue resume` writes it again")
 
     def remember_once(self, name: str, value: str) -> str:
         """Store ``value`` under ``name`` unless something is there; return what is stored.

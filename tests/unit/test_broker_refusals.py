@@ -89,7 +89,7 @@ def test_a_plan_and_a_worker_on_a_redis_that_refuses_writes_stop_before_anything
     assert "does not let this user" in " ".join(capsys.readouterr().err.split())
 
 
-def test_a_session_meta_damaged_in_redis_is_an_error_saying_what_to_delete(
+def test_a_session_meta_damaged_in_redis_is_an_error_naming_the_key_to_delete(
         redis_url: str, admin: redis.Redis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     """A meta field edited by hand (`HSET wfq:S:meta status '{oops'`): `status S` and `resume S` ended in a
@@ -99,9 +99,15 @@ def test_a_session_meta_damaged_in_redis_is_an_error_saying_what_to_delete(
     admin.hset("wfq:CPLAN-other-2026-01-01:meta", "status", "{oops")
     with pytest.raises(DamagedStateError) as damaged:
         state.session_meta()
-    assert "wfq:CPLAN-other-2026-01-01:meta" in damaged.value.message and "xargs redis-cli del" in damaged.value.hint
-    # Beat's maintenance passes skip it (and go on with the others), as they did.
+    assert "wfq:CPLAN-other-2026-01-01:meta" in damaged.value.message
+    assert "DEL wfq:CPLAN-other-2026-01-01:meta" in damaged.value.hint
+    # Beat's maintenance passes skip it (and go on with the others), as they did; a value that is not UTF-8 too.
     assert "CPLAN-other-2026-01-01" not in [each.session_id for each, _ in iter_metas(admin, 3600)]
+    admin.hset("wfq:CPLAN-other-2026-01-01:meta", "status", b'"\xff\xfe"')
+    with pytest.raises(DamagedStateError):
+        state.session_meta()
+    assert "CPLAN-other-2026-01-01" not in [each.session_id for each, _ in iter_metas(admin, 3600)]
+    admin.hset("wfq:CPLAN-other-2026-01-01:meta", "status", '"planning"')
     admin.hset("wfq:CPLAN-other-2026-01-01:meta", "status", '"planning"')
     admin.hset("wfq:CPLAN-other-2026-01-01:meta", "transport", '{"commit": 7}')
     with pytest.raises(DamagedStateError, match="of the wrong kind"):
@@ -111,3 +117,18 @@ def test_a_session_meta_damaged_in_redis_is_an_error_saying_what_to_delete(
     repo.mkdir()
     assert main(["status", "CPLAN-other-2026-01-01", "--repo", str(repo)]) == 2
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_worker_starts_on_a_full_redis_and_says_so(
+        redis_url: str, admin: redis.Redis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Full is not for good: workers consuming the queues are what drain it. A worker refusing to start there was
+    one more thing keeping it full."""
+    admin.config_set("maxmemory-policy", "noeviction")
+    admin.config_set("maxmemory", 1)
+    started: list[object] = []
+    monkeypatch.setattr(os, "execv", lambda *args: started.append(args))
+    monkeypatch.setenv("WFQUEUE_BROKER_URL", redis_url)
+    monkeypatch.setenv("WFQUEUE_WORKER_CACHE_DIR", str(tmp_path / "cache"))
+    main(["worker"])
+    assert started and "warning: the broker at" in capsys.readouterr().err

@@ -244,7 +244,8 @@ def test_a_folder_that_is_not_a_repository_or_has_no_commit_is_refused(tmp_path:
     assert "no commit" in empty.value.message and "git commit" in empty.value.hint
 
 
-def test_a_shallow_clone_is_refused_unless_workers_fetch_from_repo_url(repo: Path, tmp_path: Path) -> None:
+def test_a_shallow_clone_is_refused_unless_workers_fetch_from_repo_url(repo: Path, tmp_path: Path,
+                                                                       client: redis.Redis) -> None:
     """`git clone --depth 1` (a CI job's checkout): the bundle named no prerequisite for the missing parents and
     every worker's fetch of it failed, hinted as a full cache; `wfqueue resume` failed the same way."""
     commit_files(repo, {"src/more.py": "x = 2\n"}, "more")
@@ -256,6 +257,10 @@ def test_a_shallow_clone_is_refused_unless_workers_fetch_from_repo_url(repo: Pat
     assert "refs/wfqueue" not in sh(shallow, "for-each-ref")
     # From WFQUEUE_REPO_URL a worker fetches HEAD itself: nothing of the missing history travels in a bundle.
     assert pin_repository(shallow, history_from_url=True).commit == sh(shallow, "rev-parse", "HEAD").strip()
+    # A resume whose bundle expired publishes the pinned commit again: refused too, nothing stored.
+    with pytest.raises(UnsafeRepositoryError, match="shallow clone"):
+        publish(client, shallow, sh(shallow, "rev-parse", "HEAD").strip(), worker_settings(tmp_path))
+    assert client.keys("wfq:*") == []
 
 
 def test_a_nested_repository_without_a_commit_is_left_out_of_the_snapshot(repo: Path) -> None:

@@ -40,7 +40,7 @@ from wfqueue.gitcmd import SNAPSHOT_SUBJECT, is_shallow_repository, run_git
 from wfqueue.sessions import WORKFLOW_DIR
 from wfqueue.settings import Settings
 from wfqueue.state import as_text, raw_reply
-from wfqueue.step_runner import held_step
+from wfqueue.step_runner import RELEASE_IF_OWNER, held_step
 from wfqueue.transport.models import RepoPin
 
 CHUNK_BYTES = 4 * 1024 * 1024  # one Redis value: far below its 512 MB limit, and cheap to hold in memory
@@ -222,10 +222,11 @@ def _refresh(client: redis.Redis, prefix: str, meta: BundleMeta, ttl_s: int) -> 
     for index in range(meta.chunks):
         pipe.expire(chunk_key(prefix, index), ttl_s)
     pipe.expire(f"{prefix}{META}", ttl_s)
-    *chunks, _ = pipe.execute()
-    if all(chunks):  # EXPIRE answers 0 for a key that does not exist
+    *chunks, kept = pipe.execute()
+    if all(chunks) and kept:  # EXPIRE answers 0 for a key that does not exist
         return True
-    client.delete(f"{prefix}{META}")
+    # Only the meta read, not one another publisher stored meanwhile (with other chunks) under the writing claim.
+    client.eval(RELEASE_IF_OWNER, 1, f"{prefix}{META}", meta.model_dump_json())  # delete if it is still that value
     return False
 
 
@@ -328,6 +329,8 @@ def publish(client: redis.Redis, repo: Path, commit: str, settings: Settings, *,
         return
     thin = (have is not None and have != commit and is_ancestor(repo, have, commit)
             and (have_at_url or _refresh_chain(client, have, settings.bundle_ttl_s)))
+    if not thin:  # a whole history to bundle (a resume's bundle expired): a shallow clone has none to give
+        refuse_shallow(repo)
     with _writing(client, prefix):
         if _refresh_chain(client, commit, settings.bundle_ttl_s):  # stored by another process meanwhile
             return
