@@ -29,6 +29,7 @@ from typing import IO
 
 from wfqueue.child_process import stop_process_group
 from wfqueue.lifeline import dies_with_parent
+from wfqueue.markdown import printable
 
 __all__ = ["GUARD_SIGNAL", "find_program", "guarded", "output_tail", "run_to_end"]
 
@@ -145,4 +146,5 @@ def output_tail(output: IO[bytes], limit: int) -> str:
     costs disk until it ends, not the worker's memory."""
     size = output.seek(0, os.SEEK_END)
     output.seek(max(0, size - 4 * limit))  # a character is at most four bytes in UTF-8
-    return output.read().decode("utf-8", "replace")[-limit:]
+    # Shown in logs, execution.md and the terminal: an agent CLI's colours and title changes do not run there.
+    return str(printable(output.read().decode("utf-8", "replace")[-limit:]))

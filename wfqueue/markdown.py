@@ -18,10 +18,10 @@ def table_cell(text: object) -> str:
 
 def printable(value: Any) -> Any:
     """``value`` (a string, or JSON-like lists and dicts of them) with the characters a terminal acts on replaced
-    by U+FFFD: text from a model goes into files people read with `cat`, and onto the terminal. Carriage returns
-    go too (one could hide the start of a line)."""
+    by U+FFFD: text from a model goes into files people read with `cat`, and onto the terminal. A carriage return
+    (a progress bar's, or one hiding the start of a line) becomes a line break."""
     if isinstance(value, str):
-        return _CONTROLS.sub("\ufffd", value.replace("\r\n", "\n"))
+        return _CONTROLS.sub("\ufffd", value.replace("\r\n", "\n").replace("\r", "\n"))
     if isinstance(value, list):
         return [printable(item) for item in value]
     if isinstance(value, dict):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from wfqueue.group_runner import run_to_end
+from wfqueue.group_runner import output_tail, run_to_end
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the guard runs on Linux only")
 
@@ -65,3 +65,13 @@ def test_the_command_gets_the_workers_locale_not_the_guards(tmp_path: Path, monk
     assert run('echo "[${LC_CTYPE-unset}]"', tmp_path) == (0, "[unset]\n")
     monkeypatch.setenv("LC_CTYPE", "POSIX")
     assert run('echo "[${LC_CTYPE-unset}]"', tmp_path) == (0, "[POSIX]\n")
+
+
+def test_what_a_command_printed_is_read_back_without_what_a_terminal_would_act_on(tmp_path: Path) -> None:
+    """An agent CLI's colours and window-title changes went as they were into logs, execution.md and the
+    terminal."""
+    with tempfile.TemporaryFile() as output:
+        code = run_to_end(["printf", "\\033[31mred\\033]0;title\\007 10%%\\r100%%\\n"], tmp_path, timeout_s=30,
+                          output=output, grace_s=5)
+        assert code == 0
+        assert output_tail(output, 100) == "\ufffd[31mred\ufffd]0;title\ufffd 10%\n100%\n"

@@ -213,7 +213,7 @@ class RepoTools:
             compiled = regex.compile(pattern, regex.IGNORECASE if ignore_case else 0)
         except (regex.error, ValueError, OverflowError) as exc:
             raise ToolError(f"invalid regular expression: {exc}") from None
-        deadline = time.monotonic() + self.grep_time_s
+        matching_left = self.grep_time_s  # matching alone: reading a large or cold repository is not the pattern's
         target = self.resolve(path)
         files = [(self._rel(target), target)] if target.is_file() else list(self.walk_files(target))
         include_re = glob_to_regex(include) if include else None
@@ -226,12 +226,15 @@ class RepoTools:
             if text is None:
                 continue
             for number, line in enumerate(text.splitlines(), start=1):
+                began = time.monotonic()
                 try:
-                    found = compiled.search(line, timeout=max(0.001, deadline - time.monotonic()))
+                    found = compiled.search(line, timeout=max(0.001, matching_left))
                 except TimeoutError:
                     raise ToolError(
-                        f"the pattern took more than {self.grep_time_s:g} s to match (at {rel}:{number}): it "
-                        "backtracks without end; simplify it (no repetition nested in a repetition)") from None
+                        f"matching the pattern took more than {self.grep_time_s:g} s (stopped at {rel}:{number}): "
+                        "simplify it (a repetition nested in a repetition backtracks without end), or narrow the "
+                        "path") from None
+                matching_left -= time.monotonic() - began
                 if found:
                     if len(matches) >= self.max_grep_matches:
                         more = True
