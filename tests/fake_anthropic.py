@@ -142,7 +142,7 @@ class Outcome:
     headers: dict[str, str]
     payload: dict[str, Any]
     stream: bool = False
-    action: str | None = None  # "timeout", "reset" or "cut": how the answer breaks
+    action: str | None = None  # "timeout", "reset", "cut" or "error": how the answer breaks
     hold_s: float = 0.0
     call: Call | None = None
 
@@ -285,7 +285,7 @@ class FakeAnthropic:
             if outcome.action == "timeout":
                 self._closing.wait(outcome.hold_s)
                 return
-            self._write(handler, outcome, cut=outcome.action == "cut")
+            self._write(handler, outcome, cut=outcome.action in ("cut", "error"), error=outcome.action == "error")
             if outcome.call is not None and outcome.action is None:
                 outcome.call.complete = True
         except OSError:
@@ -294,7 +294,7 @@ class FakeAnthropic:
             if outcome.action is not None:
                 handler.close_connection = True
 
-    def _write(self, handler: BaseHTTPRequestHandler, outcome: Outcome, *, cut: bool) -> None:
+    def _write(self, handler: BaseHTTPRequestHandler, outcome: Outcome, *, cut: bool, error: bool = False) -> None:
         handler.send_response(outcome.status)
         handler.send_header("request-id", f"req_fake_{next(self._ids)}")
         for key, value in outcome.headers.items():
@@ -311,7 +311,11 @@ class FakeAnthropic:
                 handler.wfile.flush()
             if cut and outcome.hold_s:  # a stalled stream: open, silent, then dropped
                 self._closing.wait(outcome.hold_s)
-            if not cut:
+            if error:  # broken off by the API itself, in the stream's own words
+                data = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+                chunk = f"event: error\ndata: {json.dumps(data)}\n\n".encode()
+                handler.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+            if not cut or error:
                 handler.wfile.write(b"0\r\n\r\n")
             return
         data = json.dumps(outcome.payload).encode()
@@ -374,7 +378,7 @@ class FakeAnthropic:
         problem = check_request(body)
         if problem:
             return self._error(400, problem)
-        cut = http is not None and http.kind in ("cut_stream", "stall_stream")
+        cut = http is not None and http.kind in ("cut_stream", "stall_stream", "error_event")
         reply = self._model_fault(body, call, {f.kind for f in model})
         if reply is None:
             reply = self._peek_reply(body) if cut else self._next_reply(body)
@@ -400,7 +404,8 @@ class FakeAnthropic:
         if cut:
             call.fault = http.kind if http is not None else "cut_stream"
         stalled = http is not None and http.kind == "stall_stream"
-        return Outcome(200, {}, message, stream=call.stream, action="cut" if cut else None,
+        errored = http is not None and http.kind == "error_event"
+        return Outcome(200, {}, message, stream=call.stream, action="error" if errored else "cut" if cut else None,
                        hold_s=http.hold_s if stalled and http is not None else 0.0)
 
     def _model_fault(self, body: dict[str, Any], call: Call, kinds: set[str]) -> Reply | None:

@@ -21,7 +21,9 @@ HTTP faults never consume the scripted reply: the retry gets it.
 - ``reset``: the connection is reset (RST) with no answer;
 - ``cut_stream``: the answer starts (200, headers, ``message_start`` and part of the content;
   half of the body for a request that does not stream), then the connection is closed;
-- ``stall_stream``: as ``cut_stream``, but the connection stays open and silent ``hold_s`` seconds first.
+- ``stall_stream``: as ``cut_stream``, but the connection stays open and silent ``hold_s`` seconds first;
+- ``error_event``: as ``cut_stream``, but the stream then ends with an ``error`` event (overloaded_error), as
+  the real API breaks off a 200 stream.
 
 Model faults replace the answer of the request they hit, which is still a 200 (the scripted
 reply stays for the next request):
@@ -44,7 +46,7 @@ __all__ = ["HTTP_FAULTS", "MODEL_FAULTS", "Always", "At", "ByRequest", "Every", 
 
 Body = Mapping[str, Any]
 
-HTTP_FAULTS = frozenset({"429", "529", "500", "timeout", "reset", "cut_stream", "stall_stream"})
+HTTP_FAULTS = frozenset({"429", "529", "500", "timeout", "reset", "cut_stream", "stall_stream", "error_event"})
 MODEL_FAULTS = frozenset({"truncated_json", "text_no_json", "tools_every_turn"})
 
 

@@ -528,6 +528,18 @@ def test_a_send_that_broke_off_after_its_answer_began_is_on_the_bill(sample_repo
     assert provider.usage_totals()["calls"] == 3
 
 
+def test_a_stream_the_api_broke_off_with_an_error_event_is_sent_again_and_on_the_bill(sample_repo: Path) -> None:
+    """An overloaded_error event inside a 200 stream, after the model began: sent again, as a cut stream is, and
+    what it began is billed."""
+    with FakeAnthropic(faults={1: "error_event"}) as server:
+        server.reply(tool_call("grep", {"pattern": "def "}), answer(FINDINGS))
+        provider = provider_for(server)
+        assert isinstance(provider.run(explore_step(sample_repo)), AngleFindings)
+        assert server.faulted()["error_event"] == 1
+    assert [(e["kind"], e.get("broken", False)) for e in provider.usage] == [
+        ("turn-1", True), ("turn-1", False), ("turn-2", False)]
+
+
 def test_sends_that_broke_off_are_recorded_when_the_step_then_gives_up(sample_repo: Path) -> None:
     """Past its re-send budget the step raised, and what its broken sends cost was never recorded anywhere: the
     task's retry resumes from the journal, which now holds them."""

@@ -225,13 +225,14 @@ class Caller:
 
     def _stream(self, label: str, request: dict[str, Any], cut_off: float | None) -> Any:
         started = False  # the HTTP status was 200 and the stream began
+        began = False  # message_start arrived: the model ran on the prompt
+        opened: Any = None
         warmup.start_once()  # the SDK's first read, rehearsed while this request waits on the model
         try:
             options: dict[str, Any] = {**request, **self._timeout_within(cut_off)}
             with self.client.messages.stream(**options) as stream:
-                started = True
+                started, opened = True, stream
                 self._observe(stream.response.headers, stream.response.status_code)
-                began = False
                 try:
                     for event in stream:
                         began = began or event.type == "message_start"
@@ -256,8 +257,10 @@ class Caller:
         except anthropic.APIStatusError as exc:
             if started:
                 # An ``error`` event inside a 200 stream (the API sends overloaded_error this way): the
-                # status code is the stream's 200, the kind is in the body. Always worth sending again.
-                return CallFailure(f"the Anthropic API broke off the stream with an error: {str(exc)[:300]}")
+                # status code is the stream's 200, the kind is in the body. Always worth sending again; what the
+                # model wrote before it is billed.
+                return self._broken(request, opened, began, CallFailure(
+                    f"the Anthropic API broke off the stream with an error: {str(exc)[:300]}"))
             self._observe(exc.response.headers, exc.status_code)
             return self._status_failure(label, exc)
         except anthropic.APIConnectionError as exc:
