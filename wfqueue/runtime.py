@@ -230,7 +230,7 @@ def resumable(settings: Settings, session_id: str, repo: Path, up: UpCluster | N
     except WorkerStartError as exc:  # the session and its first task were already sent (Runtime.workers_ready)
         raise WorkerStartError(exc.message, hint=f"{exc.hint}; once a worker starts, {resume}") from None
     except TransientProviderError as exc:  # its retries are spent: nothing is "retried later" once we stop
-        raise ProviderError(exc.message, hint=f"the API kept failing through every retry; later, {resume}") from None
+        raise ProviderError(exc.message, hint=retries_spent_hint(resume)) from None
     except BrokerUnreachableError as exc:
         raise BrokerUnreachableError(exc.message, hint=hint) from None
     except redis.ResponseError as exc:  # a write of this command's own, refused
@@ -251,6 +251,12 @@ def resumable(settings: Settings, session_id: str, repo: Path, up: UpCluster | N
                 f"see {log}", hint=f"{resume}: it starts Redis again, and what the workers finished is kept") from None
         raise BrokerUnreachableError(f"lost the broker at {url} while {session_id} ran: "
                                      f"{type(exc).__name__}: {exc}", hint=hint) from None
+
+
+def retries_spent_hint(then: str) -> str:
+    """What to do about a step whose API kept failing through every retry, once the command has stopped: the
+    worker's own hint ("the task is retried later") is untrue by then. ``then``: the command that goes on."""
+    return f"the API kept failing through every retry; later, {then}"
 
 
 TIME_LIMIT_HINT = ("an execution's task is limited to just under WFQUEUE_VISIBILITY_TIMEOUT_S, a plan's agent to "

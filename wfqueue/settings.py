@@ -52,6 +52,9 @@ ProviderName = Literal["auto", "offline", "anthropic"]
 WorkerPool = Literal["prefork", "threads"]
 # Redis URLs wfqueue takes; redis-py's unix:// is given to Celery and kombu as redis+socket:// (celery_app).
 REDIS_SCHEMES = ("redis", "rediss", "redis+socket", "unix")
+# Where the Anthropic API key may come from, first wins (workers.preload spells them out again: it loads before
+# this module, on a standby's start).
+API_KEY_VARIABLES = ("WFQUEUE_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY")
 CELERY_POOLS = ("prefork", "threads", "solo")  # what `wfqueue worker --pool` accepts (solo: one slot, no pool)
 WorkerPoolName = Literal["auto", "prefork", "threads"]
 
@@ -155,7 +158,7 @@ class Settings(BaseSettings):
     provider: ProviderName = Field(default="auto", description="auto: anthropic when an API key is set, else offline.")
     anthropic_api_key: SecretStr | None = Field(
         default=None,
-        validation_alias=AliasChoices("WFQUEUE_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY"),
+        validation_alias=AliasChoices(*API_KEY_VARIABLES),
     )
     model: str = Field(default="claude-sonnet-4-6", description="Model used by the anthropic provider.")
     anthropic_max_tokens: int = Field(

@@ -50,7 +50,7 @@ NODE_MODULES = (
 # Most of a remote-model worker's start-up (0.8 s of its 1.2 s on a 2-core machine); a worker without a key
 # never calls the API, so it goes without.
 SDK_MODULES = ("wfqueue.providers.anthropic", "wfqueue.execute.claude_executor")
-API_KEY_VARIABLES = ("WFQUEUE_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY")  # Settings.anthropic_api_key's aliases
+API_KEY_VARIABLES = ("WFQUEUE_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY")  # wfqueue.settings.API_KEY_VARIABLES
 
 
 def key_in(environ: Mapping[str, str]) -> bool:

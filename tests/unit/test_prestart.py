@@ -154,3 +154,12 @@ def test_a_standby_nobody_needs_leaves_on_its_own() -> None:
                           cwd=PROJECT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "" and proc.stderr == ""
+
+
+def test_a_standby_looks_for_the_api_key_where_the_settings_read_it() -> None:
+    """The standby decides whether to load the SDK before the settings are loaded: its list of variables must be
+    the settings' own, or a key set one way would start a node without the SDK (or load it for nothing)."""
+    from wfqueue.settings import API_KEY_VARIABLES
+    from workers import preload
+
+    assert preload.API_KEY_VARIABLES == API_KEY_VARIABLES

@@ -54,6 +54,7 @@ from wfqueue.runtime import (
     nothing_to_wait_for,
     resumable,
     resume_command,
+    retries_spent_hint,
     wait_for,
 )
 from wfqueue.sessions import WORKFLOW_DIR, SessionIds
@@ -94,7 +95,7 @@ def stop_hint(exc: ProviderError, then: str) -> str | None:
     if isinstance(exc, TransientProviderError):
         # Its hint ("the task is retried later") was the worker's, while retries were left: the plan has stopped,
         # so nothing retries it now.
-        return f"the API kept failing through every retry; later, {then}"
+        return retries_spent_hint(then)
     return f"{exc.hint}; {then}" if exc.hint else then
 
 

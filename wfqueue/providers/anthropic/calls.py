@@ -39,6 +39,7 @@ from wfqueue.errors import ProviderError, TransientProviderError
 from wfqueue.providers.anthropic import warmup
 from wfqueue.ratelimit import RateLimiter, estimate_tokens, parse_rate_headers
 from wfqueue.retry import retry_delay
+from wfqueue.settings import API_KEY_VARIABLES
 from wfqueue.usage import Usage
 
 __all__ = ["CallFailure", "Caller", "RetryPolicy", "retry_after_seconds"]
@@ -47,7 +48,7 @@ log = logging.getLogger(__name__)
 
 TRANSIENT_STATUS = frozenset({408, 409, 429, 529})
 # Where the key comes from (Settings.anthropic_api_key's aliases): the hint named one, to users of the other too.
-KEY_SETTINGS = "the API key (WFQUEUE_ANTHROPIC_API_KEY or ANTHROPIC_API_KEY)"
+KEY_SETTINGS = f"the API key ({' or '.join(API_KEY_VARIABLES)})"
 CUT_STREAM_ERRORS = (httpx2.TransportError, anthropic.APIConnectionError)
 
 
