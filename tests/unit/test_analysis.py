@@ -608,6 +608,8 @@ def test_tests_for_name_match_defers_to_the_imported_namesake(tmp_path: Path) ->
     [
         ({"pkg/a.py": "", "tests/test_a.py": ""}, "python -m pytest -q"),
         ({"package.json": '{"scripts": {"test": "jest"}}', "a.js": ""}, "npm test"),
+        # a script of several commands (vite's): npm would pass a test's files to the last one alone
+        ({"package.json": '{"scripts": {"test": "pnpm test-unit && pnpm test-serve"}}', "a.js": ""}, "npm run test"),
         ({"package.json": '{"scripts": {"test": "echo \\"Error: no test specified\\" && exit 1"}}'}, ""),
         ({"go.mod": "module x\n", "x.go": "package x\n"}, "go test ./..."),
         ({"Cargo.toml": "[package]\n", "src/lib.rs": ""}, "cargo test"),
@@ -629,6 +631,13 @@ def test_tests_for_name_match_defers_to_the_imported_namesake(tmp_path: Path) ->
 )
 def test_detected_test_command(tmp_path: Path, files: dict[str, str | bytes], command: str) -> None:
     assert build_index(write(tmp_path, files)).test_command == command
+
+
+def test_the_files_of_a_test_are_passed_to_an_npm_script_only_when_it_is_one_command() -> None:
+    """`npm test -- x.spec.ts` on `"test": "pnpm test-unit && pnpm test-serve && pnpm test-build"` ran every suite,
+    then the build suite filtered by a file it does not hold (no test found: a gate that could never pass)."""
+    assert command_for_tests(["src/a.spec.ts"], "npm test") == "npm test -- src/a.spec.ts"
+    assert command_for_tests(["src/a.spec.ts"], "npm run test") == "npm run test"
 
 
 def test_test_command_for(app_index: RepoIndex) -> None:

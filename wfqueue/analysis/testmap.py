@@ -184,6 +184,21 @@ def _npm_has_tests(package_json: str) -> bool:
     return isinstance(test, str) and bool(test.strip()) and _NPM_DEFAULT_TEST not in test
 
 
+# A test script of several commands (`vitest run && playwright test`): npm appends what follows `--` to the last
+# one alone, so `npm test -- a.spec.ts` ran every suite and then filtered the last by files it does not hold.
+_SCRIPT_CHAIN = re.compile(r"&&|\|\||;|\|")
+
+
+def _npm_suite(package_json: str) -> str:
+    """``npm test``, or ``npm run test`` (the same suite) when its script chains several commands: a test's files
+    are then not passed on (command_for_tests forwards them after ``npm test`` only)."""
+    try:
+        test = (json.loads(package_json).get("scripts") or {}).get("test", "")
+    except (ValueError, AttributeError):
+        return "npm test"
+    return "npm run test" if isinstance(test, str) and _SCRIPT_CHAIN.search(test) else "npm test"
+
+
 def _jvm_suite(paths: set[str]) -> str:
     """Maven's or Gradle's test task, through the project's own wrapper when it has one."""
     if "pom.xml" in paths:
@@ -223,7 +238,7 @@ def detect_test_command(files: list[SourceFile], texts: dict[str, str]) -> str:
     if counts["python"] or "pytest.ini" in paths or "conftest.py" in paths:
         candidates.append((counts["python"], 0, "python -m pytest -q"))
     if "package.json" in paths and _npm_has_tests(texts.get("package.json", "")):
-        candidates.append((counts["javascript"], 1, "npm test"))
+        candidates.append((counts["javascript"], 1, _npm_suite(texts.get("package.json", ""))))
     if "go.mod" in paths:
         candidates.append((counts["go"], 2, "go test ./..."))
     if "Cargo.toml" in paths:
@@ -262,7 +277,8 @@ def command_for_tests(test_paths: list[str], suite_command: str) -> str:
         packages = sorted({"./" + posixpath.dirname(p) if posixpath.dirname(p) else "." for p in paths})
         return "go test " + " ".join(shlex.quote(p) for p in packages)
     if families == {"javascript"} and suite_command.startswith("npm test"):
-        # npm forwards arguments after "--" to the test runner (jest, vitest, ...).
+        # npm forwards arguments after "--" to the test runner (jest, vitest, ...): of a script that is one command
+        # (a chain is "npm run test", run whole: _npm_suite).
         return f"npm test -- {quoted}"
     if families == {"rust"} and len(paths) == 1 and (module := rust_module_filter(paths[0])) is not None \
             and not paths[0].startswith("tests/"):
