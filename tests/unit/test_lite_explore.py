@@ -186,6 +186,22 @@ def test_close_scores_ask_which_module_owns_the_change(sample_repo: Path) -> Non
     assert not any(c.question.startswith("Which module should own") for c in clear.clarification_needs)
 
 
+def test_an_examples_folder_is_read_but_never_taken_for_the_code_to_change(sample_repo: Path) -> None:
+    """Express's examples/ matched its requirement's words as well as lib/: the exploration asked which of
+    examples/error/index.js and another module should own the change, and whether the example needs tests."""
+    (sample_repo / "notes_api" / "quota.py").write_text(
+        '"""Quota bookkeeping."""\n\n\ndef quota_window(seconds: int) -> int:\n    return seconds\n', encoding="utf-8"
+    )
+    (sample_repo / "examples" / "quota").mkdir(parents=True)
+    (sample_repo / "examples" / "quota" / "quota_demo.py").write_text(
+        '"""Quota bookkeeping."""\n\n\ndef quota_window(seconds: int) -> int:\n    return seconds\n', encoding="utf-8"
+    )
+    findings = explore(sample_repo, "made-up-angle", "Change the quota window")
+    said = " ".join([c.question for c in findings.clarification_needs] + findings.constraints)
+    assert "examples/" not in said, said
+    assert not any(c.question.startswith("Which module should own") for c in findings.clarification_needs)
+
+
 def test_unknown_angle_explores_the_requirement_terms_only(sample_repo: Path) -> None:
     findings = explore(sample_repo, "made-up-angle")
     descriptions = [p.description for p in findings.patterns]

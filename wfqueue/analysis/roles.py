@@ -61,6 +61,13 @@ def file_role(path: str, is_test: bool = False) -> Role:
     return "source"
 
 
+def beside_the_product(path: str) -> bool:
+    """Under an examples or vendored folder (``examples/tutorial/tests/test_auth.py``): a project of its own beside
+    the product, whose tests run with its own configuration, not the product's test command."""
+    directories = [p.lower() for p in path.split("/")[:-1]]
+    return any(d in _EXAMPLE_DIRS or d in _VENDORED_DIRS for d in directories)
+
+
 def named_in(path: str, requirement: str) -> bool:
     """The requirement names this file: its path, its file name, or its stem in backticks."""
     text = requirement.lower()

@@ -11,6 +11,7 @@ import posixpath
 import re
 
 from wfqueue.analysis import RepoIndex, fan_in, importers_of, rank_symbols, tokenize
+from wfqueue.analysis.roles import plannable
 from wfqueue.analysis.testmap import suite_runner, where_tests_live
 from wfqueue.lite.models import Assessment, VerifiedExploration
 from wfqueue.lite.synthesis import core_files, merge_questions
@@ -69,7 +70,9 @@ def touched_files(index: RepoIndex, requirement: str,
     ranking. A finding is as central as the ranking makes it; one the ranking leaves out is context (0.5), not
     a critical file: an angle reading sinatra-contrib's respond_with.rb for a content_type fix made it one,
     and verify then asked every plan to change it."""
-    code = {f.path for f in index.files if not f.is_test}
+    # Product code: an exploration reading examples/ (express's) made "reuse and extend examples/error/index.js" a
+    # constraint of the change's tasks.
+    code = {f.path for f in index.files if not f.is_test and plannable(f.path, False, requirement)}
     ranked = relevant_files(index, requirement, max_agents=5)
     best = max((s for _, s in ranked), default=1.0) or 1.0
     share = {p: round(s / best, 2) for p, s in ranked}

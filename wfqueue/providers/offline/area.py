@@ -11,6 +11,7 @@ import posixpath
 
 from wfqueue.analysis import RepoIndex, fan_in, importers_of, rank_files, test_command_for, tokenize
 from wfqueue.analysis.files import is_test_path
+from wfqueue.analysis.roles import beside_the_product
 from wfqueue.collab.models import AreaDraft, Evidence, EvidenceFile, RequirementAnalysis, SubDomain, task_id
 from wfqueue.providers.offline.changes import (
     change_phrase,
@@ -85,7 +86,8 @@ def _task_for_file(
     verification = verification_for(index, tests)
     criteria = criteria_for(requirement, [path], tests, verification if tests else index.test_command,
                             written_in(index, [path], requirement))
-    importer_tests = [t for t in covering_tests(index, importers) if t not in tests]
+    # Not an example project's tests (flask's examples/tutorial/tests): the product's test command does not run them.
+    importer_tests = [t for t in covering_tests(index, importers) if t not in tests and not beside_the_product(t)]
     if importer_tests and len(criteria) < 5:
         criteria.append(f"`{verification_for(index, importer_tests)}` passes: the modules importing {path} "
                         f"({', '.join(importers[:3])}) keep working")

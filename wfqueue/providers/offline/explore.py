@@ -142,7 +142,8 @@ def lacks_tests(index: RepoIndex, path: str) -> bool:
 def clarifications(scope: AngleScope) -> list[Clarification]:
     """Questions the code cannot answer: a close call between modules, new words, missing tests, no match."""
     found: list[Clarification] = []
-    code = [(p, s) for p, s in scope.ranked if not scope.by_path[p].is_test]
+    product = set(scope.code_files())
+    code = [(p, s) for p, s in scope.ranked if p in product]
     label = scope.angle.strip() or "this"
     if len(code) >= 2 and code[0][1] > 0 and code[1][1] >= code[0][1] * CLOSE_SCORES:
         first, second = code[0][0], code[1][0]

@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from wfqueue.analysis import CODE_LANGUAGES, RepoIndex, rank_files, rank_symbols, tokenize
+from wfqueue.analysis.roles import plannable
 from wfqueue.analysis.symbols import Symbol
 from wfqueue.lite.angles import ANGLES, GENERIC, angle_key
 from wfqueue.lite.finding_checks import split_lines
@@ -108,8 +109,10 @@ class AngleScope:
         return rank_symbols(self.index, path, self.query, limit=limit)
 
     def code_files(self) -> list[str]:
-        """The relevant files that are not tests, in rank order."""
-        return [p for p in self.files if not self.by_path[p].is_test]
+        """The relevant product code (not tests, not examples or scripts the requirement does not name), in rank
+        order: what a change is made to, and what the constraints and questions are about. Express's examples/
+        came out as "which module should own the change" and "has no tests: should this change add them?"."""
+        return [p for p in self.files if plannable(p, self.by_path[p].is_test, self.requirement)]
 
 
 def _matched_words(scope: AngleScope, path: str) -> list[str]:
