@@ -18,6 +18,7 @@ from wfqueue.analysis.files import is_test_path
 from wfqueue.lite.models import LitePlanDraft
 from wfqueue.providers.offline.assess import assess, signals
 from wfqueue.providers.offline.lite_plan import plan_tasks
+from wfqueue.providers.offline.tests_placement import _new_test_file
 from wfqueue.sandboxed_commands import refusal
 
 CSHARP = """using System;
@@ -220,3 +221,31 @@ def test_a_php_test_class_named_without_its_file_is_that_file(tmp_path: Path) ->
                             "tests/Unit/OrderTest.php": "<?php\nclass OrderTest extends TestCase {}\n"})
     [task] = lite(repo, "Add a new DiscountTest covering Pricing.discount").tasks
     assert [(f.path, f.action) for f in task.files] == [("tests/Unit/DiscountTest.php", "create")]
+
+
+def test_a_new_test_goes_into_the_sources_own_package(tmp_path: Path) -> None:
+    """ripgrep: a test for the binary's crates/core/flags/hiargs.rs was created in crates/matcher/tests/ (another
+    crate's, which cannot reach the binary's code, and which `cargo test` at the root does not run). gson: a test
+    for internal/bind/ReflectiveTypeAdapterFactory.java went to internal/bind/util/ (the nearest-folder rule's tie
+    broken by name), out of reach of the package-private code it tests."""
+    rust = build_index(write(tmp_path / "rg", {
+        "Cargo.toml": "[package]\nname = 'rg'\n[[bin]]\npath = 'crates/core/main.rs'\n",
+        "crates/core/main.rs": "fn main() {}\n",
+        "crates/core/flags/hiargs.rs": "pub struct HiArgs {}\n",
+        "crates/matcher/Cargo.toml": "[package]\nname = 'grep-matcher'\n",
+        "crates/matcher/src/lib.rs": "pub fn is_match() {}\n",
+        "crates/matcher/tests/test_matcher.rs": "#[test]\nfn matches() {}\n",
+        "tests/feature.rs": "#[test]\nfn feature() {}\n",
+    }))
+    assert _new_test_file(rust, "crates/core/flags/hiargs.rs").startswith("tests/")
+    java = build_index(write(tmp_path / "gson", {
+        "gson/pom.xml": "<project/>",
+        "gson/src/main/java/com/google/gson/internal/bind/ReflectiveTypeAdapterFactory.java":
+            "package com.google.gson.internal.bind;\npublic final class ReflectiveTypeAdapterFactory {}\n",
+        "gson/src/test/java/com/google/gson/internal/bind/util/ISO8601UtilsTest.java":
+            "package com.google.gson.internal.bind.util;\npublic class ISO8601UtilsTest {}\n",
+        "gson/src/test/java/com/google/gson/functional/MapTest.java":
+            "package com.google.gson.functional;\npublic class MapTest {}\n",
+    }))
+    assert _new_test_file(java, "gson/src/main/java/com/google/gson/internal/bind/ReflectiveTypeAdapterFactory.java") \
+        == "gson/src/test/java/com/google/gson/internal/bind/ReflectiveTypeAdapterFactoryTest.java"

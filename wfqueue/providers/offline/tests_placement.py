@@ -169,8 +169,14 @@ def _new_test_file(index: RepoIndex, source: str) -> str:
     tests = [f.path for f in index.files if f.is_test and is_test_module(f.path) and language_for(f.path) == language
              and (language == "python" or set(f.path.split("/")[:-1]) & TEST_FOLDERS
                   or not posixpath.basename(f.path).startswith("test_"))]
-    nearest = max(tests, key=lambda t: (closeness(source, t), t.count("/") == 1, t), default=None)
+    # Another package's tests (ripgrep's crates/matcher/tests for the binary's crates/core) run with that package
+    # alone, and cannot reach this one's code: the folder is one of the source's own package, when it has any.
+    roots = {posixpath.dirname(f.path) for f in index.files if posixpath.basename(f.path) in PACKAGE_MANIFESTS}
+    own = [t for t in tests if package_root(t, roots) == package_root(source, roots)]
+    nearest = max(own or tests, key=lambda t: (closeness(source, t), t.count("/") == 1, t), default=None)
     folder = posixpath.dirname(nearest) if nearest else ("tests" if language in ("python", "rust") else "test")
+    if (mirror := _jvm_test_folder(source)) is not None:
+        folder = mirror  # src/main/java/a/b -> src/test/java/a/b: the same package, package-private code in reach
     if language == "python":
         return posixpath.join(folder, f"test_{subject_stem(source)}.py")
     siblings = [posixpath.basename(t) for t in tests if posixpath.dirname(t) == folder]
@@ -185,6 +191,29 @@ def _new_test_file(index: RepoIndex, source: str) -> str:
 
 
 # How a language's test class is named after the class it tests, where the folder's tests do not say otherwise.
+# A build manifest marks the root of a package (a crate, a Maven or Gradle module, an npm package, a Go module).
+PACKAGE_MANIFESTS = frozenset({"Cargo.toml", "pom.xml", "build.gradle", "build.gradle.kts", "package.json",
+                               "go.mod", "pyproject.toml", "setup.py"})
+_JVM_SOURCE = re.compile(r"^(?P<module>(?:.*/)?)src/main/(?P<language>java|kotlin|scala)/(?P<package>.*)$")
+
+
+def package_root(path: str, roots: set[str]) -> str:
+    """The folder of the nearest build manifest above ``path`` ("" for the repository's own). Pure."""
+    folder = posixpath.dirname(path)
+    while folder and folder not in roots:
+        folder = posixpath.dirname(folder)
+    return folder
+
+
+def _jvm_test_folder(source: str) -> str | None:
+    """Where Maven and Gradle keep the tests of a JVM source, in the same package: ``m/src/main/java/a/b/X.java``
+    -> ``m/src/test/java/a/b`` (gson's tests went to a neighbouring package the nearest-folder rule liked)."""
+    found = _JVM_SOURCE.match(posixpath.dirname(source) + "/")
+    if found is None:
+        return None
+    return f"{found['module']}src/test/{found['language']}/{found['package']}".rstrip("/")
+
+
 _CLASS_SUFFIX = {"java": "Test", "kotlin": "Test", "scala": "Test", "php": "Test", "csharp": "Tests", "swift": "Tests"}
 
 
