@@ -22,7 +22,7 @@ from beat.timing import AgentSnapshot, SessionSnapshot, progress_fingerprint, sh
 from wfqueue import keys
 from wfqueue.errors import DamagedStateError
 from wfqueue.sessions import SESSION_ID_PATTERN
-from wfqueue.state import SessionState, as_text
+from wfqueue.state import SessionState, as_text, raw_reply
 
 log = logging.getLogger("wfqueue.beat")
 
@@ -39,11 +39,16 @@ def session_ids(client: redis.Redis) -> list[str]:
     """Every session with a meta hash. Ids are checked: ``wfq:*:meta`` also matches
     e.g. an agent named "meta" (``wfq:{sid}:agent:meta``), whose "id" has a colon."""
     found = set()
-    for key in client.scan_iter(match=keys.KEY_ROOT + "*" + META_SUFFIX, count=500):
-        sid = key[len(keys.KEY_ROOT):-len(META_SUFFIX)]
-        if SESSION_ID_PATTERN.match(sid):
-            found.add(sid)
-    return sorted(found)
+    cursor: bytes | int = 0
+    while True:  # raw replies: a key name that is not UTF-8 (no session's) failed every pass in the client's decoding
+        cursor, names = raw_reply(client, "SCAN", str(int(cursor)), "MATCH", keys.KEY_ROOT + "*" + META_SUFFIX,
+                                  "COUNT", "500")
+        for name in names:
+            sid = name.decode("utf-8", "replace")[len(keys.KEY_ROOT):-len(META_SUFFIX)]
+            if SESSION_ID_PATTERN.match(sid):
+                found.add(sid)
+        if int(cursor) == 0:
+            return sorted(found)
 
 
 def iter_metas(client: redis.Redis, ttl_s: int) -> Iterator[tuple[SessionState, dict[str, Any]]]:

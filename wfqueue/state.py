@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
@@ -169,15 +168,14 @@ def refuse_wrong_credentials(settings: Settings, *, writing: bool = True) -> Non
     """For a long-running process about to start (a worker, Flower): a broker that refuses the credentials is an
     error now, since Celery would try again every few seconds for ever and the password stays wrong; one not
     reachable yet is left to the process's own retries (it may start before its Redis). ``writing``: one that
-    refuses writes too (a worker's consumer died on its first write; Flower only watches)."""
+    refuses writes too, a full Redis included (a worker's consumer takes a message off its queue and then cannot
+    record it as unacknowledged: the message is lost; Flower only watches)."""
     try:
         connect(settings, writing=writing).close()
     except BrokerCredentialsError:
         raise
     except BrokerUnreachableError:
         pass
-    except InfrastructureError as exc:  # full: a worker draining the queues is what frees it, so it starts
-        print(f"warning: {exc.message}", file=sys.stderr)
 
 
 def wait_until_reachable(client: redis.Redis, timeout_s: float, interval_s: float = 0.5) -> bool:

@@ -20,6 +20,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from wfqueue.errors import TransientProviderError, WfqueueError
 from wfqueue.execute.command_executor import CommandExecutor
 from wfqueue.execute.executors import Executor
+from wfqueue.execute.model import TaskRun
 from wfqueue.execute.run_task import EXECUTOR_RUNS, attempt_held, record_failure, run_task
 from wfqueue.payloads import ExecuteTask
 from wfqueue.settings import Settings
@@ -71,10 +72,22 @@ def register(app: Celery, settings: Settings) -> None:
             hint = f" ({exc.hint})" if exc.hint else ""
             # Named: on a shared broker the coordinator cannot see which machine lacks the configuration.
             return record_failure(payload, state, f"on worker {worker}: {exc.message}{hint}", worker=worker,
-                                  started_at=started,
-                                  remember=False).model_dump(mode="json")
-        # Held through the failure recorded below too: a delivery waiting for this one must not start on the
-        # worktree while record_failure cleans it up.
+                                  started_at=started, remember=False, ran=False).model_dump(mode="json")
+        try:
+            run = _held_run(self, payload, executor, state, worker, started)
+        except SoftTimeLimitExceeded:  # while it waited for the attempt's other delivery, which still runs
+            run = record_failure(payload, state, f"stopped at the task's {soft}s time limit while another delivery of "
+                                 "its attempt still ran", worker=worker, started_at=started, remember=False, ran=False)
+        if payload.transport is not None and run.commit is not None:
+            # This worker's repository is its own: the commit goes back to the coordinator through Redis.
+            send_commits(states.client(), Path(payload.repo), run.commit, payload.base,
+                         task_commits_name(payload.exec_id, payload.task.id, payload.attempt), settings)
+        return run.model_dump(mode="json")
+
+    def _held_run(self: Task[Any, Any], payload: ExecuteTask, executor: Executor, state: SessionStore,
+                  worker: str, started: float) -> TaskRun:
+        """The attempt's run and the failure recorded after it, under its claim: a delivery waiting for this one
+        must not start on the worktree while record_failure cleans it up."""
         with attempt_held(state, payload):
             try:
                 # Beating while it runs, as a planning agent does: beat's watchdog reports a task that stopped
@@ -95,8 +108,4 @@ def register(app: Celery, settings: Settings) -> None:
             except SoftTimeLimitExceeded:
                 run = record_failure(payload, state, f"stopped at the task's {soft}s time limit", worker=worker,
                                      started_at=started)
-        if payload.transport is not None and run.commit is not None:
-            # This worker's repository is its own: the commit goes back to the coordinator through Redis.
-            send_commits(states.client(), Path(payload.repo), run.commit, payload.base,
-                         task_commits_name(payload.exec_id, payload.task.id, payload.attempt), settings)
-        return run.model_dump(mode="json")
+        return run

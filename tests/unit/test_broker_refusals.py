@@ -108,6 +108,9 @@ def test_a_session_meta_damaged_in_redis_is_an_error_naming_the_key_to_delete(
         state.session_meta()
     assert "CPLAN-other-2026-01-01" not in [each.session_id for each, _ in iter_metas(admin, 3600)]
     admin.hset("wfq:CPLAN-other-2026-01-01:meta", "status", '"planning"')
+    admin.hset(b"wfq:CPLAN-\xff-2026-01-01:meta", "status", '"planning"')  # a key name that is not UTF-8
+    assert "CPLAN-other-2026-01-01" in [each.session_id for each, _ in iter_metas(admin, 3600)]
+    admin.delete(b"wfq:CPLAN-\xff-2026-01-01:meta")
     admin.hset("wfq:CPLAN-other-2026-01-01:meta", "status", '"planning"')
     admin.hset("wfq:CPLAN-other-2026-01-01:meta", "transport", '{"commit": 7}')
     with pytest.raises(DamagedStateError, match="of the wrong kind"):
@@ -119,16 +122,15 @@ def test_a_session_meta_damaged_in_redis_is_an_error_naming_the_key_to_delete(
     assert "Traceback" not in capsys.readouterr().err
 
 
-def test_a_worker_starts_on_a_full_redis_and_says_so(
+def test_a_worker_does_not_start_on_a_full_redis(
         redis_url: str, admin: redis.Redis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    """Full is not for good: workers consuming the queues are what drain it. A worker refusing to start there was
-    one more thing keeping it full."""
+    """With the noeviction policy a consumer takes a message off its queue and then cannot record it as
+    unacknowledged: the message is lost, one per try. The worker stops at once, saying why (exit 3)."""
     admin.config_set("maxmemory-policy", "noeviction")
     admin.config_set("maxmemory", 1)
-    started: list[object] = []
-    monkeypatch.setattr(os, "execv", lambda *args: started.append(args))
+    monkeypatch.setattr(os, "execv", lambda *args: pytest.fail(f"started a worker: {args}"))
     monkeypatch.setenv("WFQUEUE_BROKER_URL", redis_url)
     monkeypatch.setenv("WFQUEUE_WORKER_CACHE_DIR", str(tmp_path / "cache"))
-    main(["worker"])
-    assert started and "warning: the broker at" in capsys.readouterr().err
+    assert main(["worker"]) == 3
+    assert "is full: it refuses writes above its maxmemory" in " ".join(capsys.readouterr().err.split())

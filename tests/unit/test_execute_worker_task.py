@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from tests.execute_support import EXEC_ID, make_repo, payload, task
 from wfqueue.celery_app import create_app
 from wfqueue.errors import ConfigError, ExecutorNotConfiguredError
 from wfqueue.execute.command_executor import CommandExecutor
+from wfqueue.execute.worktree import worktree_path
 from wfqueue.memory_state import MemorySessionState
 from wfqueue.settings import Settings
 from wfqueue.task_names import EXECUTE_TASK
@@ -72,3 +74,20 @@ def test_a_running_task_beats_so_the_watchdog_sees_a_long_executor_alive(tmp_pat
     record = SessionState(redis_client(redis_url, 2.0), EXEC_ID, 600).agent(sent.task.id)
     assert record.get("alive_at") is not None and record["alive_at"] > record["started_at"], record
     assert record["beat_every_s"] == settings.heartbeat_every_s()  # a watchdog with a shorter deadline waits for it
+
+
+def test_a_worker_without_the_executors_configuration_leaves_the_attempts_worktree_alone(
+        tmp_path: Path, redis_url: str) -> None:
+    """It answers "not configured here" (not remembered: a configured worker takes the task again), and removed the
+    attempt's worktree on the way, which another delivery of the attempt, on a configured worker, was working in."""
+    settings = _settings().model_copy(update={"broker_url": SecretStr(redis_url)})  # no executor command
+    app = create_app(settings)
+    execute.register(app, settings)
+    repo = make_repo(tmp_path)
+    sent = payload(repo, tmp_path / "exec", task(verification="manual: none"))
+    busy = worktree_path(repo, EXEC_ID, sent.task.id, sent.attempt)
+    subprocess.run(["git", "-C", str(repo), "worktree", "add", "-q", "-b", sent.branch, str(busy), sent.base],
+                   check=True)
+    result = app.tasks[EXECUTE_TASK].run(**sent._kwargs())
+    assert result["status"] == "failed" and "no executor command" in result["error"]
+    assert busy.is_dir(), "the other delivery's worktree was removed"

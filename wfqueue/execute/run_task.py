@@ -90,14 +90,16 @@ def _kept_at(path: Path, payload: ExecuteTask, worker: str) -> str:
 
 
 def record_failure(payload: ExecuteTask, state: SessionStore, error: str, *, worker: str = "",
-                   started_at: float | None = None, remember: bool = True) -> TaskRun:
+                   started_at: float | None = None, remember: bool = True, ran: bool = True) -> TaskRun:
     """A failed run for ``payload`` that did not finish normally (a time limit, no executor on this worker):
     its worktree removed, or kept and named when it holds uncommitted work. ``remember=False`` lets a
-    redelivered task try again (a worker without the executor's configuration)."""
+    redelivered task try again (a worker without the executor's configuration). ``ran=False``: nothing ran here
+    (no executor configured, or stopped while another delivery of the attempt ran): the worktree, which may be
+    that delivery's, is left alone."""
     repo = Path(payload.repo)
     try:
         path = worktree_path(repo, payload.exec_id, payload.task.id, payload.attempt)
-        if finish_worktree(repo, path):
+        if ran and finish_worktree(repo, path):
             error = f"{error}; its uncommitted changes are kept in {_kept_at(path, payload, worker)}"
     except InfrastructureError as exc:
         error = f"{error}; the worktree could not be cleaned up: {exc.message}"

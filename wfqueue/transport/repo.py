@@ -324,6 +324,8 @@ def publish(client: redis.Redis, repo: Path, commit: str, settings: Settings, *,
     its expiry) when it is already there. With ``have`` (an ancestor of ``commit`` already published, or, with
     ``have_at_url``, one workers fetch from WFQUEUE_REPO_URL) only what ``commit`` adds is stored. Refuses a
     bundle above ``bundle_max_bytes``."""
+    if have_at_url and have == commit:  # workers fetch it from the URL themselves: nothing to store
+        return
     prefix = keys.bundle_prefix(commit)
     if _refresh_chain(client, commit, settings.bundle_ttl_s):
         return

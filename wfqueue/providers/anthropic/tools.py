@@ -228,7 +228,9 @@ class RepoTools:
             for number, line in enumerate(text.splitlines(), start=1):
                 began = time.monotonic()
                 try:
-                    found = compiled.search(line, timeout=max(0.001, matching_left))
+                    if matching_left <= 0:  # spent on earlier lines
+                        raise TimeoutError
+                    found = compiled.search(line, timeout=matching_left)
                 except TimeoutError:
                     raise ToolError(
                         f"matching the pattern took more than {self.grep_time_s:g} s (stopped at {rel}:{number}): "
