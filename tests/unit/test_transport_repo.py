@@ -258,8 +258,11 @@ def test_a_shallow_clone_is_refused_unless_workers_fetch_from_repo_url(repo: Pat
     # From WFQUEUE_REPO_URL a worker fetches HEAD itself: nothing of the missing history travels in a bundle.
     assert pin_repository(shallow, history_from_url=True).commit == sh(shallow, "rev-parse", "HEAD").strip()
     # A resume whose bundle expired publishes the pinned commit again: refused too, nothing stored.
+    head = sh(shallow, "rev-parse", "HEAD").strip()
     with pytest.raises(UnsafeRepositoryError, match="shallow clone"):
-        publish(client, shallow, sh(shallow, "rev-parse", "HEAD").strip(), worker_settings(tmp_path))
+        publish(client, shallow, head, worker_settings(tmp_path))
+    # An execution's first wave on the pin workers fetch from the URL: nothing to bundle (the whole history was).
+    publish(client, shallow, head, worker_settings(tmp_path), have=head, have_at_url=True)
     assert client.keys("wfq:*") == []
 
 
