@@ -24,6 +24,7 @@ import select
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import IO
 
@@ -111,8 +112,23 @@ def run_to_end(argv: list[str], cwd: Path, *, timeout_s: float, output: IO[bytes
         proc.wait()
     except BaseException:  # Ctrl-C, SIGTERM, a task's time limit: its own session would keep it running
         stop_process_group(proc, stop_first, grace_s=grace_s)
+        _gone(proc.pid, grace_s)
         raise
+    _gone(proc.pid, grace_s)
     return proc.returncode if exited else None
+
+
+def _gone(group: int, timeout_s: float) -> None:
+    """Wait (at most ``timeout_s``) until no process of ``group`` is left: a kill is delivered when it is sent, a
+    process ends a little later, and the command's own are the guard's children, not waited for here. A test
+    still writing files when the gate's next step began read as the gate's own doing."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(group, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.01)
 
 
 def _exited_within(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
