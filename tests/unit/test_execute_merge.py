@@ -10,6 +10,7 @@ import pytest
 
 from tests.execute_support import git, make_repo, snapshot, task
 from wfqueue.cli.progress import TerminalUI
+from wfqueue.errors import BadInputError
 from wfqueue.execute.coordinator import ExecuteCoordinator
 from wfqueue.execute.merge import (
     claim_branch,
@@ -23,7 +24,9 @@ from wfqueue.execute.merge import (
     run_gate,
 )
 from wfqueue.execute.model import ExecutablePlan
+from wfqueue.execute.records import Execution, TaskRecord
 from wfqueue.execute.schedule import build_schedule
+from wfqueue.execute.waves import WaveRunner
 from wfqueue.settings import load_settings
 
 EXEC_ID = "EXEC-demo-2026-01-01"
@@ -123,3 +126,33 @@ def test_a_new_execution_takes_another_id_when_its_branch_was_taken_meanwhile(
     assert second.exec_id != first.exec_id and second.branch != first.branch
     assert head_of(repo, f"refs/heads/{first.branch}") == other and head_of(repo, f"refs/heads/{second.branch}") == base
     assert [p.name for p in Path(second.exec_dir).parent.iterdir()] == [second.exec_id]
+
+
+def test_an_integration_branch_moved_while_no_command_ran_is_told_before_any_agent_runs(tmp_path: Path) -> None:
+    """Moved after a stopped run (`git update-ref` back to its base): `--continue` saw the moved tip as where the
+    execution had left it, ran each task's agent, and failed every merge on the stale files of the worktree. A fix
+    committed on the branch (as a red gate's hint says) is where the execution goes on from."""
+    repo = make_repo(tmp_path)
+    base = head_of(repo)
+    branch = integration_branch(EXEC_ID)
+    claim_branch(repo, branch, base)
+    one = commit_on(repo, "t/one", base, {"calc/ops.py": "ONE = 1\n"}, "one")
+    worktree = open_integration(repo, EXEC_ID)
+    merged = merge_task(worktree, one, "T1", EXEC_ID, "One")
+    execution = Execution(exec_id=EXEC_ID, exec_dir=str(tmp_path / "x"), repo=str(repo), source="tasks.jsonl",
+                          plan_kind="lite", plan_session="demo", branch=branch, base=base, executor="command",
+                          parallel=1, waves=[["T1"], ["T2"]],
+                          tasks={"T1": TaskRecord(id="T1", title="One", wave=1, state="completed", attempt=1,
+                                                  merge=merged.commit),
+                                 "T2": TaskRecord(id="T2", title="Two", wave=2, state="pending", attempt=0)})
+
+    def runner() -> WaveRunner:
+        return WaveRunner(None, None, None, None, execution, worktree, "")  # type: ignore[arg-type]
+
+    fix = commit_on(repo, "t/fix", merged.commit or "", {"calc/text.py": "FIXED = 1\n"}, "a fix after a red gate")
+    git(repo, "update-ref", f"refs/heads/{branch}", fix)
+    runner().refuse_moved()  # gone on from the last merge: fine
+    git(repo, "update-ref", f"refs/heads/{branch}", base)
+    with pytest.raises(BadInputError, match="was moved while") as moved:
+        runner().refuse_moved()
+    assert f"git update-ref refs/heads/{branch} {merged.commit}" in moved.value.hint

@@ -240,6 +240,7 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
         prefix = repo_prefix(repo)
         step = WaveRunner(self, runtime, state, plan, execution, worktree, prefix)
         try:
+            step.refuse_moved()  # before any agent runs: on a branch moved while no command ran, no merge could work
             for index, wave in enumerate(execution.waves, start=1):
                 if step.wave(index, wave) and index in execution.gated_waves:
                     execution.gated_waves.remove(index)  # a task run again was merged: gated again

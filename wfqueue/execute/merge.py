@@ -86,6 +86,15 @@ def branch_exists(repo: Path, branch: str) -> bool:
     return git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False).returncode == 0
 
 
+def last_of(repo: Path, commits: list[str]) -> str:
+    """The newest of ``commits``, one line of history (an execution's merges, each on the one before)."""
+    return git(repo, "rev-list", "--no-walk", "--topo-order", *commits).stdout.split()[0]
+
+
+def builds_on(repo: Path, older: str, newer: str) -> bool:
+    return git(repo, "merge-base", "--is-ancestor", older, newer, check=False).returncode == 0
+
+
 def checkouts(repo: Path) -> dict[str, Path]:
     """Each branch checked out in a worktree of the repository, and where (git lets a branch be checked out in
     one place only)."""

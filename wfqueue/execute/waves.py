@@ -19,8 +19,10 @@ from wfqueue.execute.decisions import conflict_outcome, disallowed_changes, retr
 from wfqueue.execute.gate import gate_commands, runnable_on
 from wfqueue.execute.merge import (
     branch_exists,
+    builds_on,
     commit_changes,
     head_of,
+    last_of,
     merge_task,
     run_gate,
     task_branch,
@@ -72,7 +74,12 @@ class WaveRunner:
     head: str = ""
 
     def __post_init__(self) -> None:
-        self.head = head_of(self.worktree)
+        # Where the execution left it: its last merge, else its base. The branch may have gone on from there (a fix
+        # committed after a red gate, as the hint says); anything else moved it while no command ran.
+        merges = [r.merge for r in self.execution.tasks.values() if r.state == "completed" and r.merge]
+        left = last_of(self.worktree, merges) if merges else self.execution.base
+        tip = head_of(self.worktree)
+        self.head = tip if builds_on(self.worktree, left, tip) else left
 
     def refuse_moved(self) -> None:
         """Stop when the integration branch is not where this run left it: merging on it failed each task ("local
