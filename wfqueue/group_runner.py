@@ -13,8 +13,8 @@ subprocesses, a test suite's workers), and the worker's Ctrl-C does not. Three w
   wfqueue.lifeline), but only the direct child: an agent's own subprocesses went on editing the worktree, and
   the next run of the task merged their edits with its own. So the direct child is a guard, a small Python
   process that leads the group: told of the worker's death, it kills the group, itself included. It starts the
-  command with the signal dispositions a program expects (SIGPIPE and SIGXFSZ as default, nothing ignored that
-  the worker did not ignore), and ends as the command did, with its exit status or by its signal.
+  command with every signal at its default (SIGCHLD aside: no signal is ignored, which a command without a
+  terminal does not notice), and ends as the command did, with its exit status or by its signal.
 """
 
 from __future__ import annotations

@@ -238,6 +238,14 @@ def test_a_new_test_goes_into_the_sources_own_package(tmp_path: Path) -> None:
         "tests/feature.rs": "#[test]\nfn feature() {}\n",
     }))
     assert _new_test_file(rust, "crates/core/flags/hiargs.rs").startswith("tests/")
+    # A member crate without tests of its own gets its own tests/ folder, not a neighbour's.
+    member = build_index(write(tmp_path / "ws", {
+        "Cargo.toml": "[workspace]\nmembers = ['crates/*']\n",
+        "crates/a/Cargo.toml": "[package]\nname = 'a'\n", "crates/a/src/lib.rs": "pub fn a() {}\n",
+        "crates/b/Cargo.toml": "[package]\nname = 'b'\n", "crates/b/src/lib.rs": "pub fn b() {}\n",
+        "crates/b/tests/x.rs": "#[test]\nfn x() {}\n",
+    }))
+    assert _new_test_file(member, "crates/a/src/lib.rs").startswith("crates/a/tests/")
     java = build_index(write(tmp_path / "gson", {
         "gson/pom.xml": "<project/>",
         "gson/src/main/java/com/google/gson/internal/bind/ReflectiveTypeAdapterFactory.java":

@@ -172,9 +172,13 @@ def _new_test_file(index: RepoIndex, source: str) -> str:
     # Another package's tests (ripgrep's crates/matcher/tests for the binary's crates/core) run with that package
     # alone, and cannot reach this one's code: the folder is one of the source's own package, when it has any.
     roots = {posixpath.dirname(f.path) for f in index.files if posixpath.basename(f.path) in PACKAGE_MANIFESTS}
-    own = [t for t in tests if package_root(t, roots) == package_root(source, roots)]
-    nearest = max(own or tests, key=lambda t: (closeness(source, t), t.count("/") == 1, t), default=None)
-    folder = posixpath.dirname(nearest) if nearest else ("tests" if language in ("python", "rust") else "test")
+    root = package_root(source, roots)
+    own = [t for t in tests if package_root(t, roots) == root]
+    nearest = max(own or ([] if root else tests), key=lambda t: (closeness(source, t), t.count("/") == 1, t),
+                  default=None)
+    # A package with no tests yet (a workspace member's): its own test folder, not a neighbour's.
+    folder = posixpath.dirname(nearest) if nearest else posixpath.join(
+        root, "tests" if language in ("python", "rust") else "test")
     if (mirror := _jvm_test_folder(source)) is not None:
         folder = mirror  # src/main/java/a/b -> src/test/java/a/b: the same package, package-private code in reach
     if language == "python":
@@ -190,7 +194,6 @@ def _new_test_file(index: RepoIndex, source: str) -> str:
     return posixpath.join(folder, _named_like(siblings, name, extension, language))
 
 
-# How a language's test class is named after the class it tests, where the folder's tests do not say otherwise.
 # A build manifest marks the root of a package (a crate, a Maven or Gradle module, an npm package, a Go module).
 PACKAGE_MANIFESTS = frozenset({"Cargo.toml", "pom.xml", "build.gradle", "build.gradle.kts", "package.json",
                                "go.mod", "pyproject.toml", "setup.py"})
@@ -214,6 +217,7 @@ def _jvm_test_folder(source: str) -> str | None:
     return f"{found['module']}src/test/{found['language']}/{found['package']}".rstrip("/")
 
 
+# How a language's test class is named after the class it tests, where the folder's tests do not say otherwise.
 _CLASS_SUFFIX = {"java": "Test", "kotlin": "Test", "scala": "Test", "php": "Test", "csharp": "Tests", "swift": "Tests"}
 
 
