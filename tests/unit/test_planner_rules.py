@@ -213,6 +213,9 @@ def test_titles_say_the_change_and_where_and_criteria_are_commands(sample_repo: 
         "Make verify() reject expired tokens (Tokens.verify in a/tokens.py)"
     assert task_title("reject unverified tokens", "a/tokens.py", "Tokens.verify") == \
         "Reject unverified tokens in Tokens.verify (a/tokens.py)"  # a word, not a part of one
+    # A dotted name the requirement says whole (express: "... in res.sendFile in res.sendFile (lib/response.js)").
+    assert task_title("disable ETag generation in res.sendFile", "lib/response.js", "res.sendFile") == \
+        "Disable ETag generation in res.sendFile (res.sendFile in lib/response.js)"
     _, _, tasks = collab_plan(sample_repo, requirement)
     for task in [*draft.tasks, *tasks]:
         for criterion in task.convergence.criteria:

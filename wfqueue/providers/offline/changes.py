@@ -343,7 +343,10 @@ def task_title(requirement: str, path: str, target: str = "") -> str:
     if not target:
         return f"{phrase} in {path}"
     name = target.rsplit(".", 1)[-1]
-    if re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", phrase, re.IGNORECASE):
+    # The name alone ("login"), or the whole dotted target ("res.sendFile": express's ETag requirement read
+    # "... in res.sendFile in res.sendFile").
+    if re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", phrase, re.IGNORECASE) or \
+            re.search(rf"(?<![\w.]){re.escape(target)}(?![\w])", phrase, re.IGNORECASE):
         return f"{phrase} ({target} in {path})"
     return f"{phrase} in {target} ({path})"
 
