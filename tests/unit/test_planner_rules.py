@@ -10,6 +10,7 @@ from pathlib import Path
 
 from tests.conftest import write
 from wfqueue.analysis import build_index, rank_symbols
+from wfqueue.analysis.files import is_test_path
 from wfqueue.analysis.localize import MOST_FILES, RELATIVE_CUT, focus, localize, named_identifiers
 from wfqueue.analysis.roles import file_role, plannable
 from wfqueue.collab.assemble import allocate
@@ -342,3 +343,15 @@ def test_effort_is_the_size_of_what_changes_not_of_its_file(tmp_path: Path) -> N
     flask = build_index(write(tmp_path / "flask", {"app.py": "class Flask:\n    def make_response(self, rv):\n"
                                                                "        return rv\n\n" + body}))
     assert effort_of(flask, "app.py", "Fix Flask.make_response for tuple returns")[0] == "small"
+
+
+def test_a_task_that_changes_tests_alone_is_typed_testing(sample_repo: Path) -> None:
+    """Every task took the requirement's type (`feature`, `fix`): the test task too, which tests."""
+    index = build_index(sample_repo)
+    requirement = "Add per-user rate limiting to the API"
+    draft = plan_tasks(index, requirement, "s", assess(requirement, signals(index, requirement), False), [], [])
+    kinds = {t.type for t in draft.tasks if all(is_test_path(p) for p in t.focus_paths)}
+    assert kinds == {"testing"}, [(t.title, t.type) for t in draft.tasks]
+    assert all(t.type != "testing" for t in draft.tasks if not all(is_test_path(p) for p in t.focus_paths))
+    _, _, tasks = collab_plan(sample_repo, requirement)
+    assert {t.type for t in tasks if t.title.startswith("Test: ")} <= {"testing"}

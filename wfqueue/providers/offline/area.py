@@ -92,9 +92,10 @@ def _task_for_file(
         criteria.append(f"`{verification_for(index, importer_tests)}` passes: the modules importing {path} "
                         f"({', '.join(importers[:3])}) keep working")
     files = file_entries(index, path, requirement)
+    a_test = any(f.path == path and f.is_test for f in index.files)
     return UnifiedTask(
         id=ids[path],
-        title=(f"Test: {change_phrase(requirement)} ({path})" if any(f.path == path and f.is_test for f in index.files)
+        title=(f"Test: {change_phrase(requirement)} ({path})" if a_test
                else task_title(requirement, path, symbols[0].qualname if symbols else "")),
         description=f"Change {path} at {where}. "
         + (f"It is imported by {len(importers)} module(s): {', '.join(importers[:4])}." if importers
@@ -105,7 +106,7 @@ def _task_for_file(
             verification=verification or f"manual: exercise {where} in {path}",
             definition_of_done=f"{path} carries the change and its tests pass",
         ),
-        type=task_type(requirement),
+        type="testing" if a_test else task_type(requirement),  # a test area's task tests; it is no feature
         priority="high" if path == sub.focus_paths[0] else "medium",
         effort=effort,
         scope=f"{path}: {where}",

@@ -67,7 +67,8 @@ def _task(number: int, title: str, description: str, files: list[TaskFile], inde
         id=tid,
         title=title,
         description=description + (" " + " ".join(notes) if notes else ""),
-        type=task_type(requirement),
+        # A task changing tests alone tests (the plan's test task); it is no feature.
+        type="testing" if paths and all(is_test_path(p) for p in paths) else task_type(requirement),
         priority=priority,
         effort=effort,
         scope=", ".join(paths),
