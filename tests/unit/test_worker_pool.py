@@ -121,3 +121,25 @@ def test_a_worker_whose_messages_would_be_redelivered_while_an_agent_still_plans
     assert started, "the worker still starts: the setting is a warning, not a refusal"
     assert (f"WFQUEUE_VISIBILITY_TIMEOUT_S ({visibility} s) is not above WFQUEUE_AGENT_TIME_LIMIT_S (360 s)"
             in err) is warned, err
+
+
+def test_a_prefork_pool_the_open_file_limit_cannot_hold_is_refused_before_it_starts(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`wfqueue worker --pool prefork --concurrency 10000` started, then died of "Too many open files" 25 s later
+    (the pool's parent holds 6 descriptors per child). Within the hard limit the soft one is raised instead."""
+    import resource
+
+    raised: list[tuple[int, int]] = []
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (1024, 4096))
+    monkeypatch.setattr(resource, "setrlimit", lambda _, limits: raised.append(limits))
+    monkeypatch.setenv("WFQUEUE_BROKER_URL", "redis://127.0.0.1:1/0")
+    started: list[object] = []
+    monkeypatch.setattr(os, "execv", lambda *args: started.append(args))
+    assert main(["worker", "--pool", "prefork", "--concurrency", "1000"]) == 2
+    assert "needs about 6064 open files, above this machine's limit (4096" in " ".join(capsys.readouterr().err.split())
+    assert not started and not raised
+    main(["worker", "--pool", "prefork", "--concurrency", "500"])
+    assert started and raised == [(3064, 4096)]
+    started.clear()
+    main(["worker", "--pool", "threads", "--concurrency", "1000"])  # threads open no pipes
+    assert started and raised == [(3064, 4096)]

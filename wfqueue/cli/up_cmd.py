@@ -29,7 +29,7 @@ from wfqueue.lifeline import for_child
 from wfqueue.node_keeper import NodeKeeper, exit_described
 from wfqueue.sessions import queue_dir, resolve_repo
 from wfqueue.settings import load_settings
-from wfqueue.settings_checks import MAX_SLOTS, mask_url, redelivery_overlap
+from wfqueue.settings_checks import MAX_SLOTS, descriptors_for, mask_url, redelivery_overlap
 from wfqueue.up_cluster import UP_FILE, UpCluster, UpWorkerSettings, announced, running_up
 
 # Threads of the control queue's own node: chord callbacks of the plans up runs, and beat's maintenance, which
@@ -124,6 +124,9 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"Flower's port {port} is also the embedded Redis's (WFQUEUE_EMBEDDED_REDIS_PORT)",
                               hint="give Flower another port (--flower-port or WFQUEUE_FLOWER_PORT), or Redis another")
         refuse_unusable_listen(settings.flower_address, port, option="--flower-port")
+        too_many = descriptors_for(settings.effective_worker_pool(), settings.worker_slots(workers))
+        if too_many:
+            raise ConfigError(too_many, hint="lower --workers (or WFQUEUE_WORKER_CONCURRENCY)")
         out = Console(highlight=False, soft_wrap=True)
         overlap = redelivery_overlap(settings.visibility_timeout_s, settings.agent_time_limit_s)
         if overlap:

@@ -12,7 +12,7 @@ from wfqueue.errors import ConfigError
 from wfqueue.fsio import check_writable
 from wfqueue.prestart import WORKER_MODULE
 from wfqueue.settings import CELERY_POOLS, load_settings
-from wfqueue.settings_checks import MAX_SLOTS, before_exec, redelivery_overlap
+from wfqueue.settings_checks import MAX_SLOTS, before_exec, descriptors_for, redelivery_overlap
 from wfqueue.state import refuse_wrong_credentials
 from wfqueue.task_names import ALL_QUEUES
 from wfqueue.transport.checkouts import cache_dir
@@ -44,6 +44,12 @@ def register(app: typer.Typer) -> None:
         if pool is not None and pool not in CELERY_POOLS:
             raise ConfigError(f"unknown pool {pool!r}", hint=f"choose {', '.join(CELERY_POOLS)}")
         level = checked_loglevel(loglevel)  # before the broker is asked anything
+        chosen = pool or settings.effective_worker_pool()
+        slots = settings.worker_slots(concurrency, chosen)
+        too_many = descriptors_for(chosen, slots)
+        if too_many:
+            raise ConfigError(too_many, hint="lower --concurrency (or WFQUEUE_WORKER_CONCURRENCY), or raise the "
+                                             "open-file limit of the worker's service")
         # Where a worker without the shared disk keeps repositories: a file there (or a read-only folder) made it
         # start "ready", then fail every such task.
         if settings.shared_disk is not True:  # a worker told it shares the disk never copies a repository there
@@ -53,8 +59,6 @@ def register(app: typer.Typer) -> None:
         overlap = redelivery_overlap(settings.visibility_timeout_s, settings.agent_time_limit_s)
         if overlap:
             print(overlap, file=sys.stderr)
-        chosen = pool or settings.effective_worker_pool()
-        slots = settings.worker_slots(concurrency, chosen)
         argv = [sys.executable, *WORKER_MODULE, "--queues", queues, "--loglevel", level,
                 "--pool", chosen, "--concurrency", str(slots)]
         if hostname:
