@@ -238,8 +238,8 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
                 close_integration(repo, integration_path(repo, execution.exec_id))
             raise
         prefix = repo_prefix(repo)
-        step = WaveRunner(self, runtime, state, plan, execution, worktree, prefix)
         try:
+            step = WaveRunner(self, runtime, state, plan, execution, worktree, prefix)  # reads git: inside the try
             step.refuse_moved()  # before any agent runs: on a branch moved while no command ran, no merge could work
             for index, wave in enumerate(execution.waves, start=1):
                 if step.wave(index, wave) and index in execution.gated_waves:

@@ -86,9 +86,11 @@ def branch_exists(repo: Path, branch: str) -> bool:
     return git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False).returncode == 0
 
 
-def last_of(repo: Path, commits: list[str]) -> str:
-    """The newest of ``commits``, one line of history (an execution's merges, each on the one before)."""
-    return git(repo, "rev-list", "--no-walk", "--topo-order", *commits).stdout.split()[0]
+def last_of(repo: Path, commits: list[str]) -> str | None:
+    """The newest of ``commits``, one line of history (an execution's merges, each on the one before); None when
+    one is no longer in the repository (the branch reset and the repository collected)."""
+    listed = git(repo, "rev-list", "--no-walk", "--topo-order", *commits, check=False)
+    return listed.stdout.split()[0] if listed.returncode == 0 and listed.stdout.split() else None
 
 
 def builds_on(repo: Path, older: str, newer: str) -> bool:

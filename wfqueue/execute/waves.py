@@ -77,7 +77,7 @@ class WaveRunner:
         # Where the execution left it: its last merge, else its base. The branch may have gone on from there (a fix
         # committed after a red gate, as the hint says); anything else moved it while no command ran.
         merges = [r.merge for r in self.execution.tasks.values() if r.state == "completed" and r.merge]
-        left = last_of(self.worktree, merges) if merges else self.execution.base
+        left = (last_of(self.worktree, merges) if merges else None) or self.execution.base
         tip = head_of(self.worktree)
         self.head = tip if builds_on(self.worktree, left, tip) else left
 
