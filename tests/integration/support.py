@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -155,6 +156,14 @@ def parent_of(pid: int) -> int:
     """The parent of a live process ``pid`` (a task's subprocess: its worker's pool process)."""
     status = Path(f"/proc/{pid}/status").read_text()
     return int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+
+
+def kill_processes_mentioning(marker: str) -> None:
+    """SIGKILL what :func:`processes_mentioning` lists: a node whose command was killed is ending by itself
+    meanwhile (its lifeline), so one gone before its kill is no failure."""
+    for line in processes_mentioning(marker):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(line.split(":")[0]), signal.SIGKILL)
 
 
 def processes_mentioning(marker: str) -> list[str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import cli_process, processes_mentioning, run_cli, wait_until, wfqueue_env
+from support import cli_process, kill_processes_mentioning, processes_mentioning, run_cli, wait_until, wfqueue_env
 
 from tests.execute_support import EXECUTOR_COMMAND, git, log_entries, snapshot, write_edits
 
@@ -226,8 +226,7 @@ def test_a_killed_coordinator_resumes_without_a_duplicate_commit(tmp_path: Path)
     exec_id = wait_until(committed_not_merged, 120, "TASK-002 committed")
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    for line in processes_mentioning(str(repo / ".workflow" / ".queue")):
-        os.kill(int(line.split(":")[0]), signal.SIGKILL)
+    kill_processes_mentioning(str(repo / ".workflow" / ".queue"))
 
     # `wfqueue resume` goes on with an execution as `wfqueue execute --continue` does, and says what it says (it
     # printed a plan's "N tasks, 0 conflicts", its --json a plan's fields).

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import FOUR_AREAS, processes_mentioning, run_cli, wfqueue_env, write_script
+from support import FOUR_AREAS, kill_processes_mentioning, processes_mentioning, run_cli, wfqueue_env, write_script
 
 from wfqueue.collab.note import parse_note
 from wfqueue.collab.note_blocks import note_tasks
@@ -29,8 +29,7 @@ def crash_when(args: list[str], repo: Path, ready) -> None:  # type: ignore[no-u
     assert ready(), "the plan never reached the point to interrupt"
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    for line in processes_mentioning(str(repo / ".workflow" / ".queue")):
-        os.kill(int(line.split(":")[0]), signal.SIGKILL)
+    kill_processes_mentioning(str(repo / ".workflow" / ".queue"))
 
 
 def test_resume_finishes_a_collab_plan_without_writing_a_section_twice(sample_repo: Path, tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from support import (
+    kill_processes_mentioning,
     processes_mentioning,
     run_cli,
     run_cli_in_process,
@@ -119,8 +120,7 @@ def test_interrupted_plan_continues_without_redoing_finished_phases(sample_repo:
     # The coordinator, the worker node and Redis all die at once, as on a crashed laptop.
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    for line in processes_mentioning(str(sample_repo / ".workflow" / ".queue")):
-        os.kill(int(line.split(":")[0]), signal.SIGKILL)
+    kill_processes_mentioning(str(sample_repo / ".workflow" / ".queue"))
     before = json.loads((folder / "workflow-session.json").read_text())
     assert before["phases"]["session"] == "done" and before["phases"]["context"] == "running"
     security_before = (folder / ".process" / "exploration-security.md").read_text()
