@@ -93,10 +93,6 @@ def last_of(repo: Path, commits: list[str]) -> str | None:
     return listed.stdout.split()[0] if listed.returncode == 0 and listed.stdout.split() else None
 
 
-def builds_on(repo: Path, older: str, newer: str) -> bool:
-    return git(repo, "merge-base", "--is-ancestor", older, newer, check=False).returncode == 0
-
-
 def checkouts(repo: Path) -> dict[str, Path]:
     """Each branch checked out in a worktree of the repository, and where (git lets a branch be checked out in
     one place only)."""

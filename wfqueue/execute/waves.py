@@ -19,7 +19,6 @@ from wfqueue.execute.decisions import conflict_outcome, disallowed_changes, retr
 from wfqueue.execute.gate import gate_commands, runnable_on
 from wfqueue.execute.merge import (
     branch_exists,
-    builds_on,
     commit_changes,
     head_of,
     last_of,
@@ -36,7 +35,7 @@ from wfqueue.runtime import Runtime
 from wfqueue.settings import Settings
 from wfqueue.state import SessionState, SessionStore
 from wfqueue.transport.models import Transport
-from wfqueue.transport.repo import receive_commits
+from wfqueue.transport.repo import is_ancestor, receive_commits
 from wfqueue.transport.workspace import CoordinatorFiles, task_commits_name
 
 
@@ -79,7 +78,7 @@ class WaveRunner:
         merges = [r.merge for r in self.execution.tasks.values() if r.state == "completed" and r.merge]
         left = (last_of(self.worktree, merges) if merges else None) or self.execution.base
         tip = head_of(self.worktree)
-        self.head = tip if builds_on(self.worktree, left, tip) else left
+        self.head = tip if is_ancestor(self.worktree, left, tip) else left
 
     def refuse_moved(self) -> None:
         """Stop when the integration branch is not where this run left it: merging on it failed each task ("local
