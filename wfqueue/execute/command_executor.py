@@ -81,8 +81,7 @@ class CommandExecutor:
             except OSError as exc:  # not found, not executable
                 return ExecutorResult(ok=False, error=f"the executor command {argv[0]!r} could not start: {exc}")
             text = output_tail(output, OUTPUT_LIMIT)
-        timed_out = code is None
-        if timed_out:
+        if code is None:  # its time limit passed
             return ExecutorResult(ok=False, output=text,
                                   error=f"the executor did not finish within {self.timeout_s:g}s and was stopped")
         if code != 0:

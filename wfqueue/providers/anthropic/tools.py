@@ -172,7 +172,7 @@ class RepoTools:
         entries: list[str] = []
         # A folder the walk skips (a virtual environment, build/) is listed when the repository has files in it (a
         # package git tracks as build/): as glob and grep see it.
-        held = {rel.split("/", 1)[0] for rel in repository_files(target)} if target.is_dir() else set()
+        held = {rel.split("/", 1)[0] for rel in repository_files(target)}
         for child in sorted(target.iterdir(), key=lambda p: p.name):
             if child.is_dir() and skipped_dir(child.name) and child.name not in held:
                 continue
