@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import sys
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -220,15 +219,19 @@ def test_a_delivery_waiting_for_a_run_stopped_at_its_time_limit_gets_its_failure
     write_edits(setup.edits, {"T1": {"edits": {"calc/t1.py": "NAME = 'T1'\n"}, "sleep": 1}})
     sent = payload(setup.repo, setup.exec_dir, task("T1", verification="manual: none",
                                                     files=TaskFiles(create=["calc/t1.py"])))
-    started = threading.Event()
+    started, second_sent = threading.Event(), threading.Event()
 
     class StoppedAtItsLimit:
         name = "command"
 
         def run(self, prompt: str, worktree: Path, step: str) -> Any:
             started.set()
-            time.sleep(0.5)  # the second delivery is waiting by now
+            assert second_sent.wait(30)  # the second delivery is on its way to the attempt's claim
             raise SoftTimeLimitExceeded
+
+    def second_delivery() -> TaskRun:
+        second_sent.set()
+        return setup.again(sent)
 
     def worker() -> TaskRun:
         with attempt_held(setup.state, sent):
@@ -240,7 +243,7 @@ def test_a_delivery_waiting_for_a_run_stopped_at_its_time_limit_gets_its_failure
     with ThreadPoolExecutor(2) as pool:
         first = pool.submit(worker)
         assert started.wait(30)
-        second = pool.submit(setup.again, sent)
+        second = pool.submit(second_delivery)
         assert first.result().status == second.result().status == "failed"
     assert second.result().error == "stopped at the task's 7s time limit"
     assert not log_entries(setup.log)  # no second agent ran
