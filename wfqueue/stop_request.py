@@ -9,7 +9,20 @@ raises; the waits of ``wfqueue.runtime`` raise it again at their next poll.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 _asked: list[type[KeyboardInterrupt]] = []
+
+
+@dataclass(frozen=True)
+class LeftBehind:
+    """The session a stop interrupted, and how to finish it (None: its command's report says it)."""
+
+    session_id: str
+    hint: str | None
+
+
+_left: list[LeftBehind] = []
 
 
 def ask(stop: type[KeyboardInterrupt]) -> None:
@@ -24,6 +37,17 @@ def raise_if_asked() -> None:
         raise stop()
 
 
+def leave(session_id: str, hint: str | None) -> None:
+    """A stop interrupted ``session_id``: the command's handler tells a script which, and how to finish it."""
+    _left[:] = [LeftBehind(session_id, hint)]
+
+
+def left_behind() -> LeftBehind | None:
+    """The session the last stop interrupted, if one was."""
+    return _left[0] if _left else None
+
+
 def clear() -> None:
     """The stop reached the command's handler (or a new command begins): nothing is pending."""
     _asked.clear()
+    _left.clear()

@@ -126,7 +126,7 @@ def test_ctrl_c_or_sigterm_leaves_no_process_behind(sig: signal.Signals, code: i
     provider = write_script(tmp_path / "script.json", hang={f"plan_area:{a}": 60 for a in AREAS})
     proc = subprocess.Popen(
         [sys.executable, "-m", "wfqueue.cli.main", "collab-plan", REQUIREMENT, "--repo", str(sample_repo),
-         "--max-agents", "4", "-y", "--provider", provider],
+         "--max-agents", "4", "-y", "--provider", provider, "--json"],
         env=wfqueue_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
     )
     marker = str(sample_repo / ".workflow" / ".queue")
@@ -142,7 +142,7 @@ def test_ctrl_c_or_sigterm_leaves_no_process_behind(sig: signal.Signals, code: i
     assert processes_mentioning(marker), "redis and workers should be running mid-plan"
     proc.send_signal(sig)
     try:
-        _, stderr = proc.communicate(timeout=60)
+        stdout, stderr = proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         proc.kill()
         _, stderr = proc.communicate()
@@ -152,7 +152,11 @@ def test_ctrl_c_or_sigterm_leaves_no_process_behind(sig: signal.Signals, code: i
     assert last == said
     # How to finish it, runnable from where the command ran (elsewhere than the repository: so with --repo).
     session = next((sample_repo / ".workflow" / ".planning").iterdir()).name
-    assert hint.endswith(f"finish the plan with `wfqueue resume {session} --repo {sample_repo}`"), stderr
+    finish = f"finish the plan with `wfqueue resume {session} --repo {sample_repo}`"
+    assert hint.endswith(finish), stderr
+    # --json: the script reading stdout gets one object saying so (it got nothing), the session and the hint in it.
+    assert json.loads(stdout) == {"status": "interrupted", "exit_code": code, "error": said, "hint": finish,
+                                  "session_id": session}
     assert processes_mentioning(marker) == []
     # Later, with nothing running: status says the plan and its agents were interrupted, and how to finish it
     # (it said planning, every agent pending, and no hint).

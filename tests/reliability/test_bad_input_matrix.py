@@ -98,8 +98,26 @@ def verdict(case: Case, run: CliRun) -> str | None:
         return f"message does not match {case.expect!r}: {output[-500:]}"
     if PASSWORD in output:
         return "the broker password was printed"
+    if "--json" in case.args and (problem := json_verdict(case, run)) is not None:
+        return problem
     if case.max_seconds is not None and run.seconds >= case.max_seconds:
         return f"took {run.seconds:.1f}s, {case.max_seconds:.0f}s allowed"
+    return None
+
+
+def json_verdict(case: Case, run: CliRun) -> str | None:
+    """A ``--json`` command's stdout is one JSON object also when it refused its input: the error, its exit code
+    and hint (validate's own object lists its problems)."""
+    try:
+        printed = json.loads(run.stdout)
+    except ValueError:
+        return f"--json printed no JSON object on stdout: {run.stdout[-300:]!r}"
+    if case.args[0] == "validate" and "problems" in printed:
+        return None
+    wanted = {"status": "error", "exit_code": case.code}
+    if {k: printed.get(k) for k in wanted} != wanted or not re.search(case.expect.removeprefix("error: "),
+                                                                      printed.get("error") or ""):
+        return f"--json printed {printed!r}, not the error {case.expect!r} with exit {case.code}"
     return None
 
 
@@ -262,6 +280,34 @@ def test_the_anthropic_provider_without_credentials_is_refused_before_anything_i
     assert not (sample_repo / ".workflow").exists()  # no session, no embedded Redis
     assert snapshot(wfs_repo / ".workflow") == before
     check_matrix("credentials", results)
+
+
+def test_a_json_command_that_refuses_its_input_prints_the_error_as_its_one_object(
+        run_cases: Runner, sample_repo: Path, wfs_repo: Path, tmp_path: Path) -> None:
+    """A script parses a `--json` command's stdout: a refused input (exit 2), a usage error and an unreachable
+    broker (exit 3) printed nothing there, so the script failed on empty JSON instead of reading the error."""
+    repo, wfs = str(sample_repo), str(wfs_repo)
+    cases = [
+        Case(("collab-plan", "Add x", "--repo", str(tmp_path / "nowhere"), "-y", "--json"), r"nowhere: no such"),
+        Case(("collab-plan", "Add x", "--bogus", "--json"), r"No such option: --bogus"),
+        Case(("lite-plan", "   ", "--repo", repo, "-y", "--json"), r"error: the requirement is empty",
+             in_process=True),
+        Case(("plan", "Add x", "--repo", repo, "--workers", "65", "-y", "--json"), r"--workers 65 is out of range",
+             in_process=True),
+        Case(("resume", "CPLAN-nope", "--repo", repo, "--json"), r"no session CPLAN-nope", in_process=True),
+        Case(("status", "CPLAN-nope", "--repo", repo, "--json"), r"CPLAN-nope", in_process=True),
+        Case(("verify", "--session", "WFS-nope", "--repo", wfs, "--json"), r"WFS-nope", in_process=True),
+        Case(("replan", "IMPL-99", "drop the cache", "--repo", wfs, "-y", "--json"), r"IMPL-99", in_process=True),
+        Case(("execute", str(tmp_path / "none.jsonl"), "--dry-run", "--json"), r"none\.jsonl", in_process=True),
+        Case(("validate", str(tmp_path / "none.jsonl"), "--json"), r"none\.jsonl: no such file", in_process=True),
+        Case(("collab-plan", "Add x", "--repo", repo, "-y", "--json"), r"error: cannot reach the broker", 3,
+             {"WFQUEUE_BROKER_URL": "redis://127.0.0.1:1/0"}, in_process=True),
+    ]
+    results = run_cases(cases)
+    assert all("--json" in case.args for case, _ in results)  # so that verdict() reads each one's stdout
+    check_matrix("json_errors", results)
+    # A usage error's hint says where to look.
+    assert json.loads(results[1][1].stdout)["hint"] == "see the command's --help"
 
 
 def test_usage_errors_exit_2_without_a_traceback(run_cases: Runner, sample_repo: Path) -> None:

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from wfqueue.cli import json_output
 from wfqueue.settings import load_settings
 
 
@@ -18,7 +19,7 @@ def register(app: typer.Typer) -> None:
         """Print the effective settings (environment, config file, defaults) with secrets masked."""
         shown = load_settings().masked()
         if as_json:
-            typer.echo(json.dumps(shown, indent=2, default=str))
+            json_output.emit(json.dumps(shown, indent=2, default=str))
             return
         table = Table("setting", "value", title="wfqueue settings (env prefix WFQUEUE_)")
         for name, value in shown.items():

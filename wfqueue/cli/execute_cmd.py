@@ -8,7 +8,6 @@ clean, no executor configured; 3 infrastructure (a lost broker, git failing).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.prompt import Confirm
 
+from wfqueue.cli import json_output
 from wfqueue.cli.plan_common import finish
 from wfqueue.cli.progress import TerminalUI
 from wfqueue.errors import BadInputError, UnsafeCommandError
@@ -237,7 +237,7 @@ def register(app: typer.Typer) -> None:
         check_gate(plan, gate, settings.execute_test_command, dry_run or no_gate)
         if dry_run:
             if as_json:
-                typer.echo(json.dumps(dry_run_payload(plan, schedule, gate), ensure_ascii=False))
+                json_output.emit(dry_run_payload(plan, schedule, gate))
             else:
                 typer.echo(render_schedule(plan, schedule, gate, no_gate))
             return

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,6 +30,7 @@ from wfqueue.cli import (
     config_cmd,
     execute_cmd,
     flower_cmd,
+    json_output,
     lite,
     plan_cmd,
     replan_cmd,
@@ -69,6 +71,8 @@ execute_cmd.register(app)
 
 
 INTERRUPTED_EXIT = 130  # Ctrl-C
+# What a --json command that exited non-zero without its object says (its reason went to stderr).
+NO_RESULT = "the command ended without a result (its messages are on stderr)"
 # SIGTERM, SIGHUP: 128 + the signal, what a shell reports for a process the signal ended, and what it said.
 STOP_SIGNALS = {signal.SIGTERM: (143, "terminated"), signal.SIGHUP: (129, "hung up")}
 
@@ -114,14 +118,12 @@ def sigterm_unwinds() -> Iterator[Signals]:
         stop_request.clear()
 
 
-def _stopped(err: Console, signals: Signals) -> int:
-    if signals.received is not None:
-        code, said = STOP_SIGNALS[signals.received]
-        with contextlib.suppress(OSError):  # after a hangup the terminal is gone (EIO)
-            err.print(said)
-        return code
-    err.print("interrupted")
-    return INTERRUPTED_EXIT
+def _stopped(err: Console, signals: Signals) -> tuple[int, str]:
+    """Say how the command was stopped (Ctrl-C, SIGTERM, SIGHUP); its exit code and those words."""
+    code, said = STOP_SIGNALS[signals.received] if signals.received is not None else (INTERRUPTED_EXIT, "interrupted")
+    with contextlib.suppress(OSError):  # after a hangup the terminal is gone (EIO)
+        err.print(said)
+    return code, said
 
 
 def _report(err: Console, exc: WfqueueError) -> int:
@@ -134,11 +136,29 @@ def _report(err: Console, exc: WfqueueError) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     err = Console(stderr=True)
+    json_asked = json_output.asked(sys.argv[1:] if argv is None else argv)
+    json_output.begin()
+
+    def ended(code: int, message: str, hint: str | None = None, *, status: str = "error",
+              session_id: str | None = None) -> int:
+        """``code``, after the object a ``--json`` command owes its script when it ended without its own."""
+        if json_asked and code != 0:
+            json_output.emit_failure(code, message, hint, status=status, session_id=session_id)
+        return code
+
+    def stopped() -> int:
+        left = stop_request.left_behind()  # the session the stop interrupted, and how to finish it
+        stop_request.clear()
+        code, said = _stopped(err, signals)
+        if left is None:
+            return ended(code, said, status="interrupted")
+        return ended(code, said, left.hint, status="interrupted", session_id=left.session_id)
+
     with sigterm_unwinds() as signals:
         try:
             code = app(args=argv, standalone_mode=False)
         except WfqueueError as exc:
-            return _report(err, exc)
+            return ended(_report(err, exc), exc.message, exc.hint)
         except OSError as exc:  # a write the disk refused where no command checked first: said, not a traceback
             # A rename onto a folder (an atomic write's last step) names the folder second.
             named = exc.filename2 if exc.errno == errno.EISDIR and isinstance(exc.filename2, str) else exc.filename
@@ -146,20 +166,20 @@ def main(argv: list[str] | None = None) -> int:
                 named, str) else None
             if refusal is None:
                 raise
-            return _report(err, refusal)
+            return ended(_report(err, refusal), refusal.message, refusal.hint)
         except (KeyboardInterrupt, click.exceptions.Abort, typer.Abort):
-            stop_request.clear()
-            return _stopped(err, signals)
+            return stopped()
         except (click.exceptions.ClickException, typer_click_exceptions.ClickException) as exc:
             # Typer vendors its own copy of click: usage errors come from either.
             exc.show()
             usage = isinstance(exc, (click.exceptions.UsageError, typer_click_exceptions.UsageError))
-            return 2 if usage else exc.exit_code
+            return ended(2 if usage else exc.exit_code, exc.format_message(),
+                         "see the command's --help" if usage else None)
         except (click.exceptions.Exit, typer.Exit) as exc:
-            return exc.exit_code
+            return ended(exc.exit_code, NO_RESULT)
         else:
             # Typer turns an interrupt inside a command into the return value 130.
-            return _stopped(err, signals) if code == INTERRUPTED_EXIT else int(code or 0)
+            return stopped() if code == INTERRUPTED_EXIT else ended(int(code or 0), NO_RESULT)
         finally:
             # A command that asked its embedded cluster to outlive its output (stop_after_output) and then
             # stopped on bad input before starting one must not leave that request to the next command run in

@@ -6,7 +6,6 @@ reads the result while they shut down (the command still exits only once they ar
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from wfqueue.cli import json_output
 from wfqueue.errors import BadInputError
 from wfqueue.metering import BUDGET_HELP, budget_resume_hint, parse_budget_option
 from wfqueue.plan_check import default_repo
@@ -66,8 +66,7 @@ def finish(result: PlanOutcome, as_json: bool, describe: Callable[[Console], Non
     printed = False
     try:
         if as_json:
-            typer.echo(result.json_line() if json_object is None
-                       else json.dumps(json_object, ensure_ascii=False))
+            json_output.emit(result.json_line() if json_object is None else json_object)
         else:
             out = Console(highlight=False, soft_wrap=True)
             describe(out)

@@ -7,7 +7,6 @@ stdout to the one JSON object.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from rich.markup import escape
 from rich.prompt import Prompt
 from rich.table import Table
 
+from wfqueue.cli import json_output
 from wfqueue.cli.plan_common import REPO_DEFAULT, keep_whole, print_table
 from wfqueue.cli.progress import ask_choice
 from wfqueue.errors import BadInputError
@@ -127,7 +127,7 @@ def register(app: typer.Typer) -> None:
             root = resolve_repo(repo) if repo is not None else default_repo(backup)
             result = restore(root, backup, session, settings.lock_timeout_s)
             if as_json:
-                typer.echo(json.dumps(result.model_dump(), ensure_ascii=False))
+                json_output.emit(result.model_dump())
             else:
                 typer.echo(f"restored {result.session_id} from {result.backup}: {', '.join(result.restored) or '-'}"
                            + (f"; removed {', '.join(result.removed)}" if result.removed else ""))
@@ -144,7 +144,7 @@ def register(app: typer.Typer) -> None:
         summary = run_replan(resolve_repo(repo), text, ui, task_id=task_id, session_id=session, interactive=ask,
                              tools=tuple(settings.replan_tools), lock_timeout_s=settings.lock_timeout_s)
         if as_json:
-            typer.echo(json.dumps(summary.model_dump(), ensure_ascii=False))
+            json_output.emit(summary.model_dump())
         else:
             typer.echo(render_summary(summary))
 
@@ -157,7 +157,7 @@ def register(app: typer.Typer) -> None:
         root = resolve_repo(repo)
         rows = session_rows(root)
         if as_json:
-            typer.echo(json.dumps({"repo": str(root), "sessions": [r.model_dump() for r in rows]}, ensure_ascii=False))
+            json_output.emit({"repo": str(root), "sessions": [r.model_dump() for r in rows]})
             return
         out = Console(highlight=False)
         if not rows:

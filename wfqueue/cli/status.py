@@ -3,7 +3,6 @@ cost, or an execution's tasks wave by wave."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -14,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from wfqueue.cli import json_output
 from wfqueue.cli.plan_common import REPO_DEFAULT, keep_whole, print_table
 from wfqueue.collab.coordinator import COLLAB
 from wfqueue.collab.inspect import SENT_AGENT, SessionStatus, read_session
@@ -210,8 +210,8 @@ def register(app: typer.Typer) -> None:
                                   resume=resume_command(p.name, root), reachable=reachable)
                     for p in sorted(folder.iterdir()) if p.is_dir()] if folder.is_dir() else []
             if as_json:
-                typer.echo(json.dumps([r.model_dump(mode="json", exclude={"agents": True, **NO_CALLS_LIST})
-                                       for r in rows], ensure_ascii=False))
+                json_output.emit([r.model_dump(mode="json", exclude={"agents": True, **NO_CALLS_LIST})
+                                  for r in rows])
                 return
             table = Table("session", "status", "agents", "tasks", "conflicts", "tokens", "est. cost",
                           title=escape(str(folder)))
@@ -257,7 +257,7 @@ def register(app: typer.Typer) -> None:
         current = _as_it_stands(current, folder.name, settings, live, embedded_here=embedded_here, held=held,
                                 resume=resume)
         if as_json:
-            typer.echo(json.dumps(current.model_dump(mode="json", exclude=NO_CALLS_LIST), ensure_ascii=False))
+            json_output.emit(current.model_dump(mode="json", exclude=NO_CALLS_LIST))
         elif isinstance(current, SessionSummary):
             _print_summary(out, current, kind.label)
         elif isinstance(current, SessionStatus):

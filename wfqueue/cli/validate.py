@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import typer
+
+from wfqueue.cli import json_output
 
 
 def _plural(count: int, word: str) -> str:
@@ -34,7 +34,7 @@ def register(app: typer.Typer) -> None:
         tasks, problems = read_plan(*resolve_source(path, repo))
         if as_json:
             payload = {"path": path, "tasks": len(tasks), "problems": [p.model_dump() for p in problems]}
-            typer.echo(json.dumps(payload, ensure_ascii=False))
+            json_output.emit(payload)
         else:
             for problem in problems:
                 typer.echo(f"{problem.location}  {problem.task_id or '-'}  {problem.message}")

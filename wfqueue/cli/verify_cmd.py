@@ -7,13 +7,12 @@ main()).
 
 from __future__ import annotations
 
-import json
-
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from wfqueue.cli import json_output
 from wfqueue.cli.plan_common import REPO_DEFAULT
 from wfqueue.sessions import resolve_repo
 from wfqueue.workflow_session.models import GATES_READY
@@ -67,7 +66,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             payload = {**report.model_dump(mode="json"), "report": report_path,
                        "findings_file": str(folder / PROCESS_DIR / FINDINGS_FILE)}
-            typer.echo(json.dumps(payload, ensure_ascii=False))
+            json_output.emit(payload)
         else:
             _print(report, report_path)
         raise typer.Exit(exit_code_for(report))

@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from celery.result import AsyncResult
 
+from wfqueue import stop_request
 from wfqueue.analysis.files import has_code_file, no_source_code
 from wfqueue.coordinator_lease import CoordinatorLease, taken_by_another
 from wfqueue.errors import (
@@ -189,10 +190,12 @@ class WorkflowCoordinator(Generic[UI]):
                     runtime.stop_workers()
                 finally:
                     self._bill(state)
-                    if self.RESUME_HINT_ON_STOP:
+                    hint = (f"finish the plan with {resume_command(session_id, runtime.repo)}"
+                            if self.RESUME_HINT_ON_STOP else None)
+                    stop_request.leave(session_id, hint)
+                    if hint is not None:
                         with contextlib.suppress(OSError):  # after a hangup the terminal is gone (EIO)
-                            self.ui.info(f"stopped: what is done is kept; finish the plan with "
-                                         f"{resume_command(session_id, runtime.repo)}")
+                            self.ui.info(f"stopped: what is done is kept; {hint}")
                 raise
             except WfqueueError:
                 self._bill(state)
