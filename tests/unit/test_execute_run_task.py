@@ -247,3 +247,21 @@ def test_a_delivery_waiting_for_a_run_stopped_at_its_time_limit_gets_its_failure
         assert first.result().status == second.result().status == "failed"
     assert second.result().error == "stopped at the task's 7s time limit"
     assert not log_entries(setup.log)  # no second agent ran
+
+
+def test_a_worker_cache_missing_an_object_names_the_cache_to_delete(setup: Setup) -> None:
+    """Without the shared disk the repository is the worker's cache: git's failure there said to check "the
+    repository", and the user checked their own."""
+    from wfqueue.transport.models import Transport
+
+    write_edits(setup.edits, {"T1": {"calc/ops.py": SUB}})
+    sent = payload(setup.repo, setup.exec_dir, task())
+    remote = sent.model_copy(update={"transport": Transport(commit=sent.base, session_id=EXEC_ID,
+                                                            session_root=str(setup.exec_dir))})
+    blob = git(setup.repo, "rev-parse", f"{sent.base}:calc/ops.py")
+    (setup.repo / ".git" / "objects" / blob[:2] / blob[2:]).unlink()  # deleted by hand, or a disk's damage
+    run = setup.again(remote)
+    assert run.status == "failed" and run.error is not None
+    assert f"in worker test-worker's repository cache, {setup.repo}" in run.error
+    assert "delete that folder there, which is filled again from Redis" in run.error
+    assert log_entries(setup.log) == []  # no executor ran on a checkout that could not be made

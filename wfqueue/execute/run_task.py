@@ -89,6 +89,17 @@ def _kept_at(path: Path, payload: ExecuteTask, worker: str) -> str:
     return f"{path} on worker {worker}"
 
 
+def _in_cache(message: str, payload: ExecuteTask, worker: str) -> str:
+    """A git failure, and on a worker without the shared disk where it happened: there the repository is the
+    worker's cache, which the user can repair by deleting it (the planners' checkouts say so too); the advice to
+    check "the repository" sent the user to their own, which was never the matter."""
+    if payload.transport is None:
+        return message
+    return (f"{message} (in worker {worker or 'unknown'}'s repository cache, {payload.repo}: if git says an object is "
+            "missing or corrupt, stop that worker, delete that folder there, which is filled again from Redis, and "
+            "start it again)")
+
+
 def record_failure(payload: ExecuteTask, state: SessionStore, error: str, *, worker: str = "",
                    started_at: float | None = None, remember: bool = True, ran: bool = True) -> TaskRun:
     """A failed run for ``payload`` that did not finish normally (a time limit, no executor on this worker):
@@ -144,7 +155,8 @@ def _run_once(payload: ExecuteTask, executor: Executor, state: SessionStore, wor
     except TransientProviderError:
         raise  # the worker retries the task later; the worktree and a durable executor's turns are kept
     except InfrastructureError as exc:  # git could not work here: not remembered, a redelivery may succeed
-        return record_failure(payload, state, exc.message, worker=worker, started_at=started, remember=False)
+        return record_failure(payload, state, _in_cache(exc.message, payload, worker), worker=worker,
+                              started_at=started, remember=False)
     except WfqueueError as exc:  # the executor gave up (a spent budget, a refused configuration)
         return record_failure(payload, state, exc.message, worker=worker, started_at=started)
 
