@@ -49,6 +49,7 @@ def lite(index: RepoIndex, requirement: str) -> LitePlanDraft:
     ("Add usage examples to the README", "docs"),
     ("Create CONTRIBUTING.md", "docs"),
     ("Add docstrings to notes_api/auth/tokens.py", "docstrings"),
+    ("Add a docstring to notes_api/api/router.py", "docstrings"),
     ("Document every public function in tokens.py with docstrings", "docstrings"),
     ("Add comments explaining the retry loop", "docstrings"),
     ("Update the README and refactor the CLI", "change"),
@@ -188,6 +189,29 @@ def test_a_bare_document_name_several_folders_have_is_not_guessed(tmp_path: Path
 def test_which_documents_a_change_updates(index: RepoIndex, requirement: str,
                                           documents: list[tuple[str, bool]]) -> None:
     assert documents_beside_change(index, requirement) == documents
+
+
+@pytest.mark.parametrize("requirement", ["Add docstrings to middleware.py", "Add a docstring to notes_api/api/middleware.py"])
+def test_docstrings_for_a_file_named_like_a_component_change_that_file_and_create_nothing(
+        index: RepoIndex, requirement: str) -> None:
+    """"Add docstrings to middleware.py" read "docstrings to middleware" as a new component (middleware being a
+    kind of one) and planned notes_api/api/docstrings_to.py; "Add a docstring" was a feature with a test task."""
+    draft = lite(index, requirement)
+    assert [(f.path, f.action) for t in draft.tasks for f in t.files] == [
+        ("notes_api/api/middleware.py", "modify")] * len([f for t in draft.tasks for f in t.files])
+    assert draft.tasks and all(t.type == "docs" for t in draft.tasks)
+
+
+@pytest.mark.parametrize(("requirement", "created"), [
+    ("Add logging to middleware.py", None),
+    ("Add logging to the middleware", None),
+    ("Add a rate limiting middleware", "notes_api/api/rate_limiting.py"),
+])
+def test_a_change_creates_a_module_only_for_a_component_it_names(index: RepoIndex, requirement: str,
+                                                                created: str | None) -> None:
+    made = [f.path for t in lite(index, requirement).tasks for f in t.files if f.action == "create"
+            and not f.path.startswith("tests/")]
+    assert made == ([created] if created else [])
 
 
 def test_docstrings_are_planned_where_they_are_asked_for_and_never_crash(index: RepoIndex, tmp_path: Path) -> None:

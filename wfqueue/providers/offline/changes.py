@@ -104,10 +104,13 @@ def earlier_needs(order: list[str], needs: dict[str, list[str]]) -> dict[str, li
 _KINDS = ("module", "class", "component", "backend", "plugin", "command", "adapter", "middleware", "handler",
           "provider", "serializer", "driver", "transport", "helper", "extension", "service", "package", "store")
 # "add a RateLimiter class", "a new `retry` module", "new redis backend": one or two words before the kind,
-# the last part of a qualified name ("a Rack::Protection::PermissionsPolicy middleware").
+# the last part of a qualified name ("a Rack::Protection::PermissionsPolicy middleware"). Not "add docstrings to
+# middleware.py" nor "add logging to the store": a preposition names where, not the component, and a kind
+# followed by an extension is a file's name.
+_WORD = r"(?!(?:to|for|of|in|on|into|onto|with|from|at|by|the)\b)[A-Za-z][\w-]*"
 _COMPONENT = re.compile(
     r"\b(?:new\s+|(?:add|adds|added|adding|create|creates|introduce|introduces)\s+(?:an?\s+|the\s+)?(?:new\s+)?)"
-    r"`?(?:[A-Za-z]\w*(?:::|\.))*([A-Za-z][\w-]*(?:\s+[A-Za-z][\w-]*)?)`?\s+(" + "|".join(_KINDS) + r")\b",
+    rf"`?(?:[A-Za-z]\w*(?:::|\.))*({_WORD}(?:\s+{_WORD})?)`?\s+(" + "|".join(_KINDS) + r")\b(?!\.\w)",
     re.IGNORECASE,
 )
 _FILLER = {"a", "an", "the", "new", "own", "separate", "dedicated", "small", "simple"}

@@ -126,7 +126,8 @@ def plan_tasks(index: RepoIndex, requirement: str, session_id: str, assessment: 
     if intent == "docstrings":
         candidates = docstrings_scope(index, requirement, candidates)
     groups = cluster_files(index, candidates, max_agents=CHANGE_TASKS[assessment.complexity])
-    created = new_module_path(index, [p for g in groups for p in g], requirement)
+    # Documentation in the code creates no module (as a collab area decides: area.py).
+    created = new_module_path(index, [p for g in groups for p in g], requirement) if intent == "change" else None
     # Documents the change asks to update as well ("..., document it in README.md"), after the change.
     documents = documents_beside_change(index, requirement) if intent == "change" else []
     tasks: list[UnifiedTask] = []
