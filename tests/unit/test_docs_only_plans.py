@@ -191,7 +191,8 @@ def test_which_documents_a_change_updates(index: RepoIndex, requirement: str,
     assert documents_beside_change(index, requirement) == documents
 
 
-@pytest.mark.parametrize("requirement", ["Add docstrings to middleware.py", "Add a docstring to notes_api/api/middleware.py"])
+@pytest.mark.parametrize("requirement", ["Add docstrings to middleware.py",
+                                         "Add a docstring to notes_api/api/middleware.py"])
 def test_docstrings_for_a_file_named_like_a_component_change_that_file_and_create_nothing(
         index: RepoIndex, requirement: str) -> None:
     """"Add docstrings to middleware.py" read "docstrings to middleware" as a new component (middleware being a

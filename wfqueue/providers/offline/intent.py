@@ -47,8 +47,9 @@ _DOCS = re.compile(
     r"|(?:fix|correct)\s+(?:the\s+|a\s+)?(?:typos?|wording|grammar|broken\s+links?)\s+in\s+(?:the\s+)?"
     rf"(?:docs?\b|documentation|readme|{_DOC_FILE})"
     rf"|(?:explain|describe)\b{_IN_SENTENCE}\bin\s+(?:the\s+)?(?:docs?|documentation|readme)\b)", re.IGNORECASE)
-# Documentation inside the code: "Add docstrings to ...", "Add a docstring to ...", "Document every public function of ... with
-# docstrings", "Add comments explaining ..."; not "Add comments endpoint" nor "Add docstring support".
+# Documentation inside the code: "Add docstrings to ...", "Add a docstring to ...", "Document every public
+# function of ... with docstrings", "Add comments explaining ..."; not "Add comments endpoint" nor "Add docstring
+# support".
 _DOCSTRINGS = re.compile(
     r"^\W*(?:please\s+)?(?:(?:add|write|update|improve|complete|fix)\s+(?:an?\s+|the\s+|missing\s+|more\s+)?"
     rf"(?:docstrings?|doc\s+comments?|jsdoc|javadoc|rustdoc|type\s+hints|(?:code\s+)?comments?){_ABOUT}"
