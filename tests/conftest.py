@@ -25,11 +25,13 @@ def write(root: Path, files: dict[str, str]) -> Path:
 
 
 @pytest.fixture(autouse=True)
-def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No test sees a real API key or the developer's broker and settings."""
+def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """No test sees a real API key or the developer's broker and settings, nor writes into their wfqueue cache
+    (worker checkouts, execution worktrees): each test has a cache of its own."""
     for name in list(os.environ):
         if name.startswith("WFQUEUE_") or name.startswith("ANTHROPIC_"):
             monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
 
 
 @pytest.fixture

@@ -11,12 +11,20 @@ from typing import Any
 
 from wfqueue.execute.model import ExecTask, PlanContext, TaskFiles
 from wfqueue.payloads import ExecuteTask
+from wfqueue.settings import Settings
+from wfqueue.transport.checkouts import cache_dir
 
 PROJECT = Path(__file__).resolve().parent.parent
 EXECUTOR_PROGRAM = PROJECT / "tests" / "executor_program.py"
 # Absolute paths: the command runs inside the task's worktree.
 EXECUTOR_COMMAND = f"{sys.executable} {EXECUTOR_PROGRAM} {{prompt_file}}"
 EXEC_ID = "EXEC-demo-2026-01-01"
+
+
+def cache() -> Path:
+    """The wfqueue cache a worker of this test makes execution worktrees in (tests/conftest.py gives each test its
+    own), as a worker with no WFQUEUE_WORKER_CACHE_DIR finds it."""
+    return cache_dir(Settings.model_construct(worker_cache_dir=None))
 
 
 def git(repo: Path, *args: str, check: bool = True) -> str:

@@ -25,6 +25,7 @@ from wfqueue.execute.run_task import EXECUTOR_RUNS, attempt_held, record_failure
 from wfqueue.payloads import ExecuteTask
 from wfqueue.settings import Settings
 from wfqueue.state import SessionStore
+from wfqueue.transport.checkouts import cache_dir
 from wfqueue.transport.repo import send_commits
 from wfqueue.transport.workspace import task_commits_name
 from workers.context import StateFactory, may_retry, retry_delay_of, retry_later, when_retried
@@ -60,6 +61,7 @@ def executor_for(payload: ExecuteTask, settings: Settings, state: SessionStore) 
 def register(app: Celery, settings: Settings) -> None:
     states = StateFactory(settings)
     soft, hard = time_limits(settings)
+    cache = cache_dir(settings)  # where this host makes the tasks' worktrees
 
     @payload_task(app, settings, ExecuteTask, soft_time_limit=soft, time_limit=hard)
     def execute_task(self: Task[Any, Any], payload: ExecuteTask) -> dict[str, Any]:
@@ -72,12 +74,14 @@ def register(app: Celery, settings: Settings) -> None:
             hint = f" ({exc.hint})" if exc.hint else ""
             # Named: on a shared broker the coordinator cannot see which machine lacks the configuration.
             return record_failure(payload, state, f"on worker {worker}: {exc.message}{hint}", worker=worker,
-                                  started_at=started, remember=False, ran=False).model_dump(mode="json")
+                                  cache=cache, started_at=started, remember=False,
+                                  ran=False).model_dump(mode="json")
         try:
             run = _held_run(self, payload, executor, state, worker, started)
         except SoftTimeLimitExceeded:  # while it waited for the attempt's other delivery, which still runs
             run = record_failure(payload, state, f"stopped at the task's {soft}s time limit while another delivery of "
-                                 "its attempt still ran", worker=worker, started_at=started, remember=False, ran=False)
+                                 "its attempt still ran", worker=worker, cache=cache, started_at=started,
+                                 remember=False, ran=False)
         if payload.transport is not None and run.commit is not None:
             # This worker's repository is its own: the commit goes back to the coordinator through Redis.
             send_commits(states.client(), Path(payload.repo), run.commit, payload.base,
@@ -95,7 +99,7 @@ def register(app: Celery, settings: Settings) -> None:
                 every_s = settings.heartbeat_every_s()
                 state.set_agent(payload.task.id, beat_every_s=every_s)  # the watchdog waits for three missed beats
                 with heartbeat(state, payload.task.id, every_s, hard):
-                    run = run_task(payload, executor, state, worker=worker,
+                    run = run_task(payload, executor, state, cache=cache, worker=worker,
                                    check_timeout_s=settings.execute_check_timeout_s, held=True)
             except TransientProviderError as exc:
                 if may_retry(self):
@@ -104,8 +108,8 @@ def register(app: Celery, settings: Settings) -> None:
                     delay = retry_delay_of(self, exc, settings)
                     state.set_agent(payload.task.id, note=f"{exc.message}; {when_retried(self, delay)}")
                     raise retry_later(self, exc, settings, delay) from None
-                run = record_failure(payload, state, exc.message, worker=worker, started_at=started)
+                run = record_failure(payload, state, exc.message, worker=worker, cache=cache, started_at=started)
             except SoftTimeLimitExceeded:
                 run = record_failure(payload, state, f"stopped at the task's {soft}s time limit", worker=worker,
-                                     started_at=started)
+                                     cache=cache, started_at=started)
         return run

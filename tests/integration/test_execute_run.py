@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from support import cli_process, kill_processes_mentioning, processes_mentioning, run_cli, wait_until, wfqueue_env
 
-from tests.execute_support import EXECUTOR_COMMAND, git, log_entries, snapshot, write_edits
+from tests.execute_support import EXECUTOR_COMMAND, cache, git, log_entries, snapshot, write_edits
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]
 
@@ -255,8 +255,8 @@ def test_ctrl_c_stops_the_execution_and_leaves_no_worktree(tmp_path: Path) -> No
     before = snapshot(repo)
     proc = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "execute", str(tasks_file), "-y"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    worktrees = repo / ".git" / "wfqueue-worktrees"
-    wait_until(lambda: list(worktrees.glob("EXEC-*/TASK-001/1")), 120, "the task's worktree")
+    worktrees = cache() / "worktrees"  # {host}/{repo}-{hash}/ below it
+    wait_until(lambda: list(worktrees.glob("*/*/EXEC-*/TASK-001/1")), 120, "the task's worktree")
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode != 0
@@ -386,8 +386,8 @@ def test_an_integration_branch_deleted_while_the_execution_runs_ends_it_with_one
     env = env_for(tmp_path, {"TASK-001": {"edits": {"calc/text.py": "NAME = 'calculator'\n"},
                                           "wait_for": str(release)}})
     with cli_process("execute", str(tasks_file), "-y", "--json", env=env) as proc:
-        worktrees = repo / ".git" / "wfqueue-worktrees"
-        wait_until(lambda: any(worktrees.glob("EXEC-*/TASK-001/*/calc")), 120, "TASK-001's worktree made")
+        worktrees = cache() / "worktrees"  # {host}/{repo}-{hash}/ below it
+        wait_until(lambda: any(worktrees.glob("*/*/EXEC-*/TASK-001/*/calc")), 120, "TASK-001's worktree made")
         (branch,) = [b for b in git(repo, "for-each-ref", "--format=%(refname)", "refs/heads/wfqueue").split()
                      if "/tasks/" not in b]
         git(repo, "update-ref", "-d", branch)
@@ -397,7 +397,7 @@ def test_an_integration_branch_deleted_while_the_execution_runs_ends_it_with_one
     assert proc.returncode == 2, err
     assert f"the integration branch {branch.removeprefix('refs/heads/')} was deleted while" in said, said
     assert "--continue" not in said and "wfqueue execute " in said.split("hint:")[-1], said
-    assert "wfqueue-worktrees" not in git(repo, "worktree", "list")
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1  # the checkout's own
 
 
 def test_an_integration_branch_moved_while_the_execution_runs_stops_it_and_continue_goes_on_once_put_back(
@@ -413,8 +413,8 @@ def test_an_integration_branch_moved_while_the_execution_runs_stops_it_and_conti
     env = env_for(tmp_path, {"TASK-001": {"calc/text.py": "NAME = 'calculator'\n"},
                              "TASK-002": {"edits": {"calc/ops.py": SUB}, "wait_for": str(release)}})
     with cli_process("execute", str(tasks_file), "-y", "--json", env=env) as proc:
-        worktrees = repo / ".git" / "wfqueue-worktrees"
-        wait_until(lambda: any(worktrees.glob("EXEC-*/TASK-002/*/calc")), 120, "TASK-002's worktree made")
+        worktrees = cache() / "worktrees"  # {host}/{repo}-{hash}/ below it
+        wait_until(lambda: any(worktrees.glob("*/*/EXEC-*/TASK-002/*/calc")), 120, "TASK-002's worktree made")
         (branch,) = [b for b in git(repo, "for-each-ref", "--format=%(refname)", "refs/heads/wfqueue").split()
                      if "/tasks/" not in b]
         merged = git(repo, "rev-parse", branch)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.execute_support import git, make_repo, snapshot, task
+from tests.execute_support import cache, git, make_repo, snapshot, task
 from wfqueue.cli.progress import TerminalUI
 from wfqueue.errors import BadInputError
 from wfqueue.execute.coordinator import ExecuteCoordinator
@@ -57,7 +57,7 @@ def test_merges_conflicts_and_cleanup_leave_the_users_checkout_alone(tmp_path: P
     two = commit_on(repo, "t/two", base, {"calc/ops.py": "TWO = 2\n"}, "two")
     assert commit_changes(repo, one) == [("M", "calc/ops.py"), ("A", "tests/test_one.py")]
 
-    worktree = open_integration(repo, EXEC_ID)
+    worktree = open_integration(repo, cache(), EXEC_ID)
     merged = merge_task(worktree, one, "T1", EXEC_ID, "One")
     assert merged.merged and head_of(repo, branch) == merged.commit
     assert "Task: T1" in git(repo, "log", "-1", "--format=%B", branch)
@@ -71,10 +71,10 @@ def test_merges_conflicts_and_cleanup_leave_the_users_checkout_alone(tmp_path: P
     assert not red.passed and red.failed_command == "python -m pytest -q tests/test_missing.py"
 
     assert close_integration(repo, worktree) is False
-    assert leftover_worktrees(repo, EXEC_ID) == []
+    assert leftover_worktrees(repo, cache(), EXEC_ID) == []
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     # Opened again on a continued execution: the branch keeps its merge.
-    again = open_integration(repo, EXEC_ID)
+    again = open_integration(repo, cache(), EXEC_ID)
     assert head_of(again) == merged.commit
     close_integration(repo, again)
     assert snapshot(repo) == before
@@ -88,7 +88,7 @@ def test_a_repository_that_verifies_signatures_on_merges_takes_the_unsigned_task
     base = head_of(repo)
     claim_branch(repo, integration_branch(EXEC_ID), base)
     one = commit_on(repo, "t/one", base, {"calc/ops.py": "ONE = 1\n"}, "one")
-    worktree = open_integration(repo, EXEC_ID)
+    worktree = open_integration(repo, cache(), EXEC_ID)
     merged = merge_task(worktree, one, "T1", EXEC_ID, "One")
     assert merged.merged, merged.error
     close_integration(repo, worktree)
@@ -137,7 +137,7 @@ def test_an_integration_branch_moved_while_no_command_ran_is_told_before_any_age
     branch = integration_branch(EXEC_ID)
     claim_branch(repo, branch, base)
     one = commit_on(repo, "t/one", base, {"calc/ops.py": "ONE = 1\n"}, "one")
-    worktree = open_integration(repo, EXEC_ID)
+    worktree = open_integration(repo, cache(), EXEC_ID)
     merged = merge_task(worktree, one, "T1", EXEC_ID, "One")
     execution = Execution(exec_id=EXEC_ID, exec_dir=str(tmp_path / "x"), repo=str(repo), source="tasks.jsonl",
                           plan_kind="lite", plan_session="demo", branch=branch, base=base, executor="command",

@@ -18,6 +18,7 @@ from tests.execute_support import (
     EXECUTOR_COMMAND,
     SUB,
     SUB_TEST,
+    cache,
     git,
     init_repo,
     log_entries,
@@ -56,10 +57,10 @@ class Setup:
 
     def again(self, sent: ExecuteTask, timeout_s: float = 120.0) -> TaskRun:
         executor = CommandExecutor(EXECUTOR_COMMAND, timeout_s, self.exec_dir / "executor")
-        return run_task(sent, executor, self.state, worker="test-worker")
+        return run_task(sent, executor, self.state, cache=cache(), worker="test-worker")
 
     def worktree(self, attempt: int = 1) -> Path:
-        return worktree_path(self.repo, EXEC_ID, "T1", attempt)
+        return worktree_path(self.repo, cache(), EXEC_ID, "T1", attempt)
 
 
 @pytest.fixture
@@ -236,9 +237,10 @@ def test_a_delivery_waiting_for_a_run_stopped_at_its_time_limit_gets_its_failure
     def worker() -> TaskRun:
         with attempt_held(setup.state, sent):
             try:
-                return run_task(sent, StoppedAtItsLimit(), setup.state, worker="w1", held=True)  # type: ignore[arg-type]
+                return run_task(sent, StoppedAtItsLimit(), setup.state, cache=cache(), worker="w1", held=True)  # type: ignore[arg-type]
             except SoftTimeLimitExceeded:
-                return record_failure(sent, setup.state, "stopped at the task's 7s time limit", worker="w1")
+                return record_failure(sent, setup.state, "stopped at the task's 7s time limit", cache=cache(),
+                                      worker="w1")
 
     with ThreadPoolExecutor(2) as pool:
         first = pool.submit(worker)
@@ -265,3 +267,37 @@ def test_a_worker_cache_missing_an_object_names_the_cache_to_delete(setup: Setup
     assert f"in worker test-worker's repository cache, {setup.repo}" in run.error
     assert "delete that folder there, which is filled again from Redis" in run.error
     assert log_entries(setup.log) == []  # no executor ran on a checkout that could not be made
+
+
+# A test standing for a JavaScript project's: it finds the installed dependencies as Node does, in the nearest
+# node_modules of the folders above it, and, as Jest does, sees no test file whose path holds /.git/.
+NODE_LIKE_TEST = '''import os
+from pathlib import Path
+
+
+def test_finds_its_dependencies_as_node_does():
+    here = Path(os.getcwd())
+    assert "/.git/" not in f"{here}/", "Jest ignores every file under a .git folder"
+    found = [p / "node_modules" / "dep" / "index.js" for p in (here, *here.parents)]
+    assert any(p.is_file() for p in found), "no node_modules/dep above the worktree"
+'''
+
+
+def test_a_tasks_checks_run_outside_the_git_directory_and_find_the_installed_node_modules(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Task worktrees lived under .git/, where Jest found no test; out of the repository, the ignored node_modules
+    Node found by walking up from the worktree must still be found."""
+    repo = tmp_path / "repo"
+    write_project(repo)
+    (repo / ".gitignore").write_text(".workflow/\nnode_modules/\n", encoding="utf-8")
+    (repo / "tests" / "test_deps.py").write_text(NODE_LIKE_TEST, encoding="utf-8")
+    init_repo(repo)
+    (repo / "node_modules" / "dep").mkdir(parents=True)
+    (repo / "node_modules" / "dep" / "index.js").write_text("module.exports = 1;\n", encoding="utf-8")
+    setup = Setup(tmp_path, monkeypatch, repo)
+    run, _ = setup.run({"T1": {"calc/ops.py": SUB}}, verification="python -m pytest -q tests/test_deps.py")
+    assert run.status == "committed" and run.verification == "passed", run.verification_output
+    assert run.files_changed == ["calc/ops.py"]  # the link is beside the worktree, never part of the change
+    folder = setup.worktree().parent.parent
+    assert (folder / "node_modules").resolve() == (repo / "node_modules").resolve()
+    assert snapshot(setup.repo) == setup.before

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from tests.execute_support import EXEC_ID, make_repo, payload, task
+from tests.execute_support import EXEC_ID, cache, make_repo, payload, task
 from wfqueue.celery_app import create_app
 from wfqueue.errors import ConfigError, ExecutorNotConfiguredError
 from wfqueue.execute.command_executor import CommandExecutor
@@ -85,7 +85,7 @@ def test_a_worker_without_the_executors_configuration_leaves_the_attempts_worktr
     execute.register(app, settings)
     repo = make_repo(tmp_path)
     sent = payload(repo, tmp_path / "exec", task(verification="manual: none"))
-    busy = worktree_path(repo, EXEC_ID, sent.task.id, sent.attempt)
+    busy = worktree_path(repo, cache(), EXEC_ID, sent.task.id, sent.attempt)
     subprocess.run(["git", "-C", str(repo), "worktree", "add", "-q", "-b", sent.branch, str(busy), sent.base],
                    check=True)
     result = app.tasks[EXECUTE_TASK].run(**sent._kwargs())

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import shutil
+import socket
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.execute_support import EXEC_ID, SUB, SUB_TEST, git, make_repo, snapshot, task
+from tests.execute_support import EXEC_ID, SUB, SUB_TEST, cache, git, make_repo, snapshot, task
+from wfqueue.execute import worktree
 from wfqueue.execute.commits import commit_all, commit_message, files_of_commit, find_task_commit
 from wfqueue.execute.worktree import (
     changed_paths,
@@ -25,15 +28,18 @@ BRANCH = f"wfqueue/{EXEC_ID}/T1"
 
 def _worktree(repo: Path, attempt: int = 1) -> tuple[Path, str]:
     base = git(repo, "rev-parse", "HEAD")
-    path = prepare_worktree(repo, worktree_path(repo, EXEC_ID, "T1", attempt), BRANCH, base)
+    path = prepare_worktree(repo, worktree_path(repo, cache(), EXEC_ID, "T1", attempt), BRANCH, base)
     return path, base
 
 
-def test_worktree_lives_in_the_git_directory_and_leaves_the_checkout_alone(tmp_path: Path) -> None:
+def test_worktree_lives_in_the_cache_outside_any_git_directory_and_leaves_the_checkout_alone(tmp_path: Path) -> None:
+    """Under the repository's git directory, Jest (which ignores every path holding /.git/) found no test of a
+    JavaScript project in a task's worktree or the gate's."""
     repo = make_repo(tmp_path)
     before = snapshot(repo)
     path, base = _worktree(repo)
-    assert path.is_relative_to(repo / ".git")
+    assert path.is_relative_to(cache() / "worktrees") and not path.is_relative_to(repo)
+    assert "/.git/" not in f"{path}/"
     assert git(path, "rev-parse", "HEAD") == base
     assert git(path, "symbolic-ref", "HEAD") == f"refs/heads/{BRANCH}"
     (path / "calc" / "ops.py").write_text(SUB, encoding="utf-8")
@@ -229,3 +235,22 @@ def test_a_kept_worktree_where_the_user_committed_the_work_is_kept_again(tmp_pat
     assert finish_worktree(repo, path) is True and git(path, "rev-parse", "HEAD") == saved
     git(repo, "branch", "saved-work", saved)  # once a branch has it, the worktree is wfqueue's to remove
     assert finish_worktree(repo, path) is False and not path.exists()
+
+
+def test_only_this_hosts_worktrees_whose_folders_are_gone_are_pruned(tmp_path: Path) -> None:
+    """With a shared disk, a worktree another host made is registered in the same repository, its folder on that
+    host: pruned here as gone, its task there lost its checkout."""
+    repo = make_repo(tmp_path)
+    base = git(repo, "rev-parse", "HEAD")
+    elsewhere, gone_here = tmp_path / "on-another-host", tmp_path / "removed-by-hand"
+    for path, branch in ((elsewhere, "wfqueue/tasks/x/T8"), (gone_here, "wfqueue/tasks/x/T9")):
+        git(repo, "worktree", "add", "-q", "-b", branch, str(path), base)
+    admin = {Path(git(p, "rev-parse", "--absolute-git-dir")): p for p in (elsewhere, gone_here)}
+    for folder, path in admin.items():
+        (folder / worktree.HOST_MARK).write_text("another-host" if path == elsewhere else socket.gethostname())
+    shutil.rmtree(elsewhere)
+    shutil.rmtree(gone_here)
+    _worktree(repo)  # a new task worktree: registrations whose folders are gone are pruned first
+    listed = git(repo, "worktree", "list", "--porcelain")
+    assert f"worktree {elsewhere}" in listed  # another host's: left registered
+    assert f"worktree {gone_here}" not in listed  # this host's, removed by hand: forgotten

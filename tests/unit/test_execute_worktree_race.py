@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.execute_support import EXEC_ID, git, make_repo
+from tests.execute_support import EXEC_ID, cache, git, make_repo
 from wfqueue.execute import worktree
 from wfqueue.execute.worktree import prepare_worktree, worktree_path, worktrees_locked
 
@@ -44,7 +44,7 @@ def test_preparing_a_worktree_waits_for_another_workers_add(tmp_path: Path, monk
             seen["folder intact"] = being_added.is_dir()
             being_added.rmdir()  # its add gave up; the folder is its own to clean
 
-    path = worktree_path(repo, EXEC_ID, "T2", 1)
+    path = worktree_path(repo, cache(), EXEC_ID, "T2", 1)
     errors: list[Exception] = []
 
     def prepare() -> None:

@@ -12,11 +12,11 @@ from pathlib import Path
 
 from wfqueue.errors import BadInputError, WfqueueError
 from wfqueue.execute.decisions import BranchGone, merge_commits, reopened
-from wfqueue.execute.merge import branch_exists, checked_out_elsewhere, checkouts, integration_path, task_branch
+from wfqueue.execute.merge import branch_exists, checked_out_elsewhere, checkouts, task_branch
 from wfqueue.execute.model import ExecutablePlan
 from wfqueue.execute.records import Execution
 from wfqueue.execute.schedule import build_schedule
-from wfqueue.execute.worktree import git
+from wfqueue.execute.worktree import execution_folder, git, legacy_execution_folder
 
 
 def check_same_repository(execution: Execution, root: Path) -> None:
@@ -35,25 +35,26 @@ def check_same_repository(execution: Execution, root: Path) -> None:
               f"merged is on {execution.branch})"))
 
 
-def check_continuable(execution: Execution) -> None:
+def check_continuable(execution: Execution, cache: Path) -> None:
     """Refuse (exit 2, nothing changed) an execution whose integration branch is gone or checked out elsewhere,
-    or one a task of which would run again on a branch checked out elsewhere."""
+    or one a task of which would run again on a branch checked out elsewhere (than this host's worktrees of the
+    execution, in the wfqueue cache ``cache``)."""
     repo = Path(execution.repo)
     if not branch_exists(repo, execution.branch):
         raise BadInputError(f"{execution.exec_id} cannot go on: its integration branch {execution.branch} is gone",
                             hint=f"execute the plan again: `wfqueue execute {execution.source}`")
-    elsewhere = checked_out_elsewhere(repo, execution.exec_id)
+    elsewhere = checked_out_elsewhere(repo, cache, execution.exec_id)
     if elsewhere is not None:
         raise BadInputError(f"{execution.exec_id} cannot go on: its integration branch {execution.branch} is "
                             f"checked out in {elsewhere}",
                             hint="switch that checkout to another branch (`git switch -`), then continue")
     # A task run again takes its branch back into a worktree of its own: checked out by a person looking at a
     # failed attempt, the retry failed on git's refusal and spent the attempt.
-    ours = integration_path(repo, execution.exec_id).parent
+    ours = (execution_folder(repo, cache, execution.exec_id), legacy_execution_folder(repo, execution.exec_id))
     held = checkouts(repo)
     for task_id in reopened(execution):
         where = held.get(task_branch(execution.exec_id, task_id))
-        if where is not None and not where.resolve().is_relative_to(ours):
+        if where is not None and not any(where.resolve().is_relative_to(folder.resolve()) for folder in ours):
             raise BadInputError(f"{execution.exec_id} cannot go on: the branch of {task_id}, "
                                 f"{task_branch(execution.exec_id, task_id)}, is checked out in {where}",
                                 hint="switch that checkout to another branch (`git switch -`), then continue")

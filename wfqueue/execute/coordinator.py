@@ -59,6 +59,7 @@ from wfqueue.runtime import Runtime
 from wfqueue.sessions import repo_option
 from wfqueue.settings import Settings
 from wfqueue.state import SessionState, SessionStore, connect
+from wfqueue.transport.checkouts import cache_dir
 from wfqueue.usage import Budget
 from wfqueue.workflow.base import WorkflowCoordinator, new_session_folder
 from wfqueue.workflow.contract import PlanOutcome, ResumeRequest, WorkflowUI
@@ -118,7 +119,7 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
             with contextlib.suppress(BadInputError):  # no plan left to write them into
                 self._write_records(load_plan(execution.source, execution.repo), execution, gone)
             return outcome(execution, gone)
-        check_continuable(execution)
+        check_continuable(execution, cache_dir(self.settings))
         plan = load_plan(execution.source, execution.repo)
         if sorted(t.id for t in plan.tasks) != sorted(execution.tasks):
             raise BadInputError(f"the plan {execution.source} no longer has the tasks {execution.exec_id} runs",
@@ -181,7 +182,8 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
             # workers were stopped on the way out. What is left of a task's worktree is no one's.
             if held and execution is not None:
                 try:
-                    kept = [str(path) for path in leftover_worktrees(Path(execution.repo), execution.exec_id)]
+                    kept = [str(path) for path in leftover_worktrees(Path(execution.repo), cache_dir(self.settings),
+                                                                      execution.exec_id)]
                 except WfqueueError as exc:  # the outcome is still recorded and told: it says what to do next
                     kept = execution.kept_worktrees
                     self.event(execution, f"the task worktrees could not all be removed: {exc.message}")
@@ -232,10 +234,10 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
         repo = Path(execution.repo)
         checkout = checkout_state(repo)
         try:
-            worktree = open_integration(repo, execution.exec_id)
+            worktree = open_integration(repo, cache_dir(self.settings), execution.exec_id)
         except WfqueueError:  # git failed half-way: what it made is no one's
             with contextlib.suppress(WfqueueError, OSError):
-                close_integration(repo, integration_path(repo, execution.exec_id))
+                close_integration(repo, integration_path(repo, cache_dir(self.settings), execution.exec_id))
             raise
         prefix = repo_prefix(repo)
         try:

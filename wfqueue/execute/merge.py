@@ -12,10 +12,13 @@ from pydantic import BaseModel
 
 from wfqueue.execute.commits import identity_options
 from wfqueue.execute.worktree import (
-    WORKTREES_DIR,
+    execution_folder,
     finish_worktree,
     git,
+    legacy_execution_folder,
+    link_dependencies,
     prepare_worktree,
+    remove_execution_folder,
     worktree_list,
 )
 from wfqueue.sandboxed_commands import DEFAULT_COMMAND_TIMEOUT_S, parse_command, run_command
@@ -67,16 +70,15 @@ def claim_branch(repo: Path, branch: str, start: str) -> bool:
     return True
 
 
-def integration_path(repo: Path, exec_id: str) -> Path:
-    common = Path(git(repo, "rev-parse", "--git-common-dir").stdout.strip())
-    common = common if common.is_absolute() else repo / common
-    return common.resolve() / WORKTREES_DIR / exec_id / INTEGRATION_DIR
+def integration_path(repo: Path, cache: Path, exec_id: str) -> Path:
+    return execution_folder(repo, cache, exec_id) / INTEGRATION_DIR
 
 
-def open_integration(repo: Path, exec_id: str) -> Path:
+def open_integration(repo: Path, cache: Path, exec_id: str) -> Path:
     """The integration worktree, on the integration branch at its head (made again if it was removed)."""
     branch = integration_branch(exec_id)
-    path = integration_path(repo, exec_id)
+    path = integration_path(repo, cache, exec_id)
+    link_dependencies(repo, path.parent)  # the gate runs the project's tests with them
     prepare_worktree(repo, path, branch, head_of(repo, f"refs/heads/{branch}"))
     abort_merge(path)  # a coordinator killed mid-merge left one
     return path
@@ -100,10 +102,18 @@ def checkouts(repo: Path) -> dict[str, Path]:
             for line in lines if line.startswith("branch refs/heads/")}
 
 
-def checked_out_elsewhere(repo: Path, exec_id: str) -> Path | None:
-    """The worktree other than the execution's own where its integration branch is checked out, or None."""
+def checked_out_elsewhere(repo: Path, cache: Path, exec_id: str) -> Path | None:
+    """The worktree other than the execution's own where its integration branch is checked out, or None (its
+    own: where this host makes it, or under the git directory where it was made before)."""
     where = checkouts(repo).get(integration_branch(exec_id))
-    return where if where is not None and where.resolve() != integration_path(repo, exec_id) else None
+    if where is None or where.resolve() == integration_path(repo, cache, exec_id).resolve():
+        return None
+    return None if where.resolve() == legacy_integration_path(repo, exec_id) else where
+
+
+def legacy_integration_path(repo: Path, exec_id: str) -> Path:
+    """Where an execution started before worktrees moved to the wfqueue cache made its integration worktree."""
+    return legacy_execution_folder(repo, exec_id) / INTEGRATION_DIR
 
 
 def close_integration(repo: Path, path: Path) -> bool:
@@ -178,19 +188,17 @@ def run_gate(workdir: Path, commands: list[str], timeout_s: float = DEFAULT_COMM
     return GateResult(passed=True)
 
 
-def leftover_worktrees(repo: Path, exec_id: str) -> list[Path]:
-    """Remove what is left of the execution's task worktrees; those holding uncommitted work are kept and
-    returned."""
-    root = integration_path(repo, exec_id).parent
+def leftover_worktrees(repo: Path, cache: Path, exec_id: str) -> list[Path]:
+    """Remove what is left of the execution's task worktrees on this host (and under the git directory, where an
+    execution started before made them); those holding uncommitted work are kept and returned."""
     kept: list[Path] = []
-    if not root.is_dir():
-        return kept
-    for task_dir in sorted(p for p in root.iterdir() if p.is_dir() and p.name != INTEGRATION_DIR):
-        for attempt in sorted(p for p in task_dir.iterdir() if p.is_dir()):
-            if finish_worktree(repo, attempt):
-                kept.append(attempt)
-    try:
-        root.rmdir()
-    except OSError:
-        pass
+    for root in (execution_folder(repo, cache, exec_id), legacy_execution_folder(repo, exec_id)):
+        if not root.is_dir():
+            continue
+        for task_dir in sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()
+                               and p.name != INTEGRATION_DIR):
+            for attempt in sorted(p for p in task_dir.iterdir() if p.is_dir()):
+                if finish_worktree(repo, attempt):
+                    kept.append(attempt)
+        remove_execution_folder(root)
     return kept

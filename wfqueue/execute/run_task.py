@@ -29,6 +29,7 @@ from wfqueue.execute.worktree import (
     changed_paths,
     finish_worktree,
     left_as_found,
+    link_dependencies,
     prepare_worktree,
     repo_prefix,
     take_back_commits,
@@ -100,7 +101,7 @@ def _in_cache(message: str, payload: ExecuteTask, worker: str) -> str:
             "start it again)")
 
 
-def record_failure(payload: ExecuteTask, state: SessionStore, error: str, *, worker: str = "",
+def record_failure(payload: ExecuteTask, state: SessionStore, error: str, *, cache: Path, worker: str = "",
                    started_at: float | None = None, remember: bool = True, ran: bool = True) -> TaskRun:
     """A failed run for ``payload`` that did not finish normally (a time limit, no executor on this worker):
     its worktree removed, or kept and named when it holds uncommitted work. ``remember=False`` lets a
@@ -109,7 +110,7 @@ def record_failure(payload: ExecuteTask, state: SessionStore, error: str, *, wor
     that delivery's, is left alone."""
     repo = Path(payload.repo)
     try:
-        path = worktree_path(repo, payload.exec_id, payload.task.id, payload.attempt)
+        path = worktree_path(repo, cache, payload.exec_id, payload.task.id, payload.attempt)
         if ran and finish_worktree(repo, path):
             error = f"{error}; its uncommitted changes are kept in {_kept_at(path, payload, worker)}"
     except InfrastructureError as exc:
@@ -132,40 +133,41 @@ def attempt_held(state: SessionStore, payload: ExecuteTask) -> Iterator[None]:
         yield
 
 
-def run_task(payload: ExecuteTask, executor: Executor, state: SessionStore, *, worker: str = "",
+def run_task(payload: ExecuteTask, executor: Executor, state: SessionStore, *, cache: Path, worker: str = "",
              check_timeout_s: float = DEFAULT_COMMAND_TIMEOUT_S, held: bool = False) -> TaskRun:
     """Run one attempt of one task and return how it ended (see the module docstring). ``state``: the
-    execution's session state (session id = the exec id); ``check_timeout_s``: how long its verification
+    execution's session state (session id = the exec id); ``cache``: this host's wfqueue cache, where the task's
+    worktree is made (wfqueue.execute.worktree); ``check_timeout_s``: how long its verification
     command may run (Settings.execute_check_timeout_s); ``held``: the caller holds :func:`attempt_held` (a worker
     that records a failure of its own after this returns), else it is held here."""
     if held:
-        return _run_once(payload, executor, state, worker, check_timeout_s)
+        return _run_once(payload, executor, state, cache, worker, check_timeout_s)
     with attempt_held(state, payload):
-        return _run_once(payload, executor, state, worker, check_timeout_s)
+        return _run_once(payload, executor, state, cache, worker, check_timeout_s)
 
 
-def _run_once(payload: ExecuteTask, executor: Executor, state: SessionStore, worker: str,
+def _run_once(payload: ExecuteTask, executor: Executor, state: SessionStore, cache: Path, worker: str,
               check_timeout_s: float) -> TaskRun:
     known = state.recall(task_run_key(payload.task.id, payload.attempt))
     if known is not None:
         return TaskRun.model_validate_json(known)
     started = time.time()
     try:
-        return _run(payload, executor, state, worker, started, check_timeout_s)
+        return _run(payload, executor, state, cache, worker, started, check_timeout_s)
     except TransientProviderError:
         raise  # the worker retries the task later; the worktree and a durable executor's turns are kept
     except InfrastructureError as exc:  # git could not work here: not remembered, a redelivery may succeed
-        return record_failure(payload, state, _in_cache(exc.message, payload, worker), worker=worker,
+        return record_failure(payload, state, _in_cache(exc.message, payload, worker), cache=cache, worker=worker,
                               started_at=started, remember=False)
     except WfqueueError as exc:  # the executor gave up (a spent budget, a refused configuration)
-        return record_failure(payload, state, exc.message, worker=worker, started_at=started)
+        return record_failure(payload, state, exc.message, cache=cache, worker=worker, started_at=started)
 
 
-def _run(payload: ExecuteTask, executor: Executor, state: SessionStore, worker: str, started: float,
+def _run(payload: ExecuteTask, executor: Executor, state: SessionStore, cache: Path, worker: str, started: float,
          check_timeout_s: float) -> TaskRun:
     task, repo, attempt = payload.task, Path(payload.repo), payload.attempt
     runnable = verification_refusal(task) is None
-    path = worktree_path(repo, payload.exec_id, task.id, attempt)
+    path = worktree_path(repo, cache, payload.exec_id, task.id, attempt)
     prefix = payload.prefix if payload.prefix is not None else repo_prefix(repo)
     workdir = path / prefix if prefix else path  # the plan's folder inside the worktree: paths are relative to it
     run = TaskRun(task_id=task.id, attempt=attempt, status="failed", branch=payload.branch, base=payload.base,
@@ -182,6 +184,7 @@ def _run(payload: ExecuteTask, executor: Executor, state: SessionStore, worker: 
 
     state.set_agent(task.id, state=AgentState.RUNNING, worker=worker, started_at=started, attempt=attempt,
                     executor=payload.executor, error=None, finished_at=None, commit=None, note=None)
+    link_dependencies(repo, path.parent.parent)  # the execution's folder: Node and npm find them above the worktree
     prepare_worktree(repo, path, payload.branch, payload.base)
     log_name = _log_name(task.id, attempt)
     log = _Log(Path(payload.exec_dir), log_name)
