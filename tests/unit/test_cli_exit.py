@@ -5,10 +5,14 @@ A Ctrl-C that landed while a module built a dataclass (most imports do) was caug
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 # A Ctrl-C raised inside code compiled from a string, as dataclasses' generated methods are, then caught.
 CAUGHT_IN_EXEC = """
@@ -31,3 +35,49 @@ def test_a_caught_ctrl_c_raised_in_generated_code_exits_130_not_by_signal(tmp_pa
     assert done.returncode == 130, done.stderr
     assert done.stderr == "interrupted\n"
 
+
+
+# A command whose outcome is printed, then a thread the interpreter's shutdown waits for (as a finalizer or a
+# client's thread may be): a Ctrl-C there interrupted the join with a traceback.
+DONE_THEN_SHUTDOWN = """
+import sys, threading, time
+from wfqueue.cli.entry import exit_process
+
+
+def held_by_the_shutdown():
+    while threading.main_thread().is_alive():  # the shutdown marks the main thread stopped, then joins this one
+        time.sleep(0.01)
+    print("shutting down", file=sys.stderr, flush=True)
+    time.sleep(30)
+
+
+print("the result")
+threading.Thread(target=held_by_the_shutdown).start()
+exit_process(0)
+"""
+
+
+def test_a_ctrl_c_during_the_interpreters_shutdown_keeps_the_outcome_and_says_no_traceback(tmp_path: Path) -> None:
+    (tmp_path / "done_then_shutdown.py").write_text(DONE_THEN_SHUTDOWN, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.Popen([sys.executable, "-m", "done_then_shutdown"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.stderr is not None and proc.stderr.readline() == "shutting down\n"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, out, err) == (0, "the result\n", "")
+
+
+def test_a_second_ctrl_c_while_the_embedded_cluster_stops_keeps_the_exit_code(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The first Ctrl-C ended the command (130); the second landed in the deferred stop of its Redis and workers
+    (which kills what is left): it escaped main() as a traceback and the process died by SIGINT."""
+    from wfqueue.cli import main as cli
+
+    def stopped_again() -> None:
+        raise KeyboardInterrupt  # as runtime.stop_deferred does once it has killed what was left
+
+    monkeypatch.setattr(cli, "stop_deferred", stopped_again)
+    monkeypatch.setattr(cli, "app", lambda **_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    assert cli.main(["status", "--json"]) == 130
+    assert json.loads(capsys.readouterr().out)["status"] == "interrupted"

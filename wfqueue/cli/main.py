@@ -183,8 +183,10 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             # A command that asked its embedded cluster to outlive its output (stop_after_output) and then
             # stopped on bad input before starting one must not leave that request to the next command run in
-            # this process.
-            stop_deferred()
+            # this process. A second Ctrl-C while that cluster stops only hurries the stop (what is left is
+            # killed): the command's exit code stands, where it ended in a traceback and death by the signal.
+            with contextlib.suppress(KeyboardInterrupt):
+                stop_deferred()
 
 
 if __name__ == "__main__":  # pragma: no cover
