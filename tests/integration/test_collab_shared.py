@@ -183,6 +183,41 @@ def test_a_plan_whose_command_died_before_sending_its_agents_reads_interrupted(b
         stop_process_group(worker, grace_s=20)
 
 
+def test_a_plan_whose_command_died_while_its_agents_run_is_listed_as_planning_and_finishes_on_its_own(
+        broker: str, sample_repo: Path, tmp_path: Path) -> None:
+    """On a shared broker (or `wfqueue up`) the agents go on without their command, and the callback finishes the
+    plan. `status SESSION` said so; the listing, from the files alone, called it interrupted and named a resume,
+    which sent every agent again."""
+    from support import wait_until
+
+    release = tmp_path / "release"
+    provider = write_script(tmp_path / "script.json", hold={"plan_area:*": str(release)})
+    env = wfqueue_env(WFQUEUE_BROKER_URL=broker)
+    worker = start_worker(broker, "remote", concurrency=2)
+    try:
+        command = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "collab-plan", REQUIREMENT, "--repo",
+                                    str(sample_repo), "--max-agents", "2", "-y", "--provider", provider],
+                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   start_new_session=True)
+        wait_until(lambda: len(list(tmp_path.glob("release.plan_area:*.held"))) == 2, 90, "both agents under way")
+        command.kill()
+        command.wait()
+        (folder,) = (sample_repo / ".workflow" / ".planning").iterdir()
+        listed = run_cli("status", "--repo", str(sample_repo), "--json", env=env, timeout=60)
+        assert [(row["session_id"], row["status"]) for row in listed.json()] == [(folder.name, "planning")]
+        shown = run_cli("status", folder.name, "--repo", str(sample_repo), "--json", env=env, timeout=60).json()
+        assert shown["status"] == "planning" and {a["state"] for a in shown["agents"]} == {"running"}
+        release.touch()
+
+        def finished() -> str | None:
+            rows = run_cli("status", "--repo", str(sample_repo), "--json", env=env, timeout=60).json()
+            return rows[0]["status"] if rows[0]["status"] != "planning" else None
+
+        assert wait_until(finished, 90, "the callback on the worker") in ("completed", "conflicts_detected")
+    finally:
+        stop_process_group(worker, grace_s=20)
+
+
 def test_a_plan_whose_queue_no_worker_consumes_says_so(broker: str, sample_repo: Path, tmp_path: Path) -> None:
     """With no worker, or none on the queue a task went to, the command waited silently until its plan timeout
     (an hour by default)."""

@@ -62,3 +62,42 @@ def test_the_workers_executor_configuration_decides_on_a_shared_broker(tmp_path:
             stop_process_group(worker, grace_s=20)
     finally:
         redis.stop()
+
+
+def test_an_execution_whose_command_was_killed_reads_interrupted_not_running_for_ever(tmp_path: Path) -> None:
+    """Beside `wfqueue up` (a shared broker), a SIGKILLed `execute` stayed "running" in `wfqueue status EXEC-ID`
+    and execution.json for good, with no word of `--continue` (embedded mode said interrupted)."""
+    redis = EmbeddedRedis(tmp_path / "broker")
+    redis.start()
+    release = tmp_path / "release"
+    env = {**env_for(tmp_path, {"TASK-001": {"edits": {"calc/ops.py": SUB}, "wait_for": str(release)}}),
+           "WFQUEUE_BROKER_URL": redis.url}
+    repo = project(tmp_path)
+    tasks_file = lite_plan(repo, [lite_task(1, "Add sub", ["calc/ops.py"])])
+    try:
+        worker = start_worker("remote", env, tmp_path / "remote.log")
+        try:
+            command = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "execute", str(tasks_file), "-y"],
+                                       env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                       start_new_session=True)
+            executions = repo / ".workflow" / ".execution"
+
+            def task_running() -> bool:
+                shown = run_cli("status", next(executions.iterdir()).name, "--repo", str(repo), "--json", env=env)
+                return shown.code == 0 and shown.json()["tasks"]["TASK-001"]["state"] == "running"
+
+            wait_until(lambda: executions.is_dir() and any(executions.iterdir()) and task_running(), 120,
+                       "TASK-001 running on the worker")
+            command.kill()
+            command.wait()
+            (exec_dir,) = executions.iterdir()
+            shown = run_cli("status", exec_dir.name, "--repo", str(repo), "--json", env=env)
+            assert shown.code == 0 and shown.json()["status"] == "interrupted", shown.stdout
+            release.touch()
+            done = run_cli("execute", "--continue", exec_dir.name, "--repo", str(repo), "--json", env=env,
+                           timeout=240)
+            assert done.code == 0 and done.json()["status"] == "completed", done.stderr
+        finally:
+            stop_process_group(worker, grace_s=20)
+    finally:
+        redis.stop()

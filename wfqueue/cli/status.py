@@ -3,6 +3,7 @@ cost, or an execution's tasks wave by wave."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -18,6 +19,7 @@ from wfqueue.cli.plan_common import REPO_DEFAULT, keep_whole, print_table
 from wfqueue.collab.coordinator import COLLAB
 from wfqueue.collab.inspect import SENT_AGENT, SessionStatus, read_session
 from wfqueue.collab.inspect import nobody_runs as collab_nobody_runs
+from wfqueue.collab.inspect import read_status as read_collab_status
 from wfqueue.coordinator_lease import coordinator_gone
 from wfqueue.embedded import SOCKET_RECORD
 from wfqueue.errors import SessionNotFoundError, WfqueueError
@@ -92,17 +94,32 @@ def _as_it_stands(current: Shown, session_id: str, settings: Settings, live: Set
         # No command holds the repository's Redis: what its files say is running was interrupted (a command
         # killed outright could not say so itself). One that does may be another session's: this one's
         # own claim tells (its agents run on that command's workers only while it waits for them).
-        nobody = not held or (live is not settings and isinstance(current, SessionSummary | SessionStatus)
+        nobody = not held or (live is not settings and isinstance(current, SessionSummary | SessionStatus | Execution)
                               and coordinator_gone(live, session_id))
     else:
         # A shared broker's (or up's) workers go on without the command: only what waits on the command
         # itself (its next steps, a question) was interrupted; a collab plan whose agents still run or wait
         # for a worker finishes on its own (its callback runs on the workers). Agents still pending were never
-        # sent: the command sends them after the understanding, so without it nobody will.
+        # sent: the command sends them after the understanding, so without it nobody will. An execution's tasks
+        # may still finish on the workers, but only its command merges them: without it, it was interrupted.
         agents_go_on = isinstance(current, SessionStatus) and any(a.state in SENT_AGENT for a in current.agents)
-        nobody = (reachable and isinstance(current, SessionSummary | SessionStatus) and not agents_go_on
+        nobody = (reachable and isinstance(current, SessionSummary | SessionStatus | Execution) and not agents_go_on
                   and coordinator_gone(settings, session_id))
     return cast(Shown, _nobody_runs(current, resume)) if nobody else current  # the same kind of record
+
+
+def _listed(folder: Path, settings: Settings, live: Settings, *, embedded_here: bool, held: bool, resume: str,
+            reachable: bool) -> SessionStatus:
+    """A row of the listing: the collab session in ``folder`` as it stands. One its files say is under way, on a
+    shared broker (or up's), is read with its agents' live states, as `status SESSION` reads it: from the files
+    alone the listing called a plan whose agents still ran on up's workers interrupted, and the resume it named
+    sent them all again."""
+    current = read_session(folder)
+    if not embedded_here and reachable and _nobody_runs(current, resume) != current:
+        with contextlib.suppress(WfqueueError):  # a damaged file, a broker gone since: the files say what they can
+            current = read_collab_status(folder, settings)
+    return _as_it_stands(current, folder.name, settings, live, embedded_here=embedded_here, held=held,
+                         resume=resume, reachable=reachable)
 
 
 def _print_summary(out: Console, summary: SessionSummary, label: str) -> None:
@@ -206,8 +223,8 @@ def register(app: typer.Typer) -> None:
             reachable = embedded_here or _reachable(settings)
             folder = COLLAB.root(root)
             live = held_redis(settings, root) if held else settings
-            rows = [_as_it_stands(read_session(p), p.name, settings, live, embedded_here=embedded_here, held=held,
-                                  resume=resume_command(p.name, root), reachable=reachable)
+            rows = [_listed(p, settings, live, embedded_here=embedded_here, held=held,
+                            resume=resume_command(p.name, root), reachable=reachable)
                     for p in sorted(folder.iterdir()) if p.is_dir()] if folder.is_dir() else []
             if as_json:
                 json_output.emit([r.model_dump(mode="json", exclude={"agents": True, **NO_CALLS_LIST})
