@@ -39,6 +39,8 @@ class WfqueueError(Exception):
     """Root of every error wfqueue raises on purpose."""
 
     exit_code: int = 1
+    # The session whose run it ended, once known (wfqueue.runtime.resumable): named in a --json error object.
+    session_id: str | None = None
 
     def __init__(self, message: str, hint: str = "") -> None:
         # Both in args, so the error survives Celery's JSON round trip from worker to coordinator.

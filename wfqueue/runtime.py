@@ -212,6 +212,19 @@ def resume_command(session_id: str, repo: Path) -> str:
 @contextmanager
 def resumable(settings: Settings, session_id: str, repo: Path, up: UpCluster | None = None,
               broker_gone: Callable[[], bool] = broker_never_gone) -> Iterator[None]:
+    """:func:`_resumable_errors`, each error then naming ``session_id`` (``WfqueueError.session_id``): a script
+    reading a `--json` command's error finds the session to resume there, not only in the hint's words."""
+    try:
+        with _resumable_errors(settings, session_id, repo, up, broker_gone):
+            yield
+    except WfqueueError as exc:
+        exc.session_id = exc.session_id or session_id
+        raise
+
+
+@contextmanager
+def _resumable_errors(settings: Settings, session_id: str, repo: Path, up: UpCluster | None,
+                      broker_gone: Callable[[], bool]) -> Iterator[None]:
     """Turn a broker lost while driving ``session_id`` into BrokerUnreachableError (exit 3)
     that names the broker (password masked) and says how to finish the plan; an embedded
     worker that never started (WorkerStartError) says the same after its own hint. A broker that was the

@@ -198,8 +198,8 @@ def test_a_coordinator_that_loses_the_broker_exits_3_and_resume_completes_the_pl
     password = redis.password or ""
     env = wfqueue_env(WFQUEUE_BROKER_URL=url, WFQUEUE_BROKER_OUTAGE_GRACE_S="3")
     proc = subprocess.Popen(  # no worker yet: the coordinator waits for the understanding step
-        [sys.executable, "-m", "wfqueue.cli.main", "collab-plan", REQUIREMENT, "--repo", str(sample_repo), "-y"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        [sys.executable, "-m", "wfqueue.cli.main", "collab-plan", REQUIREMENT, "--repo", str(sample_repo), "-y",
+         "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     worker = None
     try:
         planning = sample_repo / ".workflow" / ".planning"
@@ -217,6 +217,9 @@ def test_a_coordinator_that_loses_the_broker_exits_3_and_resume_completes_the_pl
         assert re.search(rf"error: lost the broker at redis://:\*\*\*@127\.0\.0\.1:\d+/0 while {session} ran",
                          err), err
         assert f"wfqueue resume {session}" in err
+        # --json: the error object names the session to resume (only the hint's words did).
+        said = json.loads(out)
+        assert (said["status"], said["exit_code"], said["session_id"]) == ("error", 3, session), out
         assert 3 <= waited_s < 15, f"gave up after {waited_s:.1f}s with a 3 s grace"
 
         redis.start()  # the broker is back: resume finishes the plan the coordinator started

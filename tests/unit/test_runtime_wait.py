@@ -64,6 +64,7 @@ def test_an_outage_longer_than_the_grace_names_the_broker_masked_and_the_resume_
     assert "lost the broker at redis://:***@broker.internal:6379/0 while CPLAN-x-2026-11-22 ran" in error.message
     assert "s3cret" not in str(error)
     assert f"`wfqueue resume CPLAN-x-2026-11-22 --repo {repo}`" in error.hint
+    assert error.session_id == "CPLAN-x-2026-11-22"  # for the --json error object
     # An execution is finished the way its report says (it printed `execute --continue` there, `resume` here).
     with pytest.raises(BrokerUnreachableError) as caught, resumable(settings, "EXEC-x-2026-11-22", repo):
         wait_for(FlakyResult(outages=10_000), "TASK-001", settings)  # type: ignore[arg-type]

@@ -5,7 +5,7 @@ A script that runs ``wfqueue ... --json`` parses stdout. Before this, a command 
 (exit 2), lost its broker (exit 3) or was interrupted printed its error on stderr alone, and the script read
 an empty stdout as a JSON error of its own. Every ``--json`` command now prints exactly one object: its
 result, or ``{"status": "error"|"interrupted", "exit_code": N, "error": "...", "hint": "..."|null}`` (and
-the ``session_id`` a stop interrupted).
+the ``session_id`` of the session it ended, once one was under way).
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ def emit(obj: Any) -> None:
 def emit_failure(exit_code: int, message: str, hint: str | None = None, *, status: str = "error",
                  session_id: str | None = None) -> None:
     """The object for a command that ended with ``exit_code`` before printing its own (``status``: "error",
-    or "interrupted" for a Ctrl-C or a stop signal, with the ``session_id`` it interrupted); nothing when it
-    did (a partial plan prints its result and exits 1)."""
+    or "interrupted" for a Ctrl-C or a stop signal; ``session_id``: the session it stopped or failed, once one
+    was under way); nothing when it did (a partial plan prints its result and exits 1)."""
     if _Printed.done:
         return
     failure: dict[str, Any] = {"status": status, "exit_code": exit_code, "error": message, "hint": hint or None}

@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             code = app(args=argv, standalone_mode=False)
         except WfqueueError as exc:
-            return ended(_report(err, exc), exc.message, exc.hint)
+            return ended(_report(err, exc), exc.message, exc.hint, session_id=exc.session_id)
         except OSError as exc:  # a write the disk refused where no command checked first: said, not a traceback
             # A rename onto a folder (an atomic write's last step) names the folder second.
             named = exc.filename2 if exc.errno == errno.EISDIR and isinstance(exc.filename2, str) else exc.filename
