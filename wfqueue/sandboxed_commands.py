@@ -39,9 +39,25 @@ class CommandResult(BaseModel):
     timed_out: bool
     seconds: float
     output: str  # stdout and stderr, interleaved, at most the last OUTPUT_LIMIT characters
+    missing_program: bool = False  # argv[0] was found neither in the folder nor on PATH: nothing ran
+
+
+# Why a program a check names may be missing in a worktree though the user's checkout has it.
+MISSING_PROGRAM_HINT = ("files the repository ignores (a virtualenv such as .venv, a build's output) are not in "
+                        "wfqueue's worktrees: name the program on PATH or by an absolute path")
 
 
 OUTPUT_LIMIT = 20_000
+
+
+# Exit status 127 is a shell's "command not found" (an npm script's `sh: jest: not found`); make says it of a recipe.
+_RECIPE_NOT_FOUND = re.compile(r"\*\*\* \[[^\]\n]*\] Error 127\b")
+
+
+def program_missing(result: CommandResult) -> bool:
+    """Whether the check could not run at all for a program not found: its own, or one it calls (exit status 127
+    from a shell, make's "Error 127"). Another executor run cannot make that program appear."""
+    return result.missing_program or result.exit_code == 127 or bool(_RECIPE_NOT_FOUND.search(result.output))
 
 
 def tool_of(argv: list[str]) -> str | None:
@@ -132,7 +148,8 @@ def run_command(argv: list[str], repo: Path, timeout_s: float = DEFAULT_COMMAND_
         try:
             code = run_to_end(argv, repo, timeout_s=timeout_s, output=output, grace_s=_KILL_GRACE_S)
         except FileNotFoundError:
-            return CommandResult(argv=argv, exit_code=127, timed_out=False,
-                                 seconds=round(time.monotonic() - started, 3), output=f"{argv[0]}: not found on PATH")
+            return CommandResult(argv=argv, exit_code=127, timed_out=False, missing_program=True,
+                                 seconds=round(time.monotonic() - started, 3),
+                                 output=f"{argv[0]}: not found in {repo} nor on PATH ({MISSING_PROGRAM_HINT})")
         return CommandResult(argv=argv, exit_code=code, timed_out=code is None,
                              seconds=round(time.monotonic() - started, 3), output=output_tail(output, OUTPUT_LIMIT))

@@ -301,3 +301,27 @@ def test_a_tasks_checks_run_outside_the_git_directory_and_find_the_installed_nod
     folder = setup.worktree().parent.parent
     assert (folder / "node_modules").resolve() == (repo / "node_modules").resolve()
     assert snapshot(setup.repo) == setup.before
+
+
+@pytest.mark.parametrize(("verification", "makefile"), [
+    ("make check", "check:\n\t.venv/bin/python -m pytest -q tests\n"),  # a program the check calls
+    ("vendor/bin/phpunit", None),  # the check's own program: Composer's, installed beside the code
+])
+def test_a_verification_whose_program_is_not_in_the_worktree_fails_without_a_second_paid_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, verification: str, makefile: str | None) -> None:
+    """The checkout's ignored .venv or vendor/ is not in a worktree: the check could never run there, and the task
+    was sent back to its executor (a paid run) to fix what it had not broken."""
+    repo = tmp_path / "repo"
+    write_project(repo)
+    (repo / ".gitignore").write_text(".workflow/\n.venv/\nvendor/\n", encoding="utf-8")
+    if makefile:
+        (repo / "Makefile").write_text(makefile, encoding="utf-8")
+    init_repo(repo)
+    for program in (repo / ".venv" / "bin" / "python", repo / "vendor" / "bin" / "phpunit"):
+        program.parent.mkdir(parents=True)
+        program.symlink_to(sys.executable)  # there in the user's checkout, ignored
+    setup = Setup(tmp_path, monkeypatch, repo)
+    run, _ = setup.run({"T1": {"calc/ops.py": SUB}}, verification=verification)
+    assert run.status == "failed" and run.error is not None
+    assert "the verification cannot run" in run.error and "are not in wfqueue's worktrees" in run.error, run.error
+    assert len(log_entries(setup.log)) == 1  # no second executor run

@@ -187,3 +187,14 @@ def test_a_gate_stopped_at_its_time_limit_says_so(tmp_path: Path) -> None:
     result = run_gate(tmp_path, ["python -m pytest -q tests"], timeout_s=2)
     assert not result.passed and result.timed_out
     assert "stopped: it ran for 2s, WFQUEUE_EXECUTE_CHECK_TIMEOUT_S" in result.output
+
+
+def test_a_gate_red_for_a_program_not_found_says_why_it_may_be_missing(tmp_path: Path) -> None:
+    """A Makefile recipe calling the checkout's ignored .venv: red for a reason no fix of the code reaches."""
+    (tmp_path / "Makefile").write_text("check:\n\t.venv/bin/python -m pytest -q\n", encoding="utf-8")
+    result = run_gate(tmp_path, ["make check"], timeout_s=60)
+    assert not result.passed and result.failed_command == "make check"
+    assert "a program it runs was not found" in result.output and ".venv" in result.output
+    # A test that fails is not called that.
+    (tmp_path / "Makefile").write_text("check:\n\t@exit 1\n", encoding="utf-8")
+    assert "was not found" not in run_gate(tmp_path, ["make check"], timeout_s=60).output

@@ -21,7 +21,13 @@ from wfqueue.execute.worktree import (
     remove_execution_folder,
     worktree_list,
 )
-from wfqueue.sandboxed_commands import DEFAULT_COMMAND_TIMEOUT_S, parse_command, run_command
+from wfqueue.sandboxed_commands import (
+    DEFAULT_COMMAND_TIMEOUT_S,
+    MISSING_PROGRAM_HINT,
+    parse_command,
+    program_missing,
+    run_command,
+)
 
 INTEGRATION_DIR = "integration"
 
@@ -184,7 +190,11 @@ def run_gate(workdir: Path, commands: list[str], timeout_s: float = DEFAULT_COMM
             return GateResult(passed=False, failed_command=command, timed_out=True,
                               output=f"{result.output[-4000:]}\n{stopped}")
         if result.exit_code != 0:
-            return GateResult(passed=False, failed_command=command, output=result.output[-4000:])
+            # A program not found is no test failing: say why it may be missing here (the reason the runner gives
+            # for its own program is in its output already).
+            missing = f"\n[a program it runs was not found: {MISSING_PROGRAM_HINT}]" if program_missing(result) \
+                and not result.missing_program else ""
+            return GateResult(passed=False, failed_command=command, output=result.output[-4000:] + missing)
     return GateResult(passed=True)
 
 

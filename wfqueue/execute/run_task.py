@@ -38,7 +38,14 @@ from wfqueue.execute.worktree import (
 from wfqueue.fsio import atomic_write_text
 from wfqueue.keys import AgentState, task_run_key
 from wfqueue.payloads import ExecuteTask
-from wfqueue.sandboxed_commands import DEFAULT_COMMAND_TIMEOUT_S, CommandResult, parse_command, run_command
+from wfqueue.sandboxed_commands import (
+    DEFAULT_COMMAND_TIMEOUT_S,
+    MISSING_PROGRAM_HINT,
+    CommandResult,
+    parse_command,
+    program_missing,
+    run_command,
+)
 from wfqueue.state import SessionStore
 
 # Executor runs per attempt: the first, and one more that sees the failing verification's output.
@@ -214,6 +221,10 @@ def _run(payload: ExecuteTask, executor: Executor, state: SessionStore, cache: P
         run = run.model_copy(update={"verification": "passed" if passed else "failed",
                                      "verification_output": checked.output[-VERIFICATION_OUTPUT_KEPT:]})
         if passed:
+            break
+        if program_missing(checked):  # another executor run cannot make the program appear: it would be paid for
+            error = (f"the verification cannot run: {summary}, a program it runs was not found "
+                     f"({MISSING_PROGRAM_HINT})")
             break
         if number == EXECUTOR_RUNS:
             error = f"the verification still fails after {EXECUTOR_RUNS} executor runs: {summary}"
