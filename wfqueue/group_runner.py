@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
@@ -93,16 +94,18 @@ def find_program(program: str, cwd: Path) -> bool:
 
 
 def run_to_end(argv: list[str], cwd: Path, *, timeout_s: float, output: IO[bytes], grace_s: float,
-               stdin: IO[bytes] | int = subprocess.DEVNULL, stop_first: signal.Signals = signal.SIGKILL) -> int | None:
+               stdin: IO[bytes] | int = subprocess.DEVNULL, stop_first: signal.Signals = signal.SIGKILL,
+               env: Mapping[str, str] | None = None) -> int | None:
     """Run ``argv`` in ``cwd`` (stdout and stderr into ``output``) until it exits; its exit status (negative: the
     signal that ended it), or None when ``timeout_s`` passed first and it was stopped. Whatever it left running
     in its group is killed either way. FileNotFoundError when its program is not there. ``stop_first``: what its
     group is sent when this run is itself stopped (Ctrl-C, a task's time limit), ``grace_s`` before SIGKILL: an
-    agent in the middle of a `git commit` leaves its index lock behind when killed outright."""
+    agent in the middle of a `git commit` leaves its index lock behind when killed outright. ``env``: the command's
+    environment (None: this process's)."""
     if not find_program(argv[0], cwd):
         raise FileNotFoundError(f"{argv[0]}: not found")
     proc = subprocess.Popen(guarded(argv), cwd=cwd, stdin=stdin, stdout=output, stderr=subprocess.STDOUT,
-                            start_new_session=True, preexec_fn=dies_with_parent(GUARD_SIGNAL))
+                            start_new_session=True, preexec_fn=dies_with_parent(GUARD_SIGNAL), env=env)
     try:
         exited = _exited_within(proc, timeout_s)
         if not exited:  # the command and every child it started: asked to stop, then killed

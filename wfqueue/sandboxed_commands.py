@@ -11,10 +11,12 @@ no shell, inside the repository, in its own process group, killed at the timeout
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -132,9 +134,19 @@ def refusal(command: str) -> UnsafeCommandError | None:
     return None
 
 
+def code_first(folder: Path, environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` with the Python code of ``folder`` (a worktree's project) first on the import path: its
+    ``src/`` and the folder itself, before any PYTHONPATH already set. A project installed in editable mode
+    (``pip install -e .``) is imported from the user's checkout, where the install points: a task's verification
+    and the gate tested that checkout instead of the worktree's change, and a broken change merged green."""
+    first = [str(folder / "src")] if (folder / "src").is_dir() else []
+    first.append(str(folder))
+    return {**environ, "PYTHONPATH": os.pathsep.join([*first, *filter(None, [environ.get("PYTHONPATH")])])}
+
+
 def run_command(argv: list[str], repo: Path, timeout_s: float = DEFAULT_COMMAND_TIMEOUT_S) -> CommandResult:
     """Run ``argv`` (from :func:`parse_command`) inside ``repo``: no shell, no input, killed with its
-    children at ``timeout_s``.
+    children at ``timeout_s``, with ``repo``'s Python code first on the import path (:func:`code_first`).
 
     The result comes when the command itself exits: what it started and left running in its process group (a
     test's server fixture never stopped) is killed then, and a process that left the group still holds
@@ -146,7 +158,8 @@ def run_command(argv: list[str], repo: Path, timeout_s: float = DEFAULT_COMMAND_
     started = time.monotonic()
     with tempfile.TemporaryFile() as output:
         try:
-            code = run_to_end(argv, repo, timeout_s=timeout_s, output=output, grace_s=_KILL_GRACE_S)
+            code = run_to_end(argv, repo, timeout_s=timeout_s, output=output, grace_s=_KILL_GRACE_S,
+                              env=code_first(repo, os.environ))
         except FileNotFoundError:
             return CommandResult(argv=argv, exit_code=127, timed_out=False, missing_program=True,
                                  seconds=round(time.monotonic() - started, 3),

@@ -325,3 +325,21 @@ def test_a_verification_whose_program_is_not_in_the_worktree_fails_without_a_sec
     assert run.status == "failed" and run.error is not None
     assert "the verification cannot run" in run.error and "are not in wfqueue's worktrees" in run.error, run.error
     assert len(log_entries(setup.log)) == 1  # no second executor run
+
+
+def test_a_src_layout_project_imported_from_the_users_checkout_is_verified_from_the_worktree(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An editable install (`pip install -e .`, or PYTHONPATH set to the checkout's src/) points Python at the user's
+    checkout: the task's verification imported the unchanged code there, passed, and a change that broke `add` was
+    committed."""
+    repo = tmp_path / "repo"
+    write_project(repo)
+    (repo / "src").mkdir()
+    (repo / "calc").rename(repo / "src" / "calc")
+    init_repo(repo)
+    setup = Setup(tmp_path, monkeypatch, repo)
+    monkeypatch.setenv("PYTHONPATH", str(repo / "src"))  # where an editable install points
+    broken_add = "def add(a, b):\n    return a - b\n"
+    run, _ = setup.run({"T1": {"src/calc/ops.py": broken_add}}, verification="python -m pytest -q tests")
+    assert run.status == "failed" and run.verification == "failed", run.verification_output
+    assert "assert -1 == 5" in run.verification_output
