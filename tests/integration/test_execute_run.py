@@ -463,3 +463,23 @@ def test_a_completed_executions_branch_merged_and_deleted_is_not_named_to_merge_
         assert "Nothing is left to do" in said and f"`{branch}` was merged into your branch" in said, said
         assert "git merge" not in said, said
     assert "Nothing is left to do" in (Path(run.json()["exec_dir"]) / "execution.md").read_text(encoding="utf-8")
+
+
+def test_a_plan_committed_in_the_checkout_is_not_written_into_and_runs_again(tmp_path: Path) -> None:
+    """A tasks.jsonl kept in the repository (plans/tasks.jsonl, committed) got each task's state written into it: the
+    checkout the execution promises not to touch was dirty, and running the plan again was refused for it."""
+    repo = project(tmp_path)
+    tasks_file = repo / "plans" / "tasks.jsonl"
+    tasks_file.parent.mkdir()
+    tasks_file.write_text(json.dumps(lite_task(1, "Add sub", ["calc/ops.py"])) + "\n", encoding="utf-8")
+    git(repo, "add", "plans")
+    git(repo, "commit", "-qm", "the plan")
+    committed = tasks_file.read_bytes()
+    env = env_for(tmp_path, {"TASK-001": {"calc/ops.py": SUB}})
+    first = run_cli("execute", str(tasks_file), "--repo", str(repo), "-y", "--json", env=env, timeout=240)
+    assert first.code == 0 and first.json()["status"] == "completed", first.stderr
+    assert tasks_file.read_bytes() == committed
+    assert git(repo, "status", "--porcelain") == ""
+    assert "git tracks it in your checkout" in " ".join(first.stderr.split())
+    again = run_cli("execute", str(tasks_file), "--repo", str(repo), "-y", "--json", env=env, timeout=240)
+    assert again.code == 0, again.stderr  # it was refused: "your working tree is not clean"

@@ -51,7 +51,7 @@ from wfqueue.execute.safety import checkout_changes, checkout_state
 from wfqueue.execute.schedule import Schedule, slots_needed
 from wfqueue.execute.waves import WaveRunner
 from wfqueue.execute.worktree import repo_prefix
-from wfqueue.execute.writeback import write_back
+from wfqueue.execute.writeback import kept_as_committed, write_back
 from wfqueue.fsio import atomic_write_text
 from wfqueue.keys import SessionKind, SessionMeta, SessionStatus
 from wfqueue.metering import budget_meta, usage_line, write_usage_file
@@ -104,6 +104,10 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
         self.event(execution, f"execution {exec_id} of {plan.session_id} started on branch {branch} at {base[:12]} "
                                f"({len(plan.tasks)} task(s), {len(schedule.waves)} wave(s), executor {executor}"
                                f"{', no gate (--no-gate)' if untested else ''})")
+        if kept_as_committed(plan, execution):
+            self.event(execution, f"the tasks' states are not written into {plan.source}: git tracks it in your "
+                                  "checkout, which an execution never changes (execution.json and execution.md "
+                                  "hold them)")
         return execution
 
     def resume(self, request: ResumeRequest) -> ExecutionOutcome:

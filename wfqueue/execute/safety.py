@@ -45,6 +45,19 @@ def parse_porcelain(output: str) -> list[str]:
     return lines
 
 
+def checked_in(repo: Path, path: Path) -> bool:
+    """Whether git tracks ``path`` (a file, or any file of a folder) in the working tree of ``repo``, outside its
+    ``.workflow/``: a file the user's checkout holds, which execution never writes."""
+    top = _git(repo, "rev-parse", "--show-toplevel")
+    if top.returncode != 0:
+        return False
+    root, target = Path(top.stdout.strip()).resolve(), path.resolve()
+    if not target.is_relative_to(root) or target.is_relative_to(repo.resolve() / WORKFLOW_DIR):
+        return False
+    listed = _git(root, "--literal-pathspecs", "ls-files", "-z", "--", str(target.relative_to(root)))
+    return listed.returncode == 0 and bool(listed.stdout.strip("\0"))
+
+
 def refuse_bare(repo: Path) -> None:
     """A bare repository has no working tree to check a plan's files against, nor to make worktrees from: said
     as such (it read as files missing, or as no git repository at all)."""

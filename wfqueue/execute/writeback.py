@@ -17,6 +17,7 @@ from typing import Any
 
 from wfqueue.execute.model import ExecTask, ExecutablePlan
 from wfqueue.execute.records import IN_FLIGHT, Execution, TaskRecord, iso
+from wfqueue.execute.safety import checked_in
 from wfqueue.fsio import atomic_write_text, dumps_json
 from wfqueue.workflow_session.render import SUMMARY_DIR
 from wfqueue.workflow_session.session import TASK_DIR, TODO_FILE, load_session, save_session
@@ -163,7 +164,18 @@ def _complete_session(folder: Path) -> None:
         save_session(folder, session.model_copy(update={"status": "completed"}))
 
 
+def kept_as_committed(plan: ExecutablePlan, execution: Execution) -> bool:
+    """Whether the plan is a file (or folder) git tracks in the user's checkout, outside ``.workflow/``: its tasks'
+    states are then not written into it. They dirtied the checkout an execution promises not to touch, and the
+    next run of the plan was refused for it ("your working tree is not clean")."""
+    return checked_in(Path(execution.repo), Path(plan.source))
+
+
 def write_back(plan: ExecutablePlan, execution: Execution) -> None:
+    """Each task's state into the plan's files (unless :func:`kept_as_committed`: execution.json and
+    execution.md hold them all)."""
+    if kept_as_committed(plan, execution):
+        return
     fields = {t.id: runtime_fields(t, execution.tasks[t.id], execution) for t in plan.tasks if t.id in execution.tasks}
     source = Path(plan.source)
     if plan.kind == "lite" and source.is_file():
