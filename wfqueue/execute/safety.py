@@ -47,7 +47,10 @@ def parse_porcelain(output: str) -> list[str]:
 
 def checked_in(repo: Path, path: Path) -> bool:
     """Whether git tracks ``path`` (a file, or any file of a folder) in the working tree of ``repo``, outside its
-    ``.workflow/``: a file the user's checkout holds, which execution never writes."""
+    ``.workflow/``: a file the user's checkout holds, which execution never writes. False where git cannot say
+    (no repository there any more)."""
+    if not repo.is_dir():
+        return False
     top = _git(repo, "rev-parse", "--show-toplevel")
     if top.returncode != 0:
         return False
