@@ -328,6 +328,16 @@ def test_terminal_escape_sequences_in_an_answer_are_kept_harmless(fake: FakeAnth
     assert result.scope == "two\ufffd[31m packages\ufffd]0;owned\ufffd" and result.depth == "new\nline"
 
 
+def test_bidirectional_overrides_in_an_answer_cannot_reverse_what_a_reviewer_reads(fake: FakeAnthropic,
+                                                                                   sample_repo: Path) -> None:
+    """U+202E shows the text after it reversed (a title, a path in a plan or a commit message reads as something
+    else than it holds); control characters were already replaced, these went through."""
+    fake.reply(answer({**ASSESSMENT, "scope": "safe \u202etxt.exe\u202c and \u2066isolated\u2069"}))
+    result = provider_for(fake).run(assess_step(sample_repo))
+    assert isinstance(result, Assessment)
+    assert result.scope == "safe \ufffdtxt.exe\ufffd and \ufffdisolated\ufffd"
+
+
 def test_tools_cap_their_output(sample_repo: Path) -> None:
     tools = RepoTools(sample_repo, max_read_bytes=200, max_grep_matches=3)
 

@@ -169,3 +169,22 @@ def test_a_path_with_a_newline_or_a_pipe_stays_in_its_table_row() -> None:
     notes = render_notes("Fix the retries", "t", assess("Fix the retries", quiet_repo(), False), [found],
                          core_files([found]), [], {})
     assert sum(1 for line in notes.splitlines() if line.startswith("| `src/")) == 2, notes
+
+
+def test_a_title_or_a_command_from_a_model_cannot_restructure_plan_md() -> None:
+    """A title holding a line break and a fence began a `#` heading of its own and opened a code block that swallowed
+    Task Details; a verification holding a backtick ended its code span."""
+    from wfqueue.lite.models import Assessment
+    from wfqueue.lite.render import render_plan
+    from wfqueue.unified_task import UnifiedTask
+
+    assessment = Assessment(complexity="Low", scope="s", depth="d", risk="r", dependencies="none", preset="feature",
+                            angles=[], needs_exploration=False, exploration_reasons=[])
+    task = UnifiedTask.model_validate({
+        "id": "TASK-001", "title": "Add sub\n# Injected\n```", "description": "d", "type": "feature",
+        "files": [{"path": "calc/ops.py", "action": "modify"}],
+        "convergence": {"criteria": ["works"], "verification": "pytest -k `x`", "definition_of_done": "done"}})
+    text = render_plan("s", "req", "now", assessment, "u", [task], "tasks.jsonl", {})
+    assert "\n# Injected" not in text and "\n```\n- **Scope**" not in text
+    assert "### TASK-001: Add sub # Injected ```" in text
+    assert "- **Verification**: `` pytest -k `x` ``" in text  # the span's padding, as CommonMark strips it

@@ -19,6 +19,7 @@ from wfqueue.execute.model import ExecTask, ExecutablePlan
 from wfqueue.execute.records import IN_FLIGHT, Execution, TaskRecord, iso
 from wfqueue.execute.safety import checked_in
 from wfqueue.fsio import atomic_write_text, dumps_json
+from wfqueue.markdown import inline_code, table_cell
 from wfqueue.workflow_session.render import SUMMARY_DIR
 from wfqueue.workflow_session.session import TASK_DIR, TODO_FILE, load_session, save_session
 
@@ -133,7 +134,7 @@ def _todo(path: Path, completed: set[str]) -> None:
 def summary_md(task: ExecTask, values: dict[str, Any]) -> str:
     """``.summaries/IMPL-N-summary.md``: what a completed task did, where it is, and what it was held to. Pure."""
     result = values["result"]
-    lines = [f"# {task.id}: {task.title}", "",
+    lines = [f"# {task.id}: {table_cell(task.title)}", "",
              f"- **Status**: {values['status']}",
              f"- **Executed at**: {values['executed_at'] or '-'}",
              f"- **Commit**: `{values['commit'] or '-'}` ({result['summary']})",
@@ -143,7 +144,7 @@ def summary_md(task: ExecTask, values: dict[str, Any]) -> str:
     lines += ["", "## Acceptance criteria", ""]
     lines += [f"- [{'x' if met else ' '}] {criterion}"
               for criterion, met in zip(task.criteria, result["convergence_verified"], strict=False)] or ["- none"]
-    lines += ["", f"**Verification**: `{task.verification}`", ""]
+    lines += ["", f"**Verification**: {inline_code(task.verification)}", ""]
     return "\n".join(lines)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from wfqueue.lite.models import Assessment, VerifiedExploration
 from wfqueue.lite.synthesis import CoreFile, MergedQuestion
+from wfqueue.markdown import inline_code
 from wfqueue.markdown import table_cell as _cell
 from wfqueue.unified_task import UnifiedTask
 
@@ -160,13 +161,13 @@ def render_plan(session_id: str, requirement: str, created: str, assessment: Ass
     out += ["", "## Task Details", ""]
     for t in tasks:
         out += [
-            f"### {t.id}: {t.title}",
+            f"### {t.id}: {_cell(t.title)}",  # one line: a title's line break began a heading of its own
             f"- **Scope**: {_cell(t.scope or t.description)}",
             # files[] has an entry per symbol changed: each file is listed once.
             "- **Files**: " + (", ".join(dict.fromkeys(f"`{f.path}` ({f.action})" for f in t.files)) or "-"),
             "- **Acceptance criteria**:",
             *[f"  - {_cell(c)}" for c in t.convergence.criteria],
-            f"- **Verification**: `{t.convergence.verification}`",
+            f"- **Verification**: {inline_code(t.convergence.verification)}",
             f"- **Definition of done**: {_cell(t.convergence.definition_of_done)}",
             "",
         ]
