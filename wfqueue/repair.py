@@ -195,17 +195,17 @@ def repair_tasks(
     padding of canonical ids (3 for TASK-001, 1 for IMPL-1). With ``sequential`` the
     ids are the range's first numbers in task order (lite plans, workflow sessions).
     """
+    tasks, dropped_repairs = _without_fileless(tasks, exists, is_folder, leaves)
+    dropped = {r.task_id for r in dropped_repairs if r.task_id is not None}
     given = _new_ids([t.id for t in tasks], id_prefix, id_range, digits, sequential)
-    dropped_repairs: list[Repair] = []
-    dropped: set[str] = set()
     if None in given:  # more tasks than the range has ids: those it has none left for go
         assert id_range is not None  # only a range runs out
         low_id, high_id = format_id(id_prefix, id_range[0], digits), format_id(id_prefix, id_range[1], digits)
-        dropped_repairs = [Repair(kind="dropped_task", task_id=task.id,
-                                  detail=f"dropped {task.id} ({task.title}): the range {low_id}..{high_id} has no "
-                                         "id left for it")
-                           for task, new in zip(tasks, given, strict=True) if new is None]
-        dropped = {task.id for task, new in zip(tasks, given, strict=True) if new is None}
+        dropped_repairs += [Repair(kind="dropped_task", task_id=task.id,
+                                   detail=f"dropped {task.id} ({task.title}): the range {low_id}..{high_id} has no "
+                                          "id left for it")
+                            for task, new in zip(tasks, given, strict=True) if new is None]
+        dropped |= {task.id for task, new in zip(tasks, given, strict=True) if new is None}
         tasks = [task for task, new in zip(tasks, given, strict=True) if new is not None]
     tasks, existing_created = _existing_created_as_modified(tasks, exists)  # keyed by the kept tasks' positions
     new_ids = [new for new in given if new is not None]
@@ -261,9 +261,6 @@ def repair_tasks(
         file_repairs = [Repair(kind="dropped_file", task_id=new_id,
                                detail=f"dropped {entry.path} ({entry.action}): it {fault.what}")
                         for entry, fault in zip(task.files, faults, strict=True) if fault is not None]
-        if file_repairs and not files:
-            last = file_repairs[-1]
-            file_repairs[-1] = last.model_copy(update={"detail": last.detail + "; the task has no files left"})
         per_task.append((deps, dep_repairs, file_repairs, files))
 
     for position, task in enumerate(tasks):
@@ -287,6 +284,30 @@ def repair_tasks(
             changes["files"] = files
         repaired.append(task.model_copy(update=changes) if changes else task)
     return repaired, repairs
+
+
+def _without_fileless(tasks: list[UnifiedTask], exists: Callable[[str], bool], is_folder: Callable[[str], bool],
+                      leaves: Callable[[str], bool] | None) -> tuple[list[UnifiedTask], list[Repair]]:
+    """``tasks`` less those none of whose files can be changed (each outside the repository, missing though to be
+    modified, a folder...), and a repair for each. Such a task was kept with no files: the plan read completed and
+    validated, and its execution paid an agent whose every change was then rejected for files the task does not
+    name. A task that names no file at all is left as it is."""
+    checked, _ = _existing_created_as_modified(tasks, exists)  # as the repair then checks them (a created file
+    plan = FileActionsInPlan(checked)                           # the repository has becomes one to modify)
+    kept: list[UnifiedTask] = []
+    repairs: list[Repair] = []
+    for task, as_checked in zip(tasks, checked, strict=True):
+        faults = file_faults(as_checked.files, exists=exists, is_folder=is_folder, task_id=task.id, plan=plan,
+                             leaves=leaves)
+        if task.files and all(fault is not None for fault in faults):
+            why = "; ".join(dict.fromkeys(f"{entry.path} {fault.what}" for entry, fault in zip(task.files, faults,
+                                                                                               strict=True)
+                                          if fault is not None))
+            repairs.append(Repair(kind="dropped_task", task_id=task.id,
+                                  detail=f"dropped {task.id} ({task.title}): none of its files can be changed ({why})"))
+        else:
+            kept.append(task)
+    return kept, repairs
 
 
 def _existing_created_as_modified(tasks: list[UnifiedTask], exists: Callable[[str], bool]

@@ -208,18 +208,19 @@ def test_wrong_content_is_repaired_and_the_cycle_reported(sample_repo: Path) -> 
     for area, plan in plans.items():
         other = firsts[second_area if area == first_area else first_area]
         base = int(firsts[area].split("-")[1])
-        ids = [f"TASK-{base + n:03d}" for n in (0, 1, 2, 9)]
-        assert plan["task_ids"] == ids
-        first, stray, duplicate, ghosts = plan["tasks"]
+        ids = [f"TASK-{base + n:03d}" for n in (0, 1, 2)]
+        assert plan["task_ids"] == ids  # the task naming only a file that does not exist is dropped, not kept empty
+        first, stray, duplicate = plan["tasks"]
         assert first["depends_on"] == [other], "the dependency on the other agent is kept"
         assert stray["depends_on"] == [ids[0]] and duplicate["depends_on"] == [ids[1]]
-        assert GHOST not in paths(plan["tasks"]) and ghosts["files"] == []
+        assert GHOST not in paths(plan["tasks"])
         assert stray["source"]["original_id"] != stray["id"]
         repairs = plan["_metadata"]["repairs"]
         assert Counter(r["kind"] for r in repairs) == Counter({"renumbered": 2, "removed_self_dependency": 1,
-                                                               "removed_unknown_dependency": 1, "dropped_file": 2})
-        assert any(r["kind"] == "dropped_file" and "no files left" in r["detail"] and r["task_id"] == ids[3]
-                   for r in repairs)
+                                                               "removed_unknown_dependency": 1, "dropped_file": 1,
+                                                               "dropped_task": 1})
+        assert any(r["kind"] == "dropped_task" and "none of its files can be changed" in r["detail"]
+                   and r["task_id"] == f"TASK-{base + 9:03d}" for r in repairs)
         assert any(r["detail"].startswith(f"{stray['source']['original_id']} -> {ids[1]}") for r in repairs)
     types = Counter(c["type"] for c in conflicts)
     assert types["dependency_cycle"] == 1 and not types["id_out_of_range"] and not types["dangling_dependency"]
@@ -231,10 +232,11 @@ def test_wrong_content_is_repaired_and_the_cycle_reported(sample_repo: Path) -> 
 
     _, analysis = check_lite(sample_repo, lite)
     tasks = [json.loads(line) for line in (session_dir(lite) / "tasks.jsonl").read_text().splitlines()]
-    assert [t["depends_on"] for t in tasks] == [[], ["TASK-001"], ["TASK-001"]]
-    assert tasks[2]["files"] == [] and GHOST not in paths(tasks)
+    assert [t["depends_on"] for t in tasks] == [[], ["TASK-001"]]
+    assert GHOST not in paths(tasks)
     assert Counter(r["kind"] for r in analysis["repairs"]) == Counter(
-        {"renumbered": 3, "removed_self_dependency": 1, "removed_unknown_dependency": 1, "dropped_file": 2})
+        {"renumbered": 2, "removed_self_dependency": 1, "removed_unknown_dependency": 1, "dropped_file": 1,
+         "dropped_task": 1})
 
     wfs_folder, plan = check_workflow(sample_repo, workflow, cycle=True)
     tasks = {t.task.id: t.task for t in load_task_dir(wfs_folder / ".task")[0]}

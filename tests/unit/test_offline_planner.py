@@ -162,3 +162,21 @@ def test_mermaid_groups_by_area_with_edges_and_highlights(sample_repo: Path) -> 
               if '["TASK-' in line]
     assert len(labels) == len(tasks) and len(set(labels)) == len(labels), labels
     assert all(len(label) <= 60 for label in labels)
+
+
+def test_a_folder_named_as_a_focus_path_plans_the_files_in_it(sample_repo: Path) -> None:
+    """An understanding answer naming folders ("notes_api/api") had the area planner create a file of that name,
+    a task the repair then left without files: the plan read completed with nothing anyone could execute."""
+    requirement = "Add per-user rate limiting to the API"
+    index = build_index(sample_repo)
+    analysis = allocate(understand(index, requirement, 2), "CPLAN-t", requirement, 2)
+    first, second = analysis.sub_domains
+    named = [first.model_copy(update={"focus_paths": ["notes_api/api"]}),
+             second.model_copy(update={"focus_paths": ["notes_api/auth/"]})]
+    folders = analysis.model_copy(update={"sub_domains": named})
+    planned = {sub.focus_area: {f.path for t in plan_area(index, folders, sub.focus_area).tasks for f in t.files}
+               for sub in folders.sub_domains}
+    assert planned[first.focus_area] and all(p.startswith("notes_api/api/") and (sample_repo / p).is_file()
+                                             for p in planned[first.focus_area])
+    assert planned[second.focus_area] and all(p.startswith(("notes_api/auth/", "tests/"))
+                                              for p in planned[second.focus_area])

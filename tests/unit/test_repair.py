@@ -116,13 +116,15 @@ def test_files_that_do_not_exist_are_dropped_unless_created() -> None:
     fixed, repairs = collab(tasks)
 
     assert [f.path for f in fixed[0].files] == ["pkg/a.py", "pkg/new.py", "./pkg/b.py"]
-    assert fixed[1].files == [] and fixed[2] is tasks[2]
+    # A task none of whose files can be changed is dropped: kept with no files, it read as planned and validated,
+    # and its execution paid an agent whose every change was rejected. One naming no file is left as it is.
+    assert [t.id for t in fixed] == ["TASK-001", "TASK-003"] and fixed[1] is tasks[2]
     assert [(r.kind, r.task_id, r.detail) for r in repairs] == [
+        ("dropped_task", "TASK-002", "dropped TASK-002 (title TASK-002): none of its files can be changed "
+                                     "(../outside.py is outside the repository; /etc/passwd is outside the "
+                                     "repository)"),
         ("dropped_file", "TASK-001", "dropped pkg/ghost.py (modify): it does not exist but is to be modified"),
         ("dropped_file", "TASK-001", "dropped pkg/gone.py (delete): it does not exist but is to be deleted"),
-        ("dropped_file", "TASK-002", "dropped ../outside.py (create): it is outside the repository"),
-        ("dropped_file", "TASK-002", "dropped /etc/passwd (modify): it is outside the repository; "
-                                     "the task has no files left"),
     ]
     assert check_plan([LoadedTask(task=t, location=t.id, legacy=False) for t in fixed], None, exists) == []
 
@@ -283,7 +285,8 @@ def test_a_task_a_full_range_has_no_id_for_is_dropped_and_references_to_it_remov
 
 
 def test_repair_is_deterministic_idempotent_and_pure() -> None:
-    tasks = [task("TASK-300", deps=["TASK-300", "TASK-404", "TASK-001"], files=[{"path": "pkg/nope.py"}]),
+    tasks = [task("TASK-300", deps=["TASK-300", "TASK-404", "TASK-001"],
+                  files=[{"path": "pkg/nope.py"}, {"path": "pkg/a.py"}]),
              task("TASK-001", deps=["TASK-300"]), task("TASK-001")]
     before = [t.model_dump() for t in tasks]
 

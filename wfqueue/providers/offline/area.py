@@ -11,7 +11,7 @@ import posixpath
 
 from wfqueue.analysis import RepoIndex, fan_in, importers_of, rank_files, test_command_for, tokenize
 from wfqueue.analysis.files import is_test_path
-from wfqueue.analysis.roles import beside_the_product
+from wfqueue.analysis.roles import beside_the_product, plannable
 from wfqueue.collab.models import AreaDraft, Evidence, EvidenceFile, RequirementAnalysis, SubDomain, task_id
 from wfqueue.providers.offline.changes import (
     change_phrase,
@@ -250,7 +250,36 @@ def _evidence(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDomain) -
     return Evidence(related_files=related, patterns=patterns, constraints=constraints)
 
 
+# At most this many files of a folder an understanding names as a focus path are planned, the most relevant first.
+FOLDER_FILES_PLANNED = 6
+
+
+def _as_files(index: RepoIndex, analysis: RequirementAnalysis) -> RequirementAnalysis:
+    """``analysis`` with each focus path that names a folder (an answer may: "notes_api/api") replaced by the
+    product files in it the requirement concerns most. A folder was planned as a file to create ("Create
+    notes_api/api"), a task the repair then left with no file at all."""
+    known = {f.path for f in index.files}
+    if all(path in known for sub in analysis.sub_domains for path in sub.focus_paths):
+        return analysis  # what the offline understanding gives: files
+    code = [f.path for f in index.files if not f.is_test and plannable(f.path, False, analysis.original_requirement)]
+    ranked = [path for path, _ in rank_files(index, analysis.original_requirement, limit=len(code) or 1)]
+    order = {path: n for n, path in enumerate(ranked)}
+
+    def files(paths: list[str]) -> list[str]:
+        out: list[str] = []
+        for path in paths:
+            folder = path.rstrip("/") + "/"
+            inside = [p for p in code if p.startswith(folder)] if path not in known else []
+            inside.sort(key=lambda p: (order.get(p, len(order)), p))
+            out += inside[:FOLDER_FILES_PLANNED] if inside else [path]
+        return list(dict.fromkeys(out))
+
+    subs = [sub.model_copy(update={"focus_paths": files(sub.focus_paths)}) for sub in analysis.sub_domains]
+    return analysis.model_copy(update={"sub_domains": subs})
+
+
 def plan_area(index: RepoIndex, analysis: RequirementAnalysis, focus_area: str) -> AreaDraft:
+    analysis = _as_files(index, analysis)
     sub = analysis.area(focus_area)
     ids = planned_ids(index, analysis)
     created = _created(index, analysis, sub)
