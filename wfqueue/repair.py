@@ -368,3 +368,12 @@ def break_cycles(tasks: list[UnifiedTask]) -> tuple[list[UnifiedTask], list[Repa
             task = task.model_copy(update={"depends_on": [d for d in task.depends_on if d not in removed]})
         result.append(task)
     return result, repairs
+
+
+def repairs_section(title: str, intro: str, repairs: list[Repair]) -> list[str]:
+    """A plan.md section listing ``repairs`` (nothing when there are none): what code changed in a model's answer
+    (a task dropped, a file dropped, ids renumbered) is said where the plan is read, not only in a JSON field."""
+    if not repairs:
+        return []
+    return [f"## {title}", "", intro, "",
+            *[f"- {r.kind} `{r.task_id}`: {' '.join(r.detail.split())}" for r in repairs], ""]

@@ -229,6 +229,9 @@ def test_wrong_content_is_repaired_and_the_cycle_reported(sample_repo: Path) -> 
     assert sorted(cycle["agents_involved"]) == sorted(plans)
     assert collab.json()["status"] == "conflicts_detected"
     assert "dependency_cycle" in (folder / "plan.md").read_text() or "cycle" in (folder / "plan.md").read_text()
+    # What code changed in the answers is said in plan.md, not only in a JSON field nobody reads.
+    repaired = (folder / "plan.md").read_text().split("## Repairs of the Agents' Answers", 1)[-1]
+    assert repaired.count("- dropped_task `TASK-") == 2 and "none of its files can be changed" in repaired
 
     _, analysis = check_lite(sample_repo, lite)
     tasks = [json.loads(line) for line in (session_dir(lite) / "tasks.jsonl").read_text().splitlines()]
@@ -237,6 +240,8 @@ def test_wrong_content_is_repaired_and_the_cycle_reported(sample_repo: Path) -> 
     assert Counter(r["kind"] for r in analysis["repairs"]) == Counter(
         {"renumbered": 2, "removed_self_dependency": 1, "removed_unknown_dependency": 1, "dropped_file": 1,
          "dropped_task": 1})
+    lite_md = (session_dir(lite) / "plan.md").read_text()
+    assert "## Repairs of the Answers" in lite_md and "- dropped_task `TASK-1`" in lite_md
 
     wfs_folder, plan = check_workflow(sample_repo, workflow, cycle=True)
     tasks = {t.task.id: t.task for t in load_task_dir(wfs_folder / ".task")[0]}

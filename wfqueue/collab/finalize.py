@@ -47,6 +47,7 @@ from wfqueue.collab.steps import (
 from wfqueue.collab.summary import NO_TASK, PlanSummaryInput, render_plan_md
 from wfqueue.fsio import atomic_write_json, atomic_write_text, locked_update
 from wfqueue.metering import write_usage_file
+from wfqueue.repair import Repair
 from wfqueue.settings import Settings
 from wfqueue.state import SessionStore
 from wfqueue.usage import PriceTable
@@ -185,6 +186,8 @@ def finalize_session(state: SessionStore, settings: Settings, session_dir: Path)
         status=final.status,
         problems=final.problems,
         usage=usage,
+        agent_repairs=[Repair.model_validate(r) for s in analysis.sub_domains if s.focus_area in results
+                       for r in results[s.focus_area].plan.get("_metadata", {}).get("repairs", [])],
     )
     # The folder as the user finds it (the meta's), not this worker's copy: the same bytes whichever worker writes.
     shown = state.session_meta().session_dir or str(session_dir)

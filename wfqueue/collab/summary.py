@@ -7,6 +7,7 @@ from pydantic import BaseModel
 from wfqueue.collab.models import AgentOutcome, Conflict, NoteTask, RequirementAnalysis
 from wfqueue.markdown import table_cell
 from wfqueue.metering import UsageReport, describe_budget, describe_spent
+from wfqueue.repair import Repair, repairs_section
 from wfqueue.usage import Totals
 
 
@@ -20,6 +21,7 @@ class PlanSummaryInput(BaseModel):
     status: str
     problems: list[str] = []
     usage: UsageReport | None = None  # None: not recorded (the section is left out)
+    agent_repairs: list[Repair] = []  # what code changed in the agents' answers (their plan.json _metadata.repairs)
 
 
 def _node(task_id: str) -> str:
@@ -152,10 +154,11 @@ def render_plan_md(data: PlanSummaryInput, session_dir: str) -> str:
                        f"| {table_cell(c.description)} |")
         out += ["", "Details and resolution options: `conflicts.json` and the conflict markers section of "
                 "`plan-note.md`.", ""]
-    if analysis.repairs:
-        out += ["## Repairs of the Understanding Answer", "",
-                "The split was repaired by code before planning (`repairs` in `requirement-analysis.json`):", ""]
-        out += [f"- {r.kind} `{r.task_id}`: {' '.join(r.detail.split())}" for r in analysis.repairs] + [""]
+    out += repairs_section("Repairs of the Understanding Answer", "The split was repaired by code before planning "
+                           "(`repairs` in `requirement-analysis.json`):", analysis.repairs)
+    out += repairs_section("Repairs of the Agents' Answers", "Each agent's answer was repaired by code before it was "
+                           "written (`_metadata.repairs` in `agents/{area}/plan.json`):",
+                           data.agent_repairs)
     if data.problems:
         out += ["## Note Problems", "", "Lines of plan-note.md that could not be read as written:", ""]
         out += [f"- {p}" for p in data.problems] + [""]

@@ -6,6 +6,7 @@ from wfqueue.lite.models import Assessment, VerifiedExploration
 from wfqueue.lite.synthesis import CoreFile, MergedQuestion
 from wfqueue.markdown import inline_code
 from wfqueue.markdown import table_cell as _cell
+from wfqueue.repair import Repair, repairs_section
 from wfqueue.unified_task import UnifiedTask
 
 
@@ -148,9 +149,10 @@ def _plan_header(session_id: str, requirement: str, created: str, assessment: As
 
 def render_plan(session_id: str, requirement: str, created: str, assessment: Assessment, understanding: str,
                 tasks: list[UnifiedTask], tasks_path: str, failed: dict[str, str], *, usage: str | None = None,
-                status: str | None = None) -> str:
+                status: str | None = None, repairs: list[Repair] | None = None) -> str:
     """plan.md; ``usage`` is the session's usage line (wfqueue.metering.usage_line), when known; ``status`` is
-    said only when it is not the plan's own (a plan the user cancelled)."""
+    said only when it is not the plan's own (a plan the user cancelled); ``repairs``: what code changed in the
+    model's answers."""
     out = _plan_header(session_id, requirement, created, assessment, failed, usage, status)
     out += ["", "## Understanding", "", understanding.strip(), "", "## Task Overview", "",
             "| # | ID | Title | Type | Priority | Effort | Dependencies |",
@@ -171,6 +173,8 @@ def render_plan(session_id: str, requirement: str, created: str, assessment: Ass
             f"- **Definition of done**: {_cell(t.convergence.definition_of_done)}",
             "",
         ]
+    out += repairs_section("Repairs of the Answers", "The model's answers were repaired by code before they were "
+                           "written (`repairs` in `requirement-analysis.json`):", repairs or [])
     out += [
         "## How to Execute",
         "",

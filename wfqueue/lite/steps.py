@@ -194,4 +194,13 @@ def write_plan_md(state: SessionStore, session_dir: Path, requirement: str, asse
     atomic_write_text(session_dir / PLAN_FILE, render_plan(state.session_id, requirement, created, assessment,
                                                            draft.understanding, draft.tasks,
                                                            str(shown / TASKS_FILE), failed, usage=usage,
-                                                           status=status))
+                                                           status=status, repairs=_recorded_repairs(session_dir)))
+
+
+def _recorded_repairs(session_dir: Path) -> list[Repair]:
+    """The repairs requirement-analysis.json records (none before it is written, or where it does not read)."""
+    try:
+        recorded = json.loads((session_dir / ANALYSIS_FILE).read_text(encoding="utf-8")).get("repairs", [])
+        return [Repair.model_validate(r) for r in recorded]
+    except (OSError, ValueError, AttributeError):
+        return []
