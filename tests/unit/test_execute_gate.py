@@ -62,3 +62,14 @@ def test_the_plans_checks_run_on_what_is_there_of_their_test_files() -> None:
                         "go test ./pkg/...",  # packages, not files: kept
                         "npm test"], there) == [
         "python -m pytest -q tests/test_a.py", "bundle exec rspec spec/a_spec.rb:12", "go test ./pkg/...", "npm test"]
+
+
+def test_an_npm_test_scripts_files_not_there_yet_leave_the_gate() -> None:
+    """`npm test -- src/new.test.ts`, a file a later wave creates: Vitest and Jest fail on "No test files found",
+    and the gate of every wave before it was red."""
+    there = {"src/a.test.ts"}.__contains__
+    assert runnable_on(["npm test -- src/a.test.ts src/new.test.ts", "npm test -- src/new.test.ts",
+                        "npm run test -- src/a.test.ts",
+                        "npm test -- -t adds src/new.test.ts"],  # an option's value could be read as a file: kept
+                       there) == [
+        "npm test -- src/a.test.ts", "npm run test -- src/a.test.ts", "npm test -- -t adds src/new.test.ts"]

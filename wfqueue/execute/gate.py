@@ -52,12 +52,13 @@ def gate_commands(tasks: list[ExecTask], configured: str | None) -> list[str]:
 
 
 def runnable_on(commands: list[str], exists: Callable[[str], bool]) -> list[str]:
-    """``commands`` as they can run on a tree where ``exists`` answers for a path: a pytest or RSpec run keeps
-    the test files and folders that are there, and goes when none is (a later task creates them); any other
-    command is kept as it is."""
+    """``commands`` as they can run on a tree where ``exists`` answers for a path: a pytest or RSpec run, or the
+    files an npm test script is given after ``--`` (Jest, Vitest), keeps the test files and folders that are
+    there, and goes when none is (a later task creates them: "No tests found" failed the gate of every wave
+    before); any other command is kept as it is."""
     out: list[str] = []
     for command in commands:
-        run = _path_run(command)
+        run = _path_run(command) or _npm_files_run(command)
         if run is None or run.tool == "go test":
             out.append(command)
             continue
@@ -65,6 +66,26 @@ def runnable_on(commands: list[str], exists: Callable[[str], bool]) -> list[str]
         if there:
             out.append(shlex.join([*run.tool.split(), *run.options, *there]))
     return out
+
+
+# npm forwards what follows "--" to the test script's runner (wfqueue.analysis.testmap.command_for_tests).
+_NPM_TEST = (("npm", "test", "--"), ("npm", "run", "test", "--"))
+
+
+def _npm_files_run(command: str) -> _PathRun | None:
+    """``npm test -- a.test.ts b.test.ts``: its files (names with an extension), as a path run; None for any other
+    command, or one passing its runner an option (its value could be read as a file)."""
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return None
+    prefix = next((p for p in _NPM_TEST if tuple(argv[:len(p)]) == p), None)
+    if prefix is None:
+        return None
+    targets = tuple(argv[len(prefix):])
+    if not targets or any(t.startswith("-") or "." not in posixpath.basename(t) for t in targets):
+        return None
+    return _PathRun(" ".join(prefix), (), targets)
 
 
 def combined(commands: list[str]) -> list[str]:
