@@ -113,3 +113,15 @@ def test_names_that_are_also_written_as_code_stay_in_the_criteria() -> None:
     for requirement, name in (("Make response.json() raise a clear error on an empty body", "json"),
                               ("Add a `retry` function in retry.py and use it in the client", "retry")):
         assert f'"{name}"' in " ".join(criteria_for(requirement, ["client.py"], [], "")), requirement
+
+
+def test_a_private_name_written_out_is_an_identifier_and_decides_the_file(sample_repo: Path) -> None:
+    """`_encode_files` unquoted named nothing: the plan of a four-line fix spread over eight files, the right one
+    among them, chosen by loose words."""
+    assert named_identifiers("Fix _encode_files detection for __getattr__-based file wrappers") == ["_encode_files"]
+    assert named_identifiers("Rename __cache_key and call __init__ once") == ["__cache_key"]  # a dunder names no one
+    index = build_index(sample_repo)
+    requirement = "Make _parse_int reject values with a leading plus sign"
+    draft = plan_tasks(index, requirement, "s", assess(requirement, signals(index, requirement), False), [], [])
+    changed = [f.path for t in draft.tasks for f in t.files if not f.path.startswith("tests/")]
+    assert changed and set(changed) == {"notes_api/api/handlers.py"}, changed

@@ -65,8 +65,10 @@ COMPANION_BOOST = 0.5
 # the file with the most credit gains this much of the best text score.
 HISTORY_WEIGHT = 1.0
 # `quoted`, dotted (Queue.enqueue), snake_case, camelCase or PascalCase (StaticFiles) words.
+# A private name (`_encode_files`, `__cache_key`) is one too; a dunder (`__init__`) names no one symbol.
 _IDENTIFIER = re.compile(r"`([^`\s]{3,})`|\b([A-Za-z_][A-Za-z0-9]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+"
-                         r"|[A-Za-z]+_[A-Za-z0-9_]+|[a-z]+[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*)\b")
+                         r"|[A-Za-z]+_[A-Za-z0-9_]+|_{1,2}[A-Za-z][A-Za-z0-9_]*[A-Za-z0-9]"
+                         r"|[a-z]+[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*)\b")
 
 
 # A file's name, not a dotted identifier ("config.rs"; not "response.json", a call as often as a file), unless
@@ -137,7 +139,25 @@ def localize(index: RepoIndex, requirement: str) -> list[tuple[str, float]]:
     bonus = _definers(index, [p for p, _ in ranked], requirement)
     boosted = [(p, s + DEFINER_BONUS * best * min(1.0, bonus.get(p, 0.0))) for p, s in ranked]
     around = _around_best(index, sorted(boosted, key=lambda item: (-item[1], item[0])))
-    return _with_history(around, history_credit(index.history, query, allowed))
+    return _private_owner_first(index, _with_history(around, history_credit(index.history, query, allowed)),
+                                requirement)
+
+
+def _private_owner_first(index: RepoIndex, ranked: list[tuple[str, float]],
+                         requirement: str) -> list[tuple[str, float]]:
+    """``ranked`` with the one file defining a private name the requirement writes out (`_encode_files`) first,
+    dominant: a module's private function is changed there. Loose words of a four-line fix ("file", "detection")
+    spread its plan over eight files."""
+    private = {name.lower() for name in named_identifiers(requirement) if name.startswith("_") and "." not in name}
+    if not private or not ranked:
+        return ranked
+    owners = {path for path, _ in ranked
+              if any(symbol.name.lower() in private for symbol in index.symbols.get(path, []))}
+    if len(owners) != 1:
+        return ranked  # defined in several files (or none): the words decide
+    (owner,) = owners
+    best = max(score for _, score in ranked)
+    return [(owner, round(best * DOMINANT * 1.01, 9))] + [(p, s) for p, s in ranked if p != owner]
 
 
 def _with_history(ranked: list[tuple[str, float]], credit: dict[str, float]) -> list[tuple[str, float]]:
