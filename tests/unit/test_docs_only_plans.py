@@ -18,7 +18,7 @@ from wfqueue.collab.assemble import allocate
 from wfqueue.lite.models import Assessment, LitePlanDraft
 from wfqueue.providers.offline.area import plan_area
 from wfqueue.providers.offline.assess import assess, signals
-from wfqueue.providers.offline.docs_only import documents_beside_change, documents_to_write
+from wfqueue.providers.offline.docs_only import documents_beside_change, documents_to_write, is_document
 from wfqueue.providers.offline.intent import intent_of
 from wfqueue.providers.offline.lite_plan import plan_tasks
 from wfqueue.providers.offline.understand import understand
@@ -66,6 +66,13 @@ def lite(index: RepoIndex, requirement: str) -> LitePlanDraft:
     ("Add comments endpoint to the API", "change"),
     ("Update the comments API to support replies", "change"),
     ("Add docstring support to the parser", "change"),
+    # A part of a document, in a document (they planned changes to five modules and a test).
+    ("Fix the broken link to the AI Policy in CONTRIBUTING.md", "docs"),
+    ("Add a FAQ entry to the docs about UnicodeEncodeError on Windows", "docs"),
+    ("Remove the old badges from README.md", "docs"),
+    ("Fix the parser for links in README.md", "change"),  # the parser is the change, README.md where it looks
+    ("docs: fix malformed comment in cleanPath", "docstrings"),  # documentation in the code, not a document
+    ("Parametrize the deprecation tests and check the warning targets", "tests"),
 ])
 def test_what_a_requirement_asks_for(requirement: str, intent: str) -> None:
     assert intent_of(requirement) == intent
@@ -227,3 +234,17 @@ def test_docstrings_are_planned_where_they_are_asked_for_and_never_crash(index: 
     bare = build_index(tmp_path)  # no code at all: still a plan, as for any change
     assert lite(bare, "Add docstrings to the parser").tasks
     assert understand(bare, "Add docstrings to the parser", 4).sub_domains
+
+
+def test_a_document_github_shows_from_dot_github_is_fixed_there(tmp_path: Path) -> None:
+    """.github/CONTRIBUTING.md was invisible (a hidden folder): a fix of its links created docs/CONTRIBUTING.md."""
+    (tmp_path / ".github" / "ISSUE_TEMPLATE").mkdir(parents=True)
+    (tmp_path / ".github" / "CONTRIBUTING.md").write_text("# Contributing\nSee [policy](http://x).\n")
+    (tmp_path / ".github" / "ISSUE_TEMPLATE" / "bug.md").write_text("# Bug\n")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "index.md").write_text("# Docs\n")
+    (tmp_path / "app.py").write_text("def run():\n    return 1\n")
+    index = build_index(tmp_path)
+    [task] = lite(index, "Fix broken links in CONTRIBUTING.md").tasks
+    assert [(f.path, f.action) for f in task.files] == [(".github/CONTRIBUTING.md", "modify")]
+    assert not is_document(".github/ISSUE_TEMPLATE/bug.md")  # a template is still no document

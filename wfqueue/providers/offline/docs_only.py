@@ -31,9 +31,14 @@ _DOC_WORDS = frozenset(tokenize("document documentation docs doc readme guide ex
 
 def is_document(path: str) -> bool:
     """A Markdown, reStructuredText, AsciiDoc or text file that people read: not a licence, a requirements
-    list, nor a hidden folder's template (.github/ISSUE_TEMPLATE/...)."""
-    return (posixpath.splitext(path)[1].lower() in DOC_EXTENSIONS and not path.startswith(".") and "/." not in path
+    list, nor a hidden folder's template (.github/ISSUE_TEMPLATE/...); a project's documents GitHub shows from
+    .github/ itself (.github/CONTRIBUTING.md, SECURITY.md) are (a fix of them created docs/CONTRIBUTING.md)."""
+    hidden = (path.startswith(".") and not _GITHUB_DOCUMENT.match(path)) or "/." in path
+    return (posixpath.splitext(path)[1].lower() in DOC_EXTENSIONS and not hidden
             and not posixpath.basename(path).lower().startswith(("license", "copying", "requirements")))
+
+
+_GITHUB_DOCUMENT = re.compile(r"^\.github/[^/]+$")
 
 
 def _named(index: RepoIndex, requirement: str, documents: list[str]) -> list[tuple[str, bool]]:

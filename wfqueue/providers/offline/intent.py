@@ -31,7 +31,10 @@ _TESTS = re.compile(
     rf"|(?:add|write)\s+(?:more\s+|new\s+|missing\s+)?(?:test\s+)?cases?\s+(?:to|in)\s+"
     rf"(?:{_TEST_CLASS}\b|\S*(?:test|spec)\S*)"
     rf"|cover\b{_IN_SENTENCE}\bwith\s+(?:more\s+)?(?:unit\s+|integration\s+)?(?:tests?|specs?)\b"
-    r"|test\s+(?:that|how|whether|each|every|all)\b)", re.IGNORECASE)
+    r"|test\s+(?:that|how|whether|each|every|all)\b"
+    # "Parametrize the deprecation tests", "Refactor the CLI tests": work on tests that are there.
+    r"|(?:parametri[sz]e|parameteri[sz]e|refactor|reorgani[sz]e|clean\s+up|split|deduplicate|speed\s+up)\s+"
+    r"(?:the\s+)?(?:[\w-]+\s+){0,3}(?:tests?|specs?|test\s+suite|test\s+cases)\b)", re.IGNORECASE)
 # "Document the retry options", "Update the README to explain ...", "Write a migration guide", "Add a changelog
 # entry", "Explain X in the docs", "Add a section to docs/quickstart.md about ...", "Fix typos in the README",
 # "Create CONTRIBUTING.md"; not "Add a docs command", "Fix the docs build" nor "Add OpenAPI docs".
@@ -46,7 +49,14 @@ _DOCS = re.compile(
     rf"(?:section|page|paragraph|note|examples?|faq)\s+(?:to|in|on)\s+(?:the\s+)?(?:docs?\b|documentation|readme|{_DOC_FILE})"
     r"|(?:fix|correct)\s+(?:the\s+|a\s+)?(?:typos?|wording|grammar|broken\s+links?)\s+in\s+(?:the\s+)?"
     rf"(?:docs?\b|documentation|readme|{_DOC_FILE})"
-    rf"|(?:explain|describe)\b{_IN_SENTENCE}\bin\s+(?:the\s+)?(?:docs?|documentation|readme)\b)", re.IGNORECASE)
+    rf"|(?:explain|describe)\b{_IN_SENTENCE}\bin\s+(?:the\s+)?(?:docs?|documentation|readme)\b"
+    # "Fix the broken link to the AI Policy in CONTRIBUTING.md", "Add a FAQ entry to the docs about ...": a part
+    # of a document, in a document.
+    r"|(?:fix|update|correct|remove|replace|add|clarify|rewrite|reword)\s+(?:the\s+|an?\s+|some\s+|all\s+)?"
+    r"(?:(?!(?:for|to|of|in|on|with|from|and|or)\b)[\w-]+\s+){0,2}(?:links?|urls?|typos?|wording|sections?|"
+    rf"examples?|entr(?:y|ies)|paragraphs?|headings?|badges?|instructions|steps|references?|faqs?)\b{_IN_SENTENCE}"
+    r"\b(?:in|to|of|on|from)\s+(?:the\s+)?"
+    rf"(?:{_DOC_FILE}|docs?\b|documentation|readme\b))", re.IGNORECASE)
 # Documentation inside the code: "Add docstrings to ...", "Add a docstring to ...", "Document every public
 # function of ... with docstrings", "Add comments explaining ..."; not "Add comments endpoint" nor "Add docstring
 # support".
@@ -54,6 +64,8 @@ _DOCSTRINGS = re.compile(
     r"^\W*(?:please\s+)?(?:(?:add|write|update|improve|complete|fix)\s+(?:an?\s+|the\s+|missing\s+|more\s+)?"
     rf"(?:docstrings?|doc\s+comments?|jsdoc|javadoc|rustdoc|type\s+hints|(?:code\s+)?comments?){_ABOUT}"
     rf"|document\b{_IN_SENTENCE}\bwith\s+(?:docstrings?|doc\s+comments?|comments?)\b)", re.IGNORECASE)
+# What a "docs:" change names when it is documentation inside the code.
+_IN_CODE = re.compile(r"\b(?:comments?|docstrings?|doc\s+comments?|jsdoc|javadoc|godoc|rustdoc)\b", re.IGNORECASE)
 _ASKED: tuple[tuple[Intent, re.Pattern[str]], ...] = (("docstrings", _DOCSTRINGS), ("tests", _TESTS), ("docs", _DOCS))
 # How a commit-style requirement files itself ("test: ...", "docs(readme): ..."), after a workflow session's
 # "GOAL: " (workflow_session.structure.as_text), and an area tag ("[auth] Add tests ...").
@@ -103,6 +115,8 @@ def intent_of(requirement: str) -> Intent:
     if prefix:
         intent = _PREFIX_INTENTS.get(prefix.group(1).lower(), "change")
         rest = first[prefix.end():]
+        if intent == "docs" and _IN_CODE.search(rest):  # "docs: fix malformed comment in cleanPath"
+            intent = "docstrings"
     else:
         first = _AREA_TAG.sub("", first)
         for kind, pattern in _ASKED:
