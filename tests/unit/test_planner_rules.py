@@ -104,6 +104,11 @@ def test_support_files_are_not_planned_unless_named(tmp_path: Path) -> None:
     assert [file_role(p) for p in ("index.d.ts", "gulpfile.js", "karma.conf.js", "bin/release.js",
                                    "vendor/agent.js", ".github/workflows/ci.js")] == \
         ["types", "build", "build", "script", "vendored", "ci"]
+    # A monorepo's benchmark package is no product code (zod's packages/bench was planned for a string fix); a
+    # package's own tools/ module under src/ is.
+    assert [file_role(p) for p in ("packages/bench/compile-matrix.ts", "packages/zod/src/tools/x.ts",
+                                   "crates/benchmarks/src/main.rs", "src/tools/cli.py")] == \
+        ["script", "source", "script", "source"]
 
 
 def test_a_new_module_only_for_a_named_component_beside_its_relative(sample_repo: Path) -> None:

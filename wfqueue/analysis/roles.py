@@ -18,6 +18,8 @@ from typing import Literal
 Role = Literal["source", "test", "script", "build", "ci", "types", "vendored", "example", "docs"]
 
 _SCRIPT_DIRS = frozenset({"bin", "scripts", "script", "tools", "benchmarks", "bench", "benchmark"})
+# Where a monorepo keeps its packages (npm, pnpm and yarn workspaces, Cargo, Go): one level below them is a package.
+_WORKSPACE_DIRS = frozenset({"packages", "apps", "libs", "crates", "modules", "services"})
 _VENDORED_DIRS = frozenset({"vendor", "vendored", "third_party", "thirdparty", "_vendor", "external"})
 _EXAMPLE_DIRS = frozenset({"examples", "example", "sandbox", "demo", "samples", "playground"})
 _DOC_DIRS = frozenset({"docs", "doc", "documentation", "website"})
@@ -52,8 +54,9 @@ def file_role(path: str, is_test: bool = False) -> Role:
         return "types"
     if (_ROOT_BUILD.match(name) and not directories) or _TOOL_CONFIG.search(name):
         return "build"
-    if directories and directories[0] in _SCRIPT_DIRS:
-        return "script"
+    if directories and (directories[0] in _SCRIPT_DIRS or (
+            len(directories) > 1 and directories[0] in _WORKSPACE_DIRS and directories[1] in _SCRIPT_DIRS)):
+        return "script"  # a monorepo's packages/bench/ too (its benchmarks were planned as product code)
     if any(d in _EXAMPLE_DIRS for d in directories):
         return "example"
     if any(d in _DOC_DIRS for d in directories):
