@@ -170,8 +170,8 @@ def test_claude_executes_a_plan_on_a_bad_day_then_continue_with_a_better_model(
     result = run.json()
     exec_id, branch, exec_dir = result["exec_id"], result["branch"], Path(result["exec_dir"])
     assert result["status"] == "partial", run.stderr
-    assert result["tasks"] == {"completed": ["TASK-001"], "failed": ["TASK-002"], "skipped": ["TASK-003"],
-                               "blocked": []}
+    assert result["tasks"] == {"completed": ["TASK-001"], "failed": ["TASK-002"], "rejected": [],
+                               "skipped": ["TASK-003"], "blocked": [], "pending": []}
     # The bad day happened to TASK-001's conversation, and its change was still made through the tools.
     assert fake.faulted() == {"429": 1, "cut_stream": 1}
     results = tool_results(fake, "TASK-001")
@@ -209,8 +209,8 @@ def test_claude_executes_a_plan_on_a_bad_day_then_continue_with_a_better_model(
     assert again.code == 0, again.stderr
     final = again.json()
     assert final["status"] == "completed"
-    assert final["tasks"] == {"completed": ["TASK-001", "TASK-002", "TASK-003"], "failed": [], "skipped": [],
-                              "blocked": []}
+    assert final["tasks"] == {"completed": ["TASK-001", "TASK-002", "TASK-003"], "failed": [], "rejected": [],
+                              "skipped": [], "blocked": [], "pending": []}
     assert len(requests_of(fake, "TASK-001")) == sent_for_one, "the merged task was sent to the model again"
     assert "TASK-002 runs again as attempt 2 (before: failed, " in again.stderr
     recorded = check_usage_once(fake, exec_dir)

@@ -160,7 +160,7 @@ def test_waves_merges_a_conflict_a_failure_and_a_red_gate_then_continue(tmp_path
     final = again.json()
     assert final["status"] == "completed"
     assert final["tasks"] == {"completed": ["TASK-001", "TASK-002", "TASK-003", "TASK-004", "TASK-005"],
-                              "failed": [], "skipped": [], "blocked": []}
+                              "failed": [], "rejected": [], "skipped": [], "blocked": [], "pending": []}
     assert "gate after wave 2 passed" in again.stderr
     assert "TASK-004 runs again as attempt 2 (before: failed, " in again.stderr
     # The failed task ran again as a new attempt, then the task it had skipped; the completed ones never ran again.

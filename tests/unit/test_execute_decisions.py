@@ -141,7 +141,12 @@ def test_how_an_execution_ends_and_what_the_user_is_told() -> None:
     assert "git merge" not in merge_hint(nothing)
     # Said as a fact, not as an alternative to running the tasks again ("...runs them again; or nothing was merged").
     assert merge_hint(nothing).endswith("runs them again. Nothing was merged: your branch has nothing to review yet.")
-    assert partial.counts() == {"completed": ["T1"], "failed": [], "skipped": [], "blocked": ["T2"]}
+    assert partial.counts() == {"completed": ["T1"], "failed": [], "rejected": [], "skipped": [], "blocked": ["T2"],
+                                "pending": []}
+    # A rejected task is failed (as scripts read it) and named as rejected; one that has not run is pending.
+    stopped = execution(T1="rejected", T2="pending")
+    assert (stopped.counts()["failed"], stopped.counts()["rejected"], stopped.counts()["pending"]) == (
+        ["T1"], ["T1"], ["T2"])
 
 
 def test_a_partial_executions_deleted_branch_is_not_named_to_continue_on() -> None:

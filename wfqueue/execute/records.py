@@ -103,9 +103,11 @@ class Execution(BaseModel):
         return [t for t in self.tasks if self.tasks[t].state in states]
 
     def counts(self) -> dict[str, list[str]]:
-        """The task ids by outcome, as ``--json`` prints them (rejected counts as failed)."""
+        """The task ids by outcome, as ``--json`` prints them: rejected counts as failed and is also listed on its
+        own; ``pending`` is what has not run (yet), such as the tasks after a red gate, which no list named."""
         return {"completed": self.in_state("completed"), "failed": self.in_state("failed", "rejected"),
-                "skipped": self.in_state("skipped"), "blocked": self.in_state("blocked")}
+                "rejected": self.in_state("rejected"), "skipped": self.in_state("skipped"),
+                "blocked": self.in_state("blocked"), "pending": self.in_state(*IN_FLIGHT, "pending")}
 
 
 def save(execution: Execution) -> None:
