@@ -46,7 +46,12 @@ def run_git(cwd: Path, *args: str, check: bool = True, env: Mapping[str, str] | 
             raise error(f"git cannot run in {cwd}: there is no such folder",
                         hint="it was moved or removed; check the path") from None
         raise error(f"git is not installed here, and {needed_for}", hint=install_hint) from None
-    except (OSError, subprocess.TimeoutExpired) as exc:
+    except subprocess.TimeoutExpired:
+        raise error(f"{_shown(args)} did not finish within {timeout_s:g}s in {cwd}",
+                    hint="a checkout that large, or a filter that slow (git-lfs, git-crypt), needs longer: run the "
+                         "same git command in the repository to see what it waits for; then run the command "
+                         "again") from None
+    except OSError as exc:
         raise error(f"git {args[0] if args else ''} could not run in {cwd}: {exc}",
                     hint="check that the repository is readable and the disk not full") from None
     if check and done.returncode != 0:

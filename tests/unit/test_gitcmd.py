@@ -33,3 +33,21 @@ def test_a_folder_that_is_gone_is_named_not_taken_for_git_missing(tmp_path: Path
         run_git(tmp_path / "moved-away", "status")
     assert caught.value.message == f"git cannot run in {tmp_path / 'moved-away'}: there is no such folder"
     assert "moved or removed" in (caught.value.hint or "")
+
+
+def test_a_git_command_past_its_time_limit_says_so_and_what_may_be_slow(tmp_path: Path) -> None:
+    """A checkout longer than the limit (a large monorepo, a git-lfs filter) said "could not run: ... check that the
+    repository is readable and the disk not full"."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    with pytest.raises(InfrastructureError) as caught:
+        run_git(tmp_path, "-c", "alias.nap=!sleep 5", "nap", timeout_s=0.3)
+    assert "did not finish within 0.3s" in caught.value.message
+    assert "git-lfs" in caught.value.hint and "disk not full" not in caught.value.hint
+
+
+def test_execution_gives_git_commands_that_write_a_whole_tree_longer() -> None:
+    from wfqueue.execute import worktree
+
+    assert worktree._subcommand(("-c", "user.name=x", "-c", "commit.gpgsign=false", "merge", "--no-ff")) == "merge"
+    assert worktree._subcommand(("worktree", "add", "--quiet")) == "worktree"
+    assert worktree._subcommand(("rev-parse", "HEAD")) not in worktree._WRITES_THE_TREE

@@ -34,6 +34,11 @@ from pathlib import Path
 from wfqueue.gitcmd import run_git
 
 GIT_TIMEOUT_S = 120.0
+# Git commands that write a whole working tree (a worktree's checkout, a reset, a merge): their time grows with the
+# repository and its filters (git-lfs, git-crypt); a large monorepo's checkout took longer than 120 s, and the
+# execution could never start.
+TREE_GIT_TIMEOUT_S = 1800.0
+_WRITES_THE_TREE = frozenset({"worktree", "checkout", "reset", "merge", "clean", "read-tree", "sparse-checkout"})
 WORKTREES_DIR = "worktrees"  # in the wfqueue cache
 # Where worktrees were made before they moved out of the repository (under its git directory): still pruned and
 # cleaned up there, for an execution started before.
@@ -75,10 +80,22 @@ def no_hooks_env(environ: Mapping[str, str]) -> dict[str, str]:
 def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     """Git for execution's worktrees and branches (wfqueue.gitcmd), hooks off: its failures are
     InfrastructureErrors."""
-    return run_git(cwd, *args, check=check, timeout_s=GIT_TIMEOUT_S, env=no_hooks_env(os.environ),
+    timeout_s = TREE_GIT_TIMEOUT_S if _subcommand(args) in _WRITES_THE_TREE else GIT_TIMEOUT_S
+    return run_git(cwd, *args, check=check, timeout_s=timeout_s, env=no_hooks_env(os.environ),
                    needed_for="execution works on git branches",
                    install_hint="install git on every worker that consumes the execute queue",
                    failure_hint="check the repository with `git status` and `git worktree list`")
+
+
+def _subcommand(args: tuple[str, ...]) -> str | None:
+    """Git's command among ``args``, after its own options (``-c name=value`` pairs, ``--no-pager``)."""
+    rest = iter(args)
+    for arg in rest:
+        if arg in ("-c", "-C"):
+            next(rest, None)
+        elif not arg.startswith("-"):
+            return arg
+    return None
 
 
 def _safe_name(text: str) -> str:
