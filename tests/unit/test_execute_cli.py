@@ -179,6 +179,26 @@ def test_a_changed_submodule_is_named_with_how_to_clean_it_inside(sample_repo: P
     assert snapshot(sample_repo) == before
 
 
+def test_a_file_inside_a_submodule_is_refused_naming_the_submodule(sample_repo: Path, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """It said "git does not track 1 file ... (ignored, or never added): commit them": the file is tracked, by the
+    submodule, and doing as told could not work."""
+    monkeypatch.setenv("WFQUEUE_EXECUTOR_COMMAND", "claude -p")
+    vendor = tmp_path / "vendor-lib"
+    vendor.mkdir()
+    (vendor / "lib.py").write_text("VALUE = 1\n", encoding="utf-8")
+    committed(vendor)
+    committed(sample_repo)
+    git(sample_repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(vendor), "vendor/lib")
+    git(sample_repo, "commit", "-qm", "vendor the lib")
+    plan_session(sample_repo, [task(1, "Change the vendored value", ["vendor/lib/lib.py"])])
+    assert main(["execute", SESSION, "--repo", str(sample_repo), "-y"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "1 file the plan changes is inside a submodule (vendor/lib/lib.py; submodule vendor/lib)" in err, err
+    assert "does not track" not in err and "--repo vendor/lib" in err
+
+
 def test_a_file_the_plan_changes_must_be_tracked_by_git(sample_repo: Path, capsys: pytest.CaptureFixture[str],
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WFQUEUE_EXECUTOR_COMMAND", "claude -p")

@@ -118,6 +118,16 @@ def untracked(repo: Path, paths: list[str]) -> list[str]:
     return [p for p in paths if p not in tracked]
 
 
+def _inside_submodules(repo: Path, paths: list[str]) -> dict[str, str]:
+    """Those of ``paths`` (relative to ``repo``) that lie in a submodule, and which one (its path)."""
+    if not paths:
+        return {}
+    listed = _git(repo, "ls-files", "--stage", "-z")
+    modules = [entry.split("\t", 1)[1] for entry in listed.stdout.split("\0")
+               if entry.startswith("160000 ") and "\t" in entry] if listed.returncode == 0 else []
+    return {path: module for path in paths for module in modules if path.startswith(module.rstrip("/") + "/")}
+
+
 def ignored(repo: Path, paths: list[str]) -> list[str]:
     """Those of ``paths`` (relative to ``repo``, not tracked) that git ignores (.gitignore, info/exclude, the
     global excludes file): a task's commit would leave them out."""
@@ -169,6 +179,18 @@ def check_clean_repository(repo: Path, existing_files: list[str] | None = None,
             hint=f"make it one (`git init`, `git add -A` and `git commit` in {repo}), then run the command again",
             dirty=missing,
         )
+    in_submodules = _inside_submodules(repo, missing)
+    if in_submodules:
+        module = next(iter(in_submodules.values()))
+        raise UnsafeRepositoryError(
+            f"{len(in_submodules)} file{'s' if len(in_submodules) != 1 else ''} the plan changes "
+            f"{'are' if len(in_submodules) != 1 else 'is'} inside a submodule ({_listing(sorted(in_submodules), ', ')};"
+            f" submodule{'s' if len(set(in_submodules.values())) != 1 else ''} "
+            f"{', '.join(sorted(set(in_submodules.values())))}): its files are another repository's, which a task's "
+            "worktree of this one does not hold",
+            hint=f"execute the submodule's part in that repository (`wfqueue execute PLAN --repo {module}` with "
+                 "paths relative to it), then record its new commit here",
+            dirty=sorted(in_submodules))
     if missing:
         raise UnsafeRepositoryError(
             f"git does not track {len(missing)} file{'s' if len(missing) != 1 else ''} the plan changes "
