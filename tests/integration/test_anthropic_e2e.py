@@ -275,3 +275,48 @@ def test_every_step_type_retries_transient_errors(sample_repo: Path) -> None:
     # Each failed step was asked again: one request more than a clean run of the same plans.
     assert kinds_seen(fake) == Counter({"understand": 2, "plan_area": 5, "assess": 3, "explore": 9, "lite_plan": 2,
                                         "detect_conflicts": 2, "generate_tasks": 2})
+
+
+def test_a_plan_killed_outright_still_shows_what_its_calls_cost(sample_repo: Path, tmp_path: Path) -> None:
+    """SIGKILLed while its agents waited on the API, a plan left no usage.json: `wfqueue status` showed no spend
+    for the calls it had paid (its bill was written only as it ended)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from support import wait_until
+
+    release = tmp_path / "release"
+    model = FakeModel()
+
+    def agents_wait(body: dict[str, Any]) -> Reply:
+        if step_kind(body) == "plan_area":
+            wait_until(release.exists, 120, "the test's release")
+        return model(body)
+
+    with FakeAnthropic(agents_wait) as fake:
+        env = wfqueue_env(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=fake.base_url,
+                          NO_PROXY="127.0.0.1,localhost")
+        command = subprocess.Popen(
+            [sys.executable, "-m", "wfqueue.cli.main", "collab-plan", COLLAB_REQUIREMENT, "--repo", str(sample_repo),
+             "--max-agents", "2", "--provider", "anthropic", "-y", "--json"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            planning = sample_repo / ".workflow" / ".planning"
+
+            def billed() -> int:
+                found = list(planning.glob("*/usage.json"))
+                return json.loads(found[0].read_text())["total"]["calls"] if found else 0
+
+            wait_until(lambda: billed() >= 1, 120, "the understanding's call on the bill while the agents wait")
+            os.killpg(command.pid, signal.SIGKILL)
+            command.wait()
+        finally:
+            release.touch()
+            if command.poll() is None:
+                os.killpg(command.pid, signal.SIGKILL)
+        answered = len([r for r in fake.requests if r.get("system") and step_kind(r) == "understand"])
+    (folder,) = planning.iterdir()
+    shown = run_cli("status", folder.name, "--repo", str(sample_repo), "--json", env=wfqueue_env()).json()
+    assert shown["usage"] is not None and shown["usage"]["total"]["calls"] == answered == 1, shown["usage"]

@@ -123,6 +123,7 @@ class WorkflowCoordinator(Generic[UI]):
         self.files: CoordinatorFiles | None = None  # the held session's files (``hold``)
         self._runtime: Runtime | None = None  # the one ``runtime`` holds: its workers are waited for and kept
         self._held: str | None = None  # the session ``hold`` has written to Redis (its meta, its claim)
+        self._billed = 0  # the calls usage.json counted when this command last wrote it (_keep_the_bill)
 
     @property
     def transport(self) -> Transport | None:
@@ -211,7 +212,19 @@ class WorkflowCoordinator(Generic[UI]):
         if kept is not None and kept.calls:
             state.record_usage(kept.calls)
 
-    def _bill(self, state: SessionState) -> None:
+    def _keep_the_bill(self, state: SessionStore) -> None:
+        """usage.json written again, while the command waits, once a call was recorded since it last was: a
+        command killed outright (SIGKILL, a power cut) left no bill of what it had paid, and `wfqueue status`
+        showed no spend. Only where workers share this disk: a worker with a disk of its own brings the session's
+        files through Redis, where an edit of this copy would win over its last step's."""
+        if self._runtime is None or not shares_disk(self._runtime.settings):
+            return
+        count = state.usage_count()
+        if count != self._billed:
+            self._billed = count
+            self._bill(state)
+
+    def _bill(self, state: SessionStore) -> None:
         """A session that ends early (its first step failing, Ctrl-C) still shows what its model calls cost: its
         usage.json is written where the last step would have written it. Nothing when no call was made (a
         refused session's empty folder is removed); best effort: the error that ended it matters more."""
@@ -283,6 +296,7 @@ class WorkflowCoordinator(Generic[UI]):
             if state is None:
                 return
             self._still_known(state, what)
+            self._keep_the_bill(state)
             note = state.recall(STEP_NOTE)
             if note is not None and note != shown[0]:
                 self.ui.note(what, note)
@@ -351,6 +365,7 @@ class WorkflowCoordinator(Generic[UI]):
 
         def tick() -> None:
             self._still_known(state, what)
+            self._keep_the_bill(state)
             self.ui.progress(state.agents(watched))
 
         try:
