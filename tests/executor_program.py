@@ -5,12 +5,15 @@ It reads the prompt (from the file named by its argument, else stdin), finds the
 line, and applies the edits a test wrote for that task in the JSON file named by ``WFQUEUE_TEST_EDITS``::
 
     {"T1": {"edits": {"path": "new content", "other": {"replace": ["old", "new"]}, "gone": null},
-            "sleep": 0.5, "exit": 3, "fix_edits": {...}, "git_commit": true}}
+            "sleep": 0.5, "exit": 3, "fix_edits": {...}, "git_commit": true,
+            "git_before": [["checkout", "-q", "-b", "mine"]], "git_after": [["stash", "push", "-q"]],
+            "after_edits": {"scratch.py": "x"}}}
 
 A task entry may also be just the ``edits`` mapping (``null`` deletes a file). ``fix_edits`` are applied instead
 of ``edits`` when the prompt reports a failing verification (the run that fixes it). ``sleep`` waits before
 editing, ``wait_for`` until the file it names exists; ``exit`` ends with that status after editing;
-``git_commit`` commits the edits, as some agent CLIs do.
+``git_commit`` commits the edits, as some agent CLIs do; ``git_before`` and ``git_after`` are git commands run
+before the edits and after them (and their commit), ``after_edits`` edits made just before ``git_after``.
 With ``WFQUEUE_TEST_EXECUTOR_LOG`` set, one JSON line per run is appended: ``{task, pid, ppid, cwd, start, end,
 fix, ancestors}`` (``ancestors``: [pid, command line] of its parent and grandparent, on Linux), so tests can prove
 which process ran a task, and when (overlap or not).
@@ -64,13 +67,16 @@ def main() -> int:
     fixing = "## Verification failed" in prompt
     started = time.time()
     plan = json.loads(Path(os.environ["WFQUEUE_TEST_EDITS"]).read_text(encoding="utf-8")).get(task_id, {})
-    if "edits" not in plan and not {"sleep", "exit", "fix_edits", "git_commit", "wait_for"} & set(plan):
+    if "edits" not in plan and not {"sleep", "exit", "fix_edits", "git_commit", "wait_for", "git_before",
+                                    "git_after"} & set(plan):
         plan = {"edits": plan}
     time.sleep(float(plan.get("sleep", 0)))
     if plan.get("wait_for"):  # held until a test creates that file (two minutes at most)
         deadline = time.monotonic() + 120
         while not Path(plan["wait_for"]).exists() and time.monotonic() < deadline:
             time.sleep(0.05)
+    for args in plan.get("git_before", []):
+        subprocess.run(["git", *args], check=True)
     edits = plan.get("fix_edits", plan.get("edits", {})) if fixing else plan.get("edits", {})
     for path, change in edits.items():
         _edit(Path.cwd(), path, change)
@@ -78,6 +84,10 @@ def main() -> int:
         subprocess.run(["git", "add", "-A"], check=True)
         subprocess.run(["git", "-c", "user.name=agent", "-c", "user.email=agent@example.invalid", "commit", "-qm",
                         "wip"], check=True)
+    for path, change in plan.get("after_edits", {}).items():
+        _edit(Path.cwd(), path, change)
+    for args in plan.get("git_after", []):
+        subprocess.run(["git", "-c", "user.name=agent", "-c", "user.email=agent@example.invalid", *args], check=True)
     log = os.environ.get("WFQUEUE_TEST_EXECUTOR_LOG")
     if log:
         entry = {"task": task_id, "pid": os.getpid(), "ppid": os.getppid(), "cwd": str(Path.cwd()),

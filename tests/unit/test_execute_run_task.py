@@ -343,3 +343,27 @@ def test_a_src_layout_project_imported_from_the_users_checkout_is_verified_from_
     run, _ = setup.run({"T1": {"src/calc/ops.py": broken_add}}, verification="python -m pytest -q tests")
     assert run.status == "failed" and run.verification == "failed", run.verification_output
     assert "assert -1 == 5" in run.verification_output
+
+
+def test_stash_entries_and_branches_an_executor_makes_leave_the_users_repository(setup: Setup) -> None:
+    """A worktree shares its repository's refs: an agent's `git checkout -b` and `git stash` in a task's worktree left
+    a branch in the user's repository and an entry on their own stash list (a `git stash pop` in their checkout
+    applied the agent's scratch edit there). The user's own stash entry and a branch made meanwhile stay."""
+    git(setup.repo, "checkout", "-q", "-b", "users-topic")
+    (setup.repo / "calc" / "ops.py").write_text("# the user's own\n" + SUB, encoding="utf-8")
+    git(setup.repo, "stash", "push", "-q", "-m", "users own work")
+    git(setup.repo, "checkout", "-q", "main")
+    setup.before = snapshot(setup.repo)
+    users_stash = git(setup.repo, "rev-parse", "stash@{0}")
+    run, _ = setup.run({"T1": {"git_before": [["checkout", "-q", "-b", "agent-scratch"]],
+                               "edits": {"calc/ops.py": SUB, "tests/test_sub.py": SUB_TEST}, "git_commit": True,
+                               "after_edits": {"calc/scratch.py": "EXPERIMENT = 1\n"},
+                               "git_after": [["stash", "push", "-q", "--include-untracked"]]}})
+    assert run.status == "committed", run.error
+    assert sorted(run.files_changed) == ["calc/ops.py", "tests/test_sub.py"]
+    assert git(setup.repo, "stash", "list", "--format=%H") == users_stash  # the agent's entry gone, the user's kept
+    branches = git(setup.repo, "for-each-ref", "--format=%(refname:short)", "refs/heads").split()
+    assert "agent-scratch" not in branches and "users-topic" in branches
+    said = (setup.exec_dir / run.log).read_text(encoding="utf-8") if run.log else ""
+    assert "deleted the branch agent-scratch" in said and "dropped the stash entry the executor made" in said
+    assert snapshot(setup.repo) == setup.before

@@ -21,6 +21,7 @@ from typing import Any
 from wfqueue import agent_notes
 from wfqueue.errors import InfrastructureError, TransientProviderError, WfqueueError
 from wfqueue.execute.commits import commit_all, commit_message, files_of_commit, find_task_commit
+from wfqueue.execute.executor_refs import before_run, take_back_refs
 from wfqueue.execute.executors import Executor
 from wfqueue.execute.gate import verification_refusal
 from wfqueue.execute.model import TaskRun
@@ -200,10 +201,13 @@ def _run(payload: ExecuteTask, executor: Executor, state: SessionStore, cache: P
     error: str | None = None
     for number in range(1, EXECUTOR_RUNS + 1):
         step = f"{task.id}#{attempt}" if number == 1 else f"{task.id}#{attempt}.{number}"
+        refs = before_run(path)
         with agent_notes.noting(lambda text: state.set_agent(task.id, note=text)):
             result = executor.run(prompt, workdir, step)
         log.section(f"executor run {number} ({step})", result.output + (f"\n{result.error}" if result.error else ""))
         take_back_commits(path, payload.branch, payload.base)
+        for said in take_back_refs(path, payload.branch, refs):
+            log.section(said, "")
         if not result.ok:
             error = result.error or "the executor failed"
             break
