@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -216,6 +217,42 @@ def test_a_plan_whose_command_died_while_its_agents_run_is_listed_as_planning_an
         assert wait_until(finished, 90, "the callback on the worker") in ("completed", "conflicts_detected")
     finally:
         stop_process_group(worker, grace_s=20)
+
+
+def test_agents_whose_worker_died_are_said_silent_not_running(broker: str, sample_repo: Path, tmp_path: Path) -> None:
+    """`wfqueue up` killed outright and started again: `status SESSION` showed the agents "running" on a worker that
+    no longer existed, for the hour until their messages came back, and the listing disagreed with it."""
+    from support import wait_until
+
+    release = tmp_path / "release"
+    provider = write_script(tmp_path / "script.json", hold={"plan_area:*": str(release)})
+    env = wfqueue_env(WFQUEUE_BROKER_URL=broker, WFQUEUE_AGENT_HEARTBEAT_S="0.2")
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "wfqueue.cli.main", "worker", "--hostname", "doomed@%h", "--concurrency", "2",
+         "--loglevel", "WARNING"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True)
+    try:
+        command = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "collab-plan", REQUIREMENT, "--repo",
+                                    str(sample_repo), "--max-agents", "2", "-y", "--provider", provider],
+                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   start_new_session=True)
+        wait_until(lambda: len(list(tmp_path.glob("release.plan_area:*.held"))) == 2, 90, "both agents under way")
+        command.kill()
+        command.wait()
+    finally:
+        stop_process_group(worker, signal.SIGKILL, grace_s=0)  # killed outright, with its agents
+        release.touch()
+    (folder,) = (sample_repo / ".workflow" / ".planning").iterdir()
+
+    def shown() -> dict | None:
+        status = run_cli("status", folder.name, "--repo", str(sample_repo), "--json", env=env, timeout=60).json()
+        return status if all(a.get("silent_s") for a in status["agents"]) else None
+
+    status = wait_until(shown, 30, "three missed heartbeats")
+    assert all("no heartbeat for" in a["note"] for a in status["agents"]), status["agents"]
+    assert status["status"] == "interrupted" and f"wfqueue resume {folder.name}" in status["hint"]
+    listed = run_cli("status", "--repo", str(sample_repo), "--json", env=env, timeout=60).json()
+    assert [row["status"] for row in listed] == ["interrupted"]  # the two views agree
 
 
 def test_a_plan_whose_queue_no_worker_consumes_says_so(broker: str, sample_repo: Path, tmp_path: Path) -> None:

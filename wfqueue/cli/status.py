@@ -102,7 +102,8 @@ def _as_it_stands(current: Shown, session_id: str, settings: Settings, live: Set
         # for a worker finishes on its own (its callback runs on the workers). Agents still pending were never
         # sent: the command sends them after the understanding, so without it nobody will. An execution's tasks
         # may still finish on the workers, but only its command merges them: without it, it was interrupted.
-        agents_go_on = isinstance(current, SessionStatus) and any(a.state in SENT_AGENT for a in current.agents)
+        agents_go_on = isinstance(current, SessionStatus) and any(a.state in SENT_AGENT and a.silent_s is None
+                                                                  for a in current.agents)
         nobody = (reachable and isinstance(current, SessionSummary | SessionStatus | Execution) and not agents_go_on
                   and coordinator_gone(settings, session_id))
     return cast(Shown, _nobody_runs(current, resume)) if nobody else current  # the same kind of record

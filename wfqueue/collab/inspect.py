@@ -7,6 +7,7 @@ the live agent states in Redis; never from what the coordinator hoped for.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,9 @@ class AgentStatus(BaseModel):
     pid: int | None = None
     error: str | None = None
     note: str | None = None  # what a running agent waits for (wfqueue.agent_notes)
+    # Seconds since a running agent's last heartbeat, once it has missed three: its worker is gone (killed, its
+    # host lost) or stuck. None while it beats.
+    silent_s: float | None = None
 
 
 class SessionStatus(BaseModel):
@@ -73,8 +77,22 @@ def _failure_marker(body: str) -> str | None:
     return None
 
 
+# A running agent beats every beat_every_s (workers/header.heartbeat): three missed beats mean its worker is gone
+# or stuck, as beat's watchdog reads them.
+MISSED_BEATS = 3
+
+
+def _silent_for(record: dict[str, Any], now: float | None) -> float | None:
+    """Seconds since a running agent's last sign of life, once it has missed ``MISSED_BEATS`` beats; else None."""
+    last, every = record.get("alive_at") or record.get("started_at"), record.get("beat_every_s")
+    if now is None or record.get("state") != AgentState.RUNNING or not last or not every:
+        return None
+    silent = now - float(last)
+    return round(silent, 1) if silent > MISSED_BEATS * float(every) else None
+
+
 def read_session(session_dir: Path, live: dict[str, dict[str, Any]] | None = None,
-                 live_usage: UsageReport | None = None) -> SessionStatus:
+                 live_usage: UsageReport | None = None, now: float | None = None) -> SessionStatus:
     usage = live_usage or read_usage_file(session_dir)
     try:
         analysis = RequirementAnalysis.model_validate_json((session_dir / ANALYSIS_FILE).read_text(encoding="utf-8"))
@@ -113,8 +131,13 @@ def read_session(session_dir: Path, live: dict[str, dict[str, Any]] | None = Non
             agents.append(AgentStatus(focus_area=sub.focus_area, state=AgentState.FAILED,
                                       error=record.get("error") or failure))
         else:
+            silent = _silent_for(record, now)
+            note_text = record.get("note") if silent is None else (
+                f"no heartbeat for {silent:g}s: its worker is gone or stuck; the broker gives its task to another "
+                "worker after WFQUEUE_VISIBILITY_TIMEOUT_S, and beat's watchdog sends it again sooner")
             agents.append(AgentStatus(focus_area=sub.focus_area, state=record.get("state", "pending"),
-                                      worker=record.get("worker"), pid=record.get("pid"), note=record.get("note")))
+                                      worker=record.get("worker"), pid=record.get("pid"), note=note_text,
+                                      silent_s=silent))
     report = read_json_object(session_dir / CONFLICTS_FILE)
     status = str(note.front_matter.get("status", "planning"))
     tasks = int(report.get("total_tasks", sum(a.tasks for a in agents)))
@@ -145,4 +168,4 @@ def read_status(session_dir: Path, settings: Settings) -> SessionStatus:
     live = state.agents([a.focus_area for a in current.agents])
     # A session Redis no longer knows (expired) keeps what its callback wrote to usage.json.
     live_usage = session_report(state, PriceTable(settings.price_table)) if state.meta() else None
-    return read_session(session_dir, live, live_usage) if live or live_usage else current
+    return read_session(session_dir, live, live_usage, now=time.time()) if live or live_usage else current
