@@ -128,6 +128,23 @@ def test_a_new_module_only_for_a_named_component_beside_its_relative(sample_repo
         assert new_module_path(index, ["notes_api/api/middleware.py"], loose) is None, loose
 
 
+def test_a_new_module_is_named_as_most_of_its_folder_names_files_and_more_kinds_are_components(
+        tmp_path: Path) -> None:
+    """zod's core/ names files to-json-schema.ts and json-schema.ts: one sibling, compile.ts, made the new helper
+    toZod.ts. And "Add a PDF renderer" named no component: gin's six renderers were changed instead of a new one."""
+    write(tmp_path, {"core/compile.ts": "export function compile() {}\n",
+                     "core/to-json-schema.ts": "export function toJSONSchema() {}\n",
+                     "core/json-schema.ts": "export type JSONSchema = {}\n",
+                     "core/util.ts": "export const noop = () => {}\n",
+                     "render/json.go": "package render\n\ntype JSON struct{}\n",
+                     "render/xml.go": "package render\n\ntype XML struct{}\n"})
+    index = build_index(tmp_path)
+    assert new_module_path(index, ["core/compile.ts"], "Add a new zod schema helper that compiles fast") == \
+        "core/zod-schema.ts"
+    assert named_component(index, "Add a PDF renderer: a new render.PDF type") == (["pdf"], "renderer")
+    assert new_module_path(index, ["render/json.go"], "Add a PDF renderer: a new render.PDF type") == "render/pdf.go"
+
+
 def test_a_component_placed_in_existing_code_gets_no_module_of_its_own(sample_repo: Path) -> None:
     """sinatra: "Add a redirect_permanent helper that sends a 308 redirect, next to the existing redirect helper"
     planned sinatra-contrib/lib/sinatra/redirect_permanent.rb, which nobody asked for."""

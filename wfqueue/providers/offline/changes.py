@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections import Counter
 
 from wfqueue.analysis import RepoIndex, code_symbols, fan_in, rank_symbols, test_command_for, tokenize
 from wfqueue.analysis.files import TEST_FOLDERS, is_test_path
@@ -102,7 +103,9 @@ def earlier_needs(order: list[str], needs: dict[str, list[str]]) -> dict[str, li
 
 
 _KINDS = ("module", "class", "component", "backend", "plugin", "command", "adapter", "middleware", "handler",
-          "provider", "serializer", "driver", "transport", "helper", "extension", "service", "package", "store")
+          "provider", "serializer", "driver", "transport", "helper", "extension", "service", "package", "store",
+          "renderer", "binding", "codec", "encoder", "decoder", "formatter", "exporter", "loader", "validator",
+          "parser", "reporter")
 # "add a RateLimiter class", "a new `retry` module", "new redis backend": one or two words before the kind,
 # the last part of a qualified name ("a Rack::Protection::PermissionsPolicy middleware"). Not "add docstrings to
 # middleware.py" nor "add logging to the store": a preposition names where, not the component, and a kind
@@ -135,14 +138,23 @@ def named_component(index: RepoIndex, requirement: str) -> tuple[list[str], str]
     return None
 
 
-def _styled(words: list[str], like: str) -> str:
-    """A module name from ``words`` in the naming style of the sibling file ``like``."""
-    stem = posixpath.basename(like).split(".", 1)[0]
-    if like.endswith((".py", ".pyi", ".rb", ".rs")) or "_" in stem:
+def _styled(words: list[str], like: str, siblings: list[str] | None = None) -> str:
+    """A module name from ``words`` in the naming style of the sibling files (``siblings``, the files of its
+    folder and language; else ``like`` alone): the style most of them use, of several words (zod's core/ names
+    files to-json-schema.ts: one sibling, compile.ts, gave toZod.ts)."""
+    if like.endswith((".py", ".pyi", ".rb", ".rs")):
         return "_".join(words)
-    if "-" in stem:
+    stems = [posixpath.basename(p).split(".", 1)[0] for p in siblings or [like]]
+    styles = Counter("snake" if "_" in stem.strip("_") else "kebab" if "-" in stem else
+                     "pascal" if stem[:1].isupper() else "camel" if any(c.isupper() for c in stem) else None
+                     for stem in stems)
+    styles.pop(None, None)
+    style = styles.most_common(1)[0][0] if styles else "pascal" if posixpath.basename(like)[:1].isupper() else "camel"
+    if style == "snake":
+        return "_".join(words)
+    if style == "kebab":
         return "-".join(words)
-    if stem[:1].isupper():
+    if style == "pascal":
         return "".join(w.capitalize() for w in words)
     return words[0] + "".join(w.capitalize() for w in words[1:])
 
@@ -216,7 +228,10 @@ def new_module_path(index: RepoIndex, focus_paths: list[str], requirement: str) 
     wanted = set(words) | {kind}
     relative = max(code, key=lambda p: (len(wanted & set(re.findall(r"[a-z0-9]+", p.lower()))), -code.index(p)))
     extension = posixpath.splitext(relative)[1] or ".py"
-    path = posixpath.join(posixpath.dirname(relative), _styled(words, relative) + extension)
+    folder = posixpath.dirname(relative)
+    siblings = [f.path for f in index.files if posixpath.dirname(f.path) == folder and f.path.endswith(extension)
+                and not f.is_test]
+    path = posixpath.join(folder, _styled(words, relative, siblings) + extension)
     return None if any(f.path == path for f in index.files) else path
 
 
