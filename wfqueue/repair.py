@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Container, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from typing import Literal
 
 from pydantic import BaseModel
@@ -195,7 +195,7 @@ def repair_tasks(
     padding of canonical ids (3 for TASK-001, 1 for IMPL-1). With ``sequential`` the
     ids are the range's first numbers in task order (lite plans, workflow sessions).
     """
-    tasks, dropped_repairs = _without_fileless(tasks, exists, is_folder, leaves)
+    tasks, dropped_repairs, inherited = _without_fileless(tasks, exists, is_folder, leaves)
     dropped = {r.task_id for r in dropped_repairs if r.task_id is not None}
     given = _new_ids([t.id for t in tasks], id_prefix, id_range, digits, sequential)
     if None in given:  # more tasks than the range has ids: those it has none left for go
@@ -217,9 +217,10 @@ def repair_tasks(
     resolve = {old: new_ids[position] for old, position in first_position.items()}
 
     # What the answer's tasks create, under the ids they end up with: a repair names the creator by its new id.
-    created = FileActionsInPlan([t.model_copy(update={"id": new_ids[position],
-                                                     "depends_on": [resolve.get(d, d) for d in t.depends_on]})
-                                 for position, t in enumerate(tasks)])
+    created = FileActionsInPlan([t.model_copy(update={
+        "id": new_ids[position], "depends_on": [resolve.get(d, d) for d in _through_dropped(t.depends_on, inherited,
+                                                                                            resolve)]})
+        for position, t in enumerate(tasks)])
     repairs: list[Repair] = list(dropped_repairs)  # first: they explain the references removed below
     repaired: list[UnifiedTask] = []
     rewritten_in: dict[str, list[str]] = {}
@@ -228,10 +229,10 @@ def repair_tasks(
         new_id = new_ids[position]
         deps: list[str] = []
         dep_repairs: list[Repair] = []
-        for dep in task.depends_on:
+        for dep in _through_dropped(task.depends_on, inherited, resolve):
             if dep in dropped and dep not in resolve:  # not another agent's task of that id: this one, gone
                 dep_repairs.append(Repair(kind="removed_unknown_dependency", task_id=new_id,
-                                          detail=f"removed dependency on {dep}: that task was dropped"))
+                                          detail=f"removed dependency on the dropped task {dep}"))
                 continue
             if dep in resolve or dep in known_external_ids:
                 again = resolve.get(dep, dep)
@@ -261,6 +262,9 @@ def repair_tasks(
         file_repairs = [Repair(kind="dropped_file", task_id=new_id,
                                detail=f"dropped {entry.path} ({entry.action}): it {fault.what}")
                         for entry, fault in zip(task.files, faults, strict=True) if fault is not None]
+        if file_repairs and not files:  # only when it was every task's lot (_without_fileless keeps them then)
+            last = file_repairs[-1]
+            file_repairs[-1] = last.model_copy(update={"detail": last.detail + "; the task has no files left"})
         per_task.append((deps, dep_repairs, file_repairs, files))
 
     for position, task in enumerate(tasks):
@@ -286,12 +290,40 @@ def repair_tasks(
     return repaired, repairs
 
 
+def _through_dropped(depends_on: list[str], inherited: dict[str, list[str]], resolve: Mapping[str, str]) -> list[str]:
+    """``depends_on`` with each dropped task (``inherited``: its own dependencies, by the ids the answer gave)
+    replaced by what it depended on, transitively: a task after a dropped one still comes after what that one
+    waited for (the task creating the file it changes). An id another task still carries is that task's."""
+    def dropped(dep: str) -> bool:
+        return dep in inherited and dep not in resolve
+
+    out: list[str] = []
+    for dep in depends_on:
+        if not dropped(dep):
+            out.append(dep)  # as the answer wrote it (a repeat is said by the caller's repair)
+            continue
+        pending, seen = list(inherited[dep]), {dep}
+        while pending:
+            above = pending.pop(0)
+            if above in seen:
+                continue
+            seen.add(above)
+            if dropped(above):
+                pending[:0] = inherited[above]
+            elif above not in out and above not in depends_on:
+                out.append(above)
+    return out
+
+
 def _without_fileless(tasks: list[UnifiedTask], exists: Callable[[str], bool], is_folder: Callable[[str], bool],
-                      leaves: Callable[[str], bool] | None) -> tuple[list[UnifiedTask], list[Repair]]:
+                      leaves: Callable[[str], bool] | None
+                      ) -> tuple[list[UnifiedTask], list[Repair], dict[str, list[str]]]:
     """``tasks`` less those none of whose files can be changed (each outside the repository, missing though to be
-    modified, a folder...), and a repair for each. Such a task was kept with no files: the plan read completed and
-    validated, and its execution paid an agent whose every change was then rejected for files the task does not
-    name. A task that names no file at all is left as it is."""
+    modified, a folder...), a repair for each, and each dropped task's dependencies (its dependents inherit them).
+    Such a task was kept with no files: the plan read completed and validated, and its execution paid an agent whose
+    every change was then rejected for files the task does not name. A task that names no file at all is left as it
+    is, and so are they all when none would be left (a plan is at least one task; execution refuses a task with no
+    file to change)."""
     checked, _ = _existing_created_as_modified(tasks, exists)  # as the repair then checks them (a created file
     plan = FileActionsInPlan(checked)                           # the repository has becomes one to modify)
     kept: list[UnifiedTask] = []
@@ -307,7 +339,10 @@ def _without_fileless(tasks: list[UnifiedTask], exists: Callable[[str], bool], i
                                   detail=f"dropped {task.id} ({task.title}): none of its files can be changed ({why})"))
         else:
             kept.append(task)
-    return kept, repairs
+    if not kept:
+        return tasks, [], {}
+    dropped = {r.task_id for r in repairs}
+    return kept, repairs, {t.id: list(t.depends_on) for t in tasks if t.id in dropped}
 
 
 def _existing_created_as_modified(tasks: list[UnifiedTask], exists: Callable[[str], bool]

@@ -274,7 +274,7 @@ def test_a_task_a_full_range_has_no_id_for_is_dropped_and_references_to_it_remov
     assert "the range TASK-001..TASK-002 has no id left for it" in repairs[0].detail
     # Where the next agent's ids are known (as in a collab plan): the reference still goes, not to its TASK-101.
     fixed, repairs = collab(tasks, (1, 2), external=IdRanges("TASK-", [(101, 200)]))
-    assert fixed[1].depends_on == [] and "that task was dropped" in repairs[1].detail
+    assert fixed[1].depends_on == [] and "the dropped task TASK-101" in repairs[1].detail
     # A dropped task ahead of the others: each kept task's own repairs stay its own.
     shifted = [task("X-1", files=[{"path": "pkg/x.py", "action": "create"}]),
                task("TASK-001"), task("TASK-002", files=[{"path": "pkg/b.py", "action": "create"}])]
@@ -388,3 +388,25 @@ def test_a_file_a_dependency_deletes_may_be_created_again() -> None:
     assert [[(f.path, f.action) for f in t.files] for t in fixed] == [
         [("pkg/a.py", "delete")], [("pkg/a.py", "create")], [("pkg/b.py", "modify")]]
     assert [r.kind for r in repairs] == ["created_to_modified"]
+
+
+def test_a_task_after_a_dropped_one_still_waits_for_what_that_one_waited_for() -> None:
+    """T3 modifies the file T1 creates, through T2 (dropped: its only file is missing): T3 lost its dependency, and
+    then its file ("does not exist until TASK-001 creates it"), and was left with no files."""
+    tasks = [task("TASK-001", files=[{"path": "pkg/new.py", "action": "create"}]),
+             task("TASK-002", deps=["TASK-001"], files=[{"path": "docs/missing.md", "action": "modify"}]),
+             task("TASK-003", deps=["TASK-002"], files=[{"path": "pkg/new.py", "action": "modify"}])]
+    fixed, repairs = repair_tasks(tasks, id_prefix="TASK-", id_range=(1, 3), exists=exists, sequential=True)
+    assert [(t.id, t.depends_on, [f.path for f in t.files]) for t in fixed] == [
+        ("TASK-001", [], ["pkg/new.py"]), ("TASK-002", ["TASK-001"], ["pkg/new.py"])]
+    assert [r.kind for r in repairs] == ["dropped_task", "renumbered"]
+
+
+def test_a_plan_whose_every_task_has_no_usable_file_keeps_them_for_validation_to_name() -> None:
+    """Dropped, the lite plan's one task left an empty task list, which the plan's model refuses: the remembered
+    answer failed the plan and every resume of it. Kept (its files emptied), `validate` and `execute` refuse it."""
+    tasks = [task("TASK-001", files=[{"path": "pkg/ghost.py", "action": "modify"}])]
+    fixed, repairs = repair_tasks(tasks, id_prefix="TASK-", id_range=(1, 3), exists=exists, sequential=True)
+    assert [t.files for t in fixed] == [[]]
+    assert [r.detail for r in repairs] == [
+        "dropped pkg/ghost.py (modify): it does not exist but is to be modified; the task has no files left"]
