@@ -23,6 +23,8 @@ def inline_code(text: str) -> str:
     A model's verification command holding a backtick ended the span, and one holding a line break and a fence
     (```` ``` ````) turned the rest of plan.md into a code block."""
     one = " ".join(text.split())
+    if not one:
+        return "(none)"  # an empty span is no code span in Markdown: its backticks would show
     fence = "`" * (max((len(run) for run in re.findall(r"`+", one)), default=0) + 1)
     pad = " " if one.startswith("`") or one.endswith("`") else ""
     return f"{fence}{pad}{one}{pad}{fence}"

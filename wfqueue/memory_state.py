@@ -151,9 +151,9 @@ class MemorySessionState:
                 raise TypeError(f"{keys.USAGE} holds a {type(value).__name__}, not a list (Redis: WRONGTYPE)")
             return [json.loads(raw) for raw in value or []]
 
-
     def usage_count(self) -> int:
         return len(self.usage())
+
     def save_turn(self, step: str, transcript: str, call: dict[str, Any] | None) -> None:
         """The transcript and the call's usage together, as SessionState's MULTI does."""
         with self._lock:

@@ -45,8 +45,9 @@ class CommandResult(BaseModel):
 
 
 # Why a program a check names may be missing in a worktree though the user's checkout has it.
-MISSING_PROGRAM_HINT = ("files the repository ignores (a virtualenv such as .venv, a build's output) are not in "
-                        "wfqueue's worktrees: name the program on PATH or by an absolute path")
+MISSING_PROGRAM_HINT = ("files the repository ignores (a virtualenv such as .venv, Composer's vendor/, a build's "
+                        "output) are not in wfqueue's worktrees: run the check with a tool found on PATH on the "
+                        "workers (`python -m pytest`, `npx jest`), or set WFQUEUE_EXECUTE_TEST_COMMAND to one")
 
 
 OUTPUT_LIMIT = 20_000

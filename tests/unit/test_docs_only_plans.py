@@ -73,6 +73,12 @@ def lite(index: RepoIndex, requirement: str) -> LitePlanDraft:
     ("Fix the parser for links in README.md", "change"),  # the parser is the change, README.md where it looks
     ("docs: fix malformed comment in cleanPath", "docstrings"),  # documentation in the code, not a document
     ("Parametrize the deprecation tests and check the warning targets", "tests"),
+    # Code named after the documents: a change.
+    ("Fix broken link detection in the docs builder", "change"),
+    ("Add an entry point to the docs CLI", "change"),
+    ("Fix the URL validation of the docs server", "change"),
+    ("Remove the duplicate entries from the readme parser", "change"),
+    ("docs: explain comments API in README", "docs"),  # a document it names, not comments in the code
 ])
 def test_what_a_requirement_asks_for(requirement: str, intent: str) -> None:
     assert intent_of(requirement) == intent

@@ -283,13 +283,14 @@ def test_finds_its_dependencies_as_node_does():
 '''
 
 
+@pytest.mark.parametrize("ignored", ["node_modules/", "node_modules/*"])  # the folder, or what is in it
 def test_a_tasks_checks_run_outside_the_git_directory_and_find_the_installed_node_modules(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ignored: str) -> None:
     """Task worktrees lived under .git/, where Jest found no test; out of the repository, the ignored node_modules
     Node found by walking up from the worktree must still be found."""
     repo = tmp_path / "repo"
     write_project(repo)
-    (repo / ".gitignore").write_text(".workflow/\nnode_modules/\n", encoding="utf-8")
+    (repo / ".gitignore").write_text(f".workflow/\n{ignored}\n", encoding="utf-8")
     (repo / "tests" / "test_deps.py").write_text(NODE_LIKE_TEST, encoding="utf-8")
     init_repo(repo)
     (repo / "node_modules" / "dep").mkdir(parents=True)

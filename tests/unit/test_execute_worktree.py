@@ -239,18 +239,37 @@ def test_a_kept_worktree_where_the_user_committed_the_work_is_kept_again(tmp_pat
 
 def test_only_this_hosts_worktrees_whose_folders_are_gone_are_pruned(tmp_path: Path) -> None:
     """With a shared disk, a worktree another host made is registered in the same repository, its folder on that
-    host: pruned here as gone, its task there lost its checkout."""
+    host: pruned here as gone, its task there lost its checkout. Told by its path, whatever cache the host had."""
     repo = make_repo(tmp_path)
     base = git(repo, "rev-parse", "HEAD")
-    elsewhere, gone_here = tmp_path / "on-another-host", tmp_path / "removed-by-hand"
-    for path, branch in ((elsewhere, "wfqueue/tasks/x/T8"), (gone_here, "wfqueue/tasks/x/T9")):
+    key = worktree._repo_key(repo)
+    elsewhere = tmp_path / "cache-b" / "worktrees" / "another-host" / key / EXEC_ID / "T8" / "1"
+    host = worktree._safe_name(socket.gethostname())
+    gone_here = tmp_path / "cache-a" / "worktrees" / host / key / EXEC_ID / "T9" / "1"
+    users_own = tmp_path / "users-own-worktree"
+    for path, branch in ((elsewhere, "wfqueue/tasks/x/T8"), (gone_here, "wfqueue/tasks/x/T9"), (users_own, "mine")):
         git(repo, "worktree", "add", "-q", "-b", branch, str(path), base)
-    admin = {Path(git(p, "rev-parse", "--absolute-git-dir")): p for p in (elsewhere, gone_here)}
-    for folder, path in admin.items():
-        (folder / worktree.HOST_MARK).write_text("another-host" if path == elsewhere else socket.gethostname())
-    shutil.rmtree(elsewhere)
-    shutil.rmtree(gone_here)
+        shutil.rmtree(path)
     _worktree(repo)  # a new task worktree: registrations whose folders are gone are pruned first
     listed = git(repo, "worktree", "list", "--porcelain")
     assert f"worktree {elsewhere}" in listed  # another host's: left registered
+    assert f"worktree {users_own}" in listed  # the user's: theirs to prune
     assert f"worktree {gone_here}" not in listed  # this host's, removed by hand: forgotten
+
+
+def test_an_execution_started_before_the_move_goes_on_in_its_worktrees_under_the_git_directory(
+        tmp_path: Path) -> None:
+    """Its integration branch is checked out under .git/wfqueue-worktrees/: a worktree of it in the cache was
+    refused by git ("cannot force update the branch ... checked out at"), on every --continue."""
+    from wfqueue.execute.merge import close_integration, integration_branch, leftover_worktrees, open_integration
+
+    repo = make_repo(tmp_path)
+    base = git(repo, "rev-parse", "HEAD")
+    legacy = repo / ".git" / "wfqueue-worktrees" / EXEC_ID
+    git(repo, "worktree", "add", "-q", "-b", integration_branch(EXEC_ID), str(legacy / "integration"), base)
+    git(repo, "worktree", "add", "-q", "-b", f"wfqueue/tasks/{EXEC_ID}/T1", str(legacy / "T1" / "1"), base)
+    assert open_integration(repo, cache(), EXEC_ID) == legacy / "integration"
+    assert worktree_path(repo, cache(), EXEC_ID, "T1", 1) == legacy / "T1" / "1"
+    assert close_integration(repo, legacy / "integration") is False
+    assert leftover_worktrees(repo, cache(), EXEC_ID) == []
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1 and not legacy.exists()

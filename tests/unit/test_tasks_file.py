@@ -335,8 +335,13 @@ def run() -> Any:
     return lambda *args: CliRunner().invoke(app, [str(a) for a in args])
 
 
+# A file the CLI tests' tasks change (a task naming none is a problem: `execute` would reject whatever it did).
+CHANGES = [{"path": "app.py", "action": "modify"}]
+
+
 def test_cli_exits_0_on_a_clean_plan(run: Any, tmp_path: Path) -> None:
-    (tmp_path / "tasks.jsonl").write_text(jsonl(task("A"), task("B", "A")))
+    (tmp_path / "app.py").write_text("")
+    (tmp_path / "tasks.jsonl").write_text(jsonl(task("A", files=CHANGES), task("B", "A", files=CHANGES)))
     result = run(tmp_path, "--repo", tmp_path)  # a session folder holding tasks.jsonl
     assert result.exit_code == 0, result.output
     assert result.output.strip() == "2 tasks, 0 problems"
@@ -344,7 +349,9 @@ def test_cli_exits_0_on_a_clean_plan(run: Any, tmp_path: Path) -> None:
 
 def test_cli_exits_2_and_lists_problems(run: Any, tmp_path: Path) -> None:
     plan = tmp_path / "tasks.jsonl"
-    plan.write_text(jsonl(task("A", "B"), task("B", "A"), task("C", files=[{"path": "missing.py"}])))
+    (tmp_path / "app.py").write_text("")
+    plan.write_text(jsonl(task("A", "B", files=CHANGES), task("B", "A", files=CHANGES),
+                          task("C", files=[{"path": "missing.py"}])))
     result = run(plan, "--repo", tmp_path)
     assert result.exit_code == 2
     lines = result.output.strip().splitlines()
@@ -355,14 +362,18 @@ def test_cli_exits_2_and_lists_problems(run: Any, tmp_path: Path) -> None:
 
 def test_cli_json_output(run: Any, tmp_path: Path) -> None:
     plan = tmp_path / "tasks.jsonl"
-    plan.write_text(jsonl(task("A", "GHOST")))
+    plan.write_text(jsonl(task("A", "GHOST"), task("B", files=CHANGES)))
+    (tmp_path / "app.py").write_text("")
     result = run(plan, "--repo", tmp_path, "--json")
     assert result.exit_code == 2
     payload = json.loads(result.output)
-    assert payload["path"] == str(plan) and payload["tasks"] == 1
+    assert payload["path"] == str(plan) and payload["tasks"] == 2
     assert payload["problems"] == [{
         "location": "tasks.jsonl:1", "task_id": "A", "code": "unknown_dependency",
         "message": "depends on GHOST, which no task in this plan has; fix the id or remove it",
+    }, {
+        "location": "tasks.jsonl:1", "task_id": "A", "code": "no_files",
+        "message": "names no file to change; add the files it modifies, creates or deletes to files[]",
     }]
 
 

@@ -51,6 +51,11 @@ def main() -> None:
         from wfqueue.cli.main import main as run
     except KeyboardInterrupt:  # Ctrl-C while the command line loads (a second or so): nothing has started yet
         print("interrupted", file=sys.stderr)
+        with contextlib.suppress(Exception, KeyboardInterrupt):  # a --json command's one object, as ever
+            from wfqueue.cli import json_output
+
+            if json_output.asked(sys.argv[1:]):
+                json_output.emit_failure(130, "interrupted", status="interrupted")
         exit_process(130)
     gc.freeze()
     gc.enable()

@@ -16,7 +16,7 @@ from wfqueue.execute.merge import branch_exists, checked_out_elsewhere, checkout
 from wfqueue.execute.model import ExecutablePlan
 from wfqueue.execute.records import Execution
 from wfqueue.execute.schedule import build_schedule
-from wfqueue.execute.worktree import execution_folder, git, legacy_execution_folder
+from wfqueue.execute.worktree import git, made_by_wfqueue
 
 
 def check_same_repository(execution: Execution, root: Path) -> None:
@@ -50,14 +50,20 @@ def check_continuable(execution: Execution, cache: Path) -> None:
                             hint="switch that checkout to another branch (`git switch -`), then continue")
     # A task run again takes its branch back into a worktree of its own: checked out by a person looking at a
     # failed attempt, the retry failed on git's refusal and spent the attempt.
-    ours = (execution_folder(repo, cache, execution.exec_id), legacy_execution_folder(repo, execution.exec_id))
     held = checkouts(repo)
     for task_id in reopened(execution):
         where = held.get(task_branch(execution.exec_id, task_id))
-        if where is not None and not any(where.resolve().is_relative_to(folder.resolve()) for folder in ours):
-            raise BadInputError(f"{execution.exec_id} cannot go on: the branch of {task_id}, "
-                                f"{task_branch(execution.exec_id, task_id)}, is checked out in {where}",
-                                hint="switch that checkout to another branch (`git switch -`), then continue")
+        if where is None or made_by_wfqueue(repo, where, exec_id=execution.exec_id, here=True):
+            continue
+        if made_by_wfqueue(repo, where, exec_id=execution.exec_id):  # another host's, sharing the repository
+            raise BadInputError(
+                f"{execution.exec_id} cannot go on: the branch of {task_id} is checked out in a worktree another "
+                f"host made for it, {where}", hint="go on from that host; or, once no worker there runs the task, "
+                f"remove that worktree (`git worktree remove --force {where}` there, or `git worktree prune` here "
+                "once its folder is gone), then continue")
+        raise BadInputError(f"{execution.exec_id} cannot go on: the branch of {task_id}, "
+                            f"{task_branch(execution.exec_id, task_id)}, is checked out in {where}",
+                            hint="switch that checkout to another branch (`git switch -`), then continue")
 
 
 def reschedule(execution: Execution, plan: ExecutablePlan) -> bool:

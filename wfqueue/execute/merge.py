@@ -11,14 +11,13 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from wfqueue.execute.commits import identity_options
+from wfqueue.execute.dependency_links import link_dependencies, remove_execution_folder
 from wfqueue.execute.worktree import (
     execution_folder,
     finish_worktree,
     git,
     legacy_execution_folder,
-    link_dependencies,
     prepare_worktree,
-    remove_execution_folder,
     worktree_list,
 )
 from wfqueue.sandboxed_commands import (
@@ -77,7 +76,10 @@ def claim_branch(repo: Path, branch: str, start: str) -> bool:
 
 
 def integration_path(repo: Path, cache: Path, exec_id: str) -> Path:
-    return execution_folder(repo, cache, exec_id) / INTEGRATION_DIR
+    """The integration worktree: in this host's cache, or under the git directory where an execution started
+    before made it (its branch is checked out there: git refuses it a second worktree, even forced)."""
+    legacy = legacy_execution_folder(repo, exec_id) / INTEGRATION_DIR
+    return legacy if legacy.is_dir() else execution_folder(repo, cache, exec_id) / INTEGRATION_DIR
 
 
 def open_integration(repo: Path, cache: Path, exec_id: str) -> Path:
@@ -109,17 +111,9 @@ def checkouts(repo: Path) -> dict[str, Path]:
 
 
 def checked_out_elsewhere(repo: Path, cache: Path, exec_id: str) -> Path | None:
-    """The worktree other than the execution's own where its integration branch is checked out, or None (its
-    own: where this host makes it, or under the git directory where it was made before)."""
+    """The worktree other than the execution's own where its integration branch is checked out, or None."""
     where = checkouts(repo).get(integration_branch(exec_id))
-    if where is None or where.resolve() == integration_path(repo, cache, exec_id).resolve():
-        return None
-    return None if where.resolve() == legacy_integration_path(repo, exec_id) else where
-
-
-def legacy_integration_path(repo: Path, exec_id: str) -> Path:
-    """Where an execution started before worktrees moved to the wfqueue cache made its integration worktree."""
-    return legacy_execution_folder(repo, exec_id) / INTEGRATION_DIR
+    return None if where is None or where.resolve() == integration_path(repo, cache, exec_id).resolve() else where
 
 
 def close_integration(repo: Path, path: Path) -> bool:

@@ -21,6 +21,7 @@ from typing import Any
 from wfqueue import agent_notes
 from wfqueue.errors import InfrastructureError, TransientProviderError, WfqueueError
 from wfqueue.execute.commits import commit_all, commit_message, files_of_commit, find_task_commit
+from wfqueue.execute.dependency_links import link_dependencies
 from wfqueue.execute.executor_refs import before_run, take_back_refs
 from wfqueue.execute.executors import Executor
 from wfqueue.execute.gate import verification_refusal
@@ -30,7 +31,6 @@ from wfqueue.execute.worktree import (
     changed_paths,
     finish_worktree,
     left_as_found,
-    link_dependencies,
     prepare_worktree,
     repo_prefix,
     take_back_commits,

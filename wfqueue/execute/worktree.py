@@ -11,11 +11,11 @@ that scan the tree (test runners, type checkers, editors) would find a second co
 directory (where they were) no such tool sees them, but neither do the task's own checks: Jest ignores every file
 whose path holds ``/.git/``, so a JavaScript project's tests were "not found" (a failure, or a green run of no
 tests with ``--passWithNoTests``). Per host: with a shared disk, another host's worktrees are registered in the
-same repository but their folders are not here, and must not be pruned as gone. The repository's
-``node_modules`` is linked beside each execution's worktrees (:func:`link_dependencies`), where Node's module
-resolution and npm's ``node_modules/.bin`` look when they walk up from a worktree, as they found it when worktrees
-were inside the repository. One folder per attempt: a worktree kept because it holds uncommitted work (see
-:func:`finish_worktree`) is never reset by a later attempt of the same task.
+same repository but their folders are not here, and must not be pruned as gone (:func:`made_by_wfqueue`). The
+repository's ``node_modules`` is linked beside each execution's worktrees (wfqueue.execute.dependency_links),
+where Node's module resolution and npm's ``node_modules/.bin`` look when they walk up from a worktree, as they
+found it when worktrees were inside the repository. One folder per attempt: a worktree kept because it holds
+uncommitted work (see :func:`finish_worktree`) is never reset by a later attempt of the same task.
 """
 
 from __future__ import annotations
@@ -43,11 +43,6 @@ WORKTREES_DIR = "worktrees"  # in the wfqueue cache
 # Where worktrees were made before they moved out of the repository (under its git directory): still pruned and
 # cleaned up there, for an execution started before.
 LEGACY_WORKTREES_DIR = "wfqueue-worktrees"
-# Beside each registered worktree of wfqueue's (in git's admin folder for it): the host that made it. Only that
-# host prunes it when its folder is gone, since on another host sharing the repository the folder never was.
-HOST_MARK = "wfqueue-host"
-# Dependency folders a project installs beside its code and ignores: linked beside an execution's worktrees.
-DEPENDENCY_DIRS = ("node_modules",)
 # Files a test run or an interpreter leaves behind: never part of a task's change, and not "uncommitted work"
 # either. A repository that does not ignore them would otherwise get them committed (and the task rejected for
 # writing files its plan does not name).
@@ -108,13 +103,33 @@ def _common_dir(repo: Path) -> Path:
     return (common if common.is_absolute() else repo / common).resolve()
 
 
-def worktrees_root(repo: Path, cache: Path) -> Path:
-    """This host's folder for the repository's worktrees, in the wfqueue cache ``cache``: named after the
-    repository, and told apart from another of the same name by its git directory's path."""
+def _repo_key(repo: Path) -> str:
+    """The repository's folder name in a cache of worktrees: its name, told apart from another of the same name by
+    its git directory's path (the same on every host that shares the disk)."""
     common = _common_dir(repo)
     name = common.parent.name if common.name == ".git" else common.name.removesuffix(".git")
-    digest = hashlib.sha256(os.fsencode(common)).hexdigest()[:12]
-    return cache / WORKTREES_DIR / _safe_name(socket.gethostname()) / f"{_safe_name(name)}-{digest}"
+    return f"{_safe_name(name)}-{hashlib.sha256(os.fsencode(common)).hexdigest()[:12]}"
+
+
+def worktrees_root(repo: Path, cache: Path) -> Path:
+    """This host's folder for the repository's worktrees, in the wfqueue cache ``cache``."""
+    return cache / WORKTREES_DIR / _safe_name(socket.gethostname()) / _repo_key(repo)
+
+
+def made_by_wfqueue(repo: Path, checkout: Path, *, exec_id: str | None = None, here: bool = False) -> bool:
+    """Whether the worktree at ``checkout`` is one of wfqueue's for ``repo`` (of execution ``exec_id``, when
+    given): under the git directory, where they were made before, or ``.../worktrees/{host}/{repo key}/...`` in a
+    wfqueue cache, any host's (with ``here``: this host's). Told by its path, which git keeps even when the folder
+    is gone, whatever cache folder the host that made it had set."""
+    legacy = _common_dir(repo) / LEGACY_WORKTREES_DIR
+    parts = Path(os.path.normpath(checkout)).parts
+    key, host = _repo_key(repo), _safe_name(socket.gethostname())
+    places = [n for n in range(len(parts) - 3) if parts[n] == WORKTREES_DIR and parts[n + 2] == key
+              and (not here or parts[n + 1] == host)]
+    if exec_id is not None:
+        places = [n for n in places if parts[n + 3] == _safe_name(exec_id)]
+        legacy = legacy / _safe_name(exec_id)
+    return bool(places) or checkout.is_relative_to(legacy)
 
 
 def execution_folder(repo: Path, cache: Path, exec_id: str) -> Path:
@@ -128,37 +143,10 @@ def legacy_execution_folder(repo: Path, exec_id: str) -> Path:
 
 
 def worktree_path(repo: Path, cache: Path, exec_id: str, task_id: str, attempt: int) -> Path:
-    return execution_folder(repo, cache, exec_id) / _safe_name(task_id) / str(attempt)
-
-
-def link_dependencies(repo: Path, folder: Path) -> None:
-    """Link the repository's installed dependencies (an ignored ``node_modules`` at its top) into ``folder``, the
-    parent of an execution's worktrees: Node and npm look for them in every folder above the one they run in.
-    Outside the worktrees, git never sees the links. Nothing when there is none, or the folder is tracked."""
-    top = Path(git(repo, "rev-parse", "--show-toplevel", check=False).stdout.strip() or repo)
-    for name in DEPENDENCY_DIRS:
-        installed, link = top / name, folder / name
-        if link.is_symlink() or not installed.is_dir():
-            continue
-        if git(top, "check-ignore", "--quiet", "--no-index", name, check=False).returncode != 0:
-            continue  # tracked, or not ignored: a worktree checks it out itself
-        folder.mkdir(parents=True, exist_ok=True)
-        staged = folder / f".{name}.{os.getpid()}.link"
-        staged.unlink(missing_ok=True)
-        staged.symlink_to(installed, target_is_directory=True)
-        os.replace(staged, link)  # whole or not at all, also beside another process doing the same
-
-
-def remove_execution_folder(folder: Path) -> None:
-    """Remove an execution's folder once its worktrees are gone: the dependency links first (an empty folder
-    of links is still a folder)."""
-    for name in DEPENDENCY_DIRS:
-        if (folder / name).is_symlink():
-            (folder / name).unlink()
-    try:
-        folder.rmdir()
-    except OSError:
-        pass  # a worktree kept for its uncommitted work is still in it
+    """Where the attempt's worktree is: in this host's cache, or under the git directory where an execution
+    started before made it (its branch is checked out there: git refuses it a second worktree)."""
+    legacy = legacy_execution_folder(repo, exec_id) / _safe_name(task_id) / str(attempt)
+    return legacy if legacy.is_dir() else execution_folder(repo, cache, exec_id) / _safe_name(task_id) / str(attempt)
 
 
 @contextmanager
@@ -168,7 +156,8 @@ def worktrees_locked(repo: Path) -> Iterator[None]:
     worker of the same wave deletes that folder: the add fails and its task with it. One lock file per repository,
     in its git directory, serialises those steps across the processes of this host (an flock: released by the
     kernel if its holder dies)."""
-    lock_file = _common_dir(repo) / f"{LEGACY_WORKTREES_DIR}.lock"
+    lock_file = _common_dir(repo) / LEGACY_WORKTREES_DIR / ".lock"  # where wfqueue's earlier versions lock too
+    lock_file.parent.mkdir(exist_ok=True)
     with open(lock_file, "a+b") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
@@ -217,23 +206,20 @@ def _commit_of_its_own(path: Path) -> bool:
 
 def _forget_missing(repo: Path) -> None:
     """`git worktree prune` for wfqueue's own worktrees only (made on this host, or under the git directory where
-    they were made before): the registration of one whose folder is gone is removed, so that its branch can be
-    checked out again. A prune of the whole repository also dropped the user's own worktrees whose folders were
-    away (moved, on a disk not mounted), and what their index held with them. As git does, a worktree locked by
-    someone is left registered; an "initializing" lock is a dead add's."""
-    common = _common_dir(repo)
-    legacy, host = common / LEGACY_WORKTREES_DIR, socket.gethostname()
-    for pointer in (common / "worktrees").glob("*/gitdir"):
+    they were made before: :func:`made_by_wfqueue`): the registration of one whose folder is gone is removed, so
+    that its branch can be checked out again. A prune of the whole repository also dropped the user's own worktrees
+    whose folders were away (moved, on a disk not mounted), and what their index held with them; another host's
+    (sharing the repository's disk) is there, not here. As git does, a worktree locked by someone is left
+    registered; an "initializing" lock is a dead add's."""
+    for pointer in (_common_dir(repo) / "worktrees").glob("*/gitdir"):
         admin = pointer.parent
         try:
             written = pointer.read_text(encoding="utf-8").strip()
             lock = (admin / "locked").read_text(encoding="utf-8").strip() if (admin / "locked").exists() else None
-            made_here = (admin / HOST_MARK).is_file() and (admin / HOST_MARK).read_text(encoding="utf-8") == host
         except (OSError, UnicodeDecodeError):
             continue
         checkout = Path(os.path.normpath(admin / written)).parent  # written absolute, or relative to admin
-        if (made_here or checkout.is_relative_to(legacy)) and not checkout.exists() \
-                and lock in (None, HALF_MADE_REASON):
+        if made_by_wfqueue(repo, checkout, here=True) and not checkout.exists() and lock in (None, HALF_MADE_REASON):
             shutil.rmtree(admin, ignore_errors=True)
 
 
@@ -285,8 +271,6 @@ def _prepare(repo: Path, path: Path, branch: str, base: str, base_commit: str) -
     _forget_missing(repo)  # a registration whose folder is gone would hold the branch
     path.parent.mkdir(parents=True, exist_ok=True)
     git(repo, "worktree", "add", "--quiet", "--force", "-B", branch, str(path), base)
-    admin = Path(git(path, "rev-parse", "--absolute-git-dir").stdout.strip())
-    (admin / HOST_MARK).write_text(socket.gethostname(), encoding="utf-8")
     return path
 
 

@@ -20,6 +20,8 @@ _ABOUT = (r"(?=\s*$|\s*[,.;:!]|\s+(?:for|to|of|in|on|about|around|covering|that|
           r"checking|verifying|exercising|explaining|describing|showing|under|against|using|from)\b)")
 _TEST_CLASS = r"(?-i:[A-Z][A-Za-z0-9]*[a-z0-9]Tests?)"
 _DOC_FILE = r"[\w./-]+\.(?:md|markdown|rst|adoc)\b"
+# The documents themselves, not "the docs builder", "the docs CLI", "the readme parser": code named after them.
+_DOC_END = r"(?=\s*$|\s*[,.;:!?)]|\s+(?:about|for|on|to|with|and|explaining|describing|so|that|which)\b)"
 # "Add tests for ...", "Write unit and integration tests covering ...", "Increase test coverage of ...",
 # "Cover X with tests", "Test that ...", "Add a new ArrayTypeNameTest", "Add more cases to TypeNameTest".
 _TESTS = re.compile(
@@ -54,9 +56,10 @@ _DOCS = re.compile(
     # of a document, in a document.
     r"|(?:fix|update|correct|remove|replace|add|clarify|rewrite|reword)\s+(?:the\s+|an?\s+|some\s+|all\s+)?"
     r"(?:(?!(?:for|to|of|in|on|with|from|and|or)\b)[\w-]+\s+){0,2}(?:links?|urls?|typos?|wording|sections?|"
-    rf"examples?|entr(?:y|ies)|paragraphs?|headings?|badges?|instructions|steps|references?|faqs?)\b{_IN_SENTENCE}"
+    r"examples?|entr(?:y|ies)|paragraphs?|headings?|badges?|instructions|steps|references?|faqs?)"
+    rf"(?=\s+(?:to|in|of|on|from|for|about|at)\b|\s*$|\s*[,.;:]){_IN_SENTENCE}"  # not "link detection"
     r"\b(?:in|to|of|on|from)\s+(?:the\s+)?"
-    rf"(?:{_DOC_FILE}|docs?\b|documentation|readme\b))", re.IGNORECASE)
+    rf"(?:{_DOC_FILE}|(?:docs?|documentation|readme){_DOC_END}))", re.IGNORECASE)
 # Documentation inside the code: "Add docstrings to ...", "Add a docstring to ...", "Document every public
 # function of ... with docstrings", "Add comments explaining ..."; not "Add comments endpoint" nor "Add docstring
 # support".
@@ -66,6 +69,7 @@ _DOCSTRINGS = re.compile(
     rf"|document\b{_IN_SENTENCE}\bwith\s+(?:docstrings?|doc\s+comments?|comments?)\b)", re.IGNORECASE)
 # What a "docs:" change names when it is documentation inside the code.
 _IN_CODE = re.compile(r"\b(?:comments?|docstrings?|doc\s+comments?|jsdoc|javadoc|godoc|rustdoc)\b", re.IGNORECASE)
+_NAMES_A_DOCUMENT = re.compile(rf"{_DOC_FILE}|\b(?:docs?|documentation|readme|changelog)\b", re.IGNORECASE)
 _ASKED: tuple[tuple[Intent, re.Pattern[str]], ...] = (("docstrings", _DOCSTRINGS), ("tests", _TESTS), ("docs", _DOCS))
 # How a commit-style requirement files itself ("test: ...", "docs(readme): ..."), after a workflow session's
 # "GOAL: " (workflow_session.structure.as_text), and an area tag ("[auth] Add tests ...").
@@ -115,8 +119,8 @@ def intent_of(requirement: str) -> Intent:
     if prefix:
         intent = _PREFIX_INTENTS.get(prefix.group(1).lower(), "change")
         rest = first[prefix.end():]
-        if intent == "docs" and _IN_CODE.search(rest):  # "docs: fix malformed comment in cleanPath"
-            intent = "docstrings"
+        if intent == "docs" and _IN_CODE.search(rest) and not _NAMES_A_DOCUMENT.search(rest):
+            intent = "docstrings"  # "docs: fix malformed comment in cleanPath", not "docs: explain comments in README"
     else:
         first = _AREA_TAG.sub("", first)
         for kind, pattern in _ASKED:
