@@ -184,6 +184,19 @@ def test_a_plan_whose_command_died_before_sending_its_agents_reads_interrupted(b
         stop_process_group(worker, grace_s=20)
 
 
+def kill_the_command_once_its_agents_run(repo: Path, provider: str, env: dict[str, str], tmp_path: Path) -> None:
+    """A 2-agent collab-plan on the shared broker, SIGKILLed once both agents are held on a worker (the scripted
+    provider's ``hold``, released by tmp_path/release)."""
+    from support import wait_until
+
+    command = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "collab-plan", REQUIREMENT, "--repo",
+                                str(repo), "--max-agents", "2", "-y", "--provider", provider],
+                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    wait_until(lambda: len(list(tmp_path.glob("release.plan_area:*.held"))) == 2, 90, "both agents under way")
+    command.kill()
+    command.wait()
+
+
 def test_a_plan_whose_command_died_while_its_agents_run_is_listed_as_planning_and_finishes_on_its_own(
         broker: str, sample_repo: Path, tmp_path: Path) -> None:
     """On a shared broker (or `wfqueue up`) the agents go on without their command, and the callback finishes the
@@ -196,13 +209,7 @@ def test_a_plan_whose_command_died_while_its_agents_run_is_listed_as_planning_an
     env = wfqueue_env(WFQUEUE_BROKER_URL=broker)
     worker = start_worker(broker, "remote", concurrency=2)
     try:
-        command = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "collab-plan", REQUIREMENT, "--repo",
-                                    str(sample_repo), "--max-agents", "2", "-y", "--provider", provider],
-                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                   start_new_session=True)
-        wait_until(lambda: len(list(tmp_path.glob("release.plan_area:*.held"))) == 2, 90, "both agents under way")
-        command.kill()
-        command.wait()
+        kill_the_command_once_its_agents_run(sample_repo, provider, env, tmp_path)
         (folder,) = (sample_repo / ".workflow" / ".planning").iterdir()
         listed = run_cli("status", "--repo", str(sample_repo), "--json", env=env, timeout=60)
         assert [(row["session_id"], row["status"]) for row in listed.json()] == [(folder.name, "planning")]
@@ -232,13 +239,7 @@ def test_agents_whose_worker_died_are_said_silent_not_running(broker: str, sampl
          "--loglevel", "WARNING"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True)
     try:
-        command = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "collab-plan", REQUIREMENT, "--repo",
-                                    str(sample_repo), "--max-agents", "2", "-y", "--provider", provider],
-                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                   start_new_session=True)
-        wait_until(lambda: len(list(tmp_path.glob("release.plan_area:*.held"))) == 2, 90, "both agents under way")
-        command.kill()
-        command.wait()
+        kill_the_command_once_its_agents_run(sample_repo, provider, env, tmp_path)
     finally:
         stop_process_group(worker, signal.SIGKILL, grace_s=0)  # killed outright, with its agents
         release.touch()

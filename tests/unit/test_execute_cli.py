@@ -152,6 +152,17 @@ def test_a_dirty_working_tree_is_refused_naming_the_files(sample_repo: Path, cap
     assert snapshot(sample_repo) == before  # .git/index included: checking the tree did not even refresh it
 
 
+def with_submodule(repo: Path, tmp_path: Path) -> None:
+    """``repo`` committed, with a repository of its own at vendor/lib as a submodule."""
+    vendor = tmp_path / "vendor-lib"
+    vendor.mkdir()
+    (vendor / "lib.py").write_text("VALUE = 1\n", encoding="utf-8")
+    committed(vendor)
+    committed(repo)
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(vendor), "vendor/lib")
+    git(repo, "commit", "-qm", "vendor the lib")
+
+
 def test_a_changed_submodule_is_named_with_how_to_clean_it_inside(sample_repo: Path, tmp_path: Path,
                                                                  capsys: pytest.CaptureFixture[str],
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
@@ -159,13 +170,7 @@ def test_a_changed_submodule_is_named_with_how_to_clean_it_inside(sample_repo: P
     which leaves a submodule's changes where they are: the command was refused again. The hint says to clean
     it inside the submodule, or to record its new commit."""
     monkeypatch.setenv("WFQUEUE_EXECUTOR_COMMAND", "claude -p")
-    vendor = tmp_path / "vendor-lib"
-    vendor.mkdir()
-    (vendor / "lib.py").write_text("VALUE = 1\n", encoding="utf-8")
-    committed(vendor)
-    committed(sample_repo)
-    git(sample_repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(vendor), "vendor/lib")
-    git(sample_repo, "commit", "-qm", "vendor the lib")
+    with_submodule(sample_repo, tmp_path)
     plan_session(sample_repo)
     (sample_repo / "vendor" / "lib" / "lib.py").write_text("VALUE = 2\n", encoding="utf-8")
     before = snapshot(sample_repo)
@@ -185,13 +190,7 @@ def test_a_file_inside_a_submodule_is_refused_naming_the_submodule(sample_repo: 
     """It said "git does not track 1 file ... (ignored, or never added): commit them": the file is tracked, by the
     submodule, and doing as told could not work."""
     monkeypatch.setenv("WFQUEUE_EXECUTOR_COMMAND", "claude -p")
-    vendor = tmp_path / "vendor-lib"
-    vendor.mkdir()
-    (vendor / "lib.py").write_text("VALUE = 1\n", encoding="utf-8")
-    committed(vendor)
-    committed(sample_repo)
-    git(sample_repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(vendor), "vendor/lib")
-    git(sample_repo, "commit", "-qm", "vendor the lib")
+    with_submodule(sample_repo, tmp_path)
     plan_session(sample_repo, [task(1, "Change the vendored value", ["vendor/lib/lib.py"])])
     assert main(["execute", SESSION, "--repo", str(sample_repo), "-y"]) == 2
     err = " ".join(capsys.readouterr().err.split())
