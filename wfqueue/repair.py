@@ -229,7 +229,7 @@ def repair_tasks(
         new_id = new_ids[position]
         deps: list[str] = []
         dep_repairs: list[Repair] = []
-        for dep in _through_dropped(task.depends_on, inherited, resolve):
+        for dep, passed_on in _named_or_passed_on(task.depends_on, inherited, resolve, new_id, dep_repairs):
             if dep in dropped and dep not in resolve:  # not another agent's task of that id: this one, gone
                 dep_repairs.append(Repair(kind="removed_unknown_dependency", task_id=new_id,
                                           detail=f"removed dependency on the dropped task {dep}"))
@@ -237,14 +237,16 @@ def repair_tasks(
             if dep in resolve or dep in known_external_ids:
                 again = resolve.get(dep, dep)
                 if again in deps:  # named twice (or two ids that became one): once is what it means
-                    dep_repairs.append(Repair(kind="removed_duplicate_dependency", task_id=new_id,
-                                              detail=f"{new_id} named {dep} more than once"))
+                    if not passed_on:
+                        dep_repairs.append(Repair(kind="removed_duplicate_dependency", task_id=new_id,
+                                                  detail=f"{new_id} named {dep} more than once"))
                     continue
             if dep in resolve:
                 target = resolve[dep]
                 if target == new_id:
-                    dep_repairs.append(Repair(kind="removed_self_dependency", task_id=new_id,
-                                              detail=f"{new_id} depended on itself ({dep})"))
+                    if not passed_on:  # a dropped task's own dependency on this one is no choice of this one's
+                        dep_repairs.append(Repair(kind="removed_self_dependency", task_id=new_id,
+                                                  detail=f"{new_id} depended on itself ({dep})"))
                     continue
                 if target != dep:
                     rewritten_in.setdefault(dep, [])
@@ -290,6 +292,24 @@ def repair_tasks(
     return repaired, repairs
 
 
+def _named_or_passed_on(depends_on: list[str], inherited: dict[str, list[str]], resolve: Mapping[str, str],
+                        new_id: str, said: list[Repair]) -> list[tuple[str, bool]]:
+    """Each dependency as the answer named it, or, for a dropped task, what that one waited for (True: passed on),
+    the change said in ``said``."""
+    out: list[tuple[str, bool]] = []
+    for dep in depends_on:
+        if dep not in inherited or dep in resolve:
+            out.append((dep, False))
+            continue
+        instead = [above for above in _through_dropped([dep], inherited, resolve)
+                   if resolve.get(above, above) != new_id]  # what it waited for that this one is, it need not
+        said.append(Repair(kind="removed_unknown_dependency", task_id=new_id, detail=(
+            f"its dependency on the dropped task {dep} passed on to what that one waited for: {', '.join(instead)}"
+            if instead else f"removed dependency on the dropped task {dep}")))
+        out += [(above, True) for above in instead]
+    return out
+
+
 def _through_dropped(depends_on: list[str], inherited: dict[str, list[str]], resolve: Mapping[str, str]) -> list[str]:
     """``depends_on`` with each dropped task (``inherited``: its own dependencies, by the ids the answer gave)
     replaced by what it depended on, transitively: a task after a dropped one still comes after what that one
@@ -321,28 +341,31 @@ def _without_fileless(tasks: list[UnifiedTask], exists: Callable[[str], bool], i
     """``tasks`` less those none of whose files can be changed (each outside the repository, missing though to be
     modified, a folder...), a repair for each, and each dropped task's dependencies (its dependents inherit them).
     Such a task was kept with no files: the plan read completed and validated, and its execution paid an agent whose
-    every change was then rejected for files the task does not name. A task that names no file at all is left as it
-    is, and so are they all when none would be left (a plan is at least one task; execution refuses a task with no
-    file to change)."""
-    checked, _ = _existing_created_as_modified(tasks, exists)  # as the repair then checks them (a created file
-    plan = FileActionsInPlan(checked)                           # the repository has becomes one to modify)
-    kept: list[UnifiedTask] = []
-    repairs: list[Repair] = []
-    for task, as_checked in zip(tasks, checked, strict=True):
-        faults = file_faults(as_checked.files, exists=exists, is_folder=is_folder, task_id=task.id, plan=plan,
-                             leaves=leaves)
-        if task.files and all(fault is not None for fault in faults):
-            why = "; ".join(dict.fromkeys(f"{entry.path} {fault.what}" for entry, fault in zip(task.files, faults,
-                                                                                               strict=True)
-                                          if fault is not None))
-            repairs.append(Repair(kind="dropped_task", task_id=task.id,
-                                  detail=f"dropped {task.id} ({task.title}): none of its files can be changed ({why})"))
-        else:
-            kept.append(task)
-    if not kept:
-        return tasks, [], {}
-    dropped = {r.task_id for r in repairs}
-    return kept, repairs, {t.id: list(t.depends_on) for t in tasks if t.id in dropped}
+    every change was then rejected for files the task does not name (new tests aside). A task that names no file
+    at all is left as it is, and so are they all when none would be left: a plan is at least one task."""
+    remaining, repairs, inherited = list(tasks), list[Repair](), dict[str, list[str]]()
+    while True:  # a task whose only file a dropped one created is dropped in turn
+        kept_ids = {t.id: t.id for t in remaining}
+        rewired = [t.model_copy(update={"depends_on": _through_dropped(t.depends_on, inherited, kept_ids)})
+                   for t in remaining]
+        checked, _ = _existing_created_as_modified(rewired, exists)  # as the repair then checks them (a created
+        plan = FileActionsInPlan(checked)                            # file the repository has: one to modify)
+        dropped_now: list[UnifiedTask] = []
+        for task, as_checked in zip(remaining, checked, strict=True):
+            faults = file_faults(as_checked.files, exists=exists, is_folder=is_folder, task_id=task.id, plan=plan,
+                                 leaves=leaves)
+            if task.files and all(fault is not None for fault in faults):
+                why = "; ".join(dict.fromkeys(f"{entry.path} {fault.what}" for entry, fault in
+                                              zip(task.files, faults, strict=True) if fault is not None))
+                repairs.append(Repair(kind="dropped_task", task_id=task.id, detail=f"dropped {task.id} "
+                                      f"({task.title}): none of its files can be changed ({why})"))
+                dropped_now.append(task)
+        if not dropped_now:
+            return remaining, repairs, inherited
+        if len(dropped_now) == len(remaining):
+            return tasks, [], {}  # none would be left: a plan is at least one task
+        inherited |= {t.id: list(t.depends_on) for t in dropped_now}
+        remaining = [t for t in remaining if all(t is not gone for gone in dropped_now)]
 
 
 def _existing_created_as_modified(tasks: list[UnifiedTask], exists: Callable[[str], bool]

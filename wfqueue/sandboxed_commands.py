@@ -47,7 +47,8 @@ class CommandResult(BaseModel):
 # Why a program a check names may be missing in a worktree though the user's checkout has it.
 MISSING_PROGRAM_HINT = ("files the repository ignores (a virtualenv such as .venv, Composer's vendor/, a build's "
                         "output) are not in wfqueue's worktrees: run the check with a tool found on PATH on the "
-                        "workers (`python -m pytest`, `npx jest`), or set WFQUEUE_EXECUTE_TEST_COMMAND to one")
+                        "workers (`python -m pytest`, `npx jest`), in the task's verification (and, for the gate, "
+                        "in WFQUEUE_EXECUTE_TEST_COMMAND)")
 
 
 OUTPUT_LIMIT = 20_000

@@ -79,6 +79,12 @@ def lite(index: RepoIndex, requirement: str) -> LitePlanDraft:
     ("Fix the URL validation of the docs server", "change"),
     ("Remove the duplicate entries from the readme parser", "change"),
     ("docs: explain comments API in README", "docs"),  # a document it names, not comments in the code
+    ("docs: fix the comment in the docs builder", "docstrings"),  # the builder's code
+    # The documents themselves, however they are named after the part: documentation.
+    ("Update the links in the docs folder", "docs"),
+    ("Update the install steps in the README file", "docs"),
+    ("Add a FAQ entry to the docs site about proxies", "docs"),
+    ("Remove the outdated section from the README since v2", "docs"),
 ])
 def test_what_a_requirement_asks_for(requirement: str, intent: str) -> None:
     assert intent_of(requirement) == intent

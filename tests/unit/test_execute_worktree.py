@@ -273,3 +273,17 @@ def test_an_execution_started_before_the_move_goes_on_in_its_worktrees_under_the
     assert close_integration(repo, legacy / "integration") is False
     assert leftover_worktrees(repo, cache(), EXEC_ID) == []
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1 and not legacy.exists()
+
+
+def test_an_older_executions_integration_worktree_whose_folder_is_gone_does_not_hold_it_back(tmp_path: Path) -> None:
+    """Registered under .git/wfqueue-worktrees/, its folder removed: --continue said to `git switch -` in a folder
+    that no longer existed."""
+    from wfqueue.execute.merge import checked_out_elsewhere, integration_branch, open_integration
+
+    repo = make_repo(tmp_path)
+    legacy = repo / ".git" / "wfqueue-worktrees" / EXEC_ID / "integration"
+    git(repo, "worktree", "add", "-q", "-b", integration_branch(EXEC_ID), str(legacy), git(repo, "rev-parse", "HEAD"))
+    shutil.rmtree(legacy)
+    assert checked_out_elsewhere(repo, cache(), EXEC_ID) is None
+    opened = open_integration(repo, cache(), EXEC_ID)
+    assert opened.is_relative_to(cache()) and git(opened, "symbolic-ref", "HEAD").endswith(integration_branch(EXEC_ID))

@@ -399,7 +399,12 @@ def test_a_task_after_a_dropped_one_still_waits_for_what_that_one_waited_for() -
     fixed, repairs = repair_tasks(tasks, id_prefix="TASK-", id_range=(1, 3), exists=exists, sequential=True)
     assert [(t.id, t.depends_on, [f.path for f in t.files]) for t in fixed] == [
         ("TASK-001", [], ["pkg/new.py"]), ("TASK-002", ["TASK-001"], ["pkg/new.py"])]
-    assert [r.kind for r in repairs] == ["dropped_task", "renumbered"]
+    assert [(r.kind, r.task_id, r.detail) for r in repairs] == [
+        ("dropped_task", "TASK-002", "dropped TASK-002 (title TASK-002): none of its files can be changed "
+                                     "(docs/missing.md does not exist but is to be modified)"),
+        ("renumbered", "TASK-002", "TASK-003 -> TASK-002 (ids follow the task order)"),
+        ("removed_unknown_dependency", "TASK-002", "its dependency on the dropped task TASK-002 passed on to what "
+                                                   "that one waited for: TASK-001")]
 
 
 def test_a_plan_whose_every_task_has_no_usable_file_keeps_them_for_validation_to_name() -> None:
@@ -410,3 +415,15 @@ def test_a_plan_whose_every_task_has_no_usable_file_keeps_them_for_validation_to
     assert [t.files for t in fixed] == [[]]
     assert [r.detail for r in repairs] == [
         "dropped pkg/ghost.py (modify): it does not exist but is to be modified; the task has no files left"]
+
+
+def test_a_task_whose_only_file_a_dropped_task_created_is_dropped_in_turn() -> None:
+    """T3 modifies the file T2 creates; T2 is dropped (it both modifies and creates it, neither of which can be): T3
+    was kept with no files left."""
+    tasks = [task("TASK-001"),
+             task("TASK-002", files=[{"path": "pkg/new.py", "action": "modify"},
+                                     {"path": "pkg/new.py", "action": "create"}]),
+             task("TASK-003", deps=["TASK-002"], files=[{"path": "pkg/new.py", "action": "modify"}])]
+    fixed, repairs = repair_tasks(tasks, id_prefix="TASK-", id_range=(1, 3), exists=exists, sequential=True)
+    assert [t.id for t in fixed] == ["TASK-001"] and fixed[0].files
+    assert [(r.kind, r.task_id) for r in repairs] == [("dropped_task", "TASK-002"), ("dropped_task", "TASK-003")]

@@ -335,7 +335,7 @@ def run() -> Any:
     return lambda *args: CliRunner().invoke(app, [str(a) for a in args])
 
 
-# A file the CLI tests' tasks change (a task naming none is a problem: `execute` would reject whatever it did).
+# A file the CLI tests' tasks change.
 CHANGES = [{"path": "app.py", "action": "modify"}]
 
 
@@ -371,9 +371,6 @@ def test_cli_json_output(run: Any, tmp_path: Path) -> None:
     assert payload["problems"] == [{
         "location": "tasks.jsonl:1", "task_id": "A", "code": "unknown_dependency",
         "message": "depends on GHOST, which no task in this plan has; fix the id or remove it",
-    }, {
-        "location": "tasks.jsonl:1", "task_id": "A", "code": "no_files",
-        "message": "names no file to change; add the files it modifies, creates or deletes to files[]",
     }]
 
 

@@ -84,10 +84,12 @@ MISSED_BEATS = 3
 
 def _silent_for(record: dict[str, Any], now: float | None) -> float | None:
     """Seconds since a running agent's last sign of life, once it has missed ``MISSED_BEATS`` beats; else None."""
-    last, every = record.get("alive_at") or record.get("started_at"), record.get("beat_every_s")
-    if now is None or record.get("state") != AgentState.RUNNING or not last or not every:
+    # The later of its start and its last beat: a retried agent's record still holds the earlier attempt's beat.
+    signs = [float(t) for t in (record.get("alive_at"), record.get("started_at")) if t]
+    every = record.get("beat_every_s")
+    if now is None or record.get("state") != AgentState.RUNNING or not signs or not every:
         return None
-    silent = now - float(last)
+    silent = now - max(signs)
     return round(silent, 1) if silent > MISSED_BEATS * float(every) else None
 
 

@@ -55,7 +55,8 @@ def take_back_refs(worktree: Path, branch: str, before: RefsBefore) -> list[str]
         ref, commit, subject = [*line.split("\x1f"), "", ""][:3]
         ours = any(subject.startswith((f"WIP on {name}:", f"On {name}:")) for name in own)
         # The list is the repository's: another task's agent, or the user, may have stashed since it was read, and
-        # the entry at that place be theirs. Dropped only while it still is this one.
+        # the entry at that place be theirs. Checked again just before it is dropped (git drops by place only, so a
+        # stash made between the two commands can still move it: a window of milliseconds, not of the whole run).
         still = ours and git(worktree, "rev-parse", "--verify", "--quiet", ref, check=False).stdout.strip() == commit
         if still and git(worktree, "stash", "drop", "--quiet", ref, check=False).returncode == 0:
             said.append(f"dropped the stash entry the executor made ({commit[:12]}: {subject}) from the "

@@ -191,18 +191,8 @@ def read_plan(source: PlanSource, root: Path) -> tuple[list[LoadedTask], list[Ta
     """Every task of the plan at ``source`` and every problem with them (``wfqueue validate``'s findings)."""
     if source.kind == "collab":
         tasks, problems = _collab_tasks(source)
-        problems += check_plan(tasks, root, in_repository(root))
-    else:
-        tasks, problems = validate_path(source.tasks_at, root)
-    return tasks, problems + _fileless(tasks)
-
-
-def _fileless(tasks: list[LoadedTask]) -> list[TaskProblem]:
-    """A task naming no file cannot be executed: whatever its agent changed would be rejected for files the task
-    does not name, after the agent was paid (a planner's answer whose every file was unusable leaves one)."""
-    return [TaskProblem(location=t.location, task_id=t.task.id, code="no_files",
-                        message="names no file to change; add the files it modifies, creates or deletes to files[]")
-            for t in tasks if not t.task.files]
+        return tasks, problems + check_plan(tasks, root, in_repository(root))
+    return validate_path(source.tasks_at, root)
 
 
 def load_plan(target: str, repo: str | None = None) -> ExecutablePlan:

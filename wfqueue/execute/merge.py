@@ -17,6 +17,7 @@ from wfqueue.execute.worktree import (
     finish_worktree,
     git,
     legacy_execution_folder,
+    made_by_wfqueue,
     prepare_worktree,
     worktree_list,
 )
@@ -113,7 +114,12 @@ def checkouts(repo: Path) -> dict[str, Path]:
 def checked_out_elsewhere(repo: Path, cache: Path, exec_id: str) -> Path | None:
     """The worktree other than the execution's own where its integration branch is checked out, or None."""
     where = checkouts(repo).get(integration_branch(exec_id))
-    return None if where is None or where.resolve() == integration_path(repo, cache, exec_id).resolve() else where
+    if where is None or where.resolve() == integration_path(repo, cache, exec_id).resolve():
+        return None
+    # Its own, made before (under the git directory) or in another cache folder of this host, its folder gone since:
+    # pruned when the integration worktree is made again.
+    gone_here = not where.exists() and made_by_wfqueue(repo, where, exec_id=exec_id, here=True)
+    return None if gone_here else where
 
 
 def close_integration(repo: Path, path: Path) -> bool:

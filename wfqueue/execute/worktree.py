@@ -178,7 +178,7 @@ def worktree_list(repo: Path) -> list[tuple[Path, list[str]]]:
 
 def _worktree_entry(repo: Path, path: Path) -> list[str] | None:
     """The lines git gives for the worktree at ``path``, or None when git does not know it."""
-    return next((lines for where, lines in worktree_list(repo) if where.resolve() == path), None)
+    return next((lines for where, lines in worktree_list(repo) if where.resolve() == path.resolve()), None)
 
 
 def _registered(repo: Path, path: Path) -> bool:

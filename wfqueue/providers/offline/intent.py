@@ -20,8 +20,10 @@ _ABOUT = (r"(?=\s*$|\s*[,.;:!]|\s+(?:for|to|of|in|on|about|around|covering|that|
           r"checking|verifying|exercising|explaining|describing|showing|under|against|using|from)\b)")
 _TEST_CLASS = r"(?-i:[A-Z][A-Za-z0-9]*[a-z0-9]Tests?)"
 _DOC_FILE = r"[\w./-]+\.(?:md|markdown|rst|adoc)\b"
-# The documents themselves, not "the docs builder", "the docs CLI", "the readme parser": code named after them.
-_DOC_END = r"(?=\s*$|\s*[,.;:!?)]|\s+(?:about|for|on|to|with|and|explaining|describing|so|that|which)\b)"
+# The documents themselves ("the docs folder", "the README file"), not "the docs builder", "the docs CLI", "the
+# readme parser": code named after them.
+_DOC_END = (r"(?!\s+(?:builder|build|cli|command|server|parser|generator|renderer|tool|tooling|script|plugin|api|"
+            r"config|configuration|dependenc(?:y|ies)|module|package|version|linter|theme|crawler|checker)\b)")
 # "Add tests for ...", "Write unit and integration tests covering ...", "Increase test coverage of ...",
 # "Cover X with tests", "Test that ...", "Add a new ArrayTypeNameTest", "Add more cases to TypeNameTest".
 _TESTS = re.compile(
@@ -69,7 +71,8 @@ _DOCSTRINGS = re.compile(
     rf"|document\b{_IN_SENTENCE}\bwith\s+(?:docstrings?|doc\s+comments?|comments?)\b)", re.IGNORECASE)
 # What a "docs:" change names when it is documentation inside the code.
 _IN_CODE = re.compile(r"\b(?:comments?|docstrings?|doc\s+comments?|jsdoc|javadoc|godoc|rustdoc)\b", re.IGNORECASE)
-_NAMES_A_DOCUMENT = re.compile(rf"{_DOC_FILE}|\b(?:docs?|documentation|readme|changelog)\b", re.IGNORECASE)
+_NAMES_A_DOCUMENT = re.compile(rf"{_DOC_FILE}|\b(?:docs?|documentation|readme|changelog)\b{_DOC_END}(?!/)",
+                               re.IGNORECASE)
 _ASKED: tuple[tuple[Intent, re.Pattern[str]], ...] = (("docstrings", _DOCSTRINGS), ("tests", _TESTS), ("docs", _DOCS))
 # How a commit-style requirement files itself ("test: ...", "docs(readme): ..."), after a workflow session's
 # "GOAL: " (workflow_session.structure.as_text), and an area tag ("[auth] Add tests ...").
