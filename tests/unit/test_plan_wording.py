@@ -125,3 +125,13 @@ def test_a_private_name_written_out_is_an_identifier_and_decides_the_file(sample
     draft = plan_tasks(index, requirement, "s", assess(requirement, signals(index, requirement), False), [], [])
     changed = [f.path for t in draft.tasks for f in t.files if not f.path.startswith("tests/")]
     assert changed and set(changed) == {"notes_api/api/handlers.py"}, changed
+
+
+def test_the_files_criterion_names_every_file_it_says_it_checks() -> None:
+    """"`git status --short -- a b c` lists each file" for a task of six files: three of them were never checked."""
+    paths = [f"pkg/m{n}.py" for n in range(1, 7)] + ["pkg/with space.py"]
+    [files, *_] = criteria_for("Change the modules", paths, [], "")
+    assert files == ("`git status --short -- pkg/m1.py pkg/m2.py pkg/m3.py pkg/m4.py pkg/m5.py pkg/m6.py "
+                     "'pkg/with space.py'` lists each file")
+    many = criteria_for("Change the modules", [f"pkg/m{n}.py" for n in range(1, 11)], [], "")[0]
+    assert many.endswith("lists each file (and 2 more of the task's files)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import shlex
 from collections import Counter
 
 from wfqueue.analysis import RepoIndex, code_symbols, fan_in, rank_symbols, test_command_for, tokenize
@@ -388,12 +389,20 @@ def names_to_find(requirement: str, present: frozenset[str] = frozenset()) -> li
             if not _only_a_file_name(n, requirement) and n.rsplit(".", 1)[-1] not in present]
 
 
+# How many of a task's files a criterion's command names; a task of more files says how many more.
+MOST_FILES_IN_A_CRITERION = 8
+
+
 def criteria_for(requirement: str, paths: list[str], tests: list[str], verification: str,
                  present: frozenset[str] = frozenset()) -> list[str]:
     """Acceptance criteria a reviewer checks with a command: the files changed, the tests pass,
     and the names the requirement writes out appear where they belong. A name ``paths`` already contain
     (``present``) is no criterion: `grep -n "newName"` finds it before any change."""
-    criteria = [f"`git status --short -- {' '.join(paths[:3])}` lists {'each file' if len(paths) > 1 else 'the file'}"]
+    # Every file, as the criterion says "each file" (with the first three only, three of six were checked).
+    shown = [shlex.quote(p) for p in paths[:MOST_FILES_IN_A_CRITERION]]
+    more = f" (and {len(paths) - len(shown)} more of the task's files)" if len(paths) > len(shown) else ""
+    criteria = [f"`git status --short -- {' '.join(shown)}` lists {'each file' if len(paths) > 1 else 'the file'}"
+                f"{more}"]
     if verification:
         criteria.append(f"`{verification}` passes")
     names = names_to_find(requirement, present)[:1]

@@ -78,7 +78,7 @@ def _task(number: int, title: str, description: str, files: list[TaskFile], inde
         convergence=Convergence(
             criteria=criteria_for(requirement, paths, tests, verification, written_in(index, existing, requirement)),
             verification=verification or "manual: exercise the changed code paths",
-            definition_of_done=f"{', '.join(paths[:3])} changed as described and the suite passes",
+            definition_of_done=f"{', '.join(paths)} changed as described and the suite passes",
         ),
         test=TaskTest(commands=[verification] if verification else [], unit=tests),
         source=TaskSource(tool="wfqueue-lite", session_id=session_id, original_id=tid),
