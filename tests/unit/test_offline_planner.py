@@ -180,3 +180,18 @@ def test_a_folder_named_as_a_focus_path_plans_the_files_in_it(sample_repo: Path)
                                              for p in planned[first.focus_area])
     assert planned[second.focus_area] and all(p.startswith(("notes_api/auth/", "tests/"))
                                               for p in planned[second.focus_area])
+
+
+def test_a_test_area_waits_for_the_code_the_plan_changes_whatever_its_files_are_named(sample_repo: Path) -> None:
+    """A new test file not named after the module it tests (zod: catch.test.ts for compile.ts) got no dependency:
+    it sat in the first wave beside the change, its test failing there without it."""
+    requirement = "Make _parse_int reject a leading plus sign"
+    index = build_index(sample_repo)
+    analysis = allocate(understand(index, requirement, 2), "CPLAN-t", requirement, 2)
+    code, tests = analysis.sub_domains
+    named = [code.model_copy(update={"focus_paths": ["notes_api/api/handlers.py"]}),
+             tests.model_copy(update={"focus_paths": ["tests/test_plus_sign_flow.py"]})]
+    split = analysis.model_copy(update={"sub_domains": named})
+    [change] = plan_area(index, split, code.focus_area).tasks
+    [test] = plan_area(index, split, tests.focus_area).tasks
+    assert test.depends_on == [change.id]

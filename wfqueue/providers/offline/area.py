@@ -61,11 +61,17 @@ def planned_ids(index: RepoIndex, analysis: RequirementAnalysis) -> dict[str, st
 
 
 def planned_needs(index: RepoIndex, analysis: RequirementAnalysis) -> dict[str, list[str]]:
-    """file path -> the planned files its task waits for: the ones it imports (or, for a test file,
-    tests) that come earlier in one order over the whole plan, so an import cycle orders its files instead of
-    becoming a dependency cycle."""
+    """file path -> the planned files its task waits for: the ones it imports (for a test file, every code file
+    the plan changes) that come earlier in one order over the whole plan, so an import cycle orders its files
+    instead of becoming a dependency cycle."""
     files = list(dict.fromkeys(p for sub in analysis.sub_domains for p in sub.focus_paths))
     needs = plan_needs(index, files)
+    # A test file waits for the code the plan changes, whatever it is named (a new catch.test.ts for a change to
+    # compile.ts sat in the first wave beside it, its test failing there without the change), as a lite plan's does.
+    code = [f for f in files if not is_test_path(f)]
+    for f in files:
+        if is_test_path(f):
+            needs[f] = list(dict.fromkeys([*needs.get(f, []), *code]))
     return earlier_needs(dependency_order(files, needs), needs)
 
 
