@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from wfqueue.analysis import build_index
+from wfqueue.analysis import RepoIndex, build_index
 from wfqueue.collab.assemble import allocate, assemble_area
 from wfqueue.collab.conflicts import detect_conflicts
-from wfqueue.collab.models import PlanMetadata
+from wfqueue.collab.models import PlanMetadata, RequirementAnalysis
 from wfqueue.collab.note_blocks import parse_task_pool
 from wfqueue.collab.summary import mermaid_flowchart
 from wfqueue.errors import BadInputError, InfrastructureError
@@ -164,16 +164,23 @@ def test_mermaid_groups_by_area_with_edges_and_highlights(sample_repo: Path) -> 
     assert all(len(label) <= 60 for label in labels)
 
 
+def two_areas_of(repo: Path, requirement: str, first: list[str], second: list[str]) -> tuple[RepoIndex,
+                                                                                              RequirementAnalysis]:
+    """The repository's index and a two-area split of ``requirement`` whose areas' focus paths are as given (as an
+    understanding answer may give them)."""
+    index = build_index(repo)
+    analysis = allocate(understand(index, requirement, 2), "CPLAN-t", requirement, 2)
+    areas = [sub.model_copy(update={"focus_paths": paths}) for sub, paths in zip(analysis.sub_domains,
+                                                                                (first, second), strict=True)]
+    return index, analysis.model_copy(update={"sub_domains": areas})
+
+
 def test_a_folder_named_as_a_focus_path_plans_the_files_in_it(sample_repo: Path) -> None:
     """An understanding answer naming folders ("notes_api/api") had the area planner create a file of that name,
     a task the repair then left without files: the plan read completed with nothing anyone could execute."""
-    requirement = "Add per-user rate limiting to the API"
-    index = build_index(sample_repo)
-    analysis = allocate(understand(index, requirement, 2), "CPLAN-t", requirement, 2)
-    first, second = analysis.sub_domains
-    named = [first.model_copy(update={"focus_paths": ["notes_api/api"]}),
-             second.model_copy(update={"focus_paths": ["notes_api/auth/"]})]
-    folders = analysis.model_copy(update={"sub_domains": named})
+    index, folders = two_areas_of(sample_repo, "Add per-user rate limiting to the API", ["notes_api/api"],
+                                  ["notes_api/auth/"])
+    first, second = folders.sub_domains
     planned = {sub.focus_area: {f.path for t in plan_area(index, folders, sub.focus_area).tasks for f in t.files}
                for sub in folders.sub_domains}
     assert planned[first.focus_area] and all(p.startswith("notes_api/api/") and (sample_repo / p).is_file()
@@ -185,13 +192,9 @@ def test_a_folder_named_as_a_focus_path_plans_the_files_in_it(sample_repo: Path)
 def test_a_test_area_waits_for_the_code_the_plan_changes_whatever_its_files_are_named(sample_repo: Path) -> None:
     """A new test file not named after the module it tests (zod: catch.test.ts for compile.ts) got no dependency:
     it sat in the first wave beside the change, its test failing there without it."""
-    requirement = "Make _parse_int reject a leading plus sign"
-    index = build_index(sample_repo)
-    analysis = allocate(understand(index, requirement, 2), "CPLAN-t", requirement, 2)
-    code, tests = analysis.sub_domains
-    named = [code.model_copy(update={"focus_paths": ["notes_api/api/handlers.py"]}),
-             tests.model_copy(update={"focus_paths": ["tests/test_plus_sign_flow.py"]})]
-    split = analysis.model_copy(update={"sub_domains": named})
+    index, split = two_areas_of(sample_repo, "Make _parse_int reject a leading plus sign",
+                                ["notes_api/api/handlers.py"], ["tests/test_plus_sign_flow.py"])
+    code, tests = split.sub_domains
     [change] = plan_area(index, split, code.focus_area).tasks
     [test] = plan_area(index, split, tests.focus_area).tasks
     assert test.depends_on == [change.id]
