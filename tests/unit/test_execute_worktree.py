@@ -242,7 +242,7 @@ def test_only_this_hosts_worktrees_whose_folders_are_gone_are_pruned(tmp_path: P
     host: pruned here as gone, its task there lost its checkout. Told by its path, whatever cache the host had."""
     repo = make_repo(tmp_path)
     base = git(repo, "rev-parse", "HEAD")
-    key = worktree._repo_key(repo)
+    key = worktree.worktrees_root(repo, cache()).name
     elsewhere = tmp_path / "cache-b" / "worktrees" / "another-host" / key / EXEC_ID / "T8" / "1"
     host = worktree._safe_name(socket.gethostname())
     gone_here = tmp_path / "cache-a" / "worktrees" / host / key / EXEC_ID / "T9" / "1"

@@ -103,17 +103,16 @@ def _common_dir(repo: Path) -> Path:
     return (common if common.is_absolute() else repo / common).resolve()
 
 
-def _repo_key(repo: Path) -> str:
-    """The repository's folder name in a cache of worktrees: its name, told apart from another of the same name by
-    its git directory's path (the same on every host that shares the disk)."""
-    common = _common_dir(repo)
+def _repo_key(common: Path) -> str:
+    """The folder name, in a cache of worktrees, of the repository whose git directory is ``common``: its name, told
+    apart from another of the same name by that directory's path (the same on every host that shares the disk)."""
     name = common.parent.name if common.name == ".git" else common.name.removesuffix(".git")
     return f"{_safe_name(name)}-{hashlib.sha256(os.fsencode(common)).hexdigest()[:12]}"
 
 
 def worktrees_root(repo: Path, cache: Path) -> Path:
     """This host's folder for the repository's worktrees, in the wfqueue cache ``cache``."""
-    return cache / WORKTREES_DIR / _safe_name(socket.gethostname()) / _repo_key(repo)
+    return cache / WORKTREES_DIR / _safe_name(socket.gethostname()) / _repo_key(_common_dir(repo))
 
 
 def made_by_wfqueue(repo: Path, checkout: Path, *, exec_id: str | None = None, here: bool = False) -> bool:
@@ -121,9 +120,15 @@ def made_by_wfqueue(repo: Path, checkout: Path, *, exec_id: str | None = None, h
     given): under the git directory, where they were made before, or ``.../worktrees/{host}/{repo key}/...`` in a
     wfqueue cache, any host's (with ``here``: this host's). Told by its path, which git keeps even when the folder
     is gone, whatever cache folder the host that made it had set."""
-    legacy = _common_dir(repo) / LEGACY_WORKTREES_DIR
+    return _made_by_wfqueue(_common_dir(repo), checkout, exec_id=exec_id, here=here)
+
+
+def _made_by_wfqueue(common: Path, checkout: Path, *, exec_id: str | None, here: bool) -> bool:
+    """:func:`made_by_wfqueue` for the repository whose git directory is ``common`` (asked of git once by a caller
+    that judges many worktrees)."""
+    legacy = common / LEGACY_WORKTREES_DIR
     parts = Path(os.path.normpath(checkout)).parts
-    key, host = _repo_key(repo), _safe_name(socket.gethostname())
+    key, host = _repo_key(common), _safe_name(socket.gethostname())
     places = [n for n in range(len(parts) - 3) if parts[n] == WORKTREES_DIR and parts[n + 2] == key
               and (not here or parts[n + 1] == host)]
     if exec_id is not None:
@@ -211,7 +216,8 @@ def _forget_missing(repo: Path) -> None:
     whose folders were away (moved, on a disk not mounted), and what their index held with them; another host's
     (sharing the repository's disk) is there, not here. As git does, a worktree locked by someone is left
     registered; an "initializing" lock is a dead add's."""
-    for pointer in (_common_dir(repo) / "worktrees").glob("*/gitdir"):
+    common = _common_dir(repo)
+    for pointer in (common / "worktrees").glob("*/gitdir"):
         admin = pointer.parent
         try:
             written = pointer.read_text(encoding="utf-8").strip()
@@ -219,7 +225,8 @@ def _forget_missing(repo: Path) -> None:
         except (OSError, UnicodeDecodeError):
             continue
         checkout = Path(os.path.normpath(admin / written)).parent  # written absolute, or relative to admin
-        if made_by_wfqueue(repo, checkout, here=True) and not checkout.exists() and lock in (None, HALF_MADE_REASON):
+        if _made_by_wfqueue(common, checkout, exec_id=None, here=True) and not checkout.exists() \
+                and lock in (None, HALF_MADE_REASON):
             shutil.rmtree(admin, ignore_errors=True)
 
 
