@@ -98,12 +98,19 @@ def changed_submodules(repo: Path, dirty: list[str]) -> list[str]:
     to the top of the repository), by their absolute paths."""
     paths = [line[3:] for line in dirty if line[:2] != "??"]
     top = _git(repo, "rev-parse", "--show-toplevel").stdout.strip() if paths else ""
-    listed = _git(Path(top), "--literal-pathspecs", "ls-files", "--stage", "-z", "--", *paths) if top else None
-    if listed is None or listed.returncode != 0:  # only a hint depends on it
-        return []
     # Absolute: the hint's `git -C` is run from wherever the user is (a --repo elsewhere, a project in a subfolder).
-    return [str(Path(top) / entry.split("\t", 1)[1]) for entry in listed.stdout.split("\0")
-            if entry.startswith("160000 ")]
+    # Only a hint depends on it: none where git cannot say.
+    return [str(Path(top) / module) for module in _gitlinks(Path(top), paths)] if top else []
+
+
+def _gitlinks(cwd: Path, paths: list[str] | None = None) -> list[str]:
+    """The submodules (gitlinks in the index) under ``cwd``, among ``paths`` when given, relative to ``cwd``; none
+    where git cannot list them."""
+    listed = _git(cwd, "--literal-pathspecs", "ls-files", "--stage", "-z", "--", *(paths or []))
+    if listed.returncode != 0:
+        return []
+    return [entry.split("\t", 1)[1] for entry in listed.stdout.split("\0") if entry.startswith("160000 ")
+            and "\t" in entry]
 
 
 def untracked(repo: Path, paths: list[str]) -> list[str]:
@@ -122,9 +129,7 @@ def _inside_submodules(repo: Path, paths: list[str]) -> dict[str, str]:
     """Those of ``paths`` (relative to ``repo``) that lie in a submodule, and which one (its path)."""
     if not paths:
         return {}
-    listed = _git(repo, "ls-files", "--stage", "-z")
-    modules = [entry.split("\t", 1)[1] for entry in listed.stdout.split("\0")
-               if entry.startswith("160000 ") and "\t" in entry] if listed.returncode == 0 else []
+    modules = _gitlinks(repo)
     return {path: module for path in paths for module in modules if path.startswith(module.rstrip("/") + "/")}
 
 
