@@ -135,3 +135,11 @@ def test_the_files_criterion_names_every_file_it_says_it_checks() -> None:
                      "'pkg/with space.py'` lists each file")
     many = criteria_for("Change the modules", [f"pkg/m{n}.py" for n in range(1, 11)], [], "")[0]
     assert many.endswith("lists each file (and 2 more of the task's files)")
+
+
+def test_the_grep_criteria_quote_a_path_with_a_space_as_the_files_criterion_does() -> None:
+    """`grep -n "retry" docs dir/client.py` searched two paths, neither of them the file."""
+    criteria = criteria_for("Add `retry` to the client", ["docs dir/client.py"], ["tests/test client.py"],
+                            "pytest 'tests/test client.py'")
+    assert "`grep -n \"retry\" 'docs dir/client.py'` finds it" in criteria, criteria
+    assert "`grep -rn \"retry\" 'tests/test client.py'` finds a test using it" in criteria, criteria

@@ -407,10 +407,11 @@ def criteria_for(requirement: str, paths: list[str], tests: list[str], verificat
         criteria.append(f"`{verification}` passes")
     names = names_to_find(requirement, present)[:1]
     for name in names:
-        criteria.append(f"`grep -n \"{name}\" {' '.join(paths[:3])}` finds it")
+        criteria.append(f"`grep -n \"{name}\" {' '.join(shown[:3])}` finds it")
     where = " ".join(tests[:2]) if tests else "the test suite"
     if names:
-        criteria.append(f"`grep -rn \"{names[0]}\" {where if tests else '.'}` finds a test using it")
+        searched = " ".join(shlex.quote(t) for t in tests[:2]) if tests else "."
+        criteria.append(f"`grep -rn \"{names[0]}\" {searched}` finds a test using it")
     elif verification:
         criteria.append(f"`{verification}` runs a test that fails without the change and passes with it")
     else:
