@@ -1,8 +1,9 @@
 """Where a plan's tests go: the test file a change's test task extends or creates. Pure.
 
-A test file the requirement names; else the test of the most relevant module that uses what the requirement
-names, imports the module, or is named after it (never a test folder's set-up file); else a new file named
-and placed as the project's own tests are. A module the change creates gets a test of its own.
+A test file the requirement names; else the existing test that weighs most among those of the planned modules
+(named by the requirement, using what it names, testing the most relevant module, changed with it in the
+history, matching its words; never a test folder's set-up file); else a new file named and placed as the
+project's own tests are. A module the change creates gets a test of its own.
 """
 
 from __future__ import annotations
@@ -13,7 +14,13 @@ import re
 from wfqueue.analysis import RepoIndex, rank_files, tokenize
 from wfqueue.analysis.files import TEST_FOLDERS, is_test_path, language_for
 from wfqueue.analysis.localize import named_identifiers
-from wfqueue.analysis.testmap import closeness, is_test_module, subject_stem, tested_stem
+from wfqueue.analysis.testmap import (
+    closeness,
+    is_test_module,
+    language_family,
+    subject_stem,
+    tested_stem,
+)
 from wfqueue.providers.offline.changes import is_code, named_paths, runs_in, uses_of
 
 # A change that moves code into a new module, said by the verb starting a clause ("Move the retry delay
@@ -40,14 +47,15 @@ def where_tests_go(index: RepoIndex, paths: list[str], requirement: str,
                    new_module: str | None = None) -> tuple[str, bool]:
     """Where the tests of a change to ``paths`` (most relevant first) go, and whether that file exists.
 
-    A test file the requirement names, existing or not. Else a test file of the most relevant module (or,
-    outside Python, where no test imports it, one reaching it through the package's entry point): one using an
-    identifier the requirement names first (where ``parse_schedule`` is already tested), then one importing
-    the module, then one named after it (``tests/test_decoders.py`` for ``httpx/_decoders.py``, found by its
-    name even when it imports only the package), then the one whose text best matches the requirement; never a
-    test folder's support file (``fixtures.py``, ``__init__.py``). Without one, a new file named after that
-    module, where its language keeps tests: the other planned files are ranked lower, and their tests are not
-    this change's. A module the change creates (``new_module``) gets a test file of its own."""
+    A test file the requirement names, existing or not. Else an existing test of the change: among the tests of
+    the first few planned modules (importing one or named after it), those the history changed together with
+    them, and, where none covers the most relevant module, those reaching it through the package's entry point
+    (in Python, only one named by the requirement), the one weighing most (WEIGHTS): named after what the
+    requirement says (``record.test.ts`` for "z.record"), using an identifier it names (where ``parse_schedule``
+    is already tested), testing the most relevant planned module, changed with the planned modules, matching the
+    requirement's words; never a test folder's support file (``fixtures.py``, ``__init__.py``). Without one, a
+    new file named after the most relevant module, where its language keeps tests (never a vendored package's
+    folder). A module the change creates (``new_module``) gets a test file of its own."""
     code = [p for p in paths if is_code(index, p)]
     main = code[0] if code else None
     # "Add tests in test/res.sendStatus.js": where the requirement says (a set-up file is no test's place).
@@ -84,26 +92,103 @@ def where_tests_go(index: RepoIndex, paths: list[str], requirement: str,
         f.path for f in index.files if f.is_test and is_test_module(f.path)
         and language_for(f.path) == language_for(main)
         and any(terms and runs_in(terms, index.doc_tokens.get(f.path, [])) for terms in wanted)]
-    candidates = list(dict.fromkeys(covering_tests(index, [main]) + own_name + using_named)) or (
-        [] if language_for(main) == "python" else _tests_through_entry(index, main))
+    planned = code[:PLANNED_CONSIDERED]
+    language = language_family(language_for(main))
+    # A file the requirement names is a module it changes, not its subject: "Fix parse_schedule in
+    # tool/helpers.py" is no reason to take test_helpers.py over the test already calling parse_schedule.
+    asked = _name_words(_FILE_NAME.sub(" ", requirement))
+    # Every planned module's tests, not the first one's alone: the localizer's first file is often not the one the
+    # change is about (gin.go for "debug warning", whose test is debug_test.go).
+    covering = list(dict.fromkeys(t for path in planned for t in covering_tests(index, [path])))
+    # Tests the history changed together with the planned modules (ripgrep's tests/feature.rs runs the binary and
+    # imports nothing), and, where none covers the module, tests reaching it through the package's entry point;
+    # in Python only one named after what the requirement names (flask's tests `import flask`: a fix of the
+    # templating code goes to test_templating.py; else a new test file named after the module, as Python
+    # projects name them).
+    together = _changed_with(index, planned)
+    through = [t for t in (_tests_through_entry(index, main) if not covering_tests(index, [main]) else [])
+               if language != "python" or _named_by(t, asked)]
+    looser = [t for t in [*through, *together] if is_test_path(t) and is_test_module(t)
+              and language_family(language_for(t)) == language and not _vendored(t)]
+    candidates = list(dict.fromkeys(covering + own_name + using_named + looser))
     if not candidates:
         return _created_test(index, main)
     scores = dict(rank_files(index, requirement, include_tests=True))
+    top_text = max((scores.get(t, 0.0) for t in candidates), default=0.0) or 1.0
+    # Outside Python, where imports say little, the test using the requirement's names most is where they are
+    # tested (sinatra's helpers_test.rb, not base_test.rb, which says "Content-Type" once).
+    uses = {t: sum(uses_of(terms, index.doc_tokens.get(t, [])) for terms in wanted if terms) for t in candidates}
+    most_uses = max(uses.values(), default=0) or 1
 
-    python = language_for(main) == "python"
+    def covers(test: str, path: str) -> float:
+        """How surely ``test`` tests ``path``: named after it and importing it, or only one of the two."""
+        imports = path in index.imports.get(test, []) or test in index.tests_for.get(path, [])
+        named_after = tested_stem(test) == subject_stem(path)
+        return 1.0 if imports and named_after else 0.6 if imports or named_after else 0.0
 
-    def preference(test: str) -> tuple[bool, int, bool, bool, float, int]:
-        words = index.doc_tokens.get(test, [])
-        uses = sum(uses_of(terms, words) for terms in wanted if terms)
-        # Importing is evidence; a name decides where no test imports the module itself (httpx's tests).
-        imports_it = main in index.imports.get(test, [])
-        named_after = tested_stem(test) == subject_stem(main)
-        # Outside Python, where imports say little, the test using the name most is where it is tested
-        # (sinatra's helpers_test.rb, not base_test.rb, which says "Content-Type" once).
-        return (not uses, 0 if python else -uses, not imports_it, not named_after, -scores.get(test, 0.0),
-                candidates.index(test))
+    def weight(test: str) -> float:
+        used = uses[test] / most_uses if language != "python" else float(uses[test] > 0)
+        # Testing a planned module, the more relevant that module the more.
+        covered = max((covers(test, path) / (rank + 1) for rank, path in enumerate(planned)), default=0.0)
+        return (WEIGHTS["named"] * _named_by(test, asked) + WEIGHTS["uses"] * used + WEIGHTS["covers"] * covered
+                + WEIGHTS["together"] * together.get(test, 0.0) + WEIGHTS["text"] * scores.get(test, 0.0) / top_text)
 
-    return min(candidates, key=preference), True
+    return max(candidates, key=lambda t: (weight(t), -candidates.index(t))), True
+
+
+# How many of the planned modules, most relevant first, the tests are looked for among.
+PLANNED_CONSIDERED = 3
+# What makes a test the change's: named after what the requirement names, using an identifier it names, testing a
+# planned module, changed with the planned modules before, matching the requirement's words.
+WEIGHTS = {"named": 2.0, "uses": 1.5, "covers": 1.0, "together": 1.0, "text": 1.0}
+_FILE_NAME = re.compile(r"\S*/\S*|[\w.-]*\w\.(?:py|pyi|js|jsx|mjs|cjs|ts|tsx|go|rs|java|kt|rb|php|cs|swift)\b")
+_VENDORED = frozenset({"_vendor", "vendor", "vendored", "third_party", "node_modules"})
+_TEST_WORDS = frozenset({"test", "tests", "spec", "specs"})
+
+
+def _vendored(path: str) -> bool:
+    return bool(_VENDORED.intersection(path.split("/")[:-1]))
+
+
+def _named_by(test: str, asked: set[str]) -> bool:
+    """Whether every word of the test file's name is one the requirement says (``record.test.ts`` for
+    "z.record(...)", JsonReaderTest for "JsonReader.hasNext()", debug_test.go for "debug warning")."""
+    name = _name_terms(test)
+    return bool(name) and name <= asked
+
+
+def _name_terms(test: str) -> set[str]:
+    """The words a test file's name says it tests: ``JsonReaderTest.java`` -> {json, read};
+    ``test_termui.py`` -> {termui}; ``record.test.ts`` -> {record}."""
+    name = posixpath.basename(test).split(".")
+    stem = ".".join(name[:-1]) if len(name) > 1 else name[0]
+    for marker in (".test", ".spec"):
+        stem = stem.split(marker, 1)[0]
+    return _name_words(stem) - _TEST_WORDS
+
+
+def _name_words(text: str) -> set[str]:
+    """Lowercase words of ``text`` split at case changes, underscores, dots and dashes, a plural's "s" dropped;
+    keywords kept (``catch.test.ts``, ``test_async.py`` are named after them), unlike the ranking's tokenize."""
+    words = re.findall(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+", text)
+    return {w.lower()[:-1] if len(w) > 3 and w.lower().endswith("s") and not w.lower().endswith("ss") else w.lower()
+            for w in words if len(w) > 1}
+
+
+def _changed_with(index: RepoIndex, planned: list[str]) -> dict[str, float]:
+    """Test files the history changed together with the planned modules: for each, the share of a planned
+    module's commits that changed it too, weighted by that module's place (1, 1/2, 1/3...), the best one's."""
+    found: dict[str, float] = {}
+    for rank, module in enumerate(planned):
+        changes = [change for change in index.history if module in change.paths]
+        counts: dict[str, int] = {}
+        for change in changes:
+            for path in change.paths:
+                if is_test_path(path):
+                    counts[path] = counts.get(path, 0) + 1
+        for path, count in counts.items():
+            found[path] = max(found.get(path, 0.0), count / len(changes) / (rank + 1))
+    return found
 
 
 # How many imports deep a test may reach a module through its package's entry point (express's tests
@@ -167,6 +252,7 @@ def _new_test_file(index: RepoIndex, source: str) -> str:
     # Outside Python a `test_` name out of a test folder is no test: sinatra-contrib's lib/sinatra/test_helpers.rb
     # is a library module, and its folder no place for tests.
     tests = [f.path for f in index.files if f.is_test and is_test_module(f.path) and language_for(f.path) == language
+             and not _vendored(f.path)
              and (language == "python" or set(f.path.split("/")[:-1]) & TEST_FOLDERS
                   or not posixpath.basename(f.path).startswith("test_"))]
     # Another package's tests (ripgrep's crates/matcher/tests for the binary's crates/core) run with that package

@@ -1,0 +1,88 @@
+"""Which existing test a change's tests go in, when the first planned module is not the change's subject.
+
+On 83 real commits of 11 projects (each changing one or two source files and an existing test file), the
+offline plan named the commit's test file in 28: it looked only at the tests of the first planned module
+(gin.go for a debug warning whose test is debug_test.go), created a new test_app.py where flask's tests
+`import flask`, ignored the test the history changes with the module (ripgrep's tests/feature.rs runs the
+binary and imports nothing), and put a new pip test in a vendored package's tests folder."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from tests.conftest import write
+from wfqueue.analysis import build_index
+from wfqueue.providers.offline.tests_placement import where_tests_go
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+                   check=True, capture_output=True)
+
+
+def _commit(repo: Path, message: str, files: dict[str, str]) -> None:
+    write(repo, files)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", message)
+
+
+def test_the_test_of_a_later_planned_module_the_requirement_names_is_taken(tmp_path: Path) -> None:
+    index = build_index(write(tmp_path, {
+        "go.mod": "module example.com/web\n",
+        "gin.go": "package gin\n\nfunc New() *Engine { debugPrintWARNINGNew(); return &Engine{} }\n",
+        "debug.go": "package gin\n\nfunc debugPrintWARNINGNew() { debugPrint(\"warning\") }\n",
+        "gin_test.go": "package gin\n\nimport \"testing\"\n\nfunc TestNew(t *testing.T) { New() }\n",
+        "debug_test.go": "package gin\n\nimport \"testing\"\n\nfunc TestDebugPrint(t *testing.T) {}\n",
+    }))
+    # The localizer ranks gin.go first; the warning is debug.go's, and tested in debug_test.go.
+    assert where_tests_go(index, ["gin.go", "debug.go"], "Print the debug warning only in debug mode") \
+        == ("debug_test.go", True)
+
+
+def test_a_python_test_reaching_the_module_through_the_package_and_named_by_the_requirement_is_taken(
+        tmp_path: Path) -> None:
+    files = {
+        "web/__init__.py": "from web.app import App\n",
+        "web/app.py": "class App:\n    def handle_user_exception(self, error):\n        return self.handler(error)\n",
+        "tests/test_basic.py": "import web\n\ndef test_app():\n    assert web.App()\n",
+        "tests/test_user_error_handler.py": "import web\n\ndef test_handler():\n    assert web.App()\n",
+    }
+    index = build_index(write(tmp_path, files))
+    requirement = "Call the user error handler for subclasses of HTTPException"
+    assert where_tests_go(index, ["web/app.py"], requirement) == ("tests/test_user_error_handler.py", True)
+    # A test named by nothing the requirement says is no reason to extend it: a new test file, as Python
+    # projects name them.
+    assert where_tests_go(index, ["web/app.py"], "Log the time each request takes") == ("tests/test_app.py", False)
+
+
+def test_the_test_the_history_changes_with_the_module_is_taken(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    runs = "import subprocess\n\ndef test_runs():\n    subprocess.run(['tool', '--help'], check=True)\n"
+    _commit(repo, "Start", {"tool/__init__.py": "", "tool/cli.py": "def main():\n    return 0\n",
+                            "tests/test_features.py": runs, "tests/test_other.py": "def test_x():\n    pass\n"})
+    for n in range(3):
+        _commit(repo, f"Add option {n}", {"tool/cli.py": f"def main():\n    return {n}\n",
+                                          "tests/test_features.py": runs + f"# option {n}\n"})
+    _commit(repo, "Tidy", {"tests/test_other.py": "def test_x():\n    assert True\n"})
+    index = build_index(repo)
+    # tests/test_features.py runs the program and imports nothing: only the history ties it to cli.py.
+    assert where_tests_go(index, ["tool/cli.py"], "Exit with status 2 on an unknown option") \
+        == ("tests/test_features.py", True)
+
+
+def test_a_new_test_never_goes_into_a_vendored_packages_tests(tmp_path: Path) -> None:
+    index = build_index(write(tmp_path, {
+        "src/tool/__init__.py": "",
+        "src/tool/resolution/__init__.py": "",
+        "src/tool/resolution/candidates.py": "def best(found):\n    return found[0]\n",
+        "src/tool/_vendor/__init__.py": "",
+        "src/tool/_vendor/colors/__init__.py": "",
+        "src/tool/_vendor/colors/tests/__init__.py": "",
+        "src/tool/_vendor/colors/tests/test_ansi.py": "def test_ansi():\n    assert True\n",
+        "tests/unit/test_index.py": "def test_index():\n    assert True\n",
+    }))
+    assert where_tests_go(index, ["src/tool/resolution/candidates.py"], "Prefer the newest candidate") \
+        == ("tests/unit/test_candidates.py", False)
