@@ -1,0 +1,174 @@
+"""Test placement on real history: does an offline plan extend the test file a real change extended?
+
+    .venv/bin/python bench/test_placement.py MIRROR... [--cases 8] [--window 3000] [--jobs 2] [--write]
+
+Each MIRROR is a git directory of a public project (bench/localize.py's). Per project, the commits
+considered are the last ``--window`` first-parent, non-merge commits of HEAD with a real description (as
+bench/localize.py filters them) that modify one or two existing source files and at least one existing test
+module, adding or deleting no code file; ``--cases`` of them, evenly spread. A case plans the commit message
+with the offline lite planner against the parent commit (its tree and its history up to there) and **hits**
+when a test file the plan writes is one the commit modified. Also counted: plans that create a new test file
+(the commit extended an existing one) and plans that name one of the commit's source files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.benchdoc import write_section  # noqa: E402
+from bench.localize import (  # noqa: E402
+    _SKIP_SUBJECT,
+    MIN_SUBJECT,
+    MIN_WORDS,
+    checkout,
+    counted,
+    git,
+    project_name,
+    requirement_of,
+)
+from wfqueue.analysis import CODE_LANGUAGES, build_index, tokenize  # noqa: E402
+from wfqueue.analysis.files import is_test_path, language_for  # noqa: E402
+from wfqueue.analysis.testmap import is_test_module  # noqa: E402
+from wfqueue.lite.angle_repair import repair_assessment  # noqa: E402
+from wfqueue.providers.offline.assess import assess, signals  # noqa: E402
+from wfqueue.providers.offline.lite_plan import plan_tasks  # noqa: E402
+
+MARK_BEGIN, MARK_END = "<!-- test_placement:begin -->", "<!-- test_placement:end -->"
+SECTION = """
+## Test placement on real history
+
+`bench/test_placement.py` replays real commits that changed one or two source files and extended an existing
+test file: the offline lite plan of the commit message, at the parent commit, hits when it writes its tests in
+a test file the commit modified.
+"""
+
+
+@dataclass
+class Case:
+    project: str
+    commit: str
+    parent: str
+    requirement: str
+    sources: list[str]
+    tests: list[str]
+
+
+@dataclass
+class Outcome:
+    case: Case
+    planned_tests: list[str]
+    created: bool  # the plan creates a test file
+    source_hit: bool
+    error: str = ""
+
+    @property
+    def hit(self) -> bool:
+        return bool(set(self.planned_tests) & set(self.case.tests))
+
+
+def select_cases(mirror: Path, cases: int, window: int) -> list[Case]:
+    name = project_name(mirror)
+    log = git(mirror, "log", "--first-parent", "--no-merges", f"-{window}", "--format=%H %P%x00%B%x1e", "HEAD")
+    found: list[Case] = []
+    for record in log.split("\x1e"):
+        if "\x00" not in record:
+            continue
+        head, message = record.strip().split("\x00", 1)
+        commit, *parents = head.split()
+        subject = message.strip().splitlines()[0] if message.strip() else ""
+        if (len(parents) != 1 or len(subject) < MIN_SUBJECT or _SKIP_SUBJECT.match(subject)
+                or len(set(tokenize(subject))) < MIN_WORDS):
+            continue
+        changes = [line.split("\t") for line in git(mirror, "diff-tree", "--no-commit-id", "-r", "--name-status",
+                                                     "--no-renames", parents[0], commit).splitlines()]
+        code = [(status, path) for status, path in (c for c in changes if len(c) == 2)
+                if language_for(path) in CODE_LANGUAGES]
+        sources = [path for status, path in code if not is_test_path(path) and counted(path)]
+        tests = [path for status, path in code if is_test_path(path) and is_test_module(path)]
+        if (not 1 <= len(sources) <= 2 or not tests or any(status != "M" for status, _ in code)):
+            continue
+        found.append(Case(name, commit, parents[0], requirement_of(message), sorted(sources), sorted(tests)))
+    found.reverse()  # oldest first, so the spread is stable as the mirror grows
+    if len(found) <= cases:
+        return found
+    step = len(found) / cases
+    return [found[int(k * step + step / 2)] for k in range(cases)]
+
+
+def run_case(case: Case, mirror: Path) -> Outcome:
+    try:
+        with tempfile.TemporaryDirectory(prefix="wfq-tests-") as tmp:
+            repo = Path(tmp) / case.project
+            checkout(mirror, case.parent, repo)
+            index = build_index(repo)
+            assessment, _ = repair_assessment(assess(case.requirement, signals(index, case.requirement), False),
+                                              case.requirement, False)
+            draft = plan_tasks(index, case.requirement, "bench", assessment, [], [])
+    except Exception as error:  # noqa: BLE001 - a case that cannot be planned is reported, not fatal
+        return Outcome(case, [], False, False, error=f"{type(error).__name__}: {error}")
+    files = [f for task in draft.tasks for f in task.files]
+    tests = list(dict.fromkeys(f.path for f in files if is_test_path(f.path)))
+    return Outcome(case, tests, any(f.action == "create" and is_test_path(f.path) for f in files),
+                   bool({f.path for f in files} & set(case.sources)))
+
+
+def markdown(outcomes: list[Outcome], command: str) -> str:
+    done = [o for o in outcomes if not o.error]
+    projects = sorted({o.case.project for o in outcomes})
+    rows = []
+    for project in [*projects, "all"]:
+        group = [o for o in done if project in ("all", o.case.project)]
+        if not group:
+            continue
+        hits = sum(o.hit for o in group)
+        label = f"**{project}**" if project == "all" else project
+        rows.append(f"| {label} | {len(group)} | **{hits}** ({hits / len(group):.0%}) | "
+                    f"{sum(o.created for o in group)} | {sum(o.source_hit for o in group)} |")
+    errors = len(outcomes) - len(done)
+    return "\n".join([
+        MARK_BEGIN,
+        f"Command: `{command}` · planner: offline" + (f" · {errors} cases could not be planned" if errors else ""),
+        "",
+        "| project | cases | **the commit's test file planned** | plan creates a test file | a changed source "
+        "file planned |",
+        "|---|---:|---:|---:|---:|",
+        *rows,
+        MARK_END,
+    ])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("mirrors", nargs="+", type=Path, help="git directories of the projects")
+    parser.add_argument("--cases", type=int, default=8, help="cases per project")
+    parser.add_argument("--window", type=int, default=3000, help="recent commits considered per project")
+    parser.add_argument("--jobs", type=int, default=1, help="cases planned at once (processes)")
+    parser.add_argument("--write", action="store_true", help="replace the figures in docs/BENCHMARKS.md")
+    args = parser.parse_args()
+    cases = [(case, mirror) for mirror in args.mirrors for case in select_cases(mirror, args.cases, args.window)]
+    outcomes: list[Outcome] = []
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        for outcome in pool.map(run_case, [c for c, _ in cases], [m for _, m in cases]):
+            outcomes.append(outcome)
+            case = outcome.case
+            print(f"{'HIT ' if outcome.hit else 'MISS'} {case.project} {case.commit[:9]} "
+                  f"{outcome.planned_tests[:2]} vs {case.tests[:2]}" + (f" ERROR {outcome.error}" if outcome.error
+                                                                        else ""), file=sys.stderr)
+    command = ("python bench/test_placement.py " + " ".join(f"<{project_name(m)}>" for m in args.mirrors)
+               + f" --cases {args.cases} --window {args.window}")
+    text = markdown(outcomes, command)
+    print(text)
+    if args.write:
+        write_section(MARK_BEGIN, MARK_END, text, SECTION)
+
+
+if __name__ == "__main__":
+    main()
