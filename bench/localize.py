@@ -36,9 +36,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from wfqueue.analysis import CODE_LANGUAGES, RepoIndex, bm25_scores, build_index, tokenize
 from wfqueue.analysis.files import is_test_path, language_for
@@ -58,6 +60,7 @@ TUNING = frozenset({"rq", "click", "axios", "chalk", "httpx", "requests", "got",
                     "marshmallow", "uvicorn", "pino", "yargs",
                     "gunicorn", "structlog", "jsonschema", "winston", "luxon", "node-fetch"})
 MAX_SOURCE_FILES = 4
+T = TypeVar("T")
 RECALL_MARGIN = 0.05  # the targets: recall at least BM25's at the same count and BM25@5 + this ...
 PRECISION_TARGET = 0.35  # ... and mean precision at least this
 MIN_SUBJECT = 20
@@ -135,10 +138,10 @@ def requirement_of(message: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", text).strip()
 
 
-def select_cases(mirror: Path, cases: int, window: int) -> list[Case]:
-    name = project_name(mirror)
+def described_commits(mirror: Path, window: int) -> Iterator[tuple[str, str, str, list[list[str]]]]:
+    """The last ``window`` first-parent, non-merge commits of HEAD with one parent and a real description, newest
+    first: (commit, parent, message, its ``--name-status`` rows against the parent, renames as A and D)."""
     log = git(mirror, "log", "--first-parent", "--no-merges", f"-{window}", "--format=%H %P%x00%B%x1e", "HEAD")
-    candidates: list[Case] = []
     for record in log.split("\x1e"):
         if "\x00" not in record:
             continue
@@ -148,19 +151,31 @@ def select_cases(mirror: Path, cases: int, window: int) -> list[Case]:
         if (len(parents) != 1 or len(subject) < MIN_SUBJECT or _SKIP_SUBJECT.match(subject)
                 or "typo" in subject.lower() or len(set(tokenize(subject))) < MIN_WORDS):
             continue
-        changes = [line.split("\t") for line in git(mirror, "diff-tree", "--no-commit-id", "-r", "--name-status",
-                                                     parents[0], commit).splitlines()]
+        yield commit, parents[0], message, [line.split("\t") for line in git(
+            mirror, "diff-tree", "--no-commit-id", "-r", "--name-status", "--no-renames", parents[0],
+            commit).splitlines()]
+
+
+def evenly_spread(found: list[T], cases: int) -> list[T]:
+    """``cases`` of ``found`` (newest first), evenly spread, oldest first: stable as the mirror grows."""
+    found = found[::-1]
+    if len(found) <= cases:
+        return found
+    step = len(found) / cases
+    return [found[int(k * step + step / 2)] for k in range(cases)]
+
+
+def select_cases(mirror: Path, cases: int, window: int) -> list[Case]:
+    name = project_name(mirror)
+    candidates: list[Case] = []
+    for commit, parent, message, changes in described_commits(mirror, window):
         code = [(status, path) for status, *paths in changes for path in paths[-1:]
                 if language_for(path) in CODE_LANGUAGES and not is_test(path)]
         answer = sorted(path for status, path in code if counted(path))
         if not answer or len(code) > MAX_SOURCE_FILES or any(status != "M" for status, _ in code):
             continue
-        candidates.append(Case(name, commit, parents[0], requirement_of(message), answer))
-    candidates.reverse()  # oldest first, so the spread is stable as the mirror grows
-    if len(candidates) <= cases:
-        return candidates
-    step = len(candidates) / cases
-    return [candidates[int(k * step + step / 2)] for k in range(cases)]
+        candidates.append(Case(name, commit, parent, requirement_of(message), answer))
+    return evenly_spread(candidates, cases)
 
 
 def checkout(mirror: Path, commit: str, into: Path, history: bool = True) -> None:

@@ -25,16 +25,14 @@ sys.path.insert(0, str(ROOT))
 
 from bench.benchdoc import write_section  # noqa: E402
 from bench.localize import (  # noqa: E402
-    _SKIP_SUBJECT,
-    MIN_SUBJECT,
-    MIN_WORDS,
     checkout,
     counted,
-    git,
+    described_commits,
+    evenly_spread,
     project_name,
     requirement_of,
 )
-from wfqueue.analysis import CODE_LANGUAGES, build_index, tokenize  # noqa: E402
+from wfqueue.analysis import CODE_LANGUAGES, build_index  # noqa: E402
 from wfqueue.analysis.files import is_test_path, language_for  # noqa: E402
 from wfqueue.analysis.testmap import is_test_module  # noqa: E402
 from wfqueue.lite.angle_repair import repair_assessment  # noqa: E402
@@ -75,32 +73,17 @@ class Outcome:
 
 
 def select_cases(mirror: Path, cases: int, window: int) -> list[Case]:
-    name = project_name(mirror)
-    log = git(mirror, "log", "--first-parent", "--no-merges", f"-{window}", "--format=%H %P%x00%B%x1e", "HEAD")
     found: list[Case] = []
-    for record in log.split("\x1e"):
-        if "\x00" not in record:
-            continue
-        head, message = record.strip().split("\x00", 1)
-        commit, *parents = head.split()
-        subject = message.strip().splitlines()[0] if message.strip() else ""
-        if (len(parents) != 1 or len(subject) < MIN_SUBJECT or _SKIP_SUBJECT.match(subject)
-                or len(set(tokenize(subject))) < MIN_WORDS):
-            continue
-        changes = [line.split("\t") for line in git(mirror, "diff-tree", "--no-commit-id", "-r", "--name-status",
-                                                     "--no-renames", parents[0], commit).splitlines()]
-        code = [(status, path) for status, path in (c for c in changes if len(c) == 2)
+    for commit, parent, message, changes in described_commits(mirror, window):
+        code = [(status, path) for status, path in (row for row in changes if len(row) == 2)
                 if language_for(path) in CODE_LANGUAGES]
         sources = [path for status, path in code if not is_test_path(path) and counted(path)]
         tests = [path for status, path in code if is_test_path(path) and is_test_module(path)]
-        if (not 1 <= len(sources) <= 2 or not tests or any(status != "M" for status, _ in code)):
+        if not 1 <= len(sources) <= 2 or not tests or any(status != "M" for status, _ in code):
             continue
-        found.append(Case(name, commit, parents[0], requirement_of(message), sorted(sources), sorted(tests)))
-    found.reverse()  # oldest first, so the spread is stable as the mirror grows
-    if len(found) <= cases:
-        return found
-    step = len(found) / cases
-    return [found[int(k * step + step / 2)] for k in range(cases)]
+        found.append(Case(project_name(mirror), commit, parent, requirement_of(message), sorted(sources),
+                          sorted(tests)))
+    return evenly_spread(found, cases)
 
 
 def run_case(case: Case, mirror: Path) -> Outcome:
