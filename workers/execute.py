@@ -17,7 +17,7 @@ from typing import Any
 from celery import Celery, Task
 from celery.exceptions import SoftTimeLimitExceeded
 
-from wfqueue.errors import TransientProviderError, WfqueueError
+from wfqueue.errors import BrokerUnreachableError, InfrastructureError, TransientProviderError, WfqueueError
 from wfqueue.execute.command_executor import CommandExecutor
 from wfqueue.execute.executors import Executor
 from wfqueue.execute.model import TaskRun
@@ -84,8 +84,14 @@ def register(app: Celery, settings: Settings) -> None:
                                  remember=False, ran=False)
         if payload.transport is not None and run.commit is not None:
             # This worker's repository is its own: the commit goes back to the coordinator through Redis.
-            send_commits(states.client(), Path(payload.repo), run.commit, payload.base,
-                         task_commits_name(payload.exec_id, payload.task.id, payload.attempt), settings)
+            try:
+                send_commits(states.client(), Path(payload.repo), run.commit, payload.base,
+                             task_commits_name(payload.exec_id, payload.task.id, payload.attempt), settings)
+            except BrokerUnreachableError:
+                raise
+            except InfrastructureError as exc:  # the task fails, not the execution: `--continue` runs it again
+                hint = f" ({exc.hint})" if exc.hint else ""
+                run = run.model_copy(update={"status": "failed", "error": f"on worker {worker}: {exc.message}{hint}"})
         return run.model_dump(mode="json")
 
     def _held_run(self: Task[Any, Any], payload: ExecuteTask, executor: Executor, state: SessionStore,

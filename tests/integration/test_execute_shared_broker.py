@@ -17,6 +17,7 @@ from test_execute_run import SUB, env_for, lite_plan, lite_task, project
 
 from wfqueue.child_process import stop_process_group
 from wfqueue.embedded import EmbeddedRedis
+from wfqueue.state import redis_client
 
 pytestmark = pytest.mark.integration
 
@@ -99,5 +100,65 @@ def test_an_execution_whose_command_was_killed_reads_interrupted_not_running_for
             assert done.code == 0 and done.json()["status"] == "completed", done.stderr
         finally:
             stop_process_group(worker, grace_s=20)
+    finally:
+        redis.stop()
+
+
+@pytest.mark.parametrize("sent", [True, False], ids=["commit-in-redis", "commit-lost"])
+def test_continue_finishes_a_task_whose_result_another_worker_remembered(tmp_path: Path, sent: bool) -> None:
+    """Workers without the coordinator's disk: a task finished on host A after its `execute` was killed; A
+    left, C joined, and `--continue` sent the task again. C answered with A's remembered result, whose commit
+    its own repository never had, and failed in sending it: every `--continue` exited 3, for good. Now the
+    commit A sent is taken from Redis; where it is gone (expired), the task fails saying so, and the next
+    `--continue` runs it again."""
+    redis = EmbeddedRedis(tmp_path / "broker")
+    redis.start()
+    release = tmp_path / "release"
+    env = {**env_for(tmp_path, {"TASK-001": {"edits": {"calc/ops.py": SUB}, "wait_for": str(release)}}),
+           "WFQUEUE_BROKER_URL": redis.url}
+    env.pop("WFQUEUE_SHARED_DISK")  # the repository travels to the workers through Redis, and commits back
+    repo = project(tmp_path)
+    tasks_file = lite_plan(repo, [lite_task(1, "Add sub", ["calc/ops.py"])])
+    client = redis_client(redis.url, 5.0)
+    try:
+        host_a = start_worker("host-a", {**env, "WFQUEUE_WORKER_CACHE_DIR": str(tmp_path / "a-cache")},
+                              tmp_path / "host-a.log")
+        try:
+            command = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "execute", str(tasks_file), "-y"],
+                                       env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                       start_new_session=True)
+            executions = repo / ".workflow" / ".execution"
+
+            def task_running() -> bool:
+                shown = run_cli("status", next(executions.iterdir()).name, "--repo", str(repo), "--json", env=env)
+                return shown.code == 0 and shown.json()["tasks"]["TASK-001"]["state"] == "running"
+
+            wait_until(lambda: executions.is_dir() and any(executions.iterdir()) and task_running(), 120,
+                       "TASK-001 running on host A")
+            command.kill()
+            command.wait()
+            release.touch()
+            wait_until(lambda: bool(client.keys("wfq:commits:*:meta")), 120, "host A sending TASK-001's commit")
+        finally:
+            stop_process_group(host_a, grace_s=20)
+        host_c = start_worker("host-c", {**env, "WFQUEUE_WORKER_CACHE_DIR": str(tmp_path / "c-cache")},
+                              tmp_path / "host-c.log")
+        try:
+            (exec_dir,) = executions.iterdir()
+            again = ["execute", "--continue", exec_dir.name, "--repo", str(repo), "--json"]
+            if not sent:
+                client.delete(*client.keys("wfq:commits:*"))
+                failed = run_cli(*again, env=env, timeout=240)
+                assert failed.code == 1 and failed.json()["tasks"]["failed"] == ["TASK-001"], failed.stderr
+                assert "made on another worker" in failed.stderr, failed.stderr
+            done = run_cli(*again, env=env, timeout=240)
+            assert done.code == 0 and done.json()["status"] == "completed", done.stdout + done.stderr
+            execution = json.loads((exec_dir / "execution.json").read_text())
+            # A's run where its commit came back; else a new attempt, run on C.
+            assert execution["tasks"]["TASK-001"]["worker"].startswith("host-a@" if sent else "host-c@")
+            assert "def sub" in subprocess.run(["git", "-C", str(repo), "show", f"{execution['branch']}:calc/ops.py"],
+                                               capture_output=True, text=True, check=True).stdout
+        finally:
+            stop_process_group(host_c, grace_s=20)
     finally:
         redis.stop()

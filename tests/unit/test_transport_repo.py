@@ -41,6 +41,7 @@ from wfqueue.transport.repo import (
     publish,
     read_meta,
     receive_commits,
+    rev,
     send_commits,
 )
 from wfqueue.transport.workspace import CoordinatorFiles
@@ -518,6 +519,29 @@ def test_an_executed_branch_of_two_commits_comes_back_into_the_users_repository(
     assert after == before
     assert sh(repo, "symbolic-ref", "HEAD").strip() == "refs/heads/main"
 
+
+
+def test_a_result_remembered_on_another_worker_is_sent_again_from_redis_or_refused_saying_why(
+        repo: Path, client: redis.Redis, tmp_path: Path) -> None:
+    """A coordinator that died before taking a task's result sends the task again; a worker whose repository
+    never held the commit answered with the remembered one and failed (\"adds nothing\"), every `--continue`."""
+    base = pin_repository(repo).commit
+    publish(client, repo, base, worker_settings(tmp_path))
+    first = repository_for(client, base, worker_settings(tmp_path, "host-a"))
+    worktree = tmp_path / "task"
+    sh(first, "worktree", "add", "-q", "-b", "wfqueue/tasks/E1/T1", str(worktree), base)
+    tip = commit_files(worktree, {"task.txt": "change\n"}, "task change")
+    send_commits(client, first, tip, base, "E1/T1#1", worker_settings(tmp_path, "host-a"))
+
+    other = repository_for(client, base, worker_settings(tmp_path, "host-c"))
+    assert rev(other, tip) is None  # host C's repository never had it
+    send_commits(client, other, tip, base, "E1/T1#1", worker_settings(tmp_path, "host-c"))
+    assert receive_commits(client, "E1/T1#1", repo, "refs/heads/wfqueue/tasks/E1/T1") == tip
+
+    client.delete(*client.keys("wfq:commits:*"))  # expired before the task was sent again
+    with pytest.raises(InfrastructureError) as lost:
+        send_commits(client, other, tip, base, "E1/T1#1", worker_settings(tmp_path, "host-c"))
+    assert "made on another worker" in lost.value.message and "--continue" in (lost.value.hint or "")
 
 FULL_CACHE = """
 import json, sys
