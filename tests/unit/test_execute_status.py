@@ -4,15 +4,19 @@ state, the gates, and how to continue or merge; `--json` prints the record itsel
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 
 from wfqueue.cli.main import main
 from wfqueue.execute import records
+from wfqueue.execute.coordinator import read_status
 from wfqueue.execute.records import Execution, GateRun, TaskRecord
 from wfqueue.redis_owner import RedisOwnership
 from wfqueue.sessions import queue_dir
+from wfqueue.settings import Settings
+from wfqueue.state import SessionState, connect
 
 EXEC_ID = "EXEC-calc-work-2026-01-01"
 
@@ -214,3 +218,23 @@ def test_an_execution_whose_retried_task_has_its_branch_checked_out_elsewhere_is
     err = capsys.readouterr().err
     assert f"the branch of TASK-002, {branch}, is checked out in {tmp_path / 'peek'}" in err, err
     assert records.load(repo / ".workflow" / ".execution" / EXEC_ID).tasks["TASK-002"].attempt == 1
+
+
+def test_a_running_tasks_row_says_what_its_agent_record_says(tmp_path: Path, redis_url: str) -> None:
+    """A task done early read "running", with no worker, until the tasks sent before it were merged (results are
+    settled in the order sent); a task whose worker died read "running" for the hour before redelivery."""
+    running = {"state": "running", "attempt": 1, "worker": "", "started_at": None, "finished_at": None,
+               "merge": None}
+    execution = recorded(tmp_path, "running", None, [done(t, 1, **running) for t in ("T1", "T2", "T3")], [])
+    settings = Settings(broker_url=redis_url)
+    state = SessionState(connect(settings), execution.exec_id, settings.state_ttl_s)
+    now = time.time()
+    state.set_agent("T1", state="running", worker="w1@a", started_at=now - 5, alive_at=now, beat_every_s=30)
+    state.set_agent("T2", state="done", worker="w2@b", started_at=now - 9, finished_at=now - 4, beat_every_s=30)
+    state.set_agent("T3", state="running", worker="w3@c", started_at=now - 700, alive_at=now - 600,
+                    beat_every_s=30)
+    tasks = read_status(Path(execution.exec_dir), settings).tasks
+    assert [tasks[t].worker for t in ("T1", "T2", "T3")] == ["w1@a", "w2@b", "w3@c"]
+    assert tasks["T1"].note is None and tasks["T1"].started_at == pytest.approx(now - 5)
+    assert tasks["T2"].note is not None and tasks["T2"].note.startswith("done on its worker; merged once")
+    assert tasks["T3"].note is not None and tasks["T3"].note.startswith("no heartbeat from its worker for 600s")

@@ -257,10 +257,10 @@ def test_a_mistyped_id_is_answered_with_the_sessions_closest_to_it_and_how_many_
 
 def test_a_retried_agent_is_judged_by_its_new_start_not_its_last_attempts_beat() -> None:
     """A retry re-sets started_at and leaves the earlier attempt's alive_at: it read silent until its first beat."""
-    from wfqueue.collab.inspect import _silent_for
+    from wfqueue.liveness import silent_for
 
     now = 10_000.0
     retried = {"state": "running", "started_at": now - 2, "alive_at": now - 600, "beat_every_s": 30}
-    assert _silent_for(retried, now) is None
+    assert silent_for(retried, now) is None
     gone = {"state": "running", "started_at": now - 700, "alive_at": now - 600, "beat_every_s": 30}
-    assert _silent_for(gone, now) == 600.0
+    assert silent_for(gone, now) == 600.0

@@ -19,6 +19,7 @@ from wfqueue.collab.steps import ANALYSIS_FILE, CONFLICTS_FILE, NOTE_FILE, SUMMA
 from wfqueue.collab.summary import NO_TASK, UNDERSTANDING_FAILED
 from wfqueue.fsio import read_json_object
 from wfqueue.keys import AgentState
+from wfqueue.liveness import silent_for
 from wfqueue.metering import UsageReport, read_usage_file, session_report
 from wfqueue.session_check import check_session_files
 from wfqueue.settings import Settings
@@ -77,22 +78,6 @@ def _failure_marker(body: str) -> str | None:
     return None
 
 
-# A running agent beats every beat_every_s (workers/header.heartbeat): three missed beats mean its worker is gone
-# or stuck, as beat's watchdog reads them.
-MISSED_BEATS = 3
-
-
-def _silent_for(record: dict[str, Any], now: float | None) -> float | None:
-    """Seconds since a running agent's last sign of life, once it has missed ``MISSED_BEATS`` beats; else None."""
-    # The later of its start and its last beat: a retried agent's record still holds the earlier attempt's beat.
-    signs = [float(t) for t in (record.get("alive_at"), record.get("started_at")) if t]
-    every = record.get("beat_every_s")
-    if now is None or record.get("state") != AgentState.RUNNING or not signs or not every:
-        return None
-    silent = now - max(signs)
-    return round(silent, 1) if silent > MISSED_BEATS * float(every) else None
-
-
 def read_session(session_dir: Path, live: dict[str, dict[str, Any]] | None = None,
                  live_usage: UsageReport | None = None, now: float | None = None) -> SessionStatus:
     usage = live_usage or read_usage_file(session_dir)
@@ -133,7 +118,7 @@ def read_session(session_dir: Path, live: dict[str, dict[str, Any]] | None = Non
             agents.append(AgentStatus(focus_area=sub.focus_area, state=AgentState.FAILED,
                                       error=record.get("error") or failure))
         else:
-            silent = _silent_for(record, now)
+            silent = silent_for(record, now)
             note_text = record.get("note") if silent is None else (
                 f"no heartbeat for {silent:g}s: its worker is gone or stuck; the broker gives its task to another "
                 "worker after WFQUEUE_VISIBILITY_TIMEOUT_S, and beat's watchdog sends it again sooner")

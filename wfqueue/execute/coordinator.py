@@ -53,7 +53,8 @@ from wfqueue.execute.waves import WaveRunner
 from wfqueue.execute.worktree import repo_prefix
 from wfqueue.execute.writeback import kept_as_committed, write_back
 from wfqueue.fsio import atomic_write_text
-from wfqueue.keys import SessionKind, SessionMeta, SessionStatus
+from wfqueue.keys import AgentState, SessionKind, SessionMeta, SessionStatus
+from wfqueue.liveness import silent_for
 from wfqueue.metering import budget_meta, usage_line, write_usage_file
 from wfqueue.runtime import Runtime
 from wfqueue.sessions import repo_option
@@ -270,8 +271,9 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
 
 def read_status(folder: Path, settings: Settings) -> Execution:
     """`wfqueue status EXEC-ID`: the execution's waves and per-task states, from ``execution.json`` (rewritten on
-    every change), and what a running task waits for (a retry-after) from its agent record, where the Redis the
-    execution runs on is at hand (``settings``: that Redis, a shared broker or the command's own)."""
+    every change), and for a task in flight its agent record's word, where the Redis the execution runs on is at
+    hand (``settings``: that Redis, a shared broker or the command's own): its worker and start, what it waits
+    for (a retry-after), that it is done and waits for its merge, or that its worker has gone silent."""
     execution = records.load(folder)
     running = [t for t, r in execution.tasks.items() if r.state in records.IN_FLIGHT]
     if execution.status != "running" or not running or settings.broker_url is None:
@@ -280,9 +282,32 @@ def read_status(folder: Path, settings: Settings) -> Execution:
         agents = SessionState(connect(settings), execution.exec_id, settings.state_ttl_s).agents(running)
     except (WfqueueError, redis.RedisError):  # the files say all the rest
         return execution
+    now = time.time()
     for task_id, agent in agents.items():
-        execution.tasks[task_id].note = agent.get("note") or None
+        record = execution.tasks[task_id]
+        record.worker = record.worker or str(agent.get("worker") or "")
+        record.started_at = record.started_at or _seconds(agent.get("started_at"))
+        record.note = _in_flight_note(agent, now)
     return execution
+
+
+def _seconds(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _in_flight_note(agent: dict[str, object], now: float) -> str | None:
+    """What a task execution.json calls running is doing, from its agent record. Results are merged in the order
+    the tasks were sent, so a task done early waits for those sent before it (it read "running" all that time)."""
+    silent = silent_for(agent, now)
+    if silent is not None:
+        return (f"no heartbeat from its worker for {silent:.0f}s: if that worker stopped, the broker gives the task "
+                "to another once WFQUEUE_VISIBILITY_TIMEOUT_S has passed since it was taken")
+    if agent.get("state") == AgentState.DONE:
+        return "done on its worker; merged once the tasks sent before it in its wave are settled"
+    if agent.get("state") == AgentState.FAILED:
+        return "failed on its worker; recorded once the tasks sent before it in its wave are settled"
+    note = agent.get("note")
+    return str(note) if note else None
 
 
 def missing_work(state: SessionStore, session_dir: Path) -> list[str]:
