@@ -22,3 +22,14 @@ def silent_for(record: dict[str, Any], now: float | None) -> float | None:
         return None
     silent = now - max(signs)
     return round(silent, 1) if silent > MISSED_BEATS * float(every) else None
+
+
+SILENT_NOTE = "its worker missed three heartbeats: stopped or stuck (another worker takes the task once " \
+              "WFQUEUE_VISIBILITY_TIMEOUT_S has passed)"
+
+
+def marked_silent(agents: dict[str, dict[str, Any]], now: float) -> dict[str, dict[str, Any]]:
+    """``agents`` with a running agent whose worker went silent noted so, as a command's progress shows it (one
+    note, the same at every tick: a progress line is printed when a note changes)."""
+    return {area: ({**record, "note": SILENT_NOTE} if silent_for(record, now) is not None else record)
+            for area, record in agents.items()}

@@ -264,3 +264,18 @@ def test_a_retried_agent_is_judged_by_its_new_start_not_its_last_attempts_beat()
     assert silent_for(retried, now) is None
     gone = {"state": "running", "started_at": now - 700, "alive_at": now - 600, "beat_every_s": 30}
     assert silent_for(gone, now) == 600.0
+
+
+def test_a_commands_progress_notes_an_agent_whose_worker_went_silent_once() -> None:
+    """The command waiting on a task whose worker died printed nothing more for the hour before redelivery."""
+    from wfqueue.liveness import SILENT_NOTE, marked_silent
+
+    now = 10_000.0
+    agents = {"alive": {"state": "running", "started_at": now - 100, "alive_at": now - 5, "beat_every_s": 30},
+              "gone": {"state": "running", "started_at": now - 700, "alive_at": now - 600, "beat_every_s": 30,
+                       "note": "reading files"},
+              "done": {"state": "done", "started_at": now - 700, "alive_at": now - 600, "beat_every_s": 30}}
+    marked = marked_silent(agents, now)
+    assert marked["gone"]["note"] == SILENT_NOTE and agents["gone"]["note"] == "reading files"
+    assert marked["alive"] == agents["alive"] and marked["done"] == agents["done"]
+    assert marked_silent(agents, now + 60)["gone"]["note"] == SILENT_NOTE  # the same note: one progress line

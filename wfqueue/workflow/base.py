@@ -39,6 +39,7 @@ from wfqueue.fanout import late_result, waiting_for
 from wfqueue.fsio import atomic_write_json, check_writable
 from wfqueue.gitcmd import is_bare_repository
 from wfqueue.keys import COORDINATOR, STEP_NOTE, SessionMeta, SessionStatus
+from wfqueue.liveness import marked_silent
 from wfqueue.metering import (
     budget_meta,
     check_budget_priced,
@@ -366,7 +367,7 @@ class WorkflowCoordinator(Generic[UI]):
         def tick() -> None:
             self._still_known(state, what)
             self._keep_the_bill(state)
-            self.ui.progress(state.agents(watched))
+            self.ui.progress(marked_silent(state.agents(watched), time.time()))
 
         try:
             watch, deadline = self._workers_up(), time.monotonic() + settings.plan_timeout_s
