@@ -145,7 +145,7 @@ def test_a_session_planned_from_another_machine_is_named_as_such(
     monkeypatch.setenv("WFQUEUE_BROKER_URL", redis_url)
     assert main(["status", "EXEC-limits-2026-11-27", "--repo", str(here)]) == 2
     err = capsys.readouterr().err
-    assert "EXEC-limits-2026-11-27 is not planned from here: the broker knows it, its folder is /srv/team/app/" in err
+    assert "EXEC-limits-2026-11-27 is not run from here: the broker knows it, its folder is /srv/team/app/" in err
     assert "run `wfqueue status EXEC-limits-2026-11-27` on that machine" in err
     assert main(["status", "EXEC-other-2026-11-27", "--repo", str(here)]) == 2  # one nobody knows
     assert "no session EXEC-other-2026-11-27 under" in capsys.readouterr().err

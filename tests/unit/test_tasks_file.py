@@ -360,6 +360,16 @@ def test_cli_exits_2_and_lists_problems(run: Any, tmp_path: Path) -> None:
     assert lines[-1] == "2 problems in 3 tasks"
 
 
+
+def test_cli_counts_entries_it_could_not_read_among_the_tasks(run: Any, tmp_path: Path) -> None:
+    """Five lines failing the schema were "5 problems in 0 tasks"."""
+    plan = tmp_path / "tasks.jsonl"
+    (tmp_path / "app.py").write_text("")
+    plan.write_text(jsonl(task("A", files=CHANGES)) + "{not json\n" + json.dumps({"id": "C"}) + "\n")
+    result = run(plan, "--repo", tmp_path)
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1] == "4 problems in 3 tasks (2 could not be read)"
+
 def test_cli_json_output(run: Any, tmp_path: Path) -> None:
     plan = tmp_path / "tasks.jsonl"
     plan.write_text(jsonl(task("A", "GHOST"), task("B", files=CHANGES)))

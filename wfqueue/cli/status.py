@@ -185,8 +185,8 @@ def _elsewhere(settings: Settings, session_id: str, root: Path) -> SessionNotFou
     if meta.session_dir is None or Path(meta.session_dir).is_relative_to(root):  # its folder was here: gone
         return None
     return SessionNotFoundError(
-        f"{session_id} is not planned from here: the broker knows it, its folder is {meta.session_dir} on the "
-        "machine whose command planned it", hint=f"run `wfqueue status {session_id}` on that machine (status reads "
+        f"{session_id} is not run from here: the broker knows it, its folder is {meta.session_dir} on the "
+        "machine whose command started it", hint=f"run `wfqueue status {session_id}` on that machine (status reads "
                                                  "the session's folder; the broker holds only what is under way)")
 
 

@@ -11,11 +11,17 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
-def summary(tasks: int, problems: int) -> str:
-    """'12 tasks, 0 problems' when clean, else '3 problems in 12 tasks'."""
+def summary(tasks: int, problems: int, unread: int = 0) -> str:
+    """'12 tasks, 0 problems' when clean, else '3 problems in 12 tasks'; ``unread``: entries that could not be
+    read as tasks, counted among them (five lines failing the schema were '5 problems in 0 tasks')."""
     if problems == 0:
         return f"{_plural(tasks, 'task')}, 0 problems"
-    return f"{_plural(problems, 'problem')} in {_plural(tasks, 'task')}"
+    return f"{_plural(problems, 'problem')} in {_plural(tasks + unread, 'task')}" + (
+        f" ({unread} could not be read)" if unread else "")
+
+
+# Problems that leave an entry unread: it is no task the other checks can see.
+UNREAD = frozenset({"invalid_json", "schema", "not_an_object"})
 
 
 def register(app: typer.Typer) -> None:
@@ -38,6 +44,7 @@ def register(app: typer.Typer) -> None:
         else:
             for problem in problems:
                 typer.echo(f"{problem.location}  {problem.task_id or '-'}  {problem.message}")
-            typer.echo(summary(len(tasks), len(problems)))
+            unread = len({p.location for p in problems if p.code in UNREAD})
+            typer.echo(summary(len(tasks), len(problems), unread))
         if problems:
             raise typer.Exit(2)
