@@ -1,7 +1,8 @@
 """Whether a running agent's worker is still there, from its record's heartbeats. Pure.
 
 A running agent beats every ``beat_every_s`` (workers/header.heartbeat): three missed beats mean its worker is
-gone or stuck, as beat's watchdog reads them. Used by `wfqueue status` for planning agents and execution tasks.
+gone or stuck, as beat's watchdog reads them. `wfqueue status` and a command's progress say so, for planning
+agents and execution tasks alike.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ def silent_for(record: dict[str, Any], now: float | None) -> float | None:
     return round(silent, 1) if silent > MISSED_BEATS * float(every) else None
 
 
-SILENT_NOTE = "its worker missed three heartbeats: stopped or stuck (another worker takes the task once " \
-              "WFQUEUE_VISIBILITY_TIMEOUT_S has passed)"
+SILENT_NOTE = (f"its worker missed {MISSED_BEATS} heartbeats: stopped or stuck (another worker takes the task once "
+               "WFQUEUE_VISIBILITY_TIMEOUT_S has passed)")
 
 
 def marked_silent(agents: dict[str, dict[str, Any]], now: float) -> dict[str, dict[str, Any]]:

@@ -158,7 +158,7 @@ def _named_by(test: str, asked: set[str]) -> bool:
 
 
 def _name_terms(test: str) -> set[str]:
-    """The words a test file's name says it tests: ``JsonReaderTest.java`` -> {json, read};
+    """The words a test file's name says it tests: ``JsonReaderTest.java`` -> {json, reader};
     ``test_termui.py`` -> {termui}; ``record.test.ts`` -> {record}."""
     name = posixpath.basename(test).split(".")
     stem = ".".join(name[:-1]) if len(name) > 1 else name[0]
