@@ -183,7 +183,7 @@ def test_a_folder_named_as_a_focus_path_plans_the_files_in_it(sample_repo: Path)
     first, second = folders.sub_domains
     planned = {sub.focus_area: {f.path for t in plan_area(index, folders, sub.focus_area).tasks for f in t.files}
                for sub in folders.sub_domains}
-    assert planned[first.focus_area] and all(p.startswith("notes_api/api/") and (sample_repo / p).is_file()
+    assert planned[first.focus_area] and all(p.startswith(("notes_api/api/", "tests/")) and (sample_repo / p).is_file()
                                              for p in planned[first.focus_area])
     assert planned[second.focus_area] and all(p.startswith(("notes_api/auth/", "tests/"))
                                               for p in planned[second.focus_area])
@@ -198,3 +198,23 @@ def test_a_test_area_waits_for_the_code_the_plan_changes_whatever_its_files_are_
     [change] = plan_area(index, split, code.focus_area).tasks
     [test] = plan_area(index, split, tests.focus_area).tasks
     assert test.depends_on == [change.id]
+
+
+def test_a_collab_task_names_the_test_file_it_says_to_extend(sample_repo: Path) -> None:
+    """"Extend tests/test_handlers.py, tests/test_middleware.py, tests/test_router.py" with none of them in the
+    task's files: an executor may change only the files a task names (and add new tests), so an agent that did as
+    the task said had its change rejected. A task extends its module's own test, which no other task names."""
+    requirement = "Add per-user rate limiting to the API"
+    index = build_index(sample_repo)
+    analysis = allocate(understand(index, requirement, 4), "CPLAN-t", requirement, 4)
+    assert len(analysis.sub_domains) >= 2
+    tasks = [t for sub in analysis.sub_domains for t in plan_area(index, analysis, sub.focus_area).tasks]
+    named_tests = [f.path for t in tasks for f in t.files if f.path.startswith("tests/")]
+    assert "tests/test_router.py" in named_tests and len(named_tests) == len(set(named_tests))  # one task each
+    for task in tasks:
+        files = {f.path for f in task.files}
+        for step in task.implementation:
+            if step.startswith("Extend tests/"):
+                assert step.split()[1] in files, (task.id, step, files)
+        router_task = "notes_api/api/router.py" in files
+        assert not router_task or any("Keep tests/test_handlers.py" in s for s in task.implementation)

@@ -12,6 +12,7 @@ import posixpath
 from wfqueue.analysis import RepoIndex, fan_in, importers_of, rank_files, test_command_for, tokenize
 from wfqueue.analysis.files import is_test_path
 from wfqueue.analysis.roles import beside_the_product, plannable
+from wfqueue.analysis.testmap import subject_stem, tested_stem
 from wfqueue.collab.models import AreaDraft, Evidence, EvidenceFile, RequirementAnalysis, SubDomain, task_id
 from wfqueue.providers.offline.changes import (
     change_phrase,
@@ -97,8 +98,16 @@ def _task_for_file(
     if importer_tests and len(criteria) < 5:
         criteria.append(f"`{verification_for(index, importer_tests)}` passes: the modules importing {path} "
                         f"({', '.join(importers[:3])}) keep working")
-    files = file_entries(index, path, requirement)
     a_test = any(f.path == path and f.is_test for f in index.files)
+    # The module's own test file (named after it), which no other task plans, is this task's to extend: an
+    # executor may change only the files a task names (and add new tests), so "Extend tests/test_x.py" with the
+    # file unnamed had the agent's change rejected. Other tests covering it are run, and must keep passing.
+    own = next((t for t in tests if t != path and t not in ids and tested_stem(t) == subject_stem(path)), None) \
+        if not a_test else None
+    files = file_entries(index, path, requirement) + (
+        [TaskFile(path=own, action="modify", changes=[f"tests of the change to {path}"], conflict_risk="low")]
+        if own else [])
+    others = [t for t in tests if t not in (own, path)]
     return UnifiedTask(
         id=ids[path],
         title=(f"Test: {change_phrase(requirement)} ({path})" if a_test
@@ -120,8 +129,10 @@ def _task_for_file(
         files=files,
         implementation=[f"Read {s.qualname} at {path}:{s.line}-{s.end_line}" for s in symbols]
         + [f"Update {path} for: {short}"]
-        + ([f"Extend {', '.join(t if t != path else f'its own test module in {path}' for t in tests[:3])}"]
-           if tests else [f"Add a test covering {path}"]),
+        + [f"Extend {own} with a test of the change" if own else
+           f"Extend its own test module in {path} with a test of the change" if path in tests else
+           f"Add a test of the change to {path} in a new test file"]
+        + ([f"Keep {', '.join(others[:3])} passing (run, not changed here)"] if others else []),
         test=TaskTest(commands=[verification] if verification else [], unit=tests),
         meta=TaskMeta(agent=sub.focus_area, module=path),
         source=TaskSource(tool="wfqueue-collab", session_id=analysis.session_id, original_id=ids[path]),
