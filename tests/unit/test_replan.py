@@ -126,6 +126,23 @@ def test_task_mode_grammar() -> None:
         parse_request("add a task for X", task_id="IMPL-2")
 
 
+
+def test_task_mode_takes_each_label_of_the_accepted_form_whatever_separates_them() -> None:
+    """The hint's own form, "title: ... | criterion: ... | files: a, b", gave one title holding it all: no
+    criterion, no files, and the replan said applied."""
+    want = [UpdateTask(field="title", value="Issue JWT tokens"),
+            UpdateTask(field="criterion", value="login returns a signed token"),
+            UpdateTask(field="files", value="app/api.py, app/auth.py"),
+            UpdateTask(field="note", value="keep the old tokens valid")]
+    for text in ("title: Issue JWT tokens | criterion: login returns a signed token | files: app/api.py, "
+                 "app/auth.py; keep the old tokens valid",
+                 "title: Issue JWT tokens, criterion: login returns a signed token; files: app/api.py, app/auth.py\n"
+                 "keep the old tokens valid"):
+        assert parse_request(text, task_id="IMPL-2").operations == want, text
+    # A "|" inside a value is the value's own.
+    piped = parse_request("criterion: `grep -c token app/api.py | wc -l` prints 1", task_id="IMPL-2")
+    assert piped.operations == [UpdateTask(field="criterion", value="`grep -c token app/api.py | wc -l` prints 1")]
+
 def test_manifest_round_trips_and_refuses_paths_a_replan_never_writes(tmp_path: Path) -> None:
     manifest = Manifest(session_id="WFS-x", timestamp="2026-11-22T08:00:00+00:00", reason="drop IMPL-3\nnow",
                         scope="task_restructure", mode="session", files=[".task/IMPL-3.json", "TODO_LIST.md"],

@@ -63,7 +63,7 @@ ACCEPTED_FORMS = (
     "remove IMPL-3   |  删除 IMPL-3",
     "IMPL-4 depends on IMPL-2 / also depends on / no longer depends on   |  IMPL-4 依赖 IMPL-2",
     "use codex / run with claude   |  改用 gemini / 使用 Agent 执行",
-    'task mode: wfqueue replan IMPL-2 "title: ... | criterion: ... | step: ... | files: a, b | any text"',
+    'task mode: wfqueue replan IMPL-2 "title: ...; criterion: ...; step: ...; files: a, b; any text"',
 )
 
 
@@ -252,8 +252,15 @@ _CONNECTORS = re.compile(r"^(?:\s|[,，、:：\-]|\band\b|\bthen\b|\bplease\b|�
                          r"|(?:\s|[,，、:：\-]|\band\b|\bthen\b|和|并且|并|然后)+$", re.I)
 
 
-def _clauses(text: str, tools: Sequence[str]) -> list[str]:
-    return [c.strip() for c in _splitter(tools).split(text) if c and c.strip()]
+# In task mode a "|" or a comma before a label starts a new clause: the accepted form
+# "title: ... | criterion: ... | files: a, b" (the title took all of it). A "|" elsewhere is the text's own
+# (a criterion "`grep x | wc -l` prints 1").
+_BEFORE_LABEL = re.compile(r"\s*[|,，]\s*(?=(?:" + "|".join(p.pattern for _, p in _LABELS) + "))", re.I)
+
+
+def _clauses(text: str, tools: Sequence[str], task_mode: bool = False) -> list[str]:
+    parts = _BEFORE_LABEL.split(text) if task_mode else [text]
+    return [c.strip() for part in parts for c in _splitter(tools).split(part) if c and c.strip()]
 
 
 def _is_filler(text: str) -> bool:
@@ -371,7 +378,7 @@ def parse_request(text: str, task_id: str | None = None, tools: Sequence[str] = 
     named: list[str] = []
     notes: list[str] = []
     unknown: list[str] = []
-    for clause in _clauses(text, tools):
+    for clause in _clauses(text, tools, task_mode=task_id is not None):
         ops, tools_named, leftover = _parse_clause(clause, task_id is not None, tools)
         operations.extend(ops)
         named.extend(tools_named)
