@@ -148,7 +148,7 @@ def test_manifest_round_trips_and_refuses_paths_a_replan_never_writes(tmp_path: 
                         scope="task_restructure", mode="session", files=[".task/IMPL-3.json", "TODO_LIST.md"],
                         deleted=[".task/IMPL-3.json"], created=[".task/IMPL-4.json"])
     text = render_manifest(manifest, tmp_path)
-    assert parse_manifest(text) == manifest.model_copy(update={"reason": "drop IMPL-3 now"})
+    assert parse_manifest(text) == manifest.model_copy(update={"reason": "drop IMPL-3 now", "backup": tmp_path.name})
     with pytest.raises(WfqueueError, match="never writes"):
         parse_manifest(text.replace("`TODO_LIST.md`", "`../../etc/passwd`"))
 

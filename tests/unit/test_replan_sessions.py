@@ -4,6 +4,7 @@ a disk that refuses the backup, backups restored out of order, results `execute`
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import shutil
 from pathlib import Path
@@ -177,6 +178,25 @@ def test_a_backup_is_not_restored_again_once_its_replan_is_undone_nor_as_a_copy_
         assert code == 2 and "has no replan left to undo" in err, err
     assert tree(folder, skip_backups=True) == before
 
+
+
+def test_a_copy_of_a_backup_is_told_from_one_made_in_the_same_second(tmp_path: Path) -> None:
+    """Two identical replans in one second share timestamp, reason and scope: a copy of the first one's backup
+    passed for the last replan's, undid the wrong one and left the other's task file beside the plan."""
+    from wfqueue.workflow_session.replan.backup import MANIFEST
+
+    folder = three_tasks(tmp_path)
+    first = json.loads(cli("replan", "add a task for metrics", "--repo", str(tmp_path), "-y", "--json")[1])
+    second = json.loads(cli("replan", "add a task for metrics", "--repo", str(tmp_path), "-y", "--json")[1])
+    copy = tmp_path / "kept-elsewhere"
+    shutil.copytree(first["backup"], copy)
+    stamp = re.compile(r"^\*\*Timestamp\*\*: .*$", re.M)
+    (stamp_of_second,) = stamp.findall((Path(second["backup"]) / MANIFEST).read_text())
+    (copy / MANIFEST).write_text(stamp.sub(stamp_of_second, (copy / MANIFEST).read_text()))  # the same second
+    after_both = tree(folder, skip_backups=True)
+    code, _, err, _ = cli("replan", "--restore", str(copy), "--repo", str(tmp_path))
+    assert code == 2 and "is not the backup of WFS-test-session's last replan" in err, err
+    assert tree(folder, skip_backups=True) == after_both
 
 def test_a_renamed_sessions_backups_are_its_own(tmp_path: Path) -> None:
     """A session folder renamed after a replan (a session of its own, README) could not restore the backups it

@@ -41,6 +41,9 @@ class Manifest(BaseModel):
     deleted: list[str] = Field(default_factory=list, description="subset of files the replan deleted")
     created: list[str] = Field(default_factory=list, description="created by the replan: removed by --restore")
     digests: dict[str, str] = Field(default_factory=dict, description="sha256 of each backed-up file, as made")
+    # The backup folder's name as made (replan-2026-11-27T19-29-57-2): a copy kept elsewhere is known by it, where
+    # two replans of the same second share timestamp, reason and scope. Empty in a manifest written before it.
+    backup: str = ""
 
 
 def backup_root(folder: Path) -> Path:
@@ -133,7 +136,8 @@ def _one(text: str) -> str:
 def render_manifest(manifest: Manifest, backup: Path) -> str:
     lines = ["# Replan Backup Manifest", "", f"**Session**: {manifest.session_id}",
              f"**Timestamp**: {manifest.timestamp}", f"**Reason**: {_one(manifest.reason)}",
-             f"**Scope**: {manifest.scope}", f"**Mode**: {manifest.mode}", "", "## Files", ""]
+             f"**Scope**: {manifest.scope}", f"**Mode**: {manifest.mode}", f"**Backup**: {backup.name}", "",
+             "## Files", ""]
     lines += [f"- `{rel}`" + (" (deleted by this replan)" if rel in manifest.deleted else "")
               + (f" sha256 {manifest.digests[rel]}" if rel in manifest.digests else "") for rel in manifest.files]
     lines += ["", "## Created by this replan", ""]
@@ -167,7 +171,7 @@ def parse_manifest(text: str) -> Manifest:
     return Manifest(session_id=fields["Session"].strip(), timestamp=fields["Timestamp"].strip(),
                     reason=fields.get("Reason", ""), scope=fields["Scope"].strip(), mode=fields.get("Mode", ""),
                     files=files, deleted=[rel for rel, gone in sections["Files"] if gone], created=created,
-                    digests=digests)
+                    digests=digests, backup=fields.get("Backup", "").strip())
 
 
 def write_backup(folder: Path, backup: Path, manifest: Manifest) -> None:

@@ -50,10 +50,13 @@ def _refuse_out_of_order(folder: Path, backup: Path, manifest: Manifest, repo: P
     last = history[-1]
     try:
         same = backup.resolve().relative_to(folder.resolve()).as_posix() == last.backup
-    except ValueError:  # a copy kept elsewhere: known by what its manifest records (two replans may share a second)
-        # The manifest keeps the reason on one line: a request with a newline or a double space differed.
-        same = (manifest.timestamp, manifest.reason, manifest.scope) == (last.timestamp, " ".join(last.reason.split()),
-                                                                          last.scope)
+    except ValueError:  # a copy kept elsewhere: known by the backup folder its manifest names
+        if manifest.backup:
+            same = manifest.backup == Path(last.backup).name
+        else:  # an older manifest: by what it records, which two replans of the same second may share
+            # The manifest keeps the reason on one line: a request with a newline or a double space differed.
+            same = (manifest.timestamp, manifest.reason, manifest.scope) == (
+                last.timestamp, " ".join(last.reason.split()), last.scope)
     if not same and not (folder / last.backup).is_dir():
         raise ReplanRefusedError(
             f"{backup.name} is not the backup of {folder.name}'s last replan, and that one's backup "
