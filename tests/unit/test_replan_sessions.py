@@ -254,3 +254,14 @@ def test_with_the_last_replans_backup_deleted_an_older_one_is_refused_without_na
     assert code == 2 and f"({Path(second['backup']).name}) is gone" in err, err
     assert "--restore" not in err.split("hint:", 1)[-1]
     assert tree(folder, skip_backups=True) != before  # both replans still applied: nothing was restored
+
+
+def test_a_replan_of_a_session_without_plan_json_is_refused_not_applied_half(tmp_path: Path) -> None:
+    """With plan.json gone, "add a task" wrote the task file and TODO_LIST.md, said applied, and left plan.json
+    missing and IMPL_PLAN.md counting the old tasks: `verify` then reported the mismatch the replan had made."""
+    folder = three_tasks(tmp_path)
+    (folder / "plan.json").unlink()
+    before = tree(folder)
+    code, _, err, _ = cli("replan", "add a task for metrics", "--repo", str(tmp_path), "-y")
+    assert code == 2 and "plan.json is missing" in err and "nothing was changed" in err, err
+    assert tree(folder) == before

@@ -263,8 +263,13 @@ def run_replan(repo: Path, text: str | None, ui: ReplanUI, *, task_id: str | Non
     if not interactive:
         ui.info("using safe defaults: scope tasks_only, task changes update_only, dependencies preserved "
                 "(operations the request states itself still apply)")
-    if snap.plan is None or snap.context is None:
-        ui.info(f"{IMPL_PLAN_FILE} will not be re-rendered: {PLAN_FILE} or .process/{CONTEXT_FILE} is missing")
+    if snap.plan is None:  # its task list would not follow the change: `verify` and `resume` then disagree with it
+        raise ReplanRefusedError(
+            f"{PLAN_FILE} is missing from {folder.name}: a replan keeps its task list in step with the task files; "
+            "nothing was changed",
+            hint=f"put it back (a backup under {PROCESS_DIR}/backup/ may hold it), or plan the requirement again")
+    if snap.context is None:
+        ui.info(f"{IMPL_PLAN_FILE} will not be re-rendered: .process/{CONTEXT_FILE} is missing")
     tasks = [t for t in (_as_unified(d) for d in snap.tasks.values()) if t is not None]
     for round_ in range(1, MAX_ADJUST_ROUNDS + 1):
         selections = clarify(ui, request, tasks) if interactive else SAFE_DEFAULTS
