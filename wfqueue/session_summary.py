@@ -22,6 +22,7 @@ from wfqueue.metering import UsageReport, read_usage_file, session_report
 from wfqueue.settings import Settings
 from wfqueue.state import SessionState, connect
 from wfqueue.usage import PriceTable
+from wfqueue.workflow_session.replan.backup import HALF_WRITTEN, half_written
 from wfqueue.workflow_session.session import load_session, read_session, recorded_failed_angles, task_files
 
 
@@ -121,8 +122,11 @@ def read_workflow_session(folder: Path) -> SessionSummary:
                         if phase == "context" else "")
              for phase, state in session.phases.items()]
     tasks = len(task_files(folder))
-    return SessionSummary(kind="workflow", session_id=session.session_id, session_dir=str(folder),
-                          status=session.status, tasks=tasks, steps=steps, usage=read_usage_file(folder))
+    summary = SessionSummary(kind="workflow", session_id=session.session_id, session_dir=str(folder),
+                             status=session.status, tasks=tasks, steps=steps, usage=read_usage_file(folder))
+    said = half_written(folder)  # its record is the one before or after: the files are neither
+    return summary if said is None else summary.model_copy(update={"status": HALF_WRITTEN,
+                                                                   "hint": f"{said[0]}: {said[1]}"})
 
 
 def with_live_records(summary: SessionSummary, settings: Settings, *, angles: bool = False) -> SessionSummary:

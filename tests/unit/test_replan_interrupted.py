@@ -146,7 +146,8 @@ def test_a_roll_back_the_disk_refuses_says_the_session_is_partly_written_and_its
     assert tree(folder, skip_backups=True) == before
 
 
-def test_a_restore_stopped_half_way_can_be_run_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_restore_stopped_half_way_can_be_run_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
     """The restore put the record back first (its history then forgot the replan) and removed the new task files
     after: stopped in between (.task/ made read-only), it could not be run again ("undone already") and left the
     replan's task file behind."""
@@ -164,7 +165,19 @@ def test_a_restore_stopped_half_way_can_be_run_again(tmp_path: Path, monkeypatch
     assert cli("replan", "--restore", replanned["backup"], "--repo", str(tmp_path))[0] == 3
     monkeypatch.setattr(backup_module, "remove", real_remove)
     code, _, err, _ = cli("replan", "IMPL-2", "title: Limiter settings", "--repo", str(tmp_path), "-y")
-    assert code == 2 and "stopped half-way" in err, err  # no replan on a half-restored session
+    # No replan on a half-restored session; it said "the replan ... stopped half-way" of a restore.
+    assert code == 2 and f"the restore of {Path(replanned['backup']).name} in " in err and "run it again" in err, err
+    # status, sessions, validate and resume called it healthy (active, completed, 0 problems, exit 0).
+    capsys.readouterr()
+    assert main(["status", folder.name, "--repo", str(tmp_path), "--json"]) in (0, None)
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["status"] == "half-written" and "run it again" in shown["hint"], shown
+    assert main(["sessions", "--repo", str(tmp_path), "--json"]) in (0, None)
+    assert json.loads(capsys.readouterr().out)["sessions"][0]["status"] == "half-written"
+    assert main(["validate", str(folder), "--repo", str(tmp_path)]) == 2
+    assert "the restore of" in capsys.readouterr().out
+    assert main(["resume", folder.name, "--repo", str(tmp_path)]) == 2
+    assert "the restore of" in capsys.readouterr().err
     code, _, err, _ = cli("replan", "--restore", replanned["backup"], "--repo", str(tmp_path))
     assert code == 0, err
     assert tree(folder, skip_backups=True) == before

@@ -35,9 +35,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Check tasks: schema, ids, dependencies, cycles, and that files to modify exist. Exit 2 on problems."""
         # Imported on use: the execute package is larger than this command needs to start.
-        from wfqueue.execute.load import read_plan, resolve_source
+        from wfqueue.execute.load import read_plan, readiness_problems, resolve_source
 
-        tasks, problems = read_plan(*resolve_source(path, repo))
+        source, root = resolve_source(path, repo)
+        tasks, problems = read_plan(source, root)
+        problems = readiness_problems(source, root) + problems
         if as_json:
             payload = {"path": path, "tasks": len(tasks), "problems": [p.model_dump() for p in problems]}
             json_output.emit(payload)

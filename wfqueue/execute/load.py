@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wfqueue.collab.steps import ANALYSIS_FILE, NOTE_FILE, is_cancelled
-from wfqueue.errors import BadInputError
+from wfqueue.errors import BadInputError, WfqueueError
 from wfqueue.execute.model import ExecutablePlan, PlanKind, PlanVerdict, exec_task
 from wfqueue.execute.plan_context import AGENT_PLAN_FILE, AGENTS_DIR, agent_plan_files, read_context
 from wfqueue.execute.safety import refuse_bare
@@ -185,6 +185,18 @@ def refuse_unfinished(source: PlanSource, root: Path) -> None:
         raise BadInputError(
             f"{source.folder.name} is still being planned (its tasks phase is {state}): it has no plan to execute yet",
             hint=still_planned_hint(source.folder.name, root, "execute it"))
+
+
+def readiness_problems(source: PlanSource, root: Path) -> list[TaskProblem]:
+    """Why `execute` would refuse the plan at ``source`` before reading its tasks (not accepted, still being
+    planned, a replan or restore stopped half-way), as ``wfqueue validate`` reports it: it said "0 problems"."""
+    try:
+        refuse_unaccepted(source, root)
+        refuse_unfinished(source, root)
+    except WfqueueError as exc:
+        hint = f" ({exc.hint})" if exc.hint else ""
+        return [TaskProblem(location=source.folder.name, task_id=None, code="not_ready", message=exc.message + hint)]
+    return []
 
 
 def read_plan(source: PlanSource, root: Path) -> tuple[list[LoadedTask], list[TaskProblem]]:

@@ -44,6 +44,7 @@ from wfqueue.workflow.kind import WorkflowKind
 from wfqueue.workflow_session.failed_angles import AGAIN, plan_again, why_not_planned_again
 from wfqueue.workflow_session.models import GATES_READY, PHASES, ConflictResolution, SessionConflict, WorkflowSession
 from wfqueue.workflow_session.render import PlanningNotes
+from wfqueue.workflow_session.replan.backup import refuse_half_written
 from wfqueue.workflow_session.session import (
     PLAN_FILE,
     PROCESS_DIR,
@@ -169,7 +170,9 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
             return self._phases(runtime, folder, request, fresh)
 
     def resume(self, request: ResumeRequest) -> WfsResult:
-        """Continue at the first phase not done, with the recommended choices."""
+        """Continue at the first phase not done, with the recommended choices. A session whose replan or restore
+        stopped half-way is refused: its phases are done, its files are neither plan (it said completed)."""
+        refuse_half_written(request.session_dir, "resume it", lock_timeout_s=self.settings.lock_timeout_s)
         return self.run(PlanRequest(repo=request.repo, provider=request.provider, yes=True,
                                     session=request.session_dir.name, budget=request.budget,
                                     keep_provider=not request.provider_chosen))

@@ -96,10 +96,32 @@ def refuse_half_written(folder: Path, then: str, *, lock_timeout_s: float | None
         except Timeout:
             raise SessionBusyError(f"a replan of {folder.name} holds its lock", hint=f"wait for it to finish, then "
                                                                                      f"{then}") from None
-    if half is not None:
-        raise BadInputError(f"the replan {half.name} of {folder.name} stopped half-way: its files are partly written; "
-                            "nothing was changed", hint=f"undo it first ({restore_command(half, folder.name)}), "
-                                                        f"then {then}")
+    said = half_written(folder) if half is not None else None
+    if said is not None:
+        message, hint = said
+        raise BadInputError(f"{message}; nothing was changed", hint=f"{hint}, then {then}")
+
+
+# The status `wfqueue status` and `sessions` give a session whose replan or restore stopped half-way.
+HALF_WRITTEN = "half-written"
+
+
+def half_written(folder: Path) -> tuple[str, str] | None:
+    """What a session whose replan or restore stopped half-way is, and what mends it, as (message, hint); None
+    when none did. ``status`` and ``validate`` say it; the commands that would read the plan refuse with it."""
+    half = pending_backup(folder)
+    if half is None:
+        return None
+    try:
+        restoring = (folder / PROCESS_DIR / PENDING).read_text(encoding="utf-8").startswith(_RESTORING)
+    except (OSError, UnicodeDecodeError):
+        restoring = False
+    command = restore_command(half, folder.name)
+    if restoring:  # the same restore, run again, finishes it
+        return (f"the restore of {half.name} in {folder.name} stopped half-way: its files are partly written",
+                f"run it again ({command})")
+    return (f"the replan {half.name} of {folder.name} stopped half-way: its files are partly written",
+            f"undo it first ({command})")
 
 
 def mark_pending(folder: Path, backup: Path, *, restoring: bool = False) -> None:

@@ -11,8 +11,10 @@ from pydantic import BaseModel
 from wfqueue.errors import NotABackupError, ReplanRefusedError, SessionBusyError
 from wfqueue.sessions import repo_option
 from wfqueue.workflow_session.replan.backup import (
+    HALF_WRITTEN,
     Manifest,
     backup_root,
+    half_written,
     mark_pending,
     pending_backup,
     read_backup,
@@ -125,6 +127,8 @@ def session_rows(repo: Path) -> list[SessionRow]:
             rows.append(SessionRow(session_id=folder.name, status="damaged", tasks=count,
                                    error=f"{SESSION_FILE}: {str(exc).splitlines()[0]}"))
             continue
-        rows.append(SessionRow(session_id=s.session_id, status=s.status, tasks=count, created_at=s.created_at,
-                               last_replan=s.progress.last_replan, replans=len(s.replan_history)))
+        said = half_written(folder)
+        rows.append(SessionRow(session_id=s.session_id, status=s.status if said is None else HALF_WRITTEN,
+                               tasks=count, created_at=s.created_at, last_replan=s.progress.last_replan,
+                               replans=len(s.replan_history), error=f"{said[0]}: {said[1]}" if said else None))
     return rows
