@@ -265,3 +265,24 @@ def test_a_replan_of_a_session_without_plan_json_is_refused_not_applied_half(tmp
     code, _, err, _ = cli("replan", "add a task for metrics", "--repo", str(tmp_path), "-y")
     assert code == 2 and "plan.json is missing" in err and "nothing was changed" in err, err
     assert tree(folder) == before
+
+
+def test_a_restore_keeps_the_edits_made_since_the_replan(tmp_path: Path) -> None:
+    """A criterion added by hand to a task the replan changed, and a task the replan added then edited: the
+    restore put the backup back and removed the task, and both edits were gone without a word."""
+    folder = three_tasks(tmp_path)
+    before = tree(folder, skip_backups=True)
+    added = json.loads(cli("replan", "add a task for metrics", "--repo", str(tmp_path), "-y", "--json")[1])
+    (new_task,) = (folder / ".task").glob("IMPL-4.json")
+    edited = json.loads(new_task.read_text())
+    edited["convergence"]["criteria"].append("metrics are exported on /metrics")
+    new_task.write_text(json.dumps(edited, indent=2))
+    code, out, err, _ = cli("replan", "--restore", added["backup"], "--repo", str(tmp_path), "--json")
+    assert code == 0, err
+    kept = json.loads(out)["kept"]
+    assert kept and json.loads((Path(kept) / ".task" / "IMPL-4.json").read_text()) == edited
+    assert tree(folder, skip_backups=True) == before  # the session itself is the backup's, byte for byte
+    # Nothing edited since: nothing kept, nothing said.
+    again = json.loads(cli("replan", "IMPL-2", "title: Limiter settings", "--repo", str(tmp_path), "-y", "--json")[1])
+    code, out, err, _ = cli("replan", "--restore", again["backup"], "--repo", str(tmp_path), "--json")
+    assert code == 0 and json.loads(out)["kept"] is None, out + err

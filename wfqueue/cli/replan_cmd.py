@@ -130,7 +130,8 @@ def register(app: typer.Typer) -> None:
                 json_output.emit(result.model_dump())
             else:
                 typer.echo(f"restored {result.session_id} from {result.backup}: {', '.join(result.restored) or '-'}"
-                           + (f"; removed {', '.join(result.removed)}" if result.removed else ""))
+                           + (f"; removed {', '.join(result.removed)}" if result.removed else "")
+                           + (f"; what it replaced is kept in {result.kept}" if result.kept else ""))
             return
         task_id, text = _split_arguments(first, second)
         if text is not None and text.strip():

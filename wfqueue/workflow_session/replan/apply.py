@@ -19,6 +19,7 @@ the file-lock pitfalls), which is all a user command needs.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -319,7 +320,9 @@ def _apply(folder: Path, repo: Path, snap: SessionSnapshot, impact: Impact, arti
                         mode=f"task {impact.task_id}" if impact.task_id else "session",
                         files=[rel for rel in artifacts if rel in snap.files],
                         deleted=[rel for rel, text in artifacts.items() if text is None],
-                        created=[rel for rel in artifacts if rel not in snap.files])
+                        created=[rel for rel in artifacts if rel not in snap.files],
+                        written={rel: hashlib.sha256(text.encode("utf-8")).hexdigest()
+                                 for rel, text in artifacts.items() if text is not None})
     try:
         with changes_locked(folder, lock_timeout_s):
             if _current_bytes(folder) != snap.files or backup.exists() or pending_backup(folder) is not None:

@@ -44,6 +44,8 @@ class Manifest(BaseModel):
     # The backup folder's name as made (replan-2026-11-27T19-29-57-2): a copy kept elsewhere is known by it, where
     # two replans of the same second share timestamp, reason and scope. Empty in a manifest written before it.
     backup: str = ""
+    # sha256 of each file as the replan writes it: a restore keeps a copy of any changed since (an edit by hand).
+    written: dict[str, str] = Field(default_factory=dict)
 
 
 def backup_root(folder: Path) -> Path:
@@ -164,6 +166,9 @@ def render_manifest(manifest: Manifest, backup: Path) -> str:
               + (f" sha256 {manifest.digests[rel]}" if rel in manifest.digests else "") for rel in manifest.files]
     lines += ["", "## Created by this replan", ""]
     lines += [f"- `{rel}`" for rel in manifest.created] or ["- (none)"]
+    if manifest.written:
+        lines += ["", "## Written by this replan", ""]
+        lines += [f"- `{rel}` sha256 {digest}" for rel, digest in manifest.written.items()]
     lines += ["", "## Restoration Command", "", "```", restore_command(backup, manifest.session_id), "```", ""]
     return "\n".join(lines)
 
@@ -173,27 +178,31 @@ def parse_manifest(text: str) -> Manifest:
     fields = dict(re.findall(r"^\*\*(\w+)\*\*: (.*)$", text, re.M))
     sections: dict[str, list[tuple[str, bool]]] = {}
     digests: dict[str, str] = {}
-    current = None
+    after: dict[str, str] = {}
+    current, line_section = None, ""
     for line in text.splitlines():
         if line.startswith("## "):
-            current = sections.setdefault(line[3:].strip(), [])
+            line_section = line[3:].strip()
+            current = sections.setdefault(line_section, [])
         elif current is not None and (item := re.match(
                 r"^- `([^`]+)`( \(deleted by this replan\))?(?: sha256 ([0-9a-f]{64}))?$", line)):
             current.append((item.group(1), bool(item.group(2))))
             if item.group(3):  # a manifest written before digests has none: its files are taken as they are
-                digests[item.group(1)] = item.group(3)
+                (after if line_section == "Written by this replan" else digests)[item.group(1)] = item.group(3)
     missing = [k for k in ("Session", "Timestamp", "Scope") if k not in fields]
     if missing or "Files" not in sections:
         raise NotABackupError(f"{MANIFEST} is not a replan manifest (missing {', '.join(missing) or 'Files'})")
     files = [rel for rel, _ in sections["Files"]]
     created = [rel for rel, _ in sections.get("Created by this replan", [])]
-    unsafe = [rel for rel in [*files, *created] if not RESTORABLE.match(rel)]
+    written = [rel for rel, _ in sections.get("Written by this replan", [])]
+    unsafe = [rel for rel in [*files, *created, *written] if not RESTORABLE.match(rel)]
     if unsafe:
         raise NotABackupError(f"{MANIFEST} names files a replan never writes: {', '.join(unsafe)}")
     return Manifest(session_id=fields["Session"].strip(), timestamp=fields["Timestamp"].strip(),
                     reason=fields.get("Reason", ""), scope=fields["Scope"].strip(), mode=fields.get("Mode", ""),
                     files=files, deleted=[rel for rel, gone in sections["Files"] if gone], created=created,
-                    digests=digests, backup=fields.get("Backup", "").strip())
+                    digests=digests, backup=fields.get("Backup", "").strip(),
+                    written={rel: after[rel] for rel in written if rel in after})
 
 
 def write_backup(folder: Path, backup: Path, manifest: Manifest) -> None:
@@ -251,6 +260,28 @@ def read_backup(folder: Path, backup: Path) -> Manifest:
                               hint="put the backup's files back as they were, or change the plan with "
                                    "`wfqueue replan`")
     return manifest
+
+
+def keep_replaced(folder: Path, backup: Path, manifest: Manifest, now: datetime) -> Path | None:
+    """Copy what a restore is about to replace or remove that differs from what the replan wrote: an edit made
+    since, by hand (a restore put the backup back over a criterion added to a task, and the edit was gone). Kept
+    under the session's backups, by path; None when nothing would be lost."""
+    def changed_since(rel: str) -> bool:
+        current = (folder / rel).read_bytes()
+        if rel in manifest.written:  # as the replan wrote it, or edited since
+            return hashlib.sha256(current).hexdigest() != manifest.written[rel]
+        # A manifest written before it recorded what it wrote: all the restore replaces that the backup lacks.
+        return rel in manifest.created or current != (backup / Path(rel).name).read_bytes()
+
+    replaced = [rel for rel in [*manifest.created, *manifest.files]
+                if (folder / rel).is_file() and (rel in manifest.created or (backup / Path(rel).name).is_file())
+                and changed_since(rel)]
+    if not replaced:
+        return None
+    kept = backup_root(folder) / f"replaced-by-restore-{now.strftime('%Y-%m-%dT%H-%M-%S')}-{backup.name}"
+    for rel in replaced:
+        atomic_write_bytes(kept / rel, (folder / rel).read_bytes())
+    return kept
 
 
 def restore_files(folder: Path, backup: Path, manifest: Manifest) -> tuple[list[str], list[str]]:

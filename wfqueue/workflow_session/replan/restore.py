@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+from datetime import UTC, datetime
 from pathlib import Path
 
 from filelock import Timeout
@@ -15,6 +16,7 @@ from wfqueue.workflow_session.replan.backup import (
     Manifest,
     backup_root,
     half_written,
+    keep_replaced,
     mark_pending,
     pending_backup,
     read_backup,
@@ -37,6 +39,9 @@ class RestoreResult(BaseModel):
     backup: str
     restored: list[str]
     removed: list[str]
+    # Where the files the restore replaced or removed are kept (the replan's, with any edit made since); None when
+    # it replaced nothing but what the backup holds.
+    kept: str | None = None
 
 
 def _refuse_out_of_order(folder: Path, backup: Path, manifest: Manifest, repo: Path) -> None:
@@ -88,6 +93,8 @@ def restore(repo: Path, backup: Path, session_id: str | None = None, lock_timeou
             elif pending.resolve() != backup.resolve():
                 raise ReplanRefusedError(f"the replan {pending.name} of {folder.name} stopped half-way; nothing was "
                                          "restored", hint=f"undo it first: {restore_command(pending, folder.name)}")
+            # Not when run again after a stop: the files are then partly the backup's already.
+            kept = keep_replaced(folder, backup, manifest, datetime.now(UTC)) if pending is None else None
             mark_pending(folder, backup, restoring=True)  # stopped half-way, it is run again before any replan
             restored, removed = restore_files(folder, backup, manifest)
             if pending is not None:  # killed mid-write: an atomic write's temporary file may be left beside a file
@@ -97,7 +104,8 @@ def restore(repo: Path, backup: Path, session_id: str | None = None, lock_timeou
                         stray.unlink(missing_ok=True)
     except Timeout:
         raise SessionBusyError(f"a replan of {folder.name} holds its lock", hint="wait for it to finish") from None
-    return RestoreResult(session_id=folder.name, backup=str(backup), restored=restored, removed=removed)
+    return RestoreResult(session_id=folder.name, backup=str(backup), restored=restored, removed=removed,
+                         kept=str(kept) if kept else None)
 
 
 class SessionRow(BaseModel):
