@@ -200,11 +200,13 @@ def test_a_test_area_waits_for_the_code_the_plan_changes_whatever_its_files_are_
     assert test.depends_on == [change.id]
 
 
-def test_a_collab_task_names_the_test_file_it_says_to_extend(sample_repo: Path) -> None:
+@pytest.mark.parametrize("requirement", ["Add per-user rate limiting to the API",
+                                         "Call a new `check_quota` helper from the API router and the user store"])
+def test_a_collab_task_names_the_test_file_it_says_to_extend(sample_repo: Path, requirement: str) -> None:
     """"Extend tests/test_handlers.py, tests/test_middleware.py, tests/test_router.py" with none of them in the
     task's files: an executor may change only the files a task names (and add new tests), so an agent that did as
-    the task said had its change rejected. A task extends its module's own test, which no other task names."""
-    requirement = "Add per-user rate limiting to the API"
+    the task said had its change rejected, and a criterion looked for its test in files it could not change. A
+    task extends its module's own test, which no other task names."""
     index = build_index(sample_repo)
     analysis = allocate(understand(index, requirement, 4), "CPLAN-t", requirement, 4)
     assert len(analysis.sub_domains) >= 2
@@ -216,5 +218,11 @@ def test_a_collab_task_names_the_test_file_it_says_to_extend(sample_repo: Path) 
         for step in task.implementation:
             if step.startswith("Extend tests/"):
                 assert step.split()[1] in files, (task.id, step, files)
+        for criterion in task.convergence.criteria:  # a test it may not change is not where its test is looked for
+            if criterion.endswith("finds a test using it"):
+                searched = criterion.split("`")[1].split()[3:]
+                assert all(p in files or p == "." for p in searched), (task.id, criterion, files)
         router_task = "notes_api/api/router.py" in files
         assert not router_task or any("Keep tests/test_handlers.py" in s for s in task.implementation)
+    assert any(c.endswith("finds a test using it") for t in tasks for c in t.convergence.criteria) \
+        == ("check_quota" in requirement)

@@ -91,13 +91,6 @@ def _task_for_file(
         depends = sorted(set(depends) | {ids[created]})
     where = ", ".join(f"{s.qualname} (line {s.line})" for s in symbols) or "module level"
     verification = verification_for(index, tests)
-    criteria = criteria_for(requirement, [path], tests, verification if tests else index.test_command,
-                            written_in(index, [path], requirement))
-    # Not an example project's tests (flask's examples/tutorial/tests): the product's test command does not run them.
-    importer_tests = [t for t in covering_tests(index, importers) if t not in tests and not beside_the_product(t)]
-    if importer_tests and len(criteria) < 5:
-        criteria.append(f"`{verification_for(index, importer_tests)}` passes: the modules importing {path} "
-                        f"({', '.join(importers[:3])}) keep working")
     a_test = any(f.path == path and f.is_test for f in index.files)
     # The module's own test file (named after it), which no other task plans, is this task's to extend: an
     # executor may change only the files a task names (and add new tests), so "Extend tests/test_x.py" with the
@@ -108,6 +101,15 @@ def _task_for_file(
         [TaskFile(path=own, action="modify", changes=[f"tests of the change to {path}"], conflict_risk="low")]
         if own else [])
     others = [t for t in tests if t not in (own, path)]
+    # The test this task writes is where its criteria look for one: its own test, or a new file (anywhere).
+    written_tests = [own] if own else [path] if path in tests else []
+    criteria = criteria_for(requirement, [path], written_tests, verification if tests else index.test_command,
+                            written_in(index, [path], requirement))
+    # Not an example project's tests (flask's examples/tutorial/tests): the product's test command does not run them.
+    importer_tests = [t for t in covering_tests(index, importers) if t not in tests and not beside_the_product(t)]
+    if importer_tests and len(criteria) < 5:
+        criteria.append(f"`{verification_for(index, importer_tests)}` passes: the modules importing {path} "
+                        f"({', '.join(importers[:3])}) keep working")
     return UnifiedTask(
         id=ids[path],
         title=(f"Test: {change_phrase(requirement)} ({path})" if a_test
