@@ -286,3 +286,10 @@ def test_a_restore_keeps_the_edits_made_since_the_replan(tmp_path: Path) -> None
     again = json.loads(cli("replan", "IMPL-2", "title: Limiter settings", "--repo", str(tmp_path), "-y", "--json")[1])
     code, out, err, _ = cli("replan", "--restore", again["backup"], "--repo", str(tmp_path), "--json")
     assert code == 0 and json.loads(out)["kept"] is None, out + err
+
+
+def test_restore_without_its_folder_says_so(tmp_path: Path) -> None:
+    """`replan --restore --json` took "--json" as the backup folder ("--json: no such backup folder")."""
+    three_tasks(tmp_path)
+    code, _, err, _ = cli("replan", "--restore", "--json", "--repo", str(tmp_path))
+    assert code == 2 and "--restore needs a backup folder, not '--json'" in err, err

@@ -122,6 +122,9 @@ def register(app: typer.Typer) -> None:
             if first is not None or second is not None:
                 raise BadInputError("--restore takes no task id or change text",
                                     hint="wfqueue replan --restore BACKUP_DIR --session WFS-x")
+            if restore_dir.startswith("-"):  # `--restore --json`: the option took the next one as its folder
+                raise BadInputError(f"--restore needs a backup folder, not {restore_dir!r}",
+                                    hint="wfqueue replan --restore BACKUP_DIR [--session WFS-x] [--json]")
             backup = Path(restore_dir).expanduser()
             # Restore from anywhere: the repository is the one the backup lives in.
             root = resolve_repo(repo) if repo is not None else default_repo(backup)
