@@ -293,3 +293,15 @@ def test_restore_without_its_folder_says_so(tmp_path: Path) -> None:
     three_tasks(tmp_path)
     code, _, err, _ = cli("replan", "--restore", "--json", "--repo", str(tmp_path))
     assert code == 2 and "--restore needs a backup folder, not '--json'" in err, err
+
+
+def test_a_task_file_holding_another_id_is_refused_naming_it(tmp_path: Path) -> None:
+    """.task/IMPL-2.json holding "IMPL-7": the replan wrote, failed its own check on plan.json's task list, put
+    everything back and said only that plan.json did not match the task files, leaving a backup behind."""
+    folder = three_tasks(tmp_path)
+    task_file = folder / ".task" / "IMPL-2.json"
+    task_file.write_text(task_file.read_text().replace('"IMPL-2"', '"IMPL-7"', 1))
+    before = tree(folder)
+    code, _, err, _ = cli("replan", "IMPL-7", "title: Limiter settings", "--repo", str(tmp_path), "-y")
+    assert code == 2 and ".task/IMPL-2.json holds the id IMPL-7, not IMPL-2 as its file name says" in err, err
+    assert tree(folder) == before  # and no backup left behind
