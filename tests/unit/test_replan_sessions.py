@@ -305,3 +305,15 @@ def test_a_task_file_holding_another_id_is_refused_naming_it(tmp_path: Path) -> 
     code, _, err, _ = cli("replan", "IMPL-7", "title: Limiter settings", "--repo", str(tmp_path), "-y")
     assert code == 2 and ".task/IMPL-2.json holds the id IMPL-7, not IMPL-2 as its file name says" in err, err
     assert tree(folder) == before  # and no backup left behind
+
+
+def test_a_files_replan_warns_of_criteria_still_naming_a_file_it_took_out(tmp_path: Path) -> None:
+    """`files: app/tokens.py` left the title and criteria asking for a change to app/api.py, a change execute
+    rejects, and nothing said so."""
+    three_tasks(tmp_path)
+    cli("replan", "IMPL-1", "criterion: src/config.py reads RATE_LIMIT", "--repo", str(tmp_path), "-y")
+    code, out, err, _ = cli("replan", "IMPL-1", "files: src/limits.py", "--repo", str(tmp_path), "-y", "--json")
+    assert code == 0, err
+    warnings = json.loads(out)["warnings"]
+    said = "IMPL-1's criteria still name src/config.py, no longer among its files"
+    assert any(w.startswith(said) for w in warnings), warnings

@@ -186,6 +186,26 @@ def _edit_field(task: dict[str, Any], op: UpdateTask, when: str, existing: Calla
         task["description"] = f"{task.get('description', '').rstrip()}\n\nReplan {when[:10]}: {op.value}"
 
 
+def _listed_paths(task: dict[str, Any]) -> list[str]:
+    return [str(entry.get("path")) for entry in task.get("files") or [] if isinstance(entry, dict)]
+
+
+def _still_named(task: dict[str, Any], dropped: list[str], sid: str, repo_option: str) -> list[str]:
+    """Warnings for files a `files:` replan took out of the task that its title, criteria or definition of done
+    still name: the task then asks for a change `execute` rejects (it changes only the files a task lists)."""
+    convergence = task.get("convergence") or {}
+    texts = {"title": str(task.get("title") or ""), "criteria": " ".join(map(str, convergence.get("criteria") or [])),
+             "definition of done": str(convergence.get("definition_of_done") or "")}
+    warnings = []
+    for path in dropped:
+        named_in = [name for name, text in texts.items() if path in text]
+        if named_in:
+            warnings.append(f"{task['id']}'s {' and '.join(named_in)} still name {path}, no longer among its files: "
+                            f"execute rejects a change to it; update them: wfqueue replan {task['id']} "
+                            f"\"title: ...; criterion: ...\" --session {sid}{repo_option}")
+    return warnings
+
+
 def contradicting_dependencies(request: ChangeRequest) -> list[str]:
     """A task the request tells both to depend on a task and not to ("IMPL-5 depends on IMPL-1; IMPL-5 no longer
     depends on IMPL-1"): applied in turn, the second clause silently undid the first, and with it every other
@@ -280,7 +300,11 @@ def plan_changes(snap: SessionSnapshot, request: ChangeRequest, selections: Sele
         elif isinstance(op, EditDependencies):
             _edit_dependencies(require(op.task_id or ""), op, warnings)
         elif isinstance(op, UpdateTask):
-            _edit_field(require(request.task_id or ""), op, when, existing)
+            task = require(request.task_id or "")
+            listed = _listed_paths(task)
+            _edit_field(task, op, when, existing)
+            if op.field == "files":
+                warnings += _still_named(task, [p for p in listed if p not in _listed_paths(task)], sid, repo_option)
     for tid in [*deleted]:
         orphans = [t for t, task in after.items() if tid in (task.get("depends_on") or [])]
         for orphan in orphans:
