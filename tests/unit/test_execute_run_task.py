@@ -30,6 +30,7 @@ from tests.execute_support import (
     write_project,
 )
 from wfqueue.execute.command_executor import CommandExecutor
+from wfqueue.execute.merge import leftover_worktrees
 from wfqueue.execute.model import TaskFiles, TaskRun
 from wfqueue.execute.run_task import attempt_held, record_failure, run_task
 from wfqueue.execute.worktree import worktree_path
@@ -280,6 +281,9 @@ def test_finds_its_dependencies_as_node_does():
     assert "/.git/" not in f"{here}/", "Jest ignores every file under a .git folder"
     found = [p / "node_modules" / "dep" / "index.js" for p in (here, *here.parents)]
     assert any(p.is_file() for p in found), "no node_modules/dep above the worktree"
+    cache = next(p for p in found if p.is_file()).parent.parent / ".cache"  # as Babel or webpack keep theirs
+    cache.mkdir(exist_ok=True)
+    (cache / "entry").write_text("cached")
 '''
 
 
@@ -300,8 +304,15 @@ def test_a_tasks_checks_run_outside_the_git_directory_and_find_the_installed_nod
     assert run.status == "committed" and run.verification == "passed", run.verification_output
     assert run.files_changed == ["calc/ops.py"]  # the link is beside the worktree, never part of the change
     folder = setup.worktree().parent.parent
-    assert (folder / "node_modules").resolve() == (repo / "node_modules").resolve()
+    assert (folder / "node_modules" / "dep").resolve() == (repo / "node_modules" / "dep").resolve()
+    # A tool's cache went into the execution's node_modules: a link to the whole folder put it in the user's.
+    assert (folder / "node_modules" / ".cache" / "entry").is_file()
+    assert sorted(p.name for p in (repo / "node_modules").iterdir()) == ["dep"]
     assert snapshot(setup.repo) == setup.before
+    # The execution's end removes its folder, links and caches, and nothing they point to (its links were taken
+    # for task folders and the end failed on them).
+    assert leftover_worktrees(repo, cache(), EXEC_ID) == []
+    assert not folder.exists() and (repo / "node_modules" / "dep" / "index.js").is_file()
 
 
 @pytest.mark.parametrize(("verification", "makefile"), [

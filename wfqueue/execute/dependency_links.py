@@ -2,45 +2,63 @@
 
 A worktree holds what git tracks, not a project's installed ``node_modules``: Node's module resolution and npm's
 ``node_modules/.bin`` look for it in every folder above the one they run in, as they found the checkout's when
-worktrees were inside the repository. The link sits in the execution's folder, beside its worktrees, where git never
-sees it.
+worktrees were inside the repository. The links sit in the execution's folder, beside its worktrees, where git
+never sees them.
+
+The folder is the execution's own, holding one link per installed package: tools write their caches at the top of
+``node_modules`` (Vite's ``.vite``, Babel's and webpack's ``.cache``), and through a link to the whole folder they
+wrote into the user's checkout, every task at once.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 from wfqueue.execute.worktree import git
 
 # Dependency folders a project installs beside its code: linked beside an execution's worktrees.
 DEPENDENCY_DIRS = ("node_modules",)
+# Entries of an installed node_modules that are tools' caches or lock files, not packages: not linked, so a tool run
+# in a worktree makes its own.
+_NOT_PACKAGES = frozenset({".cache", ".vite", ".vite-temp", ".package-lock.json", ".yarn-state.yml",
+                           ".modules.yaml", ".pnpm-debug.log"})
 
 
 def link_dependencies(repo: Path, folder: Path) -> None:
-    """Link the repository's installed dependencies (an ignored ``node_modules`` at its top) into ``folder``, the
-    parent of an execution's worktrees: Node and npm look for them in every folder above the one they run in.
-    Outside the worktrees, git never sees the links. Nothing when there is none, or the folder is tracked."""
+    """Give ``folder``, the parent of an execution's worktrees, a ``node_modules`` of links to each package the
+    repository installed (an ignored ``node_modules`` at its top): Node and npm look for them in every folder above
+    the one they run in. Outside the worktrees, git never sees them. Nothing when there is none, or it is tracked."""
     top = Path(git(repo, "rev-parse", "--show-toplevel", check=False).stdout.strip() or repo)
     for name in DEPENDENCY_DIRS:
-        installed, link = top / name, folder / name
-        if link.is_symlink() or not installed.is_dir():
+        installed, linked = top / name, folder / name
+        if linked.exists() or linked.is_symlink() or not installed.is_dir():
             continue
         if git(top, "ls-files", "-z", "--", name, check=False).stdout:
             continue  # tracked: a worktree checks it out itself (untracked, it is ignored: the tree is clean)
         folder.mkdir(parents=True, exist_ok=True)
-        staged = folder / f".{name}.{os.getpid()}.link"
-        staged.unlink(missing_ok=True)
-        staged.symlink_to(installed, target_is_directory=True)
-        os.replace(staged, link)  # whole or not at all, also beside another process doing the same
+        staged = folder / f".{name}.{os.getpid()}.links"
+        shutil.rmtree(staged, ignore_errors=True)
+        staged.mkdir()
+        for entry in os.scandir(installed):
+            if entry.name not in _NOT_PACKAGES:  # a package, a scope (@types) or .bin: linked as it is
+                (staged / entry.name).symlink_to(Path(entry.path), target_is_directory=entry.is_dir())
+        try:
+            staged.rename(linked)  # whole or not at all; another process beside this one may have made it first
+        except OSError:
+            shutil.rmtree(staged, ignore_errors=True)
 
 
 def remove_execution_folder(folder: Path) -> None:
-    """Remove an execution's folder once its worktrees are gone: the dependency links first (an empty folder
-    of links is still a folder)."""
+    """Remove an execution's folder once its worktrees are gone: its dependency links first (the links, and what
+    tools wrote beside them; never what they point to)."""
     for name in DEPENDENCY_DIRS:
-        if (folder / name).is_symlink():
-            (folder / name).unlink()
+        linked = folder / name
+        if linked.is_symlink():  # made by an earlier version: a link to the whole folder
+            linked.unlink()
+        elif linked.is_dir():
+            shutil.rmtree(linked)  # removes links as links: the user's packages are not followed
     try:
         folder.rmdir()
     except OSError:
