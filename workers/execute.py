@@ -22,6 +22,7 @@ from wfqueue.execute.command_executor import CommandExecutor
 from wfqueue.execute.executors import Executor
 from wfqueue.execute.model import TaskRun
 from wfqueue.execute.run_task import EXECUTOR_RUNS, attempt_held, record_failure, run_task
+from wfqueue.keys import AgentState
 from wfqueue.payloads import ExecuteTask
 from wfqueue.settings import Settings
 from wfqueue.state import SessionStore
@@ -110,9 +111,11 @@ def register(app: Celery, settings: Settings) -> None:
             except TransientProviderError as exc:
                 if may_retry(self):
                     # Beside the agent, as a planning step's wait is: a retry-after can be most of an hour, and the
-                    # task reads "running" all the while.
+                    # task read "running" all the while. Queued, not running: nothing beats while it waits, and a
+                    # running agent that stops beating is taken for one whose worker died.
                     delay = retry_delay_of(self, exc, settings)
-                    state.set_agent(payload.task.id, note=f"{exc.message}; {when_retried(self, delay)}")
+                    state.set_agent(payload.task.id, state=AgentState.QUEUED,
+                                    note=f"{exc.message}; {when_retried(self, delay)}")
                     raise retry_later(self, exc, settings, delay) from None
                 run = record_failure(payload, state, exc.message, worker=worker, cache=cache, started_at=started)
             except SoftTimeLimitExceeded:

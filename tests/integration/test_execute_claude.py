@@ -265,7 +265,7 @@ def test_a_task_waiting_out_a_long_retry_after_says_so_beside_it(tmp_path: Path)
                                     env=env_for(server, BETTER), stdout=subprocess.DEVNULL, stderr=out,
                                     start_new_session=True)
         try:
-            waiting = re.compile(r"agent TASK-001: running \(.*429.*; tried again in 30\d\ds \(at [\d:]+; try 2 of")
+            waiting = re.compile(r"agent TASK-001: queued \(.*429.*; tried again in 30\d\ds \(at [\d:]+; try 2 of")
             wait_until(lambda: waiting.search(err.read_text(encoding="utf-8")), 120, "the wait said beside the task")
             exec_id = next((repo / ".workflow" / ".execution").iterdir()).name
             status = run_cli("status", exec_id, "--repo", str(repo), env=env_for(server, BETTER))

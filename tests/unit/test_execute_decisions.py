@@ -87,7 +87,10 @@ def test_continue_runs_failed_rejected_and_blocked_tasks_again_and_reconsiders_s
     e.tasks["T2"].reason, e.tasks["T2"].attempt = "the executor failed", 2
     e.tasks["T3"].commit, e.tasks["T3"].rejected_files = "c" * 40, ["README.md (changed)"]
     e.tasks["T4"].attempt = 2
+    e.tasks["T2"].worker, e.tasks["T2"].started_at, e.tasks["T2"].finished_at = "old@host", 1000.0, 1010.0
     again = reopened(e)
+    # The next attempt's row shows no earlier run's worker or times (status showed attempt 1's for attempt 2).
+    assert (again["T2"].worker, again["T2"].started_at, again["T2"].finished_at) == ("", None, None)
     assert sorted(again) == ["T2", "T3", "T4", "T5"]  # never the completed one, nor one in flight
     assert all(r.state == "pending" and r.reason is None and r.commit is None and r.base is None
                for r in again.values())

@@ -225,16 +225,28 @@ def test_a_running_tasks_row_says_what_its_agent_record_says(tmp_path: Path, red
     settled in the order sent); a task whose worker died read "running" for the hour before redelivery."""
     running = {"state": "running", "attempt": 1, "worker": "", "started_at": None, "finished_at": None,
                "merge": None}
-    execution = recorded(tmp_path, "running", None, [done(t, 1, **running) for t in ("T1", "T2", "T3")], [])
+    # T4 runs its second attempt; execution.json still names the first one's worker and times.
+    again = {**running, "attempt": 2, "worker": "old@a", "started_at": 1000.0, "finished_at": 1010.0}
+    execution = recorded(tmp_path, "running", None, [*(done(t, 1, **running) for t in ("T1", "T2", "T3")),
+                                                     done("T4", 1, **again), done("T5", 1, **running)], [])
     settings = Settings(broker_url=redis_url)
     state = SessionState(connect(settings), execution.exec_id, settings.state_ttl_s)
     now = time.time()
-    state.set_agent("T1", state="running", worker="w1@a", started_at=now - 5, alive_at=now, beat_every_s=30)
-    state.set_agent("T2", state="done", worker="w2@b", started_at=now - 9, finished_at=now - 4, beat_every_s=30)
-    state.set_agent("T3", state="running", worker="w3@c", started_at=now - 700, alive_at=now - 600,
+    state.set_agent("T1", state="running", attempt=1, worker="w1@a", started_at=now - 5, alive_at=now,
                     beat_every_s=30)
+    state.set_agent("T2", state="done", attempt=1, worker="w2@b", started_at=now - 9, finished_at=now - 4,
+                    beat_every_s=30)
+    state.set_agent("T3", state="running", attempt=1, worker="w3@c", started_at=now - 700, alive_at=now - 600,
+                    beat_every_s=30)
+    state.set_agent("T4", state="running", attempt=2, worker="w4@new", started_at=now - 10, alive_at=now,
+                    beat_every_s=30)
+    # Waiting out a retry-after: queued, its last beat long ago, and no dead worker for that.
+    state.set_agent("T5", state="queued", attempt=1, worker="w5@e", started_at=now - 700, alive_at=now - 600,
+                    beat_every_s=30, note="429 rate limited; tried again in 600s")
     tasks = read_status(Path(execution.exec_dir), settings).tasks
-    assert [tasks[t].worker for t in ("T1", "T2", "T3")] == ["w1@a", "w2@b", "w3@c"]
+    assert [tasks[t].worker for t in ("T1", "T2", "T3", "T4", "T5")] == ["w1@a", "w2@b", "w3@c", "w4@new", ""]
+    assert tasks["T4"].started_at == pytest.approx(now - 10) and tasks["T4"].finished_at is None
+    assert tasks["T5"].note == "429 rate limited; tried again in 600s"
     assert tasks["T1"].note is None and tasks["T1"].started_at == pytest.approx(now - 5)
     assert tasks["T2"].note is not None and tasks["T2"].note.startswith("done on its worker; merged once")
     assert tasks["T3"].note is not None and tasks["T3"].note.startswith("no heartbeat from its worker for 600s")

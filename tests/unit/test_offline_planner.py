@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import write
 from wfqueue.analysis import RepoIndex, build_index
 from wfqueue.collab.assemble import allocate, assemble_area
 from wfqueue.collab.conflicts import detect_conflicts
@@ -226,3 +227,24 @@ def test_a_collab_task_names_the_test_file_it_says_to_extend(sample_repo: Path, 
         assert not router_task or any("Keep tests/test_handlers.py" in s for s in task.implementation)
     assert any(c.endswith("finds a test using it") for t in tasks for c in t.convergence.criteria) \
         == ("check_quota" in requirement)
+
+
+def test_two_modules_of_one_name_leave_their_shared_test_to_one_task(tmp_path: Path) -> None:
+    """app/api/utils.py and app/store/utils.py, one tests/test_utils.py importing both: both tasks named it as
+    their own test to extend, in parallel waves, a conflict the plan made itself."""
+    write(tmp_path, {
+        "pyproject.toml": "[project]\nname='app'\n", "app/__init__.py": "", "app/api/__init__.py": "",
+        "app/api/utils.py": "def check_quota(user):\n    return True\n\ndef route(user):\n    return user\n",
+        "app/store/__init__.py": "",
+        "app/store/utils.py": "def save_quota(user):\n    return user\n\ndef load(user):\n    return user\n",
+        "tests/__init__.py": "",
+        "tests/test_utils.py": "from app.api.utils import route\nfrom app.store.utils import load\n\n"
+                               "def test_route():\n    assert route(1) == 1\n",
+    })
+    requirement = "Call a new `check_quota` helper from app/api/utils.py and app/store/utils.py"
+    index = build_index(tmp_path)
+    analysis = allocate(understand(index, requirement, 4), "CPLAN-t", requirement, 4)
+    tasks = [t for sub in analysis.sub_domains for t in plan_area(index, analysis, sub.focus_area).tasks]
+    assert len([t for t in tasks if "app/api/utils.py" in {f.path for f in t.files}
+                or "app/store/utils.py" in {f.path for f in t.files}]) == 2
+    assert [t.id for t in tasks if "tests/test_utils.py" in {f.path for f in t.files}] == ["TASK-001"]

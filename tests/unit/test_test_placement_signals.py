@@ -86,3 +86,20 @@ def test_a_new_test_never_goes_into_a_vendored_packages_tests(tmp_path: Path) ->
     }))
     assert where_tests_go(index, ["src/tool/resolution/candidates.py"], "Prefer the newest candidate") \
         == ("tests/unit/test_candidates.py", False)
+
+
+def test_only_the_tests_of_planned_code_in_the_changes_language_are_weighed(tmp_path: Path) -> None:
+    """With a TypeScript module planned second, a Python change's tests went into its .test.ts."""
+    index = build_index(write(tmp_path, {
+        "pyproject.toml": "[project]\nname='app'\n",
+        "api/__init__.py": "",
+        "api/quota.py": "def user_quota(user):\n    return 10\n",
+        "tests/__init__.py": "",
+        "tests/test_health.py": "def test_ok():\n    assert True\n",
+        "web/package.json": '{"name": "web"}\n',
+        "web/src/dashboard.ts": "export function showQuota(n: number) { return `${n}`; }\n",
+        "web/src/dashboard.test.ts": "import { showQuota } from './dashboard';\n"
+                                     "test('quota', () => { expect(showQuota(1)).toBe('1'); });\n",
+    }))
+    assert where_tests_go(index, ["api/quota.py", "web/src/dashboard.ts"], "Show the user quota on the dashboard") \
+        == ("tests/test_quota.py", False)

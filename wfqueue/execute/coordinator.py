@@ -285,8 +285,12 @@ def read_status(folder: Path, settings: Settings) -> Execution:
     now = time.time()
     for task_id, agent in agents.items():
         record = execution.tasks[task_id]
-        record.worker = record.worker or str(agent.get("worker") or "")
-        record.started_at = record.started_at or _seconds(agent.get("started_at"))
+        if agent.get("attempt") == record.attempt and agent.get("state") != AgentState.QUEUED:
+            # The attempt in flight, once a worker took it (a queued record still holds an earlier run's worker).
+            record.worker = str(agent.get("worker") or record.worker)
+            record.started_at = _seconds(agent.get("started_at")) or record.started_at
+            record.finished_at = _seconds(agent.get("finished_at")) if agent.get("state") != AgentState.RUNNING \
+                else None
         record.note = _in_flight_note(agent, now)
     return execution
 

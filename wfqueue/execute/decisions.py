@@ -43,13 +43,15 @@ def reopened(execution: Execution) -> dict[str, TaskRecord]:
     """The tasks ``--continue`` runs again, as they are before that: failed, rejected and blocked ones (their next
     send is a new attempt, on the integration branch's head then) and skipped ones, which run if their
     dependencies complete this time. Completed tasks are never among them. What was recorded of the earlier
-    attempt (its commit, reason, files) is cleared; its attempt number is kept, so the next one is new."""
+    attempt (its commit, reason, files, worker, log and times) is cleared; its attempt number is kept, so the next
+    one is new."""
     again: dict[str, TaskRecord] = {}
     for task_id, record in execution.tasks.items():
         if record.state in RETRIED or record.state == "skipped":
             again[task_id] = record.model_copy(update={
                 "state": "pending", "base": None, "commit": None, "merge": None, "reason": None,
-                "rejected_files": [], "files_changed": []})
+                "rejected_files": [], "files_changed": [], "worker": "", "log": None, "started_at": None,
+                "finished_at": None})
     return again
 
 

@@ -95,7 +95,7 @@ def _task_for_file(
     # The module's own test file (named after it), which no other task plans, is this task's to extend: an
     # executor may change only the files a task names (and add new tests), so "Extend tests/test_x.py" with the
     # file unnamed had the agent's change rejected. Other tests covering it are run, and must keep passing.
-    own = next((t for t in tests if t != path and t not in ids and tested_stem(t) == subject_stem(path)), None) \
+    own = next((t for t in tests if t != path and t not in ids and _test_owner(index, ids, t) == path), None) \
         if not a_test else None
     files = file_entries(index, path, requirement) + (
         [TaskFile(path=own, action="modify", changes=[f"tests of the change to {path}"], conflict_risk="low")]
@@ -140,6 +140,15 @@ def _task_for_file(
         source=TaskSource(tool="wfqueue-collab", session_id=analysis.session_id, original_id=ids[path]),
         risks=[f"{path} is imported by {len(importers)} modules"] if risk == "high" else [],
     )
+
+
+def _test_owner(index: RepoIndex, ids: dict[str, str], test: str) -> str | None:
+    """The planned module whose task extends ``test``: the one it is named after and covers, of the lowest task id
+    where several are (app/api/utils.py and app/store/utils.py, one tests/test_utils.py importing both): every
+    agent picks the same, so two tasks never both change it."""
+    owners = [p for p in ids if not is_test_path(p) and tested_stem(test) == subject_stem(p)
+              and test in covering_tests(index, [p])]
+    return min(owners, key=lambda p: ids[p], default=None)
 
 
 def _new_test_task(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDomain, path: str,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import posixpath
 import re
 
-from wfqueue.analysis import RepoIndex, rank_files, tokenize
+from wfqueue.analysis import CODE_LANGUAGES, RepoIndex, rank_files, tokenize
 from wfqueue.analysis.files import TEST_FOLDERS, is_test_path, language_for
 from wfqueue.analysis.localize import named_identifiers
 from wfqueue.analysis.testmap import (
@@ -92,8 +92,11 @@ def where_tests_go(index: RepoIndex, paths: list[str], requirement: str,
         f.path for f in index.files if f.is_test and is_test_module(f.path)
         and language_for(f.path) == language_for(main)
         and any(terms and runs_in(terms, index.doc_tokens.get(f.path, [])) for terms in wanted)]
-    planned = code[:PLANNED_CONSIDERED]
     language = language_family(language_for(main))
+    # Code of the main module's language family: a TypeScript module's test is no place for a Python change's, and
+    # a changelog that changes with every feature ties no test to this one.
+    planned = [p for p in code if language_for(p) in CODE_LANGUAGES
+               and language_family(language_for(p)) == language][:PLANNED_CONSIDERED]
     # A file the requirement names is a module it changes, not its subject: "Fix parse_schedule in
     # tool/helpers.py" is no reason to take test_helpers.py over the test already calling parse_schedule.
     asked = _name_words(_FILE_NAME.sub(" ", requirement))
