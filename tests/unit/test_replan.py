@@ -139,6 +139,11 @@ def test_task_mode_takes_each_label_of_the_accepted_form_whatever_separates_them
                  "title: Issue JWT tokens, criterion: login returns a signed token; files: app/api.py, app/auth.py\n"
                  "keep the old tokens valid"):
         assert parse_request(text, task_id="IMPL-2").operations == want, text
+    # A label without its colon inside a value is the value's: no title "parse_config" nor "needed".
+    assert parse_request("step: Move parse() into utils.py, rename it to parse_config", task_id="IMPL-2").operations \
+        == [UpdateTask(field="step", value="Move parse() into utils.py, rename it to parse_config")]
+    assert parse_request("description: Parse the header, rename as needed", task_id="IMPL-2").operations \
+        == [UpdateTask(field="description", value="Parse the header, rename as needed")]
     # A "|" inside a value is the value's own.
     piped = parse_request("criterion: `grep -c token app/api.py | wc -l` prints 1", task_id="IMPL-2")
     assert piped.operations == [UpdateTask(field="criterion", value="`grep -c token app/api.py | wc -l` prints 1")]

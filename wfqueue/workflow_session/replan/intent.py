@@ -252,10 +252,12 @@ _CONNECTORS = re.compile(r"^(?:\s|[,，、:：\-]|\band\b|\bthen\b|\bplease\b|�
                          r"|(?:\s|[,，、:：\-]|\band\b|\bthen\b|和|并且|并|然后)+$", re.I)
 
 
-# In task mode a "|" or a comma before a label starts a new clause: the accepted form
-# "title: ... | criterion: ... | files: a, b" (the title took all of it). A "|" elsewhere is the text's own
-# (a criterion "`grep x | wc -l` prints 1").
-_BEFORE_LABEL = re.compile(r"\s*[|,，]\s*(?=(?:" + "|".join(p.pattern for _, p in _LABELS) + "))", re.I)
+# In task mode a "|" or a comma before a label with its colon starts a new clause: the accepted form
+# "title: ... | criterion: ... | files: a, b" (the title took all of it). Only the colon forms: "..., rename it to
+# parse_config" inside a step is the step's text, not a new title. A "|" elsewhere is the text's own (a criterion
+# "`grep x | wc -l` prints 1").
+_BEFORE_LABEL = re.compile(r"\s*[|,，]\s*(?=(?:title|description|criteri(?:on|a)|step|implementation|files?"
+                           r"|focus(?:\s+paths)?|标题|描述|验收标准|实现步骤|步骤|文件(?:范围)?)\s*[:：])", re.I)
 
 
 def _clauses(text: str, tools: Sequence[str], task_mode: bool = False) -> list[str]:
