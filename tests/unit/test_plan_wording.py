@@ -143,3 +143,10 @@ def test_the_grep_criteria_quote_a_path_with_a_space_as_the_files_criterion_does
                             "pytest 'tests/test client.py'")
     assert "`grep -n \"retry\" 'docs dir/client.py'` finds it" in criteria, criteria
     assert "`grep -rn \"retry\" 'tests/test client.py'` finds a test using it" in criteria, criteria
+
+
+def test_with_no_test_file_to_search_the_criterion_is_a_failing_test_not_a_grep_of_everything() -> None:
+    """`grep -rn "check_quota" .` "finds a test using it": met by the change's own code, with no test at all."""
+    criteria = criteria_for("Call a new `check_quota` helper", ["app/api.py"], [], "python -m pytest -q")
+    assert not any("grep -rn" in c for c in criteria), criteria
+    assert "`python -m pytest -q` runs a test that fails without the change and passes with it" in criteria

@@ -409,10 +409,10 @@ def criteria_for(requirement: str, paths: list[str], tests: list[str], verificat
     for name in names:
         criteria.append(f"`grep -n \"{name}\" {' '.join(shown[:3])}` finds it")
     where = " ".join(tests[:2]) if tests else "the test suite"
-    if names:
-        searched = " ".join(shlex.quote(t) for t in tests[:2]) if tests else "."
+    if names and tests:
+        searched = " ".join(shlex.quote(t) for t in tests[:2])
         criteria.append(f"`grep -rn \"{names[0]}\" {searched}` finds a test using it")
-    elif verification:
+    elif verification:  # (with no test file to search, `grep -rn NAME .` was met by the change alone)
         criteria.append(f"`{verification}` runs a test that fails without the change and passes with it")
     else:
         criteria.append(f"a test in {where} fails without the change and passes with it")
