@@ -22,7 +22,7 @@ from wfqueue.metering import UsageReport, read_usage_file, session_report
 from wfqueue.settings import Settings
 from wfqueue.state import SessionState, connect
 from wfqueue.usage import PriceTable
-from wfqueue.workflow_session.replan.backup import HALF_WRITTEN, half_written
+from wfqueue.workflow_session.replan.backup import HALF_WRITTEN, half_written_now
 from wfqueue.workflow_session.session import load_session, read_session, recorded_failed_angles, task_files
 
 
@@ -124,7 +124,7 @@ def read_workflow_session(folder: Path) -> SessionSummary:
     tasks = len(task_files(folder))
     summary = SessionSummary(kind="workflow", session_id=session.session_id, session_dir=str(folder),
                              status=session.status, tasks=tasks, steps=steps, usage=read_usage_file(folder))
-    said = half_written(folder)  # its record is the one before or after: the files are neither
+    said = half_written_now(folder)  # its record is the one before or after: the files are neither
     return summary if said is None else summary.model_copy(update={"status": HALF_WRITTEN,
                                                                    "hint": f"{said[0]}: {said[1]}"})
 

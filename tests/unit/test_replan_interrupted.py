@@ -266,3 +266,18 @@ def test_a_replan_still_writing_is_waited_for_not_called_half_written(
     assert "stopped half-way" not in capsys.readouterr().err
     titles = [json.loads((folder / ".task" / f"IMPL-{n}.json").read_text())["title"] for n in (1, 2)]
     assert titles == ["Config loader", "Limiter settings"]
+
+
+def test_status_does_not_call_a_restore_still_writing_half_written(tmp_path: Path) -> None:
+    """A restore (or replan) writing right now has its mark set and holds the session's lock: status and sessions
+    read the mark alone and advised undoing work that was about to finish."""
+    from wfqueue.workflow_session.replan.backup import half_written_now, mark_pending
+    from wfqueue.workflow_session.session import changes_locked
+
+    folder = three_tasks(tmp_path)
+    replanned = json.loads(cli("replan", "add a task for audit logging", "--repo", str(tmp_path), "-y", "--json")[1])
+    mark_pending(folder, Path(replanned["backup"]), restoring=True)
+    with changes_locked(folder, 5):
+        assert half_written_now(folder) is None  # under way
+    said = half_written_now(folder)  # the lock is free: it stopped
+    assert said is not None and said[0].startswith("the restore of")

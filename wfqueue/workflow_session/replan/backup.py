@@ -108,6 +108,18 @@ def refuse_half_written(folder: Path, then: str, *, lock_timeout_s: float | None
 HALF_WRITTEN = "half-written"
 
 
+def half_written_now(folder: Path) -> tuple[str, str] | None:
+    """:func:`half_written` for a reader that waits for no one (``status``, ``sessions``): a replan writing right now
+    holds the session's lock and has its mark set too; it is not called stopped half-way, nor its undoing advised."""
+    if pending_backup(folder) is None:
+        return None
+    try:
+        with changes_locked(folder, 0):
+            return half_written(folder)
+    except Timeout:
+        return None
+
+
 def half_written(folder: Path) -> tuple[str, str] | None:
     """What a session whose replan or restore stopped half-way is, and what mends it, as (message, hint); None
     when none did. ``status`` and ``validate`` say it; the commands that would read the plan refuse with it."""

@@ -15,7 +15,7 @@ from wfqueue.workflow_session.replan.backup import (
     HALF_WRITTEN,
     Manifest,
     backup_root,
-    half_written,
+    half_written_now,
     keep_replaced,
     mark_pending,
     pending_backup,
@@ -135,7 +135,7 @@ def session_rows(repo: Path) -> list[SessionRow]:
             rows.append(SessionRow(session_id=folder.name, status="damaged", tasks=count,
                                    error=f"{SESSION_FILE}: {str(exc).splitlines()[0]}"))
             continue
-        said = half_written(folder)
+        said = half_written_now(folder)
         rows.append(SessionRow(session_id=s.session_id, status=s.status if said is None else HALF_WRITTEN,
                                tasks=count, created_at=s.created_at, last_replan=s.progress.last_replan,
                                replans=len(s.replan_history), error=f"{said[0]}: {said[1]}" if said else None))

@@ -340,8 +340,9 @@ def verify_session(folder: Path, lock_timeout_s: float = 60.0) -> VerificationRe
 
 def _report(folder: Path, inp: VerifyInput, digest: str) -> VerificationReport:
     report = build_report(inp, now_iso()).model_copy(update={"tasks_digest": digest})
-    # The findings first: `execute` reads their verdict. Stopped between the two writes, the report a person
-    # reads is the earlier one, never a verdict that execute would not follow.
+    # The findings first: `execute` follows their verdict. Stopped between the two writes, the findings are new and
+    # the report a person reads the earlier one (verify again rewrites both); the other way round, execute
+    # followed a verdict older than the one the report showed.
     atomic_write_json(folder / PROCESS_DIR / FINDINGS_FILE, report.model_dump(mode="json"))
     atomic_write_text(folder / PROCESS_DIR / REPORT_FILE, render_report(report, goal_of(inp)))
     return report
