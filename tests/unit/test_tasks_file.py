@@ -369,6 +369,8 @@ def test_cli_counts_entries_it_could_not_read_among_the_tasks(run: Any, tmp_path
     result = run(plan, "--repo", tmp_path)
     assert result.exit_code == 2
     assert result.output.strip().splitlines()[-1] == "4 problems in 3 tasks (2 could not be read)"
+    shown = json.loads(run(plan, "--repo", tmp_path, "--json").output)
+    assert (shown["tasks"], shown["unread"], len(shown["problems"])) == (1, 2, 4)
 
 def test_cli_json_output(run: Any, tmp_path: Path) -> None:
     plan = tmp_path / "tasks.jsonl"

@@ -40,13 +40,14 @@ def register(app: typer.Typer) -> None:
         source, root = resolve_source(path, repo)
         tasks, problems = read_plan(source, root)
         problems = readiness_problems(source, root) + problems
-        if as_json:
-            payload = {"path": path, "tasks": len(tasks), "problems": [p.model_dump() for p in problems]}
+        unread = len({p.location for p in problems if p.code in UNREAD})
+        if as_json:  # "tasks": those read; "unread": entries that could not be read as tasks
+            payload = {"path": path, "tasks": len(tasks), "unread": unread,
+                       "problems": [p.model_dump() for p in problems]}
             json_output.emit(payload)
         else:
             for problem in problems:
                 typer.echo(f"{problem.location}  {problem.task_id or '-'}  {problem.message}")
-            unread = len({p.location for p in problems if p.code in UNREAD})
             typer.echo(summary(len(tasks), len(problems), unread))
         if problems:
             raise typer.Exit(2)
