@@ -282,8 +282,11 @@ def test_a_restore_keeps_the_edits_made_since_the_replan(tmp_path: Path) -> None
     kept = json.loads(out)["kept"]
     assert kept and json.loads((Path(kept) / ".task" / "IMPL-4.json").read_text()) == edited
     assert tree(folder, skip_backups=True) == before  # the session itself is the backup's, byte for byte
-    # Nothing edited since: nothing kept, nothing said.
+    # Nothing edited since but the session's record (wfqueue's own, which verify and execute rewrite): nothing
+    # kept, nothing said.
     again = json.loads(cli("replan", "IMPL-2", "title: Limiter settings", "--repo", str(tmp_path), "-y", "--json")[1])
+    record = json.loads((folder / "workflow-session.json").read_text())
+    (folder / "workflow-session.json").write_text(json.dumps({**record, "verified_at": "now"}, indent=2))
     code, out, err, _ = cli("replan", "--restore", again["backup"], "--repo", str(tmp_path), "--json")
     assert code == 0 and json.loads(out)["kept"] is None, out + err
 

@@ -285,8 +285,9 @@ def keep_replaced(folder: Path, backup: Path, manifest: Manifest, now: datetime)
         # A manifest written before it recorded what it wrote: all the restore replaces that the backup lacks.
         return rel in manifest.created or current != (backup / Path(rel).name).read_bytes()
 
-    replaced = [rel for rel in [*manifest.created, *manifest.files]
-                if (folder / rel).is_file() and (rel in manifest.created or (backup / Path(rel).name).is_file())
+    # Not the session's record: wfqueue's own, rewritten since by the commands that ran on (verify, execute).
+    replaced = [rel for rel in [*manifest.created, *manifest.files] if rel != SESSION_FILE
+                and (folder / rel).is_file() and (rel in manifest.created or (backup / Path(rel).name).is_file())
                 and changed_since(rel)]
     if not replaced:
         return None
