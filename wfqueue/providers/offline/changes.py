@@ -15,8 +15,10 @@ from collections import Counter
 from wfqueue.analysis import RepoIndex, code_symbols, fan_in, rank_symbols, test_command_for, tokenize
 from wfqueue.analysis.files import TEST_FOLDERS, is_test_path
 from wfqueue.analysis.localize import named_identifiers
+from wfqueue.analysis.roles import file_role
 from wfqueue.analysis.symbols import Symbol
 from wfqueue.analysis.testmap import PACKAGE_FILES, subject_stem, tested_stem
+from wfqueue.providers.offline.moved_code import moved_module
 from wfqueue.sentences import first_sentence
 from wfqueue.unified_task import TaskFile
 
@@ -117,7 +119,7 @@ _COMPONENT = re.compile(
     rf"`?(?:[A-Za-z]\w*(?:::|\.))*({_WORD}(?:\s+{_WORD})?)`?\s+(" + "|".join(_KINDS) + r")\b(?!\.\w)",
     re.IGNORECASE,
 )
-_FILLER = {"a", "an", "the", "new", "own", "separate", "dedicated", "small", "simple"}
+_FILLER = {"a", "an", "the", "new", "own", "separate", "dedicated", "small", "simple", "missing"}
 # Words after a component that place it in code that exists ("... next to the existing redirect helper").
 _IN_EXISTING = re.compile(r"\b(?:next to|beside|alongside|inside|into|in)\s+(?:the\s+)?existing\b", re.IGNORECASE)
 
@@ -223,13 +225,30 @@ def new_module_path(index: RepoIndex, focus_paths: list[str], requirement: str) 
         return posixpath.join(posixpath.dirname(relative), named) if relative else named
     component = named_component(index, requirement)
     code = [p for p in focus_paths if is_code(index, p)]
-    if component is None or not code:
+    if not code:
         return None
+    if component is None:  # code it moves into a module of its own ("... into its own file")
+        subject = " ".join(_CONVENTIONAL.sub("", requirement.strip().splitlines()[0] if requirement.strip() else "")
+                           .split())
+        return moved_module(index, code, subject, lambda words: _module_beside(index, code, words))
     words, kind = component
-    wanted = set(words) | {kind}
+    return _module_beside(index, code, words, {kind})
+
+
+def _module_beside(index: RepoIndex, code: list[str], words: list[str], kind: set[str] | None = None) -> str | None:
+    """A new module named from ``words`` beside its closest relative among ``code`` (the file whose path shares most
+    of its words and ``kind``, the most relevant on a tie), in its siblings' naming style. Product code only (not a
+    spec helper the ranking offered: express's spec/lib/jspec.js); a word naming its folder is left out ("the new
+    flask run module" is flask/run.py). None when that file exists."""
+    wanted = set(words) | (kind or set())
+    code = [p for p in code if p.split("/", 1)[0] not in TEST_FOLDERS and file_role(p, is_test_path(p)) == "source"]
+    if not code:
+        return None
     relative = max(code, key=lambda p: (len(wanted & set(re.findall(r"[a-z0-9]+", p.lower()))), -code.index(p)))
     extension = posixpath.splitext(relative)[1] or ".py"
     folder = posixpath.dirname(relative)
+    in_folder = {part.lower() for part in folder.split("/") if part}
+    words = [w for w in words if w not in in_folder] or words
     siblings = [f.path for f in index.files if posixpath.dirname(f.path) == folder and f.path.endswith(extension)
                 and not f.is_test]
     path = posixpath.join(folder, _styled(words, relative, siblings) + extension)

@@ -1,0 +1,60 @@
+"""The module a requirement moves code into, when it says so: "Moved templating stuff into a separate module",
+"Extract the retry loop into its own file", "Refactored the async parser out of JsonParser into a new class
+JsonParserAsync", "Move parse_wheel and its helpers to utils.wheel". Pure.
+
+Such a change creates a file, and the plan said so only when the requirement named a component kind ("a new retry
+module"); on real commits that moved code out, the plan changed the existing files alone.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Callable
+
+from wfqueue.analysis import RepoIndex
+
+_VERB = (r"\b(?:mov(?:e|es|ed|ing)|extract(?:s|ed|ing)?|factor(?:s|ed|ing)?\s+out|split(?:s|ting)?|"
+         r"refactor(?:s|ed|ing)?|pull(?:s|ed|ing)?\s+out|separat(?:e|es|ed|ing))\s+")
+# "... X into its own file", "... X to a separate module".
+_OWN = re.compile(_VERB + r"(?:the\s+|all\s+|some\s+)?(.+?)\s+(?:in)?to\s+(?:(?:its|their)\s+own\s+(?:file|module)"
+                  r"|an?\s+(?:separate|new|dedicated|own)\s+(?:file|module))\b", re.IGNORECASE)
+# "... into a new class JsonParserAsync".
+_NEW_CLASS = re.compile(r"\b(?:in)?to\s+a\s+new\s+(?:class|module|file)\s+`?([A-Za-z_]\w*)`?", re.IGNORECASE)
+# "... to utils.wheel": a dotted module path.
+_DOTTED = re.compile(_VERB + r".+?\s+to\s+`?([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)`?(?=[\s.,;:]|$)", re.IGNORECASE)
+# Words of what is moved that name no module ("templating stuff", "the helper functions").
+_NOT_A_NAME = {"a", "an", "the", "new", "own", "separate", "dedicated", "stuff", "code", "logic", "functions",
+               "function", "routines", "methods", "classes", "things", "bits", "parts", "process", "all", "some",
+               "helpers", "helper", "related", "its", "their"}
+
+
+def _words(text: str, skip: set[str]) -> list[str]:
+    return [w.lower() for w in re.findall(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])", text) if w.lower() not in skip]
+
+
+def moved_module(index: RepoIndex, code: list[str], subject: str,
+                 beside: Callable[[list[str]], str | None]) -> str | None:
+    """The module ``subject`` (the requirement's first line) moves code into, or None. ``code``: the planned code
+    files, most relevant first; ``beside``: names a new module from words, beside its closest relative among them
+    (changes.new_module_path's placing)."""
+    if not re.search(_VERB, subject, re.IGNORECASE):
+        return None
+    dotted = _DOTTED.search(subject)
+    if dotted:  # a package the repository has, in the planned code's language
+        *package, module = dotted.group(1).split(".")
+        extension = posixpath.splitext(code[0])[1] if code else ".py"
+        folders = sorted({posixpath.dirname(f.path) for f in index.files if not f.is_test
+                          and f.path.endswith(extension) and posixpath.dirname(f.path).endswith("/".join(package))},
+                         key=lambda d: (len(d), d))
+        if folders:
+            path = posixpath.join(folders[0], module + extension)
+            return None if any(f.path == path for f in index.files) else path
+    named = _NEW_CLASS.search(subject)
+    if named:
+        return beside(_words(named.group(1), set()))
+    moved = _OWN.search(subject)
+    if moved:
+        words = _words(moved.group(1), _NOT_A_NAME)[-2:]
+        return beside(words) if words else None
+    return None
