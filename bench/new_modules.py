@@ -13,11 +13,9 @@ the offline lite planner from the commit message at the parent commit (its tree 
 
 from __future__ import annotations
 
-import argparse
 import posixpath
 import re
 import sys
-import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +26,6 @@ sys.path.insert(0, str(ROOT))
 from bench.benchdoc import write_section  # noqa: E402
 from bench.localize import (  # noqa: E402
     MAX_SOURCE_FILES,
-    checkout,
     counted,
     described_commits,
     evenly_spread,
@@ -36,11 +33,9 @@ from bench.localize import (  # noqa: E402
     project_name,
     requirement_of,
 )
-from wfqueue.analysis import CODE_LANGUAGES, build_index  # noqa: E402
+from bench.replay import arguments, lite_files_at  # noqa: E402
+from wfqueue.analysis import CODE_LANGUAGES  # noqa: E402
 from wfqueue.analysis.files import is_test_path, language_for  # noqa: E402
-from wfqueue.lite.angle_repair import repair_assessment  # noqa: E402
-from wfqueue.providers.offline.assess import assess, signals  # noqa: E402
-from wfqueue.providers.offline.lite_plan import plan_tasks  # noqa: E402
 
 MARK_BEGIN, MARK_END = "<!-- new_modules:begin -->", "<!-- new_modules:end -->"
 SECTION = """
@@ -95,16 +90,10 @@ def select_cases(mirror: Path, cases: int, window: int) -> tuple[list[Case], lis
 
 def run_case(case: Case, mirror: Path) -> Outcome:
     try:
-        with tempfile.TemporaryDirectory(prefix="wfq-modules-") as tmp:
-            repo = Path(tmp) / case.project
-            checkout(mirror, case.parent, repo)
-            index = build_index(repo)
-            assessment, _ = repair_assessment(assess(case.requirement, signals(index, case.requirement), False),
-                                              case.requirement, False)
-            draft = plan_tasks(index, case.requirement, "bench", assessment, [], [])
+        files = lite_files_at(mirror, case.project, case.parent, case.requirement)
     except Exception as error:  # noqa: BLE001 - a case that cannot be planned is reported, not fatal
         return Outcome(case, [], error=f"{type(error).__name__}: {error}")
-    return Outcome(case, list(dict.fromkeys(f.path for t in draft.tasks for f in t.files if f.action == "create"
+    return Outcome(case, list(dict.fromkeys(f.path for f in files if f.action == "create"
                                             and not is_test_path(f.path) and language_for(f.path) in CODE_LANGUAGES)))
 
 
@@ -131,13 +120,7 @@ def markdown(adding: list[Outcome], modifying: list[Outcome], command: str) -> s
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mirrors", nargs="+", type=Path, help="git directories of the projects")
-    parser.add_argument("--cases", type=int, default=6, help="cases of each kind per project")
-    parser.add_argument("--window", type=int, default=4000, help="recent commits considered per project")
-    parser.add_argument("--jobs", type=int, default=1, help="cases planned at once (processes)")
-    parser.add_argument("--write", action="store_true", help="replace the figures in docs/BENCHMARKS.md")
-    args = parser.parse_args()
+    args = arguments(__doc__, cases=6, window=4000)
     chosen = [(mirror, select_cases(mirror, args.cases, args.window)) for mirror in args.mirrors]
     jobs = [(case, mirror, kind) for mirror, (adding, modifying) in chosen
             for kind, cases in (("add", adding), ("modify", modifying)) for case in cases]

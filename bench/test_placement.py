@@ -13,9 +13,7 @@ when a test file the plan writes is one the commit modified. Also counted: plans
 
 from __future__ import annotations
 
-import argparse
 import sys
-import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,19 +23,16 @@ sys.path.insert(0, str(ROOT))
 
 from bench.benchdoc import write_section  # noqa: E402
 from bench.localize import (  # noqa: E402
-    checkout,
     counted,
     described_commits,
     evenly_spread,
     project_name,
     requirement_of,
 )
-from wfqueue.analysis import CODE_LANGUAGES, build_index  # noqa: E402
+from bench.replay import arguments, lite_files_at  # noqa: E402
+from wfqueue.analysis import CODE_LANGUAGES  # noqa: E402
 from wfqueue.analysis.files import is_test_path, language_for  # noqa: E402
 from wfqueue.analysis.testmap import is_test_module  # noqa: E402
-from wfqueue.lite.angle_repair import repair_assessment  # noqa: E402
-from wfqueue.providers.offline.assess import assess, signals  # noqa: E402
-from wfqueue.providers.offline.lite_plan import plan_tasks  # noqa: E402
 
 MARK_BEGIN, MARK_END = "<!-- test_placement:begin -->", "<!-- test_placement:end -->"
 SECTION = """
@@ -88,16 +83,9 @@ def select_cases(mirror: Path, cases: int, window: int) -> list[Case]:
 
 def run_case(case: Case, mirror: Path) -> Outcome:
     try:
-        with tempfile.TemporaryDirectory(prefix="wfq-tests-") as tmp:
-            repo = Path(tmp) / case.project
-            checkout(mirror, case.parent, repo)
-            index = build_index(repo)
-            assessment, _ = repair_assessment(assess(case.requirement, signals(index, case.requirement), False),
-                                              case.requirement, False)
-            draft = plan_tasks(index, case.requirement, "bench", assessment, [], [])
+        files = lite_files_at(mirror, case.project, case.parent, case.requirement)
     except Exception as error:  # noqa: BLE001 - a case that cannot be planned is reported, not fatal
         return Outcome(case, [], False, False, error=f"{type(error).__name__}: {error}")
-    files = [f for task in draft.tasks for f in task.files]
     tests = list(dict.fromkeys(f.path for f in files if is_test_path(f.path)))
     return Outcome(case, tests, any(f.action == "create" and is_test_path(f.path) for f in files),
                    bool({f.path for f in files} & set(case.sources)))
@@ -129,13 +117,7 @@ def markdown(outcomes: list[Outcome], command: str) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mirrors", nargs="+", type=Path, help="git directories of the projects")
-    parser.add_argument("--cases", type=int, default=8, help="cases per project")
-    parser.add_argument("--window", type=int, default=3000, help="recent commits considered per project")
-    parser.add_argument("--jobs", type=int, default=1, help="cases planned at once (processes)")
-    parser.add_argument("--write", action="store_true", help="replace the figures in docs/BENCHMARKS.md")
-    args = parser.parse_args()
+    args = arguments(__doc__, cases=8, window=3000)
     cases = [(case, mirror) for mirror in args.mirrors for case in select_cases(mirror, args.cases, args.window)]
     outcomes: list[Outcome] = []
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:

@@ -31,6 +31,18 @@ def start_worker(name: str, env: dict[str, str], log: Path) -> subprocess.Popen[
     return proc
 
 
+
+def wait_for_running(repo: Path, env: dict[str, str], what: str) -> Path:
+    """Wait until `wfqueue status` shows the execution's TASK-001 running; the folder of the repository's executions."""
+    executions = repo / ".workflow" / ".execution"
+
+    def task_running() -> bool:
+        shown = run_cli("status", next(executions.iterdir()).name, "--repo", str(repo), "--json", env=env)
+        return shown.code == 0 and shown.json()["tasks"]["TASK-001"]["state"] == "running"
+
+    wait_until(lambda: executions.is_dir() and any(executions.iterdir()) and task_running(), 120, what)
+    return executions
+
 def test_the_workers_executor_configuration_decides_on_a_shared_broker(tmp_path: Path) -> None:
     redis = EmbeddedRedis(tmp_path / "broker")
     redis.start()
@@ -81,14 +93,7 @@ def test_an_execution_whose_command_was_killed_reads_interrupted_not_running_for
             command = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "execute", str(tasks_file), "-y"],
                                        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                        start_new_session=True)
-            executions = repo / ".workflow" / ".execution"
-
-            def task_running() -> bool:
-                shown = run_cli("status", next(executions.iterdir()).name, "--repo", str(repo), "--json", env=env)
-                return shown.code == 0 and shown.json()["tasks"]["TASK-001"]["state"] == "running"
-
-            wait_until(lambda: executions.is_dir() and any(executions.iterdir()) and task_running(), 120,
-                       "TASK-001 running on the worker")
+            executions = wait_for_running(repo, env, "TASK-001 running on the worker")
             command.kill()
             command.wait()
             (exec_dir,) = executions.iterdir()
@@ -127,14 +132,7 @@ def test_continue_finishes_a_task_whose_result_another_worker_remembered(tmp_pat
             command = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "execute", str(tasks_file), "-y"],
                                        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                        start_new_session=True)
-            executions = repo / ".workflow" / ".execution"
-
-            def task_running() -> bool:
-                shown = run_cli("status", next(executions.iterdir()).name, "--repo", str(repo), "--json", env=env)
-                return shown.code == 0 and shown.json()["tasks"]["TASK-001"]["state"] == "running"
-
-            wait_until(lambda: executions.is_dir() and any(executions.iterdir()) and task_running(), 120,
-                       "TASK-001 running on host A")
+            executions = wait_for_running(repo, env, "TASK-001 running on host A")
             command.kill()
             command.wait()
             release.touch()
