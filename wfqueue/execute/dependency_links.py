@@ -7,21 +7,25 @@ never sees them.
 
 The folder is the execution's own, holding one link per installed package: tools write their caches at the top of
 ``node_modules`` (Vite's ``.vite``, Babel's and webpack's ``.cache``), and through a link to the whole folder they
-wrote into the user's checkout, every task at once.
+wrote into the user's checkout, every task at once (the execution's tasks share the execution's caches). The links
+are made once, by the execution's first task on a host: a package installed later is not among them.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 from wfqueue.execute.worktree import git
 
 # Dependency folders a project installs beside its code: linked beside an execution's worktrees.
 DEPENDENCY_DIRS = ("node_modules",)
-# Entries of an installed node_modules that are tools' caches or lock files, not packages: not linked, so a tool run
-# in a worktree makes its own.
+# The folder of links being made, renamed to node_modules once whole.
+STAGED_SUFFIX = ".links"
+# Entries of an installed node_modules that are tools' caches or lock files, not packages: not linked, so the
+# execution's tools make their own.
 _NOT_PACKAGES = frozenset({".cache", ".vite", ".vite-temp", ".package-lock.json", ".yarn-state.yml",
                            ".modules.yaml", ".pnpm-debug.log"})
 
@@ -38,16 +42,24 @@ def link_dependencies(repo: Path, folder: Path) -> None:
         if git(top, "ls-files", "-z", "--", name, check=False).stdout:
             continue  # tracked: a worktree checks it out itself (untracked, it is ignored: the tree is clean)
         folder.mkdir(parents=True, exist_ok=True)
-        staged = folder / f".{name}.{os.getpid()}.links"
-        shutil.rmtree(staged, ignore_errors=True)
-        staged.mkdir()
-        for entry in os.scandir(installed):
-            if entry.name not in _NOT_PACKAGES:  # a package, a scope (@types) or .bin: linked as it is
-                (staged / entry.name).symlink_to(Path(entry.path), target_is_directory=entry.is_dir())
+        # A name of its own: the tasks of a threads pool share a process, and start at once.
+        staged = Path(tempfile.mkdtemp(dir=folder, prefix=f".{name}.", suffix=STAGED_SUFFIX))
         try:
-            staged.rename(linked)  # whole or not at all; another process beside this one may have made it first
+            for entry in os.scandir(installed):
+                if entry.name not in _NOT_PACKAGES:  # a package, a scope (@types) or .bin: linked as it is
+                    (staged / entry.name).symlink_to(Path(entry.path), target_is_directory=entry.is_dir())
+            staged.rename(linked)  # whole or not at all
         except OSError:
-            shutil.rmtree(staged, ignore_errors=True)
+            if not linked.is_dir():  # not another task's, made first beside this one
+                raise
+        finally:
+            shutil.rmtree(staged, ignore_errors=True)  # gone once renamed; else what was left of it
+
+
+def staged_links(name: str) -> bool:
+    """Whether ``name``, in an execution's folder, is a folder of links being made (or left by a process killed
+    while it made them): no task's folder."""
+    return name.startswith(".") and name.endswith(STAGED_SUFFIX)
 
 
 def remove_execution_folder(folder: Path) -> None:
@@ -59,6 +71,9 @@ def remove_execution_folder(folder: Path) -> None:
             linked.unlink()
         elif linked.is_dir():
             shutil.rmtree(linked)  # removes links as links: the user's packages are not followed
+    for left in folder.glob(f".*{STAGED_SUFFIX}") if folder.is_dir() else []:
+        if left.is_dir() and not left.is_symlink():
+            shutil.rmtree(left)
     try:
         folder.rmdir()
     except OSError:

@@ -11,7 +11,12 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from wfqueue.execute.commits import identity_options
-from wfqueue.execute.dependency_links import DEPENDENCY_DIRS, link_dependencies, remove_execution_folder
+from wfqueue.execute.dependency_links import (
+    DEPENDENCY_DIRS,
+    link_dependencies,
+    remove_execution_folder,
+    staged_links,
+)
 from wfqueue.execute.worktree import (
     execution_folder,
     finish_worktree,
@@ -206,8 +211,9 @@ def leftover_worktrees(repo: Path, cache: Path, exec_id: str) -> list[Path]:
         if not root.is_dir():
             continue
         for task_dir in sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()
-                               and p.name != INTEGRATION_DIR and p.name not in DEPENDENCY_DIRS):
-            for attempt in sorted(p for p in task_dir.iterdir() if p.is_dir()):
+                               and p.name != INTEGRATION_DIR and p.name not in DEPENDENCY_DIRS
+                               and not staged_links(p.name)):
+            for attempt in sorted(p for p in task_dir.iterdir() if p.is_dir() and not p.is_symlink()):
                 if finish_worktree(repo, attempt):
                     kept.append(attempt)
         remove_execution_folder(root)
