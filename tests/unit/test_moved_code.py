@@ -40,7 +40,16 @@ def test_code_moved_into_a_module_of_its_own_plans_that_module(tmp_path: Path) -
         == "flask/template_renderer.py"
     assert new_module_path(index, ["src/pip/_internal/utils/misc.py", "src/pip/_internal/wheel.py"],
                            "Move parse_wheel and its helpers to utils.wheel") == "src/pip/_internal/utils/wheel.py"
-    # Code moved within what exists, or a change that moves nothing: no new module.
+    # Named by the sentence: the name given, not a word of it ("called", "for"), nor a file it comes from.
+    assert new_module_path(index, app, "Extract the template loader into a new module called loaders") \
+        == "flask/loaders.py"
+    assert new_module_path(index, app, "Move the URL helpers into a new file named urls.py") == "flask/urls.py"
+    assert new_module_path(index, app, "Moved templating stuff out of app.py into a separate module") \
+        == "flask/templating.py"
+    # Code moved within what exists, to a file named ("config.py" is no package config), tests moved, or a change
+    # that moves nothing: no new module.
+    for kept in ("Move the defaults to config.py", "Move tests into a separate file"):
+        assert new_module_path(index, app, kept) is None, kept
     for kept in ("Move render_template into flask/helpers.py", "Moved the check to the start of the function",
                  "Add per-user rate limiting to the API", "Fix the template cache"):
         assert new_module_path(index, app, kept) is None, kept
