@@ -144,6 +144,12 @@ def test_task_mode_takes_each_label_of_the_accepted_form_whatever_separates_them
         == [UpdateTask(field="step", value="Move parse() into utils.py, rename it to parse_config")]
     assert parse_request("description: Parse the header, rename as needed", task_id="IMPL-2").operations \
         == [UpdateTask(field="description", value="Parse the header, rename as needed")]
+    # Every label form with its colon starts a clause ("acceptance criteria:", "add a step:", "验收标准包含：").
+    for text in ("title: Issue JWT tokens, acceptance criteria: login returns a signed token",
+                 "title: Issue JWT tokens | add a criterion: login returns a signed token"):
+        assert parse_request(text, task_id="IMPL-2").operations == want[:2], text
+    assert parse_request("标题：签发令牌，验收标准包含：登录返回令牌", task_id="IMPL-2").operations == [
+        UpdateTask(field="title", value="签发令牌"), UpdateTask(field="criterion", value="登录返回令牌")]
     # A "|" inside a value is the value's own.
     piped = parse_request("criterion: `grep -c token app/api.py | wc -l` prints 1", task_id="IMPL-2")
     assert piped.operations == [UpdateTask(field="criterion", value="`grep -c token app/api.py | wc -l` prints 1")]

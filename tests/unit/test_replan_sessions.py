@@ -319,4 +319,21 @@ def test_a_files_replan_warns_of_criteria_still_naming_a_file_it_took_out(tmp_pa
     assert code == 0, err
     warnings = json.loads(out)["warnings"]
     said = "IMPL-1's criteria still name src/config.py, no longer among its files"
-    assert any(w.startswith(said) for w in warnings), warnings
+    assert any(w.startswith(said) and w.endswith("edit them in .task/IMPL-1.json") for w in warnings), warnings
+    # The title names it too; set again after the files in one request, it no longer does: the criteria alone.
+    cli("replan", "IMPL-1", "title: Read src/config.py limits; files: src/config.py", "--repo", str(tmp_path), "-y")
+    code, out, err, _ = cli("replan", "IMPL-1", "files: src/limits.py; title: Read the limits", "--repo",
+                            str(tmp_path), "-y", "--json")
+    assert code == 0, err
+    warnings = [w for w in json.loads(out)["warnings"] if "still name" in w]
+    assert [w.split(" still name")[0] for w in warnings] == ["IMPL-1's criteria"], warnings
+
+
+def test_a_mistyped_id_is_refused_as_the_id_its_file_name_gives_not_called_a_copy(tmp_path: Path) -> None:
+    """IMPL-1.json holding "IMPL-3" beside IMPL-3.json was called "a copy? move it out of .task/": following that
+    would have dropped task IMPL-1."""
+    folder = three_tasks(tmp_path)
+    task_file = folder / ".task" / "IMPL-1.json"
+    task_file.write_text(task_file.read_text().replace('"IMPL-1"', '"IMPL-3"', 1))
+    code, _, err, _ = cli("replan", "IMPL-2", "title: Limiter settings", "--repo", str(tmp_path), "-y")
+    assert code == 2 and "give it back the id IMPL-1" in err and "copy" not in err, err

@@ -202,7 +202,8 @@ class WaveRunner:
             self.c.event(e, f"{record.id} blocked: {record.reason}")
             return False
         record.attempt, record.base = record.attempt + 1, head_of(self.worktree)
-        record.worker, record.started_at, record.finished_at = "", None, None  # the first run's, not the next one's
+        # The first run's, not the next one's.
+        record.worker, record.log, record.started_at, record.finished_at = "", None, None, None
         self._save()
         self.c.event(e, f"{record.id} conflict in {', '.join(merge.conflicts)}: running it "
                          f"again on {record.base[:12]}")

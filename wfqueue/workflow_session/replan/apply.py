@@ -152,9 +152,6 @@ def load_snapshot(folder: Path) -> SessionSnapshot:
         if tid in tasks:
             raise ReplanRefusedError(f"{rel} and {file_of[tid]} both hold {tid}; nothing was changed",
                                      hint="give each task its own id and file")
-        if tid != path.stem and (path.parent / f"{tid}.json").is_file():  # "IMPL-1 copy.json", a file manager's
-            raise ReplanRefusedError(f"{rel} holds task {tid}, whose own file is {TASK_DIR}/{tid}.json; nothing was "
-                                     "changed", hint=f"a copy? move it out of {TASK_DIR}/")
         if tid != path.stem:  # plan.json and the other tasks know it by its file name: the replan failed its own check
             raise ReplanRefusedError(f"{rel} holds the id {tid}, not {path.stem} as its file name says; nothing was "
                                      "changed", hint=f"give it back the id {path.stem}: a task's id and its file's "

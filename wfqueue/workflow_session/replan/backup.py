@@ -118,6 +118,8 @@ def half_written_now(folder: Path) -> tuple[str, str] | None:
             return half_written(folder)
     except Timeout:
         return None
+    except OSError:  # a session it may not write its lock file in (read-only): the mark alone says it
+        return half_written(folder)
 
 
 def half_written(folder: Path) -> tuple[str, str] | None:

@@ -11,6 +11,7 @@ on the draft before writing and on the disk after.
 from __future__ import annotations
 
 import copy
+import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -190,19 +191,20 @@ def _listed_paths(task: dict[str, Any]) -> list[str]:
     return [str(entry.get("path")) for entry in task.get("files") or [] if isinstance(entry, dict)]
 
 
-def _still_named(task: dict[str, Any], dropped: list[str], sid: str, repo_option: str) -> list[str]:
-    """Warnings for files a `files:` replan took out of the task that its title, criteria or definition of done
-    still name: the task then asks for a change `execute` rejects (it changes only the files a task lists)."""
+def _still_named(task: dict[str, Any], dropped: list[str]) -> list[str]:
+    """Warnings for files a replan took out of the task that its title, criteria or definition of done still name:
+    the task then asks for a change `execute` rejects (it changes only the files a task lists)."""
     convergence = task.get("convergence") or {}
     texts = {"title": str(task.get("title") or ""), "criteria": " ".join(map(str, convergence.get("criteria") or [])),
              "definition of done": str(convergence.get("definition_of_done") or "")}
     warnings = []
     for path in dropped:
-        named_in = [name for name, text in texts.items() if path in text]
+        said = re.compile(rf"(?<![\w./-]){re.escape(path)}(?![\w/-])")  # the path, not api.py inside myapp/api.py
+        named_in = [name for name, text in texts.items() if said.search(text)]
         if named_in:
+            # A replan adds criteria and sets the title; it replaces no criterion: the task file is where they change.
             warnings.append(f"{task['id']}'s {' and '.join(named_in)} still name {path}, no longer among its files: "
-                            f"execute rejects a change to it; update them: wfqueue replan {task['id']} "
-                            f"\"title: ...; criterion: ...\" --session {sid}{repo_option}")
+                            f"execute rejects a change to it; edit them in .task/{task['id']}.json")
     return warnings
 
 
@@ -300,11 +302,11 @@ def plan_changes(snap: SessionSnapshot, request: ChangeRequest, selections: Sele
         elif isinstance(op, EditDependencies):
             _edit_dependencies(require(op.task_id or ""), op, warnings)
         elif isinstance(op, UpdateTask):
-            task = require(request.task_id or "")
-            listed = _listed_paths(task)
-            _edit_field(task, op, when, existing)
-            if op.field == "files":
-                warnings += _still_named(task, [p for p in listed if p not in _listed_paths(task)], sid, repo_option)
+            _edit_field(require(request.task_id or ""), op, when, existing)
+    if request.task_id in after and request.task_id in before:  # once every operation is done: a title set after
+        listed = _listed_paths(after[request.task_id])         # the files no longer names the file taken out
+        warnings += _still_named(after[request.task_id],
+                                 [p for p in _listed_paths(before[request.task_id]) if p not in listed])
     for tid in [*deleted]:
         orphans = [t for t, task in after.items() if tid in (task.get("depends_on") or [])]
         for orphan in orphans:

@@ -256,8 +256,10 @@ _CONNECTORS = re.compile(r"^(?:\s|[,，、:：\-]|\band\b|\bthen\b|\bplease\b|�
 # "title: ... | criterion: ... | files: a, b" (the title took all of it). Only the colon forms: "..., rename it to
 # parse_config" inside a step is the step's text, not a new title. A "|" elsewhere is the text's own (a criterion
 # "`grep x | wc -l` prints 1").
-_BEFORE_LABEL = re.compile(r"\s*[|,，]\s*(?=(?:title|description|criteri(?:on|a)|step|implementation|files?"
-                           r"|focus(?:\s+paths)?|标题|描述|验收标准|实现步骤|步骤|文件(?:范围)?)\s*[:：])", re.I)
+_BEFORE_LABEL = re.compile(
+    r"\s*[|,，]\s*(?=(?:title|description|(?:acceptance\s+)?criteri(?:on|a)|step|implementation|files?"
+    r"|focus(?:\s+paths)?|add\s+(?:an?\s+)?(?:acceptance\s+)?criterion|add\s+(?:a\s+)?step"
+    r"|标题|描述|(?:新增|添加|增加)?验收标准(?:(?:需要|要|应)?包含)?|实现步骤|步骤|文件(?:范围)?)\s*[:：])", re.I)
 
 
 def _clauses(text: str, tools: Sequence[str], task_mode: bool = False) -> list[str]:
