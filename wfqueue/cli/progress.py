@@ -87,11 +87,16 @@ class TerminalUI:
         now = time.time()
         for area, record in agents.items():
             state = record.get("state", AgentState.QUEUED)
+            # A queued agent runs nowhere: a retried one's record still holds its last run's worker and start, which
+            # showed as a worker still on it and a time still growing.
+            queued = state == AgentState.QUEUED
             started, finished = record.get("started_at"), record.get("finished_at")
-            elapsed = f"{(finished or now) - started:.1f}s" if started else ""
-            note = f" [dim]{escape(record['note'])}[/]" if record.get("note") else ""
+            elapsed = f"{(finished or now) - started:.1f}s" if started and not queued else ""
+            said = record.get("note") or (record.get("error") if queued else None)  # a retry says when
+            note = f" [dim]{escape(str(said))}[/]" if said else ""
             table.add_row(escape(area), f"[{_STYLE.get(state, '')}]{state}[/]{note}",
-                          escape(str(record.get("worker") or "")), str(record.get("attempts") or ""), elapsed)
+                          "" if queued else escape(str(record.get("worker") or "")), str(record.get("attempts") or ""),
+                          elapsed)
         return table
 
     def progress(self, agents: dict[str, dict[str, Any]]) -> None:
