@@ -44,6 +44,10 @@ def test_code_moved_into_a_module_of_its_own_plans_that_module(tmp_path: Path) -
     assert new_module_path(index, app, "Extract the template loader into a new module called loaders") \
         == "flask/loaders.py"
     assert new_module_path(index, app, "Move the URL helpers into a new file named urls.py") == "flask/urls.py"
+    # Whatever the words before the name ("a separate module called", "its own file named").
+    assert new_module_path(index, app, "Move render_template out of app.py into a separate module called rendering") \
+        == "flask/rendering.py"
+    assert new_module_path(index, app, "Move url_for into its own file named routing.py") == "flask/routing.py"
     assert new_module_path(index, app, "Moved templating stuff out of app.py into a separate module") \
         == "flask/templating.py"
     # Code moved within what exists, to a file named ("config.py" is no package config), tests moved, or a change

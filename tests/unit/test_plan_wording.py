@@ -150,3 +150,17 @@ def test_with_no_test_file_to_search_the_criterion_is_a_failing_test_not_a_grep_
     criteria = criteria_for("Call a new `check_quota` helper", ["app/api.py"], [], "python -m pytest -q")
     assert not any("grep -rn" in c for c in criteria), criteria
     assert "`python -m pytest -q` runs a test that fails without the change and passes with it" in criteria
+
+
+def test_a_tests_only_tasks_criteria_quote_a_path_with_a_space() -> None:
+    """`git status --short -- tests/token tests/test_tokens.py` named two paths, neither of them the test file."""
+    from wfqueue.analysis import RepoIndex
+    from wfqueue.providers.offline.file_task import file_task, unchanged_criterion
+
+    index = RepoIndex(root="/x", files=[], symbols={}, imports={}, tests_for={}, doc_tokens={}, languages={},
+                      test_command="")
+    task = file_task(index, "Add tests for verify_token", "TASK-001", "tests/token tests/test_tokens.py", True,
+                     ["app/token auth.py"], kind="testing", description="d", verification="")
+    assert "`git status --short -- 'tests/token tests/test_tokens.py'` lists the file" in task.convergence.criteria
+    assert unchanged_criterion(["app/token auth.py"]) == [
+        "`git status --short -- 'app/token auth.py'` lists nothing: the code under test is unchanged"]

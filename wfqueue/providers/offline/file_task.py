@@ -6,6 +6,7 @@ planner and a collab area give them their ids, priority and source.
 
 from __future__ import annotations
 
+import shlex
 from typing import Literal
 
 from wfqueue.analysis import RepoIndex
@@ -29,7 +30,8 @@ def code_and_symbols(index: RepoIndex, requirement: str, code: list[str]) -> str
 
 def unchanged_criterion(code: list[str], what: str = "the code under test") -> list[str]:
     """The acceptance criterion that ``code`` (``what`` it is to the task) did not change; none without code."""
-    return [f"`git status --short -- {' '.join(code[:3])}` lists nothing: {what} is unchanged"] if code else []
+    shown = " ".join(shlex.quote(c) for c in code[:3])  # a path with a space is one path
+    return [f"`git status --short -- {shown}` lists nothing: {what} is unchanged"] if code else []
 
 
 def file_task(index: RepoIndex, requirement: str, task_id: str, path: str, exists: bool, code: list[str], *,
@@ -43,10 +45,11 @@ def file_task(index: RepoIndex, requirement: str, task_id: str, path: str, exist
     code = [c for c in code if c != path]
     short = requirement_short(requirement)
     names = names_to_find(requirement, written_in(index, [path], requirement))
-    criteria = ([f"`git status --short -- {path}` lists the file"]
-                + [f"`grep -n \"{name}\" {path}` finds it" for name in names[:1]]
+    quoted = shlex.quote(path)
+    criteria = ([f"`git status --short -- {quoted}` lists the file"]
+                + [f"`grep -n \"{name}\" {quoted}` finds it" for name in names[:1]]
                 + ([f"`{verification}` passes"] if verification else [])
-                + ([f"`git diff -- {path}` changes only its test module: the code under test in it is unchanged"]
+                + ([f"`git diff -- {quoted}` changes only its test module: the code under test in it is unchanged"]
                    if beside else [])
                 + unchanged_criterion(code, "the code under test" if tests else "the code it describes"))
     return UnifiedTask(

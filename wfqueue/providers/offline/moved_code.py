@@ -23,6 +23,9 @@ _OWN = re.compile(_VERB + r"(?:the\s+|all\s+|some\s+)?(.+?)\s+(?:(?:from|out\s+o
 # "... into a new class JsonParserAsync", "... into a new module called loaders": a name, not a word of the sentence.
 _NEW_CLASS = re.compile(r"\b(?:in)?to\s+a\s+new\s+(?:class|module|file)\s+(?:(?:called|named)\s+`?([A-Za-z_][\w.]*)`?"
                         r"|`?((?:[A-Z][a-z0-9]+){2,}|[a-z][a-z0-9]*_[a-z0-9_]+|[A-Z][a-z0-9]+|[a-z]+(?=`))`?(?!\w))")
+# "... into a separate module called hashing", "... its own file named proxies.py": the name given, whatever the
+# words before it.
+_CALLED = re.compile(r"\b(?:module|file|class)\s+(?:called|named)\s+`?([A-Za-z_][\w.]*)`?", re.IGNORECASE)
 # "... to utils.wheel": a dotted module path, not a file name ("to config.py").
 _DOTTED = re.compile(_VERB + r".+?\s+to\s+`?([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)`?(?=[\s,;:]|\.?$)", re.IGNORECASE)
 _FILE_EXTENSIONS = frozenset({"py", "pyi", "js", "jsx", "mjs", "cjs", "ts", "tsx", "go", "rs", "java", "kt", "rb",
@@ -57,9 +60,10 @@ def moved_module(index: RepoIndex, code: list[str], subject: str,
             path = posixpath.join(folders[0], module + extension)
             return None if any(f.path == path for f in index.files) else path
         return None
-    named = _NEW_CLASS.search(subject)
+    called = _CALLED.search(subject)
+    named = called or _NEW_CLASS.search(subject)
     if named:  # its name, without a file's extension ("urls.py")
-        name = (named.group(1) or named.group(2)).rstrip(".")
+        name = (named.group(1) if called else named.group(1) or named.group(2)).rstrip(".")
         stem, extension = posixpath.splitext(name)
         return beside(_words(stem if extension[1:].lower() in _FILE_EXTENSIONS else name, set()))
     moved = _OWN.search(subject)
