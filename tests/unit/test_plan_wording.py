@@ -145,11 +145,18 @@ def test_the_grep_criteria_quote_a_path_with_a_space_as_the_files_criterion_does
     assert "`grep -rn \"retry\" 'tests/test client.py'` finds a test using it" in criteria, criteria
 
 
-def test_with_no_test_file_to_search_the_criterion_is_a_failing_test_not_a_grep_of_everything() -> None:
-    """`grep -rn "check_quota" .` "finds a test using it": met by the change's own code, with no test at all."""
-    criteria = criteria_for("Call a new `check_quota` helper", ["app/api.py"], [], "python -m pytest -q")
-    assert not any("grep -rn" in c for c in criteria), criteria
-    assert "`python -m pytest -q` runs a test that fails without the change and passes with it" in criteria
+def test_a_tasks_test_criterion_is_where_it_writes_its_test() -> None:
+    """`grep -rn "check_quota" .` "finds a test using it" was met by the change's own code; a task that may change
+    no test was asked for one that fails without the change in tests it may not touch (`pytest tests/test_x.py`
+    "runs a test that fails without the change"), or to grep tests another task writes."""
+    adds = criteria_for("Call a new `check_quota` helper", ["app/api.py"], [], "python -m pytest -q", adds_test=True)
+    assert not any("grep -rn" in c for c in adds), adds
+    assert adds[-1] == ("`git status --short --untracked-files=all` lists a test file it adds, which fails without "
+                        "the change and passes with it")
+    # Writing no test (a lite plan's test task writes it): no test criterion at all.
+    none = criteria_for("Call a new `check_quota` helper", ["app/api.py"], [], "python -m pytest -q tests/test_x.py")
+    assert none == ["`git status --short -- app/api.py` lists the file", "`python -m pytest -q tests/test_x.py` passes",
+                    '`grep -n "check_quota" app/api.py` finds it']
 
 
 def test_a_tests_only_tasks_criteria_quote_a_path_with_a_space() -> None:

@@ -104,7 +104,7 @@ def _task_for_file(
     # The test this task writes is where its criteria look for one: its own test, or a new file (anywhere).
     written_tests = [own] if own else [path] if path in tests else []
     criteria = criteria_for(requirement, [path], written_tests, verification if tests else index.test_command,
-                            written_in(index, [path], requirement))
+                            written_in(index, [path], requirement), adds_test=not written_tests)
     # Not an example project's tests (flask's examples/tutorial/tests): the product's test command does not run them.
     importer_tests = [t for t in covering_tests(index, importers) if t not in tests and not beside_the_product(t)]
     if importer_tests and len(criteria) < 5:

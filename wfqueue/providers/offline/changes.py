@@ -413,10 +413,12 @@ MOST_FILES_IN_A_CRITERION = 8
 
 
 def criteria_for(requirement: str, paths: list[str], tests: list[str], verification: str,
-                 present: frozenset[str] = frozenset()) -> list[str]:
+                 present: frozenset[str] = frozenset(), *, adds_test: bool = False) -> list[str]:
     """Acceptance criteria a reviewer checks with a command: the files changed, the tests pass,
     and the names the requirement writes out appear where they belong. A name ``paths`` already contain
-    (``present``) is no criterion: `grep -n "newName"` finds it before any change."""
+    (``present``) is no criterion: `grep -n "newName"` finds it before any change. ``tests``: the test files the
+    task writes itself, where its test is looked for; ``adds_test``: it adds one not named yet. A task writing no
+    test gets no criterion of one (a lite plan's test task has it): one it may not change cannot hold it."""
     # Every file, as the criterion says "each file" (with the first three only, three of six were checked).
     shown = [shlex.quote(p) for p in paths[:MOST_FILES_IN_A_CRITERION]]
     more = f" (and {len(paths) - len(shown)} more of the task's files)" if len(paths) > len(shown) else ""
@@ -427,12 +429,14 @@ def criteria_for(requirement: str, paths: list[str], tests: list[str], verificat
     names = names_to_find(requirement, present)[:1]
     for name in names:
         criteria.append(f"`grep -n \"{name}\" {' '.join(shown[:3])}` finds it")
-    where = " ".join(tests[:2]) if tests else "the test suite"
     if names and tests:
         searched = " ".join(shlex.quote(t) for t in tests[:2])
         criteria.append(f"`grep -rn \"{names[0]}\" {searched}` finds a test using it")
-    elif verification:  # (with no test file to search, `grep -rn NAME .` was met by the change alone)
+    elif tests and verification:
         criteria.append(f"`{verification}` runs a test that fails without the change and passes with it")
-    else:
-        criteria.append(f"a test in {where} fails without the change and passes with it")
+    elif tests:
+        criteria.append(f"a test in {' '.join(tests[:2])} fails without the change and passes with it")
+    elif adds_test:  # (`grep -rn NAME .` was met by the change alone; the command's tests are not the new one)
+        criteria.append("`git status --short --untracked-files=all` lists a test file it adds, which fails without "
+                        "the change and passes with it")
     return criteria  # at most four: a task has room for five

@@ -76,7 +76,9 @@ def _task(number: int, title: str, description: str, files: list[TaskFile], inde
         focus_paths=paths,
         files=files,
         convergence=Convergence(
-            criteria=criteria_for(requirement, paths, tests, verification, written_in(index, existing, requirement)),
+            # Its test is looked for in the tests it writes (the plan's test task, a module holding its own tests).
+            criteria=criteria_for(requirement, paths, [p for p in paths if p in tests or is_test_path(p)], verification,
+                                  written_in(index, existing, requirement)),
             verification=verification or "manual: exercise the changed code paths",
             definition_of_done=f"{', '.join(paths)} changed as described and the suite passes",
         ),
