@@ -103,3 +103,25 @@ def test_only_the_tests_of_planned_code_in_the_changes_language_are_weighed(tmp_
     }))
     assert where_tests_go(index, ["api/quota.py", "web/src/dashboard.ts"], "Show the user quota on the dashboard") \
         == ("tests/test_quota.py", False)
+
+
+def test_a_go_change_is_tested_in_its_own_package(tmp_path: Path) -> None:
+    """Render helpers moved out of context.go (package gin): the test went to render/render_test.go, package render,
+    named by the requirement and changed with context.go before, which cannot reach them."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    _commit(repo, "Start", {
+        "go.mod": "module example.com/gin\n",
+        "context.go": "package gin\n\nfunc (c *Context) renderJSON() {}\n",
+        "context_test.go": "package gin\n\nimport \"testing\"\n\nfunc TestContext(t *testing.T) {}\n",
+        "render/render.go": "package render\n\ntype Render interface{}\n",
+        "render/render_test.go": "package render\n\nimport \"testing\"\n\nfunc TestRender(t *testing.T) {}\n",
+    })
+    for n in range(3):
+        _commit(repo, f"Render change {n}", {
+            "context.go": f"package gin\n\nfunc (c *Context) renderJSON() {{}} // {n}\n",
+            "render/render_test.go": f"package render\n\n// {n}\n"})
+    index = build_index(repo)
+    requirement = "Move the render helpers from context.go into their own file"
+    assert where_tests_go(index, ["render.go", "context.go"], requirement, "render.go") == ("context_test.go", True)

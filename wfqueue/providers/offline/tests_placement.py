@@ -114,6 +114,9 @@ def where_tests_go(index: RepoIndex, paths: list[str], requirement: str,
     looser = [t for t in [*through, *together] if is_test_path(t) and is_test_module(t)
               and language_family(language_for(t)) == language and not _vendored(t)]
     candidates = list(dict.fromkeys(covering + own_name + using_named + looser))
+    if language == "go":  # a Go test is in its package's folder: one elsewhere cannot reach the change
+        packages = {posixpath.dirname(p) for p in planned}
+        candidates = [t for t in candidates if posixpath.dirname(t) in packages]
     if not candidates:
         return _created_test(index, main)
     scores = dict(rank_files(index, requirement, include_tests=True))
