@@ -171,3 +171,22 @@ def test_a_tests_only_tasks_criteria_quote_a_path_with_a_space() -> None:
     assert "`git status --short -- 'tests/token tests/test_tokens.py'` lists the file" in task.convergence.criteria
     assert unchanged_criterion(["app/token auth.py"]) == [
         "`git status --short -- 'app/token auth.py'` lists nothing: the code under test is unchanged"]
+
+
+def test_a_name_the_repository_defines_is_not_asked_of_every_planned_file(tmp_path: Path) -> None:
+    """"Fix should_strip_auth so ..." planned over five files gave each "`grep -n should_strip_auth FILE` finds
+    it", asking files that need not hold it to use it; a file the requirement names is still asked."""
+    from tests.conftest import write
+    from wfqueue.providers.offline.changes import defined_elsewhere
+
+    index = build_index(write(tmp_path, {
+        "web/sessions.py": "def should_strip_auth(old, new):\n    return old != new\n",
+        "web/auth.py": "def basic(user):\n    return user\n",
+    }))
+    fix = "Fix should_strip_auth so a redirect to another port keeps the header"
+    assert defined_elsewhere(index, ["web/auth.py"], fix) == frozenset({"should_strip_auth"})
+    criteria = criteria_for(fix, ["web/auth.py"], [], "python -m pytest -q", defined_elsewhere(index, ["web/auth.py"],
+                                                                                              fix))
+    assert not any("grep" in c for c in criteria), criteria
+    asked = "Call should_strip_auth from web/auth.py before sending credentials"
+    assert defined_elsewhere(index, ["web/auth.py"], asked) == frozenset()

@@ -18,6 +18,7 @@ from wfqueue.providers.offline.changes import (
     change_phrase,
     conflict_risk,
     criteria_for,
+    defined_elsewhere,
     dependency_order,
     earlier_needs,
     effort_of,
@@ -103,8 +104,10 @@ def _task_for_file(
     others = [t for t in tests if t not in (own, path)]
     # The test this task writes is where its criteria look for one: its own test, or a new file (anywhere).
     written_tests = [own] if own else [path] if path in tests else []
+    present = written_in(index, [path], requirement) | (frozenset() if a_test
+                                                         else defined_elsewhere(index, [path], requirement))
     criteria = criteria_for(requirement, [path], written_tests, verification if tests else index.test_command,
-                            written_in(index, [path], requirement), adds_test=not written_tests)
+                            present, adds_test=not written_tests)
     # Not an example project's tests (flask's examples/tutorial/tests): the product's test command does not run them.
     importer_tests = [t for t in covering_tests(index, importers) if t not in tests and not beside_the_product(t)]
     if importer_tests and len(criteria) < 5:

@@ -339,6 +339,16 @@ def written_in(index: RepoIndex, paths: list[str], requirement: str) -> frozense
                      if any(runs_in(tokenize(name.rsplit(".", 1)[-1]), index.doc_tokens.get(p, [])) for p in paths))
 
 
+def defined_elsewhere(index: RepoIndex, paths: list[str], requirement: str) -> frozenset[str]:
+    """The names the requirement writes out that code outside ``paths`` defines already ("Fix should_strip_auth",
+    defined in sessions.py): a change of one of ``paths`` is not asked to hold them, as a new name would be; unless
+    the requirement names one of ``paths`` ("Add a `purge_expired` function to tokens.py": there it is asked for)."""
+    if set(paths) & {path for path, _ in named_paths(index, requirement)}:
+        return frozenset()
+    defined = {s.name for path, symbols in index.symbols.items() if path not in paths for s in symbols}
+    return frozenset(n for n in (name.rsplit(".", 1)[-1] for name in named_identifiers(requirement)) if n in defined)
+
+
 def uses_of(terms: list[str], words: list[str]) -> int:
     """How many times ``terms`` occur one after the other in ``words``."""
     width = len(terms)

@@ -23,6 +23,7 @@ from wfqueue.lite.models import Assessment, ClarificationAnswer, LitePlanDraft, 
 from wfqueue.providers.offline.changes import (
     change_phrase,
     criteria_for,
+    defined_elsewhere,
     effort_of,
     file_entries,
     import_order,
@@ -78,7 +79,9 @@ def _task(number: int, title: str, description: str, files: list[TaskFile], inde
         convergence=Convergence(
             # Its test is looked for in the tests it writes (the plan's test task, a module holding its own tests).
             criteria=criteria_for(requirement, paths, [p for p in paths if p in tests or is_test_path(p)], verification,
-                                  written_in(index, existing, requirement)),
+                                  written_in(index, existing, requirement) | (
+                                      frozenset() if all(is_test_path(p) for p in paths)
+                                      else defined_elsewhere(index, paths, requirement))),
             verification=verification or "manual: exercise the changed code paths",
             definition_of_done=f"{', '.join(paths)} changed as described and the suite passes",
         ),
