@@ -15,10 +15,10 @@ from wfqueue.analysis.roles import beside_the_product, plannable
 from wfqueue.analysis.testmap import subject_stem, tested_stem
 from wfqueue.collab.models import AreaDraft, Evidence, EvidenceFile, RequirementAnalysis, SubDomain, task_id
 from wfqueue.providers.offline.changes import (
+    already_named,
     change_phrase,
     conflict_risk,
     criteria_for,
-    defined_elsewhere,
     dependency_order,
     earlier_needs,
     effort_of,
@@ -31,7 +31,6 @@ from wfqueue.providers.offline.changes import (
     task_title,
     task_type,
     verification_for,
-    written_in,
 )
 from wfqueue.providers.offline.docs_only import as_docstrings_task, change_docs_task, docs_task, is_document
 from wfqueue.providers.offline.intent import intent_of
@@ -104,10 +103,8 @@ def _task_for_file(
     others = [t for t in tests if t not in (own, path)]
     # The test this task writes is where its criteria look for one: its own test, or a new file (anywhere).
     written_tests = [own] if own else [path] if path in tests else []
-    present = written_in(index, [path], requirement) | (frozenset() if a_test
-                                                         else defined_elsewhere(index, [path], requirement))
     criteria = criteria_for(requirement, [path], written_tests, verification if tests else index.test_command,
-                            present, adds_test=not written_tests)
+                            already_named(index, [path], requirement, tests_only=a_test), adds_test=not written_tests)
     # Not an example project's tests (flask's examples/tutorial/tests): the product's test command does not run them.
     importer_tests = [t for t in covering_tests(index, importers) if t not in tests and not beside_the_product(t)]
     if importer_tests and len(criteria) < 5:

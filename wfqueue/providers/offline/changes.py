@@ -343,10 +343,19 @@ def defined_elsewhere(index: RepoIndex, paths: list[str], requirement: str) -> f
     """The names the requirement writes out that code outside ``paths`` defines already ("Fix should_strip_auth",
     defined in sessions.py): a change of one of ``paths`` is not asked to hold them, as a new name would be; unless
     the requirement names one of ``paths`` ("Add a `purge_expired` function to tokens.py": there it is asked for)."""
-    if set(paths) & {path for path, _ in named_paths(index, requirement)}:
-        return frozenset()
-    defined = {s.name for path, symbols in index.symbols.items() if path not in paths for s in symbols}
-    return frozenset(n for n in (name.rsplit(".", 1)[-1] for name in named_identifiers(requirement)) if n in defined)
+    names = {name.rsplit(".", 1)[-1] for name in named_identifiers(requirement)}
+    if not names or set(paths) & {path for path, _ in named_paths(index, requirement)}:
+        return frozenset()  # (most requirements name none: the repository's symbols are not gone through)
+    return frozenset(s.name for path, symbols in index.symbols.items() if path not in paths for s in symbols
+                     if s.name in names)
+
+
+def already_named(index: RepoIndex, paths: list[str], requirement: str, *, tests_only: bool) -> frozenset[str]:
+    """The names the requirement writes out that no criterion asks a task of ``paths`` to hold: those its files
+    contain already, and for a change of code (not ``tests_only``) those code elsewhere defines; a test is asked to
+    use them."""
+    present = written_in(index, paths, requirement)
+    return present if tests_only else present | defined_elsewhere(index, paths, requirement)
 
 
 def uses_of(terms: list[str], words: list[str]) -> int:

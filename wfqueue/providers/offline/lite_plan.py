@@ -21,9 +21,9 @@ from wfqueue.analysis import RepoIndex
 from wfqueue.analysis.files import is_test_path
 from wfqueue.lite.models import Assessment, ClarificationAnswer, LitePlanDraft, VerifiedExploration
 from wfqueue.providers.offline.changes import (
+    already_named,
     change_phrase,
     criteria_for,
-    defined_elsewhere,
     effort_of,
     file_entries,
     import_order,
@@ -33,7 +33,6 @@ from wfqueue.providers.offline.changes import (
     task_title,
     task_type,
     verification_for,
-    written_in,
 )
 from wfqueue.providers.offline.docs_only import (
     as_docstrings_task,
@@ -79,9 +78,8 @@ def _task(number: int, title: str, description: str, files: list[TaskFile], inde
         convergence=Convergence(
             # Its test is looked for in the tests it writes (the plan's test task, a module holding its own tests).
             criteria=criteria_for(requirement, paths, [p for p in paths if p in tests or is_test_path(p)], verification,
-                                  written_in(index, existing, requirement) | (
-                                      frozenset() if all(is_test_path(p) for p in paths)
-                                      else defined_elsewhere(index, paths, requirement))),
+                                  already_named(index, paths, requirement,
+                                                tests_only=all(is_test_path(p) for p in paths))),
             verification=verification or "manual: exercise the changed code paths",
             definition_of_done=f"{', '.join(paths)} changed as described and the suite passes",
         ),
