@@ -62,6 +62,12 @@ def pending_backup(folder: Path) -> Path | None:
     """The backup a half-written replan left, or None: no mark, one whose backup is gone, or one whose replan
     wrote everything, its record last (killed before it cleared the mark: the history names it, and the usual
     restore of the last replan undoes it)."""
+    pending = _pending(folder)
+    return pending[0] if pending else None
+
+
+def _pending(folder: Path) -> tuple[Path, bool] | None:
+    """:func:`pending_backup`, and whether a restore (not a replan) left it."""
     try:
         rel = (folder / PROCESS_DIR / PENDING).read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError):
@@ -71,12 +77,12 @@ def pending_backup(folder: Path) -> Path | None:
     if not rel or not (backup / MANIFEST).is_file():
         return None
     if restoring:  # a restore writes the record last: until then the history names the replan it undoes
-        return backup
+        return backup, True
     try:
         history = load_session(folder).replan_history
     except (OSError, ValueError):  # a record that does not read: the mark is all there is to go by
-        return backup
-    return None if history and (folder / history[-1].backup).resolve() == backup.resolve() else backup
+        return backup, False
+    return None if history and (folder / history[-1].backup).resolve() == backup.resolve() else (backup, False)
 
 
 _RESTORING = "restoring "  # the mark's prefix while a restore, not a replan, writes
@@ -125,13 +131,10 @@ def half_written_now(folder: Path) -> tuple[str, str] | None:
 def half_written(folder: Path) -> tuple[str, str] | None:
     """What a session whose replan or restore stopped half-way is, and what mends it, as (message, hint); None
     when none did. ``status`` and ``validate`` say it; the commands that would read the plan refuse with it."""
-    half = pending_backup(folder)
-    if half is None:
+    pending = _pending(folder)
+    if pending is None:
         return None
-    try:
-        restoring = (folder / PROCESS_DIR / PENDING).read_text(encoding="utf-8").startswith(_RESTORING)
-    except (OSError, UnicodeDecodeError):
-        restoring = False
+    half, restoring = pending
     command = restore_command(half, folder.name)
     if restoring:  # the same restore, run again, finishes it
         return (f"the restore of {half.name} in {folder.name} stopped half-way: its files are partly written",
@@ -280,22 +283,21 @@ def keep_replaced(folder: Path, backup: Path, manifest: Manifest, now: datetime)
     """Copy what a restore is about to replace or remove that differs from what the replan wrote: an edit made
     since, by hand (a restore put the backup back over a criterion added to a task, and the edit was gone). Kept
     under the session's backups, by path; None when nothing would be lost."""
-    def changed_since(rel: str) -> bool:
-        current = (folder / rel).read_bytes()
+    def changed_since(rel: str, current: bytes) -> bool:
         if rel in manifest.written:  # as the replan wrote it, or edited since
             return hashlib.sha256(current).hexdigest() != manifest.written[rel]
         # A manifest written before it recorded what it wrote: all the restore replaces that the backup lacks.
         return rel in manifest.created or current != (backup / Path(rel).name).read_bytes()
 
     # Not the session's record: wfqueue's own, rewritten since by the commands that ran on (verify, execute).
-    replaced = [rel for rel in [*manifest.created, *manifest.files] if rel != SESSION_FILE
-                and (folder / rel).is_file() and (rel in manifest.created or (backup / Path(rel).name).is_file())
-                and changed_since(rel)]
+    present = {rel: (folder / rel).read_bytes() for rel in [*manifest.created, *manifest.files] if rel != SESSION_FILE
+               and (folder / rel).is_file() and (rel in manifest.created or (backup / Path(rel).name).is_file())}
+    replaced = {rel: data for rel, data in present.items() if changed_since(rel, data)}
     if not replaced:
         return None
     kept = backup_root(folder) / f"replaced-by-restore-{now.strftime('%Y-%m-%dT%H-%M-%S')}-{backup.name}"
-    for rel in replaced:
-        atomic_write_bytes(kept / rel, (folder / rel).read_bytes())
+    for rel, data in replaced.items():
+        atomic_write_bytes(kept / rel, data)
     return kept
 
 

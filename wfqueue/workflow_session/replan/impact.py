@@ -93,8 +93,7 @@ def _status(task: dict[str, Any]) -> str:
 
 
 def _paths(task: dict[str, Any]) -> list[str]:
-    files = [f.get("path") for f in task.get("files") or [] if isinstance(f, dict)]
-    return [str(p) for p in [*(task.get("focus_paths") or []), *files] if p]
+    return [str(p) for p in task.get("focus_paths") or [] if p] + _listed_paths(task)
 
 
 def dependents_of(graph: dict[str, list[str]], task_id: str) -> list[str]:
@@ -188,7 +187,8 @@ def _edit_field(task: dict[str, Any], op: UpdateTask, when: str, existing: Calla
 
 
 def _listed_paths(task: dict[str, Any]) -> list[str]:
-    return [str(entry.get("path")) for entry in task.get("files") or [] if isinstance(entry, dict)]
+    """The paths of the task's ``files[]`` entries."""
+    return [str(entry["path"]) for entry in task.get("files") or [] if isinstance(entry, dict) and entry.get("path")]
 
 
 def _still_named(task: dict[str, Any], dropped: list[str]) -> list[str]:
