@@ -350,25 +350,22 @@ def send_commits(client: redis.Redis, repo: Path, tip: str, base: str, name: str
     :func:`receive_commits`. Sending the same tip again only refreshes the expiry."""
     prefix = keys.commits_prefix(name)
     tip_commit = rev(repo, tip)
-    if tip_commit is None:
-        # A result remembered by another worker, its commit made in that worker's repository: sent from there
-        # (a coordinator that died before taking it sends the task again, and any worker may answer).
-        with _writing(client, prefix):
-            meta = read_meta(client, prefix)
-            if meta is not None and meta.commit == tip and _refresh(client, prefix, meta, settings.bundle_ttl_s):
-                return
-        raise InfrastructureError(
-            f"the commits of {name} ({tip[:12]}) are neither in this worker's repository nor in Redis: they were "
-            "made on another worker, which did not send them or whose copy in Redis expired",
-            hint="`wfqueue execute --continue` runs the task again as a new attempt; raise WFQUEUE_BUNDLE_TTL_S if "
-                 "results wait longer than it before the coordinator takes them")
-    if tip_commit == rev(repo, base) or is_ancestor(repo, tip_commit, base):
+    if tip_commit is not None and (tip_commit == rev(repo, base) or is_ancestor(repo, tip_commit, base)):
         raise InfrastructureError(f"no commits to send as {name}: {tip} adds nothing to {base}",
                                   hint="commit the task's change before sending it")
     with _writing(client, prefix):
         meta = read_meta(client, prefix)
-        if meta is not None and meta.commit == tip_commit and _refresh(client, prefix, meta, settings.bundle_ttl_s):
+        if meta is not None and meta.commit == (tip_commit or tip) \
+                and _refresh(client, prefix, meta, settings.bundle_ttl_s):
             return
+        if tip_commit is None:
+            # A result remembered by another worker, its commit made in that worker's repository: sent from there
+            # (a coordinator that died before taking it sends the task again, and any worker may answer).
+            raise InfrastructureError(
+                f"the commits of {name} ({tip[:12]}) are neither in this worker's repository nor in Redis: they were "
+                "made on another worker, which did not send them or whose copy in Redis expired",
+                hint="`wfqueue execute --continue` runs the task again as a new attempt; raise WFQUEUE_BUNDLE_TTL_S "
+                     "if results wait longer than it before the coordinator takes them")
         _make_and_store(client, repo, prefix, tip_commit, base, settings, what=f"the commits of {name}",
                         hint="raise WFQUEUE_BUNDLE_MAX_BYTES, or make the task's change smaller")
 
