@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +23,19 @@ def write(root: Path, files: dict[str, str]) -> Path:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text, encoding="utf-8")
     return root
+
+
+def git_in(repo: Path, *args: str) -> None:
+    """Git in ``repo`` as a test's author (no identity configured on the machine is needed)."""
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+                   check=True, capture_output=True)
+
+
+def commit_in(repo: Path, message: str, files: dict[str, str]) -> None:
+    """Write ``files`` into ``repo`` and commit everything as one change."""
+    write(repo, files)
+    git_in(repo, "add", "-A")
+    git_in(repo, "commit", "-qm", message)
 
 
 @pytest.fixture(autouse=True)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import commit_in, git_in
 from wfqueue.analysis import build_index
 from wfqueue.analysis.history import MAX_FILES_PER_CHANGE, PastChange, history_credit, parse_log
 from wfqueue.analysis.index_cache import cached_index
@@ -19,27 +19,14 @@ from wfqueue.analysis.ranking import tokenize
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
 
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-                   check=True, capture_output=True)
-
-
-def commit(repo: Path, message: str, files: dict[str, str]) -> None:
-    for path, text in files.items():
-        (repo / path).parent.mkdir(parents=True, exist_ok=True)
-        (repo / path).write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", message)
-
-
 def started_repo(tmp_path: Path, readme: str | None = "Tools\n") -> Path:
     """A new repository; with ``readme``, a first commit of it, so the commits that follow are changes
     (a first commit is not one: it adds everything)."""
     repo = tmp_path / "repo"
     repo.mkdir()
-    git(repo, "init", "-q")
+    git_in(repo, "init", "-q")
     if readme is not None:
-        commit(repo, "Start", {"README.md": readme})
+        commit_in(repo, "Start", {"README.md": readme})
     return repo
 
 
@@ -84,10 +71,10 @@ JOBS = {
 @needs_git
 def test_a_file_that_earlier_changes_like_this_one_touched_ranks_first(tmp_path: Path) -> None:
     repo = started_repo(tmp_path, readme=None)
-    commit(repo, "Add the job runner and scheduler", JOBS)  # the first commit: everything there was, not a change
+    commit_in(repo, "Add the job runner and scheduler", JOBS)  # the first commit: everything there was, not a change
     for n, message in enumerate(["Retry failed jobs in the runner, not the caller",
                                  "Count retry attempts of failed jobs in the runner"]):
-        commit(repo, message, {"jobs/runner.py": JOBS["jobs/runner.py"] + f"\nATTEMPTS_{n} = {n}\n"})
+        commit_in(repo, message, {"jobs/runner.py": JOBS["jobs/runner.py"] + f"\nATTEMPTS_{n} = {n}\n"})
     requirement = "Make the number of retry attempts for failed jobs configurable"
     index = build_index(repo)
     assert len(index.history) == 2
@@ -100,8 +87,8 @@ def test_a_file_that_earlier_changes_like_this_one_touched_ranks_first(tmp_path:
 @needs_git
 def test_history_paths_are_relative_to_a_project_in_a_subfolder(tmp_path: Path) -> None:
     repo = started_repo(tmp_path, "A service and its website\n")
-    commit(repo, "Add the service", {f"svc/{path}": text for path, text in JOBS.items()})
-    commit(repo, "Tune the website", {"site/index.js": "export const x = 1\n"})
+    commit_in(repo, "Add the service", {f"svc/{path}": text for path, text in JOBS.items()})
+    commit_in(repo, "Tune the website", {"site/index.js": "export const x = 1\n"})
     index = build_index(repo / "svc")
     assert [change.paths for change in index.history] == [sorted(JOBS)]
 
@@ -109,7 +96,7 @@ def test_history_paths_are_relative_to_a_project_in_a_subfolder(tmp_path: Path) 
 @needs_git
 def test_non_ascii_file_names_keep_their_history(tmp_path: Path) -> None:
     repo = started_repo(tmp_path, "CV tools\n")
-    commit(repo, "Add the résumé parser", {"cv/résumé.py": "def parse_resume(text):\n    return text\n"})
+    commit_in(repo, "Add the résumé parser", {"cv/résumé.py": "def parse_resume(text):\n    return text\n"})
     assert [change.paths for change in build_index(repo).history] == [["cv/résumé.py"]]
 
 
@@ -128,7 +115,7 @@ def test_a_file_name_that_is_not_utf8_is_left_out_of_the_index(tmp_path: Path) -
     that found it, on the finding's serialization. It is left out, and the index is cached again."""
     repo = started_repo(tmp_path, "Legacy tools\n")
     name = os.fsdecode(b"lat\xe9.py")  # Latin-1 bytes, as an old tool may have named it
-    commit(repo, "Add the legacy parser", {name: "def parse(text):\n    return text\n",
+    commit_in(repo, "Add the legacy parser", {name: "def parse(text):\n    return text\n",
                                            "parser.py": "def parse(text):\n    return text\n"})
     index = build_index(repo)
     assert [change.paths for change in index.history] == [["parser.py"]]

@@ -8,23 +8,11 @@ binary and imports nothing), and put a new pip test in a vendored package's test
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
-from tests.conftest import write
+from tests.conftest import commit_in, git_in, write
 from wfqueue.analysis import build_index
 from wfqueue.providers.offline.tests_placement import where_tests_go
-
-
-def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-                   check=True, capture_output=True)
-
-
-def _commit(repo: Path, message: str, files: dict[str, str]) -> None:
-    write(repo, files)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", message)
 
 
 def test_the_test_of_a_later_planned_module_the_requirement_names_is_taken(tmp_path: Path) -> None:
@@ -59,14 +47,14 @@ def test_a_python_test_reaching_the_module_through_the_package_and_named_by_the_
 def test_the_test_the_history_changes_with_the_module_is_taken(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
-    _git(repo, "init", "-q")
+    git_in(repo, "init", "-q")
     runs = "import subprocess\n\ndef test_runs():\n    subprocess.run(['tool', '--help'], check=True)\n"
-    _commit(repo, "Start", {"tool/__init__.py": "", "tool/cli.py": "def main():\n    return 0\n",
+    commit_in(repo, "Start", {"tool/__init__.py": "", "tool/cli.py": "def main():\n    return 0\n",
                             "tests/test_features.py": runs, "tests/test_other.py": "def test_x():\n    pass\n"})
     for n in range(3):
-        _commit(repo, f"Add option {n}", {"tool/cli.py": f"def main():\n    return {n}\n",
+        commit_in(repo, f"Add option {n}", {"tool/cli.py": f"def main():\n    return {n}\n",
                                           "tests/test_features.py": runs + f"# option {n}\n"})
-    _commit(repo, "Tidy", {"tests/test_other.py": "def test_x():\n    assert True\n"})
+    commit_in(repo, "Tidy", {"tests/test_other.py": "def test_x():\n    assert True\n"})
     index = build_index(repo)
     # tests/test_features.py runs the program and imports nothing: only the history ties it to cli.py.
     assert where_tests_go(index, ["tool/cli.py"], "Exit with status 2 on an unknown option") \
@@ -110,8 +98,8 @@ def test_a_go_change_is_tested_in_its_own_package(tmp_path: Path) -> None:
     named by the requirement and changed with context.go before, which cannot reach them."""
     repo = tmp_path / "repo"
     repo.mkdir()
-    _git(repo, "init", "-q")
-    _commit(repo, "Start", {
+    git_in(repo, "init", "-q")
+    commit_in(repo, "Start", {
         "go.mod": "module example.com/gin\n",
         "context.go": "package gin\n\nfunc (c *Context) renderJSON() {}\n",
         "context_test.go": "package gin\n\nimport \"testing\"\n\nfunc TestContext(t *testing.T) {}\n",
@@ -119,7 +107,7 @@ def test_a_go_change_is_tested_in_its_own_package(tmp_path: Path) -> None:
         "render/render_test.go": "package render\n\nimport \"testing\"\n\nfunc TestRender(t *testing.T) {}\n",
     })
     for n in range(3):
-        _commit(repo, f"Render change {n}", {
+        commit_in(repo, f"Render change {n}", {
             "context.go": f"package gin\n\nfunc (c *Context) renderJSON() {{}} // {n}\n",
             "render/render_test.go": f"package render\n\n// {n}\n"})
     index = build_index(repo)
