@@ -32,15 +32,22 @@ def start_worker(name: str, env: dict[str, str], log: Path) -> subprocess.Popen[
 
 
 
-def wait_for_running(repo: Path, env: dict[str, str], what: str) -> Path:
-    """Wait until `wfqueue status` shows the execution's TASK-001 running; the folder of the repository's executions."""
+def execute_killed_while_running(tasks_file: Path, repo: Path, env: dict[str, str], what: str) -> Path:
+    """`wfqueue execute` of ``tasks_file``, SIGKILLed once `wfqueue status` shows its TASK-001 running (``what``
+    names that wait); the folder of the repository's executions."""
+    command = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "execute", str(tasks_file), "-y"], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     executions = repo / ".workflow" / ".execution"
 
     def task_running() -> bool:
         shown = run_cli("status", next(executions.iterdir()).name, "--repo", str(repo), "--json", env=env)
         return shown.code == 0 and shown.json()["tasks"]["TASK-001"]["state"] == "running"
 
-    wait_until(lambda: executions.is_dir() and any(executions.iterdir()) and task_running(), 120, what)
+    try:
+        wait_until(lambda: executions.is_dir() and any(executions.iterdir()) and task_running(), 120, what)
+    finally:
+        command.kill()
+        command.wait()
     return executions
 
 def test_the_workers_executor_configuration_decides_on_a_shared_broker(tmp_path: Path) -> None:
@@ -90,12 +97,7 @@ def test_an_execution_whose_command_was_killed_reads_interrupted_not_running_for
     try:
         worker = start_worker("remote", env, tmp_path / "remote.log")
         try:
-            command = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "execute", str(tasks_file), "-y"],
-                                       env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                       start_new_session=True)
-            executions = wait_for_running(repo, env, "TASK-001 running on the worker")
-            command.kill()
-            command.wait()
+            executions = execute_killed_while_running(tasks_file, repo, env, "TASK-001 running on the worker")
             (exec_dir,) = executions.iterdir()
             shown = run_cli("status", exec_dir.name, "--repo", str(repo), "--json", env=env)
             assert shown.code == 0 and shown.json()["status"] == "interrupted", shown.stdout
@@ -129,12 +131,7 @@ def test_continue_finishes_a_task_whose_result_another_worker_remembered(tmp_pat
         host_a = start_worker("host-a", {**env, "WFQUEUE_WORKER_CACHE_DIR": str(tmp_path / "a-cache")},
                               tmp_path / "host-a.log")
         try:
-            command = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "execute", str(tasks_file), "-y"],
-                                       env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                       start_new_session=True)
-            executions = wait_for_running(repo, env, "TASK-001 running on host A")
-            command.kill()
-            command.wait()
+            executions = execute_killed_while_running(tasks_file, repo, env, "TASK-001 running on host A")
             release.touch()
             wait_until(lambda: bool(client.keys("wfq:commits:*:meta")), 120, "host A sending TASK-001's commit")
         finally:
