@@ -33,7 +33,7 @@ from bench.localize import (  # noqa: E402
     project_name,
     requirement_of,
 )
-from bench.replay import arguments, lite_files_at  # noqa: E402
+from bench.replay import arguments, command_line, lite_files_at, table  # noqa: E402
 from wfqueue.analysis import CODE_LANGUAGES  # noqa: E402
 from wfqueue.analysis.files import is_test_path, language_for  # noqa: E402
 
@@ -106,17 +106,10 @@ def markdown(adding: list[Outcome], modifying: list[Outcome], command: str) -> s
         rows.append(f"| {label} | {len(add)} | **{sum(o.in_added_folder for o in add)}** | "
                     f"{sum(bool(o.created) for o in add)} | {len(mod)} | **{sum(bool(o.created) for o in mod)}** |")
     errors = sum(bool(o.error) for o in adding + modifying)
-    return "\n".join([
-        MARK_BEGIN,
-        f"Command: `{command}` · planner: offline, lite"
-        + (f" · {errors} cases could not be planned" if errors else ""),
-        "",
-        "| project | commits adding a module | **plan creates one in its folder** | plan creates any | commits "
-        "adding none | **plan creates one anyway** |",
-        "|---|---:|---:|---:|---:|---:|",
-        *rows,
-        MARK_END,
-    ])
+    return table(MARK_BEGIN, MARK_END, f"Command: `{command}` · planner: offline, lite"
+                 + (f" · {errors} cases could not be planned" if errors else ""),
+                 ["project", "commits adding a module", "**plan creates one in its folder**", "plan creates any",
+                  "commits adding none", "**plan creates one anyway**"], rows)
 
 
 def main() -> None:
@@ -131,9 +124,7 @@ def main() -> None:
             outcomes[kind].append(outcome)
             print(f"{kind:6s} {case.project} {case.commit[:9]} created={outcome.created} added={case.added}"
                   + (f" ERROR {outcome.error}" if outcome.error else ""), file=sys.stderr)
-    command = ("python bench/new_modules.py " + " ".join(f"<{project_name(m)}>" for m in args.mirrors)
-               + f" --cases {args.cases} --window {args.window}")
-    text = markdown(outcomes["add"], outcomes["modify"], command)
+    text = markdown(outcomes["add"], outcomes["modify"], command_line("new_modules.py", args))
     print(text)
     if args.write:
         write_section(MARK_BEGIN, MARK_END, text, SECTION)

@@ -7,7 +7,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from bench.localize import checkout
+from bench.localize import checkout, project_name
 from wfqueue.analysis import build_index
 from wfqueue.lite.angle_repair import repair_assessment
 from wfqueue.providers.offline.assess import assess, signals
@@ -35,3 +35,16 @@ def lite_files_at(mirror: Path, project: str, parent: str, requirement: str) -> 
         assessment, _ = repair_assessment(assess(requirement, signals(index, requirement), False), requirement, False)
         draft = plan_tasks(index, requirement, "bench", assessment, [], [])
     return [f for task in draft.tasks for f in task.files]
+
+
+def command_line(script: str, args: argparse.Namespace) -> str:
+    """The bench's command as its figures name it: the projects by name, not their mirrors' paths."""
+    return (f"python bench/{script} " + " ".join(f"<{project_name(m)}>" for m in args.mirrors)
+            + f" --cases {args.cases} --window {args.window}")
+
+
+def table(begin: str, end: str, headline: str, columns: list[str], rows: list[str]) -> str:
+    """A bench's section of docs/BENCHMARKS.md: its markers around the command line and a table, the first column
+    a project's name, the others figures (aligned right)."""
+    return "\n".join([begin, headline, "", "| " + " | ".join(columns) + " |", "|---|" + "---:|" * (len(columns) - 1),
+                      *rows, end])

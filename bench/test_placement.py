@@ -29,7 +29,7 @@ from bench.localize import (  # noqa: E402
     project_name,
     requirement_of,
 )
-from bench.replay import arguments, lite_files_at  # noqa: E402
+from bench.replay import arguments, command_line, lite_files_at, table  # noqa: E402
 from wfqueue.analysis import CODE_LANGUAGES  # noqa: E402
 from wfqueue.analysis.files import is_test_path, language_for  # noqa: E402
 from wfqueue.analysis.testmap import is_test_module  # noqa: E402
@@ -104,16 +104,10 @@ def markdown(outcomes: list[Outcome], command: str) -> str:
         rows.append(f"| {label} | {len(group)} | **{hits}** ({hits / len(group):.0%}) | "
                     f"{sum(o.created for o in group)} | {sum(o.source_hit for o in group)} |")
     errors = len(outcomes) - len(done)
-    return "\n".join([
-        MARK_BEGIN,
-        f"Command: `{command}` · planner: offline" + (f" · {errors} cases could not be planned" if errors else ""),
-        "",
-        "| project | cases | **the commit's test file planned** | plan creates a test file | a changed source "
-        "file planned |",
-        "|---|---:|---:|---:|---:|",
-        *rows,
-        MARK_END,
-    ])
+    return table(MARK_BEGIN, MARK_END, f"Command: `{command}` · planner: offline"
+                 + (f" · {errors} cases could not be planned" if errors else ""),
+                 ["project", "cases", "**the commit's test file planned**", "plan creates a test file",
+                  "a changed source file planned"], rows)
 
 
 def main() -> None:
@@ -127,9 +121,7 @@ def main() -> None:
             print(f"{'HIT ' if outcome.hit else 'MISS'} {case.project} {case.commit[:9]} "
                   f"{outcome.planned_tests[:2]} vs {case.tests[:2]}" + (f" ERROR {outcome.error}" if outcome.error
                                                                         else ""), file=sys.stderr)
-    command = ("python bench/test_placement.py " + " ".join(f"<{project_name(m)}>" for m in args.mirrors)
-               + f" --cases {args.cases} --window {args.window}")
-    text = markdown(outcomes, command)
+    text = markdown(outcomes, command_line("test_placement.py", args))
     print(text)
     if args.write:
         write_section(MARK_BEGIN, MARK_END, text, SECTION)
