@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.conftest import commit_in, git_in
 from tests.replan_support import cli, read, three_tasks, tree
 from wfqueue.fsio import atomic_write_json
 from wfqueue.workflow_session.replan.apply import validate_session
@@ -47,6 +48,24 @@ def test_a_replan_the_check_after_writing_would_undo_is_refused_before_writing(t
     assert code == 2 and "replan refused, nothing was changed" in err, err
     assert "file src/limiter.py does not exist but is to be modified" in err
     assert tree(folder) == before  # no backup folder, no lock file: nothing was written
+
+
+def test_a_tracked_file_a_sparse_checkout_leaves_out_of_the_folder_is_there_to_modify(tmp_path: Path) -> None:
+    """As validate and execute judge it: the file is in every task's worktree. The replan judged the folder
+    alone and refused, though the plan it would write passes both."""
+    git_in(tmp_path, "init", "-q")
+    commit_in(tmp_path, "sources", {"src/config.py": "", "src/limiter.py": "", "src/client.py": ""})
+    git_in(tmp_path, "update-index", "--skip-worktree", "src/limiter.py")  # what a sparse checkout does to it
+    (tmp_path / "src/limiter.py").unlink()
+    folder = three_tasks(tmp_path)
+    broken = read(folder, ".task/IMPL-2.json")
+    broken["convergence"]["criteria"] = []
+    atomic_write_json(folder / ".task/IMPL-2.json", broken)
+    code, _, err, _ = cli("replan", "IMPL-2", "criterion: requests above the limit get HTTP 429",
+                          "--repo", str(tmp_path), "-y")
+    assert code == 0, err
+    assert read(folder, ".task/IMPL-2.json")["convergence"]["criteria"] == ["requests above the limit get HTTP 429"]
+    assert validate_session(folder, tmp_path) == []
 
 
 def test_an_id_a_replan_deleted_is_never_given_to_another_task(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from tests.conftest import commit_in, git_in
 from tests.wfs_factory import make_session, task
 from wfqueue.cli.verify_cmd import register
 from wfqueue.errors import BadInputError, SessionNotFoundError, WfqueueError
@@ -156,6 +157,22 @@ def test_missing_file_to_modify_is_a_high_c_finding(repo: Path) -> None:
     [missing] = [f for f in dims(report, "C") if "docs/retry.md" in f.summary]
     assert (missing.severity, missing.location) == ("HIGH", ["task:IMPL-4"])
     assert report.quality_gate == "PROCEED_WITH_FIXES"
+
+
+def test_a_tracked_file_a_sparse_checkout_leaves_out_of_the_folder_is_not_missing(repo: Path) -> None:
+    """Validate and execute take a file git tracks as there to change (every task's worktree has it); verify
+    looked at the folder alone and called the plan's file missing, a HIGH finding no edit could mend."""
+    tasks = [*clean_tasks(), task(4, "Add retry to the HTTP client docs", ["docs/retry.md"], [1])]
+    git_in(repo, "init", "-q")
+    commit_in(repo, "docs", {"docs/retry.md": "# Retry\n"})
+    git_in(repo, "update-index", "--skip-worktree", "docs/retry.md")  # what a sparse checkout does to it
+    (repo / "docs/retry.md").unlink()
+    report = verify_session(make_session(repo, GOAL, tasks))
+    assert [f for f in report.findings if "docs/retry.md" in f.summary] == []
+    tasks.append(task(5, "Add timeout to the HTTP client docs", ["docs/timeout.md"], [1]))
+    report = verify_session(make_session(repo, GOAL, tasks, session_id="WFS-second"))  # neither tracked nor there
+    assert [f.summary for f in dims(report, "C") if "docs/" in f.summary] == [
+        "file docs/timeout.md does not exist but is to be modified; fix the path or use action create"]
 
 
 def test_a_file_to_create_need_not_exist(repo: Path) -> None:

@@ -39,7 +39,7 @@ from wfqueue.errors import (
     TaskNotFoundError,
 )
 from wfqueue.fsio import atomic_write_text, remove
-from wfqueue.plan_check import on_disk
+from wfqueue.plan_check import in_repository
 from wfqueue.sessions import repo_option
 from wfqueue.tasks_file import is_legacy, legacy_to_unified
 from wfqueue.unified_task import UnifiedTask
@@ -209,7 +209,7 @@ def validate_session(folder: Path, repo: Path | None = None) -> list[str]:
             items.append((rel, json.loads(path.read_text(encoding="utf-8-sig"))))  # a BOM, as verify reads it
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             problems.append(f"{rel}: invalid JSON ({exc})")
-    problems += check_task_set(items, on_disk(repo.resolve()) if repo is not None else None)
+    problems += check_task_set(items, in_repository(repo.resolve()) if repo is not None else None)
     try:
         load_session(folder)
     except (OSError, ValueError) as exc:
@@ -278,7 +278,7 @@ def run_replan(repo: Path, text: str | None, ui: ReplanUI, *, task_id: str | Non
     tasks = [t for t in (_as_unified(d) for d in snap.tasks.values()) if t is not None]
     for round_ in range(1, MAX_ADJUST_ROUNDS + 1):
         selections = clarify(ui, request, tasks) if interactive else SAFE_DEFAULTS
-        draft = plan_changes(snap, request, selections, when, repo_option(repo), on_disk(repo.resolve()))
+        draft = plan_changes(snap, request, selections, when, repo_option(repo), in_repository(repo.resolve()))
         impact = draft.impact
         backup = new_backup_dir(folder, stamp)
         entry = ReplanEntry(timestamp=when, reason=request.text, scope=impact.scope, added=impact.added,

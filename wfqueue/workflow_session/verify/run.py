@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field, ValidationError
 from wfqueue.errors import BadInputError, SessionBusyError, SessionNotFoundError
 from wfqueue.fsio import atomic_write_json, atomic_write_text
 from wfqueue.markdown import table_cell as _cell
-from wfqueue.plan_check import default_repo
+from wfqueue.plan_check import default_repo, in_repository
 from wfqueue.sessions import WORKFLOW_DIR, repo_option
 from wfqueue.tasks_file import load_task_dir
 from wfqueue.unified_task import UnifiedTask
@@ -264,7 +264,9 @@ def load_input(folder: Path) -> VerifyInput:
         notes=_read_model(process, "planning-notes.json", PlanningNotes, errors),
         impl_plan=_read_text(folder, IMPL_PLAN_FILE, errors), todo=_read_text(folder, TODO_FILE, errors),
         artifact_errors=errors,
-        exists=lambda rel: (repo / rel).exists(), is_dir=lambda rel: (repo / rel).is_dir(),
+        # As validate and execute judge them: a file git tracks is there to change, on disk or not (a sparse
+        # checkout leaves it out of the folder; every task's worktree has it).
+        exists=in_repository(repo), is_dir=lambda rel: (repo / rel).is_dir(),
     )
 
 
