@@ -13,8 +13,8 @@ from pathlib import Path
 from tests.conftest import write
 from wfqueue.analysis import build_index
 from wfqueue.providers.offline.assess import assess, signals
-from wfqueue.providers.offline.changes import new_module_path
 from wfqueue.providers.offline.lite_plan import plan_tasks
+from wfqueue.providers.offline.new_module import new_module_path
 
 
 def _project(tmp_path: Path) -> Path:

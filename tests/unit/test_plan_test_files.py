@@ -15,8 +15,8 @@ from wfqueue.collab.assemble import allocate
 from wfqueue.lite.models import LitePlanDraft
 from wfqueue.providers.offline.area import plan_area
 from wfqueue.providers.offline.assess import assess, signals
-from wfqueue.providers.offline.changes import new_module_path
 from wfqueue.providers.offline.lite_plan import plan_tasks
+from wfqueue.providers.offline.new_module import new_module_path
 from wfqueue.providers.offline.tests_placement import where_tests_go
 from wfqueue.providers.offline.understand import understand
 

@@ -21,12 +21,11 @@ from wfqueue.providers.offline.changes import (
     dependency_order,
     earlier_needs,
     effort_of,
-    named_component,
-    new_module_path,
     symbols_to_change,
     task_title,
 )
 from wfqueue.providers.offline.lite_plan import plan_tasks
+from wfqueue.providers.offline.new_module import named_component, new_module_path
 from wfqueue.providers.offline.understand import understand
 
 CYCLE = {

@@ -15,8 +15,9 @@ from wfqueue.analysis.roles import plannable
 from wfqueue.analysis.testmap import suite_runner, where_tests_live
 from wfqueue.lite.models import Assessment, VerifiedExploration
 from wfqueue.lite.synthesis import core_files, merge_questions
-from wfqueue.providers.offline.changes import import_order, new_module_path
+from wfqueue.providers.offline.changes import import_order
 from wfqueue.providers.offline.intent import intent_of
+from wfqueue.providers.offline.new_module import new_module_path
 from wfqueue.providers.offline.tests_placement import where_tests_go
 from wfqueue.providers.offline.understand import files_to_write, relevant_files
 from wfqueue.workflow_session.models import ConflictDetection, ContextPackage, RiskFactors, StructuredInput

@@ -24,7 +24,6 @@ from wfqueue.providers.offline.changes import (
     effort_of,
     file_entries,
     import_order,
-    new_module_path,
     plan_needs,
     requirement_short,
     symbols_to_change,
@@ -34,6 +33,7 @@ from wfqueue.providers.offline.changes import (
 )
 from wfqueue.providers.offline.docs_only import as_docstrings_task, change_docs_task, docs_task, is_document
 from wfqueue.providers.offline.intent import intent_of
+from wfqueue.providers.offline.new_module import new_module_path
 from wfqueue.providers.offline.tests_only import tests_task
 from wfqueue.providers.offline.tests_placement import covering_tests
 from wfqueue.providers.offline.understand import files_to_write

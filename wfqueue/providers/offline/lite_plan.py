@@ -27,7 +27,6 @@ from wfqueue.providers.offline.changes import (
     effort_of,
     file_entries,
     import_order,
-    new_module_path,
     requirement_brief,
     requirement_short,
     task_title,
@@ -42,6 +41,7 @@ from wfqueue.providers.offline.docs_only import (
     documents_beside_change,
 )
 from wfqueue.providers.offline.intent import intent_of
+from wfqueue.providers.offline.new_module import new_module_path
 from wfqueue.providers.offline.tests_only import tests_task
 from wfqueue.providers.offline.tests_placement import covering_tests, where_tests_go
 from wfqueue.providers.offline.understand import cluster_files, files_to_write, relevant_files

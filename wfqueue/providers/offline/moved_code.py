@@ -44,7 +44,7 @@ def moved_module(index: RepoIndex, code: list[str], subject: str,
                  beside: Callable[[list[str]], str | None]) -> str | None:
     """The module ``subject`` (the requirement's first line) moves code into, or None. ``code``: the planned code
     files, most relevant first; ``beside``: names a new module from words, beside its closest relative among them
-    (changes.new_module_path's placing)."""
+    (new_module.new_module_path's placing)."""
     if not re.search(_VERB, subject, re.IGNORECASE):
         return None
     dotted = _DOTTED.search(subject)

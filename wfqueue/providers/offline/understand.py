@@ -19,7 +19,7 @@ from collections.abc import Callable
 from wfqueue.analysis import RepoIndex, fan_in, novel_terms, rank_symbols
 from wfqueue.analysis.localize import MOST_FILES, candidates, focus, localize
 from wfqueue.collab.models import ProposedArea, Understanding, UnderstandingDraft
-from wfqueue.providers.offline.changes import dependency_order, earlier_needs, named_code, new_module_path, plan_needs
+from wfqueue.providers.offline.changes import dependency_order, earlier_needs, named_code, plan_needs
 from wfqueue.providers.offline.docs_only import (
     docstrings_scope,
     documents_beside_change,
@@ -27,6 +27,7 @@ from wfqueue.providers.offline.docs_only import (
     is_document,
 )
 from wfqueue.providers.offline.intent import intent_of
+from wfqueue.providers.offline.new_module import new_module_path
 from wfqueue.providers.offline.tests_only import tests_to_write
 from wfqueue.providers.offline.tests_placement import where_tests_go
 from wfqueue.sentences import sentences
