@@ -76,7 +76,7 @@ def tracked_files(repo: Path) -> frozenset[str]:
     """The files git tracks under ``repo`` (relative to it; those a sparse checkout leaves out of the folder
     too); none where git cannot tell (not a repository, no git)."""
     try:
-        listed = run_git(repo, "-c", "core.quotePath=false", "ls-files", "-z", check=False)
+        listed = run_git(repo, "-c", "core.quotePath=false", "ls-files", "-z", check=False, errors="surrogateescape")
     except WfqueueError:
         return frozenset()
     return frozenset(p for p in listed.stdout.split("\0") if p) if listed.returncode == 0 else frozenset()

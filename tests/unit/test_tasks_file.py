@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -412,3 +414,18 @@ def test_a_file_git_tracks_outside_a_sparse_checkouts_cone_is_there_to_change(tm
     _, problems = validate_path(plan, tmp_path)
     assert [p.message for p in problems] == [
         "file docs/missing.md does not exist but is to be modified; fix the path or use action create"]
+
+
+def test_a_tracked_file_whose_name_is_not_utf8_does_not_stop_validate(run: Any, tmp_path: Path) -> None:
+    """git may track any bytes as a name: validate, execute and plan read git's list of files, and stopped there
+    with a UnicodeDecodeError."""
+    from tests.conftest import commit_in
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    commit_in(tmp_path, "init", {"app.py": "X = 1\n"})
+    (tmp_path / os.fsdecode(b"latin\xe9.py")).write_text("Y = 2\n", encoding="utf-8")
+    commit_in(tmp_path, "a Latin-1 name", {})
+    plan = tmp_path / "tasks.jsonl"
+    plan.write_text(jsonl(task("A", files=CHANGES)), encoding="utf-8")
+    result = run(plan, "--repo", tmp_path)
+    assert (result.exit_code, result.output.strip()) == (0, "1 task, 0 problems")
