@@ -81,3 +81,26 @@ def test_a_second_ctrl_c_while_the_embedded_cluster_stops_keeps_the_exit_code(
     monkeypatch.setattr(cli, "app", lambda **_: (_ for _ in ()).throw(KeyboardInterrupt()))
     assert cli.main(["status", "--json"]) == 130
     assert json.loads(capsys.readouterr().out)["status"] == "interrupted"
+
+
+def test_a_bug_still_gives_a_json_command_its_one_object_and_its_traceback(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A tracked file whose name was not UTF-8 broke `wfqueue plan --json` with a traceback and no object on
+    stdout: a script reading it had nothing to parse. Without --json the traceback is Python's own."""
+    from wfqueue.cli import main as cli_main
+    from wfqueue.execute import load
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise UnicodeDecodeError("utf-8", b"\xe9", 0, 1, "invalid continuation byte")
+
+    monkeypatch.setattr(load, "read_plan", broken)
+    (tmp_path / "tasks.jsonl").write_text("", encoding="utf-8")
+    assert cli_main.main(["validate", str(tmp_path / "tasks.jsonl"), "--json"]) == 1
+    out, err = capsys.readouterr()
+    printed = json.loads(out)
+    assert (printed["status"], printed["exit_code"]) == ("error", 1)
+    assert printed["error"].startswith("wfqueue failed unexpectedly: UnicodeDecodeError: 'utf-8' codec")
+    assert "report it with the traceback" in printed["hint"]
+    assert "Traceback (most recent call last)" in err and "in broken" in err
+    with pytest.raises(UnicodeDecodeError):
+        cli_main.main(["validate", str(tmp_path / "tasks.jsonl")])

@@ -11,6 +11,7 @@ import errno
 import signal
 import sys
 import threading
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -146,6 +147,14 @@ def main(argv: list[str] | None = None) -> int:
             json_output.emit_failure(code, message, hint, status=status, session_id=session_id)
         return code
 
+    def unexpected(exc: BaseException) -> int:
+        """A bug's traceback, as Python prints it; with ``--json``, then the object the script is owed."""
+        if not json_asked:
+            raise exc
+        traceback.print_exception(exc)
+        return ended(1, f"wfqueue failed unexpectedly: {type(exc).__name__}: {exc}",
+                     "this is a bug in wfqueue: report it with the traceback printed on stderr")
+
     def stopped() -> int:
         left = stop_request.left_behind()  # the session the stop interrupted, and how to finish it
         stop_request.clear()
@@ -165,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
             refusal = disk_refusal(exc, Path(named), then="run the command again") if isinstance(
                 named, str) else None
             if refusal is None:
-                raise
+                return unexpected(exc)
             return ended(_report(err, refusal), refusal.message, refusal.hint)
         except (KeyboardInterrupt, click.exceptions.Abort, typer.Abort):
             return stopped()
@@ -177,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
                          "see the command's --help" if usage else None)
         except (click.exceptions.Exit, typer.Exit) as exc:
             return ended(exc.exit_code, NO_RESULT)
+        except Exception as exc:  # noqa: BLE001 - a bug: re-raised, or said as the --json contract asks
+            return unexpected(exc)
         else:
             # Typer turns an interrupt inside a command into the return value 130.
             return stopped() if code == INTERRUPTED_EXIT else ended(int(code or 0), NO_RESULT)
