@@ -21,6 +21,7 @@ from wfqueue.cli.plan_common import REPO_DEFAULT, keep_whole, print_table
 from wfqueue.cli.progress import ask_choice
 from wfqueue.errors import BadInputError
 from wfqueue.plan_check import default_repo
+from wfqueue.planted import refuse_planted
 from wfqueue.sessions import read_requirement, resolve_repo
 from wfqueue.settings import load_settings
 from wfqueue.workflow_session.replan.apply import ReplanSummary, run_replan
@@ -128,6 +129,7 @@ def register(app: typer.Typer) -> None:
             backup = Path(restore_dir).expanduser()
             # Restore from anywhere: the repository is the one the backup lives in.
             root = resolve_repo(repo) if repo is not None else default_repo(backup)
+            refuse_planted(root)
             result = restore(root, backup, session, settings.lock_timeout_s)
             if as_json:
                 json_output.emit(result.model_dump())
@@ -145,7 +147,9 @@ def register(app: typer.Typer) -> None:
         if ask and not sys.stdin.isatty():
             ui.info("stdin is not a terminal: no questions asked, the safe defaults apply (-y skips this notice)")
             ask = False
-        summary = run_replan(resolve_repo(repo), text, ui, task_id=task_id, session_id=session, interactive=ask,
+        root = resolve_repo(repo)
+        refuse_planted(root)
+        summary = run_replan(root, text, ui, task_id=task_id, session_id=session, interactive=ask,
                              tools=tuple(settings.replan_tools), lock_timeout_s=settings.lock_timeout_s)
         if as_json:
             json_output.emit(summary.model_dump())

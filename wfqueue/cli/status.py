@@ -28,6 +28,7 @@ from wfqueue.execute.decisions import merge_hint
 from wfqueue.execute.records import Execution
 from wfqueue.execute.status_view import gate_lines, headline, task_rows
 from wfqueue.metering import UsageReport, budget_resume_hint, usage_line
+from wfqueue.planted import refuse_planted
 from wfqueue.redis_owner import owned_now
 from wfqueue.runtime import resume_command
 from wfqueue.session_summary import AWAITING_ACCEPTANCE, SessionSummary, nobody_runs
@@ -212,6 +213,7 @@ def register(app: typer.Typer) -> None:
         """Show sessions, or one session's agents: state, worker, tasks, errors."""
         settings = load_settings()
         root = resolve_repo(repo)
+        refuse_planted(root)  # an up.json the repository brings would name a broker of its choosing
         up = serving_up(settings, root)
         if up is not None:  # its Redis holds the live agent records of the plans it runs
             settings = up.broker_settings(settings)

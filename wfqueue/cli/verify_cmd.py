@@ -14,6 +14,7 @@ from rich.table import Table
 
 from wfqueue.cli import json_output
 from wfqueue.cli.plan_common import REPO_DEFAULT
+from wfqueue.planted import refuse_planted
 from wfqueue.sessions import resolve_repo
 from wfqueue.workflow_session.models import GATES_READY
 from wfqueue.workflow_session.session import PROCESS_DIR, find_session
@@ -60,7 +61,9 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout and nothing else there."),
     ) -> None:
         """Verify a workflow plan (read-only) and print its quality gate. Exit 1 when fixes are needed."""
-        folder = find_session(resolve_repo(repo), session)
+        root = resolve_repo(repo)
+        refuse_planted(root)
+        folder = find_session(root, session)
         report = verify_session(folder)
         report_path = str(folder / PROCESS_DIR / REPORT_FILE)
         if as_json:

@@ -48,6 +48,7 @@ from wfqueue.metering import (
     usage_line,
     write_usage_file,
 )
+from wfqueue.planted import refuse_planted
 from wfqueue.providers import check_provider_spec
 from wfqueue.runtime import (
     Runtime,
@@ -154,6 +155,7 @@ class WorkflowCoordinator(Generic[UI]):
     def runtime(self, repo: Path, workers: int | None = None) -> Iterator[Runtime]:
         """A broker for this plan; in embedded mode ``workers`` local worker processes (by default
         WFQUEUE_MAX_AGENTS: as many as agents may run at once), waited for by the first ``wait``."""
+        refuse_planted(repo)
         check_writable(repo / WORKFLOW_DIR, hint="wfqueue keeps its sessions (and an embedded Redis) there: make "
                                                  "the repository writable, or plan a writable clone of it")
         with broker_runtime(self.settings, repo, workers or self.settings.max_agents, self.ui,

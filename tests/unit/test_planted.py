@@ -1,0 +1,66 @@
+"""A repository that commits a symbolic link under .workflow/, or wfqueue's runtime files, is refused before
+anything is written: a cloned link had every plan written, and a log appended, where it pointed (outside the
+repository), and a cloned up.json sent the user's plans to the broker it named."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import commit_in, git_in
+from wfqueue.cli.main import main
+from wfqueue.planted import planted_paths
+
+
+@pytest.fixture
+def cloned(tmp_path: Path, sample_repo: Path) -> Path:
+    git_in(sample_repo, "init", "-q")
+    commit_in(sample_repo, "the sample", {})
+    return sample_repo
+
+
+def _commit_link(repo: Path, rel: str, target: Path) -> None:
+    (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(target, repo / rel)
+    git_in(repo, "add", "-f", "--", rel)
+    git_in(repo, "commit", "-qm", f"link {rel}")
+
+
+def test_a_committed_link_under_workflow_stops_every_plan_before_a_write(
+        cloned: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "bashrc").write_text("mine\n", encoding="utf-8")
+    _commit_link(cloned, ".workflow/.lite-plan", elsewhere)
+    _commit_link(cloned, ".workflow/.queue/worker.log", tmp_path / "bashrc")
+    for command in (["lite-plan", "Add per-user rate limiting to the API"],
+                    ["collab-plan", "Add per-user rate limiting to the API"],
+                    ["plan", "Add per-user rate limiting to the API"]):
+        assert main([*command, "--repo", str(cloned), "-y", "--json"]) == 2, command
+        printed = json.loads(capsys.readouterr().out)
+        assert "commits a symbolic link under .workflow/ ('.workflow/.lite-plan', '.workflow/.queue/worker.log')" \
+            in printed["error"], printed
+        assert "git rm -r" in printed["hint"]
+    assert list(elsewhere.iterdir()) == []
+    assert (tmp_path / "bashrc").read_text(encoding="utf-8") == "mine\n"
+    assert sorted(p.name for p in (cloned / ".workflow").iterdir()) == [".lite-plan", ".queue"]  # nothing new
+
+
+def test_a_committed_up_record_is_never_trusted(cloned: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    commit_in(cloned, "up", {".workflow/.queue/up.json": json.dumps(
+        {"pid": 1, "broker_url": "redis://127.0.0.1:1/0", "workers": 4})})
+    for command in (["status"], ["lite-plan", "Add per-user rate limiting to the API", "-y"]):
+        assert main([*command, "--repo", str(cloned), "--json"]) == 2, command
+        error = json.loads(capsys.readouterr().out)["error"]
+        assert "commits files of .workflow/.queue/ ('.workflow/.queue/up.json')" in error, error
+
+
+def test_committed_plans_and_untracked_runtime_files_are_the_users_own(cloned: Path) -> None:
+    commit_in(cloned, "a shared plan", {".workflow/.planning/CPLAN-x/plan.md": "# Plan\n"})
+    (cloned / ".workflow/.queue").mkdir(parents=True)
+    (cloned / ".workflow/.queue/up.json").write_text("{}", encoding="utf-8")  # this machine's own
+    os.symlink(cloned / "notes_api", cloned / ".workflow/mine")  # a link the user made, not the repository
+    assert planted_paths(cloned) == ([], [])

@@ -1,0 +1,67 @@
+"""What a repository must not bring under ``.workflow/``: files wfqueue would write through or trust.
+
+wfqueue writes its sessions, logs and embedded Redis under the repository's ``.workflow/`` and reads
+``wfqueue up``'s address there. A repository that commits a symbolic link there (``.workflow/.lite-plan`` to
+a folder of the user's, ``.workflow/.queue/worker.log`` to ``~/.bashrc``) would have every plan written, or a
+log appended, where the link points, outside the repository; one that commits ``.workflow/.queue/up.json``
+would send the user's plans to the broker it names. Plans themselves may be committed (teams share them):
+only links, anywhere under ``.workflow/``, and the runtime folder ``.workflow/.queue/`` are refused.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from wfqueue.errors import UnsafeRepositoryError, WfqueueError
+from wfqueue.gitcmd import run_git
+from wfqueue.sessions import QUEUE_DIR, WORKFLOW_DIR
+
+SYMLINK_MODE = "120000"  # git's mode for a symbolic link
+MOST_NAMED = 3  # planted paths an error names
+
+
+def planted_paths(repo: Path) -> tuple[list[str], list[str]]:
+    """What git tracks under ``repo``'s ``.workflow/`` that wfqueue must not use, as (symbolic links anywhere
+    there, files of ``.workflow/.queue/``). Nothing where git cannot tell (not a repository, no git)."""
+    try:
+        listed = run_git(repo, "-c", "core.quotePath=false", "ls-files", "--stage", "-z", "--", WORKFLOW_DIR,
+                         check=False, errors="surrogateescape")
+    except WfqueueError:
+        return [], []
+    if listed.returncode != 0:
+        return [], []
+    runtime = f"{WORKFLOW_DIR}/{QUEUE_DIR}/"
+    links: list[str] = []
+    runtime_files: list[str] = []
+    for entry in filter(None, listed.stdout.split("\0")):
+        meta, _, path = entry.partition("\t")  # "MODE OBJECT STAGE\tPATH"
+        if meta.split(" ", 1)[0] == SYMLINK_MODE:
+            links.append(path)
+        elif path.startswith(runtime):
+            runtime_files.append(path)
+    return links, runtime_files
+
+
+def _named(paths: list[str]) -> str:
+    shown = ", ".join(repr(p) for p in paths[:MOST_NAMED])
+    return shown + (f" and {len(paths) - MOST_NAMED} more" if len(paths) > MOST_NAMED else "")
+
+
+def refuse_planted(repo: Path) -> None:
+    """Raise UnsafeRepositoryError, before anything is written, when git tracks what wfqueue must not use under
+    ``repo``'s ``.workflow/`` (see the module's docstring)."""
+    links, runtime_files = planted_paths(repo)
+    if not links and not runtime_files:
+        return
+    said = []
+    if links:
+        said.append(f"a symbolic link under {WORKFLOW_DIR}/ ({_named(links)}): wfqueue would write where it points, "
+                    "which may be outside the repository")
+    if runtime_files:
+        said.append(f"files of {WORKFLOW_DIR}/{QUEUE_DIR}/ ({_named(runtime_files)}): that folder holds this "
+                    "machine's runtime files (the embedded Redis, logs, the address of `wfqueue up`), which no "
+                    "repository may bring")
+    raise UnsafeRepositoryError(
+        f"{repo} commits " + "; and ".join(said),
+        hint="if you trust the repository, remove them from it and from the folder (`git rm -r -- PATH`, then "
+             f"commit) and add {WORKFLOW_DIR}/{QUEUE_DIR}/ to .gitignore; otherwise do not plan it")
