@@ -128,8 +128,10 @@ _mirrors: list[_Mirror] = []
 _mirrors_lock = threading.Lock()
 
 
-def _real(path: Path) -> Path:
-    # Without symlinks and ``..``, so a folder given one way still matches a path given another.
+def real_path(path: Path) -> Path:
+    """``path`` without symlinks and ``..`` (a folder given one way then matches a path given another). Unlike
+    ``Path.resolve``, which raises RuntimeError there on Python 3.11, links that loop are left as they are: a
+    read or write through them then fails as any unreadable file does."""
     return Path(os.path.realpath(path))
 
 
@@ -139,7 +141,7 @@ def mirroring(root: Path, sink: MirrorSink) -> Iterator[None]:
 
     The innermost mirrored folder that holds a path is the one it is mirrored to; paths outside every
     mirrored folder are written to disk only."""
-    entry = _Mirror(_real(root), sink)
+    entry = _Mirror(real_path(root), sink)
     with _mirrors_lock:
         _mirrors.append(entry)
     try:
@@ -155,7 +157,7 @@ def mirror_of(path: Path) -> tuple[MirrorSink, str] | None:
         return None
     with _mirrors_lock:
         mirrors = list(_mirrors)
-    real = _real(path)
+    real = real_path(path)
     best: _Mirror | None = None
     for mirror in mirrors:
         if real != mirror.root and real.is_relative_to(mirror.root) and (

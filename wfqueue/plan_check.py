@@ -16,6 +16,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from wfqueue.errors import BadInputError
+from wfqueue.fsio import real_path
 from wfqueue.gitcmd import tracked_files
 from wfqueue.sessions import WORKFLOW_DIR, resolve_repo
 from wfqueue.tasks_file import (
@@ -89,7 +90,7 @@ def leaves_repository(root: Path) -> Callable[[str], bool]:
     """Whether a path relative to ``root``, lexically inside it, leads out of it through a symbolic link (a link
     the repository holds to a folder elsewhere): a task's change there would be written outside the repository."""
     inside = root.resolve()
-    return lambda rel: not (root / rel).resolve().is_relative_to(inside)
+    return lambda rel: not real_path(root / rel).is_relative_to(inside)
 
 
 def in_repository(root: Path) -> Callable[[str], bool]:

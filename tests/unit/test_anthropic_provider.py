@@ -19,6 +19,7 @@ from wfqueue import agent_notes
 from wfqueue.collab.models import AreaDraft, RequirementAnalysis
 from wfqueue.errors import ConfigError, ProviderError, TransientProviderError
 from wfqueue.lite.models import AngleFindings, Assessment
+from wfqueue.plan_check import leaves_repository
 from wfqueue.providers.anthropic import AnthropicProvider, warmup
 from wfqueue.providers.anthropic.calls import RetryPolicy, retry_after_seconds
 from wfqueue.providers.anthropic.prompts import FINAL_TURN_TEXT, build_prompt
@@ -276,6 +277,22 @@ def test_tools_stay_inside_the_repository(sample_repo: Path, tmp_path: Path) -> 
     assert "notes_api/auth/tokens.py" in globbed and "alias.py" in globbed
     assert not any(p.startswith("linked/") for p in globbed)
     assert "leak.txt" not in tools.summary()
+
+
+def test_links_that_loop_are_skipped_by_the_tools_and_a_read_through_them_is_a_tool_error(sample_repo: Path) -> None:
+    """Path.resolve raises RuntimeError on a loop (Python 3.11): a repository committing `a -> b -> a` failed
+    every step of the Claude planner before its first call, and the coding agents' glob, grep and read."""
+    (sample_repo / "loop_a.py").symlink_to("loop_b")
+    (sample_repo / "loop_b").symlink_to("loop_a.py")
+    tools = RepoTools(sample_repo)
+    globbed, is_error = tools.run("glob", {"pattern": "*.py"})
+    assert not is_error and "notes_api/config.py" in globbed.splitlines() and "loop_a.py" not in globbed
+    assert not tools.run("grep", {"pattern": "def "})[1]
+    assert "loop_a.py" in tools.run("list", {"path": "."})[0].splitlines()
+    text, is_error = tools.run("read", {"path": "loop_a.py"})
+    assert is_error and "loop_a.py" in text
+    assert "loop_a.py" not in tools.summary()
+    assert not leaves_repository(sample_repo)("loop_a.py")
 
 
 def test_the_tools_list_the_repositorys_own_files_not_those_git_ignores(sample_repo: Path) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from wfqueue.analysis.files import repository_files, skipped_dir
 from wfqueue.errors import ToolError
+from wfqueue.fsio import real_path
 
 __all__ = ["TOOL_DEFINITIONS", "RepoTools", "ToolError", "glob_to_regex"]
 
@@ -139,7 +140,7 @@ class RepoTools:
         parts = re.split(r"[\\/]+", rel)
         if ".." in parts:
             raise ToolError(f"refused {rel!r}: '..' is not allowed")
-        target = (self.root / Path(*parts)).resolve()
+        target = real_path(self.root / Path(*parts))
         if not self._inside(target):
             raise ToolError(f"refused {rel!r}: it resolves outside the repository")
         return target
@@ -159,7 +160,7 @@ class RepoTools:
             if not rel.startswith(prefix):
                 continue
             path = self.root / rel
-            real = path.resolve() if path.is_symlink() else path
+            real = real_path(path) if path.is_symlink() else path
             if self._inside(real) and real.is_file():
                 yield rel, real
 
@@ -176,7 +177,7 @@ class RepoTools:
         for child in sorted(target.iterdir(), key=lambda p: p.name):
             if child.is_dir() and skipped_dir(child.name) and child.name not in held:
                 continue
-            real = child.resolve()
+            real = real_path(child)
             if not self._inside(real):
                 continue
             entries.append(child.name + "/" if real.is_dir() else child.name)
