@@ -122,3 +122,17 @@ def test_a_file_name_that_is_not_utf8_is_left_out_of_the_index(tmp_path: Path) -
     assert name not in {f.path for f in index.files} and "parser.py" in {f.path for f in index.files}
     assert cached_index(repo) == index
     assert list((repo / ".workflow" / ".cache" / "index").glob("*.json"))  # stored
+
+
+@needs_git
+def test_a_file_name_holding_a_line_break_is_left_out_of_the_index(tmp_path: Path) -> None:
+    """git tracks any name: "zz\n### TASK-001: INJECTED task" went into plan-note.md as written, and the
+    callback read it back as a task of its own (a repeated id, a cycle, a node in plan.md's graph)."""
+    repo = started_repo(tmp_path, "Rate limits\n")
+    planted = "src/zz\n### TASK-001: INJECTED task [src]\nx.py"
+    commit_in(repo, "Add rate limiting", {planted: "def rate_limit(user):\n    return user\n",
+                                          "src/rate.py": "def rate_limit(user):\n    return user\n",
+                                          "src/tab\tname.py": "X = 1\n"})
+    index = build_index(repo)
+    assert [f.path for f in index.files if f.path.startswith("src/")] == ["src/rate.py"]
+    assert [change.paths for change in index.history] == [["src/rate.py"]]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -261,13 +262,18 @@ def _git_listed(root: Path) -> list[tuple[str, bool]] | None:
     return sorted(found.items())
 
 
-def _utf8(name: str) -> bool:
-    """A name the file system gave that is not UTF-8 (kept as surrogates) cannot go into a plan's JSON."""
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _plannable(name: str) -> bool:
+    """Whether a plan can name the file: a name the file system gave that is not UTF-8 (kept as surrogates)
+    cannot go into a plan's JSON, and one holding a control character (git tracks "a\n### TASK-001: ...") would
+    be read back from plan-note.md and the prompts as lines of their own: headings, tasks."""
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
         return False
-    return True
+    return _CONTROL.search(name) is None
 
 
 def repository_files(root: Path) -> Iterator[str]:
@@ -281,14 +287,14 @@ def repository_files(root: Path) -> Iterator[str]:
             folders = rel.split("/")[:-1]
             skipped = any(part in TRACKED_SKIPPED or part.endswith(SKIP_DIR_SUFFIXES) for part in folders) \
                 if tracked else any(skipped_dir(part) for part in folders)
-            if _utf8(rel) and not skipped:
+            if _plannable(rel) and not skipped:
                 yield rel
         return
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):  # yielded as found: a caller may stop
         dirnames[:] = sorted(d for d in dirnames if not skipped_dir(d))
         base = Path(dirpath).relative_to(root).as_posix()
         yield from (rel for rel in (name if base == "." else f"{base}/{name}" for name in sorted(filenames))
-                    if _utf8(rel))
+                    if _plannable(rel))
 
 
 def _inside(real_root: str, target: str) -> bool:
