@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from wfqueue.errors import InfrastructureError, WfqueueError
@@ -80,6 +80,20 @@ def tracked_files(repo: Path) -> frozenset[str]:
     except WfqueueError:
         return frozenset()
     return frozenset(p for p in listed.stdout.split("\0") if p) if listed.returncode == 0 else frozenset()
+
+
+def gitlinks(cwd: Path, paths: Sequence[str] = ()) -> list[str]:
+    """The submodules (gitlinks in the index) under ``cwd``, among ``paths`` when given, relative to ``cwd``; none
+    where git cannot list them."""
+    try:
+        listed = run_git(cwd, "--literal-pathspecs", "ls-files", "--stage", "-z", "--", *paths, check=False,
+                         errors="surrogateescape")
+    except WfqueueError:
+        return []
+    if listed.returncode != 0:
+        return []
+    return [entry.split("\t", 1)[1] for entry in listed.stdout.split("\0") if entry.startswith("160000 ")
+            and "\t" in entry]
 
 
 def is_bare_repository(path: Path) -> bool:

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from wfqueue.errors import BadInputError
 from wfqueue.fsio import real_path
-from wfqueue.gitcmd import tracked_files
+from wfqueue.gitcmd import gitlinks, tracked_files
 from wfqueue.sessions import WORKFLOW_DIR, resolve_repo
 from wfqueue.tasks_file import (
     OFF_LIMITS,
@@ -258,17 +258,29 @@ def check_plan(
         add(first[cycle[0]], "dependency_cycle", f"dependency cycle {chain}; remove one of these dependencies")
     is_folder = (lambda rel: (repo / rel).is_dir()) if repo is not None else (lambda _: False)
     plan = FileActionsInPlan([loaded.task for loaded in tasks])
+    submodules = gitlinks(repo) if repo is not None else []
     for loaded in tasks:
         faults = file_faults(loaded.task.files, exists=existing, is_folder=is_folder, task_id=loaded.task.id,
                              leaves=leaves_repository(repo) if repo is not None else None,
                              plan=plan, executed=completed_by_an_execution(loaded.task))
         said: set[str] = set()  # a task names a file once per symbol it changes there: one problem, not three
         for entry, fault in zip(loaded.task.files, faults, strict=True):
+            if fault is None and (module := _submodule_holding(entry.path, submodules)) is not None:
+                # On disk and in no list git keeps of this repository: execute refuses it (execute.safety).
+                fault = FileFault(code="bad_path", what=f"is inside the submodule {module}, another repository, "
+                                                        "whose files no execution of this one changes",
+                                  advice=f"plan and execute that part in that repository (`--repo {module}`, with "
+                                         "paths relative to it), then record its new commit here")
             message = f"file {entry.path} {fault.what}; {fault.advice}" if fault is not None else ""
             if fault is not None and message not in said:
                 said.add(message)
                 add(loaded, fault.code, message)
     return problems
+
+
+def _submodule_holding(path: str, submodules: list[str]) -> str | None:
+    rel = repo_relative(path)
+    return next((m for m in submodules if rel is not None and rel.startswith(m.rstrip("/") + "/")), None)
 
 
 def default_repo(path: Path) -> Path:

@@ -194,8 +194,10 @@ def test_a_file_inside_a_submodule_is_refused_naming_the_submodule(sample_repo: 
     plan_session(sample_repo, [task(1, "Change the vendored value", ["vendor/lib/lib.py"])])
     assert main(["execute", SESSION, "--repo", str(sample_repo), "-y"]) == 2
     err = " ".join(capsys.readouterr().err.split())
-    assert "1 file the plan changes is inside a submodule (vendor/lib/lib.py; submodule vendor/lib)" in err, err
+    assert "file vendor/lib/lib.py is inside the submodule vendor/lib, another repository" in err, err
     assert "does not track" not in err and "--repo vendor/lib" in err
+    assert main(["validate", SESSION, "--repo", str(sample_repo)]) == 2  # which said "0 problems"
+    assert "file vendor/lib/lib.py is inside the submodule vendor/lib" in capsys.readouterr().out
 
 
 def test_a_file_the_plan_changes_must_be_tracked_by_git(sample_repo: Path, capsys: pytest.CaptureFixture[str],

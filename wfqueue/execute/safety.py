@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from wfqueue.errors import UnsafeRepositoryError
 from wfqueue.execute.merge import BRANCH_FOLDERS
-from wfqueue.gitcmd import is_bare_repository, run_git
+from wfqueue.gitcmd import gitlinks, is_bare_repository, run_git
 from wfqueue.sessions import WORKFLOW_DIR
 
 GIT_TIMEOUT_S = 30.0
@@ -100,17 +100,7 @@ def changed_submodules(repo: Path, dirty: list[str]) -> list[str]:
     top = _git(repo, "rev-parse", "--show-toplevel").stdout.strip() if paths else ""
     # Absolute: the hint's `git -C` is run from wherever the user is (a --repo elsewhere, a project in a subfolder).
     # Only a hint depends on it: none where git cannot say.
-    return [str(Path(top) / module) for module in _gitlinks(Path(top), paths)] if top else []
-
-
-def _gitlinks(cwd: Path, paths: list[str] | None = None) -> list[str]:
-    """The submodules (gitlinks in the index) under ``cwd``, among ``paths`` when given, relative to ``cwd``; none
-    where git cannot list them."""
-    listed = _git(cwd, "--literal-pathspecs", "ls-files", "--stage", "-z", "--", *(paths or []))
-    if listed.returncode != 0:
-        return []
-    return [entry.split("\t", 1)[1] for entry in listed.stdout.split("\0") if entry.startswith("160000 ")
-            and "\t" in entry]
+    return [str(Path(top) / module) for module in gitlinks(Path(top), paths)] if top else []
 
 
 def untracked(repo: Path, paths: list[str]) -> list[str]:
@@ -123,14 +113,6 @@ def untracked(repo: Path, paths: list[str]) -> list[str]:
                                     hint="fix the repository so that `git ls-files` works")
     tracked = set(listed.stdout.split("\0"))
     return [p for p in paths if p not in tracked]
-
-
-def _inside_submodules(repo: Path, paths: list[str]) -> dict[str, str]:
-    """Those of ``paths`` (relative to ``repo``) that lie in a submodule, and which one (its path)."""
-    if not paths:
-        return {}
-    modules = _gitlinks(repo)
-    return {path: module for path in paths for module in modules if path.startswith(module.rstrip("/") + "/")}
 
 
 def ignored(repo: Path, paths: list[str]) -> list[str]:
@@ -184,18 +166,6 @@ def check_clean_repository(repo: Path, existing_files: list[str] | None = None,
             hint=f"make it one (`git init`, `git add -A` and `git commit` in {repo}), then run the command again",
             dirty=missing,
         )
-    in_submodules = _inside_submodules(repo, missing)
-    if in_submodules:
-        module = next(iter(in_submodules.values()))
-        raise UnsafeRepositoryError(
-            f"{len(in_submodules)} file{'s' if len(in_submodules) != 1 else ''} the plan changes "
-            f"{'are' if len(in_submodules) != 1 else 'is'} inside a submodule ({_listing(sorted(in_submodules), ', ')};"
-            f" submodule{'s' if len(set(in_submodules.values())) != 1 else ''} "
-            f"{', '.join(sorted(set(in_submodules.values())))}): its files are another repository's, which a task's "
-            "worktree of this one does not hold",
-            hint=f"execute the submodule's part in that repository (`wfqueue execute PLAN --repo {module}` with "
-                 "paths relative to it), then record its new commit here",
-            dirty=sorted(in_submodules))
     if missing:
         raise UnsafeRepositoryError(
             f"git does not track {len(missing)} file{'s' if len(missing) != 1 else ''} the plan changes "
