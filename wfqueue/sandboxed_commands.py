@@ -30,8 +30,10 @@ KNOWN_TOOLS = ("pytest", "python -m pytest", "python3 -m pytest", "npm", "npx", 
                "bundle exec rspec", "dotnet test", "phpunit", "vendor/bin/phpunit", "swift test", "sbt")
 DEFAULT_COMMAND_TIMEOUT_S = 600.0
 # Text that only means something to a shell: chaining, background jobs, pipes, redirection, command and
-# variable substitution, and line breaks that start a second command.
+# variable substitution, and line breaks that start a second command. Quoted, as a shell reads it, only
+# substitutions keep their meaning, and only between double quotes: `pytest 'tests/test_a|b.py'` names a file.
 _SHELL_SYNTAX = (";", "&", "|", "`", "$(", "${", ">", "<", "\n", "\r")
+_SUBSTITUTIONS = ("`", "$(", "${")
 _KILL_GRACE_S = 5.0
 
 
@@ -107,12 +109,11 @@ def parse_command(command: str) -> list[str]:
     text = command.strip().strip("`").strip()
     if not text:
         raise UnsafeCommandError("the verification command is empty")
-    for syntax in _SHELL_SYNTAX:
-        if syntax in text:
-            shown = {"\n": "a line break", "\r": "a line break"}.get(syntax, repr(syntax))
-            raise UnsafeCommandError(
-                f"{command!r} needs a shell ({shown}); wfqueue runs one command, without a shell",
-                hint="split it into one command per task, or prefix manual steps with 'manual:'")
+    syntax = shell_syntax(text)
+    if syntax is not None:
+        shown = {"\n": "a line break", "\r": "a line break"}.get(syntax, repr(syntax))
+        raise UnsafeCommandError(f"{command!r} needs a shell ({shown}); wfqueue runs one command, without a shell",
+                                 hint="split it into one command per task, or prefix manual steps with 'manual:'")
     try:
         argv = shlex.split(text)
     except ValueError as exc:
@@ -125,6 +126,29 @@ def parse_command(command: str) -> list[str]:
         raise UnsafeCommandError(f"{command!r} names a path outside the repository: {', '.join(outside)}",
                                  hint="use paths relative to the repository root")
     return argv
+
+
+def shell_syntax(text: str) -> str | None:
+    """The first piece of ``text`` that means something to a shell where it stands (_SHELL_SYNTAX; outside quotes,
+    or a substitution between double quotes), or None. Pure."""
+    quote = ""
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if quote == "'":
+            quote = "" if ch == "'" else quote
+        elif ch == "\\" and i + 1 < len(text) and text[i + 1] not in "\n\r":
+            i += 1  # an escaped character is itself, in a shell as in shlex
+        elif quote == '"' and ch == '"':
+            quote = ""
+        elif not quote and ch in "'\"":
+            quote = ch
+        else:
+            found = next((s for s in (_SUBSTITUTIONS if quote else _SHELL_SYNTAX) if text.startswith(s, i)), None)
+            if found is not None:
+                return found
+        i += 1
+    return None
 
 
 def refusal(command: str) -> UnsafeCommandError | None:

@@ -44,6 +44,10 @@ def test_a_single_known_tool_inside_the_repository_is_accepted(command: str) -> 
     ("pytest $(curl evil)", "needs a shell ('$(')"),
     ("pytest `rm -rf .`", "needs a shell ('`')"),
     ("pytest\nrm -rf ~", "needs a shell (a line break)"),
+    # Quoted as a shell reads it: substitutions still run between double quotes, and what follows a quote is not.
+    ('pytest "$(curl evil)"', "needs a shell ('$(')"),
+    ('pytest "tests/a b.py" | tee x', "needs a shell ('|')"),
+    ("pytest 'tests/a|b.py' && rm -rf .", "needs a shell ('&')"),
     ("rm -rf /", "does not start with a known test or build tool"),
     ("bash -c 'pytest'", "does not start with a known test or build tool"),
     ("bundle exec ruby -e 'system(1)'", "does not start with a known test or build tool"),
@@ -73,6 +77,16 @@ def test_commands_that_need_a_shell_or_leave_the_repository_are_refused(command:
         parse_command(command)
     assert why in caught.value.message
     assert caught.value.exit_code == 2
+
+
+def test_shell_characters_inside_quotes_are_a_file_names_own() -> None:
+    """wfqueue's planners quote a test file's path (`pytest 'tests/test_burst|window.py'`): the runner refused its
+    own command as one needing a shell, and the test left the task's verification and the gate."""
+    assert parse_command("python -m pytest -q 'tests/test_burst|window.py'") == [
+        "python", "-m", "pytest", "-q", "tests/test_burst|window.py"]
+    assert parse_command('pytest "tests/test_a;b&c<d>.py" tests/x\\|y.py') == [
+        "pytest", "tests/test_a;b&c<d>.py", "tests/x|y.py"]
+    assert parse_command("pytest 'tests/$(x)`y`.py'") == ["pytest", "tests/$(x)`y`.py"]  # single quotes: literal
 
 
 def test_a_dollar_that_starts_no_variable_is_left_alone() -> None:
