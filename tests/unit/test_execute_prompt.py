@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from tests.execute_support import task
+from wfqueue.collab.steps import ANALYSIS_FILE
 from wfqueue.execute.commits import commit_message
 from wfqueue.execute.model import PlanContext, TaskFiles
+from wfqueue.execute.plan_context import REQUIREMENT_SHOWN, read_context
 from wfqueue.execute.prompt import build_prompt
 
 
@@ -20,6 +25,26 @@ def test_prompt_names_the_task_its_files_steps_criteria_and_verification() -> No
                      "Edit only the files listed above, plus new test files"):
         assert expected in prompt, expected
     assert "Verification failed" not in prompt and "previous attempt" not in prompt
+
+
+def test_a_long_requirement_is_cut_and_the_prompt_names_the_file_that_holds_it_whole(tmp_path: Path) -> None:
+    """A requirements document of a megabyte went whole into every task's message and every turn of its coding
+    agent (about 250 000 tokens a turn)."""
+    folder = tmp_path / ".workflow" / ".lite-plan" / "long"
+    folder.mkdir(parents=True)
+    text = "Add rate limiting to notes handlers. " * 2_000  # 74 000 characters
+    (folder / ANALYSIS_FILE).write_text(json.dumps({"original_requirement": text}), encoding="utf-8")
+    context = read_context("lite", folder, tmp_path)
+    assert len(context.requirement) <= REQUIREMENT_SHOWN and text.startswith(context.requirement)
+    assert text[len(context.requirement)] == " "  # cut at a word
+    assert context.requirement_whole == f".workflow/.lite-plan/long/{ANALYSIS_FILE} ({len(text.strip())} characters)"
+    prompt = build_prompt(task(), context)
+    assert f"Requirement (its beginning; read it whole in .workflow/.lite-plan/long/{ANALYSIS_FILE} (" in prompt
+    assert len(prompt) < REQUIREMENT_SHOWN + 2_000
+    short = "Add rate limiting to notes handlers."
+    (folder / ANALYSIS_FILE).write_text(json.dumps({"original_requirement": short}), encoding="utf-8")
+    assert read_context("lite", folder, tmp_path) == PlanContext(requirement=short, documents=[])
+    assert f"Requirement: {short}\n" in build_prompt(task(), read_context("lite", folder, tmp_path))
 
 
 def test_a_manual_verification_is_described_not_promised_to_run() -> None:

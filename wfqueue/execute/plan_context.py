@@ -21,6 +21,10 @@ from wfqueue.workflow_session.session import IMPL_PLAN_FILE, NOTES_FILE, PLAN_FI
 AGENTS_DIR = "agents"
 AGENT_PLAN_FILE = "plan.json"
 AGENT_CONTEXT_FILE = "planning-context.md"
+# Characters of the requirement every task carries (its message, its executor's prompt at every turn): a
+# requirements document of a megabyte went whole into each, about 250 000 tokens per model turn. A longer one
+# is cut at a word, and the prompt names the file that holds it whole.
+REQUIREMENT_SHOWN = 8_000
 
 
 def _strings(value: Any) -> list[str]:
@@ -38,6 +42,15 @@ def _shown(path: Path, repo: Path) -> str:
         return resolved.relative_to(repo.resolve()).as_posix()
     except ValueError:
         return os.fspath(resolved)
+
+
+def _requirement(text: str, source: Path, repo: Path) -> dict[str, str]:
+    """PlanContext's requirement fields for ``text``, read from ``source``."""
+    if len(text) <= REQUIREMENT_SHOWN:
+        return {"requirement": text}
+    cut = text[:REQUIREMENT_SHOWN]
+    cut = cut[: cut.rfind(" ")] if " " in cut[REQUIREMENT_SHOWN // 2:] else cut
+    return {"requirement": cut.rstrip(), "requirement_whole": f"{_shown(source, repo)} ({len(text)} characters)"}
 
 
 def _documents(paths: list[Path], repo: Path) -> list[str]:
@@ -63,14 +76,15 @@ def _collab(folder: Path, repo: Path) -> PlanContext:
         plan = read_json_object(plan_file)
         summary.extend(_text(plan.get(key)) for key in ("summary", "approach") if _text(plan.get(key)))
     contexts = [p.parent / AGENT_CONTEXT_FILE for p in agent_plan_files(folder)]
-    return PlanContext(requirement=_text(analysis.get("original_requirement")), summary=summary,
+    return PlanContext(**_requirement(_text(analysis.get("original_requirement")), folder / ANALYSIS_FILE, repo),
+                       summary=summary,
                        constraints=_strings((understanding or {}).get("constraints")),
                        documents=_documents([folder / NOTE_FILE, folder / SUMMARY_FILE, *contexts], repo))
 
 
 def _lite(folder: Path, repo: Path) -> PlanContext:
     analysis = read_json_object(folder / ANALYSIS_FILE)
-    return PlanContext(requirement=_text(analysis.get("original_requirement")),
+    return PlanContext(**_requirement(_text(analysis.get("original_requirement")), folder / ANALYSIS_FILE, repo),
                        documents=_documents([folder / LITE_PLAN_FILE, folder / LITE_NOTES_FILE], repo))
 
 
@@ -79,8 +93,9 @@ def _workflow(folder: Path, repo: Path) -> PlanContext:
     structured = session.get("structured") if isinstance(session.get("structured"), dict) else {}
     plan = read_json_object(folder / PLAN_FILE)
     summary = [_text(plan.get(key)) for key in ("summary", "approach") if _text(plan.get(key))]
-    return PlanContext(requirement=_text((structured or {}).get("goal")) or _text(session.get("description")),
-                       summary=summary, constraints=_strings((structured or {}).get("constraints")),
+    goal = _text((structured or {}).get("goal")) or _text(session.get("description"))
+    return PlanContext(**_requirement(goal, folder / SESSION_FILE, repo), summary=summary,
+                       constraints=_strings((structured or {}).get("constraints")),
                        documents=_documents([folder / IMPL_PLAN_FILE, folder / NOTES_FILE], repo))
 
 

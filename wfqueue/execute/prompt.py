@@ -33,7 +33,10 @@ def _verification(task: ExecTask) -> str:
 
 def _context(context: PlanContext) -> str:
     parts: list[str] = []
-    if context.requirement.strip():
+    if context.requirement.strip() and context.requirement_whole:
+        parts.append(f"Requirement (its beginning; read it whole in {context.requirement_whole}): "
+                     f"{context.requirement.strip()} ...")
+    elif context.requirement.strip():
         parts.append(f"Requirement: {context.requirement.strip()}")
     if context.summary:
         parts.append("Plan summary:\n" + _bullets(context.summary))
