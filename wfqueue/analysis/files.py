@@ -244,8 +244,11 @@ def _git_listed(root: Path) -> list[tuple[str, bool]] | None:
     ``root`` is in no git working tree (or git is missing), and when the repository around it ignores ``root``
     itself (a copy kept inside another project): then every file is read."""
     try:
-        listed = run_git(root, "ls-files", "-z", "-t", "--cached", "--others", "--exclude-standard", check=False,
-                         errors="surrogateescape", timeout_s=60.0)
+        # git prunes the skipped folders from its walk of untracked files (the caller would drop them anyway):
+        # wfqueue's own history in .workflow/, tens of thousands of files after months, made every plan slower.
+        skipped = [f"--exclude={name}/" for name in sorted(SKIP_DIRS)] + [f"--exclude=*{s}/" for s in SKIP_DIR_SUFFIXES]
+        listed = run_git(root, "ls-files", "-z", "-t", "--cached", "--others", "--exclude-standard", *skipped,
+                         check=False, errors="surrogateescape", timeout_s=60.0)
         if listed.returncode != 0:
             return None
         if run_git(root, "check-ignore", "-q", ".", check=False).returncode == 0:
