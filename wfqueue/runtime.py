@@ -204,9 +204,10 @@ def broker_runtime(settings: Settings, repo: Path, concurrency: int, ui: Reporte
                       stop_workers=stop_workers, up=up, broker_gone=gone)
 
 
-def resume_command(session_id: str, repo: Path) -> str:
-    """`wfqueue resume SESSION`, with ``--repo`` where the current folder would not find the session."""
-    return f"`wfqueue resume {session_id}{repo_option(repo)}`"
+def resume_command(session_id: str, repo: Path, option: str | None = None) -> str:
+    """`wfqueue resume SESSION`, with ``--repo`` where the current folder would not find the session (``option``:
+    ``repo_option(repo)`` already known, which asks git where the current folder is: a listing asks once)."""
+    return f"`wfqueue resume {session_id}{repo_option(repo) if option is None else option}`"
 
 
 @contextmanager

@@ -279,3 +279,29 @@ def test_a_commands_progress_notes_an_agent_whose_worker_went_silent_once() -> N
     assert marked["gone"]["note"] == SILENT_NOTE and agents["gone"]["note"] == "reading files"
     assert marked["alive"] == agents["alive"] and marked["done"] == agents["done"]
     assert marked_silent(agents, now + 60)["gone"]["note"] == SILENT_NOTE  # the same note: one progress line
+
+
+def test_the_listing_asks_git_once_and_names_the_newest_of_many_sessions(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a thousand sessions, `wfqueue status` ran git once per collaborative plan (for the `--repo` of its
+    resume hint: 13 s) and printed every other session's id on one line (300 KB)."""
+    import os
+
+    from wfqueue import sessions
+
+    asked: list[None] = []
+    real_top = sessions._git_top
+    monkeypatch.setattr(sessions, "_git_top", lambda: asked.append(None) or real_top())
+    for n in range(4):
+        (tmp_path / ".workflow" / ".planning" / f"CPLAN-x{n}-2026-11-22").mkdir(parents=True)
+    lite = tmp_path / ".workflow" / ".lite-plan"
+    lite.mkdir(parents=True)
+    for n in range(30):
+        (lite / f"step-{n:02d}-2026-11-22").mkdir()
+        (lite / f"step-{n:02d}-2026-11-22" / "explorations-manifest.json").write_text("{}")
+        os.utime(lite / f"step-{n:02d}-2026-11-22", (1_000_000 + (30 - n), 1_000_000 + (30 - n)))  # 00 newest
+    assert main(["status", "--repo", str(tmp_path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert len(asked) == 1
+    assert "lite-plan sessions (30), the 20 last changed: step-19-2026-11-22, " in out, out
+    assert "step-00-2026-11-22; all are in" in out and "step-20-" not in out

@@ -39,6 +39,8 @@ from wfqueue.transport.workspace import rebuild_from_redis
 from wfqueue.up_cluster import serving_up
 from wfqueue.workflow.registry import locate, sessions_by_kind
 
+MOST_IDS_LISTED = 20  # ids of each other kind the listing names
+
 # The raw calls stay in usage.json; status shows the totals.
 NO_CALLS_LIST: dict[str, Any] = {"usage": {"calls"}}
 
@@ -226,8 +228,9 @@ def register(app: typer.Typer) -> None:
             reachable = embedded_here or _reachable(settings)
             folder = COLLAB.root(root)
             live = held_redis(settings, root) if held else settings
+            option = repo_option(root)
             rows = [_listed(p, settings, live, embedded_here=embedded_here, held=held,
-                            resume=resume_command(p.name, root), reachable=reachable)
+                            resume=resume_command(p.name, root, option), reachable=reachable)
                     for p in sorted(folder.iterdir()) if p.is_dir()] if folder.is_dir() else []
             if as_json:
                 json_output.emit([r.model_dump(mode="json", exclude={"agents": True, **NO_CALLS_LIST})
@@ -246,7 +249,13 @@ def register(app: typer.Typer) -> None:
             # The other kinds by id: the table's columns (agents, conflicts) are a collaborative plan's.
             others = {kind: ids for kind, ids in sessions_by_kind(root).items() if kind is not COLLAB and ids}
             for kind, ids in others.items():
-                out.print(escape(f"{kind.label} sessions: {', '.join(ids)}"), soft_wrap=True)
+                if len(ids) > MOST_IDS_LISTED:  # the newest: months of sessions made one line of 300 KB
+                    at = kind.root(root)
+                    newest = sorted(ids, key=lambda i: (at / i).stat().st_mtime)
+                    out.print(escape(f"{kind.label} sessions ({len(ids)}), the {MOST_IDS_LISTED} last changed: "
+                                     f"{', '.join(newest[-MOST_IDS_LISTED:])}; all are in {at}"), soft_wrap=True)
+                else:
+                    out.print(escape(f"{kind.label} sessions: {', '.join(ids)}"), soft_wrap=True)
             if others:
                 out.print("`wfqueue status SESSION` shows one")
             return
