@@ -31,6 +31,7 @@ from wfqueue.settings_checks import (
     ENV_PREFIX,
     allowed_range,
     mask_url,
+    note_outward_settings,
     redis_url_problem,
     upper_bound,
     url_secret,
@@ -448,7 +449,11 @@ def load_settings(**overrides: Any) -> Settings:
         raise ConfigError(f"WFQUEUE_CONFIG_FILE names {toml_file}, which is not a file",
                           hint="point it at your settings file, or unset it to use config/wfqueue.toml")
     try:
-        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+        settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
+        if toml_file == DEFAULT_CONFIG_FILE:
+            with toml_file.open("rb") as read:
+                note_outward_settings(str(toml_file.resolve()), tomllib.load(read))
+        return settings
     except ValidationError as exc:
         problems = "; ".join(_problem(err) for err in exc.errors())
         raise ConfigError(

@@ -200,3 +200,25 @@ def mask_url(url: str) -> str:
     if not has_password:
         return url
     return f"{match.group('scheme')}{user}:***@{host}"
+
+
+# Settings that send the plans elsewhere or run a program: taken from a file found in the current folder (the
+# repository's own config/wfqueue.toml, when a command is run there), they are the repository's choice, not the
+# user's, and the user is told so before anything runs.
+OUTWARD_SETTINGS = ("broker_url", "result_backend_url", "repo_url", "executor_command", "execute_test_command",
+                    "worker_cache_dir")
+_noted_files: set[str] = set()
+
+
+def note_outward_settings(path: str, keys: Iterable[str]) -> list[str]:
+    """Say on stderr (once per file and process) which OUTWARD_SETTINGS the settings file ``path``, found in the
+    current folder rather than named by WFQUEUE_CONFIG_FILE, sets among ``keys``. Returns the lines."""
+    outward = [key for key in OUTWARD_SETTINGS if key in set(keys)]
+    if not outward or path in _noted_files:
+        return []
+    _noted_files.add(path)
+    line = (f"note: {path}, the settings file of the current folder, sets {', '.join(outward)}: wfqueue sends its "
+            "work or runs programs as it says (set WFQUEUE_CONFIG_FILE to choose the settings file yourself)")
+    print(line, file=sys.stderr)
+    return [line]
+

@@ -150,6 +150,31 @@ def test_a_folder_where_the_default_settings_file_goes_is_refused(tmp_path: Path
         load_settings()
 
 
+def test_a_settings_file_found_in_the_current_folder_that_sends_work_elsewhere_is_said(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Run inside a repository, wfqueue took that repository's config/wfqueue.toml without a word: a cloned one
+    named a broker of its own (the plans went there) or the executor command to run."""
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "wfqueue.toml").write_text(
+        'executor_command = "sh -c evil"\nbroker_url = "redis://elsewhere:6379/0"\nmax_agents = 3\n')
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings()
+    assert settings.executor_command == "sh -c evil" and settings.max_agents == 3
+    err = " ".join(capsys.readouterr().err.split())
+    assert (f"note: {tmp_path / 'config' / 'wfqueue.toml'}, the settings file of the current folder, sets broker_url, "
+            "executor_command: wfqueue sends its work or runs programs as it says") in err, err
+    load_settings()
+    assert capsys.readouterr().err == ""  # once per process
+    # Named by the user, or setting nothing of the kind: nothing to say.
+    monkeypatch.setenv("WFQUEUE_CONFIG_FILE", str(tmp_path / "config" / "wfqueue.toml"))
+    (tmp_path / "config" / "wfqueue.toml").write_text('executor_command = "agent {prompt_file}"\n')
+    load_settings()
+    monkeypatch.delenv("WFQUEUE_CONFIG_FILE")
+    (tmp_path / "config" / "wfqueue.toml").write_text("max_agents = 4\n")
+    load_settings()
+    assert capsys.readouterr().err == ""
+
+
 def test_a_price_table_that_is_not_json_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WFQUEUE_PRICE_TABLE", "notjson")
     with pytest.raises(ConfigError, match="price_table"):
