@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import re
@@ -200,6 +201,33 @@ def test_ctrl_c_while_the_standby_worker_starts_is_a_quiet_exit_130_and_the_stan
             return True
 
     wait_until(gone, 30, "the standby worker, given no orders, to exit")
+
+
+# A Ctrl-C landing as the command takes signals over (its handlers not yet installed): seen once in six early
+# interrupts of a plan command on a loaded machine.
+INTERRUPTED_AS_HANDLERS_GO_IN = """
+import sys
+from wfqueue.cli import main as cli_main
+
+
+def interrupted(_signals):
+    raise KeyboardInterrupt
+
+
+cli_main.to_handle = interrupted
+sys.argv = ["wfqueue", "lite-plan", "Add caching", "--repo", sys.argv[1], "-y", "--json"]
+from wfqueue.cli.entry import main
+main()
+"""
+
+
+def test_ctrl_c_as_the_command_takes_signals_over_is_a_quiet_exit_130(sample_repo: Path) -> None:
+    """It printed a KeyboardInterrupt traceback from the signal set-up, and a --json command no object."""
+    run = subprocess.run([sys.executable, "-c", INTERRUPTED_AS_HANDLERS_GO_IN, str(sample_repo)],
+                         env=wfqueue_env(), capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
+    assert run.returncode == 130, run.stderr
+    assert "Traceback" not in run.stderr and "interrupted" in run.stderr, run.stderr
+    assert json.loads(run.stdout)["status"] == "interrupted"
 
 
 def test_a_plan_past_its_time_limit_names_the_limit_and_the_setting(sample_repo: Path) -> None:

@@ -50,13 +50,21 @@ def main() -> None:
         prestart.begin(sys.argv[1:])
         from wfqueue.cli.main import main as run
     except KeyboardInterrupt:  # Ctrl-C while the command line loads (a second or so): nothing has started yet
-        print("interrupted", file=sys.stderr)
-        with contextlib.suppress(Exception, KeyboardInterrupt):  # a --json command's one object, as ever
-            from wfqueue.cli import json_output
-
-            if json_output.asked(sys.argv[1:]):
-                json_output.emit_failure(130, "interrupted", status="interrupted")
-        exit_process(130)
+        _interrupted_before_the_command()
     gc.freeze()
     gc.enable()
-    exit_process(run())
+    try:
+        code = run()
+    except KeyboardInterrupt:  # before the command took Ctrl-C over (its handlers being installed): the same
+        _interrupted_before_the_command()
+    exit_process(code)
+
+
+def _interrupted_before_the_command() -> NoReturn:
+    print("interrupted", file=sys.stderr)
+    with contextlib.suppress(Exception, KeyboardInterrupt):  # a --json command's one object, as ever
+        from wfqueue.cli import json_output
+
+        if json_output.asked(sys.argv[1:]):
+            json_output.emit_failure(130, "interrupted", status="interrupted")
+    exit_process(130)
