@@ -14,6 +14,7 @@ from wfqueue.analysis import (
     bm25_scores,
     build_index,
     fan_in,
+    fan_ins,
     importers_of,
     js_imports,
     list_source_files,
@@ -542,6 +543,8 @@ def test_src_layout_imports_and_tests_for(tmp_path: Path) -> None:
     assert importers_of(index, "src/mypkg/helpers/text.py") == ["src/mypkg/core.py", "tests/test_core.py"]
     assert fan_in(index, "src/mypkg/helpers/text.py") == 2
     assert fan_in(index, "tests/test_core.py") == 0
+    # Counted in one pass for every file (fan_in per file looked at every file's imports: quadratic).
+    assert {p: fan_ins(index)[p] for p in index.imports} == {p: fan_in(index, p) for p in index.imports}
 
 
 def test_python_imports_from_a_script_or_test_directory_see_siblings_first() -> None:

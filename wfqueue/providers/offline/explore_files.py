@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections import Counter
 from collections.abc import Callable
 
-from wfqueue.analysis import CODE_LANGUAGES, RepoIndex, rank_files, rank_symbols, tokenize
+from wfqueue.analysis import CODE_LANGUAGES, RepoIndex, fan_ins, rank_files, rank_symbols, tokenize
 from wfqueue.analysis.roles import plannable
 from wfqueue.analysis.symbols import Symbol
 from wfqueue.lite.angles import ANGLES, GENERIC, angle_key
@@ -65,8 +64,7 @@ class AngleScope:
         self.query = f"{requirement} {self.spec.vocabulary}".strip()
         self.reader = Reader(read)
         self.by_path = {f.path: f for f in index.files}
-        # Fan-in of every imported file, counted once (fan_in() per file is O(files)).
-        self.fan_in = Counter(t for targets in index.imports.values() for t in set(targets))
+        self.fan_in = fan_ins(index)
         self.manifests = self._manifests()
         self.ranked = self._rank()
         self.files = [path for path, _ in self.ranked]

@@ -16,7 +16,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable
 
-from wfqueue.analysis import RepoIndex, fan_in, novel_terms, rank_symbols
+from wfqueue.analysis import RepoIndex, fan_in, fan_ins, novel_terms, rank_symbols
 from wfqueue.analysis.localize import MOST_FILES, candidates, focus, localize
 from wfqueue.collab.models import ProposedArea, Understanding, UnderstandingDraft
 from wfqueue.providers.offline.changes import dependency_order, earlier_needs, named_code, plan_needs
@@ -49,7 +49,8 @@ def relevant_files(index: RepoIndex, requirement: str, max_agents: int = MOST_FI
     ranked = focus(localize(index, requirement), most=most)
     if ranked:
         return ranked
-    central = sorted((p for p in code if index.symbols.get(p)), key=lambda p: (-fan_in(index, p), p))
+    imported = fan_ins(index)  # fan_in per file looked at every file's imports: quadratic on a large repository
+    central = sorted((p for p in code if index.symbols.get(p)), key=lambda p: (-imported[p], p))
     return [(p, 0.0) for p in central[:2]]
 
 
