@@ -193,6 +193,7 @@ class Settings(BaseSettings):
     max_agents: int = Field(default=5, ge=2, le=MAX_AGENTS_LIMIT, description="Default --max-agents.")
     requirement_max_bytes: int = Field(default=1024 * 1024, gt=0, description="Largest requirement accepted, in bytes.")
     index_max_file_bytes: int = Field(
+        # analysis.files.DEFAULT_MAX_FILE_BYTES (not imported: the analysis package is large for every command)
         default=512 * 1024, gt=0, description="Files above this size (bytes) are left out of the repository index."
     )
 

@@ -26,7 +26,8 @@ def register(app: Celery, settings: Settings) -> None:
     @payload_task(app, settings, SessionContext, callback=True, retry_on=(OSError,))
     def context(task: Task[Any, Any], p: SessionContext) -> dict[str, Any]:
         return {"risk_level": run_context_phase(states.session(p.session_id), Path(p.session_dir), p.repo,
-                                                shown_session_dir(p.transport, p.session_dir))}
+                                                shown_session_dir(p.transport, p.session_dir),
+                                                max_file_bytes=settings.index_max_file_bytes)}
 
     @payload_task(app, settings, SessionConflicts, retry_on=(TransientProviderError,))
     def conflicts(task: Task[Any, Any], p: SessionConflicts) -> list[dict[str, Any]]:

@@ -28,3 +28,18 @@ def test_the_context_phase_run_twice_writes_the_same_notes(sample_repo: Path) ->
     run_context_phase(state, folder, str(sample_repo))
     assert json.loads(notes.read_text())["deferred"] == ["re-explore angle security (failed: the API kept failing)"]
     assert {p.name: p.read_bytes() for p in sorted((folder / PROCESS_DIR).iterdir())} == first
+
+
+def test_the_context_phase_reads_the_index_the_planners_read(sample_repo: Path) -> None:
+    """With WFQUEUE_INDEX_MAX_FILE_BYTES set, `wfqueue plan` built a second index of the repository with the
+    default size limit, and built its context from that one."""
+    from wfqueue.analysis.files import DEFAULT_MAX_FILE_BYTES
+    from wfqueue.analysis.index_cache import cache_file
+
+    folder = make_session(sample_repo, "Add per-user rate limiting", [task(1, "Limit", ["notes_api/api/handlers.py"])])
+    state = MemorySessionState()
+    state.store(keys.ASSESSMENT, Assessment(complexity="Medium", scope="s", depth="d", risk="r", dependencies="x",
+                                            preset="feature", angles=[], needs_exploration=False).model_dump_json())
+    run_context_phase(state, folder, str(sample_repo), max_file_bytes=2_000_000)
+    assert cache_file(sample_repo, 2_000_000).is_file()
+    assert not cache_file(sample_repo, DEFAULT_MAX_FILE_BYTES).exists()

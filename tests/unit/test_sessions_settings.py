@@ -333,3 +333,11 @@ def test_a_retry_countdown_ends_before_the_broker_would_hand_the_message_to_a_se
     told = TransientProviderError("429 rate limited", retry_after=75.0)
     assert retry_delay_of(task, told, load_settings(visibility_timeout_s=30)) == 25
     assert 75 <= retry_delay_of(task, told, load_settings(visibility_timeout_s=3600)) <= 80  # as asked, if it fits
+
+
+def test_the_index_size_limits_default_is_the_analysis_own() -> None:
+    """settings.py keeps its own copy (importing the analysis package would slow every command's start)."""
+    from wfqueue.analysis.files import DEFAULT_MAX_FILE_BYTES
+    from wfqueue.settings import Settings
+
+    assert Settings.model_fields["index_max_file_bytes"].default == DEFAULT_MAX_FILE_BYTES

@@ -51,6 +51,7 @@ SKIP_DIRS: frozenset[str] = frozenset(
     }
 )
 SKIP_DIR_SUFFIXES: tuple[str, ...] = (".egg-info",)
+DEFAULT_MAX_FILE_BYTES = 512 * 1024  # bytes: larger files are left out of the index (WFQUEUE_INDEX_MAX_FILE_BYTES)
 
 # How many leading bytes are sniffed for NUL; the same heuristic git uses.
 _BINARY_SNIFF_BYTES = 8 * 1024
@@ -305,7 +306,7 @@ def _inside(real_root: str, target: str) -> bool:
 
 
 def list_source_files(
-    repo: Path, max_bytes: int = 512 * 1024, max_files: int = 20000
+    repo: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES, max_files: int = 20000
 ) -> list[tuple[SourceFile, str]]:
     """The repository's text files (see the module's note on which) with their text, in path order.
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from wfqueue.analysis.files import SourceFile, list_source_files
+from wfqueue.analysis.files import DEFAULT_MAX_FILE_BYTES, SourceFile, list_source_files
 from wfqueue.analysis.history import PastChange, read_history
 from wfqueue.analysis.imports import imports_from_tree, js_imports, module_index_for, python_imports
 from wfqueue.analysis.pyast import parse_python
@@ -85,7 +85,7 @@ def _with_inline_tests(tests_for: dict[str, list[str]], inline: list[str]) -> di
     return {**tests_for, **{path: [path, *tests_for.get(path, [])] for path in inline}}
 
 
-def build_index(repo: Path, max_bytes: int = 512 * 1024) -> RepoIndex:
+def build_index(repo: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> RepoIndex:
     """Scan ``repo`` and build its index; the package's only I/O entry point."""
     pairs = list_source_files(Path(repo), max_bytes=max_bytes)
     files = [source for source, _ in pairs]

@@ -34,7 +34,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 from pydantic import BaseModel, ValidationError
 
-from wfqueue.analysis.files import repository_files
+from wfqueue.analysis.files import DEFAULT_MAX_FILE_BYTES, repository_files
 from wfqueue.analysis.history import read_history
 from wfqueue.analysis.index import RepoIndex, build_index
 from wfqueue.errors import WfqueueError
@@ -163,7 +163,7 @@ def _build(root: Path, max_bytes: int) -> tuple[CacheHeader, RepoIndex]:
     return header, build_index(root, max_bytes=max_bytes)
 
 
-def cached_index(repo: Path, max_bytes: int = 512 * 1024, cache_dir: Path | None = None) -> RepoIndex:
+def cached_index(repo: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES, cache_dir: Path | None = None) -> RepoIndex:
     """``build_index(repo, max_bytes)``, read from the cache when the repository has not changed
     since it was stored; built (once across processes) and stored otherwise."""
     root = Path(repo).resolve()
