@@ -259,3 +259,26 @@ def test_processes_racing_on_one_repository_all_get_a_valid_index(tmp_path: Path
     assert outputs == [str(len(expected.files))] * 3
     stored = cache_file(repo, 512 * 1024).read_bytes().split(b"\n", 1)[1]
     assert RepoIndex.model_validate_json(stored) == expected
+
+
+def test_a_repository_past_what_the_index_reads_is_told_before_the_plan(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The index read the first 20 000 files in path order and planned the wrong files of a 45 000-file
+    repository, saying nothing. It reads 50 000 now, and a command planning a larger one says what is left out."""
+    from wfqueue.analysis import files
+    from wfqueue.cli.main import main
+    from wfqueue.workflow import base
+
+    repo, _ = committed_service_repo(tmp_path)
+    listed, past = files.files_past_the_index(repo)
+    assert past == 0 and listed == len(list(files.repository_files(repo)))
+    monkeypatch.setattr(files, "MAX_INDEXED_FILES", listed - 3)
+    monkeypatch.setattr(base, "MAX_INDEXED_FILES", listed - 3)
+    assert files.files_past_the_index(repo) == (listed, 3)
+    # Stopped right after its checks, before a Redis and workers start.
+    monkeypatch.setattr(base.WorkflowCoordinator, "runtime", lambda *_a, **_k: (_ for _ in ()).throw(SystemExit))
+    with pytest.raises(SystemExit):
+        main(["lite-plan", "Retry failed jobs", "--repo", str(repo), "-y"])
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{repo} has {listed} files: the offline planner reads the first {listed - 3} text files in path " \
+           "order, so about 3 files after them are not planned" in err, err

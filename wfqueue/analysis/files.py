@@ -52,6 +52,10 @@ SKIP_DIRS: frozenset[str] = frozenset(
 )
 SKIP_DIR_SUFFIXES: tuple[str, ...] = (".egg-info",)
 DEFAULT_MAX_FILE_BYTES = 512 * 1024  # bytes: larger files are left out of the index (WFQUEUE_INDEX_MAX_FILE_BYTES)
+# Text files the index reads, in path order: past it a repository's files are not planned (a command says so,
+# wfqueue.workflow.base). 20 000 planned the wrong files of a 45 000-file repository without a word; the
+# index's memory grows with the text it reads (about 450 MB per process at 20 000 files of 2 KB).
+MAX_INDEXED_FILES = 50_000
 
 # How many leading bytes are sniffed for NUL; the same heuristic git uses.
 _BINARY_SNIFF_BYTES = 8 * 1024
@@ -227,6 +231,14 @@ def has_code_file(repo: Path, max_bytes: int | None = None) -> bool:
     return any(max_bytes is None or size <= max_bytes for size in _code_sizes(repo))
 
 
+def files_past_the_index(repo: Path) -> tuple[int, int]:
+    """(files ``repo`` lists, how many of them come after MAX_INDEXED_FILES): the index reads text files in path
+    order up to that number, so these are not planned (an upper bound: some would not have been read anyway).
+    Lists names only, no file is read."""
+    listed = sum(1 for _ in repository_files(repo))
+    return listed, max(0, listed - MAX_INDEXED_FILES)
+
+
 def no_source_code(repo: Path, max_bytes: int) -> NoSourceCodeError:
     """The refusal of a repository the index (files of at most ``max_bytes``) finds no code in: naming the size
     limit when a code file is over it."""
@@ -306,7 +318,7 @@ def _inside(real_root: str, target: str) -> bool:
 
 
 def list_source_files(
-    repo: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES, max_files: int = 20000
+    repo: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES, max_files: int = MAX_INDEXED_FILES
 ) -> list[tuple[SourceFile, str]]:
     """The repository's text files (see the module's note on which) with their text, in path order.
 
