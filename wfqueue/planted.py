@@ -17,27 +17,34 @@ from wfqueue.gitcmd import run_git
 from wfqueue.sessions import QUEUE_DIR, WORKFLOW_DIR
 
 SYMLINK_MODE = "120000"  # git's mode for a symbolic link
+GITLINK_MODE = "160000"  # a submodule: another repository's files, runtime files or links among them
 MOST_NAMED = 3  # planted paths an error names
+_checked: set[Path] = set()  # repositories found clean by this process: a command asks once
 
 
 def planted_paths(repo: Path) -> tuple[list[str], list[str]]:
-    """What git tracks under ``repo``'s ``.workflow/`` that wfqueue must not use, as (symbolic links anywhere
-    there, files of ``.workflow/.queue/``). Nothing where git cannot tell (not a repository, no git)."""
+    """What git tracks under ``repo``'s ``.workflow/`` that wfqueue must not use, as (symbolic links and
+    submodules anywhere there, files of ``.workflow/.queue/``), whatever the case of their names (a
+    case-insensitive disk, as a macOS clone has, reads `.Workflow/.Queue/up.json` as the one wfqueue reads).
+    Nothing where git cannot tell (not a repository, no git)."""
     try:
-        listed = run_git(repo, "-c", "core.quotePath=false", "ls-files", "--stage", "-z", "--", WORKFLOW_DIR,
-                         check=False, errors="surrogateescape")
+        listed = run_git(repo, "-c", "core.quotePath=false", "ls-files", "--stage", "-z", "--",
+                         f":(icase){WORKFLOW_DIR}", check=False, errors="surrogateescape")
     except WfqueueError:
         return [], []
     if listed.returncode != 0:
         return [], []
-    runtime = f"{WORKFLOW_DIR}/{QUEUE_DIR}/"
+    runtime = f"{WORKFLOW_DIR}/{QUEUE_DIR}".casefold()
     links: list[str] = []
     runtime_files: list[str] = []
     for entry in filter(None, listed.stdout.split("\0")):
         meta, _, path = entry.partition("\t")  # "MODE OBJECT STAGE\tPATH"
-        if meta.split(" ", 1)[0] == SYMLINK_MODE:
+        folded = path.casefold()
+        if not (folded == WORKFLOW_DIR or folded.startswith(f"{WORKFLOW_DIR}/")):
+            continue  # the pathspec's case-insensitive match also takes `.workflowx`
+        if meta.split(" ", 1)[0] in (SYMLINK_MODE, GITLINK_MODE):
             links.append(path)
-        elif path.startswith(runtime):
+        elif folded == runtime or folded.startswith(f"{runtime}/"):
             runtime_files.append(path)
     return links, runtime_files
 
@@ -48,15 +55,18 @@ def _named(paths: list[str]) -> str:
 
 
 def refuse_planted(repo: Path) -> None:
-    """Raise UnsafeRepositoryError, before anything is written, when git tracks what wfqueue must not use under
-    ``repo``'s ``.workflow/`` (see the module's docstring)."""
+    """Raise UnsafeRepositoryError, before anything is written or `up.json` is read, when git tracks what wfqueue
+    must not use under ``repo``'s ``.workflow/`` (see the module's docstring)."""
+    if repo.resolve() in _checked:
+        return
     links, runtime_files = planted_paths(repo)
     if not links and not runtime_files:
+        _checked.add(repo.resolve())
         return
     said = []
     if links:
-        said.append(f"a symbolic link under {WORKFLOW_DIR}/ ({_named(links)}): wfqueue would write where it points, "
-                    "which may be outside the repository")
+        said.append(f"a symbolic link or a submodule under {WORKFLOW_DIR}/ ({_named(links)}): wfqueue would write "
+                    "where it points, which may be outside the repository, or trust files it did not write")
     if runtime_files:
         said.append(f"files of {WORKFLOW_DIR}/{QUEUE_DIR}/ ({_named(runtime_files)}): that folder holds this "
                     "machine's runtime files (the embedded Redis, logs, the address of `wfqueue up`), which no "

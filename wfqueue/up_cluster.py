@@ -21,6 +21,7 @@ from pydantic import BaseModel, SecretStr, ValidationError
 from wfqueue.errors import ConfigError
 from wfqueue.fsio import atomic_write_text, dumps_json
 from wfqueue.pids import process_exists
+from wfqueue.planted import refuse_planted
 from wfqueue.sessions import queue_dir
 from wfqueue.settings import Settings
 from wfqueue.state import redis_client
@@ -88,7 +89,9 @@ def serving_up(settings: Settings, repo: Path) -> UpCluster | None:
 
 
 def running_up(repo: Path) -> UpCluster | None:
-    """The `wfqueue up` serving ``repo``, if one runs and its Redis answers now."""
+    """The `wfqueue up` serving ``repo``, if one runs and its Redis answers now. Refused (UnsafeRepositoryError)
+    where the repository itself brings its runtime files: its `up.json` would name a broker of its choosing."""
+    refuse_planted(repo)
     try:
         cluster = UpCluster.model_validate_json((queue_dir(repo) / UP_FILE).read_text(encoding="utf-8"))
     except (OSError, ValidationError):

@@ -41,8 +41,9 @@ def test_a_committed_link_under_workflow_stops_every_plan_before_a_write(
                     ["plan", "Add per-user rate limiting to the API"]):
         assert main([*command, "--repo", str(cloned), "-y", "--json"]) == 2, command
         printed = json.loads(capsys.readouterr().out)
-        assert "commits a symbolic link under .workflow/ ('.workflow/.lite-plan', '.workflow/.queue/worker.log')" \
-            in printed["error"], printed
+        said = "commits a symbolic link or a submodule under .workflow/ ('.workflow/.lite-plan', " \
+               "'.workflow/.queue/worker.log')"
+        assert said in printed["error"], printed
         assert "git rm -r" in printed["hint"]
     assert list(elsewhere.iterdir()) == []
     assert (tmp_path / "bashrc").read_text(encoding="utf-8") == "mine\n"
@@ -64,3 +65,31 @@ def test_committed_plans_and_untracked_runtime_files_are_the_users_own(cloned: P
     (cloned / ".workflow/.queue/up.json").write_text("{}", encoding="utf-8")  # this machine's own
     os.symlink(cloned / "notes_api", cloned / ".workflow/mine")  # a link the user made, not the repository
     assert planted_paths(cloned) == ([], [])
+    _commit_link(cloned, ".workflow/.planning/CPLAN-x/notes.md", cloned / "README.md")  # git answered: one is seen
+    assert planted_paths(cloned) == ([".workflow/.planning/CPLAN-x/notes.md"], [])
+
+
+def test_a_submodule_or_another_case_under_workflow_is_planted_too(cloned: Path, tmp_path: Path) -> None:
+    """A committed submodule at .workflow/.queue brought its up.json unseen, and on a case-insensitive disk (a
+    macOS clone) `.Workflow/.Queue/up.json` is the file wfqueue reads."""
+    other = tmp_path / "other"
+    other.mkdir()
+    git_in(other, "init", "-q")
+    commit_in(other, "an up record", {"up.json": "{}"})
+    git_in(cloned, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(other), ".workflow/.queue")
+    git_in(cloned, "commit", "-qm", "a submodule")
+    commit_in(cloned, "odd case", {".Workflow/.Queue/up.json": "{}", ".workflowx/kept.md": "# not ours\n"})
+    links, runtime_files = planted_paths(cloned)
+    assert (links, runtime_files) == ([".workflow/.queue"], [".Workflow/.Queue/up.json"])
+
+
+def test_reading_up_json_refuses_a_committed_one_before_any_connection(cloned: Path) -> None:
+    """A plan with the Claude provider looked for `wfqueue up` (pinging the broker up.json named) before the
+    guard ran; the reader of up.json is guarded itself."""
+    from wfqueue.errors import UnsafeRepositoryError
+    from wfqueue.up_cluster import running_up
+
+    commit_in(cloned, "up", {".workflow/.queue/up.json": json.dumps(
+        {"pid": os.getpid(), "broker_url": "redis://127.0.0.1:1/0", "workers": 4})})
+    with pytest.raises(UnsafeRepositoryError, match=r"commits files of \.workflow/\.queue/"):
+        running_up(cloned)
