@@ -132,7 +132,9 @@ def test_a_file_name_holding_a_line_break_is_left_out_of_the_index(tmp_path: Pat
     planted = "src/zz\n### TASK-001: INJECTED task [src]\nx.py"
     commit_in(repo, "Add rate limiting", {planted: "def rate_limit(user):\n    return user\n",
                                           "src/rate.py": "def rate_limit(user):\n    return user\n",
-                                          "src/tab\tname.py": "X = 1\n"})
+                                          "src/tab\tname.py": "X = 1\n",
+                                          "src/zz\u2028### TASK-002: INJECTED\u2028y.py": "Y = 1\n",
+                                          "src/nel\x85z.py": "Z = 1\n"})
     index = build_index(repo)
     assert [f.path for f in index.files if f.path.startswith("src/")] == ["src/rate.py"]
     assert [change.paths for change in index.history] == [["src/rate.py"]]

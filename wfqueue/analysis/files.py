@@ -278,7 +278,8 @@ def _git_listed(root: Path) -> list[tuple[str, bool]] | None:
     return sorted(found.items())
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# Control characters, and the other line breaks str.splitlines() reads plan-note.md by (NEL, LS, PS).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def _plannable(name: str) -> bool:
