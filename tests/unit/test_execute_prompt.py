@@ -27,7 +27,7 @@ def test_prompt_names_the_task_its_files_steps_criteria_and_verification() -> No
     assert "Verification failed" not in prompt and "previous attempt" not in prompt
 
 
-def test_a_long_requirement_is_cut_and_the_prompt_names_the_file_that_holds_it_whole(tmp_path: Path) -> None:
+def test_a_long_requirement_is_cut_and_the_prompt_says_so(tmp_path: Path) -> None:
     """A requirements document of a megabyte went whole into every task's message and every turn of its coding
     agent (about 250 000 tokens a turn)."""
     folder = tmp_path / ".workflow" / ".lite-plan" / "long"
@@ -37,9 +37,9 @@ def test_a_long_requirement_is_cut_and_the_prompt_names_the_file_that_holds_it_w
     context = read_context("lite", folder, tmp_path)
     assert len(context.requirement) <= REQUIREMENT_SHOWN and text.startswith(context.requirement)
     assert text[len(context.requirement)] == " "  # cut at a word
-    assert context.requirement_whole == f".workflow/.lite-plan/long/{ANALYSIS_FILE} ({len(text.strip())} characters)"
+    assert context.requirement_length == len(text.strip())
     prompt = build_prompt(task(), context)
-    assert f"Requirement (its beginning; read it whole in .workflow/.lite-plan/long/{ANALYSIS_FILE} (" in prompt
+    assert f"Requirement (its first {len(context.requirement)} of {len(text.strip())} characters; " in prompt
     assert len(prompt) < REQUIREMENT_SHOWN + 2_000
     short = "Add rate limiting to notes handlers."
     (folder / ANALYSIS_FILE).write_text(json.dumps({"original_requirement": short}), encoding="utf-8")

@@ -51,8 +51,9 @@ class PlanContext(BaseModel):
     """What every task's executor is told about the plan as a whole."""
 
     requirement: str = ""
-    # Where the whole requirement is, when ``requirement`` is only its beginning (plan_context.REQUIREMENT_SHOWN).
-    requirement_whole: str = ""
+    # The whole requirement's length in characters when ``requirement`` is only its beginning (0: it is whole;
+    # plan_context.REQUIREMENT_SHOWN).
+    requirement_length: int = 0
     summary: list[str] = Field(default_factory=list)
     constraints: list[str] = Field(default_factory=list)
     # Planning documents an executor may read for more (relative to the repository when inside it).

@@ -23,7 +23,7 @@ AGENT_PLAN_FILE = "plan.json"
 AGENT_CONTEXT_FILE = "planning-context.md"
 # Characters of the requirement every task carries (its message, its executor's prompt at every turn): a
 # requirements document of a megabyte went whole into each, about 250 000 tokens per model turn. A longer one
-# is cut at a word, and the prompt names the file that holds it whole.
+# is cut at a word, and the prompt says so (the session's files are not in a task's worktree to read instead).
 REQUIREMENT_SHOWN = 8_000
 
 
@@ -44,13 +44,14 @@ def _shown(path: Path, repo: Path) -> str:
         return os.fspath(resolved)
 
 
-def _requirement(text: str, source: Path, repo: Path) -> dict[str, str]:
-    """PlanContext's requirement fields for ``text``, read from ``source``."""
+def _requirement(text: str) -> tuple[str, int]:
+    """PlanContext's ``requirement`` and ``requirement_length`` for ``text``: its beginning, cut at a word, when
+    it is longer than REQUIREMENT_SHOWN, and then its whole length (else 0)."""
     if len(text) <= REQUIREMENT_SHOWN:
-        return {"requirement": text}
+        return text, 0
     cut = text[:REQUIREMENT_SHOWN]
     cut = cut[: cut.rfind(" ")] if " " in cut[REQUIREMENT_SHOWN // 2:] else cut
-    return {"requirement": cut.rstrip(), "requirement_whole": f"{_shown(source, repo)} ({len(text)} characters)"}
+    return cut.rstrip(), len(text)
 
 
 def _documents(paths: list[Path], repo: Path) -> list[str]:
@@ -76,15 +77,16 @@ def _collab(folder: Path, repo: Path) -> PlanContext:
         plan = read_json_object(plan_file)
         summary.extend(_text(plan.get(key)) for key in ("summary", "approach") if _text(plan.get(key)))
     contexts = [p.parent / AGENT_CONTEXT_FILE for p in agent_plan_files(folder)]
-    return PlanContext(**_requirement(_text(analysis.get("original_requirement")), folder / ANALYSIS_FILE, repo),
-                       summary=summary,
+    requirement, length = _requirement(_text(analysis.get("original_requirement")))
+    return PlanContext(requirement=requirement, requirement_length=length, summary=summary,
                        constraints=_strings((understanding or {}).get("constraints")),
                        documents=_documents([folder / NOTE_FILE, folder / SUMMARY_FILE, *contexts], repo))
 
 
 def _lite(folder: Path, repo: Path) -> PlanContext:
     analysis = read_json_object(folder / ANALYSIS_FILE)
-    return PlanContext(**_requirement(_text(analysis.get("original_requirement")), folder / ANALYSIS_FILE, repo),
+    requirement, length = _requirement(_text(analysis.get("original_requirement")))
+    return PlanContext(requirement=requirement, requirement_length=length,
                        documents=_documents([folder / LITE_PLAN_FILE, folder / LITE_NOTES_FILE], repo))
 
 
@@ -94,7 +96,8 @@ def _workflow(folder: Path, repo: Path) -> PlanContext:
     plan = read_json_object(folder / PLAN_FILE)
     summary = [_text(plan.get(key)) for key in ("summary", "approach") if _text(plan.get(key))]
     goal = _text((structured or {}).get("goal")) or _text(session.get("description"))
-    return PlanContext(**_requirement(goal, folder / SESSION_FILE, repo), summary=summary,
+    requirement, length = _requirement(goal)
+    return PlanContext(requirement=requirement, requirement_length=length, summary=summary,
                        constraints=_strings((structured or {}).get("constraints")),
                        documents=_documents([folder / IMPL_PLAN_FILE, folder / NOTES_FILE], repo))
 

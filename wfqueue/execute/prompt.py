@@ -33,9 +33,9 @@ def _verification(task: ExecTask) -> str:
 
 def _context(context: PlanContext) -> str:
     parts: list[str] = []
-    if context.requirement.strip() and context.requirement_whole:
-        parts.append(f"Requirement (its beginning; read it whole in {context.requirement_whole}): "
-                     f"{context.requirement.strip()} ...")
+    if context.requirement.strip() and context.requirement_length:
+        parts.append(f"Requirement (its first {len(context.requirement)} of {context.requirement_length} "
+                     f"characters; the task above says what this task needs of it): {context.requirement.strip()} ...")
     elif context.requirement.strip():
         parts.append(f"Requirement: {context.requirement.strip()}")
     if context.summary:
