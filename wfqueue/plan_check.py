@@ -266,7 +266,7 @@ def check_plan(
         said: set[str] = set()  # a task names a file once per symbol it changes there: one problem, not three
         for entry, fault in zip(loaded.task.files, faults, strict=True):
             if fault is None and (module := _submodule_holding(entry.path, submodules)) is not None:
-                # On disk and in no list git keeps of this repository: execute refuses it (execute.safety).
+                # On disk, but another repository's: no task worktree of this one holds it (validate and execute).
                 fault = FileFault(code="bad_path", what=f"is inside the submodule {module}, another repository, "
                                                         "whose files no execution of this one changes",
                                   advice=f"plan and execute that part in that repository (`--repo {module}`, with "

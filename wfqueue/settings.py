@@ -451,9 +451,9 @@ def load_settings(**overrides: Any) -> Settings:
                           hint="point it at your settings file, or unset it to use config/wfqueue.toml")
     try:
         settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
-        if toml_file == DEFAULT_CONFIG_FILE:
+        if toml_file == DEFAULT_CONFIG_FILE and not os.environ.get("WFQUEUE_CONFIG_FILE"):  # found, not named
             with toml_file.open("rb") as read:
-                note_outward_settings(str(toml_file.resolve()), tomllib.load(read))
+                note_outward_settings(str(toml_file.resolve()), tomllib.load(read), os.environ)
         return settings
     except ValidationError as exc:
         problems = "; ".join(_problem(err) for err in exc.errors())

@@ -206,14 +206,16 @@ def mask_url(url: str) -> str:
 # repository's own config/wfqueue.toml, when a command is run there), they are the repository's choice, not the
 # user's, and the user is told so before anything runs.
 OUTWARD_SETTINGS = ("broker_url", "result_backend_url", "repo_url", "executor_command", "execute_test_command",
-                    "worker_cache_dir")
+                    "worker_cache_dir", "beat_schedule_file", "flower_address", "flower_unauthenticated_api")
 _noted_files: set[str] = set()
 
 
-def note_outward_settings(path: str, keys: Iterable[str]) -> list[str]:
+def note_outward_settings(path: str, keys: Iterable[str], environ: Mapping[str, str]) -> list[str]:
     """Say on stderr (once per file and process) which OUTWARD_SETTINGS the settings file ``path``, found in the
-    current folder rather than named by WFQUEUE_CONFIG_FILE, sets among ``keys``. Returns the lines."""
-    outward = [key for key in OUTWARD_SETTINGS if key in set(keys)]
+    current folder rather than named by WFQUEUE_CONFIG_FILE, sets among ``keys`` and ``environ`` does not
+    override. Returns the lines."""
+    overridden = {name.upper() for name in environ}
+    outward = [key for key in OUTWARD_SETTINGS if key in set(keys) and ENV_PREFIX + key.upper() not in overridden]
     if not outward or path in _noted_files:
         return []
     _noted_files.add(path)

@@ -165,14 +165,23 @@ def test_a_settings_file_found_in_the_current_folder_that_sends_work_elsewhere_i
             "executor_command: wfqueue sends its work or runs programs as it says") in err, err
     load_settings()
     assert capsys.readouterr().err == ""  # once per process
-    # Named by the user, or setting nothing of the kind: nothing to say.
-    monkeypatch.setenv("WFQUEUE_CONFIG_FILE", str(tmp_path / "config" / "wfqueue.toml"))
-    (tmp_path / "config" / "wfqueue.toml").write_text('executor_command = "agent {prompt_file}"\n')
-    load_settings()
-    monkeypatch.delenv("WFQUEUE_CONFIG_FILE")
-    (tmp_path / "config" / "wfqueue.toml").write_text("max_agents = 4\n")
-    load_settings()
-    assert capsys.readouterr().err == ""
+    # The environment's value is the one used: not said. Named by the user (also by the default's own name), or
+    # setting nothing of the kind: nothing to say. A fresh folder each: a file is said once per process.
+    for folder, content, environ in [
+            ("env", 'executor_command = "x"\nbroker_url = "redis://a/0"\n', {"WFQUEUE_BROKER_URL": "redis://b/0"}),
+            ("named", 'executor_command = "x"\n', {"WFQUEUE_CONFIG_FILE": "config/wfqueue.toml"}),
+            ("quiet", "max_agents = 4\n", {})]:
+        (tmp_path / folder / "config").mkdir(parents=True)
+        (tmp_path / folder / "config" / "wfqueue.toml").write_text(content)
+        monkeypatch.chdir(tmp_path / folder)
+        with monkeypatch.context() as scoped:
+            for name, value in environ.items():
+                scoped.setenv(name, value)
+            load_settings()
+        err = " ".join(capsys.readouterr().err.split())
+        assert err == ("" if folder != "env" else f"note: {tmp_path / 'env' / 'config' / 'wfqueue.toml'}, the "
+                       "settings file of the current folder, sets executor_command: wfqueue sends its work or runs "
+                       "programs as it says (set WFQUEUE_CONFIG_FILE to choose the settings file yourself)"), err
 
 
 def test_a_price_table_that_is_not_json_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
