@@ -45,6 +45,14 @@ MOST_IDS_LISTED = 20  # ids of each other kind the listing names
 NO_CALLS_LIST: dict[str, Any] = {"usage": {"calls"}}
 
 
+def _changed_at(folder: Path) -> float:
+    """When ``folder`` last changed; 0 for one archived or removed since it was listed."""
+    try:
+        return folder.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
 def _row_usage(usage: UsageReport | None) -> tuple[str, str]:
     if usage is None:
         return "-", "-"
@@ -251,7 +259,7 @@ def register(app: typer.Typer) -> None:
             for kind, ids in others.items():
                 if len(ids) > MOST_IDS_LISTED:  # the newest: months of sessions made one line of 300 KB
                     at = kind.root(root)
-                    newest = sorted(ids, key=lambda i: (at / i).stat().st_mtime)
+                    newest = sorted(ids, key=lambda i: _changed_at(at / i))
                     out.print(escape(f"{kind.label} sessions ({len(ids)}), the {MOST_IDS_LISTED} last changed: "
                                      f"{', '.join(newest[-MOST_IDS_LISTED:])}; all are in {at}"), soft_wrap=True)
                 else:
