@@ -194,6 +194,10 @@ def test_session_folders_never_go_into_the_pinned_commit(repo: Path, ignored: bo
     (repo / "src" / "app.py").write_text("print('edited')\n", encoding="utf-8")
     pin = pin_repository(repo)
     assert pin.snapshot and not [p for p in tree_listing(repo, pin.commit) if ".workflow" in p]
+    # Nor into the object store: every session file was hashed into .git/objects at every pin, to be reset after.
+    note = repo / ".workflow" / ".planning" / "CPLAN-x" / "plan-note.md"
+    blob = sh(repo, "hash-object", str(note)).strip()
+    assert subprocess.run(["git", "-C", str(repo), "cat-file", "-e", blob], capture_output=True).returncode != 0
 
 
 def test_uncommitted_changes_are_pinned_as_a_snapshot_without_touching_the_users_repository(repo: Path) -> None:

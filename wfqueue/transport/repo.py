@@ -188,9 +188,13 @@ def _work_tree_tree(top: Path, excluded: str) -> str:
         # scratch folder): `git add` refuses it ("does not have a commit checked out") and failed every plan. Left
         # out, as the planners leave out every nested repository's files (wfqueue.analysis.files).
         untracked = git(top, "-c", "core.quotePath=false", "ls-files", "-z", "--others", "--exclude-standard",
-                        env=env).stdout.split("\0")
+                        f"--exclude=/{excluded}/", env=env).stdout.split("\0")
         empty = [path.rstrip("/") for path in untracked if path.endswith("/") and rev(top / path, "HEAD") is None]
-        git(top, "add", "--all", "--", ".", *[f":(exclude,literal){path}" for path in empty], env=env)
+        # ``excluded`` (months of sessions) is not hashed only to be reset below: left out of the add, unless
+        # .gitignore ignores it already (then naming it makes `git add` fail, and the add skips it anyway).
+        skipped = [] if git(top, "check-ignore", "-q", "--", excluded, check=False).returncode == 0 \
+            else [f":(exclude,literal){excluded}"]
+        git(top, "add", "--all", "--", ".", *[f":(exclude,literal){path}" for path in empty], *skipped, env=env)
         # ``excluded`` as HEAD has it (usually: absent). Not an exclude pathspec on the add: naming a path that
         # .gitignore ignores makes `git add` fail.
         git(top, "reset", "-q", "HEAD", "--", excluded, env=env)
