@@ -282,3 +282,26 @@ def test_a_repository_past_what_the_index_reads_is_told_before_the_plan(
     err = " ".join(capsys.readouterr().err.split())
     assert f"{repo} has {listed} files: the offline planner reads the first {listed - 3} text files in path " \
            "order, so about 3 files after them are not planned" in err, err
+
+
+def test_a_file_the_index_did_not_read_is_changed_when_the_requirement_names_it(tmp_path: Path) -> None:
+    """A file over the size limit (or not UTF-8) was not in the index: a requirement naming it had the plan
+    create it anew ("Create app/schema.py") or change other files."""
+    from wfqueue.analysis.index import build_index
+    from wfqueue.providers.offline.changes import named_paths
+    from wfqueue.providers.offline.new_module import new_module_path
+    from wfqueue.providers.offline.understand import relevant_files
+
+    repo, git = committed_service_repo(tmp_path)
+    (repo / "app" / "schema.py").write_text("".join(f"class Model{k}:\n    field = {k}\n\n" for k in range(200)))
+    (repo / "app" / "legacy.py").write_bytes("# Auteur: Fran\xe7ois\nclass Legacy:\n    pass\n".encode("latin-1"))
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "big and old files"], check=True)
+    index = build_index(repo, max_bytes=2_000)
+    assert "app/schema.py" not in {f.path for f in index.files}
+    assert {"app/schema.py", "app/legacy.py"} <= set(index.unread)
+    requirement = "Add a created_at field to Model7 in app/schema.py"
+    assert named_paths(index, requirement) == [("app/schema.py", True)]
+    assert new_module_path(index, [p for p, _ in relevant_files(index, requirement)], requirement) is None
+    assert relevant_files(index, requirement) == [("app/schema.py", 1.0)]
+    assert relevant_files(index, "Export CSV from app/legacy.py") == [("app/legacy.py", 1.0)]

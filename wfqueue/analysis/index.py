@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from wfqueue.analysis.files import DEFAULT_MAX_FILE_BYTES, SourceFile, list_source_files
+from wfqueue.analysis.files import DEFAULT_MAX_FILE_BYTES, SourceFile, list_source_files, repository_files
 from wfqueue.analysis.history import PastChange, read_history
 from wfqueue.analysis.imports import imports_from_tree, js_imports, module_index_for, python_imports
 from wfqueue.analysis.pyast import parse_python
@@ -44,6 +44,9 @@ class RepoIndex(BaseModel):
     languages: dict[str, int]  # language -> file count
     test_command: str  # whole-suite command, "" when unknown
     history: list[PastChange] = []  # the last commits' messages and the indexed files they changed
+    # The repository's other files: there, but not read (too large, not text, not UTF-8, past the number of files
+    # read). A requirement naming one names a file to change, not one to create.
+    unread: list[str] = []
 
 
 def _analyse(
@@ -113,6 +116,7 @@ def build_index(repo: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> RepoInde
         languages=dict(sorted(Counter(source.language for source in files).items())),
         test_command=detect_test_command(files, texts),
         history=read_history(Path(repo), known),
+        unread=[path for path in repository_files(Path(repo)) if path not in known],
     )
 
 

@@ -116,7 +116,7 @@ def named_paths(index: RepoIndex, requirement: str) -> list[tuple[str, bool]]:
     exactly one has it ("extend test_worker.py" is tests/test_worker.py), else a new one only if it is a test's
     name or the words before it say it is a file; a path, in a folder the repository has; none given as an
     example. A bare new name has no folder yet: its caller places it."""
-    existing = {f.path for f in index.files}
+    existing = {f.path for f in index.files} | set(index.unread)
     folders = {posixpath.dirname(path) for path in existing}
     tops = sorted({path.split("/", 1)[0] for path in existing if "/" in path} - TEST_FOLDERS)
     found: list[tuple[str, bool]] = []

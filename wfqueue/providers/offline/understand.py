@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Callable
 
 from wfqueue.analysis import RepoIndex, fan_in, fan_ins, novel_terms, rank_symbols
+from wfqueue.analysis.files import CODE_LANGUAGES, is_test_path, language_for
 from wfqueue.analysis.localize import MOST_FILES, candidates, focus, localize
 from wfqueue.collab.models import ProposedArea, Understanding, UnderstandingDraft
 from wfqueue.providers.offline.changes import dependency_order, earlier_needs, named_code, plan_needs
@@ -40,6 +41,8 @@ def relevant_files(index: RepoIndex, requirement: str, max_agents: int = MOST_FI
     most imported modules when nothing in the repository shares a word with the requirement."""
     code = sorted(candidates(index, requirement))
     named = [p for p in code if p in requirement]
+    # A file the index did not read (too large, not UTF-8) is still one to change when the requirement names it.
+    named += [p for p in index.unread if p in requirement and language_for(p) in CODE_LANGUAGES and not is_test_path(p)]
     if named:  # the requirement names the files to change: plan those, not their neighbours
         return [(p, 1.0) for p in named]
     # The localizer sizes the plan from its scores whatever the agent count (clustering fits the files
