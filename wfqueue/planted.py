@@ -4,8 +4,10 @@ wfqueue writes its sessions, logs and embedded Redis under the repository's ``.w
 ``wfqueue up``'s address there. A repository that commits a symbolic link there (``.workflow/.lite-plan`` to
 a folder of the user's, ``.workflow/.queue/worker.log`` to ``~/.bashrc``) would have every plan written, or a
 log appended, where the link points, outside the repository; one that commits ``.workflow/.queue/up.json``
-would send the user's plans to the broker it names. Plans themselves may be committed (teams share them):
-only links, anywhere under ``.workflow/``, and the runtime folder ``.workflow/.queue/`` are refused.
+would send the user's plans to the broker it names; a submodule there brings either unseen. Plans themselves
+may be committed (teams share them): only links and submodules, anywhere under ``.workflow/``, and the runtime
+folder ``.workflow/.queue/`` are refused. One process asks git once per repository (a command reads `up.json`
+and writes its session folder: both are guarded).
 """
 
 from __future__ import annotations
