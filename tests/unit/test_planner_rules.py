@@ -235,6 +235,13 @@ def test_titles_say_the_change_and_where_and_criteria_are_commands(sample_repo: 
         "Make verify() reject expired tokens (Tokens.verify in a/tokens.py)"
     assert task_title("reject unverified tokens", "a/tokens.py", "Tokens.verify") == \
         "Reject unverified tokens in Tokens.verify (a/tokens.py)"  # a word, not a part of one
+    # The path the requirement says: once ("Add a created_at field to Model7 in app/schema.py in app/schema.py").
+    assert task_title("add a created_at field to Model7 in app/schema.py", "app/schema.py") == \
+        "Add a created_at field to Model7 in app/schema.py"
+    assert task_title("add a created_at field to Model7", "app/schema.py") == \
+        "Add a created_at field to Model7 in app/schema.py"
+    assert task_title("fix the copy in old_app/schema.py", "app/schema.py") == \
+        "Fix the copy in old_app/schema.py in app/schema.py"  # another file's path
     # A dotted name the requirement says whole (express: "... in res.sendFile in res.sendFile (lib/response.js)").
     assert task_title("disable ETag generation in res.sendFile", "lib/response.js", "res.sendFile") == \
         "Disable ETag generation in res.sendFile (res.sendFile in lib/response.js)"

@@ -287,7 +287,8 @@ def task_title(requirement: str, path: str, target: str = "") -> str:
     "... to login in login (auth.py)"."""
     phrase = change_phrase(requirement)
     if not target:
-        return f"{phrase} in {path}"
+        # "Add a created_at field to Model7 in app/schema.py": the path said once.
+        return phrase if re.search(rf"(?<![\w/.-]){re.escape(path)}(?![\w/-])", phrase) else f"{phrase} in {path}"
     name = target.rsplit(".", 1)[-1]
     # The name alone ("login"), or the whole dotted target ("res.sendFile": express's ETag requirement read
     # "... in res.sendFile in res.sendFile").
