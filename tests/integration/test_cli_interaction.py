@@ -206,12 +206,14 @@ def test_ctrl_c_while_the_standby_worker_starts_is_a_quiet_exit_130_and_the_stan
 # A Ctrl-C landing as the command takes signals over (its handlers not yet installed): seen once in six early
 # interrupts of a plan command on a loaded machine.
 INTERRUPTED_AS_HANDLERS_GO_IN = """
-import sys
+import signal, sys
 from wfqueue.cli import main as cli_main
+
+STOP = sys.argv[2]
 
 
 def interrupted(_signals):
-    raise KeyboardInterrupt
+    raise cli_main.Terminated(signal.SIGTERM) if STOP == "SIGTERM" else KeyboardInterrupt
 
 
 cli_main.to_handle = interrupted
@@ -221,13 +223,15 @@ main()
 """
 
 
-def test_ctrl_c_as_the_command_takes_signals_over_is_a_quiet_exit_130(sample_repo: Path) -> None:
+@pytest.mark.parametrize(("stop", "code", "said"), [("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "terminated")])
+def test_a_stop_as_the_command_takes_signals_over_is_quiet_with_its_exit_code(
+        sample_repo: Path, stop: str, code: int, said: str) -> None:
     """It printed a KeyboardInterrupt traceback from the signal set-up, and a --json command no object."""
-    run = subprocess.run([sys.executable, "-c", INTERRUPTED_AS_HANDLERS_GO_IN, str(sample_repo)],
+    run = subprocess.run([sys.executable, "-c", INTERRUPTED_AS_HANDLERS_GO_IN, str(sample_repo), stop],
                          env=wfqueue_env(), capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
-    assert run.returncode == 130, run.stderr
-    assert "Traceback" not in run.stderr and "interrupted" in run.stderr, run.stderr
-    assert json.loads(run.stdout)["status"] == "interrupted"
+    assert run.returncode == code, run.stderr
+    assert "Traceback" not in run.stderr and run.stderr.strip() == said, run.stderr
+    assert json.loads(run.stdout)["exit_code"] == code
 
 
 def test_a_plan_past_its_time_limit_names_the_limit_and_the_setting(sample_repo: Path) -> None:

@@ -50,21 +50,22 @@ def main() -> None:
         prestart.begin(sys.argv[1:])
         from wfqueue.cli.main import main as run
     except KeyboardInterrupt:  # Ctrl-C while the command line loads (a second or so): nothing has started yet
-        _interrupted_before_the_command()
+        _stopped_before_the_command(130, "interrupted")
     gc.freeze()
     gc.enable()
     try:
         code = run()
-    except KeyboardInterrupt:  # before the command took Ctrl-C over (its handlers being installed): the same
-        _interrupted_before_the_command()
+    except KeyboardInterrupt as stop:  # before the command took signals over (its handlers being installed)
+        # A SIGTERM or SIGHUP there is wfqueue.cli.main.Terminated, which says its own code (143, 129).
+        _stopped_before_the_command(getattr(stop, "exit_code", 130), getattr(stop, "said", "interrupted"))
     exit_process(code)
 
 
-def _interrupted_before_the_command() -> NoReturn:
-    print("interrupted", file=sys.stderr)
+def _stopped_before_the_command(code: int, said: str) -> NoReturn:
+    print(said, file=sys.stderr)
     with contextlib.suppress(Exception, KeyboardInterrupt):  # a --json command's one object, as ever
         from wfqueue.cli import json_output
 
         if json_output.asked(sys.argv[1:]):
-            json_output.emit_failure(130, "interrupted", status="interrupted")
-    exit_process(130)
+            json_output.emit_failure(code, said, status="interrupted")
+    exit_process(code)

@@ -81,7 +81,12 @@ STOP_SIGNALS = {signal.SIGTERM: (143, "terminated"), signal.SIGHUP: (129, "hung 
 class Terminated(KeyboardInterrupt):
     """SIGTERM (``kill``, a service manager, a container stop) or SIGHUP (the terminal closed), handled like
     Ctrl-C: the command unwinds, so an embedded Redis and its local workers are stopped on the way out, not
-    orphaned."""
+    orphaned. Carries its exit code and words for a stop before the command's own handling began
+    (wfqueue.cli.entry)."""
+
+    def __init__(self, signum: signal.Signals = signal.SIGTERM) -> None:
+        super().__init__(signum)
+        self.exit_code, self.said = STOP_SIGNALS.get(signum, (INTERRUPTED_EXIT, "interrupted"))
 
 
 @dataclass
@@ -101,7 +106,7 @@ def sigterm_unwinds() -> Iterator[Signals]:
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         seen.received = signal.Signals(signum)
         stop_request.ask(Terminated)  # raised again by the next wait, should a finalizer swallow this one
-        raise Terminated()
+        raise Terminated(seen.received)
 
     def on_interrupt(_signum: int, _frame: FrameType | None) -> None:
         stop_request.ask(KeyboardInterrupt)
