@@ -34,9 +34,11 @@ DEFAULT_COMMAND_TIMEOUT_S = 600.0
 # substitutions keep their meaning, and only between double quotes: `pytest 'tests/test_a|b.py'` names a file.
 _SHELL_SYNTAX = (";", "&", "|", "`", "$(", "${", ">", "<", "\n", "\r")
 _SUBSTITUTIONS = ("`", "$(", "${")
-# Options whose value a tool runs as a script (`make --eval`, `npm exec -c`): quoted shell text there is a
-# second command again, not a file's name.
-_SCRIPT_OPTIONS = ("-c", "--call", "-E", "--eval", "-e")
+# Where a tool hands quoted text to a shell of its own, it is a second command again, not a file's name: make
+# evaluates `--eval`/`-E` text and command-line assignments (`SHELL=`, `.SHELLFLAGS=`), npm and npx run `-c` and
+# `--call` (`--ca`, a prefix, is the same option). Other tools take quoted `|`, `;`, `&` literally (a regex, a
+# filter: `go test -run 'TestA|TestB'`, `dotnet test --filter "A=1&B=2"`).
+_SHELLS_OF_TOOLS = {"make": ("-E", "--ev"), "npm": ("-c", "--ca"), "npx": ("-c", "--ca")}
 _KILL_GRACE_S = 5.0
 
 
@@ -137,14 +139,29 @@ def parse_command(command: str) -> list[str]:
 
 
 def _quoted_script(argv: list[str]) -> str | None:
-    """An argument holding quoted shell syntax that is not a file's name: an option or its value, an assignment,
-    or text with a line break (`make --eval='x:;cmd'`, `npm exec -c 'a; b'`). None when there is none."""
+    """An argument holding quoted shell syntax that is not text for the tool alone: a line break anywhere, or
+    what make or npm give to a shell of their own (_SHELLS_OF_TOOLS): `make --eval='x:;cmd'`, `make -sE ...`,
+    `make 'SHELL=...'`, `npm exec -c 'a; b'`. None when there is none."""
+    short, long = _SHELLS_OF_TOOLS.get(argv[0], ("", ""))
     for before, argument in zip(["", *argv], argv, strict=False):
-        if any(syntax in argument for syntax in _SHELL_SYNTAX) and (
-                argument.startswith("-") or "=" in argument or "\n" in argument or "\r" in argument
-                or before.split("=", 1)[0] in _SCRIPT_OPTIONS):
+        if not any(syntax in argument for syntax in _SHELL_SYNTAX):
+            continue
+        if "\n" in argument or "\r" in argument:
+            return argument
+        if not short:
+            continue
+        option = argument.split("=", 1)[0]
+        takes_it = before.startswith(long) and "=" not in before  # `--eval X`, where `--eval=X` is the argument
+        grouped = _short_group_with(option, short) or _short_group_with(before.split("=", 1)[0], short)  # -sE X
+        assignment = argv[0] == "make" and "=" in argument and not argument.startswith("-")  # SHELL=...
+        if argument.startswith(long) or takes_it or grouped or assignment:
             return argument
     return None
+
+
+def _short_group_with(argument: str, letter_option: str) -> bool:
+    """Whether ``argument`` is a group of short options holding ``letter_option``'s letter (`-sE` holds `-E`)."""
+    return argument.startswith("-") and not argument.startswith("--") and letter_option[1] in argument[1:]
 
 
 def shell_syntax(text: str) -> str | None:
