@@ -305,3 +305,12 @@ def test_a_file_the_index_did_not_read_is_changed_when_the_requirement_names_it(
     assert new_module_path(index, [p for p, _ in relevant_files(index, requirement)], requirement) is None
     assert relevant_files(index, requirement) == [("app/schema.py", 1.0)]
     assert relevant_files(index, "Export CSV from app/legacy.py") == [("app/legacy.py", 1.0)]
+    # A collaborative plan's area task too (it created the file anew: validate saw nothing wrong).
+    from wfqueue.collab.assemble import allocate
+    from wfqueue.providers.offline.area import plan_area
+    from wfqueue.providers.offline.understand import understand
+
+    analysis = allocate(understand(index, requirement, 2), "CPLAN-u", requirement, 2)
+    files = [(f.path, f.action) for s in analysis.sub_domains
+             for t in plan_area(index, analysis, s.focus_area).tasks for f in t.files]
+    assert ("app/schema.py", "modify") in files and ("app/schema.py", "create") not in files, files

@@ -23,6 +23,7 @@ from wfqueue.providers.offline.changes import (
     earlier_needs,
     effort_of,
     file_entries,
+    has_file,
     import_order,
     plan_needs,
     requirement_short,
@@ -190,7 +191,7 @@ def _one_file_task(index: RepoIndex, analysis: RequirementAnalysis, sub: SubDoma
     that stays as it is (file_task); it waits for no other task. ``planned``: files_to_write, by path."""
     requirement = analysis.original_requirement
     # A path the split did not take from files_to_write (an adjusted split): written, about no particular code.
-    exists, code = planned.get(path, (any(f.path == path for f in index.files), []))
+    exists, code = planned.get(path, (has_file(index, path), []))
     task = (tests_task if intent == "tests" else docs_task)(index, requirement, ids[path], path, exists, code)
     return task.model_copy(update={
         "priority": "high" if path == sub.focus_paths[0] else "medium",
@@ -202,7 +203,7 @@ def _change_docs_task(index: RepoIndex, analysis: RequirementAnalysis, sub: SubD
                       ids: dict[str, str]) -> UnifiedTask:
     """A document the change asks to update as well: written once every planned change to the code is in."""
     changed = [p for p in ids if not is_test_path(p) and not is_document(p)]
-    exists = any(f.path == path for f in index.files)
+    exists = has_file(index, path)
     task = change_docs_task(index, analysis.original_requirement, ids[path], path, exists, changed)
     return task.model_copy(update={
         "depends_on": sorted({ids[p] for p in changed}),
@@ -322,7 +323,7 @@ def plan_area(index: RepoIndex, analysis: RequirementAnalysis, focus_area: str) 
     for path in import_order(index, sub.focus_paths):
         if path not in ids or any(t.id == ids[path] for t in tasks):
             continue
-        exists = any(f.path == path for f in index.files)
+        exists = has_file(index, path)
         # A code file in a tests-only or documentation plan's area was put there by hand (an adjusted split): it is
         # planned as a change.
         one_file = (intent == "tests" and is_test_path(path)) or (intent == "docs" and is_document(path))

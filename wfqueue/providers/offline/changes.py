@@ -57,6 +57,12 @@ def task_type(requirement: str) -> str:
     return next((_VERB_TYPES[w] for w in words[:3] if w in _VERB_TYPES), "enhancement")
 
 
+def has_file(index: RepoIndex, path: str) -> bool:
+    """Whether the repository has ``path``: a file the index read, or one it left unread (too large, not UTF-8):
+    a plan changes such a file, never creates it anew."""
+    return any(f.path == path for f in index.files) or path in index.unread
+
+
 def is_code(index: RepoIndex, path: str) -> bool:
     return any(f.path == path and not f.is_test for f in index.files)
 
@@ -116,7 +122,7 @@ def named_paths(index: RepoIndex, requirement: str) -> list[tuple[str, bool]]:
     exactly one has it ("extend test_worker.py" is tests/test_worker.py), else a new one only if it is a test's
     name or the words before it say it is a file; a path, in a folder the repository has; none given as an
     example. A bare new name has no folder yet: its caller places it."""
-    existing = {f.path for f in index.files} | set(index.unread)
+    existing = {f.path for f in index.files} | set(index.unread)  # has_file, for every path at once
     folders = {posixpath.dirname(path) for path in existing}
     tops = sorted({path.split("/", 1)[0] for path in existing if "/" in path} - TEST_FOLDERS)
     found: list[tuple[str, bool]] = []

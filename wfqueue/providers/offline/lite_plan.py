@@ -26,6 +26,7 @@ from wfqueue.providers.offline.changes import (
     criteria_for,
     effort_of,
     file_entries,
+    has_file,
     import_order,
     requirement_brief,
     requirement_short,
@@ -55,7 +56,7 @@ CHANGE_TASKS = {"Low": 1, "Medium": 2, "High": 4}
 def _task(number: int, title: str, description: str, files: list[TaskFile], index: RepoIndex, requirement: str,
           session_id: str, depends: list[str], priority: str, notes: list[str]) -> UnifiedTask:
     paths = list(dict.fromkeys(f.path for f in files))
-    existing = [p for p in paths if any(f.path == p for f in index.files)]
+    existing = [p for p in paths if has_file(index, p)]
     # A test file the task creates is there when its verification runs: that file, not the whole suite.
     created_tests = [f.path for f in files if f.action == "create" and is_test_path(f.path)]
     tests = covering_tests(index, existing) + [p for p in created_tests if p not in existing]

@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable
 
 from wfqueue.analysis import RepoIndex
+from wfqueue.providers.offline.changes import has_file
 
 _VERB = (r"\b(?:mov(?:e|es|ed|ing)|extract(?:s|ed|ing)?|factor(?:s|ed|ing)?\s+out|split(?:s|ting)?|"
          r"refactor(?:s|ed|ing)?|pull(?:s|ed|ing)?\s+out|separat(?:e|es|ed|ing))\s+")
@@ -58,7 +59,7 @@ def moved_module(index: RepoIndex, code: list[str], subject: str,
                          key=lambda d: (len(d), d))
         if folders:
             path = posixpath.join(folders[0], module + extension)
-            return None if any(f.path == path for f in index.files) else path
+            return None if has_file(index, path) else path
         return None
     called = _CALLED.search(subject)
     named = called or _NEW_CLASS.search(subject)

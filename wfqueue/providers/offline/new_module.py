@@ -14,7 +14,7 @@ from collections import Counter
 from wfqueue.analysis import RepoIndex
 from wfqueue.analysis.files import TEST_FOLDERS, is_test_path
 from wfqueue.analysis.roles import file_role
-from wfqueue.providers.offline.changes import CONVENTIONAL_PREFIX, is_code, named_paths
+from wfqueue.providers.offline.changes import CONVENTIONAL_PREFIX, has_file, is_code, named_paths
 from wfqueue.providers.offline.moved_code import moved_module
 
 _KINDS = ("module", "class", "component", "backend", "plugin", "command", "adapter", "middleware", "handler",
@@ -123,4 +123,4 @@ def _module_beside(index: RepoIndex, code: list[str], words: list[str], kind: se
     siblings = [f.path for f in index.files if posixpath.dirname(f.path) == folder and f.path.endswith(extension)
                 and not f.is_test]
     path = posixpath.join(folder, _styled(words, relative, siblings) + extension)
-    return None if any(f.path == path for f in index.files) else path
+    return None if has_file(index, path) else path

@@ -21,7 +21,7 @@ from wfqueue.analysis.testmap import (
     subject_stem,
     tested_stem,
 )
-from wfqueue.providers.offline.changes import is_code, named_paths, runs_in, uses_of
+from wfqueue.providers.offline.changes import has_file, is_code, named_paths, runs_in, uses_of
 
 # A change that moves code into a new module, said by the verb starting a clause ("Move the retry delay
 # computation into a new file ...", "refactor: extract ...", "GOAL: Rename ...", "Refactor job.py: move ..."); not
@@ -65,7 +65,7 @@ def where_tests_go(index: RepoIndex, paths: list[str], requirement: str,
         path, exists = named[0]
         if "/" not in path and not exists and main is not None and language_for(main) != "go":
             path = posixpath.join(posixpath.dirname(_new_test_file(index, main)), path)  # the tests' folder
-        return path, exists or any(f.path == path for f in index.files)
+        return path, exists or has_file(index, path)
     by_class = _named_test_class(index, requirement, main)
     if by_class is not None:
         return by_class
@@ -245,7 +245,7 @@ def _created_test(index: RepoIndex, source: str) -> tuple[str, bool]:
     """A test file for ``source`` where none covers it, and whether that name is taken (ky's test/merge.ts may
     exist and test something else through the entry point: it is then changed, not created over)."""
     path = _new_test_file(index, source)
-    return path, any(f.path == path for f in index.files)
+    return path, has_file(index, path)
 
 
 def _new_test_file(index: RepoIndex, source: str) -> str:
