@@ -196,6 +196,12 @@ class Settings(BaseSettings):
         # analysis.files.DEFAULT_MAX_FILE_BYTES (not imported: the analysis package is large for every command)
         default=512 * 1024, gt=0, description="Files above this size (bytes) are left out of the repository index."
     )
+    index_max_files: int = Field(
+        # analysis.files.DEFAULT_MAX_INDEXED_FILES, likewise
+        default=20_000, gt=0,
+        description="Text files the offline planner's index reads, in path order: those after them are not planned. "
+                    "Every planning process holds the index: about 450 MB at 20 000 files of 2 KB, 2.5-2.9 GB at "
+                    "50 000.")
 
     # -- rate limit and cost (one limit shared by every worker, held in Redis, learned from the API) ------
     rate_limit_rpm: int = Field(

@@ -27,7 +27,8 @@ def register(app: Celery, settings: Settings) -> None:
     def context(task: Task[Any, Any], p: SessionContext) -> dict[str, Any]:
         return {"risk_level": run_context_phase(states.session(p.session_id), Path(p.session_dir), p.repo,
                                                 shown_session_dir(p.transport, p.session_dir),
-                                                max_file_bytes=settings.index_max_file_bytes)}
+                                                max_file_bytes=settings.index_max_file_bytes,
+                                                max_files=settings.index_max_files)}
 
     @payload_task(app, settings, SessionConflicts, retry_on=(TransientProviderError,))
     def conflicts(task: Task[Any, Any], p: SessionConflicts) -> list[dict[str, Any]]:

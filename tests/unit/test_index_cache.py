@@ -23,9 +23,9 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """Every repository the cache had to scan, in order."""
     scanned: list[Path] = []
 
-    def counting(repo: Path, max_bytes: int = 512 * 1024) -> RepoIndex:
+    def counting(repo: Path, max_bytes: int = 512 * 1024, max_files: int = 20_000) -> RepoIndex:
         scanned.append(repo)
-        return build_index(repo, max_bytes=max_bytes)
+        return build_index(repo, max_bytes=max_bytes, max_files=max_files)
 
     monkeypatch.setattr(index_cache, "build_index", counting)
     return scanned
@@ -264,24 +264,27 @@ def test_processes_racing_on_one_repository_all_get_a_valid_index(tmp_path: Path
 def test_a_repository_past_what_the_index_reads_is_told_before_the_plan(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """The index read the first 20 000 files in path order and planned the wrong files of a 45 000-file
-    repository, saying nothing. It reads 50 000 now, and a command planning a larger one says what is left out."""
+    repository, saying nothing. A command planning a repository past WFQUEUE_INDEX_MAX_FILES says what it may
+    leave out, and the setting reaches the index."""
     from wfqueue.analysis import files
     from wfqueue.cli.main import main
+    from wfqueue.providers.offline.provider import OfflineProvider
     from wfqueue.workflow import base
 
     repo, _ = committed_service_repo(tmp_path)
-    listed, past = files.files_past_the_index(repo)
-    assert past == 0 and listed == len(list(files.repository_files(repo)))
-    monkeypatch.setattr(files, "MAX_INDEXED_FILES", listed - 3)
-    monkeypatch.setattr(base, "MAX_INDEXED_FILES", listed - 3)
-    assert files.files_past_the_index(repo) == (listed, 3)
+    listed = len(list(files.repository_files(repo)))
+    assert files.files_past_the_index(repo, files.DEFAULT_MAX_INDEXED_FILES) == (listed, 0)
+    assert files.files_past_the_index(repo, listed - 3) == (listed, 3)
+    indexed = OfflineProvider(max_files=listed - 3).index(str(repo))
+    assert len(indexed.files) <= listed - 3 and indexed.files[-1].path < indexed.unread[-1]  # the last in order
+    monkeypatch.setenv("WFQUEUE_INDEX_MAX_FILES", str(listed - 3))
     # Stopped right after its checks, before a Redis and workers start.
     monkeypatch.setattr(base.WorkflowCoordinator, "runtime", lambda *_a, **_k: (_ for _ in ()).throw(SystemExit))
     with pytest.raises(SystemExit):
         main(["lite-plan", "Retry failed jobs", "--repo", str(repo), "-y"])
     err = " ".join(capsys.readouterr().err.split())
     assert f"{repo} has {listed} files: the offline planner reads the first {listed - 3} text files in path " \
-           "order, so about 3 files after them are not planned" in err, err
+           "order (WFQUEUE_INDEX_MAX_FILES), so up to 3 files after them may not be planned; raise it" in err, err
 
 
 def test_a_file_the_index_did_not_read_is_changed_when_the_requirement_names_it(tmp_path: Path) -> None:

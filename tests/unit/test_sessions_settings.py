@@ -346,7 +346,8 @@ def test_a_retry_countdown_ends_before_the_broker_would_hand_the_message_to_a_se
 
 def test_the_index_size_limits_default_is_the_analysis_own() -> None:
     """settings.py keeps its own copy (importing the analysis package would slow every command's start)."""
-    from wfqueue.analysis.files import DEFAULT_MAX_FILE_BYTES
+    from wfqueue.analysis.files import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_INDEXED_FILES
     from wfqueue.settings import Settings
 
     assert Settings.model_fields["index_max_file_bytes"].default == DEFAULT_MAX_FILE_BYTES
+    assert Settings.model_fields["index_max_files"].default == DEFAULT_MAX_INDEXED_FILES

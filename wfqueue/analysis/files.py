@@ -52,10 +52,10 @@ SKIP_DIRS: frozenset[str] = frozenset(
 )
 SKIP_DIR_SUFFIXES: tuple[str, ...] = (".egg-info",)
 DEFAULT_MAX_FILE_BYTES = 512 * 1024  # bytes: larger files are left out of the index (WFQUEUE_INDEX_MAX_FILE_BYTES)
-# Text files the index reads, in path order: past it a repository's files are not planned (a command says so,
-# wfqueue.workflow.base). 20 000 planned the wrong files of a 45 000-file repository without a word; the
-# index's memory grows with the text it reads (about 450 MB per process at 20 000 files of 2 KB).
-MAX_INDEXED_FILES = 50_000
+# Text files the index reads, in path order (WFQUEUE_INDEX_MAX_FILES): past them a repository's files are not
+# planned, and a plan command says so (wfqueue.workflow.base). Every planning process holds the index: about
+# 450 MB at 20 000 files of 2 KB, 2.5-2.9 GB at 50 000 (measured building and loading it).
+DEFAULT_MAX_INDEXED_FILES = 20_000
 
 # How many leading bytes are sniffed for NUL; the same heuristic git uses.
 _BINARY_SNIFF_BYTES = 8 * 1024
@@ -231,12 +231,12 @@ def has_code_file(repo: Path, max_bytes: int | None = None) -> bool:
     return any(max_bytes is None or size <= max_bytes for size in _code_sizes(repo))
 
 
-def files_past_the_index(repo: Path) -> tuple[int, int]:
-    """(files ``repo`` lists, how many of them come after MAX_INDEXED_FILES): the index reads text files in path
-    order up to that number, so these are not planned (an upper bound: some would not have been read anyway).
+def files_past_the_index(repo: Path, max_files: int) -> tuple[int, int]:
+    """(files ``repo`` lists, how many of them come after ``max_files``): the index reads text files in path
+    order up to that number, so these may not be planned (an upper bound: a binary file is listed, not read).
     Lists names only, no file is read."""
     listed = sum(1 for _ in repository_files(repo))
-    return listed, max(0, listed - MAX_INDEXED_FILES)
+    return listed, max(0, listed - max_files)
 
 
 def no_source_code(repo: Path, max_bytes: int) -> NoSourceCodeError:
@@ -319,7 +319,7 @@ def _inside(real_root: str, target: str) -> bool:
 
 
 def list_source_files(
-    repo: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES, max_files: int = MAX_INDEXED_FILES
+    repo: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES, max_files: int = DEFAULT_MAX_INDEXED_FILES
 ) -> list[tuple[SourceFile, str]]:
     """The repository's text files (see the module's note on which) with their text, in path order.
 

@@ -14,7 +14,13 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from wfqueue.analysis.files import DEFAULT_MAX_FILE_BYTES, SourceFile, list_source_files, repository_files
+from wfqueue.analysis.files import (
+    DEFAULT_MAX_FILE_BYTES,
+    DEFAULT_MAX_INDEXED_FILES,
+    SourceFile,
+    list_source_files,
+    repository_files,
+)
 from wfqueue.analysis.history import PastChange, read_history
 from wfqueue.analysis.imports import imports_from_tree, js_imports, module_index_for, python_imports
 from wfqueue.analysis.pyast import parse_python
@@ -88,9 +94,11 @@ def _with_inline_tests(tests_for: dict[str, list[str]], inline: list[str]) -> di
     return {**tests_for, **{path: [path, *tests_for.get(path, [])] for path in inline}}
 
 
-def build_index(repo: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> RepoIndex:
-    """Scan ``repo`` and build its index; the package's only I/O entry point."""
-    pairs = list_source_files(Path(repo), max_bytes=max_bytes)
+def build_index(repo: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES,
+                max_files: int = DEFAULT_MAX_INDEXED_FILES) -> RepoIndex:
+    """Scan ``repo`` and build its index (text files of at most ``max_bytes``, the first ``max_files`` of them in
+    path order); the package's only I/O entry point."""
+    pairs = list_source_files(Path(repo), max_bytes=max_bytes, max_files=max_files)
     files = [source for source, _ in pairs]
     texts = {source.path: text for source, text in pairs}
     paths = [source.path for source in files]

@@ -34,7 +34,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 from pydantic import BaseModel, ValidationError
 
-from wfqueue.analysis.files import DEFAULT_MAX_FILE_BYTES, repository_files
+from wfqueue.analysis.files import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_INDEXED_FILES, repository_files
 from wfqueue.analysis.history import read_history
 from wfqueue.analysis.index import RepoIndex, build_index
 from wfqueue.errors import WfqueueError
@@ -59,6 +59,7 @@ class CacheHeader(BaseModel):
     code: str  # digest of the analysis code that built it
     root: str
     max_bytes: int
+    max_files: int = DEFAULT_MAX_INDEXED_FILES
     manifest: list[ManifestEntry]
     head: str = ""  # the commit HEAD named, "" outside a git repository
 
@@ -122,20 +123,23 @@ def current_head(root: Path) -> str:
     return done.stdout.strip() if done.returncode == 0 else ""
 
 
-def cache_file(repo: Path, max_bytes: int, cache_dir: Path | None = None) -> Path:
-    """Where the index of ``repo`` (scanned with ``max_bytes``) is stored."""
+def cache_file(repo: Path, max_bytes: int, cache_dir: Path | None = None,
+               max_files: int = DEFAULT_MAX_INDEXED_FILES) -> Path:
+    """Where the index of ``repo`` (scanned with ``max_bytes`` and ``max_files``) is stored."""
     root = str(repo.resolve())
-    name = hashlib.sha256(f"{root}\0{max_bytes}".encode()).hexdigest()[:16]
+    limits = f"{max_bytes}" if max_files == DEFAULT_MAX_INDEXED_FILES else f"{max_bytes}\0{max_files}"
+    name = hashlib.sha256(f"{root}\0{limits}".encode()).hexdigest()[:16]
     return (cache_dir or repo / WORKFLOW_DIR / CACHE_DIR / "index") / f"{name}.json"
 
 
-def _read(path: Path, root: Path, max_bytes: int) -> tuple[CacheHeader, RepoIndex] | None:
+def _read(path: Path, root: Path, max_bytes: int, max_files: int) -> tuple[CacheHeader, RepoIndex] | None:
     """The stored header and index when the index was built by this code from the files as they are now
     (HEAD may have moved since: the caller compares)."""
     try:
         with path.open("rb") as handle:
             header = CacheHeader.model_validate_json(handle.readline())
-            if (header.code, header.root, header.max_bytes) != (_code_digest(), str(root), max_bytes):
+            if (header.code, header.root, header.max_bytes, header.max_files) != (
+                    _code_digest(), str(root), max_bytes, max_files):
                 return None
             if not manifest_matches(root, header.manifest):
                 return None
@@ -156,20 +160,21 @@ def _write(path: Path, header: CacheHeader, index: RepoIndex) -> None:
         log.info("index not cached at %s: %s", path, exc)
 
 
-def _build(root: Path, max_bytes: int) -> tuple[CacheHeader, RepoIndex]:
+def _build(root: Path, max_bytes: int, max_files: int) -> tuple[CacheHeader, RepoIndex]:
     # The manifest is taken before the scan: a file changed during the scan no longer matches it.
-    header = CacheHeader(code=_code_digest(), root=str(root), max_bytes=max_bytes, manifest=take_manifest(root),
-                         head=current_head(root))
-    return header, build_index(root, max_bytes=max_bytes)
+    header = CacheHeader(code=_code_digest(), root=str(root), max_bytes=max_bytes, max_files=max_files,
+                         manifest=take_manifest(root), head=current_head(root))
+    return header, build_index(root, max_bytes=max_bytes, max_files=max_files)
 
 
-def cached_index(repo: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES, cache_dir: Path | None = None) -> RepoIndex:
-    """``build_index(repo, max_bytes)``, read from the cache when the repository has not changed
+def cached_index(repo: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES, cache_dir: Path | None = None,
+                 max_files: int = DEFAULT_MAX_INDEXED_FILES) -> RepoIndex:
+    """``build_index(repo, max_bytes, max_files)``, read from the cache when the repository has not changed
     since it was stored; built (once across processes) and stored otherwise."""
     root = Path(repo).resolve()
-    path = cache_file(root, max_bytes, cache_dir)
+    path = cache_file(root, max_bytes, cache_dir, max_files)
     head = current_head(root)
-    stored = _read(path, root, max_bytes)
+    stored = _read(path, root, max_bytes, max_files)
     if stored is not None and stored[0].head == head:
         return stored[1]
     try:
@@ -178,16 +183,16 @@ def cached_index(repo: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES, cache_dir:
         lock.acquire()
     except (OSError, Timeout) as exc:  # read-only folder, or a builder that takes too long
         log.info("building the index without the cache (%s)", exc)
-        return build_index(root, max_bytes=max_bytes)
+        return build_index(root, max_bytes=max_bytes, max_files=max_files)
     try:
-        stored = _read(path, root, max_bytes)  # another process may have built it while we waited
+        stored = _read(path, root, max_bytes, max_files)  # another process may have built it while we waited
         if stored is not None and stored[0].head == head:
             return stored[1]
         if stored is not None:  # the same files at another commit: only the history is read again
             header = stored[0].model_copy(update={"head": head})
             index = stored[1].model_copy(update={"history": read_history(root, {f.path for f in stored[1].files})})
         else:
-            header, index = _build(root, max_bytes)
+            header, index = _build(root, max_bytes, max_files)
         _write(path, header, index)
         return index
     finally:

@@ -30,7 +30,7 @@ from wfqueue.analysis import (
     module_index_for,
     python_imports,
 )
-from wfqueue.analysis.files import MAX_INDEXED_FILES, SourceFile, language_for
+from wfqueue.analysis.files import DEFAULT_MAX_INDEXED_FILES, SourceFile, language_for
 from wfqueue.lite.models import (
     AngleFindings,
     Check,
@@ -42,7 +42,7 @@ from wfqueue.lite.models import (
 
 OUTSIDE = "outside the repository"
 # Bounds of the pattern grep: files scanned, bytes scanned, matches counted.
-MAX_SCAN_FILES = MAX_INDEXED_FILES  # the files the planner read: a finding there can be checked
+MAX_SCAN_FILES = DEFAULT_MAX_INDEXED_FILES  # as many as the planner reads by default (it stopped at 5 000)
 MAX_SCAN_BYTES = 64 * 1024 * 1024
 MAX_COUNTED_MATCHES = 10000
 SNIPPET_WINDOW = 2  # an integration point's snippet may sit this many lines off

@@ -41,11 +41,12 @@ def make_provider(spec: str, settings: Settings, journal: TurnJournal | None = N
     if spec == "offline":
         from wfqueue.providers.offline.provider import OfflineProvider
 
-        return OfflineProvider(max_file_bytes=settings.index_max_file_bytes)
+        return OfflineProvider(max_file_bytes=settings.index_max_file_bytes, max_files=settings.index_max_files)
     if spec.startswith("scripted:"):
         from wfqueue.providers.scripted import ScriptedProvider
 
-        return ScriptedProvider(spec.split(":", 1)[1], max_file_bytes=settings.index_max_file_bytes)
+        return ScriptedProvider(spec.split(":", 1)[1], max_file_bytes=settings.index_max_file_bytes,
+                                max_files=settings.index_max_files)
     from wfqueue.providers.anthropic import AnthropicProvider
     from wfqueue.providers.anthropic.calls import RetryPolicy
     from wfqueue.ratelimit import limiter_from_settings, model_family

@@ -31,6 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from wfqueue.analysis.files import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_INDEXED_FILES
 from wfqueue.errors import ProviderError, TransientProviderError
 from wfqueue.providers.base import Step
 from wfqueue.providers.offline.provider import OfflineProvider
@@ -43,13 +44,14 @@ class ScriptedProvider:
     name = "scripted"
     model: str | None = None
 
-    def __init__(self, script_path: str, max_file_bytes: int = 512 * 1024) -> None:
+    def __init__(self, script_path: str, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+                 max_files: int = DEFAULT_MAX_INDEXED_FILES) -> None:
         try:
             self.script: dict[str, Any] = json.loads(Path(script_path).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise ProviderError(f"cannot read provider script {script_path}: {exc}") from None
         self.script_path = script_path
-        self.fallback = OfflineProvider(max_file_bytes=max_file_bytes)
+        self.fallback = OfflineProvider(max_file_bytes=max_file_bytes, max_files=max_files)
 
     def _entry(self, table: str, key: str) -> Any:
         """The ``table`` entry of step ``key``: its own, else its kind's (``plan_area:*``), else None."""

@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from celery.result import AsyncResult
 
 from wfqueue import stop_request
-from wfqueue.analysis.files import MAX_INDEXED_FILES, files_past_the_index, has_code_file, no_source_code
+from wfqueue.analysis.files import files_past_the_index, has_code_file, no_source_code
 from wfqueue.coordinator_lease import CoordinatorLease, taken_by_another
 from wfqueue.errors import (
     BadInputError,
@@ -150,11 +150,13 @@ class WorkflowCoordinator(Generic[UI]):
             largest = self.settings.index_max_file_bytes
             if provider == "offline" and not has_code_file(repo, largest):  # before a Redis, workers or a folder
                 raise no_source_code(repo, largest)
-            if provider == "offline" and (past := files_past_the_index(repo))[1]:
-                self.ui.info(f"{repo} has {past[0]} files: the offline planner reads the first {MAX_INDEXED_FILES} "
-                             f"text files in path order, so about {past[1]} files after them are not planned; plan "
-                             "the part of the repository the change is in (--repo with its folder), or use the "
-                             "anthropic provider, whose tools see every file")
+            most = self.settings.index_max_files
+            if provider == "offline" and (past := files_past_the_index(repo, most))[1]:
+                self.ui.info(f"{repo} has {past[0]} files: the offline planner reads the first {most} text files in "
+                             f"path order (WFQUEUE_INDEX_MAX_FILES), so up to {past[1]} files after them may not be "
+                             "planned; raise it (every planning process then holds more memory: about 2.5 GB at "
+                             "50 000 files), plan the folder the change is in (--repo FOLDER), or use the anthropic "
+                             "provider, whose tools see every file")
 
     @contextmanager
     def runtime(self, repo: Path, workers: int | None = None) -> Iterator[Runtime]:

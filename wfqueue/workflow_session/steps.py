@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from wfqueue import keys
-from wfqueue.analysis.files import DEFAULT_MAX_FILE_BYTES
+from wfqueue.analysis.files import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_INDEXED_FILES
 from wfqueue.analysis.index_cache import cached_index
 from wfqueue.collab.steps import now_iso
 from wfqueue.errors import ProviderError
@@ -107,7 +107,7 @@ def recall_context(state: SessionStore, folder: Path) -> bool:
 
 
 def run_context_phase(state: SessionStore, folder: Path, repo: str, shown_folder: Path | None = None, *,
-                      max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> str:
+                      max_file_bytes: int = DEFAULT_MAX_FILE_BYTES, max_files: int = DEFAULT_MAX_INDEXED_FILES) -> str:
     """Phase 2 after its explorations: the context package and Context Findings. Returns the risk level.
     The explorations manifest names the files in ``shown_folder`` (the session folder as the user sees it,
     when ``folder`` is a worker's copy)."""
@@ -124,7 +124,7 @@ def run_context_phase(state: SessionStore, folder: Path, repo: str, shown_folder
     atomic_write_json(process / EXPLORATIONS_MANIFEST,
                       manifest(session.session_id, session.description, timestamp, assessment.complexity,
                                explorations, str((shown_folder or folder) / PROCESS_DIR), failed))
-    index = cached_index(Path(repo), max_bytes=max_file_bytes)  # the planners' index, not a second one
+    index = cached_index(Path(repo), max_bytes=max_file_bytes, max_files=max_files)  # the planners' index
     texts = {f.path: (Path(repo) / f.path).read_text(encoding="utf-8", errors="replace")
              for f in index.files if posixpath.basename(f.path) in _MANIFESTS}
     context = build_context_package(index, session.session_id, timestamp, session.structured, assessment,

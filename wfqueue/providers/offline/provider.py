@@ -9,7 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from wfqueue.analysis import CODE_LANGUAGES, RepoIndex
-from wfqueue.analysis.files import no_source_code
+from wfqueue.analysis.files import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_INDEXED_FILES, no_source_code
 from wfqueue.analysis.index_cache import cached_index
 from wfqueue.errors import InfrastructureError, ProviderError
 from wfqueue.providers.base import (
@@ -39,8 +39,10 @@ class OfflineProvider:
     name = "offline"
     model: str | None = None
 
-    def __init__(self, max_file_bytes: int = 512 * 1024) -> None:
+    def __init__(self, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+                 max_files: int = DEFAULT_MAX_INDEXED_FILES) -> None:
         self._max_file_bytes = max_file_bytes
+        self._max_files = max_files
         self._index: tuple[str, RepoIndex] | None = None
 
     def index(self, repo: str) -> RepoIndex:
@@ -53,7 +55,7 @@ class OfflineProvider:
                     f"the worker on {socket.gethostname()} cannot see the repository {repo}",
                     hint="run the workers where the repository is mounted at that path, or plan with "
                          "WFQUEUE_SHARED_DISK=false so that the repository travels to them through Redis")
-            index = cached_index(Path(repo), max_bytes=self._max_file_bytes)
+            index = cached_index(Path(repo), max_bytes=self._max_file_bytes, max_files=self._max_files)
             if not any(f.language in CODE_LANGUAGES for f in index.files):
                 raise no_source_code(Path(repo), self._max_file_bytes)
             self._index = (repo, index)
