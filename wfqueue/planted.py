@@ -6,8 +6,8 @@ a folder of the user's, ``.workflow/.queue/worker.log`` to ``~/.bashrc``) would 
 log appended, where the link points, outside the repository; one that commits ``.workflow/.queue/up.json``
 would send the user's plans to the broker it names; a submodule there brings either unseen. Plans themselves
 may be committed (teams share them): only links and submodules, anywhere under ``.workflow/``, and the runtime
-folder ``.workflow/.queue/`` are refused. One process asks git once per repository (a command reads `up.json`
-and writes its session folder: both are guarded).
+folder ``.workflow/.queue/`` are refused, before a command writes its session folder and where `up.json` is
+read.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from wfqueue.sessions import QUEUE_DIR, WORKFLOW_DIR
 SYMLINK_MODE = "120000"  # git's mode for a symbolic link
 GITLINK_MODE = "160000"  # a submodule: another repository's files, runtime files or links among them
 MOST_NAMED = 3  # planted paths an error names
-_checked: set[Path] = set()  # repositories found clean by this process: a command asks once
 
 
 def planted_paths(repo: Path) -> tuple[list[str], list[str]]:
@@ -59,11 +58,8 @@ def _named(paths: list[str]) -> str:
 def refuse_planted(repo: Path) -> None:
     """Raise UnsafeRepositoryError, before anything is written or `up.json` is read, when git tracks what wfqueue
     must not use under ``repo``'s ``.workflow/`` (see the module's docstring)."""
-    if repo.resolve() in _checked:
-        return
-    links, runtime_files = planted_paths(repo)
+    links, runtime_files = planted_paths(repo)  # asked each time (one `git ls-files`): a pull may bring them
     if not links and not runtime_files:
-        _checked.add(repo.resolve())
         return
     said = []
     if links:
