@@ -93,3 +93,13 @@ def test_reading_up_json_refuses_a_committed_one_before_any_connection(cloned: P
         {"pid": os.getpid(), "broker_url": "redis://127.0.0.1:1/0", "workers": 4})})
     with pytest.raises(UnsafeRepositoryError, match=r"commits files of \.workflow/\.queue/"):
         running_up(cloned)
+
+
+def test_a_process_that_found_a_repository_clean_sees_what_a_pull_brings(cloned: Path) -> None:
+    from wfqueue.errors import UnsafeRepositoryError
+    from wfqueue.planted import refuse_planted
+
+    refuse_planted(cloned)  # clean
+    commit_in(cloned, "pulled", {".workflow/.queue/up.json": "{}"})
+    with pytest.raises(UnsafeRepositoryError):
+        refuse_planted(cloned)
