@@ -21,3 +21,12 @@ def config_file(environ: Mapping[str, str] | None = None) -> Path | None:
     # Anything there counts, a folder too: the settings refuse what they cannot read, instead of going on
     # with the defaults as if the file did not exist.
     return DEFAULT_CONFIG_FILE if DEFAULT_CONFIG_FILE.exists() else None
+
+
+def settings_file_for_workers(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment entry that has a worker this command starts read the settings file the command read, by
+    its whole path: the one found in the current folder is then named, not found again (its notice is said once,
+    by the command, not in every worker's log). Nothing when the file is named already, or there is none."""
+    if (os.environ if environ is None else environ).get("WFQUEUE_CONFIG_FILE") or not DEFAULT_CONFIG_FILE.is_file():
+        return {}
+    return {"WFQUEUE_CONFIG_FILE": str(DEFAULT_CONFIG_FILE.resolve())}

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from wfqueue import prestart
 from wfqueue.child_process import READY_POLL_S, STOP_GRACE_S, file_size, log_tail, read_from, stop_process_group
+from wfqueue.config_file import settings_file_for_workers
 from wfqueue.errors import WorkerStartError
 from wfqueue.lifeline import for_child
 from wfqueue.settings import WorkerPool
@@ -78,7 +79,7 @@ class LocalWorkers:
     def start(self) -> None:
         """Start the node: the command's standby worker (wfqueue.prestart) if it has one, else a new process."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **self.extra_env, "WFQUEUE_BROKER_URL": self.broker_url}
+        env = {**os.environ, **settings_file_for_workers(), **self.extra_env, "WFQUEUE_BROKER_URL": self.broker_url}
         self._log_start = file_size(self.log_path)
         self._started_at = time.monotonic()
         standby = prestart.take() if self.use_standby else None

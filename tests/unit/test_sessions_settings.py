@@ -351,3 +351,20 @@ def test_the_index_size_limits_default_is_the_analysis_own() -> None:
 
     assert Settings.model_fields["index_max_file_bytes"].default == DEFAULT_MAX_FILE_BYTES
     assert Settings.model_fields["index_max_files"].default == DEFAULT_MAX_INDEXED_FILES
+
+
+def test_workers_a_command_starts_read_its_settings_file_by_name_and_say_nothing_of_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every local worker said the settings-file notice again in its stderr, which a failed start quotes."""
+    from wfqueue.config_file import settings_file_for_workers
+
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "wfqueue.toml").write_text('executor_command = "agent {prompt_file}"\n')
+    monkeypatch.chdir(tmp_path)
+    given = settings_file_for_workers()
+    assert given == {"WFQUEUE_CONFIG_FILE": str(tmp_path / "config" / "wfqueue.toml")}
+    for name, value in given.items():  # as a worker's environment holds it
+        monkeypatch.setenv(name, value)
+    assert load_settings().executor_command == "agent {prompt_file}"
+    assert capsys.readouterr().err == ""
+    assert settings_file_for_workers() == {}  # named already: nothing to add
