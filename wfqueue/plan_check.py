@@ -228,9 +228,11 @@ def completed_by_an_execution(task: UnifiedTask) -> bool:
 
 
 def check_plan(
-    tasks: list[LoadedTask], repo: Path | None, existing: Callable[[str], bool] | None = None
+    tasks: list[LoadedTask], repo: Path | None, existing: Callable[[str], bool] | None = None,
+    submodules: list[str] | None = None,
 ) -> list[TaskProblem]:
-    """Ids, dependencies, cycles and files[] paths across all tasks of one plan."""
+    """Ids, dependencies, cycles and files[] paths across all tasks of one plan; ``submodules`` (the repository's,
+    by default asked of git when ``repo`` is given) hold files no task may change."""
     if existing is None and repo is not None:
         existing = on_disk(repo.resolve())
     problems: list[TaskProblem] = []
@@ -258,7 +260,8 @@ def check_plan(
         add(first[cycle[0]], "dependency_cycle", f"dependency cycle {chain}; remove one of these dependencies")
     is_folder = (lambda rel: (repo / rel).is_dir()) if repo is not None else (lambda _: False)
     plan = FileActionsInPlan([loaded.task for loaded in tasks])
-    submodules = gitlinks(repo) if repo is not None else []
+    if submodules is None:
+        submodules = gitlinks(repo) if repo is not None else []
     for loaded in tasks:
         faults = file_faults(loaded.task.files, exists=existing, is_folder=is_folder, task_id=loaded.task.id,
                              leaves=leaves_repository(repo) if repo is not None else None,

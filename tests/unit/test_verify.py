@@ -175,6 +175,24 @@ def test_a_tracked_file_a_sparse_checkout_leaves_out_of_the_folder_is_not_missin
         "file docs/timeout.md does not exist but is to be modified; fix the path or use action create"]
 
 
+def test_a_file_inside_a_submodule_is_a_finding_as_validate_and_execute_refuse_it(repo: Path, tmp_path: Path) -> None:
+    """verify passed a plan changing a submodule's file, which validate reports and execute refuses."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    git_in(lib, "init", "-q")
+    commit_in(lib, "lib", {"lib.py": "X = 1\n"})
+    git_in(repo, "init", "-q")
+    commit_in(repo, "code", {})
+    git_in(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib), "vendor/lib")
+    git_in(repo, "commit", "-qm", "a submodule")
+    tasks = [*clean_tasks(), task(4, "Add retry to the vendored lib", ["vendor/lib/lib.py"], [1])]
+    report = verify_session(make_session(repo, GOAL, tasks))
+    assert [f.summary for f in report.findings if "vendor/lib/lib.py" in f.summary] == [
+        "file vendor/lib/lib.py is inside the submodule vendor/lib, another repository, whose files no execution "
+        "of this one changes; plan and execute that part in that repository (`--repo vendor/lib`, with paths "
+        "relative to it), then record its new commit here"]
+
+
 def test_a_file_to_create_need_not_exist(repo: Path) -> None:
     tasks = clean_tasks()
     tasks[2]["files"] = [{"path": "tests/test_timeout.py", "action": "create"}]

@@ -107,6 +107,7 @@ class VerifyInput(BaseModel):
     artifact_errors: dict[str, str] = Field(default_factory=dict, description="artifact -> why it is unusable")
     exists: Callable[[str], bool] = lambda _path: True
     is_dir: Callable[[str], bool] = lambda _path: False
+    submodules: list[str] = []  # the repository's: their files are another repository's (validate, execute)
 
 
 # -- shared helpers ---------------------------------------------------------------------------
@@ -115,7 +116,7 @@ class VerifyInput(BaseModel):
 def _plan_problems(inp: VerifyInput) -> list[TaskProblem]:
     # Locations "task:ID" make check_plan's problems point where findings point.
     loaded = [LoadedTask(task=t, location=f"task:{t.id}", legacy=False) for t in inp.tasks]
-    return check_plan(loaded, None, inp.exists)
+    return check_plan(loaded, None, inp.exists, inp.submodules)
 
 
 # -- tier 1 -----------------------------------------------------------------------------------

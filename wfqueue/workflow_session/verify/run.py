@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from wfqueue.errors import BadInputError, SessionBusyError, SessionNotFoundError
 from wfqueue.fsio import atomic_write_json, atomic_write_text
+from wfqueue.gitcmd import gitlinks
 from wfqueue.markdown import table_cell as _cell
 from wfqueue.plan_check import default_repo, in_repository
 from wfqueue.sessions import WORKFLOW_DIR, repo_option
@@ -266,7 +267,7 @@ def load_input(folder: Path) -> VerifyInput:
         artifact_errors=errors,
         # As validate and execute judge them: a file git tracks is there to change, on disk or not (a sparse
         # checkout leaves it out of the folder; every task's worktree has it).
-        exists=in_repository(repo), is_dir=lambda rel: (repo / rel).is_dir(),
+        exists=in_repository(repo), is_dir=lambda rel: (repo / rel).is_dir(), submodules=gitlinks(repo),
     )
 
 
