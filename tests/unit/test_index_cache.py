@@ -317,3 +317,25 @@ def test_a_file_the_index_did_not_read_is_changed_when_the_requirement_names_it(
     files = [(f.path, f.action) for s in analysis.sub_domains
              for t in plan_area(index, analysis, s.focus_area).tasks for f in t.files]
     assert ("app/schema.py", "modify") in files and ("app/schema.py", "create") not in files, files
+
+
+def test_a_large_repository_is_told_its_index_is_built_first_until_it_is(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A 45 000-file repository's plan printed nothing for 30 s after its workers were ready: the first task was
+    building the index."""
+    from wfqueue.analysis import files
+    from wfqueue.cli.main import main
+    from wfqueue.workflow import base
+
+    repo, _ = committed_service_repo(tmp_path)
+    listed = len(list(files.repository_files(repo)))
+    monkeypatch.setattr(base, "LARGE_REPOSITORY_FILES", listed)
+    monkeypatch.setattr(base.WorkflowCoordinator, "runtime", lambda *_a, **_k: (_ for _ in ()).throw(SystemExit))
+    said = f"the offline planner indexes the repository's {listed} files first, in the plan's first task"
+    with pytest.raises(SystemExit):
+        main(["lite-plan", "Retry failed jobs", "--repo", str(repo), "-y"])
+    assert said in " ".join(capsys.readouterr().err.split())
+    cached_index(repo)  # as the plan's first task leaves it
+    with pytest.raises(SystemExit):
+        main(["lite-plan", "Retry failed jobs", "--repo", str(repo), "-y"])
+    assert "indexes the repository" not in capsys.readouterr().err

@@ -24,6 +24,7 @@ from celery.result import AsyncResult
 
 from wfqueue import stop_request
 from wfqueue.analysis.files import files_past_the_index, has_code_file, no_source_code
+from wfqueue.analysis.index_cache import cache_file
 from wfqueue.coordinator_lease import CoordinatorLease, taken_by_another
 from wfqueue.errors import (
     BadInputError,
@@ -69,6 +70,8 @@ from wfqueue.transport.workspace import PIN_FILE, CoordinatorFiles, read_pin, sh
 from wfqueue.up_cluster import serving_up
 from wfqueue.usage import Budget, PriceTable
 from wfqueue.workflow.contract import NewSessionRequest, WorkflowUI
+
+LARGE_REPOSITORY_FILES = 5_000  # files listed: from here a plan command says the index is built first
 
 
 def check_credentials(settings: Settings, provider: str, repo: Path) -> None:
@@ -150,13 +153,23 @@ class WorkflowCoordinator(Generic[UI]):
             largest = self.settings.index_max_file_bytes
             if provider == "offline" and not has_code_file(repo, largest):  # before a Redis, workers or a folder
                 raise no_source_code(repo, largest)
-            most = self.settings.index_max_files
-            if provider == "offline" and (past := files_past_the_index(repo, most))[1]:
-                self.ui.info(f"{repo} has {past[0]} files: the offline planner reads the first {most} text files in "
-                             f"path order (WFQUEUE_INDEX_MAX_FILES), so up to {past[1]} files after them may not be "
-                             "planned; raise it (every planning process then holds more memory: about 2.5 GB at "
-                             "50 000 files), plan the folder the change is in (--repo FOLDER), or use the anthropic "
-                             "provider, whose tools see every file")
+            if provider == "offline":
+                self._say_what_the_index_does(repo)
+
+    def _say_what_the_index_does(self, repo: Path) -> None:
+        """For a large repository, before its plan starts: that its first task builds the index (without a word,
+        the plan seemed stuck), and which files the index may leave out past WFQUEUE_INDEX_MAX_FILES."""
+        largest, most = self.settings.index_max_file_bytes, self.settings.index_max_files
+        listed, past = files_past_the_index(repo, most)
+        if listed >= LARGE_REPOSITORY_FILES and not cache_file(repo.resolve(), largest, None, most).is_file():
+            self.ui.info(f"the offline planner indexes the repository's {listed} files first, in the plan's first "
+                         "task (tens of seconds for tens of thousands of files); later plans read it")
+        if past:
+            self.ui.info(f"{repo} has {listed} files: the offline planner reads the first {most} text files in path "
+                         f"order (WFQUEUE_INDEX_MAX_FILES), so up to {past} files after them may not be planned; "
+                         "raise it (every planning process then holds more memory: about 2.5 GB at 50 000 files), "
+                         "plan the folder the change is in (--repo FOLDER), or use the anthropic provider, whose "
+                         "tools see every file")
 
     @contextmanager
     def runtime(self, repo: Path, workers: int | None = None) -> Iterator[Runtime]:
