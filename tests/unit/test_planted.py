@@ -50,13 +50,18 @@ def test_a_committed_link_under_workflow_stops_every_plan_before_a_write(
     assert sorted(p.name for p in (cloned / ".workflow").iterdir()) == [".lite-plan", ".queue"]  # nothing new
 
 
-def test_a_committed_up_record_is_never_trusted(cloned: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_committed_up_record_is_never_trusted(cloned: Path, capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WFQUEUE_FLOWER_BASIC_AUTH", "ops:secret")  # `up` starts Flower: checked before the record
     commit_in(cloned, "up", {".workflow/.queue/up.json": json.dumps(
         {"pid": 1, "broker_url": "redis://127.0.0.1:1/0", "workers": 4})})
     for command in (["status"], ["lite-plan", "Add per-user rate limiting to the API", "-y"]):
         assert main([*command, "--repo", str(cloned), "--json"]) == 2, command
         error = json.loads(capsys.readouterr().out)["error"]
         assert "commits files of .workflow/.queue/ ('.workflow/.queue/up.json')" in error, error
+    assert main(["up", "--repo", str(cloned)]) == 2  # `up` has no --json: its words on stderr, nothing started
+    assert "commits files of .workflow/.queue/" in " ".join(capsys.readouterr().err.split())
+    assert sorted(p.name for p in (cloned / ".workflow" / ".queue").iterdir()) == ["up.json"]
 
 
 def test_committed_plans_and_untracked_runtime_files_are_the_users_own(cloned: Path) -> None:

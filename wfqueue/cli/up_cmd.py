@@ -27,7 +27,6 @@ from wfqueue.embedded import EmbeddedCluster
 from wfqueue.errors import ConfigError, WorkerStartError
 from wfqueue.lifeline import for_child
 from wfqueue.node_keeper import NodeKeeper, exit_described
-from wfqueue.planted import refuse_planted
 from wfqueue.sessions import queue_dir, resolve_repo
 from wfqueue.settings import load_settings
 from wfqueue.settings_checks import MAX_SLOTS, descriptors_for, mask_url, redelivery_overlap
@@ -112,9 +111,9 @@ def register(app: typer.Typer) -> None:
             raise ConfigError("`wfqueue up` runs its own embedded broker, but WFQUEUE_BROKER_URL is set",
                               hint="unset it, or start `wfqueue worker`, `wfqueue beat` and `wfqueue flower` instead")
         root = resolve_repo(repo)
-        refuse_planted(root)  # its runtime folder, and up.json, which every command here would then trust
         flower_auth(settings)  # refused before a Redis is started for nothing
         schedule_folder(settings.beat_schedule_file)  # beat's, likewise
+        # Refuses a repository that brings its own runtime files (wfqueue.planted), before anything is written there.
         running = running_up(root)
         if running is not None:
             raise WorkerStartError(f"{running.named()} already runs (broker {mask_url(running.broker_url)})",
