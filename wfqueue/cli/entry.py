@@ -48,7 +48,10 @@ def main() -> None:
         # A Ctrl-C can land while the standby is being forked (its process exists, Popen has not returned):
         # Popen then closes the standby's stdin, and a standby given no orders exits by itself.
         prestart.begin(sys.argv[1:])
+        from wfqueue.cli.commands import load_for
         from wfqueue.cli.main import main as run
+
+        load_for(sys.argv[1:])  # the command's own module, most of the loading
     except KeyboardInterrupt:  # Ctrl-C while the command line loads (a second or so): nothing has started yet
         _stopped_before_the_command(130, "interrupted")
     gc.freeze()

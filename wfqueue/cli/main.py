@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gc
 import signal
 import sys
 import threading
@@ -25,57 +26,42 @@ from rich.console import Console
 from rich.markup import escape
 
 from wfqueue import stop_request
-from wfqueue.cli import (
-    beat_cmd,
-    collab,
-    config_cmd,
-    execute_cmd,
-    flower_cmd,
-    json_output,
-    lite,
-    plan_cmd,
-    replan_cmd,
-    resume_cmd,
-    status,
-    up_cmd,
-    validate,
-    verify_cmd,
-    worker,
-)
+from wfqueue.cli import commands, json_output
 from wfqueue.cli.entry import exit_process
 from wfqueue.cli.stop_signals import to_handle
 from wfqueue.errors import WfqueueError
 from wfqueue.fsio import disk_refusal
-from wfqueue.runtime import stop_deferred
 
+
+def _group() -> None:
+    """Plan large software changes with many planning agents running as Celery tasks on Redis."""
+
+
+# The commands are loaded on use (wfqueue.cli.commands); the callback, which does nothing, makes the app a group
+# of commands though none is registered on it.
 app = typer.Typer(
     name="wfqueue",
-    help="Plan large software changes with many planning agents running as Celery tasks on Redis.",
+    cls=commands.LazyGroup,
+    callback=_group,
+    help=_group.__doc__,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-collab.register(app)
-lite.register(app)
-plan_cmd.register(app)
-verify_cmd.register(app)
-replan_cmd.register(app)
-resume_cmd.register(app)
-validate.register(app)
-worker.register(app)
-beat_cmd.register(app)
-flower_cmd.register(app)
-up_cmd.register(app)
-status.register(app)
-config_cmd.register(app)
-execute_cmd.register(app)
-
 
 INTERRUPTED_EXIT = 130  # Ctrl-C
 # What a --json command that exited non-zero without its object says (its reason went to stderr).
 NO_RESULT = "the command ended without a result (its messages are on stderr)"
 # SIGTERM, SIGHUP: 128 + the signal, what a shell reports for a process the signal ended, and what it said.
 STOP_SIGNALS = {signal.SIGTERM: (143, "terminated"), signal.SIGHUP: (129, "hung up")}
+
+
+def stop_deferred() -> None:
+    """``wfqueue.runtime.stop_deferred`` where the command loaded the runtime: only such a command can have
+    deferred a stop, and the others (status, validate, worker) do without loading Celery and Redis for it."""
+    runtime = sys.modules.get("wfqueue.runtime")
+    if runtime is not None:
+        runtime.stop_deferred()
 
 
 class Terminated(KeyboardInterrupt):
@@ -206,4 +192,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
+    # `python -m wfqueue.cli.main` loads the command's module as the `wfqueue` entry point does (wfqueue.cli.entry):
+    # with the collector off, its objects frozen after.
+    gc.disable()
+    commands.load_for(sys.argv[1:])
+    gc.freeze()
+    gc.enable()
     exit_process(main())
