@@ -9,7 +9,7 @@ from tests.execute_support import task
 from wfqueue.collab.steps import ANALYSIS_FILE
 from wfqueue.execute.commits import commit_message
 from wfqueue.execute.model import PlanContext, TaskFiles
-from wfqueue.execute.plan_context import REQUIREMENT_SHOWN, read_context
+from wfqueue.execute.plan_context import REQUIREMENT_SHOWN, for_executor, read_context
 from wfqueue.execute.prompt import build_prompt
 
 
@@ -77,3 +77,15 @@ def test_commit_type_and_scope_follow_the_task() -> None:
     assert commit_message(task(type=None, files=TaskFiles(create=["src/app.py"])), "E", 1).startswith(
         "chore(app): ")
     assert commit_message(task(type="infrastructure", files=TaskFiles()), "E", 1).startswith("chore: ")
+
+
+def test_the_claude_executor_is_not_pointed_at_documents_its_tools_cannot_read(tmp_path: Path) -> None:
+    """Its read, glob and grep tools work inside the task's worktree only: the session's documents, outside it,
+    were listed for it to read all the same."""
+    (tmp_path / ".workflow" / "x").mkdir(parents=True)
+    (tmp_path / ".workflow" / "x" / "plan.json").write_text("{}", encoding="utf-8")
+    context = PlanContext(requirement="subtract", documents=[".workflow/x/plan.json"])
+    assert for_executor(context, tmp_path, "claude") == PlanContext(requirement="subtract")
+    assert "Planning documents" not in build_prompt(task(), for_executor(context, tmp_path, "claude"))
+    shown = for_executor(context, tmp_path, "command").documents
+    assert shown == [str(tmp_path / ".workflow" / "x" / "plan.json")]

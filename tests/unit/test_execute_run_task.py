@@ -379,3 +379,22 @@ def test_stash_entries_and_branches_an_executor_makes_leave_the_users_repository
     said = (setup.exec_dir / run.log).read_text(encoding="utf-8") if run.log else ""
     assert "deleted the branch agent-scratch" in said and "dropped the stash entry the executor made" in said
     assert snapshot(setup.repo) == setup.before
+
+
+def test_the_planning_documents_a_prompt_lists_are_files_the_executor_can_open(setup: Setup) -> None:
+    """The prompt listed the session's documents relative to the repository (`.workflow/.lite-plan/...`): the
+    executor works in the task's worktree, where no session file is, so every listed document pointed at
+    nothing there."""
+    session = setup.repo / ".workflow" / ".lite-plan" / "add-sub"
+    session.mkdir(parents=True)
+    (session / "plan.json").write_text("{}", encoding="utf-8")
+    write_edits(setup.edits, {"T1": {"calc/ops.py": SUB, "tests/test_sub.py": SUB_TEST}})
+    sent = payload(setup.repo, setup.exec_dir, task())
+    listed = [".workflow/.lite-plan/add-sub/plan.json", ".workflow/.lite-plan/add-sub/notes.md"]  # notes: gone
+    sent = sent.model_copy(update={"context": sent.context.model_copy(update={"documents": listed})})
+    run = setup.again(sent)
+    assert run.status == "committed", run.error
+    prompt = (setup.exec_dir / "executor" / "T1-1.prompt.md").read_text(encoding="utf-8")
+    documents = prompt.split("Planning documents you may read for more detail:\n", 1)[1].split("\n\n", 1)[0]
+    assert documents.splitlines() == [f"- {session / 'plan.json'}"], documents
+    assert Path(documents[2:]).is_absolute() and Path(documents[2:]).is_file()

@@ -56,7 +56,8 @@ class PlanContext(BaseModel):
     requirement_length: int = 0
     summary: list[str] = Field(default_factory=list)
     constraints: list[str] = Field(default_factory=list)
-    # Planning documents an executor may read for more (relative to the repository when inside it).
+    # Planning documents an executor may read for more (relative to the repository when inside it); a task's
+    # prompt lists those its executor can reach (plan_context.for_executor).
     documents: list[str] = Field(default_factory=list)
 
 

@@ -102,6 +102,18 @@ def _workflow(folder: Path, repo: Path) -> PlanContext:
                        documents=_documents([folder / IMPL_PLAN_FILE, folder / NOTES_FILE], repo))
 
 
+def for_executor(context: PlanContext, repo: Path, executor: str) -> PlanContext:
+    """``context`` as the executor named ``executor``, working in a task's worktree of ``repo`` on this host, can
+    use it. The planning documents are the session's files, which the worktree does not hold (listed relative to
+    the repository, they pointed at nothing there): a command executor, a program that may read any file, is
+    given the absolute path of each one this host has (a worker without the coordinator's disk has none); the
+    claude executor, whose tools read only its worktree, none."""
+    if executor != "command":
+        return context.model_copy(update={"documents": []})
+    paths = [Path(d) if Path(d).is_absolute() else repo / d for d in context.documents]
+    return context.model_copy(update={"documents": [os.fspath(p.absolute()) for p in paths if p.is_file()]})
+
+
 def read_context(kind: PlanKind, folder: Path, repo: Path) -> PlanContext:
     """The context of the session in ``folder`` (a collab, lite or workflow session folder)."""
     reader = {"collab": _collab, "lite": _lite, "workflow": _workflow}[kind]

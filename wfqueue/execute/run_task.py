@@ -26,6 +26,7 @@ from wfqueue.execute.executor_refs import before_run, take_back_refs
 from wfqueue.execute.executors import Executor
 from wfqueue.execute.gate import verification_refusal
 from wfqueue.execute.model import TaskRun
+from wfqueue.execute.plan_context import for_executor
 from wfqueue.execute.prompt import build_prompt
 from wfqueue.execute.worktree import (
     changed_paths,
@@ -197,7 +198,8 @@ def _run(payload: ExecuteTask, executor: Executor, state: SessionStore, cache: P
     log_name = _log_name(task.id, attempt)
     log = _Log(Path(payload.exec_dir), log_name)
     run = run.model_copy(update={"log": log_name})
-    prompt = build_prompt(task, payload.context, retry_feedback=payload.retry_feedback)
+    context = for_executor(payload.context, repo, executor.name)
+    prompt = build_prompt(task, context, retry_feedback=payload.retry_feedback)
     error: str | None = None
     for number in range(1, EXECUTOR_RUNS + 1):
         step = f"{task.id}#{attempt}" if number == 1 else f"{task.id}#{attempt}.{number}"
@@ -233,7 +235,7 @@ def _run(payload: ExecuteTask, executor: Executor, state: SessionStore, cache: P
         if number == EXECUTOR_RUNS:
             error = f"the verification still fails after {EXECUTOR_RUNS} executor runs: {summary}"
             break
-        prompt = build_prompt(task, payload.context, retry_feedback=payload.retry_feedback,
+        prompt = build_prompt(task, context, retry_feedback=payload.retry_feedback,
                               verification_failure=f"{summary}\n{checked.output}")
 
     if error is None:
