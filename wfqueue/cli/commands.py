@@ -1,9 +1,9 @@
 """Which module defines each command, and the command line's table of them, loaded on use.
 
 A command's module imports what it runs: coordinators, Celery, Redis, the planners' models. Loading every
-command's module to run one of them was most of a short command's time (``wfqueue status`` and ``wfqueue worker``
-spent 0.3 s loading planners and executors they never use). The command line imports only the module of the
-command it runs; its help, a mistyped name and completion load them all.
+command's module to run one of them was most of a short command's time (``wfqueue validate`` and ``wfqueue worker``
+spent 0.2-0.4 s of CPU loading planners, executors and Celery they never use). The command line imports only the
+module of the command it runs; ``wfqueue --help`` loads them all, to list them.
 """
 
 from __future__ import annotations

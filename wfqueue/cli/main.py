@@ -58,7 +58,7 @@ STOP_SIGNALS = {signal.SIGTERM: (143, "terminated"), signal.SIGHUP: (129, "hung 
 
 def stop_deferred() -> None:
     """``wfqueue.runtime.stop_deferred`` where the command loaded the runtime: only such a command can have
-    deferred a stop, and the others (status, validate, worker) do without loading Celery and Redis for it."""
+    deferred a stop, and the others (validate, worker, config) do without loading Celery and Redis for it."""
     runtime = sys.modules.get("wfqueue.runtime")
     if runtime is not None:
         runtime.stop_deferred()
