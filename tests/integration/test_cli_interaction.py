@@ -234,6 +234,33 @@ def test_a_stop_as_the_command_takes_signals_over_is_quiet_with_its_exit_code(
     assert json.loads(run.stdout)["exit_code"] == code
 
 
+@pytest.mark.parametrize(("stop", "code", "said"), [("SIGTERM", 143, "terminated"), ("SIGHUP", 129, "hung up")])
+def test_a_stop_signal_while_the_command_line_loads_says_its_exit_code_and_json(
+        sample_repo: Path, stop: str, code: int, said: str) -> None:
+    """A SIGTERM in the command's first half second (its loading, before it took the signals over) ended it at
+    once: no word, no --json object for the script that ran it."""
+    proc = subprocess.Popen([sys.executable, "-m", "wfqueue", "lite-plan", "Add caching", "--repo", str(sample_repo),
+                             "-y", "--json"], env=wfqueue_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+    # The standby worker is started once the command has its first handlers, right before it loads the rest.
+    standby = wait_until(lambda: children.read_text().split(), 30, "the standby worker to start", interval_s=0.002)
+    proc.send_signal(getattr(signal, stop))
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, (proc.returncode, err)
+    assert err.strip() == said and json.loads(out) == {"status": "interrupted", "exit_code": code, "error": said,
+                                                         "hint": None}, (out, err)
+    wait_until(lambda: _ended(int(standby[0])), 30, "the standby to exit with the command")
+
+
+def _ended(pid: int) -> bool:
+    """Gone, or a zombie its new parent has not reaped yet."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
 def test_a_plan_past_its_time_limit_names_the_limit_and_the_setting(sample_repo: Path) -> None:
     """A plan timeout of 0.01 s read "did not finish within 0s", with a hint about queues only."""
     run = run_cli("lite-plan", REQUIREMENT, "--repo", str(sample_repo), "-y",

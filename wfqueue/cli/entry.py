@@ -40,7 +40,12 @@ def _end_now(code: int) -> NoReturn:
 
 def main() -> None:
     from wfqueue import prestart
+    from wfqueue.cli.stop_signals import STOP_SIGNALS, raise_terminated, to_handle
 
+    # A SIGTERM or SIGHUP before the command takes them over (wfqueue.cli.main.sigterm_unwinds) ended the process
+    # at once, with no word and no --json object: until then they stop the load like a Ctrl-C.
+    for stop in to_handle(STOP_SIGNALS):
+        signal.signal(stop, raise_terminated)
     # Loading the command line creates long-lived objects and no garbage worth a collection (see
     # workers.serve._collect_from_now_on); frozen afterwards, they are not scanned again.
     gc.disable()
@@ -52,14 +57,14 @@ def main() -> None:
         from wfqueue.cli.main import main as run
 
         load_for(sys.argv[1:])  # the command's own module, most of the loading
-    except KeyboardInterrupt:  # Ctrl-C while the command line loads (a second or so): nothing has started yet
-        _stopped_before_the_command(130, "interrupted")
+    except KeyboardInterrupt as stop:  # Ctrl-C (or a stop signal) while the command line loads: nothing has started
+        _stopped_before_the_command(getattr(stop, "exit_code", 130), getattr(stop, "said", "interrupted"))
     gc.freeze()
     gc.enable()
     try:
         code = run()
     except KeyboardInterrupt as stop:  # before the command took signals over (its handlers being installed)
-        # A SIGTERM or SIGHUP there is wfqueue.cli.main.Terminated, which says its own code (143, 129).
+        # A SIGTERM or SIGHUP there is wfqueue.cli.stop_signals.Terminated, which says its own code (143, 129).
         _stopped_before_the_command(getattr(stop, "exit_code", 130), getattr(stop, "said", "interrupted"))
     exit_process(code)
 

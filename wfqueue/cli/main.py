@@ -28,7 +28,7 @@ from rich.markup import escape
 from wfqueue import stop_request
 from wfqueue.cli import commands, json_output
 from wfqueue.cli.entry import exit_process
-from wfqueue.cli.stop_signals import to_handle
+from wfqueue.cli.stop_signals import INTERRUPTED_EXIT, STOP_SIGNALS, Terminated, to_handle
 from wfqueue.errors import WfqueueError
 from wfqueue.fsio import disk_refusal
 
@@ -49,11 +49,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-INTERRUPTED_EXIT = 130  # Ctrl-C
 # What a --json command that exited non-zero without its object says (its reason went to stderr).
 NO_RESULT = "the command ended without a result (its messages are on stderr)"
-# SIGTERM, SIGHUP: 128 + the signal, what a shell reports for a process the signal ended, and what it said.
-STOP_SIGNALS = {signal.SIGTERM: (143, "terminated"), signal.SIGHUP: (129, "hung up")}
 
 
 def stop_deferred() -> None:
@@ -62,17 +59,6 @@ def stop_deferred() -> None:
     runtime = sys.modules.get("wfqueue.runtime")
     if runtime is not None:
         runtime.stop_deferred()
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (``kill``, a service manager, a container stop) or SIGHUP (the terminal closed), handled like
-    Ctrl-C: the command unwinds, so an embedded Redis and its local workers are stopped on the way out, not
-    orphaned. Carries its exit code and words for a stop before the command's own handling began
-    (wfqueue.cli.entry)."""
-
-    def __init__(self, signum: signal.Signals = signal.SIGTERM) -> None:
-        super().__init__(signum)
-        self.exit_code, self.said = STOP_SIGNALS.get(signum, (INTERRUPTED_EXIT, "interrupted"))
 
 
 @dataclass
