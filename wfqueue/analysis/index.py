@@ -95,15 +95,22 @@ def _with_inline_tests(tests_for: dict[str, list[str]], inline: list[str]) -> di
 
 
 def build_index(repo: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES,
-                max_files: int = DEFAULT_MAX_INDEXED_FILES) -> RepoIndex:
+                max_files: int = DEFAULT_MAX_INDEXED_FILES, previous: RepoIndex | None = None,
+                unchanged: frozenset[str] = frozenset()) -> RepoIndex:
     """Scan ``repo`` and build its index (text files of at most ``max_bytes``, the first ``max_files`` of them in
-    path order); the package's only I/O entry point."""
+    path order); the package's only I/O entry point.
+
+    ``previous``: an index of the same repository, and ``unchanged`` the files whose content has not changed since
+    it was built. When the scan lists the same files as ``previous`` did, their symbols, imports and ranking
+    tokens are taken from it instead of being parsed again: a file's analysis depends only on its text and on
+    which files there are. The result is the index a full scan gives."""
     pairs = list_source_files(Path(repo), max_bytes=max_bytes, max_files=max_files)
     files = [source for source, _ in pairs]
     texts = {source.path: text for source, text in pairs}
     paths = [source.path for source in files]
     module_index = module_index_for(paths)
     modules, known = set(module_index.values()), set(paths)
+    prior = previous if previous is not None and [source.path for source in previous.files] == paths else None
     symbols: dict[str, list[Symbol]] = {}
     imports: dict[str, list[str]] = {}
     # Tuples, not lists, while building: a tuple of strings is untracked by the
@@ -111,6 +118,10 @@ def build_index(repo: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES,
     # many short-lived AST objects trigger (measured: ~25% of build time).
     doc_tokens: dict[str, tuple[str, ...]] = {}
     for source in files:
+        if prior is not None and source.path in unchanged and _analysed(prior, source.path):
+            symbols[source.path], imports[source.path] = prior.symbols[source.path], prior.imports[source.path]
+            doc_tokens[source.path] = tuple(prior.doc_tokens[source.path])
+            continue
         text = texts[source.path]
         symbols[source.path], imports[source.path] = _analyse(source, text, module_index, modules, known)
         doc_tokens[source.path] = tuple(_doc_tokens(source.path, symbols[source.path], text))
@@ -126,6 +137,10 @@ def build_index(repo: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES,
         history=read_history(Path(repo), known),
         unread=[path for path in repository_files(Path(repo)) if path not in known],
     )
+
+
+def _analysed(index: RepoIndex, path: str) -> bool:
+    return path in index.symbols and path in index.imports and path in index.doc_tokens
 
 
 def rank_files(
