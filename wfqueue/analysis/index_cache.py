@@ -15,7 +15,9 @@ manifest was taken also has its content digest recorded, since a second edit wit
 file system's timestamp resolution might leave size and time unchanged (git's "racily
 clean" case). The commit HEAD names is recorded too: the index holds the last commits' history
 (wfqueue.analysis.history), which a commit changes even when it leaves every file as it was; then only the
-history is read again (a ``git log``, not a scan).
+history is read again (a ``git log``, not a scan). An index whose files have changed since is still of use:
+the files whose manifest entry is the same are not parsed again (``unchanged_files``), as long as the
+repository holds the same files (a file added or removed may change how any import resolves).
 
 Writes are atomic (``wfqueue.fsio``); builders of one repository take turns under a file
 lock so that tasks starting together build it once. Any trouble with the cache (an
