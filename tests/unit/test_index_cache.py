@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import commit_in, git_in
 from wfqueue.analysis import index as index_module
 from wfqueue.analysis import index_cache
 from wfqueue.analysis.files import SourceFile, has_code_file, no_source_code
@@ -384,3 +385,20 @@ def test_a_file_recorded_with_its_digest_counts_as_unchanged_only_with_that_cont
     assert index_cache.unchanged_files(before, now, lambda p: digests.get(p, "other")) == {"a.py", "b.py"}
     digests["b.py"] = "edited within the timestamps' resolution"
     assert index_cache.unchanged_files(before, now, lambda p: digests.get(p, "other")) == {"a.py"}
+
+
+def test_a_tracked_file_deleted_from_the_disk_is_not_listed_as_there(tmp_path: Path) -> None:
+    """git lists a tracked file deleted since: the index listed it among the files it did not read (a requirement
+    naming it was planned as a change to it), and kept listing it from the cache once the deletion was committed."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git_in(repo, "init", "-q")
+    commit_in(repo, "start", {"app.py": "def serve():\n    return 1\n", "docs/logo.svg": "<svg/>\n"})
+    (repo / "docs" / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff")
+    git_in(repo, "add", "-A")
+    git_in(repo, "commit", "-qm", "logo")
+    assert cached_index(repo).unread == ["docs/logo.png"]  # binary: there, not read
+    (repo / "docs" / "logo.png").unlink()
+    assert cached_index(repo).unread == [] == build_index(repo).unread
+    git_in(repo, "commit", "-qam", "drop the logo")
+    assert cached_index(repo) == build_index(repo)

@@ -135,7 +135,9 @@ def build_index(repo: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES,
         languages=dict(sorted(Counter(source.language for source in files).items())),
         test_command=detect_test_command(files, texts),
         history=read_history(Path(repo), known),
-        unread=[path for path in repository_files(Path(repo)) if path not in known],
+        # Those on disk: git lists a tracked file deleted since, which is no file to change (and no file of the
+        # manifest that keeps a cached index valid, so committing its deletion left it listed).
+        unread=[path for path in repository_files(Path(repo)) if path not in known and (Path(repo) / path).exists()],
     )
 
 
