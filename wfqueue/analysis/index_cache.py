@@ -178,13 +178,21 @@ def _write(path: Path, header: CacheHeader, index: RepoIndex) -> None:
         log.info("index not cached at %s: %s", path, exc)
 
 
-def _build(root: Path, max_bytes: int, max_files: int,
+def _same_files(before: list[ManifestEntry], now: list[ManifestEntry], root: Path) -> bool:
+    """Whether manifest ``now`` describes the files manifest ``before`` did (``manifest_matches``, from a look
+    already taken)."""
+    paths = {entry[0] for entry in now}
+    return len(before) == len(now) and {entry[0] for entry in before} == paths and unchanged_files(
+        before, now, lambda rel: _file_digest(root / rel)) == paths
+
+
+def _build(root: Path, max_bytes: int, max_files: int, manifest: list[ManifestEntry],
            stale: tuple[CacheHeader, RepoIndex] | None = None) -> tuple[CacheHeader, RepoIndex]:
-    """A new index and its header; with ``stale``, the stored index of files that have changed since, whose
-    unchanged files are not parsed again (editing one file of 20 000 made every plan scan them all)."""
-    # The manifest is taken before the scan: a file changed during the scan no longer matches it.
+    """A new index and its header, ``manifest`` taken before the scan (a file changed during the scan no longer
+    matches it); with ``stale``, the stored index of files that have changed since, whose unchanged files are
+    not parsed again (editing one file of 20 000 made every plan scan them all)."""
     header = CacheHeader(code=_code_digest(), root=str(root), max_bytes=max_bytes, max_files=max_files,
-                         manifest=take_manifest(root), head=current_head(root))
+                         manifest=manifest, head=current_head(root))
     if stale is None:
         return header, build_index(root, max_bytes=max_bytes, max_files=max_files)
     unchanged = unchanged_files(stale[0].manifest, header.manifest, lambda rel: _file_digest(root / rel))
@@ -210,14 +218,18 @@ def cached_index(repo: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES, cache_dir:
         log.info("building the index without the cache (%s)", exc)
         return build_index(root, max_bytes=max_bytes, max_files=max_files)
     try:
-        stored = _read(path, root, max_bytes, max_files)  # another process may have built it while we waited
-        if stored is not None and stored[0].head == head:
+        # Another process may have built it while we waited. One look at the files serves both to see whether the
+        # stored index is still theirs and as the manifest of a new one (each look stats every file).
+        manifest = take_manifest(root)
+        stored = _read(path, root, max_bytes, max_files, current=False)
+        same = stored is not None and _same_files(stored[0].manifest, manifest, root)
+        if stored is not None and same and stored[0].head == head:
             return stored[1]
-        if stored is not None:  # the same files at another commit: only the history is read again
+        if stored is not None and same:  # the same files at another commit: only the history is read again
             header = stored[0].model_copy(update={"head": head})
             index = stored[1].model_copy(update={"history": read_history(root, {f.path for f in stored[1].files})})
         else:
-            header, index = _build(root, max_bytes, max_files, _read(path, root, max_bytes, max_files, current=False))
+            header, index = _build(root, max_bytes, max_files, manifest, stored)
         _write(path, header, index)
         return index
     finally:
