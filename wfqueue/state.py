@@ -36,6 +36,10 @@ from wfqueue.settings_checks import mask_url
 from wfqueue.step_runner import RELEASE_IF_OWNER as RELEASE_IF_OWNER  # the claims' script, for the others
 from wfqueue.step_runner import held_step
 
+# HSET on a hash that exists, in one step (Redis has no HSET XX).
+_HSET_IF_EXISTS = ("if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], unpack(ARGV)) "
+                   "return 1 end return 0")
+
 # A broker that is away (restarting, a network blip), as opposed to one that answered with an error:
 # redis-py raises the first two on reads and writes, kombu the last when publishing a message.
 BROKER_AWAY: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError, OperationalError)
@@ -255,6 +259,17 @@ class SessionState:
     def set_meta(self, **fields: Any) -> None:
         self.client.hset(self._key(keys.META), mapping={k: json.dumps(v) for k, v in fields.items()})
         self._touch(keys.META)
+
+    def add_to_meta(self, **fields: Any) -> bool:
+        """``set_meta`` for a session Redis still knows; False, writing nothing, where its meta is gone (a Redis
+        restarted without its data, or emptied): a field written then would make the session look known again, and
+        the coordinator waiting on it would wait for results that went with the data (WorkflowCoordinator's
+        check in its waits)."""
+        args = [item for key, value in fields.items() for item in (key, json.dumps(value))]
+        added = self.client.eval(_HSET_IF_EXISTS, 1, self._key(keys.META), *args)
+        if added:
+            self._touch(keys.META)
+        return bool(added)
 
     def meta(self) -> dict[str, Any]:
         """The meta hash, each field read from its JSON; DamagedStateError naming a field that does not read."""

@@ -86,3 +86,18 @@ def test_the_coordinators_claim_keeps_the_sessions_meta_alive(redis_url: str) ->
     state.client.expire(state.prefix + "meta", 5)  # as if its last write were long ago
     with CoordinatorLease(state, ttl_s=0.3):
         assert wait_until(lambda: state.client.ttl(state.prefix + "meta") > 5, 10), "the meta's TTL was not renewed"
+
+
+def test_a_field_added_after_redis_lost_the_session_does_not_make_it_known_again(redis_url: str) -> None:
+    """A collab plan wrote its chord's id into the meta right after sending its agents: with Redis emptied in
+    between, that one field made the session look known, and the plan waited for results gone with the data."""
+    from wfqueue.state import SessionState
+
+    state = SessionState(redis_client(redis_url, 2.0), "S-emptied", ttl_s=600)
+    state.reset()
+    state.set_meta(kind="collab", status="planning")
+    assert state.add_to_meta(chord_id="c1") and state.meta() == {"kind": "collab", "status": "planning",
+                                                                  "chord_id": "c1"}
+    assert 0 < state.client.ttl(state.prefix + "meta") <= 600
+    state.client.flushall()
+    assert not state.add_to_meta(chord_id="c2") and state.meta() == {}

@@ -151,7 +151,9 @@ class CollabCoordinator(WorkflowCoordinator[CoordinatorUI]):
     def _run_agents(self, app: Celery, settings: Settings, state: SessionState, session_dir: Path,
                     analysis: RequirementAnalysis, provider: str) -> dict[str, Any]:
         result = enqueue_missing(app, state, session_dir, analysis, provider)
-        state.set_meta(chord_id=result.id)
+        # Not a new meta: Redis may have lost the session since the agents were sent (they run at once), and a
+        # meta written anew would hide the loss from the wait below, which would then never end.
+        state.add_to_meta(chord_id=result.id)
         final = self.wait_with_progress(result, "the plan", settings, state,
                                         [s.focus_area for s in analysis.sub_domains],
                                         settled=lambda: _watchdog_result(state))
