@@ -107,13 +107,8 @@ def take_manifest(root: Path, now_ns: int | None = None) -> list[ManifestEntry]:
 
 def manifest_matches(root: Path, manifest: list[ManifestEntry]) -> bool:
     """Whether the files under ``root`` are still those ``manifest`` describes."""
-    stats = _walk_stats(root)
-    if len(stats) != len(manifest):
-        return False
-    for (path, size, mtime), entry in zip(stats, manifest, strict=True):
-        if (path, size, mtime) != entry[:3]:
-            return False
-    return all(_file_digest(root / path) == sha for path, _, _, sha in manifest if sha)
+    now: list[ManifestEntry] = [(path, size, mtime, "") for path, size, mtime in _walk_stats(root)]
+    return _same_files(manifest, now, _unchanged_under(root, manifest, now))
 
 
 def current_head(root: Path) -> str:
@@ -178,24 +173,27 @@ def _write(path: Path, header: CacheHeader, index: RepoIndex) -> None:
         log.info("index not cached at %s: %s", path, exc)
 
 
-def _same_files(before: list[ManifestEntry], now: list[ManifestEntry], root: Path) -> bool:
-    """Whether manifest ``now`` describes the files manifest ``before`` did (``manifest_matches``, from a look
-    already taken)."""
-    paths = {entry[0] for entry in now}
-    return len(before) == len(now) and {entry[0] for entry in before} == paths and unchanged_files(
-        before, now, lambda rel: _file_digest(root / rel)) == paths
+def _unchanged_under(root: Path, before: list[ManifestEntry], now: list[ManifestEntry]) -> frozenset[str]:
+    """``unchanged_files`` of two manifests of ``root``, digests read from its files."""
+    return unchanged_files(before, now, lambda rel: _file_digest(root / rel))
+
+
+def _same_files(before: list[ManifestEntry], now: list[ManifestEntry], unchanged: frozenset[str]) -> bool:
+    """Whether manifest ``now`` describes the files manifest ``before`` did, ``unchanged`` being the files of
+    ``now`` that ``before`` holds as they are: all of them, and no other."""
+    return len(before) == len(now) == len(unchanged)
 
 
 def _build(root: Path, max_bytes: int, max_files: int, manifest: list[ManifestEntry],
-           stale: tuple[CacheHeader, RepoIndex] | None = None) -> tuple[CacheHeader, RepoIndex]:
+           stale: tuple[CacheHeader, RepoIndex] | None = None,
+           unchanged: frozenset[str] = frozenset()) -> tuple[CacheHeader, RepoIndex]:
     """A new index and its header, ``manifest`` taken before the scan (a file changed during the scan no longer
-    matches it); with ``stale``, the stored index of files that have changed since, whose unchanged files are
-    not parsed again (editing one file of 20 000 made every plan scan them all)."""
+    matches it); with ``stale``, the stored index of files that have changed since, whose ``unchanged`` files
+    are not parsed again (editing one file of 20 000 made every plan scan them all)."""
     header = CacheHeader(code=_code_digest(), root=str(root), max_bytes=max_bytes, max_files=max_files,
                          manifest=manifest, head=current_head(root))
     if stale is None:
         return header, build_index(root, max_bytes=max_bytes, max_files=max_files)
-    unchanged = unchanged_files(stale[0].manifest, header.manifest, lambda rel: _file_digest(root / rel))
     return header, build_index(root, max_bytes=max_bytes, max_files=max_files, previous=stale[1],
                                unchanged=unchanged)
 
@@ -222,14 +220,15 @@ def cached_index(repo: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES, cache_dir:
         # stored index is still theirs and as the manifest of a new one (each look stats every file).
         manifest = take_manifest(root)
         stored = _read(path, root, max_bytes, max_files, current=False)
-        same = stored is not None and _same_files(stored[0].manifest, manifest, root)
+        unchanged = _unchanged_under(root, stored[0].manifest, manifest) if stored is not None else frozenset()
+        same = stored is not None and _same_files(stored[0].manifest, manifest, unchanged)
         if stored is not None and same and stored[0].head == head:
             return stored[1]
         if stored is not None and same:  # the same files at another commit: only the history is read again
             header = stored[0].model_copy(update={"head": head})
             index = stored[1].model_copy(update={"history": read_history(root, {f.path for f in stored[1].files})})
         else:
-            header, index = _build(root, max_bytes, max_files, manifest, stored)
+            header, index = _build(root, max_bytes, max_files, manifest, stored, unchanged)
         _write(path, header, index)
         return index
     finally:
