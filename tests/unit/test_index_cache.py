@@ -26,10 +26,9 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """Every repository the cache had to scan, in order."""
     scanned: list[Path] = []
 
-    def counting(repo: Path, max_bytes: int = 512 * 1024, max_files: int = 20_000, previous: RepoIndex | None = None,
-                 unchanged: frozenset[str] = frozenset()) -> RepoIndex:
+    def counting(repo: Path, **options: Any) -> RepoIndex:
         scanned.append(repo)
-        return build_index(repo, max_bytes=max_bytes, max_files=max_files, previous=previous, unchanged=unchanged)
+        return build_index(repo, **options)
 
     monkeypatch.setattr(index_cache, "build_index", counting)
     return scanned
@@ -378,6 +377,33 @@ def test_an_edit_to_one_file_parses_that_file_again_not_the_others(tmp_path: Pat
     assert after == build_index(repo) and "web/client.js" in parsed and after.imports["web/client.js"] == []
 
 
+def test_a_task_lists_the_repository_once_to_read_build_or_renew_its_index(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each task listed a repository up to four times to get its index (the cache's check, its manifest, the
+    scan, the files it did not read): git walks every folder to list untracked files, 0.4 s at 20 000 files."""
+    from wfqueue.analysis import files
+
+    repo, _ = committed_service_repo(tmp_path)
+    listings: list[Path] = []
+    git_listed = files._git_listed
+
+    def counting(root: Path) -> Any:
+        listings.append(root)
+        return git_listed(root)
+
+    monkeypatch.setattr(files, "_git_listed", counting)
+    built = cached_index(repo)
+    assert built == build_index(repo) and len(listings) == 2  # the cache's build, then a scan of its own
+    listings.clear()
+    assert cached_index(repo) == built and len(listings) == 1
+    store = repo / "app" / "billing" / "store.py"
+    store.write_text(store.read_text() + "\n\ndef purge_billing_rows() -> None:\n    pass\n")
+    renewed = cached_index(repo)
+    assert "purge_billing_rows" in symbols_of(renewed, "app/billing/store.py") and len(listings) == 2
+    (repo / "app" / "billing" / "limits.py").write_text("def limit_for(user_id: str) -> int:\n    return 5\n")
+    assert "app/billing/limits.py" in {f.path for f in cached_index(repo).files} and len(listings) == 3
+
+
 def test_a_file_recorded_with_its_digest_counts_as_unchanged_only_with_that_content() -> None:
     before = [("a.py", 10, 5, ""), ("b.py", 10, 5, "digest-b"), ("c.py", 10, 5, ""), ("gone.py", 1, 1, "")]
     now = [("a.py", 10, 5, ""), ("b.py", 10, 5, ""), ("c.py", 11, 6, ""), ("new.py", 3, 3, "")]
@@ -385,6 +411,9 @@ def test_a_file_recorded_with_its_digest_counts_as_unchanged_only_with_that_cont
     assert index_cache.unchanged_files(before, now, lambda p: digests.get(p, "other")) == {"a.py", "b.py"}
     digests["b.py"] = "edited within the timestamps' resolution"
     assert index_cache.unchanged_files(before, now, lambda p: digests.get(p, "other")) == {"a.py"}
+    # A digest the manifest of now recorded is the one compared: the file is not read again.
+    recorded_now = [("b.py", 10, 5, "digest-b")]
+    assert index_cache.unchanged_files(before, recorded_now, lambda p: pytest.fail(f"{p} read again")) == {"b.py"}
 
 
 def test_a_tracked_file_deleted_from_the_disk_is_not_listed_as_there(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -319,16 +319,19 @@ def _inside(real_root: str, target: str) -> bool:
 
 
 def list_source_files(
-    repo: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES, max_files: int = DEFAULT_MAX_INDEXED_FILES
+    repo: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES, max_files: int = DEFAULT_MAX_INDEXED_FILES,
+    listed: Iterable[str] | None = None,
 ) -> list[tuple[SourceFile, str]]:
-    """The repository's text files (see the module's note on which) with their text, in path order.
+    """The repository's text files (see the module's note on which) with their text, in path order; ``listed``:
+    ``repository_files(repo)`` when the caller already has it (listing a large repository takes git a walk of
+    its folders).
 
     Symlinked files are kept only when they resolve to a file inside the repo.
     """
     root = Path(repo)
     real_root = os.path.realpath(root)
     found: list[tuple[SourceFile, str]] = []
-    for rel in repository_files(root):
+    for rel in repository_files(root) if listed is None else listed:
         if len(found) >= max_files:
             break
         full = root / rel

@@ -96,15 +96,18 @@ def _with_inline_tests(tests_for: dict[str, list[str]], inline: list[str]) -> di
 
 def build_index(repo: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES,
                 max_files: int = DEFAULT_MAX_INDEXED_FILES, previous: RepoIndex | None = None,
-                unchanged: frozenset[str] = frozenset()) -> RepoIndex:
+                unchanged: frozenset[str] = frozenset(), listed: list[str] | None = None) -> RepoIndex:
     """Scan ``repo`` and build its index (text files of at most ``max_bytes``, the first ``max_files`` of them in
     path order); the package's only I/O entry point.
 
     ``previous``: an index of the same repository, and ``unchanged`` the files whose content has not changed since
     it was built. When the scan lists the same files as ``previous`` did, their symbols, imports and ranking
     tokens are taken from it instead of being parsed again: a file's analysis depends only on its text and on
-    which files there are. The result is the index a full scan gives."""
-    pairs = list_source_files(Path(repo), max_bytes=max_bytes, max_files=max_files)
+    which files there are. The result is the index a full scan gives. ``listed``: ``repository_files(repo)``
+    when the caller has listed it already (git walks a repository's folders to list it: 0.4 s at 20 000 files).
+    """
+    listed = list(repository_files(Path(repo))) if listed is None else listed
+    pairs = list_source_files(Path(repo), max_bytes=max_bytes, max_files=max_files, listed=listed)
     files = [source for source, _ in pairs]
     texts = {source.path: text for source, text in pairs}
     paths = [source.path for source in files]
@@ -137,7 +140,7 @@ def build_index(repo: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES,
         history=read_history(Path(repo), known),
         # Those on disk: git lists a tracked file deleted since, which is no file to change (and no file of the
         # manifest that keeps a cached index valid, so committing its deletion left it listed).
-        unread=[path for path in repository_files(Path(repo)) if path not in known and (Path(repo) / path).exists()],
+        unread=[path for path in listed if path not in known and (Path(repo) / path).exists()],
     )
 
 
