@@ -3,6 +3,7 @@ and the test executor program (tests/executor_program.py) applying the edits eac
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -188,6 +189,30 @@ def test_waves_merges_a_conflict_a_failure_and_a_red_gate_then_continue(tmp_path
     assert events.count(f"git worktree remove --force {kept}") == 1, events
     assert "## Worktrees kept" in report and f"- `git worktree remove --force {kept}`" in report
     assert processes_mentioning(str(repo / ".workflow" / ".queue")) == []
+
+
+def test_continue_with_parallel_runs_at_most_that_many_tasks_at_once(tmp_path: Path) -> None:
+    """`execute --continue EXEC --parallel 1` (fewer agents at once, say after a rate limit) ran the cap the
+    execution started with, saying nothing."""
+    repo = project(tmp_path)
+    files = {1: "calc/ops.py", 2: "calc/text.py", 3: "calc/extra.py"}
+    kept = {"calc/ops.py": OPS, "calc/text.py": "NAME = 'calc'\n", "calc/extra.py": "EXTRA = 1\n"}
+    tasks_file = lite_plan(repo, [lite_task(n, f"Mark {path}", [path]) for n, path in files.items()])
+    env = env_for(tmp_path, {f"TASK-{n:03d}": {"edits": {path: kept[path] + "X = 1\n"}, "exit": 3}
+                             for n, path in files.items()})
+    first = run_cli("execute", str(tasks_file), "--parallel", "3", "-y", "--json", env=env, timeout=300)
+    assert first.code == 1 and first.json()["tasks"]["failed"] == ["TASK-001", "TASK-002", "TASK-003"], first.stderr
+    exec_id, ran = first.json()["exec_id"], len(log_entries(tmp_path / "executor.log"))
+    write_edits(tmp_path / "edits.json", {f"TASK-{n:03d}": {"edits": {path: kept[path] + "X = 2\n"}, "sleep": 0.5}
+                                          for n, path in files.items()})
+    again = run_cli("execute", "--continue", exec_id, "--repo", str(repo), "--parallel", "1", "--json", env=env,
+                    timeout=300)
+    assert again.code == 0 and again.json()["status"] == "completed", again.stderr
+    assert "at most 1 task(s) at once from now on (--parallel)" in again.stderr
+    runs = sorted(log_entries(tmp_path / "executor.log")[ran:], key=lambda entry: entry["start"])
+    assert len(runs) == 3 and all(later["start"] >= earlier["end"] for earlier, later in itertools.pairwise(runs)), runs
+    recorded = json.loads((Path(first.json()["exec_dir"]) / "execution.json").read_text(encoding="utf-8"))
+    assert recorded["parallel"] == 1 and len(recorded["waves"]) == 3
 
 
 def test_a_killed_coordinator_resumes_without_a_duplicate_commit(tmp_path: Path) -> None:

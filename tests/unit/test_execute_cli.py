@@ -366,6 +366,10 @@ def test_ctrl_d_at_the_question_declines_it(sample_repo: Path, capsys: pytest.Ca
     err = capsys.readouterr().err
     assert "not started; nothing was written" in err and "interrupted" not in err
     assert not (sample_repo / ".workflow" / ".execution").exists()
+    # With --json, one object says so (stdout was empty).
+    assert main(["execute", SESSION, "--repo", str(sample_repo), "--json"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert said["status"] == "cancelled" and said["plan"]["session_id"] == SESSION and said["plan"]["tasks"] == 4
 
 
 def test_an_agent_plan_may_keep_its_tasks_in_task_files(sample_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -220,6 +220,60 @@ def test_an_execution_whose_retried_task_has_its_branch_checked_out_elsewhere_is
     assert records.load(repo / ".workflow" / ".execution" / EXEC_ID).tasks["TASK-002"].attempt == 1
 
 
+def test_continue_refuses_the_options_that_decide_how_an_execution_starts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`execute --continue EXEC --dry-run` ran and merged every task left (a run meant to write nothing), and
+    --force and another --executor were taken and ignored."""
+    from tests.execute_support import make_repo
+
+    monkeypatch.delenv("WFQUEUE_BROKER_URL", raising=False)
+    monkeypatch.setenv("COLUMNS", "1000")
+    monkeypatch.setenv("WFQUEUE_EXECUTOR_COMMAND", "git status")
+    monkeypatch.setattr("os.execve", lambda *args: pytest.fail("nothing may replace this process"))
+    repo = make_repo(tmp_path)
+    recorded(repo, "partial", None, [done("TASK-001", 1), done("TASK-002", 1, state="failed")], [])
+    record = repo / ".workflow" / ".execution" / EXEC_ID / "execution.json"
+    before = record.read_bytes()
+    for option, said in ((["--dry-run"], "--dry-run shows a plan's schedule before it starts"),
+                         (["--force"], "a continued execution is not checked again"),
+                         (["--executor", "claude"], f"{EXEC_ID} runs the command executor, and a continued "
+                                                    "execution keeps it")):
+        assert main(["execute", "--continue", EXEC_ID, "--repo", str(repo), *option, "--json"]) == 2, option
+        out, err = capsys.readouterr()
+        assert said in " ".join(err.split()) and json.loads(out)["exit_code"] == 2, err
+    assert record.read_bytes() == before
+    assert not (repo / ".workflow" / ".queue").exists()  # no Redis, no worker was started
+
+
+@pytest.mark.parametrize(("command", "said"), [
+    (None, f"{EXEC_ID}'s command executor needs an executor command, and none is configured"),
+    ("/nonexistent/agent --yes", "the executor command's program '/nonexistent/agent' is not found"),
+])
+def test_a_continued_execution_whose_executor_is_not_configured_is_refused_before_any_task_runs(
+        command: str | None, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new execution without its executor is refused at once (exit 2); `--continue` and `resume` sent every task
+    to the workers, which all failed, each attempt spent, and exited 1 blaming the tasks."""
+    from tests.execute_support import git, make_repo
+
+    monkeypatch.delenv("WFQUEUE_BROKER_URL", raising=False)
+    for variable in ("WFQUEUE_EXECUTOR_COMMAND", "WFQUEUE_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(variable, raising=False)
+    if command is not None:
+        monkeypatch.setenv("WFQUEUE_EXECUTOR_COMMAND", command)
+    monkeypatch.setattr("os.execve", lambda *args: pytest.fail("nothing may replace this process"))
+    repo = make_repo(tmp_path)
+    recorded(repo, "partial", None, [done("TASK-001", 1), done("TASK-002", 1, state="failed")], [])
+    git(repo, "branch", f"wfqueue/{EXEC_ID}")
+    record = repo / ".workflow" / ".execution" / EXEC_ID / "execution.json"
+    before, branches = record.read_bytes(), git(repo, "branch", "--list")
+    for run in (["execute", "--continue", EXEC_ID], ["resume", EXEC_ID]):
+        assert main([*run, "--repo", str(repo)]) == 2, run
+        assert said in " ".join(capsys.readouterr().err.split())
+    assert record.read_bytes() == before and git(repo, "branch", "--list") == branches
+    assert not (repo / ".workflow" / ".queue").exists()
+
+
 def test_a_running_tasks_row_says_what_its_agent_record_says(tmp_path: Path, redis_url: str) -> None:
     """A task done early read "running", with no worker, until the tasks sent before it were merged (results are
     settled in the order sent); a task whose worker died read "running" for the hour before redelivery."""

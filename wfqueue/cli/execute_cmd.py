@@ -21,10 +21,10 @@ from wfqueue.cli.plan_common import finish
 from wfqueue.cli.progress import TerminalUI
 from wfqueue.errors import BadInputError, UnsafeCommandError
 from wfqueue.execute import records
-from wfqueue.execute.command_executor import check_command_here
+from wfqueue.execute.command_executor import usable_executor
 from wfqueue.execute.coordinator import EXECUTE, ExecuteCoordinator
 from wfqueue.execute.decisions import stopped_by_budget
-from wfqueue.execute.executors import ExecutorName, choose_executor
+from wfqueue.execute.executors import ExecutorName
 from wfqueue.execute.gate import gate_commands, verification_refusal
 from wfqueue.execute.load import load_plan
 from wfqueue.execute.model import ExecutablePlan, PlanVerdict
@@ -37,7 +37,6 @@ from wfqueue.runtime import stop_after_output
 from wfqueue.sandboxed_commands import parse_command
 from wfqueue.sessions import repo_option, resolve_repo
 from wfqueue.settings import load_settings
-from wfqueue.up_cluster import serving_up
 from wfqueue.workflow.contract import ResumeRequest
 from wfqueue.workflow.registry import locate
 
@@ -68,6 +67,13 @@ def dry_run_payload(plan: ExecutablePlan, schedule: Schedule, gate: list[str]) -
                    "verification_runs": verification_refusal(t) is None}
                   for t in plan.tasks],
     }
+
+
+def cancelled_payload(plan: ExecutablePlan) -> dict[str, Any]:
+    """The one JSON object of an execution the user declined at its confirmation."""
+    return {"status": "cancelled", "plan": {"kind": plan.kind, "session_id": plan.session_id, "source": plan.source,
+                                            "repo": plan.repo, "tasks": len(plan.tasks)},
+            "message": "not started; nothing was written"}
 
 
 def verdict_line(verdict: PlanVerdict) -> str:
@@ -162,6 +168,25 @@ def _describe(out: Console, result: ExecutionOutcome) -> None:
     out.print(escape(result.hint))
 
 
+def refuse_start_options(resume_id: str, *, no_gate: bool, dry_run: bool, force: bool,
+                         executor: ExecutorName | None, recorded: ExecutorName) -> None:
+    """Refuse, with --continue, the options that decide how an execution starts: a continued one goes on as it
+    started (its gate, its executor), and none of them would be heeded."""
+    again = f"run `wfqueue execute --continue {resume_id}` without it"
+    if no_gate:  # the merges so far were tested, or not
+        raise BadInputError("--no-gate starts an execution without its gate; a continued one keeps the gate it "
+                            "started with", hint=f"{again}, or execute the plan anew with --no-gate")
+    if dry_run:
+        raise BadInputError("--dry-run shows a plan's schedule before it starts; it does not apply to --continue",
+                            hint=f"`wfqueue status {resume_id}` shows what is left; then {again}")
+    if force:
+        raise BadInputError("--force starts an execution its session's verification blocks; a continued execution "
+                            "is not checked again", hint=again)
+    if executor is not None and executor != recorded:
+        raise BadInputError(f"{resume_id} runs the {recorded} executor, and a continued execution keeps it",
+                            hint=f"{again}, or execute the plan anew with --executor {executor}")
+
+
 def finish_execution(result: ExecutionOutcome, as_json: bool) -> None:
     finish(result, as_json, lambda out: _describe(out, result), json_object=result.execute_json())
 
@@ -176,7 +201,8 @@ def register(app: typer.Typer) -> None:
                                             help="claude or command (default: the command when "
                                                  "WFQUEUE_EXECUTOR_COMMAND is set, else claude)."),
         parallel: int | None = typer.Option(None, "--parallel", min=1,
-                                            help="Tasks in flight at once (default: WFQUEUE_EXECUTE_PARALLEL)."),
+                                            help="Tasks in flight at once (default: WFQUEUE_EXECUTE_PARALLEL). "
+                                                 "With --continue it replaces the execution's."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the waves and the critical path; write nothing."),
         yes: bool = typer.Option(False, "--yes", "-y", help="Start without asking for confirmation."),
         resume_id: str | None = typer.Option(None, "--continue", metavar="EXEC-ID",
@@ -205,18 +231,16 @@ def register(app: typer.Typer) -> None:
             if target is not None:
                 raise BadInputError("--continue takes an execution id, not a plan as well",
                                      hint=f"run `wfqueue execute --continue {resume_id}`")
-            if no_gate:  # an execution keeps the gate it started with: the merges so far were tested, or not
-                raise BadInputError("--no-gate starts an execution without its gate; a continued one keeps the gate "
-                                    "it started with", hint=f"run `wfqueue execute --continue {resume_id}` without it, "
-                                                            "or execute the plan anew with --no-gate")
             root = resolve_repo(repo)
             kind, folder = locate(root, resume_id)
             if kind is not EXECUTE:
                 raise BadInputError(f"--continue {resume_id}: that is a {kind.label} session, not an execution",
                                     hint=f"run `wfqueue execute {resume_id}` to execute its plan")
+            recorded = records.load(folder)
+            refuse_start_options(resume_id, no_gate=no_gate, dry_run=dry_run, force=force, executor=requested,
+                                 recorded=recorded.executor)
             stop_after_output()  # `finish` stops the embedded cluster once the outcome is out
             spending_cap = parse_budget_option(budget, "anthropic", settings)
-            recorded = records.load(folder)
             if spending_cap is not None and recorded.executor != "claude":
                 raise BadInputError("--budget caps the claude executor's model calls; this execution runs the "
                                     "command executor", hint="drop --budget")
@@ -225,9 +249,9 @@ def register(app: typer.Typer) -> None:
                 raise BadInputError(f"{resume_id}: its budget stopped {', '.join(stopped)}, and is spent",
                                     hint=f"give it a larger one: `wfqueue execute --continue {resume_id}"
                                          f"{repo_option(root)} --budget LARGER` (dollars, $5, or tokens, 500k)")
-            finish_execution(ExecuteCoordinator(settings, ui).resume(ResumeRequest(session_dir=folder, repo=root,
-                                                                          provider="offline", budget=spending_cap)),
-                    as_json)
+            request = ResumeRequest(session_dir=folder, repo=root, provider="offline", budget=spending_cap,
+                                    parallel=parallel)
+            finish_execution(ExecuteCoordinator(settings, ui).resume(request), as_json)
             return
         if target is None:
             raise BadInputError("missing SESSION_OR_PLAN", hint="pass a plan to execute, or --continue EXEC-ID")
@@ -248,15 +272,14 @@ def register(app: typer.Typer) -> None:
         created = {f for t in plan.tasks for f in t.files.create}
         check_clean_repository(Path(plan.repo), [f for t in plan.tasks for f in t.files.modify + t.files.delete
                                                  if f not in created], sorted(created))
-        up = serving_up(settings, Path(plan.repo))
-        chosen = choose_executor(settings, requested, up)
+        chosen = usable_executor(settings, requested, Path(plan.repo))
         if budget is not None and chosen != "claude":
             raise BadInputError("--budget caps the claude executor's model calls; the command executor's agent "
                                 "spends its own", hint="drop --budget, or use --executor claude")
         spending_cap = parse_budget_option(budget, "anthropic", settings)
-        if chosen == "command" and up is None and settings.embedded:  # its workers run here, with this environment
-            check_command_here(settings.executor_command)
         if not _confirm(ui, plan, schedule, gate, yes, no_gate):
+            if as_json:
+                json_output.emit(cancelled_payload(plan))
             ui.info("not started; nothing was written")
             raise typer.Exit(0)  # the user's choice, as a plan cancelled at its confirmation: not a failure
         stop_after_output()

@@ -16,8 +16,10 @@ import signal
 from pathlib import Path
 
 from wfqueue.errors import ExecutorNotConfiguredError
-from wfqueue.execute.executors import COMMAND_HOW, ExecutorName, ExecutorResult
+from wfqueue.execute.executors import COMMAND_HOW, ExecutorName, ExecutorResult, choose_executor
 from wfqueue.group_runner import find_program, output_tail, run_to_end
+from wfqueue.settings import Settings
+from wfqueue.up_cluster import serving_up
 
 PROMPT_PLACEHOLDER = "{prompt_file}"
 OUTPUT_LIMIT = 20_000  # characters of output handed back (the log file keeps all of it)
@@ -48,6 +50,18 @@ def check_command_here(command: str | None) -> None:
             f"the executor command's program {program!r} is not found or not executable",
             hint="install it on this machine (its workers run the tasks), or set WFQUEUE_EXECUTOR_COMMAND to an "
                  "agent CLI that is installed, e.g. 'claude -p'")
+
+
+def usable_executor(settings: Settings, requested: ExecutorName | None, repo: Path,
+                    requested_by: str | None = None) -> ExecutorName:
+    """The executor that runs the tasks of an execution of ``repo`` (``choose_executor``), refused before anything
+    is written when it is not configured where they run, or when the embedded workers, which run here, lack its
+    program. A new execution and a continued one alike: every task failing on the workers is no way to say it."""
+    up = serving_up(settings, repo)
+    chosen = choose_executor(settings, requested, up, requested_by)
+    if chosen == "command" and up is None and settings.embedded:  # its workers run here, with this environment
+        check_command_here(settings.executor_command)
+    return chosen
 
 
 def _file_name(step: str) -> str:

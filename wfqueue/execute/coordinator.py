@@ -24,6 +24,7 @@ import redis
 
 from wfqueue.errors import BadInputError, WfqueueError
 from wfqueue.execute import records
+from wfqueue.execute.command_executor import usable_executor
 from wfqueue.execute.continuing import branch_gone, check_continuable, check_same_repository, reschedule
 from wfqueue.execute.decisions import (
     BranchGone,
@@ -125,17 +126,25 @@ class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
                 self._write_records(load_plan(execution.source, execution.repo), execution, gone)
             return outcome(execution, gone)
         check_continuable(execution, cache_dir(self.settings))
+        usable_executor(self.settings, execution.executor, Path(execution.repo),
+                        requested_by=f"{execution.exec_id}'s {execution.executor} executor")
         plan = load_plan(execution.source, execution.repo)
         if sorted(t.id for t in plan.tasks) != sorted(execution.tasks):
             raise BadInputError(f"the plan {execution.source} no longer has the tasks {execution.exec_id} runs",
                                 hint="restore the plan's task ids, or start a new execution of it")
+        capped = request.parallel is not None and request.parallel != execution.parallel
+        if request.parallel is not None:
+            execution.parallel = request.parallel
         rescheduled = reschedule(execution, plan)
 
         def begin() -> Execution:  # said once the runtime is up: a refused continue writes nothing
+            if capped:
+                self.event(execution, f"at most {execution.parallel} task(s) at once from now on (--parallel)")
             if rescheduled:
                 waves = " | ".join(", ".join(wave) for wave in execution.waves)
-                self.event(execution, "the plan's dependencies or files changed since the last run: its waves are "
-                                      f"now {waves} (completed tasks are not run again)")
+                why = "the cap on tasks at once changed" if capped else \
+                    "the plan's dependencies or files changed since the last run"
+                self.event(execution, f"{why}: its waves are now {waves} (completed tasks are not run again)")
             return execution
 
         return self._run(plan, begin, slots=slots_needed(execution.waves, execution.parallel), fresh=False,

@@ -42,11 +42,12 @@ class Executor(Protocol):
         ...
 
 
-def choose_executor(settings: Settings, requested: ExecutorName | None, up: UpCluster | None = None) -> ExecutorName:
-    """The executor, from ``requested`` or what is configured. Where a `wfqueue up` serves the repository
-    (``up``), its workers run the tasks with the settings they started with: those decide. Workers behind a
-    broker URL read their own settings, which this machine cannot see: an executor asked for by name is not
-    second-guessed there (a worker without it fails the task saying so)."""
+def choose_executor(settings: Settings, requested: ExecutorName | None, up: UpCluster | None = None,
+                    requested_by: str | None = None) -> ExecutorName:
+    """The executor, from ``requested`` (by ``requested_by``, the option by default) or what is configured.
+    Where a `wfqueue up` serves the repository (``up``), its workers run the tasks with the settings they started
+    with: those decide. Workers behind a broker URL read their own settings, which this machine cannot see: an
+    executor asked for by name is not second-guessed there (a worker without it fails the task saying so)."""
     shared_broker = up is None and not settings.embedded
     if requested is not None and shared_broker:
         return requested
@@ -57,11 +58,12 @@ def choose_executor(settings: Settings, requested: ExecutorName | None, up: UpCl
     else:
         command, has_key, where = settings.executor_command, settings.has_anthropic_credentials(), ""
     has_command = bool(command and command.strip())
+    asked = requested_by or f"--executor {requested}"
     if requested == "command" and not has_command:
-        raise ExecutorNotConfiguredError("--executor command needs an executor command, and none is configured",
+        raise ExecutorNotConfiguredError(f"{asked} needs an executor command, and none is configured",
                                          hint=f"{COMMAND_HOW}{where}; {DRY_RUN}")
     if requested == "claude" and not has_key:
-        raise ExecutorNotConfiguredError("--executor claude needs an Anthropic API key, and none is configured",
+        raise ExecutorNotConfiguredError(f"{asked} needs an Anthropic API key, and none is configured",
                                          hint=f"{CLAUDE_HOW}{where}, or use --executor command: {COMMAND_HOW}; "
                                               f"{DRY_RUN}")
     if requested is not None:

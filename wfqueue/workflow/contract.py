@@ -67,6 +67,7 @@ class ResumeRequest(BaseModel):
     provider: str  # used when the session recorded none, or when chosen (--provider)
     provider_chosen: bool = False
     budget: Budget | None = None  # replaces the session's budget; None keeps it
+    parallel: int | None = None  # an execution's cap on tasks at once (--continue --parallel); None keeps it
     yes: bool = False  # a question the session stopped at is answered with its default, not asked again
 
     def chosen_meta(self) -> SessionMeta:
