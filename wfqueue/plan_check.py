@@ -121,6 +121,21 @@ class FileActionsInPlan:
     def deleters(self, rel: str) -> list[str]:
         return self._by_action["delete"].get(rel, [])
 
+    def deleted_first(self, task_id: str, rel: str) -> tuple[str, bool] | None:
+        """Another task deleting ``rel`` that may run before ``task_id`` changes it: its id, and whether
+        ``task_id`` depends on it (else neither depends on the other, and the order they run in is the plan's
+        line order). A deleter that depends on ``task_id`` runs after it, and a file created again in between
+        is there to change."""
+        for other in self.deleters(rel):
+            if other == task_id or self.comes_after(other, [task_id]):
+                continue
+            after = self.comes_after(task_id, [other])
+            if after and any(self.comes_after(task_id, [c]) and self.comes_after(c, [other])
+                             for c in self.creators(rel)):
+                continue
+            return other, after
+        return None
+
     def comes_after(self, task_id: str, others: list[str]) -> bool:
         """Whether one of ``others`` is among ``task_id``'s dependencies, direct or not. Breadth first, each id
         once: a dependency cycle (reported on its own) ends the walk."""
@@ -198,8 +213,48 @@ def file_faults(files: list[TaskFile], *, exists: Callable[[str], bool] | None,
                                   what=f"does not exist until {creators[0]} creates it, and this task does not "
                                        f"depend on {creators[0]}",
                                   advice=f"add {creators[0]} to depends_on")
+        elif entry.action != "create" and not executed and task_id is not None and plan is not None:
+            fault = _deleted_first_fault(plan, task_id, rel, entry.action)
         faults.append(fault)
     return faults
+
+
+def _deleted_first_fault(plan: FileActionsInPlan, task_id: str, rel: str, action: str) -> FileFault | None:
+    """A file to modify or delete that another task of the plan may delete first: the later of the two found it
+    gone, on every attempt."""
+    found = plan.deleted_first(task_id, rel)
+    if found is None:
+        return None
+    other, after = found
+    if action == "delete":
+        return FileFault(code="bad_path", what=f"is deleted by {other} too", advice="delete it in one task only")
+    if after:
+        return FileFault(code="missing_file", what=f"is deleted by {other}, which this task depends on, before "
+                                                   "this task changes it",
+                         advice=f"drop the change to it, or move the delete to a task that depends on {task_id}")
+    return FileFault(code="bad_path", what=f"is deleted by {other}, and neither task depends on the other: the one "
+                                           "run second finds what the first did",
+                     advice=f"add {task_id} to {other}'s depends_on, so that the change comes before the delete")
+
+
+# What git refuses in a branch name (`git check-ref-format`): an execution makes one per task,
+# wfqueue/tasks/EXEC-ID/TASK-ID. A slash would nest it, and one id would be the folder of another's branch.
+_NOT_IN_A_BRANCH = re.compile(r"[\x00-\x20\x7f~^:?*\[\\/]|\.\.|@\{")
+
+
+def unusable_id(task_id: str) -> str | None:
+    """Why ``task_id`` cannot name the git branch an execution makes for its task, or None."""
+    if (bad := _NOT_IN_A_BRANCH.search(task_id)) is not None:
+        return f"it holds {bad.group()!r}"
+    if task_id.startswith("."):
+        return "it begins with '.'"
+    if task_id.endswith(".lock"):
+        return "it ends with '.lock'"
+    if task_id.endswith("."):
+        return "it ends with '.'"
+    if task_id == "@":
+        return "it is '@'"
+    return None
 
 
 MAX_NAME_BYTES = 255  # bytes in one file or folder name (most file systems' limit)
@@ -243,6 +298,9 @@ def check_plan(
     first: dict[str, LoadedTask] = {}
     for loaded in tasks:
         tid = loaded.task.id
+        if (why := unusable_id(tid)) is not None:
+            add(loaded, "bad_id", f"id {tid!r} cannot name the git branch an execution makes for the task ({why}); "
+                                  "use letters, digits, '-', '_' and '.'")
         if tid in first:
             add(loaded, "duplicate_id",
                 f"duplicate id {tid} (first used at {first[tid].location}); give each task a unique id")

@@ -19,7 +19,7 @@ from wfqueue.unified_task import UnifiedTask
 
 ProblemCode = Literal[
     "invalid_json", "schema", "duplicate_id", "unknown_dependency", "self_dependency",
-    "dependency_cycle", "missing_file", "not_an_object", "empty", "stray_copy", "bad_path", "not_ready",
+    "dependency_cycle", "missing_file", "not_an_object", "empty", "stray_copy", "bad_path", "not_ready", "bad_id",
 ]
 # Folders no task may write: git's own, and wfqueue's sessions and broker (git ignores it; an execution's merge
 # would lose the change).

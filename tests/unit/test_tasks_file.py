@@ -262,6 +262,41 @@ def test_a_file_the_repository_has_cannot_be_created_unless_an_earlier_task_dele
         ("tasks.jsonl:1", "A", "bad_path")]
 
 
+def test_a_file_another_task_deletes_is_changed_before_the_delete_or_not_at_all() -> None:
+    """"A deletes src/old.py; B modifies it", neither depending on the other, passed `validate`: the execution ran
+    them in the plan's line order and B, finding the file gone, failed on every attempt. So did two deletes."""
+    def old(tid: str, action: str, *deps: str) -> dict[str, Any]:
+        return task(tid, *deps, files=[{"path": "src/old.py", "action": action}])
+    on_disk_only = lambda rel: rel == "src/old.py"  # noqa: E731
+
+    problems = checked(jsonl(old("A", "delete"), old("B", "modify")), on_disk_only)
+    assert [(p.task_id, p.code, p.message) for p in problems] == [
+        ("B", "bad_path", "file src/old.py is deleted by A, and neither task depends on the other: the one run second "
+                          "finds what the first did; add B to A's depends_on, so that the change comes before the "
+                          "delete")]
+    assert [(p.task_id, p.message) for p in checked(jsonl(old("A", "delete"), old("B", "modify", "A")),
+                                                    on_disk_only)] == [
+        ("B", "file src/old.py is deleted by A, which this task depends on, before this task changes it; drop the "
+              "change to it, or move the delete to a task that depends on B")]
+    assert codes(checked(jsonl(old("A", "delete"), old("B", "delete")), on_disk_only)) == [
+        ("tasks.jsonl:1", "A", "bad_path"), ("tasks.jsonl:2", "B", "bad_path")]
+    # The change first, then the delete; or the file created again in between: both fine.
+    assert checked(jsonl(old("B", "modify"), old("A", "delete", "B")), on_disk_only) == []
+    assert checked(jsonl(old("A", "delete"), old("C", "create", "A"), old("B", "modify", "C")), on_disk_only) == []
+    # A task an execution completed has made its change already.
+    assert checked(jsonl(old("A", "delete"), {**old("B", "modify"), "status": "completed"}), on_disk_only) == []
+
+
+@pytest.mark.parametrize("task_id", ["TASK 1", "../x", "TASK-1.lock", "TASK..1", "TASK~1", "X@{1}", "a/b", ".x"])
+def test_an_id_no_git_branch_can_carry_is_a_problem(task_id: str) -> None:
+    """`validate` passed ids like "TASK 1": the execution made its integration branch and folder, then every task
+    failed ("is not a valid branch name"), and renaming the ids left the execution unable to go on."""
+    problems = checked(jsonl(task(task_id), task("TASK-2", task_id)))
+    assert codes(problems) == [("tasks.jsonl:1", task_id, "bad_id")]
+    assert f"id {task_id!r} cannot name the git branch an execution makes for the task" in problems[0].message
+    assert checked(jsonl(task("IMPL-1.2"), task("TÂCHE-1"))) == []
+
+
 @pytest.mark.parametrize("path", ["../outside.py", "src/../../x.py", "/etc/passwd", "C:\\win.py"])
 def test_paths_outside_the_repo_are_problems_even_to_create(path: str) -> None:
     problems = checked(jsonl(task("A", files=[{"path": path, "action": "create"}])), existing=lambda rel: True)
