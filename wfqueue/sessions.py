@@ -5,6 +5,7 @@ Everything here runs before any file is written, so bad input costs nothing.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
@@ -93,12 +94,13 @@ def _named_in_utf8(repo: Path) -> Path:
 
 def _git_top() -> Path | None:
     try:
-        top = subprocess.run(
-            ["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, timeout=10, check=False
-        )
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return Path(top.stdout.strip()).resolve() if top.returncode == 0 and top.stdout.strip() else None
+    # Bytes, decoded as the file system's names are: a path that is not UTF-8 is for _named_in_utf8 to refuse
+    # (decoded as text it was a traceback), and one ending in a space keeps it.
+    path = os.fsdecode(top.stdout.removesuffix(b"\n"))
+    return Path(path).resolve() if top.returncode == 0 and path else None
 
 
 def project_of(cwd: Path, git_top: Path | None) -> Path:
@@ -168,6 +170,22 @@ def has_words(text: str) -> bool:
 _BYTE_ORDER_MARKS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
 
 
+def _a_file(path: Path) -> bool:
+    """Whether ``path`` names a file; a name no file system holds (a sentence past 255 bytes with no space, as
+    Chinese is written) is none: pathlib raises for it."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
+def _a_folder(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
 def read_requirement(value: str, max_bytes: int) -> str:
     """The requirement as text: the value itself, or the content of a .md/.txt file it names."""
     if "\x00" in value:
@@ -176,17 +194,17 @@ def read_requirement(value: str, max_bytes: int) -> str:
     # A path is one word ending in .md/.txt (or an existing file): "document X in README.md" is text.
     one_word = not any(ch.isspace() for ch in value.strip())
     looks_like_path = candidate is not None and candidate.suffix.lower() in {".md", ".txt", ".markdown"} and (
-        one_word or candidate.is_file())
-    if not looks_like_path and candidate is not None and one_word and candidate.is_file():
+        one_word or _a_file(candidate))
+    if not looks_like_path and candidate is not None and one_word and _a_file(candidate):
         # spec.rst or notes.pdf: its path was planned as the requirement's text, and the session named after it.
         raise InvalidRequirementError(f"requirement {value} is a file, and only .md and .txt files are read as a "
                                       "requirement", hint="save it as .md or .txt (plain text), or pass the "
                                                           "requirement itself, quoted")
     if looks_like_path and candidate is not None:
-        if candidate.is_dir():
+        if _a_folder(candidate):
             raise InvalidRequirementError(f"requirement file {value} is a folder",
                                           hint="name the .md or .txt file inside it")
-        if not candidate.is_file():
+        if not _a_file(candidate):
             raise InvalidRequirementError(
                 f"requirement file {value} does not exist", hint="check the path, or quote the requirement as text"
             )

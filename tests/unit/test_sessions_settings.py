@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,12 @@ def test_requirement_text_file_and_refusals(tmp_path: Path) -> None:
     with pytest.raises(InvalidRequirementError, match=r"spec.rst is a file, and only .md and .txt files are read"):
         read_requirement(str(rst), 1000)
     assert read_requirement("spec.rst", 1000) == "spec.rst"  # no such file here: a (poor) requirement, as text
+    # A sentence with no space past a file name's 255 bytes (Chinese is written so) is text: it was a traceback
+    # (pathlib raises "File name too long" for it).
+    sentence = "为用户登录添加基于令牌桶的限流功能并在超过限制时返回错误码同时记录审计日志以便运维人员排查问题" * 2
+    assert read_requirement(sentence, 10_000) == sentence
+    with pytest.raises(InvalidRequirementError, match="does not exist"):
+        read_requirement("x" * 300 + ".md", 1000)
 
 
 @pytest.mark.parametrize(("content", "said"), [
@@ -317,7 +324,8 @@ def test_a_requirement_of_bytes_in_another_encoding_is_refused_naming_it() -> No
     assert "iconv" in refused.value.hint
 
 
-def test_a_repository_whose_path_is_not_utf8_is_refused_before_anything_starts(tmp_path: Path) -> None:
+def test_a_repository_whose_path_is_not_utf8_is_refused_before_anything_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Its path goes into every task's payload and the session's files: it failed once Redis and the workers had
     started, as "PydanticSerializationError"."""
     folder = Path(os.fsdecode(bytes(tmp_path) + b"/caf\xe9"))
@@ -326,6 +334,18 @@ def test_a_repository_whose_path_is_not_utf8_is_refused_before_anything_starts(t
         resolve_repo(folder)
     with pytest.raises(RepositoryNotFoundError, match="is not UTF-8 text"):
         resolve_repo(str(folder / ".." / "caf\udce9"))
+    # Without --repo, from inside a git repository there (its top level, as git printed it, was read as UTF-8:
+    # a traceback from every command run there).
+    subprocess.run(["git", "init", "-q", str(folder)], check=True)
+    (folder / "app").mkdir()
+    monkeypatch.chdir(folder / "app")
+    with pytest.raises(RepositoryNotFoundError, match="is not UTF-8 text"):
+        resolve_repo(None)
+    # A top level whose name ends in a space is that folder, not one without the space.
+    spaced = tmp_path / "repo "
+    subprocess.run(["git", "init", "-q", str(spaced)], check=True)
+    monkeypatch.chdir(spaced)
+    assert resolve_repo(None) == spaced.resolve()
 
 
 def test_a_retry_countdown_ends_before_the_broker_would_hand_the_message_to_a_second_worker() -> None:
