@@ -9,6 +9,7 @@ import re
 import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from annotated_types import Ge, Gt
 
@@ -174,6 +175,12 @@ def redis_url_problem(url: str, schemes: Iterable[str]) -> str | None:
     if not found or scheme.lower() not in schemes:
         shown = f"this one starts {scheme}://" if found else "this one has no scheme"
         return f"must be a Redis URL starting {', '.join(s + '://' for s in schemes)}; {shown}"
+    if scheme.lower() in ("redis", "rediss"):  # read as redis-py reads it (urllib): a bad port failed at connect time
+        try:
+            _ = urlsplit(url).port  # raises for a port that is no number, and urlsplit for a broken IPv6 host
+        except ValueError:  # not quoted: in redis://:s3cret/0 (no host) the "port" is the password
+            return ("has a host or port that cannot be read (a port is a number up to 65535, an IPv6 host is written "
+                    "in [brackets]); write it as redis://:PASSWORD@HOST:PORT/DB")
     misplaced = url_query_misplaced(url)
     if misplaced:  # redis-py reads them there, so the first check passed; Celery and kombu fail on them
         return (f"gives {' and '.join(misplaced)} in its query, where Celery cannot read it; write the password "

@@ -76,6 +76,19 @@ def test_a_broker_url_that_is_not_redis_is_a_config_error_naming_the_setting(url
         assert said in caught.value.message and "s3cret" not in str(caught.value)
 
 
+@pytest.mark.parametrize("url", ["redis://:s3cret@host:notaport/0", "rediss://:s3cret@host:99999/0",
+                                 "redis://[::1/0", "redis://:s3cret/0"])
+def test_a_broker_url_whose_host_or_port_cannot_be_read_is_a_config_error(url: str) -> None:
+    """Accepted by the settings (and `wfqueue config`), it failed the plan with "wfqueue failed unexpectedly:
+    ValueError: Port could not be cast to integer value" (exit 1), once the session folder was made. The port
+    is not quoted: without a host, it is the password."""
+    for name in ("broker_url", "result_backend_url"):
+        with pytest.raises(ConfigError, match=f"{name}: has a host or port that cannot be read") as caught:
+            load_settings(**{name: url})
+        assert "s3cret" not in str(caught.value) and "redis://:PASSWORD@HOST:PORT/DB" in caught.value.message
+    assert load_settings(broker_url="redis://:s3cret@[::1]:6379/0").broker_url is not None
+
+
 @pytest.mark.parametrize(("url", "named"), [("redis://127.0.0.1:6391/0?password=s3cret", "password"),
                                             ("redis://:s3cret@127.0.0.1:6391?db=2", "db"),
                                             ("unix:///tmp/r.sock?db=0&password=s3cret", "db and password")])
