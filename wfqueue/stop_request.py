@@ -30,6 +30,12 @@ def ask(stop: type[KeyboardInterrupt]) -> None:
     _asked[:] = [stop]
 
 
+def pending() -> bool:
+    """Whether a signal asked for a stop that has not reached the command's handler: an error raised after it
+    may be the stop, hidden (pydantic-core reports a KeyboardInterrupt as its own SchemaError)."""
+    return bool(_asked)
+
+
 def raise_if_asked() -> None:
     """Raise the stop a signal asked for (once): it did not end the command, so something swallowed it."""
     if _asked:

@@ -253,6 +253,49 @@ def test_a_stop_signal_while_the_command_line_loads_says_its_exit_code_and_json(
     wait_until(lambda: _ended(int(standby[0])), 30, "the standby to exit with the command")
 
 
+# pydantic-core reports a KeyboardInterrupt raised while it builds a model's serializer as its own SchemaError (seen
+# twice in 600 Ctrl-Cs of a loading `wfqueue replan --json`): a stop, hidden in another error.
+STOP_HIDDEN_IN_AN_ERROR = """
+import os, signal, sys
+from wfqueue.cli import commands, main as cli_main
+
+PHASE, STOP = sys.argv[2], getattr(signal, sys.argv[3])
+
+
+def hidden(*_args, **_kwargs):
+    try:
+        os.kill(os.getpid(), STOP)
+        for _ in range(10_000):  # the handler runs between two of these bytecodes
+            pass
+    except KeyboardInterrupt:
+        raise ValueError("Error building 'model' serializer: KeyboardInterrupt") from None
+
+
+if PHASE == "load":
+    commands.load_for = hidden
+else:
+    cli_main.app = hidden
+sys.argv = ["wfqueue", "validate", sys.argv[1], "--json"]
+from wfqueue.cli.entry import main
+main()
+"""
+
+
+@pytest.mark.parametrize(("phase", "stop", "code", "said"), [("load", "SIGINT", 130, "interrupted"),
+                                                             ("load", "SIGTERM", 143, "terminated"),
+                                                             ("run", "SIGINT", 130, "interrupted"),
+                                                             ("run", "SIGTERM", 143, "terminated")])
+def test_a_stop_hidden_in_another_error_is_still_a_stop(tmp_path: Path, phase: str, stop: str, code: int,
+                                                        said: str) -> None:
+    """A Ctrl-C that pydantic-core reported as a SchemaError ended the command with a traceback and exit 1 ("wfqueue
+    failed unexpectedly"), and a --json command's object said so."""
+    run = subprocess.run([sys.executable, "-c", STOP_HIDDEN_IN_AN_ERROR, str(tmp_path), phase, stop],
+                         env=wfqueue_env(), capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
+    assert run.returncode == code, run.stderr
+    assert "Traceback" not in run.stderr and run.stderr.strip() == said, run.stderr
+    assert json.loads(run.stdout) == {"status": "interrupted", "exit_code": code, "error": said, "hint": None}
+
+
 def _ended(pid: int) -> bool:
     """Gone, or a zombie its new parent has not reaped yet."""
     try:

@@ -40,12 +40,15 @@ def _end_now(code: int) -> NoReturn:
 
 def main() -> None:
     from wfqueue import prestart
-    from wfqueue.cli.stop_signals import STOP_SIGNALS, raise_terminated, to_handle
+    from wfqueue.cli.stop_signals import STOP_SIGNALS, raise_interrupted, raise_terminated, received_stop, to_handle
 
     # A SIGTERM or SIGHUP before the command takes them over (wfqueue.cli.main.sigterm_unwinds) ended the process
     # at once, with no word and no --json object: until then they stop the load like a Ctrl-C.
     for stop in to_handle(STOP_SIGNALS):
         signal.signal(stop, raise_terminated)
+    interruptible = signal.getsignal(signal.SIGINT) is signal.default_int_handler  # not when ignored on purpose
+    if interruptible:
+        signal.signal(signal.SIGINT, raise_interrupted)
     # Loading the command line creates long-lived objects and no garbage worth a collection (see
     # workers.serve._collect_from_now_on); frozen afterwards, they are not scanned again.
     gc.disable()
@@ -57,8 +60,15 @@ def main() -> None:
         from wfqueue.cli.main import main as run
 
         load_for(sys.argv[1:])  # the command's own module, most of the loading
-    except KeyboardInterrupt as stop:  # Ctrl-C (or a stop signal) while the command line loads: nothing has started
-        _stopped_before_the_command(getattr(stop, "exit_code", 130), getattr(stop, "said", "interrupted"))
+    except BaseException as failed:  # re-raised unless a stop signal caused it
+        # Ctrl-C (or a stop signal) while the command line loads, raised as itself or hidden in another error:
+        # nothing has started.
+        interrupt = failed if isinstance(failed, KeyboardInterrupt) else received_stop()
+        if interrupt is None:
+            raise
+        _stopped_before_the_command(getattr(interrupt, "exit_code", 130), getattr(interrupt, "said", "interrupted"))
+    if interruptible:  # the command's handler (wfqueue.cli.main.sigterm_unwinds) takes over from Python's own
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     gc.freeze()
     gc.enable()
     try:

@@ -164,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         except (click.exceptions.Exit, typer.Exit) as exc:
             return ended(exc.exit_code, NO_RESULT)
         except Exception as exc:  # noqa: BLE001 - a bug: re-raised, or said as the --json contract asks
-            return unexpected(exc)
+            # Unless a stop signal came first: then it is the stop, hidden (stop_request.pending).
+            return stopped() if stop_request.pending() else unexpected(exc)
         else:
             # Typer turns an interrupt inside a command into the return value 130.
             return stopped() if code == INTERRUPTED_EXIT else ended(int(code or 0), NO_RESULT)

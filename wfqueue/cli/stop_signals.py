@@ -29,6 +29,25 @@ def to_handle(signals: Iterable[signal.Signals]) -> list[signal.Signals]:
     return [sig for sig in signals if sig != signal.SIGHUP or signal.getsignal(sig) is not signal.SIG_IGN]
 
 
+_received: list[signal.Signals] = []  # the stop signal that ended the load, should an exception hide it
+
+
 def raise_terminated(signum: int, _frame: FrameType | None) -> None:
     """A handler for the stop signals while the command line loads: the load unwinds like a Ctrl-C."""
+    _received[:] = [signal.Signals(signum)]
     raise Terminated(signal.Signals(signum))
+
+
+def raise_interrupted(_signum: int, _frame: FrameType | None) -> None:
+    """Ctrl-C's handler while the command line loads: Python's own, and remembered."""
+    _received[:] = [signal.SIGINT]
+    raise KeyboardInterrupt
+
+
+def received_stop() -> KeyboardInterrupt | None:
+    """The stop a signal raised while the command line loaded (None: none came). An exception can carry it
+    hidden: pydantic-core reports a KeyboardInterrupt raised while it builds a model's serializer as its own
+    SchemaError, which ended a Ctrl-C'd command in a traceback and exit 1."""
+    if not _received:
+        return None
+    return Terminated(_received[0]) if _received[0] in STOP_SIGNALS else KeyboardInterrupt()
