@@ -148,6 +148,30 @@ def test_a_problem_the_plan_already_had_does_not_refuse_an_unrelated_replan(tmp_
     assert code == 2 and "replan refused" in err, err
 
 
+def test_a_task_file_the_session_had_broken_does_not_stop_a_replan_of_another(tmp_path: Path) -> None:
+    """IMPL-1.json edited by hand into no valid task (a number for its title): a replan of IMPL-2 failed with
+    "wfqueue failed unexpectedly: ValidationError" while rendering the task list; the check itself had called it a
+    problem the plan had before, which does not refuse a replan. The documents listing every task are left as
+    they were until IMPL-1 is mended, and a replan of IMPL-1 mends it."""
+    folder = three_tasks(tmp_path)
+    _with_sources(tmp_path, "config.py", "limiter.py", "client.py")
+    atomic_write_json(folder / ".task" / "IMPL-1.json", read(folder, ".task/IMPL-1.json") | {"title": 5})
+    broken = (folder / ".task" / "IMPL-1.json").read_bytes()
+    documents = {name: (folder / name).read_bytes() for name in ("IMPL_PLAN.md", "TODO_LIST.md")}
+    code, out, err, _ = cli("replan", "IMPL-2", "title: Limiter settings", "--repo", str(tmp_path), "-y")
+    assert code == 0, err
+    assert read(folder, ".task/IMPL-2.json")["title"] == "Limiter settings"
+    assert "the plan had this before and still has it" in out and "IMPL-1" in out, out
+    said = " ".join((out + err).split())
+    assert "IMPL_PLAN.md and TODO_LIST.md will not be re-rendered while IMPL-1 is not a valid task" in said, said
+    assert {name: (folder / name).read_bytes() for name in documents} == documents
+    assert (folder / ".task" / "IMPL-1.json").read_bytes() == broken
+    code, _, err, _ = cli("replan", "IMPL-1", "title: Config", "--repo", str(tmp_path), "-y")
+    assert code == 0, err
+    assert "Config" in (folder / "TODO_LIST.md").read_text(encoding="utf-8")
+    assert "Limiter settings" in (folder / "TODO_LIST.md").read_text(encoding="utf-8")
+
+
 def test_a_files_request_keeps_each_path_once_and_every_entry_a_kept_path_had(tmp_path: Path) -> None:
     """`files: a.py, a.py` stored the path twice; a path the task named once per symbol (``target``) kept one of
     its entries and lost the others."""

@@ -45,7 +45,7 @@ from wfqueue.tasks_file import is_legacy, legacy_to_unified
 from wfqueue.unified_task import UnifiedTask
 from wfqueue.workflow_session.models import ContextPackage, PlanOverview, ReplanEntry
 from wfqueue.workflow_session.render import PlanningNotes
-from wfqueue.workflow_session.replan.artifacts import render_artifacts, render_impact
+from wfqueue.workflow_session.replan.artifacts import render_artifacts, render_impact, unrendered
 from wfqueue.workflow_session.replan.backup import (
     Manifest,
     clear_pending,
@@ -285,6 +285,10 @@ def run_replan(repo: Path, text: str | None, ui: ReplanUI, *, task_id: str | Non
                             updated=impact.updated, deleted=impact.deleted,
                             backup=backup.relative_to(folder).as_posix())
         artifacts = render_artifacts(snap, draft, entry) if impact.changed and not impact.problems else {}
+        if artifacts and (broken := unrendered(draft)):
+            ui.info(f"{IMPL_PLAN_FILE} and {TODO_FILE} will not be re-rendered while {', '.join(broken)} "
+                    f"{'is' if len(broken) == 1 else 'are'} not a valid task (see the warnings); a replan of "
+                    f"{broken[0]} can mend it")
         ui.show_impact(render_impact(impact, list(artifacts)))
         if impact.problems:
             raise ReplanRefusedError("replan refused, nothing was changed: " + "; ".join(impact.problems),

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
+
 from wfqueue.fsio import dumps_json
 from wfqueue.unified_task import UnifiedTask
 from wfqueue.workflow_session.models import PlanOverview, ReplanEntry
@@ -23,14 +25,17 @@ def render_artifacts(snap: SessionSnapshot, draft: ReplanDraft, entry: ReplanEnt
         out[snap.task_files.get(tid, f"{TASK_DIR}/{tid}.json")] = dumps_json(draft.tasks[tid])
     for tid in impact.deleted:
         out[snap.task_files[tid]] = None
-    unified = [UnifiedTask.model_validate(t) for t in draft.tasks.values()]
+    unified = _valid_tasks(draft)
+    whole = len(unified) == len(draft.tasks)  # else a task the session had broken stays so: see unrendered
     if snap.plan is not None:
-        plan = {**snap.plan, "task_ids": ids, "task_count": len(ids), **_recounted(snap.plan, unified)}
+        plan = {**snap.plan, "task_ids": ids, "task_count": len(ids), **(_recounted(snap.plan, unified) if whole
+                                                                          else {})}
         out[PLAN_FILE] = dumps_json(plan)
-        if snap.context is not None:
+        if snap.context is not None and whole:
             out[IMPL_PLAN_FILE] = render_impl_plan(snap.session, PlanOverview.model_validate(plan), unified,
                                                    snap.context, snap.constraints)
-    out[TODO_FILE] = render_todo(snap.topic, unified)
+    if whole:
+        out[TODO_FILE] = render_todo(snap.topic, unified)
     session = snap.session.model_copy(deep=True)
     session.replan_history.append(entry)
     session.progress.current_tasks = ids
@@ -39,6 +44,24 @@ def render_artifacts(snap: SessionSnapshot, draft: ReplanDraft, entry: ReplanEnt
     out[SESSION_FILE] = dumps_json(session.model_dump(mode="json", exclude_none=True))
     return {rel: text for rel, text in out.items()
             if text is None or snap.files.get(rel) != text.encode("utf-8")}
+
+
+def _valid_tasks(draft: ReplanDraft) -> list[UnifiedTask]:
+    tasks: list[UnifiedTask] = []
+    for data in draft.tasks.values():
+        try:
+            tasks.append(UnifiedTask.model_validate(data))
+        except ValidationError:
+            continue
+    return tasks
+
+
+def unrendered(draft: ReplanDraft) -> list[str]:
+    """The draft's tasks that are no valid task (a file the session had broken, which this replan leaves as it
+    was: its check names the problem as the plan's before): while one is, the documents listing every task,
+    IMPL_PLAN.md and TODO_LIST.md, are left as they are instead of rendered without it."""
+    valid = {task.id for task in _valid_tasks(draft)}
+    return [tid for tid in draft.tasks if tid not in valid]
 
 
 def _recounted(plan: dict[str, Any], tasks: list[UnifiedTask]) -> dict[str, Any]:
