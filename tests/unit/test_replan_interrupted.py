@@ -105,6 +105,12 @@ def test_a_half_written_replan_is_neither_verified_nor_executed_until_it_is_undo
         assert code == 2 and f"the replan {backup.name} of {folder.name} stopped half-way" in said, said
         assert f"wfqueue replan --restore {backup}" in said, said
     assert tree(folder, skip_backups=True) == half_written  # the refusals wrote nothing (no verification files)
+    # `status` says so too, its restore command whole on one line where a pipe's 80 columns broke it in two.
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["status", folder.name, "--repo", str(tmp_path)]) in (0, None)
+    shown = capsys.readouterr().out
+    assert any(f"wfqueue replan --restore {backup}" in line for line in shown.splitlines()), shown
+    monkeypatch.setenv("COLUMNS", "1000")
 
     assert cli("replan", "--restore", str(backup), "--repo", str(tmp_path))[0] == 0
     assert main(["verify", "--repo", str(tmp_path)]) in (0, 1, None)

@@ -143,7 +143,7 @@ def _print_summary(out: Console, summary: SessionSummary, label: str) -> None:
         table.add_row(escape(step.name), step.state, escape(step.detail))
     print_table(out, table)
     if summary.hint:
-        out.print(escape(summary.hint))
+        out.print(escape(summary.hint), soft_wrap=True)  # a command to copy: never broken in two
 
 
 def _print_agents(out: Console, current: SessionStatus) -> None:
@@ -157,7 +157,7 @@ def _print_agents(out: Console, current: SessionStatus) -> None:
                       str(agent.pid or ""), escape(agent.error or agent.note or ""))
     print_table(out, table)
     if current.hint:
-        out.print(escape(current.hint))
+        out.print(escape(current.hint), soft_wrap=True)
 
 
 def _print_execution(out: Console, execution: Execution) -> None:
