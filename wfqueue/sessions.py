@@ -147,6 +147,17 @@ def record_lost(folder: Path, record: str) -> SessionNotFoundError:
                                 hint=f"put {record} back (from a backup or version control), or move the folder away")
 
 
+def linked_folder(folder: Path) -> SessionNotFoundError | None:
+    """The error for a session folder that is a symbolic link (to another repository's session, most likely),
+    None for any other: a command would write into that other session, and the listings left it out or took it
+    for the newest as they each saw fit. A session's folder is its repository's own."""
+    if not folder.is_symlink():
+        return None
+    return SessionNotFoundError(f"{folder} is a symbolic link (to {os.readlink(folder)}), not a session folder of "
+                                "this repository", hint="work on that session in the repository that holds it "
+                                                        "(--repo), or copy the folder here in place of the link")
+
+
 def check_session_id(session_id: str) -> str:
     if "\x00" in session_id:
         raise InvalidSessionIdError("session id contains a NUL byte", hint="use the id printed by the plan command")

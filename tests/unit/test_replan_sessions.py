@@ -156,6 +156,35 @@ def test_without_session_the_active_session_is_taken_not_the_one_executed_last(t
     assert find_session(tmp_path, None) == executed
 
 
+def test_a_session_folder_linked_from_another_repository_is_no_session_of_this_one(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A link in .workflow/active to another repository's session was listed by `sessions`, taken as the newest
+    session by `replan` and `verify` (a replan wrote a task into the other repository), and refused by name as "not
+    found" in a listing that named it."""
+    from wfqueue.cli.main import main
+
+    other = three_tasks(tmp_path / "other")
+    record = read(other, "workflow-session.json") | {"session_id": "WFS-linked",
+                                                     "updated_at": "2999-01-01T00:00:00+00:00"}
+    atomic_write_text(other / "workflow-session.json", json.dumps(record))
+    here = three_tasks(tmp_path / "here")
+    (here.parent / "WFS-linked").symlink_to(other)
+    before = tree(other)
+    assert find_session(tmp_path / "here", None) == here
+    code, out, err, _ = cli("replan", "add a task for docs", "--repo", str(tmp_path / "here"), "-y", "--json")
+    assert code == 0 and json.loads(out)["session_id"] == here.name, err
+    for command in (["replan", "IMPL-2", "title: New", "--session", "WFS-linked"], ["status", "WFS-linked"],
+                    ["validate", "WFS-linked"], ["resume", "WFS-linked"]):
+        assert main([*command, "--repo", str(tmp_path / "here")]) == 2, command
+        said = " ".join(capsys.readouterr().err.split())
+        assert f"{here.parent / 'WFS-linked'} is a symbolic link (to {other}), not a session folder of this " \
+               "repository" in said, (command, said)
+    assert main(["sessions", "--repo", str(tmp_path / "here"), "--json"]) in (0, None)
+    rows = {row["session_id"]: row for row in json.loads(capsys.readouterr().out)["sessions"]}
+    assert rows["WFS-linked"]["status"] == "damaged" and "is a symbolic link" in rows["WFS-linked"]["error"]
+    assert tree(other) == before
+
+
 def test_a_backup_is_not_restored_again_once_its_replan_is_undone_nor_as_a_copy_kept_elsewhere(
         tmp_path: Path) -> None:
     """Two ways past "last replan first": with every replan undone, any backup was restored again (the

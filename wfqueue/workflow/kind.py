@@ -55,6 +55,6 @@ class WorkflowKind:
     def folder(self, repo: Path, session_id: str) -> Path | None:
         """The folder of ``session_id`` when it is a session of this kind."""
         folder = self.root(repo) / session_id
-        if folder.is_dir() and (self.marker is None or (folder / self.marker).is_file()):
+        if folder.is_dir() and not folder.is_symlink() and (self.marker is None or (folder / self.marker).is_file()):
             return folder
         return None

@@ -13,7 +13,7 @@ from wfqueue.collab.coordinator import COLLAB
 from wfqueue.errors import SessionNotFoundError
 from wfqueue.execute.coordinator import EXECUTE
 from wfqueue.lite.coordinator import LITE
-from wfqueue.sessions import WORKFLOW_DIR, check_session_id, record_lost
+from wfqueue.sessions import WORKFLOW_DIR, check_session_id, linked_folder, record_lost
 from wfqueue.workflow.kind import WorkflowKind
 from wfqueue.workflow_session.coordinator import WORKFLOW
 
@@ -42,6 +42,8 @@ def locate(repo: Path, session_id: str) -> tuple[WorkflowKind, Path]:
             return kind, folder
     for kind in KINDS:
         lacking = kind.root(repo) / session_id
+        if (linked := linked_folder(lacking)) is not None:
+            raise linked
         if lacking.is_dir() and kind.marker is not None:  # a session folder that lost its record
             raise record_lost(lacking, kind.marker)
     known = sorted(session for ids in sessions_by_kind(repo).values() for session in ids)

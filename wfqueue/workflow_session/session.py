@@ -16,7 +16,7 @@ from filelock import FileLock
 
 from wfqueue.errors import BadInputError, SessionNotFoundError
 from wfqueue.fsio import atomic_write_json, lock_for
-from wfqueue.sessions import WORKFLOW_DIR, check_session_id, record_lost, repo_option
+from wfqueue.sessions import WORKFLOW_DIR, check_session_id, linked_folder, record_lost, repo_option
 from wfqueue.unified_task import UnifiedTask
 from wfqueue.workflow_session.models import WorkflowSession
 
@@ -57,7 +57,7 @@ def list_sessions(repo: Path) -> list[WorkflowSession]:
     root = active_root(repo)
     sessions = []
     for folder in sorted(root.iterdir()) if root.is_dir() else []:
-        if (folder / SESSION_FILE).is_file():
+        if (folder / SESSION_FILE).is_file() and not folder.is_symlink():  # see wfqueue.sessions.linked_folder
             try:
                 sessions.append(load_session(folder))
             except (OSError, ValueError):
@@ -68,7 +68,8 @@ def list_sessions(repo: Path) -> list[WorkflowSession]:
 def find_session(repo: Path, session_id: str | None) -> Path:
     """The folder of ``session_id``, or of the active session when it is None."""
     root = active_root(repo)
-    existing = sorted(p.name for p in root.iterdir() if (p / SESSION_FILE).is_file()) if root.is_dir() else []
+    existing = sorted(p.name for p in root.iterdir()
+                      if (p / SESSION_FILE).is_file() and not p.is_symlink()) if root.is_dir() else []
     listing = ", ".join(existing) or "none"
     if session_id is None:
         readable = list_sessions(repo)
@@ -88,6 +89,8 @@ def find_session(repo: Path, session_id: str | None) -> Path:
                                                 s.session_id))
         return root / chosen.session_id
     check_session_id(session_id)
+    if (linked := linked_folder(root / session_id)) is not None:
+        raise linked
     folder = (root / session_id).resolve()
     if folder.parent != root.resolve() or not (folder / SESSION_FILE).is_file():
         elsewhere = [p for p in sorted((repo / WORKFLOW_DIR).glob(f"*/{session_id}")) if p.parent != root]

@@ -10,7 +10,7 @@ from filelock import Timeout
 from pydantic import BaseModel
 
 from wfqueue.errors import NotABackupError, ReplanRefusedError, SessionBusyError
-from wfqueue.sessions import repo_option
+from wfqueue.sessions import linked_folder, repo_option
 from wfqueue.workflow_session.replan.backup import (
     HALF_WRITTEN,
     Manifest,
@@ -123,6 +123,9 @@ def session_rows(repo: Path) -> list[SessionRow]:
     root = active_root(repo)
     rows = []
     for folder in sorted(root.iterdir()) if root.is_dir() else []:
+        if (linked := linked_folder(folder)) is not None:  # listed, as no session of this repository
+            rows.append(SessionRow(session_id=folder.name, status="damaged", tasks=0, error=linked.message))
+            continue
         count = len(task_files(folder)) if folder.is_dir() else 0
         if not (folder / SESSION_FILE).is_file():
             if folder.is_dir() and folder.name.startswith("WFS-"):  # a session that lost its record: not hidden
