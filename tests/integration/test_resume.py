@@ -122,6 +122,13 @@ def test_resume_refuses_a_session_file_that_no_longer_reads_and_makes_lost_tasks
     assert {p.name: p.read_bytes() for p in (folder / ".task").iterdir()} == kept
     for task_file in (folder / ".task").iterdir():
         task_file.unlink()
+    # .task a file: the tasks phase failed on the worker (FileExistsError), once Redis and the workers had started.
+    (folder / ".task").rmdir()
+    (folder / ".task").write_text("", encoding="utf-8")
+    for continued in (["resume", folder.name], ["plan", "--session", folder.name]):
+        refused = run_cli(*continued, "--repo", str(sample_repo), "-y")
+        assert refused.code == 2 and f"{folder.name}: .task is not a folder" in refused.stderr, refused.stderr
+    (folder / ".task").unlink()
     again = run_cli("resume", folder.name, "--repo", str(sample_repo), "-y", "--json")
     assert again.code == 0, again.stderr
     assert "has lost its task files: generating its tasks again" in again.stderr

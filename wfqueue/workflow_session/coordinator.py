@@ -51,6 +51,7 @@ from wfqueue.workflow_session.session import (
     SESSION_FILE,
     TASK_DIR,
     active_root,
+    check_layout,
     find_session,
     load_session,
     now_iso,
@@ -147,6 +148,7 @@ class WfsCoordinator(WorkflowCoordinator[WfsUI]):
         if folder is not None:
             recorded = read_session(folder)  # a damaged record is refused before Redis and workers start
             check_session_files(folder)
+            check_layout(folder)
             if recorded.phases.get("tasks") == "done" and task_files(folder) and not (folder / PLAN_FILE).is_file():
                 # Generating the tasks again would replace the task files, and every replan or edit in them.
                 raise BadInputError(

@@ -132,6 +132,20 @@ def task_files(folder: Path) -> list[Path]:
     return sorted(paths, key=lambda p: task_number(p.stem))
 
 
+def check_layout(folder: Path) -> None:
+    """Refuse a session whose folders are files, or files folders (nothing is changed): its phases would fail on
+    the workers writing there (".task" a file: the tasks phase failed with FileExistsError, once Redis and the
+    workers had started)."""
+    expected = [(TASK_DIR, True), (PROCESS_DIR, True), (PLAN_FILE, False), (IMPL_PLAN_FILE, False), (TODO_FILE, False)]
+    expected += [(path.relative_to(folder).as_posix(), False) for path in task_files(folder)]
+    for name, a_folder in expected:
+        path = folder / name
+        if (path.exists() or path.is_symlink()) and (path.is_dir() if a_folder else path.is_file()) is False:
+            what = "a folder" if a_folder else "a file"
+            raise BadInputError(f"{folder.name}: {name} is not {what}, and the session writes {what} there; nothing "
+                                "was changed", hint=f"move {path} out of the session (or put back what it was)")
+
+
 def read_session(folder: Path) -> WorkflowSession:
     """``load_session`` for a command: a damaged record is bad input naming the file (exit 2), not a traceback."""
     try:
