@@ -172,6 +172,25 @@ def test_a_task_file_the_session_had_broken_does_not_stop_a_replan_of_another(tm
     assert "Limiter settings" in (folder / "TODO_LIST.md").read_text(encoding="utf-8")
 
 
+def test_an_id_with_a_leading_zero_is_refused_naming_the_id_a_request_would_use(tmp_path: Path) -> None:
+    """IMPL-1 renamed IMPL-01 by hand passed `validate` and `verify`, then every replan naming it said "Task IMPL-1
+    not found; available tasks: IMPL-01, IMPL-2" (a request's ids are read as numbers), and "IMPL-2 no longer
+    depends on IMPL-01" answered "IMPL-2 did not depend on IMPL-1"."""
+    folder = three_tasks(tmp_path)
+    _with_sources(tmp_path, "config.py", "limiter.py", "client.py")
+    (folder / ".task" / "IMPL-1.json").unlink()
+    atomic_write_json(folder / ".task" / "IMPL-01.json", read(folder, ".task/IMPL-2.json") | {
+        "id": "IMPL-01", "title": "Config", "depends_on": []})
+    atomic_write_json(folder / ".task" / "IMPL-2.json", read(folder, ".task/IMPL-2.json") | {"depends_on": ["IMPL-01"]})
+    before = tree(folder)
+    for request in (["IMPL-01", "title: x"], ["IMPL-2 no longer depends on IMPL-01"], ["add a task for docs"]):
+        code, _, err, _ = cli("replan", *request, "--repo", str(tmp_path), "-y")
+        said = " ".join(err.split())
+        assert code == 2 and ".task/IMPL-01.json holds the id IMPL-01, which a replan request names IMPL-1" in said, said
+        assert "rename the task IMPL-1" in said
+    assert tree(folder) == before
+
+
 def test_a_files_request_keeps_each_path_once_and_every_entry_a_kept_path_had(tmp_path: Path) -> None:
     """`files: a.py, a.py` stored the path twice; a path the task named once per symbol (``target``) kept one of
     its entries and lost the others."""

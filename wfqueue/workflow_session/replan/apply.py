@@ -63,7 +63,7 @@ from wfqueue.workflow_session.replan.impact import (
     check_task_set,
     plan_changes,
 )
-from wfqueue.workflow_session.replan.intent import DEFAULT_TOOLS, parse_request
+from wfqueue.workflow_session.replan.intent import DEFAULT_TOOLS, normalise_id, parse_request
 from wfqueue.workflow_session.replan.select import SAFE_DEFAULTS, ReplanUI, clarify
 from wfqueue.workflow_session.session import (
     IMPL_PLAN_FILE,
@@ -149,6 +149,11 @@ def load_snapshot(folder: Path) -> SessionSnapshot:
         if not TASK_FILE.match(f"{tid}.json"):  # hand-edited: the plan's order and renumbering need IMPL-N ids
             raise ReplanRefusedError(f"{rel} holds the id {tid!r}, not an IMPL-N id; nothing was changed",
                                      hint=f"give it the id {path.stem}, as its file name says")
+        if tid != normalise_id(tid):  # a request's IMPL-01 is IMPL-1, and the task by that id was "not found"
+            raise ReplanRefusedError(f"{rel} holds the id {tid}, which a replan request names {normalise_id(tid)} (an "
+                                     "id's numbers have no leading zeros); nothing was changed",
+                                     hint=f"rename the task {normalise_id(tid)}: its file, its id, and the "
+                                          "depends_on lists and plan.json that name it")
         if tid in tasks:
             raise ReplanRefusedError(f"{rel} and {file_of[tid]} both hold {tid}; nothing was changed",
                                      hint="give each task its own id and file")
