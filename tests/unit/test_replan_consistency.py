@@ -186,7 +186,8 @@ def test_an_id_with_a_leading_zero_is_refused_naming_the_id_a_request_would_use(
     for request in (["IMPL-01", "title: x"], ["IMPL-2 no longer depends on IMPL-01"], ["add a task for docs"]):
         code, _, err, _ = cli("replan", *request, "--repo", str(tmp_path), "-y")
         said = " ".join(err.split())
-        assert code == 2 and ".task/IMPL-01.json holds the id IMPL-01, which a replan request names IMPL-1" in said, said
+        assert code == 2, said
+        assert ".task/IMPL-01.json holds the id IMPL-01, which a replan request names IMPL-1" in said, said
         assert "rename the task IMPL-1" in said
     assert tree(folder) == before
 
