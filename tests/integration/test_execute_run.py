@@ -278,15 +278,19 @@ def test_ctrl_c_stops_the_execution_and_leaves_no_worktree(tmp_path: Path) -> No
     tasks_file = lite_plan(repo, [lite_task(1, "Add sub slowly", ["calc/ops.py"], ["tests/test_sub.py"])])
     env = env_for(tmp_path, {"TASK-001": {"edits": {"calc/ops.py": SUB}, "sleep": 60}})
     before = snapshot(repo)
-    proc = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "execute", str(tasks_file), "-y"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "execute", str(tasks_file), "-y", "--json"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     worktrees = cache() / "worktrees"  # {host}/{repo}-{hash}/ below it
     wait_until(lambda: list(worktrees.glob("*/*/EXEC-*/TASK-001/1")), 120, "the task's worktree")
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode != 0
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
     exec_dir = next((repo / ".workflow" / ".execution").iterdir())
     assert json.loads((exec_dir / "execution.json").read_text())["status"] == "interrupted"
+    # The --json object says how to finish it, as stderr does (its hint was null).
+    stopped = json.loads(out)
+    assert stopped["status"] == "interrupted" and stopped["session_id"] == exec_dir.name
+    assert f"wfqueue execute --continue {exec_dir.name} --repo {repo}" in stopped["hint"], stopped
     assert f"wfqueue execute --continue {exec_dir.name}" in (exec_dir / "execution.md").read_text()
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1, err
     assert snapshot(repo) == before

@@ -117,7 +117,8 @@ def new_session_folder(root: Path, ids: SessionIds, text: str, taken: set[str] |
 class WorkflowCoordinator(Generic[UI]):
     """The shared steps; subclasses drive their own phases between them."""
 
-    # Whether Ctrl-C (or SIGTERM) while a session is held says how to finish it (an execution says so itself).
+    # Whether Ctrl-C (or SIGTERM) while a session is held says on the terminal how to finish it (an execution says so
+    # itself); a --json object carries stop_hint either way.
     RESUME_HINT_ON_STOP: ClassVar[bool] = True
 
     def __init__(self, settings: Settings, ui: UI, worker_env: dict[str, str] | None = None) -> None:
@@ -214,16 +215,19 @@ class WorkflowCoordinator(Generic[UI]):
                     runtime.stop_workers()
                 finally:
                     self._bill(state)
-                    hint = (f"finish the plan with {resume_command(session_id, runtime.repo)}"
-                            if self.RESUME_HINT_ON_STOP else None)
-                    stop_request.leave(session_id, hint)
-                    if hint is not None:
+                    hint = self.stop_hint(session_id, runtime.repo)
+                    stop_request.leave(session_id, hint)  # for a --json command's object
+                    if self.RESUME_HINT_ON_STOP:
                         with contextlib.suppress(OSError):  # after a hangup the terminal is gone (EIO)
                             self.ui.info(f"stopped: what is done is kept; {hint}")
                 raise
             except WfqueueError:
                 self._bill(state)
                 raise
+
+    def stop_hint(self, session_id: str, repo: Path) -> str:
+        """How to finish ``session_id`` after a stop, as the --json object and the terminal say it."""
+        return f"finish the plan with {resume_command(session_id, repo)}"
 
     def _recall_the_bill(self, state: SessionState) -> None:
         """A session Redis has forgotten (older than WFQUEUE_STATE_TTL_S, or its data removed) gets back the calls
