@@ -30,7 +30,6 @@ the repair; a reference that resolves to the task itself is a self-dependency.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from typing import Literal
 
@@ -47,7 +46,6 @@ __all__ = [
     "fill_source",
     "format_id",
     "repair_tasks",
-    "slugify",
 ]
 
 RepairKind = Literal[
@@ -74,15 +72,6 @@ class Repair(BaseModel):
     kind: RepairKind
     task_id: str
     detail: str
-
-
-def slugify(name: str, fallback: str, max_length: int = 40) -> str:
-    """``"Rate Limits_API"`` -> ``rate-limits-api``: ASCII, lowercase, words joined by hyphens, at most
-    ``max_length`` characters; ``fallback`` when nothing is left (punctuation or non-Latin letters only).
-    Names that slugify alike name the same thing (sub-domains, angles)."""
-    text = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii").lower()
-    slug = re.sub(r"[^a-z0-9]+", "-", text).strip("-")[:max_length].strip("-")
-    return slug or fallback
 
 
 def format_id(prefix: str, number: int, digits: int = 3) -> str:

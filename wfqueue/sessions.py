@@ -9,6 +9,7 @@ import os
 import re
 import shlex
 import subprocess
+import unicodedata
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -29,10 +30,20 @@ PLANNING_DIR = ".planning"
 QUEUE_DIR = ".queue"
 
 
-def slugify(text: str, max_length: int) -> str:
-    """Lower-case; runs of anything but [a-z0-9] become '-'; trimmed to max_length."""
-    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-    return slug[:max_length].strip("-") or "plan"
+# Latin letters that are not a base letter plus accents (NFKD leaves them whole).
+_LATIN_LETTERS = str.maketrans({"ß": "ss", "æ": "ae", "œ": "oe", "ø": "o", "đ": "d", "ð": "d", "þ": "th", "ł": "l",
+                                "ı": "i"})
+
+
+def slugify(text: str, max_length: int, fallback: str = "plan") -> str:
+    """``"Rate Limits_API"`` -> ``rate-limits-api``: lower-case, accents dropped ("Añadir validación" ->
+    "anadir-validacion", not "a-adir-validaci-n"), runs of anything else but [a-z0-9] become '-', at most
+    ``max_length`` characters; ``fallback`` when nothing is left (punctuation or non-Latin letters only). Names
+    that slugify alike name the same thing (session ids, sub-domains, angles)."""
+    plain = unicodedata.normalize("NFKD", text.lower().translate(_LATIN_LETTERS))
+    plain = "".join(ch for ch in plain if not unicodedata.combining(ch))
+    slug = re.sub(r"[^a-z0-9]+", "-", plain).strip("-")
+    return slug[:max_length].strip("-") or fallback
 
 
 def session_date(now: datetime) -> str:

@@ -29,6 +29,9 @@ def test_session_id_uses_slug_and_utc_plus_8_date_with_collision_suffix() -> Non
     assert COLLAB_IDS.new("x", late_utc, {"CPLAN-x-2026-11-23", "CPLAN-x-2026-11-23-2"}).endswith("-3")
     assert slugify("为用户添加限流", 30) == "plan"
     assert len(slugify("a" * 100, 30)) == 30
+    # Accents are dropped, not words cut in two ("a-adir-validaci-n-de-l-gica").
+    assert slugify("Añadir validación de lógica", 40) == "anadir-validacion-de-logica"
+    assert slugify("Füge Caching für die Straße hinzu", 40) == "fuge-caching-fur-die-strasse-hinzu"
 
 
 @pytest.mark.parametrize("bad", ["../etc", "/abs/path", "a\x00b", "x" * 300, "", "-leading-dash", "a/b"])

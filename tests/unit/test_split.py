@@ -15,7 +15,7 @@ from wfqueue.collab.summary import PlanSummaryInput, render_plan_md
 from wfqueue.errors import ProviderError, TransientProviderError
 from wfqueue.providers.anthropic.prompts import build_prompt
 from wfqueue.providers.base import PlanAreaStep, Step, UnderstandStep
-from wfqueue.repair import slugify
+from wfqueue.sessions import slugify
 from wfqueue.state import SessionState, redis_client
 
 
@@ -51,10 +51,10 @@ def test_names_alike_after_case_folding_are_merged_with_their_paths_united() -> 
 
 
 def test_names_breaking_the_slug_rule_are_slugified() -> None:
-    assert slugify("Rate Limits_API", "x") == "rate-limits-api"
-    assert slugify("Überprüfung der Eingaben!", "x") == "uberprufung-der-eingaben"
-    assert slugify("日本語", "area-2") == "area-2"
-    assert len(slugify("a" * 60, "x")) == 40
+    assert slugify("Rate Limits_API", 40, "x") == "rate-limits-api"
+    assert slugify("Überprüfung der Eingaben!", 40, "x") == "uberprufung-der-eingaben"
+    assert slugify("日本語", 40, "area-2") == "area-2"
+    assert len(slugify("a" * 60, 40, "x")) == 40
     split = repair_split(draft(area("Rate Limits"), area("storage/backends"), area("日本語")), max_agents=5)
     assert [a.focus_area for a in split.areas] == ["rate-limits", "storage-backends", "area-3"]
     assert [r.detail.split(" -> ")[0] for r in split.repairs] == ["'Rate Limits'", "'storage/backends'", "'日本語'"]

@@ -23,7 +23,8 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from wfqueue.collab.models import FOCUS_AREA_MAX, ProposedArea, UnderstandingDraft
-from wfqueue.repair import Repair, slugify
+from wfqueue.repair import Repair
+from wfqueue.sessions import slugify
 
 __all__ = ["MIN_SUB_DOMAINS", "Split", "repair_split", "settle_split", "split_feedback"]
 
@@ -67,7 +68,7 @@ def repair_split(draft: UnderstandingDraft, max_agents: int) -> Split:
     areas: dict[str, ProposedArea] = {}
     final_name: dict[str, str] = {}  # a slug as proposed -> the area it ended up in
     for position, area in enumerate(draft.sub_domains, start=1):
-        slug = slugify(area.focus_area, f"area-{position}", FOCUS_AREA_MAX)
+        slug = slugify(area.focus_area, FOCUS_AREA_MAX, f"area-{position}")
         if slug != area.focus_area:
             repairs.append(Repair(kind="renamed_sub_domain", task_id=slug,
                                   detail=f"{area.focus_area!r} -> {slug} (a focus area is a kebab-case slug of "
@@ -93,7 +94,7 @@ def repair_split(draft: UnderstandingDraft, max_agents: int) -> Split:
         kept = [*kept[: max_agents - 1], last]
     fixed = []
     for area in kept:
-        deps = [final_name.get(slugify(d, "", FOCUS_AREA_MAX), "") for d in area.dependencies]
+        deps = [final_name.get(slugify(d, FOCUS_AREA_MAX, ""), "") for d in area.dependencies]
         deps = [d for d in dict.fromkeys(deps) if d and d != area.focus_area]
         fixed.append(area.model_copy(update={"dependencies": deps}))
     return Split(areas=fixed, repairs=repairs, proposed=len(draft.sub_domains))

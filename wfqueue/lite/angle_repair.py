@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from wfqueue.lite.models import MAX_ANGLES, Assessment
 from wfqueue.providers.offline.assess import ANGLES_BY_COMPLEXITY, select_preset
-from wfqueue.repair import Repair, slugify
+from wfqueue.repair import Repair
+from wfqueue.sessions import slugify
 
 __all__ = ["repair_assessment"]
 
@@ -32,7 +33,7 @@ def repair_assessment(assessment: Assessment, requirement: str, force_explore: b
     repairs: list[Repair] = []
     angles: list[str] = []
     for name in assessment.angles:
-        slug = slugify(name, "")
+        slug = slugify(name, 40, "")
         if not slug:
             repairs.append(Repair(kind="dropped_angle", task_id=name or "(empty)",
                                   detail=f"{name!r} has no letters or digits to name an angle"))
