@@ -112,7 +112,8 @@ def legacy_to_unified(data: dict[str, Any]) -> dict[str, Any]:
 # -- parsing (pure) -----------------------------------------------------------
 
 
-def _field_path(loc: tuple[int | str, ...]) -> str:
+def field_path(loc: tuple[int | str, ...]) -> str:
+    """A validation error's location as a reader writes it: ``convergence.criteria[0]``."""
     text = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
     return text or "task"
 
@@ -133,7 +134,7 @@ def load_object(data: Any, location: str) -> tuple[LoadedTask | None, list[TaskP
         return None, [
             TaskProblem(
                 location=location, task_id=task_id, code="schema",
-                message=f"{_field_path(err['loc'])}: {err['msg']}{note}; fix it to match the unified task schema",
+                message=f"{field_path(err['loc'])}: {err['msg']}{note}; fix it to match the unified task schema",
             )
             for err in exc.errors()
         ]

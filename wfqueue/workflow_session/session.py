@@ -13,10 +13,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from filelock import FileLock
+from pydantic import ValidationError
 
 from wfqueue.errors import BadInputError, SessionNotFoundError
 from wfqueue.fsio import atomic_write_json, lock_for
 from wfqueue.sessions import WORKFLOW_DIR, check_session_id, linked_folder, record_lost, repo_option
+from wfqueue.tasks_file import field_path
 from wfqueue.unified_task import UnifiedTask
 from wfqueue.workflow_session.models import WorkflowSession
 
@@ -152,7 +154,10 @@ def read_session(folder: Path) -> WorkflowSession:
         return load_session(folder)
     except (OSError, ValueError) as exc:  # pydantic's ValidationError and UnicodeDecodeError are ValueErrors
         kept = (folder / ".process" / "backup").is_dir()  # only a replanned session has backups to go back to
-        raise BadInputError(f"{folder / SESSION_FILE} is not a valid session record: {str(exc).splitlines()[0]}",
+        # Which field, and what is wrong with it ("1 validation error for WorkflowSession" said neither).
+        why = (f"{field_path(exc.errors()[0]['loc'])}: {exc.errors()[0]['msg']}" if isinstance(exc, ValidationError)
+               and exc.errors() else str(exc).splitlines()[0])
+        raise BadInputError(f"{folder / SESSION_FILE} is not a valid session record: {why}",
                             hint=("put it back from a backup (.process/backup/*/workflow-session.json), mend it, "
                                   "or plan again" if kept else "mend it, or plan again")) from None
 
