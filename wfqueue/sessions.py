@@ -201,6 +201,13 @@ def _a_file(path: Path) -> bool:
         return False
 
 
+def _there(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:
+        return False
+
+
 def _a_folder(path: Path) -> bool:
     try:
         return path.is_dir()
@@ -226,6 +233,9 @@ def read_requirement(value: str, max_bytes: int) -> str:
         if _a_folder(candidate):
             raise InvalidRequirementError(f"requirement file {value} is a folder",
                                           hint="name the .md or .txt file inside it")
+        if not _a_file(candidate) and _there(candidate):  # a named pipe, a socket, a device: reading may hang
+            raise InvalidRequirementError(f"requirement file {value} is not a regular file",
+                                          hint="save the requirement in a .md or .txt file, and name that")
         if not _a_file(candidate):
             raise InvalidRequirementError(
                 f"requirement file {value} does not exist", hint="check the path, or quote the requirement as text"

@@ -132,6 +132,9 @@ def test_requirement_text_file_and_refusals(tmp_path: Path) -> None:
     assert read_requirement(sentence, 10_000) == sentence
     with pytest.raises(InvalidRequirementError, match="does not exist"):
         read_requirement("x" * 300 + ".md", 1000)
+    os.mkfifo(tmp_path / "piped.md")  # said "does not exist"
+    with pytest.raises(InvalidRequirementError, match="piped.md is not a regular file"):
+        read_requirement(str(tmp_path / "piped.md"), 1000)
 
 
 @pytest.mark.parametrize(("content", "said"), [
