@@ -133,7 +133,7 @@ def test_requirement_text_file_and_refusals(tmp_path: Path) -> None:
     with pytest.raises(InvalidRequirementError, match="does not exist"):
         read_requirement("x" * 300 + ".md", 1000)
     os.mkfifo(tmp_path / "piped.md")  # said "does not exist"
-    with pytest.raises(InvalidRequirementError, match="piped.md is not a regular file"):
+    with pytest.raises(InvalidRequirementError, match=r"piped\.md is not a regular file"):
         read_requirement(str(tmp_path / "piped.md"), 1000)
 
 
