@@ -21,10 +21,10 @@ from wfqueue.cli.plan_common import finish
 from wfqueue.cli.progress import TerminalUI
 from wfqueue.errors import BadInputError, UnsafeCommandError
 from wfqueue.execute import records
-from wfqueue.execute.command_executor import usable_executor
+from wfqueue.execute.command_executor import check_where_it_runs
 from wfqueue.execute.coordinator import EXECUTE, ExecuteCoordinator
 from wfqueue.execute.decisions import stopped_by_budget
-from wfqueue.execute.executors import ExecutorName
+from wfqueue.execute.executors import ExecutorName, choose_executor
 from wfqueue.execute.gate import gate_commands, verification_refusal
 from wfqueue.execute.load import load_plan
 from wfqueue.execute.model import ExecutablePlan, PlanVerdict
@@ -37,6 +37,7 @@ from wfqueue.runtime import stop_after_output
 from wfqueue.sandboxed_commands import parse_command
 from wfqueue.sessions import repo_option, resolve_repo
 from wfqueue.settings import load_settings
+from wfqueue.up_cluster import serving_up
 from wfqueue.workflow.contract import ResumeRequest
 from wfqueue.workflow.registry import locate
 
@@ -272,11 +273,13 @@ def register(app: typer.Typer) -> None:
         created = {f for t in plan.tasks for f in t.files.create}
         check_clean_repository(Path(plan.repo), [f for t in plan.tasks for f in t.files.modify + t.files.delete
                                                  if f not in created], sorted(created))
-        chosen = usable_executor(settings, requested, Path(plan.repo))
+        up = serving_up(settings, Path(plan.repo))
+        chosen = choose_executor(settings, requested, up)
         if budget is not None and chosen != "claude":
             raise BadInputError("--budget caps the claude executor's model calls; the command executor's agent "
                                 "spends its own", hint="drop --budget, or use --executor claude")
         spending_cap = parse_budget_option(budget, "anthropic", settings)
+        check_where_it_runs(settings, chosen, up)
         if not _confirm(ui, plan, schedule, gate, yes, no_gate):
             if as_json:
                 json_output.emit(cancelled_payload(plan))

@@ -19,7 +19,7 @@ from wfqueue.errors import ExecutorNotConfiguredError
 from wfqueue.execute.executors import COMMAND_HOW, ExecutorName, ExecutorResult, choose_executor
 from wfqueue.group_runner import find_program, output_tail, run_to_end
 from wfqueue.settings import Settings
-from wfqueue.up_cluster import serving_up
+from wfqueue.up_cluster import UpCluster, serving_up
 
 PROMPT_PLACEHOLDER = "{prompt_file}"
 OUTPUT_LIMIT = 20_000  # characters of output handed back (the log file keeps all of it)
@@ -59,9 +59,14 @@ def usable_executor(settings: Settings, requested: ExecutorName | None, repo: Pa
     program. A new execution and a continued one alike: every task failing on the workers is no way to say it."""
     up = serving_up(settings, repo)
     chosen = choose_executor(settings, requested, up, requested_by)
+    check_where_it_runs(settings, chosen, up)
+    return chosen
+
+
+def check_where_it_runs(settings: Settings, chosen: ExecutorName, up: UpCluster | None) -> None:
+    """Refuse the command executor whose program the embedded workers, which run here, lack."""
     if chosen == "command" and up is None and settings.embedded:  # its workers run here, with this environment
         check_command_here(settings.executor_command)
-    return chosen
 
 
 def _file_name(step: str) -> str:
