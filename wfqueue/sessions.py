@@ -192,27 +192,18 @@ def has_words(text: str) -> bool:
 _BYTE_ORDER_MARKS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
 
 
-def _a_file(path: Path) -> bool:
-    """Whether ``path`` names a file; a name no file system holds (a sentence past 255 bytes with no space, as
-    Chinese is written) is none: pathlib raises for it."""
+def _what_is(path: Path) -> str | None:
+    """"file", "folder", "other" (a named pipe, a socket, a device: reading may hang) or None: nothing there, or a
+    name no file system holds (a sentence past 255 bytes with no space, as Chinese is written), for which pathlib
+    raises."""
     try:
-        return path.is_file()
+        if path.is_file():
+            return "file"
+        if path.is_dir():
+            return "folder"
+        return "other" if path.exists() else None
     except OSError:
-        return False
-
-
-def _there(path: Path) -> bool:
-    try:
-        return path.exists()
-    except OSError:
-        return False
-
-
-def _a_folder(path: Path) -> bool:
-    try:
-        return path.is_dir()
-    except OSError:
-        return False
+        return None
 
 
 def read_requirement(value: str, max_bytes: int) -> str:
@@ -222,21 +213,22 @@ def read_requirement(value: str, max_bytes: int) -> str:
     candidate = Path(value).expanduser() if len(value) < 4096 and "\n" not in value else None
     # A path is one word ending in .md/.txt (or an existing file): "document X in README.md" is text.
     one_word = not any(ch.isspace() for ch in value.strip())
+    kind = _what_is(candidate) if candidate is not None else None
     looks_like_path = candidate is not None and candidate.suffix.lower() in {".md", ".txt", ".markdown"} and (
-        one_word or _a_file(candidate))
-    if not looks_like_path and candidate is not None and one_word and _a_file(candidate):
+        one_word or kind == "file")
+    if not looks_like_path and candidate is not None and one_word and kind == "file":
         # spec.rst or notes.pdf: its path was planned as the requirement's text, and the session named after it.
         raise InvalidRequirementError(f"requirement {value} is a file, and only .md and .txt files are read as a "
                                       "requirement", hint="save it as .md or .txt (plain text), or pass the "
                                                           "requirement itself, quoted")
     if looks_like_path and candidate is not None:
-        if _a_folder(candidate):
+        if kind == "folder":
             raise InvalidRequirementError(f"requirement file {value} is a folder",
                                           hint="name the .md or .txt file inside it")
-        if not _a_file(candidate) and _there(candidate):  # a named pipe, a socket, a device: reading may hang
+        if kind == "other":
             raise InvalidRequirementError(f"requirement file {value} is not a regular file",
                                           hint="save the requirement in a .md or .txt file, and name that")
-        if not _a_file(candidate):
+        if kind is None:
             raise InvalidRequirementError(
                 f"requirement file {value} does not exist", hint="check the path, or quote the requirement as text"
             )
