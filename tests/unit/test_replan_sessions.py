@@ -182,6 +182,11 @@ def test_a_session_folder_linked_from_another_repository_is_no_session_of_this_o
     assert main(["sessions", "--repo", str(tmp_path / "here"), "--json"]) in (0, None)
     rows = {row["session_id"]: row for row in json.loads(capsys.readouterr().out)["sessions"]}
     assert rows["WFS-linked"]["status"] == "damaged" and "is a symbolic link" in rows["WFS-linked"]["error"]
+    # A folder by a task file's name is no task: counted as validate counts (it said one more).
+    tasks = rows[here.name]["tasks"]
+    (here / ".task" / f"IMPL-{tasks + 1}.json").mkdir()
+    assert main(["sessions", "--repo", str(tmp_path / "here"), "--json"]) in (0, None)
+    assert {r["session_id"]: r for r in json.loads(capsys.readouterr().out)["sessions"]}[here.name]["tasks"] == tasks
     assert tree(other) == before
 
 

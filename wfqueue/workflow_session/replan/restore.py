@@ -126,7 +126,7 @@ def session_rows(repo: Path) -> list[SessionRow]:
         if (linked := linked_folder(folder)) is not None:  # listed, as no session of this repository
             rows.append(SessionRow(session_id=folder.name, status="damaged", tasks=0, error=linked.message))
             continue
-        count = len(task_files(folder)) if folder.is_dir() else 0
+        count = sum(p.is_file() for p in task_files(folder)) if folder.is_dir() else 0  # as validate counts
         if not (folder / SESSION_FILE).is_file():
             if folder.is_dir() and folder.name.startswith("WFS-"):  # a session that lost its record: not hidden
                 rows.append(SessionRow(session_id=folder.name, status="damaged", tasks=count,
