@@ -27,6 +27,7 @@ SESSION_TZ = timezone(timedelta(hours=8))
 SESSION_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 WORKFLOW_DIR = ".workflow"
 PLANNING_DIR = ".planning"
+LITE_DIR = ".lite-plan"
 QUEUE_DIR = ".queue"
 
 

@@ -388,6 +388,40 @@ def test_an_agent_plan_may_keep_its_tasks_in_task_files(sample_repo: Path, capsy
     assert [w["tasks"] for w in payload["waves"]] == [["TASK-001"], ["TASK-002"]]
 
 
+def test_a_plan_still_being_planned_is_not_ready_for_validate_nor_execute(sample_repo: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """A collab plan interrupted with one agent's plan in (its note still "planning", no conflicts detected) passed
+    `validate` ("0 problems", or "depends on TASK-101, which no task has; fix the id or remove it") and ran; a lite
+    plan interrupted before its tasks.jsonl was "no such file or folder". Both are not ready, saying to resume."""
+    collab = sample_repo / ".workflow" / ".planning" / "CPLAN-half-done-2026-11-28"
+    (collab / "plan-note.md").parent.mkdir(parents=True)
+    (collab / "plan-note.md").write_text("---\nsession_id: CPLAN-half-done-2026-11-28\nstatus: planning\n---\n",
+                                         encoding="utf-8")
+    overview = {"summary": "s", "approach": "a", "task_ids": ["TASK-001"], "task_count": 1,
+                "tasks": [{**task(1, "Step 1", ["notes_api/api/handlers.py"]), "id": "TASK-001",
+                           "depends_on": ["TASK-101"]}]}
+    atomic_write_json(collab / "agents" / "api" / "plan.json", overview)
+    lite = sample_repo / ".workflow" / ".lite-plan" / "half-done-2026-11-28"
+    lite.mkdir(parents=True)
+    for target, said in ((collab.name, "CPLAN-half-done-2026-11-28 is still being planned"),
+                         (str(collab), "CPLAN-half-done-2026-11-28 is still being planned"),
+                         (lite.name, "half-done-2026-11-28 has no tasks.jsonl yet: its plan did not finish"),
+                         (str(lite), "half-done-2026-11-28 has no tasks.jsonl yet"),
+                         (str(lite / "tasks.jsonl"), "half-done-2026-11-28 has no tasks.jsonl yet")):
+        assert main(["validate", target, "--repo", str(sample_repo), "--json"]) == 2, target
+        (problem,) = json.loads(capsys.readouterr().out)["problems"]  # no task's problem beside it
+        assert problem["code"] == "not_ready" and said in problem["message"], problem
+        assert "wfqueue resume half-done-2026-11-28" in problem["message"] or \
+            "wfqueue resume CPLAN-half-done-2026-11-28" in problem["message"], problem
+        assert main(["execute", target, "--repo", str(sample_repo), "--dry-run"]) == 2, target
+        assert said in " ".join(capsys.readouterr().err.split())
+    # Once its callback has written the plan, the note says so and the plan is read.
+    (collab / "plan-note.md").write_text("---\nsession_id: CPLAN-half-done-2026-11-28\nstatus: completed\n---\n",
+                                         encoding="utf-8")
+    assert main(["validate", collab.name, "--repo", str(sample_repo), "--json"]) == 2
+    assert [p["code"] for p in json.loads(capsys.readouterr().out)["problems"]] == ["unknown_dependency"]
+
+
 def test_continue_needs_a_known_execution_and_no_plan(sample_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["execute", "--repo", str(sample_repo)]) == 2
     assert "missing SESSION_OR_PLAN" in capsys.readouterr().err

@@ -35,11 +35,17 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Check tasks: schema, ids, dependencies, cycles, and that files to modify exist. Exit 2 on problems."""
         # Imported on use: the execute package is larger than this command needs to start.
-        from wfqueue.execute.load import read_plan, readiness_problems, resolve_source
+        from wfqueue.execute.load import read_plan, readiness_problems, resolve_source, unfinished_problem
+        from wfqueue.tasks_file import LoadedTask
 
         source, root = resolve_source(path, repo)
-        tasks, problems = read_plan(source, root)
-        problems = readiness_problems(source, root) + problems
+        unfinished = unfinished_problem(source, root)
+        if unfinished is not None:  # its tasks are no plan yet
+            tasks: list[LoadedTask] = []
+            problems = [unfinished]
+        else:
+            tasks, problems = read_plan(source, root)
+            problems = readiness_problems(source, root) + problems
         unread = len({p.location for p in problems if p.code in UNREAD})
         if as_json:  # "tasks": those read; "unread": entries that could not be read as tasks
             payload = {"path": path, "tasks": len(tasks), "unread": unread,

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from wfqueue.collab.models import RequirementAnalysis
 from wfqueue.collab.note import parse_note
-from wfqueue.collab.steps import ANALYSIS_FILE, CONFLICTS_FILE, NOTE_FILE, SUMMARY_FILE, agent_dir
+from wfqueue.collab.steps import ANALYSIS_FILE, CONFLICTS_FILE, NOTE_FILE, SUMMARY_FILE, UNFINISHED, agent_dir
 from wfqueue.collab.summary import NO_TASK, UNDERSTANDING_FAILED
 from wfqueue.fsio import read_json_object
 from wfqueue.keys import AgentState
@@ -54,7 +54,6 @@ class SessionStatus(BaseModel):
     hint: str | None = None  # what to do next, when the status alone does not say it
 
 
-UNFINISHED = ("understanding", "planning")
 DAMAGED = "damaged"  # a session, or an agent, whose file does not read (the listing goes on past it)
 UNFINISHED_AGENT = ("pending", "queued", "running")
 SENT_AGENT = ("queued", "running")  # given to the workers, which go on with it without the command

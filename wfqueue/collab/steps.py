@@ -229,10 +229,19 @@ def mark_cancelled(session_dir: Path, lock_timeout_s: float) -> None:
     locked_update(session_dir / NOTE_FILE, update, lock_timeout_s)
 
 
-def is_cancelled(session_dir: Path) -> bool:
-    """Whether plan-note.md says the user cancelled the plan at its split."""
+UNFINISHED = ("understanding", "planning")  # plan-note.md's status until the callback has written the plan
+
+
+def note_status(session_dir: Path) -> str | None:
+    """The status plan-note.md's front matter gives (None: no note to read)."""
     try:
         text = (session_dir / NOTE_FILE).read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return False
-    return parse_note(text).front_matter.get("status") == CANCELLED
+        return None
+    status = parse_note(text).front_matter.get("status")
+    return None if status is None else str(status)
+
+
+def is_cancelled(session_dir: Path) -> bool:
+    """Whether plan-note.md says the user cancelled the plan at its split."""
+    return note_status(session_dir) == CANCELLED

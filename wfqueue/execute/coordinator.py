@@ -71,7 +71,7 @@ from wfqueue.workflow.kind import WorkflowKind
 class ExecuteCoordinator(WorkflowCoordinator[WorkflowUI]):
     RESUME_HINT_ON_STOP = False  # its report names `wfqueue execute --continue` (merge_hint)
 
-    def stop_hint(self, session_id: str, repo: Path) -> str:
+    def interrupted_hint(self, session_id: str, repo: Path) -> str:
         return f"finish it with `wfqueue execute --continue {session_id}{repo_option(repo)}`"
 
     def start(self, plan: ExecutablePlan, schedule: Schedule, executor: ExecutorName,

@@ -8,10 +8,11 @@ checking the tasks is :mod:`wfqueue.tasks_file`'s, the same as ``wfqueue validat
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from wfqueue.collab.steps import ANALYSIS_FILE, NOTE_FILE, is_cancelled
+from wfqueue.collab.steps import ANALYSIS_FILE, NOTE_FILE, UNFINISHED, is_cancelled, note_status
 from wfqueue.errors import BadInputError, WfqueueError
 from wfqueue.execute.model import ExecutablePlan, PlanKind, PlanVerdict, exec_task
 from wfqueue.execute.plan_context import AGENT_PLAN_FILE, AGENTS_DIR, agent_plan_files, read_context
@@ -21,7 +22,7 @@ from wfqueue.fsio import read_json_object
 from wfqueue.lite.render import says_awaiting, says_cancelled
 from wfqueue.lite.steps import PLAN_FILE, TASKS_FILE
 from wfqueue.plan_check import check_plan, default_repo, in_repository, validate_path
-from wfqueue.sessions import repo_option, resolve_repo
+from wfqueue.sessions import LITE_DIR, repo_option, resolve_repo
 from wfqueue.tasks_file import LoadedTask, TaskProblem, load_object, load_task_dir, loads_plan_json
 from wfqueue.workflow_session.replan.backup import refuse_half_written
 from wfqueue.workflow_session.session import (
@@ -61,6 +62,8 @@ def _source_of_path(path: Path) -> PlanSource:
         return PlanSource("lite", path, path / TASKS_FILE)
     if (path / TASK_DIR).is_dir():
         return PlanSource("workflow", path, path / TASK_DIR)
+    if path.parent.name == LITE_DIR:  # a lite plan's folder before its tasks.jsonl is written
+        return PlanSource("lite", path, path / TASKS_FILE)
     if path.name == TASK_DIR:
         return PlanSource("workflow", path.parent, path)
     if path.name == AGENTS_DIR and (path.parent / NOTE_FILE).is_file():  # what an execution records as its source
@@ -74,6 +77,10 @@ def resolve_source(target: str, repo: str | None) -> tuple[PlanSource, Path]:
     if path.exists():
         root = resolve_repo(repo) if repo is not None else default_repo(path)
         return _source_of_path(path.resolve()), root
+    if path.name == TASKS_FILE and path.parent.is_dir() and path.parent.parent.name == LITE_DIR:
+        # A lite plan's tasks.jsonl not written yet: said as such (refuse_unfinished), not as a mistyped path.
+        root = resolve_repo(repo) if repo is not None else default_repo(path.parent)
+        return _source_of_path(path.parent.resolve()), root
     if "/" in target or "\\" in target or path.suffix in (".jsonl", ".json"):
         raise BadInputError(f"{target}: no such file or folder", hint=TARGET_HINT)
     root = resolve_repo(repo)
@@ -175,10 +182,19 @@ def refuse_unaccepted(source: PlanSource, root: Path) -> None:
 
 
 def refuse_unfinished(source: PlanSource, root: Path) -> None:
-    """A workflow session whose task generation has not finished (an interrupted or failed `wfqueue plan`) has no
-    plan to run yet: what its .task/ holds is an earlier generation's, or part of one."""
+    """A plan whose planning has not finished (its command stopped, or still runs) has no plan to run yet: a
+    collaborative plan whose note still says understanding or planning (agents' plans missing, its conflicts never
+    detected: its tasks passed validate and ran), a lite plan with no tasks.jsonl yet, a workflow session whose
+    task generation has not finished (what its .task/ holds is an earlier generation's, or part of one)."""
+    name = source.folder.name
+    if source.kind == "collab" and note_status(source.folder) in UNFINISHED:
+        raise BadInputError(f"{name} is still being planned: not every agent's plan is in, and its conflicts are "
+                            "not detected yet", hint=still_planned_hint(name, root, "execute it"))
+    if source.kind == "lite" and source.folder.parent.name == LITE_DIR and not source.tasks_at.exists():
+        raise BadInputError(f"{name} has no {TASKS_FILE} yet: its plan did not finish",
+                            hint=still_planned_hint(name, root, "execute it"))
     if source.kind != "workflow" or not (source.folder / SESSION_FILE).is_file():
-        return  # a .task/ folder of its own, or another tool's: its tasks are the plan
+        return  # a plan's own files, or another tool's: its tasks are the plan
     refuse_half_written(source.folder, "execute it", lock_timeout_s=60.0)  # a replan writing now: waited for
     state = read_session(source.folder).tasks_unfinished()
     if state is not None:
@@ -190,13 +206,23 @@ def refuse_unfinished(source: PlanSource, root: Path) -> None:
 def readiness_problems(source: PlanSource, root: Path) -> list[TaskProblem]:
     """Why `execute` would refuse the plan at ``source`` before reading its tasks (not accepted, still being
     planned, a replan or restore stopped half-way), as ``wfqueue validate`` reports it: it said "0 problems"."""
+    return [problem for check in (refuse_unaccepted, refuse_unfinished)
+            if (problem := _not_ready(check, source, root)) is not None]
+
+
+def unfinished_problem(source: PlanSource, root: Path) -> TaskProblem | None:
+    """The problem of a plan still being planned: its tasks are no plan yet, and their own problems (dependencies
+    on tasks other agents have not planned) would only mislead."""
+    return _not_ready(refuse_unfinished, source, root)
+
+
+def _not_ready(check: Callable[[PlanSource, Path], None], source: PlanSource, root: Path) -> TaskProblem | None:
     try:
-        refuse_unaccepted(source, root)
-        refuse_unfinished(source, root)
+        check(source, root)
     except WfqueueError as exc:
         hint = f" ({exc.hint})" if exc.hint else ""
-        return [TaskProblem(location=source.folder.name, task_id=None, code="not_ready", message=exc.message + hint)]
-    return []
+        return TaskProblem(location=source.folder.name, task_id=None, code="not_ready", message=exc.message + hint)
+    return None
 
 
 def read_plan(source: PlanSource, root: Path) -> tuple[list[LoadedTask], list[TaskProblem]]:

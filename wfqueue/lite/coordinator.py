@@ -31,7 +31,7 @@ from wfqueue.payloads import ExploreAngle, LiteAssess, LitePlan, LiteSynthesize
 from wfqueue.plan_check import validate_path
 from wfqueue.runtime import resume_command
 from wfqueue.session_summary import lite_status
-from wfqueue.sessions import WORKFLOW_DIR, SessionIds
+from wfqueue.sessions import LITE_DIR, WORKFLOW_DIR, SessionIds
 from wfqueue.settings import MAX_EXPLORE_WORKERS, Settings
 from wfqueue.state import SessionState, SessionStore
 from wfqueue.tasks_file import dump_jsonl
@@ -42,7 +42,6 @@ from wfqueue.workflow.base import WorkflowCoordinator, stop_hint
 from wfqueue.workflow.contract import PlanOutcome, ResumeRequest, WorkflowUI
 from wfqueue.workflow.kind import WorkflowKind
 
-LITE_DIR = ".lite-plan"
 LITE_IDS = SessionIds(slug_length=40, dated=True)  # {slug}-{date}
 MODIFY_ROUNDS = 3
 PlanDecision = Literal["allow", "modify", "cancel"]

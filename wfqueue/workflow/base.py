@@ -118,7 +118,7 @@ class WorkflowCoordinator(Generic[UI]):
     """The shared steps; subclasses drive their own phases between them."""
 
     # Whether Ctrl-C (or SIGTERM) while a session is held says on the terminal how to finish it (an execution says so
-    # itself); a --json object carries stop_hint either way.
+    # itself); a --json object carries interrupted_hint either way.
     RESUME_HINT_ON_STOP: ClassVar[bool] = True
 
     def __init__(self, settings: Settings, ui: UI, worker_env: dict[str, str] | None = None) -> None:
@@ -215,7 +215,7 @@ class WorkflowCoordinator(Generic[UI]):
                     runtime.stop_workers()
                 finally:
                     self._bill(state)
-                    hint = self.stop_hint(session_id, runtime.repo)
+                    hint = self.interrupted_hint(session_id, runtime.repo)
                     stop_request.leave(session_id, hint)  # for a --json command's object
                     if self.RESUME_HINT_ON_STOP:
                         with contextlib.suppress(OSError):  # after a hangup the terminal is gone (EIO)
@@ -225,7 +225,7 @@ class WorkflowCoordinator(Generic[UI]):
                 self._bill(state)
                 raise
 
-    def stop_hint(self, session_id: str, repo: Path) -> str:
+    def interrupted_hint(self, session_id: str, repo: Path) -> str:
         """How to finish ``session_id`` after a stop, as the --json object and the terminal say it."""
         return f"finish the plan with {resume_command(session_id, repo)}"
 
