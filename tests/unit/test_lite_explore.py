@@ -202,6 +202,25 @@ def test_an_examples_folder_is_read_but_never_taken_for_the_code_to_change(sampl
     assert not any(c.question.startswith("Which module should own") for c in findings.clarification_needs)
 
 
+def test_a_vendored_copy_is_not_explored_unless_the_requirement_names_it(sample_repo: Path) -> None:
+    """pip's _vendor/ (rich, packaging, resolvelib) matched the angles' vocabulary: 5 of the 8 relevant files of a
+    change to `pip list` were vendored, all marked verified, and commands/list.py was not among them."""
+    (sample_repo / "notes_api" / "quota.py").write_text(
+        '"""Quota bookkeeping."""\n\n\ndef quota_window(seconds: int) -> int:\n    return seconds\n', encoding="utf-8")
+    vendored = sample_repo / "notes_api" / "_vendor" / "quotalib"
+    vendored.mkdir(parents=True)
+    for n in range(12):
+        (vendored / f"quota_{n}.py").write_text(
+            '"""Quota window bookkeeping, quota limits and quota windows."""\n\n\n'
+            f'def quota_window_{n}(quota: int, window: int) -> int:\n    return quota * window\n', encoding="utf-8")
+    for angle in ("patterns", "architecture", "made-up-angle"):
+        files = [f.path for f in explore(sample_repo, angle, "Change the quota window").relevant_files]
+        assert files and not any("_vendor/" in f for f in files), (angle, files)
+        assert angle != "made-up-angle" or files[0] == "notes_api/quota.py", files
+    named = explore(sample_repo, "patterns", "Change the quota window of the vendored quotalib in _vendor/")
+    assert any("_vendor/" in f.path for f in named.relevant_files)
+
+
 def test_unknown_angle_explores_the_requirement_terms_only(sample_repo: Path) -> None:
     findings = explore(sample_repo, "made-up-angle")
     descriptions = [p.description for p in findings.patterns]

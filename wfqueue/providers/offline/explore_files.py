@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 
 from wfqueue.analysis import CODE_LANGUAGES, RepoIndex, fan_ins, rank_files, rank_symbols, tokenize
-from wfqueue.analysis.roles import plannable
+from wfqueue.analysis.roles import file_role, plannable
 from wfqueue.analysis.symbols import Symbol
 from wfqueue.lite.angles import ANGLES, GENERIC, angle_key
 from wfqueue.lite.finding_checks import split_lines
@@ -70,9 +70,12 @@ class AngleScope:
         self.files = [path for path, _ in self.ranked]
 
     def _is_code(self, path: str) -> bool:
-        """A source file defining something (empty package inits do not count)."""
+        """A source file defining something (empty package inits do not count), not a vendored copy of another
+        project unless the requirement names it: pip's _vendor/ made 5 of 8 "relevant files" of a change to
+        `pip list`, and left out commands/list.py. (Examples are read: they show how the code is used.)"""
         source = self.by_path.get(path)
-        return source is not None and source.language in CODE_LANGUAGES and bool(self.index.symbols.get(path))
+        return (source is not None and source.language in CODE_LANGUAGES and bool(self.index.symbols.get(path))
+                and (file_role(path, source.is_test) != "vendored" or plannable(path, False, self.requirement)))
 
     def _manifests(self) -> list[str]:
         if self.key != "dependencies":
