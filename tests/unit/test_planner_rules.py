@@ -360,6 +360,30 @@ def test_named_identifiers_and_the_best_files_companions_rank_up(tmp_path: Path,
     assert ranked.index("ui/format.py") < ranked.index("ui/colors.py")
 
 
+def test_a_class_attribute_the_requirement_writes_out_names_the_file_defining_it(tmp_path: Path) -> None:
+    """"Make the JSON provider sort_keys configurable from app.config" planned five files of flask that share its
+    words (config.py, app.py, sessions.py...) before json/provider.py, whose DefaultJSONProvider sets
+    ``sort_keys = True`` (6th, cut): the index knew its classes and methods, not what its class bodies assign."""
+    repo = write(tmp_path / "app", {
+        "app/encoding.py": 'class Encoder:\n    """Serialise values."""\n    sort_keys = True\n'
+                           "    ensure_ascii: bool = True\n\n    def dumps(self, value):\n        return value\n",
+        "app/config.py": 'class Config(dict):\n    """The configuration: values from app.config, configurable."""\n'
+                         '    def from_mapping(self, mapping):\n'
+                         '        """Configure the app config from a mapping."""\n        return mapping\n',
+        "app/core.py": 'class App:\n    """The app: its config, its JSON provider, configurable from app.config."""\n'
+                       '    config = None\n\n    def make_config(self):\n'
+                       '        """Make the app config, configurable."""\n'
+                       '    def json_provider(self):\n        """The JSON provider of the app, from app.config."""\n',
+        "app/sessions.py": 'class SessionInterface:\n    """Sessions made configurable from app.config."""\n'
+                           "    def open_session(self, app):\n        return app.config\n",
+    })
+    index = build_index(repo)
+    assert index.attributes["app/encoding.py"] == ["sort_keys", "ensure_ascii"]
+    assert index.attributes["app/core.py"] == ["config"]
+    ranked = [p for p, _ in localize(index, "Make the JSON provider sort_keys configurable from app.config")]
+    assert ranked.index("app/encoding.py") < ranked.index("app/config.py"), ranked
+
+
 def test_effort_is_the_size_of_what_changes_not_of_its_file(tmp_path: Path) -> None:
     """anyhow's and javapoet's one-method fixes were "large": their files are long."""
     filler = "".join(f"def helper_{n}(value):\n    return value + {n}\n\n\n" for n in range(120))

@@ -25,7 +25,7 @@ from wfqueue.analysis.history import PastChange, read_history
 from wfqueue.analysis.imports import imports_from_tree, js_imports, module_index_for, python_imports
 from wfqueue.analysis.pyast import parse_python
 from wfqueue.analysis.ranking import bm25_scores, tokenize
-from wfqueue.analysis.symbols import SYMBOL_LANGUAGES, Symbol, regex_symbols, symbols_from_tree
+from wfqueue.analysis.symbols import SYMBOL_LANGUAGES, Symbol, class_attributes, regex_symbols, symbols_from_tree
 from wfqueue.analysis.testmap import command_for_tests, detect_test_command, in_test_module, inline_tests, map_tests
 
 # How often each source of ranking tokens is repeated: BM25 has no field
@@ -53,12 +53,13 @@ class RepoIndex(BaseModel):
     # The repository's other files: there, but not read (too large, not text, not UTF-8, past the number of files
     # read). A requirement naming one names a file to change, not one to create.
     unread: list[str] = []
+    attributes: dict[str, list[str]] = {}  # Python path -> the names its class bodies assign (symbols.class_attributes)
 
 
 def _analyse(
     source: SourceFile, text: str, module_index: dict[str, str], modules: set[str], known: set[str]
-) -> tuple[list[Symbol], list[str]]:
-    """Symbols and in-repo imports of one file (Python is parsed only once).
+) -> tuple[list[Symbol], list[str], list[str]]:
+    """Symbols, in-repo imports and class attributes of one file (Python is parsed only once).
 
     ``modules`` is ``set(module_index.values())`` and ``known`` every indexed
     path; both are passed in so they are built once per repository.
@@ -66,12 +67,13 @@ def _analyse(
     if source.language == "python":
         tree = parse_python(text)
         if tree is None:  # the public functions carry the regex fallbacks
-            return regex_symbols(text, "python"), python_imports(source.path, text, module_index)
-        return symbols_from_tree(tree), imports_from_tree(source.path, tree, module_index, modules)
+            return regex_symbols(text, "python"), python_imports(source.path, text, module_index), []
+        return (symbols_from_tree(tree), imports_from_tree(source.path, tree, module_index, modules),
+                class_attributes(tree))
     symbols = regex_symbols(text, source.language) if source.language in SYMBOL_LANGUAGES else []
     if source.language in _JS_LANGUAGES:
-        return symbols, js_imports(source.path, text, known)
-    return symbols, []
+        return symbols, js_imports(source.path, text, known), []
+    return symbols, [], []
 
 
 def _path_tokens(path: str) -> list[str]:
@@ -116,6 +118,7 @@ def build_index(repo: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES,
     prior = previous if previous is not None and [source.path for source in previous.files] == paths else None
     symbols: dict[str, list[Symbol]] = {}
     imports: dict[str, list[str]] = {}
+    attributes: dict[str, list[str]] = {}
     # Tuples, not lists, while building: a tuple of strings is untracked by the
     # cyclic GC, so millions of tokens do not slow every collection that the
     # many short-lived AST objects trigger (measured: ~25% of build time).
@@ -124,9 +127,13 @@ def build_index(repo: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES,
         if prior is not None and source.path in unchanged and _analysed(prior, source.path):
             symbols[source.path], imports[source.path] = prior.symbols[source.path], prior.imports[source.path]
             doc_tokens[source.path] = tuple(prior.doc_tokens[source.path])
+            if source.path in prior.attributes:
+                attributes[source.path] = prior.attributes[source.path]
             continue
         text = texts[source.path]
-        symbols[source.path], imports[source.path] = _analyse(source, text, module_index, modules, known)
+        symbols[source.path], imports[source.path], assigned = _analyse(source, text, module_index, modules, known)
+        if assigned:  # most files have none: not written
+            attributes[source.path] = assigned
         doc_tokens[source.path] = tuple(_doc_tokens(source.path, symbols[source.path], text))
     return RepoIndex(
         root=str(Path(repo).resolve()),
@@ -141,6 +148,7 @@ def build_index(repo: Path, max_bytes: int = DEFAULT_MAX_FILE_BYTES,
         # Those on disk: git lists a tracked file deleted since, which is no file to change (and no file of the
         # manifest that keeps a cached index valid, so committing its deletion left it listed).
         unread=[path for path in listed if path not in known and (Path(repo) / path).exists()],
+        attributes=attributes,
     )
 
 

@@ -111,7 +111,8 @@ def _definers(index: RepoIndex, paths: list[str], requirement: str) -> dict[str,
     for path in paths:
         # A module is named by its stem too: validate.URL points at validate.py as much as at URL.
         stem = posixpath.splitext(posixpath.basename(path))[0].strip("_").lower()
-        for name in [symbol.name.lower() for symbol in index.symbols.get(path, [])] + [stem]:
+        defined = [symbol.name for symbol in index.symbols.get(path, [])] + index.attributes.get(path, [])
+        for name in [name.lower() for name in defined] + [stem]:
             if name in names:
                 owners.setdefault(name, set()).add(path)
     strength: dict[str, float] = {}

@@ -110,6 +110,27 @@ def _visit(body: list[ast.stmt], prefix: str, in_class: bool, out: list[Symbol])
             _visit(nested, prefix, in_class, out)
 
 
+def class_attributes(tree: ast.Module) -> list[str]:
+    """Names a class body of the module assigns (``sort_keys = True``, ``timeout: float = 5``), each once, in
+    order: a requirement that writes one out names the file defining it ("make sort_keys configurable" named
+    none, and the plan changed five other files). Not symbols: a dataclass's fields would swamp a file's
+    ranking tokens and the symbols a plan names."""
+    found: dict[str, None] = {}
+
+    def visit(body: list[ast.stmt], in_class: bool) -> None:
+        for node in body:
+            if isinstance(node, ast.ClassDef):
+                visit(node.body, True)
+            elif in_class and isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                found.update((t.id, None) for t in targets if isinstance(t, ast.Name))
+            for nested in _nested_bodies(node):
+                visit(nested, in_class)
+
+    visit(tree.body, False)
+    return list(found)
+
+
 def symbols_from_tree(tree: ast.Module) -> list[Symbol]:
     """Symbols of an already parsed module (lets callers parse only once)."""
     out: list[Symbol] = []
