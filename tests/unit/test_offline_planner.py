@@ -56,6 +56,18 @@ def test_split_is_two_to_max_areas_with_disjoint_ranges(sample_repo: Path) -> No
         assert len(paths) == len(set(paths)), "a file belongs to one area"
 
 
+def test_an_areas_approach_names_the_files_its_tasks_change_in_their_order(sample_repo: Path) -> None:
+    """It named the area's first four focus paths in ranking order: "Change sessions.py, app.py, ctx.py,
+    wrappers.py in import order (TASK-001 → ...)" where TASK-001 changed wrappers.py, and a fifth file's task was
+    not named at all."""
+    _, _, drafts = plan(sample_repo)
+    for draft in drafts.values():
+        changed = list(dict.fromkeys(f.path for t in draft.tasks for f in t.files))
+        named = draft.approach.removeprefix("Change ").split(" in import order")[0]
+        assert named.startswith(", ".join(changed[:4])), (named, changed)
+        assert len(changed) <= 4 or named.endswith(f" and {len(changed) - 4} more"), named
+
+
 def test_tasks_name_real_files_and_symbols(sample_repo: Path) -> None:
     _, analysis, drafts = plan(sample_repo)
     touched = set()

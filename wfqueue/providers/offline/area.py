@@ -335,9 +335,13 @@ def plan_area(index: RepoIndex, analysis: RequirementAnalysis, focus_area: str) 
         tasks = [as_docstrings_task(t) for t in tasks]
     order = " → ".join(t.id for t in tasks)
     short = requirement_short(analysis.original_requirement)
+    # The files as the tasks change them, in the tasks' order (it named the area's focus paths in ranking order,
+    # which the tasks follow neither in order nor in number).
+    changed = list(dict.fromkeys(f.path for t in tasks for f in t.files))
+    more = f" and {len(changed) - 4} more" if len(changed) > 4 else ""
     return AreaDraft(
         summary=f"{len(tasks)} task(s) in {focus_area} for: {short}",
-        approach=f"Change {', '.join(sub.focus_paths[:4])} in import order ({order}); "
+        approach=f"Change {', '.join(changed[:4])}{more} in import order ({order}); "
         "each task names the symbols to change and the tests that prove it.",
         recommended_execution="Sequential" if any(t.depends_on for t in tasks) else "Parallel",
         design_decisions=[{"decision": f"new module {created}", "rationale": "the repository has no code for this yet",
