@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import os
 import signal
@@ -10,7 +11,6 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
-from typing import cast
 
 import typer
 from pydantic import SecretStr
@@ -55,7 +55,9 @@ def wait_for_flower(flower: subprocess.Popen[bytes], address: str, port: int, lo
                                    hint=f"see {log}; another program may listen on port {port} (--flower-port)")
         try:
             with direct.open(url, timeout=1) as answer:
-                if answer.status == 200:
+                # Its own Flower's answer: another up's, started in the same moment on the same port, answered
+                # first while this one's failed to bind, and the banner named the other's.
+                if answer.status == 200 and listens_on(flower.pid, port):
                     return
         except OSError:  # not listening yet
             pass
@@ -68,7 +70,24 @@ def wait_for_flower(flower: subprocess.Popen[bytes], address: str, port: int, lo
     raise WorkerStartError(f"Flower did not answer on {url} within {FLOWER_START_TIMEOUT_S:.0f}s", hint=f"see {log}")
 
 
-def watch(cluster: EmbeddedCluster, keepers: list[NodeKeeper], children: list[subprocess.Popen[bytes]],
+def listens_on(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds a socket listening on TCP ``port`` (Linux's /proc; True where it cannot be
+    read: the health check decides alone there)."""
+    try:
+        listening = {fields[9] for table in ("/proc/net/tcp", "/proc/net/tcp6")
+                     for fields in (line.split() for line in Path(table).read_text().splitlines()[1:])
+                     if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port}  # 0A: LISTEN
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except (OSError, ValueError, IndexError):
+        return True
+    held = set()
+    for fd in fds:
+        with contextlib.suppress(OSError):  # closed since it was listed
+            held.add(os.readlink(fd))
+    return any(f"socket:[{inode}]" in held for inode in listening)
+
+
+def watch(cluster: EmbeddedCluster, keepers: list[NodeKeeper], children: dict[str, subprocess.Popen[bytes]],
           queue: Path) -> None:
     """One look at everything up runs: a dead worker node is replaced; a dead Redis, beat or Flower ends up."""
     redis_exit = cluster.redis.proc.poll() if cluster.redis.proc is not None else None
@@ -78,10 +97,9 @@ def watch(cluster: EmbeddedCluster, keepers: list[NodeKeeper], children: list[su
                                     "is kept in its append-only file")
     for keeper in keepers:
         keeper.check()
-    for child in children:
+    for name, child in children.items():
         if child.poll() is not None:
-            argv = cast("list[str]", child.args)  # started from the argv lists above
-            raise WorkerStartError(f"{' '.join(argv[4:6])} exited (code {child.returncode})",
+            raise WorkerStartError(f"{name} exited ({exit_described(child.returncode)})",
                                    hint=f"see {queue / 'beat-flower.log'}")
 
 
@@ -150,13 +168,14 @@ def register(app: typer.Typer) -> None:
             keepers = [NodeKeeper(cluster, celery_app, Reporter(out), control=control) for control in (False, True)]
             env = {**os.environ, "WFQUEUE_BROKER_URL": url, **for_child()}  # they end with up, even if it is killed
             log = open(queue_dir(root) / "beat-flower.log", "ab")  # noqa: SIM115 - closed below
-            children = [
-                subprocess.Popen(beat_argv(live, "INFO"), env=env, stdout=log, stderr=log, start_new_session=True),
-                subprocess.Popen(flower_argv, env={**flower_env, "WFQUEUE_BROKER_URL": url, **for_child()},
-                                 stdout=log, stderr=log, start_new_session=True),
-            ]
+            children = {
+                "beat": subprocess.Popen(beat_argv(live, "INFO"), env=env, stdout=log, stderr=log,
+                                         start_new_session=True),
+                "Flower": subprocess.Popen(flower_argv, env={**flower_env, "WFQUEUE_BROKER_URL": url, **for_child()},
+                                           stdout=log, stderr=log, start_new_session=True),
+            }
             try:
-                wait_for_flower(children[1], settings.flower_address, port,
+                wait_for_flower(children["Flower"], settings.flower_address, port,
                                 queue_dir(root) / "beat-flower.log", stop)
                 # Plan commands in this repository find it there and use this cluster (wfqueue.up_cluster).
                 on_workers = UpWorkerSettings(executor_command=settings.executor_command,
@@ -184,7 +203,8 @@ def register(app: typer.Typer) -> None:
                                     cluster.kill()
                                 raise
             finally:
-                for child in children:
+                for child in children.values():
                     stop_process_group(child)
                 log.close()
-        out.print("stopped")
+        with contextlib.suppress(OSError):  # after a hangup (its terminal closed) there is no terminal to tell
+            out.print("stopped")
