@@ -304,3 +304,20 @@ def test_a_running_tasks_row_says_what_its_agent_record_says(tmp_path: Path, red
     assert tasks["T1"].note is None and tasks["T1"].started_at == pytest.approx(now - 5)
     assert tasks["T2"].note is not None and tasks["T2"].note.startswith("done on its worker; merged once")
     assert tasks["T3"].note is not None and tasks["T3"].note.startswith("no heartbeat from its worker for 600s")
+
+
+def test_one_sessions_status_on_an_unreachable_shared_broker_is_what_its_files_say(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`wfqueue status SESSION` with the shared broker stopped (or refusing the password) failed, exit 3, even for a
+    completed session; the listing shows the files with a warning. So does one session's view."""
+    from tests.execute_support import make_repo
+
+    repo = make_repo(tmp_path)
+    (repo / ".workflow" / ".planning" / "CPLAN-existing-2026-11-22").mkdir(parents=True)
+    monkeypatch.setenv("WFQUEUE_BROKER_URL", "redis://:s3cret@127.0.0.1:1/0")
+    assert main(["status", "CPLAN-existing-2026-11-22", "--repo", str(repo), "--json"]) in (0, None)
+    out, err = capsys.readouterr()
+    assert json.loads(out)["session_id"] == "CPLAN-existing-2026-11-22"
+    said = " ".join(err.split())
+    assert "warning: cannot reach the broker at redis://:***@127.0.0.1:1/0" in said, said
+    assert "the state below is what the session files say" in said and "s3cret" not in said

@@ -207,10 +207,14 @@ def _reachable(settings: Settings) -> bool:
     try:
         connect(settings).close()
     except WfqueueError as exc:
-        Console(stderr=True, highlight=False).print(
-            f"warning: {escape(exc.message)}; the states below are what the session files say", soft_wrap=True)
+        _files_say(exc, "the states below are")
         return False
     return True
+
+
+def _files_say(exc: WfqueueError, what: str) -> None:
+    Console(stderr=True, highlight=False).print(
+        f"warning: {escape(exc.message)}; {what} what the session files say", soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
@@ -273,11 +277,17 @@ def register(app: typer.Typer) -> None:
             raise _elsewhere(settings, session, root) or missing from None
         rebuild_from_redis(settings, folder.name, folder)  # workers on other machines stored files there
         live = held_redis(settings, root) if held else settings
+        reachable = True
         try:
             current = kind.read_status(folder, live)
-        except WfqueueError:  # the command holding it stopped its Redis since: the files tell what they can
-            live = settings
-            current = kind.read_status(folder, settings)
+        except WfqueueError as exc:
+            # The command holding it stopped its Redis since, or the shared broker does not answer (stopped, or a
+            # wrong password: it was exit 3 even for a completed session): the files tell what they can.
+            if not embedded_here:
+                _files_say(exc, "the state below is")
+                reachable = False
+            live = settings if embedded_here else settings.model_copy(update={"broker_url": None})
+            current = kind.read_status(folder, live)
         resume = resume_command(folder.name, root)
         if (isinstance(current, SessionSummary | SessionStatus) and current.status in ("failed", "partial")
                 and current.usage is not None and current.usage.budget_exhausted):
@@ -292,7 +302,7 @@ def register(app: typer.Typer) -> None:
             current = current.model_copy(update={"hint": "answer its question (allow, modify or cancel) where its "
                                                           f"command runs; if that command stopped: {resume}"})
         current = _as_it_stands(current, folder.name, settings, live, embedded_here=embedded_here, held=held,
-                                resume=resume)
+                                resume=resume, reachable=reachable)
         if as_json:
             json_output.emit(current.model_dump(mode="json", exclude=NO_CALLS_LIST))
         elif isinstance(current, SessionSummary):
