@@ -54,9 +54,16 @@ def unwritable_is_infrastructure(path: Path) -> Iterator[None]:
         raise refusal from None
 
 
-def disk_refusal(exc: OSError, path: Path, then: str, folder: str = "that folder") -> InfrastructureError | None:
+def disk_refusal(exc: OSError, path: Path | None, then: str,
+                 folder: str = "that folder") -> InfrastructureError | None:
     """The InfrastructureError for a write to ``path`` the disk refused for good (permissions, a read-only or
-    full file system), saying to mend ``folder`` and then do ``then``; None for any other OSError."""
+    full file system), saying to mend ``folder`` and then do ``then``; None for any other OSError. ``path`` None:
+    the error named no file (a full disk's ENOSPC is raised when a file is closed, without its name)."""
+    if path is None:
+        why = _FULL.get(exc.errno or 0) or _NOT_WRITABLE.get(exc.errno or 0)
+        return None if why is None else InfrastructureError(
+            f"a write was refused: {why}", hint="free some space or make writable where wfqueue writes (the "
+                                                f"repository's .workflow folder, ~/.cache/wfqueue), then {then}")
     if exc.errno in _NOT_WRITABLE:
         return InfrastructureError(f"cannot write {path}: {_NOT_WRITABLE[exc.errno]} on {path.parent}",
                                    hint=f"make {folder} writable again, then {then}")

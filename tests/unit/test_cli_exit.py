@@ -104,3 +104,37 @@ def test_a_bug_still_gives_a_json_command_its_one_object_and_its_traceback(
     assert "Traceback (most recent call last)" in err and "in broken" in err
     with pytest.raises(UnicodeDecodeError):
         cli_main.main(["validate", str(tmp_path / "tasks.jsonl")])
+
+
+@pytest.mark.parametrize(("failure", "said"), [
+    # `up`'s first ping, and a plan's Redis write beside up, on a disk that filled: Redis refuses what it cannot save.
+    ("misconf", "Redis cannot save what it is sent (MISCONF: writing its data failed; its disk is full"),
+    # A full disk's ENOSPC comes when a file is closed, naming no file (embedded Redis's socket-path record).
+    ("enospc", "a write was refused: no space left on the device"),
+])
+def test_a_full_disk_is_said_as_such_exit_3_not_a_traceback(
+        failure: str, said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Both ended in a traceback and exit 1 ("wfqueue failed unexpectedly")."""
+    import errno
+
+    import kombu.exceptions
+    import redis
+
+    from wfqueue.cli import main as cli_main
+    from wfqueue.execute import load
+
+    def full(*_args: object, **_kwargs: object) -> None:
+        if failure == "enospc":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        try:
+            raise redis.exceptions.ResponseError("MISCONF Errors writing to the AOF file: No space left on device")
+        except redis.exceptions.ResponseError as exc:
+            raise kombu.exceptions.OperationalError(str(exc)) from exc
+
+    monkeypatch.setattr(load, "read_plan", full)
+    (tmp_path / "tasks.jsonl").write_text("", encoding="utf-8")
+    assert cli_main.main(["validate", str(tmp_path / "tasks.jsonl"), "--json"]) == 3
+    out, err = capsys.readouterr()
+    assert json.loads(out)["exit_code"] == 3 and said in json.loads(out)["error"], out
+    assert "Traceback" not in err and said in " ".join(err.split())

@@ -29,7 +29,7 @@ from wfqueue import stop_request
 from wfqueue.cli import commands, json_output
 from wfqueue.cli.entry import exit_process
 from wfqueue.cli.stop_signals import INTERRUPTED_EXIT, STOP_SIGNALS, Terminated, to_handle
-from wfqueue.errors import WfqueueError
+from wfqueue.errors import InfrastructureError, WfqueueError
 from wfqueue.fsio import disk_refusal
 
 
@@ -104,6 +104,21 @@ def _stopped(err: Console, signals: Signals) -> tuple[int, str]:
     return code, said
 
 
+def _redis_cannot_save(exc: BaseException) -> InfrastructureError | None:
+    """Redis refusing writes it cannot save (MISCONF: its append-only file on a full or read-only disk), as
+    redis-py raises it or kombu wraps it, anywhere in ``exc``'s chain: `up` and the plan commands beside it ended
+    in a traceback."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if str(seen).startswith("MISCONF"):
+            return InfrastructureError(
+                "Redis cannot save what it is sent (MISCONF: writing its data failed; its disk is full or not "
+                "writable)", hint="free some space where the broker keeps its data (the embedded Redis: the "
+                                  "repository's .workflow/.queue), then run the command again; what was queued is kept")
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def _report(err: Console, exc: WfqueueError) -> int:
     # Messages quote what the user gave (a requirement, a path): never read as markup.
     err.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False, markup=True, soft_wrap=True)
@@ -148,8 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as exc:  # a write the disk refused where no command checked first: said, not a traceback
             # A rename onto a folder (an atomic write's last step) names the folder second.
             named = exc.filename2 if exc.errno == errno.EISDIR and isinstance(exc.filename2, str) else exc.filename
-            refusal = disk_refusal(exc, Path(named), then="run the command again") if isinstance(
-                named, str) else None
+            refusal = disk_refusal(exc, Path(named) if isinstance(named, str) else None, then="run the command again")
             if refusal is None:
                 return unexpected(exc)
             return ended(_report(err, refusal), refusal.message, refusal.hint)
@@ -165,7 +179,10 @@ def main(argv: list[str] | None = None) -> int:
             return ended(exc.exit_code, NO_RESULT)
         except Exception as exc:  # noqa: BLE001 - a bug: re-raised, or said as the --json contract asks
             # Unless a stop signal came first: then it is the stop, hidden (stop_request.pending).
-            return stopped() if stop_request.pending() else unexpected(exc)
+            if stop_request.pending():
+                return stopped()
+            refused = _redis_cannot_save(exc)
+            return ended(_report(err, refused), refused.message, refused.hint) if refused else unexpected(exc)
         else:
             # Typer turns an interrupt inside a command into the return value 130.
             return stopped() if code == INTERRUPTED_EXIT else ended(int(code or 0), NO_RESULT)
