@@ -185,6 +185,11 @@ class BrokerCredentialsError(BrokerUnreachableError):
     have): waiting will not change that."""
 
 
+class BrokerNotRedisError(BrokerUnreachableError):
+    """Something accepts connections at the broker's address and does not answer as Redis (a web server, a
+    service that never answers): waiting will not change that either."""
+
+
 class DamagedStateError(InfrastructureError):
     """What Redis holds of a session does not read (a value edited by hand, written by another program)."""
 

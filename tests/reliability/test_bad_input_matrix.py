@@ -16,9 +16,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import shutil
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -698,11 +702,32 @@ def test_a_broker_url_that_is_not_a_working_redis_exits_3_within_10_seconds(mode
         url = f"redis://:{PASSWORD}@127.0.0.1:{fake.port}/0"
         masked = rf"redis://:\*\*\*@127\.0\.0\.1:{fake.port}/0"
         expect = {"http": rf"error: the broker at {masked} does not answer as Redis",
-                  "silent": rf"error: cannot reach the broker at {masked}: Timeout"}[mode]
+                  "silent": rf"error: the broker at {masked} accepts connections but does not answer as Redis"}[mode]
         # The silent broker runs in-process: its 5 s wait is the product's; a CLI process adds its start-up,
         # which on two loaded cores can reach 3 s and is not what this case measures.
         cases = broker_cases(str(sample_repo), url, masked, False, in_process=mode == "silent", expect=expect)
         check_broker_cases(f"broker_{mode}", run_cases, sample_repo, cases)
+
+
+@pytest.mark.parametrize("mode", ["http", "silent"])
+def test_a_worker_pointed_at_something_that_is_not_redis_exits_3_instead_of_hanging(mode: str) -> None:
+    """`wfqueue worker` took a service that accepts connections and is not Redis for one "not reachable yet",
+    started Celery, and hung in its first read for good: no message, and SIGTERM did not stop it."""
+    with FakeBroker(mode) as fake:
+        url = f"redis://:{PASSWORD}@127.0.0.1:{fake.port}/0"
+        proc = subprocess.Popen([sys.executable, "-m", "wfqueue.cli.main", "worker", "--concurrency", "1"],
+                                env={**wfqueue_env(), "WFQUEUE_BROKER_URL": url}, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    said = " ".join(err.split())
+    assert proc.returncode == 3, said
+    assert f"the broker at redis://:***@127.0.0.1:{fake.port}/0" in said and "as Redis" in said, said
+    assert PASSWORD not in said
 
 
 def test_a_wrong_broker_password_exits_3_saying_the_credentials_were_refused(run_cases: Runner, sample_repo: Path,
