@@ -89,6 +89,10 @@ def create_app(settings: Settings, task_cls: type[Task[Any, Any]] | None = None)
         broker_transport_options={**transport, **unacked_scan_options(settings.visibility_timeout_s)},
         result_backend_transport_options=transport,
         broker_connection_retry_on_startup=True,
+        # A worker (and beat) whose Redis is not up yet, or is restarted, keeps trying, as OPERATIONS says: Celery's
+        # default gives up after 100 tries (about 46 minutes at its 30 s cap) and the process exits. Only the
+        # consumer and beat read it; a command's own sends and waits have their own limits.
+        broker_connection_max_retries=None,
         broker_connection_timeout=settings.broker_connect_timeout_s,
         redis_socket_connect_timeout=settings.broker_connect_timeout_s,
         result_expires=settings.result_expires_s,

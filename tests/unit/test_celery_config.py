@@ -34,6 +34,9 @@ def test_app_is_json_only_late_ack_and_routes_by_task_name() -> None:
     assert conf.broker_transport_options["unacked_restore_throttle"] == 1
     assert conf.task_soft_time_limit < conf.task_time_limit < 1234
     assert conf.worker_send_task_events and conf.task_send_sent_event
+    # A worker started before its Redis, or left while Redis restarts, keeps trying (OPERATIONS): Celery's default
+    # of 100 tries ended the worker after about 46 minutes.
+    assert conf.broker_connection_max_retries is None and conf.broker_connection_retry_on_startup
     routes = conf.task_routes
     assert routes[COLLAB_PLAN_AREA]["queue"] == "plan"
     assert routes[COLLAB_UNDERSTAND]["queue"] == "plan"
