@@ -206,9 +206,21 @@ def test_a_file_the_plan_changes_must_be_tracked_by_git(sample_repo: Path, capsy
     (sample_repo / ".gitignore").write_text("notes_api/config.py\n", encoding="utf-8")
     committed(sample_repo)  # the tree is clean, but config.py is not at HEAD, where every task starts
     plan_session(sample_repo)
+    said = ("file notes_api/config.py is ignored by git: every task of an execution starts from HEAD, where it is "
+            "not; stop ignoring it and commit it, or leave it out")
     assert main(["execute", SESSION, "--repo", str(sample_repo)]) == 2
-    err = capsys.readouterr().err
-    assert "git does not track 1 file the plan changes (ignored, or never added): notes_api/config.py" in err
+    assert said in " ".join(capsys.readouterr().err.split())
+    # `validate` says so too: it passed the plan ("4 tasks, 0 problems"), the file being there on disk.
+    assert main(["validate", SESSION, "--repo", str(sample_repo), "--json"]) == 2
+    problems = json.loads(capsys.readouterr().out)["problems"]
+    assert [(p["task_id"], p["code"], p["message"]) for p in problems] == [("IMPL-4", "bad_path", said)]
+    # A file never added (not ignored) is the working tree's to commit first, as execute's own check says.
+    (sample_repo / ".gitignore").write_text("", encoding="utf-8")
+    git(sample_repo, "commit", "-qam", "stop ignoring")  # config.py: there, never added
+    assert main(["validate", SESSION, "--repo", str(sample_repo), "--json"]) == 0
+    capsys.readouterr()
+    assert main(["execute", SESSION, "--repo", str(sample_repo)]) == 2
+    assert "is not clean" in capsys.readouterr().err
 
 
 def test_a_copy_inside_another_checkout_that_ignores_it_is_told_to_become_a_repository(
@@ -239,7 +251,7 @@ def test_an_allow_list_gitignore_at_the_root_is_not_taken_for_another_checkout(
     plan_session(sample_repo, [task(1, "Document the limits", ["README.md"])])
     assert main(["execute", SESSION, "--repo", str(sample_repo)]) == 2
     err = capsys.readouterr().err
-    assert "git does not track 1 file the plan changes (ignored, or never added): README.md" in err
+    assert "file README.md is ignored by git: every task of an execution starts from HEAD" in " ".join(err.split())
     assert "not a git repository of its own" not in err
 
 

@@ -16,12 +16,13 @@ from wfqueue.collab.steps import ANALYSIS_FILE, NOTE_FILE, UNFINISHED, is_cancel
 from wfqueue.errors import BadInputError, WfqueueError
 from wfqueue.execute.model import ExecutablePlan, PlanKind, PlanVerdict, exec_task
 from wfqueue.execute.plan_context import AGENT_PLAN_FILE, AGENTS_DIR, agent_plan_files, read_context
-from wfqueue.execute.safety import refuse_bare
+from wfqueue.execute.safety import ignored, refuse_bare, untracked
 from wfqueue.execute.validate import refuse_problems
 from wfqueue.fsio import read_json_object
+from wfqueue.gitcmd import run_git
 from wfqueue.lite.render import says_awaiting, says_cancelled
 from wfqueue.lite.steps import PLAN_FILE, TASKS_FILE
-from wfqueue.plan_check import check_plan, default_repo, in_repository, validate_path
+from wfqueue.plan_check import check_plan, default_repo, in_repository, repo_relative, validate_path
 from wfqueue.sessions import LITE_DIR, repo_option, resolve_repo
 from wfqueue.tasks_file import LoadedTask, TaskProblem, load_object, load_task_dir, loads_plan_json
 from wfqueue.workflow_session.replan.backup import refuse_half_written
@@ -229,8 +230,32 @@ def read_plan(source: PlanSource, root: Path) -> tuple[list[LoadedTask], list[Ta
     """Every task of the plan at ``source`` and every problem with them (``wfqueue validate``'s findings)."""
     if source.kind == "collab":
         tasks, problems = _collab_tasks(source)
-        return tasks, problems + check_plan(tasks, root, in_repository(root))
-    return validate_path(source.tasks_at, root)
+        problems += check_plan(tasks, root, in_repository(root))
+    else:
+        tasks, problems = validate_path(source.tasks_at, root)
+    return tasks, problems + _ignored_by_git(tasks, root)
+
+
+def _ignored_by_git(tasks: list[LoadedTask], root: Path) -> list[TaskProblem]:
+    """Files a task modifies or deletes that git ignores: there on disk, so `validate` passed them, but never in
+    HEAD, where every task of an execution starts (`execute` refused the plan). Nothing outside a git work tree."""
+    changed = {(loaded.location, loaded.task.id, rel) for loaded in tasks for entry in loaded.task.files
+               if entry.action != "create" and (rel := repo_relative(entry.path)) is not None}
+    paths = sorted({rel for _, _, rel in changed})
+    try:
+        top = run_git(root, "rev-parse", "--show-toplevel", check=False) if paths else None
+        if top is None or top.returncode != 0:
+            return []
+        if Path(top.stdout.strip()).resolve() != root.resolve() and run_git(
+                root, "check-ignore", "-q", ".", check=False).returncode == 0:
+            return []  # a copy inside another checkout that ignores it: execute says to make it a repository
+        found = set(ignored(root, untracked(root, paths)))
+    except WfqueueError:  # git missing or failing: the other checks stand
+        return []
+    return [TaskProblem(location=location, task_id=task_id, code="bad_path",
+                        message=f"file {rel} is ignored by git: every task of an execution starts from HEAD, where it "
+                                "is not; stop ignoring it and commit it, or leave it out")
+            for location, task_id, rel in sorted(changed) if rel in found]
 
 
 def load_plan(target: str, repo: str | None = None) -> ExecutablePlan:
