@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-_asked: list[type[KeyboardInterrupt]] = []
+_asked: list[KeyboardInterrupt] = []
 
 
 @dataclass(frozen=True)
@@ -25,22 +25,21 @@ class LeftBehind:
 _left: list[LeftBehind] = []
 
 
-def ask(stop: type[KeyboardInterrupt]) -> None:
-    """Called by a signal handler just before it raises ``stop()``."""
+def ask(stop: KeyboardInterrupt) -> None:
+    """Called by a signal handler just before it raises ``stop``."""
     _asked[:] = [stop]
 
 
-def pending() -> bool:
-    """Whether a signal asked for a stop that has not reached the command's handler: an error raised after it
-    may be the stop, hidden (pydantic-core reports a KeyboardInterrupt as its own SchemaError)."""
-    return bool(_asked)
+def asked() -> KeyboardInterrupt | None:
+    """The stop a signal asked for that has not reached the command's handler (None: none): an error raised
+    after it may be the stop, hidden (pydantic-core reports a KeyboardInterrupt as its own SchemaError)."""
+    return _asked[0] if _asked else None
 
 
 def raise_if_asked() -> None:
     """Raise the stop a signal asked for (once): it did not end the command, so something swallowed it."""
     if _asked:
-        stop = _asked.pop()
-        raise stop()
+        raise _asked.pop()
 
 
 def leave(session_id: str, hint: str | None) -> None:

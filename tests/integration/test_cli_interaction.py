@@ -208,12 +208,13 @@ def test_ctrl_c_while_the_standby_worker_starts_is_a_quiet_exit_130_and_the_stan
 INTERRUPTED_AS_HANDLERS_GO_IN = """
 import signal, sys
 from wfqueue.cli import main as cli_main
+from wfqueue.cli.stop_signals import Terminated
 
 STOP = sys.argv[2]
 
 
 def interrupted(_signals):
-    raise cli_main.Terminated(signal.SIGTERM) if STOP == "SIGTERM" else KeyboardInterrupt
+    raise Terminated(signal.SIGTERM) if STOP == "SIGTERM" else KeyboardInterrupt
 
 
 cli_main.to_handle = interrupted

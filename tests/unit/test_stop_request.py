@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from wfqueue.cli.main import Terminated, sigterm_unwinds
+from wfqueue.cli.main import sigterm_unwinds
+from wfqueue.cli.stop_signals import Terminated
 from wfqueue.errors import InfrastructureError
 from wfqueue.runtime import wait_for
 from wfqueue.settings import Settings

@@ -39,8 +39,8 @@ def _end_now(code: int) -> NoReturn:
 
 
 def main() -> None:
-    from wfqueue import prestart
-    from wfqueue.cli.stop_signals import STOP_SIGNALS, raise_interrupted, raise_terminated, received_stop, to_handle
+    from wfqueue import prestart, stop_request
+    from wfqueue.cli.stop_signals import STOP_SIGNALS, raise_interrupted, raise_terminated, to_handle
 
     # A SIGTERM or SIGHUP before the command takes them over (wfqueue.cli.main.sigterm_unwinds) ended the process
     # at once, with no word and no --json object: until then they stop the load like a Ctrl-C.
@@ -63,7 +63,7 @@ def main() -> None:
     except BaseException as failed:  # re-raised unless a stop signal caused it
         # Ctrl-C (or a stop signal) while the command line loads, raised as itself or hidden in another error:
         # nothing has started.
-        interrupt = failed if isinstance(failed, KeyboardInterrupt) else received_stop()
+        interrupt = failed if isinstance(failed, KeyboardInterrupt) else stop_request.asked()
         if interrupt is None:
             raise
         _stopped_before_the_command(getattr(interrupt, "exit_code", 130), getattr(interrupt, "said", "interrupted"))

@@ -28,7 +28,13 @@ from rich.markup import escape
 from wfqueue import stop_request
 from wfqueue.cli import commands, json_output
 from wfqueue.cli.entry import exit_process
-from wfqueue.cli.stop_signals import INTERRUPTED_EXIT, STOP_SIGNALS, Terminated, to_handle
+from wfqueue.cli.stop_signals import (
+    INTERRUPTED_EXIT,
+    STOP_SIGNALS,
+    raise_interrupted,
+    raise_terminated,
+    to_handle,
+)
 from wfqueue.errors import InfrastructureError, WfqueueError
 from wfqueue.fsio import disk_refusal
 
@@ -75,19 +81,14 @@ def sigterm_unwinds() -> Iterator[Signals]:
         yield seen
         return
 
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
+    def on_signal(signum: int, frame: FrameType | None) -> None:
         seen.received = signal.Signals(signum)
-        stop_request.ask(Terminated)  # raised again by the next wait, should a finalizer swallow this one
-        raise Terminated(seen.received)
-
-    def on_interrupt(_signum: int, _frame: FrameType | None) -> None:
-        stop_request.ask(KeyboardInterrupt)
-        raise KeyboardInterrupt
+        raise_terminated(signum, frame)  # recorded: raised again by the next wait, should a finalizer swallow it
 
     stop_request.clear()
     previous = {sig: signal.signal(sig, on_signal) for sig in to_handle(STOP_SIGNALS)}
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when Ctrl-C is ignored on purpose
-        previous[signal.SIGINT] = signal.signal(signal.SIGINT, on_interrupt)
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, raise_interrupted)
     try:
         yield seen
     finally:
@@ -178,8 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         except (click.exceptions.Exit, typer.Exit) as exc:
             return ended(exc.exit_code, NO_RESULT)
         except Exception as exc:  # noqa: BLE001 - a bug: re-raised, or said as the --json contract asks
-            # Unless a stop signal came first: then it is the stop, hidden (stop_request.pending).
-            if stop_request.pending():
+            # Unless a stop signal came first: then it is the stop, hidden (stop_request.asked).
+            if stop_request.asked() is not None:
                 return stopped()
             refused = _redis_cannot_save(exc)
             return ended(_report(err, refused), refused.message, refused.hint) if refused else unexpected(exc)

@@ -1,11 +1,14 @@
 """Which signals a command takes over to stop the way Ctrl-C stops it (`wfqueue.cli.main`, `wfqueue up`), and
-what each stop exits with. Standard library only: the entry point takes them over before it loads anything."""
+what each stop exits with. Standard library only (wfqueue.stop_request is too): the entry point takes them over
+before it loads anything."""
 
 from __future__ import annotations
 
 import signal
 from collections.abc import Iterable
 from types import FrameType
+
+from wfqueue import stop_request
 
 INTERRUPTED_EXIT = 130  # Ctrl-C
 # SIGTERM, SIGHUP: 128 + the signal, what a shell reports for a process the signal ended, and what it said.
@@ -29,25 +32,16 @@ def to_handle(signals: Iterable[signal.Signals]) -> list[signal.Signals]:
     return [sig for sig in signals if sig != signal.SIGHUP or signal.getsignal(sig) is not signal.SIG_IGN]
 
 
-_received: list[signal.Signals] = []  # the stop signal that ended the load, should an exception hide it
-
-
 def raise_terminated(signum: int, _frame: FrameType | None) -> None:
-    """A handler for the stop signals while the command line loads: the load unwinds like a Ctrl-C."""
-    _received[:] = [signal.Signals(signum)]
-    raise Terminated(signal.Signals(signum))
+    """SIGTERM's and SIGHUP's handler: the command unwinds like a Ctrl-C, the stop recorded (wfqueue.stop_request)
+    should a finalizer swallow it or another error hide it."""
+    stop = Terminated(signal.Signals(signum))
+    stop_request.ask(stop)
+    raise stop
 
 
 def raise_interrupted(_signum: int, _frame: FrameType | None) -> None:
-    """Ctrl-C's handler while the command line loads: Python's own, and remembered."""
-    _received[:] = [signal.SIGINT]
-    raise KeyboardInterrupt
-
-
-def received_stop() -> KeyboardInterrupt | None:
-    """The stop a signal raised while the command line loaded (None: none came). An exception can carry it
-    hidden: pydantic-core reports a KeyboardInterrupt raised while it builds a model's serializer as its own
-    SchemaError, which ended a Ctrl-C'd command in a traceback and exit 1."""
-    if not _received:
-        return None
-    return Terminated(_received[0]) if _received[0] in STOP_SIGNALS else KeyboardInterrupt()
+    """Ctrl-C's handler: Python's own, the stop recorded as ``raise_terminated`` records its own."""
+    stop = KeyboardInterrupt()
+    stop_request.ask(stop)
+    raise stop
