@@ -139,16 +139,13 @@ def connect(settings: Settings, *, writing: bool = False) -> redis.Redis:
             f"the broker at {mask_url(url)} refused the credentials: {exc}",
             hint="put the right password in WFQUEUE_BROKER_URL (redis://:PASSWORD@host:6379/0)",
         ) from None
-    except redis.TimeoutError as exc:
-        if str(exc).startswith("Timeout reading"):  # connected, and no answer to a PING: no Redis there
+    except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+        if isinstance(exc, redis.TimeoutError) and str(exc).startswith("Timeout reading"):
+            # Connected, and no answer to a PING: no Redis there.
             raise BrokerNotRedisError(
                 f"the broker at {mask_url(url)} accepts connections but does not answer as Redis (no answer in "
                 f"{timeout_s:g}s)", hint="point WFQUEUE_BROKER_URL at a Redis server (redis://host:6379/0), or "
                                         "unset it for the embedded one") from None
-        raise BrokerUnreachableError(f"cannot reach the broker at {mask_url(url)}: {exc}",
-                                     hint="start Redis there, fix WFQUEUE_BROKER_URL, or unset it to use the embedded "
-                                          "broker") from None
-    except (redis.ConnectionError, OSError) as exc:
         raise BrokerUnreachableError(
             f"cannot reach the broker at {mask_url(url)}: {exc}",
             hint="start Redis there, fix WFQUEUE_BROKER_URL, or unset it to use the embedded broker",
@@ -182,9 +179,9 @@ def refuse_wrong_credentials(settings: Settings, *, writing: bool = True) -> Non
     """For a long-running process about to start (a worker, Flower): a broker that refuses the credentials, or a
     service there that is not Redis, is an error now, since Celery would try again for ever (or wait for ever in
     its first read) and waiting changes neither; one not reachable yet is left to the process's own retries (it
-    may start before its Redis). ``writing``: one that
-    refuses writes too, a full Redis included (a worker's consumer takes a message off its queue and then cannot
-    record it as unacknowledged: the message is lost; Flower only watches)."""
+    may start before its Redis). ``writing``: one that refuses writes too, a full Redis included (a worker's
+    consumer takes a message off its queue and then cannot record it as unacknowledged: the message is lost;
+    Flower only watches)."""
     try:
         connect(settings, writing=writing).close()
     except (BrokerCredentialsError, BrokerNotRedisError):
